@@ -1,0 +1,27 @@
+# Every external dependency, found once. All are Debian bookworm packages
+# (scripts/install-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(Torch REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+if(QUARK_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+  include(GoogleTest)
+endif()
+
+# LibTorch's own target carries -D_GLIBCXX_USE_CXX11_ABI; wrap it with the
+# flags every engine target needs.
+add_library(quark_torch INTERFACE)
+target_link_libraries(quark_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(quark_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})

@@ -1,0 +1,83 @@
+#include "core/config/quant_spec.h"
+
+#include <tuple>
+
+namespace quark {
+namespace {
+
+auto Tie(const QuantSpec& s) {
+  return std::tie(s.dtype, s.qscheme, s.ch_axis, s.group_size, s.symmetric, s.is_dynamic, s.observer, s.scale_type,
+                  s.round_method, s.scale_format, s.scale_calculation_mode, s.mx_element_dtype, s.zero_point_type,
+                  s.percentile);
+}
+
+template <typename... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <typename... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+}  // namespace
+
+bool operator==(const QuantSpec& a, const QuantSpec& b) { return Tie(a) == Tie(b); }
+
+bool operator==(const LayerQuantConfig& a, const LayerQuantConfig& b) {
+  return a.input_tensors == b.input_tensors && a.output_tensors == b.output_tensors && a.weight == b.weight &&
+         a.bias == b.bias;
+}
+
+bool operator==(const PatternQuantConfig& a, const PatternQuantConfig& b) {
+  return a.pattern == b.pattern && a.config == b.config;
+}
+
+bool operator==(const ScalingLayer& a, const ScalingLayer& b) {
+  return std::tie(a.prev_op, a.layers, a.inp, a.module2inspect) ==
+         std::tie(b.prev_op, b.layers, b.inp, b.module2inspect);
+}
+
+bool operator==(const SmoothQuantAlgo& a, const SmoothQuantAlgo& b) {
+  return std::tie(a.alpha, a.scale_clamp_min, a.scaling_layers, a.model_decoder_layers) ==
+         std::tie(b.alpha, b.scale_clamp_min, b.scaling_layers, b.model_decoder_layers);
+}
+
+bool operator==(const AutoSmoothQuantAlgo& a, const AutoSmoothQuantAlgo& b) {
+  return std::tie(a.scaling_layers, a.compute_scale_loss, a.model_decoder_layers) ==
+         std::tie(b.scaling_layers, b.compute_scale_loss, b.model_decoder_layers);
+}
+
+bool operator==(const AwqAlgo& a, const AwqAlgo& b) {
+  return std::tie(a.scaling_layers, a.model_decoder_layers, a.grid_size) ==
+         std::tie(b.scaling_layers, b.model_decoder_layers, b.grid_size);
+}
+
+bool operator==(const GptqAlgo& a, const GptqAlgo& b) {
+  return std::tie(a.damp_percent, a.desc_act, a.static_groups, a.true_sequential, a.inside_layer_modules,
+                  a.model_decoder_layers, a.block_size) ==
+         std::tie(b.damp_percent, b.desc_act, b.static_groups, b.true_sequential, b.inside_layer_modules,
+                  b.model_decoder_layers, b.block_size);
+}
+
+bool operator==(const RotationAlgo& a, const RotationAlgo& b) {
+  return a.random == b.random && a.scaling_layers == b.scaling_layers;
+}
+
+std::string_view AlgoName(const AlgoConfig& algo) {
+  return std::visit(Overloaded{
+                        [](const SmoothQuantAlgo&) { return std::string_view("smooth"); },
+                        [](const AutoSmoothQuantAlgo&) { return std::string_view("autosmoothquant"); },
+                        [](const AwqAlgo&) { return std::string_view("awq"); },
+                        [](const GptqAlgo&) { return std::string_view("gptq"); },
+                        [](const RotationAlgo&) { return std::string_view("rotation"); },
+                    },
+                    algo);
+}
+
+bool operator==(const Config& a, const Config& b) {
+  return a.global_quant_config == b.global_quant_config && a.layer_type_quant_config == b.layer_type_quant_config &&
+         a.layer_quant_config == b.layer_quant_config && a.kv_cache_quant_config == b.kv_cache_quant_config &&
+         a.exclude == b.exclude && a.algo_config == b.algo_config && a.quant_mode == b.quant_mode &&
+         a.pack_method == b.pack_method && a.min_kv_scale == b.min_kv_scale;
+}
+
+}  // namespace quark

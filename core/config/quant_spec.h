@@ -1,0 +1,140 @@
+// The engine's own, plain C++ form of the quantization Config. The proto form
+// (proto/quark/v1/config.proto) converts to and from it in proto_convert.h only.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/config/quant_types.h"
+
+namespace quark {
+
+/// How one tensor is quantized (Quark's QuantizationSpec).
+struct QuantSpec {
+  DType dtype = DType::kInt8;
+  QScheme qscheme = QScheme::kPerTensor;
+  /// Channel axis: per_channel's channel, per_group's grouped axis. Unset = the default for the tensor
+  /// (weights: 0 per channel, -1 per group; activations: -1).
+  std::optional<int> ch_axis;
+  /// per_group only (and MX): elements per group; -1 = the whole row.
+  std::optional<int> group_size;
+  bool symmetric = true;
+  bool is_dynamic = false;
+  ObserverKind observer = ObserverKind::kMinMax;
+  ScaleType scale_type = ScaleType::kFloat;
+  RoundMethod round_method = RoundMethod::kHalfEven;
+  ScaleFormat scale_format = ScaleFormat::kFloat;
+  ScaleCalculationMode scale_calculation_mode = ScaleCalculationMode::kEven;
+  /// Legacy `dtype: mx` only: the element type (fp8_e4m3, fp8_e5m2, fp6_*, fp4, int8).
+  std::optional<DType> mx_element_dtype;
+  ZeroPointType zero_point_type = ZeroPointType::kInt32;
+  /// Percentile observer only.
+  double percentile = 99.99999999;
+
+  /// OCP MX: a shared E8M0 scale over blocks (new spelling: scale_format e8m0; legacy: dtype mx).
+  bool IsMx() const { return dtype == DType::kMx || scale_format == ScaleFormat::kE8M0; }
+  /// The element type of the grid: mx_element_dtype for legacy MX, else dtype.
+  DType ElementType() const {
+    return dtype == DType::kMx && mx_element_dtype ? *mx_element_dtype : dtype;
+  }
+};
+
+bool operator==(const QuantSpec& a, const QuantSpec& b);
+inline bool operator!=(const QuantSpec& a, const QuantSpec& b) { return !(a == b); }
+
+/// Specs for the tensors of one module (Quark's QuantizationConfig). Unset = left in floating point.
+struct LayerQuantConfig {
+  std::optional<QuantSpec> input_tensors;
+  std::optional<QuantSpec> output_tensors;
+  std::optional<QuantSpec> weight;
+  std::optional<QuantSpec> bias;
+
+  bool Empty() const { return !input_tensors && !output_tensors && !weight && !bias; }
+};
+
+bool operator==(const LayerQuantConfig& a, const LayerQuantConfig& b);
+inline bool operator!=(const LayerQuantConfig& a, const LayerQuantConfig& b) { return !(a == b); }
+
+/// One ordered entry of layer_quant_config / kv_cache_quant_config (first match wins).
+struct PatternQuantConfig {
+  std::string pattern;  // fnmatch over module names
+  LayerQuantConfig config;
+};
+
+bool operator==(const PatternQuantConfig& a, const PatternQuantConfig& b);
+
+/// One {prev_op, layers, inp} entry of an algorithm's scaling_layers.
+struct ScalingLayer {
+  std::string prev_op;
+  std::vector<std::string> layers;
+  std::string inp;
+  std::string module2inspect;
+};
+
+bool operator==(const ScalingLayer& a, const ScalingLayer& b);
+
+struct SmoothQuantAlgo {
+  float alpha = 1.0f;
+  float scale_clamp_min = 1e-3f;
+  std::vector<ScalingLayer> scaling_layers;
+  std::string model_decoder_layers;
+};
+
+struct AutoSmoothQuantAlgo {
+  std::vector<ScalingLayer> scaling_layers;
+  std::string compute_scale_loss = "MSE";
+  std::string model_decoder_layers;
+};
+
+struct AwqAlgo {
+  std::vector<ScalingLayer> scaling_layers;
+  std::string model_decoder_layers;
+  int grid_size = 20;
+};
+
+struct GptqAlgo {
+  float damp_percent = 0.01f;
+  bool desc_act = true;
+  bool static_groups = true;
+  bool true_sequential = true;
+  std::vector<std::string> inside_layer_modules;
+  std::string model_decoder_layers;
+  int block_size = 128;
+};
+
+struct RotationAlgo {
+  bool random = false;
+  std::vector<ScalingLayer> scaling_layers;
+};
+
+bool operator==(const SmoothQuantAlgo& a, const SmoothQuantAlgo& b);
+bool operator==(const AutoSmoothQuantAlgo& a, const AutoSmoothQuantAlgo& b);
+bool operator==(const AwqAlgo& a, const AwqAlgo& b);
+bool operator==(const GptqAlgo& a, const GptqAlgo& b);
+bool operator==(const RotationAlgo& a, const RotationAlgo& b);
+
+using AlgoConfig = std::variant<SmoothQuantAlgo, AutoSmoothQuantAlgo, AwqAlgo, GptqAlgo, RotationAlgo>;
+
+/// Quark's name of an algorithm ("smooth", "autosmoothquant", "awq", "gptq", "rotation").
+std::string_view AlgoName(const AlgoConfig& algo);
+
+/// The whole quantization Config (Quark's Config).
+struct Config {
+  LayerQuantConfig global_quant_config;
+  std::map<std::string, LayerQuantConfig> layer_type_quant_config;  // "Linear", "Embedding", ...
+  std::vector<PatternQuantConfig> layer_quant_config;
+  std::vector<PatternQuantConfig> kv_cache_quant_config;
+  std::vector<std::string> exclude;
+  std::vector<AlgoConfig> algo_config;
+  QuantMode quant_mode = QuantMode::kEager;
+  PackMethod pack_method = PackMethod::kReorder;
+  float min_kv_scale = 0.0f;
+};
+
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+
+}  // namespace quark

@@ -1,0 +1,39 @@
+#include "core/engine/engine_init.h"
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+namespace quark {
+namespace {
+
+int ThreadsFromEnvironment() {
+  const char* value = std::getenv("QUARK_THREADS");
+  if (value == nullptr || *value == '\0') return 0;
+  try {
+    return std::max(0, std::stoi(value));
+  } catch (const std::exception&) {
+    return 0;  // a malformed value falls back to the hardware count
+  }
+}
+
+int g_threads = 0;
+
+}  // namespace
+
+void InitEngine(const EngineOptions& options) {
+  // overwrite = 0: a user's own choice of ISA wins.
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
+  int threads = options.intra_op_threads > 0 ? options.intra_op_threads : ThreadsFromEnvironment();
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads != g_threads) {
+    at::set_num_threads(threads);
+    g_threads = threads;
+  }
+}
+
+int EngineThreads() { return g_threads; }
+
+}  // namespace quark

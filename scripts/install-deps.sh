@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package that quarkd's build, tests and demo need.
+# Idempotent; must run as root (or with sudo available) on Debian bookworm.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # engine: LibTorch (CPU) and a fast BLAS (without it matmul falls back to reference BLAS, ~14x slower)
+  libtorch-dev libopenblas0-pthread libsentencepiece-dev
+  # RPC and messages
+  libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
+  # plumbing
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
+  libsqlite3-dev libcurl4-openssl-dev libpq-dev
+  # tests and their real peers
+  libgtest-dev libgmock-dev prometheus nodejs
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all Debian packages present"
+fi
+
+# npm is shipped with the nodesource nodejs package; Debian's own npm conflicts with it.
+if ! command -v npm >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm
+fi
