@@ -1,0 +1,225 @@
+#include "core/checkpoint/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "core/base/strings.h"
+
+namespace quark::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+absl::Status FieldError(const std::string& label, const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(quark::StrCat(label, ": field \"", field, "\" ", what));
+}
+
+// Reads an integer field; `fallback` when absent (nullopt = required).
+absl::StatusOr<int64_t> IntField(const json& root, const std::string& label, const std::string& field,
+                                 std::optional<int64_t> fallback) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return FieldError(label, field, "is missing");
+  }
+  if (!it->is_number_integer()) return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not an integer"));
+  return it->get<int64_t>();
+}
+
+double DoubleField(const json& root, const std::string& field, double fallback) {
+  auto it = root.find(field);
+  return it != root.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+bool BoolField(const json& root, const std::string& field, bool fallback) {
+  auto it = root.find(field);
+  return it != root.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+std::string StringField(const json& root, const std::string& field, const std::string& fallback) {
+  auto it = root.find(field);
+  return it != root.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// eos_token_id may be a list (Llama 3): the first entry is the one that ends a sequence here.
+int64_t TokenIdField(const json& root, const std::string& field) {
+  auto it = root.find(field);
+  if (it == root.end()) return -1;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) return (*it)[0].get<int64_t>();
+  return -1;
+}
+
+absl::Status ParseRopeScaling(const json& root, const std::string& label, ModelConfig& config) {
+  auto it = root.find("rope_scaling");
+  if (it == root.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return FieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " is not an object"));
+  RopeScaling scaling;
+  scaling.rope_type = StringField(*it, "rope_type", StringField(*it, "type", ""));
+  if (scaling.rope_type != "llama3" && scaling.rope_type != "linear") {
+    return FieldError(label, "rope_scaling.rope_type",
+                      quark::StrCat("= \"", scaling.rope_type, "\" is not supported (supported: llama3, linear)"));
+  }
+  scaling.factor = DoubleField(*it, "factor", 1.0);
+  scaling.low_freq_factor = DoubleField(*it, "low_freq_factor", 1.0);
+  scaling.high_freq_factor = DoubleField(*it, "high_freq_factor", 4.0);
+  auto original = IntField(*it, label, "original_max_position_embeddings", 8192);
+  if (!original.ok()) return original.status();
+  scaling.original_max_position_embeddings = *original;
+  if (scaling.factor <= 0 || scaling.high_freq_factor <= scaling.low_freq_factor) {
+    return FieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " has a non-positive factor or high <= low freq factor"));
+  }
+  config.rope_scaling = scaling;
+  return absl::OkStatus();
+}
+
+absl::Status ParseSizes(const json& root, const std::string& label, ModelConfig& config) {
+  const bool opt = config.family == ArchFamily::kOpt;
+  struct Field {
+    const char* name;
+    int64_t* target;
+    std::optional<int64_t> fallback;
+  };
+  const Field fields[] = {
+      {"hidden_size", &config.hidden_size, std::nullopt},
+      {opt ? "ffn_dim" : "intermediate_size", &config.intermediate_size, std::nullopt},
+      {"num_hidden_layers", &config.num_hidden_layers, std::nullopt},
+      {"num_attention_heads", &config.num_attention_heads, std::nullopt},
+      {"vocab_size", &config.vocab_size, std::nullopt},
+      {"max_position_embeddings", &config.max_position_embeddings, opt ? std::optional<int64_t>(2048) : 2048},
+  };
+  for (const Field& f : fields) {
+    auto value = IntField(root, label, f.name, f.fallback);
+    if (!value.ok()) return value.status();
+    if (*value <= 0) return FieldError(label, f.name, quark::StrCat("= ", *value, " must be positive"));
+    *f.target = *value;
+  }
+  auto kv = IntField(root, label, "num_key_value_heads", config.num_attention_heads);
+  if (!kv.ok()) return kv.status();
+  config.num_key_value_heads = opt ? config.num_attention_heads : *kv;
+  if (config.num_key_value_heads <= 0 || config.num_attention_heads % config.num_key_value_heads != 0) {
+    return FieldError(label, "num_key_value_heads", quark::StrCat("= ", config.num_key_value_heads,
+                      " does not divide num_attention_heads = ", config.num_attention_heads));
+  }
+  auto head_dim = IntField(root, label, "head_dim", 0);
+  if (!head_dim.ok()) return head_dim.status();
+  if (*head_dim <= 0 && config.hidden_size % config.num_attention_heads != 0) {
+    return FieldError(label, "hidden_size", quark::StrCat("= ", config.hidden_size, " is not divisible by num_attention_heads = ",
+                      config.num_attention_heads));
+  }
+  config.head_dim = *head_dim > 0 ? *head_dim : config.hidden_size / config.num_attention_heads;
+  if (config.head_dim % 2 != 0 && !opt) return FieldError(label, "head_dim", quark::StrCat("= ", config.head_dim, " must be even for RoPE"));
+  return absl::OkStatus();
+}
+
+void ParseOptFields(const json& root, ModelConfig& config) {
+  config.hidden_act = StringField(root, "activation_function", "relu");
+  config.do_layer_norm_before = BoolField(root, "do_layer_norm_before", true);
+  config.word_embed_proj_dim = root.contains("word_embed_proj_dim") && root["word_embed_proj_dim"].is_number_integer()
+                                   ? root["word_embed_proj_dim"].get<int64_t>() : config.hidden_size;
+  config.enable_bias = BoolField(root, "enable_bias", true);
+  config.layer_norm_elementwise_affine = BoolField(root, "layer_norm_elementwise_affine", true);
+  config.attention_bias = config.o_proj_bias = config.mlp_bias = config.enable_bias;
+  config.tie_word_embeddings = BoolField(root, "tie_word_embeddings", true);
+}
+
+}  // namespace
+
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, opt"; }
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return absl::InvalidArgumentError(quark::StrCat(label, ": not a JSON object"));
+  ModelConfig config;
+  config.model_type = StringField(root, "model_type", "");
+  if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2") {
+    config.family = ArchFamily::kLlama;
+  } else if (config.model_type == "opt") {
+    config.family = ArchFamily::kOpt;
+  } else {
+    return FieldError(label, "model_type", quark::StrCat("= \"", config.model_type, "\" is not supported (supported: ",
+                                                        SupportedModelTypes(), ")"));
+  }
+  if (auto status = ParseSizes(root, label, config); !status.ok()) return status;
+  config.bos_token_id = TokenIdField(root, "bos_token_id");
+  config.eos_token_id = TokenIdField(root, "eos_token_id");
+  config.torch_dtype = StringField(root, "torch_dtype", "");
+  if (config.family == ArchFamily::kOpt) {
+    ParseOptFields(root, config);
+    config.layer_norm_eps = 1e-5;
+    if (config.hidden_act != "relu") {
+      return FieldError(label, "activation_function", quark::StrCat("= \"", config.hidden_act, "\" is not supported (relu)"));
+    }
+    return config;
+  }
+  config.rms_norm_eps = DoubleField(root, "rms_norm_eps", 1e-6);
+  config.rope_theta = DoubleField(root, "rope_theta", 10000.0);
+  config.tie_word_embeddings = BoolField(root, "tie_word_embeddings", false);
+  config.hidden_act = StringField(root, "hidden_act", "silu");
+  if (config.hidden_act != "silu") {
+    return FieldError(label, "hidden_act", quark::StrCat("= \"", config.hidden_act, "\" is not supported (silu)"));
+  }
+  const bool qwen2 = config.model_type == "qwen2";
+  config.attention_bias = qwen2 || BoolField(root, "attention_bias", false);
+  config.o_proj_bias = !qwen2 && BoolField(root, "attention_bias", false);
+  config.mlp_bias = BoolField(root, "mlp_bias", false);
+  if (auto status = ParseRopeScaling(root, label, config); !status.ok()) return status;
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(quark::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseModelConfig(text.str(), path);
+}
+
+std::string ModelConfigToJson(const ModelConfig& c) {
+  json root;
+  const bool opt = c.family == ArchFamily::kOpt;
+  root["model_type"] = c.model_type;
+  root["hidden_size"] = c.hidden_size;
+  root["num_hidden_layers"] = c.num_hidden_layers;
+  root["num_attention_heads"] = c.num_attention_heads;
+  root["vocab_size"] = c.vocab_size;
+  root["max_position_embeddings"] = c.max_position_embeddings;
+  root["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.bos_token_id >= 0) root["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_id >= 0) root["eos_token_id"] = c.eos_token_id;
+  if (!c.torch_dtype.empty()) root["torch_dtype"] = c.torch_dtype;
+  if (opt) {
+    root["architectures"] = {"OPTForCausalLM"};
+    root["ffn_dim"] = c.intermediate_size;
+    root["activation_function"] = c.hidden_act;
+    root["do_layer_norm_before"] = c.do_layer_norm_before;
+    root["word_embed_proj_dim"] = c.word_embed_proj_dim;
+    root["enable_bias"] = c.enable_bias;
+    root["layer_norm_elementwise_affine"] = c.layer_norm_elementwise_affine;
+    return root.dump(2) + "\n";
+  }
+  root["architectures"] = {c.model_type == "mistral" ? "MistralForCausalLM"
+                           : c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  root["intermediate_size"] = c.intermediate_size;
+  root["num_key_value_heads"] = c.num_key_value_heads;
+  root["head_dim"] = c.head_dim;
+  root["rms_norm_eps"] = c.rms_norm_eps;
+  root["rope_theta"] = c.rope_theta;
+  root["hidden_act"] = c.hidden_act;
+  root["attention_bias"] = c.model_type == "qwen2" ? false : c.attention_bias;
+  root["mlp_bias"] = c.mlp_bias;
+  if (c.rope_scaling) {
+    root["rope_scaling"] = {{"rope_type", c.rope_scaling->rope_type}, {"factor", c.rope_scaling->factor},
+                            {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                            {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                            {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+  }
+  return root.dump(2) + "\n";
+}
+
+}  // namespace quark::checkpoint

@@ -1,0 +1,74 @@
+// An HF `config.json`, reduced to what the runtime needs to build and run the model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace quark::checkpoint {
+
+/// The architecture families the runtime can build.
+enum class ArchFamily {
+  kLlama,  // model_type llama, mistral, qwen2 (RMSNorm, RoPE, SwiGLU, GQA)
+  kOpt,    // model_type opt (LayerNorm, learned positions, ReLU, biases)
+};
+
+/// The `model_type` values accepted, comma-separated (for error messages and help text).
+const char* SupportedModelTypes();
+
+/// Llama 3 `rope_scaling` ({"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
+/// original_max_position_embeddings}); "linear" scaling is also understood (positions divided by factor).
+struct RopeScaling {
+  std::string rope_type;  // "llama3" or "linear"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string model_type;  // as in config.json
+  ArchFamily family = ArchFamily::kLlama;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // OPT: ffn_dim
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // = num_attention_heads when absent (and always for OPT)
+  int64_t head_dim = 0;             // hidden_size / num_attention_heads unless given
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;  // Llama family
+  double layer_norm_eps = 1e-5;  // OPT
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v/o biases (qwen2: q/k/v only)
+  bool o_proj_bias = false;
+  bool mlp_bias = false;
+  std::string hidden_act = "silu";
+  int64_t bos_token_id = -1;  // -1 = none
+  int64_t eos_token_id = -1;  // first of a list
+  std::string torch_dtype;    // "float32", "bfloat16", "float16" or empty
+  // OPT only.
+  bool do_layer_norm_before = true;
+  int64_t word_embed_proj_dim = 0;  // = hidden_size when absent
+  bool enable_bias = true;
+  bool layer_norm_elementwise_affine = true;
+};
+
+/// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size
+/// not divisible by the head count, heads not divisible by KV heads, an unknown model_type (listing
+/// SupportedModelTypes()), an unknown rope_scaling type, an unsupported hidden_act.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label = "config.json");
+
+/// Reads and parses `model_dir`/config.json.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
+
+/// HF config.json text for `config` (what `quark make-model` writes): architectures, model_type and every
+/// field above under its HF name.
+std::string ModelConfigToJson(const ModelConfig& config);
+
+}  // namespace quark::checkpoint

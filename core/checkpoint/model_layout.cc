@@ -1,0 +1,88 @@
+#include "core/checkpoint/model_layout.h"
+
+#include "core/base/strings.h"
+
+namespace quark::checkpoint {
+namespace {
+
+bool IsOpt(const ModelConfig& config) { return config.family == ArchFamily::kOpt; }
+
+void AddLinear(std::vector<TensorSpec>& out, const std::string& prefix, const LinearSpec& linear) {
+  out.push_back({prefix + linear.relative_name + ".weight", {linear.out_features, linear.in_features}, TensorRole::kLinearWeight});
+  if (linear.has_bias) out.push_back({prefix + linear.relative_name + ".bias", {linear.out_features}, TensorRole::kLinearBias});
+}
+
+void AddNorm(std::vector<TensorSpec>& out, const ModelConfig& config, const std::string& name, int64_t dim) {
+  if (IsOpt(config) && !config.layer_norm_elementwise_affine) return;
+  out.push_back({name + ".weight", {dim}, TensorRole::kNormWeight});
+  if (IsOpt(config)) out.push_back({name + ".bias", {dim}, TensorRole::kNormBias});
+}
+
+}  // namespace
+
+std::string LayerPrefix(const ModelConfig& config, int64_t layer) {
+  return quark::StrCat(IsOpt(config) ? "model.decoder.layers." : "model.layers.", layer, ".");
+}
+
+std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  if (IsOpt(c)) {
+    const bool b = c.enable_bias;
+    return {{"self_attn.q_proj", h, h, b}, {"self_attn.k_proj", h, h, b}, {"self_attn.v_proj", h, h, b},
+            {"self_attn.out_proj", h, h, b}, {"fc1", c.intermediate_size, h, b}, {"fc2", h, c.intermediate_size, b}};
+  }
+  return {{"self_attn.q_proj", q, h, c.attention_bias},
+          {"self_attn.k_proj", kv, h, c.attention_bias},
+          {"self_attn.v_proj", kv, h, c.attention_bias},
+          {"self_attn.o_proj", h, q, c.o_proj_bias},
+          {"mlp.gate_proj", c.intermediate_size, h, c.mlp_bias},
+          {"mlp.up_proj", c.intermediate_size, h, c.mlp_bias},
+          {"mlp.down_proj", h, c.intermediate_size, c.mlp_bias}};
+}
+
+std::string EmbedTokensName(const ModelConfig& config) {
+  return IsOpt(config) ? "model.decoder.embed_tokens" : "model.embed_tokens";
+}
+
+std::string FinalNormName(const ModelConfig& config) {
+  return IsOpt(config) ? "model.decoder.final_layer_norm" : "model.norm";
+}
+
+std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer) {
+  std::vector<TensorSpec> out;
+  const std::string prefix = LayerPrefix(config, layer);
+  if (IsOpt(config)) {
+    AddNorm(out, config, prefix + "self_attn_layer_norm", config.hidden_size);
+    AddNorm(out, config, prefix + "final_layer_norm", config.hidden_size);
+  } else {
+    AddNorm(out, config, prefix + "input_layernorm", config.hidden_size);
+    AddNorm(out, config, prefix + "post_attention_layernorm", config.hidden_size);
+  }
+  return out;
+}
+
+std::vector<TensorSpec> ModelTensors(const ModelConfig& c) {
+  std::vector<TensorSpec> out;
+  const bool opt = IsOpt(c);
+  const int64_t embed_dim = opt ? c.word_embed_proj_dim : c.hidden_size;
+  out.push_back({EmbedTokensName(c) + ".weight", {c.vocab_size, embed_dim}, TensorRole::kEmbedding});
+  if (opt) {
+    out.push_back({"model.decoder.embed_positions.weight", {c.max_position_embeddings + kOptPositionOffset, c.hidden_size},
+                   TensorRole::kEmbedding});
+    if (embed_dim != c.hidden_size) {
+      out.push_back({"model.decoder.project_in.weight", {c.hidden_size, embed_dim}, TensorRole::kLinearWeight});
+      out.push_back({"model.decoder.project_out.weight", {embed_dim, c.hidden_size}, TensorRole::kLinearWeight});
+    }
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string prefix = LayerPrefix(c, i);
+    for (const LinearSpec& linear : LayerLinears(c)) AddLinear(out, prefix, linear);
+    for (TensorSpec& norm : LayerNormTensors(c, i)) out.push_back(std::move(norm));
+  }
+  // OPT-350m (post-LN) has no final layer norm.
+  if (!opt || c.do_layer_norm_before) AddNorm(out, c, FinalNormName(c), c.hidden_size);
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, embed_dim}, TensorRole::kLinearWeight});
+  return out;
+}
+
+}  // namespace quark::checkpoint

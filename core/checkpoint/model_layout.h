@@ -1,0 +1,50 @@
+// The HF tensor and module names of each supported architecture, in one place: the runtime builds modules
+// under these names, the synthetic-model maker writes these tensors, and ListModelModules reports them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/model_config.h"
+
+namespace quark::checkpoint {
+
+/// A linear layer inside a decoder layer.
+struct LinearSpec {
+  std::string relative_name;  // "self_attn.q_proj", "mlp.down_proj", "fc1", ...
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  bool has_bias = false;
+};
+
+/// What a tensor is, for initialisation of synthetic weights.
+enum class TensorRole { kEmbedding, kLinearWeight, kLinearBias, kNormWeight, kNormBias };
+
+struct TensorSpec {
+  std::string name;  // full HF tensor name, "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;
+  TensorRole role = TensorRole::kLinearWeight;
+};
+
+/// "model.layers.{i}." (Llama family) or "model.decoder.layers.{i}." (OPT).
+std::string LayerPrefix(const ModelConfig& config, int64_t layer);
+
+/// The linears of one decoder layer, in forward order.
+std::vector<LinearSpec> LayerLinears(const ModelConfig& config);
+
+/// "model.embed_tokens" / "model.decoder.embed_tokens".
+std::string EmbedTokensName(const ModelConfig& config);
+/// "model.norm" / "model.decoder.final_layer_norm".
+std::string FinalNormName(const ModelConfig& config);
+/// OPT's learned positions, "model.decoder.embed_positions" (rows = max_position_embeddings + 2).
+inline constexpr int64_t kOptPositionOffset = 2;
+
+/// The norm tensors of one decoder layer (relative names with ".weight"/".bias").
+std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer);
+
+/// Every tensor of a full checkpoint of this architecture, in HF's order (lm_head.weight only when not tied;
+/// OPT's project_in/project_out when word_embed_proj_dim differs from hidden_size).
+std::vector<TensorSpec> ModelTensors(const ModelConfig& config);
+
+}  // namespace quark::checkpoint
