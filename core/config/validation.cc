@@ -1,0 +1,286 @@
+#include "core/config/validation.h"
+
+#include <set>
+
+#include "core/base/strings.h"
+#include "core/base/glob.h"
+
+namespace quark {
+namespace {
+
+enum class TensorRole { kWeight, kBias, kActivation };
+
+// Collects issues; `Error` and `Warn` take the field path and the message.
+class Issues {
+ public:
+  void Error(std::string path, std::string message) {
+    issues_.push_back({ValidationIssue::Severity::kError, std::move(path), std::move(message)});
+  }
+  void Warn(std::string path, std::string message) {
+    issues_.push_back({ValidationIssue::Severity::kWarning, std::move(path), std::move(message)});
+  }
+  std::vector<ValidationIssue> Take() { return std::move(issues_); }
+
+ private:
+  std::vector<ValidationIssue> issues_;
+};
+
+bool IsMxElementType(DType d) {
+  return d == DType::kFp8E4M3 || d == DType::kFp8E5M2 || d == DType::kFp6E3M2 || d == DType::kFp6E2M3 ||
+         d == DType::kFp4 || d == DType::kInt8;
+}
+
+void CheckMx(const QuantSpec& s, const std::string& path, Issues& out) {
+  if (s.dtype == DType::kMx && !s.mx_element_dtype) {
+    out.Error(path + ".mx_element_dtype", "required when dtype is mx");
+    return;
+  }
+  const DType element = s.ElementType();
+  if (!IsMxElementType(element)) {
+    out.Error(path + ".dtype", StrCat("OCP MX (scale_format e8m0) needs an element type of fp8_e4m3, fp8_e5m2, "
+                                            "fp6_e3m2, fp6_e2m3, fp4 or int8, got ", Name(element)));
+  }
+  if (s.group_size.value_or(32) != 32) {
+    out.Error(path + ".group_size", StrCat("OCP MX needs group_size 32, got ", *s.group_size));
+  }
+  if (s.dtype != DType::kMx && s.qscheme != QScheme::kPerGroup) {
+    out.Error(path + ".qscheme", StrCat("OCP MX is per_group (blocks of 32), got ", Name(s.qscheme)));
+  }
+  if (!s.symmetric) out.Error(path + ".symmetric", "OCP MX is symmetric only");
+}
+
+void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) {
+  if (s.qscheme == QScheme::kPerGroup) {
+    if (!s.group_size) {
+      out.Error(path + ".group_size", "required when qscheme is per_group");
+    } else if (*s.group_size == 0 || *s.group_size < -1) {
+      out.Error(path + ".group_size", StrCat("must be positive or -1 (the whole row), got ", *s.group_size));
+    }
+  } else if (s.group_size && !s.IsMx()) {
+    out.Warn(path + ".group_size", StrCat("ignored: only per_group uses a group size (qscheme is ",
+                                                Name(s.qscheme), ")"));
+  }
+  if (s.ch_axis && (*s.ch_axis < -4 || *s.ch_axis > 3)) {
+    out.Error(path + ".ch_axis", StrCat("out of range: ", *s.ch_axis));
+  }
+}
+
+void CheckObserver(const QuantSpec& s, const std::string& path, Issues& out) {
+  const bool histogram = s.observer == ObserverKind::kPercentile || s.observer == ObserverKind::kMse;
+  if (histogram && s.qscheme != QScheme::kPerTensor) {
+    out.Error(path + ".observer", StrCat(Name(s.observer), " supports per_tensor only (qscheme is ",
+                                               Name(s.qscheme), ")"));
+  }
+  if (histogram && s.is_dynamic) {
+    out.Error(path + ".observer", StrCat(Name(s.observer), " is a calibration observer; a dynamic spec has none"));
+  }
+  if (s.observer == ObserverKind::kMxBlock && !s.IsMx()) {
+    out.Error(path + ".observer", "mx_block needs an OCP MX spec (scale_format e8m0 or dtype mx)");
+  }
+  if (s.observer == ObserverKind::kPercentile && !(s.percentile > 0.0 && s.percentile <= 100.0)) {
+    out.Error(path + ".percentile", StrCat("must be in (0, 100], got ", s.percentile));
+  }
+}
+
+void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
+  if (s.IsMx()) {
+    CheckMx(s, path, out);
+  } else if (s.mx_element_dtype) {
+    out.Error(path + ".mx_element_dtype", StrCat("only used with dtype mx, dtype is ", Name(s.dtype)));
+  }
+  CheckGranularity(s, path, out);
+  CheckObserver(s, path, out);
+  if (role != TensorRole::kActivation && s.is_dynamic) {
+    out.Error(path + ".is_dynamic", "weights and biases cannot be dynamic (their scales are computed once and exported)");
+  }
+  if (s.scale_type == ScaleType::kPof2 && s.dtype != DType::kInt8 && s.dtype != DType::kUInt8) {
+    out.Error(path + ".scale_type", StrCat("pof2 scales need int8 or uint8, got ", Name(s.dtype)));
+  }
+  if (IsFloatFormat(s.ElementType()) && !s.symmetric) {
+    out.Error(path + ".symmetric", StrCat(Name(s.ElementType()), " is symmetric only"));
+  }
+  if (s.zero_point_type == ZeroPointType::kFloat32 && !IsIntegerType(s.dtype)) {
+    out.Error(path + ".zero_point_type", StrCat("float32 zero points need an integer dtype, got ", Name(s.dtype)));
+  }
+  if (IsCastType(s.dtype) && s.is_dynamic) {
+    out.Warn(path + ".is_dynamic", StrCat(Name(s.dtype), " is a cast; is_dynamic has no effect"));
+  }
+}
+
+void CheckLayerConfig(const LayerQuantConfig& c, const std::string& path, Issues& out) {
+  if (c.weight) CheckSpec(*c.weight, TensorRole::kWeight, path + ".weight", out);
+  if (c.bias) CheckSpec(*c.bias, TensorRole::kBias, path + ".bias", out);
+  if (c.input_tensors) CheckSpec(*c.input_tensors, TensorRole::kActivation, path + ".input_tensors", out);
+  if (c.output_tensors) CheckSpec(*c.output_tensors, TensorRole::kActivation, path + ".output_tensors", out);
+}
+
+void CheckKvCache(const PatternQuantConfig& e, const std::string& path, Issues& out) {
+  if (!e.config.output_tensors) {
+    out.Error(path + ".output_tensors", "required: the KV-cache spec quantizes the k_proj / v_proj outputs");
+    return;
+  }
+  const QuantSpec& kv = *e.config.output_tensors;
+  if (kv.dtype != DType::kFp8E4M3 && kv.dtype != DType::kInt8) {
+    out.Error(path + ".output_tensors.dtype", StrCat("KV cache supports fp8_e4m3 or int8, got ", Name(kv.dtype)));
+  }
+  if (kv.qscheme != QScheme::kPerTensor) {
+    out.Error(path + ".output_tensors.qscheme", StrCat("KV cache is per_tensor, got ", Name(kv.qscheme)));
+  }
+  if (kv.is_dynamic) out.Error(path + ".output_tensors.is_dynamic", "KV-cache scales are static (they are exported)");
+}
+
+// The weight spec an algorithm works on: the Linear type entry when present, else the global one.
+const std::optional<QuantSpec>& AlgoWeightSpec(const Config& c, std::string& path) {
+  if (auto it = c.layer_type_quant_config.find("Linear"); it != c.layer_type_quant_config.end() && it->second.weight) {
+    path = "layer_type_quant_config[Linear].weight";
+    return it->second.weight;
+  }
+  path = "global_quant_config.weight";
+  return c.global_quant_config.weight;
+}
+
+void CheckAlgorithms(const Config& c, Issues& out) {
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < c.algo_config.size(); ++i) {
+    const AlgoConfig& algo = c.algo_config[i];
+    const std::string path = StrCat("algo_config[", i, "]");
+    const std::string_view name = AlgoName(algo);
+    if (!seen.insert(name).second) out.Error(path, StrCat(name, " appears twice"));
+    std::string weight_path;
+    const auto& weight = AlgoWeightSpec(c, weight_path);
+    const bool integer_weight = weight && IsIntegerType(weight->dtype) && !weight->IsMx();
+    if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
+      if (!integer_weight) {
+        out.Error(path, StrCat("gptq needs an integer weight spec (int8, uint8, int4, uint4, int3, int2) in ",
+                                     weight_path, ", got ", weight ? std::string(Name(weight->dtype)) : "none"));
+      }
+      if (!(gptq->damp_percent > 0.0f && gptq->damp_percent < 1.0f)) {
+        out.Error(path + ".damp_percent", StrCat("must be in (0, 1), got ", gptq->damp_percent));
+      }
+      if (gptq->block_size <= 0) out.Error(path + ".block_size", StrCat("must be positive, got ", gptq->block_size));
+      if (!gptq->static_groups) {
+        out.Error(path + ".static_groups", "must be true: exported checkpoints need static groups");
+      }
+    } else if (std::holds_alternative<AwqAlgo>(algo)) {
+      if (!integer_weight) {
+        out.Error(path, StrCat("awq needs an integer weight spec (int4/uint4/int8 ...) in ", weight_path,
+                                     ", got ", weight ? std::string(Name(weight->dtype)) : "none"));
+      }
+      if (std::get<AwqAlgo>(algo).grid_size <= 0) out.Error(path + ".grid_size", "must be positive");
+    } else if (const auto* sq = std::get_if<SmoothQuantAlgo>(&algo)) {
+      if (!c.global_quant_config.input_tensors && c.layer_type_quant_config.count("Linear") == 0) {
+        out.Error(path, "smooth (SmoothQuant) needs quantized input_tensors: it moves activation outliers into weights");
+      }
+      if (!(sq->alpha >= 0.0f && sq->alpha <= 1.0f)) {
+        out.Error(path + ".alpha", StrCat("must be in [0, 1], got ", sq->alpha));
+      }
+      if (!(sq->scale_clamp_min > 0.0f)) {
+        out.Error(path + ".scale_clamp_min", StrCat("must be positive, got ", sq->scale_clamp_min));
+      }
+    } else if (const auto* asq = std::get_if<AutoSmoothQuantAlgo>(&algo)) {
+      if (asq->compute_scale_loss != "MSE" && asq->compute_scale_loss != "MAE") {
+        out.Error(path + ".compute_scale_loss", StrCat("one of MSE, MAE; got \"", asq->compute_scale_loss, "\""));
+      }
+      if (!c.global_quant_config.input_tensors) {
+        out.Error(path, "autosmoothquant needs quantized input_tensors in global_quant_config");
+      }
+    }
+  }
+}
+
+const std::set<std::string>& KnownModuleTypes() {
+  static const std::set<std::string> types = {"Linear", "Embedding", "EmbeddingBag", "Conv2d", "ConvTranspose2d"};
+  return types;
+}
+
+std::string PathOf(const LayerAssignment& a) {
+  switch (a.source) {
+    case ConfigSource::kLayerPattern: return "layer_quant_config[" + a.source_key + "]";
+    case ConfigSource::kLayerType: return "layer_type_quant_config[" + a.source_key + "]";
+    default: return "global_quant_config";
+  }
+}
+
+void CheckAgainstModel(const Config& c, const std::vector<ModuleInfo>& modules, Issues& out) {
+  const LayerPlan plan = BuildLayerPlan(c, modules);
+  std::set<std::string> reported;  // one error per (spec path, dimension), naming the first module
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const LayerAssignment& a = plan.layers[i];
+    const ModuleInfo& m = modules[i];
+    const auto& w = a.config.weight;
+    if (!w || w->qscheme != QScheme::kPerGroup || w->IsMx() || !w->group_size || *w->group_size <= 0) continue;
+    if (m.weight_shape.size() < 2) continue;
+    const int64_t in_features = m.weight_shape[1];
+    if (in_features % *w->group_size == 0) continue;
+    const std::string path = PathOf(a) + ".weight.group_size";
+    if (!reported.insert(StrCat(path, "/", in_features)).second) continue;
+    out.Error(path, StrCat(*w->group_size, " does not divide in_features ", in_features, " of ", m.name));
+  }
+  auto matches_any = [&](const std::string& pattern) {
+    for (const auto& m : modules) {
+      if (GlobMatch(pattern, m.name)) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < c.exclude.size(); ++i) {
+    if (!matches_any(c.exclude[i])) {
+      out.Error(StrCat("exclude[", i, "]"), StrCat("\"", c.exclude[i], "\" matches no module of the model"));
+    }
+  }
+  for (const auto& e : c.layer_quant_config) {
+    if (!matches_any(e.pattern)) {
+      out.Warn("layer_quant_config[" + e.pattern + "]", "matches no module of the model");
+    }
+  }
+  for (const auto& e : c.kv_cache_quant_config) {
+    if (!matches_any(e.pattern)) {
+      out.Error("kv_cache_quant_config[" + e.pattern + "]", "matches no module of the model (no KV projection)");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ValidationIssue> ValidateConfig(const Config& c, const std::vector<ModuleInfo>* modules) {
+  Issues out;
+  CheckLayerConfig(c.global_quant_config, "global_quant_config", out);
+  for (const auto& [type, layer] : c.layer_type_quant_config) {
+    const std::string path = "layer_type_quant_config[" + type + "]";
+    if (KnownModuleTypes().count(type) == 0) {
+      out.Error(path, "unknown module type (one of Linear, Embedding, EmbeddingBag, Conv2d, ConvTranspose2d)");
+    }
+    CheckLayerConfig(layer, path, out);
+  }
+  for (const auto& e : c.layer_quant_config) {
+    const std::string path = "layer_quant_config[" + e.pattern + "]";
+    if (e.pattern.empty()) out.Error("layer_quant_config", "an entry has an empty pattern");
+    CheckLayerConfig(e.config, path, out);
+  }
+  for (const auto& e : c.kv_cache_quant_config) {
+    const std::string path = "kv_cache_quant_config[" + e.pattern + "]";
+    CheckLayerConfig(e.config, path, out);
+    CheckKvCache(e, path, out);
+  }
+  for (size_t i = 0; i < c.exclude.size(); ++i) {
+    if (c.exclude[i].empty()) out.Error(StrCat("exclude[", i, "]"), "empty pattern");
+  }
+  if (c.min_kv_scale < 0.0f) out.Error("export_options.min_kv_scale", StrCat("must be >= 0, got ", c.min_kv_scale));
+  CheckAlgorithms(c, out);
+  bool quantizes_anything = !c.global_quant_config.Empty() || !c.kv_cache_quant_config.empty();
+  for (const auto& [type, layer] : c.layer_type_quant_config) quantizes_anything |= !layer.Empty();
+  for (const auto& e : c.layer_quant_config) quantizes_anything |= !e.config.Empty();
+  if (!quantizes_anything) out.Error("global_quant_config", "the config quantizes no tensor at all");
+  if (modules != nullptr) CheckAgainstModel(c, *modules, out);
+  return out.Take();
+}
+
+absl::Status ValidationStatus(const std::vector<ValidationIssue>& issues) {
+  std::vector<std::string> errors;
+  for (const auto& issue : issues) {
+    if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(issue.ToString());
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrJoin(errors, "; "));
+}
+
+}  // namespace quark
