@@ -1,0 +1,59 @@
+// A fault-injecting HTTP proxy for storage tests: node fault_proxy.js TARGET_URL RULES_JSON
+// Each rule {method, path (regex), status | reset, times (-1 = always)} answers matching requests with that
+// status (an S3-style XML error) or resets the connection, `times` times; everything else is forwarded as is
+// (Host header included, so SigV4 signatures made for the proxy's address still verify at the target).
+'use strict';
+const http = require('http');
+
+const target = new URL(process.argv[2]);
+const rules = JSON.parse(process.argv[3] || '[]').map((r) => ({...r, re: new RegExp(r.path || '.*')}));
+
+function matchRule(req) {
+  for (const rule of rules) {
+    if (rule.method && rule.method !== req.method) continue;
+    if (!rule.re.test(req.url)) continue;
+    if (rule.times === 0) continue;
+    if (rule.times > 0) rule.times -= 1;
+    return rule;
+  }
+  return null;
+}
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const rule = matchRule(req);
+    if (rule && rule.reset) {
+      console.log(`fault ${req.method} ${req.url} reset`);
+      req.socket.destroy();
+      return;
+    }
+    if (rule) {
+      console.log(`fault ${req.method} ${req.url} ${rule.status}`);
+      const xml = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InjectedFault</Code>` +
+          `<Message>fault proxy answered ${rule.status}</Message></Error>`;
+      res.writeHead(rule.status, {'Content-Type': 'application/xml', 'Content-Length': Buffer.byteLength(xml)});
+      res.end(xml);
+      return;
+    }
+    console.log(`forward ${req.method} ${req.url}`);
+    const upstream = http.request({
+      host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers,
+    }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      up.pipe(res);
+    });
+    upstream.on('error', (e) => {
+      console.log(`upstream-error ${req.method} ${req.url} ${e.message}`);
+      req.socket.destroy();
+    });
+    upstream.end(body);
+  });
+});
+
+server.listen(0, '127.0.0.1', () => {
+  console.log(`fault-proxy listening on ${server.address().port}`);
+});
+process.on('SIGTERM', () => process.exit(0));

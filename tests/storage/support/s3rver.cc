@@ -1,0 +1,69 @@
+#include "tests/storage/support/s3rver.h"
+
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace quark::testing {
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::string& bucket) {
+  fs::path modules = NodeModulesDir();
+  if (modules.empty() || !fs::exists(modules / "s3rver/bin/s3rver.js")) {
+    return absl::FailedPreconditionError("s3rver is not installed: run scripts/install-test-peers.sh");
+  }
+  auto server = std::unique_ptr<S3rver>(new S3rver());
+  fs::create_directories(server->dir_.path() / "data");
+  absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(
+      {"node", (modules / "s3rver/bin/s3rver.js").string(), "-d", (server->dir_.path() / "data").string(), "-a",
+       "127.0.0.1", "-p", "0", "-s", "--configure-bucket", bucket},
+      {}, server->dir_.path() / "s3rver.log");
+  if (!process.ok()) return process.status();
+  server->process_ = std::move(*process);
+  absl::StatusOr<std::string> port =
+      server->process_->WaitForLine(std::regex("listening on 127\\.0\\.0\\.1:(\\d+)"), std::chrono::seconds(30));
+  if (!port.ok()) return port.status();
+  server->endpoint_ = absl::StrCat("http://127.0.0.1:", *port);
+  return server;
+}
+
+storage::S3Config S3rver::ConfigFor(const std::string& endpoint) {
+  storage::S3Config config;
+  config.endpoint = endpoint;
+  config.region = "us-east-1";
+  config.credentials = {"S3RVER", "S3RVER", ""};
+  config.initial_backoff = std::chrono::milliseconds(1);
+  config.max_backoff = std::chrono::milliseconds(20);
+  return config;
+}
+
+std::vector<std::string> S3rver::Env() const {
+  return {absl::StrCat("AWS_ENDPOINT_URL=", endpoint_), "AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER",
+          "AWS_REGION=us-east-1"};
+}
+
+absl::StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(const std::string& target_endpoint,
+                                                              const std::string& rules_json) {
+  fs::path script = fs::path(EnvOr("QUARK_SOURCE_DIR", QUARK_TEST_SOURCE_DIR)) / "tests/storage/support/fault_proxy.js";
+  auto proxy = std::unique_ptr<FaultProxy>(new FaultProxy());
+  absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(
+      {"node", script.string(), target_endpoint, rules_json}, {}, proxy->dir_.path() / "proxy.log");
+  if (!process.ok()) return process.status();
+  proxy->process_ = std::move(*process);
+  absl::StatusOr<std::string> port =
+      proxy->process_->WaitForLine(std::regex("fault-proxy listening on (\\d+)"), std::chrono::seconds(30));
+  if (!port.ok()) return port.status();
+  proxy->endpoint_ = absl::StrCat("http://127.0.0.1:", *port);
+  return proxy;
+}
+
+int FaultProxy::CountLines(const std::string& prefix) const {
+  std::istringstream lines(process_->Log());
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) count += absl::StartsWith(line, prefix) ? 1 : 0;
+  return count;
+}
+
+}  // namespace quark::testing

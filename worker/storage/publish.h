@@ -1,0 +1,60 @@
+// Atomic publish of a job's artifacts: every file first, manifest.json last.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "worker/storage/object_store.h"
+
+namespace quark::storage {
+
+/// The parts of manifest.json that the caller knows (the file list is computed).
+struct ManifestInfo {
+  std::string job_id;
+  /// The resolved quantization config (any JSON); null leaves the field out.
+  nlohmann::json config;
+  /// e.g. ppl_before, ppl_after, seconds_total.
+  std::map<std::string, double> metrics;
+  /// Further top-level fields (model_uri, export formats, versions); must not reuse the names above.
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+struct PublishedFile {
+  std::string path;  // relative to the prefix, '/'-separated
+  std::string uri;
+  int64_t size_bytes = 0;
+  std::string sha256;  // hex
+};
+
+struct PublishResult {
+  std::vector<PublishedFile> files;  // sorted by path; manifest.json not included
+  std::string manifest_uri;
+};
+
+/// Called after each file with (files done, files total, bytes done, bytes total).
+using PublishProgress = std::function<void(int, int, int64_t, int64_t)>;
+
+/// Uploads every regular file under `dir` (recursively) to `output_prefix`/<relative path>, checks each arrived
+/// with its size (Head), then writes `output_prefix`/manifest.json:
+///   {"format_version": 1, "job_id", "created_at" (RFC 3339 UTC), "files": [{"path", "size_bytes", "sha256"}],
+///    "config", "metrics", ...extra}
+/// A manifest.json already under the prefix is deleted first, and none is written unless every file arrived, so
+/// a reader that sees a manifest sees a complete artifact. `cancelled` (optional) is polled between files:
+/// CANCELLED. Errors name the file and the store's error; a file named manifest.json in `dir` is INVALID_ARGUMENT.
+absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const std::filesystem::path& dir,
+                                               std::string_view output_prefix, const ManifestInfo& manifest,
+                                               const PublishProgress& progress = {},
+                                               const std::function<bool()>& cancelled = {});
+
+/// The manifest document PublishArtifacts writes (exposed for tests and for readers checking an artifact).
+nlohmann::json BuildManifest(const std::vector<PublishedFile>& files, const ManifestInfo& manifest);
+
+}  // namespace quark::storage
