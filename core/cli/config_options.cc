@@ -1,0 +1,34 @@
+#include "core/cli/config_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "core/base/status_macros.h"
+#include "core/config/config_choice.h"
+#include "core/config/config_json.h"
+
+namespace quark::cli {
+
+void ConfigOptions::AddTo(CLI::App& command) {
+  auto* scheme_option = command.add_option("--scheme", scheme, "a preset name (quark presets lists them)");
+  auto* config_option =
+      command.add_option("--config", config_file, "a Config file: proto JSON, Quark's quantization_config, or an "
+                                                  "HF config.json holding one");
+  scheme_option->excludes(config_option);
+  command.add_option("--kv-cache-dtype", kv_cache_dtype, "quantize the KV cache: fp8 or int8");
+  command.add_option("--exclude", exclude, "module name pattern to leave in floating point (repeatable)");
+}
+
+absl::StatusOr<Config> ConfigOptions::Resolve() const {
+  ConfigChoice choice;
+  choice.preset = scheme;
+  choice.kv_cache_dtype = kv_cache_dtype;
+  choice.exclude = exclude;
+  if (!config_file.empty()) {
+    QUARK_ASSIGN_OR_RETURN(choice.config, LoadConfigFile(config_file));
+  } else if (scheme.empty()) {
+    return absl::InvalidArgumentError("--scheme or --config: one is required");
+  }
+  return ResolveConfigChoice(choice);
+}
+
+}  // namespace quark::cli

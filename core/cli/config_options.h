@@ -1,0 +1,29 @@
+// The Config-choosing options shared by `quark validate` and `quark quantize`:
+// --scheme NAME | --config FILE, --kv-cache-dtype, --exclude (repeatable).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+
+namespace CLI {
+class App;
+}
+
+namespace quark::cli {
+
+struct ConfigOptions {
+  std::string scheme;
+  std::string config_file;
+  std::string kv_cache_dtype;
+  std::vector<std::string> exclude;
+
+  /// Registers the options on a subcommand.
+  void AddTo(CLI::App& command);
+  /// The chosen Config (not yet validated); errors name the option.
+  absl::StatusOr<Config> Resolve() const;
+};
+
+}  // namespace quark::cli
