@@ -1,0 +1,138 @@
+#include "core/numerics/fake_quant.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/numerics/dispatch.h"
+#include "core/numerics/format_map.h"
+#include "core/numerics/observer.h"
+#include "core/numerics/quant_layout.h"
+#include "core/numerics/range_reduce.h"
+#include "kernels/cpu/affine_kernels.h"
+#include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/mx_kernels.h"
+
+namespace quark {
+namespace {
+
+at::Tensor CastRoundTrip(const at::Tensor& x, DType dtype) {
+  return x.to(dtype == DType::kBFloat16 ? at::kBFloat16 : at::kHalf).to(x.scalar_type()).contiguous();
+}
+
+// Scale exponents of MX params (exact powers of two; log2 of the float32 bit pattern, subnormals included).
+at::Tensor MxExponents(const at::Tensor& scale) {
+  const at::Tensor s = scale.to(at::kFloat).contiguous();
+  at::Tensor exps = at::empty(s.sizes(), at::kChar);
+  const float* sp = s.data_ptr<float>();
+  int8_t* ep = exps.data_ptr<int8_t>();
+  for (int64_t i = 0; i < s.numel(); ++i) ep[i] = static_cast<int8_t>(std::clamp(std::ilogb(sp[i]), -127, 127));
+  return exps;
+}
+
+at::Tensor RunMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const at::Tensor* scale) {
+  const at::Tensor in = KernelInput(x, layout);
+  at::Tensor out = at::empty_like(in);
+  const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
+  const int64_t rows = len == 0 ? 0 : in.numel() / len;
+  const at::Tensor exps = scale ? MxExponents(*scale) : at::Tensor();
+  const kernels::MxArgs args = MxArgsOf(spec);
+  DispatchFloating(x.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::MxFakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), rows, len, args,
+                            scale ? exps.data_ptr<int8_t>() : nullptr);
+  });
+  return FromKernelLayout(out, layout, x.dim());
+}
+
+at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const QuantParams& p) {
+  const at::Tensor in = KernelInput(x, layout);
+  at::Tensor out = at::empty_like(in);
+  const kernels::ChannelLayout cl = ChannelLayoutOf(in, layout);
+  const at::Tensor scale = p.scale.to(at::kFloat).contiguous();
+  const kernels::ElemFormat fmt = *ElemFormatOf(spec.ElementType());
+  DispatchFloating(x.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (IsFloatFormat(spec.ElementType())) {
+      kernels::FakeQuantFloat<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, scale.data_ptr<float>(), fmt);
+      return;
+    }
+    const at::Tensor zp = p.zero_point.to(at::kFloat).contiguous();
+    kernels::AffineArgs args;
+    args.scale = scale.data_ptr<float>();
+    args.zero_point = zp.data_ptr<float>();
+    std::tie(args.qmin, args.qmax) = IntegerRange(spec.ElementType());
+    args.round = RoundModeOf(spec.round_method);
+    args.float_zero_point = p.zero_point.scalar_type() != at::kInt;
+    kernels::FakeQuantAffine<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, args);
+  });
+  return FromKernelLayout(out, layout, x.dim());
+}
+
+}  // namespace
+
+absl::Status CheckInput(const at::Tensor& x) {
+  if (!x.defined()) return absl::InvalidArgumentError("input: undefined tensor");
+  if (!x.device().is_cpu()) return absl::InvalidArgumentError("input: only CPU tensors are supported here");
+  if (!IsSupportedInputDtype(x.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input: dtype ", c10::toString(x.scalar_type()), " is not float32, bfloat16 or float16"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckParams(const QuantParams& params, const std::vector<int64_t>& param_shape) {
+  int64_t expected = 1;
+  for (int64_t d : param_shape) expected *= d;
+  for (const auto& [name, t] : {std::pair{"scale", &params.scale}, std::pair{"zero_point", &params.zero_point}}) {
+    if (!t->defined()) return absl::InvalidArgumentError(absl::StrCat(name, ": undefined tensor"));
+    if (t->numel() != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": shape ", ShapeString(t->sizes()),
+                                                     " does not match the expected ", ShapeString(param_shape)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
+                                        TensorRole role) {
+  if (auto st = CheckInput(x); !st.ok()) return st;
+  auto layout = ResolveLayout(spec, role, x.sizes());
+  if (!layout.ok()) return layout.status();
+  if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
+  if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
+  if (x.numel() == 0) return x.contiguous().clone();
+  if (spec.IsMx()) return RunMx(x, spec, *layout, &params.scale);
+  return RunScaled(x, spec, *layout, params);
+}
+
+absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& spec, TensorRole role) {
+  if (auto st = CheckInput(x); !st.ok()) return st;
+  auto layout = ResolveLayout(spec, role, x.sizes());
+  if (!layout.ok()) return layout.status();
+  if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
+  if (x.numel() == 0) return x.contiguous().clone();
+  // MX computes each block's scale inside the kernel: one pass.
+  if (spec.IsMx()) return RunMx(x, spec, *layout, nullptr);
+  auto params = ParamsOf(x, spec, role);
+  if (!params.ok()) return params.status();
+  return RunScaled(x, spec, *layout, *params);
+}
+
+absl::StatusOr<QuantParams> ParamsOf(const at::Tensor& x, const QuantSpec& spec, TensorRole role) {
+  if (auto st = CheckInput(x); !st.ok()) return st;
+  if (spec.observer == ObserverKind::kMinMax || spec.IsMx()) {
+    auto layout = ResolveLayout(spec, role, x.sizes());
+    if (!layout.ok()) return layout.status();
+    if (x.numel() == 0) return absl::InvalidArgumentError("input: empty tensor has no range");
+    auto [mn, mx] = MinMaxOf(x, *layout);
+    return ComputeQuantParams(mn, mx, spec);
+  }
+  QuantSpec static_spec = spec;
+  static_spec.is_dynamic = false;
+  auto observer = MakeObserver(static_spec, role);
+  if (!observer.ok()) return observer.status();
+  if (auto st = (*observer)->Observe(x); !st.ok()) return st;
+  return (*observer)->ComputeParams();
+}
+
+}  // namespace quark

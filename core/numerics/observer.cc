@@ -1,0 +1,29 @@
+#include "core/numerics/observer.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/numerics/histogram_observer.h"
+#include "core/numerics/minmax_observer.h"
+#include "core/numerics/quant_layout.h"
+
+namespace quark {
+
+absl::StatusOr<std::unique_ptr<Observer>> MakeObserver(const QuantSpec& spec, TensorRole role) {
+  if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
+  if (spec.is_dynamic) return absl::InvalidArgumentError("is_dynamic: dynamic tensors are not observed");
+  if (IsCastType(spec.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype: ", std::string(Name(spec.dtype)), " is a cast and needs no observer"));
+  }
+  if (spec.IsMx()) return std::unique_ptr<Observer>(std::make_unique<MxBlockObserver>(spec, role));
+  switch (spec.observer) {
+    case ObserverKind::kPercentile:
+      return std::unique_ptr<Observer>(std::make_unique<PercentileObserver>(spec));
+    case ObserverKind::kMse:
+      return std::unique_ptr<Observer>(std::make_unique<MseObserver>(spec));
+    case ObserverKind::kMinMax:
+    case ObserverKind::kMxBlock:
+      return std::unique_ptr<Observer>(std::make_unique<MinMaxObserver>(spec, role));
+  }
+  return absl::InvalidArgumentError("observer: unknown value");
+}
+
+}  // namespace quark

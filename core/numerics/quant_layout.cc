@@ -1,0 +1,166 @@
+#include "core/numerics/quant_layout.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/mx_kernels.h"
+
+namespace quark {
+namespace {
+
+absl::Status Invalid(std::string_view field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": ", what));
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, at::IntArrayRef sizes) {
+  const auto dim = static_cast<int64_t>(sizes.size());
+  if (axis < -dim || axis >= dim || dim == 0) {
+    return Invalid("ch_axis", absl::StrCat(axis, " is out of range for a tensor of shape ", ShapeString(sizes)));
+  }
+  return axis < 0 ? axis + dim : axis;
+}
+
+// Shape of x with `axis` moved last, minus the last dimension, plus `last`.
+std::vector<int64_t> MovedShapeWithLast(at::IntArrayRef sizes, int64_t axis, int64_t last) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d != axis) shape.push_back(sizes[d]);
+  }
+  shape.push_back(last);
+  return shape;
+}
+
+absl::StatusOr<QuantLayout> ResolveGroups(const QuantSpec& spec, at::IntArrayRef sizes) {
+  QuantLayout layout;
+  layout.granularity = Granularity::kPerGroup;
+  auto axis = NormalizeAxis(spec.ch_axis.value_or(-1), sizes);
+  if (!axis.ok()) return axis.status();
+  layout.axis = *axis;
+  const int64_t len = sizes[layout.axis];
+  if (!spec.group_size) return Invalid("group_size", "required for per_group");
+  int64_t g = *spec.group_size == -1 ? len : *spec.group_size;
+  if (g <= 0) return Invalid("group_size", absl::StrCat(*spec.group_size, " must be positive or -1"));
+  if (len % g != 0) {
+    return Invalid("group_size", absl::StrCat(g, " does not divide ", len, " (axis ", layout.axis, " of ",
+                                              ShapeString(sizes), ")"));
+  }
+  layout.group_size = g;
+  layout.param_shape = MovedShapeWithLast(sizes, layout.axis, len / g);
+  return layout;
+}
+
+absl::StatusOr<QuantLayout> ResolveMx(const QuantSpec& spec, at::IntArrayRef sizes) {
+  QuantLayout layout;
+  layout.granularity = Granularity::kMxBlock;
+  auto axis = NormalizeAxis(spec.ch_axis.value_or(-1), sizes);
+  if (!axis.ok()) return axis.status();
+  layout.axis = *axis;
+  if (spec.group_size && *spec.group_size != 32) {
+    return Invalid("group_size", absl::StrCat(*spec.group_size, " is not the OCP MX block size 32"));
+  }
+  layout.group_size = kernels::kMxBlock;
+  layout.param_shape = MovedShapeWithLast(sizes, layout.axis, kernels::MxBlocksPerRow(sizes[layout.axis]));
+  return layout;
+}
+
+absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
+  QuantLayout layout;
+  if (role == TensorRole::kActivation && spec.is_dynamic) {
+    if (sizes.empty()) return Invalid("qscheme", "per token needs a tensor with at least one dimension");
+    layout.granularity = Granularity::kPerToken;
+    layout.axis = static_cast<int64_t>(sizes.size()) - 1;
+    layout.param_shape = std::vector<int64_t>(sizes.begin(), sizes.end());
+    layout.param_shape.back() = 1;
+    return layout;
+  }
+  layout.granularity = Granularity::kPerChannel;
+  auto axis = NormalizeAxis(spec.ch_axis.value_or(role == TensorRole::kWeight ? 0 : -1), sizes);
+  if (!axis.ok()) return axis.status();
+  layout.axis = *axis;
+  layout.param_shape = {sizes[layout.axis]};
+  return layout;
+}
+
+}  // namespace
+
+std::string ShapeString(at::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
+
+bool QuantLayout::MovesAxisLast(int64_t dim) const {
+  return (granularity == Granularity::kPerGroup || granularity == Granularity::kMxBlock) && axis != dim - 1;
+}
+
+absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
+  const DType el = spec.ElementType();
+  if (spec.dtype == DType::kMx && !spec.mx_element_dtype) return Invalid("mx_element_dtype", "required for dtype mx");
+  if (spec.IsMx() && !IsFloatFormat(el) && el != DType::kInt8) {
+    return Invalid("mx_element_dtype", absl::StrCat(std::string(Name(el)), " is not an OCP MX element type"));
+  }
+  if (IsFloatFormat(el) && !spec.symmetric) {
+    return Invalid("symmetric", absl::StrCat("false is not supported for ", std::string(Name(el))));
+  }
+  if (spec.scale_type == ScaleType::kPof2 && el != DType::kInt8 && el != DType::kUInt8) {
+    return Invalid("scale_type", absl::StrCat("pof2 is supported for int8 and uint8 only, not ", std::string(Name(el))));
+  }
+  if (spec.zero_point_type == ZeroPointType::kFloat32 && (!IsIntegerType(el) || spec.symmetric || spec.IsMx())) {
+    return Invalid("zero_point_type", "float32 needs an asymmetric integer dtype");
+  }
+  const bool histogram = spec.observer == ObserverKind::kPercentile || spec.observer == ObserverKind::kMse;
+  if (histogram && (spec.qscheme != QScheme::kPerTensor || spec.IsMx())) {
+    return Invalid("observer", absl::StrCat(std::string(Name(spec.observer)), " supports per_tensor only, not ",
+                                            spec.IsMx() ? std::string("mx") : std::string(Name(spec.qscheme))));
+  }
+  if (histogram && spec.is_dynamic) {
+    return Invalid("observer", absl::StrCat(std::string(Name(spec.observer)), " needs static calibration (is_dynamic is true)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
+  if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
+  if (IsCastType(spec.dtype)) return QuantLayout{};
+  if (spec.IsMx()) return ResolveMx(spec, sizes);
+  switch (spec.qscheme) {
+    case QScheme::kPerTensor:
+      return QuantLayout{};
+    case QScheme::kPerChannel:
+      return ResolveChannels(spec, role, sizes);
+    case QScheme::kPerGroup:
+      return ResolveGroups(spec, sizes);
+  }
+  return Invalid("qscheme", "unknown value");
+}
+
+at::Tensor KernelInput(const at::Tensor& x, const QuantLayout& layout) {
+  if (layout.MovesAxisLast(x.dim())) return x.movedim(layout.axis, -1).contiguous();
+  return x.contiguous();
+}
+
+at::Tensor FromKernelLayout(const at::Tensor& y, const QuantLayout& layout, int64_t dim) {
+  if (layout.MovesAxisLast(dim)) return y.movedim(-1, layout.axis).contiguous();
+  return y;
+}
+
+kernels::ChannelLayout ChannelLayoutOf(const at::Tensor& kernel_input, const QuantLayout& layout) {
+  const int64_t n = kernel_input.numel();
+  switch (layout.granularity) {
+    case Granularity::kPerTensor:
+      return {1, 1, n};
+    case Granularity::kPerChannel: {
+      int64_t outer = 1;
+      int64_t inner = 1;
+      for (int64_t d = 0; d < layout.axis; ++d) outer *= kernel_input.size(d);
+      for (int64_t d = layout.axis + 1; d < kernel_input.dim(); ++d) inner *= kernel_input.size(d);
+      return {outer, kernel_input.size(layout.axis), inner};
+    }
+    case Granularity::kPerGroup:
+      return {1, layout.group_size == 0 ? 0 : n / layout.group_size, layout.group_size};
+    case Granularity::kPerToken: {
+      const int64_t hidden = kernel_input.size(-1);
+      return {1, hidden == 0 ? 0 : n / hidden, hidden};
+    }
+    case Granularity::kMxBlock:
+      break;
+  }
+  return {1, 1, n};
+}
+
+}  // namespace quark

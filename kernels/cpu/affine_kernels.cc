@@ -1,0 +1,124 @@
+#include "kernels/cpu/affine_kernels.h"
+
+#include <cmath>
+
+#include "kernels/cpu/scalar_convert.h"
+
+namespace quark::kernels {
+namespace {
+
+// The rounded, clamped integer of one element, as float32. Pre-clamping to one past the range keeps the rounding
+// trick valid (|v| <= 2^22) without changing the result.
+inline float QuantizeOne(float x, float inv, float z, const AffineArgs& a) {
+  const float qmin = static_cast<float>(a.qmin);
+  const float qmax = static_cast<float>(a.qmax);
+  if (a.float_zero_point) {
+    const float v = ClampKeepNan(x * inv + z, qmin - 1.0f, qmax + 1.0f);
+    return ClampKeepNan(RoundSmall(v, a.round), qmin, qmax);
+  }
+  const float v = ClampKeepNan(x * inv, qmin - z - 1.0f, qmax - z + 1.0f);
+  return ClampKeepNan(RoundSmall(v, a.round) + z, qmin, qmax);
+}
+
+inline float QuantizeRealOne(float x, float inv, float z, const AffineArgs& a) {
+  const float qmin = static_cast<float>(a.qmin);
+  const float qmax = static_cast<float>(a.qmax);
+  float v = x * inv + z;
+  v = v > qmin - 1.0f ? v : qmin - 1.0f;  // also maps NaN to qmin
+  v = v < qmax + 1.0f ? v : qmax + 1.0f;
+  return ClampKeepNan(RoundSmall(v, a.round), qmin, qmax);
+}
+
+}  // namespace
+
+float FakeQuantAffineRef(float x, float scale, float zero_point, const AffineArgs& args) {
+  const float inv = 1.0f / scale;
+  auto round = [&](float v) {
+    switch (args.round) {
+      case RoundMode::kHalfEven:
+        return std::nearbyint(v);
+      case RoundMode::kHalfAway:
+        return std::round(v);
+      case RoundMode::kFloor:
+        return std::floor(v);
+    }
+    return v;
+  };
+  if (std::isnan(x)) return x;
+  const float lo = static_cast<float>(args.qmin);
+  const float hi = static_cast<float>(args.qmax);
+  const float q = args.float_zero_point ? std::fmin(std::fmax(round(x * inv + zero_point), lo), hi)
+                                        : std::fmin(std::fmax(round(x * inv) + zero_point, lo), hi);
+  return (q - zero_point) * scale;
+}
+
+template <typename T>
+void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const AffineArgs& args) {
+  const AffineArgs a = args;
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float s = a.scale[c];
+        const float inv = 1.0f / s;
+        const float z = a.zero_point[c];
+        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>((QuantizeOne(ToF32(x[i]), inv, z, a) - z) * s);
+      },
+      [&](int64_t row) {
+        const T* xr = x + row;
+        T* yr = y + row;
+        for (int64_t j = 0; j < layout.channels; ++j) {
+          const float s = a.scale[j];
+          const float z = a.zero_point[j];
+          yr[j] = FromF32<T>((QuantizeOne(ToF32(xr[j]), 1.0f / s, z, a) - z) * s);
+        }
+      });
+}
+
+template <typename T, typename Q>
+void QuantizeAffine(const T* x, Q* q, const ChannelLayout& layout, const AffineArgs& args) {
+  const AffineArgs a = args;
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float inv = 1.0f / a.scale[c];
+        const float z = a.zero_point[c];
+        for (int64_t i = b; i < e; ++i) q[i] = static_cast<Q>(static_cast<int>(QuantizeRealOne(ToF32(x[i]), inv, z, a)));
+      },
+      [&](int64_t row) {
+        for (int64_t j = 0; j < layout.channels; ++j) {
+          const float v = QuantizeRealOne(ToF32(x[row + j]), 1.0f / a.scale[j], a.zero_point[j], a);
+          q[row + j] = static_cast<Q>(static_cast<int>(v));
+        }
+      });
+}
+
+template <typename Q, typename T>
+void DequantizeAffine(const Q* q, T* y, const ChannelLayout& layout, const AffineArgs& args) {
+  const AffineArgs a = args;
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float s = a.scale[c];
+        const float z = a.zero_point[c];
+        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>((static_cast<float>(q[i]) - z) * s);
+      },
+      [&](int64_t row) {
+        for (int64_t j = 0; j < layout.channels; ++j) {
+          y[row + j] = FromF32<T>((static_cast<float>(q[row + j]) - a.zero_point[j]) * a.scale[j]);
+        }
+      });
+}
+
+#define QUARK_INSTANTIATE_AFFINE(T)                                                                        \
+  template void FakeQuantAffine<T>(const T*, T*, const ChannelLayout&, const AffineArgs&);                 \
+  template void QuantizeAffine<T, int8_t>(const T*, int8_t*, const ChannelLayout&, const AffineArgs&);     \
+  template void QuantizeAffine<T, uint8_t>(const T*, uint8_t*, const ChannelLayout&, const AffineArgs&);   \
+  template void DequantizeAffine<int8_t, T>(const int8_t*, T*, const ChannelLayout&, const AffineArgs&);   \
+  template void DequantizeAffine<uint8_t, T>(const uint8_t*, T*, const ChannelLayout&, const AffineArgs&);
+
+QUARK_INSTANTIATE_AFFINE(float)
+QUARK_INSTANTIATE_AFFINE(c10::BFloat16)
+QUARK_INSTANTIATE_AFFINE(c10::Half)
+#undef QUARK_INSTANTIATE_AFFINE
+
+}  // namespace quark::kernels

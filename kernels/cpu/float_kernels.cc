@@ -1,0 +1,88 @@
+#include "kernels/cpu/float_kernels.h"
+
+#include "kernels/cpu/float_grid.h"
+#include "kernels/cpu/rounding.h"
+#include "kernels/cpu/scalar_convert.h"
+
+namespace quark::kernels {
+namespace {
+
+inline float ScaledGridValue(float x, float s, const GridConsts& g) {
+  return RoundToGridSaturate(ClampKeepNan(x / s, -g.max, g.max), g);
+}
+
+}  // namespace
+
+template <typename T>
+void RoundToFormat(const T* x, T* y, int64_t n, ElemFormat format) {
+  const GridConsts g = MakeGrid(Traits(format));
+  at::parallel_for(0, n, kElementGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>(RoundToGrid(ToF32(x[i]), g));
+  });
+}
+
+template <typename T>
+void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* scale, ElemFormat format) {
+  const GridConsts g = MakeGrid(Traits(format));
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float s = scale[c];
+        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>(ScaledGridValue(ToF32(x[i]), s, g) * s);
+      },
+      [&](int64_t row) {
+        for (int64_t j = 0; j < layout.channels; ++j) {
+          y[row + j] = FromF32<T>(ScaledGridValue(ToF32(x[row + j]), scale[j], g) * scale[j]);
+        }
+      });
+}
+
+template <typename T>
+void QuantizeFloat(const T* x, uint8_t* codes, const ChannelLayout& layout, const float* scale, ElemFormat format) {
+  const GridConsts g = MakeGrid(Traits(format));
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float s = scale[c];
+        for (int64_t i = b; i < e; ++i) codes[i] = EncodeGridValue(ScaledGridValue(ToF32(x[i]), s, g), g);
+      },
+      [&](int64_t row) {
+        for (int64_t j = 0; j < layout.channels; ++j) {
+          codes[row + j] = EncodeGridValue(ScaledGridValue(ToF32(x[row + j]), scale[j], g), g);
+        }
+      });
+}
+
+template <typename T>
+void DequantizeFloat(const uint8_t* codes, T* y, const ChannelLayout& layout, const float* scale, ElemFormat format) {
+  const float* table = DecodeTable(format);
+  ForEachChannelRun(
+      layout,
+      [&](int64_t b, int64_t e, int64_t c) {
+        const float s = scale[c];
+        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>(table[codes[i]] * s);
+      },
+      [&](int64_t row) {
+        for (int64_t j = 0; j < layout.channels; ++j) y[row + j] = FromF32<T>(table[codes[row + j]] * scale[j]);
+      });
+}
+
+void EncodeGridValues(const float* v, uint8_t* codes, int64_t n, ElemFormat format) {
+  const GridConsts g = MakeGrid(Traits(format));
+  at::parallel_for(0, n, kElementGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) codes[i] = EncodeGridValue(v[i], g);
+  });
+}
+
+#define QUARK_INSTANTIATE_FLOAT(T)                                                                                \
+  template void RoundToFormat<T>(const T*, T*, int64_t, ElemFormat);                                              \
+  template void FakeQuantFloat<T>(const T*, T*, const ChannelLayout&, const float*, ElemFormat);                  \
+  template void QuantizeFloat<T>(const T*, uint8_t*, const ChannelLayout&, const float*, ElemFormat);             \
+  template void DequantizeFloat<T>(const uint8_t*, T*, const ChannelLayout&, const float*, ElemFormat);
+
+QUARK_INSTANTIATE_FLOAT(float)
+QUARK_INSTANTIATE_FLOAT(c10::BFloat16)
+QUARK_INSTANTIATE_FLOAT(c10::Half)
+#undef QUARK_INSTANTIATE_FLOAT
+
+}  // namespace quark::kernels

@@ -1,0 +1,131 @@
+#include "kernels/cpu/reduce_kernels.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/mx_kernels.h"
+#include "kernels/cpu/scalar_convert.h"
+
+namespace quark::kernels {
+namespace {
+
+struct Range {
+  float lo = std::numeric_limits<float>::infinity();
+  float hi = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+
+  void Merge(const Range& o) {
+    lo = o.lo < lo ? o.lo : lo;
+    hi = o.hi > hi ? o.hi : hi;
+    nan = nan || o.nan;
+  }
+};
+
+// Vectorizable: separate min / max / NaN-flag reductions over a contiguous run.
+template <typename T>
+Range RunRange(const T* x, int64_t n) {
+  float lo = std::numeric_limits<float>::infinity();
+  float hi = -std::numeric_limits<float>::infinity();
+  int nan = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = ToF32(x[i]);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    nan |= static_cast<int>(v != v);
+  }
+  return Range{lo, hi, nan != 0};
+}
+
+void Store(const Range& r, float* min, float* max) {
+  *min = r.nan ? NAN : r.lo;
+  *max = r.nan ? NAN : r.hi;
+}
+
+// inner == 1: every row holds one element of each channel; threads keep partial ranges per channel.
+template <typename T>
+void ColumnMinMax(const T* x, const ChannelLayout& l, float* min, float* max) {
+  const int64_t c = l.channels;
+  const int threads = at::get_num_threads();
+  std::vector<std::vector<Range>> partial(threads, std::vector<Range>(c));
+  at::parallel_for(0, l.outer, std::max<int64_t>(1, kElementGrain / std::max<int64_t>(c, 1)), [&](int64_t b, int64_t e) {
+    std::vector<Range>& part = partial[at::get_thread_num()];
+    for (int64_t o = b; o < e; ++o) {
+      const T* row = x + o * c;
+      for (int64_t j = 0; j < c; ++j) {
+        const float v = ToF32(row[j]);
+        part[j].lo = v < part[j].lo ? v : part[j].lo;
+        part[j].hi = v > part[j].hi ? v : part[j].hi;
+        part[j].nan = part[j].nan || v != v;
+      }
+    }
+  });
+  for (int64_t j = 0; j < c; ++j) {
+    Range r;
+    for (const auto& part : partial) r.Merge(part[j]);
+    Store(r, min + j, max + j);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void ChannelMinMax(const T* x, const ChannelLayout& l, float* min, float* max) {
+  if (l.inner == 1 && l.channels > 1) {
+    ColumnMinMax(x, l, min, max);
+    return;
+  }
+  // Chunks of at most kElementGrain elements inside each segment, reduced in parallel, merged per channel.
+  const int64_t chunks_per_segment = std::max<int64_t>(1, (l.inner + kElementGrain - 1) / kElementGrain);
+  const int64_t segments = l.outer * l.channels;
+  std::vector<Range> partial(segments * chunks_per_segment);
+  const int64_t chunk = (l.inner + chunks_per_segment - 1) / chunks_per_segment;
+  at::parallel_for(0, segments * chunks_per_segment, std::max<int64_t>(1, kElementGrain / std::max<int64_t>(chunk, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t k = b; k < e; ++k) {
+                       const int64_t seg = k / chunks_per_segment;
+                       const int64_t start = (k % chunks_per_segment) * chunk;
+                       const int64_t n = std::min(chunk, l.inner - start);
+                       if (n > 0) partial[k] = RunRange(x + seg * l.inner + start, n);
+                     }
+                   });
+  std::vector<Range> per_channel(l.channels);
+  for (int64_t k = 0; k < segments * chunks_per_segment; ++k) {
+    per_channel[(k / chunks_per_segment) % l.channels].Merge(partial[k]);
+  }
+  for (int64_t c = 0; c < l.channels; ++c) Store(per_channel[c], min + c, max + c);
+}
+
+template <typename T>
+void MxBlockAmax(const T* x, int64_t rows, int64_t len, float* amax) {
+  const int64_t nb = MxBlocksPerRow(len);
+  at::parallel_for(0, rows * nb, 1024, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t start = (k % nb) * kMxBlock;
+      const T* p = x + (k / nb) * len + start;
+      const int64_t n = std::min(kMxBlock, len - start);
+      float m = 0.0f;
+      int nan = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float a = std::fabs(ToF32(p[i]));
+        m = a > m ? a : m;
+        nan |= static_cast<int>(a != a);
+      }
+      amax[k] = nan ? NAN : m;
+    }
+  });
+}
+
+#define QUARK_INSTANTIATE_REDUCE(T)                                                   \
+  template void ChannelMinMax<T>(const T*, const ChannelLayout&, float*, float*);     \
+  template void MxBlockAmax<T>(const T*, int64_t, int64_t, float*);
+
+QUARK_INSTANTIATE_REDUCE(float)
+QUARK_INSTANTIATE_REDUCE(c10::BFloat16)
+QUARK_INSTANTIATE_REDUCE(c10::Half)
+#undef QUARK_INSTANTIATE_REDUCE
+
+}  // namespace quark::kernels

@@ -1,0 +1,305 @@
+// Integer quantization: golden vectors computed by hand from numerics.md, round modes, scale dtypes, and
+// properties (idempotence, error bound, real == fake, fast == Ref, strided == contiguous).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/numerics/fake_quant.h"
+#include "core/numerics/quant_params.h"
+#include "core/numerics/real_quant.h"
+#include "kernels/cpu/affine_kernels.h"
+#include "tests/numerics/test_util.h"
+
+namespace quark {
+namespace {
+
+using testing::BitEqual;
+using testing::F32;
+using testing::RandomTensor;
+using testing::Spec;
+using testing::ToVector;
+
+QuantParams Params(float s, int z) {
+  return QuantParams{at::scalar_tensor(s, at::kFloat), at::scalar_tensor(z, at::kInt)};
+}
+
+TEST(AffineTest, SymmetricInt8DividesBy127Point5) {
+  auto p = ComputeQuantParams(F32({-1.0f}).reshape({}), F32({127.5f}).reshape({}), Spec(DType::kInt8));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->scale.item<float>(), 1.0f);
+  EXPECT_EQ(p->zero_point.item<int>(), 0);
+  EXPECT_EQ(p->zero_point.scalar_type(), at::kInt);
+  auto p4 = ComputeQuantParams(F32({-15.0f}).reshape({}), F32({1.0f}).reshape({}), Spec(DType::kInt4));
+  EXPECT_EQ(p4->scale.item<float>(), 2.0f);  // 15 / 7.5
+}
+
+TEST(AffineTest, RoundMethodsOnTies) {
+  const at::Tensor x = F32({127.5f, -127.5f, 2.5f, 3.5f, -2.5f, 0.49f, -0.5f, 1.7f});
+  struct Case {
+    RoundMethod method;
+    std::vector<float> expected;
+  };
+  const std::vector<Case> cases = {
+      {RoundMethod::kHalfEven, {127, -128, 2, 4, -2, 0, -0.0f, 2}},
+      {RoundMethod::kRound, {127, -128, 3, 4, -3, 0, -1, 2}},
+      {RoundMethod::kFloor, {127, -128, 2, 3, -3, 0, -1, 1}},
+  };
+  for (const Case& c : cases) {
+    QuantSpec spec = Spec(DType::kInt8);
+    spec.round_method = c.method;
+    auto y = FakeQuantize(x, spec, Params(1.0f, 0));
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_EQ(ToVector(*y), c.expected) << Name(c.method);
+    auto q = QuantizeReal(x, spec, Params(1.0f, 0));
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(ToVector(q->codes), c.expected) << Name(c.method);
+  }
+}
+
+TEST(AffineTest, AsymmetricZeroPointAndClamping) {
+  // uint8 over [-1, 3]: s = 4 / 255, z = 0 - round(-1 / s) = round(63.75) = 64.
+  auto p = ComputeQuantParams(F32({-1.0f}).reshape({}), F32({3.0f}).reshape({}), Spec(DType::kUInt8, QScheme::kPerTensor, false));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FLOAT_EQ(p->scale.item<float>(), 4.0f / 255.0f);
+  EXPECT_EQ(p->zero_point.item<int>(), 64);
+  // All-negative int8 range: mx = 0, z = -128 - round(-1 / (1/255)) = 127 = qmax.
+  auto n = ComputeQuantParams(F32({-1.0f}).reshape({}), F32({-0.5f}).reshape({}), Spec(DType::kInt8, QScheme::kPerTensor, false));
+  EXPECT_EQ(n->zero_point.item<int>(), 127);
+  // All-positive range: mn = 0 so z = qmin.
+  auto pos = ComputeQuantParams(F32({2.0f}).reshape({}), F32({5.1f}).reshape({}), Spec(DType::kInt8, QScheme::kPerTensor, false));
+  EXPECT_EQ(pos->zero_point.item<int>(), -128);
+  // Fake quantization clamps after adding z: x = 3 -> round(3 * 63.75) + 64 = 255 -> 255.
+  auto y = FakeQuantize(F32({3.0f, -1.0f, 10.0f, -10.0f}), Spec(DType::kUInt8, QScheme::kPerTensor, false), *p);
+  ASSERT_TRUE(y.ok());
+  const float s = 4.0f / 255.0f;
+  EXPECT_EQ(ToVector(*y), (std::vector<float>{(255 - 64) * s, (0 - 64) * s, (255 - 64) * s, (0 - 64) * s}));
+}
+
+TEST(AffineTest, SymmetricUnsignedClipsNegatives) {
+  auto p = ComputeQuantParams(F32({-2.0f}).reshape({}), F32({1.0f}).reshape({}), Spec(DType::kUInt8));
+  EXPECT_EQ(p->zero_point.item<int>(), 0);
+  auto y = FakeQuantize(F32({-2.0f, 1.0f}), Spec(DType::kUInt8), *p);
+  EXPECT_EQ(ToVector(*y)[0], 0.0f);
+}
+
+TEST(AffineTest, FloatZeroPointIsNotRounded) {
+  QuantSpec spec = Spec(DType::kUInt4, QScheme::kPerTensor, false);
+  spec.zero_point_type = ZeroPointType::kFloat32;
+  auto p = ComputeQuantParams(F32({0.5f}).reshape({}), F32({2.0f}).reshape({}), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->scale.item<float>(), 0.1f);                // (2 - 0.5) / 15
+  EXPECT_FLOAT_EQ(p->zero_point.item<float>(), -5.0f);     // -min / s
+  EXPECT_EQ(p->zero_point.scalar_type(), at::kFloat);
+  auto degenerate = ComputeQuantParams(F32({1.0f}).reshape({}), F32({1.0f}).reshape({}), spec);
+  EXPECT_EQ(degenerate->scale.item<float>(), 1.0f);
+}
+
+TEST(AffineTest, NonFiniteRangeGivesUnitScale) {
+  auto p = ComputeQuantParams(F32({-INFINITY}).reshape({}), F32({1.0f}).reshape({}), Spec(DType::kInt8));
+  EXPECT_EQ(p->scale.item<float>(), 1.0f);
+  EXPECT_EQ(p->zero_point.item<int>(), 0);
+}
+
+TEST(AffineTest, ZeroRangeUsesEps) {
+  auto p = ComputeQuantParams(F32({0.0f}).reshape({}), F32({0.0f}).reshape({}), Spec(DType::kInt8));
+  EXPECT_EQ(p->scale.item<float>(), 1.1920929e-07f);
+}
+
+TEST(AffineTest, MultipliesByTheFloat32Reciprocal) {
+  // amax 0.01: s = 0.01 / 127.5 in float32. x = -0.01: x * (1/s) = -127.5 exactly in float32 (ties to -128), while
+  // x / s = -127.49999 would give -127. Likewise -0.00898039248 * (1/s) = -114.500008 -> -115 (x / s = -114.5 -> -114).
+  auto p = ComputeQuantParams(F32({-0.01f}).reshape({}), F32({0.01f}).reshape({}), Spec(DType::kInt8));
+  ASSERT_TRUE(p.ok());
+  const float s = 0.01f / 127.5f;
+  EXPECT_EQ(p->scale.item<float>(), s);
+  auto y = FakeQuantize(F32({-0.01f, -0.00898039248f}), Spec(DType::kInt8), *p);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(ToVector(*y), (std::vector<float>{-128 * s, -115 * s}));
+}
+
+TEST(AffineTest, BFloat16InputWithScaleTypeFloatComputesInBFloat16) {
+  const at::Tensor x = F32({1.0f, -0.25f}).to(at::kBFloat16);
+  QuantSpec spec = Spec(DType::kInt8);
+  auto bf = FakeQuantizeDynamic(x, spec);
+  ASSERT_TRUE(bf.ok());
+  EXPECT_EQ(bf->scalar_type(), at::kBFloat16);
+  // bf16(1 / 127.5) = 1.0078125 * 2^-7 (the division rounds up in bfloat16): 1.0 * (1/s) = 127.0078 -> 127,
+  // 127 * s = 0.99994 -> bfloat16 1.0.
+  EXPECT_EQ(ToVector(*bf)[0], 1.0f);
+  auto p = ParamsOf(x, spec, TensorRole::kWeight);
+  EXPECT_EQ(p->scale.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(p->scale.item<float>(), 0.00787353515625f);
+  spec.scale_type = ScaleType::kFloat32;
+  auto f32 = FakeQuantizeDynamic(x, spec);
+  // float32 scale 1/127.5: 1.0 -> 127 -> 127/127.5 = 0.996078..., bfloat16 -> 255/256.
+  EXPECT_EQ(ToVector(*f32)[0], 0.99609375f);
+}
+
+TEST(AffineTest, Pof2ScaleRoundsTheExponent) {
+  QuantSpec spec = Spec(DType::kInt8);
+  spec.scale_type = ScaleType::kPof2;
+  // s = 3 / 127.5 = 0.0235: -log2 = 5.41 -> 5 -> s = 1/32.
+  auto p = ComputeQuantParams(F32({-3.0f}).reshape({}), F32({3.0f}).reshape({}), spec);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->scale.item<float>(), 1.0f / 32.0f);
+  spec.dtype = DType::kInt4;
+  EXPECT_FALSE(ComputeQuantParams(F32({-3.0f}), F32({3.0f}), spec).ok());
+}
+
+TEST(AffineTest, PerChannelAndPerGroupGoldens) {
+  // Weight [2, 4]: per channel axis 0 -> scales 4/127.5 and 1/127.5.
+  const at::Tensor w = F32({4, -2, 1, 0, 0.5f, -1, 0.25f, 0}).reshape({2, 4});
+  auto p = ParamsOf(w, Spec(DType::kInt8, QScheme::kPerChannel), TensorRole::kWeight);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->scale.sizes(), (std::vector<int64_t>{2}));
+  EXPECT_FLOAT_EQ(p->scale[0].item<float>(), 4.0f / 127.5f);
+  QuantSpec g = Spec(DType::kUInt4, QScheme::kPerGroup, false);
+  g.group_size = 2;
+  auto pg = ParamsOf(w, g, TensorRole::kWeight);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  EXPECT_EQ(pg->scale.sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_FLOAT_EQ(pg->scale[0][0].item<float>(), 6.0f / 15.0f);  // group [4, -2]
+  EXPECT_EQ(pg->zero_point[0][0].item<int>(), 5);                // 0 - round(-2 / 0.4)
+  g.group_size = 3;
+  auto bad = ParamsOf(w, g, TensorRole::kWeight);
+  EXPECT_EQ(bad.status().message(), "group_size: 3 does not divide 4 (axis 1 of [2, 4])");
+}
+
+TEST(AffineTest, PerTokenIsPerRowAtAnyBatchSize) {
+  QuantSpec spec = Spec(DType::kInt8, QScheme::kPerChannel);
+  spec.is_dynamic = true;
+  const at::Tensor x = RandomTensor({3, 5, 16}, 1);
+  auto y = FakeQuantizeDynamic(x, spec, TensorRole::kActivation);
+  ASSERT_TRUE(y.ok());
+  for (int64_t b = 0; b < 3; ++b) {
+    for (int64_t t = 0; t < 5; ++t) {
+      auto row = FakeQuantizeDynamic(x[b][t], Spec(DType::kInt8), TensorRole::kActivation);
+      EXPECT_TRUE(BitEqual((*y)[b][t], *row)) << b << "," << t;
+    }
+  }
+}
+
+struct PropertyCase {
+  DType dtype;
+  QScheme scheme;
+  bool symmetric;
+  RoundMethod round;
+  at::ScalarType input;
+};
+
+class AffinePropertyTest : public ::testing::TestWithParam<PropertyCase> {};
+
+TEST_P(AffinePropertyTest, IdempotentBoundedRealEqualsFakeAndMatchesRef) {
+  const PropertyCase c = GetParam();
+  QuantSpec spec = Spec(c.dtype, c.scheme, c.symmetric);
+  spec.round_method = c.round;
+  if (c.scheme == QScheme::kPerGroup) spec.group_size = 32;
+  for (int64_t cols : {32, 1056}) {
+    const at::Tensor x = RandomTensor({17, cols}, 3 + cols, c.input);
+    auto p = ParamsOf(x, spec, TensorRole::kWeight);
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto y = FakeQuantize(x, spec, *p);
+    ASSERT_TRUE(y.ok()) << y.status();
+    // Floor is not idempotent with a float32 reciprocal: (q - z) * s * (1/s) may land just below q - z.
+    if (c.round != RoundMethod::kFloor) {
+      auto yy = FakeQuantize(*y, spec, *p);
+      EXPECT_TRUE(BitEqual(*y, *yy)) << "not idempotent";
+    }
+    auto q = QuantizeReal(x, spec, *p);
+    ASSERT_TRUE(q.ok()) << q.status();
+    auto d = Dequantize(*q, spec, c.input);
+    ASSERT_TRUE(d.ok()) << d.status();
+    // numerics.md: real quantization rounds after adding z, fake quantization before. Identical when z = 0; with a
+    // zero point the float32 sum x * (1/s) + z can round onto a tie, so codes may differ by one step there only.
+    if (c.symmetric) {
+      EXPECT_TRUE(BitEqual(*d, *y)) << "real + dequant != fake";
+    } else {
+      const at::Tensor diff = (d->to(at::kFloat) - y->to(at::kFloat)).abs();
+      EXPECT_LT(diff.gt(0).sum().item<int64_t>(), 4) << "real + dequant differs from fake beyond tie cases";
+    }
+    // Scalar Ref and the error bound, element by element (float32 results before the cast to the input dtype).
+    const at::Tensor xf = x.to(at::kFloat).contiguous();
+    at::Tensor s = p->scale.to(at::kFloat);
+    at::Tensor z = p->zero_point.to(at::kFloat);
+    if (c.scheme == QScheme::kPerChannel) {
+      s = s.reshape({-1, 1}).expand({17, cols}).contiguous();
+      z = z.reshape({-1, 1}).expand({17, cols}).contiguous();
+    } else if (c.scheme == QScheme::kPerGroup) {
+      s = s.repeat_interleave(32, 1).contiguous();
+      z = z.repeat_interleave(32, 1).contiguous();
+    } else {
+      s = s.expand({17, cols}).contiguous();
+      z = z.expand({17, cols}).contiguous();
+    }
+    kernels::AffineArgs args;
+    std::tie(args.qmin, args.qmax) = IntegerRange(c.dtype);
+    args.round = c.round == RoundMethod::kHalfEven ? kernels::RoundMode::kHalfEven
+                 : c.round == RoundMethod::kRound  ? kernels::RoundMode::kHalfAway
+                                                   : kernels::RoundMode::kFloor;
+    const std::vector<float> yv = ToVector(*y);
+    for (int64_t i = 0; i < xf.numel(); ++i) {
+      const float xi = xf.data_ptr<float>()[i];
+      const float si = s.data_ptr<float>()[i];
+      const float zi = z.data_ptr<float>()[i];
+      const float ref = kernels::FakeQuantAffineRef(xi, si, zi, args);
+      const float ref_cast = at::scalar_tensor(ref, at::kFloat).to(c.input).item<float>();
+      ASSERT_EQ(yv[i], ref_cast) << "element " << i;
+      const float lo = (args.qmin - zi) * si;
+      const float hi = (args.qmax - zi) * si;
+      if (c.round != RoundMethod::kFloor && c.input == at::kFloat && xi > lo && xi < hi) {
+        ASSERT_LE(std::fabs(xi - yv[i]), si / 2 * (1 + 1e-5f)) << "element " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grid, AffinePropertyTest,
+    ::testing::Values(PropertyCase{DType::kInt8, QScheme::kPerTensor, true, RoundMethod::kHalfEven, at::kFloat},
+                      PropertyCase{DType::kInt8, QScheme::kPerChannel, true, RoundMethod::kRound, at::kFloat},
+                      PropertyCase{DType::kUInt8, QScheme::kPerChannel, false, RoundMethod::kFloor, at::kFloat},
+                      PropertyCase{DType::kInt4, QScheme::kPerGroup, true, RoundMethod::kHalfEven, at::kBFloat16},
+                      PropertyCase{DType::kUInt4, QScheme::kPerGroup, false, RoundMethod::kHalfEven, at::kFloat},
+                      PropertyCase{DType::kUInt4, QScheme::kPerGroup, false, RoundMethod::kRound, at::kHalf},
+                      PropertyCase{DType::kInt3, QScheme::kPerChannel, true, RoundMethod::kHalfEven, at::kFloat},
+                      PropertyCase{DType::kInt2, QScheme::kPerTensor, false, RoundMethod::kFloor, at::kBFloat16}));
+
+TEST(AffineTest, StridedInputEqualsContiguous) {
+  const at::Tensor base = RandomTensor({64, 34}, 9);
+  const at::Tensor strided = base.t();  // [34, 64], non-contiguous
+  QuantSpec spec = Spec(DType::kInt8, QScheme::kPerChannel);
+  auto a = FakeQuantizeDynamic(strided, spec);
+  auto b = FakeQuantizeDynamic(strided.contiguous(), spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(BitEqual(*a, *b));
+}
+
+TEST(AffineTest, ChannelAxisLastUsesColumnScales) {
+  const at::Tensor x = RandomTensor({5, 7}, 11);
+  QuantSpec spec = Spec(DType::kInt8, QScheme::kPerChannel);
+  spec.ch_axis = 1;
+  auto y = FakeQuantizeDynamic(x, spec);
+  auto yt = FakeQuantizeDynamic(x.t().contiguous(), Spec(DType::kInt8, QScheme::kPerChannel));
+  ASSERT_TRUE(y.ok() && yt.ok());
+  EXPECT_TRUE(BitEqual(*y, yt->t().contiguous()));
+}
+
+TEST(AffineTest, ErrorsNameTheField) {
+  QuantSpec spec = Spec(DType::kInt8, QScheme::kPerChannel);
+  spec.ch_axis = 3;
+  auto y = FakeQuantizeDynamic(F32({1, 2}), spec);
+  EXPECT_EQ(y.status().message(), "ch_axis: 3 is out of range for a tensor of shape [2]");
+  auto bad_params = FakeQuantize(F32({1, 2}), Spec(DType::kInt8, QScheme::kPerChannel),
+                                 QuantParams{F32({1, 2, 3}), at::zeros({3}, at::kInt)});
+  EXPECT_EQ(bad_params.status().message(), "scale: shape [3] does not match the expected [2]");
+  auto dtype = FakeQuantizeDynamic(at::ones({2}, at::kDouble), Spec(DType::kInt8));
+  EXPECT_EQ(dtype.status().message(), "input: dtype Double is not float32, bfloat16 or float16");
+}
+
+TEST(AffineTest, NanPropagatesThroughFakeQuant) {
+  auto y = FakeQuantize(F32({NAN, 1.0f}), Spec(DType::kInt8), Params(1.0f, 0));
+  EXPECT_TRUE(std::isnan(ToVector(*y)[0]));
+}
+
+}  // namespace
+}  // namespace quark
