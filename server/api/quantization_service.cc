@@ -1,0 +1,163 @@
+#include "server/api/quantization_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/log.h"
+#include "core/checkpoint/model_modules.h"
+#include "core/config/layer_plan.h"
+#include "core/config/presets.h"
+#include "core/config/proto_convert.h"
+#include "core/config/validation.h"
+#include "server/api/spec_validation.h"
+#include "server/api/status_util.h"
+#include "server/api/watch_job_reactor.h"
+
+namespace quark::server {
+namespace {
+
+constexpr int kDefaultPageSize = 50;
+constexpr int kMaxPageSize = 1000;
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+void FillLayers(const LayerPlan& plan, quark::v1::ValidateConfigResponse* response) {
+  for (const LayerAssignment& layer : plan.layers) {
+    quark::v1::LayerAssignment* out = response->add_layers();
+    out->set_module(layer.module);
+    out->set_module_type(layer.module_type);
+    out->set_source(layer.SourceLabel());
+    *out->mutable_config() = ToProto(layer.config);
+  }
+}
+
+}  // namespace
+
+absl::Status CheckDeadline(const grpc::CallbackServerContext* context) {
+  if (context->deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError("deadline passed before the request was handled");
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                             const quark::v1::SubmitJobRequest* request,
+                                                             quark::v1::Job* response) {
+  absl::Status status = CheckDeadline(context);
+  if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
+  if (!status.ok()) {
+    log::Get("server")->info("job=- SubmitJob refused: {}", status.ToString());
+    return FinishNow(context, status);
+  }
+  absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec());
+  if (job.ok()) *response = std::move(*job);
+  return FinishNow(context, job.status());
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                          const quark::v1::GetJobRequest* request,
+                                                          quark::v1::Job* response) {
+  if (request->id().empty()) return FinishNow(context, absl::InvalidArgumentError("id: required"));
+  absl::StatusOr<quark::v1::Job> job = store_->GetJob(request->id());
+  if (job.ok()) *response = std::move(*job);
+  return FinishNow(context, job.status());
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                            const quark::v1::ListJobsRequest* request,
+                                                            quark::v1::ListJobsResponse* response) {
+  if (request->page_size() < 0) {
+    return FinishNow(context, absl::InvalidArgumentError(
+                                  absl::StrCat("page_size: ", request->page_size(), " must not be negative")));
+  }
+  JobFilter filter;
+  for (int state : request->states()) filter.states.push_back(static_cast<quark::v1::JobState>(state));
+  filter.labels.insert(request->labels().begin(), request->labels().end());
+  int page_size = request->page_size() == 0 ? kDefaultPageSize : std::min(request->page_size(), kMaxPageSize);
+  absl::StatusOr<JobPage> page = store_->ListJobs(filter, page_size, request->page_token());
+  if (page.ok()) {
+    for (quark::v1::Job& job : page->jobs) *response->add_jobs() = std::move(job);
+    response->set_next_page_token(page->next_page_token);
+  }
+  return FinishNow(context, page.status());
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                             const quark::v1::CancelJobRequest* request,
+                                                             quark::v1::Job* response) {
+  if (request->id().empty()) return FinishNow(context, absl::InvalidArgumentError("id: required"));
+  absl::StatusOr<quark::v1::Job> job = scheduler_->Cancel(request->id());
+  if (job.ok()) *response = std::move(*job);
+  return FinishNow(context, job.status());
+}
+
+grpc::ServerWriteReactor<quark::v1::JobEvent>* QuantizationServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const quark::v1::WatchJobRequest* request) {
+  return new WatchJobReactor(store_, hub_, *request);  // deletes itself in OnDone
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackServerContext* context,
+                                                               const quark::v1::ListPresetsRequest* request,
+                                                               quark::v1::ListPresetsResponse* response) {
+  for (const Preset& preset : AllPresets()) {
+    quark::v1::Preset* out = response->add_presets();
+    out->set_name(preset.name);
+    out->set_description(preset.description);
+    out->set_legacy(preset.legacy);
+    *out->mutable_config() = ToProto(preset.config);
+  }
+  return FinishNow(context, absl::OkStatus());
+}
+
+absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
+                               quark::v1::ValidateConfigResponse* response) {
+  absl::Status status = policy.Check("model_uri", request.model_uri(), false);
+  if (!status.ok()) return status;
+  bool has_preset = request.quantization_case() == quark::v1::ValidateConfigRequest::kPreset;
+  bool has_config = request.quantization_case() == quark::v1::ValidateConfigRequest::kConfig;
+  absl::StatusOr<quark::Config> config =
+      ResolveRequestConfig("", has_config ? &request.config() : nullptr, has_preset ? &request.preset() : nullptr,
+                           request.kv_cache_dtype(), request.exclude());
+  if (!config.ok()) {
+    response->set_valid(false);
+    response->add_errors(std::string(config.status().message()));
+    return absl::OkStatus();
+  }
+  *response->mutable_resolved_config() = ToProto(*config);
+  std::vector<ModuleInfo> modules;
+  bool have_modules = false;
+  std::string path = UriPolicy::FilePath(request.model_uri());
+  if (!path.empty()) {
+    absl::StatusOr<std::vector<ModuleInfo>> listed = ListModelModules(path);
+    if (!listed.ok()) {
+      response->set_valid(false);
+      response->add_errors(absl::StrCat("model_uri: ", listed.status().message()));
+      return absl::OkStatus();
+    }
+    modules = std::move(*listed);
+    have_modules = true;
+  } else if (!request.model_uri().empty()) {
+    response->add_warnings("model_uri: only file:// models are inspected by the server; the Config alone was checked");
+  }
+  for (const ValidationIssue& issue : quark::ValidateConfig(*config, have_modules ? &modules : nullptr)) {
+    (issue.severity == ValidationIssue::Severity::kError ? response->add_errors() : response->add_warnings())
+        ->assign(issue.ToString());
+  }
+  if (have_modules) FillLayers(BuildLayerPlan(*config, modules), response);
+  response->set_valid(response->errors_size() == 0);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::CallbackServerContext* context,
+                                                                  const quark::v1::ValidateConfigRequest* request,
+                                                                  quark::v1::ValidateConfigResponse* response) {
+  absl::Status status = CheckDeadline(context);
+  if (status.ok()) status = RunValidateConfig(*request, *policy_, response);
+  return FinishNow(context, status);
+}
+
+}  // namespace quark::server

@@ -1,0 +1,52 @@
+// quark.v1.QuantizationService on the gRPC callback API. Handlers validate, call the scheduler or the store
+// (short SQLite transactions), and finish; WatchJob is a streaming reactor (watch_job_reactor.h).
+#pragma once
+
+#include "quark/v1/service.grpc.pb.h"
+#include "server/api/uri_policy.h"
+#include "server/scheduler/event_hub.h"
+#include "server/scheduler/job_scheduler.h"
+#include "server/store/job_store.h"
+
+namespace quark::server {
+
+class QuantizationServiceImpl final : public quark::v1::QuantizationService::CallbackService {
+ public:
+  /// Every pointer must outlive the gRPC server.
+  QuantizationServiceImpl(JobScheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy)
+      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const quark::v1::SubmitJobRequest* request,
+                                      quark::v1::Job* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context, const quark::v1::GetJobRequest* request,
+                                   quark::v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context, const quark::v1::ListJobsRequest* request,
+                                     quark::v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context, const quark::v1::CancelJobRequest* request,
+                                      quark::v1::Job* response) override;
+  grpc::ServerWriteReactor<quark::v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
+                                                          const quark::v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* ListPresets(grpc::CallbackServerContext* context,
+                                        const quark::v1::ListPresetsRequest* request,
+                                        quark::v1::ListPresetsResponse* response) override;
+  grpc::ServerUnaryReactor* ValidateConfig(grpc::CallbackServerContext* context,
+                                           const quark::v1::ValidateConfigRequest* request,
+                                           quark::v1::ValidateConfigResponse* response) override;
+
+ private:
+  JobScheduler* const scheduler_;
+  JobStore* const store_;
+  EventHub* const hub_;
+  const UriPolicy* const policy_;
+};
+
+/// DEADLINE_EXCEEDED when the call's deadline has already passed (no work is started for it).
+absl::Status CheckDeadline(const grpc::CallbackServerContext* context);
+
+/// The dry run of ValidateConfig, apart from gRPC: resolves the config and, for a file:// model, checks it
+/// against the model's modules. Request errors (bad URI, path outside the roots) come back as the status;
+/// Config errors come back in the response (valid = false, errors naming field paths).
+absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
+                               quark::v1::ValidateConfigResponse* response);
+
+}  // namespace quark::server

@@ -1,0 +1,117 @@
+#include "server/api/spec_validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/config/presets.h"
+#include "core/config/proto_convert.h"
+#include "core/config/validation.h"
+
+namespace quark::server {
+namespace {
+
+constexpr size_t kMaxRequestIdBytes = 256;
+constexpr int kMaxLabels = 64;
+constexpr size_t kMaxLabelBytes = 256;
+constexpr int kMaxExclude = 4096;
+constexpr int kMaxAttempts = 100;
+constexpr int kMaxSamples = 1 << 20;
+constexpr int kMaxSeqLen = 1 << 20;
+
+absl::Status WithPrefix(const absl::Status& status, const std::string& prefix) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
+  const quark::v1::JobSpec& spec = request.spec();
+  if (request.request_id().size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: ", request.request_id().size(), " bytes, more than ", kMaxRequestIdBytes));
+  }
+  if (spec.labels_size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.labels: ", spec.labels_size(), " labels, more than ", kMaxLabels));
+  }
+  for (const auto& [key, value] : spec.labels()) {
+    if (key.empty() || key.size() > kMaxLabelBytes || value.size() > kMaxLabelBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.labels[\"", key.substr(0, 64), "\"]: keys must be 1-", kMaxLabelBytes,
+                       " bytes and values at most ", kMaxLabelBytes));
+    }
+  }
+  if (spec.exclude_size() > kMaxExclude) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.exclude: ", spec.exclude_size(), " entries, more than ", kMaxExclude));
+  }
+  if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxAttempts) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.max_attempts: ", spec.max_attempts(), " is not in 0..", kMaxAttempts));
+  }
+  const quark::v1::CalibrationSpec& calibration = spec.calibration();
+  if (calibration.num_samples() < 0 || calibration.num_samples() > kMaxSamples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.calibration.num_samples: ", calibration.num_samples(), " is not in 0..", kMaxSamples));
+  }
+  if (calibration.seq_len() < 0 || calibration.seq_len() > kMaxSeqLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.calibration.seq_len: ", calibration.seq_len(), " is not in 0..", kMaxSeqLen));
+  }
+  if (spec.evaluation().seq_len() < 0 || spec.evaluation().max_windows() < 0) {
+    return absl::InvalidArgumentError("spec.evaluation: seq_len and max_windows must not be negative");
+  }
+  for (int i = 0; i < spec.export_formats_size(); ++i) {
+    if (!quark::v1::ExportFormat_IsValid(spec.export_formats(i))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.export_formats[", i, "]: unknown format ", spec.export_formats(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, const quark::v1::Config* config,
+                                                   const std::string* preset, const std::string& kv_cache_dtype,
+                                                   const google::protobuf::RepeatedPtrField<std::string>& exclude) {
+  absl::StatusOr<quark::Config> resolved;
+  if (preset != nullptr) {
+    resolved = PresetConfig(*preset);
+    if (!resolved.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "preset: ", resolved.status().message()));
+    }
+  } else if (config != nullptr) {
+    resolved = FromProto(*config);
+    if (!resolved.ok()) return WithPrefix(resolved.status(), absl::StrCat(prefix, "config."));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "quantization: set either config or preset"));
+  }
+  absl::Status kv = ApplyKvCacheDtype(kv_cache_dtype, *resolved);
+  if (!kv.ok()) return absl::InvalidArgumentError(absl::StrCat(prefix, "kv_cache_dtype: ", kv.message()));
+  for (const std::string& pattern : exclude) {
+    if (pattern.empty()) return absl::InvalidArgumentError(absl::StrCat(prefix, "exclude: empty pattern"));
+    resolved->exclude.push_back(pattern);
+  }
+  return resolved;
+}
+
+absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, const UriPolicy& policy) {
+  absl::Status status = CheckSizes(request);
+  if (!status.ok()) return status;
+  const quark::v1::JobSpec& spec = request.spec();
+  status = policy.Check("spec.model_uri", spec.model_uri(), true);
+  if (status.ok()) status = policy.Check("spec.output_uri", spec.output_uri(), true);
+  if (status.ok()) status = policy.Check("spec.calibration.uri", spec.calibration().uri(), false);
+  if (status.ok()) status = policy.Check("spec.evaluation.uri", spec.evaluation().uri(), false);
+  if (!status.ok()) return status;
+  bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
+  bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
+  absl::StatusOr<quark::Config> config =
+      ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
+                           spec.kv_cache_dtype(), spec.exclude());
+  if (!config.ok()) return config.status();
+  std::vector<std::string> errors;
+  for (const ValidationIssue& issue : ValidateConfig(*config)) {
+    if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(absl::StrCat("spec.config.", issue.ToString()));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
+}
+
+}  // namespace quark::server

@@ -1,0 +1,13 @@
+// The one mapping from absl::Status (how the server's parts report errors) to grpc::Status.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace quark::server {
+
+/// Same code, same message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace quark::server

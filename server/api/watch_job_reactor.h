@@ -1,0 +1,50 @@
+// WatchJob: replays a job's event log from the store after `after_sequence`, then streams live events until
+// the job reaches a final state. One write in flight; while it is, the newest progress event replaces an
+// older pending one (state and log events are never dropped). Finishes exactly once; ends on OnCancel.
+#pragma once
+
+#include <grpcpp/support/server_callback.h>
+
+#include <deque>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "quark/v1/service.pb.h"
+#include "server/scheduler/event_hub.h"
+#include "server/store/job_store.h"
+
+namespace quark::server {
+
+class WatchJobReactor : public grpc::ServerWriteReactor<quark::v1::JobEvent> {
+ public:
+  /// Starts at once (store reads happen here, on the handler's thread). `store` and `hub` outlive the server.
+  WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void Start(const quark::v1::WatchJobRequest& request);
+  void OnLiveEvent(const quark::v1::JobEvent& event);
+  void EnqueueLocked(const quark::v1::JobEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  EventHub* const hub_;
+  uint64_t subscription_ = 0;  // written before any reaction can run
+
+  absl::Mutex mu_;
+  std::deque<quark::v1::JobEvent> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<quark::v1::JobEvent> early_live_ ABSL_GUARDED_BY(mu_);  // live events seen during the replay
+  quark::v1::JobEvent in_flight_ ABSL_GUARDED_BY(mu_);
+  bool replayed_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_seen_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;  // highest sequence queued or written
+};
+
+}  // namespace quark::server

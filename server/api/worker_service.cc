@@ -1,0 +1,121 @@
+#include "server/api/worker_service.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "server/api/status_util.h"
+
+namespace quark::server {
+namespace {
+
+using quark::v1::internal::LeaseResponse;
+
+constexpr size_t kMaxWorkerIdBytes = 256;
+// A long poll answers this much before the caller's deadline, so the empty answer arrives in time.
+constexpr int64_t kDeadlineMarginMs = 200;
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status CheckWorkerId(const std::string& worker_id) {
+  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");
+  if (worker_id.size() > kMaxWorkerIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id: ", worker_id.size(), " bytes, more than ", kMaxWorkerIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+// Parks in the scheduler; finishes exactly once, from the scheduler's answer or after OnCancel.
+class LeaseReactor : public grpc::ServerUnaryReactor {
+ public:
+  LeaseReactor(JobScheduler* scheduler, const std::string& worker_id, absl::Duration wait, LeaseResponse* response)
+      : scheduler_(scheduler), response_(response) {
+    uint64_t wait_id = scheduler_->Lease(worker_id, wait, [this](LeaseResponse answer) { OnAnswer(std::move(answer)); });
+    absl::MutexLock lock(&mu_);
+    if (!answered_) wait_id_ = wait_id;
+  }
+
+  void OnCancel() override {
+    uint64_t wait_id;
+    {
+      absl::MutexLock lock(&mu_);
+      wait_id = wait_id_;
+    }
+    // Answers the parked call empty (OnAnswer below), unless a job got there first.
+    if (wait_id != 0) scheduler_->CancelLeaseWait(wait_id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnAnswer(LeaseResponse answer) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (answered_) return;
+      answered_ = true;
+      wait_id_ = 0;
+    }
+    *response_ = std::move(answer);
+    // Last touch of this reactor: OnDone (and delete) may follow at once on another thread.
+    Finish(grpc::Status::OK);
+  }
+
+  JobScheduler* const scheduler_;
+  LeaseResponse* const response_;
+  absl::Mutex mu_;
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wait_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
+                                                      const quark::v1::internal::RegisterRequest* request,
+                                                      quark::v1::internal::RegisterResponse* response) {
+  absl::Status status = CheckWorkerId(request->worker_id());
+  if (status.ok() && (request->slots() < 0 || request->slots() > 1024)) {
+    status = absl::InvalidArgumentError(absl::StrCat("slots: ", request->slots(), " is not in 0..1024"));
+  }
+  if (status.ok()) *response = scheduler_->Register(*request);
+  return FinishNow(context, status);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
+                                                   const quark::v1::internal::LeaseRequest* request,
+                                                   quark::v1::internal::LeaseResponse* response) {
+  absl::Status status = CheckWorkerId(request->worker_id());
+  if (!status.ok()) return FinishNow(context, status);
+  int64_t wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxLeaseWaitMs);
+  auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -
+                                                                         std::chrono::system_clock::now());
+  wait_ms = std::max<int64_t>(0, std::min<int64_t>(wait_ms, remaining.count() - kDeadlineMarginMs));
+  return new LeaseReactor(scheduler_, request->worker_id(), absl::Milliseconds(wait_ms), response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const quark::v1::internal::HeartbeatRequest* request,
+                                                       quark::v1::internal::HeartbeatResponse* response) {
+  absl::Status status = CheckWorkerId(request->worker_id());
+  if (status.ok()) *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
+  return FinishNow(context, status);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServerContext* context,
+                                                            const quark::v1::internal::ReportProgressRequest* request,
+                                                            quark::v1::internal::ReportProgressResponse* response) {
+  absl::StatusOr<bool> cancel = scheduler_->ReportProgress(*request);
+  if (cancel.ok()) response->set_cancel(*cancel);
+  return FinishNow(context, cancel.status());
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
+                                                      const quark::v1::internal::CompleteRequest* request,
+                                                      quark::v1::internal::CompleteResponse* response) {
+  return FinishNow(context, scheduler_->Complete(*request));
+}
+
+}  // namespace quark::server

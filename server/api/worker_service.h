@@ -1,0 +1,37 @@
+// quark.v1.internal.WorkerService (the quark-worker protocol) on the gRPC callback API. Lease is a long poll:
+// its reactor parks in the scheduler until a job is assigned, the wait ends, or the caller goes away.
+#pragma once
+
+#include "quark/v1/worker.grpc.pb.h"
+#include "server/scheduler/job_scheduler.h"
+
+namespace quark::server {
+
+class WorkerServiceImpl final : public quark::v1::internal::WorkerService::CallbackService {
+ public:
+  /// The longest Lease wait granted, whatever wait_ms asks.
+  static constexpr int64_t kMaxLeaseWaitMs = 60000;
+
+  explicit WorkerServiceImpl(JobScheduler* scheduler) : scheduler_(scheduler) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const quark::v1::internal::RegisterRequest* request,
+                                     quark::v1::internal::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* context,
+                                  const quark::v1::internal::LeaseRequest* request,
+                                  quark::v1::internal::LeaseResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const quark::v1::internal::HeartbeatRequest* request,
+                                      quark::v1::internal::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* context,
+                                           const quark::v1::internal::ReportProgressRequest* request,
+                                           quark::v1::internal::ReportProgressResponse* response) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const quark::v1::internal::CompleteRequest* request,
+                                     quark::v1::internal::CompleteResponse* response) override;
+
+ private:
+  JobScheduler* const scheduler_;
+};
+
+}  // namespace quark::server

@@ -1,0 +1,114 @@
+// quarkd: the quantization job daemon.
+//   quarkd --data-dir DIR --listen HOST:PORT --metrics-listen HOST:PORT [--workers N] [--allowed-roots DIR[,DIR]]
+// Every flag also reads an environment variable (QUARKD_<FLAG>) and a config file (--config, TOML/INI keys
+// named like the flags; see deploy/quarkd.toml).
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "core/base/log.h"
+#include "server/quark_server.h"
+
+namespace {
+
+struct Flags {
+  quark::server::ServerOptions server;
+  std::string log_format = "text";
+  std::string log_level = "info";
+  std::string ready_file;
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t lease_timeout_ms = 15000;
+  int64_t cancel_grace_ms = 5000;
+  int max_attempts = 3;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.set_config("--config", "", "TOML/INI file with any of these options");
+  app.add_option("--data-dir", f.server.data_dir, "Folder of the job store (quarkd.db)")->required()
+      ->envname("QUARKD_DATA_DIR");
+  app.add_option("--listen", f.server.listen, "gRPC HOST:PORT (port 0: any free port)")
+      ->envname("QUARKD_LISTEN")->capture_default_str();
+  app.add_option("--metrics-listen", f.server.metrics_listen, "/metrics HOST:PORT; empty disables")
+      ->envname("QUARKD_METRICS_LISTEN")->capture_default_str();
+  app.add_option("--workers", f.server.workers, "Local workers: -1 = one per visible GPU or one CPU worker; 0 = none")
+      ->envname("QUARKD_WORKERS")->capture_default_str();
+  app.add_option("--worker-binary", f.server.worker_binary, "quark-worker executable (default: beside quarkd)")
+      ->envname("QUARKD_WORKER_BINARY");
+  app.add_option("--worker-arg", f.server.worker_args, "Extra argument for every local worker (repeatable)");
+  app.add_option("--allowed-roots", f.server.allowed_roots, "Folders that file:// URIs must lie in")
+      ->delimiter(',')->envname("QUARKD_ALLOWED_ROOTS");
+  app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}))
+      ->envname("QUARKD_LOG_FORMAT")->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->envname("QUARKD_LOG_LEVEL");
+  app.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms, "Worker heartbeat interval")
+      ->check(CLI::Range(int64_t{10}, int64_t{600000}))->capture_default_str();
+  app.add_option("--lease-timeout-ms", f.lease_timeout_ms, "A lease without heartbeat for this long is lost")
+      ->check(CLI::Range(int64_t{50}, int64_t{3600000}))->capture_default_str();
+  app.add_option("--cancel-grace-ms", f.cancel_grace_ms, "A cancelled job's worker is killed after this")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
+  app.add_option("--max-attempts", f.max_attempts, "Attempts of a job whose spec sets none")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--ready-file", f.ready_file, "Written once serving: {\"grpc\": ADDR, \"metrics_port\": N}");
+}
+
+// Written to a temporary name and renamed, so a reader never sees half a file.
+bool WriteReadyFile(const std::string& path, const quark::server::QuarkServer& server) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "{\"grpc\": \"" << server.grpc_address() << "\", \"grpc_port\": " << server.grpc_port()
+        << ", \"metrics_port\": " << server.metrics_port() << "}\n";
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"quarkd: quantization jobs over gRPC"};
+  Flags flags;
+  AddFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  quark::log::Init(flags.log_format == "json" ? quark::log::Format::kJson : quark::log::Format::kText,
+                   flags.log_level);
+  flags.server.scheduler.heartbeat_interval = absl::Milliseconds(flags.heartbeat_interval_ms);
+  flags.server.scheduler.lease_timeout = absl::Milliseconds(flags.lease_timeout_ms);
+  flags.server.scheduler.cancel_grace = absl::Milliseconds(flags.cancel_grace_ms);
+  flags.server.scheduler.default_max_attempts = flags.max_attempts;
+
+  // SIGINT/SIGTERM go to one thread (sigwait) that shuts the server down; every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<quark::server::QuarkServer>> server = quark::server::QuarkServer::Start(flags.server);
+  if (!server.ok()) {
+    quark::log::Get("server")->error("job=- quarkd failed to start: {}", server.status().ToString());
+    return 1;
+  }
+  if (!flags.ready_file.empty() && !WriteReadyFile(flags.ready_file, **server)) {
+    quark::log::Get("server")->error("job=- cannot write ready-file {}", flags.ready_file);
+    return 1;
+  }
+  quark::server::QuarkServer* raw = server->get();
+  std::thread signal_thread([&signals, raw] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    quark::log::Get("server")->info("job=- signal {}: shutting down", signal_number);
+    raw->Shutdown();
+  });
+  raw->Wait();
+  // A shutdown not caused by a signal: wake the signal thread so it can be joined.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  return 0;
+}

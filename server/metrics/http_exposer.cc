@@ -1,0 +1,57 @@
+#include "server/metrics/http_exposer.h"
+
+#include <httplib.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/metrics/text_format.h"
+
+namespace quark::server::metrics {
+
+absl::Status SplitHostPort(const std::string& field, const std::string& host_port, std::string* host, int* port) {
+  size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", host_port, "\" is not HOST:PORT"));
+  }
+  *host = host_port.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  if (!absl::SimpleAtoi(host_port.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", host_port, "\" has no valid port (0-65535)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<HttpExposer>> HttpExposer::Start(const std::string& host_port,
+                                                                const Registry* registry,
+                                                                std::function<void()> before_scrape) {
+  std::string host;
+  int port = 0;
+  absl::Status status = SplitHostPort("metrics-listen", host_port, &host, &port);
+  if (!status.ok()) return status;
+  std::unique_ptr<HttpExposer> exposer(new HttpExposer());
+  exposer->http_ = std::make_unique<httplib::Server>();
+  exposer->http_->Get("/metrics", [registry, before_scrape](const httplib::Request&, httplib::Response& response) {
+    if (before_scrape) before_scrape();
+    response.set_content(registry->Render(), kTextContentType);
+  });
+  exposer->http_->Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("ok\n", "text/plain");
+  });
+  int bound = port == 0 ? exposer->http_->bind_to_any_port(host) : (exposer->http_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat("metrics-listen: cannot bind \"", host_port, "\""));
+  }
+  exposer->port_ = bound;
+  httplib::Server* http = exposer->http_.get();
+  exposer->thread_ = std::thread([http] { http->listen_after_bind(); });
+  return exposer;
+}
+
+void HttpExposer::Stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+HttpExposer::~HttpExposer() { Stop(); }
+
+}  // namespace quark::server::metrics

@@ -1,0 +1,149 @@
+#include "server/quark_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/log.h"
+#include "server/api/quantization_service.h"
+#include "server/api/uri_policy.h"
+#include "server/api/worker_service.h"
+#include "server/metrics/grpc_metrics_interceptor.h"
+#include "server/metrics/http_exposer.h"
+#include "server/metrics/registry.h"
+#include "server/metrics/server_metrics.h"
+#include "server/scheduler/event_hub.h"
+#include "server/store/sqlite_job_store.h"
+#include "server/workers/local_devices.h"
+#include "server/workers/worker_pool.h"
+
+namespace quark::server {
+namespace {
+
+// Dialable from this machine: wildcard listen hosts become loopback.
+std::string DialAddress(const std::string& host, int port) {
+  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "*") return absl::StrCat("127.0.0.1:", port);
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOptions& options, Clock* clock) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data-dir: required");
+  std::error_code error;
+  std::filesystem::create_directories(options.data_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data-dir: cannot create \"", options.data_dir, "\": ", error.message()));
+  }
+  std::unique_ptr<QuarkServer> server(new QuarkServer());
+  server->registry_ = std::make_unique<metrics::Registry>();
+  server->metrics_ = std::make_unique<ServerMetrics>(server->registry_.get());
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
+      SqliteJobStore::Open((std::filesystem::path(options.data_dir) / "quarkd.db").string());
+  if (!store.ok()) return store.status();
+  server->store_ = std::move(*store);
+  server->hub_ = std::make_unique<EventHub>();
+  server->scheduler_ = std::make_unique<JobScheduler>(server->store_.get(), clock, server->hub_.get(),
+                                                      server->metrics_.get(), options.scheduler);
+  absl::Status status = server->scheduler_->Recover();
+  if (!status.ok()) return status;
+  server->policy_ = std::make_unique<UriPolicy>(options.allowed_roots);
+  status = server->StartGrpc(options);
+  if (!status.ok()) return status;
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::HttpExposer>> exposer =
+        metrics::HttpExposer::Start(options.metrics_listen, server->registry_.get());
+    if (!exposer.ok()) return exposer.status();
+    server->exposer_ = std::move(*exposer);
+  }
+  JobScheduler* scheduler = server->scheduler_.get();
+  absl::Notification* stop = &server->stop_;
+  absl::Duration tick = options.tick_interval;
+  server->ticker_ = std::thread([scheduler, stop, tick] {
+    while (!stop->WaitForNotificationWithTimeout(tick)) scheduler->Tick();
+  });
+  status = server->StartWorkers(options);
+  if (!status.ok()) return status;
+  log::Get("server")->info("job=- quarkd serving grpc={} metrics={} data_dir={}", server->grpc_address_,
+                           server->metrics_port(), options.data_dir);
+  return server;
+}
+
+absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
+  std::string host;
+  int port = 0;
+  absl::Status status = metrics::SplitHostPort("listen", options.listen, &host, &port);
+  if (!status.ok()) return status;
+  quantization_service_ =
+      std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(), policy_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.RegisterService(quantization_service_.get());
+  builder.RegisterService(worker_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind \"", options.listen, "\""));
+  }
+  grpc_server_->GetHealthCheckService()->SetServingStatus("quark.v1.QuantizationService", true);
+  grpc_address_ = DialAddress(host, grpc_port_);
+  return absl::OkStatus();
+}
+
+absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
+  WorkerPoolOptions pool;
+  pool.gpus = VisibleGpus();
+  pool.count = options.workers >= 0 ? options.workers : std::max<int>(1, static_cast<int>(pool.gpus.size()));
+  if (pool.count == 0) return absl::OkStatus();
+  pool.binary = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
+  pool.server_address = grpc_address_;
+  pool.extra_args = options.worker_args;
+  ServerMetrics* server_metrics = metrics_.get();
+  worker_pool_ = std::make_unique<WorkerPool>(
+      pool, [server_metrics](const std::string&, int) { server_metrics->worker_restarts.Increment(); });
+  absl::Status status = worker_pool_->Start();
+  if (!status.ok()) return status;
+  WorkerPool* workers = worker_pool_.get();
+  scheduler_->SetWorkerKiller([workers](const std::string& worker_id) { workers->Kill(worker_id); });
+  return absl::OkStatus();
+}
+
+int QuarkServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; }
+
+void QuarkServer::Wait() { stopped_.WaitForNotification(); }
+
+void QuarkServer::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (stopped_.HasBeenNotified()) return;
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  if (scheduler_) {
+    scheduler_->SetWorkerKiller(nullptr);
+    scheduler_->Shutdown();
+  }
+  if (grpc_server_) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  if (worker_pool_) worker_pool_->Stop();
+  if (exposer_) exposer_->Stop();
+  log::Get("server")->info("job=- quarkd stopped");
+  stopped_.Notify();
+}
+
+QuarkServer::~QuarkServer() { Shutdown(); }
+
+}  // namespace quark::server

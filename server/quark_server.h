@@ -1,0 +1,92 @@
+// quarkd assembled: the job store, scheduler, gRPC services (QuantizationService, WorkerService,
+// grpc.health.v1, reflection), /metrics, and the local worker pool.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "server/scheduler/job_scheduler.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace quark::server {
+
+namespace metrics {
+class HttpExposer;
+class Registry;
+}  // namespace metrics
+class EventHub;
+class QuantizationServiceImpl;
+class SqliteJobStore;
+class UriPolicy;
+class WorkerPool;
+class WorkerServiceImpl;
+struct ServerMetrics;
+
+struct ServerOptions {
+  std::string data_dir;                          // required: holds quarkd.db (created when missing)
+  std::string listen = "127.0.0.1:50051";        // gRPC; port 0 picks a free port
+  std::string metrics_listen = "127.0.0.1:9464"; // /metrics; port 0 picks a free port; "" disables it
+  int workers = -1;                              // local workers: -1 = one per visible GPU (or 1 on CPU), 0 = none
+  std::string worker_binary;                     // "" = DefaultWorkerBinary()
+  std::vector<std::string> worker_args;          // extra arguments for every local worker
+  std::vector<std::string> allowed_roots;        // file:// URIs must lie inside one of these
+  int max_message_bytes = 64 << 20;              // largest gRPC message accepted or sent
+  absl::Duration tick_interval = absl::Milliseconds(100);  // lease/cancel expiry checks
+  SchedulerOptions scheduler;
+};
+
+/// Thread-safe after Start. Shutdown (or destruction) stops accepting calls, answers parked long polls,
+/// waits for live calls (streams cancelled after a short grace), stops the local workers.
+class QuarkServer {
+ public:
+  /// Opens the store, recovers the queue, binds both ports, starts the local workers. Errors name the option.
+  static absl::StatusOr<std::unique_ptr<QuarkServer>> Start(const ServerOptions& options,
+                                                           Clock* clock = SystemClock::Get());
+  ~QuarkServer();
+
+  /// The bound gRPC port and a dialable address ("127.0.0.1:PORT" for wildcard hosts).
+  int grpc_port() const { return grpc_port_; }
+  std::string grpc_address() const { return grpc_address_; }
+  /// The bound /metrics port (0 when disabled).
+  int metrics_port() const;
+
+  /// Blocks until Shutdown() is called (from another thread or a signal watcher).
+  void Wait();
+  void Shutdown();
+
+  JobScheduler* scheduler() { return scheduler_.get(); }
+  metrics::Registry* registry() { return registry_.get(); }
+  WorkerPool* worker_pool() { return worker_pool_.get(); }
+
+ private:
+  QuarkServer() = default;
+  absl::Status StartGrpc(const ServerOptions& options);
+  absl::Status StartWorkers(const ServerOptions& options);
+
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<EventHub> hub_;
+  std::unique_ptr<JobScheduler> scheduler_;
+  std::unique_ptr<UriPolicy> policy_;
+  std::unique_ptr<QuantizationServiceImpl> quantization_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<metrics::HttpExposer> exposer_;
+  std::unique_ptr<WorkerPool> worker_pool_;
+  std::thread ticker_;
+  absl::Notification stop_;
+  absl::Notification stopped_;
+  absl::Mutex shutdown_mu_;
+  int grpc_port_ = 0;
+  std::string grpc_address_;
+};
+
+}  // namespace quark::server

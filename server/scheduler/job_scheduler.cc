@@ -1,0 +1,252 @@
+#include "server/scheduler/job_scheduler.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/base/log.h"
+#include "server/scheduler/time_util.h"
+
+namespace quark::server {
+
+using quark::v1::Job;
+using quark::v1::JobEvent;
+using quark::v1::JobState;
+
+std::string NewId(const std::string& prefix) {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
+  absl::MutexLock lock(&mu);
+  uint64_t high = (*rng)();
+  uint64_t low = (*rng)();
+  // 80 random bits: collisions are out of reach for any job count a store will hold.
+  return absl::StrCat(prefix, absl::Hex(high & 0xFFFFFFFFFFull, absl::kZeroPad10),
+                      absl::Hex(low & 0xFFFFFFFFFFull, absl::kZeroPad10));
+}
+
+bool IsFinal(JobState state) {
+  return state == JobState::JOB_STATE_SUCCEEDED || state == JobState::JOB_STATE_FAILED ||
+         state == JobState::JOB_STATE_CANCELLED;
+}
+
+JobScheduler::JobScheduler(JobStore* store, Clock* clock, EventHub* hub, ServerMetrics* metrics,
+                           SchedulerOptions options)
+    : store_(store), clock_(clock), hub_(hub), metrics_(metrics), options_(options) {}
+
+JobScheduler::~JobScheduler() { Shutdown(); }
+
+void JobScheduler::SetWorkerKiller(WorkerKiller killer) {
+  absl::MutexLock lock(&mu_);
+  killer_ = std::move(killer);
+}
+
+int JobScheduler::QueueDepth() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int JobScheduler::RunningJobs() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(leases_.size());
+}
+
+JobEvent JobScheduler::StateEventLocked(const Job& job) {
+  JobEvent event;
+  event.set_job_id(job.id());
+  *event.mutable_time() = ToTimestamp(clock_->Now());
+  event.set_state(job.state());
+  *event.mutable_job() = job;
+  return event;
+}
+
+absl::Status JobScheduler::SaveLocked(Job& job, std::vector<JobEvent> events) {
+  absl::Status status = store_->UpdateJob(job, &events);
+  if (!status.ok()) {
+    log::Get("store")->error("job={} save failed: {}", job.id(), status.ToString());
+    return status;
+  }
+  for (const JobEvent& event : events) hub_->Publish(event);
+  return absl::OkStatus();
+}
+
+void JobScheduler::CountStateLocked(const Job& job, JobState from) {
+  if (metrics_ == nullptr) return;
+  std::string preset = PresetLabel(job.spec());
+  if (from != JobState::JOB_STATE_UNSPECIFIED) metrics_->jobs.WithLabels({StateLabel(from), preset}).Add(-1);
+  metrics_->jobs.WithLabels({StateLabel(job.state()), preset}).Add(1);
+}
+
+void JobScheduler::UpdateGaugesLocked() {
+  if (metrics_ == nullptr) return;
+  metrics_->queue_depth.Set(static_cast<double>(queue_.size()));
+  metrics_->jobs_running.Set(static_cast<double>(leases_.size()));
+  metrics_->workers.Set(static_cast<double>(workers_.size()));
+  int busy = 0;
+  for (const auto& [id, worker] : workers_) busy += worker.leases.empty() ? 0 : 1;
+  metrics_->workers_busy.Set(busy);
+}
+
+absl::Status JobScheduler::Recover() {
+  absl::StatusOr<std::vector<StoredJob>> jobs =
+      store_->LoadJobs({JobState::JOB_STATE_QUEUED, JobState::JOB_STATE_RUNNING});
+  if (!jobs.ok()) return jobs.status();
+  absl::StatusOr<std::map<std::pair<JobState, std::string>, int64_t>> counts = store_->CountJobs();
+  if (!counts.ok()) return counts.status();
+  absl::MutexLock lock(&mu_);
+  if (metrics_ != nullptr) {
+    for (const auto& [key, count] : *counts) {
+      metrics_->jobs.WithLabels({StateLabel(key.first), key.second}).Set(static_cast<double>(count));
+    }
+  }
+  int requeued = 0;
+  for (StoredJob& stored : *jobs) {
+    ActiveJob& active = active_[stored.job.id()];
+    active.order = stored.order;
+    active.job = std::move(stored.job);
+    if (active.job.state() == JobState::JOB_STATE_QUEUED) {
+      queue_.insert(KeyOf(active));
+      continue;
+    }
+    ++requeued;
+    RequeueOrFailLocked(active, absl::StrCat("quarkd restarted while worker ", active.job.worker_id(),
+                                             " ran the job; its lease was lost"));
+  }
+  UpdateGaugesLocked();
+  log::Get("scheduler")->info("recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
+                              requeued);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const quark::v1::JobSpec& spec) {
+  Answers answers;
+  Job job;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("quarkd is shutting down");
+    job.set_id(NewId("job-"));
+    job.set_request_id(request_id);
+    job.set_state(JobState::JOB_STATE_QUEUED);
+    *job.mutable_spec() = spec;
+    if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
+    *job.mutable_created_at() = ToTimestamp(clock_->Now());
+    std::vector<JobEvent> events = {StateEventLocked(job)};
+    bool created = false;
+    absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
+    if (!stored.ok()) return stored.status();
+    if (!created) {
+      log::Get("scheduler")->info("job={} request_id={} submitted again: same job", stored->job.id(), request_id);
+      return stored->job;
+    }
+    ActiveJob& active = active_[job.id()];
+    active.order = stored->order;
+    active.job = job;
+    queue_.insert(KeyOf(active));
+    for (const JobEvent& event : events) hub_->Publish(event);
+    if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
+    CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
+    log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), PresetLabel(spec),
+                                spec.priority(), spec.model_uri());
+    DispatchLocked(&answers);
+    UpdateGaugesLocked();
+  }
+  for (auto& answer : answers) answer();
+  return job;
+}
+
+absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
+  Answers answers;
+  Job out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(job_id);
+    if (it == active_.end()) return store_->GetJob(job_id);  // final already (or NOT_FOUND)
+    ActiveJob& active = it->second;
+    if (active.job.state() == JobState::JOB_STATE_QUEUED) {
+      absl::Status status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled before it started", nullptr);
+      if (!status.ok()) return status;
+      return store_->GetJob(job_id);
+    }
+    if (!active.cancel_requested) {
+      active.cancel_requested = true;
+      active.cancel_deadline = clock_->Now() + options_.cancel_grace;
+      JobEvent event;
+      event.set_log(absl::StrCat("cancel requested; worker ", active.job.worker_id(), " is being stopped"));
+      *event.mutable_time() = ToTimestamp(clock_->Now());
+      absl::Status status = SaveLocked(active.job, {event});
+      if (!status.ok()) return status;
+      log::Get("scheduler")->info("job={} cancel requested worker={}", job_id, active.job.worker_id());
+    }
+    out = active.job;
+    DispatchLocked(&answers);
+  }
+  for (auto& answer : answers) answer();
+  return out;
+}
+
+absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState state, const std::string& error,
+                                        const quark::v1::JobResult* result) {
+  auto it = active_.find(job_id);
+  if (it == active_.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " is not active"));
+  ActiveJob& active = it->second;
+  Job& job = active.job;
+  JobState from = job.state();
+  queue_.erase(KeyOf(active));
+  if (!active.lease_id.empty()) ReleaseLeaseLocked(active.lease_id);
+  absl::Time now = clock_->Now();
+  job.set_state(state);
+  job.set_error(error);
+  if (result != nullptr) *job.mutable_result() = *result;
+  *job.mutable_finished_at() = ToTimestamp(now);
+  if (job.attempts_size() > 0 && !job.attempts().rbegin()->has_ended_at()) {
+    quark::v1::Attempt* attempt = job.mutable_attempts(job.attempts_size() - 1);
+    *attempt->mutable_ended_at() = ToTimestamp(now);
+    if (state != JobState::JOB_STATE_SUCCEEDED) attempt->set_error(error);
+  }
+  absl::Status status = SaveLocked(job, {StateEventLocked(job)});
+  CountStateLocked(job, from);
+  std::string preset = PresetLabel(job.spec());
+  if (metrics_ != nullptr) {
+    metrics_->jobs_finished.WithLabels({StateLabel(state), preset}).Increment();
+    if (job.has_started_at()) {
+      metrics_->job_duration.WithLabels({StateLabel(state), preset})
+          .Observe(absl::ToDoubleSeconds(now - FromTimestamp(job.started_at())));
+    }
+    if (result != nullptr) {
+      for (const auto& artifact : result->artifacts()) metrics_->uploaded_bytes.Increment(artifact.size_bytes());
+    }
+  }
+  log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), error);
+  active_.erase(it);
+  return status;
+}
+
+void JobScheduler::RequeueOrFailLocked(ActiveJob& active, const std::string& reason) {
+  Job& job = active.job;
+  absl::Time now = clock_->Now();
+  if (job.attempts_size() > 0 && !job.attempts().rbegin()->has_ended_at()) {
+    quark::v1::Attempt* attempt = job.mutable_attempts(job.attempts_size() - 1);
+    *attempt->mutable_ended_at() = ToTimestamp(now);
+    attempt->set_error(reason);
+  }
+  active.lease_id.clear();
+  if (job.attempts_size() >= job.spec().max_attempts()) {
+    std::vector<std::string> reasons;
+    for (const auto& attempt : job.attempts()) {
+      reasons.push_back(absl::StrCat("attempt ", attempt.number(), " on ", attempt.worker_id(), ": ", attempt.error()));
+    }
+    FinishLocked(job.id(), JobState::JOB_STATE_FAILED,
+                 absl::StrCat("failed after ", job.attempts_size(), " attempts: ", absl::StrJoin(reasons, "; ")),
+                 nullptr)
+        .IgnoreError();  // logged by SaveLocked
+    return;
+  }
+  JobState from = job.state();
+  job.set_state(JobState::JOB_STATE_QUEUED);
+  job.clear_worker_id();
+  SaveLocked(job, {StateEventLocked(job)}).IgnoreError();
+  CountStateLocked(job, from);
+  queue_.insert(KeyOf(active));
+  log::Get("scheduler")->warn("job={} requeued after attempt {}: {}", job.id(), job.attempts_size(), reason);
+}
+
+}  // namespace quark::server

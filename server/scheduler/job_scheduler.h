@@ -1,0 +1,153 @@
+// Jobs from submission to a final state: a priority-then-FIFO queue, leases to worker slots kept alive by
+// heartbeats, requeue on lease loss up to max_attempts, and cancellation. Every state change is written to
+// the JobStore (with its event) before anyone is told about it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "quark/v1/worker.pb.h"
+#include "server/metrics/server_metrics.h"
+#include "server/scheduler/clock.h"
+#include "server/scheduler/event_hub.h"
+#include "server/store/job_store.h"
+
+namespace quark::server {
+
+struct SchedulerOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers at Register
+  absl::Duration lease_timeout = absl::Seconds(15);      // a lease without a heartbeat for this long is lost
+  absl::Duration cancel_grace = absl::Seconds(5);        // a cancelled job's worker is killed after this
+  int default_max_attempts = 3;                          // when JobSpec.max_attempts is 0
+};
+
+/// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
+class JobScheduler {
+ public:
+  using LeaseCallback = std::function<void(quark::v1::internal::LeaseResponse)>;
+  /// Asked to stop a worker process hard (a cancelled job that did not stop within the grace period).
+  using WorkerKiller = std::function<void(const std::string& worker_id)>;
+
+  /// `store`, `clock`, `hub` and `metrics` (may be null) must outlive the scheduler.
+  JobScheduler(JobStore* store, Clock* clock, EventHub* hub, ServerMetrics* metrics, SchedulerOptions options);
+  ~JobScheduler();
+
+  /// Rebuilds the queue from the store after a start (clean or not): queued jobs stay queued in their
+  /// order; running jobs lost their lease with the old process and are requeued (or FAILED past max attempts).
+  absl::Status Recover();
+
+  /// Persists and queues a validated spec. A repeated non-empty request_id returns the job it first created.
+  absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec);
+  /// Queued: CANCELLED now. Running: the worker is told at its next heartbeat and the job ends CANCELLED when
+  /// it completes or after the grace period (its worker then killed). Final states: returned unchanged.
+  absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id);
+
+  // The worker protocol (worker.proto).
+  quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request);
+  /// Answers `done` now when a job is ready for this worker, else parks the call until a job arrives or
+  /// `wait` passes (answered empty). Returns a wait id for CancelLeaseWait (0 when answered already).
+  uint64_t Lease(const std::string& worker_id, absl::Duration wait, LeaseCallback done);
+  /// The caller went away: answers its parked Lease empty (if still parked).
+  void CancelLeaseWait(uint64_t wait_id);
+  quark::v1::internal::HeartbeatResponse Heartbeat(const std::string& worker_id, const std::string& lease_id);
+  /// Returns whether the job was cancelled; NOT_FOUND for an unknown lease.
+  absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request);
+  /// NOT_FOUND for an unknown (e.g. lost) lease.
+  absl::Status Complete(const quark::v1::internal::CompleteRequest& request);
+
+  /// Expires leases and cancel grace periods, and answers Lease calls whose wait ran out. The server calls it
+  /// every ~100 ms; tests call it after moving a ManualClock.
+  void Tick();
+  /// Answers every parked Lease and refuses new waits (server shutdown).
+  void Shutdown();
+
+  void SetWorkerKiller(WorkerKiller killer);
+  int QueueDepth() const;
+  int RunningJobs() const;
+
+ private:
+  struct LeaseState {
+    std::string job_id;
+    std::string worker_id;
+    int attempt = 0;
+    absl::Time deadline;
+    std::string phase;
+    absl::Time phase_started;
+  };
+  struct ActiveJob {
+    int64_t order = 0;
+    quark::v1::Job job;
+    std::string lease_id;            // empty while queued
+    bool cancel_requested = false;
+    absl::Time cancel_deadline;
+  };
+  struct Worker {
+    int slots = 1;
+    std::set<std::string> leases;
+    absl::Time last_seen;
+  };
+  struct Waiter {
+    std::string worker_id;
+    absl::Time deadline;
+    LeaseCallback done;
+  };
+  // Queue key: higher priority first, then creation order.
+  using QueueKey = std::tuple<int, int64_t, std::string>;
+  using Answers = std::vector<std::function<void()>>;
+
+  QueueKey KeyOf(const ActiveJob& active) const { return {-active.job.spec().priority(), active.order, active.job.id()}; }
+  absl::Status SaveLocked(quark::v1::Job& job, std::vector<quark::v1::JobEvent> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  quark::v1::JobEvent StateEventLocked(const quark::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FinishLocked(const std::string& job_id, quark::v1::JobState state, const std::string& error,
+                            const quark::v1::JobResult* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseLeaseLocked(const std::string& lease_id, const std::string& reason, const std::string& metric_reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequeueOrFailLocked(ActiveJob& active, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLeaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DispatchLocked(Answers* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AssignLocked(const std::string& worker_id, quark::v1::internal::LeaseResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasFreeSlotLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountStateLocked(const quark::v1::Job& job, quark::v1::JobState from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ObservePhaseLocked(LeaseState& lease, const std::string& phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked(absl::Time now, Answers* answers, std::vector<std::string>* to_kill)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerWaiterLocked(uint64_t wait_id, quark::v1::internal::LeaseResponse response, Answers* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  Clock* const clock_;
+  EventHub* const hub_;
+  ServerMetrics* const metrics_;
+  const SchedulerOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, ActiveJob> active_ ABSL_GUARDED_BY(mu_);  // queued and running jobs
+  std::set<QueueKey> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LeaseState> leases_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // in arrival order
+  uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  WorkerKiller killer_ ABSL_GUARDED_BY(mu_);
+};
+
+/// Random identifiers ("job-" + 20 hex digits, "lease-" + ...), from a seeded-once CSPRNG-quality source.
+std::string NewId(const std::string& prefix);
+
+/// True for SUCCEEDED, FAILED and CANCELLED.
+bool IsFinal(quark::v1::JobState state);
+
+}  // namespace quark::server

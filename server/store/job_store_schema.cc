@@ -1,0 +1,74 @@
+#include "server/store/job_store_schema.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/store/sqlite_util.h"
+
+namespace quark::server {
+namespace {
+
+// Index i holds the migration from version i to i + 1. Never edit a shipped entry: add one.
+const std::vector<std::string>& Migrations() {
+  static const std::vector<std::string> migrations = {
+      R"sql(
+      CREATE TABLE jobs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        request_id TEXT UNIQUE,
+        state INTEGER NOT NULL,
+        priority INTEGER NOT NULL,
+        preset TEXT NOT NULL,
+        created_unix_ms INTEGER NOT NULL,
+        job BLOB NOT NULL);
+      CREATE INDEX jobs_by_state ON jobs (state, seq);
+      CREATE TABLE job_events (
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        sequence INTEGER NOT NULL,
+        event BLOB NOT NULL,
+        PRIMARY KEY (job_id, sequence)) WITHOUT ROWID;
+      CREATE TABLE job_attempts (
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        number INTEGER NOT NULL,
+        worker_id TEXT NOT NULL,
+        started_unix_ms INTEGER NOT NULL,
+        ended_unix_ms INTEGER,
+        error TEXT NOT NULL,
+        PRIMARY KEY (job_id, number)) WITHOUT ROWID;
+      )sql",
+  };
+  return migrations;
+}
+
+absl::StatusOr<int> CurrentVersion(sqlite3* db) {
+  absl::Status status = Exec(db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+  if (!status.ok()) return status;
+  absl::StatusOr<Statement> select = Prepare(db, "SELECT MAX(version) FROM schema_version");
+  if (!select.ok()) return select.status();
+  absl::StatusOr<bool> row = select->Step();
+  if (!row.ok()) return row.status();
+  return *row && !select->ColumnIsNull(0) ? static_cast<int>(select->ColumnInt(0)) : 0;
+}
+
+}  // namespace
+
+absl::Status MigrateJobStore(sqlite3* db) {
+  absl::StatusOr<int> version = CurrentVersion(db);
+  if (!version.ok()) return version.status();
+  if (*version > kJobStoreSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("job store schema version ", *version,
+                                                      " is newer than this quarkd's ", kJobStoreSchemaVersion));
+  }
+  for (int v = *version; v < kJobStoreSchemaVersion; ++v) {
+    Transaction txn(db);
+    absl::Status status = txn.Begin();
+    if (status.ok()) status = Exec(db, Migrations()[v]);
+    if (status.ok()) status = Exec(db, absl::StrCat("INSERT INTO schema_version (version) VALUES (", v + 1, ")"));
+    if (status.ok()) status = txn.Commit();
+    if (!status.ok()) return absl::InternalError(absl::StrCat("migration to schema ", v + 1, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace quark::server

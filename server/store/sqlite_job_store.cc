@@ -1,0 +1,301 @@
+#include "server/store/sqlite_job_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "server/store/job_store_schema.h"
+
+namespace quark::server {
+namespace {
+
+using quark::v1::Job;
+using quark::v1::JobEvent;
+using quark::v1::JobState;
+using google::protobuf::util::TimeUtil;
+
+constexpr int kScanBatch = 256;
+
+bool Matches(const JobFilter& filter, const Job& job) {
+  if (!filter.states.empty() &&
+      std::find(filter.states.begin(), filter.states.end(), job.state()) == filter.states.end()) {
+    return false;
+  }
+  for (const auto& [key, value] : filter.labels) {
+    auto it = job.spec().labels().find(key);
+    if (it == job.spec().labels().end() || it->second != value) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Job> ParseJob(const std::string& bytes, const std::string& where) {
+  Job job;
+  if (!job.ParseFromString(bytes)) return absl::DataLossError(absl::StrCat("job store: unreadable job row ", where));
+  return job;
+}
+
+}  // namespace
+
+std::string PresetLabel(const quark::v1::JobSpec& spec) {
+  return spec.quantization_case() == quark::v1::JobSpec::kPreset ? spec.preset() : std::string("custom");
+}
+
+SqliteJobStore::SqliteJobStore(SqliteDb db, Statements statements)
+    : db_(std::move(db)), stmts_(std::move(statements)) {}
+
+absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* db) {
+  Statements s;
+  struct Entry {
+    Statement* target;
+    const char* sql;
+  };
+  const Entry entries[] = {
+      {&s.insert_job,
+       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job) VALUES (?,?,?,?,?,?,?)"},
+      {&s.update_job, "UPDATE jobs SET state = ?, priority = ?, job = ? WHERE id = ?"},
+      {&s.get_job, "SELECT job FROM jobs WHERE id = ?"},
+      {&s.get_by_request, "SELECT seq, job FROM jobs WHERE request_id = ?"},
+      {&s.max_sequence, "SELECT COALESCE(MAX(sequence), 0) FROM job_events WHERE job_id = ?"},
+      {&s.insert_event, "INSERT INTO job_events (job_id, sequence, event) VALUES (?,?,?)"},
+      {&s.list_events, "SELECT event FROM job_events WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?"},
+      {&s.upsert_attempt,
+       "INSERT OR REPLACE INTO job_attempts (job_id, number, worker_id, started_unix_ms, ended_unix_ms, error) "
+       "VALUES (?,?,?,?,?,?)"},
+      {&s.list_page, "SELECT seq, job FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?"},
+      {&s.load_state, "SELECT seq, job FROM jobs WHERE state = ? ORDER BY seq"},
+      {&s.count, "SELECT state, preset, COUNT(*) FROM jobs GROUP BY state, preset"},
+  };
+  for (const Entry& entry : entries) {
+    absl::StatusOr<Statement> stmt = Prepare(db, entry.sql);
+    if (!stmt.ok()) return stmt.status();
+    *entry.target = std::move(*stmt);
+  }
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
+  absl::StatusOr<SqliteDb> db = OpenSqlite(path);
+  if (!db.ok()) return db.status();
+  absl::Status migrated = MigrateJobStore(db->get());
+  if (!migrated.ok()) return migrated;
+  absl::StatusOr<Statements> statements = PrepareAll(db->get());
+  if (!statements.ok()) return statements.status();
+  return std::unique_ptr<SqliteJobStore>(new SqliteJobStore(std::move(*db), std::move(*statements)));
+}
+
+absl::Status SqliteJobStore::AppendEventsLocked(const std::string& job_id, std::vector<JobEvent>* events) {
+  if (events == nullptr || events->empty()) return absl::OkStatus();
+  Statement& max = stmts_.max_sequence;
+  max.Reset();
+  max.Bind(1, job_id);
+  absl::StatusOr<bool> row = max.Step();
+  if (!row.ok()) return row.status();
+  int64_t sequence = *row ? max.ColumnInt(0) : 0;
+  max.Reset();
+  for (JobEvent& event : *events) {
+    event.set_job_id(job_id);
+    event.set_sequence(++sequence);
+    Statement& insert = stmts_.insert_event;
+    insert.Reset();
+    insert.Bind(1, job_id).Bind(2, sequence).BindBlob(3, event.SerializeAsString());
+    absl::Status status = insert.Run();
+    insert.Reset();
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::WriteAttemptsLocked(const Job& job) {
+  for (const quark::v1::Attempt& attempt : job.attempts()) {
+    Statement& upsert = stmts_.upsert_attempt;
+    upsert.Reset();
+    upsert.Bind(1, job.id()).Bind(2, attempt.number()).Bind(3, attempt.worker_id());
+    upsert.Bind(4, TimeUtil::TimestampToMilliseconds(attempt.started_at()));
+    if (attempt.has_ended_at()) {
+      upsert.Bind(5, TimeUtil::TimestampToMilliseconds(attempt.ended_at()));
+    } else {
+      upsert.BindNull(5);
+    }
+    upsert.Bind(6, attempt.error());
+    absl::Status status = upsert.Run();
+    upsert.Reset();
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoredJob> SqliteJobStore::CreateJob(const Job& job, std::vector<JobEvent>* events, bool* created) {
+  absl::MutexLock lock(&mu_);
+  *created = false;
+  if (!job.request_id().empty()) {
+    Statement& find = stmts_.get_by_request;
+    find.Reset();
+    find.Bind(1, job.request_id());
+    absl::StatusOr<bool> row = find.Step();
+    if (!row.ok()) return row.status();
+    if (*row) {
+      StoredJob existing;
+      existing.order = find.ColumnInt(0);
+      absl::StatusOr<Job> parsed = ParseJob(find.ColumnBlob(1), job.request_id());
+      find.Reset();
+      if (!parsed.ok()) return parsed.status();
+      existing.job = std::move(*parsed);
+      return existing;
+    }
+    find.Reset();
+  }
+  Transaction txn(db_.get());
+  absl::Status status = txn.Begin();
+  if (!status.ok()) return status;
+  Statement& insert = stmts_.insert_job;
+  insert.Reset();
+  insert.Bind(1, job.id());
+  if (job.request_id().empty()) {
+    insert.BindNull(2);
+  } else {
+    insert.Bind(2, job.request_id());
+  }
+  insert.Bind(3, job.state()).Bind(4, job.spec().priority()).Bind(5, PresetLabel(job.spec()));
+  insert.Bind(6, TimeUtil::TimestampToMilliseconds(job.created_at())).BindBlob(7, job.SerializeAsString());
+  status = insert.Run();
+  insert.Reset();
+  if (!status.ok()) return status;
+  StoredJob stored{sqlite3_last_insert_rowid(db_.get()), job};
+  status = AppendEventsLocked(job.id(), events);
+  if (status.ok()) status = WriteAttemptsLocked(job);
+  if (status.ok()) status = txn.Commit();
+  if (!status.ok()) return status;
+  *created = true;
+  return stored;
+}
+
+absl::Status SqliteJobStore::UpdateJob(const Job& job, std::vector<JobEvent>* events) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_.get());
+  absl::Status status = txn.Begin();
+  if (!status.ok()) return status;
+  Statement& update = stmts_.update_job;
+  update.Reset();
+  update.Bind(1, job.state()).Bind(2, job.spec().priority()).BindBlob(3, job.SerializeAsString()).Bind(4, job.id());
+  status = update.Run();
+  update.Reset();
+  if (!status.ok()) return status;
+  if (sqlite3_changes(db_.get()) == 0) return absl::NotFoundError(absl::StrCat("job ", job.id(), " not found"));
+  status = AppendEventsLocked(job.id(), events);
+  if (status.ok()) status = WriteAttemptsLocked(job);
+  if (status.ok()) status = txn.Commit();
+  return status;
+}
+
+absl::StatusOr<Job> SqliteJobStore::GetJobLocked(const std::string& id) {
+  Statement& get = stmts_.get_job;
+  get.Reset();
+  get.Bind(1, id);
+  absl::StatusOr<bool> row = get.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) {
+    get.Reset();
+    return absl::NotFoundError(absl::StrCat("job \"", id, "\" not found"));
+  }
+  absl::StatusOr<Job> job = ParseJob(get.ColumnBlob(0), id);
+  get.Reset();
+  return job;
+}
+
+absl::StatusOr<Job> SqliteJobStore::GetJob(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return GetJobLocked(id);
+}
+
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadJobs(const std::vector<JobState>& states) {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredJob> jobs;
+  for (JobState state : states) {
+    Statement& load = stmts_.load_state;
+    load.Reset();
+    load.Bind(1, state);
+    while (true) {
+      absl::StatusOr<bool> row = load.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      absl::StatusOr<Job> job = ParseJob(load.ColumnBlob(1), absl::StrCat("seq ", load.ColumnInt(0)));
+      if (!job.ok()) return job.status();
+      jobs.push_back(StoredJob{load.ColumnInt(0), std::move(*job)});
+    }
+    load.Reset();
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const StoredJob& a, const StoredJob& b) { return a.order < b.order; });
+  return jobs;
+}
+
+absl::StatusOr<JobPage> SqliteJobStore::ListJobs(const JobFilter& filter, int page_size,
+                                                 const std::string& page_token) {
+  int64_t cursor = INT64_MAX;
+  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &cursor) || cursor <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("page_token: \"", page_token, "\" is not a token from ListJobs"));
+  }
+  absl::MutexLock lock(&mu_);
+  JobPage page;
+  Statement& scan = stmts_.list_page;
+  bool exhausted = false;
+  while (static_cast<int>(page.jobs.size()) < page_size && !exhausted) {
+    scan.Reset();
+    scan.Bind(1, cursor).Bind(2, kScanBatch);
+    int rows = 0;
+    while (static_cast<int>(page.jobs.size()) < page_size) {
+      absl::StatusOr<bool> row = scan.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      ++rows;
+      cursor = scan.ColumnInt(0);
+      absl::StatusOr<Job> job = ParseJob(scan.ColumnBlob(1), absl::StrCat("seq ", cursor));
+      if (!job.ok()) return job.status();
+      if (Matches(filter, *job)) page.jobs.push_back(std::move(*job));
+    }
+    exhausted = rows < kScanBatch && static_cast<int>(page.jobs.size()) < page_size;
+  }
+  scan.Reset();
+  // A full page may be followed by more rows: hand out the cursor; the next call answers an empty page at worst.
+  if (!exhausted && cursor > 1) page.next_page_token = absl::StrCat(cursor);
+  return page;
+}
+
+absl::StatusOr<std::vector<JobEvent>> SqliteJobStore::ListEvents(const std::string& job_id, int64_t after_sequence,
+                                                                 int limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<JobEvent> events;
+  Statement& list = stmts_.list_events;
+  list.Reset();
+  list.Bind(1, job_id).Bind(2, after_sequence).Bind(3, limit);
+  while (true) {
+    absl::StatusOr<bool> row = list.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    JobEvent event;
+    if (!event.ParseFromString(list.ColumnBlob(0))) {
+      list.Reset();
+      return absl::DataLossError(absl::StrCat("job store: unreadable event of job ", job_id));
+    }
+    events.push_back(std::move(event));
+  }
+  list.Reset();
+  return events;
+}
+
+absl::StatusOr<std::map<std::pair<JobState, std::string>, int64_t>> SqliteJobStore::CountJobs() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::pair<JobState, std::string>, int64_t> counts;
+  Statement& count = stmts_.count;
+  count.Reset();
+  while (true) {
+    absl::StatusOr<bool> row = count.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    counts[{static_cast<JobState>(count.ColumnInt(0)), count.ColumnText(1)}] = count.ColumnInt(2);
+  }
+  count.Reset();
+  return counts;
+}
+
+}  // namespace quark::server

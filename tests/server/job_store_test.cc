@@ -1,0 +1,189 @@
+#include "server/store/sqlite_job_store.h"
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/server/test_util.h"
+
+namespace quark::server {
+namespace {
+
+using quark::v1::Job;
+using quark::v1::JobEvent;
+using quark::v1::JobState;
+using testing::TempDir;
+
+Job MakeJob(const std::string& id, const std::string& request_id = "", int priority = 0) {
+  Job job;
+  job.set_id(id);
+  job.set_request_id(request_id);
+  job.set_state(JobState::JOB_STATE_QUEUED);
+  job.mutable_spec()->set_model_uri("file:///models/m");
+  job.mutable_spec()->set_preset("w_int8_a_int8_per_tensor_sym");
+  job.mutable_spec()->set_priority(priority);
+  job.mutable_created_at()->set_seconds(1700000000);
+  return job;
+}
+
+std::vector<JobEvent> StateEvents(JobState state) {
+  JobEvent event;
+  event.set_state(state);
+  return {event};
+}
+
+std::unique_ptr<SqliteJobStore> OpenOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+TEST(SqliteJobStoreTest, CreatesAndReadsJobsWithTheirFirstEvent) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  std::vector<JobEvent> events = StateEvents(JobState::JOB_STATE_QUEUED);
+  bool created = false;
+  absl::StatusOr<StoredJob> stored = store->CreateJob(MakeJob("job-1"), &events, &created);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(created);
+  EXPECT_EQ(events[0].sequence(), 1);
+  EXPECT_EQ(events[0].job_id(), "job-1");
+  absl::StatusOr<Job> job = store->GetJob("job-1");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->spec().model_uri(), "file:///models/m");
+  absl::StatusOr<Job> missing = store->GetJob("job-404");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("job-404"), std::string::npos);
+}
+
+TEST(SqliteJobStoreTest, RepeatedRequestIdReturnsTheFirstJob) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  bool created = false;
+  std::vector<JobEvent> events = StateEvents(JobState::JOB_STATE_QUEUED);
+  ASSERT_TRUE(store->CreateJob(MakeJob("job-1", "req-a"), &events, &created).ok());
+  events = StateEvents(JobState::JOB_STATE_QUEUED);
+  absl::StatusOr<StoredJob> again = store->CreateJob(MakeJob("job-2", "req-a"), &events, &created);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(created);
+  EXPECT_EQ(again->job.id(), "job-1");
+  EXPECT_EQ(store->GetJob("job-2").status().code(), absl::StatusCode::kNotFound);
+  // Jobs without a request id never collide.
+  events = StateEvents(JobState::JOB_STATE_QUEUED);
+  ASSERT_TRUE(store->CreateJob(MakeJob("job-3"), &events, &created).ok());
+  events = StateEvents(JobState::JOB_STATE_QUEUED);
+  ASSERT_TRUE(store->CreateJob(MakeJob("job-4"), &events, &created).ok());
+  EXPECT_TRUE(created);
+}
+
+TEST(SqliteJobStoreTest, UpdatesAppendEventsInSequenceAndAttempts) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  bool created = false;
+  std::vector<JobEvent> events = StateEvents(JobState::JOB_STATE_QUEUED);
+  ASSERT_TRUE(store->CreateJob(MakeJob("job-1"), &events, &created).ok());
+  Job job = MakeJob("job-1");
+  job.set_state(JobState::JOB_STATE_RUNNING);
+  quark::v1::Attempt* attempt = job.add_attempts();
+  attempt->set_number(1);
+  attempt->set_worker_id("w");
+  events = StateEvents(JobState::JOB_STATE_RUNNING);
+  JobEvent log;
+  log.set_log("hello");
+  events.push_back(log);
+  ASSERT_TRUE(store->UpdateJob(job, &events).ok());
+  EXPECT_EQ(events[0].sequence(), 2);
+  EXPECT_EQ(events[1].sequence(), 3);
+  absl::StatusOr<std::vector<JobEvent>> after1 = store->ListEvents("job-1", 1, 100);
+  ASSERT_TRUE(after1.ok());
+  ASSERT_EQ(after1->size(), 2u);
+  EXPECT_EQ((*after1)[1].log(), "hello");
+  EXPECT_EQ(store->GetJob("job-1")->attempts_size(), 1);
+  events.clear();
+  EXPECT_EQ(store->UpdateJob(MakeJob("job-404"), &events).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SqliteJobStoreTest, ListsNewestFirstWithFiltersAndPages) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  bool created = false;
+  for (int i = 0; i < 7; ++i) {
+    Job job = MakeJob("job-" + std::to_string(i));
+    if (i % 2 == 0) (*job.mutable_spec()->mutable_labels())["team"] = "a";
+    std::vector<JobEvent> events;
+    ASSERT_TRUE(store->CreateJob(job, &events, &created).ok());
+  }
+  JobFilter filter;
+  filter.labels["team"] = "a";  // jobs 6, 4, 2, 0
+  absl::StatusOr<JobPage> first = store->ListJobs(filter, 3, "");
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->jobs.size(), 3u);
+  EXPECT_EQ(first->jobs[0].id(), "job-6");
+  EXPECT_EQ(first->jobs[2].id(), "job-2");
+  ASSERT_FALSE(first->next_page_token.empty());
+  absl::StatusOr<JobPage> second = store->ListJobs(filter, 3, first->next_page_token);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->jobs.size(), 1u);
+  EXPECT_EQ(second->jobs[0].id(), "job-0");
+  EXPECT_TRUE(second->next_page_token.empty());
+  filter.labels.clear();
+  filter.states = {JobState::JOB_STATE_RUNNING};
+  EXPECT_TRUE(store->ListJobs(filter, 10, "")->jobs.empty());
+  EXPECT_EQ(store->ListJobs(filter, 10, "nonsense").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SqliteJobStoreTest, SurvivesAnUncleanCloseOfTheWritingProcess) {
+  TempDir dir;
+  std::string path = dir.File("q.db");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A writer that dies without closing anything, like kill -9: the WAL must carry its commits.
+    auto store = SqliteJobStore::Open(path);
+    if (!store.ok()) _exit(1);
+    bool created = false;
+    for (int i = 0; i < 5; ++i) {
+      std::vector<JobEvent> events = StateEvents(JobState::JOB_STATE_QUEUED);
+      if (!(*store)->CreateJob(MakeJob("job-" + std::to_string(i)), &events, &created).ok()) _exit(2);
+    }
+    Job running = MakeJob("job-0");
+    running.set_state(JobState::JOB_STATE_RUNNING);
+    std::vector<JobEvent> events = StateEvents(JobState::JOB_STATE_RUNNING);
+    if (!(*store)->UpdateJob(running, &events).ok()) _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto store = OpenOrDie(path);
+  absl::StatusOr<std::vector<StoredJob>> jobs =
+      store->LoadJobs({JobState::JOB_STATE_QUEUED, JobState::JOB_STATE_RUNNING});
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 5u);
+  EXPECT_EQ((*jobs)[0].job.id(), "job-0");
+  EXPECT_EQ((*jobs)[0].job.state(), JobState::JOB_STATE_RUNNING);
+  EXPECT_LT((*jobs)[0].order, (*jobs)[1].order);
+  EXPECT_EQ(store->ListEvents("job-0", 0, 10)->size(), 2u);
+  auto counts = store->CountJobs();
+  ASSERT_TRUE(counts.ok());
+  std::pair<JobState, std::string> key{JobState::JOB_STATE_QUEUED, "w_int8_a_int8_per_tensor_sym"};
+  EXPECT_EQ((*counts)[key], 4);
+}
+
+TEST(SqliteJobStoreTest, RefusesAStoreFromANewerSchema) {
+  TempDir dir;
+  std::string path = dir.File("q.db");
+  { OpenOrDie(path); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO schema_version (version) VALUES (99)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("99"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quark::server

@@ -1,0 +1,192 @@
+// A stand-in for quark-worker in the server's process-level tests: it speaks the real worker protocol over
+// gRPC and behaves as told, so the server's fault handling can be exercised without the engine.
+//   quark_test_worker --server ADDR --worker-id ID [--mode MODE] [--hang-attempts N]
+// MODE (also env QUARK_TEST_WORKER_MODE, and per job the label "test-mode"):
+//   succeed            progress "pid=<pid>", then success with one artifact
+//   instant            success at once, no progress (the scheduling benchmark)
+//   hang               progress, then heartbeats until cancelled (completes as cancelled) or the lease is lost
+//   hang-ignore-cancel like hang, but never stops by itself (the server must kill it)
+//   crash              progress, then exits with status 3 mid-job
+//   fail               completes with an error
+// Attempts up to N (flag, env QUARK_TEST_WORKER_HANG_ATTEMPTS, or job label "test-hang-attempts") behave as
+// "hang" whatever the mode, so a test can kill the worker on attempt 1 and see attempt 2 succeed.
+// Every mode first checks that a file:// model_uri exists and fails the job with a clear error if not.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "quark/v1/worker.grpc.pb.h"
+
+namespace {
+
+namespace pb = quark::v1::internal;
+
+struct Options {
+  std::string server;
+  std::string worker_id;
+  std::string mode = "succeed";
+  int hang_attempts = 0;
+};
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+bool ParseArgs(int argc, char** argv, Options* options) {
+  options->mode = Env("QUARK_TEST_WORKER_MODE", options->mode);
+  options->hang_attempts = std::atoi(Env("QUARK_TEST_WORKER_HANG_ATTEMPTS", "0").c_str());
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    std::string value = argv[i + 1];
+    if (flag == "--server") options->server = value;
+    else if (flag == "--worker-id") options->worker_id = value;
+    else if (flag == "--mode") options->mode = value;
+    else if (flag == "--hang-attempts") options->hang_attempts = std::atoi(value.c_str());
+    else return false;
+  }
+  return !options->server.empty() && !options->worker_id.empty();
+}
+
+std::unique_ptr<grpc::ClientContext> Context(int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+class TestWorker {
+ public:
+  explicit TestWorker(Options options)
+      : options_(std::move(options)),
+        stub_(pb::WorkerService::NewStub(grpc::CreateChannel(options_.server, grpc::InsecureChannelCredentials()))) {}
+
+  bool Register() {
+    for (int i = 0; i < 300; ++i) {
+      pb::RegisterRequest request;
+      request.set_worker_id(options_.worker_id);
+      request.set_hostname("localhost");
+      request.set_slots(1);
+      request.set_version("test-worker");
+      pb::RegisterResponse response;
+      if (stub_->Register(Context(5).get(), request, &response).ok()) {
+        heartbeat_ms_ = std::max<int64_t>(10, response.heartbeat_interval_ms());
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  // Runs until the server has been unreachable for a while (it was stopped or killed).
+  int Loop() {
+    int failures = 0;
+    while (failures < 100) {
+      pb::LeaseRequest request;
+      request.set_worker_id(options_.worker_id);
+      request.set_wait_ms(2000);
+      pb::LeaseResponse lease;
+      grpc::Status status = stub_->Lease(Context(10).get(), request, &lease);
+      if (!status.ok()) {
+        ++failures;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      failures = 0;
+      if (!lease.lease_id().empty()) Run(lease);
+    }
+    return 0;
+  }
+
+ private:
+  std::string ModeFor(const pb::LeaseResponse& lease) const {
+    const auto& labels = lease.job().spec().labels();
+    int hang_attempts = options_.hang_attempts;
+    if (auto it = labels.find("test-hang-attempts"); it != labels.end()) hang_attempts = std::atoi(it->second.c_str());
+    if (lease.attempt() <= hang_attempts) return "hang";
+    auto it = labels.find("test-mode");
+    return it != labels.end() ? it->second : options_.mode;
+  }
+
+  void Progress(const std::string& lease_id, const std::string& phase, double fraction) {
+    pb::ReportProgressRequest request;
+    request.set_lease_id(lease_id);
+    request.mutable_progress()->set_phase(phase);
+    request.mutable_progress()->set_fraction(fraction);
+    request.mutable_progress()->set_message("pid=" + std::to_string(getpid()));
+    pb::ReportProgressResponse response;
+    stub_->ReportProgress(Context(5).get(), request, &response);
+  }
+
+  void Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error) {
+    pb::CompleteRequest request;
+    request.set_lease_id(lease_id);
+    request.set_success(success);
+    request.set_cancelled(cancelled);
+    request.set_error(error);
+    if (success) {
+      quark::v1::Artifact* artifact = request.mutable_result()->add_artifacts();
+      artifact->set_uri("file:///dev/null/model.safetensors");
+      artifact->set_size_bytes(1234);
+      request.mutable_result()->mutable_metrics()->insert({"seconds_total", 0.01});
+    }
+    pb::CompleteResponse response;
+    stub_->Complete(Context(5).get(), request, &response);
+  }
+
+  // Heartbeats until cancelled or lost; with ignore_cancel it keeps going until killed.
+  void Hang(const std::string& lease_id, bool ignore_cancel) {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(heartbeat_ms_));
+      pb::HeartbeatRequest request;
+      request.set_worker_id(options_.worker_id);
+      request.set_lease_id(lease_id);
+      pb::HeartbeatResponse response;
+      if (!stub_->Heartbeat(Context(5).get(), request, &response).ok()) continue;
+      if (response.lease_lost()) return;
+      if (response.cancel() && !ignore_cancel) {
+        Complete(lease_id, false, true, "");
+        return;
+      }
+    }
+  }
+
+  void Run(const pb::LeaseResponse& lease) {
+    const std::string& id = lease.lease_id();
+    const std::string& model = lease.job().spec().model_uri();
+    if (model.rfind("file://", 0) == 0 && !std::filesystem::exists(model.substr(7))) {
+      Complete(id, false, false, "model_uri: \"" + model + "\" does not exist (no such directory)");
+      return;
+    }
+    std::string mode = ModeFor(lease);
+    if (mode == "instant") return Complete(id, true, false, "");
+    Progress(id, "quantize", 0.5);
+    if (mode == "hang" || mode == "hang-ignore-cancel") return Hang(id, mode == "hang-ignore-cancel");
+    if (mode == "crash") _exit(3);
+    if (mode == "fail") return Complete(id, false, false, "test worker: failing as asked");
+    Progress(id, "upload", 0.9);
+    Complete(id, true, false, "");
+  }
+
+  Options options_;
+  std::unique_ptr<pb::WorkerService::Stub> stub_;
+  int64_t heartbeat_ms_ = 1000;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!ParseArgs(argc, argv, &options)) {
+    std::cerr << "usage: quark_test_worker --server ADDR --worker-id ID [--mode MODE] [--hang-attempts N]\n";
+    return 2;
+  }
+  TestWorker worker(options);
+  if (!worker.Register()) return 1;
+  return worker.Loop();
+}
