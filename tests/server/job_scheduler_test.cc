@@ -1,0 +1,275 @@
+#include "server/scheduler/job_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "server/metrics/registry.h"
+#include "server/store/sqlite_job_store.h"
+#include "tests/server/test_util.h"
+
+namespace quark::server {
+namespace {
+
+using quark::v1::Job;
+using quark::v1::JobState;
+using quark::v1::internal::LeaseResponse;
+using quark::v1::internal::RegisterRequest;
+
+class JobSchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open() {
+    scheduler_.reset();
+    store_.reset();
+    auto store = SqliteJobStore::Open(dir_.File("q.db"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    SchedulerOptions options;
+    options.lease_timeout = absl::Seconds(10);
+    options.cancel_grace = absl::Seconds(5);
+    options.default_max_attempts = 2;
+    scheduler_ = std::make_unique<JobScheduler>(store_.get(), &clock_, &hub_, &metrics_, options);
+    ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+
+  Job Submit(int priority = 0, const std::string& request_id = "") {
+    quark::v1::JobSpec spec;
+    spec.set_model_uri("file:///m");
+    spec.set_output_uri("file:///out");
+    spec.set_preset("w_int8_a_int8_per_tensor_sym");
+    spec.set_priority(priority);
+    absl::StatusOr<Job> job = scheduler_->Submit(request_id, spec);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : Job();
+  }
+
+  void Register(const std::string& worker_id, int slots = 1) {
+    RegisterRequest request;
+    request.set_worker_id(worker_id);
+    request.set_slots(slots);
+    scheduler_->Register(request);
+  }
+
+  // A Lease call that does not wait: the job it got, if any.
+  std::optional<LeaseResponse> LeaseNow(const std::string& worker_id) {
+    std::optional<LeaseResponse> got;
+    scheduler_->Lease(worker_id, absl::ZeroDuration(), [&](LeaseResponse r) {
+      if (!r.lease_id().empty()) got = std::move(r);
+    });
+    return got;
+  }
+
+  JobState StateOf(const std::string& id) { return store_->GetJob(id)->state(); }
+
+  testing::TempDir dir_;
+  ManualClock clock_;
+  EventHub hub_;
+  metrics::Registry registry_;
+  ServerMetrics metrics_{&registry_};
+  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<JobScheduler> scheduler_;
+};
+
+TEST_F(JobSchedulerTest, RunsHigherPriorityFirstThenInSubmissionOrder) {
+  Job low = Submit(0);
+  Job high = Submit(5);
+  Job low2 = Submit(0);
+  Register("w");
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<LeaseResponse> lease = LeaseNow("w");
+    ASSERT_TRUE(lease.has_value());
+    order.push_back(lease->job().id());
+    quark::v1::internal::CompleteRequest done;
+    done.set_lease_id(lease->lease_id());
+    done.set_success(true);
+    ASSERT_TRUE(scheduler_->Complete(done).ok());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{high.id(), low.id(), low2.id()}));
+  EXPECT_EQ(StateOf(low.id()), JobState::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobSchedulerTest, OneJobPerSlot) {
+  Submit();
+  Submit();
+  Register("w", 1);
+  ASSERT_TRUE(LeaseNow("w").has_value());
+  EXPECT_FALSE(LeaseNow("w").has_value());
+  Register("w2", 1);
+  EXPECT_TRUE(LeaseNow("w2").has_value());
+}
+
+TEST_F(JobSchedulerTest, ParkedLeaseIsAnsweredBySubmit) {
+  Register("w");
+  std::optional<LeaseResponse> answer;
+  scheduler_->Lease("w", absl::Seconds(30), [&](LeaseResponse r) { answer = std::move(r); });
+  EXPECT_FALSE(answer.has_value());
+  Job job = Submit();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->job().id(), job.id());
+  EXPECT_EQ(answer->attempt(), 1);
+  EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobSchedulerTest, ParkedLeaseIsAnsweredEmptyWhenItsWaitEnds) {
+  Register("idle");
+  std::optional<LeaseResponse> empty;
+  scheduler_->Lease("idle", absl::Seconds(30), [&](LeaseResponse r) { empty = std::move(r); });
+  clock_.Advance(absl::Seconds(29));
+  scheduler_->Tick();
+  EXPECT_FALSE(empty.has_value());
+  clock_.Advance(absl::Seconds(2));
+  scheduler_->Tick();
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_TRUE(empty->lease_id().empty());
+}
+
+TEST_F(JobSchedulerTest, LostLeasesRequeueThenFailListingEveryAttempt) {
+  Job job = Submit();
+  Register("w1");
+  std::optional<LeaseResponse> first = LeaseNow("w1");
+  ASSERT_TRUE(first.has_value());
+  // Heartbeats keep the lease past its timeout.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(6));
+    auto beat = scheduler_->Heartbeat("w1", first->lease_id());
+    EXPECT_FALSE(beat.lease_lost());
+    scheduler_->Tick();
+  }
+  EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_RUNNING);
+  clock_.Advance(absl::Seconds(11));
+  scheduler_->Tick();
+  EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_QUEUED);
+  EXPECT_TRUE(scheduler_->Heartbeat("w1", first->lease_id()).lease_lost());
+
+  Register("w2");
+  std::optional<LeaseResponse> second = LeaseNow("w2");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->attempt(), 2);
+  clock_.Advance(absl::Seconds(11));
+  scheduler_->Tick();
+  Job failed = *store_->GetJob(job.id());
+  EXPECT_EQ(failed.state(), JobState::JOB_STATE_FAILED);
+  ASSERT_EQ(failed.attempts_size(), 2);
+  EXPECT_NE(failed.error().find("attempt 1 on w1"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.error().find("attempt 2 on w2"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.attempts(0).error().find("no heartbeat"), std::string::npos);
+}
+
+TEST_F(JobSchedulerTest, AWorkerRegisteringAgainLosesItsJobsToTheQueue) {
+  Job job = Submit();
+  Register("local-0");
+  ASSERT_TRUE(LeaseNow("local-0").has_value());
+  Register("local-0");  // its process restarted
+  std::optional<LeaseResponse> again = LeaseNow("local-0");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->job().id(), job.id());
+  EXPECT_EQ(again->attempt(), 2);
+  EXPECT_NE(again->job().attempts(0).error().find("restarted"), std::string::npos);
+}
+
+TEST_F(JobSchedulerTest, CancelQueuedAndRunningJobs) {
+  Job queued = Submit();
+  Job running = Submit(10);
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  ASSERT_EQ(lease->job().id(), running.id());
+
+  EXPECT_EQ(scheduler_->Cancel(queued.id())->state(), JobState::JOB_STATE_CANCELLED);
+  EXPECT_EQ(scheduler_->Cancel(running.id())->state(), JobState::JOB_STATE_RUNNING);
+  EXPECT_TRUE(scheduler_->Heartbeat("w", lease->lease_id()).cancel());
+  quark::v1::internal::ReportProgressRequest progress;
+  progress.set_lease_id(lease->lease_id());
+  progress.mutable_progress()->set_phase("quantize");
+  EXPECT_TRUE(*scheduler_->ReportProgress(progress));
+  quark::v1::internal::CompleteRequest done;
+  done.set_lease_id(lease->lease_id());
+  done.set_cancelled(true);
+  ASSERT_TRUE(scheduler_->Complete(done).ok());
+  EXPECT_EQ(StateOf(running.id()), JobState::JOB_STATE_CANCELLED);
+  EXPECT_EQ(scheduler_->Cancel("job-nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobSchedulerTest, AWorkerThatIgnoresCancelIsKilledAfterTheGracePeriod) {
+  std::vector<std::string> killed;
+  scheduler_->SetWorkerKiller([&](const std::string& worker_id) { killed.push_back(worker_id); });
+  Job job = Submit();
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  ASSERT_TRUE(lease.has_value());
+  scheduler_->Cancel(job.id()).IgnoreError();
+  clock_.Advance(absl::Seconds(4));
+  scheduler_->Heartbeat("w", lease->lease_id());
+  scheduler_->Tick();
+  EXPECT_TRUE(killed.empty());
+  clock_.Advance(absl::Seconds(2));
+  scheduler_->Tick();
+  EXPECT_EQ(killed, std::vector<std::string>{"w"});
+  EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_CANCELLED);
+  EXPECT_TRUE(scheduler_->Heartbeat("w", lease->lease_id()).lease_lost());
+}
+
+TEST_F(JobSchedulerTest, WorkerFailureIsFinalAndSuccessCarriesTheResult) {
+  Job bad = Submit();
+  Job good = Submit();
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  quark::v1::internal::CompleteRequest fail;
+  fail.set_lease_id(lease->lease_id());
+  fail.set_error("model_uri: no such directory");
+  ASSERT_TRUE(scheduler_->Complete(fail).ok());
+  EXPECT_EQ(store_->GetJob(bad.id())->error(), "model_uri: no such directory");
+  EXPECT_EQ(StateOf(bad.id()), JobState::JOB_STATE_FAILED);
+  lease = LeaseNow("w");
+  quark::v1::internal::CompleteRequest ok;
+  ok.set_lease_id(lease->lease_id());
+  ok.set_success(true);
+  ok.mutable_result()->add_artifacts()->set_size_bytes(100);
+  ASSERT_TRUE(scheduler_->Complete(ok).ok());
+  EXPECT_EQ(store_->GetJob(good.id())->result().artifacts_size(), 1);
+  EXPECT_EQ(metrics_.uploaded_bytes.Value(), 100);
+  EXPECT_EQ(scheduler_->Complete(ok).code(), absl::StatusCode::kNotFound);  // completed once only
+}
+
+TEST_F(JobSchedulerTest, RepeatedRequestIdReturnsTheSameJob) {
+  Job first = Submit(0, "req-1");
+  Job second = Submit(0, "req-1");
+  EXPECT_EQ(first.id(), second.id());
+  EXPECT_EQ(scheduler_->QueueDepth(), 1);
+}
+
+TEST_F(JobSchedulerTest, RecoverKeepsQueuedJobsAndRequeuesRunningOnes) {
+  Job running = Submit(1);
+  Job queued = Submit(0);
+  Register("w");
+  ASSERT_TRUE(LeaseNow("w").has_value());
+  Open();  // a new scheduler on the same store, as after a restart
+  EXPECT_EQ(scheduler_->QueueDepth(), 2);
+  EXPECT_EQ(StateOf(running.id()), JobState::JOB_STATE_QUEUED);
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->job().id(), running.id());
+  EXPECT_EQ(lease->attempt(), 2);
+  EXPECT_NE(lease->job().attempts(0).error().find("restarted"), std::string::npos);
+}
+
+TEST_F(JobSchedulerTest, EventsArePublishedInSequence) {
+  std::vector<int64_t> sequences;
+  Job job = Submit();
+  uint64_t id = hub_.Subscribe(job.id(), [&](const quark::v1::JobEvent& e) { sequences.push_back(e.sequence()); });
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  quark::v1::internal::ReportProgressRequest progress;
+  progress.set_lease_id(lease->lease_id());
+  progress.mutable_progress()->set_phase("quantize");
+  progress.set_log("layer 1 done");
+  ASSERT_TRUE(scheduler_->ReportProgress(progress).ok());
+  hub_.Unsubscribe(id);
+  EXPECT_EQ(sequences, (std::vector<int64_t>{2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace quark::server

@@ -1,0 +1,69 @@
+#include "server/metrics/registry.h"
+
+#include <gtest/gtest.h>
+
+#include "server/metrics/text_format.h"
+
+namespace quark::server::metrics {
+namespace {
+
+TEST(TextFormatTest, ValuesRoundTripAndSpecialsAreSpelledOut) {
+  EXPECT_EQ(FormatValue(0), "0");
+  EXPECT_EQ(FormatValue(0.1), "0.1");
+  EXPECT_EQ(FormatValue(2.5), "2.5");
+  EXPECT_EQ(FormatValue(1e-7), "1e-07");
+  EXPECT_EQ(FormatValue(12345678901.0), "12345678901");
+  EXPECT_EQ(FormatValue(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(FormatValue(-1.0 / 0.0), "-Inf");
+  EXPECT_EQ(FormatValue(0.0 / 0.0), "NaN");
+}
+
+TEST(TextFormatTest, LabelValuesAreEscaped) {
+  EXPECT_EQ(FormatLabels({"a", "b"}, {"x\"y", "back\\slash\nline"}), R"({a="x\"y",b="back\\slash\nline"})");
+  EXPECT_EQ(FormatLabels({}, {}), "");
+  EXPECT_EQ(EscapeHelp("two\nlines \\"), "two\\nlines \\\\");
+}
+
+TEST(TextFormatTest, NamesFollowPrometheusRules) {
+  EXPECT_TRUE(IsValidMetricName("quarkd_jobs_total"));
+  EXPECT_TRUE(IsValidMetricName("ns:metric"));
+  EXPECT_FALSE(IsValidMetricName("1abc"));
+  EXPECT_FALSE(IsValidMetricName("a-b"));
+  EXPECT_TRUE(IsValidLabelName("state"));
+  EXPECT_FALSE(IsValidLabelName("__reserved"));
+  EXPECT_FALSE(IsValidLabelName("a:b"));
+}
+
+TEST(RegistryTest, RendersCountersGaugesAndCumulativeHistograms) {
+  Registry registry;
+  CounterFamily& requests = registry.AddCounter("t_requests_total", "Requests.", {"method", "code"});
+  requests.WithLabels({"/a", "OK"}).Increment();
+  requests.WithLabels({"/a", "OK"}).Increment(2);
+  requests.WithLabels({"/a", "OK"}).Increment(-5);  // ignored: counters never go down
+  GaugeFamily& depth = registry.AddGauge("t_depth", "Depth.");
+  depth.WithLabels({}).Set(7);
+  depth.WithLabels({}).Add(-2);
+  HistogramFamily& latency = registry.AddHistogram("t_seconds", "Latency.", {"m"}, {0.1, 1});
+  latency.WithLabels({"x"}).Observe(0.05);
+  latency.WithLabels({"x"}).Observe(0.1);  // on a bound: counted in that bucket (le is inclusive)
+  latency.WithLabels({"x"}).Observe(3);
+  EXPECT_EQ(&registry.AddGauge("t_depth", "again"), &depth);
+
+  EXPECT_EQ(registry.Render(),
+            "# HELP t_requests_total Requests.\n"
+            "# TYPE t_requests_total counter\n"
+            "t_requests_total{method=\"/a\",code=\"OK\"} 3\n"
+            "# HELP t_depth Depth.\n"
+            "# TYPE t_depth gauge\n"
+            "t_depth 5\n"
+            "# HELP t_seconds Latency.\n"
+            "# TYPE t_seconds histogram\n"
+            "t_seconds_bucket{m=\"x\",le=\"0.1\"} 2\n"
+            "t_seconds_bucket{m=\"x\",le=\"1\"} 2\n"
+            "t_seconds_bucket{m=\"x\",le=\"+Inf\"} 3\n"
+            "t_seconds_sum{m=\"x\"} 3.15\n"
+            "t_seconds_count{m=\"x\"} 3\n");
+}
+
+}  // namespace
+}  // namespace quark::server::metrics

@@ -1,0 +1,290 @@
+// QuantizationService and WorkerService over real gRPC on loopback (port 0), with the test acting as the
+// worker through the generated stubs, and /metrics scraped over HTTP and checked by promtool.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "core/config/presets.h"
+#include "quark/v1/service.grpc.pb.h"
+#include "quark/v1/worker.grpc.pb.h"
+#include "server/quark_server.h"
+#include "tests/server/test_util.h"
+
+namespace quark::server {
+namespace {
+
+namespace pb = quark::v1;
+namespace wpb = quark::v1::internal;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.File("models/m"));
+    ServerOptions options;
+    options.data_dir = dir_.File("data");
+    options.listen = "127.0.0.1:0";
+    options.metrics_listen = "127.0.0.1:0";
+    options.workers = 0;
+    const char* shared = std::getenv("QUARK_SHARED_DIR");
+    options.allowed_roots = {dir_.File("models"), dir_.File("out"), std::string(shared ? shared : "/nonexistent")};
+    options.tick_interval = absl::Milliseconds(20);
+    auto server = QuarkServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials());
+    api_ = pb::QuantizationService::NewStub(channel_);
+    workers_ = wpb::WorkerService::NewStub(channel_);
+  }
+
+  pb::SubmitJobRequest ValidRequest() {
+    pb::SubmitJobRequest request;
+    request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
+    request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
+    request.mutable_spec()->set_preset(AllPresets().front().name);
+    return request;
+  }
+
+  grpc::Status Submit(const pb::SubmitJobRequest& request, pb::Job* job) {
+    grpc::ClientContext context;
+    return api_->SubmitJob(&context, request, job);
+  }
+
+  // Registers "w" and leases one job (the test is the worker).
+  wpb::LeaseResponse LeaseOne() {
+    grpc::ClientContext register_context;
+    wpb::RegisterRequest reg;
+    reg.set_worker_id("w");
+    reg.set_slots(1);
+    wpb::RegisterResponse registered;
+    EXPECT_TRUE(workers_->Register(&register_context, reg, &registered).ok());
+    grpc::ClientContext context;
+    wpb::LeaseRequest request;
+    request.set_worker_id("w");
+    request.set_wait_ms(5000);
+    wpb::LeaseResponse lease;
+    EXPECT_TRUE(workers_->Lease(&context, request, &lease).ok());
+    return lease;
+  }
+
+  std::vector<pb::JobEvent> Watch(const std::string& id, int64_t after) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    pb::WatchJobRequest request;
+    request.set_id(id);
+    request.set_after_sequence(after);
+    auto reader = api_->WatchJob(&context, request);
+    std::vector<pb::JobEvent> events;
+    pb::JobEvent event;
+    while (reader->Read(&event)) events.push_back(event);
+    EXPECT_TRUE(reader->Finish().ok());
+    return events;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<QuarkServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::QuantizationService::Stub> api_;
+  std::unique_ptr<wpb::WorkerService::Stub> workers_;
+};
+
+TEST_F(ServiceTest, BadRequestsNameTheirField) {
+  pb::Job job;
+  pb::SubmitJobRequest no_model = ValidRequest();
+  no_model.mutable_spec()->clear_model_uri();
+  grpc::Status status = Submit(no_model, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.model_uri"), std::string::npos) << status.error_message();
+
+  pb::SubmitJobRequest unknown_preset = ValidRequest();
+  unknown_preset.mutable_spec()->set_preset("int9_imaginary");
+  status = Submit(unknown_preset, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.preset"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("int9_imaginary"), std::string::npos) << status.error_message();
+
+  pb::SubmitJobRequest malformed = ValidRequest();
+  malformed.mutable_spec()->mutable_config()->mutable_global_quant_config()->mutable_weight()->set_qscheme(
+      pb::QSCHEME_PER_CHANNEL);
+  status = Submit(malformed, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.config.global_quant_config.weight.dtype"), std::string::npos)
+      << status.error_message();
+
+  pb::SubmitJobRequest outside = ValidRequest();
+  outside.mutable_spec()->set_model_uri("file:///etc/passwd");
+  status = Submit(outside, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("/etc/passwd"), std::string::npos) << status.error_message();
+
+  grpc::ClientContext context;
+  pb::GetJobRequest get;
+  get.set_id("job-missing");
+  status = api_->GetJob(&context, get, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, AJobRunsThroughTheWorkerProtocolAndItsEventsStreamResumably) {
+  pb::SubmitJobRequest request = ValidRequest();
+  request.set_request_id("req-1");
+  pb::Job job;
+  ASSERT_TRUE(Submit(request, &job).ok());
+  EXPECT_EQ(job.state(), pb::JOB_STATE_QUEUED);
+  pb::Job same;
+  ASSERT_TRUE(Submit(request, &same).ok());
+  EXPECT_EQ(same.id(), job.id());
+
+  wpb::LeaseResponse lease = LeaseOne();
+  ASSERT_EQ(lease.job().id(), job.id());
+  // A watcher attached while the job runs sees the replay, then live events, then the end of the stream.
+  std::vector<pb::JobEvent> live;
+  std::thread watcher([&] { live = Watch(job.id(), 0); });
+  grpc::ClientContext progress_context;
+  wpb::ReportProgressRequest progress;
+  progress.set_lease_id(lease.lease_id());
+  progress.mutable_progress()->set_phase("quantize");
+  progress.mutable_progress()->set_fraction(0.5);
+  wpb::ReportProgressResponse progressed;
+  ASSERT_TRUE(workers_->ReportProgress(&progress_context, progress, &progressed).ok());
+  EXPECT_FALSE(progressed.cancel());
+  grpc::ClientContext complete_context;
+  wpb::CompleteRequest complete;
+  complete.set_lease_id(lease.lease_id());
+  complete.set_success(true);
+  complete.mutable_result()->add_artifacts()->set_size_bytes(4096);
+  wpb::CompleteResponse completed;
+  ASSERT_TRUE(workers_->Complete(&complete_context, complete, &completed).ok());
+  watcher.join();
+
+  ASSERT_FALSE(live.empty());
+  EXPECT_EQ(live.back().state(), pb::JOB_STATE_SUCCEEDED);
+  for (size_t i = 1; i < live.size(); ++i) EXPECT_GT(live[i].sequence(), live[i - 1].sequence());
+  std::vector<pb::JobEvent> all = Watch(job.id(), 0);
+  ASSERT_EQ(all.size(), 4u);  // queued, running, progress, succeeded
+  EXPECT_EQ(all[0].state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(all[2].progress().phase(), "quantize");
+  std::vector<pb::JobEvent> resumed = Watch(job.id(), 2);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0].sequence(), 3);
+
+  grpc::ClientContext list_context;
+  pb::ListJobsRequest list;
+  list.add_states(pb::JOB_STATE_SUCCEEDED);
+  pb::ListJobsResponse listed;
+  ASSERT_TRUE(api_->ListJobs(&list_context, list, &listed).ok());
+  ASSERT_EQ(listed.jobs_size(), 1);
+  EXPECT_EQ(listed.jobs(0).result().artifacts(0).size_bytes(), 4096);
+}
+
+TEST_F(ServiceTest, CancelReachesTheWorkerThroughHeartbeats) {
+  pb::Job job;
+  ASSERT_TRUE(Submit(ValidRequest(), &job).ok());
+  wpb::LeaseResponse lease = LeaseOne();
+  grpc::ClientContext cancel_context;
+  pb::CancelJobRequest cancel;
+  cancel.set_id(job.id());
+  pb::Job cancelling;
+  ASSERT_TRUE(api_->CancelJob(&cancel_context, cancel, &cancelling).ok());
+  grpc::ClientContext beat_context;
+  wpb::HeartbeatRequest beat;
+  beat.set_worker_id("w");
+  beat.set_lease_id(lease.lease_id());
+  wpb::HeartbeatResponse beaten;
+  ASSERT_TRUE(workers_->Heartbeat(&beat_context, beat, &beaten).ok());
+  EXPECT_TRUE(beaten.cancel());
+  grpc::ClientContext complete_context;
+  wpb::CompleteRequest complete;
+  complete.set_lease_id(lease.lease_id());
+  complete.set_cancelled(true);
+  wpb::CompleteResponse completed;
+  ASSERT_TRUE(workers_->Complete(&complete_context, complete, &completed).ok());
+  std::vector<pb::JobEvent> events = Watch(job.id(), 0);
+  EXPECT_EQ(events.back().state(), pb::JOB_STATE_CANCELLED);
+}
+
+TEST_F(ServiceTest, PresetsAndDryRunAgainstARealModel) {
+  grpc::ClientContext presets_context;
+  pb::ListPresetsResponse presets;
+  ASSERT_TRUE(api_->ListPresets(&presets_context, pb::ListPresetsRequest(), &presets).ok());
+  ASSERT_EQ(presets.presets_size(), static_cast<int>(AllPresets().size()));
+
+  const char* shared = std::getenv("QUARK_SHARED_DIR");
+  ASSERT_NE(shared, nullptr);
+  grpc::ClientContext context;
+  pb::ValidateConfigRequest request;
+  request.set_model_uri(std::string("file://") + shared + "/fixtures/stories260K");
+  request.set_preset(presets.presets(0).name());
+  pb::ValidateConfigResponse response;
+  grpc::Status status = api_->ValidateConfig(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(response.valid()) << (response.errors_size() ? response.errors(0) : "");
+  EXPECT_GT(response.layers_size(), 0);
+  EXPECT_TRUE(response.has_resolved_config());
+
+  grpc::ClientContext outside_context;
+  request.set_model_uri("file:///etc");
+  EXPECT_EQ(api_->ValidateConfig(&outside_context, request, &response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ServiceTest, HealthServiceAnswersServing) {
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext context;
+  grpc::Slice empty("");  // HealthCheckRequest{service: ""} encodes to no bytes
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+}
+
+TEST_F(ServiceTest, MetricsScrapePassesPromtool) {
+  pb::Job job;
+  ASSERT_TRUE(Submit(ValidRequest(), &job).ok());
+  pb::SubmitJobRequest bad = ValidRequest();
+  bad.mutable_spec()->clear_output_uri();
+  Submit(bad, &job);
+  httplib::Client client("127.0.0.1", server_->metrics_port());
+  auto response = client.Get("/metrics");
+  ASSERT_TRUE(response);
+  ASSERT_EQ(response->status, 200);
+  const std::string& body = response->body;
+  EXPECT_NE(body.find("quarkd_queue_depth 1"), std::string::npos) << body;
+  EXPECT_NE(body.find("quarkd_grpc_requests_total{method=\"/quark.v1.QuantizationService/SubmitJob\","
+                      "code=\"INVALID_ARGUMENT\"} 1"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("quarkd_jobs{state=\"queued\""), std::string::npos);
+  EXPECT_NE(body.find("quarkd_grpc_request_duration_seconds_bucket"), std::string::npos);
+  std::string path = dir_.File("metrics.txt");
+  std::ofstream(path) << body;
+  std::string command = "promtool check metrics < " + path + " > " + dir_.File("promtool.txt") + " 2>&1";
+  int rc = std::system(command.c_str());
+  std::ifstream report(dir_.File("promtool.txt"));
+  std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << text << "\n--- scraped:\n" << body;
+}
+
+}  // namespace
+}  // namespace quark::server
