@@ -1,0 +1,211 @@
+// quarkd benchmarks, printed as a table:
+//   1. submit -> RUNNING latency with an idle worker parked in Lease (goal < 100 ms)
+//   2. GetJob throughput and latency percentiles with N concurrent clients
+//   3. scheduling N queued no-op jobs through workers that complete instantly
+// The server runs in this process (SQLite store in a temp dir, loopback gRPC); workers and clients are real
+// gRPC clients of the generated stubs.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "core/base/log.h"
+#include "core/config/presets.h"
+#include "quark/v1/service.grpc.pb.h"
+#include "quark/v1/worker.grpc.pb.h"
+#include "server/quark_server.h"
+
+namespace {
+
+namespace pb = quark::v1;
+namespace wpb = quark::v1::internal;
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  size_t index = std::min(values.size() - 1, static_cast<size_t>(p / 100.0 * values.size()));
+  return values[index];
+}
+
+pb::SubmitJobRequest NoOpJob(const std::string& root) {
+  pb::SubmitJobRequest request;
+  request.mutable_spec()->set_model_uri("file://" + root + "/model");
+  request.mutable_spec()->set_output_uri("file://" + root + "/out");
+  request.mutable_spec()->set_preset(quark::AllPresets().front().name);
+  return request;
+}
+
+// A worker thread: leases, completes at once, repeats until `stop`. Records when each lease arrived.
+void RunInstantWorker(const std::string& address, const std::string& id, std::atomic<bool>* stop,
+                      std::atomic<int>* completed, std::vector<Clock::time_point>* lease_times) {
+  auto stub = wpb::WorkerService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext register_context;
+  wpb::RegisterRequest reg;
+  reg.set_worker_id(id);
+  reg.set_slots(1);
+  wpb::RegisterResponse registered;
+  stub->Register(&register_context, reg, &registered);
+  while (!stop->load()) {
+    grpc::ClientContext context;
+    wpb::LeaseRequest request;
+    request.set_worker_id(id);
+    request.set_wait_ms(200);
+    wpb::LeaseResponse lease;
+    if (!stub->Lease(&context, request, &lease).ok() || lease.lease_id().empty()) continue;
+    if (lease_times != nullptr) lease_times->push_back(Clock::now());
+    grpc::ClientContext complete_context;
+    wpb::CompleteRequest complete;
+    complete.set_lease_id(lease.lease_id());
+    complete.set_success(true);
+    wpb::CompleteResponse done;
+    stub->Complete(&complete_context, complete, &done);
+    completed->fetch_add(1);
+  }
+}
+
+void PrintRow(const char* name, const std::string& value, const std::string& note) {
+  std::printf("| %-44s | %-30s | %-30s |\n", name, value.c_str(), note.c_str());
+}
+
+std::string Fmt(const char* format, double a, double b = 0, double c = 0) {
+  char buffer[128];
+  std::snprintf(buffer, sizeof(buffer), format, a, b, c);
+  return buffer;
+}
+
+void BenchSubmitToRunning(const std::string& address, const std::string& root, int rounds) {
+  auto api = pb::QuantizationService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::atomic<bool> stop{false};
+  std::atomic<int> completed{0};
+  std::vector<Clock::time_point> lease_times;
+  lease_times.reserve(rounds);
+  std::thread worker(RunInstantWorker, address, "bench-idle", &stop, &completed, &lease_times);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the worker park in Lease
+  std::vector<double> latencies;
+  for (int i = 0; i < rounds; ++i) {
+    Clock::time_point start = Clock::now();
+    grpc::ClientContext context;
+    pb::Job job;
+    api->SubmitJob(&context, NoOpJob(root), &job);
+    while (completed.load() < i + 1) std::this_thread::yield();
+    latencies.push_back(Ms(lease_times[i] - start));
+    // Idle again: the worker is back in its long poll before the next submission.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop = true;
+  worker.join();
+  PrintRow("submit -> RUNNING (idle worker), ms", Fmt("p50 %.2f  p99 %.2f  max %.2f", Percentile(latencies, 50),
+                                                        Percentile(latencies, 99), *std::max_element(latencies.begin(), latencies.end())),
+           Fmt("%.0f submissions; goal < 100 ms", rounds));
+}
+
+void BenchGetJob(const std::string& address, const std::string& root, int clients, double seconds) {
+  auto api = pb::QuantizationService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    grpc::ClientContext context;
+    pb::Job job;
+    api->SubmitJob(&context, NoOpJob(root), &job);
+    ids.push_back(job.id());
+  }
+  std::vector<std::vector<double>> latencies(clients);
+  std::vector<std::thread> threads;
+  Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      // Separate channels (distinct args) so clients do not share one HTTP/2 connection.
+      grpc::ChannelArguments args;
+      args.SetInt("quark.bench.client", c);
+      auto stub = pb::QuantizationService::NewStub(
+          grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+      for (size_t i = c; Clock::now() < end; ++i) {
+        pb::GetJobRequest request;
+        request.set_id(ids[i % ids.size()]);
+        pb::Job job;
+        grpc::ClientContext context;
+        Clock::time_point start = Clock::now();
+        stub->GetJob(&context, request, &job);
+        latencies[c].push_back(Ms(Clock::now() - start));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  PrintRow("GetJob, concurrent clients", Fmt("%.0f req/s", all.size() / seconds),
+           Fmt("%.0f clients, %.0f s", clients, seconds));
+  PrintRow("GetJob latency, ms", Fmt("p50 %.2f  p99 %.2f  max %.2f", Percentile(all, 50), Percentile(all, 99),
+                                     *std::max_element(all.begin(), all.end())), "");
+}
+
+void BenchScheduling(const std::string& address, const std::string& root, int jobs, int workers) {
+  auto api = pb::QuantizationService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  Clock::time_point submit_start = Clock::now();
+  for (int i = 0; i < jobs; ++i) {
+    grpc::ClientContext context;
+    pb::Job job;
+    api->SubmitJob(&context, NoOpJob(root), &job);
+  }
+  double submit_s = Ms(Clock::now() - submit_start) / 1000;
+  std::atomic<bool> stop{false};
+  std::atomic<int> completed{0};
+  Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back(RunInstantWorker, address, "bench-" + std::to_string(w), &stop, &completed, nullptr);
+  }
+  while (completed.load() < jobs) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  double run_s = Ms(Clock::now() - start) / 1000;
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  PrintRow("SubmitJob, sequential", Fmt("%.0f jobs/s", jobs / submit_s), Fmt("%.0f jobs in %.2f s", jobs, submit_s));
+  PrintRow("schedule queued no-op jobs to completion", Fmt("%.0f jobs/s", jobs / run_s),
+           Fmt("%.0f jobs, %.0f workers, %.2f s", jobs, workers, run_s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"quarkd benchmarks"};
+  int rounds = 200, clients = 32, jobs = 10000, workers = 4;
+  double seconds = 3;
+  app.add_option("--rounds", rounds, "submit->RUNNING samples")->capture_default_str();
+  app.add_option("--clients", clients, "concurrent GetJob clients")->capture_default_str();
+  app.add_option("--seconds", seconds, "GetJob run time")->capture_default_str();
+  app.add_option("--jobs", jobs, "queued no-op jobs to schedule")->capture_default_str();
+  app.add_option("--workers", workers, "instant workers for the scheduling run")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  quark::log::Init(quark::log::Format::kText, "warn");
+
+  std::string root = (std::filesystem::temp_directory_path() / ("quarkd-bench-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(root);
+  quark::server::ServerOptions options;
+  options.data_dir = root + "/data";
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.workers = 0;
+  options.allowed_roots = {root};
+  auto server = quark::server::QuarkServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::string address = (*server)->grpc_address();
+  std::printf("| %-44s | %-30s | %-30s |\n", "benchmark", "result", "setup");
+  std::printf("|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(32, '-').c_str(), std::string(32, '-').c_str());
+  BenchSubmitToRunning(address, root, rounds);
+  BenchGetJob(address, root, clients, seconds);
+  BenchScheduling(address, root, jobs, workers);
+  (*server)->Shutdown();
+  std::filesystem::remove_all(root);
+  return 0;
+}
