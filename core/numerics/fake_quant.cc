@@ -29,9 +29,23 @@ at::Tensor MxExponents(const at::Tensor& scale) {
   return exps;
 }
 
-at::Tensor RunMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const at::Tensor* scale) {
+// Output buffer of the kernels: `dest` itself when the kernel layout is x's own layout, else a temporary.
+at::Tensor KernelOutput(const at::Tensor& in, const at::Tensor* dest, const QuantLayout& layout, int64_t dim) {
+  if (dest && !layout.MovesAxisLast(dim)) return *dest;
+  return at::empty(in.sizes(), in.options());
+}
+
+at::Tensor Finish(const at::Tensor& out, const at::Tensor* dest, const QuantLayout& layout, int64_t dim) {
+  if (!layout.MovesAxisLast(dim)) return out;
+  at::Tensor back = FromKernelLayout(out, layout, dim);
+  if (dest) const_cast<at::Tensor*>(dest)->copy_(back);
+  return back;
+}
+
+at::Tensor RunMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const at::Tensor* scale,
+                 const at::Tensor* dest = nullptr) {
   const at::Tensor in = KernelInput(x, layout);
-  at::Tensor out = at::empty_like(in);
+  at::Tensor out = KernelOutput(in, dest, layout, x.dim());
   const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
   const int64_t rows = len == 0 ? 0 : in.numel() / len;
   const at::Tensor exps = scale ? MxExponents(*scale) : at::Tensor();
@@ -41,12 +55,13 @@ at::Tensor RunMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& 
     kernels::MxFakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), rows, len, args,
                             scale ? exps.data_ptr<int8_t>() : nullptr);
   });
-  return FromKernelLayout(out, layout, x.dim());
+  return Finish(out, dest, layout, x.dim());
 }
 
-at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const QuantParams& p) {
+at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout, const QuantParams& p,
+                     const at::Tensor* dest = nullptr) {
   const at::Tensor in = KernelInput(x, layout);
-  at::Tensor out = at::empty_like(in);
+  at::Tensor out = KernelOutput(in, dest, layout, x.dim());
   const kernels::ChannelLayout cl = ChannelLayoutOf(in, layout);
   const at::Tensor scale = p.scale.to(at::kFloat).contiguous();
   const kernels::ElemFormat fmt = *ElemFormatOf(spec.ElementType());
@@ -65,7 +80,7 @@ at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayo
     args.float_zero_point = p.zero_point.scalar_type() != at::kInt;
     kernels::FakeQuantAffine<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, args);
   });
-  return FromKernelLayout(out, layout, x.dim());
+  return Finish(out, dest, layout, x.dim());
 }
 
 }  // namespace
@@ -103,6 +118,29 @@ absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& sp
   if (x.numel() == 0) return x.contiguous().clone();
   if (spec.IsMx()) return RunMx(x, spec, *layout, &params.scale);
   return RunScaled(x, spec, *layout, params);
+}
+
+absl::Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params, at::Tensor& out,
+                              TensorRole role) {
+  if (auto st = CheckInput(x); !st.ok()) return st;
+  if (!out.defined() || out.sizes() != x.sizes() || out.scalar_type() != x.scalar_type() || !out.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("out: must be a contiguous ", c10::toString(x.scalar_type()),
+                                                   " tensor of shape ", ShapeString(x.sizes())));
+  }
+  auto layout = ResolveLayout(spec, role, x.sizes());
+  if (!layout.ok()) return layout.status();
+  if (IsCastType(spec.dtype)) {
+    out.copy_(CastRoundTrip(x, spec.dtype));
+    return absl::OkStatus();
+  }
+  if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
+  if (x.numel() == 0) return absl::OkStatus();
+  if (spec.IsMx()) {
+    RunMx(x, spec, *layout, &params.scale, &out);
+  } else {
+    RunScaled(x, spec, *layout, params, &out);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& spec, TensorRole role) {

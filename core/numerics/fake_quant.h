@@ -16,6 +16,11 @@ namespace quark {
 absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
                                         TensorRole role = TensorRole::kWeight);
 
+/// As FakeQuantize, writing into `out` (same shape and dtype as x, contiguous; may be x itself when x is contiguous):
+/// no allocation for per_tensor / per_channel / per-token / per_group on the last axis / MX on the last axis.
+absl::Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params, at::Tensor& out,
+                              TensorRole role = TensorRole::kWeight);
+
 /// Parameters computed from x itself, then applied (per token, per group, per tensor, MX: one pass for MX).
 absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& spec,
                                                TensorRole role = TensorRole::kWeight);
