@@ -1,0 +1,180 @@
+// QuantizeJobRunner around a small pipeline that writes a fake artifact: fetch, progress, cancel and publish.
+#include "worker/quantize_job_runner.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/storage/support/s3_test_base.h"
+#include "tests/worker/recording_sink.h"
+#include "worker/storage/routing_object_store.h"
+#include "worker/storage/s3_object_store.h"
+
+namespace quark::worker {
+namespace {
+namespace fs = std::filesystem;
+
+// Writes config.json + one weights file per "layer", reporting each layer; stops on cancel.
+class WritingPipeline : public QuantizePipeline {
+ public:
+  absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
+                                     const CancelToken& cancel) override {
+    seen = request;
+    if (!request.calibration_file.empty()) calibration_text = quark::testing::ReadFile(request.calibration_file);
+    if (!fs::exists(request.model_dir / "config.json")) return absl::NotFoundError("config.json missing");
+    quark::testing::WriteFile(request.output_dir / "config.json", quark::testing::ReadFile(request.model_dir / "config.json"));
+    for (int layer = 1; layer <= layers; ++layer) {
+      if (cancel.IsCancelled()) return absl::CancelledError("cancelled at layer " + std::to_string(layer));
+      quark::testing::WriteFile(request.output_dir / ("layer" + std::to_string(layer) + ".safetensors"),
+                                std::string(100 * layer, 'w'));
+      quark::v1::Progress p;
+      p.set_phase("quantize");
+      p.set_layer(layer);
+      p.set_num_layers(layers);
+      p.set_fraction(static_cast<double>(layer) / layers);
+      progress.Report(p);
+      if (on_layer) on_layer(layer);
+    }
+    PipelineResult result;
+    result.metrics = {{"ppl_after", 7.5}};
+    return result;
+  }
+
+  int layers = 3;
+  std::function<void(int)> on_layer;
+  PipelineRequest seen;
+  std::string calibration_text;  // read during Run: the scratch folder is gone afterwards
+};
+
+class QuantizeJobRunnerTest : public quark::testing::S3TestBase {
+ protected:
+  void SetUp() override {
+    S3TestBase::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    store_ = storage::MakeObjectStore(storage::StorageOptions{{root_}, server_->Config()});
+    cache_ = std::make_shared<storage::ModelCache>(store_, dir_.path() / "cache", 1 << 20);
+    quark::testing::WriteFile(root_ / "models/tiny/config.json", R"({"model_type":"llama"})");
+    quark::testing::WriteFile(root_ / "calib.txt", "some calibration text");
+  }
+  QuantizeJobRunner Runner() {
+    return QuantizeJobRunner({dir_.path() / "work"}, store_, cache_, pipeline_);
+  }
+  quark::v1::Job Job(const std::string& model_uri, const std::string& output_uri) {
+    quark::v1::Job job;
+    job.set_id("job-7");
+    job.mutable_spec()->set_model_uri(model_uri);
+    job.mutable_spec()->set_output_uri(output_uri);
+    job.mutable_spec()->set_preset("int4_wo_128");
+    return job;
+  }
+  std::string FileUri(const fs::path& p) { return "file://" + p.string(); }
+
+  quark::testing::TempDir dir_;
+  fs::path root_ = dir_.path() / "root";
+  std::shared_ptr<storage::ObjectStore> store_;
+  std::shared_ptr<storage::ModelCache> cache_;
+  std::shared_ptr<WritingPipeline> pipeline_ = std::make_shared<WritingPipeline>();
+};
+
+TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
+  quark::v1::Job job = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  job.mutable_spec()->mutable_calibration()->set_uri(FileUri(root_ / "calib.txt"));
+  RecordingSink sink;
+  CancelToken cancel;
+  absl::StatusOr<quark::v1::JobResult> result = Runner().Run(job, sink, cancel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->manifest_uri(), FileUri(root_ / "out/job-7/manifest.json"));
+  ASSERT_EQ(result->artifacts_size(), 4);
+  EXPECT_EQ(result->artifacts(0).uri(), FileUri(root_ / "out/job-7/config.json"));
+  EXPECT_EQ(result->metrics().at("ppl_after"), 7.5);
+  EXPECT_GT(result->metrics().count("seconds_total"), 0u);
+  EXPECT_EQ(pipeline_->calibration_text, "some calibration text");
+  EXPECT_EQ(pipeline_->seen.model_dir, fs::weakly_canonical(root_ / "models/tiny"));
+
+  EXPECT_EQ(sink.Phases(), (std::vector<std::string>{"fetch", "quantize", "upload"}));
+  double last = 0;
+  for (const auto& e : sink.events()) {
+    EXPECT_GE(e.fraction(), last) << e.DebugString();
+    last = e.fraction();
+  }
+  EXPECT_EQ(last, 1.0);
+  nlohmann::json manifest = nlohmann::json::parse(quark::testing::ReadFile(root_ / "out/job-7/manifest.json"));
+  EXPECT_EQ(manifest["files"].size(), 4u);
+  EXPECT_EQ(manifest["config"]["preset"], "int4_wo_128");
+  EXPECT_EQ(manifest["model_uri"], FileUri(root_ / "models/tiny"));
+  EXPECT_EQ(manifest["spec"]["preset"], "int4_wo_128");
+  EXPECT_FALSE(fs::exists(dir_.path() / "work/jobs/job-7")) << "the job's temp folder is removed";
+}
+
+TEST_F(QuantizeJobRunnerTest, S3ModelToS3Output) {
+  ASSERT_TRUE(store_->PutBytes("s3://test/models/tiny/config.json", R"({"model_type":"llama"})").ok());
+  ASSERT_TRUE(store_->PutBytes("s3://test/models/tiny/model.safetensors", std::string(300, 'm')).ok());
+  RecordingSink sink;
+  CancelToken cancel;
+  absl::StatusOr<quark::v1::JobResult> result =
+      Runner().Run(Job("s3://test/models/tiny", "s3://test/artifacts"), sink, cancel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->manifest_uri(), "s3://test/artifacts/job-7/manifest.json");
+  absl::StatusOr<std::string> manifest = store_->GetBytes(result->manifest_uri());
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(nlohmann::json::parse(*manifest)["files"].size(), 4u);
+  EXPECT_TRUE(fs::exists(pipeline_->seen.model_dir / "model.safetensors")) << "downloaded into the cache";
+}
+
+TEST_F(QuantizeJobRunnerTest, MissingModelIsAClearError) {
+  RecordingSink sink;
+  CancelToken cancel;
+  std::string uri = FileUri(root_ / "models/none");
+  absl::StatusOr<quark::v1::JobResult> result = Runner().Run(Job(uri, FileUri(root_ / "out")), sink, cancel);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(result.status().message(), "model_uri: " + uri + ": no such directory");
+}
+
+TEST_F(QuantizeJobRunnerTest, ConfinedUrisAndEmptyFields) {
+  RecordingSink sink;
+  CancelToken cancel;
+  EXPECT_EQ(Runner().Run(Job("file:///etc", FileUri(root_ / "out")), sink, cancel).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<quark::v1::JobResult> escape =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_) + "/../escape"), sink, cancel);
+  EXPECT_EQ(escape.status().code(), absl::StatusCode::kPermissionDenied) << escape.status();
+  EXPECT_FALSE(fs::exists(dir_.path() / "escape"));
+  EXPECT_EQ(Runner().Run(Job("", "file:///x"), sink, cancel).status().message(), "spec.model_uri: empty");
+  EXPECT_EQ(Runner().Run(Job("file:///x", ""), sink, cancel).status().message(), "spec.output_uri: empty");
+  quark::v1::Job bad_calib = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  bad_calib.mutable_spec()->mutable_calibration()->set_uri(FileUri(root_ / "missing.txt"));
+  absl::StatusOr<quark::v1::JobResult> calib = Runner().Run(bad_calib, sink, cancel);
+  EXPECT_EQ(calib.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(calib.status().message().find("spec.calibration.uri"), std::string::npos) << calib.status();
+}
+
+TEST_F(QuantizeJobRunnerTest, CancelBetweenLayersPublishesNothing) {
+  CancelToken cancel;
+  pipeline_->on_layer = [&](int layer) {
+    if (layer == 1) cancel.Cancel(CancelToken::Reason::kCancelled);
+  };
+  RecordingSink sink;
+  absl::StatusOr<quark::v1::JobResult> result =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out")), sink, cancel);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7"));
+}
+
+TEST_F(QuantizeJobRunnerTest, FailedUploadMeansNoManifest) {
+  absl::StatusOr<std::unique_ptr<quark::testing::FaultProxy>> proxy = quark::testing::FaultProxy::Start(
+      server_->endpoint(), R"([{"method":"PUT","path":"layer2","status":503,"times":-1}])");
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  storage::S3Config config = quark::testing::S3rver::ConfigFor((*proxy)->endpoint());
+  config.max_attempts = 2;
+  store_ = storage::MakeObjectStore(storage::StorageOptions{{root_}, config});
+  cache_ = std::make_shared<storage::ModelCache>(store_, dir_.path() / "cache", 1 << 20);
+  RecordingSink sink;
+  CancelToken cancel;
+  absl::StatusOr<quark::v1::JobResult> result =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), "s3://test/failed-upload"), sink, cancel);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_NE(result.status().message().find("layer2.safetensors"), std::string::npos);
+  storage::S3ObjectStore direct(server_->Config());
+  EXPECT_EQ(direct.Head("s3://test/failed-upload/job-7/manifest.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace quark::worker

@@ -1,0 +1,34 @@
+// How a worker executes one leased job. The agent (worker_agent.h) owns the protocol; a JobRunner owns the work.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "quark/v1/service.pb.h"
+#include "worker/cancel_token.h"
+
+namespace quark::worker {
+
+/// Where a runner reports what it is doing. Implementations are thread-safe and never block for long (the
+/// agent's coalesces events and sends them to quarkd).
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  /// phase (fetch, load, calibrate, quantize, export, evaluate, upload), layer i of num_layers, samples,
+  /// fraction 0..1 of the whole job, ETA in seconds, and a free-form message.
+  virtual void Report(const quark::v1::Progress& progress) = 0;
+  /// One log line for the job's event log.
+  virtual void Log(const std::string& line) = 0;
+};
+
+class JobRunner {
+ public:
+  virtual ~JobRunner() = default;
+  /// Runs `job` (its id and spec) to the end. Returns the result (artifacts, manifest URI, metrics) on success;
+  /// CANCELLED once `cancel` fired (checked between units of work, within seconds); any other error names the
+  /// failing field, URI or file. Must not throw.
+  virtual absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
+                                                   const CancelToken& cancel) = 0;
+};
+
+}  // namespace quark::worker

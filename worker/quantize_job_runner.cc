@@ -1,0 +1,176 @@
+#include "worker/quantize_job_runner.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
+#include <system_error>
+
+#include "worker/progress_util.h"
+#include "worker/storage/object_uri.h"
+#include "worker/storage/publish.h"
+#include "worker/storage/strings.h"
+
+namespace quark::worker {
+namespace fs = std::filesystem;
+namespace {
+
+// Removes a job's temp folder however the job ends.
+class TempFolder {
+ public:
+  explicit TempFolder(fs::path path) : path_(std::move(path)) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    fs::create_directories(path_, ec);
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+quark::v1::Progress Phase(const std::string& phase, double fraction, const std::string& message) {
+  quark::v1::Progress p;
+  p.set_phase(phase);
+  p.set_fraction(fraction);
+  p.set_message(message);
+  return p;
+}
+
+nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return nullptr;
+  return nlohmann::json::parse(json, nullptr, false);
+}
+
+}  // namespace
+
+nlohmann::json ManifestConfig(const quark::v1::JobSpec& spec, const PipelineResult& pipeline) {
+  if (!pipeline.resolved_config.is_null()) return pipeline.resolved_config;
+  nlohmann::json config = nlohmann::json::object();
+  if (spec.has_config()) config = ProtoToJson(spec.config());
+  if (spec.quantization_case() == quark::v1::JobSpec::kPreset) config = {{"preset", spec.preset()}};
+  if (!spec.kv_cache_dtype().empty()) config["kv_cache_dtype"] = spec.kv_cache_dtype();
+  if (spec.exclude_size() > 0) config["extra_exclude"] = std::vector<std::string>(spec.exclude().begin(), spec.exclude().end());
+  return config;
+}
+
+QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shared_ptr<storage::ObjectStore> store,
+                                     std::shared_ptr<storage::ModelCache> cache,
+                                     std::shared_ptr<QuantizePipeline> pipeline)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      cache_(std::move(cache)),
+      pipeline_(std::move(pipeline)) {}
+
+absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, PipelineRequest& request,
+                                            ProgressSink& progress, const CancelToken& cancel) {
+  const quark::v1::JobSpec& spec = job.spec();
+  double fetch_end = options_.fetch_fraction;
+  progress.Report(Phase("fetch", 0.0, str::Cat("fetching ", spec.model_uri())));
+  absl::StatusOr<fs::path> model = cache_->Fetch(
+      spec.model_uri(),
+      [&](int64_t done, int64_t total) {
+        double f = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+        progress.Report(Phase("fetch", f * fetch_end * 0.9, str::Cat(done, "/", total, " bytes of the model")));
+      },
+      [&] { return cancel.IsCancelled(); });
+  if (!model.ok()) return model.status();
+  request.model_dir = *model;
+  struct Input {
+    const std::string& uri;
+    const char* field;
+    fs::path* target;
+  };
+  for (const Input& input : {Input{spec.calibration().uri(), "calibration.uri", &request.calibration_file},
+                             Input{spec.evaluation().uri(), "evaluation.uri", &request.evaluation_file}}) {
+    if (input.uri.empty()) continue;
+    if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled while fetching"));
+    absl::StatusOr<storage::ObjectUri> parsed = storage::ParseObjectUri(input.uri);
+    if (!parsed.ok()) return absl::InvalidArgumentError(str::Cat("spec.", input.field, ": ", parsed.status().message()));
+    fs::path local = request.scratch_dir / "inputs" / input.field / fs::path(parsed->key).filename();
+    if (absl::Status status = store_->GetFile(input.uri, local); !status.ok()) {
+      return absl::Status(status.code(), str::Cat("spec.", input.field, ": ", status.message()));
+    }
+    *input.target = local;
+  }
+  progress.Report(Phase("fetch", fetch_end, str::Cat("model at ", request.model_dir.string())));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job& job, ProgressSink& progress,
+                                                            const CancelToken& cancel) {
+  auto started = std::chrono::steady_clock::now();
+  if (job.spec().model_uri().empty()) return absl::InvalidArgumentError("spec.model_uri: empty");
+  if (job.spec().output_uri().empty()) return absl::InvalidArgumentError("spec.output_uri: empty");
+  if (job.id().empty() || job.id().find('/') != std::string::npos || job.id().find("..") != std::string::npos) {
+    return absl::InvalidArgumentError(str::Cat("job.id: \"", job.id(), "\" is not a plain name"));
+  }
+  if (absl::StatusOr<storage::ObjectUri> out = storage::ParseObjectUri(job.spec().output_uri()); !out.ok()) {
+    return absl::InvalidArgumentError(str::Cat("spec.output_uri: ", out.status().message()));
+  }
+  TempFolder temp(options_.work_dir / "jobs" / job.id());
+  PipelineRequest request;
+  request.job_id = job.id();
+  request.spec = job.spec();
+  request.output_dir = temp.path() / "out";
+  request.scratch_dir = temp.path() / "scratch";
+  fs::create_directories(request.output_dir);
+  fs::create_directories(request.scratch_dir);
+
+  if (absl::Status status = FetchInputs(job, request, progress, cancel); !status.ok()) return status;
+  if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled after fetching"));
+
+  ScaledProgressSink scaled(progress, options_.fetch_fraction, options_.pipeline_fraction, started);
+  absl::StatusOr<PipelineResult> result = pipeline_->Run(request, scaled, cancel);
+  if (!result.ok()) return result.status();
+  if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled before upload"));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return Publish(job, request, *result, seconds, progress, cancel);
+}
+
+absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1::Job& job,
+                                                                const PipelineRequest& request,
+                                                                const PipelineResult& pipeline, double seconds,
+                                                                ProgressSink& progress, const CancelToken& cancel) {
+  storage::ManifestInfo manifest;
+  manifest.job_id = job.id();
+  manifest.config = ManifestConfig(job.spec(), pipeline);
+  manifest.metrics = pipeline.metrics;
+  manifest.metrics["seconds_total"] = seconds;
+  manifest.extra = {{"model_uri", job.spec().model_uri()}, {"spec", ProtoToJson(job.spec())}};
+  std::string prefix = storage::JoinUri(job.spec().output_uri(), job.id());
+  double lo = options_.pipeline_fraction;
+  progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));
+  absl::StatusOr<storage::PublishResult> published = storage::PublishArtifacts(
+      *store_, request.output_dir, prefix, manifest,
+      [&](int done, int total, int64_t bytes, int64_t bytes_total) {
+        quark::v1::Progress p = Phase("upload", lo + (1.0 - lo) * 0.99 * bytes / std::max<int64_t>(bytes_total, 1),
+                                      str::Cat(done, "/", total, " files uploaded"));
+        p.set_layer(done);
+        p.set_num_layers(total);
+        progress.Report(p);
+      },
+      [&] { return cancel.IsCancelled(); });
+  if (!published.ok()) return published.status();
+  quark::v1::JobResult result;
+  for (const storage::PublishedFile& file : published->files) {
+    quark::v1::Artifact* artifact = result.add_artifacts();
+    artifact->set_uri(file.uri);
+    artifact->set_size_bytes(file.size_bytes);
+    artifact->set_sha256(file.sha256);
+  }
+  result.set_manifest_uri(published->manifest_uri);
+  for (const auto& [name, value] : manifest.metrics) (*result.mutable_metrics())[name] = value;
+  progress.Report(Phase("upload", 1.0, str::Cat("published ", published->manifest_uri)));
+  return result;
+}
+
+}  // namespace quark::worker

@@ -1,0 +1,51 @@
+// The production runner: fetch the model and inputs, run the engine pipeline, publish with manifest.json last.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "worker/job_runner.h"
+#include "worker/quantize_pipeline.h"
+#include "worker/storage/model_cache.h"
+#include "worker/storage/object_store.h"
+
+namespace quark::worker {
+
+struct QuantizeJobRunnerOptions {
+  /// Per-job temp folders go to <work_dir>/jobs/<job id>/ and are removed when the job ends.
+  std::filesystem::path work_dir;
+  /// Overall fraction reached after fetching and after the pipeline; upload fills the rest.
+  double fetch_fraction = 0.05;
+  double pipeline_fraction = 0.95;
+};
+
+/// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own
+/// phases, "upload" (files i/N, then manifest.json). Errors: INVALID_ARGUMENT "spec.model_uri: empty" /
+/// "spec.output_uri: empty"; NOT_FOUND "model_uri: file:///x: no such directory"; PERMISSION_DENIED for URIs
+/// outside the allowed roots; the store's errors for uploads (no manifest.json then); CANCELLED on cancel.
+class QuantizeJobRunner : public JobRunner {
+ public:
+  QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shared_ptr<storage::ObjectStore> store,
+                    std::shared_ptr<storage::ModelCache> cache, std::shared_ptr<QuantizePipeline> pipeline);
+
+  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
+                                           const CancelToken& cancel) override;
+
+ private:
+  absl::Status FetchInputs(const quark::v1::Job& job, PipelineRequest& request, ProgressSink& progress,
+                           const CancelToken& cancel);
+  absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, const PipelineRequest& request,
+                                               const PipelineResult& pipeline, double seconds,
+                                               ProgressSink& progress, const CancelToken& cancel);
+
+  QuantizeJobRunnerOptions options_;
+  std::shared_ptr<storage::ObjectStore> store_;
+  std::shared_ptr<storage::ModelCache> cache_;
+  std::shared_ptr<QuantizePipeline> pipeline_;
+};
+
+/// The manifest's "config": the pipeline's resolved config when it gave one, else the submitted spec's Config
+/// (proto JSON) or {"preset": NAME}, with kv_cache_dtype and exclude when set.
+nlohmann::json ManifestConfig(const quark::v1::JobSpec& spec, const PipelineResult& pipeline);
+
+}  // namespace quark::worker

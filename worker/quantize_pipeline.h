@@ -1,0 +1,56 @@
+// The seam between the worker and the engine: one call that quantizes a local model folder into a local output
+// folder. QuantizeJobRunner does everything around it (fetching inputs, temp folders, progress scaling, cancel,
+// publishing); an implementation only runs ModelQuantizer + export (+ evaluation).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "quark/v1/service.pb.h"
+#include "worker/cancel_token.h"
+#include "worker/job_runner.h"
+
+namespace quark::worker {
+
+struct PipelineRequest {
+  std::string job_id;
+  /// The job's spec as submitted: spec.config or spec.preset, kv_cache_dtype, exclude, calibration
+  /// (num_samples, seq_len, seed), evaluation (seq_len, max_windows), export_formats.
+  quark::v1::JobSpec spec;
+  /// The model in HF layout (config.json, *.safetensors, tokenizer files), on local disk, read-only.
+  std::filesystem::path model_dir;
+  /// Local copy of spec.calibration.uri; empty = the engine's built-in synthetic calibration text.
+  std::filesystem::path calibration_file;
+  /// Local copy of spec.evaluation.uri; empty = no perplexity evaluation.
+  std::filesystem::path evaluation_file;
+  /// An empty folder that receives the exported artifact(s); everything in it is published as is.
+  /// It must not contain a file named manifest.json (the worker writes that one).
+  std::filesystem::path output_dir;
+  /// A private scratch folder (removed after the job).
+  std::filesystem::path scratch_dir;
+};
+
+struct PipelineResult {
+  /// e.g. ppl_before, ppl_after, seconds_calibrate; copied into manifest.json and JobResult.metrics.
+  std::map<std::string, double> metrics;
+  /// The fully resolved quantization Config (preset expanded, kv-cache and exclude applied), as Quark JSON;
+  /// written to manifest.json's "config". null = the worker writes the submitted spec's config instead.
+  nlohmann::json resolved_config;
+};
+
+class QuantizePipeline {
+ public:
+  virtual ~QuantizePipeline() = default;
+  /// Quantizes request.model_dir into request.output_dir. Reports progress with fraction 0..1 of the pipeline
+  /// alone (the runner rescales it into the job's overall fraction) and phases load / calibrate / quantize /
+  /// export / evaluate; checks `cancel` between layers and returns CANCELLED promptly when it fired. Errors name
+  /// the field, tensor or file. Must not throw.
+  virtual absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
+                                             const CancelToken& cancel) = 0;
+};
+
+}  // namespace quark::worker

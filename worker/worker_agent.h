@@ -1,0 +1,100 @@
+// The worker's side of proto/quark/v1/worker.proto: register, long-poll for leases, heartbeat while a job runs,
+// stream progress, complete. Jobs run on a JobRunner; the agent knows nothing of the engine.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "quark/v1/worker.grpc.pb.h"
+#include "worker/job_runner.h"
+
+namespace quark::worker {
+
+struct WorkerAgentOptions {
+  /// quarkd's address, HOST:PORT (or any gRPC target, e.g. unix:/path).
+  std::string server_address;
+  /// Stable id; empty = "<hostname>:<pid>".
+  std::string worker_id;
+  /// Jobs run at once, each on its own lease loop.
+  int slots = 1;
+  /// Devices announced at registration ("cpu", "cuda:0", ...).
+  std::vector<std::string> devices = {"cpu"};
+  std::string version = "0.1.0";
+  /// How long one Lease call waits on the server for work.
+  std::chrono::milliseconds lease_wait{10000};
+  /// Progress events closer together than this are coalesced (the newest wins; phase changes always go out).
+  std::chrono::milliseconds progress_interval{250};
+  /// Waits between attempts to reach an unreachable server: doubles from min to max.
+  std::chrono::milliseconds reconnect_min{200};
+  std::chrono::milliseconds reconnect_max{5000};
+  /// Deadline of every unary RPC but Lease.
+  std::chrono::milliseconds rpc_timeout{10000};
+  /// Complete is retried this many times (a lost Complete loses the job's work).
+  int complete_attempts = 5;
+};
+
+/// Thread-safe. Run() blocks until Stop(); Stop() may be called from any thread (not a signal handler).
+/// On a heartbeat or progress answer with cancel=true the runner's CancelToken fires and the job is completed
+/// as cancelled; on lease_lost it fires and the job is dropped without Complete; on Stop() running jobs are
+/// cancelled and completed as failed ("worker shutting down") so quarkd can retry them elsewhere.
+class WorkerAgent {
+ public:
+  WorkerAgent(WorkerAgentOptions options, std::shared_ptr<JobRunner> runner);
+  /// For tests: an existing channel (in-process server).
+  WorkerAgent(WorkerAgentOptions options, std::shared_ptr<JobRunner> runner, std::shared_ptr<grpc::Channel> channel);
+  ~WorkerAgent();
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  /// Registers (retrying while the server is unreachable), then serves leases on options.slots threads until
+  /// Stop(). Returns OK after Stop(), or the error of a registration the server refused.
+  absl::Status Run();
+  void Stop();
+
+  const std::string& worker_id() const { return options_.worker_id; }
+  /// Jobs completed so far (any outcome), for tests and logs.
+  int jobs_finished() const { return jobs_finished_.load(); }
+
+ private:
+  class LeaseRun;
+
+  absl::Status Register();
+  void LeaseLoop(int slot);
+  void RunLease(const quark::v1::internal::LeaseResponse& lease);
+  void Complete(const quark::v1::internal::CompleteRequest& request, const std::string& job_id);
+  /// Sleeps up to `wait` unless stopping; false when stopping.
+  bool Backoff(std::chrono::milliseconds wait);
+  /// A ClientContext with a deadline, tracked so Stop() can cancel it.
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout);
+  void Untrack(grpc::ClientContext* context);
+
+  WorkerAgentOptions options_;
+  std::shared_ptr<JobRunner> runner_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<quark::v1::internal::WorkerService::Stub> stub_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> jobs_finished_{0};
+  std::atomic<int64_t> heartbeat_interval_ms_{2000};
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  std::set<grpc::ClientContext*> live_contexts_;  // guarded by mu_; not owned
+  std::set<CancelToken*> live_tokens_;            // guarded by mu_; not owned
+};
+
+/// "<hostname>:<pid>".
+std::string DefaultWorkerId();
+
+/// UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED: worth another try after a pause.
+bool IsTransientRpcError(const grpc::Status& status);
+
+}  // namespace quark::worker

@@ -1,0 +1,120 @@
+// The lease loop and one job's life inside WorkerAgent.
+#include <exception>
+
+#include "core/base/log.h"
+#include "worker/storage/strings.h"
+#include "worker/lease_run.h"
+#include "worker/worker_agent.h"
+
+namespace quark::worker {
+namespace {
+
+namespace internal = quark::v1::internal;
+
+// Runners must not throw; this keeps a buggy one from taking the worker down with the job.
+absl::StatusOr<quark::v1::JobResult> RunGuarded(JobRunner& runner, const quark::v1::Job& job, ProgressSink& sink,
+                                                const CancelToken& token) {
+  try {
+    return runner.Run(job, sink, token);
+  } catch (const std::exception& e) {
+    return absl::InternalError(str::Cat("job runner threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("job runner threw a non-standard exception");
+  }
+}
+
+}  // namespace
+
+void WorkerAgent::LeaseLoop(int slot) {
+  std::chrono::milliseconds wait = options_.reconnect_min;
+  while (!stopping_.load()) {
+    internal::LeaseRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_wait_ms(options_.lease_wait.count());
+    internal::LeaseResponse response;
+    std::unique_ptr<grpc::ClientContext> context =
+        NewContext(options_.lease_wait + std::chrono::milliseconds(5000));
+    grpc::Status status = stub_->Lease(context.get(), request, &response);
+    Untrack(context.get());
+    if (stopping_.load()) break;
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
+          status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        // quarkd no longer knows this worker (it restarted, or declared us dead): register again.
+        log::Get("worker")->warn("worker={} slot={} lease refused ({}); registering again", options_.worker_id, slot,
+                                 status.error_message());
+        if (absl::Status registered = Register(); !registered.ok()) {
+          log::Get("worker")->error("worker={} {}", options_.worker_id, std::string(registered.message()));
+        }
+      } else if (!IsTransientRpcError(status)) {
+        log::Get("worker")->warn("worker={} slot={} lease: {}", options_.worker_id, slot, status.error_message());
+      }
+      if (!Backoff(wait)) break;
+      wait = std::min(wait * 2, options_.reconnect_max);
+      continue;
+    }
+    wait = options_.reconnect_min;
+    if (response.lease_id().empty()) continue;
+    RunLease(response);
+  }
+}
+
+void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
+  const quark::v1::Job& job = lease.job();
+  log::Get("worker")->info("job={} leased (lease {}, attempt {})", job.id(), lease.lease_id(), lease.attempt());
+  LeaseRun run(*this, lease.lease_id(), job.id());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_tokens_.insert(&run.token());
+    if (stopping_.load()) run.token().Cancel(CancelToken::Reason::kShutdown);
+  }
+  run.StartHeartbeat();
+  absl::StatusOr<quark::v1::JobResult> result = RunGuarded(*runner_, job, run, run.token());
+  run.StopHeartbeat();
+  run.Flush();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_tokens_.erase(&run.token());
+  }
+  CancelToken::Reason reason = run.token().reason();
+  if (reason == CancelToken::Reason::kLeaseLost) {
+    jobs_finished_.fetch_add(1);
+    return;  // the lease belongs to nobody now; quarkd already re-queued the job
+  }
+  internal::CompleteRequest complete;
+  complete.set_lease_id(lease.lease_id());
+  if (result.ok()) {
+    complete.set_success(true);
+    *complete.mutable_result() = *result;
+  } else if (reason == CancelToken::Reason::kCancelled) {
+    complete.set_cancelled(true);
+    complete.set_error(std::string(result.status().message()));
+  } else if (reason == CancelToken::Reason::kShutdown) {
+    complete.set_error(str::Cat("worker ", options_.worker_id, " shutting down: ", result.status().message()));
+  } else {
+    complete.set_error(result.status().ToString());
+  }
+  log::Get("worker")->info("job={} {}{}", job.id(),
+                           complete.success() ? "succeeded" : complete.cancelled() ? "cancelled" : "failed: ",
+                           complete.error());
+  Complete(complete, job.id());
+  jobs_finished_.fetch_add(1);
+}
+
+void WorkerAgent::Complete(const internal::CompleteRequest& request, const std::string& job_id) {
+  std::chrono::milliseconds wait = options_.reconnect_min;
+  for (int attempt = 1; attempt <= options_.complete_attempts; ++attempt) {
+    internal::CompleteResponse response;
+    // Complete must get through even while stopping: its own context, not cancelled by Stop().
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+    grpc::Status status = stub_->Complete(&context, request, &response);
+    if (status.ok()) return;
+    log::Get("worker")->warn("job={} complete attempt {} failed: {}", job_id, attempt, status.error_message());
+    if (!IsTransientRpcError(status)) return;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, options_.reconnect_max);
+  }
+}
+
+}  // namespace quark::worker

@@ -1,0 +1,135 @@
+// The whole of quark-worker's main() but the engine: flags, storage, runners, the agent, signals.
+//   quark-worker --server HOST:PORT [--worker-id ID] [--slots N] [--devices cpu,cuda:0] [--data-dir DIR]
+//                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS]
+// Every flag also reads QUARK_WORKER_<FLAG> from the environment. S3 settings come from the AWS environment
+// variables or ~/.aws files (worker/storage/s3_config.h).
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "core/base/log.h"
+#include "worker/quantize_job_runner.h"
+#include "worker/storage/model_cache.h"
+#include "worker/storage/routing_object_store.h"
+#include "worker/test_runners.h"
+#include "worker/worker_agent.h"
+#include "worker/worker_main.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using quark::worker::JobRunner;
+
+struct Flags {
+  quark::worker::WorkerAgentOptions agent;
+  std::string data_dir;
+  std::vector<std::string> allowed_roots;
+  double cache_max_gb = 50;
+  std::string test_mode;
+  std::string log_format = "text";
+  std::string log_level = "info";
+  int64_t lease_wait_ms = 10000;
+};
+
+std::string DefaultDataDir() {
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/quark-worker";
+  return "/tmp/quark-worker";
+}
+
+void AddFlags(CLI::App& app, Flags& f) {
+  auto env = [](const char* name) { return std::string("QUARK_WORKER_") + name; };
+  app.add_option("--server", f.agent.server_address, "quarkd's gRPC address HOST:PORT")
+      ->required()->envname(env("SERVER"));
+  app.add_option("--worker-id", f.agent.worker_id, "Stable worker id (default hostname:pid)")->envname(env("ID"));
+  app.add_option("--slots", f.agent.slots, "Jobs run at once")->check(CLI::Range(1, 64))->envname(env("SLOTS"));
+  app.add_option("--devices", f.agent.devices, "Devices announced to quarkd")->delimiter(',')->envname(env("DEVICES"));
+  app.add_option("--data-dir", f.data_dir, "Work folder: job temp folders and the model cache")
+      ->envname(env("DATA_DIR"));
+  app.add_option("--allowed-roots", f.allowed_roots, "Folders file:// URIs must lie in (default: the data dir)")
+      ->delimiter(',')->envname(env("ALLOWED_ROOTS"));
+  app.add_option("--cache-max-gb", f.cache_max_gb, "Bound of the s3:// model download cache")
+      ->check(CLI::PositiveNumber)->envname(env("CACHE_MAX_GB"));
+  app.add_option("--test-mode", f.test_mode, "noop | sleep:SECONDS: run jobs without the engine (tests)")
+      ->envname(env("TEST_MODE"));
+  app.add_option("--lease-wait-ms", f.lease_wait_ms, "Long-poll time of one Lease call")
+      ->check(CLI::Range(int64_t{1}, int64_t{600000}))->envname(env("LEASE_WAIT_MS"));
+  app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
+}
+
+// The real runner: storage for file:// (confined) and s3:// URIs, the model cache, the engine pipeline.
+absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
+                                                              const quark::worker::PipelineFactory& pipeline) {
+  if (!pipeline) {
+    return absl::FailedPreconditionError(
+        "this worker binary has no engine pipeline; pass --test-mode noop or --test-mode sleep:SECONDS");
+  }
+  quark::storage::StorageOptions storage;
+  for (const std::string& root : f.allowed_roots) storage.file_roots.emplace_back(root);
+  if (storage.file_roots.empty()) storage.file_roots.emplace_back(f.data_dir);
+  absl::StatusOr<quark::storage::S3Config> s3 = quark::storage::LoadS3Config(quark::storage::ProcessEnvironment());
+  if (!s3.ok()) return s3.status();
+  storage.s3 = *s3;
+  std::shared_ptr<quark::storage::ObjectStore> store = quark::storage::MakeObjectStore(storage);
+  auto cache = std::make_shared<quark::storage::ModelCache>(
+      store, fs::path(f.data_dir) / "cache", static_cast<int64_t>(f.cache_max_gb * (1 << 30)));
+  quark::worker::QuantizeJobRunnerOptions options;
+  options.work_dir = f.data_dir;
+  return std::shared_ptr<JobRunner>(std::make_shared<quark::worker::QuantizeJobRunner>(
+      options, store, cache, pipeline()));
+}
+
+// SIGTERM/SIGINT are blocked in every thread and taken by this one, which stops the agent outside signal context.
+std::thread StartSignalThread(quark::worker::WorkerAgent& agent, const sigset_t& signals) {
+  return std::thread([&agent, signals] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    quark::log::Get("worker")->info("signal {}: stopping", signal);
+    agent.Stop();
+  });
+}
+
+}  // namespace
+
+namespace quark::worker {
+
+int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline) {
+  CLI::App app{"quark-worker: runs quantization jobs leased from quarkd"};
+  Flags f;
+  f.data_dir = DefaultDataDir();
+  AddFlags(app, f);
+  CLI11_PARSE(app, argc, argv);
+  quark::log::Init(f.log_format == "json" ? quark::log::Format::kJson : quark::log::Format::kText, f.log_level);
+  f.agent.lease_wait = std::chrono::milliseconds(f.lease_wait_ms);
+
+  absl::StatusOr<std::shared_ptr<JobRunner>> runner =
+      f.test_mode.empty() ? MakeQuantizeRunner(f, pipeline)
+                          : absl::StatusOr<std::shared_ptr<JobRunner>>(quark::worker::MakeTestRunner(f.test_mode));
+  if (!runner.ok()) {
+    std::cerr << "quark-worker: " << runner.status().message() << "\n";
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  quark::worker::WorkerAgent agent(f.agent, *runner);
+  std::thread signal_thread = StartSignalThread(agent, signals);
+  absl::Status status = agent.Run();
+  // Wake the signal thread if the agent ended on its own (a refused registration).
+  kill(getpid(), SIGTERM);
+  signal_thread.join();
+  if (!status.ok()) {
+    std::cerr << "quark-worker: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace quark::worker

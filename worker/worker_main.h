@@ -1,0 +1,24 @@
+// quark-worker's command line, shared by the real executable (with the engine pipeline) and torch-free test
+// builds (test modes only).
+//   quark-worker --server HOST:PORT [--worker-id ID] [--slots N] [--devices cpu,cuda:0] [--data-dir DIR]
+//                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS]
+//                [--lease-wait-ms MS] [--log-format text|json] [--log-level LEVEL]
+// Every flag also reads QUARK_WORKER_<FLAG> (QUARK_WORKER_SERVER, QUARK_WORKER_ID, QUARK_WORKER_DATA_DIR, ...).
+// S3 settings come from AWS_* variables or ~/.aws files (worker/storage/s3_config.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "worker/quantize_pipeline.h"
+
+namespace quark::worker {
+
+/// Makes the pipeline for real jobs; an empty factory means only --test-mode works.
+using PipelineFactory = std::function<std::shared_ptr<QuantizePipeline>()>;
+
+/// Parses flags, builds storage and the runner, runs the agent until SIGTERM/SIGINT. Exit codes: 0 after a
+/// signal, 1 when quarkd refused the registration, 2 for bad flags or settings.
+int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline);
+
+}  // namespace quark::worker
