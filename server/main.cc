@@ -54,6 +54,8 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
   app.add_option("--max-attempts", f.max_attempts, "Attempts of a job whose spec sets none")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--max-message-bytes", f.server.max_message_bytes, "Largest gRPC message received or sent")
+      ->check(CLI::Range(1 << 16, 1 << 30))->envname("QUARKD_MAX_MESSAGE_BYTES")->capture_default_str();
   app.add_option("--ready-file", f.ready_file, "Written once serving: {\"grpc\": ADDR, \"metrics_port\": N}");
 }
 

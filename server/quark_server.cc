@@ -137,6 +137,7 @@ void QuarkServer::Shutdown() {
     scheduler_->SetWorkerKiller(nullptr);
     scheduler_->Shutdown();
   }
+  if (grpc_server_) grpc_server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING while draining
   if (grpc_server_) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
   if (worker_pool_) worker_pool_->Stop();
   if (exposer_) exposer_->Stop();

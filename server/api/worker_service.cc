@@ -88,6 +88,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
                                                    const quark::v1::internal::LeaseRequest* request,
                                                    quark::v1::internal::LeaseResponse* response) {
   absl::Status status = CheckWorkerId(request->worker_id());
+  if (status.ok() && scheduler_->IsShutDown()) status = absl::UnavailableError("quarkd is shutting down");
   if (!status.ok()) return FinishNow(context, status);
   int64_t wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxLeaseWaitMs);
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -

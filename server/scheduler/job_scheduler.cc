@@ -40,6 +40,11 @@ void JobScheduler::SetWorkerKiller(WorkerKiller killer) {
   killer_ = std::move(killer);
 }
 
+bool JobScheduler::IsShutDown() const {
+  absl::MutexLock lock(&mu_);
+  return shut_down_;
+}
+
 int JobScheduler::QueueDepth() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(queue_.size());

@@ -71,6 +71,9 @@ class JobScheduler {
   /// Answers every parked Lease and refuses new waits (server shutdown).
   void Shutdown();
 
+  /// True once Shutdown() ran: the worker service then refuses Lease with UNAVAILABLE, so workers back off.
+  bool IsShutDown() const;
+
   void SetWorkerKiller(WorkerKiller killer);
   int QueueDepth() const;
   int RunningJobs() const;

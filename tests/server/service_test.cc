@@ -259,6 +259,52 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
 }
 
+TEST_F(ServiceTest, ReflectionListsTheServices) {
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Slice list_services(std::string("\x3a\x00", 2));  // ServerReflectionRequest{list_services: ""}
+  grpc::ByteBuffer request(&list_services, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  EXPECT_NE(bytes.find("quark.v1.QuantizationService"), std::string::npos);
+  EXPECT_NE(bytes.find("quark.v1.internal.WorkerService"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(ServiceTest, WatchOfAnUnknownJobIsNotFound) {
+  grpc::ClientContext context;
+  pb::WatchJobRequest request;
+  request.set_id("job-unknown");
+  auto reader = api_->WatchJob(&context, request);
+  pb::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("job-unknown"), std::string::npos);
+}
+
 TEST_F(ServiceTest, MetricsScrapePassesPromtool) {
   pb::Job job;
   ASSERT_TRUE(Submit(ValidRequest(), &job).ok());
