@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "google/protobuf/descriptor.h"
+
 namespace quark::server {
 namespace {
 
@@ -29,12 +31,27 @@ class GrpcMetricsInterceptor : public grpc::experimental::Interceptor {
   std::chrono::steady_clock::time_point start_;
 };
 
+// "/quark.v1.QuantizationService/GetJob": a method of a compiled-in service, or of health or reflection.
+bool IsServedMethod(const std::string& path) {
+  if (path == "/grpc.health.v1.Health/Check" || path == "/grpc.health.v1.Health/Watch" ||
+      path == "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") {
+    return true;
+  }
+  size_t slash = path.rfind('/');
+  if (path.size() < 2 || path[0] != '/' || slash == 0 || slash == std::string::npos) return false;
+  std::string full_name = path.substr(1, slash - 1) + "." + path.substr(slash + 1);
+  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name) != nullptr;
+}
+
 }  // namespace
 
 grpc::experimental::Interceptor* GrpcMetricsInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  // Only the services quarkd serves become label values: a client naming arbitrary methods must not be able to
+  // create unbounded series.
+  std::string method = info->method() != nullptr ? info->method() : "";
   // gRPC owns and deletes the interceptor when the call ends.
-  return new GrpcMetricsInterceptor(metrics_, info->method() != nullptr ? info->method() : "unknown");
+  return new GrpcMetricsInterceptor(metrics_, IsServedMethod(method) ? method : "other");
 }
 
 const char* StatusCodeName(grpc::StatusCode code) {
