@@ -1,0 +1,100 @@
+#include "core/runtime/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace quark::runtime {
+namespace {
+
+// Score chunks of about this many float32 elements (128 MiB): long sequences of big models would otherwise
+// hold [H, T, T] scores and their softmax at once.
+constexpr int64_t kScoreElementsPerChunk = int64_t{32} << 20;
+
+std::vector<double> InverseFrequencies(const checkpoint::ModelConfig& config) {
+  const int64_t dim = config.head_dim;
+  std::vector<double> inv(dim / 2);
+  for (int64_t i = 0; i < dim / 2; ++i) inv[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / dim);
+  if (!config.rope_scaling) return inv;
+  const checkpoint::RopeScaling& s = *config.rope_scaling;
+  if (s.rope_type == "linear") {
+    for (double& f : inv) f /= s.factor;
+    return inv;
+  }
+  // Llama 3: long wavelengths slowed by `factor`, short ones kept, a smooth blend in between.
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen < high_wavelen) continue;
+    if (wavelen > low_wavelen) {
+      f /= s.factor;
+      continue;
+    }
+    const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    f = (1 - smooth) * f / s.factor + smooth * f;
+  }
+  return inv;
+}
+
+}  // namespace
+
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                           double scale) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(1), rep = heads / kv_heads;
+  // [B, KV, rep * T, D]: the query heads sharing a KV head side by side, so no KV copy is needed.
+  const at::Tensor grouped_q = q.reshape({batch, kv_heads, rep * seq, dim});
+  const int64_t per_kv = std::max<int64_t>(1, batch * rep * seq * seq);
+  const int64_t chunk = std::max<int64_t>(1, kScoreElementsPerChunk / per_kv);
+  std::vector<at::Tensor> outputs;
+  for (int64_t start = 0; start < kv_heads; start += chunk) {
+    const int64_t n = std::min(chunk, kv_heads - start);
+    const at::Tensor qc = grouped_q.narrow(1, start, n);
+    const at::Tensor kc = k.narrow(1, start, n);
+    const at::Tensor vc = v.narrow(1, start, n);
+    at::Tensor scores = at::matmul(qc, kc.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // [B, n, rep*T, T]
+    scores = scores.view({batch, n, rep, seq, seq}).add_(mask);
+    at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type()).view({batch, n, rep * seq, seq});
+    outputs.push_back(at::matmul(probs, vc));  // [B, n, rep*T, D]
+  }
+  at::Tensor out = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);
+  return out.view({batch, heads, seq, dim}).transpose(1, 2).reshape({batch, seq, heads * dim});
+}
+
+at::Tensor CausalMask(int64_t seq_len) {
+  return at::full({seq_len, seq_len}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
+}
+
+void RopeTables(const checkpoint::ModelConfig& config, int64_t seq_len, at::ScalarType dtype, at::Tensor* cos,
+                at::Tensor* sin) {
+  const std::vector<double> inv = InverseFrequencies(config);
+  const at::Tensor inv_freq = at::tensor(inv, at::kDouble);
+  const at::Tensor positions = at::arange(seq_len, at::kDouble);
+  const at::Tensor freqs = at::outer(positions, inv_freq);  // [T, D/2]
+  const at::Tensor angles = at::cat({freqs, freqs}, -1);    // [T, D]
+  *cos = angles.cos().to(dtype);
+  *sin = angles.sin().to(dtype);
+}
+
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor RmsNorm::forward(const at::Tensor& x) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight_.to(x.scalar_type()) * normed.to(x.scalar_type());
+}
+
+at::Tensor LayerNorm::forward(const at::Tensor& x) {
+  const at::Tensor w = weight_.defined() ? weight_.to(x.scalar_type()) : weight_;
+  const at::Tensor b = bias_.defined() ? bias_.to(x.scalar_type()) : bias_;
+  return at::layer_norm(x, {x.size(-1)}, w, b, eps_);
+}
+
+}  // namespace quark::runtime

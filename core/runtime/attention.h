@@ -1,0 +1,55 @@
+// Shared pieces of the decoder layers: causal attention with grouped KV heads, RoPE, norms, masks.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "core/checkpoint/model_config.h"
+#include "core/runtime/decoder_layer.h"
+
+namespace quark::runtime {
+
+/// Causal softmax attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
+/// KV head h / (H / KV), HF's repeat_kv); mask [T, T] additive float32. Scores and softmax in float32.
+/// Returns [B, T, H * D] in q's dtype. Works through the KV heads in chunks so the score matrix stays small.
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                           double scale);
+
+/// [T, T] float32: 0 on and below the diagonal, -inf above.
+at::Tensor CausalMask(int64_t seq_len);
+
+/// HF's rotate-half RoPE tables for positions 0..T-1: cos and sin [T, head_dim] in `dtype`, computed in double,
+/// with rope_theta and Llama 3 ("llama3") or "linear" rope_scaling applied to the inverse frequencies.
+void RopeTables(const checkpoint::ModelConfig& config, int64_t seq_len, at::ScalarType dtype, at::Tensor* cos,
+                at::Tensor* sin);
+
+/// x [B, H, T, D] -> x * cos + rotate_half(x) * sin, cos/sin [T, D].
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+/// Llama's RMSNorm: x * rsqrt(mean(x^2) + eps) in float32, cast back, times weight.
+class RmsNorm : public torch::nn::Module {
+ public:
+  RmsNorm(at::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight() const { return weight_; }
+
+ private:
+  at::Tensor weight_;
+  double eps_;
+};
+
+/// OPT's LayerNorm over the last dimension (weight/bias undefined when not elementwise-affine).
+class LayerNorm : public torch::nn::Module {
+ public:
+  LayerNorm(at::Tensor weight, at::Tensor bias, double eps) : weight_(std::move(weight)), bias_(std::move(bias)), eps_(eps) {}
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  at::Tensor weight_;
+  at::Tensor bias_;
+  double eps_;
+};
+
+}  // namespace quark::runtime

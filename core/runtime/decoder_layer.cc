@@ -1,0 +1,46 @@
+#include "core/runtime/decoder_layer.h"
+
+#include "core/base/strings.h"
+
+namespace quark::runtime {
+
+void DecoderLayer::AddLinear(const std::string& relative_name, torch::nn::Module& parent, const std::string& child,
+                             std::shared_ptr<LinearLike>* slot) {
+  parent.register_module(child, *slot);
+  slots_.push_back({relative_name, &parent, child, slot});
+}
+
+std::vector<NamedLinear> DecoderLayer::NamedLinears() const {
+  std::vector<NamedLinear> out;
+  out.reserve(slots_.size());
+  for (const Slot& s : slots_) out.push_back({prefix_ + s.relative_name, s.relative_name, *s.slot});
+  return out;
+}
+
+std::shared_ptr<LinearLike> DecoderLayer::FindLinear(const std::string& relative_name) const {
+  for (const Slot& s : slots_) {
+    if (s.relative_name == relative_name) return *s.slot;
+  }
+  return nullptr;
+}
+
+absl::Status DecoderLayer::ReplaceLinear(const std::string& relative_name, std::shared_ptr<LinearLike> replacement) {
+  if (replacement == nullptr) return absl::InvalidArgumentError(StrCat("null replacement for ", prefix_, relative_name));
+  for (Slot& s : slots_) {
+    if (s.relative_name != relative_name) continue;
+    const LinearLike& old = **s.slot;
+    if (old.in_features() != replacement->in_features() || old.out_features() != replacement->out_features()) {
+      return absl::InvalidArgumentError(StrCat(prefix_, relative_name, ": replacement is [", replacement->out_features(), ", ",
+                                               replacement->in_features(), "], the layer needs [", old.out_features(), ", ",
+                                               old.in_features(), "]"));
+    }
+    s.parent->replace_module(s.child, replacement);
+    *s.slot = std::move(replacement);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> names;
+  for (const Slot& s : slots_) names.push_back(s.relative_name);
+  return absl::InvalidArgumentError(StrCat(prefix_, ": no linear \"", relative_name, "\" (has: ", StrJoin(names, ", "), ")"));
+}
+
+}  // namespace quark::runtime

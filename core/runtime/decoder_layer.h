@@ -1,0 +1,71 @@
+// A decoder layer as a torch::nn::Module whose children carry the HF names (self_attn.q_proj, mlp.down_proj,
+// input_layernorm, ...), with its linears listed and replaceable by name: the seam the quantizer plugs into.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "absl/status/status.h"
+#include "core/runtime/linear.h"
+
+namespace quark::runtime {
+
+/// What every layer of one forward pass shares (built once per sequence length).
+struct LayerContext {
+  int64_t seq_len = 0;
+  at::Tensor cos;   // [T, head_dim] RoPE (Llama family), compute dtype; undefined for OPT
+  at::Tensor sin;   // [T, head_dim]
+  at::Tensor mask;  // [T, T] additive causal mask (0 / -inf), float32
+};
+
+/// A linear of a layer with its names.
+struct NamedLinear {
+  std::string name;           // full HF name: "model.layers.0.self_attn.q_proj"
+  std::string relative_name;  // "self_attn.q_proj"
+  std::shared_ptr<LinearLike> linear;
+};
+
+class DecoderLayer : public torch::nn::Module {
+ public:
+  /// `prefix` is the layer's HF name with a trailing dot: "model.layers.3.".
+  DecoderLayer(int64_t index, std::string prefix) : index_(index), prefix_(std::move(prefix)) {}
+
+  /// hidden [B, T, hidden] in the compute dtype -> [B, T, hidden].
+  virtual at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) = 0;
+
+  int64_t index() const { return index_; }
+  const std::string& prefix() const { return prefix_; }
+
+  /// Every linear in forward order (q, k, v, o, gate, up, down for Llama).
+  std::vector<NamedLinear> NamedLinears() const;
+  /// nullptr when `relative_name` is not a linear of this layer.
+  std::shared_ptr<LinearLike> FindLinear(const std::string& relative_name) const;
+  /// Swaps the linear `relative_name` ("self_attn.k_proj") for `replacement`; the next forward uses it.
+  /// InvalidArgument when the name is unknown (the message lists the names) or the feature sizes differ.
+  absl::Status ReplaceLinear(const std::string& relative_name, std::shared_ptr<LinearLike> replacement);
+
+ protected:
+  /// Registers `*slot` as child `child` of `parent` and records it as `relative_name`. The layer must outlive
+  /// nothing here: `parent` and `slot` are members of this layer.
+  void AddLinear(const std::string& relative_name, torch::nn::Module& parent, const std::string& child,
+                 std::shared_ptr<LinearLike>* slot);
+
+ private:
+  struct Slot {
+    std::string relative_name;
+    torch::nn::Module* parent;
+    std::string child;
+    std::shared_ptr<LinearLike>* slot;
+  };
+  int64_t index_;
+  std::string prefix_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace quark::runtime

@@ -1,0 +1,46 @@
+// The linear layers of a model, behind one small interface so that a quantizer can swap a float Linear for a
+// quantized one (or wrap one to observe its output, e.g. k_proj/v_proj for KV-cache calibration) by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+namespace quark::runtime {
+
+/// y = x W^T + b, with W [out_features, in_features].
+class LinearLike : public torch::nn::Module {
+ public:
+  /// [..., in_features] -> [..., out_features], in the input's dtype.
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+  virtual int64_t in_features() const = 0;
+  virtual int64_t out_features() const = 0;
+  /// The float weight [out, in] and bias [out] (undefined when none). A quantized implementation may return
+  /// its dequantized weight; algorithms that edit weights (smoothing, rotation, GPTQ) work on FloatLinear.
+  virtual at::Tensor weight() const = 0;
+  virtual at::Tensor bias() const = 0;
+};
+
+/// The plain float Linear the runtime builds from checkpoint weights.
+class FloatLinear : public LinearLike {
+ public:
+  /// `weight` [out, in]; `bias` [out] or undefined. The tensors may be read-only mmap views: replace them
+  /// (set_weight) rather than editing them in place.
+  FloatLinear(at::Tensor weight, at::Tensor bias);
+  at::Tensor forward(const at::Tensor& input) override;
+  int64_t in_features() const override { return weight_.size(1); }
+  int64_t out_features() const override { return weight_.size(0); }
+  at::Tensor weight() const override { return weight_; }
+  at::Tensor bias() const override { return bias_; }
+  /// Replaces the weight (same shape) or bias, e.g. after smoothing; the new tensors are owned.
+  void set_weight(at::Tensor weight);
+  void set_bias(at::Tensor bias);
+
+ private:
+  at::Tensor weight_;
+  at::Tensor bias_;
+};
+
+}  // namespace quark::runtime

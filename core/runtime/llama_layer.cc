@@ -1,0 +1,66 @@
+#include "core/runtime/llama_layer.h"
+
+#include <cmath>
+
+#include "core/checkpoint/model_layout.h"
+#include "core/runtime/module_loader.h"
+
+namespace quark::runtime {
+
+at::Tensor LlamaAttention::forward(const at::Tensor& x, const LayerContext& context) {
+  const int64_t batch = x.size(0), seq = x.size(1);
+  // [B, T, H*D] -> [B, H, T, D]
+  at::Tensor q = q_proj->forward(x).view({batch, seq, heads, head_dim}).transpose(1, 2);
+  at::Tensor k = k_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2);
+  at::Tensor v = v_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2).contiguous();
+  q = ApplyRope(q, context.cos, context.sin);
+  k = ApplyRope(k, context.cos, context.sin);
+  const at::Tensor attended = CausalAttention(q.contiguous(), k.contiguous(), v, context.mask, 1.0 / std::sqrt(head_dim));
+  return o_proj->forward(attended);
+}
+
+at::Tensor LlamaMlp::forward(const at::Tensor& x) {
+  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
+  at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const checkpoint::ModelConfig& config,
+                                                                           int64_t index, const WeightSource& weights,
+                                                                           at::ScalarType dtype) {
+  const std::string prefix = checkpoint::LayerPrefix(config, index);
+  std::shared_ptr<LlamaDecoderLayer> layer(new LlamaDecoderLayer(index, prefix));
+  auto attn = std::make_shared<LlamaAttention>();
+  attn->heads = config.num_attention_heads;
+  attn->kv_heads = config.num_key_value_heads;
+  attn->head_dim = config.head_dim;
+  auto mlp = std::make_shared<LlamaMlp>();
+  std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->o_proj,
+                                          &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj};
+  const auto specs = checkpoint::LayerLinears(config);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
+    if (!linear.ok()) return linear.status();
+    *slots[i] = *std::move(linear);
+  }
+  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
+  if (!in_norm.ok()) return in_norm.status();
+  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
+  if (!post_norm.ok()) return post_norm.status();
+  layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
+  layer->self_attn = layer->register_module("self_attn", attn);
+  layer->post_attention_layernorm =
+      layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));
+  layer->mlp = layer->register_module("mlp", mlp);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string& rel = specs[i].relative_name;
+    torch::nn::Module& parent = i < 4 ? static_cast<torch::nn::Module&>(*attn) : static_cast<torch::nn::Module&>(*mlp);
+    layer->AddLinear(rel, parent, rel.substr(rel.find('.') + 1), slots[i]);
+  }
+  return layer;
+}
+
+}  // namespace quark::runtime

@@ -1,0 +1,45 @@
+// The Llama-family decoder layer (llama, mistral, qwen2): RMSNorm, RoPE attention with grouped KV heads,
+// SwiGLU MLP. Children carry HF's names: input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+// mlp.{gate,up,down}_proj.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "core/checkpoint/model_config.h"
+#include "core/runtime/attention.h"
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/weight_source.h"
+
+namespace quark::runtime {
+
+class LlamaAttention : public torch::nn::Module {
+ public:
+  std::shared_ptr<LinearLike> q_proj, k_proj, v_proj, o_proj;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  /// x [B, T, hidden] -> [B, T, hidden].
+  at::Tensor forward(const at::Tensor& x, const LayerContext& context);
+};
+
+class LlamaMlp : public torch::nn::Module {
+ public:
+  std::shared_ptr<LinearLike> gate_proj, up_proj, down_proj;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class LlamaDecoderLayer : public DecoderLayer {
+ public:
+  /// Loads layer `index` from `weights` as `dtype`; errors name the missing or mis-shaped tensor.
+  static absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> Load(const checkpoint::ModelConfig& config, int64_t index,
+                                                                 const WeightSource& weights, at::ScalarType dtype);
+  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
+
+  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<LlamaMlp> mlp;
+
+ private:
+  LlamaDecoderLayer(int64_t index, std::string prefix) : DecoderLayer(index, std::move(prefix)) {}
+};
+
+}  // namespace quark::runtime

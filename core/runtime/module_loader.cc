@@ -1,0 +1,32 @@
+#include "core/runtime/module_loader.h"
+
+#include "core/base/strings.h"
+
+namespace quark::runtime {
+
+absl::StatusOr<at::Tensor> LoadChecked(const WeightSource& weights, const std::string& name,
+                                       const std::vector<int64_t>& shape, at::ScalarType dtype) {
+  auto tensor = weights.Get(name, dtype);
+  if (!tensor.ok()) return tensor.status();
+  if (tensor->sizes() != at::IntArrayRef(shape)) {
+    return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" has shape [", StrJoin(tensor->sizes(), ", "),
+                                             "] but config.json implies [", StrJoin(shape, ", "), "]"));
+  }
+  return tensor;
+}
+
+absl::StatusOr<std::shared_ptr<LinearLike>> LoadLinear(const WeightSource& weights, const std::string& prefix,
+                                                       const checkpoint::LinearSpec& spec, at::ScalarType dtype) {
+  const std::string name = prefix + spec.relative_name;
+  auto weight = LoadChecked(weights, name + ".weight", {spec.out_features, spec.in_features}, dtype);
+  if (!weight.ok()) return weight.status();
+  at::Tensor bias;
+  if (spec.has_bias) {
+    auto loaded = LoadChecked(weights, name + ".bias", {spec.out_features}, dtype);
+    if (!loaded.ok()) return loaded.status();
+    bias = *loaded;
+  }
+  return std::shared_ptr<LinearLike>(std::make_shared<FloatLinear>(*weight, bias));
+}
+
+}  // namespace quark::runtime

@@ -1,0 +1,167 @@
+#include "core/runtime/transformer_model.h"
+
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/runtime/attention.h"
+#include "core/runtime/llama_layer.h"
+#include "core/runtime/module_loader.h"
+#include "core/runtime/opt_layer.h"
+
+namespace quark::runtime {
+namespace {
+
+using checkpoint::ArchFamily;
+
+// Rows of the vocabulary per lm_head chunk: [T, chunk] float32 logits at a time.
+constexpr int64_t kVocabChunk = 8192;
+
+bool IsOpt(const checkpoint::ModelConfig& config) { return config.family == ArchFamily::kOpt; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(checkpoint::ModelConfig config,
+                                                                           std::shared_ptr<const WeightSource> weights,
+                                                                           at::ScalarType compute_dtype) {
+  if (compute_dtype != at::kFloat && compute_dtype != at::kBFloat16 && compute_dtype != at::kHalf &&
+      compute_dtype != at::kDouble) {
+    return absl::InvalidArgumentError(StrCat("compute dtype ", c10::toString(compute_dtype), " is not a float type"));
+  }
+  return std::unique_ptr<TransformerModel>(new TransformerModel(std::move(config), std::move(weights), compute_dtype));
+}
+
+absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const {
+  if (ids.dim() != 2 || ids.scalar_type() != at::kLong) {
+    return absl::InvalidArgumentError(StrCat("token ids must be [batch, tokens] int64, got ", ids.dim(), " dims of ",
+                                             c10::toString(ids.scalar_type())));
+  }
+  if (ids.numel() > 0) {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    if (lo < 0 || hi >= config_.vocab_size) {
+      const int64_t bad = lo < 0 ? lo : hi;
+      const int64_t at = (ids.view(-1) == bad).nonzero()[0].item<int64_t>();
+      return absl::InvalidArgumentError(StrCat("token id ", bad, " at position ", at, " is outside the vocabulary [0, ",
+                                               config_.vocab_size, ")"));
+    }
+  }
+  auto table = weights_->GetStored(checkpoint::EmbedTokensName(config_) + ".weight");
+  if (!table.ok()) return table.status();
+  at::Tensor hidden = at::embedding(*table, ids).to(dtype_);
+  if (!IsOpt(config_)) return hidden;
+  const int64_t seq = ids.size(1);
+  if (seq > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(StrCat("sequence of ", seq, " tokens exceeds max_position_embeddings = ",
+                                             config_.max_position_embeddings));
+  }
+  if (config_.word_embed_proj_dim != config_.hidden_size) {
+    auto project_in = weights_->Get("model.decoder.project_in.weight", dtype_);
+    if (!project_in.ok()) return project_in.status();
+    hidden = at::linear(hidden, *project_in);
+  }
+  auto positions = weights_->GetStored("model.decoder.embed_positions.weight");
+  if (!positions.ok()) return positions.status();
+  // OPT's learned positions start at row 2 (HF's OPTLearnedPositionalEmbedding offset).
+  return hidden + positions->narrow(0, checkpoint::kOptPositionOffset, seq).to(dtype_).unsqueeze(0);
+}
+
+const LayerContext& TransformerModel::Context(int64_t seq_len) {
+  auto it = contexts_.find(seq_len);
+  if (it != contexts_.end()) return it->second;
+  LayerContext context;
+  context.seq_len = seq_len;
+  context.mask = CausalMask(seq_len);
+  if (!IsOpt(config_)) RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
+  return contexts_.emplace(seq_len, std::move(context)).first->second;
+}
+
+absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_t index) const {
+  if (index < 0 || index >= config_.num_hidden_layers) {
+    return absl::OutOfRangeError(StrCat("layer ", index, " outside [0, ", config_.num_hidden_layers, ")"));
+  }
+  if (IsOpt(config_)) {
+    auto layer = OptDecoderLayer::Load(config_, index, *weights_, dtype_);
+    if (!layer.ok()) return layer.status();
+    return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  }
+  auto layer = LlamaDecoderLayer::Load(config_, index, *weights_, dtype_);
+  if (!layer.ok()) return layer.status();
+  return std::shared_ptr<DecoderLayer>(*std::move(layer));
+}
+
+absl::Status TransformerModel::LoadHead() {
+  if (head_loaded_) return absl::OkStatus();
+  const std::string head_name = config_.tie_word_embeddings ? checkpoint::EmbedTokensName(config_) + ".weight" : "lm_head.weight";
+  auto head = weights_->GetStored(head_name);
+  if (!head.ok()) return head.status();
+  lm_head_ = *head;
+  const bool has_final_norm = !IsOpt(config_) || config_.do_layer_norm_before;
+  if (has_final_norm && (!IsOpt(config_) || config_.layer_norm_elementwise_affine)) {
+    const std::string norm = checkpoint::FinalNormName(config_);
+    auto weight = LoadChecked(*weights_, norm + ".weight", {config_.hidden_size}, dtype_);
+    if (!weight.ok()) return weight.status();
+    final_norm_weight_ = *weight;
+    if (IsOpt(config_)) {
+      auto bias = LoadChecked(*weights_, norm + ".bias", {config_.hidden_size}, dtype_);
+      if (!bias.ok()) return bias.status();
+      final_norm_bias_ = *bias;
+    }
+  }
+  if (IsOpt(config_) && config_.word_embed_proj_dim != config_.hidden_size) {
+    auto project_out = weights_->Get("model.decoder.project_out.weight", dtype_);
+    if (!project_out.ok()) return project_out.status();
+    project_out_ = *project_out;
+  }
+  head_loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> TransformerModel::FinalHidden(const at::Tensor& hidden) {
+  if (auto status = LoadHead(); !status.ok()) return status;
+  at::Tensor h = hidden;
+  if (!IsOpt(config_)) {
+    h = RmsNorm(final_norm_weight_, config_.rms_norm_eps).forward(h);
+  } else if (config_.do_layer_norm_before) {
+    h = LayerNorm(final_norm_weight_, final_norm_bias_, config_.layer_norm_eps).forward(h);
+  }
+  if (project_out_.defined()) h = at::linear(h, project_out_);
+  return h;
+}
+
+absl::StatusOr<at::Tensor> TransformerModel::Logits(const at::Tensor& hidden) {
+  auto h = FinalHidden(hidden);
+  if (!h.ok()) return h.status();
+  std::vector<at::Tensor> chunks;
+  for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
+    const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
+    chunks.push_back(at::linear(*h, lm_head_.narrow(0, start, n).to(dtype_)).to(at::kFloat));
+  }
+  return at::cat(chunks, -1);
+}
+
+absl::StatusOr<at::Tensor> TransformerModel::NextTokenNll(const at::Tensor& hidden, const at::Tensor& ids) {
+  auto h = FinalHidden(hidden);
+  if (!h.ok()) return h.status();
+  const int64_t seq = ids.size(1);
+  if (seq < 2) return at::zeros({ids.size(0), 0}, at::kDouble);
+  const at::Tensor inputs = h->narrow(1, 0, seq - 1);        // [B, T-1, H]
+  const at::Tensor targets = ids.narrow(1, 1, seq - 1);      // [B, T-1]
+  at::Tensor running_max, running_sum, target_logit = at::zeros(targets.sizes(), at::kFloat);
+  for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
+    const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
+    const at::Tensor logits = at::linear(inputs, lm_head_.narrow(0, start, n).to(dtype_)).to(at::kFloat);  // [B, T-1, n]
+    const at::Tensor chunk_max = std::get<0>(logits.max(-1));
+    if (!running_max.defined()) {
+      running_max = chunk_max;
+      running_sum = (logits - chunk_max.unsqueeze(-1)).exp().sum(-1);
+    } else {
+      const at::Tensor new_max = at::maximum(running_max, chunk_max);
+      running_sum = running_sum * (running_max - new_max).exp() + (logits - new_max.unsqueeze(-1)).exp().sum(-1);
+      running_max = new_max;
+    }
+    const at::Tensor in_chunk = (targets >= start) & (targets < start + n);
+    const at::Tensor local = (targets - start).clamp(0, n - 1);
+    target_logit = at::where(in_chunk, logits.gather(-1, local.unsqueeze(-1)).squeeze(-1), target_logit);
+  }
+  return (running_max.to(at::kDouble) + running_sum.to(at::kDouble).log()) - target_logit.to(at::kDouble);
+}
+
+}  // namespace quark::runtime
