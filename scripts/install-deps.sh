@@ -7,7 +7,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # engine: LibTorch (CPU) and a fast BLAS (without it matmul falls back to reference BLAS, ~14x slower)
-  libtorch-dev libopenblas0-pthread libsentencepiece-dev
+  libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece
   # RPC and messages
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   # plumbing
