@@ -1,6 +1,9 @@
 #include "kernels/cpu/affine_kernels.h"
 
 #include <cmath>
+#include <vector>
+
+#include "kernels/cpu/lanes_io.h"
 
 #include "kernels/cpu/scalar_convert.h"
 
@@ -54,23 +57,31 @@ float FakeQuantAffineRef(float x, float scale, float zero_point, const AffineArg
 
 template <typename T>
 void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const AffineArgs& args) {
-  const AffineArgs a = args;
+  const LaneTable& t = LaneOpsForThisCpu();
+  const int mode = static_cast<int>(args.round);
+  const int fz = args.float_zero_point ? 1 : 0;
+  const float qmin = static_cast<float>(args.qmin);
+  const float qmax = static_cast<float>(args.qmax);
+  const float* scale = args.scale;
+  const float* zero_point = args.zero_point;
+  // float32 reciprocals, computed once per channel.
+  std::vector<float> inv(static_cast<size_t>(layout.channels));
+  for (int64_t c = 0; c < layout.channels; ++c) inv[c] = 1.0f / scale[c];
+  const auto run = t.affine_run[mode][fz];
+  const auto cols = t.affine_cols[mode][fz];
   ForEachChannelRun(
       layout,
       [&](int64_t b, int64_t e, int64_t c) {
-        const float s = a.scale[c];
-        const float inv = 1.0f / s;
-        const float z = a.zero_point[c];
-        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>((QuantizeOne(ToF32(x[i]), inv, z, a) - z) * s);
+        const float s = scale[c];
+        const float z = zero_point[c];
+        const float r = inv[c];
+        ForEachChunk(x, y, b, e, t, [&](float* v, int64_t n, int64_t) { run(v, n, s, r, z, qmin, qmax); });
       },
       [&](int64_t row) {
-        const T* xr = x + row;
-        T* yr = y + row;
-        for (int64_t j = 0; j < layout.channels; ++j) {
-          const float s = a.scale[j];
-          const float z = a.zero_point[j];
-          yr[j] = FromF32<T>((QuantizeOne(ToF32(xr[j]), 1.0f / s, z, a) - z) * s);
-        }
+        ForEachChunk(x, y, row, row + layout.channels, t, [&](float* v, int64_t n, int64_t off) {
+          const int64_t j = off - row;
+          cols(v, n, scale + j, inv.data() + j, zero_point + j, qmin, qmax);
+        });
       });
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/float_kernels.h"
 
 #include "kernels/cpu/float_grid.h"
+#include "kernels/cpu/lanes_io.h"
 #include "kernels/cpu/rounding.h"
 #include "kernels/cpu/scalar_convert.h"
 
@@ -23,17 +24,18 @@ void RoundToFormat(const T* x, T* y, int64_t n, ElemFormat format) {
 
 template <typename T>
 void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* scale, ElemFormat format) {
-  const GridConsts g = MakeGrid(Traits(format));
+  const LaneTable& t = LaneOpsForThisCpu();
+  const FormatTraits& tr = Traits(format);
+  const GridArgs g{tr.mbits, tr.emin, tr.max};
   ForEachChannelRun(
       layout,
       [&](int64_t b, int64_t e, int64_t c) {
         const float s = scale[c];
-        for (int64_t i = b; i < e; ++i) y[i] = FromF32<T>(ScaledGridValue(ToF32(x[i]), s, g) * s);
+        ForEachChunk(x, y, b, e, t, [&](float* v, int64_t n, int64_t) { t.float_run(v, n, s, g); });
       },
       [&](int64_t row) {
-        for (int64_t j = 0; j < layout.channels; ++j) {
-          y[row + j] = FromF32<T>(ScaledGridValue(ToF32(x[row + j]), scale[j], g) * scale[j]);
-        }
+        ForEachChunk(x, y, row, row + layout.channels, t,
+                     [&](float* v, int64_t n, int64_t off) { t.float_cols(v, n, scale + (off - row), g); });
       });
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/float_grid.h"
+#include "kernels/cpu/lanes_io.h"
 #include "kernels/cpu/scalar_convert.h"
 
 namespace quark::kernels {
@@ -86,12 +87,35 @@ template <typename T>
 void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args, const int8_t* exps) {
   const MxElement el = ElementOf(args);
   const int shift = ElementShift(el);
-  const RoundMode round = args.round;
-  ForEachBlock(rows, len, [&](int64_t k, int64_t off, int64_t n) {
-    const int e = exps ? exps[k] : SharedExponent(BlockAmax(x + off, n), el, args.mode);
-    const float inv = Pow2(shift - e);
-    const float s = Pow2(e - shift);
-    for (int64_t i = 0; i < n; ++i) y[off + i] = FromF32<T>(ElementValue(ToF32(x[off + i]), inv, el, round) * s);
+  const LaneTable& t = LaneOpsForThisCpu();
+  const GridArgs g{el.grid.mbits, el.grid.emin, el.grid.max};
+  const auto mx_int = t.mx_int[static_cast<int>(args.round)];
+  const int64_t nb = MxBlocksPerRow(len);
+  // Parallel over rows; long rows are split into chunks of whole blocks.
+  const int64_t chunks_per_row = (len + kLanes - 1) / kLanes;
+  at::parallel_for(0, rows * chunks_per_row, std::max<int64_t>(1, 32768 / kLanes), [&](int64_t b, int64_t e) {
+    alignas(64) float amax[kLanes / kMxBlock];
+    alignas(64) float inv[kLanes / kMxBlock];
+    alignas(64) float scale[kLanes / kMxBlock];
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t r = k / chunks_per_row;
+      const int64_t start = (k % chunks_per_row) * kLanes;
+      const int64_t end = std::min(len, start + kLanes);
+      ForEachChunk(x, y, r * len + start, r * len + end, t, [&](float* v, int64_t n, int64_t) {
+        const int64_t blocks = (n + kMxBlock - 1) / kMxBlock;
+        if (!exps) t.block_amax(v, n, amax);
+        for (int64_t j = 0; j < blocks; ++j) {
+          const int ex = exps ? exps[r * nb + start / kMxBlock + j] : SharedExponent(amax[j], el, args.mode);
+          inv[j] = Pow2(shift - ex);
+          scale[j] = Pow2(ex - shift);
+        }
+        if (el.is_int) {
+          mx_int(v, n, inv, scale);
+        } else {
+          t.mx_grid(v, n, inv, scale, g);
+        }
+      });
+    }
   });
 }
 

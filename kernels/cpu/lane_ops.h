@@ -1,0 +1,165 @@
+// The per-element inner loops of the hot kernels, on float32 "lanes" (chunks converted from / to the tensor's
+// dtype), written so that GCC vectorizes them. This header is compiled twice: lane_ops_base.cc (baseline x86-64 /
+// any CPU) and lane_ops_avx2.cc (-mavx2 -mfma -mf16c), each into its own namespace (QUARK_LANE_NS) so no inline
+// function compiled for AVX2 can be merged into the baseline build. It includes no c10 / ATen headers for that
+// reason. The kernels pick a table at run time (LaneOpsForThisCpu()).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/lane_table.h"
+
+#ifndef QUARK_LANE_NS
+#error "define QUARK_LANE_NS before including lane_ops.h"
+#endif
+
+namespace quark::kernels::QUARK_LANE_NS {
+
+inline uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+inline float Float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline float Rne(float v) { return (v + 12582912.0f) - 12582912.0f; }  // |v| <= 2^22
+inline float Clamp(float v, float lo, float hi) {
+  const float a = v < lo ? lo : v;
+  return a > hi ? hi : a;
+}
+
+// Selects only (no branches), so the loops vectorize (with -fno-trapping-math). 0 half even, 1 half away, 2 floor (RoundMode order).
+template <int kMode>
+inline float Round(float v) {
+  const float r = Rne(v);
+  if (kMode == 0) return r;
+  if (kMode == 2) return r - static_cast<float>(r > v);
+  // Half away from zero: only exact ties differ from half-even; they move one step away from zero.
+  const float d = v - r;
+  const float away = v > 0.0f ? v + 0.5f : v - 0.5f;
+  return (d == 0.5f || d == -0.5f) ? away : r;
+}
+
+// The clamped integer (as float32) of one element. Returning it from a separate loop keeps GCC from turning the
+// final clamp into a branch (which blocks vectorization).
+template <int kMode, bool kFloatZp>
+inline float AffineCode(float x, float inv, float z, float qmin, float qmax) {
+  if (kFloatZp) return Clamp(Round<kMode>(Clamp(x * inv + z, qmin - 1.0f, qmax + 1.0f)), qmin, qmax);
+  return Clamp(Round<kMode>(Clamp(x * inv, qmin - z - 1.0f, qmax - z + 1.0f)) + z, qmin, qmax);
+}
+
+template <int kMode, bool kFloatZp>
+void AffineRun(float* v, int64_t n, float s, float inv, float z, float qmin, float qmax) {
+  for (int64_t i = 0; i < n; ++i) v[i] = AffineCode<kMode, kFloatZp>(v[i], inv, z, qmin, qmax);
+  for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - z) * s;
+}
+
+template <int kMode, bool kFloatZp>
+void AffineCols(float* v, int64_t n, const float* s, const float* inv, const float* z, float qmin, float qmax) {
+  for (int64_t i = 0; i < n; ++i) v[i] = AffineCode<kMode, kFloatZp>(v[i], inv[i], z[i], qmin, qmax);
+  for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - z[i]) * s[i];
+}
+
+inline float GridSat(float x, const GridArgs& g) {
+  const uint32_t b = Bits(x);
+  const uint32_t sign = b & 0x80000000u;
+  const float a = Float(b & 0x7FFFFFFFu);
+  const float c = a > g.max ? g.max : a;
+  int32_t e = static_cast<int32_t>(Bits(c) >> 23) - 127;
+  e = e < g.emin ? g.emin : e;
+  const float m = Float(static_cast<uint32_t>(e - g.mbits + 23 + 127) << 23);
+  return Float(Bits((c + m) - m) | sign);
+}
+
+inline void FloatRun(float* v, int64_t n, float s, const GridArgs& g) {
+  for (int64_t i = 0; i < n; ++i) v[i] = GridSat(Clamp(v[i] / s, -g.max, g.max), g) * s;
+}
+
+inline void FloatCols(float* v, int64_t n, const float* s, const GridArgs& g) {
+  for (int64_t i = 0; i < n; ++i) v[i] = GridSat(Clamp(v[i] / s[i], -g.max, g.max), g) * s[i];
+}
+
+// MX: element i of v belongs to block i / 32 with multipliers inv[block] = 2^-e and s[block] = 2^e (exact).
+inline void MxGrid(float* v, int64_t n, const float* inv, const float* s, const GridArgs& g) {
+  for (int64_t b = 0; b * 32 < n; ++b) {
+    const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
+    const float bi = inv[b];
+    const float bs = s[b];
+    for (int64_t i = b * 32; i < end; ++i) v[i] = GridSat(v[i] * bi, g) * bs;
+  }
+}
+
+template <int kMode>
+void MxInt(float* v, int64_t n, const float* inv, const float* s) {
+  for (int64_t b = 0; b * 32 < n; ++b) {
+    const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
+    const float bi = inv[b];
+    for (int64_t i = b * 32; i < end; ++i) v[i] = Clamp(Round<kMode>(Clamp(v[i] * bi, -128.0f, 128.0f)), -127.0f, 127.0f);
+  }
+  for (int64_t b = 0; b * 32 < n; ++b) {
+    const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
+    const float bs = s[b];
+    for (int64_t i = b * 32; i < end; ++i) v[i] = v[i] * bs;
+  }
+}
+
+// amax[b] = max |v| over block b (NaN ignored here; the kernels check NaN separately).
+inline void BlockAmax(const float* v, int64_t n, float* amax) {
+  for (int64_t b = 0; b * 32 < n; ++b) {
+    const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
+    float m = 0.0f;
+    for (int64_t i = b * 32; i < end; ++i) {
+      const float a = Float(Bits(v[i]) & 0x7FFFFFFFu);
+      m = a > m ? a : m;
+    }
+    amax[b] = m;
+  }
+}
+
+inline void LoadBf16(const uint16_t* x, float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = Float(static_cast<uint32_t>(x[i]) << 16);
+}
+
+inline void StoreBf16(const float* v, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = Bits(v[i]);
+    const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    y[i] = static_cast<uint16_t>((b & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : rounded);
+  }
+}
+
+/// The table of this compilation's loops; LoadF16 / StoreF16 are supplied by the including file.
+inline LaneTable MakeTable(void (*load_f16)(const uint16_t*, float*, int64_t),
+                           void (*store_f16)(const float*, uint16_t*, int64_t)) {
+  LaneTable t;
+  t.affine_run[0][0] = &AffineRun<0, false>;
+  t.affine_run[0][1] = &AffineRun<0, true>;
+  t.affine_run[1][0] = &AffineRun<1, false>;
+  t.affine_run[1][1] = &AffineRun<1, true>;
+  t.affine_run[2][0] = &AffineRun<2, false>;
+  t.affine_run[2][1] = &AffineRun<2, true>;
+  t.affine_cols[0][0] = &AffineCols<0, false>;
+  t.affine_cols[0][1] = &AffineCols<0, true>;
+  t.affine_cols[1][0] = &AffineCols<1, false>;
+  t.affine_cols[1][1] = &AffineCols<1, true>;
+  t.affine_cols[2][0] = &AffineCols<2, false>;
+  t.affine_cols[2][1] = &AffineCols<2, true>;
+  t.float_run = &FloatRun;
+  t.float_cols = &FloatCols;
+  t.mx_grid = &MxGrid;
+  t.mx_int[0] = &MxInt<0>;
+  t.mx_int[1] = &MxInt<1>;
+  t.mx_int[2] = &MxInt<2>;
+  t.block_amax = &BlockAmax;
+  t.load_bf16 = &LoadBf16;
+  t.store_bf16 = &StoreBf16;
+  t.load_f16 = load_f16;
+  t.store_f16 = store_f16;
+  return t;
+}
+
+}  // namespace quark::kernels::QUARK_LANE_NS

@@ -1,0 +1,46 @@
+// The lane loops for any CPU (baseline instruction set), and the run-time choice of table.
+#define QUARK_LANE_NS base
+#include "kernels/cpu/lane_ops.h"
+
+#include <c10/util/Half.h>
+
+#include <cstdlib>
+
+namespace quark::kernels {
+namespace {
+
+void LoadF16(const uint16_t* x, float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = c10::detail::fp16_ieee_to_fp32_value(x[i]);
+}
+
+void StoreF16(const float* v, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = c10::detail::fp16_ieee_from_fp32_value(v[i]);
+}
+
+}  // namespace
+
+const LaneTable& BaseLaneTable() {
+  static const LaneTable table = base::MakeTable(&LoadF16, &StoreF16);
+  return table;
+}
+
+#if !defined(QUARK_HAVE_AVX2_LANES)
+const LaneTable* Avx2LaneTable() { return nullptr; }
+#endif
+
+const LaneTable& LaneOpsForThisCpu() {
+  static const LaneTable* table = [] {
+    const char* force = std::getenv("QUARK_CPU_BASELINE");
+    const bool baseline = force != nullptr && force[0] == '1';
+#if defined(__x86_64__) || defined(__i386__)
+    if (!baseline && Avx2LaneTable() != nullptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+      return Avx2LaneTable();
+    }
+#endif
+    return &BaseLaneTable();
+  }();
+  return *table;
+}
+
+}  // namespace quark::kernels
