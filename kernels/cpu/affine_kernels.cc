@@ -69,6 +69,13 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
   for (int64_t c = 0; c < layout.channels; ++c) inv[c] = 1.0f / scale[c];
   const auto run = t.affine_run[mode][fz];
   const auto cols = t.affine_cols[mode][fz];
+  const auto groups = t.affine_groups[mode][fz];
+  const int64_t g = layout.inner;
+  if (ForEachGroupChunk(x, y, layout, t, [&](float* v, int64_t n, int64_t c) {
+        groups(v, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
+      })) {
+    return;
+  }
   ForEachChannelRun(
       layout,
       [&](int64_t b, int64_t e, int64_t c) {

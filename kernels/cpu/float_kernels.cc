@@ -27,6 +27,11 @@ void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* 
   const LaneTable& t = LaneOpsForThisCpu();
   const FormatTraits& tr = Traits(format);
   const GridArgs g{tr.mbits, tr.emin, tr.max};
+  const int64_t group = layout.inner;
+  if (ForEachGroupChunk(x, y, layout, t,
+                        [&](float* v, int64_t n, int64_t c) { t.float_groups(v, n, group, scale + c, g); })) {
+    return;
+  }
   ForEachChannelRun(
       layout,
       [&](int64_t b, int64_t e, int64_t c) {

@@ -64,6 +64,24 @@ void AffineCols(float* v, int64_t n, const float* s, const float* inv, const flo
   for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - z[i]) * s[i];
 }
 
+// Groups of `g` consecutive elements share parameters: element i uses s[i / g] (per_group, per-token rows).
+template <int kMode, bool kFloatZp>
+void AffineGroups(float* v, int64_t n, int64_t g, const float* s, const float* inv, const float* z, float qmin,
+                  float qmax) {
+  for (int64_t k = 0; k * g < n; ++k) {
+    const int64_t end = n < (k + 1) * g ? n : (k + 1) * g;
+    const float r = inv[k];
+    const float zk = z[k];
+    for (int64_t i = k * g; i < end; ++i) v[i] = AffineCode<kMode, kFloatZp>(v[i], r, zk, qmin, qmax);
+  }
+  for (int64_t k = 0; k * g < n; ++k) {
+    const int64_t end = n < (k + 1) * g ? n : (k + 1) * g;
+    const float sk = s[k];
+    const float zk = z[k];
+    for (int64_t i = k * g; i < end; ++i) v[i] = (v[i] - zk) * sk;
+  }
+}
+
 inline float GridSat(float x, const GridArgs& g) {
   const uint32_t b = Bits(x);
   const uint32_t sign = b & 0x80000000u;
@@ -81,6 +99,14 @@ inline void FloatRun(float* v, int64_t n, float s, const GridArgs& g) {
 
 inline void FloatCols(float* v, int64_t n, const float* s, const GridArgs& g) {
   for (int64_t i = 0; i < n; ++i) v[i] = GridSat(Clamp(v[i] / s[i], -g.max, g.max), g) * s[i];
+}
+
+inline void FloatGroups(float* v, int64_t n, int64_t group, const float* s, const GridArgs& g) {
+  for (int64_t k = 0; k * group < n; ++k) {
+    const int64_t end = n < (k + 1) * group ? n : (k + 1) * group;
+    const float sk = s[k];
+    for (int64_t i = k * group; i < end; ++i) v[i] = GridSat(Clamp(v[i] / sk, -g.max, g.max), g) * sk;
+  }
 }
 
 // MX: element i of v belongs to block i / 32 with multipliers inv[block] = 2^-e and s[block] = 2^e (exact).
@@ -148,6 +174,13 @@ inline LaneTable MakeTable(void (*load_f16)(const uint16_t*, float*, int64_t),
   t.affine_cols[1][1] = &AffineCols<1, true>;
   t.affine_cols[2][0] = &AffineCols<2, false>;
   t.affine_cols[2][1] = &AffineCols<2, true>;
+  t.affine_groups[0][0] = &AffineGroups<0, false>;
+  t.affine_groups[0][1] = &AffineGroups<0, true>;
+  t.affine_groups[1][0] = &AffineGroups<1, false>;
+  t.affine_groups[1][1] = &AffineGroups<1, true>;
+  t.affine_groups[2][0] = &AffineGroups<2, false>;
+  t.affine_groups[2][1] = &AffineGroups<2, true>;
+  t.float_groups = &FloatGroups;
   t.float_run = &FloatRun;
   t.float_cols = &FloatCols;
   t.mx_grid = &MxGrid;

@@ -19,9 +19,13 @@ struct LaneTable {
   // The same with per-element parameters.
   void (*affine_cols[3][2])(float* v, int64_t n, const float* s, const float* inv, const float* z, float qmin,
                             float qmax) = {};
+  // Element i uses parameter i / g (groups of g consecutive elements).
+  void (*affine_groups[3][2])(float* v, int64_t n, int64_t g, const float* s, const float* inv, const float* z,
+                              float qmin, float qmax) = {};
   // v = round_grid(clamp(v / s, -max, max)) * s.
   void (*float_run)(float* v, int64_t n, float s, const GridArgs& g) = nullptr;
   void (*float_cols)(float* v, int64_t n, const float* s, const GridArgs& g) = nullptr;
+  void (*float_groups)(float* v, int64_t n, int64_t group, const float* s, const GridArgs& g) = nullptr;
   // MX elements: block b = i / 32 uses inv[b] = 2^-e, s[b] = 2^e.
   void (*mx_grid)(float* v, int64_t n, const float* inv, const float* s, const GridArgs& g) = nullptr;
   void (*mx_int[3])(float* v, int64_t n, const float* inv, const float* s) = {};

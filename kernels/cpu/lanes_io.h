@@ -7,6 +7,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/channel_loops.h"
 #include "kernels/cpu/lane_table.h"
 
 namespace quark::kernels {
@@ -40,6 +45,25 @@ void ForEachChunk(const T* x, T* y, int64_t b, int64_t e, const LaneTable& t, Op
     op(buf, n, i);
     StoreLanes(buf, y + i, n, t);
   }
+}
+
+/// Short segments (per_group, per-token rows shorter than a chunk) of a [1, channels, inner] layout: calls
+/// op(buffer, n, first_channel) on chunks of whole segments, in parallel. Returns false (nothing done) when the
+/// layout is not of that kind.
+template <typename T, typename Op>
+bool ForEachGroupChunk(const T* x, T* y, const ChannelLayout& l, const LaneTable& t, Op op) {
+  if (l.outer != 1 || l.inner <= 1 || l.inner > kLanes / 2) return false;
+  const int64_t per_chunk = (kLanes / l.inner) * l.inner;
+  const int64_t n = l.Numel();
+  const int64_t chunks = (n + per_chunk - 1) / per_chunk;
+  at::parallel_for(0, chunks, std::max<int64_t>(1, kElementGrain / per_chunk), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t start = k * per_chunk;
+      const int64_t end = std::min(n, start + per_chunk);
+      ForEachChunk(x, y, start, end, t, [&](float* v, int64_t m, int64_t) { op(v, m, start / l.inner); });
+    }
+  });
+  return true;
 }
 
 }  // namespace quark::kernels

@@ -42,6 +42,11 @@ TEST(LaneOpsTest, Avx2AndBaselineAgree) {
       fast->affine_cols[mode][fz](a.data(), n, s.data(), inv.data(), z.data(), 0.0f, 15.0f);
       base.affine_cols[mode][fz](b.data(), n, s.data(), inv.data(), z.data(), 0.0f, 15.0f);
       EXPECT_TRUE(Same(a, b)) << "affine_cols mode " << mode;
+      a = in;
+      b = in;
+      fast->affine_groups[mode][fz](a.data(), n, 7, s.data(), inv.data(), z.data(), -8.0f, 7.0f);
+      base.affine_groups[mode][fz](b.data(), n, 7, s.data(), inv.data(), z.data(), -8.0f, 7.0f);
+      EXPECT_TRUE(Same(a, b)) << "affine_groups mode " << mode;
     }
   }
   for (GridArgs g : {GridArgs{3, -6, 448.0f}, GridArgs{2, -14, 57344.0f}, GridArgs{1, 0, 6.0f}}) {
@@ -49,6 +54,11 @@ TEST(LaneOpsTest, Avx2AndBaselineAgree) {
     fast->float_run(a.data(), n, 0.37f, g);
     base.float_run(b.data(), n, 0.37f, g);
     EXPECT_TRUE(Same(a, b)) << "float_run max " << g.max;
+    a = in;
+    b = in;
+    fast->float_groups(a.data(), n, 5, s.data(), g);
+    base.float_groups(b.data(), n, 5, s.data(), g);
+    EXPECT_TRUE(Same(a, b)) << "float_groups max " << g.max;
     std::vector<float> bi((n + 31) / 32, 0.25f), bs((n + 31) / 32, 4.0f);
     a = in;
     b = in;
