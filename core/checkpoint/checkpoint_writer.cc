@@ -28,7 +28,8 @@ struct CheckpointWriter::Shard {
 struct CheckpointWriter::Slot {
   Shard* shard = nullptr;
   TensorInfo info;
-  bool written = false;
+  uint64_t bytes_written = 0;
+  bool written() const { return bytes_written == info.NumBytes(); }
 };
 
 CheckpointWriter::~CheckpointWriter() {
@@ -60,7 +61,7 @@ absl::Status CheckpointWriter::Plan(std::vector<PlannedTensor> plan) {
     TensorInfo info{t.name, t.dtype, t.shape, shard->data_bytes, shard->data_bytes + bytes};
     shard->data_bytes += bytes;
     shard->tensors.push_back(info);
-    auto slot = std::make_unique<Slot>(Slot{shard, info, false});
+    auto slot = std::make_unique<Slot>(Slot{shard, info, 0});
     if (!slots_.emplace(t.name, std::move(slot)).second) {
       return absl::InvalidArgumentError(quark::StrCat("tensor \"", t.name, "\" appears twice in the checkpoint plan"));
     }
@@ -103,31 +104,43 @@ absl::StatusOr<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(const
 
 absl::Status CheckpointWriter::Write(std::string_view name, std::string_view bytes) {
   auto it = slots_.find(name);
+  if (it != slots_.end() && bytes.size() != it->second->info.NumBytes()) {
+    return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\": ", bytes.size(), " bytes given, ",
+                                                    it->second->info.NumBytes(), " expected"));
+  }
+  return WritePart(name, 0, bytes);
+}
+
+absl::Status CheckpointWriter::WritePart(std::string_view name, uint64_t byte_offset, std::string_view bytes) {
+  auto it = slots_.find(name);
   if (it == slots_.end()) return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\" is not in the checkpoint plan"));
   Slot& slot = *it->second;
-  if (slot.written) return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\" written twice"));
-  if (bytes.size() != slot.info.NumBytes()) {
-    return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\": ", bytes.size(), " bytes given, ",
-                                                   slot.info.NumBytes(), " expected"));
+  if (slot.written() && slot.info.NumBytes() > 0) {
+    return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\" written twice"));
   }
+  if (byte_offset > slot.info.NumBytes() || bytes.size() > slot.info.NumBytes() - byte_offset ||
+      bytes.size() > slot.info.NumBytes() - slot.bytes_written) {
+    return absl::InvalidArgumentError(quark::StrCat("tensor \"", name, "\": ", bytes.size(), " bytes at offset ", byte_offset,
+                                                    " do not fit its ", slot.info.NumBytes(), " bytes"));
+  }
+  const uint64_t base = slot.shard->data_offset + slot.info.begin + byte_offset;
   uint64_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pwrite(slot.shard->fd, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(slot.shard->data_offset + slot.info.begin + done));
+    const ssize_t n = ::pwrite(slot.shard->fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(base + done));
     if (n <= 0) {
       return absl::InternalError(quark::StrCat("writing tensor \"", name, "\" to ", slot.shard->file_name, " at byte ",
-                                              slot.shard->data_offset + slot.info.begin + done, ": ", std::strerror(errno)));
+                                               base + done, ": ", std::strerror(errno)));
     }
     done += static_cast<uint64_t>(n);
   }
-  slot.written = true;
+  slot.bytes_written += bytes.size();
   return absl::OkStatus();
 }
 
 absl::Status CheckpointWriter::Finish() {
   if (finished_) return absl::FailedPreconditionError("checkpoint writer already finished");
   for (const auto& [name, slot] : slots_) {
-    if (!slot->written) return absl::FailedPreconditionError(quark::StrCat("tensor \"", name, "\" was never written"));
+    if (!slot->written()) return absl::FailedPreconditionError(quark::StrCat("tensor \"", name, "\" was never written"));
   }
   nlohmann::json weight_map = nlohmann::json::object();
   uint64_t total = 0;

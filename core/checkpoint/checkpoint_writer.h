@@ -46,6 +46,9 @@ class CheckpointWriter {
 
   /// Writes one tensor's little-endian bytes (size must equal numel * dtype size). Any order, each once.
   absl::Status Write(std::string_view name, std::string_view bytes);
+  /// Writes part of a tensor: `bytes` at `byte_offset` inside it (for tensors produced a slice at a time).
+  /// The parts must not overlap; the tensor counts as written once they add up to its size.
+  absl::Status WritePart(std::string_view name, uint64_t byte_offset, std::string_view bytes);
   /// Checks that every tensor was written, renames the shards into place and writes the index (sharded only).
   absl::Status Finish();
   /// Final file names of the shards, in order.

@@ -1,0 +1,104 @@
+// quark eval: perplexity of a model folder on a text (the project's protocol, see core/runtime/perplexity.h),
+// streamed layer by layer so that any model size evaluates in about one layer of memory.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/cli/command_registry.h"
+#include "core/runtime/layer_streamer.h"
+#include "core/runtime/perplexity.h"
+#include "core/runtime/tokenizer.h"
+
+namespace quark::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string text;
+  std::string token_ids;
+  int64_t seq_len = 0;
+  int64_t max_windows = 0;
+  std::string dtype = "f32";
+  bool json = false;
+};
+
+absl::StatusOr<std::vector<int64_t>> InputIds(const EvalArgs& args, const checkpoint::ModelConfig& config) {
+  if (!args.token_ids.empty()) {
+    auto sequences = runtime::ReadTokenIdFile(args.token_ids);
+    if (!sequences.ok()) return sequences.status();
+    std::vector<int64_t> ids;
+    for (const auto& s : *sequences) ids.insert(ids.end(), s.begin(), s.end());
+    return ids;  // pre-tokenized input is taken as is (BOS included by the producer)
+  }
+  auto tokenizer = runtime::Tokenizer::Open(args.model, config.bos_token_id, config.eos_token_id);
+  if (!tokenizer.ok()) return tokenizer.status();
+  auto text = runtime::ReadTextFile(args.text);
+  if (!text.ok()) return text.status();
+  return (*tokenizer)->EncodeWithBos(*text);
+}
+
+int RunEval(const EvalArgs& args) {
+  if (args.text.empty() == args.token_ids.empty()) {
+    std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
+    return kExitBadInput;
+  }
+  runtime::StreamerOptions options;
+  if (args.dtype == "bf16") {
+    options.compute_dtype = at::kBFloat16;
+  } else if (args.dtype != "f32") {
+    std::cerr << "quark eval: --dtype \"" << args.dtype << "\" is not one of f32, bf16\n";
+    return kExitBadInput;
+  }
+  auto streamer = runtime::LayerStreamer::Open(args.model, options);
+  if (!streamer.ok()) {
+    std::cerr << "quark eval: " << streamer.status().message() << "\n";
+    return kExitBadInput;
+  }
+  auto ids = InputIds(args, (*streamer)->config());
+  if (!ids.ok()) {
+    std::cerr << "quark eval: " << ids.status().message() << "\n";
+    return kExitBadInput;
+  }
+  runtime::PerplexityOptions ppl_options;
+  ppl_options.seq_len = args.seq_len;
+  ppl_options.max_windows = args.max_windows;
+  auto result = runtime::EvaluatePerplexity(**streamer, *ids, ppl_options);
+  if (!result.ok()) {
+    std::cerr << "quark eval: " << result.status().message() << "\n";
+    return result.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure;
+  }
+  if (args.json) {
+    nlohmann::json out = {{"tokens", result->tokens}, {"windows", result->windows}, {"seq_len", result->seq_len},
+                          {"mean_nll", result->mean_nll}, {"ppl", result->ppl}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << "tokens:     " << result->tokens << "\nwindows:    " << result->windows << "\nseq_len:    "
+              << result->seq_len << "\nmean_nll:   " << std::setprecision(6) << std::fixed << result->mean_nll
+              << "\nperplexity: " << result->ppl << "\n";
+  }
+  return kExitOk;
+}
+
+void Setup(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* eval = app.add_subcommand("eval", "Perplexity of a model on a text (non-overlapping windows, streamed by layer)");
+  eval->add_option("--model", args->model, "HF model folder (config.json, safetensors, tokenizer.model)")->required();
+  eval->add_option("--text", args->text, "text file, encoded whole as [BOS] + tokens");
+  eval->add_option("--token-ids", args->token_ids, "pre-tokenized ids (whitespace/comma separated) instead of --text");
+  eval->add_option("--seq-len", args->seq_len, "window length L (default min(2048, max_position_embeddings))")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--max-windows", args->max_windows, "evaluate only the first N windows (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--dtype", args->dtype, "compute dtype: f32 (default) or bf16");
+  eval->add_flag("--json", args->json, "print one JSON object {tokens, windows, seq_len, mean_nll, ppl}");
+  eval->callback([args] { SetExitCode(RunEval(*args)); });
+}
+
+const CommandRegistration kRegistration(Setup);
+
+}  // namespace
+}  // namespace quark::cli

@@ -1,0 +1,174 @@
+#include "core/runtime/synthetic_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_writer.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/runtime/tokenizer.h"
+
+namespace quark::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using checkpoint::ArchFamily;
+using checkpoint::ModelConfig;
+
+struct Shape {
+  const char* arch;
+  const char* name;
+  int64_t hidden, intermediate, layers, heads, kv_heads, vocab, max_positions;
+  double rope_theta;
+  int64_t bos, eos;
+  bool llama31_scaling;
+};
+
+constexpr Shape kShapes[] = {
+    {"llama", "tiny", 64, 172, 2, 8, 4, 512, 512, 10000.0, 1, 2, false},
+    {"llama", "llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0, 1, 2, false},
+    {"llama", "llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0, 1, 2, false},
+    {"llama", "llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0, 128000, 128001, false},
+    {"llama", "llama-3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0, 128000, 128001, true},
+    {"opt", "tiny", 64, 256, 2, 4, 4, 512, 512, 0, 2, 2, false},
+    {"opt", "opt-125m", 768, 3072, 12, 12, 12, 50272, 2048, 0, 2, 2, false},
+    {"opt", "opt-1.3b", 2048, 8192, 24, 32, 32, 50272, 2048, 0, 2, 2, false},
+    {"opt", "opt-6.7b", 4096, 16384, 32, 32, 32, 50272, 2048, 0, 2, 2, false},
+};
+
+// Elements generated per slice: 16M floats (64 MiB) at a time, whatever the tensor's size.
+constexpr int64_t kSliceElements = int64_t{16} << 20;
+
+absl::StatusOr<std::pair<checkpoint::StDType, at::ScalarType>> ParseDtype(const std::string& dtype) {
+  if (dtype == "f32" || dtype == "float32") return std::make_pair(checkpoint::StDType::kF32, at::kFloat);
+  if (dtype == "bf16" || dtype == "bfloat16") return std::make_pair(checkpoint::StDType::kBF16, at::kBFloat16);
+  if (dtype == "f16" || dtype == "float16") return std::make_pair(checkpoint::StDType::kF16, at::kHalf);
+  return absl::InvalidArgumentError(StrCat("dtype \"", dtype, "\" is not one of f32, bf16, f16"));
+}
+
+absl::Status WriteTensor(checkpoint::CheckpointWriter& writer, const checkpoint::TensorSpec& spec, at::ScalarType dtype,
+                         uint64_t seed, int64_t index) {
+  int64_t rows = spec.shape.empty() ? 1 : spec.shape[0];
+  const int64_t row_elements = rows == 0 ? 0 : [&] {
+    int64_t n = 1;
+    for (size_t d = 1; d < spec.shape.size(); ++d) n *= spec.shape[d];
+    return n;
+  }();
+  const int64_t rows_per_slice = std::max<int64_t>(1, kSliceElements / std::max<int64_t>(1, row_elements));
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index));
+  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(dtype));
+  for (int64_t row = 0; row < rows; row += rows_per_slice) {
+    const int64_t n = std::min(rows_per_slice, rows - row);
+    std::vector<int64_t> slice_shape = spec.shape.empty() ? std::vector<int64_t>{} : spec.shape;
+    if (!slice_shape.empty()) slice_shape[0] = n;
+    at::Tensor slice;
+    switch (spec.role) {
+      case checkpoint::TensorRole::kNormWeight: slice = at::ones(slice_shape, dtype); break;
+      case checkpoint::TensorRole::kNormBias:
+      case checkpoint::TensorRole::kLinearBias: slice = at::zeros(slice_shape, dtype); break;
+      default: slice = at::normal(0.0, 0.02, slice_shape, generator).to(dtype); break;
+    }
+    slice = slice.contiguous();
+    const std::string_view bytes(static_cast<const char*>(slice.data_ptr()), slice.numel() * element_bytes);
+    if (auto status = writer.WritePart(spec.name, static_cast<uint64_t>(row * row_elements * element_bytes), bytes);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyTokenizer(const SyntheticModelOptions& options, const ModelConfig& config) {
+  auto tokenizer = Tokenizer::Open(options.tokenizer_path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  if ((*tokenizer)->vocab_size() > config.vocab_size) {
+    return absl::InvalidArgumentError(StrCat("tokenizer ", options.tokenizer_path, " has ", (*tokenizer)->vocab_size(),
+                                             " pieces, more than the vocab_size ", config.vocab_size, " of shape ", options.shape));
+  }
+  std::error_code ec;
+  fs::copy_file(options.tokenizer_path, fs::path(options.out_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+  if (ec) return absl::InternalError(StrCat("cannot copy ", options.tokenizer_path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> SyntheticShapes(const std::string& arch) {
+  std::vector<std::string> names;
+  for (const Shape& s : kShapes) {
+    if (arch == s.arch) names.push_back(s.name);
+  }
+  return names;
+}
+
+absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
+  if (arch != "llama" && arch != "opt") return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, opt"));
+  auto parsed = ParseDtype(dtype);
+  if (!parsed.ok()) return parsed.status();
+  for (const Shape& s : kShapes) {
+    if (arch != s.arch || shape != s.name) continue;
+    ModelConfig c;
+    c.model_type = arch;
+    c.family = arch == "opt" ? ArchFamily::kOpt : ArchFamily::kLlama;
+    c.hidden_size = s.hidden;
+    c.intermediate_size = s.intermediate;
+    c.num_hidden_layers = s.layers;
+    c.num_attention_heads = s.heads;
+    c.num_key_value_heads = s.kv_heads;
+    c.head_dim = s.hidden / s.heads;
+    c.vocab_size = s.vocab;
+    c.max_position_embeddings = s.max_positions;
+    c.rms_norm_eps = 1e-5;
+    c.rope_theta = s.rope_theta > 0 ? s.rope_theta : 10000.0;
+    c.bos_token_id = s.bos;
+    c.eos_token_id = s.eos;
+    c.torch_dtype = parsed->first == checkpoint::StDType::kF32 ? "float32"
+                    : parsed->first == checkpoint::StDType::kBF16 ? "bfloat16" : "float16";
+    c.tie_word_embeddings = c.family == ArchFamily::kOpt || shape == "tiny";
+    if (c.family == ArchFamily::kOpt) {
+      c.hidden_act = "relu";
+      c.word_embed_proj_dim = s.hidden;
+      c.attention_bias = c.o_proj_bias = c.mlp_bias = true;
+    }
+    if (s.llama31_scaling) c.rope_scaling = checkpoint::RopeScaling{"llama3", 8.0, 1.0, 4.0, 8192};
+    return c;
+  }
+  return absl::InvalidArgumentError(StrCat("shape \"", shape, "\" is not known for arch ", arch, " (known: ",
+                                           StrJoin(SyntheticShapes(arch), ", "), ")"));
+}
+
+absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
+  if (options.out_dir.empty()) return absl::InvalidArgumentError("out_dir is empty");
+  auto config = SyntheticConfig(options.arch, options.shape, options.dtype);
+  if (!config.ok()) return config.status();
+  const auto dtypes = *ParseDtype(options.dtype);
+  const auto tensors = checkpoint::ModelTensors(*config);
+  std::vector<checkpoint::PlannedTensor> plan;
+  for (const auto& t : tensors) plan.push_back({t.name, dtypes.first, t.shape});
+  checkpoint::CheckpointWriterOptions writer_options;
+  writer_options.max_shard_bytes = options.max_shard_bytes;
+  auto writer = checkpoint::CheckpointWriter::Create(options.out_dir, std::move(plan), writer_options);
+  if (!writer.ok()) return writer.status();
+  if (!options.tokenizer_path.empty()) {
+    if (auto status = CopyTokenizer(options, *config); !status.ok()) return status;
+  }
+  try {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (auto status = WriteTensor(**writer, tensors[k], dtypes.second, options.seed, static_cast<int64_t>(k)); !status.ok()) {
+        return status;
+      }
+    }
+  } catch (const std::exception& error) {
+    return absl::InternalError(StrCat("generating weights: ", error.what()));
+  }
+  if (auto status = (*writer)->Finish(); !status.ok()) return status;
+  std::ofstream out(fs::path(options.out_dir) / "config.json", std::ios::trunc);
+  out << checkpoint::ModelConfigToJson(*config);
+  if (!out) return absl::InternalError(StrCat("cannot write ", options.out_dir, "/config.json"));
+  return absl::OkStatus();
+}
+
+}  // namespace quark::runtime
