@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/base/log.h"
 #include "server/api/quantization_service.h"
 #include "server/api/uri_policy.h"
@@ -114,6 +115,13 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
   pool.binary = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
   pool.server_address = grpc_address_;
   pool.extra_args = options.worker_args;
+  // quark-worker reads QUARK_WORKER_<FLAG>: local workers share quarkd's roots and get a work folder each
+  // (flags given with --worker-arg still win over these).
+  if (!options.allowed_roots.empty()) {
+    pool.env.push_back("QUARK_WORKER_ALLOWED_ROOTS=" + absl::StrJoin(options.allowed_roots, ","));
+  }
+  pool.env.push_back("QUARK_WORKER_DATA_DIR=" +
+                     (std::filesystem::path(options.data_dir) / "workers" / "{id}").string());
   ServerMetrics* server_metrics = metrics_.get();
   worker_pool_ = std::make_unique<WorkerPool>(
       pool, [server_metrics](const std::string&, int) { server_metrics->worker_restarts.Increment(); });

@@ -147,7 +147,11 @@ void BenchGetJob(const std::string& address, const std::string& root, int client
                                      *std::max_element(all.begin(), all.end())), "");
 }
 
-void BenchScheduling(const std::string& address, const std::string& root, int jobs, int workers) {
+// With `processes`, the jobs are run by the server's own local worker processes (already started);
+// otherwise by `workers` in-process gRPC worker threads.
+void BenchScheduling(quark::server::QuarkServer* server, const std::string& root, int jobs, int workers,
+                     bool processes) {
+  std::string address = server->grpc_address();
   auto api = pb::QuantizationService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   Clock::time_point submit_start = Clock::now();
   for (int i = 0; i < jobs; ++i) {
@@ -160,16 +164,27 @@ void BenchScheduling(const std::string& address, const std::string& root, int jo
   std::atomic<int> completed{0};
   Clock::time_point start = Clock::now();
   std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
+  for (int w = 0; w < workers && !processes; ++w) {
     threads.emplace_back(RunInstantWorker, address, "bench-" + std::to_string(w), &stop, &completed, nullptr);
   }
-  while (completed.load() < jobs) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto finished = [&] {
+    if (!processes) return completed.load() >= jobs;
+    grpc::ClientContext context;
+    pb::ListJobsRequest request;
+    request.add_states(pb::JOB_STATE_QUEUED);
+    request.add_states(pb::JOB_STATE_RUNNING);
+    request.set_page_size(1);
+    pb::ListJobsResponse response;
+    return api->ListJobs(&context, request, &response).ok() && response.jobs_size() == 0;
+  };
+  while (!finished()) std::this_thread::sleep_for(std::chrono::milliseconds(processes ? 50 : 1));
   double run_s = Ms(Clock::now() - start) / 1000;
   stop = true;
   for (std::thread& t : threads) t.join();
   PrintRow("SubmitJob, sequential", Fmt("%.0f jobs/s", jobs / submit_s), Fmt("%.0f jobs in %.2f s", jobs, submit_s));
   PrintRow("schedule queued no-op jobs to completion", Fmt("%.0f jobs/s", jobs / run_s),
-           Fmt("%.0f jobs, %.0f workers, %.2f s", jobs, workers, run_s));
+           Fmt(processes ? "%.0f jobs, %.0f worker procs, %.2f s" : "%.0f jobs, %.0f workers, %.2f s", jobs,
+               workers, run_s));
 }
 
 }  // namespace
@@ -178,11 +193,17 @@ int main(int argc, char** argv) {
   CLI::App app{"quarkd benchmarks"};
   int rounds = 200, clients = 32, jobs = 10000, workers = 4;
   double seconds = 3;
+  std::string worker_binary;
+  std::vector<std::string> worker_args;
   app.add_option("--rounds", rounds, "submit->RUNNING samples")->capture_default_str();
   app.add_option("--clients", clients, "concurrent GetJob clients")->capture_default_str();
   app.add_option("--seconds", seconds, "GetJob run time")->capture_default_str();
   app.add_option("--jobs", jobs, "queued no-op jobs to schedule")->capture_default_str();
   app.add_option("--workers", workers, "instant workers for the scheduling run")->capture_default_str();
+  app.add_option("--worker-binary", worker_binary,
+                 "Run the scheduling benchmark through this many local worker processes of this binary "
+                 "(e.g. quark-test-worker with --worker-arg=--test-mode --worker-arg=noop)");
+  app.add_option("--worker-arg", worker_args, "Argument for each worker process (repeatable)");
   CLI11_PARSE(app, argc, argv);
   quark::log::Init(quark::log::Format::kText, "warn");
 
@@ -204,7 +225,21 @@ int main(int argc, char** argv) {
   std::printf("|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(32, '-').c_str(), std::string(32, '-').c_str());
   BenchSubmitToRunning(address, root, rounds);
   BenchGetJob(address, root, clients, seconds);
-  BenchScheduling(address, root, jobs, workers);
+  if (worker_binary.empty()) {
+    BenchScheduling(server->get(), root, jobs, workers, false);
+  } else {
+    (*server)->Shutdown();
+    options.data_dir = root + "/data-procs";
+    options.workers = workers;
+    options.worker_binary = worker_binary;
+    options.worker_args = worker_args;
+    server = quark::server::QuarkServer::Start(options);
+    if (!server.ok()) {
+      std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
+      return 1;
+    }
+    BenchScheduling(server->get(), root, jobs, workers, true);
+  }
   (*server)->Shutdown();
   std::filesystem::remove_all(root);
   return 0;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/base/log.h"
 
@@ -36,19 +37,24 @@ std::string FindOnPath(const std::string& binary) {
   return binary;
 }
 
-// The environment of a child: ours, with the GPU selection replaced when one is given.
-std::vector<std::string> ChildEnvironment(const std::string& gpu) {
+// The environment of a child: ours, with `overrides` ("NAME=VALUE") and the GPU selection replacing entries.
+std::vector<std::string> ChildEnvironment(std::vector<std::string> overrides, const std::string& gpu,
+                                          const std::string& worker_id) {
+  if (!gpu.empty()) {
+    overrides.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+    overrides.push_back("HIP_VISIBLE_DEVICES=" + gpu);
+  }
+  for (std::string& entry : overrides) entry = absl::StrReplaceAll(entry, {{"{id}", worker_id}});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!gpu.empty() && (absl::StartsWith(*e, "CUDA_VISIBLE_DEVICES=") || absl::StartsWith(*e, "HIP_VISIBLE_DEVICES="))) {
-      continue;
+    bool replaced = false;
+    for (const std::string& entry : overrides) {
+      std::string name = entry.substr(0, entry.find('=') + 1);
+      replaced = replaced || absl::StartsWith(*e, name);
     }
-    env.emplace_back(*e);
+    if (!replaced) env.emplace_back(*e);
   }
-  if (!gpu.empty()) {
-    env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
-    env.push_back("HIP_VISIBLE_DEVICES=" + gpu);
-  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
   return env;
 }
 
@@ -100,7 +106,8 @@ void WorkerPool::SpawnLocked(Child& child) {
   size_t index = &child - children_.data();
   std::vector<std::string> args = {options_.binary, "--server", options_.server_address, "--worker-id", child.id};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  std::vector<std::string> env = ChildEnvironment(index < options_.gpus.size() ? options_.gpus[index] : "");
+  std::vector<std::string> env =
+      ChildEnvironment(options_.env, index < options_.gpus.size() ? options_.gpus[index] : "", child.id);
   std::vector<char*> argv = CStrings(args);
   std::vector<char*> envp = CStrings(env);
   pid_t parent = getpid();

@@ -23,6 +23,8 @@ struct WorkerPoolOptions {
   int count = 1;                        // number of workers (local-0 .. local-(count-1))
   std::vector<std::string> gpus;        // when not empty, worker i gets CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES=gpus[i]
   std::vector<std::string> extra_args;  // appended to every worker's command line
+  /// "NAME=VALUE" set in every worker's environment (replacing ours). "{id}" in a value becomes the worker id.
+  std::vector<std::string> env;
   absl::Duration min_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(10);
   absl::Duration stable_after = absl::Seconds(30);  // a worker up this long resets its backoff

@@ -95,6 +95,10 @@ TEST_F(ProcessTest, KillNineOfAWorkerMidJobRequeuesAndTheNextAttemptSucceeds) {
   ASSERT_TRUE(WaitForState(id, pb::JOB_STATE_RUNNING)) << Log();
   pid_t worker = WorkerPidOf(id);
   ASSERT_GT(worker, 0) << Log();
+  // Local workers get their own work folder through quark-worker's environment variables.
+  EXPECT_NE(Get(id).progress().message().find("data_dir=" + dir_.File("data") + "/workers/local-0"),
+            std::string::npos)
+      << Get(id).progress().message();
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   ASSERT_TRUE(WaitForState(id, pb::JOB_STATE_SUCCEEDED)) << Log();
   pb::Job job = Get(id);

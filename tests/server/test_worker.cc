@@ -118,7 +118,8 @@ class TestWorker {
     request.set_lease_id(lease_id);
     request.mutable_progress()->set_phase(phase);
     request.mutable_progress()->set_fraction(fraction);
-    request.mutable_progress()->set_message("pid=" + std::to_string(getpid()));
+    request.mutable_progress()->set_message("pid=" + std::to_string(getpid()) +
+                                            " data_dir=" + Env("QUARK_WORKER_DATA_DIR", "-"));
     pb::ReportProgressResponse response;
     stub_->ReportProgress(Context(5).get(), request, &response);
   }
