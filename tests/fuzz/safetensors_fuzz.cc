@@ -1,0 +1,25 @@
+// libFuzzer target for the safetensors header parser and validator (the code that faces hostile files).
+//
+// Built only with clang, in its own build folder:
+//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
+//   ninja -C build-fuzz safetensors_fuzz
+//   build-fuzz/tests/fuzz/safetensors_fuzz -max_total_time=600 -max_len=4096 tests/fuzz/corpus
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/checkpoint/safetensors_header.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view image(reinterpret_cast<const char*>(data), size);
+  auto header = quark::checkpoint::ParseSafetensorsHeader(image, size, "fuzz.safetensors");
+  if (header.ok()) {
+    // A header that validates must describe bytes inside the image.
+    for (const auto& tensor : header->tensors) {
+      if (header->data_offset + tensor.end > size || tensor.begin > tensor.end) __builtin_trap();
+    }
+    (void)quark::checkpoint::SerializeSafetensorsHeader(header->tensors, header->metadata);
+  }
+  return 0;
+}
