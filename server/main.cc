@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/base/log.h"
+#include "server/log_text.h"
 #include "server/quark_server.h"
 
 namespace {
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<quark::server::QuarkServer>> server = quark::server::QuarkServer::Start(flags.server);
   if (!server.ok()) {
-    quark::log::Get("server")->error("job=- quarkd failed to start: {}", server.status().ToString());
+    quark::log::Get("server")->error("job=- quarkd failed to start: {}", quark::server::ForLog(server.status().ToString()));
     return 1;
   }
   if (!flags.ready_file.empty() && !WriteReadyFile(flags.ready_file, **server)) {

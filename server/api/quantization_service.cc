@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
+#include "server/log_text.h"
 #include "core/checkpoint/model_modules.h"
 #include "core/config/layer_plan.h"
 #include "core/config/presets.h"
@@ -50,7 +51,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (!status.ok()) {
-    log::Get("server")->info("job=- SubmitJob refused: {}", status.ToString());
+    log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
     return FinishNow(context, status);
   }
   absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec());

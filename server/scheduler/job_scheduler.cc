@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/log.h"
+#include "server/log_text.h"
 #include "server/scheduler/time_util.h"
 
 namespace quark::server {
@@ -67,7 +68,7 @@ JobEvent JobScheduler::StateEventLocked(const Job& job) {
 absl::Status JobScheduler::SaveLocked(Job& job, std::vector<JobEvent> events) {
   absl::Status status = store_->UpdateJob(job, &events);
   if (!status.ok()) {
-    log::Get("store")->error("job={} save failed: {}", job.id(), status.ToString());
+    log::Get("store")->error("job={} save failed: {}", job.id(), ForLog(status.ToString()));
     return status;
   }
   for (const JobEvent& event : events) hub_->Publish(event);
@@ -117,7 +118,7 @@ absl::Status JobScheduler::Recover() {
                                              " ran the job; its lease was lost"));
   }
   UpdateGaugesLocked();
-  log::Get("scheduler")->info("recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
+  log::Get("scheduler")->info("job=- recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
                               requeued);
   return absl::OkStatus();
 }
@@ -139,7 +140,8 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
     if (!stored.ok()) return stored.status();
     if (!created) {
-      log::Get("scheduler")->info("job={} request_id={} submitted again: same job", stored->job.id(), request_id);
+      log::Get("scheduler")->info("job={} request_id={} submitted again: same job", stored->job.id(),
+                                  ForLog(request_id));
       return stored->job;
     }
     ActiveJob& active = active_[job.id()];
@@ -149,8 +151,8 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     for (const JobEvent& event : events) hub_->Publish(event);
     if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
     CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
-    log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), PresetLabel(spec),
-                                spec.priority(), spec.model_uri());
+    log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), ForLog(PresetLabel(spec)),
+                                spec.priority(), ForLog(spec.model_uri()));
     DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
@@ -179,7 +181,7 @@ absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
       *event.mutable_time() = ToTimestamp(clock_->Now());
       absl::Status status = SaveLocked(active.job, {event});
       if (!status.ok()) return status;
-      log::Get("scheduler")->info("job={} cancel requested worker={}", job_id, active.job.worker_id());
+      log::Get("scheduler")->info("job={} cancel requested worker={}", job_id, ForLog(active.job.worker_id()));
     }
     out = active.job;
     DispatchLocked(&answers);
@@ -220,7 +222,7 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
       for (const auto& artifact : result->artifacts()) metrics_->uploaded_bytes.Increment(artifact.size_bytes());
     }
   }
-  log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), error);
+  log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), ForLog(error));
   active_.erase(it);
   return status;
 }
@@ -251,7 +253,7 @@ void JobScheduler::RequeueOrFailLocked(ActiveJob& active, const std::string& rea
   SaveLocked(job, {StateEventLocked(job)}).IgnoreError();
   CountStateLocked(job, from);
   queue_.insert(KeyOf(active));
-  log::Get("scheduler")->warn("job={} requeued after attempt {}: {}", job.id(), job.attempts_size(), reason);
+  log::Get("scheduler")->warn("job={} requeued after attempt {}: {}", job.id(), job.attempts_size(), ForLog(reason));
 }
 
 }  // namespace quark::server

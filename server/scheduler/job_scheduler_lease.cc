@@ -1,6 +1,7 @@
 // The worker side of JobScheduler: registration, leases, heartbeats, progress, completion and expiry.
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
+#include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/time_util.h"
 
@@ -20,7 +21,13 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(request.worker_id());
     if (it != workers_.end()) {
-      // The same id registering again is a new process: whatever the old one held is gone with it.
+      // The same id registering again is a new process: whatever the old one held is gone with it, its leases
+      // and its parked Lease calls (answered empty now rather than handed a job on a dead connection).
+      std::vector<uint64_t> stale;
+      for (const auto& [wait_id, waiter] : waiters_) {
+        if (waiter.worker_id == request.worker_id()) stale.push_back(wait_id);
+      }
+      for (uint64_t wait_id : stale) AnswerWaiterLocked(wait_id, LeaseResponse(), &answers);
       std::set<std::string> held = it->second.leases;
       for (const std::string& lease_id : held) {
         LoseLeaseLocked(lease_id, absl::StrCat("worker ", request.worker_id(), " restarted (registered again)"),
@@ -30,8 +37,8 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
     Worker& worker = workers_[request.worker_id()];
     worker.slots = std::max(1, request.slots());
     worker.last_seen = clock_->Now();
-    log::Get("scheduler")->info("worker={} registered slots={} host={} version={}", request.worker_id(),
-                                worker.slots, request.hostname(), request.version());
+    log::Get("scheduler")->info("job=- worker={} registered slots={} host={} version={}", ForLog(request.worker_id()),
+                                worker.slots, ForLog(request.hostname()), ForLog(request.version()));
     DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
@@ -87,7 +94,7 @@ bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* res
   response->set_lease_id(lease_id);
   *response->mutable_job() = job;
   response->set_attempt(attempt_number);
-  log::Get("scheduler")->info("job={} leased worker={} attempt={} lease={}", job.id(), worker_id, attempt_number,
+  log::Get("scheduler")->info("job={} leased worker={} attempt={} lease={}", job.id(), ForLog(worker_id), attempt_number,
                               lease_id);
   return true;
 }
@@ -189,7 +196,7 @@ absl::StatusOr<bool> JobScheduler::ReportProgress(const quark::v1::internal::Rep
     JobEvent& event = events.emplace_back();
     event.set_log(request.log());
     *event.mutable_time() = ToTimestamp(now);
-    log::Get("worker")->info("job={} worker={} {}", lease.job_id, lease.worker_id, request.log());
+    log::Get("worker")->info("job={} worker={} {}", lease.job_id, ForLog(lease.worker_id), ForLog(request.log()));
   }
   if (!events.empty()) {
     absl::Status status = SaveLocked(active.job, std::move(events));
@@ -302,7 +309,7 @@ void JobScheduler::Tick() {
   }
   for (auto& answer : answers) answer();
   for (const std::string& worker_id : to_kill) {
-    log::Get("scheduler")->warn("worker={} did not stop a cancelled job; killing it", worker_id);
+    log::Get("scheduler")->warn("job=- worker={} did not stop a cancelled job; killing it", ForLog(worker_id));
     if (killer) killer(worker_id);
   }
 }

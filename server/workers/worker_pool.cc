@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/base/log.h"
+#include "server/log_text.h"
 
 extern char** environ;
 
@@ -124,13 +125,13 @@ void WorkerPool::SpawnLocked(Child& child) {
     _exit(127);
   }
   if (pid < 0) {
-    log::Get("server")->error("worker={} fork failed; retrying in {}", child.id, absl::FormatDuration(child.backoff));
+    log::Get("server")->error("job=- worker={} fork failed; retrying in {}", child.id, absl::FormatDuration(child.backoff));
     child.next_start = absl::Now() + child.backoff;
     return;
   }
   child.pid = pid;
   child.started = absl::Now();
-  log::Get("server")->info("worker={} started pid={} binary={}", child.id, pid, options_.binary);
+  log::Get("server")->info("job=- worker={} started pid={} binary={}", child.id, pid, ForLog(options_.binary));
 }
 
 void WorkerPool::ReapLocked() {
@@ -140,7 +141,7 @@ void WorkerPool::ReapLocked() {
     int status = 0;
     if (waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
     if (now - child.started >= options_.stable_after) child.backoff = options_.min_backoff;
-    log::Get("server")->warn("worker={} pid={} exited ({} {}); restart in {}", child.id, child.pid,
+    log::Get("server")->warn("job=- worker={} pid={} exited ({} {}); restart in {}", child.id, child.pid,
                              WIFSIGNALED(status) ? "signal" : "status",
                              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
                              absl::FormatDuration(child.backoff));

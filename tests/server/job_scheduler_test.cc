@@ -170,6 +170,19 @@ TEST_F(JobSchedulerTest, AWorkerRegisteringAgainLosesItsJobsToTheQueue) {
   EXPECT_NE(again->job().attempts(0).error().find("restarted"), std::string::npos);
 }
 
+TEST_F(JobSchedulerTest, ReRegistrationAnswersTheOldProcessesParkedLease) {
+  Register("local-0");
+  std::optional<LeaseResponse> stale;
+  scheduler_->Lease("local-0", absl::Seconds(30), [&](LeaseResponse r) { stale = std::move(r); });
+  Register("local-0");
+  ASSERT_TRUE(stale.has_value());
+  EXPECT_TRUE(stale->lease_id().empty());
+  Job job = Submit();
+  std::optional<LeaseResponse> fresh = LeaseNow("local-0");
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(fresh->job().id(), job.id());
+}
+
 TEST_F(JobSchedulerTest, CancelQueuedAndRunningJobs) {
   Job queued = Submit();
   Job running = Submit(10);

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "core/config/presets.h"
+#include "nlohmann/json.hpp"
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/test_util.h"
@@ -167,6 +168,31 @@ TEST_F(ProcessTest, AJobWhoseWorkerCrashesEveryTimeFailsAfterMaxAttempts) {
   EXPECT_NE(job.error().find("attempt 1 on local-0"), std::string::npos) << job.error();
   EXPECT_NE(job.error().find("attempt 2 on local-0"), std::string::npos) << job.error();
   EXPECT_NE(Log().find("job=" + id), std::string::npos);
+}
+
+TEST_F(ProcessTest, JsonLogsAreOneObjectPerLineAndNameTheJob) {
+  ASSERT_TRUE(StartQuarkd({"--log-format", "json"}));
+  std::string id = Submit({{"test-mode", "fail"}});
+  ASSERT_TRUE(WaitForState(id, pb::JOB_STATE_FAILED)) << Log();
+  pb::SubmitJobRequest bad;  // refused, with quotes in its message
+  bad.mutable_spec()->set_model_uri("file:///\"quoted\"/m");
+  grpc::ClientContext context;
+  pb::Job job;
+  EXPECT_FALSE(stub_->SubmitJob(&context, bad, &job).ok());
+  quarkd_->Stop();
+  std::istringstream lines(Log());
+  std::string line;
+  int parsed = 0, about_job = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;  // gRPC's own stderr lines
+    nlohmann::json entry = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(entry.is_discarded()) << line;
+    EXPECT_TRUE(entry.contains("component") && entry.contains("msg") && entry.contains("level")) << line;
+    ++parsed;
+    if (entry["msg"].get<std::string>().find("job=" + id) != std::string::npos) ++about_job;
+  }
+  EXPECT_GT(parsed, 3);
+  EXPECT_GE(about_job, 3);  // queued, leased, failed
 }
 
 }  // namespace
