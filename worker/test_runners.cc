@@ -29,6 +29,13 @@ absl::StatusOr<quark::v1::JobResult> SleepJobRunner::Run(const quark::v1::Job& j
   auto step = duration_ / steps_;
   auto fail = job.spec().labels().find("test-fail");
   progress.Log(str::Cat("sleep test mode: ", steps_, " steps of ", step.count(), " ms"));
+  // A first event at once, so watchers see the job running before the first step ends.
+  quark::v1::Progress start;
+  start.set_phase("quantize");
+  start.set_num_layers(steps_);
+  start.set_eta_seconds(std::chrono::duration<double>(duration_).count());
+  start.set_message(str::Cat("layer 0/", steps_));
+  progress.Report(start);
   for (int i = 1; i <= steps_; ++i) {
     if (cancel.WaitFor(step)) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled at layer ", i - 1));
     if (fail != job.spec().labels().end()) return absl::InternalError(fail->second);

@@ -17,7 +17,7 @@ class NoopJobRunner : public JobRunner {
 };
 
 /// `quark-worker --test-mode sleep:SECONDS`: pretends to quantize `steps` layers over `duration`, reporting
-/// progress after each (phase "quantize", layer i/N, fraction, ETA) and ending early with CANCELLED on cancel.
+/// progress at the start (layer 0) and after each (phase "quantize", layer i/N, fraction, ETA) and ending early with CANCELLED on cancel.
 /// A job whose spec has the label "test-fail" = MESSAGE fails with INTERNAL MESSAGE after the first step
 /// (for failure and retry tests).
 class SleepJobRunner : public JobRunner {

@@ -37,11 +37,13 @@ TEST(TestRunnersTest, SleepReportsEveryStep) {
   CancelToken cancel;
   ASSERT_TRUE(runner.Run(quark::v1::Job(), sink, cancel).ok());
   std::vector<quark::v1::Progress> events = sink.events();
-  ASSERT_EQ(events.size(), 4u);
-  EXPECT_EQ(events[1].layer(), 2);
-  EXPECT_EQ(events[1].num_layers(), 4);
-  EXPECT_EQ(events[3].fraction(), 1.0);
-  EXPECT_EQ(events[3].eta_seconds(), 0.0);
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[0].layer(), 0);
+  EXPECT_EQ(events[0].fraction(), 0.0);
+  EXPECT_EQ(events[2].layer(), 2);
+  EXPECT_EQ(events[2].num_layers(), 4);
+  EXPECT_EQ(events[4].fraction(), 1.0);
+  EXPECT_EQ(events[4].eta_seconds(), 0.0);
 }
 
 TEST(TestRunnersTest, SleepStopsOnCancel) {

@@ -1,0 +1,39 @@
+// The quarkctl subcommands, each one RPC (or a stream) against quarkd. Internal to client/.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "client/submit_spec.h"
+#include <grpcpp/grpcpp.h>
+
+#include "quark/v1/service.grpc.pb.h"
+
+namespace quark::client {
+
+struct CommandContext {
+  std::unique_ptr<quark::v1::QuantizationService::Stub> stub;
+  std::string server;
+  bool json = false;
+  std::chrono::seconds timeout{30};
+  std::ostream* out = nullptr;  // owned by the caller of RunQuarkctl
+  std::ostream* err = nullptr;
+  bool err_is_tty = false;
+};
+
+/// "UNAVAILABLE", "NOT_FOUND", ...
+std::string StatusCodeName(grpc::StatusCode code);
+
+int SubmitCommand(CommandContext& ctx, const SubmitFlags& flags, const std::string& request_id, bool wait);
+int GetCommand(CommandContext& ctx, const std::string& id);
+int ListCommand(CommandContext& ctx, const std::vector<std::string>& states, const std::vector<std::string>& labels,
+                int page_size, bool all);
+int WatchCommand(CommandContext& ctx, const std::string& id, int64_t after, bool quiet_events);
+int CancelCommand(CommandContext& ctx, const std::string& id);
+int PresetsCommand(CommandContext& ctx);
+int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags);
+
+}  // namespace quark::client

@@ -1,0 +1,105 @@
+#include "client/job_file.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/storage/strings.h"
+
+namespace quark::client {
+namespace {
+
+nlohmann::json ScalarToJson(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted: always a string
+  if (text == "null" || text == "~" || text.empty()) return nullptr;
+  if (text == "true" || text == "True") return true;
+  if (text == "false" || text == "False") return false;
+  int64_t integer = 0;
+  if (str::ParseInt64(text, &integer)) return integer;
+  try {
+    size_t used = 0;
+    double number = std::stod(text, &used);
+    if (used == text.size()) return number;
+  } catch (const std::exception&) {
+    // not a number: a string
+  }
+  return text;
+}
+
+nlohmann::json NodeToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& item : node) out[item.first.as<std::string>()] = NodeToJson(item.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(NodeToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      return ScalarToJson(node);
+    default:
+      return nullptr;
+  }
+}
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(str::Cat(path, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(std::string_view yaml) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    return NodeToJson(root).dump();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        str::Cat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+}
+
+absl::Status ParseMessageText(std::string_view text, std::string_view source, google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = YamlToJson(text);
+  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(source, ": ", json.status().message()));
+  google::protobuf::util::JsonParseOptions options;
+  auto status = google::protobuf::util::JsonStringToMessage(*json, &message, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        str::Cat(source, ": not a ", message.GetDescriptor()->full_name(), ": ", std::string(status.message())));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<quark::v1::JobSpec> LoadJobSpecFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  quark::v1::JobSpec spec;
+  if (absl::Status status = ParseMessageText(*text, path, spec); !status.ok()) return status;
+  return spec;
+}
+
+absl::StatusOr<quark::v1::Config> LoadConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> json = YamlToJson(*text);
+  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(path, ": ", json.status().message()));
+  nlohmann::json doc = nlohmann::json::parse(*json);
+  if (doc.is_object() && doc.contains("config") && doc.size() == 1) doc = doc["config"];
+  quark::v1::Config config;
+  if (absl::Status status = ParseMessageText(doc.dump(), path, config); !status.ok()) return status;
+  return config;
+}
+
+}  // namespace quark::client

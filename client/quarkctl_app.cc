@@ -1,0 +1,115 @@
+#include "client/quarkctl_app.h"
+
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "client/commands.h"
+#include "client/output.h"
+
+namespace quark::client {
+namespace {
+
+void AddSpecFlags(CLI::App* cmd, SubmitFlags& f) {
+  cmd->add_option("--model", f.model, "Model folder URI (file:// or s3://)");
+  cmd->add_option("--scheme", f.scheme, "Preset name (quarkctl presets)");
+  cmd->add_option("--config", f.config, "Config file (quark.v1.Config in YAML or JSON)");
+  cmd->add_option("--kv-cache-dtype", f.kv_cache_dtype, "KV-cache quantization: fp8 or int8");
+  cmd->add_option("--exclude", f.exclude, "Module name or pattern to leave in float (repeatable)");
+}
+
+struct Parsed {
+  std::string server;
+  std::string output = "table";
+  int timeout_s = 30;
+  SubmitFlags spec;
+  std::string request_id;
+  bool wait = false;
+  std::string id;
+  std::vector<std::string> states;
+  std::vector<std::string> labels;
+  int page_size = 0;
+  bool all = false;
+  int64_t after = 0;
+};
+
+void AddCommands(CLI::App& app, Parsed& p) {
+  CLI::App* submit = app.add_subcommand("submit", "Submit a quantization job");
+  submit->add_option("-f,--job-file", p.spec.job_file, "Job file (quark.v1.JobSpec in YAML or JSON)");
+  AddSpecFlags(submit, p.spec);
+  submit->add_option("--calib", p.spec.calib, "Calibration text URI");
+  submit->add_option("--num-calib-samples", p.spec.num_calib_samples, "Calibration samples");
+  submit->add_option("--seq-len", p.spec.seq_len, "Calibration sequence length");
+  submit->add_option("--seed", p.spec.seed, "Calibration sampling seed");
+  submit->add_option("--eval", p.spec.eval, "Perplexity evaluation text URI");
+  submit->add_option("--output", p.spec.output, "Output prefix URI; artifacts land under OUTPUT/<job id>/");
+  submit->add_option("--label", p.spec.labels, "KEY=VALUE label (repeatable)");
+  submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable)");
+  submit->add_option("--priority", p.spec.priority, "Higher runs first");
+  submit->add_option("--max-attempts", p.spec.max_attempts, "Attempts before the job fails");
+  submit->add_option("--request-id", p.request_id, "Idempotency key: resubmitting returns the same job");
+  submit->add_flag("--wait", p.wait, "Follow progress until the job ends; exit code by its final state");
+
+  app.add_subcommand("get", "Show one job")->add_option("id", p.id, "Job id")->required();
+  CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
+  list->add_option("--state", p.states, "Only jobs in this state (repeatable)");
+  list->add_option("--label", p.labels, "Only jobs with this KEY=VALUE label (repeatable)");
+  list->add_option("--page-size", p.page_size, "Jobs per page (server default 50)");
+  list->add_flag("--all", p.all, "Follow page tokens to the end");
+  CLI::App* watch = app.add_subcommand("watch", "Stream a job's events until it ends");
+  watch->add_option("id", p.id, "Job id")->required();
+  watch->add_option("--after", p.after, "Resume after this event sequence number");
+  app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
+  app.add_subcommand("presets", "List the named quantization schemes");
+  CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
+  AddSpecFlags(validate, p.spec);
+  app.require_subcommand(1);
+}
+
+int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
+  if (app.got_subcommand("submit")) return SubmitCommand(ctx, p.spec, p.request_id, p.wait);
+  if (app.got_subcommand("get")) return GetCommand(ctx, p.id);
+  if (app.got_subcommand("list")) return ListCommand(ctx, p.states, p.labels, p.page_size, p.all);
+  if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
+  if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
+  if (app.got_subcommand("presets")) return PresetsCommand(ctx);
+  return ValidateCommand(ctx, p.spec);
+}
+
+}  // namespace
+
+int RunQuarkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err, bool err_is_tty) {
+  CLI::App app{"quarkctl: submit and follow quantization jobs on quarkd"};
+  Parsed p;
+  const char* env_server = std::getenv("QUARK_SERVER");
+  p.server = env_server && *env_server ? env_server : "localhost:50051";
+  app.add_option("--server", p.server, "quarkd address HOST:PORT (default $QUARK_SERVER or localhost:50051)");
+  app.add_option("-o,--output-format", p.output, "table or json")->check(CLI::IsMember({"table", "json"}));
+  app.add_option("--timeout", p.timeout_s, "Deadline of each unary call, seconds")->check(CLI::Range(1, 3600));
+  AddCommands(app, p);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp& e) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    err << "quarkctl: " << e.what() << "\nRun 'quarkctl --help' for usage.\n";
+    return kExitUsage;
+  }
+  CommandContext ctx;
+  ctx.server = p.server;
+  ctx.stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel(p.server, grpc::InsecureChannelCredentials()));
+  ctx.json = p.output == "json";
+  ctx.timeout = std::chrono::seconds(p.timeout_s);
+  ctx.out = &out;
+  ctx.err = &err;
+  ctx.err_is_tty = err_is_tty;
+  return Dispatch(app, p, ctx);
+}
+
+}  // namespace quark::client

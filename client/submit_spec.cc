@@ -1,0 +1,107 @@
+#include "client/submit_spec.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "client/job_file.h"
+#include "worker/storage/strings.h"
+
+namespace quark::client {
+namespace {
+
+std::string Normalize(const std::string& name) {
+  std::string out = str::ToLower(name);
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out;
+}
+
+absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
+  if (!flags.model.empty()) spec.set_model_uri(flags.model);
+  if (!flags.output.empty()) spec.set_output_uri(flags.output);
+  if (!flags.kv_cache_dtype.empty()) spec.set_kv_cache_dtype(flags.kv_cache_dtype);
+  if (!flags.calib.empty()) spec.mutable_calibration()->set_uri(flags.calib);
+  if (flags.num_calib_samples) {
+    if (*flags.num_calib_samples < 1) {
+      return absl::InvalidArgumentError(str::Cat("--num-calib-samples: ", *flags.num_calib_samples, " is not >= 1"));
+    }
+    spec.mutable_calibration()->set_num_samples(*flags.num_calib_samples);
+  }
+  if (flags.seq_len) {
+    if (*flags.seq_len < 1) return absl::InvalidArgumentError(str::Cat("--seq-len: ", *flags.seq_len, " is not >= 1"));
+    spec.mutable_calibration()->set_seq_len(*flags.seq_len);
+  }
+  if (flags.seed) spec.mutable_calibration()->set_seed(*flags.seed);
+  if (!flags.eval.empty()) spec.mutable_evaluation()->set_uri(flags.eval);
+  for (const std::string& name : flags.exclude) spec.add_exclude(name);
+  for (const std::string& label : flags.labels) {
+    size_t eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(str::Cat("--label: \"", label, "\" is not KEY=VALUE"));
+    }
+    (*spec.mutable_labels())[label.substr(0, eq)] = label.substr(eq + 1);
+  }
+  if (!flags.exports.empty()) spec.clear_export_formats();
+  for (const std::string& name : flags.exports) {
+    absl::StatusOr<quark::v1::ExportFormat> format = ParseExportFormat(name);
+    if (!format.ok()) return format.status();
+    spec.add_export_formats(*format);
+  }
+  if (flags.priority) spec.set_priority(*flags.priority);
+  if (flags.max_attempts) {
+    if (*flags.max_attempts < 1) {
+      return absl::InvalidArgumentError(str::Cat("--max-attempts: ", *flags.max_attempts, " is not >= 1"));
+    }
+    spec.set_max_attempts(*flags.max_attempts);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name) {
+  std::string n = Normalize(name);
+  if (n == "hf_quark" || n == "hf" || n == "quark") return quark::v1::EXPORT_FORMAT_HF_QUARK;
+  if (n == "gguf") return quark::v1::EXPORT_FORMAT_GGUF;
+  if (n == "onnx") return quark::v1::EXPORT_FORMAT_ONNX;
+  return absl::InvalidArgumentError(str::Cat("--export: \"", name, "\" is not one of hf_quark, gguf, onnx"));
+}
+
+absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name) {
+  std::string n = Normalize(name);
+  n = std::string(str::StripPrefix(n, "job_state_"));
+  for (int value = quark::v1::JOB_STATE_QUEUED; value <= quark::v1::JOB_STATE_CANCELLED; ++value) {
+    auto state = static_cast<quark::v1::JobState>(value);
+    if (str::ToLower(str::StripPrefix(quark::v1::JobState_Name(state), "JOB_STATE_")) == n) return state;
+  }
+  return absl::InvalidArgumentError(
+      str::Cat("--state: \"", name, "\" is not one of queued, running, succeeded, failed, cancelled"));
+}
+
+absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
+  quark::v1::JobSpec spec;
+  if (!flags.job_file.empty()) {
+    absl::StatusOr<quark::v1::JobSpec> loaded = LoadJobSpecFile(flags.job_file);
+    if (!loaded.ok()) return loaded.status();
+    spec = std::move(*loaded);
+  }
+  if (!flags.scheme.empty() && !flags.config.empty()) {
+    return absl::InvalidArgumentError("--scheme and --config: give one, not both");
+  }
+  if (!flags.scheme.empty()) spec.set_preset(flags.scheme);
+  if (!flags.config.empty()) {
+    absl::StatusOr<quark::v1::Config> config = LoadConfigFile(flags.config);
+    if (!config.ok()) return config.status();
+    *spec.mutable_config() = std::move(*config);
+  }
+  if (absl::Status status = ApplyInputs(flags, spec); !status.ok()) return status;
+  if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET) {
+    return absl::InvalidArgumentError("--scheme or --config: one is required (or preset/config in the job file)");
+  }
+  if (spec.model_uri().empty()) return absl::InvalidArgumentError("--model: required (or model_uri in the job file)");
+  if (spec.output_uri().empty()) {
+    return absl::InvalidArgumentError("--output: required (or output_uri in the job file)");
+  }
+  return spec;
+}
+
+}  // namespace quark::client

@@ -1,0 +1,42 @@
+// quarkctl submit: the JobSpec from a job file and flags (flags win).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "quark/v1/service.pb.h"
+
+namespace quark::client {
+
+struct SubmitFlags {
+  std::string job_file;   // -f: YAML/JSON JobSpec, the base the other flags override
+  std::string model;      // --model URI
+  std::string scheme;     // --scheme NAME (a preset)
+  std::string config;     // --config FILE (a quark.v1.Config in YAML/JSON)
+  std::string kv_cache_dtype;
+  std::string calib;      // --calib URI
+  std::optional<int> num_calib_samples;
+  std::optional<int> seq_len;
+  std::optional<uint64_t> seed;
+  std::string eval;       // --eval URI
+  std::string output;     // --output URI
+  std::vector<std::string> exclude;
+  std::vector<std::string> labels;   // KEY=VALUE
+  std::vector<std::string> exports;  // hf_quark, gguf, onnx
+  std::optional<int> priority;
+  std::optional<int> max_attempts;
+};
+
+/// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, neither (nor in the job file),
+/// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
+absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
+
+/// "hf_quark" / "gguf" / "onnx" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
+absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name);
+
+/// "queued", "RUNNING", "JOB_STATE_FAILED", ... to the enum; INVALID_ARGUMENT otherwise.
+absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name);
+
+}  // namespace quark::client

@@ -1,0 +1,176 @@
+// quarkctl without a server: job files, flag handling, output formats and usage errors.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "client/job_file.h"
+#include "client/output.h"
+#include "client/quarkctl_app.h"
+#include "client/submit_spec.h"
+#include "tests/storage/support/subprocess.h"
+
+namespace quark::client {
+namespace {
+
+int RunCtl(std::vector<const char*> args, std::string* out, std::string* err) {
+  args.insert(args.begin(), "quarkctl");
+  std::ostringstream o;
+  std::ostringstream e;
+  int code = RunQuarkctl(static_cast<int>(args.size()), args.data(), o, e, false);
+  *out = o.str();
+  *err = e.str();
+  return code;
+}
+
+TEST(JobFileTest, YamlBecomesJson) {
+  absl::StatusOr<std::string> json = YamlToJson("a: 1\nb: [x, 'y', 2.5, true, null]\nc: {d: \"007\"}\n");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, R"({"a":1,"b":["x","y",2.5,true,null],"c":{"d":"007"}})");
+  absl::StatusOr<std::string> bad = YamlToJson("a: [1, 2\n");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("line"), std::string::npos);
+}
+
+TEST(JobFileTest, LoadsYamlAndJsonJobFiles) {
+  quark::testing::TempDir dir;
+  quark::testing::WriteFile(dir.path() / "job.yaml",
+                            "model_uri: file:///m\npreset: fp8\noutput_uri: s3://b/out\n"
+                            "calibration: {num_samples: 64, seq_len: 256}\nlabels: {team: ml}\n"
+                            "export_formats: [EXPORT_FORMAT_HF_QUARK]\n");
+  absl::StatusOr<quark::v1::JobSpec> spec = LoadJobSpecFile((dir.path() / "job.yaml").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->preset(), "fp8");
+  EXPECT_EQ(spec->calibration().num_samples(), 64);
+  EXPECT_EQ(spec->labels().at("team"), "ml");
+  EXPECT_EQ(spec->export_formats(0), quark::v1::EXPORT_FORMAT_HF_QUARK);
+
+  quark::testing::WriteFile(dir.path() / "job.json", R"({"modelUri": "file:///m", "preset": "x", "bogus": 1})");
+  absl::StatusOr<quark::v1::JobSpec> bad = LoadJobSpecFile((dir.path() / "job.json").string());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bogus"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("job.json"), std::string::npos);
+}
+
+TEST(SubmitSpecTest, FlagsOverrideJobFile) {
+  quark::testing::TempDir dir;
+  quark::testing::WriteFile(dir.path() / "job.yaml", "model_uri: file:///m\npreset: fp8\noutput_uri: file:///o\n");
+  SubmitFlags flags;
+  flags.job_file = (dir.path() / "job.yaml").string();
+  flags.model = "s3://b/model";
+  flags.kv_cache_dtype = "fp8";
+  flags.num_calib_samples = 32;
+  flags.seq_len = 128;
+  flags.labels = {"a=b=c"};
+  flags.exports = {"gguf", "HF-Quark"};
+  flags.exclude = {"lm_head"};
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model_uri(), "s3://b/model");
+  EXPECT_EQ(spec->output_uri(), "file:///o");
+  EXPECT_EQ(spec->preset(), "fp8");
+  EXPECT_EQ(spec->kv_cache_dtype(), "fp8");
+  EXPECT_EQ(spec->calibration().num_samples(), 32);
+  EXPECT_EQ(spec->labels().at("a"), "b=c");
+  ASSERT_EQ(spec->export_formats_size(), 2);
+  EXPECT_EQ(spec->export_formats(1), quark::v1::EXPORT_FORMAT_HF_QUARK);
+}
+
+TEST(SubmitSpecTest, ConfigFile) {
+  quark::testing::TempDir dir;
+  quark::testing::WriteFile(dir.path() / "c.yaml",
+                            "global_quant_config:\n  weight: {dtype: DATA_TYPE_INT4, qscheme: QSCHEME_PER_GROUP}\n");
+  SubmitFlags flags;
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  flags.config = (dir.path() / "c.yaml").string();
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->has_config());
+  EXPECT_EQ(spec->config().global_quant_config().weight().dtype(), quark::v1::DATA_TYPE_INT4);
+}
+
+TEST(SubmitSpecTest, ErrorsNameTheFlag) {
+  SubmitFlags flags;
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--scheme or --config"), std::string::npos);
+  flags.scheme = "fp8";
+  flags.config = "/x.yaml";
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("not both"), std::string::npos);
+  flags.config.clear();
+  flags.output.clear();
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--output"), std::string::npos);
+  flags.output = "file:///o";
+  flags.labels = {"novalue"};
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--label"), std::string::npos);
+  flags.labels.clear();
+  flags.exports = {"tflite"};
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("tflite"), std::string::npos);
+  flags.exports.clear();
+  flags.num_calib_samples = 0;
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--num-calib-samples"), std::string::npos);
+}
+
+TEST(SubmitSpecTest, ParsesStates) {
+  EXPECT_EQ(*ParseJobState("running"), quark::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(*ParseJobState("JOB_STATE_FAILED"), quark::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(*ParseJobState("Cancelled"), quark::v1::JOB_STATE_CANCELLED);
+  EXPECT_FALSE(ParseJobState("done").ok());
+}
+
+TEST(OutputTest, FormatsJobs) {
+  quark::v1::Job job;
+  job.set_id("j1");
+  job.set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  job.mutable_spec()->set_model_uri("file:///m");
+  job.mutable_result()->set_manifest_uri("s3://b/o/j1/manifest.json");
+  (*job.mutable_result()->mutable_metrics())["ppl_after"] = 9.5;
+  EXPECT_EQ(ToJsonLine(job).find('\n'), std::string::npos);
+  EXPECT_NE(ToJsonLine(job).find(R"("state":"JOB_STATE_SUCCEEDED")"), std::string::npos) << ToJsonLine(job);
+  EXPECT_NE(ToJsonLine(job).find(R"("manifest_uri":"s3://b/o/j1/manifest.json")"), std::string::npos);
+  std::string table = JobTable(job);
+  EXPECT_NE(table.find("state:     SUCCEEDED"), std::string::npos) << table;
+  EXPECT_NE(table.find("ppl_after=9.5"), std::string::npos) << table;
+  EXPECT_NE(JobListTable({job}).find("j1"), std::string::npos);
+  EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_SUCCEEDED), kExitOk);
+  EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_FAILED), kExitJobFailed);
+  EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_CANCELLED), kExitCancelled);
+}
+
+TEST(OutputTest, ProgressBar) {
+  quark::v1::Progress p;
+  p.set_phase("quantize");
+  p.set_layer(3);
+  p.set_num_layers(12);
+  p.set_fraction(0.25);
+  p.set_eta_seconds(75);
+  EXPECT_EQ(ProgressBar(p, 8), "[==>     ] 25% quantize 3/12 eta 1m15s");
+  p.set_fraction(1.0);
+  p.set_eta_seconds(0);
+  EXPECT_EQ(ProgressBar(p, 4), "[====] 100% quantize 3/12");
+}
+
+TEST(QuarkctlTest, UsageErrorsExitWith2) {
+  std::string out;
+  std::string err;
+  EXPECT_EQ(RunCtl({}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"frobnicate"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"-o", "xml", "presets"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"submit", "--model", "file:///m", "--output", "file:///o"}, &out, &err), kExitUsage);
+  EXPECT_NE(err.find("--scheme or --config"), std::string::npos) << err;
+  EXPECT_EQ(RunCtl({"submit", "--num-calib-samples", "many"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"get"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"--help"}, &out, &err), kExitOk);
+  EXPECT_NE(out.find("submit"), std::string::npos);
+}
+
+TEST(QuarkctlTest, UnreachableServerExitsWith4) {
+  std::string out;
+  std::string err;
+  EXPECT_EQ(RunCtl({"--server", "127.0.0.1:1", "--timeout", "2", "get", "x"}, &out, &err), kExitRpcError);
+  EXPECT_NE(err.find("UNAVAILABLE"), std::string::npos) << err;
+  EXPECT_NE(err.find("127.0.0.1:1"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace quark::client
