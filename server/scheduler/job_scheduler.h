@@ -117,7 +117,7 @@ class JobScheduler {
   void LoseLeaseLocked(const std::string& lease_id, const std::string& reason, const std::string& metric_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueOrFailLocked(ActiveJob& active, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseLeaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLeaseLocked(std::string lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // by value: it clears the caller's copy
   void DispatchLocked(Answers* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AssignLocked(const std::string& worker_id, quark::v1::internal::LeaseResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

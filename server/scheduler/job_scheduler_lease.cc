@@ -234,7 +234,7 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
   return status;
 }
 
-void JobScheduler::ReleaseLeaseLocked(const std::string& lease_id) {
+void JobScheduler::ReleaseLeaseLocked(std::string lease_id) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   if (auto w = workers_.find(it->second.worker_id); w != workers_.end()) w->second.leases.erase(lease_id);
