@@ -1,0 +1,321 @@
+#include "core/export/hf_quark_checker.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/base/glob.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/config/quark_json.h"
+#include "core/export/hf_quark_layout.h"
+
+namespace quark::exporter {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kSpecFields[] = {"dtype",         "qscheme",      "is_dynamic",   "symmetric",
+                                       "ch_axis",       "group_size",   "round_method", "scale_type",
+                                       "scale_format",  "scale_calculation_mode", "mx_element_dtype", "observer_cls"};
+constexpr const char* kLayerKeys[] = {"weight", "input_tensors", "output_tensors", "bias"};
+
+void CheckSpec(const Json& spec, const std::string& path, std::vector<std::string>& out) {
+  if (spec.is_null()) return;
+  if (!spec.is_object()) {
+    out.push_back(StrCat(path, ": expected a tensor spec object or null, got ", spec.dump()));
+    return;
+  }
+  for (const char* field : kSpecFields) {
+    if (!spec.contains(field)) out.push_back(StrCat(path, ".", field, ": missing (vLLM and HF read every field)"));
+  }
+}
+
+void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer, std::vector<std::string>& out) {
+  if (!layer.is_object()) {
+    out.push_back(StrCat(path, ": expected an object with weight, input_tensors, output_tensors, bias"));
+    return;
+  }
+  for (const char* key : kLayerKeys) {
+    if (!layer.contains(key)) {
+      out.push_back(StrCat(path, ".", key, ": missing (vLLM indexes it without a default)"));
+      continue;
+    }
+    CheckSpec(layer[key], StrCat(path, ".", key), out);
+  }
+  if (!kv_layer && layer.contains("output_tensors") && !layer["output_tensors"].is_null()) {
+    out.push_back(StrCat(path, ".output_tensors: must be null outside the KV-cache layers (vLLM refuses it)"));
+  }
+  if (layer.contains("bias") && !layer["bias"].is_null()) {
+    out.push_back(StrCat(path, ".bias: must be null (vLLM refuses quantized biases)"));
+  }
+}
+
+std::vector<std::string> KvGroup(const Json& qc) {
+  std::vector<std::string> group;
+  if (!qc.contains("export") || !qc["export"].is_object()) return group;
+  const Json& g = qc["export"].value("kv_cache_group", Json::array());
+  if (!g.is_array()) return group;
+  for (const auto& p : g) {
+    if (p.is_string()) group.push_back(p.get<std::string>());
+  }
+  return group;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+void CheckKvGroup(const Json& qc, std::vector<std::string>& out) {
+  const auto group = KvGroup(qc);
+  const Json& layers = qc["layer_quant_config"];
+  const Json* first = nullptr;
+  for (const auto& pattern : group) {
+    if (!layers.is_object() || !layers.contains(pattern)) {
+      out.push_back(StrCat("export.kv_cache_group: \"", pattern, "\" has no layer_quant_config entry (vLLM refuses it)"));
+      continue;
+    }
+    const Json& o = layers[pattern].value("output_tensors", Json());
+    if (o.is_null()) {
+      out.push_back(StrCat("layer_quant_config[", pattern, "].output_tensors: null for a kv_cache_group pattern"));
+      continue;
+    }
+    if (first != nullptr && *first != o) {
+      out.push_back(StrCat("layer_quant_config[", pattern, "].output_tensors: differs from the other KV-cache patterns"));
+    }
+    first = &layers[pattern]["output_tensors"];
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> QuantizationConfigProblems(const Json& qc) {
+  std::vector<std::string> out;
+  if (!qc.is_object()) return {"quantization_config: expected an object"};
+  if (qc.value("quant_method", "") != "quark") out.push_back("quant_method: must be \"quark\"");
+  for (const char* key : {"global_quant_config", "layer_quant_config", "layer_type_quant_config", "exclude", "export",
+                          "algo_config", "quant_mode", "kv_cache_quant_config", "version"}) {
+    if (!qc.contains(key)) out.push_back(StrCat(key, ": missing"));
+  }
+  if (!out.empty()) return out;
+  const auto group = KvGroup(qc);
+  CheckLayerConfig(qc["global_quant_config"], "global_quant_config", false, out);
+  for (const char* key : {"layer_quant_config", "layer_type_quant_config"}) {
+    if (!qc[key].is_object()) {
+      out.push_back(StrCat(key, ": expected an object (may be {})"));
+      continue;
+    }
+    for (const auto& [pattern, layer] : qc[key].items()) {
+      const bool kv = std::string(key) == "layer_quant_config" && (Contains(group, pattern) || pattern == "*q_proj");
+      CheckLayerConfig(layer, StrCat(key, "[", pattern, "]"), kv, out);
+    }
+  }
+  if (!qc["exclude"].is_array()) {
+    out.push_back("exclude: expected a list of module names");
+  } else {
+    for (size_t i = 0; i < qc["exclude"].size(); ++i) {
+      const Json& e = qc["exclude"][i];
+      if (!e.is_string()) {
+        out.push_back(StrCat("exclude[", i, "]: expected a string"));
+      } else if (e.get<std::string>().rfind("re:", 0) != 0 && HasGlobChars(e.get<std::string>())) {
+        out.push_back(StrCat("exclude[", i, "]: \"", e.get<std::string>(),
+                             "\" is a glob; vLLM matches exact names or re: regexes only"));
+      }
+    }
+  }
+  const Json& exp = qc["export"];
+  if (!exp.is_object()) {
+    out.push_back("export: expected an object");
+    return out;
+  }
+  if (!exp.contains("kv_cache_group") || !exp["kv_cache_group"].is_array()) out.push_back("export.kv_cache_group: missing or not a list");
+  const std::string pack = exp.value("pack_method", "");
+  if (pack != "reorder" && pack != "order") out.push_back(StrCat("export.pack_method: must be reorder or order, got \"", pack, "\""));
+  if (exp.value("weight_format", "") != "real_quantized") out.push_back("export.weight_format: must be \"real_quantized\"");
+  if (!exp.contains("min_kv_scale") || !exp["min_kv_scale"].is_number()) out.push_back("export.min_kv_scale: missing or not a number");
+  if (qc["layer_quant_config"].is_object()) CheckKvGroup(qc, out);
+  return out;
+}
+
+Json VllmLayerConfig(const Json& qc, const std::string& module) {
+  Json chosen;
+  std::string chosen_key;
+  if (qc.contains("layer_quant_config") && qc["layer_quant_config"].is_object()) {
+    for (const auto& [pattern, layer] : qc["layer_quant_config"].items()) {
+      const bool match = pattern.find('*') != std::string::npos ? GlobMatch(pattern, module)
+                                                                  : module.find(pattern) != std::string::npos;
+      if (match) {
+        chosen = layer;
+        chosen_key = pattern;
+        break;
+      }
+    }
+  }
+  if (chosen.is_null() && qc.contains("layer_type_quant_config") && qc["layer_type_quant_config"].contains("Linear")) {
+    chosen = qc["layer_type_quant_config"]["Linear"];
+  }
+  if (chosen.is_null() && qc.contains("global_quant_config")) chosen = qc["global_quant_config"];
+  // vLLM moves the KV-cache spec off the kv_cache_group layers (and *q_proj) before resolving.
+  if (!chosen_key.empty() && chosen.is_object() && (Contains(KvGroup(qc), chosen_key) || chosen_key == "*q_proj")) {
+    chosen["output_tensors"] = nullptr;
+  }
+  return chosen;
+}
+
+bool VllmExcluded(const Json& qc, const std::string& module) {
+  if (!qc.contains("exclude") || !qc["exclude"].is_array()) return false;
+  for (const auto& e : qc["exclude"]) {
+    if (!e.is_string()) continue;
+    const std::string p = e.get<std::string>();
+    if (p.rfind("re:", 0) == 0) {
+      try {
+        if (std::regex_search(module, std::regex(p.substr(3)), std::regex_constants::match_continuous)) return true;
+      } catch (const std::regex_error&) {
+        continue;
+      }
+    } else if (p == module) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::ModelConfig& model) {
+  std::vector<std::string> out;
+  const bool opt = model.family == checkpoint::ArchFamily::kOpt;
+  const std::vector<std::vector<std::string>> fused =
+      opt ? std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}
+          : std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                                                  {"mlp.gate_proj", "mlp.up_proj"}};
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model, i);
+    for (const auto& group : fused) {
+      const std::string first = prefix + group[0];
+      const Json reference = VllmLayerConfig(qc, first);
+      const bool excluded = VllmExcluded(qc, first);
+      for (size_t k = 1; k < group.size(); ++k) {
+        const std::string name = prefix + group[k];
+        if (VllmExcluded(qc, name) != excluded) {
+          out.push_back(StrCat(name, ": excluded differently from ", first, " (vLLM fuses them)"));
+        } else if (!excluded && VllmLayerConfig(qc, name) != reference) {
+          out.push_back(StrCat(name, ": resolves to a config different from ", first,
+                               " (vLLM fuses them and needs identical configs)"));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  Json j = Json::parse(buffer.str(), nullptr, false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(StrCat(path, ": not valid JSON"));
+  return j;
+}
+
+void CheckTensor(const checkpoint::CheckpointReader& reader, const ExportTensorSpec& spec, std::vector<std::string>& out) {
+  auto ref = reader.Get(spec.name);
+  if (!ref.ok()) {
+    out.push_back(StrCat(spec.name, ": missing from the checkpoint"));
+    return;
+  }
+  const auto& info = *ref->info;
+  if (std::find(spec.dtypes.begin(), spec.dtypes.end(), info.dtype) == spec.dtypes.end()) {
+    out.push_back(StrCat(spec.name, ": dtype ", checkpoint::StDTypeName(info.dtype), ", expected ",
+                         checkpoint::StDTypeName(spec.dtypes[0])));
+  }
+  if (info.shape != spec.shape) {
+    out.push_back(StrCat(spec.name, ": shape [", StrJoin(info.shape, ", "), "], expected [", StrJoin(spec.shape, ", "), "]"));
+  }
+}
+
+std::optional<float> ScalarF32(const checkpoint::CheckpointReader& reader, const std::string& name) {
+  auto ref = reader.Get(name);
+  if (!ref.ok() || ref->info->dtype != checkpoint::StDType::kF32 || ref->info->NumElements() != 1) return std::nullopt;
+  float v = 0;
+  std::memcpy(&v, ref->bytes().data(), sizeof(v));
+  return v;
+}
+
+void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
+                        std::vector<std::string>& out) {
+  auto embed = reader.Get(checkpoint::EmbedTokensName(model) + ".weight");
+  const checkpoint::StDType model_dtype = embed.ok() ? embed->info->dtype : checkpoint::StDType::kF32;
+  const auto group = KvGroup(qc);
+  const float min_kv = qc["export"].value("min_kv_scale", 0.0f);
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model, i);
+    std::vector<float> kv_scales;
+    for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model)) {
+      const std::string name = prefix + linear.relative_name;
+      LayerQuantConfig config;
+      if (!VllmExcluded(qc, name)) {
+        auto parsed = LayerConfigFromQuarkJson(VllmLayerConfig(qc, name), name);
+        if (!parsed.ok()) {
+          out.push_back(std::string(parsed.status().message()));
+          continue;
+        }
+        config = *parsed;
+        for (const auto& pattern : group) {
+          if (GlobMatch(pattern, name)) {
+            auto kv = QuantSpecFromQuarkJson(qc["layer_quant_config"][pattern]["output_tensors"], pattern);
+            if (kv.ok()) config.output_tensors = *kv;
+            break;
+          }
+        }
+      }
+      auto specs = QuantizedLinearTensors(name, config, linear.out_features, linear.in_features, linear.has_bias,
+                                          model_dtype, checkpoint::StDType::kF32);
+      if (!specs.ok()) {
+        out.push_back(std::string(specs.status().message()));
+        continue;
+      }
+      for (const auto& spec : *specs) CheckTensor(reader, spec, out);
+      if (config.output_tensors) {
+        if (auto v = ScalarF32(reader, name + ".output_scale")) kv_scales.push_back(*v);
+      }
+    }
+    for (float s : kv_scales) {
+      if (s != kv_scales.front()) out.push_back(StrCat(prefix, ": KV-cache output scales differ (must be max(k, v))"));
+      if (s < min_kv) out.push_back(StrCat(prefix, ": KV-cache scale ", s, " below min_kv_scale ", min_kv));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status CheckHfQuarkExport(const std::string& dir) {
+  auto config_json = ReadJsonFile(dir + "/config.json");
+  if (!config_json.ok()) return config_json.status();
+  if (!config_json->contains("quantization_config")) {
+    return absl::FailedPreconditionError(StrCat(dir, "/config.json: no quantization_config"));
+  }
+  const Json& qc = (*config_json)["quantization_config"];
+  std::vector<std::string> problems = QuantizationConfigProblems(qc);
+  if (problems.empty()) {
+    auto model = checkpoint::ParseModelConfig(config_json->dump(), dir + "/config.json");
+    if (!model.ok()) return model.status();
+    for (auto& p : FusedLayerProblems(qc, *model)) problems.push_back(std::move(p));
+    auto reader = checkpoint::CheckpointReader::Open(dir);
+    if (!reader.ok()) {
+      problems.push_back(std::string(reader.status().message()));
+    } else {
+      CheckModuleTensors(qc, *model, **reader, problems);
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  const size_t shown = std::min<size_t>(problems.size(), 20);
+  std::vector<std::string> head(problems.begin(), problems.begin() + shown);
+  return absl::FailedPreconditionError(StrCat("HF-quark export ", dir, " breaks ", problems.size(),
+                                              " consumer rule(s): ", StrJoin(head, "; ")));
+}
+
+}  // namespace quark::exporter

@@ -1,0 +1,190 @@
+#include "core/export/hf_quark_writer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/model_modules.h"
+#include "core/config/quark_json.h"
+#include "core/export/hf_quark_checker.h"
+#include "core/numerics/quant_params.h"
+
+namespace quark::exporter {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool InDecoderLayer(const checkpoint::ModelConfig& model, const std::string& name) {
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    if (name.rfind(checkpoint::LayerPrefix(model, i), 0) == 0) return true;
+  }
+  return false;
+}
+
+absl::Status CheckOutputDir(const std::string& output_dir) {
+  std::error_code ec;
+  if (output_dir.empty()) return absl::InvalidArgumentError("output_dir: empty");
+  if (fs::exists(output_dir, ec) && (!fs::is_directory(output_dir, ec) || !fs::is_empty(output_dir, ec))) {
+    return absl::AlreadyExistsError(StrCat("output_dir: ", output_dir, " exists and is not an empty folder"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfQuarkExporter>> HfQuarkExporter::Create(const std::string& model_dir,
+                                                                         const std::string& output_dir,
+                                                                         const Config& config, const LayerPlan& plan,
+                                                                         HfQuarkExportOptions options) {
+  if (auto s = CheckOutputDir(output_dir); !s.ok()) return s;
+  std::unique_ptr<HfQuarkExporter> e(new HfQuarkExporter());
+  e->model_dir_ = model_dir;
+  e->output_dir_ = output_dir;
+  e->staging_dir_ = output_dir + ".partial";
+  e->options_ = options;
+  e->config_ = config;
+  auto model = checkpoint::LoadModelConfig(model_dir);
+  if (!model.ok()) return model.status();
+  e->model_ = *std::move(model);
+  auto reader = checkpoint::CheckpointReader::Open(model_dir);
+  if (!reader.ok()) return reader.status();
+  e->reader_ = *std::move(reader);
+  std::vector<checkpoint::PlannedTensor> planned;
+  if (auto s = e->PlanTensors(plan, planned); !s.ok()) return s;
+  std::error_code ec;
+  fs::remove_all(e->staging_dir_, ec);  // a leftover of an interrupted run
+  checkpoint::CheckpointWriterOptions writer_options;
+  writer_options.max_shard_bytes = options.max_shard_bytes;
+  auto writer = checkpoint::CheckpointWriter::Create(e->staging_dir_, std::move(planned), writer_options);
+  if (!writer.ok()) return writer.status();
+  e->writer_ = *std::move(writer);
+  return e;
+}
+
+HfQuarkExporter::~HfQuarkExporter() {
+  writer_.reset();
+  if (!published_ && !staging_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(staging_dir_, ec);
+  }
+}
+
+checkpoint::StDType HfQuarkExporter::FloatScaleDType(const LayerQuantConfig& config) const {
+  if (!config.weight || config.weight->qscheme != QScheme::kPerGroup || config.weight->IsMx()) return checkpoint::StDType::kF32;
+  const DType d = config.weight->ElementType();
+  if (d != DType::kInt4 && d != DType::kUInt4) return checkpoint::StDType::kF32;
+  auto dtype = StDTypeOf(ScaleDtypeFor(*config.weight, options_.compute_dtype));
+  return dtype.ok() ? *dtype : checkpoint::StDType::kF32;
+}
+
+absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<checkpoint::PlannedTensor>& planned) {
+  const std::string embed = checkpoint::ResolveTensorName(*reader_, checkpoint::EmbedTokensName(model_) + ".weight");
+  if (!embed.empty()) model_dtype_ = reader_->Get(embed)->info->dtype;
+  std::set<std::string> replaced;  // source tensors the quantized linears replace
+  std::vector<std::string> excluded;
+  for (const LayerAssignment& a : plan.layers) {
+    if (a.source == ConfigSource::kExcluded) excluded.push_back(a.module);
+    if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
+    if (a.module_type != "Linear" || !InDecoderLayer(model_, a.module)) {
+      return absl::UnimplementedError(StrCat(a.module, " (", a.module_type, ", from ", a.SourceLabel(),
+                                             "): only the linears of decoder layers are quantized in an LLM export; "
+                                             "add it to exclude"));
+    }
+    const std::string weight = checkpoint::ResolveTensorName(*reader_, a.module + ".weight");
+    if (weight.empty()) return absl::NotFoundError(StrCat(a.module, ".weight: not in ", reader_->location()));
+    const auto& shape = reader_->Get(weight)->info->shape;
+    const std::string bias = checkpoint::ResolveTensorName(*reader_, a.module + ".bias");
+    auto specs = QuantizedLinearTensors(a.module, a.config, shape[0], shape[1], !bias.empty(), model_dtype_,
+                                        FloatScaleDType(a.config));
+    if (!specs.ok()) return specs.status();
+    for (const auto& spec : *specs) planned.push_back({spec.name, spec.dtypes[0], spec.shape});
+    replaced.insert(weight);
+    if (!bias.empty()) replaced.insert(bias);
+    quantized_modules_.insert(a.module);
+  }
+  for (const std::string& name : reader_->Names()) {
+    if (replaced.count(name)) continue;
+    const auto& info = *reader_->Get(name)->info;
+    planned.push_back({name, info.dtype, info.shape});
+    pending_copies_.insert(name);
+  }
+  quantization_config_ = ConfigToQuarkJson(config_);
+  quantization_config_["exclude"] = excluded;  // exact names: vLLM does no glob matching here
+  return absl::OkStatus();
+}
+
+absl::Status HfQuarkExporter::WriteLinear(const LinearExportData& data) {
+  if (!quantized_modules_.count(data.module)) {
+    return absl::InvalidArgumentError(StrCat(data.module, ": not a quantized linear of the export plan"));
+  }
+  auto tensors = LinearExportTensors(data, config_.pack_method, model_dtype_, FloatScaleDType(data.config));
+  if (!tensors.ok()) return tensors.status();
+  for (const ExportTensor& t : *tensors) {
+    const std::string_view bytes(static_cast<const char*>(t.data.data_ptr()), t.data.nbytes());
+    if (auto s = writer_->Write(t.name, bytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HfQuarkExporter::CopyUnchanged(const std::string& prefix) {
+  for (auto it = pending_copies_.begin(); it != pending_copies_.end();) {
+    if (it->rfind(prefix, 0) != 0) {
+      ++it;
+      continue;
+    }
+    auto ref = reader_->Get(*it);
+    if (!ref.ok()) return ref.status();
+    if (auto s = writer_->Write(*it, ref->bytes()); !s.ok()) return s;
+    ref->Release();  // its pages leave the resident set: memory stays at one layer
+    it = pending_copies_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HfQuarkExporter::WriteConfigAndFiles() const {
+  std::ifstream in(model_dir_ + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text.str(), nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(StrCat(model_dir_, "/config.json: not a JSON object"));
+  }
+  config["quantization_config"] = quantization_config_;
+  std::ofstream out(staging_dir_ + "/config.json");
+  out << config.dump(2) << "\n";
+  if (!out) return absl::InternalError(StrCat(staging_dir_, "/config.json: write failed"));
+  // Tokenizer files, generation_config.json and the rest of the folder's top level travel with the weights.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(model_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name == "config.json" || name == "model.safetensors.index.json" ||
+        entry.path().extension() == ".safetensors") {
+      continue;
+    }
+    fs::copy_file(entry.path(), fs::path(staging_dir_) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return absl::InternalError(StrCat("copy of ", entry.path().string(), " failed: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> HfQuarkExporter::Finish() {
+  if (auto s = CopyUnchanged(""); !s.ok()) return s;
+  if (auto s = writer_->Finish(); !s.ok()) return s;
+  writer_.reset();
+  if (auto s = WriteConfigAndFiles(); !s.ok()) return s;
+  if (auto s = CheckHfQuarkExport(staging_dir_); !s.ok()) return s;  // refused: the destructor removes the folder
+  std::error_code ec;
+  fs::remove(output_dir_, ec);  // an empty folder may stand in the way of the rename
+  fs::rename(staging_dir_, output_dir_, ec);
+  if (ec) return absl::InternalError(StrCat("publishing ", output_dir_, " failed: ", ec.message()));
+  published_ = true;
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(output_dir_, ec)) files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace quark::exporter

@@ -1,0 +1,122 @@
+#include "core/quantize/layer_quantizer.h"
+
+#include "core/base/strings.h"
+#include "core/runtime/layer_streamer.h"
+
+namespace quark::quantize {
+
+absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Install(runtime::DecoderLayer& layer,
+                                                                                 const CalibratedParams* known) const {
+  std::vector<std::shared_ptr<QuantLinear>> installed;
+  for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
+    const LayerAssignment* assignment = plan_.Find(linear.name);
+    if (assignment == nullptr) {
+      return absl::InvalidArgumentError(StrCat("module ", linear.name, " is not in the layer plan of the model"));
+    }
+    if (assignment->source == ConfigSource::kExcluded || assignment->config.Empty()) continue;
+    QuantLinearOptions options;
+    options.name = linear.name;
+    options.config = assignment->config;
+    options.weight = linear.linear->weight();
+    options.bias = linear.linear->bias();
+    if (known != nullptr) {
+      if (auto it = known->find(linear.name); it != known->end()) {
+        options.input_params = it->second.input;
+        options.output_params = it->second.output;
+      }
+    }
+    auto q = QuantLinear::Create(std::move(options));
+    if (!q.ok()) return q.status();
+    if (auto s = layer.ReplaceLinear(linear.relative_name, *q); !s.ok()) return s;
+    installed.push_back(*std::move(q));
+  }
+  return installed;
+}
+
+namespace {
+
+bool NeedsCalibration(const std::vector<std::shared_ptr<QuantLinear>>& linears) {
+  for (const auto& q : linears) {
+    for (ActivationQuantizer* a : {q->input_quantizer(), q->output_quantizer()}) {
+      if (a != nullptr && a->is_static() && !a->frozen()) return true;
+    }
+  }
+  return false;
+}
+
+absl::Status FreezeAll(const std::vector<std::shared_ptr<QuantLinear>>& linears) {
+  for (const auto& q : linears) {
+    if (auto s = q->Freeze(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Calibrate(
+    runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs, runtime::TransformerModel& model) const {
+  auto linears = Install(layer);
+  if (!linears.ok()) return linears.status();
+  if (NeedsCalibration(*linears)) {
+    if (inputs.empty()) {
+      return absl::FailedPreconditionError(StrCat(layer.prefix(), ": static activations need calibration samples"));
+    }
+    try {
+      for (const at::Tensor& input : inputs) layer.forward(input, model.Context(input.size(1)));
+    } catch (const std::exception& error) {
+      return runtime::TorchErrorToStatus(error, StrCat("calibration of ", layer.prefix()));
+    }
+  }
+  if (auto s = FreezeAll(*linears); !s.ok()) return s;
+  if (auto s = ShareKvCacheScales(*linears, config_); !s.ok()) return s;
+  return linears;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Apply(runtime::DecoderLayer& layer,
+                                                                               const CalibratedParams& params) const {
+  auto linears = Install(layer, &params);
+  if (!linears.ok()) return linears.status();
+  if (NeedsCalibration(*linears)) {
+    return absl::FailedPreconditionError(StrCat(layer.prefix(), ": no calibrated parameters for a static activation"));
+  }
+  if (auto s = FreezeAll(*linears); !s.ok()) return s;
+  return linears;
+}
+
+absl::Status ShareKvCacheScales(const std::vector<std::shared_ptr<QuantLinear>>& linears, const Config& config) {
+  std::vector<ActivationQuantizer*> kv;
+  for (const auto& q : linears) {
+    ActivationQuantizer* out = q->output_quantizer();
+    if (out != nullptr && out->is_static() && KvCacheSpecFor(config, q->name())) kv.push_back(out);
+  }
+  if (kv.empty()) return absl::OkStatus();
+  at::Tensor shared;
+  for (ActivationQuantizer* q : kv) {
+    if (q->params() == nullptr) return absl::FailedPreconditionError("KV-cache scale shared before calibration");
+    if (q->params()->scale.numel() != 1) {
+      return absl::InvalidArgumentError(StrCat("KV-cache output scale must be per tensor, got ", q->params()->scale.numel(),
+                                               " scales"));
+    }
+    shared = shared.defined() ? at::maximum(shared, q->params()->scale) : q->params()->scale.clone();
+  }
+  shared = shared.clamp_min(static_cast<double>(config.min_kv_scale));
+  for (ActivationQuantizer* q : kv) {
+    QuantParams params = *q->params();
+    params.scale = shared.to(params.scale.scalar_type()).reshape(params.scale.sizes());
+    q->SetParams(std::move(params));
+  }
+  return absl::OkStatus();
+}
+
+CalibratedParams SnapshotParams(const std::vector<std::shared_ptr<QuantLinear>>& linears) {
+  CalibratedParams out;
+  for (const auto& q : linears) {
+    ActivationParams p;
+    if (q->input_quantizer() && q->input_quantizer()->params()) p.input = *q->input_quantizer()->params();
+    if (q->output_quantizer() && q->output_quantizer()->params()) p.output = *q->output_quantizer()->params();
+    if (p.input || p.output) out[q->name()] = std::move(p);
+  }
+  return out;
+}
+
+}  // namespace quark::quantize

@@ -1,0 +1,69 @@
+// Quantizes the linears of one decoder layer as the LayerPlan says: replacement by QuantLinear, calibration of the
+// static activation observers on the layer's inputs (which the already-quantized previous layers produced),
+// freezing, and the KV-cache scale shared by k_proj and v_proj. Used as the LayerStreamer's `before` hook.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/config/layer_plan.h"
+#include "core/config/quant_spec.h"
+#include "core/quantize/quant_linear.h"
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/transformer_model.h"
+
+namespace quark::quantize {
+
+/// The calibrated static activation parameters of one module (unset = not static / not quantized).
+struct ActivationParams {
+  std::optional<QuantParams> input;
+  std::optional<QuantParams> output;
+};
+
+/// By full module name. Small (scales only): kept for the whole model so that a fake-quantized evaluation after
+/// calibration re-applies them without recalibrating (weights are re-quantized from the float weights, which is
+/// deterministic).
+using CalibratedParams = std::map<std::string, ActivationParams>;
+
+class LayerQuantizer {
+ public:
+  LayerQuantizer(Config config, LayerPlan plan) : config_(std::move(config)), plan_(std::move(plan)) {}
+
+  /// Replaces every linear of `layer` that the plan quantizes (not excluded, config not empty) with a QuantLinear,
+  /// in forward order. With `known`, the static activations take those parameters. Linears the plan does not know
+  /// are an INVALID_ARGUMENT naming them (the plan and the model disagree).
+  absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Install(runtime::DecoderLayer& layer,
+                                                                   const CalibratedParams* known = nullptr) const;
+
+  /// Install, then (when any static activation needs it) run `inputs` ([1, T, hidden] each) through the layer in
+  /// calibration mode, freeze every quantizer and share the KV-cache scales. After it the layer is fake-quantized.
+  absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Calibrate(runtime::DecoderLayer& layer,
+                                                                     const std::vector<at::Tensor>& inputs,
+                                                                     runtime::TransformerModel& model) const;
+
+  /// Install with the parameters of an earlier calibration and freeze: the same fake-quantized layer again.
+  absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Apply(runtime::DecoderLayer& layer,
+                                                                 const CalibratedParams& params) const;
+
+  const Config& config() const { return config_; }
+  const LayerPlan& plan() const { return plan_; }
+
+ private:
+  Config config_;
+  LayerPlan plan_;
+};
+
+/// Sets the output scale of every KV-cache module among `linears` (k_proj / v_proj outputs with a
+/// kv_cache_quant_config spec) to max(scales) of the layer, and no less than `min_kv_scale`, as Quark exports it.
+absl::Status ShareKvCacheScales(const std::vector<std::shared_ptr<QuantLinear>>& linears, const Config& config);
+
+/// The frozen static activation parameters of `linears`, by module name.
+CalibratedParams SnapshotParams(const std::vector<std::shared_ptr<QuantLinear>>& linears);
+
+}  // namespace quark::quantize

@@ -1,0 +1,67 @@
+// The user's main job in one call: a float HF model folder in, a quantized HF-quark export out (vLLM loads it with
+// quantization="quark"), perplexity before and after when asked. The gRPC worker and `quark quantize` both call it.
+//
+//   validate the Config against the model -> plan the export (refuses unpackable shapes before any work)
+//   -> stream the model one decoder layer at a time: replace its linears by QuantLinears, calibrate their static
+//      observers on the inputs the already-quantized previous layers produce, freeze, share the KV-cache scale,
+//      compute the layer's outputs through the quantized layer, write the finished layer's tensors, release it
+//   -> finish the shards, config.json, tokenizer files -> check the consumer rules -> publish
+//   -> optionally evaluate: float, fake-quantized (same calibrated scales), and the export reloaded from disk.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+
+namespace quark {
+
+/// One progress report: phases "prepare", "evaluate_float", "quantize" (layer i of N, calibrated and written),
+/// "finish", "evaluate_quantized", "evaluate_reloaded", "done". `fraction` is of the whole run, in [0, 1];
+/// `eta_seconds` is an estimate for the rest of the current phase (0 when unknown).
+struct QuantizeProgress {
+  std::string phase;
+  int layer = 0;
+  int num_layers = 0;
+  double fraction = 0;
+  double eta_seconds = 0;
+  std::string message;
+};
+
+struct QuantizeModelOptions {
+  quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
+  std::string output_dir;         // receives the HF-quark export; empty = no export (fake-quantized evaluation only)
+  std::string calibration_file;   // text / JSONL "text" / token ids; empty = built-in synthetic token ids
+                                  // (SyntheticCalibrationSamples in core/quantize/calibration_input.h)
+  int num_calibration_samples = 128;
+  int seq_len = 512;              // calibration window, capped at max_position_embeddings
+  uint64_t seed = 42;
+  std::string eval_text_file;     // empty = no perplexity
+  int eval_seq_len = 0;           // 0 = defaults of the perplexity protocol
+  int eval_max_windows = 0;
+  int64_t max_shard_bytes = 5LL << 30;
+  std::function<void(const QuantizeProgress&)> on_progress;  // may be empty
+  std::function<bool()> cancelled;                           // may be empty; checked between layers -> CANCELLED
+};
+
+struct QuantizeModelReport {
+  /// ppl_before, ppl_after (fake-quantized), ppl_reloaded (the export read back; only with an output_dir),
+  /// seconds_total, seconds_quantize, seconds_eval, num_layers, num_calibration_samples, calibration_tokens.
+  std::map<std::string, double> metrics;
+  nlohmann::ordered_json quantization_config;  // as written into the export's config.json
+  std::vector<std::string> files;              // file names in output_dir
+};
+
+/// Errors: INVALID_ARGUMENT naming the field for a Config that does not fit the model (e.g. a group size that does
+/// not divide 172) or a shape the export cannot pack; UNIMPLEMENTED for a quantized embedding / lm_head;
+/// ALREADY_EXISTS for a non-empty output_dir; CANCELLED when `cancelled` returned true; FAILED_PRECONDITION when
+/// the export breaks a consumer rule (nothing is published then); file errors name the file.
+absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options);
+
+}  // namespace quark
