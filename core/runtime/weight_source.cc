@@ -42,4 +42,16 @@ void CheckpointWeightSource::Prefetch(const std::string& prefix) const {
   }
 }
 
+absl::StatusOr<at::Tensor> TensorMapWeightSource::Get(const std::string& name, at::ScalarType dtype) const {
+  auto stored = GetStored(name);
+  if (!stored.ok()) return stored.status();
+  return stored->to(dtype);
+}
+
+absl::StatusOr<at::Tensor> TensorMapWeightSource::GetStored(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return absl::NotFoundError(StrCat("tensor \"", name, "\" not found in memory"));
+  return it->second;
+}
+
 }  // namespace quark::runtime

@@ -2,6 +2,7 @@
 // module from, by HF name; a later issue adds a source that dequantizes HF-quark packed weights on load.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,20 @@ class CheckpointWeightSource : public WeightSource {
 
  private:
   std::shared_ptr<const checkpoint::CheckpointReader> reader_;
+};
+
+/// Weights held in memory by name (benchmarks, tests, and weights an algorithm produced). Not thread-safe
+/// for concurrent Set.
+class TensorMapWeightSource : public WeightSource {
+ public:
+  void Set(const std::string& name, at::Tensor tensor) { tensors_[name] = std::move(tensor); }
+  absl::StatusOr<at::Tensor> Get(const std::string& name, at::ScalarType dtype) const override;
+  absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override;
+  bool Has(const std::string& name) const override { return tensors_.count(name) > 0; }
+  std::string Location() const override { return "memory"; }
+
+ private:
+  std::map<std::string, at::Tensor> tensors_;
 };
 
 }  // namespace quark::runtime
