@@ -87,6 +87,8 @@ int RunQuarkctl(int argc, const char* const* argv, std::ostream& out, std::ostre
   app.add_option("--server", p.server, "quarkd address HOST:PORT (default $QUARK_SERVER or localhost:50051)");
   app.add_option("-o,--output-format", p.output, "table or json")->check(CLI::IsMember({"table", "json"}));
   app.add_option("--timeout", p.timeout_s, "Deadline of each unary call, seconds")->check(CLI::Range(1, 3600));
+  // Global options may also follow the subcommand ("quarkctl submit ... -o json"), as the docs show them.
+  app.fallthrough();
   AddCommands(app, p);
   try {
     app.parse(argc, argv);

@@ -160,6 +160,8 @@ TEST(QuarkctlTest, UsageErrorsExitWith2) {
   EXPECT_NE(err.find("--scheme or --config"), std::string::npos) << err;
   EXPECT_EQ(RunCtl({"submit", "--num-calib-samples", "many"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunCtl({"get"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunCtl({"presets", "-o", "xml"}, &out, &err), kExitUsage) << "global flags also after the command";
+  EXPECT_NE(err.find("xml"), std::string::npos) << err;
   EXPECT_EQ(RunCtl({"--help"}, &out, &err), kExitOk);
   EXPECT_NE(out.find("submit"), std::string::npos);
 }

@@ -101,6 +101,13 @@ TEST_F(QuarkctlE2eTest, GetListPresetsAndTables) {
   Result watch = RunCtl({"--server", quarkd_->address(), "watch", id});
   EXPECT_EQ(watch.code, 0);
   EXPECT_NE(watch.out.find("#1 "), std::string::npos) << watch.out;
+  Result json_after = RunCtl({"get", id, "-o", "json", "--server", quarkd_->address()});
+  EXPECT_EQ(json_after.code, 0) << json_after.err;
+  EXPECT_EQ(nlohmann::json::parse(LastLine(json_after.out))["id"], id);
+  Result valid = RunCtl({"--server", quarkd_->address(), "validate", "--scheme", "fp8"});
+  EXPECT_EQ(valid.code, 0) << valid.out << valid.err;
+  Result invalid = RunCtl({"--server", quarkd_->address(), "validate", "--scheme", "no-such-scheme", "-o", "json"});
+  EXPECT_NE(invalid.code, 0) << invalid.out;
   Result missing = RunCtl({"--server", quarkd_->address(), "get", "no-such-job"});
   EXPECT_EQ(missing.code, kExitRpcError);
   EXPECT_NE(missing.err.find("NOT_FOUND"), std::string::npos) << missing.err;
