@@ -110,6 +110,20 @@ TEST_F(WorkerE2eTest, SpawnedNoopWorkerCompletesJobs) {
   }
 }
 
+TEST_F(WorkerE2eTest, HeartbeatsKeepALongJobLeased) {
+  quark::testing::QuarkdOptions options;
+  options.workers = 1;
+  options.test_mode = "sleep:2";
+  options.extra_args = {"--lease-timeout-ms", "800"};
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = quark::testing::Quarkd::Start(options);
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = Client(**quarkd);
+  std::string root = "file://" + (*quarkd)->root().string();
+  Job done = WaitForEnd(*stub, Submit(*stub, Spec(root + "/models/m", root + "/out")).id());
+  EXPECT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+  EXPECT_EQ(done.attempts_size(), 1) << "the lease outlived its 800 ms timeout only through heartbeats";
+}
+
 TEST_F(WorkerE2eTest, CancelStopsASleepingWorker) {
   quark::testing::QuarkdOptions options;
   options.workers = 1;
