@@ -44,8 +44,7 @@ inline float Round(float v) {
   return (d == 0.5f || d == -0.5f) ? away : r;
 }
 
-// The clamped integer (as float32) of one element. Returning it from a separate loop keeps GCC from turning the
-// final clamp into a branch (which blocks vectorization).
+// The clamped integer (as float32) of one element.
 template <int kMode, bool kFloatZp>
 inline float AffineCode(float x, float inv, float z, float qmin, float qmax) {
   if (kFloatZp) return Clamp(Round<kMode>(Clamp(x * inv + z, qmin - 1.0f, qmax + 1.0f)), qmin, qmax);
@@ -54,8 +53,7 @@ inline float AffineCode(float x, float inv, float z, float qmin, float qmax) {
 
 template <int kMode, bool kFloatZp>
 void AffineRun(float* v, int64_t n, float s, float inv, float z, float qmin, float qmax) {
-  for (int64_t i = 0; i < n; ++i) v[i] = AffineCode<kMode, kFloatZp>(v[i], inv, z, qmin, qmax);
-  for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - z) * s;
+  for (int64_t i = 0; i < n; ++i) v[i] = (AffineCode<kMode, kFloatZp>(v[i], inv, z, qmin, qmax) - z) * s;
 }
 
 template <int kMode, bool kFloatZp>
@@ -72,13 +70,8 @@ void AffineGroups(float* v, int64_t n, int64_t g, const float* s, const float* i
     const int64_t end = n < (k + 1) * g ? n : (k + 1) * g;
     const float r = inv[k];
     const float zk = z[k];
-    for (int64_t i = k * g; i < end; ++i) v[i] = AffineCode<kMode, kFloatZp>(v[i], r, zk, qmin, qmax);
-  }
-  for (int64_t k = 0; k * g < n; ++k) {
-    const int64_t end = n < (k + 1) * g ? n : (k + 1) * g;
     const float sk = s[k];
-    const float zk = z[k];
-    for (int64_t i = k * g; i < end; ++i) v[i] = (v[i] - zk) * sk;
+    for (int64_t i = k * g; i < end; ++i) v[i] = (AffineCode<kMode, kFloatZp>(v[i], r, zk, qmin, qmax) - zk) * sk;
   }
 }
 
@@ -124,12 +117,10 @@ void MxInt(float* v, int64_t n, const float* inv, const float* s) {
   for (int64_t b = 0; b * 32 < n; ++b) {
     const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
     const float bi = inv[b];
-    for (int64_t i = b * 32; i < end; ++i) v[i] = Clamp(Round<kMode>(Clamp(v[i] * bi, -128.0f, 128.0f)), -127.0f, 127.0f);
-  }
-  for (int64_t b = 0; b * 32 < n; ++b) {
-    const int64_t end = n < (b + 1) * 32 ? n : (b + 1) * 32;
     const float bs = s[b];
-    for (int64_t i = b * 32; i < end; ++i) v[i] = v[i] * bs;
+    for (int64_t i = b * 32; i < end; ++i) {
+      v[i] = Clamp(Round<kMode>(Clamp(v[i] * bi, -128.0f, 128.0f)), -127.0f, 127.0f) * bs;
+    }
   }
 }
 
