@@ -39,12 +39,11 @@ Row Measure(const ModelConfig& config, at::ScalarType dtype, const std::string& 
   context.mask = quark::runtime::CausalMask(tokens);
   quark::runtime::RopeTables(config, tokens, dtype, &context.cos, &context.sin);
   const at::Tensor x = at::randn({1, tokens, config.hidden_size}).to(dtype);
-  (void)layer->forward(x.narrow(1, 0, 64), context.seq_len == 64 ? context : [&] {
-    quark::runtime::LayerContext small;
-    small.mask = quark::runtime::CausalMask(64);
-    quark::runtime::RopeTables(config, 64, dtype, &small.cos, &small.sin);
-    return small;
-  }());  // warm-up (allocator, oneDNN primitives)
+  const int64_t warm_tokens = std::min<int64_t>(64, tokens);  // warm-up: allocator, BLAS/oneDNN set-up
+  quark::runtime::LayerContext warm;
+  warm.mask = quark::runtime::CausalMask(warm_tokens);
+  quark::runtime::RopeTables(config, warm_tokens, dtype, &warm.cos, &warm.sin);
+  (void)layer->forward(x.narrow(1, 0, warm_tokens).contiguous(), warm);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto start = Clock::now();

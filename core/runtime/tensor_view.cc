@@ -1,6 +1,7 @@
 #include "core/runtime/tensor_view.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "core/base/strings.h"
