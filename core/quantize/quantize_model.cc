@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quark_json.h"
@@ -22,6 +23,13 @@ using Clock = std::chrono::steady_clock;
 using quantize::CalibratedParams;
 using quantize::LayerQuantizer;
 using quantize::QuantLinear;
+
+bool InDecoderLayer(const checkpoint::ModelConfig& model, const std::string& name) {
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    if (name.rfind(checkpoint::LayerPrefix(model, i), 0) == 0) return true;
+  }
+  return false;
+}
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
@@ -96,9 +104,12 @@ absl::Status QuantizeRun::Prepare() {
   if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
   for (const LayerAssignment& a : plan.layers) {
-    if (a.source == ConfigSource::kExcluded || a.config.Empty() || a.module_type == "Linear") continue;
+    if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
+    if (a.module_type == "Linear" && InDecoderLayer(model_, a.module)) continue;
+    // The runtime owns the embeddings and the LM head outside the streamed layers: refuse rather than ignore.
     return absl::UnimplementedError(StrCat(a.module, " (", a.module_type, ", from ", a.SourceLabel(),
-                                           "): embeddings of a causal LM are not quantized here; add it to exclude"));
+                                           "): only the linears of decoder layers are quantized in a causal LM; "
+                                           "add it to exclude"));
   }
   if (!options_.output_dir.empty()) {
     exporter::HfQuarkExportOptions export_options;

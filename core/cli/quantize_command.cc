@@ -1,0 +1,112 @@
+// quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
+//   [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT] --output DIR
+// Quantizes a float HF model into an HF-quark export (vLLM quantization="quark"), with a progress bar on a
+// terminal (plain lines otherwise) and the perplexity before and after when --eval is given.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/cli/command_registry.h"
+#include "core/cli/config_options.h"
+#include "core/quantize/quantize_model.h"
+
+namespace quark::cli {
+namespace {
+
+struct QuantizeCommandOptions {
+  ConfigOptions config;
+  std::string model;
+  std::string output;
+  std::string calib;
+  std::string eval;
+  int num_calib_samples = 128;
+  int seq_len = 512;
+  int eval_seq_len = 0;
+  int eval_max_windows = 0;
+  uint64_t seed = 42;
+  double max_shard_gb = 5.0;
+};
+
+std::string Duration(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+// A one-line bar redrawn in place on a terminal; one line per report otherwise (logs, CI).
+void ShowProgress(const QuantizeProgress& p, bool terminal) {
+  const std::string layer = p.num_layers > 0 && p.phase == "quantize" ? fmt::format(" layer {}/{}", p.layer, p.num_layers) : "";
+  const std::string eta = p.eta_seconds > 0 ? " ETA " + Duration(p.eta_seconds) : "";
+  if (!terminal) {
+    std::cerr << fmt::format("[{:3.0f}%] {}{}{}: {}\n", p.fraction * 100, p.phase, layer, eta, p.message);
+    return;
+  }
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(p.fraction * kWidth);
+  std::cerr << fmt::format("\r[{}{}] {:3.0f}% {}{}{}\x1b[K", std::string(filled, '#'), std::string(kWidth - filled, '.'),
+                           p.fraction * 100, p.phase, layer, eta)
+            << (p.phase == "done" ? "\n" : "") << std::flush;
+}
+
+int RunQuantize(const QuantizeCommandOptions& o) {
+  auto config = o.config.Resolve();
+  if (!config.ok()) {
+    std::cerr << "quark quantize: " << config.status().message() << "\n";
+    return kExitBadInput;
+  }
+  QuantizeModelOptions options;
+  options.config = *std::move(config);
+  options.output_dir = o.output;
+  options.calibration_file = o.calib;
+  options.num_calibration_samples = o.num_calib_samples;
+  options.seq_len = o.seq_len;
+  options.seed = o.seed;
+  options.eval_text_file = o.eval;
+  options.eval_seq_len = o.eval_seq_len;
+  options.eval_max_windows = o.eval_max_windows;
+  options.max_shard_bytes = static_cast<int64_t>(o.max_shard_gb * (1LL << 30));
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
+  auto report = QuantizeModel(o.model, options);
+  if (!report.ok()) {
+    if (terminal) std::cerr << "\n";
+    std::cerr << "quark quantize: " << report.status().message() << "\n";
+    const auto code = report.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
+                   code == absl::StatusCode::kAlreadyExists || code == absl::StatusCode::kUnimplemented
+               ? kExitBadInput
+               : kExitFailure;
+  }
+  const auto& m = report->metrics;
+  auto metric = [&m](const char* key) { return m.count(key) ? fmt::format("{:.4f}", m.at(key)) : std::string("-"); };
+  if (m.count("ppl_before")) {
+    std::cout << fmt::format("perplexity: float {}  quantized {}  reloaded {}\n", metric("ppl_before"),
+                             metric("ppl_after"), metric("ppl_reloaded"));
+  }
+  if (!o.output.empty()) std::cout << "wrote " << o.output << " (" << report->files.size() << " files)\n";
+  std::cout << fmt::format("time: quantize {}s, total {}s\n", metric("seconds_quantize"), metric("seconds_total"));
+  return kExitOk;
+}
+
+const CommandRegistration kQuantize([](CLI::App& app) {
+  auto o = std::make_shared<QuantizeCommandOptions>();
+  auto* command = app.add_subcommand("quantize", "quantize an HF model folder into an HF-quark export (vLLM)");
+  command->add_option("--model", o->model, "the float HF model folder")->required();
+  o->config.AddTo(*command);
+  command->add_option("--calib", o->calib, "calibration text / JSONL (\"text\") / token-id file; default: synthetic ids");
+  command->add_option("--num-calib-samples", o->num_calib_samples, "calibration samples")->check(CLI::PositiveNumber);
+  command->add_option("--seq-len", o->seq_len, "calibration sample length in tokens")->check(CLI::PositiveNumber);
+  command->add_option("--seed", o->seed, "seed of the calibration sampling");
+  command->add_option("--eval", o->eval, "a text file: print the perplexity before and after");
+  command->add_option("--eval-seq-len", o->eval_seq_len, "perplexity window (0 = protocol default)");
+  command->add_option("--eval-max-windows", o->eval_max_windows, "evaluate only the first N windows (0 = all)");
+  command->add_option("--max-shard-gb", o->max_shard_gb, "shard size limit of the safetensors, GiB");
+  command->add_option("--output", o->output, "the export folder (must not exist or be empty)")->required();
+  command->callback([o] { SetExitCode(RunQuantize(*o)); });
+});
+
+}  // namespace
+}  // namespace quark::cli

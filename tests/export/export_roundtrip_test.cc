@@ -1,0 +1,130 @@
+// Export -> checker -> reload, on a synthetic Llama with GQA: every scheme's tensors in the written files, dynamic
+// scales never exported, KV-cache scales, sharding, and the reloaded model equal to the fake-quantized one.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/config/presets.h"
+#include "core/export/hf_quark_checker.h"
+#include "core/quantize/quantize_model.h"
+#include "core/quantize/reload.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+class ExportRoundTripTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = new std::string(testing::WriteSyntheticLlama()); }
+  static void TearDownTestSuite() { delete model_; }
+
+  // Quantizes the synthetic model with `preset` (and the KV cache) into a fresh folder.
+  absl::StatusOr<QuantizeModelReport> Export(const std::string& preset, const std::string& kv, std::string* out,
+                                             bool eval = true, int64_t shard_bytes = 5LL << 30) {
+    QuantizeModelOptions o;
+    o.config = *PresetConfig(preset);
+    if (auto s = ApplyKvCacheDtype(kv, o.config); !s.ok()) return s;
+    o.num_calibration_samples = 2;
+    o.seq_len = 32;
+    o.max_shard_bytes = shard_bytes;
+    if (eval) {
+      o.eval_text_file = testing::SmallEvalText();
+      o.eval_seq_len = 64;
+      o.eval_max_windows = 2;
+    }
+    *out = testing::TempPath("quark_export");
+    o.output_dir = *out;
+    return QuantizeModel(*model_, o);
+  }
+
+  static const checkpoint::TensorInfo& Info(const checkpoint::CheckpointReader& r, const std::string& name) {
+    auto ref = r.Get(name);
+    EXPECT_TRUE(ref.ok()) << name;
+    return *ref->info;
+  }
+
+  static std::string* model_;
+};
+
+std::string* ExportRoundTripTest::model_ = nullptr;
+
+TEST_F(ExportRoundTripTest, ReloadedModelEqualsFakeQuantizedModel) {
+  for (const char* preset : {"fp8", "int8", "ptpc_fp8", "uint4_wo_32", "int4_wo_64", "mxfp4", "bfloat16"}) {
+    std::string out;
+    auto report = Export(preset, "", &out);
+    ASSERT_TRUE(report.ok()) << preset << ": " << report.status();
+    const double fake = report->metrics.at("ppl_after"), reloaded = report->metrics.at("ppl_reloaded");
+    EXPECT_LT(std::abs(fake - reloaded) / fake, 1e-4) << preset << " fake " << fake << " reloaded " << reloaded;
+    EXPECT_TRUE(exporter::CheckHfQuarkExport(out).ok());
+    EXPECT_TRUE(std::filesystem::exists(out + "/tokenizer.model"));
+    EXPECT_FALSE(std::filesystem::exists(out + ".partial"));
+  }
+}
+
+TEST_F(ExportRoundTripTest, Fp8WithKvCacheTensors) {
+  std::string out;
+  auto report = Export("fp8", "fp8", &out, /*eval=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto reader = checkpoint::CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok());
+  const std::string p = "model.layers.1.self_attn.";
+  EXPECT_EQ(Info(**reader, p + "q_proj.weight").dtype, checkpoint::StDType::kF8E4M3);
+  EXPECT_EQ(Info(**reader, p + "q_proj.input_scale").shape, std::vector<int64_t>{});
+  EXPECT_FALSE((*reader)->Has(p + "q_proj.output_scale"));
+  auto k = (*reader)->Get(p + "k_proj.output_scale");
+  auto v = (*reader)->Get(p + "v_proj.output_scale");
+  ASSERT_TRUE(k.ok() && v.ok());
+  EXPECT_EQ(k->bytes(), v->bytes());  // one scale for the block: max(k, v)
+  EXPECT_EQ(Info(**reader, "model.norm.weight").dtype, checkpoint::StDType::kF32);
+  EXPECT_FALSE((*reader)->Has("lm_head.weight_scale"));
+  const auto& qc = report->quantization_config;
+  EXPECT_EQ(qc["export"]["kv_cache_group"], nlohmann::ordered_json({"*k_proj", "*v_proj"}));
+  EXPECT_EQ(qc["exclude"], nlohmann::ordered_json({"lm_head"}));
+}
+
+TEST_F(ExportRoundTripTest, DynamicScalesAreNeverExported) {
+  std::string out;
+  ASSERT_TRUE(Export("ptpc_fp8", "", &out, false).ok());
+  auto reader = checkpoint::CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok());
+  for (const auto& name : (*reader)->Names()) EXPECT_EQ(name.find("input_scale"), std::string::npos) << name;
+  EXPECT_EQ(Info(**reader, "model.layers.0.mlp.down_proj.weight_scale").shape, std::vector<int64_t>{64});
+}
+
+TEST_F(ExportRoundTripTest, ShardsAboveTheLimitWithAnIndex) {
+  std::string out;
+  ASSERT_TRUE(Export("uint4_wo_32", "", &out, false, 64 << 10).ok());
+  EXPECT_TRUE(std::filesystem::exists(out + "/model.safetensors.index.json"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+  auto reader = checkpoint::CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_GT((*reader)->files().size(), 1u);
+  const auto& w = Info(**reader, "model.layers.0.mlp.up_proj.weight");  // [128, 64] -> (in, out / 8)
+  EXPECT_EQ(w.dtype, checkpoint::StDType::kI32);
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{64, 16}));
+  EXPECT_TRUE(exporter::CheckHfQuarkExport(out).ok());
+}
+
+TEST_F(ExportRoundTripTest, ReloadedOutputsMatchTheFakeQuantizedLayers) {
+  std::string out;
+  auto report = Export("int8", "fp8", &out, /*eval=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_LT(std::abs(report->metrics.at("ppl_after") - report->metrics.at("ppl_reloaded")) /
+                report->metrics.at("ppl_after"), 1e-4);
+  auto reloaded = quantize::OpenQuantizedExport(out);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  auto hidden = reloaded->streamer->Run({at::arange(1, 20, at::kLong)}, reloaded->hooks);
+  ASSERT_TRUE(hidden.ok()) << hidden.status();
+  EXPECT_TRUE(at::isfinite((*hidden)[0]).all().item<bool>());
+}
+
+TEST_F(ExportRoundTripTest, TamperedExportIsRejectedByTheChecker) {
+  std::string out;
+  ASSERT_TRUE(Export("fp8", "", &out, false).ok());
+  std::filesystem::remove(out + "/model.safetensors");
+  EXPECT_FALSE(exporter::CheckHfQuarkExport(out).ok());
+}
+
+}  // namespace
+}  // namespace quark

@@ -1,0 +1,37 @@
+// Small synthetic Llama checkpoints for the quantize and export tests (GQA, random weights, written with the
+// project's own CheckpointWriter), plus the fixture paths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/checkpoint/model_config.h"
+
+namespace quark::testing {
+
+struct SyntheticLlamaOptions {
+  int64_t hidden = 64;
+  int64_t intermediate = 128;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;  // grouped-query attention
+  int64_t vocab = 512;   // the stories260K tokenizer's vocabulary, so its tokenizer.model can be used
+  uint64_t seed = 7;
+  std::string torch_dtype = "float32";
+};
+
+/// Writes config.json + model.safetensors (+ the stories260K tokenizer.model) into a fresh temporary folder and
+/// returns its path. Aborts the test (gtest fatal failure) on I/O errors.
+std::string WriteSyntheticLlama(const SyntheticLlamaOptions& options = {});
+
+/// A fresh, empty temporary folder path (not created).
+std::string TempPath(const std::string& stem);
+
+/// The first `bytes` bytes of the TinyStories eval fixture in a temporary file (tokenizing the whole fixture
+/// would dominate a test's time).
+std::string SmallEvalText(size_t bytes = 6000);
+
+/// $QUARK_SHARED_DIR/fixtures/<relative>.
+std::string FixturePath(const std::string& relative);
+
+}  // namespace quark::testing
