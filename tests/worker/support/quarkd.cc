@@ -17,19 +17,22 @@ absl::StatusOr<std::unique_ptr<Quarkd>> Quarkd::Start(const QuarkdOptions& optio
   auto server = std::unique_ptr<Quarkd>(new Quarkd());
   fs::path data = server->dir_.path() / "quarkd";
   fs::path ready = server->dir_.path() / "ready.json";
+  std::vector<std::string> roots_list = {server->dir_.path().string()};
+  roots_list.insert(roots_list.end(), options.extra_roots.begin(), options.extra_roots.end());
+  std::string roots = str::Join(roots_list, ",");
   std::vector<std::string> argv = {BuiltBinary("server/quarkd"),
                                    "--data-dir", data.string(),
                                    "--listen", "127.0.0.1:0",
                                    "--metrics-listen", "",
                                    "--workers", str::Cat(options.workers),
-                                   "--worker-binary", BuiltBinary("tests/worker/quark-test-worker"),
-                                   "--worker-arg=--test-mode=" + options.test_mode,
+                                   "--worker-binary", BuiltBinary(options.worker_binary),
                                    "--worker-arg=--lease-wait-ms=1000",
                                    "--worker-arg=--data-dir=" + (server->dir_.path() / "worker").string(),
-                                   "--worker-arg=--allowed-roots=" + server->dir_.path().string(),
-                                   "--allowed-roots", server->dir_.path().string(),
+                                   "--worker-arg=--allowed-roots=" + roots,
+                                   "--allowed-roots", roots,
                                    "--heartbeat-interval-ms", "200",
                                    "--ready-file", ready.string()};
+  if (!options.test_mode.empty()) argv.push_back("--worker-arg=--test-mode=" + options.test_mode);
   argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
   absl::StatusOr<std::unique_ptr<Subprocess>> process =
       Subprocess::Start(argv, options.env, server->dir_.path() / "quarkd.log");

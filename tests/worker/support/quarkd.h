@@ -17,8 +17,12 @@ std::string BuiltBinary(const std::string& relative);
 struct QuarkdOptions {
   /// Local workers quarkd spawns (quark-test-worker); 0 = none (the test runs its own).
   int workers = 0;
-  /// --test-mode of the spawned workers: "noop" or "sleep:SECONDS".
+  /// --test-mode of the spawned workers: "noop" or "sleep:SECONDS"; empty = real jobs (needs the engine build).
   std::string test_mode = "noop";
+  /// The worker executable, relative to the build folder.
+  std::string worker_binary = "tests/worker/quark-test-worker";
+  /// Folders file:// URIs may name besides the test's own folder (e.g. the shared fixtures).
+  std::vector<std::string> extra_roots;
   /// Extra environment for quarkd and, through it, its workers (AWS_* for s3rver).
   std::vector<std::string> env;
   std::vector<std::string> extra_args;
