@@ -1,7 +1,7 @@
 // quantize_bench: quantizes a synthetic Llama-2-7B-shaped bfloat16 model (hidden 4096, MLP 11008, 32 layers,
 // 32 heads, vocab 32000; random weights written with the CheckpointWriter) with fp8 static and uint4_wo_128, and
-// prints wall time, peak RSS and the shards of each export. Each quantization runs in a child process so that its
-// peak RSS is its own.
+// prints wall time, peak RSS and the shards of each export. Each quantization runs in a child process (fork + exec
+// of this binary: a plain fork after LibTorch's OpenMP pool started would deadlock) so that its peak RSS is its own.
 //
 //   quantize_bench [--dir DIR] [--layers N] [--samples N] [--seq-len L] [--keep]
 #include <sys/resource.h>
@@ -94,12 +94,17 @@ uint64_t DirBytes(const std::string& dir) {
   return total;
 }
 
-void RunOne(const BenchOptions& o, const std::string& preset) {
+void RunOne(const BenchOptions& o, const std::string& preset, const char* self) {
   const std::string out = o.dir + "_" + preset;
   fs::remove_all(out);
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
-  if (pid == 0) _exit(QuantizeChild(o, preset, out));
+  if (pid == 0) {
+    const std::string samples = std::to_string(o.samples), seq = std::to_string(o.seq_len);
+    execl(self, self, "--child", preset.c_str(), out.c_str(), "--dir", o.dir.c_str(), "--samples", samples.c_str(),
+          "--seq-len", seq.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
   int status = 0;
   rusage usage{};
   wait4(pid, &status, 0, &usage);
@@ -118,6 +123,7 @@ void RunOne(const BenchOptions& o, const std::string& preset) {
 int main(int argc, char** argv) {
   quark::InitEngine();
   BenchOptions o;
+  std::string child_preset, child_out;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -126,8 +132,10 @@ int main(int argc, char** argv) {
     else if (a == "--samples") o.samples = std::stoi(next());
     else if (a == "--seq-len") o.seq_len = std::stoi(next());
     else if (a == "--keep") o.keep = true;
+    else if (a == "--child") child_preset = next(), child_out = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
+  if (!child_preset.empty()) return QuantizeChild(o, child_preset, child_out);
   const auto make_start = std::chrono::steady_clock::now();
   if (!MakeModel(o)) return 1;
   fmt::print("model: {} ({} layers, bf16, {:.2f} GB), made/checked in {:.1f} s, threads {}\n", o.dir, o.layers,
@@ -136,6 +144,6 @@ int main(int argc, char** argv) {
   fmt::print("calibration: {} sample(s) x {} tokens\n\n", o.samples, o.seq_len);
   fmt::print("| scheme         | wall (s) | peak RSS (GB) | shards | size (GB) | status |\n");
   fmt::print("|----------------|----------|---------------|--------|-----------|--------|\n");
-  for (const char* preset : {"fp8", "uint4_wo_128"}) RunOne(o, preset);
+  for (const char* preset : {"fp8", "uint4_wo_128"}) RunOne(o, preset, "/proc/self/exe");
   return 0;
 }
