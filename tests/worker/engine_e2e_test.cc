@@ -37,6 +37,11 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   spec->set_max_attempts(1);
   spec->mutable_calibration()->set_num_samples(2);
   spec->mutable_calibration()->set_seq_len(32);
+  // Perplexity before, after, and of the export read back from disk (ppl_reloaded): the exported checkpoint
+  // reloads and evaluates.
+  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_validation_prefix.txt");
+  spec->mutable_evaluation()->set_seq_len(128);
+  spec->mutable_evaluation()->set_max_windows(2);
   quark::v1::Job job;
   {
     grpc::ClientContext context;
@@ -80,6 +85,11 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   EXPECT_TRUE(has_config) << manifest.dump(2);
   EXPECT_TRUE(manifest["config"].is_object()) << manifest.dump(2);
   EXPECT_GT(done.result().metrics().at("seconds_total"), 0.0);
+  const auto& metrics = done.result().metrics();
+  ASSERT_TRUE(metrics.count("ppl_before") && metrics.count("ppl_after") && metrics.count("ppl_reloaded"))
+      << done.DebugString();
+  EXPECT_GT(metrics.at("ppl_before"), 1.0);
+  EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
 }
 
 }  // namespace
