@@ -39,6 +39,15 @@ absl::Status CheckExportFormats(const quark::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// QuantizeModel's phases in the job API's vocabulary (service.proto, Progress.phase); the engine's own name
+// stays at the front of the message.
+std::string JobPhase(const std::string& engine_phase) {
+  if (engine_phase == "prepare") return "load";
+  if (engine_phase == "finish" || engine_phase == "done") return "export";
+  if (engine_phase.rfind("evaluate", 0) == 0) return "evaluate";
+  return engine_phase;  // "quantize": each layer is calibrated, quantized and written in turn
+}
+
 QuantizeModelOptions Options(const PipelineRequest& request, quark::Config config) {
   const quark::v1::JobSpec& spec = request.spec;
   QuantizeModelOptions options;
@@ -65,12 +74,12 @@ class EnginePipeline : public QuantizePipeline {
     QuantizeModelOptions options = Options(request, *std::move(config));
     options.on_progress = [&progress](const QuantizeProgress& p) {
       quark::v1::Progress out;
-      out.set_phase(p.phase);
+      out.set_phase(JobPhase(p.phase));
       out.set_layer(p.layer);
       out.set_num_layers(p.num_layers);
       out.set_fraction(p.fraction);
       out.set_eta_seconds(p.eta_seconds);
-      out.set_message(p.message);
+      out.set_message(p.message.empty() ? p.phase : str::Cat(p.phase, ": ", p.message));
       progress.Report(out);
     };
     options.cancelled = [&cancel] { return cancel.IsCancelled(); };

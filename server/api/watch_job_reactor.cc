@@ -73,8 +73,11 @@ void WatchJobReactor::EnqueueLocked(const quark::v1::JobEvent& event) {
   last_sequence_ = event.sequence();
   if (IsFinalEvent(event)) final_seen_ = true;
   bool is_progress = event.event_case() == quark::v1::JobEvent::kProgress;
-  if (is_progress && !pending_.empty() && pending_.back().event_case() == quark::v1::JobEvent::kProgress) {
-    pending_.back() = event;  // a slow reader gets the newest progress, not every step
+  // A slow reader (or a replay) gets the newest progress of each phase, not every step; a phase change is
+  // never coalesced away, so every watcher sees every phase.
+  if (is_progress && !pending_.empty() && pending_.back().event_case() == quark::v1::JobEvent::kProgress &&
+      pending_.back().progress().phase() == event.progress().phase()) {
+    pending_.back() = event;
     return;
   }
   pending_.push_back(event);

@@ -1,6 +1,9 @@
 // The whole house with the real engine: quarkd spawns the real quark-worker, which quantizes the stories260K
 // fixture (fp8, a few calibration samples) and publishes the HF-quark export into a real s3rver bucket, with
 // manifest.json last.
+#include <set>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include <grpcpp/grpcpp.h>
@@ -90,6 +93,22 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
       << done.DebugString();
   EXPECT_GT(metrics.at("ppl_before"), 1.0);
   EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
+
+  // A client that watches the finished job from the start sees every phase, replayed from the durable event log;
+  // quarkd ends the stream after the job's last event.
+  grpc::ClientContext replay_context;
+  replay_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto replay = stub->WatchJob(&replay_context, watch);
+  std::set<std::string> phases;
+  int replayed = 0;
+  while (replay->Read(&event)) {
+    ++replayed;
+    if (event.has_progress()) phases.insert(event.progress().phase());
+  }
+  EXPECT_TRUE(replay->Finish().ok());
+  for (const char* phase : {"fetch", "load", "quantize", "export", "evaluate", "upload"}) {
+    EXPECT_TRUE(phases.count(phase)) << "phase " << phase << " not in the " << replayed << " replayed events";
+  }
 }
 
 }  // namespace
