@@ -1,6 +1,7 @@
 #include "kernels/cpu/affine_kernels.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/lanes_io.h"
@@ -57,7 +58,8 @@ float FakeQuantAffineRef(float x, float scale, float zero_point, const AffineArg
 
 template <typename T>
 void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const AffineArgs& args) {
-  const LaneTable& t = LaneOpsForThisCpu();
+  const LaneIo io = LaneIoFor(layout.Numel() * static_cast<int64_t>(sizeof(T)));
+  const LaneTable& t = io.t();
   const int mode = static_cast<int>(args.round);
   const int fz = args.float_zero_point ? 1 : 0;
   const float qmin = static_cast<float>(args.qmin);
@@ -70,9 +72,21 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
   const auto run = t.affine_run[mode][fz];
   const auto cols = t.affine_cols[mode][fz];
   const auto groups = t.affine_groups[mode][fz];
+  const auto run16 = t.bf16.affine_run[mode][fz];
+  const auto groups16 = t.bf16.affine_groups[mode][fz];
+  constexpr bool kFusedBf16 = std::is_same_v<T, c10::BFloat16>;
   const int64_t g = layout.inner;
-  if (ForEachGroupChunk(x, y, layout, t, [&](float* v, int64_t n, int64_t c) {
-        groups(v, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
+  if (ForEachGroupSpan(layout, [&](int64_t start, int64_t end) {
+        const int64_t c = start / g;
+        if constexpr (kFusedBf16) {
+          ForEachBf16Chunk(x, y, start, end, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
+            groups16(in, out, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
+          });
+        } else {
+          ForEachChunk(x, y, start, end, io, [&](float* v, int64_t n, int64_t) {
+            groups(v, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
+          });
+        }
       })) {
     return;
   }
@@ -82,10 +96,16 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
         const float s = scale[c];
         const float z = zero_point[c];
         const float r = inv[c];
-        ForEachChunk(x, y, b, e, t, [&](float* v, int64_t n, int64_t) { run(v, n, s, r, z, qmin, qmax); });
+        if constexpr (kFusedBf16) {
+          ForEachBf16Chunk(x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
+            run16(in, out, n, s, r, z, qmin, qmax);
+          });
+        } else {
+          ForEachChunk(x, y, b, e, io, [&](float* v, int64_t n, int64_t) { run(v, n, s, r, z, qmin, qmax); });
+        }
       },
       [&](int64_t row) {
-        ForEachChunk(x, y, row, row + layout.channels, t, [&](float* v, int64_t n, int64_t off) {
+        ForEachChunk(x, y, row, row + layout.channels, io, [&](float* v, int64_t n, int64_t off) {
           const int64_t j = off - row;
           cols(v, n, scale + j, inv.data() + j, zero_point + j, qmin, qmax);
         });

@@ -1,5 +1,7 @@
 #include "kernels/cpu/float_kernels.h"
 
+#include <type_traits>
+
 #include "kernels/cpu/float_grid.h"
 #include "kernels/cpu/lanes_io.h"
 #include "kernels/cpu/rounding.h"
@@ -24,22 +26,38 @@ void RoundToFormat(const T* x, T* y, int64_t n, ElemFormat format) {
 
 template <typename T>
 void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* scale, ElemFormat format) {
-  const LaneTable& t = LaneOpsForThisCpu();
+  const LaneIo io = LaneIoFor(layout.Numel() * static_cast<int64_t>(sizeof(T)));
+  const LaneTable& t = io.t();
   const FormatTraits& tr = Traits(format);
   const GridArgs g{tr.mbits, tr.emin, tr.max};
   const int64_t group = layout.inner;
-  if (ForEachGroupChunk(x, y, layout, t,
-                        [&](float* v, int64_t n, int64_t c) { t.float_groups(v, n, group, scale + c, g); })) {
+  constexpr bool kFusedBf16 = std::is_same_v<T, c10::BFloat16>;
+  if (ForEachGroupSpan(layout, [&](int64_t start, int64_t end) {
+        const float* s = scale + start / group;
+        if constexpr (kFusedBf16) {
+          ForEachBf16Chunk(x, y, start, end, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
+            t.bf16.float_groups(in, out, n, group, s, g);
+          });
+        } else {
+          ForEachChunk(x, y, start, end, io, [&](float* v, int64_t n, int64_t) { t.float_groups(v, n, group, s, g); });
+        }
+      })) {
     return;
   }
   ForEachChannelRun(
       layout,
       [&](int64_t b, int64_t e, int64_t c) {
         const float s = scale[c];
-        ForEachChunk(x, y, b, e, t, [&](float* v, int64_t n, int64_t) { t.float_run(v, n, s, g); });
+        if constexpr (kFusedBf16) {
+          ForEachBf16Chunk(x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
+            t.bf16.float_run(in, out, n, s, g);
+          });
+        } else {
+          ForEachChunk(x, y, b, e, io, [&](float* v, int64_t n, int64_t) { t.float_run(v, n, s, g); });
+        }
       },
       [&](int64_t row) {
-        ForEachChunk(x, y, row, row + layout.channels, t,
+        ForEachChunk(x, y, row, row + layout.channels, io,
                      [&](float* v, int64_t n, int64_t off) { t.float_cols(v, n, scale + (off - row), g); });
       });
 }

@@ -4,6 +4,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace quark::kernels {
 namespace {
 
@@ -24,10 +27,31 @@ void StoreF16(const float* v, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtss_sh(v[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
+void CopyF32(const float* x, float* v, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(v + i, _mm256_loadu_ps(x + i));
+  for (; i < n; ++i) v[i] = x[i];
+}
+
+void StreamCopy(const void* src, void* dst, int64_t bytes) {
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  // Non-temporal stores need 32-byte aligned destinations: the unaligned head and the tail are copied plainly.
+  const int64_t head = std::min<int64_t>(bytes, (32 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(d) & 31)) & 31);
+  std::memcpy(d, s, static_cast<size_t>(head));
+  int64_t i = head;
+  for (; i + 32 <= bytes; i += 32) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+  }
+  std::memcpy(d + i, s + i, static_cast<size_t>(bytes - i));
+  // Non-temporal stores are weakly ordered: fence them before another thread may read the output.
+  _mm_sfence();
+}
+
 }  // namespace
 
 const LaneTable* Avx2LaneTable() {
-  static const LaneTable table = avx2::MakeTable(&LoadF16, &StoreF16);
+  static const LaneTable table = avx2::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
   return &table;
 }
 

@@ -5,6 +5,7 @@
 #include <c10/util/Half.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace quark::kernels {
 namespace {
@@ -17,10 +18,15 @@ void StoreF16(const float* v, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = c10::detail::fp16_ieee_from_fp32_value(v[i]);
 }
 
+void CopyF32(const float* x, float* v, int64_t n) { std::memcpy(v, x, static_cast<size_t>(n) * sizeof(float)); }
+
+// The baseline has no portable non-temporal store worth the complexity: a plain copy.
+void StreamCopy(const void* src, void* dst, int64_t bytes) { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
+
 }  // namespace
 
 const LaneTable& BaseLaneTable() {
-  static const LaneTable table = base::MakeTable(&LoadF16, &StoreF16);
+  static const LaneTable table = base::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
   return table;
 }
 
@@ -42,5 +48,7 @@ const LaneTable& LaneOpsForThisCpu() {
   }();
   return *table;
 }
+
+LaneIo LaneIoFor(int64_t output_bytes) { return LaneIo{&LaneOpsForThisCpu(), output_bytes >= kStreamOutputBytes}; }
 
 }  // namespace quark::kernels

@@ -12,6 +12,22 @@ struct GridArgs {
   float max = 0.0f;
 };
 
+/// The same loops reading and writing bfloat16 bits directly (x may equal y): the conversions happen in registers,
+/// one pass over the data instead of convert-in, quantize, convert-out through a float32 buffer.
+struct Bf16LaneTable {
+  void (*affine_run[3][2])(const uint16_t* x, uint16_t* y, int64_t n, float s, float inv, float z, float qmin,
+                           float qmax) = {};
+  void (*affine_groups[3][2])(const uint16_t* x, uint16_t* y, int64_t n, int64_t g, const float* s, const float* inv,
+                              const float* z, float qmin, float qmax) = {};
+  void (*float_run)(const uint16_t* x, uint16_t* y, int64_t n, float s, const GridArgs& g) = nullptr;
+  void (*float_groups)(const uint16_t* x, uint16_t* y, int64_t n, int64_t group, const float* s,
+                       const GridArgs& g) = nullptr;
+  void (*mx_grid)(const uint16_t* x, uint16_t* y, int64_t n, const float* inv, const float* s,
+                  const GridArgs& g) = nullptr;
+  void (*mx_int[3])(const uint16_t* x, uint16_t* y, int64_t n, const float* inv, const float* s) = {};
+  void (*block_amax)(const uint16_t* x, int64_t n, float* amax) = nullptr;
+};
+
 /// Every loop works in place on float32 values v[0..n). Rounding modes index 0 half_even, 1 half away, 2 floor.
 struct LaneTable {
   // v = (clamp(round(v * inv) + z, qmin, qmax) - z) * s  ([mode][float zero point: round(v * inv + z)]).
@@ -30,11 +46,29 @@ struct LaneTable {
   void (*mx_grid)(float* v, int64_t n, const float* inv, const float* s, const GridArgs& g) = nullptr;
   void (*mx_int[3])(float* v, int64_t n, const float* inv, const float* s) = {};
   void (*block_amax)(const float* v, int64_t n, float* amax) = nullptr;
+  // Plain float32 copy in vector registers: an inlined memcpy of a chunk becomes `rep movs`, which is slow on CPUs
+  // without fast short rep-mov support.
+  void (*copy_f32)(const float* x, float* v, int64_t n) = nullptr;
+  // Copy with non-temporal stores (then a store fence): for outputs far larger than the caches, so that writing
+  // them does not first read every destination line into the cache.
+  void (*stream_copy)(const void* src, void* dst, int64_t bytes) = nullptr;
   void (*load_bf16)(const uint16_t* x, float* v, int64_t n) = nullptr;
   void (*store_bf16)(const float* v, uint16_t* y, int64_t n) = nullptr;
   void (*load_f16)(const uint16_t* x, float* v, int64_t n) = nullptr;
   void (*store_f16)(const float* v, uint16_t* y, int64_t n) = nullptr;
+  Bf16LaneTable bf16;
 };
+
+/// The table of the loops, plus whether a kernel's output is large enough to be written with non-temporal stores.
+struct LaneIo {
+  const LaneTable* table = nullptr;
+  bool stream = false;
+  const LaneTable& t() const { return *table; }
+};
+
+/// Outputs of at least this many bytes are streamed: they cannot stay in the caches anyway (a 4096 x 4096 float32
+/// weight is 64 MiB), and non-temporal stores save the read of each destination line before it is written.
+inline constexpr int64_t kStreamOutputBytes = int64_t{16} << 20;
 
 /// The baseline table (any CPU).
 const LaneTable& BaseLaneTable();
@@ -42,5 +76,7 @@ const LaneTable& BaseLaneTable();
 const LaneTable* Avx2LaneTable();
 /// The best table this CPU runs (QUARK_CPU_BASELINE=1 in the environment forces the baseline one).
 const LaneTable& LaneOpsForThisCpu();
+/// LaneOpsForThisCpu() with streaming chosen for an output of `output_bytes`.
+LaneIo LaneIoFor(int64_t output_bytes);
 
 }  // namespace quark::kernels

@@ -19,7 +19,7 @@ namespace quark::kernels {
 /// Elements per chunk: small enough for L1, a multiple of the MX block (32).
 inline constexpr int64_t kLanes = 512;
 
-inline void LoadLanes(const float* x, float* v, int64_t n, const LaneTable&) { std::memcpy(v, x, n * sizeof(float)); }
+inline void LoadLanes(const float* x, float* v, int64_t n, const LaneTable& t) { t.copy_f32(x, v, n); }
 inline void LoadLanes(const c10::BFloat16* x, float* v, int64_t n, const LaneTable& t) {
   t.load_bf16(reinterpret_cast<const uint16_t*>(x), v, n);
 }
@@ -27,43 +27,83 @@ inline void LoadLanes(const c10::Half* x, float* v, int64_t n, const LaneTable& 
   t.load_f16(reinterpret_cast<const uint16_t*>(x), v, n);
 }
 
-inline void StoreLanes(const float* v, float* y, int64_t n, const LaneTable&) { std::memcpy(y, v, n * sizeof(float)); }
-inline void StoreLanes(const float* v, c10::BFloat16* y, int64_t n, const LaneTable& t) {
-  t.store_bf16(v, reinterpret_cast<uint16_t*>(y), n);
+// Streamed 16-bit outputs are converted into a small aligned buffer first, then copied with non-temporal stores.
+inline void StoreLanes(const float* v, float* y, int64_t n, const LaneIo& io) {
+  if (io.stream) {
+    io.t().stream_copy(v, y, n * static_cast<int64_t>(sizeof(float)));
+  } else {
+    io.t().copy_f32(v, y, n);
+  }
 }
-inline void StoreLanes(const float* v, c10::Half* y, int64_t n, const LaneTable& t) {
-  t.store_f16(v, reinterpret_cast<uint16_t*>(y), n);
+template <typename Half16>
+void StoreLanes16(const float* v, Half16* y, int64_t n, const LaneIo& io,
+                  void (*store)(const float*, uint16_t*, int64_t)) {
+  if (!io.stream) {
+    store(v, reinterpret_cast<uint16_t*>(y), n);
+    return;
+  }
+  alignas(64) uint16_t tmp[kLanes];
+  store(v, tmp, n);
+  io.t().stream_copy(tmp, y, n * static_cast<int64_t>(sizeof(uint16_t)));
+}
+inline void StoreLanes(const float* v, c10::BFloat16* y, int64_t n, const LaneIo& io) {
+  StoreLanes16(v, y, n, io, io.t().store_bf16);
+}
+inline void StoreLanes(const float* v, c10::Half* y, int64_t n, const LaneIo& io) {
+  StoreLanes16(v, y, n, io, io.t().store_f16);
 }
 
 /// Loads [b, e) of x in chunks of kLanes, applies op(buffer, n, offset) and stores the chunk to y.
 template <typename T, typename Op>
-void ForEachChunk(const T* x, T* y, int64_t b, int64_t e, const LaneTable& t, Op op) {
+void ForEachChunk(const T* x, T* y, int64_t b, int64_t e, const LaneIo& io, Op op) {
   alignas(64) float buf[kLanes];
   for (int64_t i = b; i < e; i += kLanes) {
     const int64_t n = e - i < kLanes ? e - i : kLanes;
-    LoadLanes(x + i, buf, n, t);
+    LoadLanes(x + i, buf, n, io.t());
     op(buf, n, i);
-    StoreLanes(buf, y + i, n, t);
+    StoreLanes(buf, y + i, n, io);
+  }
+}
+
+/// bfloat16 tensors: op(in, out, n, offset) quantizes a chunk of bfloat16 bits straight from x into y in one pass
+/// (Bf16LaneTable), or into a small buffer that is then streamed to y.
+template <typename Op>
+void ForEachBf16Chunk(const c10::BFloat16* x, c10::BFloat16* y, int64_t b, int64_t e, const LaneIo& io, Op op) {
+  alignas(64) uint16_t tmp[kLanes];
+  const auto* in = reinterpret_cast<const uint16_t*>(x);
+  auto* out = reinterpret_cast<uint16_t*>(y);
+  for (int64_t i = b; i < e; i += kLanes) {
+    const int64_t n = e - i < kLanes ? e - i : kLanes;
+    if (io.stream) {
+      op(in + i, tmp, n, i);
+      io.t().stream_copy(tmp, out + i, n * static_cast<int64_t>(sizeof(uint16_t)));
+    } else {
+      op(in + i, out + i, n, i);
+    }
   }
 }
 
 /// Short segments (per_group, per-token rows shorter than a chunk) of a [1, channels, inner] layout: calls
-/// op(buffer, n, first_channel) on chunks of whole segments, in parallel. Returns false (nothing done) when the
-/// layout is not of that kind.
-template <typename T, typename Op>
-bool ForEachGroupChunk(const T* x, T* y, const ChannelLayout& l, const LaneTable& t, Op op) {
+/// span(begin, end) on element ranges of whole segments, at most kLanes long, in parallel; the first channel of a
+/// span is begin / inner. Returns false (nothing done) when the layout is not of that kind.
+template <typename Span>
+bool ForEachGroupSpan(const ChannelLayout& l, Span span) {
   if (l.outer != 1 || l.inner <= 1 || l.inner > kLanes / 2) return false;
   const int64_t per_chunk = (kLanes / l.inner) * l.inner;
   const int64_t n = l.Numel();
   const int64_t chunks = (n + per_chunk - 1) / per_chunk;
   at::parallel_for(0, chunks, std::max<int64_t>(1, kElementGrain / per_chunk), [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      const int64_t start = k * per_chunk;
-      const int64_t end = std::min(n, start + per_chunk);
-      ForEachChunk(x, y, start, end, t, [&](float* v, int64_t m, int64_t) { op(v, m, start / l.inner); });
-    }
+    for (int64_t k = b; k < e; ++k) span(k * per_chunk, std::min(n, (k + 1) * per_chunk));
   });
   return true;
+}
+
+/// ForEachGroupSpan through the float32 buffer: op(buffer, n, first_channel).
+template <typename T, typename Op>
+bool ForEachGroupChunk(const T* x, T* y, const ChannelLayout& l, const LaneIo& io, Op op) {
+  return ForEachGroupSpan(l, [&](int64_t start, int64_t end) {
+    ForEachChunk(x, y, start, end, io, [&](float* v, int64_t m, int64_t) { op(v, m, start / l.inner); });
+  });
 }
 
 }  // namespace quark::kernels

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/float_grid.h"
 #include "kernels/cpu/lanes_io.h"
@@ -87,9 +88,11 @@ template <typename T>
 void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args, const int8_t* exps) {
   const MxElement el = ElementOf(args);
   const int shift = ElementShift(el);
-  const LaneTable& t = LaneOpsForThisCpu();
+  const LaneIo io = LaneIoFor(rows * len * static_cast<int64_t>(sizeof(T)));
+  const LaneTable& t = io.t();
   const GridArgs g{el.grid.mbits, el.grid.emin, el.grid.max};
   const auto mx_int = t.mx_int[static_cast<int>(args.round)];
+  const auto mx_int16 = t.bf16.mx_int[static_cast<int>(args.round)];
   const int64_t nb = MxBlocksPerRow(len);
   // Parallel over rows; long rows are split into chunks of whole blocks.
   const int64_t chunks_per_row = (len + kLanes - 1) / kLanes;
@@ -101,20 +104,37 @@ void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args
       const int64_t r = k / chunks_per_row;
       const int64_t start = (k % chunks_per_row) * kLanes;
       const int64_t end = std::min(len, start + kLanes);
-      ForEachChunk(x, y, r * len + start, r * len + end, t, [&](float* v, int64_t n, int64_t) {
+      // Block multipliers of the chunk, from the given exponents or from the chunk's block amax.
+      auto block_params = [&](int64_t n) {
         const int64_t blocks = (n + kMxBlock - 1) / kMxBlock;
-        if (!exps) t.block_amax(v, n, amax);
         for (int64_t j = 0; j < blocks; ++j) {
           const int ex = exps ? exps[r * nb + start / kMxBlock + j] : SharedExponent(amax[j], el, args.mode);
           inv[j] = Pow2(shift - ex);
           scale[j] = Pow2(ex - shift);
         }
-        if (el.is_int) {
-          mx_int(v, n, inv, scale);
-        } else {
-          t.mx_grid(v, n, inv, scale, g);
-        }
-      });
+      };
+      if constexpr (std::is_same_v<T, c10::BFloat16>) {
+        ForEachBf16Chunk(x, y, r * len + start, r * len + end, io,
+                         [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
+                           if (!exps) t.bf16.block_amax(in, n, amax);
+                           block_params(n);
+                           if (el.is_int) {
+                             mx_int16(in, out, n, inv, scale);
+                           } else {
+                             t.bf16.mx_grid(in, out, n, inv, scale, g);
+                           }
+                         });
+      } else {
+        ForEachChunk(x, y, r * len + start, r * len + end, io, [&](float* v, int64_t n, int64_t) {
+          if (!exps) t.block_amax(v, n, amax);
+          block_params(n);
+          if (el.is_int) {
+            mx_int(v, n, inv, scale);
+          } else {
+            t.mx_grid(v, n, inv, scale, g);
+          }
+        });
+      }
     }
   });
 }

@@ -90,5 +90,103 @@ TEST(LaneOpsTest, Avx2AndBaselineAgree) {
   }
 }
 
+// Every head / body / tail split of the copies: destinations at each offset from a 32-byte boundary, lengths that
+// end anywhere; bytes around the destination stay untouched.
+TEST(LaneOpsTest, CopiesAreExactAtEveryAlignmentAndLength) {
+  std::vector<const LaneTable*> tables = {&BaseLaneTable()};
+  if (Avx2LaneTable() != nullptr) tables.push_back(Avx2LaneTable());
+  std::vector<unsigned char> src(400);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (const LaneTable* t : tables) {
+    for (int offset = 0; offset < 40; ++offset) {
+      for (int bytes : {0, 1, 3, 31, 32, 33, 64, 95, 200, 333}) {
+        alignas(64) unsigned char dst[448];
+        std::memset(dst, 0xEE, sizeof(dst));
+        t->stream_copy(src.data(), dst + offset, bytes);
+        EXPECT_EQ(std::memcmp(dst + offset, src.data(), bytes), 0) << "offset " << offset << " bytes " << bytes;
+        for (int i = 0; i < offset; ++i) ASSERT_EQ(dst[i], 0xEE);
+        for (size_t i = offset + bytes; i < sizeof(dst); ++i) ASSERT_EQ(dst[i], 0xEE);
+      }
+    }
+    const std::vector<float> in = Inputs();
+    for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{513}, static_cast<int64_t>(in.size())}) {
+      std::vector<float> out(in.size(), 1.0f);
+      t->copy_f32(in.data(), out.data(), n);
+      EXPECT_EQ(std::memcmp(out.data(), in.data(), n * sizeof(float)), 0) << "copy_f32 n " << n;
+      if (n < static_cast<int64_t>(out.size())) EXPECT_EQ(out[n], 1.0f);
+    }
+  }
+}
+
+// The fused bfloat16 loops equal load -> float32 loop -> store, bit for bit, in both tables and in place.
+TEST(LaneOpsTest, FusedBf16LoopsEqualTheBufferedOnes) {
+  std::vector<const LaneTable*> tables = {&BaseLaneTable()};
+  if (Avx2LaneTable() != nullptr) tables.push_back(Avx2LaneTable());
+  const std::vector<float> in = Inputs();
+  const auto n = static_cast<int64_t>(in.size());
+  for (const LaneTable* t : tables) {
+    std::vector<uint16_t> x(n);
+    t->store_bf16(in.data(), x.data(), n);
+    const int64_t groups = (n + 31) / 32;
+    std::vector<float> s(groups), inv(groups), z(groups);
+    for (int64_t k = 0; k < groups; ++k) {
+      s[k] = 0.25f * static_cast<float>(k % 7 + 1);
+      inv[k] = 1.0f / s[k];
+      z[k] = static_cast<float>(k % 5);
+    }
+    // `fused` runs on bfloat16 bits, `buffered` on float32 lanes; their outputs must be the same bits.
+    auto expect_same = [&](const char* what, auto fused, auto buffered) {
+      std::vector<uint16_t> a(n), b(n);
+      std::vector<float> v(n);
+      t->load_bf16(x.data(), v.data(), n);
+      buffered(v.data());
+      t->store_bf16(v.data(), b.data(), n);
+      fused(x.data(), a.data());
+      EXPECT_EQ(a, b) << what;
+      std::vector<uint16_t> inplace = x;
+      fused(inplace.data(), inplace.data());
+      EXPECT_EQ(inplace, b) << what << " in place";
+    };
+    for (int mode = 0; mode < 3; ++mode) {
+      for (int fz = 0; fz < 2; ++fz) {
+        expect_same(
+            "affine_run", [&](const uint16_t* i, uint16_t* o) { t->bf16.affine_run[mode][fz](i, o, n, 0.75f, 1.0f / 0.75f, 3.0f, -8.0f, 7.0f); },
+            [&](float* v) { t->affine_run[mode][fz](v, n, 0.75f, 1.0f / 0.75f, 3.0f, -8.0f, 7.0f); });
+        expect_same(
+            "affine_groups",
+            [&](const uint16_t* i, uint16_t* o) {
+              t->bf16.affine_groups[mode][fz](i, o, n, 32, s.data(), inv.data(), z.data(), 0.0f, 15.0f);
+            },
+            [&](float* v) { t->affine_groups[mode][fz](v, n, 32, s.data(), inv.data(), z.data(), 0.0f, 15.0f); });
+      }
+      expect_same(
+          "mx_int", [&](const uint16_t* i, uint16_t* o) { t->bf16.mx_int[mode](i, o, n, inv.data(), s.data()); },
+          [&](float* v) { t->mx_int[mode](v, n, inv.data(), s.data()); });
+    }
+    for (const GridArgs g : {GridArgs{3, -6, 448.0f}, GridArgs{1, 0, 6.0f}}) {
+      expect_same(
+          "float_run", [&](const uint16_t* i, uint16_t* o) { t->bf16.float_run(i, o, n, 0.5f, g); },
+          [&](float* v) { t->float_run(v, n, 0.5f, g); });
+      expect_same(
+          "float_groups", [&](const uint16_t* i, uint16_t* o) { t->bf16.float_groups(i, o, n, 32, s.data(), g); },
+          [&](float* v) { t->float_groups(v, n, 32, s.data(), g); });
+      expect_same(
+          "mx_grid", [&](const uint16_t* i, uint16_t* o) { t->bf16.mx_grid(i, o, n, inv.data(), s.data(), g); },
+          [&](float* v) { t->mx_grid(v, n, inv.data(), s.data(), g); });
+    }
+    std::vector<float> v(n), amax_a(groups), amax_b(groups);
+    t->load_bf16(x.data(), v.data(), n);
+    t->block_amax(v.data(), n, amax_b.data());
+    t->bf16.block_amax(x.data(), n, amax_a.data());
+    EXPECT_EQ(std::memcmp(amax_a.data(), amax_b.data(), groups * sizeof(float)), 0);
+  }
+}
+
+TEST(LaneOpsTest, StreamingIsChosenOnlyForLargeOutputs) {
+  EXPECT_FALSE(LaneIoFor(kStreamOutputBytes - 1).stream);
+  EXPECT_TRUE(LaneIoFor(kStreamOutputBytes).stream);
+  EXPECT_EQ(LaneIoFor(0).table, &LaneOpsForThisCpu());
+}
+
 }  // namespace
 }  // namespace quark::kernels
