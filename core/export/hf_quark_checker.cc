@@ -272,8 +272,9 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
           }
         }
       }
+      // Per-group int4/uint4 scales may be F16 or BF16 (both listed by the layout); F32 is refused, as the spec says.
       auto specs = QuantizedLinearTensors(name, config, linear.out_features, linear.in_features, linear.has_bias,
-                                          model_dtype, checkpoint::StDType::kF32);
+                                          model_dtype, checkpoint::StDType::kF16);
       if (!specs.ok()) {
         out.push_back(std::string(specs.status().message()));
         continue;

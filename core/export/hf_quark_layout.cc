@@ -78,7 +78,8 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
     auto packed_out = PackedLength(m, element, out, "out_features (per_group int4 packs the transposed weight)");
     if (!packed_out.ok()) return packed_out.status();
     t.push_back({m + ".weight", {StDType::kI32}, {in, *packed_out}});
-    t.push_back({m + ".weight_scale", {float_scale_dtype, StDType::kF32, StDType::kF16, StDType::kBF16}, {in / group, out}});
+    // checkpoint-format.md: F16/BF16 only (scale_dtype.h says which the writer picks).
+    t.push_back({m + ".weight_scale", {float_scale_dtype, StDType::kF16, StDType::kBF16}, {in / group, out}});
     t.push_back({m + ".weight_zero_point", {StDType::kI32}, {in / group, *packed_out}});
     return absl::OkStatus();
   }

@@ -28,9 +28,9 @@ struct ExportTensorSpec {
 };
 
 /// The tensors of linear `module` ([out, in], bias or not) quantized with `config`. Unquantized parts (no weight
-/// spec: the weight; the bias) keep `model_dtype`. `float_scale_dtype` is the dtype of per-group int4/uint4 weight
-/// scales (F16 / BF16 / F32: the scale dtype of the numerics, so that a reload reproduces the fake-quantized model
-/// exactly); every other scale is F32. INVALID_ARGUMENT naming the module and the dimension when the scheme cannot
+/// spec: the weight; the bias) keep `model_dtype`. `float_scale_dtype` is the dtype written for per-group int4/uint4
+/// weight scales (F16 or BF16, see PackedGroupScaleDtype in scale_dtype.h; the checker accepts either); every other
+/// scale is F32. INVALID_ARGUMENT naming the module and the dimension when the scheme cannot
 /// be packed for this shape (int4 needs multiples of 8, fp4 of 2, fp6 of 4, per_group of the group size).
 absl::StatusOr<std::vector<ExportTensorSpec>> QuantizedLinearTensors(const std::string& module,
                                                                     const LayerQuantConfig& config, int64_t out_features,

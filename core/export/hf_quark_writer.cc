@@ -10,6 +10,7 @@
 #include "core/checkpoint/model_modules.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_checker.h"
+#include "core/export/scale_dtype.h"
 #include "core/numerics/quant_params.h"
 
 namespace quark::exporter {
@@ -73,11 +74,11 @@ HfQuarkExporter::~HfQuarkExporter() {
 }
 
 checkpoint::StDType HfQuarkExporter::FloatScaleDType(const LayerQuantConfig& config) const {
-  if (!config.weight || config.weight->qscheme != QScheme::kPerGroup || config.weight->IsMx()) return checkpoint::StDType::kF32;
-  const DType d = config.weight->ElementType();
-  if (d != DType::kInt4 && d != DType::kUInt4) return checkpoint::StDType::kF32;
-  auto dtype = StDTypeOf(ScaleDtypeFor(*config.weight, options_.compute_dtype));
-  return dtype.ok() ? *dtype : checkpoint::StDType::kF32;
+  // Per-group int4/uint4 scales are 16-bit (scale_dtype.h); QuantLinear quantized the weight with those same scales.
+  const auto packed = config.weight ? PackedGroupScaleDtype(*config.weight, options_.compute_dtype) : std::nullopt;
+  if (!packed) return checkpoint::StDType::kF32;
+  auto dtype = StDTypeOf(*packed);
+  return dtype.ok() ? *dtype : checkpoint::StDType::kF16;
 }
 
 absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<checkpoint::PlannedTensor>& planned) {

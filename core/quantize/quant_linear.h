@@ -2,7 +2,8 @@
 // resolved LayerQuantConfig. Two phases:
 //   calibrating: forward is the float linear while the static input/output observers see every batch;
 //   frozen (after Freeze()): forward is fake-quantized (input -> quantized weight and bias -> output).
-// A frozen QuantLinear also gives the real-quantized codes of its weight for export.
+// A frozen QuantLinear also gives the real-quantized codes of its weight for export. The quantizers and both phases
+// live in ModuleQuantizers, shared with the quantized torch::nn modules of ModelQuantizer.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +17,7 @@
 #include "core/numerics/real_quant.h"
 #include "core/numerics/tensor_quantizer.h"
 #include "core/quantize/activation_quantizer.h"
+#include "core/quantize/module_quantizers.h"
 #include "core/runtime/linear.h"
 
 namespace quark::quantize {
@@ -43,39 +45,34 @@ class QuantLinear : public runtime::LinearLike {
   int64_t in_features() const override { return in_features_; }
   int64_t out_features() const override { return out_features_; }
   /// The weight the forward uses: fake-quantized once frozen.
-  at::Tensor weight() const override { return frozen_ ? qweight_ : weight_; }
-  at::Tensor bias() const override { return frozen_ ? qbias_ : bias_; }
+  at::Tensor weight() const override { return q_->weight(); }
+  at::Tensor bias() const override { return q_->bias(); }
 
   /// Observes the weight and bias, freezes every static quantizer and computes the fake-quantized weight.
   /// FAILED_PRECONDITION naming the module when a static activation saw no calibration batch.
-  absl::Status Freeze();
-  bool frozen() const { return frozen_; }
+  absl::Status Freeze() { return q_->Freeze(); }
+  bool frozen() const { return q_->frozen(); }
 
   /// Real-quantized weight codes (unpacked) for export; FAILED_PRECONDITION before Freeze or without a weight spec.
-  absl::StatusOr<RealQuantized> ExportWeight() const;
+  absl::StatusOr<RealQuantized> ExportWeight() const { return q_->ExportWeight(); }
   /// Drops the float weight once exported (the fake-quantized weight stays for the forward).
-  void ReleaseFloatWeight();
+  void ReleaseFloatWeight() { q_->ReleaseFloatWeight(); }
 
-  const std::string& name() const { return name_; }
-  const LayerQuantConfig& config() const { return config_; }
-  ActivationQuantizer* input_quantizer() const { return input_.get(); }
-  ActivationQuantizer* output_quantizer() const { return output_.get(); }
+  const std::string& name() const { return q_->name(); }
+  const LayerQuantConfig& config() const { return q_->config(); }
+  ActivationQuantizer* input_quantizer() const { return q_->input_quantizer(); }
+  ActivationQuantizer* output_quantizer() const { return q_->output_quantizer(); }
+  ModuleQuantizers& quantizers() { return *q_; }
+  const ModuleQuantizers& quantizers() const { return *q_; }
+
+  /// "QuantLinear(<name>, in_features=.., out_features=..)".
+  void pretty_print(std::ostream& stream) const override;
 
  private:
   QuantLinear() = default;
-  absl::StatusOr<at::Tensor> QuantizedForward(const at::Tensor& input) const;
 
-  std::string name_;
-  LayerQuantConfig config_;
-  at::Tensor weight_, bias_;    // float, as given
-  at::Tensor qweight_, qbias_;  // fake-quantized (frozen)
+  std::unique_ptr<ModuleQuantizers> q_;
   int64_t in_features_ = 0, out_features_ = 0;
-  bool frozen_ = false;
-  bool weight_prequantized_ = false;
-  std::unique_ptr<TensorQuantizer> weight_quantizer_;
-  std::unique_ptr<TensorQuantizer> bias_quantizer_;
-  std::unique_ptr<ActivationQuantizer> input_;
-  std::unique_ptr<ActivationQuantizer> output_;
 };
 
 }  // namespace quark::quantize
