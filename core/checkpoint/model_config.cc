@@ -77,6 +77,55 @@ absl::Status ParseRopeScaling(const json& root, const std::string& label, ModelC
   return absl::OkStatus();
 }
 
+// HF's Qwen2Config default: layers below this index attend to everything even with use_sliding_window.
+constexpr int64_t kQwen2DefaultMaxWindowLayers = 28;
+
+// Which layers of a windowed model use the window. Mistral: all. Qwen2: `layer_types` when given
+// ("sliding_attention" / "full_attention" per layer), else layers >= max_window_layers (HF's Qwen2Config).
+absl::Status ParseSlidingWindowLayers(const json& root, const std::string& label, ModelConfig& config) {
+  if (config.model_type != "qwen2") return absl::OkStatus();
+  const int64_t layers = config.num_hidden_layers;
+  config.sliding_window_layers.assign(layers, true);
+  auto types = root.find("layer_types");
+  if (types != root.end() && !types->is_null()) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != layers) {
+      return FieldError(label, "layer_types", quark::StrCat("= ", types->dump(), " is not a list of ", layers, " layer types"));
+    }
+    for (int64_t i = 0; i < layers; ++i) {
+      const json& type = (*types)[i];
+      const std::string name = type.is_string() ? type.get<std::string>() : type.dump();
+      if (name != "sliding_attention" && name != "full_attention") {
+        return FieldError(label, quark::StrCat("layer_types[", i, "]"),
+                          quark::StrCat("= \"", name, "\" is not sliding_attention or full_attention"));
+      }
+      config.sliding_window_layers[i] = name == "sliding_attention";
+    }
+    return absl::OkStatus();
+  }
+  auto first = IntField(root, label, "max_window_layers", kQwen2DefaultMaxWindowLayers);
+  if (!first.ok()) return first.status();
+  for (int64_t i = 0; i < layers; ++i) config.sliding_window_layers[i] = i >= *first;
+  return absl::OkStatus();
+}
+
+// `sliding_window`: an int, or null for none. Mistral always honours it; Qwen2 only with use_sliding_window
+// (HF sets it to None otherwise, so its value is then ignored, not validated); Llama has no window. An absent
+// key means no window here (HF's MistralConfig would default to 4096, but every saved Mistral config.json
+// carries the key, null since v0.2).
+absl::Status ParseSlidingWindow(const json& root, const std::string& label, ModelConfig& config) {
+  const bool used = config.model_type == "mistral" ||
+                    (config.model_type == "qwen2" && BoolField(root, "use_sliding_window", false));
+  if (!used) return absl::OkStatus();
+  auto window = IntField(root, label, "sliding_window", 0);
+  if (!window.ok()) return window.status();
+  if (!root.contains("sliding_window") || root["sliding_window"].is_null()) return absl::OkStatus();
+  if (*window <= 0) {
+    return FieldError(label, "sliding_window", quark::StrCat("= ", *window, " must be positive (or null for no window)"));
+  }
+  config.sliding_window = *window;
+  return ParseSlidingWindowLayers(root, label, config);
+}
+
 absl::Status ParseSizes(const json& root, const std::string& label, ModelConfig& config) {
   const bool opt = config.family == ArchFamily::kOpt;
   struct Field {
@@ -127,7 +176,27 @@ void ParseOptFields(const json& root, ModelConfig& config) {
   config.tie_word_embeddings = BoolField(root, "tie_word_embeddings", true);
 }
 
+void WriteSlidingWindow(const ModelConfig& c, json& root) {
+  const json window = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  if (c.model_type == "mistral") root["sliding_window"] = window;
+  if (c.model_type != "qwen2") return;
+  root["use_sliding_window"] = c.sliding_window > 0;
+  root["sliding_window"] = window;
+  if (c.sliding_window <= 0) return;
+  json types = json::array();
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    types.push_back(LayerAttentionWindow(c, i) > 0 ? "sliding_attention" : "full_attention");
+  }
+  root["layer_types"] = types;
+}
+
 }  // namespace
+
+int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
+  if (config.sliding_window <= 0 || config.sliding_window_layers.empty()) return config.sliding_window;
+  if (layer < 0 || layer >= static_cast<int64_t>(config.sliding_window_layers.size())) return 0;
+  return config.sliding_window_layers[layer] ? config.sliding_window : 0;
+}
 
 const char* SupportedModelTypes() { return "llama, mistral, qwen2, opt"; }
 
@@ -168,6 +237,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   config.o_proj_bias = !qwen2 && BoolField(root, "attention_bias", false);
   config.mlp_bias = BoolField(root, "mlp_bias", false);
   if (auto status = ParseRopeScaling(root, label, config); !status.ok()) return status;
+  if (auto status = ParseSlidingWindow(root, label, config); !status.ok()) return status;
   return config;
 }
 
@@ -213,6 +283,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   root["hidden_act"] = c.hidden_act;
   root["attention_bias"] = c.model_type == "qwen2" ? false : c.attention_bias;
   root["mlp_bias"] = c.mlp_bias;
+  WriteSlidingWindow(c, root);
   if (c.rope_scaling) {
     root["rope_scaling"] = {{"rope_type", c.rope_scaling->rope_type}, {"factor", c.rope_scaling->factor},
                             {"low_freq_factor", c.rope_scaling->low_freq_factor},

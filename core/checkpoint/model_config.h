@@ -44,6 +44,12 @@ struct ModelConfig {
   double layer_norm_eps = 1e-5;  // OPT
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
+  /// Sliding-window attention (mistral; qwen2 with use_sliding_window): a query at position i sees keys j with
+  /// i - sliding_window < j <= i. 0 = no window (config null or absent, or qwen2 with use_sliding_window false).
+  int64_t sliding_window = 0;
+  /// Which layers use the window: empty = every layer (mistral); else one entry per layer (qwen2: from
+  /// `layer_types`, else layers >= max_window_layers). Read it through LayerAttentionWindow().
+  std::vector<bool> sliding_window_layers;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v/o biases (qwen2: q/k/v only)
   bool o_proj_bias = false;
@@ -61,8 +67,12 @@ struct ModelConfig {
 
 /// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size
 /// not divisible by the head count, heads not divisible by KV heads, an unknown model_type (listing
-/// SupportedModelTypes()), an unknown rope_scaling type, an unsupported hidden_act.
+/// SupportedModelTypes()), an unknown rope_scaling type, an unsupported hidden_act, a non-positive or
+/// non-integer sliding_window where it is used, a layer_types list of the wrong length or with unknown entries.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label = "config.json");
+
+/// The attention window of decoder layer `layer`: config.sliding_window where that layer uses it, else 0 (none).
+int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer);
 
 /// Reads and parses `model_dir`/config.json.
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);

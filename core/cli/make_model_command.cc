@@ -25,8 +25,8 @@ int RunMakeModel(const runtime::SyntheticModelOptions& options) {
 void Setup(CLI::App& app) {
   auto options = std::make_shared<runtime::SyntheticModelOptions>();
   CLI::App* cmd = app.add_subcommand("make-model", "Write a synthetic HF model (seeded random weights, real shapes)");
-  cmd->add_option("--arch", options->arch, "llama or opt")->required();
-  cmd->add_option("--shape", options->shape, "tiny, llama-2-7b, llama-2-13b, llama-3-8b, llama-3.1-8b, opt-125m, opt-1.3b, opt-6.7b")
+  cmd->add_option("--arch", options->arch, "llama, mistral or opt")->required();
+  cmd->add_option("--shape", options->shape, "tiny, llama-2-7b, llama-2-13b, llama-3-8b, llama-3.1-8b, mistral-7b, opt-125m, opt-1.3b, opt-6.7b")
       ->required();
   cmd->add_option("--dtype", options->dtype, "f32, bf16 (default) or f16");
   cmd->add_option("--seed", options->seed, "random seed (default 0)");

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/runtime/matmul_precision.h"
+
 namespace quark::runtime {
 namespace {
 
@@ -45,27 +47,36 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
                            double scale) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(1), rep = heads / kv_heads;
+  // Products in float32 where bf16 GEMMs are slow; q, k, v are small next to the weights, so widening them
+  // whole costs little.
+  const at::ScalarType compute = MatmulInFloat32(q) ? at::kFloat : q.scalar_type();
   // [B, KV, rep * T, D]: the query heads sharing a KV head side by side, so no KV copy is needed.
-  const at::Tensor grouped_q = q.reshape({batch, kv_heads, rep * seq, dim});
+  const at::Tensor grouped_q = q.to(compute).reshape({batch, kv_heads, rep * seq, dim});
+  const at::Tensor kw = k.to(compute), vw = v.to(compute);
   const int64_t per_kv = std::max<int64_t>(1, batch * rep * seq * seq);
   const int64_t chunk = std::max<int64_t>(1, kScoreElementsPerChunk / per_kv);
   std::vector<at::Tensor> outputs;
   for (int64_t start = 0; start < kv_heads; start += chunk) {
     const int64_t n = std::min(chunk, kv_heads - start);
     const at::Tensor qc = grouped_q.narrow(1, start, n);
-    const at::Tensor kc = k.narrow(1, start, n);
-    const at::Tensor vc = v.narrow(1, start, n);
+    const at::Tensor kc = kw.narrow(1, start, n);
+    const at::Tensor vc = vw.narrow(1, start, n);
     at::Tensor scores = at::matmul(qc, kc.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // [B, n, rep*T, T]
     scores = scores.view({batch, n, rep, seq, seq}).add_(mask);
-    at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type()).view({batch, n, rep * seq, seq});
+    at::Tensor probs = at::softmax(scores, -1).to(compute).view({batch, n, rep * seq, seq});
     outputs.push_back(at::matmul(probs, vc));  // [B, n, rep*T, D]
   }
   at::Tensor out = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);
-  return out.view({batch, heads, seq, dim}).transpose(1, 2).reshape({batch, seq, heads * dim});
+  return out.view({batch, heads, seq, dim}).transpose(1, 2).reshape({batch, seq, heads * dim}).to(q.scalar_type());
 }
 
-at::Tensor CausalMask(int64_t seq_len) {
-  return at::full({seq_len, seq_len}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1);
+at::Tensor CausalMask(int64_t seq_len, int64_t window) {
+  const float inf = std::numeric_limits<float>::infinity();
+  at::Tensor mask = at::full({seq_len, seq_len}, -inf, at::kFloat).triu(1);  // j > i
+  if (window > 0 && window < seq_len) {
+    mask.add_(at::full({seq_len, seq_len}, -inf, at::kFloat).tril(-window));  // j <= i - window
+  }
+  return mask;
 }
 
 void RopeTables(const checkpoint::ModelConfig& config, int64_t seq_len, at::ScalarType dtype, at::Tensor* cos,

@@ -14,11 +14,17 @@ namespace quark::runtime {
 /// Causal softmax attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
 /// KV head h / (H / KV), HF's repeat_kv); mask [T, T] additive float32. Scores and softmax in float32.
 /// Returns [B, T, H * D] in q's dtype. Works through the KV heads in chunks so the score matrix stays small.
+/// bf16 on a CPU without native bf16 GEMMs (matmul_precision.h): both products in float32, the probabilities
+/// kept in float32, the result rounded to bf16 once.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                            double scale);
 
-/// [T, T] float32: 0 on and below the diagonal, -inf above.
-at::Tensor CausalMask(int64_t seq_len);
+/// [T, T] additive float32 mask: query i sees key j (0) when j <= i and, with a window W > 0, also
+/// i - W < j, so each query sees at most W keys including itself; -inf elsewhere. `window` 0 = no window.
+/// This is HF transformers' convention (masking_utils.sliding_window_overlay: kv_idx > q_idx - sliding_window,
+/// combined with the causal kv_idx <= q_idx), used by its Mistral and Qwen2 sliding-window layers. Older
+/// transformers releases (_make_causal_mask) let a query see W + 1 keys; see huggingface/transformers#29176.
+at::Tensor CausalMask(int64_t seq_len, int64_t window = 0);
 
 /// HF's rotate-half RoPE tables for positions 0..T-1: cos and sin [T, head_dim] in `dtype`, computed in double,
 /// with rope_theta and Llama 3 ("llama3") or "linear" rope_scaling applied to the inverse frequencies.

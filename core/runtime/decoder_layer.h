@@ -22,6 +22,10 @@ struct LayerContext {
   at::Tensor cos;   // [T, head_dim] RoPE (Llama family), compute dtype; undefined for OPT
   at::Tensor sin;   // [T, head_dim]
   at::Tensor mask;  // [T, T] additive causal mask (0 / -inf), float32
+  /// The model's sliding window (0 = none) and its [T, T] windowed causal mask, undefined when none. Layers
+  /// that use the window (checkpoint::LayerAttentionWindow) attend with this mask instead of `mask`.
+  int64_t sliding_window = 0;
+  at::Tensor sliding_mask;
 };
 
 /// A linear of a layer with its names.

@@ -24,10 +24,15 @@ class LinearLike : public torch::nn::Module {
 };
 
 /// The plain float Linear the runtime builds from checkpoint weights.
+///
+/// bf16 inputs on a CPU without native bf16 GEMMs (matmul_precision.h) are computed in float32: the first such
+/// forward keeps a float32 copy of a bf16 weight (2x its bf16 bytes; ~800 MB for a Llama-2-7B layer) until the
+/// linear is destroyed or its weight replaced. Streamed layers live one at a time, so that copy is one layer's
+/// worth, the same as a float32-compute run holds. Not thread-safe (forward fills that cache).
 class FloatLinear : public LinearLike {
  public:
   /// `weight` [out, in]; `bias` [out] or undefined. The tensors may be read-only mmap views: replace them
-  /// (set_weight) rather than editing them in place.
+  /// (set_weight) rather than editing them in place, which would also leave the float32 copy stale.
   FloatLinear(at::Tensor weight, at::Tensor bias);
   at::Tensor forward(const at::Tensor& input) override;
   int64_t in_features() const override { return weight_.size(1); }
@@ -41,6 +46,9 @@ class FloatLinear : public LinearLike {
  private:
   at::Tensor weight_;
   at::Tensor bias_;
+  // float32 copies for the float32-compute path of bf16 inputs; undefined until needed, reset by set_weight/bias.
+  at::Tensor float_weight_;
+  at::Tensor float_bias_;
 };
 
 }  // namespace quark::runtime

@@ -15,7 +15,10 @@ at::Tensor LlamaAttention::forward(const at::Tensor& x, const LayerContext& cont
   at::Tensor v = v_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2).contiguous();
   q = ApplyRope(q, context.cos, context.sin);
   k = ApplyRope(k, context.cos, context.sin);
-  const at::Tensor attended = CausalAttention(q.contiguous(), k.contiguous(), v, context.mask, 1.0 / std::sqrt(head_dim));
+  TORCH_CHECK(window == 0 || (context.sliding_window == window && context.sliding_mask.defined()), "layer window ",
+              window, " but the context was built for window ", context.sliding_window);
+  const at::Tensor& mask = window > 0 ? context.sliding_mask : context.mask;
+  const at::Tensor attended = CausalAttention(q.contiguous(), k.contiguous(), v, mask, 1.0 / std::sqrt(head_dim));
   return o_proj->forward(attended);
 }
 
@@ -37,6 +40,7 @@ absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const
   attn->heads = config.num_attention_heads;
   attn->kv_heads = config.num_key_value_heads;
   attn->head_dim = config.head_dim;
+  attn->window = checkpoint::LayerAttentionWindow(config, index);
   auto mlp = std::make_shared<LlamaMlp>();
   std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->o_proj,
                                           &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj};

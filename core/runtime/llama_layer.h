@@ -17,7 +17,9 @@ class LlamaAttention : public torch::nn::Module {
  public:
   std::shared_ptr<LinearLike> q_proj, k_proj, v_proj, o_proj;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  /// x [B, T, hidden] -> [B, T, hidden].
+  int64_t window = 0;  // sliding window of this layer (0 = none): attends with context.sliding_mask
+  /// x [B, T, hidden] -> [B, T, hidden]. Throws c10::Error when the layer has a window the context was not
+  /// built for (a model/context mix-up, not bad input).
   at::Tensor forward(const at::Tensor& x, const LayerContext& context);
 };
 

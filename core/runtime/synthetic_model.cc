@@ -25,18 +25,22 @@ struct Shape {
   double rope_theta;
   int64_t bos, eos;
   bool llama31_scaling;
+  int64_t sliding_window;  // 0 = none
 };
 
 constexpr Shape kShapes[] = {
-    {"llama", "tiny", 64, 172, 2, 8, 4, 512, 512, 10000.0, 1, 2, false},
-    {"llama", "llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0, 1, 2, false},
-    {"llama", "llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0, 1, 2, false},
-    {"llama", "llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0, 128000, 128001, false},
-    {"llama", "llama-3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0, 128000, 128001, true},
-    {"opt", "tiny", 64, 256, 2, 4, 4, 512, 512, 0, 2, 2, false},
-    {"opt", "opt-125m", 768, 3072, 12, 12, 12, 50272, 2048, 0, 2, 2, false},
-    {"opt", "opt-1.3b", 2048, 8192, 24, 32, 32, 50272, 2048, 0, 2, 2, false},
-    {"opt", "opt-6.7b", 4096, 16384, 32, 32, 32, 50272, 2048, 0, 2, 2, false},
+    {"llama", "tiny", 64, 172, 2, 8, 4, 512, 512, 10000.0, 1, 2, false, 0},
+    {"llama", "llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0, 1, 2, false, 0},
+    {"llama", "llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0, 1, 2, false, 0},
+    {"llama", "llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0, 128000, 128001, false, 0},
+    {"llama", "llama-3.1-8b", 4096, 14336, 32, 32, 8, 128256, 131072, 500000.0, 128000, 128001, true, 0},
+    // Mistral 7B v0.1 (the release with a 4096-token window); tiny: a window shorter than test sequences.
+    {"mistral", "tiny", 64, 172, 2, 8, 4, 512, 512, 10000.0, 1, 2, false, 16},
+    {"mistral", "mistral-7b", 4096, 14336, 32, 32, 8, 32000, 32768, 10000.0, 1, 2, false, 4096},
+    {"opt", "tiny", 64, 256, 2, 4, 4, 512, 512, 0, 2, 2, false, 0},
+    {"opt", "opt-125m", 768, 3072, 12, 12, 12, 50272, 2048, 0, 2, 2, false, 0},
+    {"opt", "opt-1.3b", 2048, 8192, 24, 32, 32, 50272, 2048, 0, 2, 2, false, 0},
+    {"opt", "opt-6.7b", 4096, 16384, 32, 32, 32, 50272, 2048, 0, 2, 2, false, 0},
 };
 
 // Elements generated per slice: 16M floats (64 MiB) at a time, whatever the tensor's size.
@@ -105,7 +109,9 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
-  if (arch != "llama" && arch != "opt") return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, opt"));
+  if (arch != "llama" && arch != "mistral" && arch != "opt") {
+    return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, mistral, opt"));
+  }
   auto parsed = ParseDtype(dtype);
   if (!parsed.ok()) return parsed.status();
   for (const Shape& s : kShapes) {
@@ -133,6 +139,7 @@ absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::
       c.word_embed_proj_dim = s.hidden;
       c.attention_bias = c.o_proj_bias = c.mlp_bias = true;
     }
+    c.sliding_window = s.sliding_window;
     if (s.llama31_scaling) c.rope_scaling = checkpoint::RopeScaling{"llama3", 8.0, 1.0, 4.0, 8192};
     return c;
   }

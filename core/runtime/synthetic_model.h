@@ -13,7 +13,7 @@
 namespace quark::runtime {
 
 struct SyntheticModelOptions {
-  std::string arch = "llama";  // "llama" or "opt"
+  std::string arch = "llama";  // "llama", "mistral" or "opt"
   std::string shape = "tiny";  // see SyntheticShapes()
   std::string dtype = "bf16";  // "f32", "bf16" or "f16"
   uint64_t seed = 0;
@@ -24,7 +24,7 @@ struct SyntheticModelOptions {
 };
 
 /// The shape names known for `arch` ("tiny", "llama-2-7b", "llama-2-13b", "llama-3-8b", "llama-3.1-8b",
-/// "opt-125m", "opt-1.3b", "opt-6.7b", ...).
+/// "mistral-7b", "opt-125m", "opt-1.3b", "opt-6.7b", ...).
 std::vector<std::string> SyntheticShapes(const std::string& arch);
 
 /// The HF config of a named shape. InvalidArgument listing the known arches / shapes otherwise.

@@ -4,6 +4,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/attention.h"
 #include "core/runtime/llama_layer.h"
+#include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
 #include "core/runtime/opt_layer.h"
 
@@ -55,7 +56,7 @@ absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const 
   if (config_.word_embed_proj_dim != config_.hidden_size) {
     auto project_in = weights_->Get("model.decoder.project_in.weight", dtype_);
     if (!project_in.ok()) return project_in.status();
-    hidden = at::linear(hidden, *project_in);
+    hidden = ComputeLinear(hidden, *project_in, at::Tensor());
   }
   auto positions = weights_->GetStored("model.decoder.embed_positions.weight");
   if (!positions.ok()) return positions.status();
@@ -69,6 +70,11 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
   LayerContext context;
   context.seq_len = seq_len;
   context.mask = CausalMask(seq_len);
+  context.sliding_window = config_.sliding_window;
+  if (config_.sliding_window > 0) {
+    // A window at least as long as the sequence hides nothing: share the plain mask rather than build a copy.
+    context.sliding_mask = config_.sliding_window < seq_len ? CausalMask(seq_len, config_.sliding_window) : context.mask;
+  }
   if (!IsOpt(config_)) RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
   return contexts_.emplace(seq_len, std::move(context)).first->second;
 }
@@ -122,7 +128,7 @@ absl::StatusOr<at::Tensor> TransformerModel::FinalHidden(const at::Tensor& hidde
   } else if (config_.do_layer_norm_before) {
     h = LayerNorm(final_norm_weight_, final_norm_bias_, config_.layer_norm_eps).forward(h);
   }
-  if (project_out_.defined()) h = at::linear(h, project_out_);
+  if (project_out_.defined()) h = ComputeLinear(h, project_out_, at::Tensor());
   return h;
 }
 
@@ -132,7 +138,7 @@ absl::StatusOr<at::Tensor> TransformerModel::Logits(const at::Tensor& hidden) {
   std::vector<at::Tensor> chunks;
   for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
-    chunks.push_back(at::linear(*h, lm_head_.narrow(0, start, n).to(dtype_)).to(at::kFloat));
+    chunks.push_back(ComputeLinear(*h, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat));
   }
   return at::cat(chunks, -1);
 }
@@ -147,7 +153,7 @@ absl::StatusOr<at::Tensor> TransformerModel::NextTokenNll(const at::Tensor& hidd
   at::Tensor running_max, running_sum, target_logit = at::zeros(targets.sizes(), at::kFloat);
   for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
-    const at::Tensor logits = at::linear(inputs, lm_head_.narrow(0, start, n).to(dtype_)).to(at::kFloat);  // [B, T-1, n]
+    const at::Tensor logits = ComputeLinear(inputs, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat);  // [B, T-1, n]
     const at::Tensor chunk_max = std::get<0>(logits.max(-1));
     if (!running_max.defined()) {
       running_max = chunk_max;

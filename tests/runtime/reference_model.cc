@@ -1,5 +1,6 @@
 #include "tests/runtime/reference_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -51,7 +52,24 @@ at::Tensor Rope(const at::Tensor& x, double theta) {
   return out;
 }
 
-at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ModelConfig& c, bool rope) {
+// One head with a sliding window, query by query: position i attends to keys max(0, i - window + 1) .. i
+// (HF's convention: kv_idx > q_idx - sliding_window), softmax over exactly those keys, no mask at all.
+at::Tensor WindowedHead(const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, int64_t window) {
+  const int64_t t = qh.size(0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(qh.size(1)));
+  at::Tensor out = at::zeros({t, vh.size(1)}, at::kDouble);
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t first = std::max<int64_t>(0, i - window + 1);
+    const at::Tensor keys = kh.narrow(0, first, i - first + 1);
+    const at::Tensor p = at::softmax(at::mv(keys, qh[i]) * scale, 0);
+    out[i].copy_(at::mv(vh.narrow(0, first, i - first + 1).t(), p));
+  }
+  return out;
+}
+
+// `window` 0 = plain causal attention through a -inf mask.
+at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ModelConfig& c, bool rope,
+                     int64_t window) {
   const int64_t t = q.size(0), d = c.head_dim, rep = c.num_attention_heads / c.num_key_value_heads;
   const at::Tensor mask = at::full({t, t}, -std::numeric_limits<double>::infinity(), at::kDouble).triu(1);
   std::vector<at::Tensor> heads;
@@ -61,6 +79,10 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     if (rope) {
       qh = Rope(qh, c.rope_theta);
       kh = Rope(kh, c.rope_theta);
+    }
+    if (window > 0) {
+      heads.push_back(WindowedHead(qh, kh, v.narrow(1, g * d, d), window));
+      continue;
     }
     const at::Tensor p = at::softmax(at::matmul(qh, kh.t()) / std::sqrt(static_cast<double>(d)) + mask, -1);
     heads.push_back(at::matmul(p, v.narrow(1, g * d, d)));
@@ -74,7 +96,8 @@ at::Tensor LlamaForward(const Weights& w, const ModelConfig& c, const at::Tensor
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const at::Tensor h = Rms(x, w(p + "input_layernorm.weight"), c.rms_norm_eps);
     const at::Tensor a = Attention(Linear(w, p + "self_attn.q_proj", h), Linear(w, p + "self_attn.k_proj", h),
-                                   Linear(w, p + "self_attn.v_proj", h), c, /*rope=*/true);
+                                   Linear(w, p + "self_attn.v_proj", h), c, /*rope=*/true,
+                                   checkpoint::LayerAttentionWindow(c, l));
     x = x + Linear(w, p + "self_attn.o_proj", a);
     const at::Tensor m = Rms(x, w(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
     const at::Tensor gate = Linear(w, p + "mlp.gate_proj", m);
@@ -92,7 +115,7 @@ at::Tensor OptForward(const Weights& w, const ModelConfig& c, const at::Tensor& 
     const std::string p = "model.decoder.layers." + std::to_string(l) + ".";
     const at::Tensor h = Ln(x, w(p + "self_attn_layer_norm.weight"), w(p + "self_attn_layer_norm.bias"), c.layer_norm_eps);
     const at::Tensor a = Attention(Linear(w, p + "self_attn.q_proj", h), Linear(w, p + "self_attn.k_proj", h),
-                                   Linear(w, p + "self_attn.v_proj", h), c, /*rope=*/false);
+                                   Linear(w, p + "self_attn.v_proj", h), c, /*rope=*/false, /*window=*/0);
     x = x + Linear(w, p + "self_attn.out_proj", a);
     const at::Tensor m = Ln(x, w(p + "final_layer_norm.weight"), w(p + "final_layer_norm.bias"), c.layer_norm_eps);
     x = x + Linear(w, p + "fc2", at::relu(Linear(w, p + "fc1", m)));

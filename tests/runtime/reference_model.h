@@ -1,5 +1,6 @@
 // A straightforward float64 reference of the Llama-family and OPT forward passes, written independently of
-// the runtime's modules (explicit per-head loops, RoPE by its formula), for tests of the runtime.
+// the runtime's modules (explicit per-head loops, RoPE by its formula, sliding windows query by query), for
+// tests of the runtime.
 #pragma once
 
 #include <string>
