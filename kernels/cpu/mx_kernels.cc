@@ -47,9 +47,11 @@ float BlockAmax(const T* x, int64_t n) {
   return m;
 }
 
-inline float ElementValue(float x, float inv, const MxElement& el, RoundMode round) {
-  if (el.is_int) return ClampKeepNan(RoundSmall(ClampKeepNan(x * inv, -128.0f, 128.0f), round), -127.0f, 127.0f);
-  return RoundToGridSaturate(x * inv, el.grid);
+// x / 2^(e - shift), as the element's value; k = shift - e.
+inline float ElementValue(float x, int k, const MxElement& el, RoundMode round) {
+  const float v = ScaleByPow2(x, k);
+  if (el.is_int) return ClampKeepNan(RoundSmall(ClampKeepNan(v, -128.0f, 128.0f), round), -127.0f, 127.0f);
+  return RoundToGridSaturate(v, el.grid);
 }
 
 template <typename Body>
@@ -68,11 +70,6 @@ void ForEachBlock(int64_t rows, int64_t len, Body body) {
 int ElementShift(const MxElement& el) { return el.is_int ? 6 : 0; }
 
 }  // namespace
-
-float Pow2(int k) {
-  if (k >= -126) return FromBits(static_cast<uint32_t>(k + 127) << 23);
-  return FromBits(1u << (k + 149));
-}
 
 int MxSharedExponent(float amax, const MxArgs& args) { return SharedExponent(amax, ElementOf(args), args.mode); }
 
@@ -100,25 +97,48 @@ void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args
     alignas(64) float amax[kLanes / kMxBlock];
     alignas(64) float inv[kLanes / kMxBlock];
     alignas(64) float scale[kLanes / kMxBlock];
+    bool prescaled[kLanes / kMxBlock];
+    alignas(64) float lanes[kLanes];
     for (int64_t k = b; k < e; ++k) {
       const int64_t r = k / chunks_per_row;
       const int64_t start = (k % chunks_per_row) * kLanes;
       const int64_t end = std::min(len, start + kLanes);
-      // Block multipliers of the chunk, from the given exponents or from the chunk's block amax.
+      // Block multipliers of the chunk, from the given exponents or from the chunk's block amax. Returns whether
+      // a block needs the exact two-step scaling (ScaleByPow2): then `prescaled` marks those blocks.
       auto block_params = [&](int64_t n) {
         const int64_t blocks = (n + kMxBlock - 1) / kMxBlock;
+        bool any = false;
         for (int64_t j = 0; j < blocks; ++j) {
           const int ex = exps ? exps[r * nb + start / kMxBlock + j] : SharedExponent(amax[j], el, args.mode);
-          inv[j] = Pow2(shift - ex);
+          const int k = shift - ex;
+          prescaled[j] = k > 127;
+          any = any || prescaled[j];
+          inv[j] = Pow2(prescaled[j] ? k - kMxPrescaleExp : k);
           scale[j] = Pow2(ex - shift);
+        }
+        return any;
+      };
+      // The float32-buffer route, for float32 / float16 data and for chunks with prescaled blocks.
+      auto quantize_lanes = [&](float* v, int64_t n, bool any_prescaled) {
+        if (any_prescaled) {
+          const float up = Pow2(kMxPrescaleExp);
+          for (int64_t i = 0; i < n; ++i) v[i] = prescaled[i / kMxBlock] ? v[i] * up : v[i];
+        }
+        if (el.is_int) {
+          mx_int(v, n, inv, scale);
+        } else {
+          t.mx_grid(v, n, inv, scale, g);
         }
       };
       if constexpr (std::is_same_v<T, c10::BFloat16>) {
         ForEachBf16Chunk(x, y, r * len + start, r * len + end, io,
                          [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
                            if (!exps) t.bf16.block_amax(in, n, amax);
-                           block_params(n);
-                           if (el.is_int) {
+                           if (block_params(n)) {
+                             t.load_bf16(in, lanes, n);
+                             quantize_lanes(lanes, n, true);
+                             t.store_bf16(lanes, out, n);
+                           } else if (el.is_int) {
                              mx_int16(in, out, n, inv, scale);
                            } else {
                              t.bf16.mx_grid(in, out, n, inv, scale, g);
@@ -127,12 +147,7 @@ void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args
       } else {
         ForEachChunk(x, y, r * len + start, r * len + end, io, [&](float* v, int64_t n, int64_t) {
           if (!exps) t.block_amax(v, n, amax);
-          block_params(n);
-          if (el.is_int) {
-            mx_int(v, n, inv, scale);
-          } else {
-            t.mx_grid(v, n, inv, scale, g);
-          }
+          quantize_lanes(v, n, block_params(n));
         });
       }
     }
@@ -146,9 +161,8 @@ void MxQuantize(const T* x, uint8_t* codes, uint8_t* e8m0, int64_t rows, int64_t
   ForEachBlock(rows, len, [&](int64_t k, int64_t off, int64_t n) {
     const int e = SharedExponent(BlockAmax(x + off, n), el, args.mode);
     e8m0[k] = static_cast<uint8_t>(e + 127);
-    const float inv = Pow2(shift - e);
     for (int64_t i = 0; i < n; ++i) {
-      const float v = ElementValue(ToF32(x[off + i]), inv, el, args.round);
+      const float v = ElementValue(ToF32(x[off + i]), shift - e, el, args.round);
       // MXINT8 has no NaN code: a NaN element is written as 0.
       codes[off + i] = el.is_int ? static_cast<uint8_t>(static_cast<int8_t>(std::isnan(v) ? 0 : static_cast<int>(v)))
                                  : EncodeGridValue(v, el.grid);

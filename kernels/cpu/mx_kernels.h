@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/format_traits.h"
 #include "kernels/cpu/rounding.h"
@@ -48,6 +49,21 @@ void MxDequantize(const uint8_t* codes, const uint8_t* e8m0, T* y, int64_t rows,
 void MxFakeQuantBlockRef(const float* x, float* y, int n, const MxArgs& args);
 
 /// Exact 2^k for k in [-149, 127] (subnormals included).
-float Pow2(int k);
+inline float Pow2(int k) {
+  uint32_t bits = k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << (k + 149);
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+/// 2^k is not a float for k > 127, yet an MXINT8 element x / 2^(e - 6) needs x * 2^(6 - e) with e down to -127:
+/// such blocks (amax below 2^-121) are first multiplied by 2^kMxPrescaleExp, then by 2^(k - kMxPrescaleExp). Both
+/// steps are exact: the values are tiny, so neither can overflow, and scaling up never loses bits.
+inline constexpr int kMxPrescaleExp = 64;
+
+/// x * 2^k, exact, for k in [-149, 127 + kMxPrescaleExp].
+inline float ScaleByPow2(float x, int k) {
+  return k <= 127 ? x * Pow2(k) : (x * Pow2(kMxPrescaleExp)) * Pow2(k - kMxPrescaleExp);
+}
 
 }  // namespace quark::kernels

@@ -99,13 +99,16 @@ __global__ void MxKernel(const T* x, T* y, CudaMxArgs a) {
   for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
   const int e = SharedExponent(amax, a);
   const int shift = a.is_int ? 6 : 0;
-  const float inv = Pow2(shift - e);
+  // 2^(shift - e) is above the largest float for an MXINT8 block with e < -121: scale in two exact steps through
+  // 2^64, as the CPU kernels do (ScaleByPow2 in kernels/cpu/mx_kernels.h).
+  const int k = shift - e;
+  const float scaled = k <= 127 ? __fmul_rn(v, Pow2(k)) : __fmul_rn(__fmul_rn(v, Pow2(64)), Pow2(k - 64));
   const float s = Pow2(e - shift);
   float r;
   if (a.is_int) {
-    r = Clamp(Round(Clamp(__fmul_rn(v, inv), -128.0f, 128.0f), a.round_mode), -127.0f, 127.0f);
+    r = Clamp(Round(Clamp(scaled, -128.0f, 128.0f), a.round_mode), -127.0f, 127.0f);
   } else {
-    r = GridSat(__fmul_rn(v, inv), a.grid);
+    r = GridSat(scaled, a.grid);
   }
   if (valid) Store(y, i, __fmul_rn(r, s));
 }
