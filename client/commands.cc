@@ -129,18 +129,13 @@ int PresetsCommand(CommandContext& ctx) {
 int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags) {
   quark::v1::ValidateConfigRequest request;
   request.set_model_uri(flags.model);
-  if (!flags.scheme.empty() && !flags.config.empty()) {
-    return UsageError(ctx, absl::InvalidArgumentError("--scheme and --config: give one, not both"));
-  }
-  if (!flags.scheme.empty()) request.set_preset(flags.scheme);
-  if (!flags.config.empty()) {
-    absl::StatusOr<quark::v1::Config> config = LoadConfigFile(flags.config);
-    if (!config.ok()) return UsageError(ctx, config.status());
-    *request.mutable_config() = *config;
-  }
-  if (flags.scheme.empty() && flags.config.empty()) {
+  absl::StatusOr<FlagQuantization> quantization = QuantizationFromFlags(flags);
+  if (!quantization.ok()) return UsageError(ctx, quantization.status());
+  if (quantization->empty()) {
     return UsageError(ctx, absl::InvalidArgumentError("--scheme or --config: one is required"));
   }
+  if (!quantization->preset.empty()) request.set_preset(quantization->preset);
+  if (quantization->config) *request.mutable_config() = std::move(*quantization->config);
   request.set_kv_cache_dtype(flags.kv_cache_dtype);
   for (const std::string& name : flags.exclude) request.add_exclude(name);
   quark::v1::ValidateConfigResponse response;

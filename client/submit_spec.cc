@@ -77,6 +77,20 @@ absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name) {
       str::Cat("--state: \"", name, "\" is not one of queued, running, succeeded, failed, cancelled"));
 }
 
+absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags) {
+  if (!flags.scheme.empty() && !flags.config.empty()) {
+    return absl::InvalidArgumentError("--scheme and --config: give one, not both");
+  }
+  FlagQuantization choice;
+  choice.preset = flags.scheme;
+  if (!flags.config.empty()) {
+    absl::StatusOr<quark::v1::Config> config = LoadConfigFile(flags.config);
+    if (!config.ok()) return config.status();
+    choice.config = std::move(*config);
+  }
+  return choice;
+}
+
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   quark::v1::JobSpec spec;
   if (!flags.job_file.empty()) {
@@ -84,15 +98,10 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
     if (!loaded.ok()) return loaded.status();
     spec = std::move(*loaded);
   }
-  if (!flags.scheme.empty() && !flags.config.empty()) {
-    return absl::InvalidArgumentError("--scheme and --config: give one, not both");
-  }
-  if (!flags.scheme.empty()) spec.set_preset(flags.scheme);
-  if (!flags.config.empty()) {
-    absl::StatusOr<quark::v1::Config> config = LoadConfigFile(flags.config);
-    if (!config.ok()) return config.status();
-    *spec.mutable_config() = std::move(*config);
-  }
+  absl::StatusOr<FlagQuantization> quantization = QuantizationFromFlags(flags);
+  if (!quantization.ok()) return quantization.status();
+  if (!quantization->preset.empty()) spec.set_preset(quantization->preset);
+  if (quantization->config) *spec.mutable_config() = std::move(*quantization->config);
   if (absl::Status status = ApplyInputs(flags, spec); !status.ok()) return status;
   if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET) {
     return absl::InvalidArgumentError("--scheme or --config: one is required (or preset/config in the job file)");

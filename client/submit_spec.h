@@ -29,6 +29,15 @@ struct SubmitFlags {
   std::optional<int> max_attempts;
 };
 
+/// The quantization the flags ask for: a preset (--scheme) or a Config read from --config; neither when both are
+/// empty. INVALID_ARGUMENT when both are given or the config file does not load (naming the file and field).
+struct FlagQuantization {
+  std::string preset;
+  std::optional<quark::v1::Config> config;
+  bool empty() const { return preset.empty() && !config.has_value(); }
+};
+absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags);
+
 /// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, neither (nor in the job file),
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
