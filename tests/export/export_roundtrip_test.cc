@@ -103,6 +103,10 @@ TEST_F(ExportRoundTripTest, ShardsAboveTheLimitWithAnIndex) {
   const auto& w = Info(**reader, "model.layers.0.mlp.up_proj.weight");  // [128, 64] -> (in, out / 8)
   EXPECT_EQ(w.dtype, checkpoint::StDType::kI32);
   EXPECT_EQ(w.shape, (std::vector<int64_t>{64, 16}));
+  // checkpoint-format.md: per-group uint4 scales are F16/BF16; this float32 model gets F16 (scale_dtype.h).
+  const auto& scale = Info(**reader, "model.layers.0.mlp.up_proj.weight_scale");
+  EXPECT_EQ(scale.dtype, checkpoint::StDType::kF16);
+  EXPECT_EQ(scale.shape, (std::vector<int64_t>{2, 128}));
   EXPECT_TRUE(exporter::CheckHfQuarkExport(out).ok());
 }
 
