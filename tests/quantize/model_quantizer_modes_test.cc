@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
@@ -52,6 +54,38 @@ TEST(ModelQuantizerModesTest, PatternBeatsTypeBeatsGlobalExcludeWinsEmbeddingSta
   EXPECT_NE(model->ptr<nn::LinearImpl>(3), nullptr);  // excluded although a pattern names it
   EXPECT_EQ((*q)->Find("conv")->quantizers->config().weight->qscheme, QScheme::kPerTensor);
   EXPECT_EQ((*q)->modules().size(), 3u);
+}
+
+struct Containers : nn::Module {
+  Containers() {
+    list = register_module("list", nn::ModuleList(nn::Linear(4, 4), nn::Linear(4, 4)));
+    dict = register_module("dict", nn::ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
+                                       {"x", nn::Linear(4, 4).ptr()}, {"y", nn::Linear(4, 4).ptr()}}));
+  }
+  nn::ModuleList list{nullptr};
+  nn::ModuleDict dict{nullptr};
+};
+
+TEST(ModelQuantizerModesTest, ModuleListAndModuleDictChangeTheirOwnEntriesAndKeepModes) {
+  auto model = std::make_shared<Containers>();
+  model->eval();
+  model->dict["x"]->train();  // a mixed mode, which the rebuilt containers must keep
+  Config config;
+  config.global_quant_config.weight = Spec(DType::kInt8);
+  config.exclude = {"list.0"};
+  auto q = ModelQuantizer::Quantize(model, config);
+  ASSERT_TRUE(q.ok()) << q.status();
+  // What a forward iterating the containers sees: their own storage, not just the children list.
+  EXPECT_NE(model->list->ptr<nn::LinearImpl>(0), nullptr);
+  EXPECT_NE(model->list->ptr<QuantLinear>(1), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<QuantLinear>(model->dict["x"]), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<QuantLinear>(model->dict["y"]), nullptr);
+  EXPECT_EQ(model->dict->keys(), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(model->list->named_children().keys(), (std::vector<std::string>{"0", "1"}));
+  EXPECT_FALSE(model->list->is_training());
+  EXPECT_FALSE(model->list->ptr(1)->is_training());
+  EXPECT_TRUE(model->dict["x"]->is_training());
+  EXPECT_FALSE(model->dict["y"]->is_training());
 }
 
 TEST(ModelQuantizerModesTest, StaticScaleIsTheMinMaxOfEveryCalibrationBatch) {
