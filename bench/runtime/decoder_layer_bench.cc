@@ -110,23 +110,32 @@ int main(int argc, char** argv) {
               static_cast<long long>(tokens), quark::EngineThreads(), reps, bf16_in_f32 ? "float32" : "bf16 (native)");
   // The ratio's denominator is LibTorch's best GEMM rate for the row's dtype on the same shapes: for bf16 the
   // better of its bf16 and its float32 at::linear, so a slow bf16 GEMM cannot flatter the bf16 layer. The bf16
-  // GEMM is timed on fewer rows (--native-bf16-mm-tokens): where it is a scalar fallback its rate does not
-  // depend on the row count, and at 2048 rows the seven products would take ~10 minutes.
-  const double f32_mm = MmGflops(*config, at::kFloat, tokens, reps);
-  std::printf("%-6s %10s %10s %10s %10s %14s %14s %8s\n", "dtype", "layer_s", "first_s", "GFLOP", "GFLOP/s",
-              "f32 mm GFLOP/s", "bf16 mm GFLOP/s", "ratio");
+  // GEMM is timed on fewer rows (--native-bf16-mm-tokens): where it is a scalar fallback its rate barely
+  // depends on the row count (1.0-1.4 GFLOP/s at 32-512 rows here), and at 2048 rows the seven products would
+  // take ~10 minutes.
+  // Timed before and after the layers, the best kept: on a shared machine a GEMM timed during someone else's
+  // build would otherwise understate the denominator and flatter the ratio.
+  double f32_mm = MmGflops(*config, at::kFloat, tokens, reps);
+  std::vector<Row> rows;
+  std::vector<double> bf16_mm;
   for (const std::string name : {std::string("f32"), std::string("bf16")}) {
     if (dtypes.find(name) == std::string::npos) continue;
     const bool bf16 = name == "bf16";
-    const Row row = MeasureLayer(*config, bf16 ? at::kBFloat16 : at::kFloat, name, tokens, reps);
-    const double bf16_mm = bf16 ? MmGflops(*config, at::kBFloat16, std::min(tokens, native_mm_tokens), 1) : 0;
+    rows.push_back(MeasureLayer(*config, bf16 ? at::kBFloat16 : at::kFloat, name, tokens, reps));
+    bf16_mm.push_back(bf16 ? MmGflops(*config, at::kBFloat16, std::min(tokens, native_mm_tokens), 1) : 0);
+  }
+  f32_mm = std::max(f32_mm, MmGflops(*config, at::kFloat, tokens, reps));
+  std::printf("%-6s %10s %10s %10s %10s %14s %15s %8s\n", "dtype", "layer_s", "first_s", "GFLOP", "GFLOP/s",
+              "f32 mm GFLOP/s", "bf16 mm GFLOP/s", "ratio");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& row = rows[i];
     const double achieved = row.gflop / row.layer_s;
-    const double denominator = std::max(f32_mm, bf16_mm);
     char bf16_column[32] = "-";
-    if (bf16) std::snprintf(bf16_column, sizeof(bf16_column), "%.1f@%lld", bf16_mm, static_cast<long long>(std::min(tokens, native_mm_tokens)));
-    std::printf("%-6s %10.3f %10.3f %10.1f %10.1f %14.1f %14s %8.2f\n", row.dtype.c_str(), row.layer_s, row.first_s,
-                row.gflop, achieved, f32_mm, bf16_column, achieved / denominator);
-    std::fflush(stdout);
+    if (row.dtype == "bf16") {
+      std::snprintf(bf16_column, sizeof(bf16_column), "%.1f@%lld", bf16_mm[i], static_cast<long long>(std::min(tokens, native_mm_tokens)));
+    }
+    std::printf("%-6s %10.3f %10.3f %10.1f %10.1f %14.1f %15s %8.2f\n", row.dtype.c_str(), row.layer_s, row.first_s,
+                row.gflop, achieved, f32_mm, bf16_column, achieved / std::max(f32_mm, bf16_mm[i]));
   }
   return 0;
 }
