@@ -25,3 +25,8 @@ endif()
 add_library(quark_torch INTERFACE)
 target_link_libraries(quark_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(quark_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+# at::parallel_for is a header template that ATen makes parallel only where _OPENMP is defined (ParallelOpenMP.h
+# defines INTRA_OP_PARALLEL from it): code compiled without -fopenmp runs every "parallel" loop on one thread. So
+# engine code is compiled with OpenMP, as LibTorch itself is (AT_PARALLEL_OPENMP).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+target_link_libraries(quark_torch INTERFACE OpenMP::OpenMP_CXX)

@@ -58,7 +58,7 @@ float FakeQuantAffineRef(float x, float scale, float zero_point, const AffineArg
 
 template <typename T>
 void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const AffineArgs& args) {
-  const LaneIo io = LaneIoFor(layout.Numel() * static_cast<int64_t>(sizeof(T)));
+  const LaneIo io = LaneIoFor(layout.Numel(), sizeof(T));
   const LaneTable& t = io.t();
   const int mode = static_cast<int>(args.round);
   const int fz = args.float_zero_point ? 1 : 0;

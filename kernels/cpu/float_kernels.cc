@@ -26,7 +26,7 @@ void RoundToFormat(const T* x, T* y, int64_t n, ElemFormat format) {
 
 template <typename T>
 void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* scale, ElemFormat format) {
-  const LaneIo io = LaneIoFor(layout.Numel() * static_cast<int64_t>(sizeof(T)));
+  const LaneIo io = LaneIoFor(layout.Numel(), sizeof(T));
   const LaneTable& t = io.t();
   const FormatTraits& tr = Traits(format);
   const GridArgs g{tr.mbits, tr.emin, tr.max};

@@ -49,6 +49,8 @@ const LaneTable& LaneOpsForThisCpu() {
   return *table;
 }
 
-LaneIo LaneIoFor(int64_t output_bytes) { return LaneIo{&LaneOpsForThisCpu(), output_bytes >= kStreamOutputBytes}; }
+LaneIo LaneIoFor(int64_t numel, int64_t element_size) {
+  return LaneIo{&LaneOpsForThisCpu(), element_size == 4 && numel * element_size >= kStreamOutputBytes};
+}
 
 }  // namespace quark::kernels

@@ -66,8 +66,11 @@ struct LaneIo {
   const LaneTable& t() const { return *table; }
 };
 
-/// Outputs of at least this many bytes are streamed: they cannot stay in the caches anyway (a 4096 x 4096 float32
-/// weight is 64 MiB), and non-temporal stores save the read of each destination line before it is written.
+/// float32 outputs of at least this many bytes are streamed: they cannot stay in the caches anyway (a 4096 x 4096
+/// float32 weight is 64 MiB), and non-temporal stores save the read of each destination line before it is written.
+/// 16-bit outputs are not: the fused bfloat16 loops write straight to the tensor, and routing them through a buffer
+/// to stream it cost more than it saved (numerics_bench on a 2-core AVX2 machine: bf16 int8 per-channel 6.3-6.7
+/// GB/s written directly, 3.5-5.5 GB/s streamed; float32 int8 per-channel 9.2-9.4 streamed, 6.7-8.8 not).
 inline constexpr int64_t kStreamOutputBytes = int64_t{16} << 20;
 
 /// The baseline table (any CPU).
@@ -76,7 +79,7 @@ const LaneTable& BaseLaneTable();
 const LaneTable* Avx2LaneTable();
 /// The best table this CPU runs (QUARK_CPU_BASELINE=1 in the environment forces the baseline one).
 const LaneTable& LaneOpsForThisCpu();
-/// LaneOpsForThisCpu() with streaming chosen for an output of `output_bytes`.
-LaneIo LaneIoFor(int64_t output_bytes);
+/// LaneOpsForThisCpu() with streaming chosen for an output of `numel` elements of `element_size` bytes.
+LaneIo LaneIoFor(int64_t numel, int64_t element_size);
 
 }  // namespace quark::kernels

@@ -27,7 +27,7 @@ inline void LoadLanes(const c10::Half* x, float* v, int64_t n, const LaneTable& 
   t.load_f16(reinterpret_cast<const uint16_t*>(x), v, n);
 }
 
-// Streamed 16-bit outputs are converted into a small aligned buffer first, then copied with non-temporal stores.
+// Only float32 outputs are streamed (see kStreamOutputBytes).
 inline void StoreLanes(const float* v, float* y, int64_t n, const LaneIo& io) {
   if (io.stream) {
     io.t().stream_copy(v, y, n * static_cast<int64_t>(sizeof(float)));
@@ -35,22 +35,11 @@ inline void StoreLanes(const float* v, float* y, int64_t n, const LaneIo& io) {
     io.t().copy_f32(v, y, n);
   }
 }
-template <typename Half16>
-void StoreLanes16(const float* v, Half16* y, int64_t n, const LaneIo& io,
-                  void (*store)(const float*, uint16_t*, int64_t)) {
-  if (!io.stream) {
-    store(v, reinterpret_cast<uint16_t*>(y), n);
-    return;
-  }
-  alignas(64) uint16_t tmp[kLanes];
-  store(v, tmp, n);
-  io.t().stream_copy(tmp, y, n * static_cast<int64_t>(sizeof(uint16_t)));
-}
 inline void StoreLanes(const float* v, c10::BFloat16* y, int64_t n, const LaneIo& io) {
-  StoreLanes16(v, y, n, io, io.t().store_bf16);
+  io.t().store_bf16(v, reinterpret_cast<uint16_t*>(y), n);
 }
 inline void StoreLanes(const float* v, c10::Half* y, int64_t n, const LaneIo& io) {
-  StoreLanes16(v, y, n, io, io.t().store_f16);
+  io.t().store_f16(v, reinterpret_cast<uint16_t*>(y), n);
 }
 
 /// Loads [b, e) of x in chunks of kLanes, applies op(buffer, n, offset) and stores the chunk to y.
@@ -66,21 +55,12 @@ void ForEachChunk(const T* x, T* y, int64_t b, int64_t e, const LaneIo& io, Op o
 }
 
 /// bfloat16 tensors: op(in, out, n, offset) quantizes a chunk of bfloat16 bits straight from x into y in one pass
-/// (Bf16LaneTable), or into a small buffer that is then streamed to y.
+/// (Bf16LaneTable).
 template <typename Op>
-void ForEachBf16Chunk(const c10::BFloat16* x, c10::BFloat16* y, int64_t b, int64_t e, const LaneIo& io, Op op) {
-  alignas(64) uint16_t tmp[kLanes];
+void ForEachBf16Chunk(const c10::BFloat16* x, c10::BFloat16* y, int64_t b, int64_t e, const LaneIo&, Op op) {
   const auto* in = reinterpret_cast<const uint16_t*>(x);
   auto* out = reinterpret_cast<uint16_t*>(y);
-  for (int64_t i = b; i < e; i += kLanes) {
-    const int64_t n = e - i < kLanes ? e - i : kLanes;
-    if (io.stream) {
-      op(in + i, tmp, n, i);
-      io.t().stream_copy(tmp, out + i, n * static_cast<int64_t>(sizeof(uint16_t)));
-    } else {
-      op(in + i, out + i, n, i);
-    }
-  }
+  for (int64_t i = b; i < e; i += kLanes) op(in + i, out + i, e - i < kLanes ? e - i : kLanes, i);
 }
 
 /// Short segments (per_group, per-token rows shorter than a chunk) of a [1, channels, inner] layout: calls

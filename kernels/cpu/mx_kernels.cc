@@ -85,7 +85,7 @@ template <typename T>
 void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args, const int8_t* exps) {
   const MxElement el = ElementOf(args);
   const int shift = ElementShift(el);
-  const LaneIo io = LaneIoFor(rows * len * static_cast<int64_t>(sizeof(T)));
+  const LaneIo io = LaneIoFor(rows * len, sizeof(T));
   const LaneTable& t = io.t();
   const GridArgs g{el.grid.mbits, el.grid.emin, el.grid.max};
   const auto mx_int = t.mx_int[static_cast<int>(args.round)];

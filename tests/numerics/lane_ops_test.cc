@@ -183,9 +183,10 @@ TEST(LaneOpsTest, FusedBf16LoopsEqualTheBufferedOnes) {
 }
 
 TEST(LaneOpsTest, StreamingIsChosenOnlyForLargeOutputs) {
-  EXPECT_FALSE(LaneIoFor(kStreamOutputBytes - 1).stream);
-  EXPECT_TRUE(LaneIoFor(kStreamOutputBytes).stream);
-  EXPECT_EQ(LaneIoFor(0).table, &LaneOpsForThisCpu());
+  EXPECT_FALSE(LaneIoFor(kStreamOutputBytes / 4 - 1, 4).stream);
+  EXPECT_TRUE(LaneIoFor(kStreamOutputBytes / 4, 4).stream);
+  EXPECT_FALSE(LaneIoFor(kStreamOutputBytes, 2).stream);  // 16-bit outputs are written directly
+  EXPECT_EQ(LaneIoFor(0, 4).table, &LaneOpsForThisCpu());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Outputs of at least kStreamOutputBytes are written with non-temporal stores (kernels/cpu/lane_table.h). The
-// streamed result must equal, bit for bit, the same fake quantization done on small slices, which take the plain
-// store path: per-row and per-group parameters make each slice independent of the others.
+// float32 outputs of at least kStreamOutputBytes are written with non-temporal stores (kernels/cpu/lane_table.h),
+// and large bfloat16 tensors run the fused loops over many chunks in parallel. Each result must equal, bit for bit,
+// the same fake quantization done on small slices: per-row and per-group parameters make slices independent.
 #include <gtest/gtest.h>
 
 #include <vector>
