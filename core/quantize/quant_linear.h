@@ -73,6 +73,11 @@ class QuantLinear : public runtime::LinearLike {
 
   std::unique_ptr<ModuleQuantizers> q_;
   int64_t in_features_ = 0, out_features_ = 0;
+  // float32 copies of the weight and bias for bfloat16 inputs on CPUs whose bf16 GEMM is a slow fallback
+  // (runtime/matmul_precision.h), made once per phase: the float weight while calibrating, the fake-quantized one
+  // once frozen. One layer's worth, released with the layer.
+  at::Tensor f32_weight_, f32_bias_;
+  bool f32_copies_frozen_ = false;
 };
 
 }  // namespace quark::quantize
