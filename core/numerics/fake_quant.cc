@@ -24,8 +24,9 @@ at::Tensor CastRoundTrip(const at::Tensor& x, DType dtype) {
 }
 
 // Scale exponents of MX params: floor(log2(scale)) clamped to [-127, 127], read from the float32 bit pattern (what
-// std::ilogb gives, with zero, subnormals and NaN at -127 as ilogb's FP_ILOGB0 / FP_ILOGBNAN clamp there). One
-// exponent per 32 elements: done in parallel, as it would otherwise be a serial tail of every MX fake quantization.
+// clamping std::ilogb gives: subnormals are below 2^-126, and zero and NaN give glibc's FP_ILOGB0 / FP_ILOGBNAN,
+// INT_MIN, so all three land on -127). One exponent per 32 elements: done in parallel, as it would otherwise be a
+// serial tail of every MX fake quantization.
 at::Tensor MxExponents(const at::Tensor& scale) {
   const at::Tensor s = scale.to(at::kFloat).contiguous();
   at::Tensor exps = at::empty(s.sizes(), at::kChar);

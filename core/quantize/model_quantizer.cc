@@ -87,7 +87,21 @@ absl::StatusOr<std::unique_ptr<ModelQuantizer>> ModelQuantizer::Quantize(const s
   }
   for (size_t i = 0; i < replacements.size(); ++i) {
     const Found& f = found.at(q->modules_[i].name);
-    if (auto s = ReplaceChildInPlace(*f.parent, f.child_name, q->modules_[i].name, replacements[i]); !s.ok()) return s;
+    absl::Status replaced = ReplaceChildInPlace(*f.parent, f.child_name, q->modules_[i].name, replacements[i]);
+    if (replaced.ok()) continue;
+    // Only a user's ReplaceableParent can fail here (the containers were checked above): put the float modules
+    // that were already swapped back, so that a refused model is left as it was.
+    for (size_t j = i; j-- > 0;) {
+      const Found& done = found.at(q->modules_[j].name);
+      const absl::Status restored = ReplaceChildInPlace(*done.parent, done.child_name, q->modules_[j].name,
+                                                        AnyOfFloatModule(done.module));
+      if (!restored.ok()) {
+        return absl::Status(replaced.code(), StrCat(std::string(replaced.message()), "; restoring the float module ",
+                                                    q->modules_[j].name, " failed too: ",
+                                                    std::string(restored.message())));
+      }
+    }
+    return replaced;
   }
   return q;
 }

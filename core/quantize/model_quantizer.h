@@ -8,7 +8,8 @@
 //     every activation is dynamic, a cast, or absent: weight-only and dynamic configs need no data);
 //   Freeze: fixes every scale and fake-quantizes the weights; ExportWeight gives their real codes and scales.
 // Modules are matched by exact type (as Quark's LAYER_TO_QUANT_LAYER_MAP): a subclass with its own forward stays.
-// The quantized modules hold detached copies of the float weights (not registered parameters): inference only.
+// The quantized modules hold the float weights detached (sharing their storage: edit neither in place) and are not
+// registered parameters or buffers: CPU inference only; Module::to() and torch::save do not see them.
 #pragma once
 
 #include <cstddef>

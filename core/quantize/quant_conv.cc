@@ -1,11 +1,27 @@
 #include "core/quantize/quant_conv.h"
 
 #include <ostream>
+#include <variant>
 
 #include "core/base/strings.h"
 
 namespace quark::quantize {
 namespace {
+
+// LibTorch's nn options hold a c10::variant up to 2.1 and a std::variant from 2.2 on (the GPU build uses 2.x):
+// unqualified calls find std's overloads through the using-declarations and c10's by argument-dependent lookup,
+// so these compile against both.
+template <typename T, typename Variant>
+const T* AlternativeIf(const Variant& v) {
+  using std::get_if;
+  return get_if<T>(&v);
+}
+
+template <typename T, typename Variant>
+const T& Alternative(const Variant& v) {
+  using std::get;
+  return get<T>(v);
+}
 
 absl::StatusOr<std::unique_ptr<ModuleQuantizers>> ConvQuantizers(const std::string& name, const LayerQuantConfig& config,
                                                                  const at::Tensor& weight, const at::Tensor& bias) {
@@ -19,9 +35,9 @@ absl::StatusOr<std::unique_ptr<ModuleQuantizers>> ConvQuantizers(const std::stri
 
 // at::pad's name of a non-zeros padding mode; "" for zeros.
 std::string PadModeName(const torch::nn::detail::conv_padding_mode_t& mode) {
-  if (c10::get_if<torch::enumtype::kReflect>(&mode)) return "reflect";
-  if (c10::get_if<torch::enumtype::kReplicate>(&mode)) return "replicate";
-  if (c10::get_if<torch::enumtype::kCircular>(&mode)) return "circular";
+  if (AlternativeIf<torch::enumtype::kReflect>(mode)) return "reflect";
+  if (AlternativeIf<torch::enumtype::kReplicate>(mode)) return "replicate";
+  if (AlternativeIf<torch::enumtype::kCircular>(mode)) return "circular";
   return "";
 }
 
@@ -29,8 +45,8 @@ std::string PadModeName(const torch::nn::detail::conv_padding_mode_t& mode) {
 // computed the same way: "valid" pads nothing, "same" pads dilation * (k - 1) split left/right per axis).
 std::vector<int64_t> ReversedPadding(const torch::nn::detail::ConvNdOptions<2>& o) {
   std::vector<int64_t> pad(4, 0);
-  if (c10::get_if<torch::enumtype::kValid>(&o.padding())) return pad;
-  if (c10::get_if<torch::enumtype::kSame>(&o.padding())) {
+  if (AlternativeIf<torch::enumtype::kValid>(o.padding())) return pad;
+  if (AlternativeIf<torch::enumtype::kSame>(o.padding())) {
     for (int i = 0; i < 2; ++i) {
       const int64_t total = (*o.dilation())[i] * ((*o.kernel_size())[i] - 1);
       pad[2 * i] = total / 2;
@@ -38,7 +54,7 @@ std::vector<int64_t> ReversedPadding(const torch::nn::detail::ConvNdOptions<2>& 
     }
     return pad;
   }
-  const auto& p = c10::get<torch::ExpandingArray<2>>(o.padding());
+  const auto& p = Alternative<torch::ExpandingArray<2>>(o.padding());
   return {(*p)[1], (*p)[1], (*p)[0], (*p)[0]};
 }
 
@@ -72,10 +88,10 @@ at::Tensor QuantConv2d::forward(const at::Tensor& input) {
     // As Conv2dImpl: pad in the padding mode first, then convolve without padding.
     const std::vector<int64_t> no_padding = {0, 0};
     y = at::conv2d(at::pad(x, reversed_padding_, pad_mode_), w, b, *o.stride(), no_padding, *o.dilation(), o.groups());
-  } else if (const auto* sizes = c10::get_if<torch::ExpandingArray<2>>(&o.padding())) {
+  } else if (const auto* sizes = AlternativeIf<torch::ExpandingArray<2>>(o.padding())) {
     y = at::conv2d(x, w, b, *o.stride(), **sizes, *o.dilation(), o.groups());
   } else {
-    const bool valid = c10::get_if<torch::enumtype::kValid>(&o.padding()) != nullptr;
+    const bool valid = AlternativeIf<torch::enumtype::kValid>(o.padding()) != nullptr;
     y = at::conv2d(x, w, b, *o.stride(), valid ? "valid" : "same", *o.dilation(), o.groups());
   }
   return q_->Output(y);
@@ -88,7 +104,7 @@ absl::StatusOr<std::shared_ptr<QuantConvTranspose2d>> QuantConvTranspose2d::Crea
   if (!PadModeName(float_module.options.padding_mode()).empty()) {
     return absl::InvalidArgumentError(StrCat(name, ".padding_mode: ConvTranspose2d supports zeros only"));
   }
-  if (!c10::get_if<torch::ExpandingArray<2>>(&float_module.options.padding())) {
+  if (!AlternativeIf<torch::ExpandingArray<2>>(float_module.options.padding())) {
     return absl::InvalidArgumentError(StrCat(name, ".padding: ConvTranspose2d takes explicit padding sizes"));
   }
   auto q = ConvQuantizers(name, config, float_module.weight, float_module.bias);
@@ -102,7 +118,7 @@ absl::StatusOr<std::shared_ptr<QuantConvTranspose2d>> QuantConvTranspose2d::Crea
 at::Tensor QuantConvTranspose2d::forward(const at::Tensor& input) {
   const at::Tensor x = q_->Input(input);
   const auto& o = options_;
-  const auto& padding = c10::get<torch::ExpandingArray<2>>(o.padding());
+  const auto& padding = Alternative<torch::ExpandingArray<2>>(o.padding());
   at::Tensor y = at::conv_transpose2d(x, q_->Weight(x.scalar_type()), q_->Bias(x.scalar_type()), *o.stride(), *padding,
                                       *o.output_padding(), o.groups(), *o.dilation());
   return q_->Output(y);

@@ -11,7 +11,7 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-// Both embeddings: weight-only quantization of a detached copy of the float weight (no bias, no activations).
+// Both embeddings: weight-only quantization of the detached float weight (no bias, no activations).
 absl::StatusOr<std::unique_ptr<ModuleQuantizers>> EmbeddingQuantizers(const std::string& name,
                                                                       const LayerQuantConfig& config,
                                                                       const at::Tensor& weight,

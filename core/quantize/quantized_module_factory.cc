@@ -54,6 +54,15 @@ at::Tensor QuantizableModuleWeight(const torch::nn::Module& module) {
   return weight == nullptr ? at::Tensor() : *weight;
 }
 
+torch::nn::AnyModule AnyOfFloatModule(const std::shared_ptr<torch::nn::Module>& float_module) {
+  if (auto m = std::dynamic_pointer_cast<torch::nn::LinearImpl>(float_module)) return torch::nn::AnyModule(m);
+  if (auto m = std::dynamic_pointer_cast<torch::nn::EmbeddingImpl>(float_module)) return torch::nn::AnyModule(m);
+  if (auto m = std::dynamic_pointer_cast<torch::nn::EmbeddingBagImpl>(float_module)) return torch::nn::AnyModule(m);
+  if (auto m = std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(float_module)) return torch::nn::AnyModule(m);
+  if (auto m = std::dynamic_pointer_cast<torch::nn::ConvTranspose2dImpl>(float_module)) return torch::nn::AnyModule(m);
+  return torch::nn::AnyModule();
+}
+
 absl::StatusOr<QuantizedModuleHandle> MakeQuantizedModule(const std::string& name, const std::string& type,
                                                           const LayerQuantConfig& config,
                                                           const torch::nn::Module& float_module) {

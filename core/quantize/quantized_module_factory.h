@@ -28,6 +28,9 @@ struct QuantizedModuleHandle {
   ModuleQuantizers* quantizers = nullptr;
 };
 
+/// The float module itself, type-erased the same way (to put it back when a later replacement fails).
+torch::nn::AnyModule AnyOfFloatModule(const std::shared_ptr<torch::nn::Module>& float_module);
+
 /// The quantized copy of `float_module` (of QuantizableModuleType `type`) with `config`; `name` for messages.
 /// Errors as the modules' Create (INVALID_ARGUMENT naming `<name>.<field>`).
 absl::StatusOr<QuantizedModuleHandle> MakeQuantizedModule(const std::string& name, const std::string& type,

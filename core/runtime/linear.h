@@ -27,8 +27,9 @@ class LinearLike : public torch::nn::Module {
 ///
 /// bf16 inputs on a CPU without native bf16 GEMMs (matmul_precision.h) are computed in float32: the first such
 /// forward keeps a float32 copy of a bf16 weight (2x its bf16 bytes; ~800 MB for a Llama-2-7B layer) until the
-/// linear is destroyed or its weight replaced. Streamed layers live one at a time, so that copy is one layer's
-/// worth, the same as a float32-compute run holds. Not thread-safe (forward fills that cache).
+/// linear is destroyed or its weight replaced. Streamed layers live one at a time, so there that copy is one
+/// layer's worth, the same as a float32-compute run holds; CausalLm (full_model.h), which keeps every layer, holds
+/// one per layer (it is meant for small models and tests). Not thread-safe (forward fills that cache).
 class FloatLinear : public LinearLike {
  public:
   /// `weight` [out, in]; `bias` [out] or undefined. The tensors may be read-only mmap views: replace them

@@ -57,8 +57,10 @@ inline float Pow2(int k) {
 }
 
 /// 2^k is not a float for k > 127, yet an MXINT8 element x / 2^(e - 6) needs x * 2^(6 - e) with e down to -127:
-/// such blocks (amax below 2^-121) are first multiplied by 2^kMxPrescaleExp, then by 2^(k - kMxPrescaleExp). Both
-/// steps are exact: the values are tiny, so neither can overflow, and scaling up never loses bits.
+/// such blocks (amax below 2^-121) are first multiplied by 2^kMxPrescaleExp, then by 2^(k - kMxPrescaleExp). With
+/// exponents computed from the block's own amax both steps are exact (the values are tiny, so neither overflows,
+/// and scaling up loses no bits); with given static exponents an element far above its block's scale may become
+/// inf in the first step, and saturates exactly as the one-step product would.
 inline constexpr int kMxPrescaleExp = 64;
 
 /// x * 2^k, exact, for k in [-149, 127 + kMxPrescaleExp].

@@ -100,20 +100,25 @@ TEST(LaneOpsTest, CopiesAreExactAtEveryAlignmentAndLength) {
   for (const LaneTable* t : tables) {
     for (int offset = 0; offset < 40; ++offset) {
       for (int bytes : {0, 1, 3, 31, 32, 33, 64, 95, 200, 333}) {
+        const int src_offset = (offset * 7) % 33;  // sources at every alignment too
         alignas(64) unsigned char dst[448];
         std::memset(dst, 0xEE, sizeof(dst));
-        t->stream_copy(src.data(), dst + offset, bytes);
-        EXPECT_EQ(std::memcmp(dst + offset, src.data(), bytes), 0) << "offset " << offset << " bytes " << bytes;
+        t->stream_copy(src.data() + src_offset, dst + offset, bytes);
+        EXPECT_EQ(std::memcmp(dst + offset, src.data() + src_offset, bytes), 0)
+            << "offset " << offset << " source offset " << src_offset << " bytes " << bytes;
         for (int i = 0; i < offset; ++i) ASSERT_EQ(dst[i], 0xEE);
         for (size_t i = offset + bytes; i < sizeof(dst); ++i) ASSERT_EQ(dst[i], 0xEE);
       }
     }
     const std::vector<float> in = Inputs();
-    for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{513}, static_cast<int64_t>(in.size())}) {
-      std::vector<float> out(in.size(), 1.0f);
-      t->copy_f32(in.data(), out.data(), n);
-      EXPECT_EQ(std::memcmp(out.data(), in.data(), n * sizeof(float)), 0) << "copy_f32 n " << n;
-      if (n < static_cast<int64_t>(out.size())) EXPECT_EQ(out[n], 1.0f);
+    for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{513}, static_cast<int64_t>(in.size()) - 3}) {
+      for (int64_t shift : {0, 1, 3}) {  // unaligned sources and destinations
+        std::vector<float> out(in.size(), 1.0f);
+        t->copy_f32(in.data() + shift, out.data() + (3 - shift), n);
+        EXPECT_EQ(std::memcmp(out.data() + (3 - shift), in.data() + shift, n * sizeof(float)), 0)
+            << "copy_f32 n " << n << " shift " << shift;
+        if (n + 3 - shift < static_cast<int64_t>(out.size())) EXPECT_EQ(out[n + 3 - shift], 1.0f);
+      }
     }
   }
 }

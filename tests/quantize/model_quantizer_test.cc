@@ -260,6 +260,42 @@ TEST(ModelQuantizerTest, ParentWithoutReplaceInterfaceIsRefusedAndNothingChanges
   EXPECT_NE(outer->body->ptr<nn::LinearImpl>(0), nullptr);  // all or nothing: body was not touched either
 }
 
+// A user parent whose ReplaceChild refuses its second child: the first, already swapped, must be put back.
+class PickyPair : public nn::Module, public ReplaceableParent {
+ public:
+  PickyPair() {
+    first_ = nn::AnyModule(register_module("first", nn::Linear(4, 4)));
+    second_ = nn::AnyModule(register_module("second", nn::Linear(4, 4)));
+  }
+  at::Tensor forward(const at::Tensor& x) { return second_.forward(first_.forward(x)); }
+  absl::Status ReplaceChild(const std::string& name, const nn::AnyModule& replacement) override {
+    if (name == "second" && replacement.ptr() != second_original_) return absl::UnavailableError("second is pinned");
+    (name == "first" ? first_ : second_) = replacement;
+    return absl::OkStatus();
+  }
+  std::shared_ptr<nn::Module> first_module() const { return first_.ptr(); }
+  std::shared_ptr<nn::Module> second_original_ = nullptr;
+
+ private:
+  nn::AnyModule first_, second_;
+};
+
+TEST(ModelQuantizerTest, AFailedCustomReplacementPutsTheSwappedModulesBack) {
+  auto pair = std::make_shared<PickyPair>();
+  const std::shared_ptr<nn::Module> original_first = pair->first_module();
+  const at::Tensor x = at::randn({2, 4});
+  const at::Tensor before = pair->forward(x);
+  Config c;
+  c.global_quant_config.weight = Int8();
+  auto q = ModelQuantizer::Quantize(pair, c);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(q.status().message()), HasSubstr("second is pinned"));
+  EXPECT_EQ(pair->first_module(), original_first);  // the float module is back in the forward
+  EXPECT_TRUE(at::equal(pair->forward(x), before));
+  EXPECT_EQ(pair->named_children()["first"], original_first);
+}
+
 TEST(ModelQuantizerTest, RootModuleItselfIsRefused) {
   auto q = ModelQuantizer::Quantize(nn::Linear(4, 4).ptr(), [] {
     Config c;
