@@ -120,16 +120,18 @@ absl::Status ModuleQuantizers::FreezeTensor(TensorQuantizer* quantizer, const at
 
 absl::Status ModuleQuantizers::Freeze() {
   if (frozen_) return absl::OkStatus();
+  // Activations first: the likely failure (a static activation that saw no batch) then leaves the weight
+  // quantizers untouched, so calibrating more and freezing again starts from a clean state.
+  for (const auto& [q, field] : {std::pair{input_.get(), "input_tensors"}, std::pair{output_.get(), "output_tensors"}}) {
+    if (q == nullptr) continue;
+    if (auto s = q->Freeze(); !s.ok()) return Named(s, name_, field);
+  }
   at::Tensor qweight = weight_, qbias = bias_;
   if (weight_quantizer_) {
     if (auto s = FreezeTensor(weight_quantizer_.get(), weight_, "weight", qweight); !s.ok()) return s;
   }
   if (bias_quantizer_) {
     if (auto s = FreezeTensor(bias_quantizer_.get(), bias_, "bias", qbias); !s.ok()) return s;
-  }
-  for (const auto& [q, field] : {std::pair{input_.get(), "input_tensors"}, std::pair{output_.get(), "output_tensors"}}) {
-    if (q == nullptr) continue;
-    if (auto s = q->Freeze(); !s.ok()) return Named(s, name_, field);
   }
   qweight_ = std::move(qweight);
   qbias_ = std::move(qbias);
