@@ -74,13 +74,7 @@ int ListCommand(CommandContext& ctx, const std::vector<std::string>& states, con
     if (!state.ok()) return UsageError(ctx, state.status());
     request.add_states(*state);
   }
-  for (const std::string& label : labels) {
-    size_t eq = label.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return UsageError(ctx, absl::InvalidArgumentError(str::Cat("--label: \"", label, "\" is not KEY=VALUE")));
-    }
-    (*request.mutable_labels())[label.substr(0, eq)] = label.substr(eq + 1);
-  }
+  if (absl::Status status = AddLabels(labels, *request.mutable_labels()); !status.ok()) return UsageError(ctx, status);
   request.set_page_size(page_size);
   std::vector<quark::v1::Job> jobs;
   for (;;) {

@@ -33,13 +33,7 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.seed) spec.mutable_calibration()->set_seed(*flags.seed);
   if (!flags.eval.empty()) spec.mutable_evaluation()->set_uri(flags.eval);
   for (const std::string& name : flags.exclude) spec.add_exclude(name);
-  for (const std::string& label : flags.labels) {
-    size_t eq = label.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(str::Cat("--label: \"", label, "\" is not KEY=VALUE"));
-    }
-    (*spec.mutable_labels())[label.substr(0, eq)] = label.substr(eq + 1);
-  }
+  if (absl::Status status = AddLabels(flags.labels, *spec.mutable_labels()); !status.ok()) return status;
   if (!flags.exports.empty()) spec.clear_export_formats();
   for (const std::string& name : flags.exports) {
     absl::StatusOr<quark::v1::ExportFormat> format = ParseExportFormat(name);
@@ -75,6 +69,17 @@ absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name) {
   }
   return absl::InvalidArgumentError(
       str::Cat("--state: \"", name, "\" is not one of queued, running, succeeded, failed, cancelled"));
+}
+
+absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf::Map<std::string, std::string>& out) {
+  for (const std::string& label : labels) {
+    const size_t eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(str::Cat("--label: \"", label, "\" is not KEY=VALUE"));
+    }
+    out[label.substr(0, eq)] = label.substr(eq + 1);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags) {

@@ -29,6 +29,9 @@ struct SubmitFlags {
   std::optional<int> max_attempts;
 };
 
+/// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.
+absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf::Map<std::string, std::string>& out);
+
 /// The quantization the flags ask for: a preset (--scheme) or a Config read from --config; neither when both are
 /// empty. INVALID_ARGUMENT when both are given or the config file does not load (naming the file and field).
 struct FlagQuantization {

@@ -1,7 +1,6 @@
 #include "kernels/cpu/affine_kernels.h"
 
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/lanes_io.h"
@@ -74,19 +73,15 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
   const auto groups = t.affine_groups[mode][fz];
   const auto run16 = t.bf16.affine_run[mode][fz];
   const auto groups16 = t.bf16.affine_groups[mode][fz];
-  constexpr bool kFusedBf16 = std::is_same_v<T, c10::BFloat16>;
   const int64_t g = layout.inner;
   if (ForEachGroupSpan(layout, [&](int64_t start, int64_t end) {
         const int64_t c = start / g;
-        if constexpr (kFusedBf16) {
-          ForEachBf16Chunk(x, y, start, end, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
-            groups16(in, out, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
-          });
-        } else {
-          ForEachChunk(x, y, start, end, io, [&](float* v, int64_t n, int64_t) {
-            groups(v, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
-          });
-        }
+        QuantizeChunks(
+            x, y, start, end, io,
+            [&](const uint16_t* in, uint16_t* out, int64_t n) {
+              groups16(in, out, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax);
+            },
+            [&](float* v, int64_t n) { groups(v, n, g, scale + c, inv.data() + c, zero_point + c, qmin, qmax); });
       })) {
     return;
   }
@@ -96,13 +91,9 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
         const float s = scale[c];
         const float z = zero_point[c];
         const float r = inv[c];
-        if constexpr (kFusedBf16) {
-          ForEachBf16Chunk(x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
-            run16(in, out, n, s, r, z, qmin, qmax);
-          });
-        } else {
-          ForEachChunk(x, y, b, e, io, [&](float* v, int64_t n, int64_t) { run(v, n, s, r, z, qmin, qmax); });
-        }
+        QuantizeChunks(
+            x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n) { run16(in, out, n, s, r, z, qmin, qmax); },
+            [&](float* v, int64_t n) { run(v, n, s, r, z, qmin, qmax); });
       },
       [&](int64_t row) {
         ForEachChunk(x, y, row, row + layout.channels, io, [&](float* v, int64_t n, int64_t off) {

@@ -1,7 +1,5 @@
 #include "kernels/cpu/float_kernels.h"
 
-#include <type_traits>
-
 #include "kernels/cpu/float_grid.h"
 #include "kernels/cpu/lanes_io.h"
 #include "kernels/cpu/rounding.h"
@@ -31,16 +29,12 @@ void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* 
   const FormatTraits& tr = Traits(format);
   const GridArgs g{tr.mbits, tr.emin, tr.max};
   const int64_t group = layout.inner;
-  constexpr bool kFusedBf16 = std::is_same_v<T, c10::BFloat16>;
   if (ForEachGroupSpan(layout, [&](int64_t start, int64_t end) {
         const float* s = scale + start / group;
-        if constexpr (kFusedBf16) {
-          ForEachBf16Chunk(x, y, start, end, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
-            t.bf16.float_groups(in, out, n, group, s, g);
-          });
-        } else {
-          ForEachChunk(x, y, start, end, io, [&](float* v, int64_t n, int64_t) { t.float_groups(v, n, group, s, g); });
-        }
+        QuantizeChunks(
+            x, y, start, end, io,
+            [&](const uint16_t* in, uint16_t* out, int64_t n) { t.bf16.float_groups(in, out, n, group, s, g); },
+            [&](float* v, int64_t n) { t.float_groups(v, n, group, s, g); });
       })) {
     return;
   }
@@ -48,13 +42,9 @@ void FakeQuantFloat(const T* x, T* y, const ChannelLayout& layout, const float* 
       layout,
       [&](int64_t b, int64_t e, int64_t c) {
         const float s = scale[c];
-        if constexpr (kFusedBf16) {
-          ForEachBf16Chunk(x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
-            t.bf16.float_run(in, out, n, s, g);
-          });
-        } else {
-          ForEachChunk(x, y, b, e, io, [&](float* v, int64_t n, int64_t) { t.float_run(v, n, s, g); });
-        }
+        QuantizeChunks(
+            x, y, b, e, io, [&](const uint16_t* in, uint16_t* out, int64_t n) { t.bf16.float_run(in, out, n, s, g); },
+            [&](float* v, int64_t n) { t.float_run(v, n, s, g); });
       },
       [&](int64_t row) {
         ForEachChunk(x, y, row, row + layout.channels, io,

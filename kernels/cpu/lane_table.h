@@ -28,7 +28,8 @@ struct Bf16LaneTable {
   void (*block_amax)(const uint16_t* x, int64_t n, float* amax) = nullptr;
 };
 
-/// The quantization loops work in place on float32 values v[0..n); the conversions and copies go between buffers. Rounding modes index 0 half_even, 1 half away, 2 floor.
+/// The quantization loops work in place on float32 values v[0..n); the conversions and copies go between buffers.
+/// Rounding modes index 0 half_even, 1 half away, 2 floor.
 struct LaneTable {
   // v = (clamp(round(v * inv) + z, qmin, qmax) - z) * s  ([mode][float zero point: round(v * inv + z)]).
   void (*affine_run[3][2])(float* v, int64_t n, float s, float inv, float z, float qmin, float qmax) = {};

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cpu/channel_loops.h"
 #include "kernels/cpu/lane_table.h"
@@ -54,13 +55,17 @@ void ForEachChunk(const T* x, T* y, int64_t b, int64_t e, const LaneIo& io, Op o
   }
 }
 
-/// bfloat16 tensors: op(in, out, n, offset) quantizes a chunk of bfloat16 bits straight from x into y in one pass
-/// (Bf16LaneTable).
-template <typename Op>
-void ForEachBf16Chunk(const c10::BFloat16* x, c10::BFloat16* y, int64_t b, int64_t e, const LaneIo&, Op op) {
-  const auto* in = reinterpret_cast<const uint16_t*>(x);
-  auto* out = reinterpret_cast<uint16_t*>(y);
-  for (int64_t i = b; i < e; i += kLanes) op(in + i, out + i, e - i < kLanes ? e - i : kLanes, i);
+/// Quantizes [b, e) of x into y chunk by chunk: bfloat16 data in one pass through registers with
+/// fused(in_bits, out_bits, n) (Bf16LaneTable), any other dtype through the float32 buffer with lanes(v, n).
+template <typename T, typename Fused, typename Lanes>
+void QuantizeChunks(const T* x, T* y, int64_t b, int64_t e, const LaneIo& io, Fused fused, Lanes lanes) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const auto* in = reinterpret_cast<const uint16_t*>(x);
+    auto* out = reinterpret_cast<uint16_t*>(y);
+    for (int64_t i = b; i < e; i += kLanes) fused(in + i, out + i, e - i < kLanes ? e - i : kLanes);
+  } else {
+    ForEachChunk(x, y, b, e, io, [&](float* v, int64_t n, int64_t) { lanes(v, n); });
+  }
 }
 
 /// Short segments (per_group, per-token rows shorter than a chunk) of a [1, channels, inner] layout: calls
@@ -76,14 +81,6 @@ bool ForEachGroupSpan(const ChannelLayout& l, Span span) {
     for (int64_t k = b; k < e; ++k) span(k * per_chunk, std::min(n, (k + 1) * per_chunk));
   });
   return true;
-}
-
-/// ForEachGroupSpan through the float32 buffer: op(buffer, n, first_channel).
-template <typename T, typename Op>
-bool ForEachGroupChunk(const T* x, T* y, const ChannelLayout& l, const LaneIo& io, Op op) {
-  return ForEachGroupSpan(l, [&](int64_t start, int64_t end) {
-    ForEachChunk(x, y, start, end, io, [&](float* v, int64_t m, int64_t) { op(v, m, start / l.inner); });
-  });
 }
 
 }  // namespace quark::kernels

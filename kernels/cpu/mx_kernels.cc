@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/cpu/float_grid.h"
 #include "kernels/cpu/lanes_io.h"
@@ -130,26 +129,24 @@ void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args
           t.mx_grid(v, n, inv, scale, g);
         }
       };
-      if constexpr (std::is_same_v<T, c10::BFloat16>) {
-        ForEachBf16Chunk(x, y, r * len + start, r * len + end, io,
-                         [&](const uint16_t* in, uint16_t* out, int64_t n, int64_t) {
-                           if (!exps) t.bf16.block_amax(in, n, amax);
-                           if (block_params(n)) {
-                             t.load_bf16(in, lanes, n);
-                             quantize_lanes(lanes, n, true);
-                             t.store_bf16(lanes, out, n);
-                           } else if (el.is_int) {
-                             mx_int16(in, out, n, inv, scale);
-                           } else {
-                             t.bf16.mx_grid(in, out, n, inv, scale, g);
-                           }
-                         });
-      } else {
-        ForEachChunk(x, y, r * len + start, r * len + end, io, [&](float* v, int64_t n, int64_t) {
-          if (!exps) t.block_amax(v, n, amax);
-          quantize_lanes(v, n, block_params(n));
-        });
-      }
+      QuantizeChunks(
+          x, y, r * len + start, r * len + end, io,
+          [&](const uint16_t* in, uint16_t* out, int64_t n) {
+            if (!exps) t.bf16.block_amax(in, n, amax);
+            if (block_params(n)) {  // rare: through the float32 buffer
+              t.load_bf16(in, lanes, n);
+              quantize_lanes(lanes, n, true);
+              t.store_bf16(lanes, out, n);
+            } else if (el.is_int) {
+              mx_int16(in, out, n, inv, scale);
+            } else {
+              t.bf16.mx_grid(in, out, n, inv, scale, g);
+            }
+          },
+          [&](float* v, int64_t n) {
+            if (!exps) t.block_amax(v, n, amax);
+            quantize_lanes(v, n, block_params(n));
+          });
     }
   });
 }
