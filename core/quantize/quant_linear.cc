@@ -36,12 +36,11 @@ at::Tensor QuantLinear::forward(const at::Tensor& input) {
   // Calibrating: Input/Output observe and the weight is the float one; frozen: all three are fake-quantized.
   const at::Tensor x = q_->Input(input);
   if (runtime::MatmulInFloat32(x)) {
-    if (!f32_weight_.defined() || f32_copies_frozen_ != frozen()) {
-      f32_weight_ = q_->Weight(at::kFloat);
-      f32_bias_ = q_->Bias(at::kFloat);
-      f32_copies_frozen_ = frozen();
+    if (float32_frozen_ != frozen()) {  // Freeze swapped the float weight for the fake-quantized one
+      float32_.Reset();
+      float32_frozen_ = frozen();
     }
-    return q_->Output(at::linear(x.to(at::kFloat), f32_weight_, f32_bias_).to(x.scalar_type()));
+    return q_->Output(float32_.Linear(x, q_->weight(), q_->bias()));
   }
   return q_->Output(at::linear(x, q_->Weight(x.scalar_type()), q_->Bias(x.scalar_type())));
 }

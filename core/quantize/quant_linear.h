@@ -19,6 +19,7 @@
 #include "core/quantize/activation_quantizer.h"
 #include "core/quantize/module_quantizers.h"
 #include "core/runtime/linear.h"
+#include "core/runtime/matmul_precision.h"
 
 namespace quark::quantize {
 
@@ -76,8 +77,8 @@ class QuantLinear : public runtime::LinearLike {
   // float32 copies of the weight and bias for bfloat16 inputs on CPUs whose bf16 GEMM is a slow fallback
   // (runtime/matmul_precision.h), made once per phase: the float weight while calibrating, the fake-quantized one
   // once frozen. One layer's worth, released with the layer.
-  at::Tensor f32_weight_, f32_bias_;
-  bool f32_copies_frozen_ = false;
+  runtime::Float32Operands float32_;
+  bool float32_frozen_ = false;
 };
 
 }  // namespace quark::quantize

@@ -9,14 +9,7 @@ namespace quark::runtime {
 FloatLinear::FloatLinear(at::Tensor weight, at::Tensor bias) : weight_(std::move(weight)), bias_(std::move(bias)) {}
 
 at::Tensor FloatLinear::forward(const at::Tensor& input) {
-  if (MatmulInFloat32(input)) {
-    // Cast once per layer, not once per sample: a calibration pass runs every sample through the same layer.
-    if (!float_weight_.defined()) {
-      float_weight_ = weight_.to(at::kFloat);
-      float_bias_ = bias_.defined() ? bias_.to(at::kFloat) : bias_;
-    }
-    return at::linear(input.to(at::kFloat), float_weight_, float_bias_).to(input.scalar_type());
-  }
+  if (MatmulInFloat32(input)) return float32_.Linear(input, weight_, bias_);
   if (input.scalar_type() != weight_.scalar_type()) {
     return at::linear(input, weight_.to(input.scalar_type()), bias_.defined() ? bias_.to(input.scalar_type()) : bias_);
   }
@@ -25,13 +18,12 @@ at::Tensor FloatLinear::forward(const at::Tensor& input) {
 
 void FloatLinear::set_weight(at::Tensor weight) {
   weight_ = std::move(weight);
-  float_weight_ = at::Tensor();
+  float32_.Reset();
 }
 
 void FloatLinear::set_bias(at::Tensor bias) {
   bias_ = std::move(bias);
-  float_bias_ = at::Tensor();
-  float_weight_ = at::Tensor();  // the pair is refilled together
+  float32_.Reset();
 }
 
 }  // namespace quark::runtime

@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "core/runtime/matmul_precision.h"
+
 namespace quark::runtime {
 
 /// y = x W^T + b, with W [out_features, in_features].
@@ -47,9 +49,8 @@ class FloatLinear : public LinearLike {
  private:
   at::Tensor weight_;
   at::Tensor bias_;
-  // float32 copies for the float32-compute path of bf16 inputs; undefined until needed, reset by set_weight/bias.
-  at::Tensor float_weight_;
-  at::Tensor float_bias_;
+  // float32 copies for the float32-compute path of bf16 inputs; made when needed, reset by set_weight/bias.
+  Float32Operands float32_;
 };
 
 }  // namespace quark::runtime

@@ -83,4 +83,17 @@ at::Tensor ComputeLinear(const at::Tensor& input, const at::Tensor& weight, cons
   return at::linear(input.to(compute), w, b).to(input.scalar_type());
 }
 
+at::Tensor Float32Operands::Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!weight_.defined()) {
+    weight_ = weight.to(at::kFloat);
+    bias_ = bias.defined() ? bias.to(at::kFloat) : bias;
+  }
+  return at::linear(input.to(at::kFloat), weight_, bias_).to(input.scalar_type());
+}
+
+void Float32Operands::Reset() {
+  weight_ = at::Tensor();
+  bias_ = at::Tensor();
+}
+
 }  // namespace quark::runtime

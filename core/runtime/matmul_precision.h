@@ -46,8 +46,21 @@ void SetBf16MatmulForTest(std::optional<Bf16Matmul> mode);
 bool MatmulInFloat32(const at::Tensor& t);
 
 /// input [..., in] x weight [out, in]^T + bias [out] (bias may be undefined), in input's dtype. Weight and bias
-/// are cast to the compute dtype per call; callers holding a weight across calls should cache the cast
-/// (FloatLinear does).
+/// are cast to the compute dtype per call; callers holding a weight across calls keep a Float32Operands instead.
 at::Tensor ComputeLinear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
+
+/// The float32 copies of one module's weight and bias for its float32-compute products: made on the first call
+/// (a calibration pass runs every sample through the same layer, so the cast is paid once per layer, not per
+/// sample) and kept until Reset(). Not thread-safe.
+class Float32Operands {
+ public:
+  /// at::linear(input, weight, bias) computed in float32 from the cached copies, in input's dtype. `weight` and
+  /// `bias` must be the tensors the copies were made from since the last Reset().
+  at::Tensor Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
+  void Reset();
+
+ private:
+  at::Tensor weight_, bias_;
+};
 
 }  // namespace quark::runtime
