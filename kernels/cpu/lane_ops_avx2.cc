@@ -2,6 +2,8 @@
 #define QUARK_LANE_NS avx2
 #include "kernels/cpu/lane_ops.h"
 
+#include "kernels/cpu/bf16_lanes_avx2.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,7 +53,11 @@ void StreamCopy(const void* src, void* dst, int64_t bytes) {
 }  // namespace
 
 const LaneTable* Avx2LaneTable() {
-  static const LaneTable table = avx2::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
+  static const LaneTable table = [] {
+    LaneTable t = avx2::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
+    t.bf16 = HandWrittenAvx2Bf16Lanes(t.bf16);
+    return t;
+  }();
   return &table;
 }
 
