@@ -9,9 +9,12 @@
 //    element order never needs a permute;
 //  - rounding to an integer is one vroundps (exact at any magnitude, so no pre-clamp), with +0.0 added where the
 //    generic loops' add/sub trick would give +0 for a -0 (the results must be the same bits);
-//  - clamps are vmaxps / vminps with the bound first, which keeps a NaN element NaN, as the generic Clamp does.
-// Every entry equals the generic loop bit for bit (tests/numerics/lane_ops_test.cc runs both on ties, -0, NaN,
-// infinities, subnormals and every tail length).
+//  - clamps are vmaxps / vminps with the bound first, which keeps a NaN element NaN, as the generic Clamp does;
+//  - NaN results (-> 0x7FC0) and the sign of zero results are set once per 16 words from the input words (Finish),
+//    instead of a compare and blend per 8 results; parameters for which that is not valid (an infinite scale, a
+//    zero reciprocal, ...) are sent to the generic loop.
+// Every entry equals the generic loop bit for bit: tests/numerics/bf16_lanes_test.cc runs both on all 65,536
+// bfloat16 bit patterns, for every rounding mode, zero-point kind, group layout, degenerate parameter and tail.
 #include "kernels/cpu/bf16_lanes_avx2.h"
 
 #include <immintrin.h>
