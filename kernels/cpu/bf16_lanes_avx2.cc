@@ -1,4 +1,6 @@
-// Hand-written AVX2 / FMA loops for bfloat16 data (compiled with -mavx2 -mfma -mf16c; see CMakeLists.txt).
+// Hand-written AVX2 loops for bfloat16 data (compiled with -mavx2 -mfma -mf16c, see CMakeLists.txt). They use no
+// fused multiply-add, and must not: the results rely on separately rounded products and sums, which the target's
+// -ffp-contract=off keeps GCC and clang from contracting.
 //
 // Why by hand: GCC's vectorization of the generic fused loops (lane_ops.h) spends about 68 instructions on 16
 // bfloat16 elements of int8 fake quantization: it widens with extract + zero-extend, pre-clamps for the add/sub
@@ -7,14 +9,16 @@
 //  - 16 bfloat16 values are one 256-bit load, split into even and odd elements by one shift and one mask (each
 //    already a float32 in its 32-bit lane); the results are merged back by one shift and one word blend, so the
 //    element order never needs a permute;
-//  - rounding to an integer is one vroundps (exact at any magnitude, so no pre-clamp), with +0.0 added where the
-//    generic loops' add/sub trick would give +0 for a -0 (the results must be the same bits);
+//  - rounding to an integer is one vroundps (half away from zero adds a tie fix-up), exact at any magnitude, so the
+//    generic loops' pre-clamp for their add/sub trick is not needed where that trick is exact (the guards below);
+//    +0.0 is added where the trick would give +0 for a -0 (the results must be the same bits);
 //  - clamps are vmaxps / vminps with the bound first, which keeps a NaN element NaN, as the generic Clamp does;
 //  - NaN results (-> 0x7FC0) and the sign of zero results are set once per 16 words from the input words (Finish),
-//    instead of a compare and blend per 8 results; parameters for which that is not valid (an infinite scale, a
-//    zero reciprocal, ...) are sent to the generic loop.
-// Every entry equals the generic loop bit for bit: tests/numerics/bf16_lanes_test.cc runs both on all 65,536
-// bfloat16 bit patterns, for every rounding mode, zero-point kind, group layout, degenerate parameter and tail.
+//    instead of a compare and blend per 8 results.
+// Parameters outside what these arguments need (an infinite scale, a zero reciprocal, a zero point beyond 2^20, a
+// grid that is not a small float format, ...) are sent to the generic loop, so every entry equals the generic loop
+// bit for bit: tests/numerics/bf16_lanes_test.cc runs both on all 65,536 bfloat16 bit patterns, for every rounding
+// mode, zero-point kind, group layout and grid, with regular and degenerate parameters, and on every tail length.
 #include "kernels/cpu/bf16_lanes_avx2.h"
 
 #include <immintrin.h>
@@ -134,10 +138,27 @@ inline __m256 ClampKeepNan(__m256 v, __m256 lo, __m256 hi) { return _mm256_min_p
 inline bool IsFinite(float v) { return (avx2::Bits(v) & 0x7F800000u) != 0x7F800000u; }
 inline bool IsPlusZero(float v) { return avx2::Bits(v) == 0; }
 inline bool IsFinitePositive(float v) { return v > 0.0f && IsFinite(v); }
+inline bool AtMost(float v, float bound) { return v >= -bound && v <= bound; }  // false for NaN
 
-// The affine fake quantization of lane_ops.h's AffineRunT: (clamp(round(x * inv) + z) - z) * s, or with a float
-// zero point clamp(round(x * inv + z)). kZeroIsPlusZero: z is +0.0, so the final "- z" changes no bit. With finite
-// parameters and inv != 0 only a NaN input gives a NaN (clamping maps infinities into the range).
+// The generic loops round with an add/sub trick that is exact for |v| <= 2^22 and pre-clamp v into
+// [qmin - z - 1, qmax - z + 1] (float zero point: [qmin - 1, qmax + 1]); with |z|, |qmin|, |qmax| <= 2^20 that range
+// is inside 2^22, so their rounding equals vroundps. Finite parameters and inv != 0 also make a result NaN only
+// where its input is (clamping maps infinities into the range).
+inline bool AffineParamsAreRegular(float s, float inv, float z, float qmin, float qmax) {
+  constexpr float kBound = 1048576.0f;  // 2^20
+  return IsFinite(s) && IsFinite(inv) && inv != 0.0f && AtMost(z, kBound) && AtMost(qmin, kBound) &&
+         AtMost(qmax, kBound);
+}
+
+// GridRounder's arithmetic holds for the small float formats (fp8 / fp6 / fp4 and the like): a few mantissa bits,
+// a normal emin, and a max far from float32 overflow (the generic magic number must not become infinite).
+inline bool IsSmallFloatGrid(const GridArgs& g) {
+  return g.mbits >= 0 && g.mbits <= 10 && g.emin >= -126 && g.emin <= 64 && g.max > 0.0f && g.max < 1e18f;
+}
+
+// The affine fake quantization of lane_ops.h's AffineRunT: (code - z) * s with code = clamp(round(x * inv) + z), or
+// with a float zero point code = clamp(round(x * inv + z)). kZeroIsPlusZero: z is +0.0, so "- z" changes no bit.
+// Valid for AffineParamsAreRegular parameters.
 template <int kMode, bool kFloatZp, bool kZeroIsPlusZero>
 struct AffineOp {
   static constexpr Finish kFinish = Finish::kNanOfInput;
@@ -164,7 +185,7 @@ struct AffineOp {
 
 template <int kMode, bool kFloatZp>
 void AffineRun(const uint16_t* x, uint16_t* y, int64_t n, float s, float inv, float z, float qmin, float qmax) {
-  if (!IsFinite(s) || !IsFinite(inv) || inv == 0.0f || !IsFinite(z)) {  // degenerate parameters: NaN from non-NaN
+  if (!AffineParamsAreRegular(s, inv, z, qmin, qmax)) {
     avx2::AffineRunT<kMode, kFloatZp, avx2::Bf16Codec>(x, y, n, s, inv, z, qmin, qmax);
   } else if (IsPlusZero(z)) {
     MapBf16(x, y, n, AffineOp<kMode, kFloatZp, true>(s, inv, z, qmin, qmax));
@@ -177,7 +198,7 @@ template <int kMode, bool kFloatZp>
 void AffineGroups(const uint16_t* x, uint16_t* y, int64_t n, int64_t g, const float* s, const float* inv,
                   const float* z, float qmin, float qmax) {
   const bool regular = EveryBlock(n, g, [&](int64_t k) {
-    return IsFinite(s[k]) && IsFinite(inv[k]) && inv[k] != 0.0f && IsFinite(z[k]);
+    return AffineParamsAreRegular(s[k], inv[k], z[k], qmin, qmax);
   });
   if (g < kVector || !regular) {  // short groups (padded tails would cost more) or degenerate parameters
     avx2::AffineGroupsT<kMode, kFloatZp, avx2::Bf16Codec>(x, y, n, g, s, inv, z, qmin, qmax);
@@ -231,7 +252,7 @@ struct ScaledGridOp {
 };
 
 void FloatRun(const uint16_t* x, uint16_t* y, int64_t n, float s, const GridArgs& g) {
-  if (!IsFinitePositive(s)) {
+  if (!IsFinitePositive(s) || !IsSmallFloatGrid(g)) {
     avx2::FloatRunT<avx2::Bf16Codec>(x, y, n, s, g);
     return;
   }
@@ -240,7 +261,7 @@ void FloatRun(const uint16_t* x, uint16_t* y, int64_t n, float s, const GridArgs
 }
 
 void FloatGroups(const uint16_t* x, uint16_t* y, int64_t n, int64_t group, const float* s, const GridArgs& g) {
-  if (group < kVector || !EveryBlock(n, group, [&](int64_t k) { return IsFinitePositive(s[k]); })) {
+  if (group < kVector || !IsSmallFloatGrid(g) || !EveryBlock(n, group, [&](int64_t k) { return IsFinitePositive(s[k]); })) {
     avx2::FloatGroupsT<avx2::Bf16Codec>(x, y, n, group, s, g);
     return;
   }
@@ -254,8 +275,9 @@ void FloatGroups(const uint16_t* x, uint16_t* y, int64_t n, int64_t group, const
   MapBf16Blocks(x, y, n, group, [&](int64_t k) { return ScaledGridOp(s[k], grid); });
 }
 
-// MX blocks of 32: element values x * 2^-e (exact), rounded, times 2^e. The multipliers are finite positive powers
-// of two (prescaled blocks go through the float32 route), checked anyway.
+// MX blocks of 32: element values x * 2^-e (exact), rounded, times 2^e. The kernels pass finite positive powers of
+// two (prescaled blocks go through the float32 route); any finite positive multipliers keep the Finish promises,
+// and that is what is checked.
 constexpr int64_t kBlock = 32;
 
 struct MxGridOp {
@@ -284,7 +306,7 @@ bool MxBlocksAreRegular(int64_t n, const float* inv, const float* s) {
 }
 
 void MxGrid(const uint16_t* x, uint16_t* y, int64_t n, const float* inv, const float* s, const GridArgs& g) {
-  if (!MxBlocksAreRegular(n, inv, s)) {
+  if (!IsSmallFloatGrid(g) || !MxBlocksAreRegular(n, inv, s)) {
     avx2::MxGridT<avx2::Bf16Codec>(x, y, n, inv, s, g);
     return;
   }

@@ -6,7 +6,7 @@
 namespace quark::kernels {
 
 /// `generic` (the compiler-vectorized bfloat16 loops of lane_ops.h, AVX2 build) with its hot entries replaced by
-/// hand-written AVX2 / FMA loops that give the same bits. Defined only where lane_ops_avx2.cc is compiled.
+/// hand-written AVX2 loops that give the same bits. Defined only where lane_ops_avx2.cc is compiled.
 Bf16LaneTable HandWrittenAvx2Bf16Lanes(const Bf16LaneTable& generic);
 
 }  // namespace quark::kernels

@@ -1,7 +1,7 @@
 // The per-element inner loops of the hot kernels, on float32 "lanes" (chunks converted from / to the tensor's
-// dtype), written so that GCC vectorizes them. This header is compiled twice: lane_ops_base.cc (baseline x86-64 /
-// any CPU) and lane_ops_avx2.cc (-mavx2 -mfma -mf16c), each into its own namespace (QUARK_LANE_NS) so no inline
-// function compiled for AVX2 can be merged into the baseline build. It includes no c10 / ATen headers for that
+// dtype), written so that GCC vectorizes them. This header is compiled for two instruction sets: lane_ops_base.cc
+// (baseline x86-64 / any CPU) and lane_ops_avx2.cc + bf16_lanes_avx2.cc (both -mavx2 -mfma -mf16c), each set into
+// its own namespace (QUARK_LANE_NS) so no inline function compiled for AVX2 can be merged into the baseline build. It includes no c10 / ATen headers for that
 // reason. The kernels pick a table at run time (LaneOpsForThisCpu()).
 #pragma once
 

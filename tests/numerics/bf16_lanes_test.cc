@@ -28,13 +28,14 @@ Bits16 EveryBf16() {
   return x;
 }
 
-// Scales: plain, with inexact reciprocals, tiny (x / s overflows), huge, subnormal, and one that puts many
-// products exactly halfway between two bfloat16 values (1 + 2^-8).
-const std::vector<float> kScales = {0.75f, 0.37f, 3.1e-3f, 1e-30f, 1e30f, 1e-39f, 1.00390625f};
+// Scales: plain, with inexact reciprocals, tiny (x / s overflows), huge, subnormal (6e-39, whose reciprocal is still
+// finite), and one that puts many products exactly halfway between two bfloat16 values (1 + 2^-8).
+const std::vector<float> kScales = {0.75f, 0.37f, 3.1e-3f, 1e-30f, 1e30f, 6e-39f, 1.00390625f};
 
+// The hand-written loops, where they were compiled and this CPU runs them.
 const Bf16LaneTable* HandWritten() {
   const LaneTable* t = Avx2LaneTable();
-  return t == nullptr ? nullptr : &t->bf16;
+  return t == nullptr || &LaneOpsForThisCpu() != t ? nullptr : &t->bf16;
 }
 
 // Runs `loop` of both tables on x (out of place, and in place for the hand-written one) and compares the bits.
@@ -57,7 +58,7 @@ void ExpectSame(const std::string& what, const Bits16& x, Loop loop) {
 class Bf16LanesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (HandWritten() == nullptr) GTEST_SKIP() << "AVX2 lanes not compiled on this architecture";
+    if (HandWritten() == nullptr) GTEST_SKIP() << "AVX2 lanes not compiled here, or not run by this CPU";
   }
 };
 
@@ -67,7 +68,8 @@ TEST_F(Bf16LanesTest, AffineRunsOnEveryInput) {
     for (int fz = 0; fz < 2; ++fz) {
       for (float s : kScales) {
         for (float z : {0.0f, -0.0f, 3.0f, -2.5f}) {
-          for (auto [qmin, qmax] : {std::pair{-128.0f, 127.0f}, std::pair{0.0f, 15.0f}}) {
+          for (const auto range : {std::pair{-128.0f, 127.0f}, std::pair{0.0f, 15.0f}}) {
+            const float qmin = range.first, qmax = range.second;  // (a lambda may not capture structured bindings)
             ExpectSame("affine_run mode " + std::to_string(mode) + " fz " + std::to_string(fz) + " s " +
                            std::to_string(s) + " z " + std::to_string(z),
                        x, [&](const Bf16LaneTable& t, const uint16_t* in, uint16_t* out, int64_t n) {
@@ -80,21 +82,27 @@ TEST_F(Bf16LanesTest, AffineRunsOnEveryInput) {
   }
 }
 
-// Degenerate parameters take the generic loop: an infinite or NaN scale, a zero reciprocal, a NaN zero point.
+// Degenerate parameters take the generic loop: an infinite or NaN scale, a zero reciprocal, a NaN zero point, zero
+// points so large that the generic rounding trick is inexact (with a reciprocal other than 1 / s), infinite ranges.
 TEST_F(Bf16LanesTest, AffineRunsWithDegenerateParameters) {
   const Bits16 x = EveryBf16();
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Params {
-    float s, inv, z;
+    float s, inv, z, qmin = -128.0f, qmax = 127.0f;
   };
+  const float inv_near_one = 1.00000024f;  // 1 + 2^-22
   for (const Params p : {Params{inf, 0.0f, 0.0f}, Params{0.0f, inf, 0.0f}, Params{1.0f, 1.0f, nan},
-                         Params{nan, nan, 1.0f}, Params{-0.5f, -2.0f, 0.0f}}) {
-    for (int fz = 0; fz < 2; ++fz) {
-      ExpectSame("affine_run degenerate s " + std::to_string(p.s) + " inv " + std::to_string(p.inv), x,
-                 [&](const Bf16LaneTable& t, const uint16_t* in, uint16_t* out, int64_t n) {
-                   t.affine_run[0][fz](in, out, n, p.s, p.inv, p.z, -128.0f, 127.0f);
-                 });
+                         Params{nan, nan, 1.0f}, Params{-0.5f, -2.0f, 0.0f}, Params{1.00390625f, inv_near_one, -4194304.0f},
+                         Params{1.0f, inv_near_one, 8388608.0f}, Params{0.0f, 1.0f, 0.0f, -128.0f, inf}}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      for (int fz = 0; fz < 2; ++fz) {
+        ExpectSame("affine_run degenerate s " + std::to_string(p.s) + " inv " + std::to_string(p.inv) + " z " +
+                       std::to_string(p.z) + " qmax " + std::to_string(p.qmax),
+                   x, [&](const Bf16LaneTable& t, const uint16_t* in, uint16_t* out, int64_t n) {
+                     t.affine_run[mode][fz](in, out, n, p.s, p.inv, p.z, p.qmin, p.qmax);
+                   });
+      }
     }
   }
 }
@@ -126,9 +134,11 @@ TEST_F(Bf16LanesTest, AffineGroupsOnEveryInput) {
   }
 }
 
-// The small float grids: fp8 e4m3 / e5m2, fp6 e3m2 / e2m3, fp4 e2m1.
-const std::vector<GridArgs> kGrids = {GridArgs{3, -6, 448.0f}, GridArgs{2, -14, 57344.0f}, GridArgs{2, -2, 28.0f},
-                                      GridArgs{3, 0, 7.5f}, GridArgs{1, 0, 6.0f}};
+// The small float grids: fp8 e4m3 / e5m2, fp6 e3m2 / e2m3, fp4 e2m1; then grids that are not small float formats
+// (they take the generic loop).
+const std::vector<GridArgs> kGrids = {GridArgs{3, -6, 448.0f},  GridArgs{2, -14, 57344.0f}, GridArgs{2, -2, 28.0f},
+                                      GridArgs{3, 0, 7.5f},     GridArgs{1, 0, 6.0f},       GridArgs{7, -126, 3e38f},
+                                      GridArgs{23, -126, 1e30f}};
 
 TEST_F(Bf16LanesTest, FloatGridsOnEveryInput) {
   const Bits16 x = EveryBf16();
