@@ -1,7 +1,8 @@
 // lane_loops_bench: cycles per element of the bfloat16 lane loops on one core, with the data in L1 (one 512-element
-// chunk, the size the kernels hand to a loop, run over and over), for the baseline table (generic fused loops compiled
-// for any x86-64) and the table this CPU runs (the hand-written AVX2 loops where it has AVX2). It shows the compute cost alone, apart from
-// memory; numerics_bench measures whole tensors. Cycles assume the clock given as the first argument (GHz).
+// chunk, the size the kernels hand to a loop, run over and over), for the baseline table (generic fused loops
+// compiled for any x86-64) and the table this CPU runs (the hand-written AVX2 loops where it has AVX2). It shows the
+// compute cost alone, apart from memory; numerics_bench measures whole tensors. Cycles assume the clock given as the
+// first argument (GHz).
 // Usage: lane_loops_bench [GHz, default 3.0] [repetitions, default 200000]
 #include <algorithm>
 #include <chrono>

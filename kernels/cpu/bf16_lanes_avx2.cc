@@ -93,11 +93,17 @@ __attribute__((always_inline)) inline void MapBf16(const uint16_t* x, uint16_t* 
   }
 }
 
-// y = op_k(x) on [0, n), where op_k = make_op(k) serves block k = [k * block, (k + 1) * block) and block is a
-// multiple of 16 (MX blocks, per_group groups): every vector lies in one block, so the op's per-block constants
-// are set once per block and the loop has no per-block tail.
+// y = op_k(x) on [0, n), where op_k = make_op(k) serves block k = [k * block, (k + 1) * block) (MX blocks,
+// per_group groups). When block is a multiple of 16 every vector lies in one block, so the op's per-block constants
+// are set once per block and the loop has no per-block tail; otherwise each block is mapped on its own.
 template <typename MakeOp>
 void MapBf16Blocks(const uint16_t* x, uint16_t* y, int64_t n, int64_t block, const MakeOp& make_op) {
+  if (block % kVector != 0) {
+    for (int64_t k = 0, begin = 0; begin < n; ++k, begin += block) {
+      MapBf16(x + begin, y + begin, n - begin < block ? n - begin : block, make_op(k));
+    }
+    return;
+  }
   const int64_t full_blocks = n / block;
   for (int64_t k = 0; k < full_blocks; ++k) {
     const auto op = make_op(k);
@@ -197,17 +203,10 @@ void AffineRun(const uint16_t* x, uint16_t* y, int64_t n, float s, float inv, fl
 template <int kMode, bool kFloatZp>
 void AffineGroups(const uint16_t* x, uint16_t* y, int64_t n, int64_t g, const float* s, const float* inv,
                   const float* z, float qmin, float qmax) {
-  const bool regular = EveryBlock(n, g, [&](int64_t k) {
-    return AffineParamsAreRegular(s[k], inv[k], z[k], qmin, qmax);
-  });
-  if (g < kVector || !regular) {  // short groups (padded tails would cost more) or degenerate parameters
+  // Short groups (padded tails would cost more) or degenerate parameters: the generic loop.
+  if (g < kVector ||
+      !EveryBlock(n, g, [&](int64_t k) { return AffineParamsAreRegular(s[k], inv[k], z[k], qmin, qmax); })) {
     avx2::AffineGroupsT<kMode, kFloatZp, avx2::Bf16Codec>(x, y, n, g, s, inv, z, qmin, qmax);
-    return;
-  }
-  if (g % kVector != 0) {
-    for (int64_t k = 0, begin = 0; begin < n; ++k, begin += g) {
-      AffineRun<kMode, kFloatZp>(x + begin, y + begin, n - begin < g ? n - begin : g, s[k], inv[k], z[k], qmin, qmax);
-    }
     return;
   }
   auto map = [&](auto op_for_group) { MapBf16Blocks(x, y, n, g, op_for_group); };
@@ -261,17 +260,12 @@ void FloatRun(const uint16_t* x, uint16_t* y, int64_t n, float s, const GridArgs
 }
 
 void FloatGroups(const uint16_t* x, uint16_t* y, int64_t n, int64_t group, const float* s, const GridArgs& g) {
-  if (group < kVector || !IsSmallFloatGrid(g) || !EveryBlock(n, group, [&](int64_t k) { return IsFinitePositive(s[k]); })) {
+  if (group < kVector || !IsSmallFloatGrid(g) ||
+      !EveryBlock(n, group, [&](int64_t k) { return IsFinitePositive(s[k]); })) {
     avx2::FloatGroupsT<avx2::Bf16Codec>(x, y, n, group, s, g);
     return;
   }
   const GridRounder grid(g);
-  if (group % kVector != 0) {
-    for (int64_t k = 0, begin = 0; begin < n; ++k, begin += group) {
-      MapBf16(x + begin, y + begin, n - begin < group ? n - begin : group, ScaledGridOp(s[k], grid));
-    }
-    return;
-  }
   MapBf16Blocks(x, y, n, group, [&](int64_t k) { return ScaledGridOp(s[k], grid); });
 }
 
