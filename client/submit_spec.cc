@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <sstream>
 
 #include "client/job_file.h"
 #include "worker/storage/strings.h"
@@ -82,6 +83,30 @@ absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf:
   return absl::OkStatus();
 }
 
+absl::Status AddAlgorithms(const std::vector<std::string>& names, quark::v1::JobSpec& spec) {
+  for (const std::string& list : names) {
+    std::stringstream items(list);
+    for (std::string name; std::getline(items, name, ',');) {
+      quark::v1::AlgoConfig* algo = spec.add_algo_config();
+      if (name == "gptq") {
+        algo->mutable_gptq();
+      } else if (name == "awq") {
+        algo->mutable_awq();
+      } else if (name == "smooth" || name == "smoothquant") {
+        algo->mutable_smoothquant();
+      } else if (name == "autosmoothquant") {
+        algo->mutable_autosmoothquant();
+      } else if (name == "rotation") {
+        algo->mutable_rotation();
+      } else {
+        return absl::InvalidArgumentError(
+            "--quant-algo: unknown algorithm \"" + name + "\" (gptq, awq, smoothquant, autosmoothquant, rotation)");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags) {
   if (!flags.scheme.empty() && !flags.config.empty()) {
     return absl::InvalidArgumentError("--scheme and --config: give one, not both");
@@ -108,6 +133,7 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   if (!quantization->preset.empty()) spec.set_preset(quantization->preset);
   if (quantization->config) *spec.mutable_config() = std::move(*quantization->config);
   if (absl::Status status = ApplyInputs(flags, spec); !status.ok()) return status;
+  if (absl::Status status = AddAlgorithms(flags.quant_algo, spec); !status.ok()) return status;
   if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET) {
     return absl::InvalidArgumentError("--scheme or --config: one is required (or preset/config in the job file)");
   }

@@ -25,12 +25,17 @@ struct SubmitFlags {
   std::vector<std::string> exclude;
   std::vector<std::string> labels;   // KEY=VALUE
   std::vector<std::string> exports;  // hf_quark, gguf, onnx
+  std::vector<std::string> quant_algo;  // --quant-algo gptq,... (each with its defaults; details via a job file)
   std::optional<int> priority;
   std::optional<int> max_attempts;
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.
 absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf::Map<std::string, std::string>& out);
+
+/// Appends one algo_config entry (its defaults) per --quant-algo name (comma-separated lists allowed) to `spec`;
+/// INVALID_ARGUMENT naming --quant-algo for an unknown name.
+absl::Status AddAlgorithms(const std::vector<std::string>& names, quark::v1::JobSpec& spec);
 
 /// The quantization the flags ask for: a preset (--scheme) or a Config read from --config; neither when both are
 /// empty. INVALID_ARGUMENT when both are given or the config file does not load (naming the file and field).

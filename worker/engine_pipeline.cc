@@ -22,6 +22,11 @@ absl::StatusOr<quark::Config> ResolveSpecConfig(const quark::v1::JobSpec& spec) 
   }
   choice.kv_cache_dtype = spec.kv_cache_dtype();
   choice.exclude.assign(spec.exclude().begin(), spec.exclude().end());
+  for (int i = 0; i < spec.algo_config_size(); ++i) {
+    absl::StatusOr<quark::AlgoConfig> algo = FromProto(spec.algo_config(i), str::Cat("spec.algo_config[", i, "]"));
+    if (!algo.ok()) return algo.status();
+    choice.algorithms.push_back(*std::move(algo));
+  }
   absl::StatusOr<quark::Config> resolved = ResolveConfigChoice(choice);
   if (!resolved.ok()) return absl::Status(resolved.status().code(), str::Cat("spec: ", resolved.status().message()));
   return resolved;

@@ -1,9 +1,10 @@
 // quantize_bench: quantizes a synthetic Llama-2-7B-shaped bfloat16 model (hidden 4096, MLP 11008, 32 layers,
-// 32 heads, vocab 32000; random weights written with the CheckpointWriter) with fp8 static and uint4_wo_128, and
-// prints wall time, peak RSS and the shards of each export. Each quantization runs in a child process (fork + exec
+// 32 heads, vocab 32000; random weights written with the CheckpointWriter) with fp8 static, uint4_wo_128 and
+// uint4_wo_128+gptq (GPTQ on the streamed layers), and prints wall time, peak RSS and the shards of each export.
+// Calibration is a token-id file of seeded ids (the model has no tokenizer), one sample per line. Each quantization runs in a child process (fork + exec
 // of this binary: a plain fork after LibTorch's OpenMP pool started would deadlock) so that its peak RSS is its own.
 //
-//   quantize_bench [--dir DIR] [--layers N] [--samples N] [--seq-len L] [--keep]
+//   quantize_bench [--dir DIR] [--layers N] [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--keep]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -34,7 +38,20 @@ struct BenchOptions {
   int samples = 1;
   int seq_len = 32;
   bool keep = false;
+  std::string presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";  // "+gptq": the preset with GPTQ's defaults
 };
+
+std::string CalibrationIds(const BenchOptions& o) { return o.dir + "/calib.ids"; }
+
+// o.samples lines of o.seq_len ids from a fixed seed: the same calibration on every run.
+void WriteCalibrationIds(const BenchOptions& o) {
+  std::mt19937_64 random(42);
+  std::ofstream out(CalibrationIds(o));
+  for (int s = 0; s < o.samples; ++s) {
+    for (int t = 0; t < o.seq_len; ++t) out << (t ? " " : "") << (t == 0 ? 1 : 3 + random() % 31990);
+    out << "\n";
+  }
+}
 
 quark::checkpoint::ModelConfig Llama7bShape(int64_t layers) {
   quark::checkpoint::ModelConfig c;
@@ -78,7 +95,10 @@ bool MakeModel(const BenchOptions& o) {
 
 int QuantizeChild(const BenchOptions& o, const std::string& preset, const std::string& out) {
   quark::QuantizeModelOptions q;
-  q.config = *quark::PresetConfig(preset);
+  const size_t plus = preset.find("+gptq");
+  q.config = *quark::PresetConfig(preset.substr(0, plus));
+  if (plus != std::string::npos) q.config.algo_config.push_back(quark::GptqAlgo{});
+  q.calibration_file = CalibrationIds(o);
   q.output_dir = out;
   q.num_calibration_samples = o.samples;
   q.seq_len = o.seq_len;
@@ -112,7 +132,7 @@ void RunOne(const BenchOptions& o, const std::string& preset, const char* self) 
   int shards = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) shards += e.path().extension() == ".safetensors";
-  fmt::print("| {:<14} | {:>8.1f} | {:>13.2f} | {:>6} | {:>9.2f} | {} |\n", preset, seconds,
+  fmt::print("| {:<17} | {:>8.1f} | {:>13.2f} | {:>6} | {:>9.2f} | {} |\n", preset, seconds,
              usage.ru_maxrss / 1024.0 / 1024.0, shards, DirBytes(out) / 1e9,
              WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "FAILED");
   if (!o.keep) fs::remove_all(out);
@@ -132,6 +152,7 @@ int main(int argc, char** argv) {
     else if (a == "--samples") o.samples = std::stoi(next());
     else if (a == "--seq-len") o.seq_len = std::stoi(next());
     else if (a == "--keep") o.keep = true;
+    else if (a == "--presets") o.presets = next();
     else if (a == "--child") child_preset = next(), child_out = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
@@ -141,9 +162,11 @@ int main(int argc, char** argv) {
   fmt::print("model: {} ({} layers, bf16, {:.2f} GB), made/checked in {:.1f} s, threads {}\n", o.dir, o.layers,
              DirBytes(o.dir) / 1e9,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - make_start).count(), quark::EngineThreads());
+  WriteCalibrationIds(o);
   fmt::print("calibration: {} sample(s) x {} tokens\n\n", o.samples, o.seq_len);
-  fmt::print("| scheme         | wall (s) | peak RSS (GB) | shards | size (GB) | status |\n");
-  fmt::print("|----------------|----------|---------------|--------|-----------|--------|\n");
-  for (const char* preset : {"fp8", "uint4_wo_128"}) RunOne(o, preset, "/proc/self/exe");
+  fmt::print("| scheme            | wall (s) | peak RSS (GB) | shards | size (GB) | status |\n");
+  fmt::print("|-------------------|----------|---------------|--------|-----------|--------|\n");
+  std::stringstream presets(o.presets);
+  for (std::string preset; std::getline(presets, preset, ',');) RunOne(o, preset, "/proc/self/exe");
   return 0;
 }

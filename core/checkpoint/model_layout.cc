@@ -28,16 +28,20 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   if (IsOpt(c)) {
     const bool b = c.enable_bias;
-    return {{"self_attn.q_proj", h, h, b}, {"self_attn.k_proj", h, h, b}, {"self_attn.v_proj", h, h, b},
-            {"self_attn.out_proj", h, h, b}, {"fc1", c.intermediate_size, h, b}, {"fc2", h, c.intermediate_size, b}};
+    return {{"self_attn.q_proj", h, h, b, "self_attn_layer_norm"},
+            {"self_attn.k_proj", h, h, b, "self_attn_layer_norm"},
+            {"self_attn.v_proj", h, h, b, "self_attn_layer_norm"},
+            {"self_attn.out_proj", h, h, b, "self_attn"},
+            {"fc1", c.intermediate_size, h, b, "final_layer_norm"},
+            {"fc2", h, c.intermediate_size, b, "activation_fn"}};
   }
-  return {{"self_attn.q_proj", q, h, c.attention_bias},
-          {"self_attn.k_proj", kv, h, c.attention_bias},
-          {"self_attn.v_proj", kv, h, c.attention_bias},
-          {"self_attn.o_proj", h, q, c.o_proj_bias},
-          {"mlp.gate_proj", c.intermediate_size, h, c.mlp_bias},
-          {"mlp.up_proj", c.intermediate_size, h, c.mlp_bias},
-          {"mlp.down_proj", h, c.intermediate_size, c.mlp_bias}};
+  return {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
+          {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
+          {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
+          {"self_attn.o_proj", h, q, c.o_proj_bias, "self_attn"},
+          {"mlp.gate_proj", c.intermediate_size, h, c.mlp_bias, "post_attention_layernorm"},
+          {"mlp.up_proj", c.intermediate_size, h, c.mlp_bias, "post_attention_layernorm"},
+          {"mlp.down_proj", h, c.intermediate_size, c.mlp_bias, "mlp.act_fn"}};
 }
 
 std::string EmbedTokensName(const ModelConfig& config) {

@@ -16,6 +16,10 @@ struct LinearSpec {
   int64_t out_features = 0;
   int64_t in_features = 0;
   bool has_bias = false;
+  /// What the linear reads, named after the module that produces it ("input_layernorm", "self_attn", ...). Linears
+  /// with the same input read the same tensor in a forward; a linear's input depends on every linear whose input
+  /// comes earlier in forward order (the Hessian-based algorithms share and order their statistics by it).
+  std::string input;
 };
 
 /// What a tensor is, for initialisation of synthetic weights.

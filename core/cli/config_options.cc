@@ -16,6 +16,9 @@ void ConfigOptions::AddTo(CLI::App& command) {
   scheme_option->excludes(config_option);
   command.add_option("--kv-cache-dtype", kv_cache_dtype, "quantize the KV cache: fp8 or int8");
   command.add_option("--exclude", exclude, "module name pattern to leave in floating point (repeatable)");
+  command.add_option("--quant-algo", quant_algo, "algorithms to run, in order: gptq (comma-separated or repeated)");
+  command.add_option("--quant-algo-config-file", quant_algo_config_file,
+                     "Quark algo_config JSON (one {\"name\": ...} object or a list) for --quant-algo");
 }
 
 absl::StatusOr<Config> ConfigOptions::Resolve() const {
@@ -23,6 +26,7 @@ absl::StatusOr<Config> ConfigOptions::Resolve() const {
   choice.preset = scheme;
   choice.kv_cache_dtype = kv_cache_dtype;
   choice.exclude = exclude;
+  QUARK_ASSIGN_OR_RETURN(choice.algorithms, AlgorithmsFromFlags(quant_algo, quant_algo_config_file));
   if (!config_file.empty()) {
     QUARK_ASSIGN_OR_RETURN(choice.config, LoadConfigFile(config_file));
   } else if (scheme.empty()) {

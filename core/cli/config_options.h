@@ -1,5 +1,6 @@
 // The Config-choosing options shared by `quark validate` and `quark quantize`:
-// --scheme NAME | --config FILE, --kv-cache-dtype, --exclude (repeatable).
+// --scheme NAME | --config FILE, --kv-cache-dtype, --exclude (repeatable), --quant-algo NAMES and
+// --quant-algo-config-file FILE (Quark's algo_config form, as its LLM example takes them).
 #pragma once
 
 #include <string>
@@ -19,6 +20,8 @@ struct ConfigOptions {
   std::string config_file;
   std::string kv_cache_dtype;
   std::vector<std::string> exclude;
+  std::vector<std::string> quant_algo;
+  std::string quant_algo_config_file;
 
   /// Registers the options on a subcommand.
   void AddTo(CLI::App& command);

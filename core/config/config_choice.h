@@ -16,7 +16,16 @@ struct ConfigChoice {
   std::optional<Config> config;   // a full Config
   std::string kv_cache_dtype;     // "", "fp8" or "int8"
   std::vector<std::string> exclude;  // appended to the Config's own exclude list
+  std::vector<AlgoConfig> algorithms;  // appended to the Config's own algo_config (run in that order)
 };
+
+/// `--quant-algo` names (comma-separated lists allowed) and an optional `--quant-algo-config-file` (Quark's
+/// algo_config form: one {"name": ...} object or a list of them), as Quark's LLM example takes them: each named
+/// algorithm with the file's entry of that name, else its defaults; without names, the file's entries in order.
+/// INVALID_ARGUMENT naming the flag for an unknown name or a bad file; UNIMPLEMENTED for a Quark algorithm this
+/// engine does not have.
+absl::StatusOr<std::vector<AlgoConfig>> AlgorithmsFromFlags(const std::vector<std::string>& names,
+                                                            const std::string& config_file);
 
 /// Exactly one of preset / config must be set (INVALID_ARGUMENT otherwise); an unknown preset is NOT_FOUND.
 /// Does not validate the result: call ValidateConfig for that.

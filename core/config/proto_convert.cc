@@ -156,58 +156,6 @@ pb::AlgoConfig ToProto(const AlgoConfig& algo) {
   return out;
 }
 
-// Zero in a proto3 scalar means "not set": the algorithm's documented default applies.
-absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string& path) {
-  switch (a.algo_case()) {
-    case pb::AlgoConfig::kSmoothquant: {
-      SmoothQuantAlgo out;
-      const auto& p = a.smoothquant();
-      if (p.alpha() != 0) out.alpha = p.alpha();
-      if (p.scale_clamp_min() != 0) out.scale_clamp_min = p.scale_clamp_min();
-      out.scaling_layers = FromProto(p.scaling_layers());
-      out.model_decoder_layers = p.model_decoder_layers();
-      return AlgoConfig(out);
-    }
-    case pb::AlgoConfig::kAutosmoothquant: {
-      AutoSmoothQuantAlgo out;
-      const auto& p = a.autosmoothquant();
-      out.scaling_layers = FromProto(p.scaling_layers());
-      if (!p.compute_scale_loss().empty()) out.compute_scale_loss = p.compute_scale_loss();
-      out.model_decoder_layers = p.model_decoder_layers();
-      return AlgoConfig(out);
-    }
-    case pb::AlgoConfig::kAwq: {
-      AwqAlgo out;
-      const auto& p = a.awq();
-      out.scaling_layers = FromProto(p.scaling_layers());
-      out.model_decoder_layers = p.model_decoder_layers();
-      if (p.grid_size() != 0) out.grid_size = p.grid_size();
-      return AlgoConfig(out);
-    }
-    case pb::AlgoConfig::kGptq: {
-      GptqAlgo out;
-      const auto& p = a.gptq();
-      if (p.damp_percent() != 0) out.damp_percent = p.damp_percent();
-      if (p.has_desc_act()) out.desc_act = p.desc_act();
-      if (p.has_static_groups()) out.static_groups = p.static_groups();
-      if (p.has_true_sequential()) out.true_sequential = p.true_sequential();
-      out.inside_layer_modules.assign(p.inside_layer_modules().begin(), p.inside_layer_modules().end());
-      out.model_decoder_layers = p.model_decoder_layers();
-      if (p.block_size() != 0) out.block_size = p.block_size();
-      return AlgoConfig(out);
-    }
-    case pb::AlgoConfig::kRotation: {
-      RotationAlgo out;
-      out.random = a.rotation().random();
-      out.scaling_layers = FromProto(a.rotation().scaling_layers());
-      return AlgoConfig(out);
-    }
-    case pb::AlgoConfig::ALGO_NOT_SET:
-      break;
-  }
-  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, rotation)");
-}
-
 absl::StatusOr<std::vector<PatternQuantConfig>> FromProto(
     const google::protobuf::RepeatedPtrField<pb::LayerPatternConfig>& entries, const std::string& field) {
   std::vector<PatternQuantConfig> out;
@@ -352,6 +300,58 @@ absl::StatusOr<Config> FromProto(const pb::Config& p) {
                                       PackMethod::kReorder, c.pack_method));
   c.min_kv_scale = p.export_options().min_kv_scale();
   return c;
+}
+
+// Zero in a proto3 scalar means "not set": the algorithm's documented default applies.
+absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string& path) {
+  switch (a.algo_case()) {
+    case pb::AlgoConfig::kSmoothquant: {
+      SmoothQuantAlgo out;
+      const auto& p = a.smoothquant();
+      if (p.alpha() != 0) out.alpha = p.alpha();
+      if (p.scale_clamp_min() != 0) out.scale_clamp_min = p.scale_clamp_min();
+      out.scaling_layers = FromProto(p.scaling_layers());
+      out.model_decoder_layers = p.model_decoder_layers();
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::kAutosmoothquant: {
+      AutoSmoothQuantAlgo out;
+      const auto& p = a.autosmoothquant();
+      out.scaling_layers = FromProto(p.scaling_layers());
+      if (!p.compute_scale_loss().empty()) out.compute_scale_loss = p.compute_scale_loss();
+      out.model_decoder_layers = p.model_decoder_layers();
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::kAwq: {
+      AwqAlgo out;
+      const auto& p = a.awq();
+      out.scaling_layers = FromProto(p.scaling_layers());
+      out.model_decoder_layers = p.model_decoder_layers();
+      if (p.grid_size() != 0) out.grid_size = p.grid_size();
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::kGptq: {
+      GptqAlgo out;
+      const auto& p = a.gptq();
+      if (p.damp_percent() != 0) out.damp_percent = p.damp_percent();
+      if (p.has_desc_act()) out.desc_act = p.desc_act();
+      if (p.has_static_groups()) out.static_groups = p.static_groups();
+      if (p.has_true_sequential()) out.true_sequential = p.true_sequential();
+      out.inside_layer_modules.assign(p.inside_layer_modules().begin(), p.inside_layer_modules().end());
+      out.model_decoder_layers = p.model_decoder_layers();
+      if (p.block_size() != 0) out.block_size = p.block_size();
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::kRotation: {
+      RotationAlgo out;
+      out.random = a.rotation().random();
+      out.scaling_layers = FromProto(a.rotation().scaling_layers());
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::ALGO_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, rotation)");
 }
 
 }  // namespace quark

@@ -15,5 +15,7 @@ quark::v1::Config ToProto(const Config& config);
 absl::StatusOr<QuantSpec> FromProto(const quark::v1::QuantizationSpec& spec, const std::string& path);
 absl::StatusOr<LayerQuantConfig> FromProto(const quark::v1::QuantizationConfig& config, const std::string& path);
 absl::StatusOr<Config> FromProto(const quark::v1::Config& config);
+/// One algo_config entry; `path` names it in errors ("algo_config[0]").
+absl::StatusOr<AlgoConfig> FromProto(const quark::v1::AlgoConfig& algo, const std::string& path);
 
 }  // namespace quark

@@ -221,6 +221,11 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
     QUARK_RETURN_IF_ERROR(ReadScalingLayers(j, path, a.scaling_layers));
     return AlgoConfig(a);
   }
+  for (const char* known : {"quarot", "gptaq", "qronos", "svdquant"}) {
+    if (name == known) {
+      return absl::UnimplementedError(StrCat(path, ": Quark's ", name, " is not implemented by this engine"));
+    }
+  }
   return absl::InvalidArgumentError(StrCat(
       path, ".name: unknown algorithm \"", name, "\" (one of: smooth, autosmoothquant, awq, gptq, rotation)"));
 }
@@ -262,6 +267,10 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
   return j;
+}
+
+absl::StatusOr<AlgoConfig> AlgoConfigFromQuarkJson(const Json& j, const std::string& path) {
+  return AlgoFromJson(j, path);
 }
 
 absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::string& path) {

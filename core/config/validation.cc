@@ -150,16 +150,18 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     const auto& weight = AlgoWeightSpec(c, weight_path);
     const bool integer_weight = weight && IsIntegerType(weight->dtype) && !weight->IsMx();
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
-      if (!integer_weight) {
-        out.Error(path, StrCat("gptq needs an integer weight spec (int8, uint8, int4, uint4, int3, int2) in ",
-                                     weight_path, ", got ", weight ? std::string(Name(weight->dtype)) : "none"));
+      // GPTQ rounds with the engine's own quantizer, so any static weight format works (int, fp8/fp6/fp4, MX).
+      if (!weight || IsCastType(weight->dtype) || weight->is_dynamic) {
+        out.Error(path, StrCat("gptq needs a static quantized weight spec in ", weight_path, ", got ",
+                               !weight ? std::string("none") : weight->is_dynamic ? std::string("a dynamic one")
+                                                                               : std::string(Name(weight->dtype))));
       }
-      if (!(gptq->damp_percent > 0.0f && gptq->damp_percent < 1.0f)) {
-        out.Error(path + ".damp_percent", StrCat("must be in (0, 1), got ", gptq->damp_percent));
+      if (!(gptq->damp_percent > 0.0f && gptq->damp_percent <= 1.0f)) {
+        out.Error(path + ".damp_percent", StrCat("must be in (0, 1], got ", gptq->damp_percent));
       }
       if (gptq->block_size <= 0) out.Error(path + ".block_size", StrCat("must be positive, got ", gptq->block_size));
-      if (!gptq->static_groups) {
-        out.Error(path + ".static_groups", "must be true: exported checkpoints need static groups");
+      if (gptq->desc_act && !gptq->static_groups) {
+        out.Error(path + ".static_groups", "must be true with desc_act: act order needs the groups fixed up front");
       }
     } else if (std::holds_alternative<AwqAlgo>(algo)) {
       if (!integer_weight) {
@@ -281,6 +283,15 @@ absl::Status ValidationStatus(const std::vector<ValidationIssue>& issues) {
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(StrJoin(errors, "; "));
+}
+
+absl::Status CheckAlgorithmsImplemented(const Config& config) {
+  for (size_t i = 0; i < config.algo_config.size(); ++i) {
+    if (std::holds_alternative<GptqAlgo>(config.algo_config[i])) continue;
+    return absl::UnimplementedError(StrCat("algo_config[", i, "]: ", AlgoName(config.algo_config[i]),
+                                           " is not implemented by this engine yet; remove it from algo_config"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace quark

@@ -31,9 +31,9 @@ absl::Status TensorQuantizer::Freeze() {
 }
 
 absl::StatusOr<at::Tensor> TensorQuantizer::FakeQuantize(const at::Tensor& x) const {
+  if (params_) return quark::FakeQuantize(x, spec_, *params_, role_);
   if (!observer_) return FakeQuantizeDynamic(x, spec_, role_);
-  if (!params_) return absl::FailedPreconditionError("quantizer: static parameters not frozen (call Freeze)");
-  return quark::FakeQuantize(x, spec_, *params_, role_);
+  return absl::FailedPreconditionError("quantizer: static parameters not frozen (call Freeze)");
 }
 
 absl::StatusOr<RealQuantized> TensorQuantizer::Export(const at::Tensor& x) const {

@@ -28,6 +28,10 @@ class TensorQuantizer {
   /// Dynamic specs and casts: a no-op.
   absl::Status Freeze();
 
+  /// Fixes parameters computed elsewhere (GPTQ's group parameters): FakeQuantize and Export use them from now on,
+  /// for dynamic and MX specs too. The caller checks their shape (FakeQuantize names a mismatch).
+  void SetParams(QuantParams params) { params_ = std::move(params); }
+
   /// Static specs: with the frozen parameters (FAILED_PRECONDITION before Freeze); dynamic: computed from x.
   absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x) const;
 

@@ -31,7 +31,10 @@ absl::StatusOr<std::vector<at::Tensor>> LoadCalibrationSamples(const std::string
   if (num_samples <= 0) return absl::InvalidArgumentError(StrCat("num_calibration_samples: must be positive, got ", num_samples));
   if (seq_len <= 0) return absl::InvalidArgumentError(StrCat("seq_len: must be positive, got ", seq_len));
   if (model.max_position_embeddings > 0) seq_len = std::min(seq_len, model.max_position_embeddings);
-  if (path.empty()) return SyntheticCalibrationSamples(model, num_samples, seq_len, seed);
+  if (path.empty()) {
+    // Random ids calibrate nothing a real input would: QuantizeModel never asks without data.
+    return absl::InvalidArgumentError("calibration_file: no calibration data given");
+  }
   runtime::CalibrationOptions options;
   options.path = path;
   options.num_samples = num_samples;

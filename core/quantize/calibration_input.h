@@ -1,5 +1,5 @@
-// The calibration samples of a quantization run: windows of a calibration file (text, JSONL "text" or token ids,
-// via runtime::LoadCalibrationSet), or, when no file is given, built-in synthetic token ids.
+// The calibration samples of a quantization run (via runtime::LoadCalibrationSet): random windows of a text file, or
+// the lines of a JSONL ("text") or token-id file as given, in order. Synthetic ids are for tests and benchmarks only.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +20,8 @@ namespace quark::quantize {
 std::vector<at::Tensor> SyntheticCalibrationSamples(const checkpoint::ModelConfig& model, int64_t num_samples,
                                                     int64_t seq_len, uint64_t seed);
 
-/// Samples from `path` (empty = SyntheticCalibrationSamples). `seq_len` is capped at max_position_embeddings.
-/// `tokenizer` may be null for token-id files. INVALID_ARGUMENT for non-positive counts; file errors name the file.
+/// Samples from `path`. `seq_len` is capped at max_position_embeddings. `tokenizer` may be null for token-id files.
+/// INVALID_ARGUMENT for an empty path or non-positive counts; file errors name the file.
 absl::StatusOr<std::vector<at::Tensor>> LoadCalibrationSamples(const std::string& path, const checkpoint::ModelConfig& model,
                                                                const runtime::Tokenizer* tokenizer, int64_t num_samples,
                                                                int64_t seq_len, uint64_t seed);

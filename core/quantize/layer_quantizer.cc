@@ -23,6 +23,7 @@ absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Instal
       if (auto it = known->find(linear.name); it != known->end()) {
         options.input_params = it->second.input;
         options.output_params = it->second.output;
+        options.weight_params = it->second.weight;
       }
     }
     auto q = QuantLinear::Create(std::move(options));
@@ -54,8 +55,9 @@ absl::Status FreezeAll(const std::vector<std::shared_ptr<QuantLinear>>& linears)
 }  // namespace
 
 absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Calibrate(
-    runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs, runtime::TransformerModel& model) const {
-  auto linears = Install(layer);
+    runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs, runtime::TransformerModel& model,
+    const CalibratedParams* known) const {
+  auto linears = Install(layer, known);
   if (!linears.ok()) return linears.status();
   if (NeedsCalibration(*linears)) {
     if (inputs.empty()) {
@@ -111,7 +113,7 @@ absl::Status ShareKvCacheScales(const std::vector<std::shared_ptr<QuantLinear>>&
 CalibratedParams SnapshotParams(const std::vector<std::shared_ptr<QuantLinear>>& linears) {
   CalibratedParams out;
   for (const auto& q : linears) {
-    ActivationParams p;
+    ModuleParams p;
     if (q->input_quantizer() && q->input_quantizer()->params()) p.input = *q->input_quantizer()->params();
     if (q->output_quantizer() && q->output_quantizer()->params()) p.output = *q->output_quantizer()->params();
     if (p.input || p.output) out[q->name()] = std::move(p);

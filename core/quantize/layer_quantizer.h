@@ -20,16 +20,17 @@
 
 namespace quark::quantize {
 
-/// The calibrated static activation parameters of one module (unset = not static / not quantized).
-struct ActivationParams {
+/// The known parameters of one module: calibrated static activations, and weight parameters an algorithm fixed
+/// (GPTQ; unset = computed from the weight, which is deterministic).
+struct ModuleParams {
   std::optional<QuantParams> input;
   std::optional<QuantParams> output;
+  std::optional<QuantParams> weight;
 };
 
 /// By full module name. Small (scales only): kept for the whole model so that a fake-quantized evaluation after
-/// calibration re-applies them without recalibrating (weights are re-quantized from the float weights, which is
-/// deterministic).
-using CalibratedParams = std::map<std::string, ActivationParams>;
+/// calibration re-applies them without recalibrating.
+using CalibratedParams = std::map<std::string, ModuleParams>;
 
 class LayerQuantizer {
  public:
@@ -41,11 +42,13 @@ class LayerQuantizer {
   absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Install(runtime::DecoderLayer& layer,
                                                                    const CalibratedParams* known = nullptr) const;
 
-  /// Install, then (when any static activation needs it) run `inputs` ([1, T, hidden] each) through the layer in
-  /// calibration mode, freeze every quantizer and share the KV-cache scales. After it the layer is fake-quantized.
+  /// Install (with `known`'s weight parameters, e.g. GPTQ's), then (when any static activation needs it) run
+  /// `inputs` ([1, T, hidden] each) through the layer in calibration mode, freeze every quantizer and share the
+  /// KV-cache scales. After it the layer is fake-quantized.
   absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Calibrate(runtime::DecoderLayer& layer,
                                                                      const std::vector<at::Tensor>& inputs,
-                                                                     runtime::TransformerModel& model) const;
+                                                                     runtime::TransformerModel& model,
+                                                                     const CalibratedParams* known = nullptr) const;
 
   /// Install with the parameters of an earlier calibration and freeze: the same fake-quantized layer again.
   absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Apply(runtime::DecoderLayer& layer,

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<ModuleQuantizers>> ModuleQuantizers::Create(Modul
     const at::ScalarType dtype = options.weight.defined() ? options.weight.scalar_type() : at::kFloat;
     auto w = MakeTensorQuantizer(exporter::WeightSpecForExport(*c.weight, dtype), options.weight, name, "weight");
     if (!w.ok()) return w.status();
+    if (options.weight_params) (*w)->SetParams(*std::move(options.weight_params));
     q->weight_quantizer_ = *std::move(w);
   }
   // A bias spec on a module without a bias is dropped, as Quark does (its quant_config.bias becomes None).
@@ -110,8 +111,10 @@ bool ModuleQuantizers::NeedsCalibration() const {
 
 absl::Status ModuleQuantizers::FreezeTensor(TensorQuantizer* quantizer, const at::Tensor& x, const char* field,
                                             at::Tensor& out) {
-  if (auto s = quantizer->Observe(x); !s.ok()) return Named(s, name_, field);
-  if (auto s = quantizer->Freeze(); !s.ok()) return Named(s, name_, field);
+  if (!quantizer->frozen()) {  // known parameters (GPTQ) are used as they are
+    if (auto s = quantizer->Observe(x); !s.ok()) return Named(s, name_, field);
+    if (auto s = quantizer->Freeze(); !s.ok()) return Named(s, name_, field);
+  }
   auto fq = quantizer->FakeQuantize(x);
   if (!fq.ok()) return Named(fq.status(), name_, field);
   out = *std::move(fq);

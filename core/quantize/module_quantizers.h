@@ -27,6 +27,8 @@ struct ModuleQuantizersOptions {
   at::Tensor bias;          // float bias or undefined
   /// The weight already holds quantized values (dequantized from an export): no weight or bias quantizer.
   bool weight_prequantized = false;
+  /// Known weight parameters (GPTQ's, whose weight already lies on their grid): the weight is not observed.
+  std::optional<QuantParams> weight_params;
   /// Known static parameters (reload, or re-applying a calibration): that activation needs no calibration.
   std::optional<QuantParams> input_params;
   std::optional<QuantParams> output_params;

@@ -24,6 +24,7 @@ absl::StatusOr<std::shared_ptr<QuantLinear>> QuantLinear::Create(QuantLinearOpti
   m.weight = std::move(options.weight);
   m.bias = std::move(options.bias);
   m.weight_prequantized = options.weight_prequantized;
+  m.weight_params = std::move(options.weight_params);
   m.input_params = std::move(options.input_params);
   m.output_params = std::move(options.output_params);
   auto quantizers = ModuleQuantizers::Create(std::move(m));

@@ -30,6 +30,8 @@ struct QuantLinearOptions {
   at::Tensor bias;         // [out] or undefined
   /// The weight already holds quantized values (dequantized from an export): no weight quantizer is applied.
   bool weight_prequantized = false;
+  /// Known weight parameters (GPTQ): the weight already lies on their grid and is not observed.
+  std::optional<QuantParams> weight_params;
   /// Known static parameters (reload, or re-applying a calibration): the activation needs no calibration.
   std::optional<QuantParams> input_params;
   std::optional<QuantParams> output_params;

@@ -11,8 +11,10 @@
 #include "core/config/validation.h"
 #include "core/export/hf_quark_writer.h"
 #include "core/quantize/calibration_input.h"
+#include "core/quantize/gptq_pass.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/reload.h"
+#include "core/quantize/weight_spill.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
 
@@ -21,6 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using quantize::CalibratedParams;
+using quantize::GptqPass;
+using quantize::ResolveGptqDefaults;
+using quantize::WeightSpill;
 using quantize::LayerQuantizer;
 using quantize::QuantLinear;
 
@@ -56,11 +61,16 @@ class QuantizeRun {
 
  private:
   absl::Status Prepare();
+  absl::Status PrepareAlgorithms(const LayerPlan& plan);
+  bool NeedsCalibration() const;
   absl::Status LoadInputs();
   absl::StatusOr<double> Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks, const char* phase,
                                   double base);
   absl::Status QuantizeLayers();
   absl::Status CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
+  absl::StatusOr<CalibratedParams> RunGptq(int64_t index, runtime::DecoderLayer& layer,
+                                           const std::vector<at::Tensor>& inputs, double base);
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizedEvalStreamer();
   absl::Status FinishLayer(int64_t index, runtime::DecoderLayer& layer);
   absl::Status EvaluateAfter();
   void Progress(const std::string& phase, int layer, double fraction, double eta, const std::string& message) const;
@@ -69,6 +79,9 @@ class QuantizeRun {
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
+  Config config_;  // options_.config with the algorithms' defaults resolved for this model (what the export records)
+  std::unique_ptr<GptqPass> gptq_;
+  std::unique_ptr<WeightSpill> spill_;  // GPTQ'd weights for the fake-quantized evaluation
   std::unique_ptr<LayerQuantizer> quantizer_;
   std::unique_ptr<exporter::HfQuarkExporter> exporter_;
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
@@ -101,8 +114,10 @@ absl::Status QuantizeRun::Prepare() {
   model_ = *std::move(model);
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
+  if (auto s = CheckAlgorithmsImplemented(options_.config); !s.ok()) return s;
   if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
+  if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
     if (a.module_type == "Linear" && InDecoderLayer(model_, a.module)) continue;
@@ -114,7 +129,7 @@ absl::Status QuantizeRun::Prepare() {
   if (!options_.output_dir.empty()) {
     exporter::HfQuarkExportOptions export_options;
     export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
-    auto exporter = exporter::HfQuarkExporter::Create(model_dir_, options_.output_dir, options_.config, plan, export_options);
+    auto exporter = exporter::HfQuarkExporter::Create(model_dir_, options_.output_dir, config_, plan, export_options);
     if (!exporter.ok()) return exporter.status();
     exporter_ = *std::move(exporter);
   }
@@ -122,8 +137,44 @@ absl::Status QuantizeRun::Prepare() {
   return absl::OkStatus();
 }
 
+absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
+  config_ = options_.config;
+  for (size_t i = 0; i < config_.algo_config.size(); ++i) {
+    const std::string path = StrCat("algo_config[", i, "]");
+    auto* gptq = std::get_if<GptqAlgo>(&config_.algo_config[i]);
+    *gptq = ResolveGptqDefaults(*gptq, model_);
+    auto pass = GptqPass::Create(*gptq, plan, model_, path);
+    if (!pass.ok()) return pass.status();
+    gptq_ = *std::move(pass);
+  }
+  return absl::OkStatus();
+}
+
+// Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
+// needs no forward pass over calibration data at all.
+bool QuantizeRun::NeedsCalibration() const {
+  if (gptq_) return true;
+  const auto is_static = [](const std::optional<QuantSpec>& s) { return s && !s->is_dynamic && !IsCastType(s->dtype); };
+  for (const LayerAssignment& a : quantizer_->plan().layers) {
+    if (a.source == ConfigSource::kExcluded) continue;
+    if (is_static(a.config.input_tensors) || is_static(a.config.output_tensors)) return true;
+    if (KvCacheSpecFor(options_.config, a.module)) return true;
+  }
+  return false;
+}
+
 absl::Status QuantizeRun::LoadInputs() {
-  const std::string& calib = options_.calibration_file;
+  const bool needs_calibration = NeedsCalibration();
+  std::string calib = needs_calibration ? options_.calibration_file : "";
+  if (needs_calibration && calib.empty()) {
+    // Random token ids calibrate nothing real: the evaluation text is the next best thing, else ask for data.
+    if (options_.eval_text_file.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          "calibration_file: ", gptq_ ? "GPTQ" : "static activation / KV-cache scales",
+          " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
+    }
+    calib = options_.eval_text_file;
+  }
   const bool token_ids = calib.size() > 4 && (calib.rfind(".ids") == calib.size() - 4 || calib.rfind(".tokens") == calib.size() - 7);
   if (!options_.eval_text_file.empty() || (!calib.empty() && !token_ids)) {
     auto tokenizer = runtime::Tokenizer::Open(model_dir_, model_.bos_token_id, model_.eos_token_id);
@@ -137,10 +188,12 @@ absl::Status QuantizeRun::LoadInputs() {
     if (!ids.ok()) return ids.status();
     eval_ids_ = *std::move(ids);
   }
-  auto samples = quantize::LoadCalibrationSamples(calib, model_, tokenizer_.get(), options_.num_calibration_samples,
-                                                  options_.seq_len, options_.seed);
-  if (!samples.ok()) return samples.status();
-  samples_ = *std::move(samples);
+  if (needs_calibration) {
+    auto samples = quantize::LoadCalibrationSamples(calib, model_, tokenizer_.get(), options_.num_calibration_samples,
+                                                    options_.seq_len, options_.seed);
+    if (!samples.ok()) return samples.status();
+    samples_ = *std::move(samples);
+  }
   int64_t tokens = 0;
   for (const auto& s : samples_) tokens += s.numel();
   report_.metrics["num_calibration_samples"] = static_cast<double>(samples_.size());
@@ -170,11 +223,39 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   const double base = eval_ids_.empty() ? 0 : kEvalShare;
   Progress("quantize", static_cast<int>(index) + 1, base + done * (1 - 3 * base), eta,
            StrCat("calibrating and quantizing ", layer.prefix()));
-  auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model());
+  CalibratedParams known;
+  if (gptq_) {
+    auto gptq = RunGptq(index, layer, inputs, base + done * (1 - 3 * base));
+    if (!gptq.ok()) return gptq.status();
+    known = *std::move(gptq);
+  }
+  auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known);
   if (!linears.ok()) return linears.status();
   current_ = *std::move(linears);
   for (auto& [name, p] : quantize::SnapshotParams(current_)) params_[name] = std::move(p);
-  return absl::OkStatus();
+  if (known.empty()) return absl::OkStatus();
+  std::vector<std::pair<std::string, at::Tensor>> spilled;
+  for (const auto& q : current_) {
+    auto it = known.find(q->name());
+    if (it == known.end()) continue;
+    params_[q->name()].weight = it->second.weight;
+    if (spill_) spilled.emplace_back(q->name() + ".weight", q->weight());
+  }
+  return spill_ ? spill_->WriteLayer(index, spilled) : absl::OkStatus();
+}
+
+absl::StatusOr<CalibratedParams> QuantizeRun::RunGptq(int64_t index, runtime::DecoderLayer& layer,
+                                                      const std::vector<at::Tensor>& inputs, double base) {
+  const double layer_share = (1 - 3 * (eval_ids_.empty() ? 0 : kEvalShare)) / static_cast<double>(model_.num_hidden_layers);
+  algorithms::GptqLayerCallbacks callbacks;
+  callbacks.cancelled = options_.cancelled;
+  callbacks.on_module = [&](const std::string& module, int i, int total) {
+    const double eta = index == 0 ? 0 : Seconds(quantize_start_) / static_cast<double>(index) *
+                                            static_cast<double>(model_.num_hidden_layers - index);
+    Progress("quantize", static_cast<int>(index) + 1, base + layer_share * i / std::max(total, 1), eta,
+             StrCat("gptq ", module));
+  };
+  return gptq_->Run(layer, inputs, streamer_->model(), callbacks);
 }
 
 absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
@@ -217,7 +298,7 @@ absl::Status QuantizeRun::QuantizeLayers() {
     report_.files = *std::move(files);
     report_.quantization_config = exporter_->quantization_config();
   } else {
-    report_.quantization_config = ConfigToQuarkJson(options_.config);
+    report_.quantization_config = ConfigToQuarkJson(config_);
   }
   return absl::OkStatus();
 }
@@ -229,7 +310,9 @@ absl::Status QuantizeRun::EvaluateAfter() {
     auto linears = quantizer_->Apply(layer, params_);
     return linears.ok() ? absl::OkStatus() : linears.status();
   };
-  auto after = Evaluate(*streamer_, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
+  auto quantized = QuantizedEvalStreamer();
+  if (!quantized.ok()) return quantized.status();
+  auto after = Evaluate(**quantized, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
   if (!after.ok()) return after.status();
   report_.metrics["ppl_after"] = *after;
   if (exporter_) {
@@ -243,9 +326,26 @@ absl::Status QuantizeRun::EvaluateAfter() {
   return absl::OkStatus();
 }
 
+// The model the fake-quantized evaluation streams: the checkpoint, with GPTQ's weights in place of its own.
+absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::QuantizedEvalStreamer() {
+  if (!spill_) return runtime::LayerStreamer::Open(model_dir_);
+  auto reader = checkpoint::CheckpointReader::Open(model_dir_);
+  if (!reader.ok()) return reader.status();
+  auto base = std::make_shared<runtime::CheckpointWeightSource>(
+      std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+  auto overlay = spill_->Overlay(std::move(base));
+  if (!overlay.ok()) return overlay.status();
+  return runtime::LayerStreamer::Create(model_, *std::move(overlay));
+}
+
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
+  if (gptq_ && !eval_ids_.empty()) {
+    auto spill = WeightSpill::Create();
+    if (!spill.ok()) return spill.status();
+    spill_ = *std::move(spill);
+  }
   report_.metrics["num_layers"] = static_cast<double>(model_.num_hidden_layers);
   if (!eval_ids_.empty()) {
     const auto eval_start = Clock::now();

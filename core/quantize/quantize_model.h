@@ -2,7 +2,8 @@
 // quantization="quark"), perplexity before and after when asked. The gRPC worker and `quark quantize` both call it.
 //
 //   validate the Config against the model -> plan the export (refuses unpackable shapes before any work)
-//   -> stream the model one decoder layer at a time: replace its linears by QuantLinears, calibrate their static
+//   -> stream the model one decoder layer at a time: GPTQ its linears when algo_config asks (gptq_pass.h),
+//      replace its linears by QuantLinears, calibrate their static
 //      observers on the inputs the already-quantized previous layers produce, freeze, share the KV-cache scale,
 //      compute the layer's outputs through the quantized layer, write the finished layer's tensors, release it
 //   -> finish the shards, config.json, tokenizer files -> check the consumer rules -> publish
@@ -37,8 +38,10 @@ struct QuantizeProgress {
 struct QuantizeModelOptions {
   quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
   std::string output_dir;         // receives the HF-quark export; empty = no export (fake-quantized evaluation only)
-  std::string calibration_file;   // text / JSONL "text" / token ids; empty = built-in synthetic token ids
-                                  // (SyntheticCalibrationSamples in core/quantize/calibration_input.h)
+  /// Text (random windows), JSONL "text" or token ids (one sample per line, in order). Read only when something
+  /// consumes activations (GPTQ, static activations, KV-cache scales); empty then = the evaluation text, and
+  /// without one an INVALID_ARGUMENT asking for data.
+  std::string calibration_file;
   int num_calibration_samples = 128;
   int seq_len = 512;              // calibration window, capped at max_position_embeddings
   uint64_t seed = 42;
@@ -59,7 +62,8 @@ struct QuantizeModelReport {
 };
 
 /// Errors: INVALID_ARGUMENT naming the field for a Config that does not fit the model (e.g. a group size that does
-/// not divide 172) or a shape the export cannot pack; UNIMPLEMENTED for a quantized embedding / lm_head;
+/// not divide 172) or a shape the export cannot pack; UNIMPLEMENTED for a quantized embedding / lm_head or an
+/// algo_config entry this engine does not run (naming algo_config[i]);
 /// ALREADY_EXISTS for a non-empty output_dir; CANCELLED when `cancelled` returned true; FAILED_PRECONDITION when
 /// the export breaks a consumer rule (nothing is published then); file errors name the file.
 absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options);

@@ -1,5 +1,6 @@
 #include "core/runtime/calibration_data.h"
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 
@@ -20,52 +21,67 @@ CalibrationFormat Resolve(const CalibrationOptions& options) {
   return CalibrationFormat::kText;
 }
 
-absl::StatusOr<std::vector<std::string>> ReadDocuments(const std::string& path, CalibrationFormat format) {
+absl::Status NeedsTokenizer(const std::string& path, const Tokenizer* tokenizer) {
+  if (tokenizer != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(path, ": text calibration data needs a tokenizer"));
+}
+
+// [BOS] + encode(text) of the first `limit` non-blank JSONL lines, in file order. Every line is parsed (a bad line
+// after the used ones is still an error); only the used ones are tokenized.
+absl::StatusOr<std::vector<std::vector<int64_t>>> JsonlSequences(const std::string& path, const Tokenizer& tokenizer,
+                                                                 int64_t limit) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
-  if (format == CalibrationFormat::kText) return std::vector<std::string>{*std::move(text)};
-  std::vector<std::string> documents;
+  std::vector<std::vector<int64_t>> sequences;
   std::istringstream lines(*text);
   std::string line;
+  bool any = false;
   for (int64_t line_no = 1; std::getline(lines, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (record.is_discarded() || !record.is_object() || !record.contains("text") || !record["text"].is_string()) {
       return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": not a JSON object with a string \"text\""));
     }
-    documents.push_back(record["text"].get<std::string>());
-  }
-  return documents;
-}
-
-absl::StatusOr<std::vector<int64_t>> TokenStream(const CalibrationOptions& options, const Tokenizer* tokenizer) {
-  const CalibrationFormat format = Resolve(options);
-  std::vector<int64_t> stream;
-  if (format == CalibrationFormat::kTokenIds) {
-    auto sequences = ReadTokenIdFile(options.path);
-    if (!sequences.ok()) return sequences.status();
-    for (const auto& ids : *sequences) stream.insert(stream.end(), ids.begin(), ids.end());
-    return stream;
-  }
-  if (tokenizer == nullptr) return absl::InvalidArgumentError(StrCat(options.path, ": text calibration data needs a tokenizer"));
-  auto documents = ReadDocuments(options.path, format);
-  if (!documents.ok()) return documents.status();
-  for (const std::string& document : *documents) {
-    auto ids = tokenizer->EncodeWithBos(document);
+    any = true;
+    if (static_cast<int64_t>(sequences.size()) >= limit) continue;
+    auto ids = tokenizer.EncodeWithBos(record["text"].get<std::string>());
     if (!ids.ok()) return ids.status();
-    stream.insert(stream.end(), ids->begin(), ids->end());
+    if (ids->empty()) return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": \"text\" gives no tokens"));
+    sequences.push_back(*std::move(ids));
   }
-  return stream;
+  if (!any) return absl::InvalidArgumentError(StrCat(path, " holds no JSONL lines"));
+  return sequences;
 }
 
-}  // namespace
-
-absl::StatusOr<CalibrationSet> LoadCalibrationSet(const CalibrationOptions& options, const Tokenizer* tokenizer) {
-  if (options.num_samples <= 0 || options.seq_len <= 0) {
-    return absl::InvalidArgumentError(StrCat("num_samples = ", options.num_samples, " and seq_len = ", options.seq_len,
-                                             " must be positive"));
+// Samples as given: one per line, the first num_samples lines, each cut to seq_len tokens.
+absl::StatusOr<CalibrationSet> LineSamples(const CalibrationOptions& options, CalibrationFormat format,
+                                           const Tokenizer* tokenizer) {
+  absl::StatusOr<std::vector<std::vector<int64_t>>> sequences;
+  if (format == CalibrationFormat::kTokenIds) {
+    sequences = ReadTokenIdFile(options.path);
+  } else {
+    if (auto status = NeedsTokenizer(options.path, tokenizer); !status.ok()) return status;
+    sequences = JsonlSequences(options.path, *tokenizer, options.num_samples);
   }
-  auto stream = TokenStream(options, tokenizer);
+  if (!sequences.ok()) return sequences.status();
+  CalibrationSet set;
+  const size_t used = std::min(sequences->size(), static_cast<size_t>(options.num_samples));
+  for (size_t k = 0; k < used; ++k) {
+    const std::vector<int64_t>& ids = (*sequences)[k];
+    const int64_t size = static_cast<int64_t>(ids.size());
+    set.total_tokens += size;
+    const at::ArrayRef<int64_t> kept(ids.data(), static_cast<size_t>(std::min(size, options.seq_len)));
+    set.samples.push_back(at::tensor(kept, at::kLong).unsqueeze(0));
+  }
+  return set;
+}
+
+// Random windows of the token stream [BOS] + encode(whole file).
+absl::StatusOr<CalibrationSet> TextWindows(const CalibrationOptions& options, const Tokenizer* tokenizer) {
+  if (auto status = NeedsTokenizer(options.path, tokenizer); !status.ok()) return status;
+  auto text = ReadTextFile(options.path);
+  if (!text.ok()) return text.status();
+  auto stream = tokenizer->EncodeWithBos(*text);
   if (!stream.ok()) return stream.status();
   const int64_t total = static_cast<int64_t>(stream->size());
   if (total < options.seq_len) {
@@ -82,6 +98,18 @@ absl::StatusOr<CalibrationSet> LoadCalibrationSet(const CalibrationOptions& opti
     set.samples.push_back(all.narrow(0, start, options.seq_len).clone().unsqueeze(0));
   }
   return set;
+}
+
+}  // namespace
+
+absl::StatusOr<CalibrationSet> LoadCalibrationSet(const CalibrationOptions& options, const Tokenizer* tokenizer) {
+  if (options.num_samples <= 0 || options.seq_len <= 0) {
+    return absl::InvalidArgumentError(StrCat("num_samples = ", options.num_samples, " and seq_len = ", options.seq_len,
+                                             " must be positive"));
+  }
+  const CalibrationFormat format = Resolve(options);
+  if (format == CalibrationFormat::kText) return TextWindows(options, tokenizer);
+  return LineSamples(options, format, tokenizer);
 }
 
 }  // namespace quark::runtime

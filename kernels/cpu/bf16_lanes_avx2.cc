@@ -11,7 +11,7 @@
 //    element order never needs a permute;
 //  - rounding to an integer is one vroundps (half away from zero adds a tie fix-up), exact at any magnitude, so the
 //    generic loops' pre-clamp for their add/sub trick is not needed where that trick is exact (the guards below);
-//    +0.0 is added where the trick would give +0 for a -0 (the results must be the same bits);
+//    +0.0 is added where the generic affine loops give +0 for a -0 (the results must be the same bits);
 //  - clamps are vmaxps / vminps with the bound first, which keeps a NaN element NaN, as the generic Clamp does;
 //  - NaN results (-> 0x7FC0) and the sign of zero results are set once per 16 words from the input words (Finish),
 //    instead of a compare and blend per 8 results.
@@ -283,14 +283,15 @@ struct MxGridOp {
 };
 
 // lane_ops.h's MxIntT: clamp(round(x * inv), -127, 127) * s; its pre-clamp to +-128 only served the add/sub
-// rounding trick. + 0.0 for the same -0 reason as AffineOp.
+// rounding trick. vroundps keeps the sign of zero, as MxIntT's RoundKeepSign does (a negative x that rounds to zero
+// gives -0, as in AMD Quark), and with 0 < s < inf the product keeps it, so no sign finishing is needed.
 template <int kMode>
 struct MxIntOp {
   static constexpr Finish kFinish = Finish::kNanOfInput;
   __m256 inv, s;
   MxIntOp(float inv_, float s_) : inv(_mm256_set1_ps(inv_)), s(_mm256_set1_ps(s_)) {}
   __m256 operator()(__m256 x) const {
-    const __m256 code = _mm256_add_ps(RoundToInteger<kMode>(_mm256_mul_ps(x, inv)), _mm256_setzero_ps());
+    const __m256 code = RoundToInteger<kMode>(_mm256_mul_ps(x, inv));
     return _mm256_mul_ps(ClampKeepNan(code, _mm256_set1_ps(-127.0f), _mm256_set1_ps(127.0f)), s);
   }
 };

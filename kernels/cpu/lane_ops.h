@@ -161,6 +161,15 @@ inline void MxGrid(float* v, int64_t n, const float* inv, const float* s, const 
   MxGridT<F32Codec>(v, v, n, inv, s, g);
 }
 
+// Round<kMode> with the sign of zero of torch.round / floor: a negative v that rounds to zero gives -0 (the add/sub
+// trick of Rne gives +0). Only zero results change: any other result already has v's sign.
+template <int kMode>
+inline float RoundKeepSign(float v) {
+  return Float(Bits(Round<kMode>(v)) | (Bits(v) & 0x80000000u));
+}
+
+// MXINT8: clamp(round(x * inv), -127, 127) * s. A negative x that rounds to zero gives -0, as AMD Quark's
+// torch.round(x / scale) * scale does (the MX float formats keep the sign through GridSat).
 template <int kMode, typename C>
 void MxIntT(const typename C::T* x, typename C::T* y, int64_t n, const float* inv, const float* s) {
   for (int64_t b = 0; b * 32 < n; ++b) {
@@ -168,7 +177,7 @@ void MxIntT(const typename C::T* x, typename C::T* y, int64_t n, const float* in
     const float bi = inv[b];
     const float bs = s[b];
     for (int64_t i = b * 32; i < end; ++i) {
-      C::Store(y, i, Clamp(Round<kMode>(Clamp(C::Load(x, i) * bi, -128.0f, 128.0f)), -127.0f, 127.0f) * bs);
+      C::Store(y, i, Clamp(RoundKeepSign<kMode>(Clamp(C::Load(x, i) * bi, -128.0f, 128.0f)), -127.0f, 127.0f) * bs);
     }
   }
 }

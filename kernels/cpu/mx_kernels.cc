@@ -205,6 +205,8 @@ void MxFakeQuantBlockRef(const float* x, float* y, int n, const MxArgs& args) {
   const double s = std::ldexp(1.0, e);
   for (int i = 0; i < n; ++i) {
     if (el.is_int) {
+      // floor / round / nearbyint keep the sign of zero: a negative element that rounds to zero gives -0, as AMD
+      // Quark's torch.round(x / scale) * scale does.
       const double v = static_cast<double>(x[i]) / (s / 64.0);
       double r = args.round == RoundMode::kFloor      ? std::floor(v)
                  : args.round == RoundMode::kHalfAway ? std::round(v)

@@ -34,6 +34,7 @@ template <typename T>
 void MxBlockExponents(const T* x, int64_t rows, int64_t len, const MxArgs& args, int8_t* exps);
 
 /// Fake quantization; `exps` (as from MxBlockExponents) or nullptr to compute them on the fly. y may alias x.
+/// Results keep their input's sign, zeros included (MXINT8 too: a negative element that rounds to zero gives -0).
 template <typename T>
 void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args, const int8_t* exps);
 
@@ -41,7 +42,7 @@ void MxFakeQuant(const T* x, T* y, int64_t rows, int64_t len, const MxArgs& args
 template <typename T>
 void MxQuantize(const T* x, uint8_t* codes, uint8_t* e8m0, int64_t rows, int64_t len, const MxArgs& args);
 
-/// y = decode(code) * 2^(e8m0 - 127) (MXINT8: code / 64 * scale).
+/// y = decode(code) * 2^(e8m0 - 127) (MXINT8: code / 64 * scale; an int8 code has no -0, so a zero gives +0).
 template <typename T>
 void MxDequantize(const uint8_t* codes, const uint8_t* e8m0, T* y, int64_t rows, int64_t len, const MxArgs& args);
 

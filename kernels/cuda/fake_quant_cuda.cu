@@ -106,7 +106,11 @@ __global__ void MxKernel(const T* x, T* y, CudaMxArgs a) {
   const float s = Pow2(e - shift);
   float r;
   if (a.is_int) {
-    r = Clamp(Round(Clamp(scaled, -128.0f, 128.0f), a.round_mode), -127.0f, 127.0f);
+    // A negative element that rounds to zero gives -0, as in AMD Quark (torch.round(x / scale) * scale) and in the
+    // CPU loops (RoundKeepSign in kernels/cpu/lane_ops.h). rintf / roundf / floorf already keep the sign of zero;
+    // it is set from the element explicitly so that the contract does not hang on the rounding function.
+    const float code = Round(Clamp(scaled, -128.0f, 128.0f), a.round_mode);
+    r = Clamp(__uint_as_float(__float_as_uint(code) | (__float_as_uint(scaled) & 0x80000000u)), -127.0f, 127.0f);
   } else {
     r = GridSat(scaled, a.grid);
   }

@@ -106,6 +106,14 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
       ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
                            spec.kv_cache_dtype(), spec.exclude());
   if (!config.ok()) return config.status();
+  for (int i = 0; i < spec.algo_config_size(); ++i) {
+    absl::StatusOr<quark::AlgoConfig> algo = FromProto(spec.algo_config(i), absl::StrCat("spec.algo_config[", i, "]"));
+    if (!algo.ok()) return algo.status();
+    config->algo_config.push_back(*std::move(algo));
+  }
+  if (absl::Status s = CheckAlgorithmsImplemented(*config); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("spec.config.", s.message()));
+  }
   std::vector<std::string> errors;
   for (const ValidationIssue& issue : ValidateConfig(*config)) {
     if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(absl::StrCat("spec.config.", issue.ToString()));

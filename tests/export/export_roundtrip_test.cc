@@ -27,6 +27,7 @@ class ExportRoundTripTest : public ::testing::Test {
     if (auto s = ApplyKvCacheDtype(kv, o.config); !s.ok()) return s;
     o.num_calibration_samples = 2;
     o.seq_len = 32;
+    o.calibration_file = testing::SmallEvalText();
     o.max_shard_bytes = shard_bytes;
     if (eval) {
       o.eval_text_file = testing::SmallEvalText();

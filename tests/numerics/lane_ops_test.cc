@@ -193,6 +193,41 @@ TEST(LaneOpsTest, FusedBf16LoopsEqualTheBufferedOnes) {
   }
 }
 
+// MXINT8 as AMD Quark's torch.round(x / scale) * scale: a negative element that rounds to zero gives -0, a positive
+// one +0; floor takes small negatives to -1 and keeps an exact -0. Every table, float32 and bfloat16 loops, whole
+// blocks and tails (block multipliers 64 and 1/64, so +-1e-3 are +-0.064 before rounding).
+TEST(LaneOpsTest, MxIntKeepsTheSignOfZero) {
+  std::vector<const LaneTable*> tables = {&BaseLaneTable()};
+  if (RunnableAvx2Table() != nullptr) tables.push_back(RunnableAvx2Table());
+  const float pattern[] = {-1e-3f, 1e-3f, -0.0f, 0.0f, -7e-3f, 7e-3f, -1e-30f, 1e-30f};
+  for (const LaneTable* t : tables) {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{32}, int64_t{45}, int64_t{96}, int64_t{1025}}) {
+      std::vector<float> in(n);
+      for (int64_t i = 0; i < n; ++i) in[i] = pattern[i % 8];
+      std::vector<uint16_t> x16(n);
+      t->store_bf16(in.data(), x16.data(), n);  // every pattern value rounds to a bfloat16 of the same sign
+      const int64_t blocks = (n + 31) / 32;
+      std::vector<float> inv(blocks, 64.0f), s(blocks, 1.0f / 64.0f);
+      for (int mode = 0; mode < 3; ++mode) {
+        std::vector<float> y = in;
+        t->mx_int[mode](y.data(), n, inv.data(), s.data());
+        std::vector<uint16_t> y16(n);
+        t->bf16.mx_int[mode](x16.data(), y16.data(), n, inv.data(), s.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const bool negative = std::signbit(in[i]);
+          const float want = mode == 2 && negative && in[i] != 0.0f ? -1.0f / 64 : (negative ? -0.0f : 0.0f);
+          uint32_t want_bits;
+          std::memcpy(&want_bits, &want, sizeof(want));
+          uint32_t got_bits;
+          std::memcpy(&got_bits, &y[i], sizeof(float));
+          EXPECT_EQ(got_bits, want_bits) << "float32 mode " << mode << " n " << n << " x " << in[i];
+          EXPECT_EQ(y16[i], want_bits >> 16) << "bfloat16 mode " << mode << " n " << n << " x " << in[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(LaneOpsTest, StreamingIsChosenOnlyForLargeOutputs) {
   EXPECT_FALSE(LaneIoFor(kStreamOutputBytes / 4 - 1, 4).stream);
   EXPECT_TRUE(LaneIoFor(kStreamOutputBytes / 4, 4).stream);

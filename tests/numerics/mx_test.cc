@@ -1,7 +1,10 @@
-// OCP MX: shared exponents in even / floor / ceil modes next to binade edges, tails, MXINT8, fast vs Ref.
+// OCP MX: shared exponents in even / floor / ceil modes next to binade edges, tails, MXINT8 (sign of zero included),
+// fast vs Ref.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/packing.h"
@@ -33,6 +36,18 @@ at::Tensor Block(float amax) {
   at::Tensor x = at::full({32}, 0.1f, at::kFloat);
   x[5] = amax;
   return x;
+}
+
+// Equal values with the same sign (so -0 and +0 differ).
+bool SameValueAndSign(float a, float b) { return a == b && std::signbit(a) == std::signbit(b); }
+
+kernels::MxArgs ArgsOf(DType el, ScaleCalculationMode mode, RoundMethod round = RoundMethod::kHalfEven) {
+  kernels::MxArgs args;
+  args.element =
+      el == DType::kInt8 ? kernels::ElemFormat::kInt8 : static_cast<kernels::ElemFormat>(static_cast<int>(el));
+  args.mode = static_cast<kernels::MxScaleMode>(static_cast<int>(mode));
+  args.round = static_cast<kernels::RoundMode>(static_cast<int>(round));
+  return args;
 }
 
 int SharedExp(float amax, DType el, ScaleCalculationMode mode) {
@@ -113,6 +128,67 @@ TEST(MxTest, MxInt8Golden) {
   EXPECT_EQ(q->scale.item<uint8_t>(), 127);
 }
 
+// AMD Quark computes MXINT8 as torch.round(x / scale) * scale: a negative element that rounds to zero gives -0, a
+// positive one +0 (as the MX float formats do). Blocks of amax 1 (s = 1/64): +-1e-3 are codes -0 / +0 in half_even
+// and round; floor takes them to -1 / +0, and keeps the sign of an exact -0. Whole blocks, a tail after a block, a
+// short row; float32, bfloat16 (the fused bfloat16 loops) and float16; dynamic and with static exponents.
+TEST(MxTest, MxInt8KeepsTheSignOfZero) {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (RoundMethod round : {RoundMethod::kHalfEven, RoundMethod::kRound, RoundMethod::kFloor}) {
+      for (int64_t len : {32, 64, 17, 40, 1025}) {
+        std::vector<float> v(static_cast<size_t>(2 * len));
+        for (size_t i = 0; i < v.size(); ++i) {
+          const int64_t col = static_cast<int64_t>(i) % len;
+          const float small = col % 4 == 0 ? -1e-3f : col % 4 == 1 ? 1e-3f : col % 4 == 2 ? -0.0f : 0.0f;
+          v[i] = col % 32 == 5 || col == len - 1 ? 1.0f : small;  // every block (tails too) has amax 1
+        }
+        const at::Tensor x = F32(v).reshape({2, len}).to(dtype);
+        QuantSpec spec = Mx(DType::kInt8);
+        spec.round_method = round;
+        auto y = FakeQuantizeDynamic(x, spec);
+        ASSERT_TRUE(y.ok()) << y.status();
+        ASSERT_EQ(y->scalar_type(), dtype);
+        QuantSpec static_spec = spec;
+        static_spec.is_dynamic = false;
+        auto p = ParamsOf(x, static_spec, TensorRole::kWeight);
+        ASSERT_TRUE(p.ok()) << p.status();
+        auto ys = FakeQuantize(x, static_spec, *p);
+        ASSERT_TRUE(ys.ok()) << ys.status();
+        EXPECT_TRUE(BitEqual(*ys, *y)) << "static exponents, len " << len;
+        const std::vector<float> xv = ToVector(x);
+        const std::vector<float> yv = ToVector(*y);
+        const std::string where = std::string(c10::toString(dtype)) + " round " +
+                                  std::to_string(static_cast<int>(round)) + " len " + std::to_string(len);
+        for (size_t i = 0; i < xv.size(); ++i) {
+          const std::string at_i = where + " i " + std::to_string(i) + " x " + std::to_string(xv[i]);
+          if (xv[i] == 1.0f) {
+            EXPECT_EQ(yv[i], 1.0f) << at_i;
+          } else if (round == RoundMethod::kFloor && xv[i] < 0.0f) {
+            EXPECT_EQ(yv[i], -1.0f / 64) << at_i;
+          } else {
+            EXPECT_EQ(yv[i], 0.0f) << at_i;
+            EXPECT_EQ(std::signbit(yv[i]), std::signbit(xv[i])) << at_i;
+          }
+        }
+        // The scalar reference agrees, sign of zero included.
+        const kernels::MxArgs args = ArgsOf(DType::kInt8, spec.scale_calculation_mode, round);
+        for (int64_t off = 0; off < 2 * len; off += len) {
+          for (int64_t start = 0; start < len; start += 32) {
+            const int n = static_cast<int>(std::min<int64_t>(32, len - start));
+            std::vector<float> ref(n);
+            kernels::MxFakeQuantBlockRef(&xv[off + start], ref.data(), n, args);
+            for (int i = 0; i < n; ++i) {
+              const float got = yv[off + start + i];
+              ASSERT_TRUE(SameValueAndSign(got, ref[i])) << where << " i " << off + start + i << ": " << got
+                                                         << " vs ref " << ref[i];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MxTest, LegacyDtypeMxSpelling) {
   QuantSpec legacy;
   legacy.dtype = DType::kMx;
@@ -138,9 +214,7 @@ TEST(MxTest, TailsAndEveryElementTypeMatchTheRef) {
         const at::Tensor x = RandomTensor({3, len}, 100 + len);
         auto y = FakeQuantizeDynamic(x, spec);
         ASSERT_TRUE(y.ok()) << y.status();
-        kernels::MxArgs args;
-        args.element = el == DType::kInt8 ? kernels::ElemFormat::kInt8 : static_cast<kernels::ElemFormat>(static_cast<int>(el));
-        args.mode = static_cast<kernels::MxScaleMode>(static_cast<int>(mode));
+        const kernels::MxArgs args = ArgsOf(el, mode);
         const std::vector<float> xv = ToVector(x);
         const std::vector<float> yv = ToVector(*y);
         for (int64_t r = 0; r < 3; ++r) {
@@ -149,7 +223,10 @@ TEST(MxTest, TailsAndEveryElementTypeMatchTheRef) {
             std::vector<float> ref(n);
             kernels::MxFakeQuantBlockRef(&xv[r * len + start], ref.data(), n, args);
             for (int i = 0; i < n; ++i) {
-              ASSERT_EQ(yv[r * len + start + i], ref[i]) << Name(el) << " len " << len << " row " << r << " i " << start + i;
+              const float got = yv[r * len + start + i];
+              ASSERT_TRUE(SameValueAndSign(got, ref[i]))
+                  << Name(el) << " len " << len << " row " << r << " i " << start + i << ": " << got << " vs ref "
+                  << ref[i];
             }
           }
         }
@@ -163,7 +240,13 @@ TEST(MxTest, TailsAndEveryElementTypeMatchTheRef) {
         ASSERT_TRUE(q.ok()) << q.status();
         auto d = Dequantize(*q, spec, at::kFloat);
         ASSERT_TRUE(d.ok()) << d.status();
-        EXPECT_TRUE(BitEqual(*d, *y)) << Name(el) << " len " << len;
+        if (el == DType::kInt8) {
+          // An int8 code has no -0: a negative element that rounds to zero dequantizes to +0, fake quantization
+          // keeps -0 (as Quark). Equal values otherwise.
+          EXPECT_TRUE(at::equal(*d, *y)) << Name(el) << " len " << len;
+        } else {
+          EXPECT_TRUE(BitEqual(*d, *y)) << Name(el) << " len " << len;
+        }
       }
     }
   }
@@ -180,19 +263,16 @@ TEST(MxTest, TinyBlocksMatchTheRef) {
           QuantSpec spec = Mx(el, mode);
           auto y = FakeQuantizeDynamic(x, spec);
           ASSERT_TRUE(y.ok()) << y.status();
-          kernels::MxArgs args;
-          args.element =
-              el == DType::kInt8 ? kernels::ElemFormat::kInt8 : static_cast<kernels::ElemFormat>(static_cast<int>(el));
-          args.mode = static_cast<kernels::MxScaleMode>(static_cast<int>(mode));
+          const kernels::MxArgs args = ArgsOf(el, mode);
           const std::vector<float> xv = ToVector(x);
           const std::vector<float> yv = ToVector(*y);
           for (size_t start = 0; start < xv.size(); start += 32) {
             std::vector<float> ref(32);
             kernels::MxFakeQuantBlockRef(&xv[start], ref.data(), 32, args);
             for (int i = 0; i < 32; ++i) {
-              // The kernels may give +0 where the double reference gives -0.
-              if (ref[i] == 0.0f && yv[start + i] == 0.0f) continue;
-              ASSERT_EQ(yv[start + i], ref[i]) << Name(el) << " magnitude " << magnitude << " i " << start + i;
+              ASSERT_TRUE(SameValueAndSign(yv[start + i], ref[i]))
+                  << Name(el) << " magnitude " << magnitude << " i " << start + i << ": " << yv[start + i] << " vs ref "
+                  << ref[i];
             }
           }
           auto q = QuantizeReal(x, spec, QuantParams{});
@@ -201,7 +281,7 @@ TEST(MxTest, TinyBlocksMatchTheRef) {
           ASSERT_TRUE(d.ok()) << d.status();
           const std::vector<float> dv = ToVector(*d);
           for (size_t i = 0; i < dv.size(); ++i) {
-            if (dv[i] == 0.0f && yv[i] == 0.0f) continue;
+            if (dv[i] == 0.0f && yv[i] == 0.0f) continue;  // an MXINT8 code has no -0
             ASSERT_EQ(dv[i], yv[i]) << "real + dequant " << Name(el) << " magnitude " << magnitude << " i " << i;
           }
         }

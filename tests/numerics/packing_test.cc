@@ -93,7 +93,14 @@ TEST(PackingTest, EveryDtypeRoundTripsThroughExport) {
       EXPECT_TRUE(BitEqual(back->codes, q->codes)) << Name(d) << " mx " << mx;
       auto deq = Dequantize(*back, spec, at::kFloat);
       ASSERT_TRUE(deq.ok()) << deq.status();
-      EXPECT_TRUE(BitEqual(*deq, *FakeQuantize(w, spec, *p))) << Name(d) << " mx " << mx;
+      const at::Tensor fake = *FakeQuantize(w, spec, *p);
+      if (mx && d == DType::kInt8) {
+        // An int8 code has no -0: where MXINT8 fake quantization gives -0 (a negative element that rounds to zero,
+        // as in Quark) the codes dequantize to +0. Equal values.
+        EXPECT_TRUE(at::equal(*deq, fake)) << Name(d) << " mx " << mx;
+      } else {
+        EXPECT_TRUE(BitEqual(*deq, fake)) << Name(d) << " mx " << mx;
+      }
     }
   }
 }

@@ -18,6 +18,7 @@ QuantizeModelOptions SmallRun(const std::string& preset) {
   o.config = *config;
   o.num_calibration_samples = 2;
   o.seq_len = 32;
+  o.calibration_file = testing::SmallEvalText();  // static activations need data (no random ids)
   return o;
 }
 

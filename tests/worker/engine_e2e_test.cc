@@ -1,7 +1,9 @@
 // The whole house with the real engine: quarkd spawns the real quark-worker, which quantizes the stories260K
 // fixture (fp8, a few calibration samples) and publishes the HF-quark export into a real s3rver bucket, with
 // manifest.json last.
+#include <algorithm>
 #include <set>
+#include <vector>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -17,17 +19,96 @@
 namespace quark::worker {
 namespace {
 
-class EngineE2eTest : public quark::testing::S3TestBase {};
+class EngineE2eTest : public quark::testing::S3TestBase {
+ protected:
+  static std::string Fixtures() {
+    return quark::testing::EnvOr("QUARK_SHARED_DIR", QUARK_TEST_SOURCE_DIR "/../shared") + "/fixtures";
+  }
+
+  // quarkd with one real quark-worker that may read the fixtures and write to the s3rver.
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> StartQuarkd() {
+    quark::testing::QuarkdOptions options;
+    options.workers = 1;
+    options.test_mode = "";
+    options.worker_binary = "worker/quark-worker";
+    options.extra_roots = {Fixtures()};
+    options.env = server_->Env();
+    return quark::testing::Quarkd::Start(options);
+  }
+
+  // Submits `request`, follows its events to the end (into `events`) and returns the finished job.
+  static quark::v1::Job RunJob(quark::v1::QuantizationService::Stub& stub, const quark::v1::SubmitJobRequest& request,
+                               std::vector<quark::v1::JobEvent>& events) {
+    quark::v1::Job job;
+    {
+      grpc::ClientContext context;
+      EXPECT_TRUE(stub.SubmitJob(&context, request, &job).ok());
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(240));
+    quark::v1::WatchJobRequest watch;
+    watch.set_id(job.id());
+    auto reader = stub.WatchJob(&context, watch);
+    quark::v1::JobEvent event;
+    while (reader->Read(&event)) {
+      events.push_back(event);
+      if (event.has_state() && event.state() >= quark::v1::JOB_STATE_SUCCEEDED) break;
+    }
+    context.TryCancel();
+    reader->Finish();
+    quark::v1::GetJobRequest get;
+    get.set_id(job.id());
+    quark::v1::Job done;
+    grpc::ClientContext get_context;
+    EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
+    return done;
+  }
+};
+
+// GPTQ through the whole house: a job asks for it in algo_config on top of a preset, the worker runs it layer by
+// layer (progress per module), and the published export records it.
+TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
+  const std::string fixtures = Fixtures();
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+
+  quark::v1::SubmitJobRequest request;
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
+  spec->set_preset("uint4_wo_128");
+  spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
+  spec->set_output_uri("s3://test/gptq");
+  spec->set_max_attempts(1);
+  spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
+  spec->mutable_calibration()->set_num_samples(4);
+  spec->mutable_calibration()->set_seq_len(64);
+  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
+  spec->mutable_evaluation()->set_seq_len(128);
+  spec->mutable_evaluation()->set_max_windows(2);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const quark::v1::JobEvent& e) {
+    return e.progress().message() == "gptq model.layers.3.mlp.down_proj";
+  }));
+  const auto& metrics = done.result().metrics();
+  ASSERT_TRUE(metrics.count("ppl_after") && metrics.count("ppl_reloaded")) << done.DebugString();
+  EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
+
+  storage::S3ObjectStore bucket(server_->Config());
+  absl::StatusOr<std::string> config = bucket.GetBytes("s3://test/gptq/" + done.id() + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const auto algo = nlohmann::json::parse(*config)["quantization_config"]["algo_config"];
+  ASSERT_EQ(algo.size(), 1u) << *config;
+  EXPECT_EQ(algo[0]["name"], "gptq");
+  EXPECT_EQ(algo[0]["inside_layer_modules"].size(), 7u);
+}
 
 TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
-  std::string fixtures = quark::testing::EnvOr("QUARK_SHARED_DIR", QUARK_TEST_SOURCE_DIR "/../shared") + "/fixtures";
-  quark::testing::QuarkdOptions options;
-  options.workers = 1;
-  options.test_mode = "";
-  options.worker_binary = "worker/quark-worker";
-  options.extra_roots = {fixtures};
-  options.env = server_->Env();
-  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = quark::testing::Quarkd::Start(options);
+  const std::string fixtures = Fixtures();
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
   ASSERT_TRUE(quarkd.ok()) << quarkd.status();
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
@@ -41,35 +122,19 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   spec->mutable_calibration()->set_num_samples(2);
   spec->mutable_calibration()->set_seq_len(32);
   // Perplexity before, after, and of the export read back from disk (ppl_reloaded): the exported checkpoint
-  // reloads and evaluates.
+  // reloads and evaluates. With no calibration uri the static fp8 scales calibrate on this text.
   spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_validation_prefix.txt");
   spec->mutable_evaluation()->set_seq_len(128);
   spec->mutable_evaluation()->set_max_windows(2);
-  quark::v1::Job job;
-  {
-    grpc::ClientContext context;
-    ASSERT_TRUE(stub->SubmitJob(&context, request, &job).ok());
-  }
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(240));
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(),
+                          [](const quark::v1::JobEvent& e) { return e.progress().phase() == "quantize"; }));
+  const quark::v1::Job& job = done;
   quark::v1::WatchJobRequest watch;
   watch.set_id(job.id());
-  auto reader = stub->WatchJob(&context, watch);
   quark::v1::JobEvent event;
-  int layer_events = 0;
-  while (reader->Read(&event)) {
-    layer_events += event.has_progress() && event.progress().phase() == "quantize" ? 1 : 0;
-    if (event.has_state() && event.state() >= quark::v1::JOB_STATE_SUCCEEDED) break;
-  }
-  context.TryCancel();
-  reader->Finish();
-  quark::v1::GetJobRequest get;
-  get.set_id(job.id());
-  quark::v1::Job done;
-  grpc::ClientContext get_context;
-  ASSERT_TRUE(stub->GetJob(&get_context, get, &done).ok());
-  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
-  EXPECT_GE(layer_events, 1);
 
   storage::S3ObjectStore bucket(server_->Config());
   absl::StatusOr<std::string> manifest_text = bucket.GetBytes(done.result().manifest_uri());

@@ -1,0 +1,180 @@
+// algo_bench gptq --input IN.safetensors --bits 4 --group-size 128 [--asym] [--act-order] [--static-groups]
+//                 [--damp 0.01] [--block-size 128] [--spec SPEC.json] [--threads N] [--out OUT.safetensors]
+//
+// One linear through the engine's GPTQ, timed: IN holds float32 `weight` [N, K] and calibration `inputs` [T, K] (one
+// sequence). Prints one JSON line: hessian_s, quantize_s, total_s, rel_output_error = |XW^T - XQ^T|^2 / |XW^T|^2 and
+// rtn_rel_output_error (round to nearest with the same spec). OUT gets the dequantized `weight`. The same layer
+// through IST-DASLab's and Quark's Python GPTQ: bench/algorithms/peers/gptq_peers.py (side by side in docs/results.md).
+//
+// --bits 8|4|3|2 picks int8/int4/int3/int2, with --asym uint8/uint4 (3 and 2 bits stay signed, with a zero point);
+// --group-size -1 is per output channel. --spec takes any Quark tensor spec instead (fp8, fp4, MX ...).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/algorithms/gptq.h"
+#include "core/algorithms/hessian.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
+#include "core/config/quark_json.h"
+#include "core/engine/engine_init.h"
+#include "core/numerics/fake_quant.h"
+#include "core/runtime/weight_source.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace ckpt = quark::checkpoint;
+
+struct Flags {
+  std::string input, out, spec_file;
+  int bits = 4;
+  int group_size = 128;
+  bool asym = false;
+  bool act_order = false;
+  bool static_groups = false;
+  double damp = 0.01;
+  int block_size = 128;
+  int threads = 0;
+  bool fast_linalg = false;
+};
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+absl::StatusOr<quark::QuantSpec> SpecFromFlags(const Flags& f) {
+  if (!f.spec_file.empty()) {
+    std::ifstream in(f.spec_file);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!in || j.is_discarded()) return absl::InvalidArgumentError("--spec: cannot read " + f.spec_file);
+    return quark::QuantSpecFromQuarkJson(j, "spec");
+  }
+  quark::QuantSpec spec;
+  switch (f.bits) {
+    case 8: spec.dtype = f.asym ? quark::DType::kUInt8 : quark::DType::kInt8; break;
+    case 4: spec.dtype = f.asym ? quark::DType::kUInt4 : quark::DType::kInt4; break;
+    case 3: spec.dtype = quark::DType::kInt3; break;
+    case 2: spec.dtype = quark::DType::kInt2; break;
+    default: return absl::InvalidArgumentError(fmt::format("--bits: {} is not 8, 4, 3 or 2", f.bits));
+  }
+  spec.symmetric = !f.asym;
+  if (f.group_size > 0) {
+    spec.qscheme = quark::QScheme::kPerGroup;
+    spec.group_size = f.group_size;
+    spec.ch_axis = 1;
+  } else {
+    spec.qscheme = quark::QScheme::kPerChannel;
+    spec.ch_axis = 0;
+  }
+  return spec;
+}
+
+double RelativeOutputError(const at::Tensor& x, const at::Tensor& w, const at::Tensor& q) {
+  const at::Tensor reference = at::matmul(x, w.t()).to(at::kDouble);
+  const at::Tensor diff = reference - at::matmul(x, q.t()).to(at::kDouble);
+  return diff.pow(2).sum().item<double>() / reference.pow(2).sum().item<double>();
+}
+
+absl::Status WriteWeight(const std::string& path, const at::Tensor& weight) {
+  namespace fs = std::filesystem;
+  const fs::path scratch = fs::path(path).concat(".partial.d");
+  auto writer = ckpt::CheckpointWriter::Create(scratch.string(), {{"weight", ckpt::StDType::kF32, weight.sizes().vec()}});
+  if (!writer.ok()) return writer.status();
+  const at::Tensor c = weight.to(at::kFloat).contiguous();
+  if (auto s = (*writer)->Write("weight", {static_cast<const char*>(c.data_ptr()), c.nbytes()}); !s.ok()) return s;
+  if (auto s = (*writer)->Finish(); !s.ok()) return s;
+  std::error_code ec;
+  fs::rename(scratch / "model.safetensors", path, ec);
+  if (ec) return absl::InternalError(path + ": " + ec.message());
+  fs::remove_all(scratch, ec);
+  return absl::OkStatus();
+}
+
+int RunGptq(const Flags& f) {
+  auto spec = SpecFromFlags(f);
+  if (!spec.ok()) return std::cerr << spec.status().message() << "\n", 2;
+  auto reader = ckpt::CheckpointReader::OpenFile(f.input);
+  if (!reader.ok()) return std::cerr << "--input: " << reader.status().message() << "\n", 2;
+  quark::runtime::CheckpointWeightSource source(std::shared_ptr<const ckpt::CheckpointReader>(std::move(*reader)));
+  auto weight = source.Get("weight", at::kFloat);
+  auto inputs = source.Get("inputs", at::kFloat);
+  if (!weight.ok() || !inputs.ok()) return std::cerr << "--input: needs float `weight` [N, K] and `inputs` [T, K]\n", 2;
+  const at::Tensor w = weight->contiguous(), x = inputs->contiguous();
+  if (w.dim() != 2 || x.dim() != 2 || w.size(1) != x.size(1)) {
+    return std::cerr << "--input: `weight` [N, K] and `inputs` [T, K] must share K\n", 2;
+  }
+  quark::algorithms::GptqOptions options;
+  options.damp_percent = f.damp;
+  options.block_size = f.block_size;
+  options.act_order = f.act_order;
+  options.static_groups = f.static_groups;
+  options.fast_linalg = f.fast_linalg;
+
+  const auto start = Clock::now();
+  quark::algorithms::HessianAccumulator accumulator(w.size(1), f.fast_linalg);
+  if (auto s = accumulator.Add(x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  auto hessian = accumulator.Finish();
+
+  if (!hessian.ok()) return std::cerr << hessian.status().message() << "\n", 1;
+  const double hessian_s = Seconds(start);
+  const auto quantize_start = Clock::now();
+  auto result = quark::algorithms::GptqQuantizeWeight(w, *hessian, *spec, options);
+  if (!result.ok()) return std::cerr << "gptq: " << result.status().message() << "\n", 2;
+  const double quantize_s = Seconds(quantize_start);
+  const double total_s = Seconds(start);
+
+  auto rtn = quark::FakeQuantizeDynamic(w, *spec, quark::TensorRole::kWeight);
+  if (!rtn.ok()) return std::cerr << "rtn: " << rtn.status().message() << "\n", 2;
+  nlohmann::ordered_json line = {
+      {"algorithm", "gptq"},
+      {"shape", {w.size(0), w.size(1)}},
+      {"tokens", x.size(0)},
+      {"threads", at::get_num_threads()},
+      {"hessian_s", hessian_s},
+      {"quantize_s", quantize_s},
+      {"total_s", total_s},
+      {"rel_output_error", RelativeOutputError(x, w, result->weight)},
+      {"rtn_rel_output_error", RelativeOutputError(x, w, *rtn)},
+      {"extra_damp", result->extra_damp},
+      {"linalg", f.fast_linalg ? "fast" : "quark"},
+  };
+  std::cout << line.dump() << std::endl;
+  if (!f.out.empty()) {
+    if (auto s = WriteWeight(f.out, result->weight); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  quark::InitEngine();
+  CLI::App app{"algo_bench: the engine's algorithms on one saved layer, timed"};
+  app.require_subcommand(1);
+  Flags f;
+  CLI::App* gptq = app.add_subcommand("gptq", "GPTQ on weight [N, K] with calibration inputs [T, K]");
+  gptq->add_option("--input", f.input, "safetensors with `weight` and `inputs`")->required();
+  gptq->add_option("--out", f.out, "writes the dequantized `weight` here");
+  gptq->add_option("--bits", f.bits, "8, 4, 3 or 2");
+  gptq->add_option("--group-size", f.group_size, "columns per group; -1 = per output channel");
+  gptq->add_flag("--asym", f.asym, "asymmetric (uint8/uint4, zero point)");
+  gptq->add_flag("--act-order", f.act_order, "columns by descending Hessian diagonal (desc_act)");
+  gptq->add_flag("--static-groups", f.static_groups, "group parameters from the original weight");
+  gptq->add_option("--damp", f.damp, "damp_percent");
+  gptq->add_option("--block-size", f.block_size, "columns per lazy update");
+  gptq->add_option("--spec", f.spec_file, "a Quark tensor spec (JSON) instead of --bits/--group-size/--asym");
+  gptq->add_option("--threads", f.threads, "intra-op threads (default: LibTorch's)");
+  gptq->add_flag("--fast-linalg", f.fast_linalg,
+                 "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "
+                 "flops; equal to Quark's up to rounding)");
+  CLI11_PARSE(app, argc, argv);
+  if (f.threads > 0) at::set_num_threads(f.threads);
+  return RunGptq(f);
+}

@@ -1,0 +1,56 @@
+// GPTQ (Frantar et al., 2022) on one weight matrix, as AMD Quark computes it (quark/torch/algorithm/gptq/gptq.py and
+// algorithm/common.py): columns are quantized one at a time with the engine's own quantizer for the weight spec,
+// and each column's rounding error is spread over the columns not yet quantized through the upper Cholesky factor of
+// the inverse Hessian, with lazy updates of `block_size` columns.
+//
+//   dead inputs (H_jj = 0): H_jj = 1, W[:, j] = 0
+//   parameters: per tensor / channel from W; per group (and MX blocks) from the original W with static groups, else
+//               from the current, already-updated columns when a group starts (Quark; IST-DASLab uses a stale copy)
+//   act order: columns by diag(H) descending, put back at the end
+//   Hinv = upper Cholesky factor of (H + damp_percent * mean(diag H) * I)^-1, with more damping when not PD
+//
+// Every float operation of the column loop is Quark's, element for element (gptq.cc), so with the Hessian and the
+// factor computed as Quark computes them (the default; see HessianAccumulator) the result is Quark's bit for bit on
+// the same BLAS. Every row of W is independent given H, which the column loop exploits (rows in parallel).
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+#include "core/numerics/quant_params.h"
+
+namespace quark::algorithms {
+
+struct GptqOptions {
+  double damp_percent = 0.01;  // in (0, 1]: damping = damp_percent * mean(diag H)
+  int64_t block_size = 128;    // columns per lazy update
+  bool act_order = false;      // Quark's desc_act
+  bool static_groups = false;  // group parameters from the original weight (required with act_order)
+  /// false: the inverse Hessian factor by Quark's own calls (cholesky, cholesky_inverse, upper cholesky), bit for
+  /// bit Quark's; true: one factorisation and a triangular inverse (linalg.h), half the flops, equal up to rounding
+  /// (which GPTQ amplifies on singular Hessians: see HessianAccumulator).
+  bool fast_linalg = false;
+};
+
+struct GptqResult {
+  /// [N, K] in the weight's dtype: every value on the quantization grid of `params` (FakeQuantize of it with
+  /// `params` gives it back), columns in their original order.
+  at::Tensor weight;
+  /// The spec's parameters for the whole [N, K] weight (per group: [N, K / group]; MX: [N, ceil(K / 32)]).
+  QuantParams params;
+  /// Diagonal added beyond the standard damping when H + damp I was not positive definite (0 = none).
+  double extra_damp = 0;
+};
+
+/// `weight` [N, K] float32 / bfloat16 / float16 (parameters are computed and values rounded in its dtype, the
+/// arithmetic of the updates is float32); `hessian` [K, K] float32, symmetric (2/n sum x x^T; its scale does not
+/// matter). `spec` is the weight spec the numerics run: per_tensor, per_channel on axis 0, per_group or MX along
+/// axis 1, static. INVALID_ARGUMENT naming the field for a spec GPTQ cannot run or shapes that disagree;
+/// FAILED_PRECONDITION when H stays not positive definite after Quark's five retries.
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
+                                              const QuantSpec& spec, const GptqOptions& options);
+
+}  // namespace quark::algorithms

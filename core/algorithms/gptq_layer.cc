@@ -1,0 +1,165 @@
+#include "core/algorithms/gptq_layer.h"
+
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "core/algorithms/hessian.h"
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/runtime/linear.h"
+
+namespace quark::algorithms {
+namespace {
+
+// Thrown by a capturing linear once it has seen its input: the rest of the layer's forward is not needed.
+struct StopForward {};
+
+// Stands in for a linear during a capture pass: adds its input to the Hessian, then stops the forward.
+class CapturingLinear : public runtime::LinearLike {
+ public:
+  CapturingLinear(std::shared_ptr<runtime::LinearLike> inner, HessianAccumulator* hessian)
+      : inner_(std::move(inner)), hessian_(hessian) {}
+  at::Tensor forward(const at::Tensor& input) override {
+    status_ = hessian_->Add(input);
+    throw StopForward{};
+  }
+  int64_t in_features() const override { return inner_->in_features(); }
+  int64_t out_features() const override { return inner_->out_features(); }
+  at::Tensor weight() const override { return inner_->weight(); }
+  at::Tensor bias() const override { return inner_->bias(); }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  std::shared_ptr<runtime::LinearLike> inner_;
+  HessianAccumulator* hessian_;
+  absl::Status status_;
+};
+
+// A Hessian and the quantized modules upstream of its input when it was collected: it stays valid while that set
+// does not change.
+struct CachedHessian {
+  at::Tensor hessian;
+  std::set<std::string> upstream;
+};
+
+class LayerGptq {
+ public:
+  LayerGptq(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples, const LayerForward& forward,
+            const GptqLayerPlan& plan)
+      : layer_(layer), samples_(samples), forward_(forward), plan_(plan) {}
+
+  absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
+  absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
+  void MarkDone(const std::string& relative_name, const std::string& input) { done_[relative_name] = input; }
+
+ private:
+  std::set<std::string> UpstreamOf(const std::string& input) const;
+  absl::StatusOr<at::Tensor> Capture(const GptqTarget& target);
+
+  runtime::DecoderLayer& layer_;
+  const std::vector<at::Tensor>& samples_;
+  const LayerForward& forward_;
+  const GptqLayerPlan& plan_;
+  std::map<std::string, std::string> done_;  // quantized module -> its input
+  std::map<std::string, CachedHessian> cache_;
+};
+
+std::set<std::string> LayerGptq::UpstreamOf(const std::string& input) const {
+  std::set<std::string> earlier;
+  for (const std::string& name : plan_.input_order) {
+    if (name == input) break;
+    earlier.insert(name);
+  }
+  std::set<std::string> upstream;
+  for (const auto& [module, module_input] : done_) {
+    if (earlier.count(module_input) > 0) upstream.insert(module);
+  }
+  return upstream;
+}
+
+absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
+  std::shared_ptr<runtime::LinearLike> original = layer_.FindLinear(target.relative_name);
+  if (original == nullptr) return absl::InvalidArgumentError(StrCat(layer_.prefix(), target.relative_name, ": no such linear"));
+  HessianAccumulator hessian(original->in_features());
+  auto capturing = std::make_shared<CapturingLinear>(original, &hessian);
+  QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, capturing));
+  absl::Status status;
+  for (const at::Tensor& sample : samples_) {
+    try {
+      forward_(sample);
+      status = absl::InternalError(StrCat(layer_.prefix(), target.relative_name, ": the forward never reached it"));
+    } catch (const StopForward&) {
+      status = capturing->status();
+    } catch (const std::exception& error) {
+      status = absl::InternalError(StrCat("forward of ", layer_.prefix(), " for ", target.relative_name, ": ", error.what()));
+    }
+    if (!status.ok()) break;
+  }
+  QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, original));
+  QUARK_RETURN_IF_ERROR(status);
+  return hessian.Finish();
+}
+
+absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {
+  std::set<std::string> upstream = UpstreamOf(target.input);
+  if (auto it = cache_.find(target.input); it != cache_.end() && it->second.upstream == upstream) {
+    return it->second.hessian;
+  }
+  QUARK_ASSIGN_OR_RETURN(at::Tensor hessian, Capture(target));
+  cache_[target.input] = CachedHessian{hessian, std::move(upstream)};
+  return hessian;
+}
+
+absl::Status LayerGptq::SetWeight(const GptqTarget& target, at::Tensor weight) {
+  auto linear = std::dynamic_pointer_cast<runtime::FloatLinear>(layer_.FindLinear(target.relative_name));
+  if (linear == nullptr) {
+    return absl::FailedPreconditionError(StrCat(layer_.prefix(), target.relative_name, ": GPTQ edits float linears only"));
+  }
+  linear->set_weight(std::move(weight));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::DecoderLayer& layer,
+                                                                     const std::vector<at::Tensor>& samples,
+                                                                     const LayerForward& forward,
+                                                                     const GptqLayerPlan& plan,
+                                                                     const GptqOptions& options,
+                                                                     const GptqLayerCallbacks& callbacks) {
+  if (samples.empty()) return absl::FailedPreconditionError(StrCat(layer.prefix(), ": GPTQ needs calibration samples"));
+  int total = 0;
+  for (const auto& step : plan.steps) total += static_cast<int>(step.size());
+  LayerGptq run(layer, samples, forward, plan);
+  std::map<std::string, QuantParams> params;
+  int index = 0;
+  for (const auto& step : plan.steps) {
+    // Quark collects the statistics of an entry's modules before it quantizes any of them.
+    std::vector<at::Tensor> hessians;
+    for (const GptqTarget& target : step) {
+      QUARK_ASSIGN_OR_RETURN(at::Tensor h, run.HessianOf(target));
+      hessians.push_back(std::move(h));
+    }
+    for (size_t i = 0; i < step.size(); ++i) {
+      const GptqTarget& target = step[i];
+      const std::string name = layer.prefix() + target.relative_name;
+      if (callbacks.cancelled && callbacks.cancelled()) {
+        return absl::CancelledError(StrCat("cancelled before gptq of ", name));
+      }
+      if (callbacks.on_module) callbacks.on_module(name, index, total);
+      ++index;
+      const at::Tensor weight = layer.FindLinear(target.relative_name)->weight();
+      auto result = GptqQuantizeWeight(weight, hessians[i], target.spec, options);
+      if (!result.ok()) {
+        return absl::Status(result.status().code(), StrCat(name, ": ", std::string(result.status().message())));
+      }
+      QUARK_RETURN_IF_ERROR(run.SetWeight(target, std::move(result->weight)));
+      run.MarkDone(target.relative_name, target.input);
+      params[name] = std::move(result->params);
+    }
+  }
+  return params;
+}
+
+}  // namespace quark::algorithms

@@ -1,0 +1,56 @@
+// GPTQ over one decoder layer of the LayerStreamer, in Quark's sequential order: the modules of each
+// inside_layer_modules entry are quantized on the Hessian of their input as the layer computes it with the modules of
+// earlier entries already quantized. One Hessian serves every module that reads the same input (q/k/v, gate/up):
+// exact, since a module's input never depends on modules that read the same or a later input. A capture pass runs
+// the layer only up to the module whose input it needs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/gptq.h"
+#include "core/config/quant_spec.h"
+#include "core/numerics/quant_params.h"
+#include "core/runtime/decoder_layer.h"
+
+namespace quark::algorithms {
+
+/// A linear of the layer that GPTQ quantizes.
+struct GptqTarget {
+  std::string relative_name;  // "self_attn.k_proj"
+  std::string input;          // checkpoint::LinearSpec::input
+  QuantSpec spec;             // the weight spec the numerics run (with the export's scale dtype)
+};
+
+/// The layer's work: `steps` in inside_layer_modules order (one entry's matched modules each); `input_order` the
+/// inputs in forward order.
+struct GptqLayerPlan {
+  std::vector<std::vector<GptqTarget>> steps;
+  std::vector<std::string> input_order;
+};
+
+struct GptqLayerCallbacks {
+  /// Before each module: its full name and its index among the layer's targets.
+  std::function<void(const std::string& module, int index, int total)> on_module;
+  /// Checked between modules: true stops with CANCELLED.
+  std::function<bool()> cancelled;
+};
+
+/// Runs the layer on one sample [1, T, hidden] (the caller supplies the model's context).
+using LayerForward = std::function<void(const at::Tensor& sample)>;
+
+/// Quantizes the plan's modules of `layer` in place: each FloatLinear's weight becomes its GPTQ result (values on the
+/// grid of the returned parameters). Returns the weight parameters by full module name. Errors name the module.
+absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::DecoderLayer& layer,
+                                                                     const std::vector<at::Tensor>& samples,
+                                                                     const LayerForward& forward,
+                                                                     const GptqLayerPlan& plan,
+                                                                     const GptqOptions& options,
+                                                                     const GptqLayerCallbacks& callbacks = {});
+
+}  // namespace quark::algorithms

@@ -1,0 +1,118 @@
+#include "core/quantize/gptq_pass.h"
+
+#include <set>
+
+#include "core/base/glob.h"
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/config/quant_types.h"
+#include "core/export/scale_dtype.h"
+
+namespace quark::quantize {
+namespace {
+
+bool IsOptModel(const checkpoint::ModelConfig& model) {
+  return checkpoint::LayerPrefix(model, 0).rfind("model.decoder.", 0) == 0;
+}
+
+// "model.layers.3." -> "model.layers"
+std::string DecoderLayersName(const checkpoint::ModelConfig& model) {
+  std::string prefix = checkpoint::LayerPrefix(model, 0);
+  return prefix.substr(0, prefix.size() - 3);
+}
+
+}  // namespace
+
+GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model) {
+  if (algo.inside_layer_modules.empty()) {
+    // Quark's templates: k, v, q first (they share an input), then the attention output, then the MLP.
+    algo.inside_layer_modules =
+        IsOptModel(model) ? std::vector<std::string>{"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
+                                                     "self_attn.out_proj", "fc1", "fc2"}
+                          : std::vector<std::string>{"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
+                                                     "self_attn.o_proj", "mlp.up_proj", "mlp.gate_proj",
+                                                     "mlp.down_proj"};
+  }
+  if (algo.model_decoder_layers.empty()) algo.model_decoder_layers = DecoderLayersName(model);
+  return algo;
+}
+
+absl::StatusOr<std::unique_ptr<GptqPass>> GptqPass::Create(const GptqAlgo& algo, const LayerPlan& plan,
+                                                           const checkpoint::ModelConfig& model, std::string path) {
+  std::unique_ptr<GptqPass> pass(new GptqPass());
+  pass->algo_ = algo;
+  pass->plan_ = plan;
+  pass->model_ = model;
+  pass->path_ = std::move(path);
+  const std::string& p = pass->path_;
+  if (algo.model_decoder_layers != DecoderLayersName(model)) {
+    return absl::InvalidArgumentError(StrCat(p, ".model_decoder_layers: \"", algo.model_decoder_layers,
+                                             "\" is not this model's decoder layers (\"", DecoderLayersName(model),
+                                             "\")"));
+  }
+  if (algo.desc_act && !algo.static_groups) {
+    return absl::InvalidArgumentError(StrCat(p, ".static_groups: desc_act needs static_groups"));
+  }
+  const std::string prefix = checkpoint::LayerPrefix(model, 0);
+  const auto linears = checkpoint::LayerLinears(model);
+  for (size_t i = 0; i < algo.inside_layer_modules.size(); ++i) {
+    bool matched = false;
+    for (const auto& linear : linears) matched |= GlobMatch("*" + algo.inside_layer_modules[i], prefix + linear.relative_name);
+    if (!matched) {
+      return absl::InvalidArgumentError(StrCat(p, ".inside_layer_modules[", i, "]: \"", algo.inside_layer_modules[i],
+                                               "\" matches no linear of a decoder layer"));
+    }
+  }
+  return pass;
+}
+
+absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::DecoderLayer& layer) const {
+  algorithms::GptqLayerPlan plan;
+  const auto linears = checkpoint::LayerLinears(model_);
+  for (const auto& linear : linears) {
+    if (plan.input_order.empty() || plan.input_order.back() != linear.input) plan.input_order.push_back(linear.input);
+  }
+  std::set<std::string> taken;  // Quark quantizes a module once, for the first entry that matches it
+  for (const std::string& entry : algo_.inside_layer_modules) {
+    std::vector<algorithms::GptqTarget> step;
+    for (const auto& linear : linears) {
+      const std::string name = layer.prefix() + linear.relative_name;
+      if (!GlobMatch("*" + entry, name) || taken.count(name) > 0) continue;
+      const LayerAssignment* a = plan_.Find(name);
+      if (a == nullptr || a->source == ConfigSource::kExcluded || !a->config.weight) continue;
+      if (IsCastType(a->config.weight->dtype)) continue;
+      auto current = layer.FindLinear(linear.relative_name);
+      if (current == nullptr) return absl::InvalidArgumentError(StrCat(name, ": no such linear in the layer"));
+      algorithms::GptqTarget target;
+      target.relative_name = linear.relative_name;
+      target.input = linear.input;
+      target.spec = exporter::WeightSpecForExport(*a->config.weight, current->weight().scalar_type());
+      step.push_back(std::move(target));
+      taken.insert(name);
+    }
+    if (!step.empty()) plan.steps.push_back(std::move(step));
+  }
+  return plan;
+}
+
+absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                                               runtime::TransformerModel& model,
+                                               const algorithms::GptqLayerCallbacks& callbacks) const {
+  QUARK_ASSIGN_OR_RETURN(const algorithms::GptqLayerPlan plan, PlanFor(layer));
+  algorithms::GptqOptions options;
+  options.damp_percent = algo_.damp_percent;
+  options.block_size = algo_.block_size;
+  options.act_order = algo_.desc_act;
+  options.static_groups = algo_.static_groups;
+  const algorithms::LayerForward forward = [&](const at::Tensor& sample) {
+    layer.forward(sample, model.Context(sample.size(1)));
+  };
+  auto params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, callbacks);
+  if (!params.ok()) return absl::Status(params.status().code(), StrCat(path_, " (gptq): ", std::string(params.status().message())));
+  CalibratedParams out;
+  for (auto& [name, p] : *params) out[name].weight = std::move(p);
+  return out;
+}
+
+}  // namespace quark::quantize

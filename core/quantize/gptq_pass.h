@@ -1,0 +1,52 @@
+// GPTQ as the first step of each streamed layer's quantization: the Config's `gptq` algo_config entry (with Quark's
+// per-architecture defaults filled in) turned into per-layer plans of algorithms::GptqQuantizeLayer, run on the
+// layer's calibration inputs before the layer's QuantLinears are installed with GPTQ's weight parameters.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/gptq_layer.h"
+#include "core/checkpoint/model_config.h"
+#include "core/config/layer_plan.h"
+#include "core/config/quant_spec.h"
+#include "core/quantize/layer_quantizer.h"
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/transformer_model.h"
+
+namespace quark::quantize {
+
+/// `algo` with Quark's defaults for the model's architecture where it leaves them empty: inside_layer_modules
+/// (Llama family: k, v, q, o, up, gate, down; OPT: k, v, q, out_proj, fc1, fc2) and model_decoder_layers.
+GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model);
+
+class GptqPass {
+ public:
+  /// `algo` resolved (ResolveGptqDefaults); `path` names it in errors ("algo_config[0]"). INVALID_ARGUMENT for an
+  /// inside_layer_modules entry that matches no linear of a decoder layer, a model_decoder_layers that is not the
+  /// model's, or a quantized module GPTQ cannot run (its weight spec), naming the field.
+  static absl::StatusOr<std::unique_ptr<GptqPass>> Create(const GptqAlgo& algo, const LayerPlan& plan,
+                                                          const checkpoint::ModelConfig& model, std::string path);
+
+  /// GPTQ over `layer`'s modules: their FloatLinears hold the GPTQ'd weights afterwards; returns the weight
+  /// parameters by module name (for LayerQuantizer::Calibrate's `known`). `samples` are the layer's inputs.
+  absl::StatusOr<CalibratedParams> Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                                       runtime::TransformerModel& model,
+                                       const algorithms::GptqLayerCallbacks& callbacks) const;
+
+ private:
+  GptqPass() = default;
+  absl::StatusOr<algorithms::GptqLayerPlan> PlanFor(const runtime::DecoderLayer& layer) const;
+
+  GptqAlgo algo_;
+  LayerPlan plan_;
+  checkpoint::ModelConfig model_;
+  std::string path_;
+};
+
+}  // namespace quark::quantize

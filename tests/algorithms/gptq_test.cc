@@ -1,0 +1,245 @@
+// GPTQ on one weight matrix against a straightforward reference of Quark's algorithm written here: one column at a
+// time, no lazy blocks, Quark's own Cholesky path (cholesky -> cholesky_inverse -> upper cholesky).
+#include "core/algorithms/gptq.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/algorithms/hessian.h"
+#include "core/algorithms/linalg.h"
+#include "core/numerics/fake_quant.h"
+
+namespace quark::algorithms {
+namespace {
+
+QuantSpec IntSpec(DType dtype, bool symmetric, int group_size) {
+  QuantSpec spec;
+  spec.dtype = dtype;
+  spec.symmetric = symmetric;
+  if (group_size > 0) {
+    spec.qscheme = QScheme::kPerGroup;
+    spec.group_size = group_size;
+    spec.ch_axis = 1;
+  } else {
+    spec.qscheme = QScheme::kPerChannel;
+    spec.ch_axis = 0;
+  }
+  return spec;
+}
+
+// A layer and calibration inputs that, like real activations, are correlated across channels (low rank plus noise;
+// with independent channels H is nearly diagonal and GPTQ has nothing to correct) and have outlier channels.
+struct Layer {
+  at::Tensor weight;  // [N, K]
+  at::Tensor inputs;  // [T, K]
+  at::Tensor hessian;
+};
+
+Layer MakeLayer(int64_t n, int64_t k, int64_t tokens, uint64_t seed) {
+  at::manual_seed(seed);
+  Layer layer;
+  layer.weight = at::randn({n, k}) * 0.02;
+  const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
+  const int64_t rank = std::max<int64_t>(4, k / 8);
+  layer.inputs = (at::matmul(at::randn({tokens, rank}), at::randn({rank, k})) + 0.3 * at::randn({tokens, k})) *
+                 channel_scale;
+  HessianAccumulator h(k);
+  EXPECT_TRUE(h.Add(layer.inputs.unsqueeze(0)).ok());
+  layer.hessian = *h.Finish();
+  return layer;
+}
+
+// The algorithm as Quark writes it, unblocked.
+at::Tensor ReferenceGptq(at::Tensor w, at::Tensor h, const QuantSpec& spec, const GptqOptions& o) {
+  w = w.clone();
+  h = h.clone();
+  const int64_t k = w.size(1);
+  const at::Tensor dead = h.diagonal() == 0;
+  h.diagonal().masked_fill_(dead, 1);
+  w.masked_fill_(dead.unsqueeze(0), 0);
+  const bool grouped = spec.qscheme == QScheme::kPerGroup;
+  const int64_t gs = grouped ? *spec.group_size : k;
+  QuantSpec column_spec = spec;
+  if (grouped) column_spec.group_size = 1;
+  std::vector<QuantParams> groups;
+  if (!grouped || o.static_groups) {
+    for (int64_t g = 0; g < k; g += gs) groups.push_back(*ParamsOf(w.slice(1, g, g + gs).contiguous(), spec, TensorRole::kWeight));
+  }
+  at::Tensor perm = at::arange(k);
+  if (o.act_order) {
+    perm = at::argsort(at::diag(h), 0, /*descending=*/true);
+    w = w.index_select(1, perm);
+    h = h.index_select(0, perm).index_select(1, perm);
+  }
+  h.diagonal().add_(at::diag(h).mean() * o.damp_percent);
+  const at::Tensor u = at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), /*upper=*/true);
+  at::Tensor q = at::zeros_like(w);
+  QuantParams current;
+  for (int64_t j = 0; j < k; ++j) {
+    const QuantParams* p;
+    if (grouped && !o.static_groups) {
+      if (j % gs == 0) current = *ParamsOf(w.slice(1, j, j + gs).contiguous(), spec, TensorRole::kWeight);
+      p = &current;
+    } else {
+      p = &groups[static_cast<size_t>(perm[j].item<int64_t>() / gs)];
+    }
+    const at::Tensor col = *FakeQuantize(w.slice(1, j, j + 1).contiguous(), column_spec, *p);
+    const at::Tensor err = (w.select(1, j) - col.squeeze(1)) / u[j][j];
+    w.slice(1, j) -= at::outer(err, u[j].slice(0, j));
+    q.select(1, j).copy_(col.squeeze(1));
+  }
+  return o.act_order ? q.index_select(1, at::argsort(perm)) : q;
+}
+
+double RelativeOutputError(const Layer& l, const at::Tensor& q) {
+  const at::Tensor ref = at::matmul(l.inputs, l.weight.t()).to(at::kDouble);
+  return (ref - at::matmul(l.inputs, q.t()).to(at::kDouble)).pow(2).sum().item<double>() / ref.pow(2).sum().item<double>();
+}
+
+void ExpectMatchesReference(const Layer& l, const QuantSpec& spec, GptqOptions o) {
+  const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, spec, o);
+  for (int64_t block : {l.weight.size(1), int64_t{16}, int64_t{128}}) {
+    o.block_size = block;
+    auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    if (block == l.weight.size(1)) {
+      // One block: no lazy updates, every float operation the reference's, so every bit agrees.
+      EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>()
+                                                        << " values differ";
+    } else {
+      // Lazy updates sum in another order; GPTQ amplifies last-bit differences, so only the error is compared.
+      const double ours = RelativeOutputError(l, result->weight), theirs = RelativeOutputError(l, reference);
+      EXPECT_NEAR(ours, theirs, 0.01 * theirs) << "block " << block;
+    }
+    // Every value lies on the returned grid.
+    auto again = FakeQuantize(result->weight, spec, result->params);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(at::equal(*again, result->weight));
+  }
+}
+
+TEST(GptqTest, MatchesReferencePerChannelSymmetric) {
+  ExpectMatchesReference(MakeLayer(48, 256, 512, 1), IntSpec(DType::kInt4, true, -1), {});
+}
+
+TEST(GptqTest, MatchesReferencePerGroupAsymmetric) {
+  for (int gs : {32, 128}) ExpectMatchesReference(MakeLayer(40, 256, 512, 2), IntSpec(DType::kUInt4, false, gs), {});
+}
+
+TEST(GptqTest, MatchesReferenceActOrderStaticGroups) {
+  GptqOptions o;
+  o.act_order = true;
+  o.static_groups = true;
+  for (int gs : {32, 128}) ExpectMatchesReference(MakeLayer(40, 256, 512, 3), IntSpec(DType::kUInt4, false, gs), o);
+  ExpectMatchesReference(MakeLayer(40, 256, 512, 4), IntSpec(DType::kInt3, true, 64), o);
+}
+
+TEST(GptqTest, StaticGroupsWithoutActOrder) {
+  GptqOptions o;
+  o.static_groups = true;
+  ExpectMatchesReference(MakeLayer(32, 128, 256, 5), IntSpec(DType::kInt8, true, 32), o);
+}
+
+TEST(GptqTest, BeatsRoundToNearestOnOutputError) {
+  const Layer l = MakeLayer(64, 256, 1024, 6);
+  for (const QuantSpec& spec : {IntSpec(DType::kUInt4, false, 32), IntSpec(DType::kInt4, true, 128),
+                                IntSpec(DType::kInt3, true, -1)}) {
+    auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, {});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const at::Tensor rtn = *FakeQuantizeDynamic(l.weight, spec);
+    EXPECT_LT(RelativeOutputError(l, result->weight), 0.8 * RelativeOutputError(l, rtn));
+  }
+}
+
+TEST(GptqTest, FloatAndMxWeightFormatsRun) {
+  const Layer l = MakeLayer(32, 128, 256, 7);
+  QuantSpec fp8;
+  fp8.dtype = DType::kFp8E4M3;
+  fp8.qscheme = QScheme::kPerChannel;
+  fp8.ch_axis = 0;
+  QuantSpec mxfp4;
+  mxfp4.dtype = DType::kFp4;
+  mxfp4.qscheme = QScheme::kPerGroup;
+  mxfp4.group_size = 32;
+  mxfp4.scale_format = ScaleFormat::kE8M0;
+  mxfp4.observer = ObserverKind::kMxBlock;
+  mxfp4.scale_type = ScaleType::kFloat32;
+  for (const QuantSpec& spec : {fp8, mxfp4}) {
+    auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, {});
+    ASSERT_TRUE(result.ok()) << result.status();
+    auto again = FakeQuantize(result->weight, spec, result->params);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(at::equal(*again, result->weight));
+    EXPECT_LT(RelativeOutputError(l, result->weight), RelativeOutputError(l, *FakeQuantizeDynamic(l.weight, spec)));
+  }
+}
+
+TEST(GptqTest, DeadInputsGetZeroWeights) {
+  Layer l = MakeLayer(16, 64, 128, 8);
+  l.inputs.select(1, 5).zero_();
+  HessianAccumulator h(64);
+  ASSERT_TRUE(h.Add(l.inputs).ok());
+  auto result = GptqQuantizeWeight(l.weight, *h.Finish(), IntSpec(DType::kInt8, true, -1), {});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->weight.select(1, 5).abs().max().item<float>(), 0.0f);
+}
+
+TEST(GptqTest, CholeskyRetriesWithMoreDamping) {
+  // Eigenvalues 3 and -1: not positive definite even after the standard damping.
+  const at::Tensor h = at::tensor({1.0f, 2.0f, 2.0f, 1.0f}).view({2, 2});
+  const at::Tensor w = at::tensor({0.3f, -0.7f, 0.1f, 0.4f}).view({2, 2});
+  auto result = GptqQuantizeWeight(w, h, IntSpec(DType::kInt8, true, -1), {});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NEAR(result->extra_damp, 1.0, 1e-6);  // 0.01 (= |damp|), 0.1, then 1: eigenvalues 4.01 and 0.01
+  // Hopeless: no damping makes a NaN positive definite.
+  const at::Tensor bad = at::tensor({1.0f, NAN, NAN, 1.0f}).view({2, 2});
+  auto failed = GptqQuantizeWeight(w, bad, IntSpec(DType::kInt8, true, -1), {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition) << failed.status();
+}
+
+TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactor) {
+  const Layer l = MakeLayer(4, 96, 300, 9);
+  at::Tensor h = l.hessian.clone();
+  h.diagonal().add_(0.01 * h.diagonal().mean().item<double>());
+  auto u = UpperCholeskyOfInverse(h);
+  ASSERT_TRUE(u.ok()) << u.status();
+  const at::Tensor quark = at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), true);
+  EXPECT_TRUE(at::allclose(*u, quark, 1e-4, 1e-5)) << (*u - quark).abs().max().item<float>();
+}
+
+TEST(GptqTest, BadInputsNameTheField) {
+  const Layer l = MakeLayer(8, 64, 64, 10);
+  GptqOptions o;
+  o.act_order = true;  // without static groups
+  auto r = GptqQuantizeWeight(l.weight, l.hessian, IntSpec(DType::kUInt4, false, 32), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("static_groups"), std::string::npos) << r.status();
+  o = {};
+  o.damp_percent = 0;
+  r = GptqQuantizeWeight(l.weight, l.hessian, IntSpec(DType::kInt8, true, -1), o);
+  EXPECT_NE(std::string(r.status().message()).find("damp_percent"), std::string::npos) << r.status();
+  r = GptqQuantizeWeight(l.weight, l.hessian.slice(0, 1), IntSpec(DType::kInt8, true, -1), {});
+  EXPECT_NE(std::string(r.status().message()).find("hessian"), std::string::npos) << r.status();
+  r = GptqQuantizeWeight(l.weight, l.hessian, IntSpec(DType::kUInt4, false, 48), {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("group_size"), std::string::npos) << r.status();
+}
+
+TEST(GptqTest, HessianCountsSequences) {
+  at::manual_seed(11);
+  const at::Tensor a = at::randn({1, 10, 8}), b = at::randn({2, 10, 8});
+  HessianAccumulator h(8);
+  ASSERT_TRUE(h.Add(a).ok());
+  ASSERT_TRUE(h.Add(b).ok());
+  EXPECT_EQ(h.sequences(), 3);
+  const at::Tensor x = at::cat({a.reshape({-1, 8}), b.reshape({-1, 8})});
+  EXPECT_TRUE(at::allclose(*h.Finish(), at::matmul(x.t(), x) * (2.0 / 3.0), 1e-5, 1e-5));
+  EXPECT_FALSE(h.Add(at::randn({3, 7})).ok());
+  EXPECT_FALSE(HessianAccumulator(4).Finish().ok());
+}
+
+}  // namespace
+}  // namespace quark::algorithms
