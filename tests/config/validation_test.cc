@@ -222,14 +222,17 @@ TEST(ValidationTest, NegativeMinKvScale) {
   EXPECT_THAT(Errors(c), HasSubstr("export_options.min_kv_scale: must be >= 0"));
 }
 
-TEST(ValidationTest, GptqNeedsAnIntegerWeight) {
-  Config c = *PresetConfig("fp8");
+TEST(ValidationTest, GptqNeedsAStaticQuantizedWeight) {
+  Config c = *PresetConfig("bfloat16");
   c.algo_config.push_back(GptqAlgo{});
-  EXPECT_THAT(Errors(c), HasSubstr("algo_config[0]: gptq needs an integer weight spec (int8, uint8, int4, uint4, int3, "
-                                   "int2) in global_quant_config.weight, got fp8_e4m3"));
-  c = *PresetConfig("uint4_wo_128");
-  c.algo_config.push_back(GptqAlgo{});
-  EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok());
+  EXPECT_THAT(Errors(c), HasSubstr("algo_config[0]: gptq needs a static quantized weight spec in "
+                                   "global_quant_config.weight, got bfloat16"));
+  // GPTQ rounds with the engine's own quantizer: integer, float and MX weights all work.
+  for (const char* preset : {"uint4_wo_128", "fp8", "mxfp4_weight_only"}) {
+    c = *PresetConfig(preset);
+    c.algo_config.push_back(GptqAlgo{});
+    EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << preset;
+  }
 }
 
 TEST(ValidationTest, GptqHyperparameters) {
@@ -240,9 +243,9 @@ TEST(ValidationTest, GptqHyperparameters) {
   gptq.static_groups = false;
   c.algo_config.push_back(gptq);
   const std::string errors = Errors(c);
-  EXPECT_THAT(errors, HasSubstr("algo_config[0].damp_percent: must be in (0, 1), got 2"));
+  EXPECT_THAT(errors, HasSubstr("algo_config[0].damp_percent: must be in (0, 1], got 2"));
   EXPECT_THAT(errors, HasSubstr("algo_config[0].block_size: must be positive, got 0"));
-  EXPECT_THAT(errors, HasSubstr("algo_config[0].static_groups: must be true"));
+  EXPECT_THAT(errors, HasSubstr("algo_config[0].static_groups: must be true with desc_act"));
 }
 
 TEST(ValidationTest, AwqNeedsAnIntegerWeight) {

@@ -90,9 +90,10 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = RunJob(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
-  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const quark::v1::JobEvent& e) {
-    return e.progress().message() == "gptq model.layers.3.mlp.down_proj";
-  }));
+  // Quantize progress streams (per-module "gptq ..." messages are checked in GptqPipelineTest: the worker coalesces
+  // events closer together than its interval, so which of them reach a client depends on timing).
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(),
+                          [](const quark::v1::JobEvent& e) { return e.progress().phase() == "quantize"; }));
   const auto& metrics = done.result().metrics();
   ASSERT_TRUE(metrics.count("ppl_after") && metrics.count("ppl_reloaded")) << done.DebugString();
   EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
