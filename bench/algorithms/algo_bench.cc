@@ -140,6 +140,8 @@ int RunGptq(const Flags& f) {
       {"hessian_s", hessian_s},
       {"quantize_s", quantize_s},
       {"total_s", total_s},
+      {"factor_s", result->factor_seconds},
+      {"columns_s", result->columns_seconds},
       {"rel_output_error", RelativeOutputError(x, w, result->weight)},
       {"rtn_rel_output_error", RelativeOutputError(x, w, *rtn)},
       {"extra_damp", result->extra_damp},
@@ -155,7 +157,6 @@ int RunGptq(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  quark::InitEngine();
   CLI::App app{"algo_bench: the engine's algorithms on one saved layer, timed"};
   app.require_subcommand(1);
   Flags f;
@@ -170,11 +171,14 @@ int main(int argc, char** argv) {
   gptq->add_option("--damp", f.damp, "damp_percent");
   gptq->add_option("--block-size", f.block_size, "columns per lazy update");
   gptq->add_option("--spec", f.spec_file, "a Quark tensor spec (JSON) instead of --bits/--group-size/--asym");
-  gptq->add_option("--threads", f.threads, "intra-op threads (default: LibTorch's)");
+  gptq->add_option("--threads", f.threads, "LibTorch and OpenBLAS threads (default: QUARK_THREADS or every core)");
   gptq->add_flag("--fast-linalg", f.fast_linalg,
                  "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "
                  "flops; equal to Quark's up to rounding)");
   CLI11_PARSE(app, argc, argv);
-  if (f.threads > 0) at::set_num_threads(f.threads);
+  // LibTorch's and OpenBLAS's threads both (0: QUARK_THREADS or every core).
+  quark::EngineOptions engine;
+  engine.intra_op_threads = f.threads;
+  quark::InitEngine(engine);
   return RunGptq(f);
 }

@@ -1,11 +1,11 @@
 #include "core/algorithms/gptq.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include <ATen/Parallel.h>
 
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
@@ -16,8 +16,6 @@
 namespace quark::algorithms {
 namespace {
 
-// Rows per task of the column loop: large enough that a task outweighs the scheduling, small enough for two.
-constexpr int64_t kRowGrain = 512;
 // The longest block whose lazy update one fused GEMM (C - A B) rounds as Quark's matmul-then-subtract: OpenBLAS
 // sums a shared dimension up to its kernel depth (>= 256 for single precision) in one pass.
 constexpr int64_t kFusedUpdateMaxBlock = 256;
@@ -167,18 +165,17 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::T
       float* e = err.data_ptr<float>() + (j - i1) * n;
       float* wj = w + j * n;
       float* qj = q + j * n;
-      // Rows are independent: each task quantizes its rows of column j and updates them in the rest of the block.
-      at::parallel_for(0, n, kRowGrain, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          qj[r] = qc[r];
-          e[r] = (wj[r] - qc[r]) / d;
-        }
-        for (int64_t t = j + 1; t < i2; ++t) {
-          const float h = hrow[t];
-          float* row = w + t * n;
-          for (int64_t r = r0; r < r1; ++r) row[r] -= e[r] * h;
-        }
-      });
+      // One thread: these loops stream a block that sits in cache, and OpenBLAS's worker threads, still spinning
+      // after the last GEMM, would take the second core from an OpenMP team (measured: slower with two).
+      for (int64_t r = 0; r < n; ++r) {
+        qj[r] = qc[r];
+        e[r] = (wj[r] - qc[r]) / d;
+      }
+      for (int64_t t = j + 1; t < i2; ++t) {
+        const float h = hrow[t];
+        float* row = w + t * n;
+        for (int64_t r = 0; r < n; ++r) row[r] -= e[r] * h;
+      }
     }
     if (i2 < k) {
       // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:], transposed. One GEMM
@@ -225,10 +222,15 @@ absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, at::Tensor h) {
     h = h.index_select(0, perm).index_select(1, perm);
   }
   GptqResult result;
+  using Clock = std::chrono::steady_clock;
+  const auto factor_start = Clock::now();
   QUARK_ASSIGN_OR_RETURN(const at::Tensor u, InverseHessianFactor(std::move(h), result.extra_damp));
+  const auto columns_start = Clock::now();
+  result.factor_seconds = std::chrono::duration<double>(columns_start - factor_start).count();
   at::Tensor wt = w.t().contiguous();
   at::Tensor qt = at::empty_like(wt);
   QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, u, qt));
+  result.columns_seconds = std::chrono::duration<double>(Clock::now() - columns_start).count();
   at::Tensor q = qt.t();
   if (options_.act_order) q = q.index_select(1, at::argsort(perm));
   result.weight = q.to(dtype_).contiguous();

@@ -11,7 +11,7 @@
 //
 // Every float operation of the column loop is Quark's, element for element (gptq.cc), so with the Hessian and the
 // factor computed as Quark computes them (the default; see HessianAccumulator) the result is Quark's bit for bit on
-// the same BLAS. Every row of W is independent given H, which the column loop exploits (rows in parallel).
+// the same BLAS. The GEMMs and factorisations run on the BLAS threads; the column loop itself is one thread.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,9 @@ struct GptqResult {
   QuantParams params;
   /// Diagonal added beyond the standard damping when H + damp I was not positive definite (0 = none).
   double extra_damp = 0;
+  /// Where the time went: the inverse Hessian factor, and the column loop with its lazy updates.
+  double factor_seconds = 0;
+  double columns_seconds = 0;
 };
 
 /// `weight` [N, K] float32 / bfloat16 / float16 (parameters are computed and values rounded in its dtype, the
