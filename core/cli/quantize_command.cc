@@ -1,7 +1,8 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
-//   [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT] --output DIR
+//   [--quant-algo gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT] [--output DIR]
 // Quantizes a float HF model into an HF-quark export (vLLM quantization="quark"), with a progress bar on a
-// terminal (plain lines otherwise) and the perplexity before and after when --eval is given.
+// terminal (plain lines otherwise) and the perplexity before and after when --eval is given. Without --output it
+// only evaluates (any scheme the numerics run, also one the export cannot pack).
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,6 +53,10 @@ void ShowProgress(const QuantizeProgress& p, bool terminal) {
 }
 
 int RunQuantize(const QuantizeCommandOptions& o) {
+  if (o.output.empty() && o.eval.empty()) {
+    std::cerr << "quark quantize: --output or --eval: give at least one (an export, or a perplexity to measure)\n";
+    return kExitBadInput;
+  }
   auto config = o.config.Resolve();
   if (!config.ok()) {
     std::cerr << "quark quantize: " << config.status().message() << "\n";
@@ -104,7 +109,7 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--eval-seq-len", o->eval_seq_len, "perplexity window (0 = protocol default)");
   command->add_option("--eval-max-windows", o->eval_max_windows, "evaluate only the first N windows (0 = all)");
   command->add_option("--max-shard-gb", o->max_shard_gb, "shard size limit of the safetensors, GiB");
-  command->add_option("--output", o->output, "the export folder (must not exist or be empty)")->required();
+  command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->callback([o] { SetExitCode(RunQuantize(*o)); });
 });
 
