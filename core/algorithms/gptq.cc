@@ -103,22 +103,25 @@ absl::StatusOr<at::Tensor> GptqRun::InverseHessianFactor(at::Tensor h, double& e
   // another order.
   const at::Tensor damp = at::diag(h).mean() * options_.damp_percent;
   h.diagonal().add_(damp);
-  const auto factor = options_.fast_linalg ? UpperCholeskyOfInverse : UpperCholeskyOfInverseAsQuark;
-  auto u = factor(h);
-  if (u.ok()) return u;
+  const bool fast = options_.fast_linalg;
+  auto factor = CholeskyStep(h, fast);
+  if (factor.ok()) {
+    h = at::Tensor();  // released before the inverse: two K x K matrices at the peak, not three
+    return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past its first factorisation
+  }
   // Quark's retry: more diagonal regularisation, ten times more each time.
   double extra = std::max({std::abs(damp.item<double>()), at::diag(h).abs().mean().item<double>() * 1e-6,
                            static_cast<double>(std::numeric_limits<float>::epsilon())});
   for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
     at::Tensor damped = h.clone();
     damped.diagonal().add_(extra);
-    u = factor(damped);
-    if (u.ok()) {
+    factor = CholeskyStep(damped, fast);
+    if (factor.ok()) {
       extra_damp = extra;
-      return u;
+      return InverseFactorStep(*std::move(factor), fast);
     }
   }
-  return absl::FailedPreconditionError(StrCat(std::string(u.status().message()), " after ", kCholeskyRetries,
+  return absl::FailedPreconditionError(StrCat(std::string(factor.status().message()), " after ", kCholeskyRetries,
                                               " retries with extra damping up to ", extra / 10));
 }
 
@@ -228,9 +231,11 @@ absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, at::Tensor h) {
   const auto columns_start = Clock::now();
   result.factor_seconds = std::chrono::duration<double>(columns_start - factor_start).count();
   at::Tensor wt = w.t().contiguous();
+  w = at::Tensor();  // copies of the weight alive at once: the transposed working copy and the result
   at::Tensor qt = at::empty_like(wt);
   QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, u, qt));
   result.columns_seconds = std::chrono::duration<double>(Clock::now() - columns_start).count();
+  wt = at::Tensor();
   at::Tensor q = qt.t();
   if (options_.act_order) q = q.index_select(1, at::argsort(perm));
   result.weight = q.to(dtype_).contiguous();
@@ -240,8 +245,8 @@ absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, at::Tensor h) {
 
 }  // namespace
 
-absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
-                                              const QuantSpec& spec, const GptqOptions& options) {
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
+                                              const GptqOptions& options) {
   if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
   const int64_t k = weight.size(1);
   if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != k || hessian.size(1) != k) {
@@ -258,7 +263,10 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at
   }
   try {
     GptqRun run(spec, options, dtype);
-    return run.Run(weight.to(at::kFloat).clone().contiguous(), hessian.to(at::kFloat).clone().contiguous());
+    // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
+    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
+    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
+    return run.Run(weight.to(at::kFloat).clone().contiguous(), std::move(h));
   } catch (const std::exception& error) {
     std::string message = error.what();
     message.resize(std::min(message.find('\n'), message.size()));

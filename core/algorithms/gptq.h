@@ -53,7 +53,8 @@ struct GptqResult {
 /// matter). `spec` is the weight spec the numerics run: per_tensor, per_channel on axis 0, per_group or MX along
 /// axis 1, static. INVALID_ARGUMENT naming the field for a spec GPTQ cannot run or shapes that disagree;
 /// FAILED_PRECONDITION when H stays not positive definite after Quark's five retries.
-absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
-                                              const QuantSpec& spec, const GptqOptions& options);
+/// A `hessian` passed with no other reference to it (std::move of the last one) is used in place, not copied.
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
+                                              const GptqOptions& options);
 
 }  // namespace quark::algorithms

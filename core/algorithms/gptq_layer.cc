@@ -52,6 +52,8 @@ class LayerGptq {
   absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
   absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
   void MarkDone(const std::string& relative_name, const std::string& input) { done_[relative_name] = input; }
+  /// Drops the cached Hessians that no step from `next_step` on reads (a K x K matrix each).
+  void ForgetUnused(size_t next_step);
 
  private:
   std::set<std::string> UpstreamOf(const std::string& input) const;
@@ -64,6 +66,14 @@ class LayerGptq {
   std::map<std::string, std::string> done_;  // quantized module -> its input
   std::map<std::string, CachedHessian> cache_;
 };
+
+void LayerGptq::ForgetUnused(size_t next_step) {
+  std::set<std::string> needed;
+  for (size_t s = next_step; s < plan_.steps.size(); ++s) {
+    for (const GptqTarget& target : plan_.steps[s]) needed.insert(target.input);
+  }
+  for (auto it = cache_.begin(); it != cache_.end();) it = needed.count(it->first) ? std::next(it) : cache_.erase(it);
+}
 
 std::set<std::string> LayerGptq::UpstreamOf(const std::string& input) const {
   std::set<std::string> earlier;
@@ -134,13 +144,16 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
   LayerGptq run(layer, samples, forward, plan);
   std::map<std::string, QuantParams> params;
   int index = 0;
-  for (const auto& step : plan.steps) {
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const auto& step = plan.steps[s];
     // Quark collects the statistics of an entry's modules before it quantizes any of them.
     std::vector<at::Tensor> hessians;
     for (const GptqTarget& target : step) {
       QUARK_ASSIGN_OR_RETURN(at::Tensor h, run.HessianOf(target));
       hessians.push_back(std::move(h));
     }
+    // The last module to read a Hessian gets it alone, and GPTQ then works on it in place.
+    run.ForgetUnused(s + 1);
     for (size_t i = 0; i < step.size(); ++i) {
       const GptqTarget& target = step[i];
       const std::string name = layer.prefix() + target.relative_name;
@@ -150,7 +163,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
       if (callbacks.on_module) callbacks.on_module(name, index, total);
       ++index;
       const at::Tensor weight = layer.FindLinear(target.relative_name)->weight();
-      auto result = GptqQuantizeWeight(weight, hessians[i], target.spec, options);
+      auto result = GptqQuantizeWeight(weight, std::move(hessians[i]), target.spec, options);
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(name, ": ", std::string(result.status().message())));
       }

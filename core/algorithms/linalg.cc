@@ -37,47 +37,69 @@ at::Tensor SymmetricFromLower(const at::Tensor& lower) {
   return (l + l.tril(-1).t()).contiguous();
 }
 
-absl::StatusOr<at::Tensor> UpperCholeskyOfInverseAsQuark(const at::Tensor& h) {
-  auto [lower, info] = at::linalg_cholesky_ex(h);
-  if (info.item<int>() != 0) {
-    return absl::FailedPreconditionError(
-        StrCat("Hessian is not positive definite (leading minor ", info.item<int>(), ")"));
-  }
-  auto [upper, upper_info] = at::linalg_cholesky_ex(at::cholesky_inverse(lower), /*upper=*/true);
-  if (upper_info.item<int>() != 0) return absl::FailedPreconditionError("inverse Hessian is not positive definite");
-  // Quark keeps the factor's own strides (its comment: results change slightly with a contiguous copy): the lazy
-  // updates' GEMM reads it with them.
-  return upper;
+namespace {
+
+absl::Status NotPositiveDefinite(int64_t minor) {
+  return absl::FailedPreconditionError(StrCat("Hessian is not positive definite (leading minor ", minor, ")"));
 }
 
-absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h) {
-  const int64_t size = h.size(0);
+}  // namespace
 
+absl::StatusOr<at::Tensor> CholeskyStep(const at::Tensor& h, bool fast) {
+  if (!fast) {
+    auto [lower, info] = at::linalg_cholesky_ex(h);
+    if (info.item<int>() != 0) return NotPositiveDefinite(info.item<int>());
+    return lower;
+  }
   // The reversed matrix J h J: reversing the whole row-major array reverses both axes.
   at::Tensor reversed = h.flip({0, 1}).contiguous();
 #ifdef QUARK_HAVE_LAPACK
-  // Symmetric, so the row-major array is also the column-major matrix. After spotrf('L') + strtri('L') its
-  // column-major lower triangle holds L^-1, i.e. the row-major array holds (L^-1)^T in its upper triangle and the
-  // untouched input below it.
-  const int n = static_cast<int>(size);
+  // Symmetric, so the row-major array is also the column-major matrix; spotrf('L') leaves L in its column-major
+  // lower triangle (the row-major upper one) and the input in the rest.
+  const int n = static_cast<int>(h.size(0));
   int info = 0;
   spotrf_("L", &n, reversed.data_ptr<float>(), &n, &info, 1);
-  if (info != 0) {
-    return absl::FailedPreconditionError(StrCat("Hessian is not positive definite (leading minor ", info, ")"));
-  }
-  strtri_("L", "N", &n, reversed.data_ptr<float>(), &n, &info, 1, 1);
-  if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
-  // U = J L^-1 J = (J (L^-1)^T J)^T.
-  return reversed.flip({0, 1}).t().triu().contiguous();
+  if (info != 0) return NotPositiveDefinite(info);
+  return reversed;
 #else
   auto [lower, info] = at::linalg_cholesky_ex(reversed);
-  if (info.item<int>() != 0) {
-    return absl::FailedPreconditionError(
-        StrCat("Hessian is not positive definite (leading minor ", info.item<int>(), ")"));
+  if (info.item<int>() != 0) return NotPositiveDefinite(info.item<int>());
+  return lower;
+#endif
+}
+
+absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
+  if (!fast) {
+    at::Tensor inverse = at::cholesky_inverse(factor);
+    factor = at::Tensor();  // one K x K matrix fewer at the peak
+    auto [upper, info] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
+    inverse = at::Tensor();
+    if (info.item<int>() != 0) {
+      return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ",
+                                                  info.item<int>(), ")"));
+    }
+    // Quark keeps the factor's own (column-major) strides; the lazy updates' GEMM sums the same products in the same
+    // order from contiguous rows (checked: equal errors to the last digit), and the column loop needs the rows.
+    return upper.contiguous();
   }
-  const at::Tensor inverse = at::linalg_solve_triangular(lower, at::eye(size, h.options()), /*upper=*/false);
+#ifdef QUARK_HAVE_LAPACK
+  // strtri('L') turns the column-major lower L into L^-1: the row-major array holds (L^-1)^T above its diagonal.
+  const int n = static_cast<int>(factor.size(0));
+  int info = 0;
+  strtri_("L", "N", &n, factor.data_ptr<float>(), &n, &info, 1, 1);
+  if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
+  // U = J L^-1 J = (J (L^-1)^T J)^T.
+  return factor.flip({0, 1}).t().triu().contiguous();
+#else
+  const at::Tensor inverse = at::linalg_solve_triangular(factor, at::eye(factor.size(0), factor.options()), /*upper=*/false);
   return inverse.flip({0, 1}).contiguous();
 #endif
+}
+
+absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast) {
+  auto factor = CholeskyStep(h, fast);
+  if (!factor.ok()) return factor.status();
+  return InverseFactorStep(*std::move(factor), fast);
 }
 
 }  // namespace quark::algorithms

@@ -204,10 +204,18 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactor) {
   const Layer l = MakeLayer(4, 96, 300, 9);
   at::Tensor h = l.hessian.clone();
   h.diagonal().add_(0.01 * h.diagonal().mean().item<double>());
-  auto u = UpperCholeskyOfInverse(h);
-  ASSERT_TRUE(u.ok()) << u.status();
   const at::Tensor quark = at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), true);
-  EXPECT_TRUE(at::allclose(*u, quark, 1e-4, 1e-5)) << (*u - quark).abs().max().item<float>();
+  auto exact = UpperCholeskyOfInverse(h);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_TRUE(at::equal(*exact, quark));
+  // The reversed-matrix route: the same factor up to rounding.
+  auto fast = UpperCholeskyOfInverse(h, /*fast=*/true);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_TRUE(fast->is_contiguous());
+  EXPECT_TRUE(at::allclose(*fast, quark, 1e-4, 1e-5)) << (*fast - quark).abs().max().item<float>();
+  EXPECT_EQ(at::tril(*fast, -1).abs().max().item<float>(), 0.0f);
+  EXPECT_FALSE(UpperCholeskyOfInverse(-h).ok());
+  EXPECT_FALSE(UpperCholeskyOfInverse(-h, true).ok());
 }
 
 TEST(GptqTest, BadInputsNameTheField) {

@@ -89,6 +89,23 @@ TEST(SubmitSpecTest, ConfigFile) {
   EXPECT_EQ(spec->config().global_quant_config().weight().dtype(), quark::v1::DATA_TYPE_INT4);
 }
 
+TEST(SubmitSpecTest, QuantAlgoAddsAlgorithmsInOrder) {
+  SubmitFlags flags;
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  flags.scheme = "uint4_wo_128";
+  flags.quant_algo = {"gptq", "smoothquant,awq"};
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->algo_config_size(), 3);
+  EXPECT_TRUE(spec->algo_config(0).has_gptq());
+  EXPECT_TRUE(spec->algo_config(1).has_smoothquant());
+  EXPECT_TRUE(spec->algo_config(2).has_awq());
+  EXPECT_EQ(spec->preset(), "uint4_wo_128");
+  flags.quant_algo = {"gptq,bogus"};
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--quant-algo: unknown algorithm \"bogus\""), std::string::npos);
+}
+
 TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   SubmitFlags flags;
   flags.model = "file:///m";

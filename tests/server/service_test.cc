@@ -116,6 +116,14 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   EXPECT_NE(status.error_message().find("spec.config.global_quant_config.weight.dtype"), std::string::npos)
       << status.error_message();
 
+  // An algorithm the engine does not run fails at submit, before a worker is involved; one it runs is accepted.
+  pb::SubmitJobRequest awq = ValidRequest();
+  awq.mutable_spec()->add_algo_config()->mutable_gptq();
+  awq.mutable_spec()->add_algo_config()->mutable_awq();
+  status = Submit(awq, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: awq"), std::string::npos) << status.error_message();
+
   pb::SubmitJobRequest outside = ValidRequest();
   outside.mutable_spec()->set_model_uri("file:///etc/passwd");
   status = Submit(outside, &job);
