@@ -1,0 +1,90 @@
+// `quark quantize --quant-algo gptq` end to end (export with the algorithm recorded), evaluation-only runs of a scheme
+// the export cannot pack, and the CLI's refusals. Skipped when the quark binary has not been built.
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string QuarkBinary() {
+  const char* bin = std::getenv("QUARK_BINARY_DIR");
+  return bin ? std::string(bin) + "/core/cli/quark" : std::string();
+}
+
+struct CliRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliRun Quark(const std::string& args) {
+  CliRun run;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((QuarkBinary() + " " + args + " 2>&1").c_str(), "r"), pclose);
+  if (!pipe) return run;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) run.output += buffer.data();
+  const int status = pclose(pipe.release());
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+class GptqCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (QuarkBinary().empty() || !fs::exists(QuarkBinary())) GTEST_SKIP() << "quark CLI not built";
+  }
+};
+
+TEST_F(GptqCliTest, QuantizeWithGptqWritesAnExportThatRecordsIt) {
+  const std::string out = testing::TempPath("gptq_cli");
+  const CliRun run = Quark("quantize --model " + testing::FixturePath("tinyllama-a") +
+                        " --scheme uint4_wo_128 --quant-algo gptq --calib " +
+                        testing::FixturePath("eval/tinystories_train_split.txt") +
+                        " --num-calib-samples 2 --seq-len 32 --output " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(fs::path(out) / "config.json");
+  const auto config = nlohmann::json::parse(in);
+  EXPECT_EQ(config["quantization_config"]["algo_config"][0]["name"], "gptq") << config.dump(2);
+}
+
+TEST_F(GptqCliTest, EvaluationOnlyRunsASchemeTheExportCannotPack) {
+  // int4 per channel packs eight codes per word along in_features, and stories260K's down_proj has 172.
+  const std::string args = "quantize --model " + testing::FixturePath("stories260K") +
+                           " --scheme int4_wo_per_channel --eval " + testing::SmallEvalText() +
+                           " --eval-seq-len 64 --eval-max-windows 1";
+  const CliRun evaluate = Quark(args);
+  ASSERT_EQ(evaluate.exit_code, 0) << evaluate.output;
+  EXPECT_NE(evaluate.output.find("perplexity: float"), std::string::npos) << evaluate.output;
+  const CliRun exporting = Quark(args + " --output " + testing::TempPath("unpackable"));
+  EXPECT_EQ(exporting.exit_code, 2) << exporting.output;
+}
+
+TEST_F(GptqCliTest, RefusalsNameTheCause) {
+  const std::string model = " --model " + testing::FixturePath("tinyllama-a") + " --scheme uint4_wo_128";
+  CliRun run = Quark("quantize" + model + " --quant-algo awq --calib " + testing::SmallEvalText() + " --output " +
+                  testing::TempPath("awq"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("algo_config[0]: awq is not implemented"), std::string::npos) << run.output;
+  run = Quark("quantize" + model + " --quant-algo gptq --output " + testing::TempPath("nocalib"));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("calibration"), std::string::npos) << run.output;
+  run = Quark("quantize" + model);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--output or --eval"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace quark
