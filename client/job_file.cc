@@ -102,4 +102,34 @@ absl::StatusOr<quark::v1::Config> LoadConfigFile(const std::string& path) {
   return config;
 }
 
+absl::StatusOr<std::vector<quark::v1::AlgoConfig>> LoadQuarkAlgoConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> json = YamlToJson(*text);
+  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(path, ": ", json.status().message()));
+  const nlohmann::json root = nlohmann::json::parse(*json, nullptr, /*allow_exceptions=*/false);
+  const bool list = root.is_array();
+  std::vector<quark::v1::AlgoConfig> out;
+  for (size_t i = 0; i < (list ? root.size() : 1); ++i) {
+    const nlohmann::json& entry = list ? root[i] : root;
+    const std::string source = list ? str::Cat(path, "[", i, "]") : path;
+    if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string()) {
+      return absl::InvalidArgumentError(str::Cat(source, ": expected an object with a string \"name\""));
+    }
+    std::string name = entry["name"].get<std::string>();
+    for (const char* unsupported : {"quarot", "gptaq", "qronos", "svdquant"}) {
+      if (name == unsupported) return absl::UnimplementedError(str::Cat(source, ": Quark's ", name, " is not implemented"));
+    }
+    if (name == "smooth") name = "smoothquant";  // Quark's algo_config name for the proto's smoothquant
+    nlohmann::json fields = entry;
+    fields.erase("name");
+    quark::v1::AlgoConfig algo;
+    if (absl::Status status = ParseMessageText(nlohmann::json{{name, fields}}.dump(), source, algo); !status.ok()) {
+      return status;
+    }
+    out.push_back(std::move(algo));
+  }
+  return out;
+}
+
 }  // namespace quark::client

@@ -47,6 +47,8 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--label", p.spec.labels, "KEY=VALUE label (repeatable)");
   submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable)");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
+  submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
+                     "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");
   submit->add_option("--priority", p.spec.priority, "Higher runs first");
   submit->add_option("--max-attempts", p.spec.max_attempts, "Attempts before the job fails");
   submit->add_option("--request-id", p.request_id, "Idempotency key: resubmitting returns the same job");

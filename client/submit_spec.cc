@@ -83,26 +83,59 @@ absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf:
   return absl::OkStatus();
 }
 
-absl::Status AddAlgorithms(const std::vector<std::string>& names, quark::v1::JobSpec& spec) {
+namespace {
+
+// The AlgoConfig case of a --quant-algo name; ALGO_NOT_SET for an unknown one.
+quark::v1::AlgoConfig::AlgoCase AlgoCaseOf(const std::string& name) {
+  if (name == "gptq") return quark::v1::AlgoConfig::kGptq;
+  if (name == "awq") return quark::v1::AlgoConfig::kAwq;
+  if (name == "smooth" || name == "smoothquant") return quark::v1::AlgoConfig::kSmoothquant;
+  if (name == "autosmoothquant") return quark::v1::AlgoConfig::kAutosmoothquant;
+  if (name == "rotation") return quark::v1::AlgoConfig::kRotation;
+  return quark::v1::AlgoConfig::ALGO_NOT_SET;
+}
+
+// An AlgoConfig with `algo_case` set to its defaults (an empty message of that case).
+quark::v1::AlgoConfig Defaults(quark::v1::AlgoConfig::AlgoCase algo_case) {
+  quark::v1::AlgoConfig algo;
+  const google::protobuf::FieldDescriptor* field = algo.GetDescriptor()->FindFieldByNumber(algo_case);
+  algo.GetReflection()->MutableMessage(&algo, field);
+  return algo;
+}
+
+}  // namespace
+
+absl::Status AddAlgorithms(const std::vector<std::string>& names, const std::string& config_file,
+                           quark::v1::JobSpec& spec) {
+  std::vector<quark::v1::AlgoConfig> from_file;
+  if (!config_file.empty()) {
+    absl::StatusOr<std::vector<quark::v1::AlgoConfig>> loaded = LoadQuarkAlgoConfigFile(config_file);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(), str::Cat("--quant-algo-config-file: ", loaded.status().message()));
+    }
+    from_file = *std::move(loaded);
+  }
+  std::vector<std::string> wanted;
   for (const std::string& list : names) {
     std::stringstream items(list);
     for (std::string name; std::getline(items, name, ',');) {
-      quark::v1::AlgoConfig* algo = spec.add_algo_config();
-      if (name == "gptq") {
-        algo->mutable_gptq();
-      } else if (name == "awq") {
-        algo->mutable_awq();
-      } else if (name == "smooth" || name == "smoothquant") {
-        algo->mutable_smoothquant();
-      } else if (name == "autosmoothquant") {
-        algo->mutable_autosmoothquant();
-      } else if (name == "rotation") {
-        algo->mutable_rotation();
-      } else {
-        return absl::InvalidArgumentError(
-            "--quant-algo: unknown algorithm \"" + name + "\" (gptq, awq, smoothquant, autosmoothquant, rotation)");
-      }
+      if (!name.empty()) wanted.push_back(name);
     }
+  }
+  if (wanted.empty()) {  // the file's entries, in order
+    for (auto& algo : from_file) *spec.add_algo_config() = std::move(algo);
+    return absl::OkStatus();
+  }
+  // Each named algorithm with the file's entry of that name, else its defaults (Quark's LLM example).
+  for (const std::string& name : wanted) {
+    const quark::v1::AlgoConfig::AlgoCase algo_case = AlgoCaseOf(name);
+    if (algo_case == quark::v1::AlgoConfig::ALGO_NOT_SET) {
+      return absl::InvalidArgumentError(
+          "--quant-algo: unknown algorithm \"" + name + "\" (gptq, awq, smoothquant, autosmoothquant, rotation)");
+    }
+    auto in_file = std::find_if(from_file.begin(), from_file.end(),
+                                [&](const quark::v1::AlgoConfig& a) { return a.algo_case() == algo_case; });
+    *spec.add_algo_config() = in_file != from_file.end() ? *in_file : Defaults(algo_case);
   }
   return absl::OkStatus();
 }
@@ -133,7 +166,9 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   if (!quantization->preset.empty()) spec.set_preset(quantization->preset);
   if (quantization->config) *spec.mutable_config() = std::move(*quantization->config);
   if (absl::Status status = ApplyInputs(flags, spec); !status.ok()) return status;
-  if (absl::Status status = AddAlgorithms(flags.quant_algo, spec); !status.ok()) return status;
+  if (absl::Status status = AddAlgorithms(flags.quant_algo, flags.quant_algo_config_file, spec); !status.ok()) {
+    return status;
+  }
   if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET) {
     return absl::InvalidArgumentError("--scheme or --config: one is required (or preset/config in the job file)");
   }

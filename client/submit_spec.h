@@ -25,7 +25,8 @@ struct SubmitFlags {
   std::vector<std::string> exclude;
   std::vector<std::string> labels;   // KEY=VALUE
   std::vector<std::string> exports;  // hf_quark, gguf, onnx
-  std::vector<std::string> quant_algo;  // --quant-algo gptq,... (each with its defaults; details via a job file)
+  std::vector<std::string> quant_algo;  // --quant-algo gptq,...
+  std::string quant_algo_config_file;   // --quant-algo-config-file: Quark's algo_config (YAML/JSON)
   std::optional<int> priority;
   std::optional<int> max_attempts;
 };
@@ -33,9 +34,11 @@ struct SubmitFlags {
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.
 absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf::Map<std::string, std::string>& out);
 
-/// Appends one algo_config entry (its defaults) per --quant-algo name (comma-separated lists allowed) to `spec`;
-/// INVALID_ARGUMENT naming --quant-algo for an unknown name.
-absl::Status AddAlgorithms(const std::vector<std::string>& names, quark::v1::JobSpec& spec);
+/// Appends to spec.algo_config what --quant-algo NAMES (comma-separated lists allowed) and --quant-algo-config-file
+/// (Quark's algo_config form) ask for, as `quark quantize` reads them: each named algorithm with the file's entry of
+/// that name, else its defaults; without names, the file's entries in order. Errors name the flag.
+absl::Status AddAlgorithms(const std::vector<std::string>& names, const std::string& config_file,
+                           quark::v1::JobSpec& spec);
 
 /// The quantization the flags ask for: a preset (--scheme) or a Config read from --config; neither when both are
 /// empty. INVALID_ARGUMENT when both are given or the config file does not load (naming the file and field).

@@ -1,6 +1,8 @@
 // quarkctl without a server: job files, flag handling, output formats and usage errors.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <sstream>
 
 #include "client/job_file.h"
@@ -104,6 +106,22 @@ TEST(SubmitSpecTest, QuantAlgoAddsAlgorithmsInOrder) {
   EXPECT_EQ(spec->preset(), "uint4_wo_128");
   flags.quant_algo = {"gptq,bogus"};
   EXPECT_NE(BuildJobSpec(flags).status().message().find("--quant-algo: unknown algorithm \"bogus\""), std::string::npos);
+
+  // Quark's algo_config file: the named algorithm takes the file's settings.
+  const std::string file = ::testing::TempDir() + "/algo.json";
+  std::ofstream(file) << R"({"name": "gptq", "damp_percent": 0.05, "desc_act": false, "block_size": 64})";
+  flags.quant_algo = {"gptq"};
+  flags.quant_algo_config_file = file;
+  spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->algo_config_size(), 1);
+  EXPECT_FLOAT_EQ(spec->algo_config(0).gptq().damp_percent(), 0.05f);
+  EXPECT_FALSE(spec->algo_config(0).gptq().desc_act());
+  EXPECT_EQ(spec->algo_config(0).gptq().block_size(), 64);
+  std::ofstream(file) << R"([{"name": "gptq", "damp": 0.05}])";
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--quant-algo-config-file"), std::string::npos);
+  std::ofstream(file) << R"({"name": "quarot"})";
+  EXPECT_EQ(BuildJobSpec(flags).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(SubmitSpecTest, ErrorsNameTheFlag) {
