@@ -13,6 +13,7 @@
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
 #include "core/quantize/quantize_model.h"
+#include "core/runtime/synthetic_model.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -58,6 +59,30 @@ TEST(GptqPipelineTest, QuantizesExportsAndReloadsTheSameModel) {
   EXPECT_EQ(algo[0].at("name"), "gptq");
   EXPECT_EQ(algo[0].at("inside_layer_modules").size(), 7u);
   EXPECT_EQ(algo[0].at("model_decoder_layers"), "model.layers");
+}
+
+TEST(GptqPipelineTest, OptModelsUseTheirOwnModulesAndOrder) {
+  runtime::SyntheticModelOptions make;
+  make.arch = "opt";
+  make.dtype = "f32";
+  make.seed = 3;
+  make.out_dir = testing::TempPath("gptq_opt");
+  make.tokenizer_path = testing::FixturePath("stories260K/tokenizer.model");
+  ASSERT_TRUE(runtime::MakeSyntheticModel(make).ok());
+  QuantizeModelOptions o = GptqRun("uint4_wo_32");
+  o.output_dir = testing::TempPath("gptq_opt_out");
+  o.eval_text_file = testing::SmallEvalText();
+  o.eval_seq_len = 64;
+  o.eval_max_windows = 2;
+  std::vector<std::string> messages;
+  o.on_progress = [&](const QuantizeProgress& p) { messages.push_back(p.message); };
+  auto report = QuantizeModel(make.out_dir, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(report->metrics.at("ppl_after"), report->metrics.at("ppl_reloaded"), 1e-5 * report->metrics.at("ppl_after"));
+  EXPECT_NE(std::find(messages.begin(), messages.end(), "gptq model.decoder.layers.0.fc2"), messages.end());
+  const auto& algo = report->quantization_config.at("algo_config");
+  EXPECT_EQ(algo[0].at("model_decoder_layers"), "model.decoder.layers");
+  EXPECT_EQ(algo[0].at("inside_layer_modules")[3], "self_attn.out_proj");
 }
 
 TEST(GptqPipelineTest, GptqWeightsDifferFromRoundToNearest) {
