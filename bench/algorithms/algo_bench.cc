@@ -85,7 +85,8 @@ double RelativeOutputError(const at::Tensor& x, const at::Tensor& w, const at::T
 absl::Status WriteWeight(const std::string& path, const at::Tensor& weight) {
   namespace fs = std::filesystem;
   const fs::path scratch = fs::path(path).concat(".partial.d");
-  auto writer = ckpt::CheckpointWriter::Create(scratch.string(), {{"weight", ckpt::StDType::kF32, weight.sizes().vec()}});
+  auto writer =
+      ckpt::CheckpointWriter::Create(scratch.string(), {{"weight", ckpt::StDType::kF32, weight.sizes().vec()}});
   if (!writer.ok()) return writer.status();
   const at::Tensor c = weight.to(at::kFloat).contiguous();
   if (auto s = (*writer)->Write("weight", {static_cast<const char*>(c.data_ptr()), c.nbytes()}); !s.ok()) return s;

@@ -90,7 +90,9 @@ std::set<std::string> LayerGptq::UpstreamOf(const std::string& input) const {
 
 absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
   std::shared_ptr<runtime::LinearLike> original = layer_.FindLinear(target.relative_name);
-  if (original == nullptr) return absl::InvalidArgumentError(StrCat(layer_.prefix(), target.relative_name, ": no such linear"));
+  if (original == nullptr) {
+    return absl::InvalidArgumentError(StrCat(layer_.prefix(), target.relative_name, ": no such linear"));
+  }
   HessianAccumulator hessian(original->in_features());
   auto capturing = std::make_shared<CapturingLinear>(original, &hessian);
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, capturing));
@@ -102,7 +104,8 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     } catch (const StopForward&) {
       status = capturing->status();
     } catch (const std::exception& error) {
-      status = absl::InternalError(StrCat("forward of ", layer_.prefix(), " for ", target.relative_name, ": ", error.what()));
+      status = absl::InternalError(
+          StrCat("forward of ", layer_.prefix(), " for ", target.relative_name, ": ", error.what()));
     }
     if (!status.ok()) break;
   }
@@ -124,7 +127,8 @@ absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {
 absl::Status LayerGptq::SetWeight(const GptqTarget& target, at::Tensor weight) {
   auto linear = std::dynamic_pointer_cast<runtime::FloatLinear>(layer_.FindLinear(target.relative_name));
   if (linear == nullptr) {
-    return absl::FailedPreconditionError(StrCat(layer_.prefix(), target.relative_name, ": GPTQ edits float linears only"));
+    return absl::FailedPreconditionError(
+        StrCat(layer_.prefix(), target.relative_name, ": GPTQ edits float linears only"));
   }
   linear->set_weight(std::move(weight));
   return absl::OkStatus();

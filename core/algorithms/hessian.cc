@@ -24,7 +24,8 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   // Quark's add_batch, call for call.
   sum_.mul_(static_cast<double>(sequences_) / static_cast<double>(sequences_ + batch));
   sequences_ += batch;
-  const at::Tensor inp = std::sqrt(2.0 / static_cast<double>(sequences_)) * x.reshape({-1, columns_}).t().to(at::kFloat);
+  const double scale = std::sqrt(2.0 / static_cast<double>(sequences_));
+  const at::Tensor inp = scale * x.reshape({-1, columns_}).t().to(at::kFloat);
   sum_ += inp.matmul(inp.t());
   return absl::OkStatus();
 }

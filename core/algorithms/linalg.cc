@@ -91,7 +91,8 @@ absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
   // U = J L^-1 J = (J (L^-1)^T J)^T.
   return factor.flip({0, 1}).t().triu().contiguous();
 #else
-  const at::Tensor inverse = at::linalg_solve_triangular(factor, at::eye(factor.size(0), factor.options()), /*upper=*/false);
+  const at::Tensor identity = at::eye(factor.size(0), factor.options());
+  const at::Tensor inverse = at::linalg_solve_triangular(factor, identity, /*upper=*/false);
   return inverse.flip({0, 1}).contiguous();
 #endif
 }

@@ -58,7 +58,9 @@ absl::StatusOr<std::unique_ptr<GptqPass>> GptqPass::Create(const GptqAlgo& algo,
   const auto linears = checkpoint::LayerLinears(model);
   for (size_t i = 0; i < algo.inside_layer_modules.size(); ++i) {
     bool matched = false;
-    for (const auto& linear : linears) matched |= GlobMatch("*" + algo.inside_layer_modules[i], prefix + linear.relative_name);
+    for (const auto& linear : linears) {
+      matched |= GlobMatch("*" + algo.inside_layer_modules[i], prefix + linear.relative_name);
+    }
     if (!matched) {
       return absl::InvalidArgumentError(StrCat(p, ".inside_layer_modules[", i, "]: \"", algo.inside_layer_modules[i],
                                                "\" matches no linear of a decoder layer"));
@@ -109,7 +111,9 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
     layer.forward(sample, model.Context(sample.size(1)));
   };
   auto params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, callbacks);
-  if (!params.ok()) return absl::Status(params.status().code(), StrCat(path_, " (gptq): ", std::string(params.status().message())));
+  if (!params.ok()) {
+    return absl::Status(params.status().code(), StrCat(path_, " (gptq): ", std::string(params.status().message())));
+  }
   CalibratedParams out;
   for (auto& [name, p] : *params) out[name].weight = std::move(p);
   return out;
