@@ -121,7 +121,7 @@ int RunGptq(const Flags& f) {
   const auto start = Clock::now();
   quark::algorithms::HessianAccumulator accumulator(w.size(1), f.fast_linalg);
   if (auto s = accumulator.Add(x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
-  auto hessian = accumulator.Finish();
+  auto hessian = std::move(accumulator).Finish();
 
   if (!hessian.ok()) return std::cerr << hessian.status().message() << "\n", 1;
   const double hessian_s = Seconds(start);

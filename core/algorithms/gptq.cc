@@ -6,12 +6,12 @@
 #include <limits>
 #include <vector>
 
-
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/quant_layout.h"
+#include "core/runtime/layer_streamer.h"
 
 namespace quark::algorithms {
 namespace {
@@ -146,17 +146,17 @@ absl::StatusOr<at::Tensor> GptqRun::QuantizeColumn(const at::Tensor& column, con
   return q.to(at::kFloat).contiguous();
 }
 
-// wt [K, N]: row j is column j of W (contiguous), updated in place. u [K, K] upper; qt [K, N] receives the quantized
+// wt [K, N]: row j is column j of W (contiguous), updated in place. u [K, K] upper with contiguous rows
+// (InverseFactorStep); qt [K, N] receives the quantized
 // columns. Every float operation is Quark's, element for element: the in-block update rounds the product and then
 // subtracts it, and the lazy update's GEMM sums each dot product over the block in the same order (transposing both
 // operands changes the tiling, not the order of the sum), so the columns after a block carry Quark's bits.
 absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt) {
   const int64_t k = wt.size(0), n = wt.size(1), block = options_.block_size;
-  const at::Tensor hinv_rows = u.contiguous();
   at::Tensor err = at::empty({std::min(block, k), n}, wt.options());  // (w - q) / d of the block's columns
   float* w = wt.data_ptr<float>();
   float* q = qt.data_ptr<float>();
-  const float* hinv = hinv_rows.data_ptr<float>();
+  const float* hinv = u.data_ptr<float>();
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
     for (int64_t j = i1; j < i2; ++j) {
@@ -268,9 +268,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tens
     at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
     return run.Run(weight.to(at::kFloat).clone().contiguous(), std::move(h));
   } catch (const std::exception& error) {
-    std::string message = error.what();
-    message.resize(std::min(message.find('\n'), message.size()));
-    return absl::InternalError(StrCat("gptq: ", message));
+    return runtime::TorchErrorToStatus(error, "gptq");
   }
 }
 

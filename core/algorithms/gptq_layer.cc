@@ -1,12 +1,12 @@
 #include "core/algorithms/gptq_layer.h"
 
 #include <memory>
-#include <optional>
 #include <set>
 
 #include "core/algorithms/hessian.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/runtime/layer_streamer.h"
 #include "core/runtime/linear.h"
 
 namespace quark::algorithms {
@@ -104,14 +104,13 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     } catch (const StopForward&) {
       status = capturing->status();
     } catch (const std::exception& error) {
-      status = absl::InternalError(
-          StrCat("forward of ", layer_.prefix(), " for ", target.relative_name, ": ", error.what()));
+      status = runtime::TorchErrorToStatus(error, StrCat("forward of ", layer_.prefix(), " for ", target.relative_name));
     }
     if (!status.ok()) break;
   }
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, original));
   QUARK_RETURN_IF_ERROR(status);
-  return hessian.Finish();
+  return std::move(hessian).Finish();
 }
 
 absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {

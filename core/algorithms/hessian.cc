@@ -30,9 +30,9 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<at::Tensor> HessianAccumulator::Finish() const {
+absl::StatusOr<at::Tensor> HessianAccumulator::Finish() && {
   if (sequences_ == 0) return absl::FailedPreconditionError("hessian: no calibration input was seen");
-  if (!fast_) return sum_.clone();
+  if (!fast_) return std::move(sum_);
   return SymmetricFromLower(sum_).mul_(2.0 / static_cast<double>(sequences_));
 }
 

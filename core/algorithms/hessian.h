@@ -28,8 +28,9 @@ class HessianAccumulator {
   int64_t sequences() const { return sequences_; }
   int64_t columns() const { return columns_; }
 
-  /// The symmetric H [K, K] float32; FAILED_PRECONDITION before the first Add.
-  absl::StatusOr<at::Tensor> Finish() const;
+  /// The symmetric H [K, K] float32, handed over without a copy (K x K can be 0.5 GB): the accumulator is spent.
+  /// FAILED_PRECONDITION before the first Add.
+  absl::StatusOr<at::Tensor> Finish() &&;
 
  private:
   int64_t columns_;

@@ -12,10 +12,6 @@
 namespace quark::quantize {
 namespace {
 
-bool IsOptModel(const checkpoint::ModelConfig& model) {
-  return checkpoint::LayerPrefix(model, 0).rfind("model.decoder.", 0) == 0;
-}
-
 // "model.layers.3." -> "model.layers"
 std::string DecoderLayersName(const checkpoint::ModelConfig& model) {
   std::string prefix = checkpoint::LayerPrefix(model, 0);
@@ -28,7 +24,7 @@ GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model
   if (algo.inside_layer_modules.empty()) {
     // Quark's templates: k, v, q first (they share an input), then the attention output, then the MLP.
     algo.inside_layer_modules =
-        IsOptModel(model) ? std::vector<std::string>{"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
+        model.family == checkpoint::ArchFamily::kOpt ? std::vector<std::string>{"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
                                                      "self_attn.out_proj", "fc1", "fc2"}
                           : std::vector<std::string>{"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
                                                      "self_attn.o_proj", "mlp.up_proj", "mlp.gate_proj",

@@ -68,9 +68,6 @@ class QuantizeRun {
                                   double base);
   absl::Status QuantizeLayers();
   absl::Status CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
-  absl::StatusOr<CalibratedParams> RunGptq(int64_t index, runtime::DecoderLayer& layer,
-                                           const std::vector<at::Tensor>& inputs, double base);
-  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizedEvalStreamer();
   absl::Status FinishLayer(int64_t index, runtime::DecoderLayer& layer);
   absl::Status EvaluateAfter();
   void Progress(const std::string& phase, int layer, double fraction, double eta, const std::string& message) const;
@@ -217,15 +214,22 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   if (options_.cancelled && options_.cancelled()) {
     return absl::CancelledError(StrCat("cancelled before layer ", index, " of ", model_.num_hidden_layers));
   }
-  const double done = static_cast<double>(index) / static_cast<double>(model_.num_hidden_layers);
+  // The quantize phase spans [base, base + span] of the run; each layer an equal share of it.
+  const double base = eval_ids_.empty() ? 0 : kEvalShare, span = 1 - 3 * base;
+  const double layer_share = span / static_cast<double>(model_.num_hidden_layers);
+  const double start = base + layer_share * static_cast<double>(index);
   const double eta = index == 0 ? 0 : Seconds(quantize_start_) / static_cast<double>(index) *
                                           static_cast<double>(model_.num_hidden_layers - index);
-  const double base = eval_ids_.empty() ? 0 : kEvalShare;
-  Progress("quantize", static_cast<int>(index) + 1, base + done * (1 - 3 * base), eta,
-           StrCat("calibrating and quantizing ", layer.prefix()));
+  Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("calibrating and quantizing ", layer.prefix()));
   CalibratedParams known;
   if (gptq_) {
-    auto gptq = RunGptq(index, layer, inputs, base + done * (1 - 3 * base));
+    algorithms::GptqLayerCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    callbacks.on_module = [&](const std::string& module, int i, int total) {
+      Progress("quantize", static_cast<int>(index) + 1, start + layer_share * i / std::max(total, 1), eta,
+               StrCat("gptq ", module));
+    };
+    auto gptq = gptq_->Run(layer, inputs, streamer_->model(), callbacks);
     if (!gptq.ok()) return gptq.status();
     known = *std::move(gptq);
   }
@@ -242,20 +246,6 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     if (spill_) spilled.emplace_back(q->name() + ".weight", q->weight());
   }
   return spill_ ? spill_->WriteLayer(index, spilled) : absl::OkStatus();
-}
-
-absl::StatusOr<CalibratedParams> QuantizeRun::RunGptq(int64_t index, runtime::DecoderLayer& layer,
-                                                      const std::vector<at::Tensor>& inputs, double base) {
-  const double layer_share = (1 - 3 * (eval_ids_.empty() ? 0 : kEvalShare)) / static_cast<double>(model_.num_hidden_layers);
-  algorithms::GptqLayerCallbacks callbacks;
-  callbacks.cancelled = options_.cancelled;
-  callbacks.on_module = [&](const std::string& module, int i, int total) {
-    const double eta = index == 0 ? 0 : Seconds(quantize_start_) / static_cast<double>(index) *
-                                            static_cast<double>(model_.num_hidden_layers - index);
-    Progress("quantize", static_cast<int>(index) + 1, base + layer_share * i / std::max(total, 1), eta,
-             StrCat("gptq ", module));
-  };
-  return gptq_->Run(layer, inputs, streamer_->model(), callbacks);
 }
 
 absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
@@ -310,9 +300,19 @@ absl::Status QuantizeRun::EvaluateAfter() {
     auto linears = quantizer_->Apply(layer, params_);
     return linears.ok() ? absl::OkStatus() : linears.status();
   };
-  auto quantized = QuantizedEvalStreamer();
-  if (!quantized.ok()) return quantized.status();
-  auto after = Evaluate(**quantized, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
+  // The streamer that quantized the model, or, after GPTQ, one whose weights are GPTQ's (the checkpoint has the
+  // float ones).
+  runtime::LayerStreamer* quantized = streamer_.get();
+  std::unique_ptr<runtime::LayerStreamer> with_gptq_weights;
+  if (spill_) {
+    auto overlay = spill_->Overlay(streamer_->model().shared_weights());
+    if (!overlay.ok()) return overlay.status();
+    auto streamer = runtime::LayerStreamer::Create(model_, *std::move(overlay));
+    if (!streamer.ok()) return streamer.status();
+    with_gptq_weights = *std::move(streamer);
+    quantized = with_gptq_weights.get();
+  }
+  auto after = Evaluate(*quantized, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
   if (!after.ok()) return after.status();
   report_.metrics["ppl_after"] = *after;
   if (exporter_) {
@@ -324,18 +324,6 @@ absl::Status QuantizeRun::EvaluateAfter() {
   }
   report_.metrics["seconds_eval"] += Seconds(eval_start);
   return absl::OkStatus();
-}
-
-// The model the fake-quantized evaluation streams: the checkpoint, with GPTQ's weights in place of its own.
-absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::QuantizedEvalStreamer() {
-  if (!spill_) return runtime::LayerStreamer::Open(model_dir_);
-  auto reader = checkpoint::CheckpointReader::Open(model_dir_);
-  if (!reader.ok()) return reader.status();
-  auto base = std::make_shared<runtime::CheckpointWeightSource>(
-      std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
-  auto overlay = spill_->Overlay(std::move(base));
-  if (!overlay.ok()) return overlay.status();
-  return runtime::LayerStreamer::Create(model_, *std::move(overlay));
 }
 
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {

@@ -26,6 +26,8 @@ class TransformerModel {
 
   const checkpoint::ModelConfig& config() const { return config_; }
   const WeightSource& weights() const { return *weights_; }
+  /// The same source, shared (another model over it, e.g. with some tensors replaced).
+  std::shared_ptr<const WeightSource> shared_weights() const { return weights_; }
   at::ScalarType compute_dtype() const { return dtype_; }
 
   /// ids [B, T] int64 -> hidden [B, T, hidden] in the compute dtype (OPT: plus learned positions and

@@ -31,6 +31,13 @@ QuantizeModelOptions GptqRun(const std::string& preset) {
   return o;
 }
 
+// Perplexity before and after on the first `windows` windows of 64 tokens of the small eval text.
+void Evaluate(QuantizeModelOptions& o, int windows = 2) {
+  o.eval_text_file = testing::SmallEvalText();
+  o.eval_seq_len = 64;
+  o.eval_max_windows = windows;
+}
+
 bool Contains(const absl::Status& status, const std::string& text) {
   return std::string(status.message()).find(text) != std::string::npos;
 }
@@ -38,9 +45,7 @@ bool Contains(const absl::Status& status, const std::string& text) {
 TEST(GptqPipelineTest, QuantizesExportsAndReloadsTheSameModel) {
   QuantizeModelOptions o = GptqRun("uint4_wo_32");
   o.output_dir = testing::TempPath("gptq_out");
-  o.eval_text_file = testing::SmallEvalText();
-  o.eval_seq_len = 64;
-  o.eval_max_windows = 2;
+  Evaluate(o);
   std::vector<std::string> messages;
   o.on_progress = [&](const QuantizeProgress& p) { messages.push_back(p.message); };
   auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
@@ -71,9 +76,7 @@ TEST(GptqPipelineTest, OptModelsUseTheirOwnModulesAndOrder) {
   ASSERT_TRUE(runtime::MakeSyntheticModel(make).ok());
   QuantizeModelOptions o = GptqRun("uint4_wo_32");
   o.output_dir = testing::TempPath("gptq_opt_out");
-  o.eval_text_file = testing::SmallEvalText();
-  o.eval_seq_len = 64;
-  o.eval_max_windows = 2;
+  Evaluate(o);
   std::vector<std::string> messages;
   o.on_progress = [&](const QuantizeProgress& p) { messages.push_back(p.message); };
   auto report = QuantizeModel(make.out_dir, o);
@@ -88,9 +91,7 @@ TEST(GptqPipelineTest, OptModelsUseTheirOwnModulesAndOrder) {
 TEST(GptqPipelineTest, GptqWeightsDifferFromRoundToNearest) {
   const std::string model = testing::WriteSyntheticLlama();
   QuantizeModelOptions gptq = GptqRun("int4_wo_32");
-  gptq.eval_text_file = testing::SmallEvalText();
-  gptq.eval_seq_len = 64;
-  gptq.eval_max_windows = 2;
+  Evaluate(gptq);
   QuantizeModelOptions rtn = gptq;
   rtn.config.algo_config.clear();
   auto a = QuantizeModel(model, gptq);
@@ -130,9 +131,7 @@ TEST(GptqPipelineTest, CalibrationDataIsRequiredOnlyWhenSomethingUsesIt) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(report.status(), "calibration")) << report.status();
   // With evaluation text, GPTQ calibrates on it.
-  o.eval_text_file = testing::SmallEvalText();
-  o.eval_seq_len = 64;
-  o.eval_max_windows = 1;
+  Evaluate(o, 1);
   report = QuantizeModel(model, o);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->metrics.at("num_calibration_samples"), 4);

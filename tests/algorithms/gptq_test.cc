@@ -47,7 +47,7 @@ Layer MakeLayer(int64_t n, int64_t k, int64_t tokens, uint64_t seed) {
                  channel_scale;
   HessianAccumulator h(k);
   EXPECT_TRUE(h.Add(layer.inputs.unsqueeze(0)).ok());
-  layer.hessian = *h.Finish();
+  layer.hessian = *std::move(h).Finish();
   return layer;
 }
 
@@ -181,7 +181,7 @@ TEST(GptqTest, DeadInputsGetZeroWeights) {
   l.inputs.select(1, 5).zero_();
   HessianAccumulator h(64);
   ASSERT_TRUE(h.Add(l.inputs).ok());
-  auto result = GptqQuantizeWeight(l.weight, *h.Finish(), IntSpec(DType::kInt8, true, -1), {});
+  auto result = GptqQuantizeWeight(l.weight, *std::move(h).Finish(), IntSpec(DType::kInt8, true, -1), {});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->weight.select(1, 5).abs().max().item<float>(), 0.0f);
 }
@@ -244,7 +244,7 @@ TEST(GptqTest, HessianCountsSequences) {
   ASSERT_TRUE(h.Add(b).ok());
   EXPECT_EQ(h.sequences(), 3);
   const at::Tensor x = at::cat({a.reshape({-1, 8}), b.reshape({-1, 8})});
-  EXPECT_TRUE(at::allclose(*h.Finish(), at::matmul(x.t(), x) * (2.0 / 3.0), 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(*std::move(h).Finish(), at::matmul(x.t(), x) * (2.0 / 3.0), 1e-5, 1e-5));
   EXPECT_FALSE(h.Add(at::randn({3, 7})).ok());
   EXPECT_FALSE(HessianAccumulator(4).Finish().ok());
 }
