@@ -13,6 +13,8 @@ packages=(
   # plumbing
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libsqlite3-dev libcurl4-openssl-dev libpq-dev
+  # exports: the ONNX protobuf schema and checker (libonnx-dev); Python's onnx reads files in tests and benchmarks
+  libonnx-dev python3-onnx
   # tests and their real peers
   libgtest-dev libgmock-dev prometheus nodejs
 )
