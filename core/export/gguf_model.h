@@ -1,0 +1,47 @@
+// What ties an HF Llama-family model to llama.cpp's GGUF form, both ways: the architecture name and its metadata
+// keys, the tensor names, and the Q/K row order (convert_hf_to_gguf.py's `permute`: HF keeps each head's rotary
+// pairs as two halves, llama.cpp interleaves them; Qwen2 is converted without the permutation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/checkpoint/model_config.h"
+#include "core/export/gguf_file.h"
+#include "core/export/gguf_vocab.h"
+
+namespace quark::exporter::gguf {
+
+/// "llama" (model_type llama, mistral) or "qwen2"; INVALID_ARGUMENT naming model_type for others (OPT), and for
+/// rope_scaling llama3 (llama.cpp needs a rope_freqs tensor this exporter does not write).
+absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& config);
+
+/// llama.cpp's name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"); "" for a
+/// tensor llama.cpp has no name for.
+std::string GgufTensorName(const std::string& hf_name);
+/// The inverse; "" for an unknown name.
+std::string HfTensorName(const std::string& gguf_name);
+
+/// The heads whose rows `hf_name` permutes (q_proj: attention heads, k_proj: KV heads; weight and bias), or 0 when
+/// it keeps its order (every other tensor, and every tensor of qwen2).
+int64_t PermutedHeads(const checkpoint::ModelConfig& config, const std::string& hf_name);
+/// HF rotate-half row order -> llama.cpp's interleaved order, on dim 0 of `rows` ([out, ...]: weights, codes,
+/// per-group scales, biases). `heads` divides rows.size(0) into heads of an even size.
+at::Tensor PermuteRows(const at::Tensor& rows, int64_t heads);
+/// The inverse of PermuteRows.
+at::Tensor UnpermuteRows(const at::Tensor& rows, int64_t heads);
+
+/// general.*, <arch>.* hyperparameters and tokenizer.ggml.* for `config`, with general.file_type `file_type`.
+/// The vocabulary is padded to config.vocab_size with unused "[PAD<i>]" pieces (as llama.cpp's converter does);
+/// INVALID_ARGUMENT when it has more pieces than vocab_size.
+absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const SentencePieceVocab& vocab,
+                                       const std::string& name, uint32_t file_type, bool quantized);
+
+/// The ModelConfig a GGUF describes (architecture llama or qwen2; tied embeddings when it has no output.weight).
+/// INVALID_ARGUMENT naming the key for a missing or inconsistent hyperparameter.
+absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file);
+
+}  // namespace quark::exporter::gguf

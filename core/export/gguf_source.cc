@@ -1,0 +1,79 @@
+#include "core/export/gguf_source.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/export/gguf_model.h"
+#include "core/export/gguf_vocab.h"
+
+namespace quark::exporter {
+
+bool IsGgufFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string(magic, 4) == "GGUF";
+}
+
+absl::StatusOr<std::shared_ptr<GgufWeightSource>> GgufWeightSource::Open(const std::string& path) {
+  std::shared_ptr<GgufWeightSource> source(new GgufWeightSource());
+  QUARK_ASSIGN_OR_RETURN(source->file_, gguf::GgufFile::Open(path));
+  QUARK_ASSIGN_OR_RETURN(source->config_, gguf::ModelConfigFromGguf(*source->file_));
+  return source;
+}
+
+bool GgufWeightSource::Has(const std::string& name) const {
+  const std::string gguf_name = gguf::GgufTensorName(name);
+  return !gguf_name.empty() && file_->FindTensor(gguf_name) != nullptr;
+}
+
+absl::StatusOr<at::Tensor> GgufWeightSource::Get(const std::string& name, at::ScalarType dtype) const {
+  const std::string gguf_name = gguf::GgufTensorName(name);
+  const gguf::TensorInfo* info = gguf_name.empty() ? nullptr : file_->FindTensor(gguf_name);
+  if (info == nullptr) return absl::NotFoundError(StrCat(name, ": not in ", file_->path()));
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
+    return absl::InvalidArgumentError(StrCat(name, ": dtype ", c10::toString(dtype), " is not a float dtype"));
+  }
+  std::vector<int64_t> shape(info->ne.rbegin(), info->ne.rend());
+  at::Tensor values = at::empty(shape, at::kFloat);
+  const gguf::TypeTraits* traits = gguf::FindType(info->type);
+  const int64_t n = info->RowLength(), row_bytes = gguf::RowBytes(info->type, n);
+  const uint8_t* data = file_->TensorData(*info);
+  float* out = values.data_ptr<float>();
+  for (int64_t r = 0; r < info->Rows(); ++r) traits->to_float(data + r * row_bytes, out + r * n, n);
+  file_->Release(*info);  // the float copy is what the caller keeps
+  if (const int64_t heads = gguf::PermutedHeads(config_, name); heads > 0) values = gguf::UnpermuteRows(values, heads);
+  return values.to(dtype);
+}
+
+absl::StatusOr<std::string> GgufTokenizerModel(const gguf::GgufFile& file) {
+  const std::string path =
+      (std::filesystem::path(file.path()).parent_path() / "tokenizer.model").string();
+  QUARK_ASSIGN_OR_RETURN(const gguf::SentencePieceVocab vocab, gguf::ReadSentencePieceVocab(path));
+  const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens");
+  const gguf::Value* scores = file.Find("tokenizer.ggml.scores");
+  const gguf::Value* types = file.Find("tokenizer.ggml.token_type");
+  if (tokens == nullptr || scores == nullptr || types == nullptr || tokens->texts.size() != scores->numbers.size() ||
+      tokens->texts.size() != types->numbers.size()) {
+    return absl::InvalidArgumentError(StrCat(file.path(), ": tokenizer.ggml.tokens/scores/token_type missing or of "
+                                                          "different lengths"));
+  }
+  for (size_t i = 0; i < tokens->texts.size(); ++i) {
+    const bool padding = i >= vocab.pieces.size();
+    const bool same = padding ? types->numbers[i] == gguf::GgufTokenType(gguf::PieceType::kUnused)
+                              : tokens->texts[i] == vocab.pieces[i] &&
+                                    static_cast<float>(scores->numbers[i]) == vocab.scores[i] &&
+                                    types->numbers[i] == gguf::GgufTokenType(vocab.types[i]);
+    if (!same) {
+      return absl::InvalidArgumentError(StrCat(path, ": token ", i, " (\"", tokens->texts[i], "\" in ", file.path(),
+                                               ") differs: not the vocabulary of this GGUF"));
+    }
+  }
+  return path;
+}
+
+}  // namespace quark::exporter

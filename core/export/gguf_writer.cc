@@ -1,0 +1,377 @@
+#include "core/export/gguf_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/model_modules.h"
+#include "core/export/gguf_file.h"
+#include "core/export/gguf_model.h"
+#include "core/export/gguf_vocab.h"
+
+namespace quark::exporter {
+namespace {
+
+namespace fs = std::filesystem;
+using gguf::GgmlType;
+
+struct PlannedTensor {
+  gguf::TensorInfo info;
+  std::string hf_name;
+  int64_t permute_heads = 0;  // 0 = rows keep their order
+  bool from_codes = false;    // a quantized linear's weight: only WriteLinear's codes may fill it
+  bool written = false;
+};
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+// One weight row of codes -> blocks. codes/scale/zero_point are one row's values (in/32 groups).
+absl::Status EncodeCodeRow(GgmlType type, const int32_t* q, const float* s, const float* z, int64_t n, uint8_t* out,
+                           const std::string& module) {
+  for (int64_t b = 0; b < n / gguf::kBlockSize; ++b) {
+    const int32_t* qb = q + b * gguf::kBlockSize;
+    const uint16_t d = gguf::Fp32ToFp16(s[b]);
+    if (!std::isfinite(gguf::Fp16ToFp32(d))) {
+      return absl::InvalidArgumentError(StrCat(module, ": weight scale ", s[b], " does not fit fp16 (GGUF's block scale)"));
+    }
+    const int lo = type == GgmlType::kQ8_0 ? -128 : type == GgmlType::kQ4_0 ? -8 : 0;
+    const int hi = type == GgmlType::kQ8_0 ? 127 : type == GgmlType::kQ4_0 ? 7 : 15;
+    for (int j = 0; j < gguf::kBlockSize; ++j) {
+      if (qb[j] < lo || qb[j] > hi) {
+        return absl::InternalError(StrCat(module, ": weight code ", qb[j], " outside [", lo, ", ", hi, "]"));
+      }
+    }
+    if (type == GgmlType::kQ8_0) {
+      gguf::BlockQ8_0 block{d, {}};
+      for (int j = 0; j < gguf::kBlockSize; ++j) block.qs[j] = static_cast<int8_t>(qb[j]);
+      std::memcpy(out + b * sizeof(block), &block, sizeof(block));
+    } else if (type == GgmlType::kQ4_0) {
+      gguf::BlockQ4_0 block{d, {}};
+      for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>((qb[j] + 8) | ((qb[j + 16] + 8) << 4));
+      std::memcpy(out + b * sizeof(block), &block, sizeof(block));
+    } else {
+      // Quark's Q4_1 mapping: w = (q - z) * s = s * q + (-s * z).
+      gguf::BlockQ4_1 block{d, gguf::Fp32ToFp16(-s[b] * z[b]), {}};
+      for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(qb[j] | (qb[j + 16] << 4));
+      std::memcpy(out + b * sizeof(block), &block, sizeof(block));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class GgufExporter : public ModelExporter {
+ public:
+  static absl::StatusOr<std::unique_ptr<GgufExporter>> Create(const std::string& model_dir,
+                                                              const std::string& output_file, const Config& config,
+                                                              const LayerPlan& plan, GgufExportOptions options);
+  ~GgufExporter() override;
+
+  std::string_view format() const override { return "gguf"; }
+  absl::Status WriteLinear(const LinearExportData& data) override;
+  absl::Status WriteUnquantized(const std::string& prefix, const runtime::WeightSource& weights) override;
+  absl::StatusOr<std::vector<std::string>> Finish(const runtime::WeightSource& weights) override;
+
+ private:
+  GgufExporter() = default;
+  absl::Status Plan(const LayerPlan& plan, const checkpoint::CheckpointReader& reader);
+  absl::Status OpenStaging(const std::string& header, uint64_t data_bytes);
+  absl::Status WriteFloat(PlannedTensor& t, const at::Tensor& values);
+  absl::Status WriteCodes(PlannedTensor& t, const LinearExportData& data);
+  absl::Status WriteBytes(PlannedTensor& t, const std::string& bytes);
+  absl::Status CheckWritten() const;
+  PlannedTensor* Find(const std::string& hf_name);
+
+  std::string output_file_, staging_file_;
+  GgufExportOptions options_;
+  checkpoint::ModelConfig model_;
+  std::map<std::string, GgmlType> coded_;  // module -> type of its engine codes
+  std::vector<PlannedTensor> tensors_;
+  std::map<std::string, size_t> index_;  // HF name -> tensors_
+  uint64_t data_start_ = 0;
+  int fd_ = -1;
+  bool published_ = false;
+};
+
+absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::string& model_dir,
+                                                                  const std::string& output_file, const Config& config,
+                                                                  const LayerPlan& plan, GgufExportOptions options) {
+  (void)config;  // the plan carries every module's resolved config
+  std::error_code ec;
+  if (output_file.empty()) return absl::InvalidArgumentError("output: empty");
+  if (fs::exists(output_file, ec)) return absl::AlreadyExistsError(StrCat("output: ", output_file, " exists"));
+  std::unique_ptr<GgufExporter> e(new GgufExporter());
+  e->output_file_ = output_file;
+  e->staging_file_ = output_file + ".partial";
+  e->options_ = options;
+  QUARK_ASSIGN_OR_RETURN(e->model_, checkpoint::LoadModelConfig(model_dir));
+  QUARK_RETURN_IF_ERROR(gguf::GgufArchitecture(e->model_).status());
+  const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
+  auto vocab = gguf::ReadSentencePieceVocab(tokenizer);
+  if (!vocab.ok()) {
+    return absl::InvalidArgumentError(StrCat(std::string(vocab.status().message()), " (GGUF needs the SentencePiece vocabulary)"));
+  }
+  QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(model_dir));
+  QUARK_RETURN_IF_ERROR(e->Plan(plan, *reader));
+
+  // general.file_type names the weights' main type: the requested one, else the engine codes', else the source's.
+  GgmlType main_type = GgmlType::kF32;
+  bool quantized = false;
+  for (const PlannedTensor& t : e->tensors_) quantized |= gguf::FindType(t.info.type)->quantized;
+  if (options.type) {
+    main_type = *options.type;
+  } else if (!e->coded_.empty()) {
+    main_type = e->coded_.begin()->second;
+  } else {
+    main_type = e->tensors_.front().info.type;  // token_embd, in the source dtype
+  }
+  std::string name = options.name.empty() ? fs::path(model_dir).lexically_normal().filename().string() : options.name;
+  if (name.empty()) name = fs::path(model_dir).lexically_normal().parent_path().filename().string();
+  QUARK_ASSIGN_OR_RETURN(const gguf::Metadata metadata,
+                         gguf::BuildMetadata(e->model_, *vocab, name, gguf::FindType(main_type)->file_type, quantized));
+  std::vector<gguf::TensorInfo> infos;
+  for (const PlannedTensor& t : e->tensors_) infos.push_back(t.info);
+  const uint64_t data_bytes = gguf::AssignOffsets(infos);
+  for (size_t i = 0; i < infos.size(); ++i) e->tensors_[i].info = infos[i];
+  const std::string header = gguf::SerializeHeader(metadata, infos);
+  QUARK_RETURN_IF_ERROR(e->OpenStaging(header, data_bytes));
+  return e;
+}
+
+GgufExporter::~GgufExporter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!published_ && !staging_file_.empty()) {
+    std::error_code ec;
+    fs::remove(staging_file_, ec);
+  }
+}
+
+absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::CheckpointReader& reader) {
+  for (const LayerAssignment& a : plan.layers) {
+    if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
+    const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
+    if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
+      return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
+                                                      "add it to exclude or give --gguf-type for it"));
+    }
+    if (a.config.input_tensors || a.config.output_tensors) {
+      return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
+                                               " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
+    }
+    if (a.config.weight && !IsCastType(a.config.weight->dtype)) {
+      QUARK_ASSIGN_OR_RETURN(coded_[a.module], GgufTypeForScheme(where, *a.config.weight));
+    }
+  }
+  for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(model_)) {
+    PlannedTensor t;
+    t.hf_name = spec.name;
+    t.info.name = gguf::GgufTensorName(spec.name);
+    if (t.info.name.empty()) return absl::InternalError(StrCat(spec.name, ": no llama.cpp tensor name"));
+    t.info.ne.assign(spec.shape.rbegin(), spec.shape.rend());
+    t.permute_heads = gguf::PermutedHeads(model_, spec.name);
+    const std::string module = spec.name.substr(0, spec.name.rfind('.'));
+    const bool is_weight = spec.name.size() > 7 && spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0;
+    if (spec.shape.size() == 1) {
+      t.info.type = GgmlType::kF32;
+    } else if (auto it = coded_.find(module); it != coded_.end() && is_weight) {
+      t.info.type = it->second;
+      t.from_codes = true;
+    } else if (options_.type) {
+      t.info.type = *options_.type;
+    } else {
+      const std::string stored = checkpoint::ResolveTensorName(reader, spec.name);
+      if (stored.empty()) return absl::NotFoundError(StrCat(spec.name, ": not in ", reader.location()));
+      const auto dtype = reader.Get(stored)->info->dtype;
+      t.info.type = dtype == checkpoint::StDType::kF16    ? GgmlType::kF16
+                    : dtype == checkpoint::StDType::kBF16 ? GgmlType::kBF16
+                                                          : GgmlType::kF32;
+    }
+    // llama-quantize's fallback for rows its 32-blocks cannot cover (stories260K's 172-wide ffn_down).
+    if (!t.from_codes && gguf::FindType(t.info.type)->quantized && t.info.ne[0] % gguf::kBlockSize != 0) {
+      t.info.type = GgmlType::kF16;
+    }
+    index_[t.hf_name] = tensors_.size();
+    tensors_.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GgufExporter::OpenStaging(const std::string& header, uint64_t data_bytes) {
+  std::error_code ec;
+  const fs::path parent = fs::path(staging_file_).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  fd_ = ::open(staging_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return absl::InternalError(StrCat("output: cannot create ", staging_file_, ": ", ErrnoText()));
+  data_start_ = header.size();
+  if (::pwrite(fd_, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size()) ||
+      ::ftruncate(fd_, static_cast<off_t>(data_start_ + data_bytes)) != 0) {
+    return absl::InternalError(StrCat("output: cannot write ", staging_file_, ": ", ErrnoText()));
+  }
+  return absl::OkStatus();
+}
+
+PlannedTensor* GgufExporter::Find(const std::string& hf_name) {
+  auto it = index_.find(hf_name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+absl::Status GgufExporter::WriteBytes(PlannedTensor& t, const std::string& bytes) {
+  if (bytes.size() != t.info.nbytes) {
+    return absl::InternalError(StrCat(t.info.name, ": ", bytes.size(), " bytes, planned ", t.info.nbytes));
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(data_start_ + t.info.offset + done));
+    if (n <= 0) return absl::InternalError(StrCat("output: writing ", t.info.name, " to ", staging_file_, ": ", ErrnoText()));
+    done += static_cast<size_t>(n);
+  }
+  t.written = true;
+  return absl::OkStatus();
+}
+
+absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values) {
+  std::vector<int64_t> shape(t.info.ne.rbegin(), t.info.ne.rend());
+  if (values.sizes().vec() != shape) {
+    return absl::InvalidArgumentError(StrCat(t.hf_name, ": shape ", StrJoin(values.sizes().vec(), "x"), ", expected ",
+                                             StrJoin(shape, "x")));
+  }
+  at::Tensor v = values.to(at::kFloat).contiguous();
+  if (t.permute_heads > 0) v = gguf::PermuteRows(v, t.permute_heads);
+  const gguf::TypeTraits* traits = gguf::FindType(t.info.type);
+  const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
+  std::string bytes(t.info.nbytes, '\0');
+  const float* x = v.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
+  return WriteBytes(t, bytes);
+}
+
+absl::Status GgufExporter::WriteCodes(PlannedTensor& t, const LinearExportData& data) {
+  const RealQuantized& q = data.weight_codes;
+  const int64_t out = t.info.ne[1], in = t.info.ne[0], groups = in / gguf::kBlockSize;
+  if (!q.codes.defined() || !q.scale.defined() || q.codes.sizes().vec() != std::vector<int64_t>{out, in} ||
+      q.scale.numel() != out * groups) {
+    return absl::InvalidArgumentError(StrCat(data.module, ": weight_codes must be [", out, ", ", in,
+                                             "] codes with ", out, "x", groups, " scales"));
+  }
+  at::Tensor codes = q.codes.to(at::kInt).reshape({out, in});
+  at::Tensor scale = q.scale.to(at::kFloat).reshape({out, groups});
+  at::Tensor zero = q.zero_point.defined() && q.zero_point.numel() == out * groups
+                        ? q.zero_point.to(at::kFloat).reshape({out, groups})
+                        : at::zeros({out, groups}, at::kFloat);
+  if (t.permute_heads > 0) {
+    codes = gguf::PermuteRows(codes, t.permute_heads);
+    scale = gguf::PermuteRows(scale, t.permute_heads);
+    zero = gguf::PermuteRows(zero, t.permute_heads);
+  }
+  codes = codes.contiguous();
+  scale = scale.contiguous();
+  zero = zero.contiguous();
+  const int64_t row_bytes = gguf::RowBytes(t.info.type, in);
+  std::string bytes(t.info.nbytes, '\0');
+  for (int64_t r = 0; r < out; ++r) {
+    QUARK_RETURN_IF_ERROR(EncodeCodeRow(t.info.type, codes.data_ptr<int32_t>() + r * in,
+                                        scale.data_ptr<float>() + r * groups, zero.data_ptr<float>() + r * groups, in,
+                                        reinterpret_cast<uint8_t*>(bytes.data()) + r * row_bytes, data.module));
+  }
+  return WriteBytes(t, bytes);
+}
+
+absl::Status GgufExporter::WriteLinear(const LinearExportData& data) {
+  PlannedTensor* weight = Find(data.module + ".weight");
+  if (weight == nullptr) return absl::InvalidArgumentError(StrCat(data.module, ": not a linear of this model"));
+  if (weight->written) return absl::FailedPreconditionError(StrCat(data.module, ": written twice"));
+  const bool coded = data.config.weight && !IsCastType(data.config.weight->dtype);
+  if (coded != weight->from_codes) {
+    return absl::InvalidArgumentError(StrCat(data.module, ": the plan ", weight->from_codes ? "quantizes" : "does not quantize",
+                                             " it, the data ", coded ? "has" : "has no", " weight codes"));
+  }
+  QUARK_RETURN_IF_ERROR(coded ? WriteCodes(*weight, data) : WriteFloat(*weight, data.weight));
+  if (PlannedTensor* bias = Find(data.module + ".bias")) {
+    if (!data.bias.defined()) return absl::InvalidArgumentError(StrCat(data.module, ": bias missing"));
+    QUARK_RETURN_IF_ERROR(WriteFloat(*bias, data.bias));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GgufExporter::WriteUnquantized(const std::string& prefix, const runtime::WeightSource& weights) {
+  for (PlannedTensor& t : tensors_) {
+    if (t.written || t.from_codes || t.hf_name.rfind(prefix, 0) != 0) continue;
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor values, weights.Get(t.hf_name, at::kFloat));
+    QUARK_RETURN_IF_ERROR(WriteFloat(t, values));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GgufExporter::CheckWritten() const {
+  for (const PlannedTensor& t : tensors_) {
+    if (!t.written) {
+      return absl::FailedPreconditionError(StrCat(t.hf_name, ": quantized by the plan but WriteLinear never gave its codes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::WeightSource& weights) {
+  if (published_ || fd_ < 0) return absl::FailedPreconditionError("gguf export: Finish called twice");
+  QUARK_RETURN_IF_ERROR(WriteUnquantized("", weights));
+  QUARK_RETURN_IF_ERROR(CheckWritten());
+  const bool synced = ::fsync(fd_) == 0;
+  const bool closed = ::close(fd_) == 0;
+  fd_ = -1;
+  if (!synced || !closed) return absl::InternalError(StrCat("output: closing ", staging_file_, ": ", ErrnoText()));
+  // Read the file back as a consumer would: the header parses and every tensor is where it was planned.
+  QUARK_ASSIGN_OR_RETURN(auto file, gguf::GgufFile::Open(staging_file_));
+  if (file->tensors().size() != tensors_.size()) {
+    return absl::InternalError(StrCat(staging_file_, ": ", file->tensors().size(), " tensors read back, planned ",
+                                      tensors_.size()));
+  }
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const gguf::TensorInfo& got = file->tensors()[i];
+    const gguf::TensorInfo& want = tensors_[i].info;
+    if (got.name != want.name || got.ne != want.ne || got.type != want.type || got.offset != want.offset ||
+        file->data_offset() != data_start_) {
+      return absl::InternalError(StrCat(staging_file_, ": tensor ", want.name, " read back differs from the plan"));
+    }
+  }
+  std::error_code ec;
+  fs::rename(staging_file_, output_file_, ec);
+  if (ec) return absl::InternalError(StrCat("output: renaming ", staging_file_, " to ", output_file_, ": ", ec.message()));
+  published_ = true;
+  return std::vector<std::string>{fs::path(output_file_).filename().string()};
+}
+
+}  // namespace
+
+absl::StatusOr<GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& w) {
+  const std::string why = StrCat(module, ": weight ", Name(w.dtype), " ", Name(w.qscheme),
+                                 w.group_size ? StrCat(" group_size ", *w.group_size) : std::string(), " ",
+                                 w.symmetric ? "symmetric" : "asymmetric",
+                                 " cannot be held by GGUF (uint4 asymmetric, int4 symmetric or int8 symmetric per "
+                                 "group of 32 along the input: Q4_1, Q4_0, Q8_0)");
+  const bool group32 = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size == gguf::kBlockSize &&
+                       (!w.ch_axis || *w.ch_axis == -1 || *w.ch_axis == 1) && !w.IsMx();
+  if (!group32) return absl::InvalidArgumentError(why);
+  if (w.dtype == DType::kUInt4 && !w.symmetric) return GgmlType::kQ4_1;
+  if (w.dtype == DType::kInt4 && w.symmetric) return GgmlType::kQ4_0;
+  if (w.dtype == DType::kInt8 && w.symmetric) return GgmlType::kQ8_0;
+  return absl::InvalidArgumentError(why);
+}
+
+absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::string& model_dir,
+                                                                 const std::string& output_file, const Config& config,
+                                                                 const LayerPlan& plan, GgufExportOptions options) {
+  QUARK_ASSIGN_OR_RETURN(auto exporter, GgufExporter::Create(model_dir, output_file, config, plan, options));
+  return std::unique_ptr<ModelExporter>(std::move(exporter));
+}
+
+}  // namespace quark::exporter

@@ -1,0 +1,47 @@
+// GGUF v3 export for llama.cpp, streamed by layer: the whole header (metadata, vocabulary, tensor table with every
+// type and offset) is fixed at Create, each decoder layer's tensors are written at their offsets as the layer
+// finishes, and the file is built as `<output>.partial`, read back and checked, then renamed to `<output>`.
+//
+// Tensor types:
+//  - a linear the engine quantized goes in losslessly from its codes: uint4 asymmetric per group of 32 -> Q4_1
+//    (d = scale, m = -scale * zero_point, both fp16), int4 symmetric per group of 32 -> Q4_0 (q = code + 8), int8
+//    symmetric per group of 32 -> Q8_0; any other weight scheme, and any activation or KV-cache quantization, is
+//    refused at Create (INVALID_ARGUMENT naming the module and why);
+//  - every other 2-D weight (embeddings, lm_head, excluded or cast linears) takes `options.type`, quantized as
+//    `llama-quantize --pure` does from an F32 file: llama.cpp's reference kernels, and F16 for a quantized type when
+//    the row length is not a multiple of 32; unset = the source's dtype (F32, F16 or BF16);
+//  - 1-D tensors (norms, biases) are F32, as llama.cpp's converter writes them and llama-quantize keeps them.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/config/layer_plan.h"
+#include "core/config/quant_spec.h"
+#include "core/export/gguf_blocks.h"
+#include "core/export/model_exporter.h"
+
+namespace quark::exporter {
+
+struct GgufExportOptions {
+  /// The type of the float weights (see above); unset = like the source.
+  std::optional<gguf::GgmlType> type;
+  /// general.name; empty = the model folder's name.
+  std::string name;
+};
+
+/// Plans the GGUF export of `model_dir` (config.json, safetensors, tokenizer.model) quantized by `config` / `plan`
+/// into the file `output_file`. Errors before any byte is written: INVALID_ARGUMENT for an architecture GGUF does not
+/// take here (OPT, llama3 rope scaling), a missing or unreadable tokenizer.model (naming it), a scheme GGUF cannot
+/// hold (naming the module), a quantized embedding or lm_head; ALREADY_EXISTS when `output_file` exists.
+absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::string& model_dir,
+                                                                 const std::string& output_file, const Config& config,
+                                                                 const LayerPlan& plan, GgufExportOptions options = {});
+
+/// The GGUF type an engine weight scheme maps to (Q4_1 / Q4_0 / Q8_0), or INVALID_ARGUMENT naming `module` and why
+/// GGUF cannot hold it.
+absl::StatusOr<gguf::GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& weight);
+
+}  // namespace quark::exporter
