@@ -1,0 +1,382 @@
+// ONNX export -> the real consumer: each test quantizes a real model the way the pipeline does (LayerQuantizer
+// calibrating on held-in text, the exporter fed as each layer finishes), computes the engine's fake-quantized
+// perplexity on held-out windows, and has ONNX Runtime (tests/node/onnx_perplexity.js, npm onnxruntime-node) compute
+// the same protocol on the exported model.onnx: the two must agree within 1e-3. Files the opset lets onnx 1.12 read
+// also pass Debian's python3-onnx checker with full_check. Each run leaves a manifest in the build tree for the
+// node_onnx_perplexity ctest.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "core/checkpoint/model_modules.h"
+#include "core/config/layer_plan.h"
+#include "core/config/presets.h"
+#include "core/export/onnx_exporter.h"
+#include "core/quantize/calibration_input.h"
+#include "core/quantize/layer_quantizer.h"
+#include "core/runtime/layer_streamer.h"
+#include "core/runtime/perplexity.h"
+#include "core/runtime/tokenizer.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kSeqLen = 256;
+constexpr int64_t kWindows = 6;
+
+struct ExportResult {
+  std::string dir;         // the published folder
+  std::string model;       // dir/model.onnx
+  double engine_ppl = 0;   // fake-quantized, same windows
+  std::string ids_file;
+  std::vector<std::string> files;
+};
+
+struct ConsumerResult {
+  int exit_code = -1;
+  double ppl = 0;
+  nlohmann::json json;
+  std::string output;
+};
+
+// The first bytes of the held-out split, [BOS] + tokens, written for the Node script (one line of ids).
+std::vector<int64_t> HeldOutIds(const std::string& model_dir, const checkpoint::ModelConfig& config,
+                                std::string* ids_file) {
+  std::ifstream in(testing::FixturePath("eval/tinystories_heldout_split.txt"), std::ios::binary);
+  std::string text(kSeqLen * kWindows * 6, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  auto tokenizer = runtime::Tokenizer::Open(model_dir, config.bos_token_id, config.eos_token_id);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto ids = (*tokenizer)->EncodeWithBos(text);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_GE(ids->size(), static_cast<size_t>(kSeqLen * kWindows));
+  *ids_file = testing::TempPath("quark_onnx_ids") + ".txt";
+  std::ofstream out(*ids_file);
+  for (int64_t id : *ids) out << id << " ";
+  return *ids;
+}
+
+exporter::LinearExportData ExportDataOf(const quantize::QuantLinear& q) {
+  exporter::LinearExportData data;
+  data.module = q.name();
+  data.config = q.config();
+  data.weight = q.weight();
+  data.bias = q.bias();
+  if (q.input_quantizer() && q.input_quantizer()->params()) data.input_params = *q.input_quantizer()->params();
+  if (q.output_quantizer() && q.output_quantizer()->params()) data.output_params = *q.output_quantizer()->params();
+  return data;
+}
+
+// Quantizes `model_dir` by `config` layer by layer as the pipeline does, exporting to ONNX as each layer finishes,
+// then evaluates the fake-quantized model with the calibrated parameters.
+absl::StatusOr<ExportResult> ExportAndEvaluate(const std::string& model_dir, const Config& config,
+                                               exporter::OnnxExportOptions options = {}) {
+  auto modules = ListModelModules(model_dir);
+  if (!modules.ok()) return modules.status();
+  const LayerPlan plan = BuildLayerPlan(config, *modules);
+  quantize::LayerQuantizer quantizer(config, plan);
+  ExportResult result;
+  result.dir = testing::TempPath("quark_onnx");
+  auto exporter = exporter::CreateOnnxExporter(model_dir, result.dir, config, plan, options);
+  if (!exporter.ok()) return exporter.status();
+  auto streamer = runtime::LayerStreamer::Open(model_dir);
+  if (!streamer.ok()) return streamer.status();
+  runtime::LayerStreamer& s = **streamer;
+  auto tokenizer = runtime::Tokenizer::Open(model_dir, s.config().bos_token_id, s.config().eos_token_id);
+  if (!tokenizer.ok()) return tokenizer.status();
+  auto samples = quantize::LoadCalibrationSamples(testing::FixturePath("eval/tinystories_train_split.txt"), s.config(),
+                                                  tokenizer->get(), 8, 128, 42);
+  if (!samples.ok()) return samples.status();
+
+  quantize::CalibratedParams params;
+  std::vector<std::shared_ptr<quantize::QuantLinear>> current;
+  runtime::LayerHooks hooks;
+  hooks.before = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+    auto linears = quantizer.Calibrate(layer, inputs, s.model());
+    if (!linears.ok()) return linears.status();
+    current = *std::move(linears);
+    for (auto& [name, p] : quantize::SnapshotParams(current)) params[name] = std::move(p);
+    return absl::OkStatus();
+  };
+  hooks.after = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
+                    const std::vector<at::Tensor>&) {
+    for (const auto& q : current) {
+      exporter::LinearExportData data = ExportDataOf(*q);
+      if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
+        auto codes = q->ExportWeight();
+        if (!codes.ok()) return codes.status();
+        data.weight_codes = *std::move(codes);
+      }
+      if (auto st = (*exporter)->WriteLinear(data); !st.ok()) return st;
+    }
+    current.clear();
+    return (*exporter)->WriteUnquantized(layer.prefix(), s.model().weights());
+  };
+  if (auto out = s.Run(*samples, hooks); !out.ok()) return out.status();
+  auto files = (*exporter)->Finish(s.model().weights());
+  if (!files.ok()) return files.status();
+  result.files = *files;
+  result.model = result.dir + "/" + options.file_name;
+
+  const std::vector<int64_t> ids = HeldOutIds(model_dir, s.config(), &result.ids_file);
+  runtime::PerplexityOptions eval;
+  eval.seq_len = kSeqLen;
+  eval.max_windows = kWindows;
+  eval.hooks.before = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&) {
+    auto linears = quantizer.Apply(layer, params);
+    return linears.ok() ? absl::OkStatus() : linears.status();
+  };
+  auto ppl = runtime::EvaluatePerplexity(s, ids, eval);
+  if (!ppl.ok()) return ppl.status();
+  result.engine_ppl = ppl->ppl;
+  return result;
+}
+
+std::string RunCommand(const std::string& command, int* exit_code) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    *exit_code = -1;
+    return output;
+  }
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+std::string SourceDir() {
+  const char* dir = std::getenv("QUARK_SOURCE_DIR");
+  return dir ? dir : "/work/main";
+}
+
+// ONNX Runtime's perplexity of `r` (and its KV-cache check), via the Node script.
+ConsumerResult RunOnnxRuntime(const ExportResult& r) {
+  ConsumerResult c;
+  std::ostringstream cmd;
+  cmd << "node " << SourceDir() << "/tests/node/onnx_perplexity.js --model " << r.model << " --ids " << r.ids_file
+      << " --seq-len " << kSeqLen << " --max-windows " << kWindows << " --check-kv";
+  c.output = RunCommand(cmd.str(), &c.exit_code);
+  std::istringstream lines(c.output);
+  for (std::string line; std::getline(lines, line);) {
+    auto json = nlohmann::json::parse(line, nullptr, false);
+    if (!json.is_discarded() && json.is_object() && json.contains("ppl")) c.json = json;
+  }
+  if (c.json.is_object()) c.ppl = c.json["ppl"].get<double>();
+  return c;
+}
+
+// Debian's python3-onnx (onnx 1.12) checker with full_check (shape inference, types); it reads opset <= 17 only.
+int PythonOnnxCheck(const std::string& model, std::string* output) {
+  int code = 0;
+  *output = RunCommand("/usr/bin/python3 -c 'import sys, onnx; onnx.checker.check_model(sys.argv[1], full_check=True)' " +
+                           model, &code);
+  return code;
+}
+
+onnx::ModelProto ReadModel(const std::string& path) {
+  onnx::ModelProto model;
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(model.ParseFromIstream(&in)) << path;
+  return model;
+}
+
+const onnx::TensorProto* FindInitializer(const onnx::ModelProto& model, const std::string& name) {
+  for (const auto& t : model.graph().initializer()) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+int CountOps(const onnx::ModelProto& model, const std::string& op) {
+  int n = 0;
+  for (const auto& node : model.graph().node()) n += node.op_type() == op;
+  return n;
+}
+
+// Records the export for the node_onnx_perplexity ctest (the build tree's tests/onnx_exports/<name>.json), keeping
+// the files there.
+void Record(const std::string& name, const ExportResult& r) {
+  const char* binary = std::getenv("QUARK_BINARY_DIR");
+  if (binary == nullptr) return;
+  const fs::path dir = fs::path(binary) / "tests/onnx_exports";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::remove_all(dir / name, ec);
+  fs::rename(r.dir, dir / name, ec);
+  if (ec) return;
+  fs::copy_file(r.ids_file, dir / (name + ".ids"), fs::copy_options::overwrite_existing, ec);
+  const nlohmann::json entry = nlohmann::json::array({{{"model", (dir / name / "model.onnx").string()},
+                                                       {"ids", (dir / (name + ".ids")).string()},
+                                                       {"seq_len", kSeqLen},
+                                                       {"max_windows", kWindows},
+                                                       {"expect", r.engine_ppl}}});
+  std::ofstream(dir / (name + ".json")) << entry.dump(1) << "\n";
+}
+
+uint64_t FolderBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("model.onnx", 0) == 0) total += e.file_size(ec);
+  }
+  return total;
+}
+
+Config PresetOrDie(const std::string& name) {
+  auto c = PresetConfig(name);
+  EXPECT_TRUE(c.ok()) << name;
+  return c.ok() ? *c : Config{};
+}
+
+Config FloatConfig() {
+  Config c;
+  c.exclude = {"lm_head"};
+  return c;
+}
+
+// Exports, checks the file, runs ONNX Runtime and compares; returns the parsed model for scheme-specific checks.
+onnx::ModelProto ExportAndCompare(const std::string& name, const std::string& fixture, const Config& config,
+                                  int expected_opset) {
+  auto r = ExportAndEvaluate(testing::FixturePath(fixture), config);
+  EXPECT_TRUE(r.ok()) << name << ": " << r.status();
+  if (!r.ok()) return {};
+  EXPECT_THAT(r->files, ::testing::IsSupersetOf({"model.onnx", "model.onnx.data", "config.json", "tokenizer.model"}));
+  EXPECT_FALSE(fs::exists(r->dir + ".partial"));
+  onnx::ModelProto model = ReadModel(r->model);
+  EXPECT_EQ(model.opset_import(0).version(), expected_opset) << name;
+  if (expected_opset <= 17) {
+    std::string out;
+    EXPECT_EQ(PythonOnnxCheck(r->model, &out), 0) << name << ": python3-onnx checker: " << out;
+  }
+  const ConsumerResult ort = RunOnnxRuntime(*r);
+  if (ort.exit_code == 77) {
+    ADD_FAILURE() << "onnxruntime-node is missing (scripts/install-test-peers.sh): " << ort.output;
+    return model;
+  }
+  EXPECT_EQ(ort.exit_code, 0) << name << ": " << ort.output;
+  EXPECT_NEAR(ort.ppl, r->engine_ppl, 1e-3) << name << ": " << ort.output;
+  EXPECT_LE(ort.json.value("kv_max_diff", 1.0), 1e-3) << name << ": KV-cache path: " << ort.output;
+  std::cout << "[onnx] " << name << " (" << fixture << ", opset " << expected_opset << "): engine ppl "
+            << std::setprecision(7) << r->engine_ppl << ", ONNX Runtime ppl " << ort.ppl << ", |diff| "
+            << std::abs(ort.ppl - r->engine_ppl) << ", model.onnx + data " << FolderBytes(r->dir) << " bytes\n";
+  Record(name, *r);
+  return model;
+}
+
+bool OrtMissing() { return !fs::exists(SourceDir() + "/tests/peers/node_modules/onnxruntime-node"); }
+
+class OnnxExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (OrtMissing()) GTEST_SKIP() << "onnxruntime-node not installed (scripts/install-test-peers.sh)";
+  }
+};
+
+TEST_F(OnnxExportTest, FloatStories260KMatchesTheEngine) {
+  // GQA (8 heads, 4 KV heads), tied embeddings, a 172-wide MLP.
+  const onnx::ModelProto model = ExportAndCompare("float_stories260K", "stories260K", FloatConfig(), 17);
+  EXPECT_EQ(CountOps(model, "QuantizeLinear") + CountOps(model, "DequantizeLinear"), 0);
+  EXPECT_EQ(FindInitializer(model, "lm_head.weight"), nullptr);  // tied: the embedding serves both
+}
+
+TEST_F(OnnxExportTest, FloatTinyLlamaMatchesTheEngine) {
+  const onnx::ModelProto model = ExportAndCompare("float_tinyllama-a", "tinyllama-a", FloatConfig(), 17);
+  const onnx::TensorProto* head = FindInitializer(model, "lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->data_location(), onnx::TensorProto::EXTERNAL);  // big weights stream to model.onnx.data
+}
+
+TEST_F(OnnxExportTest, Int8PerTensorStaticQdq) {
+  const onnx::ModelProto model = ExportAndCompare("int8_tinyllama-a", "tinyllama-a", PresetOrDie("int8"), 17);
+  const onnx::TensorProto* w = FindInitializer(model, "model.layers.0.self_attn.q_proj.weight_quantized");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data_type(), onnx::TensorProto::INT8);
+  EXPECT_EQ(w->dims_size(), 2);
+  EXPECT_EQ(CountOps(model, "QuantizeLinear"), 4 * 7);  // one static input QDQ per linear
+  const onnx::TensorProto* s = FindInitializer(model, "model.layers.0.mlp.down_proj.input_scale");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->dims_size(), 0);  // per tensor
+}
+
+TEST_F(OnnxExportTest, Int8PerChannelWeightPerTokenDynamicActivation) {
+  const onnx::ModelProto model = ExportAndCompare("int8_pc_pt_dynamic_tinyllama-a", "tinyllama-a",
+                                                  PresetOrDie("w_int8_per_channel_a_int8_per_token_dynamic"), 17);
+  const onnx::TensorProto* s = FindInitializer(model, "model.layers.1.mlp.up_proj.weight_scale");
+  ASSERT_NE(s, nullptr);
+  EXPECT_THAT(std::vector<int64_t>(s->dims().begin(), s->dims().end()), ::testing::ElementsAre(768));
+  EXPECT_EQ(CountOps(model, "QuantizeLinear"), 0);   // dynamic: the scale is computed in the graph
+  EXPECT_EQ(CountOps(model, "ReduceMax"), 4 * 7);   // one per-token amax per linear
+  EXPECT_EQ(FindInitializer(model, "model.layers.0.mlp.up_proj.input_scale"), nullptr);
+}
+
+TEST_F(OnnxExportTest, Uint4Group128WeightOnlyUsesOpset21BlockSize) {
+  const onnx::ModelProto model = ExportAndCompare("uint4_g128_tinyllama-a", "tinyllama-a", PresetOrDie("uint4_wo_128"), 21);
+  const onnx::TensorProto* w = FindInitializer(model, "model.layers.0.mlp.down_proj.weight_quantized");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data_type(), 21);  // UINT4
+  EXPECT_THAT(std::vector<int64_t>(w->dims().begin(), w->dims().end()), ::testing::ElementsAre(768, 256));  // [in, out]
+  const onnx::TensorProto* s = FindInitializer(model, "model.layers.0.mlp.down_proj.weight_scale");
+  ASSERT_NE(s, nullptr);
+  EXPECT_THAT(std::vector<int64_t>(s->dims().begin(), s->dims().end()), ::testing::ElementsAre(6, 256));
+  bool block_size = false;
+  for (const auto& node : model.graph().node()) {
+    for (const auto& a : node.attribute()) block_size |= a.name() == "block_size" && a.i() == 128;
+  }
+  EXPECT_TRUE(block_size);
+}
+
+TEST_F(OnnxExportTest, Fp8StaticUsesFloat8E4M3FN) {
+  const onnx::ModelProto model = ExportAndCompare("fp8_tinyllama-a", "tinyllama-a", PresetOrDie("fp8"), 19);
+  const onnx::TensorProto* w = FindInitializer(model, "model.layers.2.self_attn.o_proj.weight_quantized");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->data_type(), 17);  // FLOAT8E4M3FN
+  EXPECT_EQ(CountOps(model, "QuantizeLinear"), 4 * 7);
+}
+
+TEST(OnnxExportRefusals, MxIsRefusedNamingTheModule) {
+  const std::string model = testing::FixturePath("tinyllama-a");
+  auto modules = ListModelModules(model);
+  ASSERT_TRUE(modules.ok());
+  const Config config = PresetOrDie("mxfp4");
+  const std::string out = testing::TempPath("quark_onnx_mx");
+  auto e = exporter::CreateOnnxExporter(model, out, config, BuildLayerPlan(config, *modules));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(e.status().message()), ::testing::HasSubstr("model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_THAT(std::string(e.status().message()), ::testing::HasSubstr("MX"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(OnnxExportRefusals, QuantizedLmHeadAndNonEmptyOutputAreRefused) {
+  const std::string model = testing::FixturePath("tinyllama-a");  // untied: lm_head is a Linear of its own
+  auto modules = ListModelModules(model);
+  ASSERT_TRUE(modules.ok());
+  Config config = PresetOrDie("int8");
+  config.exclude.clear();
+  auto e = exporter::CreateOnnxExporter(model, testing::TempPath("quark_onnx"), config, BuildLayerPlan(config, *modules));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  const std::string busy = testing::TempPath("quark_onnx_busy");
+  fs::create_directories(busy);
+  std::ofstream(busy + "/x") << "x";
+  auto again = exporter::CreateOnnxExporter(model, busy, FloatConfig(), BuildLayerPlan(FloatConfig(), *modules));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace quark
