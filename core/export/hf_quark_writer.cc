@@ -130,7 +130,7 @@ absl::Status HfQuarkExporter::WriteLinear(const LinearExportData& data) {
   return absl::OkStatus();
 }
 
-absl::Status HfQuarkExporter::CopyUnchanged(const std::string& prefix) {
+absl::Status HfQuarkExporter::WriteUnquantized(const std::string& prefix, const runtime::WeightSource& weights) {
   for (auto it = pending_copies_.begin(); it != pending_copies_.end();) {
     if (it->rfind(prefix, 0) != 0) {
       ++it;
@@ -138,7 +138,16 @@ absl::Status HfQuarkExporter::CopyUnchanged(const std::string& prefix) {
     }
     auto ref = reader_->Get(*it);
     if (!ref.ok()) return ref.status();
-    if (auto s = writer_->Write(*it, ref->bytes()); !s.ok()) return s;
+    auto float_dtype = AtenFloatOf(ref->info->dtype);
+    if (!float_dtype.ok()) {
+      // Not a float tensor (an integer buffer): no algorithm changes those, the bytes travel as they are.
+      if (auto s = writer_->Write(*it, ref->bytes()); !s.ok()) return s;
+    } else {
+      auto tensor = weights.Get(*it, *float_dtype);
+      if (!tensor.ok()) return tensor.status();
+      const at::Tensor t = tensor->contiguous();
+      if (auto s = writer_->Write(*it, {static_cast<const char*>(t.data_ptr()), t.nbytes()}); !s.ok()) return s;
+    }
     ref->Release();  // its pages leave the resident set: memory stays at one layer
     it = pending_copies_.erase(it);
   }
@@ -171,8 +180,8 @@ absl::Status HfQuarkExporter::WriteConfigAndFiles() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> HfQuarkExporter::Finish() {
-  if (auto s = CopyUnchanged(""); !s.ok()) return s;
+absl::StatusOr<std::vector<std::string>> HfQuarkExporter::Finish(const runtime::WeightSource& weights) {
+  if (auto s = WriteUnquantized("", weights); !s.ok()) return s;
   if (auto s = writer_->Finish(); !s.ok()) return s;
   writer_.reset();
   if (auto s = WriteConfigAndFiles(); !s.ok()) return s;

@@ -18,6 +18,7 @@
 #include "core/checkpoint/model_config.h"
 #include "core/config/layer_plan.h"
 #include "core/export/hf_quark_layout.h"
+#include "core/export/model_exporter.h"
 
 namespace quark::exporter {
 
@@ -28,7 +29,7 @@ struct HfQuarkExportOptions {
   at::ScalarType compute_dtype = at::kFloat;
 };
 
-class HfQuarkExporter {
+class HfQuarkExporter : public ModelExporter {
  public:
   /// Plans the export of `model_dir` quantized by `config` / `plan`. Errors before any byte is written:
   /// INVALID_ARGUMENT naming the module for a scheme that cannot be packed for its shape, UNIMPLEMENTED for a
@@ -36,16 +37,18 @@ class HfQuarkExporter {
   static absl::StatusOr<std::unique_ptr<HfQuarkExporter>> Create(const std::string& model_dir,
                                                                 const std::string& output_dir, const Config& config,
                                                                 const LayerPlan& plan, HfQuarkExportOptions options = {});
-  ~HfQuarkExporter();
+  ~HfQuarkExporter() override;
 
+  std::string_view format() const override { return "hf_quark"; }
   /// Writes one quantized linear's tensors (the module must be one the plan quantizes).
-  absl::Status WriteLinear(const LinearExportData& data);
-  /// Copies the source tensors whose names start with `prefix` and that are not quantized linears (norms, excluded
-  /// linears, embeddings), bytes unchanged; "" copies every one not yet written.
-  absl::Status CopyUnchanged(const std::string& prefix);
-  /// Copies what is left, finishes the shards, writes config.json (with quantization_config) and the other files
+  absl::Status WriteLinear(const LinearExportData& data) override;
+  /// Writes the source tensors whose names start with `prefix` and that are not quantized linears (norms, excluded
+  /// linears, embeddings) with `weights`' values in the checkpoint's dtype (bytes unchanged when the algorithms left
+  /// them alone); "" writes every one not yet written.
+  absl::Status WriteUnquantized(const std::string& prefix, const runtime::WeightSource& weights) override;
+  /// Writes what is left, finishes the shards, writes config.json (with quantization_config) and the other files
   /// of the model folder, checks the consumer rules and publishes. Returns the file names written.
-  absl::StatusOr<std::vector<std::string>> Finish();
+  absl::StatusOr<std::vector<std::string>> Finish(const runtime::WeightSource& weights) override;
 
   /// The quantization_config written into config.json (exclude expanded to exact names).
   const nlohmann::ordered_json& quantization_config() const { return quantization_config_; }

@@ -14,6 +14,7 @@
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/reload.h"
+#include "core/quantize/scaling_pass.h"
 #include "core/quantize/weight_spill.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
@@ -25,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 using quantize::CalibratedParams;
 using quantize::GptqPass;
 using quantize::ResolveGptqDefaults;
+using quantize::ScalingPass;
 using quantize::WeightSpill;
 using quantize::LayerQuantizer;
 using quantize::QuantLinear;
@@ -77,8 +79,11 @@ class QuantizeRun {
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
   Config config_;  // options_.config with the algorithms' defaults resolved for this model (what the export records)
+  std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
-  std::unique_ptr<WeightSpill> spill_;  // GPTQ'd weights for the fake-quantized evaluation
+  std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
+  // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
+  std::shared_ptr<runtime::TensorMapWeightSource> edited_;
   std::unique_ptr<LayerQuantizer> quantizer_;
   std::unique_ptr<exporter::HfQuarkExporter> exporter_;
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
@@ -136,13 +141,29 @@ absl::Status QuantizeRun::Prepare() {
 
 absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
   config_ = options_.config;
+  std::vector<std::pair<size_t, AlgoConfig>> scaling;
   for (size_t i = 0; i < config_.algo_config.size(); ++i) {
     const std::string path = StrCat("algo_config[", i, "]");
-    auto* gptq = std::get_if<GptqAlgo>(&config_.algo_config[i]);
+    AlgoConfig& algo = config_.algo_config[i];
+    if (quantize::IsScalingAlgo(algo)) {
+      if (gptq_) {
+        return absl::InvalidArgumentError(StrCat(path, ": ", AlgoName(algo),
+                                                 " must come before gptq (it rescales the float weights GPTQ rounds)"));
+      }
+      algo = quantize::ResolveScalingDefaults(algo, model_);
+      scaling.emplace_back(i, algo);
+      continue;
+    }
+    auto* gptq = std::get_if<GptqAlgo>(&algo);
     *gptq = ResolveGptqDefaults(*gptq, model_);
     auto pass = GptqPass::Create(*gptq, plan, model_, path);
     if (!pass.ok()) return pass.status();
     gptq_ = *std::move(pass);
+  }
+  if (!scaling.empty()) {
+    auto pass = ScalingPass::Create(scaling, plan, model_);
+    if (!pass.ok()) return pass.status();
+    scaling_ = *std::move(pass);
   }
   return absl::OkStatus();
 }
@@ -150,7 +171,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_) return true;
+  if (gptq_ || scaling_) return true;
   const auto is_static = [](const std::optional<QuantSpec>& s) { return s && !s->is_dynamic && !IsCastType(s->dtype); };
   for (const LayerAssignment& a : quantizer_->plan().layers) {
     if (a.source == ConfigSource::kExcluded) continue;
@@ -167,7 +188,7 @@ absl::Status QuantizeRun::LoadInputs() {
     // Random token ids calibrate nothing real: the evaluation text is the next best thing, else ask for data.
     if (options_.eval_text_file.empty()) {
       return absl::InvalidArgumentError(StrCat(
-          "calibration_file: ", gptq_ ? "GPTQ" : "static activation / KV-cache scales",
+          "calibration_file: ", gptq_ || scaling_ ? "the algorithms" : "static activation / KV-cache scales",
           " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
     }
     calib = options_.eval_text_file;
@@ -222,6 +243,21 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
                                           static_cast<double>(model_.num_hidden_layers - index);
   Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("calibrating and quantizing ", layer.prefix()));
   CalibratedParams known;
+  std::map<std::string, at::Tensor> scaled_tensors;
+  edited_.reset();
+  if (scaling_) {
+    quantize::ScalingCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    callbacks.on_step = [&](const std::string& step) {
+      Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat(step, " ", layer.prefix()));
+    };
+    auto scaled = scaling_->Run(layer, inputs, streamer_->model(), callbacks);
+    if (!scaled.ok()) return scaled.status();
+    edited_ = std::make_shared<runtime::TensorMapWeightSource>();
+    for (auto& [name, tensor] : scaled->tensors) edited_->Set(name, tensor);
+    scaled_tensors = std::move(scaled->tensors);
+    for (auto& line : scaled->summary) report_.algorithm_log.push_back(std::move(line));
+  }
   if (gptq_) {
     algorithms::GptqLayerCallbacks callbacks;
     callbacks.cancelled = options_.cancelled;
@@ -237,15 +273,18 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   if (!linears.ok()) return linears.status();
   current_ = *std::move(linears);
   for (auto& [name, p] : quantize::SnapshotParams(current_)) params_[name] = std::move(p);
-  if (known.empty()) return absl::OkStatus();
-  std::vector<std::pair<std::string, at::Tensor>> spilled;
+  if (known.empty() && !edited_) return absl::OkStatus();
+  // The float tensors the scaling algorithms left (the evaluation quantizes them again with the same parameters), and
+  // GPTQ's weights, which are on their grid already.
+  std::map<std::string, at::Tensor> spilled = scaled_tensors;
   for (const auto& q : current_) {
     auto it = known.find(q->name());
     if (it == known.end()) continue;
     params_[q->name()].weight = it->second.weight;
-    if (spill_) spilled.emplace_back(q->name() + ".weight", q->weight());
+    spilled[q->name() + ".weight"] = q->weight();
   }
-  return spill_ ? spill_->WriteLayer(index, spilled) : absl::OkStatus();
+  if (!spill_) return absl::OkStatus();
+  return spill_->WriteLayer(index, {spilled.begin(), spilled.end()});
 }
 
 absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
@@ -260,7 +299,8 @@ absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& 
       if (auto s = exporter_->WriteLinear(data); !s.ok()) return s;
       q->ReleaseFloatWeight();
     }
-    if (auto s = exporter_->CopyUnchanged(layer.prefix()); !s.ok()) return s;
+    quantize::OverlayWeightSource weights(streamer_->model().shared_weights(), edited_ ? std::vector<std::shared_ptr<const runtime::WeightSource>>{edited_} : std::vector<std::shared_ptr<const runtime::WeightSource>>{});
+    if (auto s = exporter_->WriteUnquantized(layer.prefix(), weights); !s.ok()) return s;
   }
   current_.clear();
   return absl::OkStatus();
@@ -283,7 +323,7 @@ absl::Status QuantizeRun::QuantizeLayers() {
   report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
   if (exporter_) {
     Progress("finish", static_cast<int>(model_.num_hidden_layers), 0.7, 0, "writing config.json and checking the export");
-    auto files = exporter_->Finish();
+    auto files = exporter_->Finish(*streamer_->model().shared_weights());
     if (!files.ok()) return files.status();
     report_.files = *std::move(files);
     report_.quantization_config = exporter_->quantization_config();
@@ -329,7 +369,7 @@ absl::Status QuantizeRun::EvaluateAfter() {
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
-  if (gptq_ && !eval_ids_.empty()) {
+  if ((gptq_ || scaling_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();
     spill_ = *std::move(spill);

@@ -59,6 +59,8 @@ struct QuantizeModelReport {
   std::map<std::string, double> metrics;
   nlohmann::ordered_json quantization_config;  // as written into the export's config.json
   std::vector<std::string> files;              // file names in output_dir
+  /// One line per scaling pair per layer from SmoothQuant / AutoSmoothQuant / AWQ (prev_op, layers, ratio, scales).
+  std::vector<std::string> algorithm_log;
 };
 
 /// Errors: INVALID_ARGUMENT naming the field for a Config that does not fit the model (e.g. a group size that does

@@ -64,7 +64,7 @@ absl::Status WeightSpill::WriteLayer(int64_t index, const std::vector<std::pair<
 
 absl::StatusOr<std::shared_ptr<const runtime::WeightSource>> WeightSpill::Overlay(
     std::shared_ptr<const runtime::WeightSource> base) const {
-  std::vector<std::shared_ptr<const runtime::CheckpointWeightSource>> overlay;
+  std::vector<std::shared_ptr<const runtime::WeightSource>> overlay;
   for (const std::string& file : layers_) {
     QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::OpenFile(file));
     overlay.push_back(std::make_shared<runtime::CheckpointWeightSource>(

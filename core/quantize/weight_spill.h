@@ -20,7 +20,7 @@ namespace quark::quantize {
 class OverlayWeightSource : public runtime::WeightSource {
  public:
   OverlayWeightSource(std::shared_ptr<const runtime::WeightSource> base,
-                      std::vector<std::shared_ptr<const runtime::CheckpointWeightSource>> overlay)
+                      std::vector<std::shared_ptr<const runtime::WeightSource>> overlay)
       : base_(std::move(base)), overlay_(std::move(overlay)) {}
   absl::StatusOr<at::Tensor> Get(const std::string& name, at::ScalarType dtype) const override;
   absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override;
@@ -31,7 +31,7 @@ class OverlayWeightSource : public runtime::WeightSource {
  private:
   const runtime::WeightSource* Find(const std::string& name) const;
   std::shared_ptr<const runtime::WeightSource> base_;
-  std::vector<std::shared_ptr<const runtime::CheckpointWeightSource>> overlay_;
+  std::vector<std::shared_ptr<const runtime::WeightSource>> overlay_;
 };
 
 /// Owns a scratch folder (removed with it) holding one safetensors file per written layer. Not thread-safe.

@@ -40,6 +40,9 @@ class RmsNorm : public torch::nn::Module {
   RmsNorm(at::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight() const { return weight_; }
+  /// Replaces the weight (same shape), e.g. after smoothing or folding into the next linears. The old one may be a
+  /// read-only mmap view: algorithms replace it instead of editing it in place.
+  void set_weight(at::Tensor weight) { weight_ = std::move(weight); }
 
  private:
   at::Tensor weight_;
@@ -51,6 +54,11 @@ class LayerNorm : public torch::nn::Module {
  public:
   LayerNorm(at::Tensor weight, at::Tensor bias, double eps) : weight_(std::move(weight)), bias_(std::move(bias)), eps_(eps) {}
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight() const { return weight_; }
+  at::Tensor bias() const { return bias_; }
+  /// Replace rather than edit in place (see RmsNorm::set_weight).
+  void set_weight(at::Tensor weight) { weight_ = std::move(weight); }
+  void set_bias(at::Tensor bias) { bias_ = std::move(bias); }
 
  private:
   at::Tensor weight_;

@@ -119,10 +119,18 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   // An algorithm the engine does not run fails at submit, before a worker is involved; one it runs is accepted.
   pb::SubmitJobRequest awq = ValidRequest();
   awq.mutable_spec()->add_algo_config()->mutable_gptq();
-  awq.mutable_spec()->add_algo_config()->mutable_awq();
+  awq.mutable_spec()->add_algo_config()->mutable_rotation();
   status = Submit(awq, &job);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: awq"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: rotation"), std::string::npos)
+      << status.error_message();
+  // A scaling algorithm after GPTQ is refused by name (it would rescale weights GPTQ already rounded).
+  pb::SubmitJobRequest late = ValidRequest();
+  late.mutable_spec()->add_algo_config()->mutable_gptq();
+  late.mutable_spec()->add_algo_config()->mutable_awq();
+  status = Submit(late, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("algo_config[1]"), std::string::npos) << status.error_message();
 
   pb::SubmitJobRequest outside = ValidRequest();
   outside.mutable_spec()->set_model_uri("file:///etc/passwd");

@@ -1,0 +1,232 @@
+#include "core/algorithms/layer_scaling.h"
+
+#include <memory>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/runtime/attention.h"
+#include "core/runtime/linear.h"
+#include "core/runtime/llama_layer.h"
+#include "core/runtime/opt_layer.h"
+
+namespace quark::algorithms {
+namespace {
+
+torch::nn::Module* FindModule(const runtime::DecoderLayer& layer, const std::string& name) {
+  for (const auto& item : layer.named_modules("", /*include_self=*/false)) {
+    if (item.key() == name) return item.value().get();
+  }
+  return nullptr;
+}
+
+// A norm's output channels: RMSNorm or LayerNorm (weight, and LayerNorm's bias).
+struct NormRef {
+  runtime::RmsNorm* rms = nullptr;
+  runtime::LayerNorm* layer_norm = nullptr;
+  bool found() const { return rms != nullptr || layer_norm != nullptr; }
+  at::Tensor weight() const { return rms ? rms->weight() : layer_norm->weight(); }
+};
+
+NormRef FindNorm(const runtime::DecoderLayer& layer, const std::string& name) {
+  NormRef ref;
+  torch::nn::Module* m = FindModule(layer, name);
+  if (m == nullptr) return ref;
+  ref.rms = dynamic_cast<runtime::RmsNorm*>(m);
+  ref.layer_norm = dynamic_cast<runtime::LayerNorm*>(m);
+  return ref;
+}
+
+// Records the input of a linear (and its per-channel max |x|) before running it.
+class RecordingLinear : public runtime::LinearLike {
+ public:
+  RecordingLinear(std::shared_ptr<runtime::LinearLike> inner, bool keep, std::vector<at::Tensor>* inputs,
+                  at::Tensor* abs_max)
+      : inner_(std::move(inner)), keep_(keep), inputs_(inputs), abs_max_(abs_max) {}
+  at::Tensor forward(const at::Tensor& input) override {
+    const at::Tensor flat = input.reshape({-1, input.size(-1)});
+    // Quark's stat_tensor: the max in the input's dtype, then float32.
+    const at::Tensor incoming = std::get<0>(flat.abs().max(0)).to(at::kFloat);
+    *abs_max_ = abs_max_->defined() ? at::maximum(*abs_max_, incoming) : incoming;
+    if (keep_) inputs_->push_back(flat.clone());
+    return inner_->forward(input);
+  }
+  int64_t in_features() const override { return inner_->in_features(); }
+  int64_t out_features() const override { return inner_->out_features(); }
+  at::Tensor weight() const override { return inner_->weight(); }
+  at::Tensor bias() const override { return inner_->bias(); }
+  std::shared_ptr<runtime::LinearLike> inner() const { return inner_; }
+
+ private:
+  std::shared_ptr<runtime::LinearLike> inner_;
+  bool keep_;
+  std::vector<at::Tensor>* inputs_;
+  at::Tensor* abs_max_;
+};
+
+// Puts the original linears back however the recording ends.
+class RestoreLinears {
+ public:
+  explicit RestoreLinears(runtime::DecoderLayer& layer) : layer_(layer) {}
+  ~RestoreLinears() {
+    for (auto& [name, linear] : originals_) (void)layer_.ReplaceLinear(name, linear);
+  }
+  void Remember(const std::string& name, std::shared_ptr<runtime::LinearLike> linear) {
+    originals_.emplace_back(name, std::move(linear));
+  }
+
+ private:
+  runtime::DecoderLayer& layer_;
+  std::vector<std::pair<std::string, std::shared_ptr<runtime::LinearLike>>> originals_;
+};
+
+// GQA: the scale of o_proj's input channels [heads * head_dim] reduced (max) over the query heads that share each
+// KV head: v_proj's rows take the reduced scale, o_proj's columns the reduced scale repeated per query head.
+std::pair<at::Tensor, at::Tensor> GroupedQueryScales(const at::Tensor& scales, const HeadLayout& heads) {
+  const int64_t repeats = heads.heads / heads.kv_heads;
+  const int64_t head_dim = scales.numel() / heads.heads;
+  const at::Tensor reduced = std::get<0>(scales.view({heads.kv_heads, repeats, head_dim}).max(1, true));
+  return {reduced.reshape(-1), reduced.expand({heads.kv_heads, repeats, head_dim}).reshape(-1)};
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name) {
+  auto linear = layer.FindLinear(relative_name);
+  if (linear == nullptr) return absl::InvalidArgumentError(StrCat(relative_name, ": not a linear of ", layer.prefix()));
+  return linear->weight();
+}
+
+absl::Status SetLinearWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight) {
+  auto linear = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(relative_name));
+  if (linear == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat(layer.prefix(), relative_name, ": not a float linear (an algorithm edits weights before quantization)"));
+  }
+  linear->set_weight(std::move(weight));
+  return absl::OkStatus();
+}
+
+std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& layer) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : layer.named_modules("", /*include_self=*/false)) {
+    if (auto* rms = dynamic_cast<runtime::RmsNorm*>(item.value().get())) out[item.key() + ".weight"] = rms->weight();
+    if (auto* norm = dynamic_cast<runtime::LayerNorm*>(item.value().get())) {
+      if (norm->weight().defined()) out[item.key() + ".weight"] = norm->weight();
+      if (norm->bias().defined()) out[item.key() + ".bias"] = norm->bias();
+    }
+  }
+  for (const auto& linear : layer.NamedLinears()) {
+    out[linear.relative_name + ".weight"] = linear.linear->weight();
+    if (linear.linear->bias().defined()) out[linear.relative_name + ".bias"] = linear.linear->bias();
+  }
+  return out;
+}
+
+absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path) {
+  const NormRef norm = FindNorm(layer, pair.prev_op);
+  const auto prev_linear = layer.FindLinear(pair.prev_op);
+  if (!norm.found() && prev_linear == nullptr) {
+    return absl::InvalidArgumentError(StrCat(path, ".prev_op: \"", pair.prev_op, "\" is neither a norm nor a linear of ",
+                                             layer.prefix()));
+  }
+  if (pair.layers.empty()) return absl::InvalidArgumentError(StrCat(path, ".layers: empty"));
+  const int64_t channels = norm.found() ? norm.weight().numel() : prev_linear->out_features();
+  for (size_t i = 0; i < pair.layers.size(); ++i) {
+    auto linear = layer.FindLinear(pair.layers[i]);
+    if (linear == nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" is not a linear of ", layer.prefix()));
+    }
+    // A linear -> linear pair may cross grouped KV heads (v_proj -> o_proj): o_proj is wider by the group factor.
+    if (linear->in_features() != channels && !(prev_linear && linear->in_features() % channels == 0)) {
+      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" reads ",
+                                               linear->in_features(), " channels but \"", pair.prev_op, "\" gives ",
+                                               channels));
+    }
+  }
+  if (!pair.inp.empty() && layer.FindLinear(pair.inp) == nullptr) {
+    return absl::InvalidArgumentError(StrCat(path, ".inp: \"", pair.inp, "\" is not a linear of ", layer.prefix()));
+  }
+  if (!pair.module2inspect.empty() && pair.module2inspect != "self_attn" && pair.module2inspect != "mlp" &&
+      layer.FindLinear(pair.module2inspect) == nullptr) {
+    return absl::InvalidArgumentError(StrCat(path, ".module2inspect: \"", pair.module2inspect,
+                                             "\" is not self_attn, mlp or a linear of ", layer.prefix()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
+                          const HeadLayout& heads) {
+  at::Tensor column_scales = scales;
+  const NormRef norm = FindNorm(layer, pair.prev_op);
+  if (norm.found()) {
+    const at::Tensor s = scales.to(norm.weight().scalar_type());
+    if (norm.rms) norm.rms->set_weight(norm.rms->weight() / s);
+    if (norm.layer_norm) {
+      norm.layer_norm->set_weight(norm.layer_norm->weight() / s);
+      if (norm.layer_norm->bias().defined()) norm.layer_norm->set_bias(norm.layer_norm->bias() / s);
+    }
+  } else {
+    auto prev = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(pair.prev_op));
+    if (prev == nullptr) return absl::InvalidArgumentError(StrCat(pair.prev_op, ": not a float norm or linear"));
+    at::Tensor row_scales = scales;
+    if (prev->out_features() != scales.numel()) {
+      if (heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
+          prev->out_features() * heads.heads != scales.numel() * heads.kv_heads) {
+        return absl::InvalidArgumentError(StrCat(layer.prefix(), pair.prev_op, " -> ", pair.layers[0], ": ",
+                                                 prev->out_features(), " rows cannot take ", scales.numel(),
+                                                 " scales"));
+      }
+      std::tie(row_scales, column_scales) = GroupedQueryScales(scales, heads);
+    }
+    const at::Tensor s = row_scales.to(prev->weight().scalar_type());
+    prev->set_weight(prev->weight() / s.view({-1, 1}));
+    if (prev->bias().defined()) prev->set_bias(prev->bias() / s);
+  }
+  for (const std::string& name : pair.layers) {
+    QUARK_ASSIGN_OR_RETURN(at::Tensor w, LinearWeight(layer, name));
+    QUARK_RETURN_IF_ERROR(SetLinearWeight(layer, name, w * column_scales.to(w.scalar_type()).view({1, -1})));
+  }
+  return absl::OkStatus();
+}
+
+at::Tensor LinearInputs::Concatenated(const std::string& name) const {
+  auto it = inputs.find(name);
+  if (it == inputs.end() || it->second.empty()) return {};
+  return it->second.size() == 1 ? it->second[0] : at::cat(it->second, 0);
+}
+
+absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                                                const LayerRunner& run, const std::vector<std::string>& names,
+                                                bool keep_inputs, std::vector<at::Tensor>* outputs) {
+  LinearInputs recorded;
+  {
+    RestoreLinears restore(layer);
+    for (const std::string& name : names) {
+      auto linear = layer.FindLinear(name);
+      if (linear == nullptr) return absl::InvalidArgumentError(StrCat(name, ": not a linear of ", layer.prefix()));
+      auto recording = std::make_shared<RecordingLinear>(linear, keep_inputs, &recorded.inputs[name],
+                                                         &recorded.abs_max[name]);
+      QUARK_RETURN_IF_ERROR(layer.ReplaceLinear(name, recording));
+      restore.Remember(name, linear);
+    }
+    if (outputs) outputs->clear();
+    for (const at::Tensor& sample : samples) {
+      at::Tensor out = run(sample);
+      if (outputs) outputs->push_back(std::move(out));
+    }
+  }
+  return recorded;
+}
+
+absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std::string& name, const at::Tensor& x,
+                                        const runtime::LayerContext& context) {
+  if (auto linear = layer.FindLinear(name)) return linear->forward(x);
+  torch::nn::Module* module = FindModule(layer, name);
+  if (auto* attention = dynamic_cast<runtime::LlamaAttention*>(module)) return attention->forward(x, context);
+  if (auto* attention = dynamic_cast<runtime::OptAttention*>(module)) return attention->forward(x, context);
+  if (auto* mlp = dynamic_cast<runtime::LlamaMlp*>(module)) return mlp->forward(x);
+  return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": not a module an algorithm can run"));
+}
+
+}  // namespace quark::algorithms

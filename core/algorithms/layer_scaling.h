@@ -1,0 +1,75 @@
+// The scaling pairs of SmoothQuant, AWQ and AutoSmoothQuant (Quark's `scaling_layers`) on one streamed decoder layer:
+// finding the ops by their HF-relative names, moving a per-channel scale from a norm or a linear into the linears
+// that read its output (the float function of the layer is unchanged), recording the inputs of the linears over the
+// calibration samples, and running the module whose output a search compares.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+#include "core/runtime/decoder_layer.h"
+
+namespace quark::algorithms {
+
+/// Attention geometry: v_proj -> o_proj scales cross grouped KV heads.
+struct HeadLayout {
+  int64_t heads = 1;
+  int64_t kv_heads = 1;
+};
+
+/// Runs the (float) layer on one sample [1, T, hidden] and returns its output.
+using LayerRunner = std::function<at::Tensor(const at::Tensor& sample)>;
+/// The runtime's context (RoPE tables, causal mask) for a sequence length.
+using ContextFor = std::function<const runtime::LayerContext&(int64_t seq_len)>;
+
+/// One resolved scaling pair, with the scale an algorithm chose for it.
+struct ScalingResult {
+  ScalingLayer pair;
+  at::Tensor scales;    // [channels] in the weights' dtype
+  double ratio = -1;    // the searched ratio (AWQ, AutoSmoothQuant); -1 for SmoothQuant
+};
+
+/// Checks that `pair` names ops of `layer`: prev_op a norm or a linear, `layers` linears that read prev_op's output,
+/// `inp` one of them, module2inspect empty, a linear, "self_attn" or "mlp". INVALID_ARGUMENT naming `path`'s field.
+absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path);
+
+/// Divides prev_op's output channels by `scales` (norm weight and bias, or a linear's rows and bias) and multiplies
+/// the input columns of `pair.layers` by them, as Quark's apply_scale; with grouped KV heads a v_proj -> o_proj
+/// scale is reduced (max) over the query heads of each KV head first.
+absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
+                          const HeadLayout& heads);
+
+/// The inputs of the layer's linears over the samples, recorded while the layer runs: per linear one [T, in] tensor
+/// per sample (`keep_inputs`) and the running max |x| per input channel (float32).
+struct LinearInputs {
+  std::map<std::string, std::vector<at::Tensor>> inputs;
+  std::map<std::string, at::Tensor> abs_max;
+  /// The recorded inputs of `name` as one [tokens, in] tensor.
+  at::Tensor Concatenated(const std::string& name) const;
+};
+
+/// Runs `run` on every sample with the linears `names` recorded; `outputs` (if given) receives the layer's outputs.
+absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                                                const LayerRunner& run, const std::vector<std::string>& names,
+                                                bool keep_inputs, std::vector<at::Tensor>* outputs);
+
+/// The output of `name` ("self_attn", "mlp" or a linear's relative name) for its input x [1, T, in].
+absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std::string& name, const at::Tensor& x,
+                                        const runtime::LayerContext& context);
+
+/// The layer's current norm and linear tensors by relative HF name ("input_layernorm.weight",
+/// "mlp.up_proj.weight", "self_attn.q_proj.bias"): what an algorithm that edits the layer hands to the export.
+std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& layer);
+
+/// The float weight of a linear of the layer; INVALID_ARGUMENT naming it when there is none.
+absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name);
+/// Replaces a linear's weight (a FloatLinear's; INVALID_ARGUMENT for a linear that is already quantized).
+absl::Status SetLinearWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight);
+
+}  // namespace quark::algorithms

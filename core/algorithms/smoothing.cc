@@ -1,0 +1,327 @@
+#include "core/algorithms/smoothing.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/numerics/fake_quant.h"
+
+namespace quark::algorithms {
+namespace {
+
+// The linears whose inputs the pairs read (each pair's `inp`, or its first linear), in pair order.
+std::vector<std::string> InputLinears(const std::vector<ScalingLayer>& pairs) {
+  std::vector<std::string> names;
+  for (const auto& pair : pairs) {
+    const std::string& name = pair.inp.empty() ? pair.layers[0] : pair.inp;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+const std::string& InspectedModule(const ScalingLayer& pair) {
+  // Quark: no module2inspect means the pair's only linear.
+  return pair.module2inspect.empty() ? pair.layers[0] : pair.module2inspect;
+}
+
+absl::Status CheckPairs(const runtime::DecoderLayer& layer, const std::vector<ScalingLayer>& pairs) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    QUARK_RETURN_IF_ERROR(CheckScalingPair(layer, pairs[i], StrCat("scaling_layers[", i, "]")));
+  }
+  return absl::OkStatus();
+}
+
+// Q(w) with the weight spec: the observer's parameters of w itself, then fake quantization (what the weight
+// quantizer does to a weight it sees once).
+absl::StatusOr<at::Tensor> PseudoQuantizeWeight(const at::Tensor& w, const QuantSpec& spec) {
+  QUARK_ASSIGN_OR_RETURN(const QuantParams params, ParamsOf(w, spec, TensorRole::kWeight));
+  return FakeQuantize(w, spec, params, TensorRole::kWeight);
+}
+
+// Swaps weights for a trial and puts the originals back however the trial ends.
+class TrialWeights {
+ public:
+  explicit TrialWeights(runtime::DecoderLayer& layer) : layer_(layer) {}
+  ~TrialWeights() {
+    for (auto& [name, w] : originals_) (void)SetLinearWeight(layer_, name, w);
+  }
+  absl::Status Set(const std::string& name, at::Tensor weight) {
+    if (!originals_.count(name)) {
+      QUARK_ASSIGN_OR_RETURN(at::Tensor original, LinearWeight(layer_, name));
+      originals_[name] = original;
+    }
+    return SetLinearWeight(layer_, name, std::move(weight));
+  }
+  const at::Tensor& Original(const std::string& name) const { return originals_.at(name); }
+
+ private:
+  runtime::DecoderLayer& layer_;
+  std::map<std::string, at::Tensor> originals_;
+};
+
+// The inspected module's outputs over the recorded inputs of a pair, one per sample.
+absl::StatusOr<std::vector<at::Tensor>> InspectOutputs(runtime::DecoderLayer& layer, const std::string& module,
+                                                       const std::vector<at::Tensor>& inputs, const ContextFor& context,
+                                                       const std::vector<int64_t>& seq_lens) {
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor x = inputs[i].view({1, seq_lens[i], inputs[i].size(-1)});
+    QUARK_ASSIGN_OR_RETURN(at::Tensor y, RunSubmodule(layer, module, x, context(seq_lens[i])));
+    outputs.push_back(std::move(y));
+  }
+  return outputs;
+}
+
+std::vector<int64_t> SeqLens(const std::vector<at::Tensor>& samples) {
+  std::vector<int64_t> lens;
+  for (const auto& s : samples) lens.push_back(s.size(1));
+  return lens;
+}
+
+// Quark's candidate scales for a ratio: clamp(x^r, 1e-4), normalised by sqrt(max * min).
+at::Tensor CandidateScales(const at::Tensor& x_stat, double ratio) {
+  at::Tensor s = x_stat.pow(ratio).clamp_min(1e-4).view(-1);
+  return s / (s.max() * s.min()).sqrt();
+}
+
+// sum over samples of sum |a - b|^p, and the element count.
+std::pair<double, int64_t> LossSum(const std::vector<at::Tensor>& reference, const std::vector<at::Tensor>& outputs,
+                                   double p) {
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const at::Tensor d = (reference[i] - outputs[i]).to(at::kFloat).abs();
+    sum += (p == 2.0 ? d.pow(2) : p == 1.0 ? d : d.pow(p)).sum().item<double>();
+    count += d.numel();
+  }
+  return {sum, count};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                            const std::vector<ScalingLayer>& pairs,
+                                                            const SmoothQuantOptions& options,
+                                                            std::vector<at::Tensor>* outputs) {
+  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  std::vector<std::string> first_linears;
+  for (const auto& pair : pairs) first_linears.push_back(pair.layers[0]);
+  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
+                         RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs));
+  std::vector<ScalingResult> results;
+  for (const auto& pair : pairs) {
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, pair.layers[0]));
+    const at::ScalarType dtype = first.scalar_type();
+    const at::Tensor act = recorded.abs_max.at(pair.layers[0]).to(dtype);
+    std::vector<at::Tensor> column_max;
+    for (const auto& name : pair.layers) {
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+      column_max.push_back(std::get<0>(w.abs().max(0, true)));
+    }
+    const at::Tensor w_max = std::get<0>(at::cat(column_max, 0).max(0)).clamp_min(1e-5);
+    const at::Tensor scales =
+        (act.pow(options.alpha) / w_max.pow(1.0 - options.alpha)).clamp_min(options.scale_clamp_min);
+    if (at::isnan(scales).any().item<bool>()) {
+      return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": SmoothQuant scales contain NaN"));
+    }
+    results.push_back({pair, scales, -1});
+  }
+  for (const auto& r : results) QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
+  return results;
+}
+
+absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                                const std::vector<ScalingLayer>& pairs,
+                                                                const LayerQuantSpecs& specs, const std::string& loss,
+                                                                std::vector<at::Tensor>* outputs) {
+  const double power = loss == "MSE" ? 2.0 : loss == "MAE" ? 1.0 : loss == "RMSE" ? 0.5 : -1.0;
+  if (power < 0) {
+    return absl::InvalidArgumentError(StrCat("compute_scale_loss: \"", loss, "\" is not MSE, MAE or RMSE"));
+  }
+  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
+                         RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs));
+  const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
+  std::vector<ScalingResult> results;
+  for (const auto& pair : pairs) {
+    const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
+    const std::vector<at::Tensor>& x = recorded.inputs.at(inp);
+    const at::Tensor x_all = recorded.Concatenated(inp);
+    const at::Tensor x_max = std::get<0>(x_all.abs().max(0));
+    QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
+                           InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+    // Quark quantizes the scaled input with the input quantizer of the pair's last linear.
+    const auto spec_it = specs.find(pair.layers.back());
+    const std::optional<QuantSpec> input_spec = spec_it == specs.end() ? std::nullopt : spec_it->second.input;
+    double best_loss = std::numeric_limits<double>::infinity();
+    ScalingResult best{pair, {}, -1};
+    for (int i = 0; i < 10; ++i) {
+      const double ratio = i / 10.0;
+      const at::Tensor scales = CandidateScales(x_max, ratio);
+      TrialWeights trial(layer);
+      for (const auto& name : pair.layers) {
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+        at::Tensor scaled = w * scales.to(w.scalar_type()).view({1, -1});
+        auto s = specs.find(name);
+        if (s != specs.end() && s->second.weight) {
+          QUARK_ASSIGN_OR_RETURN(scaled, PseudoQuantizeWeight(scaled, *s->second.weight));
+        }
+        QUARK_RETURN_IF_ERROR(trial.Set(name, scaled));
+      }
+      // Q(x / s): a static spec's observer sees the whole calibration input at once, a dynamic one each token.
+      std::vector<at::Tensor> x_q;
+      std::optional<QuantParams> params;
+      if (input_spec && !input_spec->is_dynamic) {
+        QUARK_ASSIGN_OR_RETURN(params, ParamsOf(x_all / scales.view({1, -1}), *input_spec, TensorRole::kActivation));
+      }
+      for (const auto& xi : x) {
+        at::Tensor scaled = xi / scales.view({1, -1});
+        if (input_spec) {
+          QUARK_ASSIGN_OR_RETURN(scaled, params ? FakeQuantize(scaled, *input_spec, *params, TensorRole::kActivation)
+                                                : FakeQuantizeDynamic(scaled, *input_spec, TensorRole::kActivation));
+        }
+        x_q.push_back(std::move(scaled));
+      }
+      QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
+                             InspectOutputs(layer, InspectedModule(pair), x_q, in.context, seq_lens));
+      const auto [sum, count] = LossSum(reference, out, power);
+      const double value = sum / static_cast<double>(count);
+      if (value < best_loss) {  // argmin: the first of equal losses
+        best_loss = value;
+        best = {pair, scales, ratio};
+      }
+    }
+    if (!best.scales.defined()) {
+      return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AutoSmoothQuant loss was NaN"));
+    }
+    results.push_back(std::move(best));
+  }
+  for (const auto& r : results) QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
+  return results;
+}
+
+absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
+                                       const AwqOptions& options) {
+  const int64_t out = weight.size(0), in = weight.size(1);
+  const int64_t group = spec.qscheme == QScheme::kPerGroup && spec.group_size && *spec.group_size > 0
+                            ? *spec.group_size
+                            : in;
+  if (in % group != 0) return absl::InvalidArgumentError(StrCat("group_size ", group, " does not divide ", in));
+  const int64_t groups = in / group;
+  at::Tensor x = input.reshape({-1, in});
+  const int64_t tokens = x.size(0);
+  const int64_t sampled = std::min<int64_t>(tokens, options.clip_tokens);
+  x = x.slice(0, 0, tokens, std::max<int64_t>(tokens / sampled, 1));  // Quark: input_feat[:, 0::T // n]
+  // Outputs per group as batched products: [groups, tokens, group] x [groups, group, out] -> [groups, tokens, out].
+  const at::Tensor xg = x.to(weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
+  const int64_t batch = out % 256 == 0 ? 256 : 64;  // Quark's output-channel batches
+  std::vector<at::Tensor> best_all;
+  for (int64_t start = 0; start < out; start += batch) {
+    const at::Tensor w = weight.slice(0, start, std::min(out, start + batch));
+    const int64_t rows = w.size(0);
+    const at::Tensor wg = w.view({rows, groups, group});
+    const at::Tensor org_max = std::get<0>(wg.abs().max(-1, true));  // [rows, groups, 1]
+    const at::Tensor org_out = at::bmm(xg, wg.permute({1, 2, 0}));  // [groups, tokens, rows]
+    at::Tensor best = org_max.clone();
+    at::Tensor min_err = at::full_like(org_max, 1e9);
+    for (int i = 0; i < static_cast<int>(options.max_shrink * options.clip_grid); ++i) {
+      const at::Tensor max_val = org_max * (1.0 - static_cast<double>(i) / options.clip_grid);
+      const at::Tensor clamped = at::max(at::min(wg, max_val), -max_val);
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(clamped.view({rows, in}), spec));
+      const at::Tensor cur_out = at::bmm(xg, q.view({rows, groups, group}).permute({1, 2, 0}));
+      // mean over tokens of the squared error, per (row, group)
+      const at::Tensor err = (cur_out - org_out).pow(2).mean(1).transpose(0, 1).unsqueeze(-1);  // [rows, groups, 1]
+      const at::Tensor better = err < min_err;
+      min_err = at::where(better, err, min_err);
+      best = at::where(better, max_val, best);
+    }
+    best_all.push_back(best.squeeze(-1));
+  }
+  return at::cat(best_all, 0);
+}
+
+absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                    const std::vector<ScalingLayer>& pairs,
+                                                    const LayerQuantSpecs& specs, const AwqOptions& options,
+                                                    std::vector<at::Tensor>* outputs,
+                                                    std::map<std::string, at::Tensor>* clips) {
+  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  for (const auto& pair : pairs) {
+    for (const auto& name : pair.layers) {
+      auto s = specs.find(name);
+      if (s == specs.end() || !s->second.weight) {
+        return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": AWQ scales a linear whose weight is not quantized"));
+      }
+    }
+  }
+  // Every quantized linear's input: the pairs read theirs, the clip search every linear's.
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : specs) {
+    if (spec.weight && layer.FindLinear(name)) names.push_back(name);
+  }
+  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs));
+  const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
+  std::vector<ScalingResult> results;
+  for (const auto& pair : pairs) {
+    const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
+    const std::vector<at::Tensor>& x = recorded.inputs.at(inp);
+    const at::Tensor x_mean = recorded.Concatenated(inp).abs().mean(0);
+    QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
+                           InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+    double best_loss = std::numeric_limits<double>::infinity();
+    ScalingResult best{pair, {}, -1};
+    for (int i = 0; i < options.grid_size; ++i) {
+      const double ratio = static_cast<double>(i) / options.grid_size;
+      const at::Tensor scales = CandidateScales(x_mean, ratio);
+      TrialWeights trial(layer);
+      for (const auto& name : pair.layers) {
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+        const at::Tensor s = scales.to(w.scalar_type()).view({1, -1});
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *specs.at(name).weight));
+        QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
+      }
+      QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
+                             InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+      const auto [sum, count] = LossSum(reference, out, 2.0);
+      const double value = sum / static_cast<double>(count);
+      if (value < best_loss) {
+        best_loss = value;
+        best = {pair, scales, ratio};
+      }
+    }
+    if (!best.scales.defined()) {
+      return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AWQ loss was NaN or infinite"));
+    }
+    results.push_back(std::move(best));
+  }
+  for (const auto& r : results) {
+    QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
+    // The scaled linears now read x / s: so must their recorded inputs, for the clip search.
+    for (const auto& name : r.pair.layers) {
+      auto it = recorded.inputs.find(name);
+      if (it == recorded.inputs.end()) continue;
+      for (auto& x : it->second) x = x / r.scales.to(x.scalar_type()).view({1, -1});
+    }
+  }
+  // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).
+  static const char* const kAvoid[] = {"q_", "k_", "query", "key", "Wqkv"};
+  for (const auto& name : names) {
+    bool avoid = false;
+    for (const char* a : kAvoid) avoid |= name.find(a) != std::string::npos;
+    if (avoid) continue;
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+    const QuantSpec& spec = *specs.at(name).weight;
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor max_val, AwqBestClip(w, recorded.Concatenated(name), spec, options));
+    const int64_t groups = max_val.size(1);
+    const at::Tensor m = max_val.unsqueeze(-1);
+    const at::Tensor wg = w.view({w.size(0), groups, -1});
+    QUARK_RETURN_IF_ERROR(SetLinearWeight(layer, name, at::max(at::min(wg, m), -m).reshape(w.sizes()).contiguous()));
+    if (clips) (*clips)[name] = max_val;
+  }
+  return results;
+}
+
+}  // namespace quark::algorithms

@@ -1,0 +1,80 @@
+// Quark's pre-quantization scaling algorithms on one streamed decoder layer (amd/Quark quark/torch/algorithm/awq/:
+// smooth.py, auto_smooth.py, awq.py, scale.py). Each takes the layer's float inputs (the float model's hidden states,
+// as Quark's processors cache them), records what it needs while the float layer runs (its outputs are the next
+// layer's float inputs), chooses one scale per scaling pair and moves it into the weights, so the float function of
+// the layer is unchanged and its quantization error smaller.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/layer_scaling.h"
+#include "core/config/quant_spec.h"
+#include "core/runtime/decoder_layer.h"
+
+namespace quark::algorithms {
+
+/// How a linear of the layer is quantized afterwards (what the searches simulate).
+struct LinearQuantSpecs {
+  std::optional<QuantSpec> weight;
+  std::optional<QuantSpec> input;
+};
+using LayerQuantSpecs = std::map<std::string, LinearQuantSpecs>;  // by relative name
+
+/// The layer's float work: its inputs, a runner for the float layer, contexts for submodules.
+struct ScalingInputs {
+  const std::vector<at::Tensor>* samples = nullptr;  // [1, T, hidden] each
+  LayerRunner run;
+  ContextFor context;
+  HeadLayout heads;
+};
+
+struct SmoothQuantOptions {
+  float alpha = 1.0f;
+  float scale_clamp_min = 1e-3f;
+};
+
+/// SmoothQuant: s = clamp(act^alpha / w^(1 - alpha), min = scale_clamp_min), act = max |x| at each pair's first
+/// linear over the samples, w = max over the pair's linears of max |W[:, c]| (>= 1e-5). `outputs` receives the float
+/// layer's outputs (computed before any scale is applied, as Quark does).
+absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                            const std::vector<ScalingLayer>& pairs,
+                                                            const SmoothQuantOptions& options,
+                                                            std::vector<at::Tensor>* outputs);
+
+/// AutoSmoothQuant: per pair, ratio r = i/10 (i = 0..9), s = clamp(x_max^r, 1e-4) / sqrt(max(s) min(s)) with x_max =
+/// max |x|; the loss compares module2inspect's float output with its output for Q(W s) and the quantized input
+/// Q(x / s), as `loss` ("MSE", "MAE" or "RMSE": mean |d|^2, |d|, |d|^0.5).
+absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                                const std::vector<ScalingLayer>& pairs,
+                                                                const LayerQuantSpecs& specs, const std::string& loss,
+                                                                std::vector<at::Tensor>* outputs);
+
+struct AwqOptions {
+  int grid_size = 20;
+  int clip_grid = 20;
+  double max_shrink = 0.5;
+  int clip_tokens = 512;
+};
+
+/// AWQ: per pair, ratio r = i/grid (x_max = mean |x|), loss = MSE of module2inspect's output with Q(W s) / s; the
+/// scales are applied, then the clip search (not for q/k projections): per output channel and weight group the
+/// max |W| shrunk by i/20 (i < max_shrink * 20) with the lowest output MSE on sampled tokens; weights clamped to it.
+/// `clips` (if given) receives the clip values per linear ([out, groups]).
+absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
+                                                    const std::vector<ScalingLayer>& pairs,
+                                                    const LayerQuantSpecs& specs, const AwqOptions& options,
+                                                    std::vector<at::Tensor>* outputs,
+                                                    std::map<std::string, at::Tensor>* clips = nullptr);
+
+/// The clip search of AWQ for one weight [out, in] and its recorded input [tokens, in] (exposed for tests and the
+/// benchmark): the best max |W| per (output channel, group), [out, groups].
+absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
+                                       const AwqOptions& options);
+
+}  // namespace quark::algorithms

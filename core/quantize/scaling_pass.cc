@@ -1,0 +1,214 @@
+#include "core/quantize/scaling_pass.h"
+
+#include <set>
+#include <variant>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/config/quant_types.h"
+#include "core/export/scale_dtype.h"
+
+namespace quark::quantize {
+namespace {
+
+// "model.layers.3." -> "model.layers"
+std::string DecoderLayersName(const checkpoint::ModelConfig& model) {
+  std::string prefix = checkpoint::LayerPrefix(model, 0);
+  return prefix.substr(0, prefix.size() - 3);
+}
+
+bool IsOptModel(const checkpoint::ModelConfig& model) { return model.family == checkpoint::ArchFamily::kOpt; }
+
+// The relative names of the layer's norms ("input_layernorm") and linears ("self_attn.q_proj").
+std::set<std::string> NormNames(const checkpoint::ModelConfig& model) {
+  std::set<std::string> names;
+  const std::string prefix = checkpoint::LayerPrefix(model, 0);
+  for (const auto& t : checkpoint::LayerNormTensors(model, 0)) {
+    std::string name = t.name.substr(prefix.size());
+    names.insert(name.substr(0, name.rfind('.')));
+  }
+  return names;
+}
+
+std::set<std::string> LinearNames(const checkpoint::ModelConfig& model) {
+  std::set<std::string> names;
+  for (const auto& l : checkpoint::LayerLinears(model)) names.insert(l.relative_name);
+  return names;
+}
+
+const std::vector<ScalingLayer>& PairsOf(const AlgoConfig& algo) {
+  if (const auto* a = std::get_if<SmoothQuantAlgo>(&algo)) return a->scaling_layers;
+  if (const auto* a = std::get_if<AutoSmoothQuantAlgo>(&algo)) return a->scaling_layers;
+  return std::get<AwqAlgo>(algo).scaling_layers;
+}
+
+const std::string& DecoderLayersOf(const AlgoConfig& algo) {
+  if (const auto* a = std::get_if<SmoothQuantAlgo>(&algo)) return a->model_decoder_layers;
+  if (const auto* a = std::get_if<AutoSmoothQuantAlgo>(&algo)) return a->model_decoder_layers;
+  return std::get<AwqAlgo>(algo).model_decoder_layers;
+}
+
+absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, const std::set<std::string>& norms,
+                            const std::set<std::string>& linears, bool has_mlp_module) {
+  const auto unknown = [&](const std::string& field, const std::string& name, const char* what) {
+    return absl::InvalidArgumentError(StrCat(path, ".", field, ": \"", name, "\" is not ", what, " of a decoder layer"));
+  };
+  if (!norms.count(pair.prev_op) && !linears.count(pair.prev_op)) {
+    return unknown("prev_op", pair.prev_op, "a norm or a linear");
+  }
+  if (pair.layers.empty()) return absl::InvalidArgumentError(StrCat(path, ".layers: empty"));
+  for (size_t i = 0; i < pair.layers.size(); ++i) {
+    if (!linears.count(pair.layers[i])) return unknown(StrCat("layers[", i, "]"), pair.layers[i], "a linear");
+  }
+  if (!pair.inp.empty() && !linears.count(pair.inp)) return unknown("inp", pair.inp, "a linear");
+  const std::string& m = pair.module2inspect;
+  if (!m.empty() && m != "self_attn" && !(m == "mlp" && has_mlp_module) && !linears.count(m)) {
+    return unknown("module2inspect", m, "self_attn, mlp or a linear");
+  }
+  return absl::OkStatus();
+}
+
+std::string ScalesSummary(const std::string& algo, const algorithms::ScalingResult& r) {
+  std::string line = StrCat(algo, " ", r.pair.prev_op, " -> ", StrJoin(r.pair.layers, ","));
+  if (r.ratio >= 0) line += StrCat(" ratio ", r.ratio);
+  const at::Tensor s = r.scales.to(at::kFloat);
+  return StrCat(line, " scales [", s.min().item<float>(), ", ", s.max().item<float>(), "]");
+}
+
+}  // namespace
+
+std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& model) {
+  // v_proj -> o_proj only when the shapes match (Quark's template condition): no grouped KV heads, square head space.
+  const bool square_attention = model.num_key_value_heads * model.head_dim == model.hidden_size &&
+                                model.num_attention_heads * model.head_dim == model.hidden_size;
+  std::vector<ScalingLayer> pairs;
+  if (IsOptModel(model)) {
+    pairs.push_back({"self_attn_layer_norm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                     "self_attn.q_proj", "self_attn"});
+    if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.out_proj"}, "self_attn.out_proj", ""});
+    pairs.push_back({"final_layer_norm", {"fc1"}, "fc1", ""});
+    pairs.push_back({"fc1", {"fc2"}, "fc2", ""});
+    return pairs;
+  }
+  pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, "self_attn.q_proj",
+                   "self_attn"});
+  if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});
+  pairs.push_back({"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_proj", "mlp"});
+  pairs.push_back({"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""});
+  return pairs;
+}
+
+bool IsScalingAlgo(const AlgoConfig& algo) {
+  return std::holds_alternative<SmoothQuantAlgo>(algo) || std::holds_alternative<AutoSmoothQuantAlgo>(algo) ||
+         std::holds_alternative<AwqAlgo>(algo);
+}
+
+AlgoConfig ResolveScalingDefaults(AlgoConfig algo, const checkpoint::ModelConfig& model) {
+  std::visit(
+      [&](auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, SmoothQuantAlgo> || std::is_same_v<T, AutoSmoothQuantAlgo> ||
+                      std::is_same_v<T, AwqAlgo>) {
+          if (a.scaling_layers.empty()) a.scaling_layers = DefaultScalingLayers(model);
+          if (a.model_decoder_layers.empty()) a.model_decoder_layers = DecoderLayersName(model);
+        }
+      },
+      algo);
+  return algo;
+}
+
+absl::StatusOr<std::unique_ptr<ScalingPass>> ScalingPass::Create(
+    const std::vector<std::pair<size_t, AlgoConfig>>& algos, const LayerPlan& plan,
+    const checkpoint::ModelConfig& model) {
+  std::unique_ptr<ScalingPass> pass(new ScalingPass());
+  pass->algos_ = algos;
+  pass->plan_ = plan;
+  pass->model_ = model;
+  const std::set<std::string> norms = NormNames(model), linears = LinearNames(model);
+  for (const auto& [index, algo] : algos) {
+    const std::string path = StrCat("algo_config[", index, "]");
+    if (DecoderLayersOf(algo) != DecoderLayersName(model)) {
+      return absl::InvalidArgumentError(StrCat(path, ".model_decoder_layers: \"", DecoderLayersOf(algo),
+                                               "\" is not this model's decoder layers (\"", DecoderLayersName(model),
+                                               "\")"));
+    }
+    const auto& pairs = PairsOf(algo);
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      QUARK_RETURN_IF_ERROR(
+          CheckPairNames(pairs[i], StrCat(path, ".scaling_layers[", i, "]"), norms, linears, !IsOptModel(model)));
+    }
+  }
+  return pass;
+}
+
+algorithms::LayerQuantSpecs ScalingPass::SpecsFor(const runtime::DecoderLayer& layer) const {
+  algorithms::LayerQuantSpecs specs;
+  for (const auto& linear : layer.NamedLinears()) {
+    const LayerAssignment* a = plan_.Find(linear.name);
+    if (a == nullptr || a->source == ConfigSource::kExcluded) continue;
+    algorithms::LinearQuantSpecs s;
+    if (a->config.weight && !IsCastType(a->config.weight->dtype)) {
+      s.weight = exporter::WeightSpecForExport(*a->config.weight, linear.linear->weight().scalar_type());
+    }
+    if (a->config.input_tensors && !IsCastType(a->config.input_tensors->dtype)) s.input = a->config.input_tensors;
+    specs[linear.relative_name] = s;
+  }
+  return specs;
+}
+
+absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
+                                                    runtime::TransformerModel& model,
+                                                    const ScalingCallbacks& callbacks) {
+  // Layer 0's inputs are the embeddings, the same in the float and the quantized model.
+  if (layer.index() == 0 || float_inputs_.size() != inputs.size()) float_inputs_ = inputs;
+  algorithms::ScalingInputs in;
+  in.samples = &float_inputs_;
+  in.run = [&](const at::Tensor& sample) { return layer.forward(sample, model.Context(sample.size(1))); };
+  in.context = [&](int64_t seq_len) -> const runtime::LayerContext& { return model.Context(seq_len); };
+  in.heads = {model_.num_attention_heads, model_.num_key_value_heads};
+  const algorithms::LayerQuantSpecs specs = SpecsFor(layer);
+  ScalingLayerResult result;
+  std::vector<at::Tensor> float_outputs;
+  for (const auto& [index, algo] : algos_) {
+    if (callbacks.cancelled && callbacks.cancelled()) {
+      return absl::CancelledError(StrCat("cancelled in ", layer.prefix(), " before algo_config[", index, "]"));
+    }
+    const std::string name(AlgoName(algo));
+    if (callbacks.on_step) callbacks.on_step(name);
+    // The float function of the layer does not change: the first algorithm's recording pass gives the outputs.
+    std::vector<at::Tensor>* outputs = float_outputs.empty() ? &float_outputs : nullptr;
+    // Quark's AWQ and AutoSmoothQuant scale only the linears it quantizes: pairs that touch another are left out.
+    const auto quantized_pairs = [&](const std::vector<ScalingLayer>& all) {
+      std::vector<ScalingLayer> pairs;
+      for (const auto& pair : all) {
+        bool quantized = true;
+        for (const auto& l : pair.layers) quantized &= specs.count(l) > 0 && specs.at(l).weight.has_value();
+        if (quantized) pairs.push_back(pair);
+      }
+      return pairs;
+    };
+    absl::StatusOr<std::vector<algorithms::ScalingResult>> applied;
+    if (const auto* a = std::get_if<SmoothQuantAlgo>(&algo)) {
+      applied = algorithms::SmoothQuantLayer(layer, in, a->scaling_layers, {a->alpha, a->scale_clamp_min}, outputs);
+    } else if (const auto* a = std::get_if<AutoSmoothQuantAlgo>(&algo)) {
+      applied = algorithms::AutoSmoothQuantLayer(layer, in, quantized_pairs(a->scaling_layers), specs,
+                                                 a->compute_scale_loss, outputs);
+    } else {
+      const auto& awq = std::get<AwqAlgo>(algo);
+      algorithms::AwqOptions options;
+      options.grid_size = awq.grid_size;
+      applied = algorithms::AwqLayer(layer, in, quantized_pairs(awq.scaling_layers), specs, options, outputs);
+    }
+    if (!applied.ok()) {
+      return absl::Status(applied.status().code(), StrCat("algo_config[", index, "] (", name, ") in ", layer.prefix(),
+                                                          ": ", std::string(applied.status().message())));
+    }
+    for (const auto& r : *applied) result.summary.push_back(ScalesSummary(name, r));
+  }
+  float_inputs_ = std::move(float_outputs);
+  for (auto& [relative, tensor] : algorithms::LayerTensors(layer)) result.tensors[layer.prefix() + relative] = tensor;
+  return result;
+}
+
+}  // namespace quark::quantize

@@ -1,0 +1,71 @@
+// SmoothQuant, AutoSmoothQuant and AWQ as the first step of each streamed layer's quantization: the Config's
+// algo_config entries of those kinds (with Quark's per-architecture scaling_layers filled in when left empty), run
+// in algo_config order on the layer's float weights with the float model's hidden states, before GPTQ and
+// calibration see the layer. Memory: one layer, plus the float hidden states of the calibration samples.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/smoothing.h"
+#include "core/checkpoint/model_config.h"
+#include "core/config/layer_plan.h"
+#include "core/config/quant_spec.h"
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/transformer_model.h"
+
+namespace quark::quantize {
+
+/// Quark's scaling_layers template for the model's architecture (Llama family: input_layernorm -> q/k/v inspecting
+/// self_attn, v_proj -> o_proj when their shapes match, post_attention_layernorm -> gate/up inspecting mlp,
+/// up_proj -> down_proj; OPT: the same with its names and fc1 -> fc2).
+std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& model);
+
+/// `algo` with scaling_layers and model_decoder_layers filled in from the model where empty.
+AlgoConfig ResolveScalingDefaults(AlgoConfig algo, const checkpoint::ModelConfig& model);
+
+/// True for the algorithms this pass runs (smooth, autosmoothquant, awq).
+bool IsScalingAlgo(const AlgoConfig& algo);
+
+struct ScalingCallbacks {
+  std::function<void(const std::string& step)> on_step;
+  std::function<bool()> cancelled;
+};
+
+/// What one layer's run changed: every tensor (full HF name) whose values differ from the checkpoint's.
+struct ScalingLayerResult {
+  std::map<std::string, at::Tensor> tensors;
+  std::vector<std::string> summary;  // one line per pair: "awq input_layernorm -> q,k,v ratio 0.45 scales [a, b]"
+};
+
+class ScalingPass {
+ public:
+  /// `algos` resolved (ResolveScalingDefaults), with their indices in algo_config for messages. INVALID_ARGUMENT
+  /// naming the field for a prev_op / layer / inp / module2inspect that is not the model's, or a model_decoder_layers
+  /// that is not its decoder layers.
+  static absl::StatusOr<std::unique_ptr<ScalingPass>> Create(const std::vector<std::pair<size_t, AlgoConfig>>& algos,
+                                                             const LayerPlan& plan,
+                                                             const checkpoint::ModelConfig& model);
+
+  /// Runs the algorithms on `layer` (float linears). `inputs` are the layer's inputs as the streamer computes them:
+  /// at layer 0 they are also the float hidden states; later layers use the float outputs this pass kept.
+  absl::StatusOr<ScalingLayerResult> Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
+                                         runtime::TransformerModel& model, const ScalingCallbacks& callbacks);
+
+ private:
+  ScalingPass() = default;
+  algorithms::LayerQuantSpecs SpecsFor(const runtime::DecoderLayer& layer) const;
+
+  std::vector<std::pair<size_t, AlgoConfig>> algos_;
+  LayerPlan plan_;
+  checkpoint::ModelConfig model_;
+  std::vector<at::Tensor> float_inputs_;  // the float model's hidden states before the next layer
+};
+
+}  // namespace quark::quantize

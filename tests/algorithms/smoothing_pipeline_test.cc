@@ -1,0 +1,123 @@
+// SmoothQuant, AutoSmoothQuant and AWQ through QuantizeModel: the export carries the smoothed norms and weights (the
+// reloaded export computes what the fake-quantized model computed), algo_config is recorded with the scaling layers
+// that ran, composition order is checked, and AWQ improves on RTN on the trained fixture.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+QuantizeModelOptions Options(const std::string& preset, std::vector<AlgoConfig> algos) {
+  QuantizeModelOptions o;
+  auto config = PresetConfig(preset);
+  EXPECT_TRUE(config.ok()) << config.status();
+  o.config = *config;
+  o.config.algo_config = std::move(algos);
+  o.calibration_file = testing::SmallEvalText();
+  o.num_calibration_samples = 4;
+  o.seq_len = 32;
+  o.eval_text_file = testing::SmallEvalText();
+  o.eval_seq_len = 64;
+  o.eval_max_windows = 2;
+  return o;
+}
+
+bool Contains(const absl::Status& status, const std::string& text) {
+  return std::string(status.message()).find(text) != std::string::npos;
+}
+
+TEST(SmoothingPipelineTest, SmoothQuantExportCarriesTheSmoothedModel) {
+  SmoothQuantAlgo smooth;
+  smooth.alpha = 0.5f;
+  QuantizeModelOptions o = Options("w_int8_a_int8_per_tensor_sym", {smooth});
+  o.output_dir = testing::TempPath("smooth_out");
+  auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  // The reloaded export (smoothed norms from the export, not the checkpoint) is the fake-quantized model.
+  EXPECT_NEAR(report->metrics.at("ppl_after"), report->metrics.at("ppl_reloaded"), 1e-5 * report->metrics.at("ppl_after"));
+  const auto& algo = report->quantization_config.at("algo_config");
+  ASSERT_EQ(algo.size(), 1u);
+  EXPECT_EQ(algo[0].at("name"), "smooth");
+  EXPECT_EQ(algo[0].at("alpha"), 0.5);
+  // GQA (4 heads over 2 KV heads): Quark's template leaves v_proj -> o_proj out.
+  EXPECT_EQ(algo[0].at("scaling_layers").size(), 3u);
+  // 3 pairs per layer, 2 layers.
+  EXPECT_EQ(report->algorithm_log.size(), 6u);
+  // The exported input_layernorm is not the checkpoint's.
+  std::ifstream in(std::filesystem::path(o.output_dir) / "config.json");
+  EXPECT_TRUE(in.good());
+}
+
+TEST(SmoothingPipelineTest, AutoSmoothQuantThenGptqCompose) {
+  AutoSmoothQuantAlgo auto_smooth;
+  QuantizeModelOptions o = Options("w_int8_a_int8_per_tensor_sym", {auto_smooth, GptqAlgo{}});
+  o.output_dir = testing::TempPath("asq_gptq_out");
+  auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(report->metrics.at("ppl_after"), report->metrics.at("ppl_reloaded"), 1e-5 * report->metrics.at("ppl_after"));
+  const auto& algo = report->quantization_config.at("algo_config");
+  ASSERT_EQ(algo.size(), 2u);
+  EXPECT_EQ(algo[0].at("name"), "autosmoothquant");
+  EXPECT_EQ(algo[1].at("name"), "gptq");
+}
+
+TEST(SmoothingPipelineTest, ScalingAfterGptqIsRefusedByName) {
+  QuantizeModelOptions o = Options("uint4_wo_32", {GptqAlgo{}, AwqAlgo{}});
+  auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(report.status(), "algo_config[1]")) << report.status();
+  EXPECT_TRUE(Contains(report.status(), "awq must come before gptq")) << report.status();
+}
+
+TEST(SmoothingPipelineTest, ScalingLayersThatAreNotTheModelsAreNamed) {
+  AwqAlgo awq;
+  awq.scaling_layers = {{"input_layernorm", {"self_attn.q_proj"}, "self_attn.q_proj", ""},
+                        {"post_attention_layernorm", {"mlp.gate_proj", "mlp.fc9"}, "", ""}};
+  QuantizeModelOptions o = Options("uint4_wo_32", {awq});
+  auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_TRUE(Contains(report.status(), "algo_config[0].scaling_layers[1].layers[1]: \"mlp.fc9\"")) << report.status();
+  awq.scaling_layers = {{"norm_that_is_not", {"self_attn.q_proj"}, "", ""}};
+  o = Options("uint4_wo_32", {awq});
+  report = QuantizeModel(testing::WriteSyntheticLlama(), o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_TRUE(Contains(report.status(), "algo_config[0].scaling_layers[0].prev_op")) << report.status();
+}
+
+TEST(SmoothingPipelineTest, AwqImprovesOnRoundToNearestOnTheTrainedFixture) {
+  const std::string model = testing::FixturePath("tinyllama-a");
+  QuantizeModelOptions awq = Options("uint4_wo_128", {AwqAlgo{}});
+  awq.calibration_file = testing::FixturePath("eval/tinystories_train_split.txt");
+  awq.num_calibration_samples = 8;
+  awq.seq_len = 128;
+  awq.eval_text_file = testing::FixturePath("eval/tinystories_heldout_split.txt");
+  awq.eval_seq_len = 256;
+  awq.eval_max_windows = 6;
+  awq.output_dir = testing::TempPath("awq_out");
+  QuantizeModelOptions rtn = awq;
+  rtn.config.algo_config.clear();
+  rtn.output_dir.clear();
+  auto a = QuantizeModel(model, awq);
+  auto b = QuantizeModel(model, rtn);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  // The packed export dequantizes in another order than the fake-quantized linears: summation noise, no more.
+  EXPECT_NEAR(a->metrics.at("ppl_after"), a->metrics.at("ppl_reloaded"), 3e-5 * a->metrics.at("ppl_after"));
+  EXPECT_LT(a->metrics.at("ppl_after"), b->metrics.at("ppl_after"));
+  std::cout << "tinyllama-a uint4 g128 (6 windows): float " << a->metrics.at("ppl_before") << ", RTN "
+            << b->metrics.at("ppl_after") << ", AWQ " << a->metrics.at("ppl_after") << "\n";
+  // Every pair of the Llama template ran (4 heads of 8 over 4 KV heads: no v_proj -> o_proj), 4 layers.
+  EXPECT_EQ(a->algorithm_log.size(), 12u);
+}
+
+}  // namespace
+}  // namespace quark
