@@ -1,5 +1,5 @@
-// quark eval: perplexity of a model folder on a text (the project's protocol, see core/runtime/perplexity.h),
-// streamed layer by layer so that any model size evaluates in about one layer of memory.
+// quark eval: perplexity of a model folder or a GGUF file on a text (the project's protocol, see
+// core/runtime/perplexity.h), streamed layer by layer so that any model size evaluates in about one layer of memory.
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cli/command_registry.h"
+#include "core/export/gguf_source.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
@@ -26,7 +27,35 @@ struct EvalArgs {
   bool json = false;
 };
 
-absl::StatusOr<std::vector<int64_t>> InputIds(const EvalArgs& args, const checkpoint::ModelConfig& config) {
+// The model to evaluate and where its tokenizer is: an HF folder holds its tokenizer.model; a GGUF file is read
+// through its weight source (dequantized on load) and takes the tokenizer.model beside it, checked to hold exactly
+// the GGUF's vocabulary.
+struct EvalModel {
+  std::unique_ptr<runtime::LayerStreamer> streamer;
+  std::string tokenizer;
+  std::shared_ptr<exporter::GgufWeightSource> gguf;
+};
+
+absl::StatusOr<EvalModel> OpenModel(const std::string& model, const runtime::StreamerOptions& options) {
+  EvalModel out;
+  if (!exporter::IsGgufFile(model)) {
+    auto streamer = runtime::LayerStreamer::Open(model, options);
+    if (!streamer.ok()) return streamer.status();
+    out.streamer = *std::move(streamer);
+    out.tokenizer = model;
+    return out;
+  }
+  auto source = exporter::GgufWeightSource::Open(model);
+  if (!source.ok()) return source.status();
+  out.gguf = *source;
+  auto streamer = runtime::LayerStreamer::Create(out.gguf->config(), out.gguf, options);
+  if (!streamer.ok()) return streamer.status();
+  out.streamer = *std::move(streamer);
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> InputIds(const EvalArgs& args, const EvalModel& model) {
+  const checkpoint::ModelConfig& config = model.streamer->config();
   if (!args.token_ids.empty()) {
     auto sequences = runtime::ReadTokenIdFile(args.token_ids);
     if (!sequences.ok()) return sequences.status();
@@ -34,7 +63,13 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EvalArgs& args, const checkp
     for (const auto& s : *sequences) ids.insert(ids.end(), s.begin(), s.end());
     return ids;  // pre-tokenized input is taken as is (BOS included by the producer)
   }
-  auto tokenizer = runtime::Tokenizer::Open(args.model, config.bos_token_id, config.eos_token_id);
+  std::string tokenizer_path = model.tokenizer;
+  if (model.gguf) {
+    auto path = exporter::GgufTokenizerModel(model.gguf->file());
+    if (!path.ok()) return path.status();
+    tokenizer_path = *path;
+  }
+  auto tokenizer = runtime::Tokenizer::Open(tokenizer_path, config.bos_token_id, config.eos_token_id);
   if (!tokenizer.ok()) return tokenizer.status();
   auto text = runtime::ReadTextFile(args.text);
   if (!text.ok()) return text.status();
@@ -53,12 +88,12 @@ int RunEval(const EvalArgs& args) {
     std::cerr << "quark eval: --dtype \"" << args.dtype << "\" is not one of f32, bf16\n";
     return kExitBadInput;
   }
-  auto streamer = runtime::LayerStreamer::Open(args.model, options);
-  if (!streamer.ok()) {
-    std::cerr << "quark eval: " << streamer.status().message() << "\n";
+  auto model = OpenModel(args.model, options);
+  if (!model.ok()) {
+    std::cerr << "quark eval: " << model.status().message() << "\n";
     return kExitBadInput;
   }
-  auto ids = InputIds(args, (*streamer)->config());
+  auto ids = InputIds(args, *model);
   if (!ids.ok()) {
     std::cerr << "quark eval: " << ids.status().message() << "\n";
     return kExitBadInput;
@@ -66,7 +101,7 @@ int RunEval(const EvalArgs& args) {
   runtime::PerplexityOptions ppl_options;
   ppl_options.seq_len = args.seq_len;
   ppl_options.max_windows = args.max_windows;
-  auto result = runtime::EvaluatePerplexity(**streamer, *ids, ppl_options);
+  auto result = runtime::EvaluatePerplexity(*model->streamer, *ids, ppl_options);
   if (!result.ok()) {
     std::cerr << "quark eval: " << result.status().message() << "\n";
     return result.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure;
@@ -86,7 +121,8 @@ int RunEval(const EvalArgs& args) {
 void Setup(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* eval = app.add_subcommand("eval", "Perplexity of a model on a text (non-overlapping windows, streamed by layer)");
-  eval->add_option("--model", args->model, "HF model folder (config.json, safetensors, tokenizer.model)")->required();
+  eval->add_option("--model", args->model, "HF model folder (config.json, safetensors, tokenizer.model) or a GGUF file (with --text: the "
+                  "tokenizer.model beside it)")->required();
   eval->add_option("--text", args->text, "text file, encoded whole as [BOS] + tokens");
   eval->add_option("--token-ids", args->token_ids, "pre-tokenized ids (whitespace/comma separated) instead of --text");
   eval->add_option("--seq-len", args->seq_len, "window length L (default min(2048, max_position_embeddings))")

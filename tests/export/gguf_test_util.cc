@@ -1,0 +1,58 @@
+#include "tests/export/gguf_test_util.h"
+
+#include <memory>
+
+#include "core/base/status_macros.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/config/layer_plan.h"
+#include "core/config/presets.h"
+#include "core/export/hf_quark_layout.h"
+#include "core/quantize/layer_quantizer.h"
+#include "core/runtime/layer_streamer.h"
+
+namespace quark::testing {
+
+absl::StatusOr<Config> GgufTestConfig(const std::string& preset, const std::vector<std::string>& extra_exclude) {
+  const bool int8 = preset == "int8_wo_32";
+  QUARK_ASSIGN_OR_RETURN(Config config, PresetConfig(int8 ? "int4_wo_32" : preset));
+  if (int8) config.global_quant_config.weight->dtype = DType::kInt8;
+  for (const std::string& e : extra_exclude) config.exclude.push_back(e);
+  return config;
+}
+
+absl::StatusOr<std::vector<std::string>> ExportGguf(const GgufTestExport& job) {
+  QUARK_ASSIGN_OR_RETURN(const checkpoint::ModelConfig model, checkpoint::LoadModelConfig(job.model_dir));
+  const LayerPlan plan = BuildLayerPlan(job.config, exporter::ModulesFromConfig(model));
+  QUARK_ASSIGN_OR_RETURN(auto exporter,
+                         exporter::CreateGgufExporter(job.model_dir, job.output_file, job.config, plan, job.options));
+  QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(job.model_dir));
+  auto weights = std::make_shared<runtime::CheckpointWeightSource>(std::move(reader));
+  QUARK_ASSIGN_OR_RETURN(auto streamer, runtime::LayerStreamer::Create(model, weights));
+  quantize::LayerQuantizer quantizer(job.config, plan);
+  std::vector<std::shared_ptr<quantize::QuantLinear>> linears;
+  runtime::LayerHooks hooks;
+  hooks.before = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) -> absl::Status {
+    QUARK_ASSIGN_OR_RETURN(linears, quantizer.Calibrate(layer, inputs, streamer->model()));
+    return absl::OkStatus();
+  };
+  hooks.after = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
+                    const std::vector<at::Tensor>&) -> absl::Status {
+    for (const auto& q : linears) {
+      exporter::LinearExportData data;
+      data.module = q->name();
+      data.config = q->config();
+      data.weight = q->weight();
+      data.bias = q->bias();
+      if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
+        QUARK_ASSIGN_OR_RETURN(data.weight_codes, q->ExportWeight());
+      }
+      QUARK_RETURN_IF_ERROR(exporter->WriteLinear(data));
+    }
+    return exporter->WriteUnquantized(layer.prefix(), *weights);
+  };
+  // Weight-only configs need no calibration data: one short sample carries the streamer through the layers.
+  QUARK_RETURN_IF_ERROR(streamer->Run({at::arange(1, 9, at::kLong)}, hooks).status());
+  return exporter->Finish(*weights);
+}
+
+}  // namespace quark::testing

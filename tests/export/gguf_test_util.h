@@ -1,0 +1,30 @@
+// Drives the GGUF exporter the way the quantize pipeline does (layer streamer, LayerQuantizer, WriteLinear per
+// quantized linear and WriteUnquantized per finished layer, Finish), for the tests and gguf_export_tool until the
+// pipeline's --export gguf lands.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+#include "core/export/gguf_writer.h"
+
+namespace quark::testing {
+
+struct GgufTestExport {
+  std::string model_dir;
+  std::string output_file;
+  Config config;  // empty = float weights only
+  exporter::GgufExportOptions options;
+};
+
+/// Exports and returns Finish's file names; every error of the exporter or the streamer comes back as is.
+absl::StatusOr<std::vector<std::string>> ExportGguf(const GgufTestExport& job);
+
+/// A weight-only config over every decoder linear: `preset` ("uint4_wo_32", "int4_wo_32", ...) or "int8_wo_32"
+/// (int8 symmetric per group of 32, no preset has it), with `extra_exclude` patterns added to the preset's.
+absl::StatusOr<Config> GgufTestConfig(const std::string& preset, const std::vector<std::string>& extra_exclude = {});
+
+}  // namespace quark::testing

@@ -1,0 +1,132 @@
+// The real consumer of the GGUF export: llama.cpp (node-llama-cpp 3.22.1's prebuilt) loads each exported file and
+// its perplexity over held-out text equals `quark eval --model FILE.gguf` on the same token ids.
+//
+// For stories260K (GQA, tied embeddings, 172-wide FFN) and tinyllama-a (untied lm_head): float weights exported as
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1 (llama-quantize --pure's rules), and engine codes (uint4 asymmetric g32 -> Q4_1,
+// int4 symmetric g32 -> Q4_0, int8 symmetric g32 -> Q8_0). The ids are llama.cpp's tokenization of the held-out text
+// with BOS; the windows are the project's protocol (non-overlapping windows of L, mean of each window's mean NLL).
+// llama.cpp runs with flash attention off and an F32 KV cache, so the two agree to ~1e-5; the bound is the issue's
+// 5e-3. `quark eval --text` must also tokenize the text into llama.cpp's ids (the tokenizer.model beside the file).
+//
+// Usage: node gguf_consumer_test.mjs  (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR, QUARK_SHARED_DIR; optional
+// QUARK_GGUF_RESULTS=file.json to keep the figures). Exit 0 = pass, 1 = fail, 77 = skipped (peers not installed).
+import assert from 'node:assert';
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {fileURLToPath, pathToFileURL} from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
+const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
+const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
+const modules = path.join(sourceDir, 'tests/peers/node_modules');
+const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
+if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
+  console.error('SKIP: node-llama-cpp is not installed: run scripts/install-test-peers.sh');
+  process.exit(77);
+}
+const quark = path.join(binaryDir, 'core/cli/quark');
+const tool = path.join(binaryDir, 'tests/export/gguf_export_tool');
+for (const f of [quark, tool]) {
+  if (!fs.existsSync(f)) {
+    console.error(`FAIL: ${f} is not built`);
+    process.exit(1);
+  }
+}
+const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+
+const kSeqLen = 128;
+const kWindows = 3;
+const kBound = 5e-3;
+const heldout = fs.readFileSync(path.join(sharedDir, 'fixtures/eval/tinystories_heldout_split.txt'), 'utf8');
+const text = heldout.slice(0, 4000);  // enough for kWindows windows of kSeqLen tokens
+
+const models = [
+  {name: 'stories260K', dir: path.join(sharedDir, 'fixtures/stories260K'), exclude: ['*down_proj']},
+  {name: 'tinyllama-a', dir: path.join(sharedDir, 'fixtures/tinyllama-a'), exclude: []},
+];
+const cases = [
+  ...['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1'].map((t) => ({label: t, args: ['--type', t]})),
+  {label: 'uint4_wo_32->Q4_1', scheme: 'uint4_wo_32'},
+  {label: 'int4_wo_32->Q4_0', scheme: 'int4_wo_32'},
+  {label: 'int8_wo_32->Q8_0', scheme: 'int8_wo_32'},
+];
+
+// The project's protocol over `ids` with llama.cpp computing the logits.
+async function llamaCppMeanNll(model, ids) {
+  const context = await model.createContext({
+    contextSize: kSeqLen, batchSize: kSeqLen, sequences: 1, flashAttention: false,
+    experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+  });
+  const sequence = context.getSequence();
+  const windows = [];
+  for (let start = 0; start + 1 < ids.length && windows.length < kWindows; start += kSeqLen) {
+    const window = ids.slice(start, start + kSeqLen);
+    await sequence.clearHistory();
+    const out = await sequence.controlledEvaluate(window.map((t) => [t, {generateNext: {logits: true}}]));
+    let nll = 0;
+    for (let i = 0; i + 1 < window.length; ++i) {
+      const logits = out[i].next.logits;
+      let max = -Infinity;
+      for (const v of logits.values()) max = Math.max(max, v);
+      let sum = 0;
+      for (const v of logits.values()) sum += Math.exp(v - max);
+      nll -= logits.get(window[i + 1]) - max - Math.log(sum);
+    }
+    windows.push(nll / (window.length - 1));
+  }
+  await context.dispose();
+  return windows.reduce((a, b) => a + b, 0) / windows.length;
+}
+
+function quarkEval(file, extra) {
+  const out = execFileSync(quark, ['eval', '--model', file, '--seq-len', String(kSeqLen), '--max-windows',
+    String(kWindows), '--json', ...extra], {encoding: 'utf8'});
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_consumer_'));
+const results = [];
+let failures = 0;
+try {
+  for (const m of models) {
+    for (const c of cases) {
+      const file = path.join(work, `${m.name}_${c.label.replace(/[^A-Za-z0-9_]/g, '_')}.gguf`);
+      const args = c.scheme ? ['--scheme', c.scheme, ...m.exclude.flatMap((e) => ['--exclude', e])] : c.args;
+      execFileSync(tool, [m.dir, file, ...args], {encoding: 'utf8'});
+      const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
+      const ids = [model.tokens.bos, ...model.tokenize(text)];
+      const idsFile = path.join(work, 'ids.txt');
+      fs.writeFileSync(idsFile, ids.join(' ') + '\n');
+      const theirs = await llamaCppMeanNll(model, ids);
+      await model.dispose();
+      const ours = quarkEval(file, ['--token-ids', idsFile]);
+      const textFile = path.join(work, 'text.txt');
+      fs.writeFileSync(textFile, text);
+      const ourText = quarkEval(file, ['--text', textFile]);
+      const row = {model: m.name, type: c.label, bytes: fs.statSync(file).size, llama_cpp_mean_nll: theirs,
+        quark_mean_nll: ours.mean_nll, diff: Math.abs(theirs - ours.mean_nll), llama_cpp_tokens: ids.length,
+        quark_text_tokens: ourText.tokens};
+      results.push(row);
+      console.log(JSON.stringify(row));
+      try {
+        assert.ok(Number.isFinite(theirs), `${m.name} ${c.label}: llama.cpp NLL ${theirs}`);
+        assert.ok(row.diff <= kBound, `${m.name} ${c.label}: llama.cpp ${theirs} vs quark ${ours.mean_nll}`);
+        assert.strictEqual(ourText.tokens, ids.length, `${m.name} ${c.label}: quark eval --text tokenized differently`);
+        assert.strictEqual(ourText.mean_nll, ours.mean_nll, `${m.name} ${c.label}: --text and --token-ids differ`);
+      } catch (e) {
+        console.error('FAIL:', e.message);
+        ++failures;
+      }
+    }
+  }
+} finally {
+  fs.rmSync(work, {recursive: true, force: true});
+}
+if (process.env.QUARK_GGUF_RESULTS) fs.writeFileSync(process.env.QUARK_GGUF_RESULTS, JSON.stringify(results, null, 1));
+const maxDiff = Math.max(...results.map((r) => r.diff));
+console.log(`${results.length} files, max |llama.cpp - quark| mean NLL ${maxDiff.toExponential(2)}, ${failures} failures`);
+process.exit(failures === 0 ? 0 : 1);
