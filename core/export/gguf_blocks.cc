@@ -118,7 +118,8 @@ float Fp16ToFp32(uint16_t h) {
     const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // exact
     return FromBits(Bits(v) | sign);
   }
-  if (exp == 31) return FromBits(sign | 0x7f800000u | (mant << 13));
+  // Infinity, or NaN with its payload, quiet (as ggml's arithmetic conversion leaves it).
+  if (exp == 31) return FromBits(sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
   return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 

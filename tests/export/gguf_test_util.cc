@@ -46,6 +46,7 @@ absl::StatusOr<std::vector<std::string>> ExportGguf(const GgufTestExport& job) {
       if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
         QUARK_ASSIGN_OR_RETURN(data.weight_codes, q->ExportWeight());
       }
+      if (job.on_linear) job.on_linear(data);
       QUARK_RETURN_IF_ERROR(exporter->WriteLinear(data));
     }
     return exporter->WriteUnquantized(layer.prefix(), *weights);

@@ -3,6 +3,7 @@
 // pipeline's --export gguf lands.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@ struct GgufTestExport {
   std::string output_file;
   Config config;  // empty = float weights only
   exporter::GgufExportOptions options;
+  /// Sees each quantized linear as the exporter gets it (tests compare the file with the engine's codes).
+  std::function<void(const exporter::LinearExportData&)> on_linear;
 };
 
 /// Exports and returns Finish's file names; every error of the exporter or the streamer comes back as is.

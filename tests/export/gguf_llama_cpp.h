@@ -1,0 +1,34 @@
+// The real llama.cpp for the GGUF tests: node-llama-cpp's prebuilt libggml-base / libllama (installed by
+// scripts/install-test-peers.sh under tests/peers/node_modules), loaded with dlopen. The tests compare the
+// exporter's bytes with what llama.cpp's own code computes from the same inputs; nothing of llama.cpp is copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace quark::testing {
+
+struct LlamaCpp {
+  // libggml-base (ggml.h / ggml-quants.h)
+  void (*quantize_row_q8_0_ref)(const float* x, void* y, int64_t k) = nullptr;
+  void (*quantize_row_q4_0_ref)(const float* x, void* y, int64_t k) = nullptr;
+  void (*quantize_row_q4_1_ref)(const float* x, void* y, int64_t k) = nullptr;
+  size_t (*quantize_chunk)(int type, const float* src, void* dst, int64_t start, int64_t nrows, int64_t n_per_row,
+                           const float* imatrix) = nullptr;
+  void (*dequantize_row_q8_0)(const void* x, float* y, int64_t k) = nullptr;
+  void (*dequantize_row_q4_0)(const void* x, float* y, int64_t k) = nullptr;
+  void (*dequantize_row_q4_1)(const void* x, float* y, int64_t k) = nullptr;
+  void (*fp32_to_fp16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
+  void (*fp16_to_fp32_row)(const uint16_t* x, float* y, int64_t n) = nullptr;
+  void (*fp32_to_bf16_row_ref)(const float* x, uint16_t* y, int64_t n) = nullptr;
+
+  /// llama-quantize on a file: `ftype` a llama_ftype (2 Q4_0, 3 Q4_1, 7 Q8_0), `pure` as --pure. Returns 0 on
+  /// success (llama_model_quantize's result). Set only when libllama loaded too.
+  uint32_t (*model_quantize)(const std::string& in, const std::string& out, int ftype, bool pure) = nullptr;
+};
+
+/// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
+const LlamaCpp* LoadLlamaCpp(std::string* why);
+
+}  // namespace quark::testing
