@@ -5,7 +5,7 @@
 // Usage:
 //   node onnx_perplexity.js --model DIR/model.onnx --ids IDS.txt --seq-len L [--max-windows N]
 //        [--expect PPL] [--tolerance 1e-3] [--check-kv]
-//   node onnx_perplexity.js --manifest-dir DIR   (every DIR/*.json: entries {model, ids, seq_len, max_windows, expect},
+//   node onnx_perplexity.js --manifest-dir DIR   (every DIR/*.json: entries {model, ids, seq_len, max_windows, expect, check_kv},
 //                                                   as tests/export/onnx_export_test leaves them in the build tree)
 // Prints one JSON line per model {model, windows, mean_nll, ppl[, kv_max_diff]}. Exit 0 when every --expect holds,
 // 1 on a mismatch or error, 77 (ctest: skipped) when onnxruntime-node or the manifest is missing.
@@ -141,7 +141,8 @@ async function main() {
     for (const file of files) {
       for (const e of JSON.parse(fs.readFileSync(path.join(args.manifestDir, file), 'utf8'))) {
         entries.push({model: e.model, ids: e.ids, seqLen: e.seq_len, maxWindows: e.max_windows || 0,
-                      expect: e.expect, tolerance: e.tolerance || 1e-3, checkKv: true});
+                      expect: e.expect, tolerance: e.tolerance || 1e-3,
+                      checkKv: e.check_kv !== false});
       }
     }
   } else {
