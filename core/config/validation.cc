@@ -146,6 +146,8 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     const std::string path = StrCat("algo_config[", i, "]");
     const std::string_view name = AlgoName(algo);
     if (!seen.insert(name).second) out.Error(path, StrCat(name, " appears twice"));
+    // Rotation changes the basis every later algorithm works in: it runs first, offline.
+    if (std::holds_alternative<RotationAlgo>(algo) && i != 0) out.Error(path, "rotation must be the first algorithm");
     // The scaling algorithms rescale the float weights that GPTQ then rounds: Quark's order, enforced.
     if (seen.count("gptq") && !std::holds_alternative<GptqAlgo>(algo) && !std::holds_alternative<RotationAlgo>(algo)) {
       out.Error(path, StrCat(name, " must come before gptq (it rescales the float weights GPTQ rounds)"));
@@ -287,15 +289,6 @@ absl::Status ValidationStatus(const std::vector<ValidationIssue>& issues) {
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(StrJoin(errors, "; "));
-}
-
-absl::Status CheckAlgorithmsImplemented(const Config& config) {
-  for (size_t i = 0; i < config.algo_config.size(); ++i) {
-    if (!std::holds_alternative<RotationAlgo>(config.algo_config[i])) continue;
-    return absl::UnimplementedError(StrCat("algo_config[", i, "]: ", AlgoName(config.algo_config[i]),
-                                           " is not implemented by this engine yet; remove it from algo_config"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace quark

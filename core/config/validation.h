@@ -26,9 +26,4 @@ std::vector<ValidationIssue> ValidateConfig(const Config& config, const std::vec
 /// OK, or INVALID_ARGUMENT joining every error (warnings are not errors).
 absl::Status ValidationStatus(const std::vector<ValidationIssue>& issues);
 
-/// UNIMPLEMENTED "algo_config[i]: awq is not implemented by this engine yet" for the first algorithm the engine
-/// does not run (today everything but gptq): a job fails up front rather than export a quantization_config that
-/// claims an algorithm which never shaped its weights.
-absl::Status CheckAlgorithmsImplemented(const Config& config);
-
 }  // namespace quark

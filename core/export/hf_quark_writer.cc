@@ -112,6 +112,10 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
     planned.push_back({name, info.dtype, info.shape});
     pending_copies_.insert(name);
   }
+  if (options_.untie_embeddings && checkpoint::ResolveTensorName(*reader_, "lm_head.weight").empty()) {
+    planned.push_back({"lm_head.weight", model_dtype_, {model_.vocab_size, model_.hidden_size}});
+    pending_copies_.insert("lm_head.weight");
+  }
   quantization_config_ = ConfigToQuarkJson(config_);
   quantization_config_["exclude"] = excluded;  // exact names: vLLM does no glob matching here
   return absl::OkStatus();
@@ -136,8 +140,18 @@ absl::Status HfQuarkExporter::WriteUnquantized(const std::string& prefix, const 
       ++it;
       continue;
     }
+    if (!reader_->Get(*it).ok()) {
+      // A tensor the export adds (an untied lm_head): its values come from `weights` alone.
+      auto dtype = AtenFloatOf(model_dtype_);
+      if (!dtype.ok()) return dtype.status();
+      auto tensor = weights.Get(*it, *dtype);
+      if (!tensor.ok()) return tensor.status();
+      const at::Tensor t = tensor->contiguous();
+      if (auto s = writer_->Write(*it, {static_cast<const char*>(t.data_ptr()), t.nbytes()}); !s.ok()) return s;
+      it = pending_copies_.erase(it);
+      continue;
+    }
     auto ref = reader_->Get(*it);
-    if (!ref.ok()) return ref.status();
     auto float_dtype = AtenFloatOf(ref->info->dtype);
     if (!float_dtype.ok()) {
       // Not a float tensor (an integer buffer): no algorithm changes those, the bytes travel as they are.
@@ -163,6 +177,7 @@ absl::Status HfQuarkExporter::WriteConfigAndFiles() const {
     return absl::InvalidArgumentError(StrCat(model_dir_, "/config.json: not a JSON object"));
   }
   config["quantization_config"] = quantization_config_;
+  if (options_.untie_embeddings) config["tie_word_embeddings"] = false;
   std::ofstream out(staging_dir_ + "/config.json");
   out << config.dump(2) << "\n";
   if (!out) return absl::InternalError(StrCat(staging_dir_, "/config.json: write failed"));

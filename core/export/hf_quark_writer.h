@@ -27,6 +27,9 @@ struct HfQuarkExportOptions {
   uint64_t max_shard_bytes = 5ull << 30;
   /// The dtype activations and scales are computed in (decides the dtype of per-group int4 scales).
   at::ScalarType compute_dtype = at::kFloat;
+  /// The export carries its own lm_head.weight and says tie_word_embeddings: false (a rotation made the embedding
+  /// and the LM head different matrices). WriteUnquantized takes lm_head.weight from its `weights`.
+  bool untie_embeddings = false;
 };
 
 class HfQuarkExporter : public ModelExporter {

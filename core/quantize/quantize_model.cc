@@ -9,6 +9,7 @@
 #include "core/config/layer_plan.h"
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
+#include "core/algorithms/rotation.h"
 #include "core/export/hf_quark_writer.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/gptq_pass.h"
@@ -78,7 +79,9 @@ class QuantizeRun {
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
+  checkpoint::ModelConfig runtime_model_;  // model_, or as the rotation describes it (untied embeddings)
   Config config_;  // options_.config with the algorithms' defaults resolved for this model (what the export records)
+  std::optional<algorithms::RotationOptions> rotation_;  // the rotation algo_config entry (always the first)
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
@@ -116,7 +119,6 @@ absl::Status QuantizeRun::Prepare() {
   model_ = *std::move(model);
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
-  if (auto s = CheckAlgorithmsImplemented(options_.config); !s.ok()) return s;
   if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
   if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
@@ -131,6 +133,7 @@ absl::Status QuantizeRun::Prepare() {
   if (!options_.output_dir.empty()) {
     exporter::HfQuarkExportOptions export_options;
     export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
+    export_options.untie_embeddings = rotation_.has_value() && model_.tie_word_embeddings;
     auto exporter = exporter::HfQuarkExporter::Create(model_dir_, options_.output_dir, config_, plan, export_options);
     if (!exporter.ok()) return exporter.status();
     exporter_ = *std::move(exporter);
@@ -145,6 +148,24 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
   for (size_t i = 0; i < config_.algo_config.size(); ++i) {
     const std::string path = StrCat("algo_config[", i, "]");
     AlgoConfig& algo = config_.algo_config[i];
+    if (const auto* rotation = std::get_if<RotationAlgo>(&algo)) {
+      if (i != 0) return absl::InvalidArgumentError(StrCat(path, ": rotation must be the first algorithm"));
+      algorithms::RotationOptions r;
+      r.random = rotation->random;
+      r.seed = options_.seed;
+      // Checked here, before any work: the sizes must have a rotation.
+      for (const auto& [n, what] : {std::pair<int64_t, const char*>{model_.hidden_size, " (R1, hidden_size)"},
+                                   {model_.head_dim, " (R2, head_dim)"}}) {
+        auto matrix = algorithms::RotationFor(n, r, StrCat(path, what));
+        if (!matrix.ok()) return matrix.status();
+      }
+      if (model_.family == checkpoint::ArchFamily::kOpt) {
+        return absl::UnimplementedError(StrCat(path, ": rotation of OPT (LayerNorm with mean and bias) is not "
+                                               "supported; Llama, Mistral and Qwen2 are"));
+      }
+      rotation_ = r;
+      continue;
+    }
     if (quantize::IsScalingAlgo(algo)) {
       if (gptq_) {
         return absl::InvalidArgumentError(StrCat(path, ": ", AlgoName(algo),
@@ -307,7 +328,21 @@ absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& 
 }
 
 absl::Status QuantizeRun::QuantizeLayers() {
-  auto streamer = runtime::LayerStreamer::Open(model_dir_);
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer;
+  if (rotation_) {
+    // Every later reader (calibration, the algorithms, the export, the evaluation) sees the rotated model.
+    auto reader = checkpoint::CheckpointReader::Open(model_dir_);
+    if (!reader.ok()) return reader.status();
+    auto base = std::make_shared<runtime::CheckpointWeightSource>(
+        std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+    auto rotated = algorithms::RotatedWeightSource::Create(base, model_, *rotation_, "algo_config[0]");
+    if (!rotated.ok()) return rotated.status();
+    runtime_model_ = (*rotated)->model();
+    streamer = runtime::LayerStreamer::Create(runtime_model_, *std::move(rotated));
+  } else {
+    runtime_model_ = model_;
+    streamer = runtime::LayerStreamer::Open(model_dir_);
+  }
   if (!streamer.ok()) return streamer.status();
   streamer_ = *std::move(streamer);
   runtime::LayerHooks hooks;
@@ -347,7 +382,7 @@ absl::Status QuantizeRun::EvaluateAfter() {
   if (spill_) {
     auto overlay = spill_->Overlay(streamer_->model().shared_weights());
     if (!overlay.ok()) return overlay.status();
-    auto streamer = runtime::LayerStreamer::Create(model_, *std::move(overlay));
+    auto streamer = runtime::LayerStreamer::Create(runtime_model_, *std::move(overlay));
     if (!streamer.ok()) return streamer.status();
     with_gptq_weights = *std::move(streamer);
     quantized = with_gptq_weights.get();
@@ -369,7 +404,7 @@ absl::Status QuantizeRun::EvaluateAfter() {
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
-  if ((gptq_ || scaling_) && !eval_ids_.empty()) {
+  if ((gptq_ || scaling_ || rotation_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();
     spill_ = *std::move(spill);

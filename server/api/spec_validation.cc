@@ -111,9 +111,6 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
     if (!algo.ok()) return algo.status();
     config->algo_config.push_back(*std::move(algo));
   }
-  if (absl::Status s = CheckAlgorithmsImplemented(*config); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("spec.config.", s.message()));
-  }
   std::vector<std::string> errors;
   for (const ValidationIssue& issue : ValidateConfig(*config)) {
     if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(absl::StrCat("spec.config.", issue.ToString()));

@@ -116,13 +116,13 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   EXPECT_NE(status.error_message().find("spec.config.global_quant_config.weight.dtype"), std::string::npos)
       << status.error_message();
 
-  // An algorithm the engine does not run fails at submit, before a worker is involved; one it runs is accepted.
-  pb::SubmitJobRequest awq = ValidRequest();
-  awq.mutable_spec()->add_algo_config()->mutable_gptq();
-  awq.mutable_spec()->add_algo_config()->mutable_rotation();
-  status = Submit(awq, &job);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: rotation"), std::string::npos)
+  // Algorithms in an order the engine cannot run fail at submit, before a worker is involved: rotation first.
+  pb::SubmitJobRequest rotation = ValidRequest();
+  rotation.mutable_spec()->add_algo_config()->mutable_gptq();
+  rotation.mutable_spec()->add_algo_config()->mutable_rotation();
+  status = Submit(rotation, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: rotation must be the first"), std::string::npos)
       << status.error_message();
   // A scaling algorithm after GPTQ is refused by name (it would rescale weights GPTQ already rounded).
   pb::SubmitJobRequest late = ValidRequest();

@@ -1,0 +1,69 @@
+// Rotation (R1 and R2 of QuaRot / SpinQuant, Quark's offline rotation) as a view of the model's weights: every RMSNorm
+// weight is folded into the linears that read it (the norm becomes 1), the residual stream is rotated by an orthonormal
+// R1 (embeddings W_e R1; q/k/v and gate/up W R1; o_proj and down_proj R1^T W; lm_head W R1 after the final norm is
+// folded; tied embeddings untied), and each attention head's value space by R2 (v_proj rows R2^T per head, o_proj
+// columns R2 per head). The rotated float model computes the same function; its activations have no outlier channels,
+// which is what quantization after it gains.
+//
+// The weights are computed when asked for (float64 math, as Quark, cast back to the stored dtype), one tensor at a
+// time, so memory stays at a layer; the embedding and lm_head are cached once rotated (the runtime reads them often).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/checkpoint/model_config.h"
+#include "core/runtime/weight_source.h"
+
+namespace quark::algorithms {
+
+struct RotationOptions {
+  /// false: the Hadamard matrix H / sqrt(n); true: Quark's randomized Hadamard diag(s) H^T / sqrt(n), and a seeded
+  /// random orthogonal matrix for sizes with no Hadamard construction.
+  bool random = false;
+  uint64_t seed = 0;
+  bool r2 = true;
+};
+
+/// The rotation of order n for `options` (float64, orthonormal). INVALID_ARGUMENT naming `field` and n when n has no
+/// Hadamard construction and `random` is off.
+absl::StatusOr<at::Tensor> RotationFor(int64_t n, const RotationOptions& options, const std::string& field);
+
+class RotatedWeightSource : public runtime::WeightSource {
+ public:
+  /// UNIMPLEMENTED for an architecture other than the Llama family (LayerNorm models need their means moved first);
+  /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor).
+  static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> Create(std::shared_ptr<const runtime::WeightSource> base,
+                                                                     const checkpoint::ModelConfig& model,
+                                                                     const RotationOptions& options,
+                                                                     const std::string& field);
+
+  absl::StatusOr<at::Tensor> Get(const std::string& name, at::ScalarType dtype) const override;
+  absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override;
+  bool Has(const std::string& name) const override;
+  void Prefetch(const std::string& prefix) const override { base_->Prefetch(prefix); }
+  std::string Location() const override { return base_->Location() + " (rotated)"; }
+
+  /// The model as the rotated weights describe it: untied embeddings.
+  const checkpoint::ModelConfig& model() const { return model_; }
+  const at::Tensor& r1() const { return r1_; }
+
+ private:
+  RotatedWeightSource() = default;
+  absl::StatusOr<at::Tensor> Compute(const std::string& name) const;
+  absl::StatusOr<at::Tensor> Stored(const std::string& name) const;
+
+  std::shared_ptr<const runtime::WeightSource> base_;
+  checkpoint::ModelConfig original_, model_;
+  at::Tensor r1_, r2_;  // float64
+  std::string embed_, final_norm_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, at::Tensor> cached_;  // embedding, lm_head
+};
+
+}  // namespace quark::algorithms
