@@ -1,6 +1,7 @@
 // gguf_export_tool: writes a GGUF of a model folder for the Node consumer test (tests/node/gguf_consumer_test.mjs)
 // and the results in docs/results.md, until `quark quantize --export gguf` is wired.
 //   gguf_export_tool MODEL_DIR OUT.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1] [--scheme PRESET] [--exclude PATTERN]...
+//                    [--synthetic qwen2|mistral|llama TOKENIZER_MODEL]  (first writes a small seeded model to MODEL_DIR)
 // The tokenizer.model of MODEL_DIR is copied beside OUT.gguf (what `quark eval --model OUT.gguf --text` reads).
 #include <filesystem>
 #include <iostream>
@@ -30,6 +31,12 @@ int main(int argc, char** argv) {
       job.options.type = *type;
     } else if (flag == "--scheme") {
       scheme = value;
+    } else if (flag == "--synthetic" && i + 2 < argc) {
+      if (auto s = testing::WriteSyntheticModelForGguf(value, job.model_dir, argv[i + 2]); !s.ok()) {
+        std::cerr << "gguf_export_tool: " << s.ToString() << "\n";
+        return 1;
+      }
+      ++i;
     } else if (flag == "--exclude") {
       exclude.push_back(value);
     } else {

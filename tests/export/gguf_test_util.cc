@@ -1,9 +1,13 @@
 #include "tests/export/gguf_test_util.h"
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "core/base/status_macros.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
+#include "core/checkpoint/model_layout.h"
 #include "core/config/layer_plan.h"
 #include "core/config/presets.h"
 #include "core/export/hf_quark_layout.h"
@@ -54,6 +58,48 @@ absl::StatusOr<std::vector<std::string>> ExportGguf(const GgufTestExport& job) {
   // Weight-only configs need no calibration data: one short sample carries the streamer through the layers.
   QUARK_RETURN_IF_ERROR(streamer->Run({at::arange(1, 9, at::kLong)}, hooks).status());
   return exporter->Finish(*weights);
+}
+
+absl::Status WriteSyntheticModelForGguf(const std::string& model_type, const std::string& dir,
+                                        const std::string& tokenizer_model) {
+  checkpoint::ModelConfig c;
+  c.model_type = model_type;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.vocab_size = 512;
+  c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = model_type == "qwen2" ? 1000000.0 : 10000.0;
+  c.attention_bias = model_type == "qwen2";
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  c.torch_dtype = "float32";
+  std::filesystem::create_directories(dir);
+  // Through the parser, so the folder holds exactly what LoadModelConfig will read.
+  QUARK_ASSIGN_OR_RETURN(c, checkpoint::ParseModelConfig(checkpoint::ModelConfigToJson(c)));
+  { std::ofstream(dir + "/config.json") << checkpoint::ModelConfigToJson(c); }
+  const auto tensors = checkpoint::ModelTensors(c);
+  std::vector<checkpoint::PlannedTensor> plan;
+  for (const auto& t : tensors) plan.push_back({t.name, checkpoint::StDType::kF32, t.shape});
+  QUARK_ASSIGN_OR_RETURN(auto writer, checkpoint::CheckpointWriter::Create(dir, plan));
+  at::manual_seed(11);
+  for (const auto& t : tensors) {
+    const double scale = t.role == checkpoint::TensorRole::kEmbedding ? 1.0
+                         : t.role == checkpoint::TensorRole::kLinearBias ? 0.5 : 0.1;
+    at::Tensor v = t.role == checkpoint::TensorRole::kNormWeight ? 1 + 0.1 * at::randn(t.shape)
+                                                                   : at::randn(t.shape) * scale;
+    v = v.to(at::kFloat).contiguous();
+    QUARK_RETURN_IF_ERROR(writer->Write(t.name, std::string_view(static_cast<const char*>(v.data_ptr()), v.nbytes())));
+  }
+  QUARK_RETURN_IF_ERROR(writer->Finish());
+  std::error_code ec;
+  std::filesystem::copy_file(tokenizer_model, dir + "/tokenizer.model", ec);
+  if (ec) return absl::InternalError("copying " + tokenizer_model + ": " + ec.message());
+  return absl::OkStatus();
 }
 
 }  // namespace quark::testing

@@ -30,4 +30,10 @@ absl::StatusOr<std::vector<std::string>> ExportGguf(const GgufTestExport& job);
 /// (int8 symmetric per group of 32, no preset has it), with `extra_exclude` patterns added to the preset's.
 absl::StatusOr<Config> GgufTestConfig(const std::string& preset, const std::vector<std::string>& extra_exclude = {});
 
+/// Writes a small seeded `model_type` model ("qwen2": q/k/v biases, untied lm_head; "mistral"; "llama") into `dir`
+/// (config.json, model.safetensors, the stories260K tokenizer.model): hidden 64, 2 layers, 4 heads, 2 KV heads,
+/// vocabulary 512, no sliding window.
+absl::Status WriteSyntheticModelForGguf(const std::string& model_type, const std::string& dir,
+                                        const std::string& tokenizer_model);
+
 }  // namespace quark::testing

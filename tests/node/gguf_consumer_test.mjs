@@ -4,7 +4,8 @@
 // For stories260K (GQA, tied embeddings, 172-wide FFN) and tinyllama-a (untied lm_head): float weights exported as
 // F32, F16, BF16, Q8_0, Q4_0, Q4_1 (llama-quantize --pure's rules), and engine codes (uint4 asymmetric g32 -> Q4_1,
 // int4 symmetric g32 -> Q4_0, int8 symmetric g32 -> Q8_0). The ids are llama.cpp's tokenization of the held-out text
-// with BOS; the windows are the project's protocol (non-overlapping windows of L, mean of each window's mean NLL).
+// with BOS; synthetic Qwen2 (q/k/v biases, no Q/K permutation) and Mistral models (seeded random weights, written by
+// gguf_export_tool --synthetic) check those architectures with fewer types. The windows are the project's protocol (non-overlapping windows of L, mean of each window's mean NLL).
 // llama.cpp runs with flash attention off and an F32 KV cache, so the two agree to ~1e-5; the bound is the issue's
 // 5e-3. `quark eval --text` must also tokenize the text into llama.cpp's ids (the tokenizer.model beside the file).
 //
@@ -46,6 +47,8 @@ const text = heldout.slice(0, 4000);  // enough for kWindows windows of kSeqLen 
 const models = [
   {name: 'stories260K', dir: path.join(sharedDir, 'fixtures/stories260K'), exclude: ['*down_proj']},
   {name: 'tinyllama-a', dir: path.join(sharedDir, 'fixtures/tinyllama-a'), exclude: []},
+  {name: 'qwen2-synthetic', synthetic: 'qwen2', exclude: [], only: ['F32', 'Q8_0', 'Q4_1', 'uint4_wo_32->Q4_1']},
+  {name: 'mistral-synthetic', synthetic: 'mistral', exclude: [], only: ['F32', 'Q4_0', 'int8_wo_32->Q8_0']},
 ];
 const cases = [
   ...['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1'].map((t) => ({label: t, args: ['--type', t]})),
@@ -93,7 +96,13 @@ const results = [];
 let failures = 0;
 try {
   for (const m of models) {
-    for (const c of cases) {
+    if (m.synthetic) {
+      m.dir = path.join(work, m.name);
+      execFileSync(tool, [m.dir, path.join(work, 'seed.gguf'), '--synthetic', m.synthetic,
+        path.join(sharedDir, 'fixtures/stories260K/tokenizer.model')], {encoding: 'utf8'});
+      fs.rmSync(path.join(work, 'seed.gguf'));
+    }
+    for (const c of cases.filter((x) => !m.only || m.only.includes(x.label))) {
       const file = path.join(work, `${m.name}_${c.label.replace(/[^A-Za-z0-9_]/g, '_')}.gguf`);
       const args = c.scheme ? ['--scheme', c.scheme, ...m.exclude.flatMap((e) => ['--exclude', e])] : c.args;
       execFileSync(tool, [m.dir, file, ...args], {encoding: 'utf8'});
