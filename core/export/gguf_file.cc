@@ -269,6 +269,13 @@ absl::Status GgufFile::Parse() {
       }
       t.ne.push_back(static_cast<int64_t>(n));
     }
+    uint64_t elements = 1;  // bounded so that byte counts and offsets below cannot overflow
+    for (int64_t n : t.ne) {
+      if (static_cast<uint64_t>(n) > (uint64_t{1} << 48) / elements) {
+        return absl::InvalidArgumentError(StrCat("gguf: byte ", at, ": tensor ", t.name, ": too many elements"));
+      }
+      elements *= static_cast<uint64_t>(n);
+    }
     QUARK_ASSIGN_OR_RETURN(const uint32_t type, c.Get<uint32_t>("tensor type"));
     t.type = static_cast<GgmlType>(type);
     const TypeTraits* traits = FindType(t.type);
@@ -293,7 +300,7 @@ absl::Status GgufFile::Parse() {
   }
   data_offset_ = AlignUp(c.pos(), alignment);
   for (const TensorInfo& t : tensors_) {
-    if (data_offset_ + t.offset + t.nbytes > file_->size() || t.offset > file_->size()) {
+    if (t.offset > file_->size() || t.nbytes > file_->size() || data_offset_ + t.offset + t.nbytes > file_->size()) {
       return absl::InvalidArgumentError(StrCat("gguf: tensor ", t.name, ": bytes ", data_offset_ + t.offset, "+",
                                                t.nbytes, " run past the end of the file (", file_->size(), ")"));
     }

@@ -11,6 +11,8 @@
 //    `llama-quantize --pure` does from an F32 file: llama.cpp's reference kernels, and F16 for a quantized type when
 //    the row length is not a multiple of 32; unset = the source's dtype (F32, F16 or BF16);
 //  - 1-D tensors (norms, biases) are F32, as llama.cpp's converter writes them and llama-quantize keeps them.
+// Mistral is written as architecture "llama", as llama.cpp's converter does: llama.cpp then attends without
+// Mistral's sliding window, so its results differ from the engine's past `sliding_window` tokens.
 #pragma once
 
 #include <memory>
