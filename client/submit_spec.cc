@@ -41,6 +41,7 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
     if (!format.ok()) return format.status();
     spec.add_export_formats(*format);
   }
+  if (!flags.gguf_type.empty()) spec.set_gguf_type(flags.gguf_type);
   if (flags.priority) spec.set_priority(*flags.priority);
   if (flags.max_attempts) {
     if (*flags.max_attempts < 1) {

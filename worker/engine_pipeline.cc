@@ -1,5 +1,6 @@
 #include "worker/engine_pipeline.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "core/config/config_choice.h"
@@ -32,16 +33,21 @@ absl::StatusOr<quark::Config> ResolveSpecConfig(const quark::v1::JobSpec& spec) 
   return resolved;
 }
 
-// Only the HF-quark export exists in the engine so far; other formats are refused before any work.
-absl::Status CheckExportFormats(const quark::v1::JobSpec& spec) {
+// The JobSpec's export formats in the engine's names (empty = HF-quark alone).
+absl::StatusOr<std::vector<std::string>> ExportFormats(const quark::v1::JobSpec& spec) {
+  std::vector<std::string> formats;
   for (int i = 0; i < spec.export_formats_size(); ++i) {
-    quark::v1::ExportFormat format = spec.export_formats(i);
-    if (format != quark::v1::EXPORT_FORMAT_UNSPECIFIED && format != quark::v1::EXPORT_FORMAT_HF_QUARK) {
-      return absl::UnimplementedError(str::Cat("spec.export_formats[", i, "]: ", quark::v1::ExportFormat_Name(format),
-                                               " is not supported by this worker (only EXPORT_FORMAT_HF_QUARK)"));
+    switch (spec.export_formats(i)) {
+      case quark::v1::EXPORT_FORMAT_UNSPECIFIED:
+      case quark::v1::EXPORT_FORMAT_HF_QUARK: formats.push_back("hf_quark"); break;
+      case quark::v1::EXPORT_FORMAT_GGUF: formats.push_back("gguf"); break;
+      case quark::v1::EXPORT_FORMAT_ONNX: formats.push_back("onnx"); break;
+      default:
+        return absl::InvalidArgumentError(str::Cat("spec.export_formats[", i, "]: unknown value ",
+                                                   static_cast<int>(spec.export_formats(i))));
     }
   }
-  return absl::OkStatus();
+  return formats;
 }
 
 // QuantizeModel's phases in the job API's vocabulary (service.proto, Progress.phase); the engine's own name
@@ -73,10 +79,22 @@ class EnginePipeline : public QuantizePipeline {
  public:
   absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
                                      const CancelToken& cancel) override {
-    if (absl::Status status = CheckExportFormats(request.spec); !status.ok()) return status;
-    absl::StatusOr<quark::Config> config = ResolveSpecConfig(request.spec);
+    absl::StatusOr<std::vector<std::string>> formats = ExportFormats(request.spec);
+    if (!formats.ok()) return formats.status();
+    // A GGUF by llama.cpp's own rules needs no scheme: the spec may name no preset and no config.
+    const bool llama_cpp_rules_only = !request.spec.has_config() && request.spec.preset().empty() &&
+                                      !request.spec.gguf_type().empty() &&
+                                      *formats == std::vector<std::string>{"gguf"};
+    absl::StatusOr<quark::Config> config =
+        llama_cpp_rules_only ? absl::StatusOr<quark::Config>(quark::Config{}) : ResolveSpecConfig(request.spec);
     if (!config.ok()) return config.status();
     QuantizeModelOptions options = Options(request, *std::move(config));
+    options.export_formats = *std::move(formats);
+    options.gguf_type = request.spec.gguf_type();
+    if (!options.gguf_type.empty() &&
+        std::find(options.export_formats.begin(), options.export_formats.end(), "gguf") == options.export_formats.end()) {
+      return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
+    }
     options.on_progress = [&progress](const QuantizeProgress& p) {
       quark::v1::Progress out;
       out.set_phase(JobPhase(p.phase));

@@ -1,8 +1,11 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
-//   [--quant-algo gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT] [--output DIR]
-// Quantizes a float HF model into an HF-quark export (vLLM quantization="quark"), with a progress bar on a
-// terminal (plain lines otherwise) and the perplexity before and after when --eval is given. Without --output it
-// only evaluates (any scheme the numerics run, also one the export cannot pack).
+//   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
+//   [--output DIR] [--export hf_quark|gguf|onnx]... [--gguf-type Q4_1]
+// quark quantize --model DIR --export gguf --gguf-type Q8_0 --output DIR   (no scheme: llama.cpp's own quantization)
+// Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
+// Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
+// and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
+// cannot pack).
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,6 +33,8 @@ struct QuantizeCommandOptions {
   int eval_max_windows = 0;
   uint64_t seed = 42;
   double max_shard_gb = 5.0;
+  std::vector<std::string> exports;
+  std::string gguf_type;
 };
 
 std::string Duration(double seconds) {
@@ -57,7 +62,10 @@ int RunQuantize(const QuantizeCommandOptions& o) {
     std::cerr << "quark quantize: --output or --eval: give at least one (an export, or a perplexity to measure)\n";
     return kExitBadInput;
   }
-  auto config = o.config.Resolve();
+  // `--export gguf --gguf-type T` alone quantizes the float weights by llama.cpp's rules: no scheme needed.
+  const bool llama_cpp_rules_only = o.config.scheme.empty() && o.config.config_file.empty() && !o.gguf_type.empty() &&
+                                    o.exports == std::vector<std::string>{"gguf"} && o.config.quant_algo.empty();
+  auto config = llama_cpp_rules_only ? absl::StatusOr<Config>(Config{}) : o.config.Resolve();
   if (!config.ok()) {
     std::cerr << "quark quantize: " << config.status().message() << "\n";
     return kExitBadInput;
@@ -65,6 +73,8 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   QuantizeModelOptions options;
   options.config = *std::move(config);
   options.output_dir = o.output;
+  options.export_formats = o.exports;
+  options.gguf_type = o.gguf_type;
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
@@ -88,8 +98,9 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   const auto& m = report->metrics;
   auto metric = [&m](const char* key) { return m.count(key) ? fmt::format("{:.4f}", m.at(key)) : std::string("-"); };
   if (m.count("ppl_before")) {
-    std::cout << fmt::format("perplexity: float {}  quantized {}  reloaded {}\n", metric("ppl_before"),
-                             metric("ppl_after"), metric("ppl_reloaded"));
+    std::cout << fmt::format("perplexity: float {}  quantized {}  reloaded {}{}\n", metric("ppl_before"),
+                             metric("ppl_after"), metric("ppl_reloaded"),
+                             m.count("ppl_gguf") ? "  gguf " + metric("ppl_gguf") : std::string());
   }
   if (!o.output.empty()) std::cout << "wrote " << o.output << " (" << report->files.size() << " files)\n";
   std::cout << fmt::format("time: quantize {}s, total {}s\n", metric("seconds_quantize"), metric("seconds_total"));
@@ -110,6 +121,9 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--eval-max-windows", o->eval_max_windows, "evaluate only the first N windows (0 = all)");
   command->add_option("--max-shard-gb", o->max_shard_gb, "shard size limit of the safetensors, GiB");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
+  command->add_option("--export", o->exports, "hf_quark (default), gguf, onnx; repeat for several in one pass");
+  command->add_option("--gguf-type", o->gguf_type,
+                      "GGUF type of the weights left in float: F32 F16 BF16 Q8_0 Q4_0 Q4_1 (llama.cpp's rules)");
   command->callback([o] { SetExitCode(RunQuantize(*o)); });
 });
 

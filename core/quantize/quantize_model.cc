@@ -1,6 +1,8 @@
 #include "core/quantize/quantize_model.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 #include "core/base/strings.h"
@@ -10,7 +12,11 @@
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
 #include "core/algorithms/rotation.h"
+#include "core/export/gguf_blocks.h"
+#include "core/export/gguf_source.h"
+#include "core/export/gguf_writer.h"
 #include "core/export/hf_quark_writer.h"
+#include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/layer_quantizer.h"
@@ -88,7 +94,16 @@ class QuantizeRun {
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
   std::shared_ptr<runtime::TensorMapWeightSource> edited_;
   std::unique_ptr<LayerQuantizer> quantizer_;
-  std::unique_ptr<exporter::HfQuarkExporter> exporter_;
+  // The exports this run writes, fed together as each layer finishes; hf_ is the HF-quark one among them (its
+  // quantization_config is the report's, its folder is reloaded for ppl_reloaded).
+  struct Export {
+    std::string format;
+    std::string path;
+    std::unique_ptr<exporter::ModelExporter> exporter;
+  };
+  std::vector<Export> exports_;
+  exporter::HfQuarkExporter* hf_ = nullptr;
+  absl::Status CreateExports(const LayerPlan& plan);
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
   std::vector<int64_t> eval_ids_;
   std::vector<at::Tensor> samples_;
@@ -119,7 +134,12 @@ absl::Status QuantizeRun::Prepare() {
   model_ = *std::move(model);
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
-  if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
+  // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme) has no Config to validate.
+  const bool llama_cpp_rules_only = options_.config == Config{} && !options_.gguf_type.empty() &&
+                                    options_.export_formats == std::vector<std::string>{"gguf"};
+  if (!llama_cpp_rules_only) {
+    if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
+  }
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
   if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
   for (const LayerAssignment& a : plan.layers) {
@@ -131,14 +151,77 @@ absl::Status QuantizeRun::Prepare() {
                                            "add it to exclude"));
   }
   if (!options_.output_dir.empty()) {
-    exporter::HfQuarkExportOptions export_options;
-    export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
-    export_options.untie_embeddings = rotation_.has_value() && model_.tie_word_embeddings;
-    auto exporter = exporter::HfQuarkExporter::Create(model_dir_, options_.output_dir, config_, plan, export_options);
-    if (!exporter.ok()) return exporter.status();
-    exporter_ = *std::move(exporter);
+    if (auto s = CreateExports(plan); !s.ok()) return s;
   }
   quantizer_ = std::make_unique<LayerQuantizer>(options_.config, std::move(plan));
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
+  std::vector<std::string> formats = options_.export_formats;
+  if (formats.empty()) formats = {"hf_quark"};
+  for (size_t i = 0; i < formats.size(); ++i) {
+    const std::string& f = formats[i];
+    if (f != "hf_quark" && f != "gguf" && f != "onnx") {
+      return absl::InvalidArgumentError(StrCat("export_formats[", i, "]: \"", f, "\" is not hf_quark, gguf or onnx"));
+    }
+    if (std::count(formats.begin(), formats.end(), f) > 1) {
+      return absl::InvalidArgumentError(StrCat("export_formats[", i, "]: ", f, " appears twice"));
+    }
+  }
+  if (!options_.gguf_type.empty() && std::find(formats.begin(), formats.end(), "gguf") == formats.end()) {
+    return absl::InvalidArgumentError("gguf_type: set, but gguf is not among the export formats");
+  }
+  const bool single = formats.size() == 1;
+  std::error_code ec;
+  if (!single) {
+    if (std::filesystem::exists(options_.output_dir, ec) && !std::filesystem::is_empty(options_.output_dir, ec)) {
+      return absl::AlreadyExistsError(StrCat("output_dir: ", options_.output_dir, " exists and is not an empty folder"));
+    }
+    std::filesystem::create_directories(options_.output_dir, ec);
+    if (ec) return absl::InternalError(StrCat("output_dir: ", options_.output_dir, ": ", ec.message()));
+  }
+  for (const std::string& format : formats) {
+    const std::filesystem::path root(options_.output_dir);
+    Export e;
+    e.format = format;
+    if (format == "hf_quark") {
+      e.path = single ? root.string() : (root / "hf_quark").string();
+      exporter::HfQuarkExportOptions export_options;
+      export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
+      export_options.untie_embeddings = rotation_.has_value() && model_.tie_word_embeddings;
+      auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
+      if (!exporter.ok()) return exporter.status();
+      hf_ = exporter->get();
+      e.exporter = *std::move(exporter);
+    } else {
+      // GGUF and ONNX take the embedding and the LM head as one matrix when the checkpoint ties them; a rotation
+      // makes them two.
+      if (rotation_ && model_.tie_word_embeddings) {
+        return absl::UnimplementedError(StrCat("export_formats: ", format, " of a rotated model with tied embeddings "
+                                               "(the rotation unties them); export hf_quark"));
+      }
+      if (format == "gguf") {
+        if (single) std::filesystem::create_directories(root, ec);
+        e.path = (root / "model.gguf").string();
+        exporter::GgufExportOptions gguf;
+        if (!options_.gguf_type.empty()) {
+          auto type = exporter::gguf::ParseGgmlType(options_.gguf_type);
+          if (!type.ok()) return absl::InvalidArgumentError(StrCat("gguf_type: ", std::string(type.status().message())));
+          gguf.type = *type;
+        }
+        auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
+        if (!exporter.ok()) return exporter.status();
+        e.exporter = *std::move(exporter);
+      } else {
+        e.path = single ? root.string() : (root / "onnx").string();
+        auto exporter = exporter::CreateOnnxExporter(model_dir_, e.path, config_, plan);
+        if (!exporter.ok()) return exporter.status();
+        e.exporter = *std::move(exporter);
+      }
+    }
+    exports_.push_back(std::move(e));
+  }
   return absl::OkStatus();
 }
 
@@ -309,7 +392,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
 }
 
 absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
-  if (exporter_) {
+  if (!exports_.empty()) {
     for (const auto& q : current_) {
       exporter::LinearExportData data = ExportDataOf(*q);
       if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
@@ -317,11 +400,18 @@ absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& 
         if (!codes.ok()) return codes.status();
         data.weight_codes = *std::move(codes);
       }
-      if (auto s = exporter_->WriteLinear(data); !s.ok()) return s;
+      for (auto& e : exports_) {
+        if (auto s = e.exporter->WriteLinear(data); !s.ok()) return s;
+      }
       q->ReleaseFloatWeight();
     }
-    quantize::OverlayWeightSource weights(streamer_->model().shared_weights(), edited_ ? std::vector<std::shared_ptr<const runtime::WeightSource>>{edited_} : std::vector<std::shared_ptr<const runtime::WeightSource>>{});
-    if (auto s = exporter_->WriteUnquantized(layer.prefix(), weights); !s.ok()) return s;
+    // The layer's other tensors as the algorithms left them (smoothed norms), else as the streamer reads them.
+    std::vector<std::shared_ptr<const runtime::WeightSource>> edited;
+    if (edited_) edited.push_back(edited_);
+    const quantize::OverlayWeightSource weights(streamer_->model().shared_weights(), std::move(edited));
+    for (auto& e : exports_) {
+      if (auto s = e.exporter->WriteUnquantized(layer.prefix(), weights); !s.ok()) return s;
+    }
   }
   current_.clear();
   return absl::OkStatus();
@@ -356,15 +446,16 @@ absl::Status QuantizeRun::QuantizeLayers() {
   if (!outputs.ok()) return outputs.status();
   samples_.clear();
   report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
-  if (exporter_) {
-    Progress("finish", static_cast<int>(model_.num_hidden_layers), 0.7, 0, "writing config.json and checking the export");
-    auto files = exporter_->Finish(*streamer_->model().shared_weights());
+  for (auto& e : exports_) {
+    Progress("finish", static_cast<int>(model_.num_hidden_layers), 0.7, 0,
+             StrCat("finishing and checking the ", e.format, " export"));
+    auto files = e.exporter->Finish(*streamer_->model().shared_weights());
     if (!files.ok()) return files.status();
-    report_.files = *std::move(files);
-    report_.quantization_config = exporter_->quantization_config();
-  } else {
-    report_.quantization_config = ConfigToQuarkJson(config_);
+    for (const std::string& file : *files) {
+      report_.files.push_back(exports_.size() == 1 || e.format == "gguf" ? file : StrCat(e.format, "/", file));
+    }
   }
+  report_.quantization_config = hf_ ? hf_->quantization_config() : ConfigToQuarkJson(config_);
   return absl::OkStatus();
 }
 
@@ -390,8 +481,20 @@ absl::Status QuantizeRun::EvaluateAfter() {
   auto after = Evaluate(*quantized, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
   if (!after.ok()) return after.status();
   report_.metrics["ppl_after"] = *after;
-  if (exporter_) {
-    auto reloaded = quantize::OpenQuantizedExport(options_.output_dir);
+  for (const auto& e : exports_) {
+    if (e.format != "gguf") continue;
+    // The GGUF read back through its own weight source (dequantized blocks), as `quark eval --model` reads it.
+    auto source = exporter::GgufWeightSource::Open(e.path);
+    if (!source.ok()) return source.status();
+    auto streamer = runtime::LayerStreamer::Create((*source)->config(), *source);
+    if (!streamer.ok()) return streamer.status();
+    auto ppl = Evaluate(**streamer, {}, "evaluate_reloaded", 1 - kEvalShare);
+    if (!ppl.ok()) return ppl.status();
+    report_.metrics["ppl_gguf"] = *ppl;
+  }
+  if (hf_) {
+    const auto hf = std::find_if(exports_.begin(), exports_.end(), [](const Export& e) { return e.format == "hf_quark"; });
+    auto reloaded = quantize::OpenQuantizedExport(hf->path);
     if (!reloaded.ok()) return reloaded.status();
     auto ppl = Evaluate(*reloaded->streamer, reloaded->hooks, "evaluate_reloaded", 1 - kEvalShare);
     if (!ppl.ok()) return ppl.status();

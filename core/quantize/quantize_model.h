@@ -37,7 +37,15 @@ struct QuantizeProgress {
 
 struct QuantizeModelOptions {
   quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
-  std::string output_dir;         // receives the HF-quark export; empty = no export (fake-quantized evaluation only)
+  std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
+  /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
+  /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:
+  /// output_dir/hf_quark/, output_dir/model.gguf, output_dir/onnx/.
+  std::vector<std::string> export_formats;
+  /// The GGUF type of the weights the engine leaves in float ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"), by
+  /// llama.cpp's rules; empty = the engine's quantized codes and the source's float types. With no quantization
+  /// scheme at all, a GGUF export with a type quantizes the float model as `llama-quantize --pure` does.
+  std::string gguf_type;
   /// Text (random windows), JSONL "text" or token ids (one sample per line, in order). Read only when something
   /// consumes activations (GPTQ, static activations, KV-cache scales); empty then = the evaluation text, and
   /// without one an INVALID_ARGUMENT asking for data.
@@ -54,11 +62,12 @@ struct QuantizeModelOptions {
 };
 
 struct QuantizeModelReport {
-  /// ppl_before, ppl_after (fake-quantized), ppl_reloaded (the export read back; only with an output_dir),
+  /// ppl_before, ppl_after (fake-quantized), ppl_reloaded (the HF-quark export read back), ppl_gguf (the GGUF export
+  /// read back; both only with that export and evaluation text),
   /// seconds_total, seconds_quantize, seconds_eval, num_layers, num_calibration_samples, calibration_tokens.
   std::map<std::string, double> metrics;
   nlohmann::ordered_json quantization_config;  // as written into the export's config.json
-  std::vector<std::string> files;              // file names in output_dir
+  std::vector<std::string> files;              // file names in output_dir (with several formats: "<format>/<file>")
   /// One line per scaling pair per layer from SmoothQuant / AutoSmoothQuant / AWQ (prev_op, layers, ratio, scales).
   std::vector<std::string> algorithm_log;
 };

@@ -1,5 +1,7 @@
 #include "server/api/spec_validation.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/config/presets.h"
@@ -65,6 +67,21 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   return absl::OkStatus();
 }
 
+// The GGUF types the engine writes (core/export/gguf_blocks.h; the server does not link the engine), and only with a
+// GGUF export.
+absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
+  if (spec.gguf_type().empty()) return absl::OkStatus();
+  static const std::set<std::string> kTypes = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"};
+  if (!kTypes.count(spec.gguf_type())) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.gguf_type: \"", spec.gguf_type(),
+                                                   "\" is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
+  }
+  for (int i = 0; i < spec.export_formats_size(); ++i) {
+    if (spec.export_formats(i) == quark::v1::EXPORT_FORMAT_GGUF) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
+}
+
 }  // namespace
 
 absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, const quark::v1::Config* config,
@@ -102,6 +119,13 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
   if (!status.ok()) return status;
   bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
+  status = CheckGgufType(spec);
+  if (!status.ok()) return status;
+  // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed.
+  if (!has_preset && !has_config && !spec.gguf_type().empty() && spec.export_formats_size() == 1 &&
+      spec.algo_config_size() == 0 && spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) {
+    return absl::OkStatus();
+  }
   absl::StatusOr<quark::Config> config =
       ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
                            spec.kv_cache_dtype(), spec.exclude());

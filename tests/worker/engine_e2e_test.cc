@@ -107,6 +107,47 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
   EXPECT_EQ(algo[0]["inside_layer_modules"].size(), 7u);
 }
 
+// AWQ and every export format in one job: the worker writes HF-quark, GGUF and ONNX in one pass over the model and
+// publishes all three under one manifest; the GGUF read back gives the fake-quantized model's perplexity.
+TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
+  const std::string fixtures = Fixtures();
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+  quark::v1::SubmitJobRequest request;
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
+  spec->set_preset("uint4_wo_32");
+  spec->add_algo_config()->mutable_awq();
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_ONNX);
+  spec->set_output_uri("s3://test/formats");
+  spec->set_max_attempts(1);
+  spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
+  spec->mutable_calibration()->set_num_samples(4);
+  spec->mutable_calibration()->set_seq_len(64);
+  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
+  spec->mutable_evaluation()->set_seq_len(128);
+  spec->mutable_evaluation()->set_max_windows(2);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+  const auto& metrics = done.result().metrics();
+  ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_reloaded")) << done.DebugString();
+  EXPECT_NEAR(metrics.at("ppl_gguf") / metrics.at("ppl_after"), 1.0, 1e-3);
+  storage::S3ObjectStore bucket(server_->Config());
+  const std::string root = "s3://test/formats/" + done.id() + "/";
+  for (const char* file : {"hf_quark/config.json", "hf_quark/model.safetensors", "model.gguf", "onnx/model.onnx",
+                           "onnx/model.onnx.data"}) {
+    EXPECT_TRUE(bucket.GetBytes(root + file).ok()) << file;
+  }
+  absl::StatusOr<std::string> config = bucket.GetBytes(root + "hf_quark/config.json");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(nlohmann::json::parse(*config)["quantization_config"]["algo_config"][0]["name"], "awq");
+}
+
 TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   const std::string fixtures = Fixtures();
   absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();

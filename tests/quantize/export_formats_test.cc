@@ -1,0 +1,98 @@
+// QuantizeModel's exports: several formats in one pass over the model (HF-quark, GGUF, ONNX), each where the options
+// say, the GGUF read back to the fake-quantized model's perplexity, llama.cpp's own float quantization when no scheme
+// is given, and the refusals that name the field.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/config/presets.h"
+#include "core/export/gguf_source.h"
+#include "core/quantize/quantize_model.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+
+QuantizeModelOptions Evaluated(QuantizeModelOptions o) {
+  o.eval_text_file = testing::SmallEvalText();
+  o.eval_seq_len = 64;
+  o.eval_max_windows = 2;
+  return o;
+}
+
+TEST(ExportFormatsTest, EveryFormatInOnePassEachInItsPlace) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("uint4_wo_32");
+  o.output_dir = testing::TempPath("all_formats");
+  o.export_formats = {"hf_quark", "gguf", "onnx"};
+  o = Evaluated(o);
+  auto report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(fs::exists(fs::path(o.output_dir) / "hf_quark" / "config.json"));
+  EXPECT_TRUE(fs::exists(fs::path(o.output_dir) / "model.gguf"));
+  EXPECT_TRUE(fs::exists(fs::path(o.output_dir) / "onnx" / "model.onnx"));
+  EXPECT_NE(std::find(report->files.begin(), report->files.end(), "hf_quark/model.safetensors"), report->files.end());
+  EXPECT_NE(std::find(report->files.begin(), report->files.end(), "model.gguf"), report->files.end());
+  // uint4 asymmetric g32 is Q4_1 losslessly but for m = -scale * zero_point rounded to f16.
+  const double after = report->metrics.at("ppl_after");
+  EXPECT_NEAR(report->metrics.at("ppl_reloaded"), after, 3e-5 * after);
+  EXPECT_NEAR(report->metrics.at("ppl_gguf"), after, 1e-3 * after);
+}
+
+TEST(ExportFormatsTest, OneFormatIsTheOutputItself) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("uint4_wo_32");
+  o.output_dir = testing::TempPath("onnx_only");
+  o.export_formats = {"onnx"};
+  auto report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(fs::exists(fs::path(o.output_dir) / "model.onnx"));
+  EXPECT_FALSE(report->metrics.count("ppl_gguf"));
+}
+
+TEST(ExportFormatsTest, NoSchemeAndAGgufTypeIsLlamaCppsOwnQuantization) {
+  QuantizeModelOptions o;  // an empty Config: nothing for the engine to quantize
+  o.output_dir = testing::TempPath("gguf_q8");
+  o.export_formats = {"gguf"};
+  o.gguf_type = "Q8_0";
+  o = Evaluated(o);
+  auto report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  // The fake-quantized model is the float one; Q8_0 moves the perplexity very little.
+  EXPECT_EQ(report->metrics.at("ppl_after"), report->metrics.at("ppl_before"));
+  EXPECT_NEAR(report->metrics.at("ppl_gguf"), report->metrics.at("ppl_before"), 2e-3 * report->metrics.at("ppl_before"));
+  auto source = exporter::GgufWeightSource::Open((fs::path(o.output_dir) / "model.gguf").string());
+  ASSERT_TRUE(source.ok()) << source.status();
+}
+
+TEST(ExportFormatsTest, BadFormatsAndTypesAreNamed) {
+  const std::string model = testing::WriteSyntheticLlama();
+  const auto expect_error = [&](QuantizeModelOptions o, const std::string& text) {
+    o.output_dir = testing::TempPath("bad_formats");
+    auto report = QuantizeModel(model, o);
+    ASSERT_FALSE(report.ok()) << text;
+    EXPECT_NE(std::string(report.status().message()).find(text), std::string::npos) << report.status();
+    EXPECT_FALSE(fs::exists(fs::path(o.output_dir) / "model.gguf"));
+  };
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("uint4_wo_32");
+  o.export_formats = {"hf_quark", "tflite"};
+  expect_error(o, "export_formats[1]: \"tflite\"");
+  o.export_formats = {"gguf", "gguf"};
+  expect_error(o, "export_formats[0]: gguf appears twice");
+  o.export_formats = {"hf_quark"};
+  o.gguf_type = "Q4_1";
+  expect_error(o, "gguf_type: set, but gguf is not among the export formats");
+  o.export_formats = {"gguf"};
+  o.gguf_type = "Q5_K";
+  expect_error(o, "gguf_type");
+  // A scheme GGUF cannot hold is refused before any byte is written, naming the module.
+  o.config = *PresetConfig("fp8");
+  o.gguf_type.clear();
+  expect_error(o, "model.layers.0.");
+}
+
+}  // namespace
+}  // namespace quark
