@@ -26,6 +26,11 @@ absl::StatusOr<PerplexityResult> EvaluatePerplexity(LayerStreamer& streamer, con
                                              " must not be negative"));
   }
   if (ids.size() < 2) return absl::InvalidArgumentError(StrCat("perplexity needs at least 2 tokens, got ", ids.size()));
+  // Past its trained context a model extrapolates (RoPE positions it never saw): a number, but not its perplexity.
+  if (config.max_position_embeddings > 0 && options.seq_len > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(StrCat("seq_len: ", options.seq_len, " is above the model's max_position_embeddings (",
+                                             config.max_position_embeddings, ")"));
+  }
   PerplexityResult result;
   result.tokens = static_cast<int64_t>(ids.size());
   result.seq_len = options.seq_len > 0 ? options.seq_len : std::min<int64_t>(2048, config.max_position_embeddings);

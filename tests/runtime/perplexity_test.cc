@@ -63,6 +63,20 @@ TEST_F(Stories260KTest, StoryZeroIs171TokensWithTheReferenceNll) {
   EXPECT_NEAR(result->mean_nll, 1.2977, 0.001);
 }
 
+TEST_F(Stories260KTest, WindowsPastTheTrainedContextAreAnError) {
+  auto ids = tokenizer_->EncodeWithBos(text_);
+  ASSERT_TRUE(ids.ok());
+  PerplexityOptions options;
+  options.seq_len = 513;  // max_position_embeddings is 512
+  options.max_windows = 1;
+  auto result = EvaluatePerplexity(*streamer_, *ids, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(result.status().message()).find("seq_len: 513 is above the model's max_position_embeddings (512)"),
+            std::string::npos)
+      << result.status();
+}
+
 TEST(PerplexityWindowsTest, NonOverlappingWithAShortTailAndACap) {
   using Windows = std::vector<std::pair<int64_t, int64_t>>;
   EXPECT_EQ(PerplexityWindows(10, 4, 0), (Windows{{0, 4}, {4, 4}, {8, 2}}));
