@@ -4,7 +4,6 @@
 
 #include "client/output.h"
 #include "client/job_file.h"
-#include "worker/storage/strings.h"
 
 namespace quark::client {
 namespace {

@@ -16,6 +16,7 @@ namespace quark::client {
 
 struct CommandContext {
   std::unique_ptr<quark::v1::QuantizationService::Stub> stub;
+  std::unique_ptr<quark::v1::AdminService::Stub> admin_stub;
   std::string server;
   bool json = false;
   std::chrono::seconds timeout{30};
@@ -35,5 +36,8 @@ int WatchCommand(CommandContext& ctx, const std::string& id, int64_t after, bool
 int CancelCommand(CommandContext& ctx, const std::string& id);
 int PresetsCommand(CommandContext& ctx);
 int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags);
+/// Admin role: the audit log after sequence `after` (only `tenant`'s when set); drain or resume a worker.
+int AuditCommand(CommandContext& ctx, int64_t after, const std::string& tenant, int page_size);
+int DrainCommand(CommandContext& ctx, const std::string& worker_id, bool drain);
 
 }  // namespace quark::client

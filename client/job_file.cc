@@ -8,7 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "worker/storage/strings.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+
 
 namespace quark::client {
 namespace {
@@ -20,7 +23,10 @@ nlohmann::json ScalarToJson(const YAML::Node& node) {
   if (text == "true" || text == "True") return true;
   if (text == "false" || text == "False") return false;
   int64_t integer = 0;
-  if (str::ParseInt64(text, &integer)) return integer;
+  // Whole-string integers only (SimpleAtoi alone would also take surrounding spaces).
+  if (!absl::ascii_isspace(text.front()) && !absl::ascii_isspace(text.back()) && absl::SimpleAtoi(text, &integer)) {
+    return integer;
+  }
   try {
     size_t used = 0;
     double number = std::stod(text, &used);
@@ -52,7 +58,7 @@ nlohmann::json NodeToJson(const YAML::Node& node) {
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(str::Cat(path, ": cannot open"));
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -66,18 +72,20 @@ absl::StatusOr<std::string> YamlToJson(std::string_view yaml) {
     return NodeToJson(root).dump();
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
-        str::Cat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
+        absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
   }
 }
 
 absl::Status ParseMessageText(std::string_view text, std::string_view source, google::protobuf::Message& message) {
   absl::StatusOr<std::string> json = YamlToJson(text);
-  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(source, ": ", json.status().message()));
+  // Debian's abseil has its own string_view: std::string_view goes into StrCat as a std::string.
+  const std::string where(source);
+  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", json.status().message()));
   google::protobuf::util::JsonParseOptions options;
   auto status = google::protobuf::util::JsonStringToMessage(*json, &message, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
-        str::Cat(source, ": not a ", message.GetDescriptor()->full_name(), ": ", std::string(status.message())));
+        absl::StrCat(where, ": not a ", message.GetDescriptor()->full_name(), ": ", std::string(status.message())));
   }
   return absl::OkStatus();
 }
@@ -94,7 +102,7 @@ absl::StatusOr<quark::v1::Config> LoadConfigFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadText(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::string> json = YamlToJson(*text);
-  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(path, ": ", json.status().message()));
+  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
   nlohmann::json doc = nlohmann::json::parse(*json);
   if (doc.is_object() && doc.contains("config") && doc.size() == 1) doc = doc["config"];
   quark::v1::Config config;
@@ -106,19 +114,19 @@ absl::StatusOr<std::vector<quark::v1::AlgoConfig>> LoadQuarkAlgoConfigFile(const
   absl::StatusOr<std::string> text = ReadText(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::string> json = YamlToJson(*text);
-  if (!json.ok()) return absl::InvalidArgumentError(str::Cat(path, ": ", json.status().message()));
+  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
   const nlohmann::json root = nlohmann::json::parse(*json, nullptr, /*allow_exceptions=*/false);
   const bool list = root.is_array();
   std::vector<quark::v1::AlgoConfig> out;
   for (size_t i = 0; i < (list ? root.size() : 1); ++i) {
     const nlohmann::json& entry = list ? root[i] : root;
-    const std::string source = list ? str::Cat(path, "[", i, "]") : path;
+    const std::string source = list ? absl::StrCat(path, "[", i, "]") : path;
     if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string()) {
-      return absl::InvalidArgumentError(str::Cat(source, ": expected an object with a string \"name\""));
+      return absl::InvalidArgumentError(absl::StrCat(source, ": expected an object with a string \"name\""));
     }
     std::string name = entry["name"].get<std::string>();
     for (const char* unsupported : {"quarot", "gptaq", "qronos", "svdquant"}) {
-      if (name == unsupported) return absl::UnimplementedError(str::Cat(source, ": Quark's ", name, " is not implemented"));
+      if (name == unsupported) return absl::UnimplementedError(absl::StrCat(source, ": Quark's ", name, " is not implemented"));
     }
     if (name == "smooth") name = "smoothquant";  // Quark's algo_config name for the proto's smoothquant
     nlohmann::json fields = entry;

@@ -7,20 +7,30 @@
 #include <cmath>
 #include <cstdio>
 
-#include "worker/storage/strings.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace quark::client {
 namespace {
 
+// Six decimals with trailing zeros dropped ("9.5", "12.345678"), not absl's six significant digits.
+std::string Number(double value) {
+  std::string text = std::to_string(value);
+  while (text.size() > 1 && text.back() == '0') text.pop_back();
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
 std::string Percent(double fraction) {
-  return str::Cat(static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100)), "%");
+  return absl::StrCat(static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100)), "%");
 }
 
 std::string Duration(double seconds) {
   int64_t s = static_cast<int64_t>(std::lround(std::max(seconds, 0.0)));
-  if (s >= 3600) return str::Cat(s / 3600, "h", (s % 3600) / 60 < 10 ? "0" : "", (s % 3600) / 60, "m");
-  if (s >= 60) return str::Cat(s / 60, "m", s % 60 < 10 ? "0" : "", s % 60, "s");
-  return str::Cat(s, "s");
+  if (s >= 3600) return absl::StrCat(s / 3600, "h", (s % 3600) / 60 < 10 ? "0" : "", (s % 3600) / 60, "m");
+  if (s >= 60) return absl::StrCat(s / 60, "m", s % 60 < 10 ? "0" : "", s % 60, "s");
+  return absl::StrCat(s, "s");
 }
 
 std::string Time(const google::protobuf::Timestamp& time) {
@@ -35,8 +45,8 @@ std::string Pad(const std::string& text, size_t width) {
 
 std::string ProgressSummary(const quark::v1::Progress& p) {
   if (p.phase().empty()) return "-";
-  std::string out = str::Cat(p.phase(), " ", Percent(p.fraction()));
-  if (p.num_layers() > 0) str::Append(&out, " (", p.layer(), "/", p.num_layers(), ")");
+  std::string out = absl::StrCat(p.phase(), " ", Percent(p.fraction()));
+  if (p.num_layers() > 0) absl::StrAppend(&out, " (", p.layer(), "/", p.num_layers(), ")");
   return out;
 }
 
@@ -57,12 +67,12 @@ std::string ToJsonLine(const google::protobuf::Message& message) {
 }
 
 std::string StateName(quark::v1::JobState state) {
-  return std::string(str::StripPrefix(quark::v1::JobState_Name(state), "JOB_STATE_"));
+  return std::string(absl::StripPrefix(quark::v1::JobState_Name(state), "JOB_STATE_"));
 }
 
 std::string JobTable(const quark::v1::Job& job) {
   std::string out;
-  auto row = [&](const std::string& key, const std::string& value) { str::Append(&out, Pad(key + ":", 11), value, "\n"); };
+  auto row = [&](const std::string& key, const std::string& value) { absl::StrAppend(&out, Pad(key + ":", 11), value, "\n"); };
   row("id", job.id());
   row("state", StateName(job.state()));
   row("model", job.spec().model_uri());
@@ -72,43 +82,43 @@ std::string JobTable(const quark::v1::Job& job) {
   row("created", Time(job.created_at()));
   if (job.has_finished_at()) row("finished", Time(job.finished_at()));
   if (!job.worker_id().empty()) row("worker", job.worker_id());
-  if (job.attempts_size() > 0) row("attempts", str::Cat(job.attempts_size()));
+  if (job.attempts_size() > 0) row("attempts", absl::StrCat(job.attempts_size()));
   if (!job.result().manifest_uri().empty()) row("manifest", job.result().manifest_uri());
   for (const auto& artifact : job.result().artifacts()) {
-    row("artifact", str::Cat(artifact.uri(), " (", artifact.size_bytes(), " bytes)"));
+    row("artifact", absl::StrCat(artifact.uri(), " (", artifact.size_bytes(), " bytes)"));
   }
   std::vector<std::string> metrics;
-  for (const auto& [name, value] : job.result().metrics()) metrics.push_back(str::Cat(name, "=", value));
+  for (const auto& [name, value] : job.result().metrics()) metrics.push_back(absl::StrCat(name, "=", Number(value)));
   std::sort(metrics.begin(), metrics.end());
-  if (!metrics.empty()) row("metrics", str::Join(metrics, " "));
+  if (!metrics.empty()) row("metrics", absl::StrJoin(metrics, " "));
   if (!job.error().empty()) row("error", job.error());
   return out;
 }
 
 std::string JobListTable(const std::vector<quark::v1::Job>& jobs) {
-  std::string out = str::Cat(Pad("ID", 24), Pad("STATE", 11), Pad("PROGRESS", 24), Pad("CREATED", 22), "MODEL\n");
+  std::string out = absl::StrCat(Pad("ID", 24), Pad("STATE", 11), Pad("PROGRESS", 24), Pad("CREATED", 22), "MODEL\n");
   for (const quark::v1::Job& job : jobs) {
-    str::Append(&out, Pad(job.id(), 24), Pad(StateName(job.state()), 11), Pad(ProgressSummary(job.progress()), 24),
+    absl::StrAppend(&out, Pad(job.id(), 24), Pad(StateName(job.state()), 11), Pad(ProgressSummary(job.progress()), 24),
                 Pad(Time(job.created_at()), 22), job.spec().model_uri(), "\n");
   }
   return out;
 }
 
 std::string PresetsTable(const quark::v1::ListPresetsResponse& presets) {
-  std::string out = str::Cat(Pad("NAME", 28), "DESCRIPTION\n");
+  std::string out = absl::StrCat(Pad("NAME", 28), "DESCRIPTION\n");
   for (const auto& preset : presets.presets()) {
-    str::Append(&out, Pad(preset.name(), 28), preset.description(), preset.legacy() ? " (legacy name)" : "", "\n");
+    absl::StrAppend(&out, Pad(preset.name(), 28), preset.description(), preset.legacy() ? " (legacy name)" : "", "\n");
   }
   return out;
 }
 
 std::string ValidateTable(const quark::v1::ValidateConfigResponse& response) {
   std::string out = response.valid() ? "valid\n" : "invalid\n";
-  for (const std::string& error : response.errors()) str::Append(&out, "error: ", error, "\n");
-  for (const std::string& warning : response.warnings()) str::Append(&out, "warning: ", warning, "\n");
-  if (response.layers_size() > 0) str::Append(&out, Pad("MODULE", 40), Pad("TYPE", 12), "SOURCE\n");
+  for (const std::string& error : response.errors()) absl::StrAppend(&out, "error: ", error, "\n");
+  for (const std::string& warning : response.warnings()) absl::StrAppend(&out, "warning: ", warning, "\n");
+  if (response.layers_size() > 0) absl::StrAppend(&out, Pad("MODULE", 40), Pad("TYPE", 12), "SOURCE\n");
   for (const auto& layer : response.layers()) {
-    str::Append(&out, Pad(layer.module(), 40), Pad(layer.module_type(), 12), layer.source(), "\n");
+    absl::StrAppend(&out, Pad(layer.module(), 40), Pad(layer.module_type(), 12), layer.source(), "\n");
   }
   return out;
 }
@@ -118,18 +128,18 @@ std::string ProgressBar(const quark::v1::Progress& progress, int width) {
   int filled = static_cast<int>(f * width);
   std::string bar = "[" + std::string(filled, '=') + (filled < width ? ">" : "") +
                     std::string(std::max(width - filled - 1, 0), ' ') + "]";
-  std::string out = str::Cat(bar, " ", Percent(f), " ", progress.phase());
-  if (progress.num_layers() > 0) str::Append(&out, " ", progress.layer(), "/", progress.num_layers());
-  if (progress.eta_seconds() > 0) str::Append(&out, " eta ", Duration(progress.eta_seconds()));
+  std::string out = absl::StrCat(bar, " ", Percent(f), " ", progress.phase());
+  if (progress.num_layers() > 0) absl::StrAppend(&out, " ", progress.layer(), "/", progress.num_layers());
+  if (progress.eta_seconds() > 0) absl::StrAppend(&out, " eta ", Duration(progress.eta_seconds()));
   return out;
 }
 
 std::string EventLine(const quark::v1::JobEvent& event) {
-  std::string prefix = str::Cat("#", event.sequence(), " ");
+  std::string prefix = absl::StrCat("#", event.sequence(), " ");
   switch (event.event_case()) {
     case quark::v1::JobEvent::kState: {
       std::string out = prefix + StateName(event.state());
-      if (!event.job().error().empty()) str::Append(&out, ": ", event.job().error());
+      if (!event.job().error().empty()) absl::StrAppend(&out, ": ", event.job().error());
       return out;
     }
     case quark::v1::JobEvent::kProgress:

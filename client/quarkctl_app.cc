@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include "client/channel.h"
 #include "client/commands.h"
 #include "client/output.h"
 
@@ -20,7 +21,7 @@ void AddSpecFlags(CLI::App* cmd, SubmitFlags& f) {
 }
 
 struct Parsed {
-  std::string server;
+  ChannelFlags channel;
   std::string output = "table";
   int timeout_s = 30;
   SubmitFlags spec;
@@ -32,6 +33,7 @@ struct Parsed {
   int page_size = 0;
   bool all = false;
   int64_t after = 0;
+  std::string tenant;
 };
 
 void AddCommands(CLI::App& app, Parsed& p) {
@@ -68,6 +70,14 @@ void AddCommands(CLI::App& app, Parsed& p) {
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
   AddSpecFlags(validate, p.spec);
+  CLI::App* audit = app.add_subcommand("audit", "Admin: the audit log (who submitted, cancelled, drained what)");
+  audit->add_option("--after", p.after, "Only records after this sequence number");
+  audit->add_option("--tenant", p.tenant, "Only this tenant's records");
+  audit->add_option("--page-size", p.page_size, "Records (server default 100, at most 1000)");
+  app.add_subcommand("drain", "Admin: lease no new jobs to a worker")->add_option("worker", p.id, "Worker id")
+      ->required();
+  app.add_subcommand("resume", "Admin: lease jobs to a drained worker again")->add_option("worker", p.id, "Worker id")
+      ->required();
   app.require_subcommand(1);
 }
 
@@ -78,6 +88,9 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
+  if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);
+  if (app.got_subcommand("drain")) return DrainCommand(ctx, p.id, true);
+  if (app.got_subcommand("resume")) return DrainCommand(ctx, p.id, false);
   return ValidateCommand(ctx, p.spec);
 }
 
@@ -87,8 +100,13 @@ int RunQuarkctl(int argc, const char* const* argv, std::ostream& out, std::ostre
   CLI::App app{"quarkctl: submit and follow quantization jobs on quarkd"};
   Parsed p;
   const char* env_server = std::getenv("QUARK_SERVER");
-  p.server = env_server && *env_server ? env_server : "localhost:50051";
-  app.add_option("--server", p.server, "quarkd address HOST:PORT (default $QUARK_SERVER or localhost:50051)");
+  p.channel.server = env_server && *env_server ? env_server : "localhost:50051";
+  app.add_option("--server", p.channel.server, "quarkd address HOST:PORT (default $QUARK_SERVER or localhost:50051)");
+  app.add_option("--token", p.channel.token, "Bearer token (default $QUARK_TOKEN)")->envname("QUARK_TOKEN");
+  app.add_option("--tls-ca", p.channel.tls_ca, "PEM CAs of quarkd's certificate: connect with TLS")
+      ->envname("QUARK_TLS_CA");
+  app.add_option("--tls-cert", p.channel.tls_cert, "PEM client certificate (mutual TLS)")->envname("QUARK_TLS_CERT");
+  app.add_option("--tls-key", p.channel.tls_key, "PEM key of --tls-cert")->envname("QUARK_TLS_KEY");
   app.add_option("-o,--output-format", p.output, "table or json")->check(CLI::IsMember({"table", "json"}));
   app.add_option("--timeout", p.timeout_s, "Deadline of each unary call, seconds")->check(CLI::Range(1, 3600));
   // Global options may also follow the subcommand ("quarkctl submit ... -o json"), as the docs show them.
@@ -106,10 +124,15 @@ int RunQuarkctl(int argc, const char* const* argv, std::ostream& out, std::ostre
     err << "quarkctl: " << e.what() << "\nRun 'quarkctl --help' for usage.\n";
     return kExitUsage;
   }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(p.channel);
+  if (!channel.ok()) {
+    err << "quarkctl: " << channel.status().message() << "\n";
+    return kExitUsage;
+  }
   CommandContext ctx;
-  ctx.server = p.server;
-  ctx.stub = quark::v1::QuantizationService::NewStub(
-      grpc::CreateChannel(p.server, grpc::InsecureChannelCredentials()));
+  ctx.server = p.channel.server;
+  ctx.stub = quark::v1::QuantizationService::NewStub(*channel);
+  ctx.admin_stub = quark::v1::AdminService::NewStub(*channel);
   ctx.json = p.output == "json";
   ctx.timeout = std::chrono::seconds(p.timeout_s);
   ctx.out = &out;

@@ -5,13 +5,15 @@
 #include <sstream>
 
 #include "client/job_file.h"
-#include "worker/storage/strings.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace quark::client {
 namespace {
 
 std::string Normalize(const std::string& name) {
-  std::string out = str::ToLower(name);
+  std::string out = absl::AsciiStrToLower(name);
   std::replace(out.begin(), out.end(), '-', '_');
   return out;
 }
@@ -23,12 +25,12 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (!flags.calib.empty()) spec.mutable_calibration()->set_uri(flags.calib);
   if (flags.num_calib_samples) {
     if (*flags.num_calib_samples < 1) {
-      return absl::InvalidArgumentError(str::Cat("--num-calib-samples: ", *flags.num_calib_samples, " is not >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("--num-calib-samples: ", *flags.num_calib_samples, " is not >= 1"));
     }
     spec.mutable_calibration()->set_num_samples(*flags.num_calib_samples);
   }
   if (flags.seq_len) {
-    if (*flags.seq_len < 1) return absl::InvalidArgumentError(str::Cat("--seq-len: ", *flags.seq_len, " is not >= 1"));
+    if (*flags.seq_len < 1) return absl::InvalidArgumentError(absl::StrCat("--seq-len: ", *flags.seq_len, " is not >= 1"));
     spec.mutable_calibration()->set_seq_len(*flags.seq_len);
   }
   if (flags.seed) spec.mutable_calibration()->set_seed(*flags.seed);
@@ -45,7 +47,7 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.priority) spec.set_priority(*flags.priority);
   if (flags.max_attempts) {
     if (*flags.max_attempts < 1) {
-      return absl::InvalidArgumentError(str::Cat("--max-attempts: ", *flags.max_attempts, " is not >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("--max-attempts: ", *flags.max_attempts, " is not >= 1"));
     }
     spec.set_max_attempts(*flags.max_attempts);
   }
@@ -59,25 +61,25 @@ absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& nam
   if (n == "hf_quark" || n == "hf" || n == "quark") return quark::v1::EXPORT_FORMAT_HF_QUARK;
   if (n == "gguf") return quark::v1::EXPORT_FORMAT_GGUF;
   if (n == "onnx") return quark::v1::EXPORT_FORMAT_ONNX;
-  return absl::InvalidArgumentError(str::Cat("--export: \"", name, "\" is not one of hf_quark, gguf, onnx"));
+  return absl::InvalidArgumentError(absl::StrCat("--export: \"", name, "\" is not one of hf_quark, gguf, onnx"));
 }
 
 absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name) {
   std::string n = Normalize(name);
-  n = std::string(str::StripPrefix(n, "job_state_"));
+  n = std::string(absl::StripPrefix(n, "job_state_"));
   for (int value = quark::v1::JOB_STATE_QUEUED; value <= quark::v1::JOB_STATE_CANCELLED; ++value) {
     auto state = static_cast<quark::v1::JobState>(value);
-    if (str::ToLower(str::StripPrefix(quark::v1::JobState_Name(state), "JOB_STATE_")) == n) return state;
+    if (absl::AsciiStrToLower(absl::StripPrefix(quark::v1::JobState_Name(state), "JOB_STATE_")) == n) return state;
   }
   return absl::InvalidArgumentError(
-      str::Cat("--state: \"", name, "\" is not one of queued, running, succeeded, failed, cancelled"));
+      absl::StrCat("--state: \"", name, "\" is not one of queued, running, succeeded, failed, cancelled"));
 }
 
 absl::Status AddLabels(const std::vector<std::string>& labels, google::protobuf::Map<std::string, std::string>& out) {
   for (const std::string& label : labels) {
     const size_t eq = label.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(str::Cat("--label: \"", label, "\" is not KEY=VALUE"));
+      return absl::InvalidArgumentError(absl::StrCat("--label: \"", label, "\" is not KEY=VALUE"));
     }
     out[label.substr(0, eq)] = label.substr(eq + 1);
   }
@@ -112,7 +114,7 @@ absl::Status AddAlgorithms(const std::vector<std::string>& names, const std::str
   if (!config_file.empty()) {
     absl::StatusOr<std::vector<quark::v1::AlgoConfig>> loaded = LoadQuarkAlgoConfigFile(config_file);
     if (!loaded.ok()) {
-      return absl::Status(loaded.status().code(), str::Cat("--quant-algo-config-file: ", loaded.status().message()));
+      return absl::Status(loaded.status().code(), absl::StrCat("--quant-algo-config-file: ", loaded.status().message()));
     }
     from_file = *std::move(loaded);
   }

@@ -3,7 +3,7 @@
 
 #include "client/commands.h"
 #include "client/output.h"
-#include "worker/storage/strings.h"
+#include "absl/strings/str_cat.h"
 
 namespace quark::client {
 namespace {
@@ -55,7 +55,7 @@ std::string StatusCodeName(grpc::StatusCode code) {
                                        "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
                                        "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
   int index = static_cast<int>(code);
-  return index >= 0 && index < 17 ? kNames[index] : str::Cat("CODE_", index);
+  return index >= 0 && index < 17 ? kNames[index] : absl::StrCat("CODE_", index);
 }
 
 // quiet_events (submit --wait): only the progress display and the final job; otherwise every event is printed

@@ -58,6 +58,18 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-message-bytes", f.server.max_message_bytes, "Largest gRPC message received or sent")
       ->check(CLI::Range(1 << 16, 1 << 30))->envname("QUARKD_MAX_MESSAGE_BYTES")->capture_default_str();
   app.add_option("--ready-file", f.ready_file, "Written once serving: {\"grpc\": ADDR, \"metrics_port\": N}");
+  app.add_option("--tls-cert", f.server.tls_cert, "PEM certificate chain of the gRPC port (TLS; SIGHUP reloads it)")
+      ->envname("QUARKD_TLS_CERT");
+  app.add_option("--tls-key", f.server.tls_key, "PEM private key of --tls-cert")->envname("QUARKD_TLS_KEY");
+  app.add_option("--tls-client-ca", f.server.tls_client_ca, "PEM CAs: require client certificates (mutual TLS)")
+      ->envname("QUARKD_TLS_CLIENT_CA");
+  app.add_flag("--insecure", f.server.insecure, "Allow plaintext gRPC on a non-loopback --listen address")
+      ->envname("QUARKD_INSECURE");
+  app.add_option("--tokens-file", f.server.tokens_file,
+                 "Bearer tokens (SHA-256) -> tenant + role, tenant policies; reloaded on change. Empty: no auth")
+      ->envname("QUARKD_TOKENS_FILE");
+  app.add_option("--metrics-token-file", f.server.metrics_token_file,
+                 "File holding the bearer token /metrics requires")->envname("QUARKD_METRICS_TOKEN_FILE");
 }
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
@@ -86,11 +98,13 @@ int main(int argc, char** argv) {
   flags.server.scheduler.cancel_grace = absl::Milliseconds(flags.cancel_grace_ms);
   flags.server.scheduler.default_max_attempts = flags.max_attempts;
 
-  // SIGINT/SIGTERM go to one thread (sigwait) that shuts the server down; every other thread blocks them.
+  // SIGINT/SIGTERM/SIGHUP go to one thread (sigwait): SIGHUP reloads the certificate and tokens, the others shut
+  // the server down. Every other thread blocks them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::StatusOr<std::unique_ptr<quark::server::QuarkServer>> server = quark::server::QuarkServer::Start(flags.server);
@@ -105,7 +119,15 @@ int main(int argc, char** argv) {
   quark::server::QuarkServer* raw = server->get();
   std::thread signal_thread([&signals, raw] {
     int signal_number = 0;
-    sigwait(&signals, &signal_number);
+    while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+      absl::Status status = raw->ReloadSecurity();
+      if (status.ok()) {
+        quark::log::Get("server")->info("job=- SIGHUP: certificate and tokens reloaded");
+      } else {
+        quark::log::Get("server")->error("job=- SIGHUP: reload refused, the previous files stay in use: {}",
+                                         quark::server::ForLog(status.ToString()));
+      }
+    }
     quark::log::Get("server")->info("job=- signal {}: shutting down", signal_number);
     raw->Shutdown();
   });

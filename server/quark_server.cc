@@ -6,11 +6,16 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/log.h"
+#include "server/api/access_control.h"
+#include "server/api/admin_service.h"
 #include "server/api/quantization_service.h"
 #include "server/api/uri_policy.h"
 #include "server/api/worker_service.h"
@@ -19,6 +24,8 @@
 #include "server/metrics/registry.h"
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/event_hub.h"
+#include "server/security/authenticator.h"
+#include "server/security/tls_credentials.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/workers/local_devices.h"
 #include "server/workers/worker_pool.h"
@@ -34,6 +41,19 @@ std::string DialAddress(const std::string& host, int port) {
 }
 
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+constexpr int kTokenCheckTicks = 10;  // the tokens file's mtime is looked at every 10th tick (~1 s)
+constexpr size_t kMaxUnixSocketPath = 100;
+
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics-token-file: cannot read \"", path, "\""));
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("metrics-token-file: \"", path, "\" is empty"));
+  return token;
+}
 
 }  // namespace
 
@@ -58,25 +78,69 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
   absl::Status status = server->scheduler_->Recover();
   if (!status.ok()) return status;
   server->policy_ = std::make_unique<UriPolicy>(options.allowed_roots);
+  status = server->StartSecurity(options);
+  if (!status.ok()) return status;
+  server->access_ = std::make_unique<AccessControl>(server->auth_.get(), server->store_.get(), server->metrics_.get(),
+                                                    clock);
   status = server->StartGrpc(options);
   if (!status.ok()) return status;
   if (!options.metrics_listen.empty()) {
+    std::string metrics_token;
+    if (!options.metrics_token_file.empty()) {
+      absl::StatusOr<std::string> token = ReadToken(options.metrics_token_file);
+      if (!token.ok()) return token.status();
+      metrics_token = *token;
+    }
     absl::StatusOr<std::unique_ptr<metrics::HttpExposer>> exposer =
-        metrics::HttpExposer::Start(options.metrics_listen, server->registry_.get());
+        metrics::HttpExposer::Start(options.metrics_listen, server->registry_.get(), nullptr, metrics_token);
     if (!exposer.ok()) return exposer.status();
     server->exposer_ = std::move(*exposer);
   }
-  JobScheduler* scheduler = server->scheduler_.get();
-  absl::Notification* stop = &server->stop_;
+  QuarkServer* self = server.get();
   absl::Duration tick = options.tick_interval;
-  server->ticker_ = std::thread([scheduler, stop, tick] {
-    while (!stop->WaitForNotificationWithTimeout(tick)) scheduler->Tick();
+  server->ticker_ = std::thread([self, tick] {
+    for (int ticks = 1; !self->stop_.WaitForNotificationWithTimeout(tick); ++ticks) {
+      self->scheduler_->Tick();
+      if (ticks % kTokenCheckTicks == 0 && self->auth_->ReloadIfChanged()) self->ApplyTenantLimits();
+    }
   });
   status = server->StartWorkers(options);
   if (!status.ok()) return status;
-  log::Get("server")->info("job=- quarkd serving grpc={} metrics={} data_dir={}", server->grpc_address_,
-                           server->metrics_port(), options.data_dir);
+  log::Get("server")->info("job=- quarkd serving grpc={} tls={} auth={} metrics={} data_dir={}",
+                           server->grpc_address_, server->tls_ ? (options.tls_client_ca.empty() ? "on" : "mutual")
+                                                               : "off",
+                           server->auth_->enabled() ? "tokens" : "off", server->metrics_port(), options.data_dir);
   return server;
+}
+
+absl::Status QuarkServer::StartSecurity(const ServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Create(options.tokens_file);
+  if (!auth.ok()) return auth.status();
+  auth_ = std::move(*auth);
+  if (auth_->enabled()) local_worker_token_ = auth_->MintLocalWorkerToken();
+  ApplyTenantLimits();
+  if (!options.tls_cert.empty() || !options.tls_key.empty() || !options.tls_client_ca.empty()) {
+    absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> tls =
+        ReloadableTlsCredentials::Load({options.tls_cert, options.tls_key, options.tls_client_ca});
+    if (!tls.ok()) return tls.status();
+    tls_ = std::move(*tls);
+  }
+  return absl::OkStatus();
+}
+
+void QuarkServer::ApplyTenantLimits() {
+  std::map<std::string, int64_t> limits;
+  for (const auto& [tenant, policy] : auth_->config()->tenants) {
+    if (policy.max_running_jobs > 0) limits[tenant] = policy.max_running_jobs;
+  }
+  scheduler_->SetTenantRunningLimits(std::move(limits));
+}
+
+absl::Status QuarkServer::ReloadSecurity() {
+  absl::Status status = tls_ ? tls_->Reload() : absl::OkStatus();
+  absl::Status tokens = auth_->enabled() ? auth_->Reload() : absl::OkStatus();
+  if (tokens.ok()) ApplyTenantLimits();
+  return status.ok() ? tokens : status;
 }
 
 absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
@@ -84,17 +148,41 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
   int port = 0;
   absl::Status status = metrics::SplitHostPort("listen", options.listen, &host, &port);
   if (!status.ok()) return status;
-  quantization_service_ =
-      std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(), policy_.get());
-  worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get());
+  if (!tls_ && !options.insecure && !IsLoopbackHost(host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "listen: \"", options.listen, "\" is reachable from other machines: give --tls-cert and --tls-key, "
+        "or --insecure to serve plaintext gRPC there"));
+  }
+  quantization_service_ = std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(),
+                                                                    policy_.get(), access_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get());
+  admin_service_ = std::make_unique<AdminServiceImpl>(scheduler_.get(), store_.get(), access_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(options.listen, tls_ ? tls_->Credentials() : grpc::InsecureServerCredentials(),
+                           &grpc_port_);
+  if (tls_) {
+    // Local workers cannot check the public certificate's names against 127.0.0.1, so they dial a unix socket
+    // in a folder only quarkd's user may enter (still with their worker token when authentication is on).
+    std::filesystem::path run_dir = std::filesystem::path(options.data_dir) / "run";
+    std::error_code error;
+    std::filesystem::create_directories(run_dir, error);
+    chmod(run_dir.c_str(), 0700);
+    std::string socket = std::filesystem::absolute(run_dir / "worker.sock", error).string();
+    if (socket.size() > kMaxUnixSocketPath) {
+      return absl::InvalidArgumentError(absl::StrCat("data-dir: the local workers' socket \"", socket,
+                                                     "\" is longer than ", kMaxUnixSocketPath, " bytes"));
+    }
+    std::filesystem::remove(socket, error);
+    local_worker_address_ = "unix:" + socket;
+    builder.AddListeningPort(local_worker_address_, grpc::InsecureServerCredentials());
+  }
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
+  builder.RegisterService(admin_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -104,6 +192,7 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
   }
   grpc_server_->GetHealthCheckService()->SetServingStatus("quark.v1.QuantizationService", true);
   grpc_address_ = DialAddress(host, grpc_port_);
+  if (local_worker_address_.empty()) local_worker_address_ = grpc_address_;
   return absl::OkStatus();
 }
 
@@ -113,13 +202,15 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
   pool.count = options.workers >= 0 ? options.workers : std::max<int>(1, static_cast<int>(pool.gpus.size()));
   if (pool.count == 0) return absl::OkStatus();
   pool.binary = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
-  pool.server_address = grpc_address_;
+  pool.server_address = local_worker_address_;
   pool.extra_args = options.worker_args;
   // quark-worker reads QUARK_WORKER_<FLAG>: local workers share quarkd's roots and get a work folder each
   // (flags given with --worker-arg still win over these).
   if (!options.allowed_roots.empty()) {
     pool.env.push_back("QUARK_WORKER_ALLOWED_ROOTS=" + absl::StrJoin(options.allowed_roots, ","));
   }
+  // The environment, not the command line: other users can read a process's arguments.
+  if (!local_worker_token_.empty()) pool.env.push_back("QUARK_WORKER_TOKEN=" + local_worker_token_);
   pool.env.push_back("QUARK_WORKER_DATA_DIR=" +
                      (std::filesystem::path(options.data_dir) / "workers" / "{id}").string());
   ServerMetrics* server_metrics = metrics_.get();

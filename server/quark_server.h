@@ -21,7 +21,11 @@ namespace metrics {
 class HttpExposer;
 class Registry;
 }  // namespace metrics
+class AccessControl;
+class AdminServiceImpl;
+class Authenticator;
 class EventHub;
+class ReloadableTlsCredentials;
 class QuantizationServiceImpl;
 class SqliteJobStore;
 class UriPolicy;
@@ -38,6 +42,14 @@ struct ServerOptions {
   std::vector<std::string> worker_args;          // extra arguments for every local worker
   std::vector<std::string> allowed_roots;        // file:// URIs must lie inside one of these
   int max_message_bytes = 64 << 20;              // largest gRPC message accepted or sent
+  // Security (README "Secure setup"). Without tls_cert the port is plaintext, which quarkd allows only on a
+  // loopback listen address unless `insecure` is set.
+  std::string tls_cert;                          // PEM chain; with tls_key: TLS, reloaded by ReloadSecurity()
+  std::string tls_key;
+  std::string tls_client_ca;                     // mutual TLS: client certificates signed by these CAs required
+  bool insecure = false;                         // allow plaintext gRPC on a non-loopback address
+  std::string tokens_file;                       // bearer tokens + tenants (security_config.h); "" = auth off
+  std::string metrics_token_file;                // /metrics requires "Authorization: Bearer <file's token>"
   absl::Duration tick_interval = absl::Milliseconds(100);  // lease/cancel expiry checks
   SchedulerOptions scheduler;
 };
@@ -57,6 +69,10 @@ class QuarkServer {
   /// The bound /metrics port (0 when disabled).
   int metrics_port() const;
 
+  /// SIGHUP: re-reads the TLS certificate and key (new handshakes use them) and the tokens file. A bad file
+  /// keeps the old one and is returned as the error.
+  absl::Status ReloadSecurity();
+
   /// Blocks until Shutdown() is called (from another thread or a signal watcher).
   void Wait();
   void Shutdown();
@@ -68,6 +84,8 @@ class QuarkServer {
  private:
   QuarkServer() = default;
   absl::Status StartGrpc(const ServerOptions& options);
+  absl::Status StartSecurity(const ServerOptions& options);
+  void ApplyTenantLimits();
   absl::Status StartWorkers(const ServerOptions& options);
 
   std::unique_ptr<metrics::Registry> registry_;
@@ -76,8 +94,14 @@ class QuarkServer {
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<JobScheduler> scheduler_;
   std::unique_ptr<UriPolicy> policy_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<ReloadableTlsCredentials> tls_;  // outlives grpc_server_ (its handshakes call into it)
+  std::string local_worker_address_;               // where local workers dial (a unix socket under TLS)
+  std::string local_worker_token_;
   std::unique_ptr<QuantizationServiceImpl> quantization_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<metrics::HttpExposer> exposer_;
   std::unique_ptr<WorkerPool> worker_pool_;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "core/base/log.h"
 #include "worker/lease_run.h"
@@ -13,7 +15,39 @@ namespace {
 
 namespace internal = quark::v1::internal;
 
+absl::StatusOr<std::string> ReadPem(const char* flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(str::Cat(flag, ": cannot read \"", path, "\""));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeWorkerChannel(const WorkerAgentOptions& options) {
+  if (options.tls_ca.empty() && options.tls_cert.empty() && options.tls_key.empty()) {
+    return grpc::CreateChannel(options.server_address, grpc::InsecureChannelCredentials());
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("tls-cert and tls-key: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  struct File {
+    const char* flag;
+    const std::string& path;
+    std::string* out;
+  };
+  for (const File& file : {File{"tls-ca", options.tls_ca, &ssl.pem_root_certs},
+                           File{"tls-cert", options.tls_cert, &ssl.pem_cert_chain},
+                           File{"tls-key", options.tls_key, &ssl.pem_private_key}}) {
+    if (file.path.empty()) continue;
+    absl::StatusOr<std::string> pem = ReadPem(file.flag, file.path);
+    if (!pem.ok()) return pem.status();
+    *file.out = std::move(*pem);
+  }
+  return grpc::CreateChannel(options.server_address, grpc::SslCredentials(ssl));
+}
 
 bool IsTransientRpcError(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -31,6 +65,10 @@ WorkerAgent::WorkerAgent(WorkerAgentOptions options, std::shared_ptr<JobRunner> 
     : WorkerAgent(options, std::move(runner),
                   grpc::CreateChannel(options.server_address, grpc::InsecureChannelCredentials())) {}
 
+void WorkerAgent::AddToken(grpc::ClientContext* context) const {
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
 WorkerAgent::WorkerAgent(WorkerAgentOptions options, std::shared_ptr<JobRunner> runner,
                          std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)), runner_(std::move(runner)), channel_(std::move(channel)) {
@@ -43,6 +81,7 @@ WorkerAgent::~WorkerAgent() { Stop(); }
 
 std::unique_ptr<grpc::ClientContext> WorkerAgent::NewContext(std::chrono::milliseconds timeout) {
   auto context = std::make_unique<grpc::ClientContext>();
+  AddToken(context.get());
   std::lock_guard<std::mutex> lock(mu_);
   // A call started after Stop() gets an already-expired deadline instead of a cancel that could race its start.
   context->set_deadline(std::chrono::system_clock::now() +

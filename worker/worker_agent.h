@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "quark/v1/worker.grpc.pb.h"
 #include "worker/job_runner.h"
 
@@ -41,7 +42,19 @@ struct WorkerAgentOptions {
   std::chrono::milliseconds rpc_timeout{10000};
   /// Complete is retried this many times (a lost Complete loses the job's work).
   int complete_attempts = 5;
+  /// Bearer token sent with every call ("authorization: Bearer ..."); quarkd with a tokens file requires one of
+  /// role worker (or a listed mTLS identity). Empty = none.
+  std::string token;
+  /// TLS: PEM file of the CAs that signed quarkd's certificate; with tls_cert/tls_key also a client certificate
+  /// (mutual TLS). All empty = plaintext.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
+
+/// The channel to quarkd the options ask for: TLS when any tls_* is set, else plaintext. INVALID_ARGUMENT naming
+/// the flag when a file cannot be read or only one of tls_cert/tls_key is given.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeWorkerChannel(const WorkerAgentOptions& options);
 
 /// Thread-safe. Run() blocks until Stop(); Stop() may be called from any thread (not a signal handler).
 /// On a heartbeat or progress answer with cancel=true the runner's CancelToken fires and the job is completed
@@ -74,8 +87,9 @@ class WorkerAgent {
   void Complete(const quark::v1::internal::CompleteRequest& request, const std::string& job_id);
   /// Sleeps up to `wait` unless stopping; false when stopping.
   bool Backoff(std::chrono::milliseconds wait);
-  /// A ClientContext with a deadline, tracked so Stop() can cancel it.
+  /// A ClientContext with a deadline (and the token), tracked so Stop() can cancel it.
   std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout);
+  void AddToken(grpc::ClientContext* context) const;
   void Untrack(grpc::ClientContext* context);
 
   WorkerAgentOptions options_;

@@ -107,6 +107,7 @@ void WorkerAgent::Complete(const internal::CompleteRequest& request, const std::
     internal::CompleteResponse response;
     // Complete must get through even while stopping: its own context, not cancelled by Stop().
     grpc::ClientContext context;
+    AddToken(&context);
     context.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
     grpc::Status status = stub_->Complete(&context, request, &response);
     if (status.ok()) return;

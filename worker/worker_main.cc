@@ -1,6 +1,7 @@
 // The whole of quark-worker's main() but the engine: flags, storage, runners, the agent, signals.
 //   quark-worker --server HOST:PORT [--worker-id ID] [--slots N] [--devices cpu,cuda:0] [--data-dir DIR]
 //                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS]
+//                [--token TOKEN] [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]
 // Every flag also reads QUARK_WORKER_<FLAG> from the environment. S3 settings come from the AWS environment
 // variables or ~/.aws files (worker/storage/s3_config.h).
 #include <signal.h>
@@ -57,6 +58,11 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname(env("TEST_MODE"));
   app.add_option("--lease-wait-ms", f.lease_wait_ms, "Long-poll time of one Lease call")
       ->check(CLI::Range(int64_t{1}, int64_t{600000}))->envname(env("LEASE_WAIT_MS"));
+  app.add_option("--token", f.agent.token, "Bearer token of role worker (prefer the environment variable)")
+      ->envname(env("TOKEN"));
+  app.add_option("--tls-ca", f.agent.tls_ca, "PEM CAs of quarkd's certificate: connect with TLS")->envname(env("TLS_CA"));
+  app.add_option("--tls-cert", f.agent.tls_cert, "PEM client certificate (mutual TLS)")->envname(env("TLS_CERT"));
+  app.add_option("--tls-key", f.agent.tls_key, "PEM key of --tls-cert")->envname(env("TLS_KEY"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
 }
@@ -119,7 +125,12 @@ int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  quark::worker::WorkerAgent agent(f.agent, *runner);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = quark::worker::MakeWorkerChannel(f.agent);
+  if (!channel.ok()) {
+    std::cerr << "quark-worker: " << channel.status().message() << "\n";
+    return 2;
+  }
+  quark::worker::WorkerAgent agent(f.agent, *runner, *channel);
   std::thread signal_thread = StartSignalThread(agent, signals);
   absl::Status status = agent.Run();
   // Wake the signal thread if the agent ended on its own (a refused registration).

@@ -48,13 +48,27 @@ absl::Status CheckDeadline(const grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                              const quark::v1::SubmitJobRequest* request,
                                                              quark::v1::Job* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "SubmitJob");
+  if (!principal.ok()) {
+    if (principal.status().code() == absl::StatusCode::kPermissionDenied) {
+      absl::StatusOr<Principal> who = access_->authenticator()->Authenticate(*context);
+      if (who.ok()) access_->Audit(*who, "submit", "", principal.status(), "");
+    }
+    return FinishNow(context, principal.status());
+  }
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
+  if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
   if (!status.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
+    if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
     return FinishNow(context, status);
   }
-  absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec());
+  absl::StatusOr<quark::v1::Job> job =
+      scheduler_->Submit(request->request_id(), request->spec(), access_->SubmitOptionsFor(*principal));
+  access_->Audit(*principal, "submit", job.ok() ? job->id() : "", job.status(),
+                 absl::StrCat("model=", request->spec().model_uri(), " preset=", PresetLabel(request->spec()),
+                              " output=", request->spec().output_uri()));
   if (job.ok()) *response = std::move(*job);
   return FinishNow(context, job.status());
 }
@@ -62,8 +76,10 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
 grpc::ServerUnaryReactor* QuantizationServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                           const quark::v1::GetJobRequest* request,
                                                           quark::v1::Job* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "GetJob");
+  if (!principal.ok()) return FinishNow(context, principal.status());
   if (request->id().empty()) return FinishNow(context, absl::InvalidArgumentError("id: required"));
-  absl::StatusOr<quark::v1::Job> job = store_->GetJob(request->id());
+  absl::StatusOr<quark::v1::Job> job = access_->GetVisibleJob(*principal, request->id());
   if (job.ok()) *response = std::move(*job);
   return FinishNow(context, job.status());
 }
@@ -71,6 +87,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::GetJob(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* QuantizationServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                             const quark::v1::ListJobsRequest* request,
                                                             quark::v1::ListJobsResponse* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "ListJobs");
+  if (!principal.ok()) return FinishNow(context, principal.status());
   if (request->page_size() < 0) {
     return FinishNow(context, absl::InvalidArgumentError(
                                   absl::StrCat("page_size: ", request->page_size(), " must not be negative")));
@@ -78,6 +96,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListJobs(grpc::CallbackServer
   JobFilter filter;
   for (int state : request->states()) filter.states.push_back(static_cast<quark::v1::JobState>(state));
   filter.labels.insert(request->labels().begin(), request->labels().end());
+  filter.tenant = access_->TenantFilter(*principal);
   int page_size = request->page_size() == 0 ? kDefaultPageSize : std::min(request->page_size(), kMaxPageSize);
   absl::StatusOr<JobPage> page = store_->ListJobs(filter, page_size, request->page_token());
   if (page.ok()) {
@@ -90,20 +109,31 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListJobs(grpc::CallbackServer
 grpc::ServerUnaryReactor* QuantizationServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                              const quark::v1::CancelJobRequest* request,
                                                              quark::v1::Job* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "CancelJob");
+  if (!principal.ok()) return FinishNow(context, principal.status());
   if (request->id().empty()) return FinishNow(context, absl::InvalidArgumentError("id: required"));
+  // Another tenant's job is NOT_FOUND here exactly as a missing one (and leaves no audit record naming it).
+  absl::StatusOr<quark::v1::Job> visible = access_->GetVisibleJob(*principal, request->id());
+  if (!visible.ok()) return FinishNow(context, visible.status());
   absl::StatusOr<quark::v1::Job> job = scheduler_->Cancel(request->id());
+  access_->Audit(*principal, "cancel", request->id(), job.status(),
+                 job.ok() ? absl::StrCat("state=", quark::v1::JobState_Name(job->state())) : "");
   if (job.ok()) *response = std::move(*job);
   return FinishNow(context, job.status());
 }
 
 grpc::ServerWriteReactor<quark::v1::JobEvent>* QuantizationServiceImpl::WatchJob(
     grpc::CallbackServerContext* context, const quark::v1::WatchJobRequest* request) {
-  return new WatchJobReactor(store_, hub_, *request);  // deletes itself in OnDone
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "WatchJob");
+  if (!principal.ok()) return new WatchJobReactor(principal.status());
+  return new WatchJobReactor(store_, hub_, *request, access_->TenantFilter(*principal));  // deletes itself in OnDone
 }
 
 grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackServerContext* context,
                                                                const quark::v1::ListPresetsRequest* request,
                                                                quark::v1::ListPresetsResponse* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "ListPresets");
+  if (!principal.ok()) return FinishNow(context, principal.status());
   for (const Preset& preset : AllPresets()) {
     quark::v1::Preset* out = response->add_presets();
     out->set_name(preset.name);
@@ -156,7 +186,11 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
 grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::CallbackServerContext* context,
                                                                   const quark::v1::ValidateConfigRequest* request,
                                                                   quark::v1::ValidateConfigResponse* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "ValidateConfig");
+  if (!principal.ok()) return FinishNow(context, principal.status());
   absl::Status status = CheckDeadline(context);
+  if (status.ok()) status = policy_->Check("model_uri", request->model_uri(), false);
+  if (status.ok()) status = access_->CheckTenantModelUri(*principal, "model_uri", request->model_uri());
   if (status.ok()) status = RunValidateConfig(*request, *policy_, response);
   return FinishNow(context, status);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "quark/v1/service.grpc.pb.h"
+#include "server/api/access_control.h"
 #include "server/api/uri_policy.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_scheduler.h"
@@ -13,8 +14,11 @@ namespace quark::server {
 class QuantizationServiceImpl final : public quark::v1::QuantizationService::CallbackService {
  public:
   /// Every pointer must outlive the gRPC server.
-  QuantizationServiceImpl(JobScheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy)
-      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy) {}
+  /// Roles: viewer for Get/List/Watch/ListPresets/ValidateConfig, submitter for Submit/Cancel (own tenant's
+  /// jobs; admins any). Other tenants' jobs answer NOT_FOUND, as missing ones do.
+  QuantizationServiceImpl(JobScheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
+                          const AccessControl* access)
+      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const quark::v1::SubmitJobRequest* request,
                                       quark::v1::Job* response) override;
@@ -38,6 +42,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   JobStore* const store_;
   EventHub* const hub_;
   const UriPolicy* const policy_;
+  const AccessControl* const access_;
 };
 
 /// DEADLINE_EXCEEDED when the call's deadline has already passed (no work is started for it).

@@ -15,12 +15,18 @@ bool IsFinalEvent(const quark::v1::JobEvent& event) {
 
 }  // namespace
 
-WatchJobReactor::WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request)
+WatchJobReactor::WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request,
+                                 std::optional<std::string> tenant)
     : store_(store), hub_(hub) {
-  Start(request);
+  Start(request, tenant);
 }
 
-void WatchJobReactor::Start(const quark::v1::WatchJobRequest& request) {
+WatchJobReactor::WatchJobReactor(const absl::Status& refusal) {
+  absl::MutexLock lock(&mu_);
+  MaybeFinishLocked(ToGrpcStatus(refusal));
+}
+
+void WatchJobReactor::Start(const quark::v1::WatchJobRequest& request, const std::optional<std::string>& tenant) {
   if (request.id().empty() || request.after_sequence() < 0) {
     absl::MutexLock lock(&mu_);
     MaybeFinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -28,6 +34,7 @@ void WatchJobReactor::Start(const quark::v1::WatchJobRequest& request) {
     return;
   }
   absl::StatusOr<quark::v1::Job> job = store_->GetJob(request.id());
+  if (job.ok() && tenant.has_value() && job->tenant() != *tenant) job = JobNotFoundError(request.id());
   if (!job.ok()) {
     absl::MutexLock lock(&mu_);
     MaybeFinishLocked(ToGrpcStatus(job.status()));

@@ -6,6 +6,8 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <deque>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -19,21 +21,25 @@ namespace quark::server {
 class WatchJobReactor : public grpc::ServerWriteReactor<quark::v1::JobEvent> {
  public:
   /// Starts at once (store reads happen here, on the handler's thread). `store` and `hub` outlive the server.
-  WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request);
+  /// With `tenant` set, a job of another tenant is NOT_FOUND, exactly as a missing one.
+  WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request,
+                  std::optional<std::string> tenant = std::nullopt);
+  /// A reactor that only finishes with `refusal` (authentication or authorization failed).
+  explicit WatchJobReactor(const absl::Status& refusal);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  void Start(const quark::v1::WatchJobRequest& request);
+  void Start(const quark::v1::WatchJobRequest& request, const std::optional<std::string>& tenant);
   void OnLiveEvent(const quark::v1::JobEvent& event);
   void EnqueueLocked(const quark::v1::JobEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  JobStore* const store_;
-  EventHub* const hub_;
+  JobStore* const store_ = nullptr;
+  EventHub* const hub_ = nullptr;
   uint64_t subscription_ = 0;  // written before any reaction can run
 
   absl::Mutex mu_;

@@ -32,8 +32,9 @@ absl::Status CheckWorkerId(const std::string& worker_id) {
 // Parks in the scheduler; finishes exactly once, from the scheduler's answer or after OnCancel.
 class LeaseReactor : public grpc::ServerUnaryReactor {
  public:
-  LeaseReactor(JobScheduler* scheduler, const std::string& worker_id, absl::Duration wait, LeaseResponse* response)
-      : scheduler_(scheduler), response_(response) {
+  LeaseReactor(JobScheduler* scheduler, const AccessControl* access, const std::string& worker_id,
+               absl::Duration wait, LeaseResponse* response)
+      : scheduler_(scheduler), access_(access), response_(response) {
     uint64_t wait_id = scheduler_->Lease(worker_id, wait, [this](LeaseResponse answer) { OnAnswer(std::move(answer)); });
     absl::MutexLock lock(&mu_);
     if (!answered_) wait_id_ = wait_id;
@@ -59,12 +60,19 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
       answered_ = true;
       wait_id_ = 0;
     }
+    // Only the worker holding the lease learns the tenant's storage keys; they are never stored with the job.
+    if (!answer.lease_id().empty()) {
+      if (auto credentials = access_->StorageCredentialsFor(answer.job().tenant())) {
+        *answer.mutable_storage_credentials() = *std::move(credentials);
+      }
+    }
     *response_ = std::move(answer);
     // Last touch of this reactor: OnDone (and delete) may follow at once on another thread.
     Finish(grpc::Status::OK);
   }
 
   JobScheduler* const scheduler_;
+  const AccessControl* const access_;
   LeaseResponse* const response_;
   absl::Mutex mu_;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
@@ -73,10 +81,15 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+absl::Status WorkerServiceImpl::Authorize(const grpc::CallbackServerContext& context, const std::string& what) const {
+  return access_->Authorize(context, Role::kWorker, what).status();
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const quark::v1::internal::RegisterRequest* request,
                                                       quark::v1::internal::RegisterResponse* response) {
-  absl::Status status = CheckWorkerId(request->worker_id());
+  absl::Status status = Authorize(*context, "Register");
+  if (status.ok()) status = CheckWorkerId(request->worker_id());
   if (status.ok() && (request->slots() < 0 || request->slots() > 1024)) {
     status = absl::InvalidArgumentError(absl::StrCat("slots: ", request->slots(), " is not in 0..1024"));
   }
@@ -87,20 +100,22 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
                                                    const quark::v1::internal::LeaseRequest* request,
                                                    quark::v1::internal::LeaseResponse* response) {
-  absl::Status status = CheckWorkerId(request->worker_id());
+  absl::Status status = Authorize(*context, "Lease");
+  if (status.ok()) status = CheckWorkerId(request->worker_id());
   if (status.ok() && scheduler_->IsShutDown()) status = absl::UnavailableError("quarkd is shutting down");
   if (!status.ok()) return FinishNow(context, status);
   int64_t wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxLeaseWaitMs);
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -
                                                                          std::chrono::system_clock::now());
   wait_ms = std::max<int64_t>(0, std::min<int64_t>(wait_ms, remaining.count() - kDeadlineMarginMs));
-  return new LeaseReactor(scheduler_, request->worker_id(), absl::Milliseconds(wait_ms), response);
+  return new LeaseReactor(scheduler_, access_, request->worker_id(), absl::Milliseconds(wait_ms), response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                        const quark::v1::internal::HeartbeatRequest* request,
                                                        quark::v1::internal::HeartbeatResponse* response) {
-  absl::Status status = CheckWorkerId(request->worker_id());
+  absl::Status status = Authorize(*context, "Heartbeat");
+  if (status.ok()) status = CheckWorkerId(request->worker_id());
   if (status.ok()) *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
   return FinishNow(context, status);
 }
@@ -108,6 +123,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServerContext* context,
                                                             const quark::v1::internal::ReportProgressRequest* request,
                                                             quark::v1::internal::ReportProgressResponse* response) {
+  if (absl::Status status = Authorize(*context, "ReportProgress"); !status.ok()) return FinishNow(context, status);
   absl::StatusOr<bool> cancel = scheduler_->ReportProgress(*request);
   if (cancel.ok()) response->set_cancel(*cancel);
   return FinishNow(context, cancel.status());
@@ -116,6 +132,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServer
 grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
                                                       const quark::v1::internal::CompleteRequest* request,
                                                       quark::v1::internal::CompleteResponse* response) {
+  if (absl::Status status = Authorize(*context, "Complete"); !status.ok()) return FinishNow(context, status);
   return FinishNow(context, scheduler_->Complete(*request));
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "quark/v1/worker.grpc.pb.h"
+#include "server/api/access_control.h"
 #include "server/scheduler/job_scheduler.h"
 
 namespace quark::server {
@@ -12,7 +13,9 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
   /// The longest Lease wait granted, whatever wait_ms asks.
   static constexpr int64_t kMaxLeaseWaitMs = 60000;
 
-  explicit WorkerServiceImpl(JobScheduler* scheduler) : scheduler_(scheduler) {}
+  /// Every call needs the worker role (a worker token, quarkd's own local-worker token, or a listed mTLS
+  /// identity) when authentication is on. A lease carries the storage credentials of its job's tenant.
+  WorkerServiceImpl(JobScheduler* scheduler, const AccessControl* access) : scheduler_(scheduler), access_(access) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const quark::v1::internal::RegisterRequest* request,
@@ -31,7 +34,10 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
                                      quark::v1::internal::CompleteResponse* response) override;
 
  private:
+  absl::Status Authorize(const grpc::CallbackServerContext& context, const std::string& what) const;
+
   JobScheduler* const scheduler_;
+  const AccessControl* const access_;
 };
 
 }  // namespace quark::server

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/metrics/text_format.h"
+#include "server/security/security_config.h"
 
 namespace quark::server::metrics {
 
@@ -23,14 +24,23 @@ absl::Status SplitHostPort(const std::string& field, const std::string& host_por
 
 absl::StatusOr<std::unique_ptr<HttpExposer>> HttpExposer::Start(const std::string& host_port,
                                                                 const Registry* registry,
-                                                                std::function<void()> before_scrape) {
+                                                                std::function<void()> before_scrape,
+                                                                std::string bearer_token) {
   std::string host;
   int port = 0;
   absl::Status status = SplitHostPort("metrics-listen", host_port, &host, &port);
   if (!status.ok()) return status;
   std::unique_ptr<HttpExposer> exposer(new HttpExposer());
   exposer->http_ = std::make_unique<httplib::Server>();
-  exposer->http_->Get("/metrics", [registry, before_scrape](const httplib::Request&, httplib::Response& response) {
+  exposer->http_->Get("/metrics", [registry, before_scrape, bearer_token](const httplib::Request& request,
+                                                                          httplib::Response& response) {
+    if (!bearer_token.empty() &&
+        !ConstantTimeEquals(request.get_header_value("Authorization"), absl::StrCat("Bearer ", bearer_token))) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Bearer realm=\"quarkd metrics\"");
+      response.set_content("unauthorized\n", "text/plain");
+      return;
+    }
     if (before_scrape) before_scrape();
     response.set_content(registry->Render(), kTextContentType);
   });

@@ -19,10 +19,12 @@ namespace quark::server::metrics {
 class HttpExposer {
  public:
   /// Binds `host_port` ("127.0.0.1:9464"; port 0 picks a free one) and starts serving. `before_scrape`
-  /// (optional) refreshes computed gauges. INVALID_ARGUMENT for a malformed address, UNAVAILABLE when the
-  /// port cannot be bound.
+  /// (optional) refreshes computed gauges. With `bearer_token` set, /metrics answers 401 unless the request
+  /// carries "Authorization: Bearer <token>" (/healthz stays open). INVALID_ARGUMENT for a malformed address,
+  /// UNAVAILABLE when the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpExposer>> Start(const std::string& host_port, const Registry* registry,
-                                                            std::function<void()> before_scrape = nullptr);
+                                                            std::function<void()> before_scrape = nullptr,
+                                                            std::string bearer_token = "");
   ~HttpExposer();
   HttpExposer(const HttpExposer&) = delete;
   HttpExposer& operator=(const HttpExposer&) = delete;

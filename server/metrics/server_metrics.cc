@@ -31,6 +31,15 @@ ServerMetrics::ServerMetrics(metrics::Registry* r)
                                   {"method", "code"})),
       grpc_latency(r->AddHistogram("quarkd_grpc_request_duration_seconds",
                                    "gRPC request latency by method (streams and long polls: their whole life).",
-                                   {"method"}, LatencyBuckets())) {}
+                                   {"method"}, LatencyBuckets())),
+      tenant_jobs(r->AddGauge("quarkd_tenant_jobs", "Queued and running jobs by tenant.", {"tenant", "state"})),
+      tenant_jobs_submitted(
+          r->AddCounter("quarkd_tenant_jobs_submitted_total", "Jobs accepted by SubmitJob by tenant.", {"tenant"})),
+      tenant_jobs_finished(r->AddCounter("quarkd_tenant_jobs_finished_total",
+                                         "Jobs that reached a final state by tenant.", {"tenant", "state"})),
+      auth_denied(r->AddCounter("quarkd_auth_denied_total",
+                                "Calls refused by authentication (UNAUTHENTICATED) or authorization "
+                                "(PERMISSION_DENIED).",
+                                {"code"})) {}
 
 }  // namespace quark::server

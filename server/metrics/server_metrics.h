@@ -24,6 +24,11 @@ struct ServerMetrics {
   metrics::Counter& worker_restarts;          // quarkd_local_worker_restarts_total
   metrics::CounterFamily& grpc_requests;      // quarkd_grpc_requests_total{method,code}
   metrics::HistogramFamily& grpc_latency;     // quarkd_grpc_request_duration_seconds{method}
+  // Per tenant (only jobs with a tenant, i.e. with authentication on).
+  metrics::GaugeFamily& tenant_jobs;              // quarkd_tenant_jobs{tenant,state}: queued and running
+  metrics::CounterFamily& tenant_jobs_submitted;  // quarkd_tenant_jobs_submitted_total{tenant}
+  metrics::CounterFamily& tenant_jobs_finished;   // quarkd_tenant_jobs_finished_total{tenant,state}
+  metrics::CounterFamily& auth_denied;            // quarkd_auth_denied_total{code}: UNAUTHENTICATED, PERMISSION_DENIED
 };
 
 }  // namespace quark::server

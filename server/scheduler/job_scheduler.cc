@@ -75,7 +75,47 @@ absl::Status JobScheduler::SaveLocked(Job& job, std::vector<JobEvent> events) {
   return absl::OkStatus();
 }
 
+void JobScheduler::CountTenantLocked(const std::string& tenant, JobState state, int delta) {
+  if (state != JobState::JOB_STATE_QUEUED && state != JobState::JOB_STATE_RUNNING) return;
+  TenantCounts& counts = tenants_[tenant];
+  (state == JobState::JOB_STATE_QUEUED ? counts.queued : counts.running) += delta;
+  if (metrics_ != nullptr && !tenant.empty()) {
+    metrics_->tenant_jobs.WithLabels({tenant, StateLabel(state)}).Add(delta);
+  }
+}
+
+void JobScheduler::SetTenantRunningLimits(std::map<std::string, int64_t> max_running) {
+  Answers answers;
+  {
+    absl::MutexLock lock(&mu_);
+    max_running_ = std::move(max_running);
+    DispatchLocked(&answers);  // a raised limit may free queued jobs now
+    UpdateGaugesLocked();
+  }
+  for (auto& answer : answers) answer();
+}
+
+bool JobScheduler::SetDraining(const std::string& worker_id, bool draining) {
+  Answers answers;
+  bool registered;
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining) {
+      draining_.insert(worker_id);
+    } else {
+      draining_.erase(worker_id);
+      DispatchLocked(&answers);
+    }
+    registered = workers_.count(worker_id) > 0;
+    log::Get("scheduler")->info("job=- worker={} {}", ForLog(worker_id), draining ? "draining" : "resumed");
+  }
+  for (auto& answer : answers) answer();
+  return registered;
+}
+
 void JobScheduler::CountStateLocked(const Job& job, JobState from) {
+  CountTenantLocked(job.tenant(), from, -1);
+  CountTenantLocked(job.tenant(), job.state(), +1);
   if (metrics_ == nullptr) return;
   std::string preset = PresetLabel(job.spec());
   if (from != JobState::JOB_STATE_UNSPECIFIED) metrics_->jobs.WithLabels({StateLabel(from), preset}).Add(-1);
@@ -106,6 +146,7 @@ absl::Status JobScheduler::Recover() {
   }
   int requeued = 0;
   for (StoredJob& stored : *jobs) {
+    CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
     ActiveJob& active = active_[stored.job.id()];
     active.order = stored.order;
     active.job = std::move(stored.job);
@@ -123,7 +164,8 @@ absl::Status JobScheduler::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const quark::v1::JobSpec& spec) {
+absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                         const SubmitOptions& options) {
   Answers answers;
   Job job;
   {
@@ -131,6 +173,17 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     if (shut_down_) return absl::UnavailableError("quarkd is shutting down");
     job.set_id(NewId("job-"));
     job.set_request_id(request_id);
+    job.set_tenant(options.tenant);
+    if (options.max_queued_jobs > 0 && tenants_[options.tenant].queued >= options.max_queued_jobs) {
+      // A repeated request_id still answers its job (idempotency beats the quota).
+      if (!request_id.empty()) {
+        absl::StatusOr<StoredJob> existing = store_->FindByRequestId(options.tenant, request_id);
+        if (existing.ok()) return existing->job;
+      }
+      return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
+                                                       options.max_queued_jobs, " reached (",
+                                                       tenants_[options.tenant].queued, " jobs queued)"));
+    }
     job.set_state(JobState::JOB_STATE_QUEUED);
     *job.mutable_spec() = spec;
     if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
@@ -150,6 +203,9 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     queue_.insert(KeyOf(active));
     for (const JobEvent& event : events) hub_->Publish(event);
     if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
+    if (metrics_ != nullptr && !job.tenant().empty()) {
+      metrics_->tenant_jobs_submitted.WithLabels({job.tenant()}).Increment();
+    }
     CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
     log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), ForLog(PresetLabel(spec)),
                                 spec.priority(), ForLog(spec.model_uri()));
@@ -214,6 +270,7 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
   std::string preset = PresetLabel(job.spec());
   if (metrics_ != nullptr) {
     metrics_->jobs_finished.WithLabels({StateLabel(state), preset}).Increment();
+    if (!job.tenant().empty()) metrics_->tenant_jobs_finished.WithLabels({job.tenant(), StateLabel(state)}).Increment();
     if (job.has_started_at()) {
       metrics_->job_duration.WithLabels({StateLabel(state), preset})
           .Observe(absl::ToDoubleSeconds(now - FromTimestamp(job.started_at())));

@@ -31,6 +31,12 @@ struct SchedulerOptions {
   int default_max_attempts = 3;                          // when JobSpec.max_attempts is 0
 };
 
+/// Who submits a job and the limits that apply to it (security_config.h's TenantPolicy).
+struct SubmitOptions {
+  std::string tenant;           // stored in the job; "" with authentication off
+  int64_t max_queued_jobs = 0;  // RESOURCE_EXHAUSTED when the tenant already has this many queued; 0 = no limit
+};
+
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
 class JobScheduler {
  public:
@@ -47,7 +53,9 @@ class JobScheduler {
   absl::Status Recover();
 
   /// Persists and queues a validated spec. A repeated non-empty request_id returns the job it first created.
-  absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec);
+  /// RESOURCE_EXHAUSTED naming the quota when options.max_queued_jobs is reached.
+  absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                        const SubmitOptions& options = {});
   /// Queued: CANCELLED now. Running: the worker is told at its next heartbeat and the job ends CANCELLED when
   /// it completes or after the grace period (its worker then killed). Final states: returned unchanged.
   absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id);
@@ -75,6 +83,10 @@ class JobScheduler {
   bool IsShutDown() const;
 
   void SetWorkerKiller(WorkerKiller killer);
+  /// Jobs of a tenant listed here run at most this many at once (the rest wait queued). Replaces the old map.
+  void SetTenantRunningLimits(std::map<std::string, int64_t> max_running);
+  /// A draining worker keeps its leases but gets no new ones. Returns whether the worker is registered now.
+  bool SetDraining(const std::string& worker_id, bool draining);
   int QueueDepth() const;
   int RunningJobs() const;
 
@@ -98,6 +110,10 @@ class JobScheduler {
     int slots = 1;
     std::set<std::string> leases;
     absl::Time last_seen;
+  };
+  struct TenantCounts {
+    int64_t queued = 0;
+    int64_t running = 0;
   };
   struct Waiter {
     std::string worker_id;
@@ -123,6 +139,10 @@ class JobScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasFreeSlotLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountStateLocked(const quark::v1::Job& job, quark::v1::JobState from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountTenantLocked(const std::string& tenant, quark::v1::JobState state, int delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The first queued job whose tenant is under its running limit (queue_.end() when none).
+  std::set<QueueKey>::iterator NextRunnableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObservePhaseLocked(LeaseState& lease, const std::string& phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now, Answers* answers, std::vector<std::string>* to_kill)
@@ -145,6 +165,9 @@ class JobScheduler {
   uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   WorkerKiller killer_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TenantCounts> tenants_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> draining_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Random identifiers ("job-" + 20 hex digits, "lease-" + ...), from a seeded-once CSPRNG-quality source.

@@ -50,13 +50,28 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
 }
 
 bool JobScheduler::HasFreeSlotLocked(const std::string& worker_id) {
+  if (draining_.count(worker_id)) return false;
   auto it = workers_.find(worker_id);
   return it != workers_.end() && static_cast<int>(it->second.leases.size()) < it->second.slots;
 }
 
+std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked() {
+  if (max_running_.empty()) return queue_.begin();
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    const std::string& tenant = active_[std::get<2>(*it)].job.tenant();
+    auto limit = max_running_.find(tenant);
+    if (limit == max_running_.end() || limit->second <= 0) return it;
+    auto counts = tenants_.find(tenant);
+    if (counts == tenants_.end() || counts->second.running < limit->second) return it;
+  }
+  return queue_.end();
+}
+
 bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* response) {
   if (queue_.empty() || !HasFreeSlotLocked(worker_id)) return false;
-  QueueKey key = *queue_.begin();
+  auto next = NextRunnableLocked();
+  if (next == queue_.end()) return false;  // every queued job's tenant is at its running limit
+  QueueKey key = *next;
   ActiveJob& active = active_[std::get<2>(key)];
   Job& job = active.job;
   absl::Time now = clock_->Now();
@@ -78,7 +93,7 @@ bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* res
     job.clear_worker_id();
     return false;
   }
-  queue_.erase(queue_.begin());
+  queue_.erase(key);
   CountStateLocked(job, from);
   active.lease_id = lease_id;
   LeaseState& lease = leases_[lease_id];

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@ struct StoredJob {
 struct JobFilter {
   std::vector<quark::v1::JobState> states;   // empty = all
   std::map<std::string, std::string> labels;  // every label must match
+  std::optional<std::string> tenant;          // only this tenant's jobs; unset = every tenant's
 };
 
 struct JobPage {
@@ -37,7 +39,8 @@ class JobStore {
   virtual ~JobStore() = default;
 
   /// Persists a new job (job.id set by the caller) with its first events. When job.request_id is not empty
-  /// and a job with that request id exists, returns that job instead and sets `*created` to false.
+  /// and a job of the same tenant with that request id exists, returns that job instead and sets `*created`
+  /// to false (request ids are per tenant: another tenant's id never finds, nor reveals, this tenant's job).
   /// The events' sequence numbers are assigned here (1, 2, ...); the stored events are returned in `*events`.
   virtual absl::StatusOr<StoredJob> CreateJob(const quark::v1::Job& job, std::vector<quark::v1::JobEvent>* events,
                                               bool* created) = 0;
@@ -48,6 +51,9 @@ class JobStore {
 
   /// NOT_FOUND naming the id.
   virtual absl::StatusOr<quark::v1::Job> GetJob(const std::string& id) = 0;
+
+  /// The job `tenant` created with `request_id`; NOT_FOUND when there is none.
+  virtual absl::StatusOr<StoredJob> FindByRequestId(const std::string& tenant, const std::string& request_id) = 0;
 
   /// Jobs in any of `states`, oldest first (used to rebuild the queue on start-up).
   virtual absl::StatusOr<std::vector<StoredJob>> LoadJobs(const std::vector<quark::v1::JobState>& states) = 0;
@@ -61,7 +67,19 @@ class JobStore {
 
   /// Number of jobs per (state, preset label), for the metrics gauges at start-up.
   virtual absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() = 0;
+
+  /// Appends to the audit log (append-only: the store refuses updates and deletes), assigning record->sequence.
+  virtual absl::Status AppendAudit(quark::v1::AuditRecord* record) = 0;
+  /// Records with sequence > after_sequence, oldest first, at most `limit`; only `tenant`'s when not empty.
+  virtual absl::StatusOr<std::vector<quark::v1::AuditRecord>> ListAudit(int64_t after_sequence, int limit,
+                                                                        const std::string& tenant) = 0;
 };
+
+/// NOT_FOUND "job \"ID\" not found": the one answer for a missing job and for another tenant's job.
+absl::Status JobNotFoundError(const std::string& id);
+
+/// The request_id as stored: unique per tenant ("" tenant: the id itself).
+std::string ScopedRequestId(const std::string& tenant, const std::string& request_id);
 
 /// The preset label of a spec: its preset name, or "custom" for an inline Config.
 std::string PresetLabel(const quark::v1::JobSpec& spec);

@@ -37,6 +37,21 @@ const std::vector<std::string>& Migrations() {
         error TEXT NOT NULL,
         PRIMARY KEY (job_id, number)) WITHOUT ROWID;
       )sql",
+      // 2: tenants (a job's owner; request ids are unique per tenant, see ScopedRequestId) and the audit log,
+      // append-only: triggers refuse every UPDATE and DELETE.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+      CREATE INDEX jobs_by_tenant ON jobs (tenant, seq);
+      CREATE TABLE audit_log (
+        sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+        time_unix_ms INTEGER NOT NULL,
+        tenant TEXT NOT NULL,
+        record BLOB NOT NULL);
+      CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+        BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+      CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+        BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+      )sql",
   };
   return migrations;
 }

@@ -18,6 +18,7 @@ using google::protobuf::util::TimeUtil;
 constexpr int kScanBatch = 256;
 
 bool Matches(const JobFilter& filter, const Job& job) {
+  if (filter.tenant.has_value() && job.tenant() != *filter.tenant) return false;
   if (!filter.states.empty() &&
       std::find(filter.states.begin(), filter.states.end(), job.state()) == filter.states.end()) {
     return false;
@@ -37,6 +38,15 @@ absl::StatusOr<Job> ParseJob(const std::string& bytes, const std::string& where)
 
 }  // namespace
 
+absl::Status JobNotFoundError(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("job \"", id, "\" not found"));
+}
+
+std::string ScopedRequestId(const std::string& tenant, const std::string& request_id) {
+  // A tenant name never holds '\x1f' (security_config.h), so no two tenants' keys can meet.
+  return tenant.empty() ? request_id : absl::StrCat(tenant, "\x1f", request_id);
+}
+
 std::string PresetLabel(const quark::v1::JobSpec& spec) {
   return spec.quantization_case() == quark::v1::JobSpec::kPreset ? spec.preset() : std::string("custom");
 }
@@ -52,7 +62,8 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
   };
   const Entry entries[] = {
       {&s.insert_job,
-       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job) VALUES (?,?,?,?,?,?,?)"},
+       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job, tenant) "
+       "VALUES (?,?,?,?,?,?,?,?)"},
       {&s.update_job, "UPDATE jobs SET state = ?, priority = ?, job = ? WHERE id = ?"},
       {&s.get_job, "SELECT job FROM jobs WHERE id = ?"},
       {&s.get_by_request, "SELECT seq, job FROM jobs WHERE request_id = ?"},
@@ -65,6 +76,10 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
       {&s.list_page, "SELECT seq, job FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?"},
       {&s.load_state, "SELECT seq, job FROM jobs WHERE state = ? ORDER BY seq"},
       {&s.count, "SELECT state, preset, COUNT(*) FROM jobs GROUP BY state, preset"},
+      {&s.insert_audit, "INSERT INTO audit_log (time_unix_ms, tenant, record) VALUES (?,?,?)"},
+      {&s.list_audit, "SELECT sequence, record FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?"},
+      {&s.list_audit_tenant,
+       "SELECT sequence, record FROM audit_log WHERE sequence > ? AND tenant = ? ORDER BY sequence LIMIT ?"},
   };
   for (const Entry& entry : entries) {
     absl::StatusOr<Statement> stmt = Prepare(db, entry.sql);
@@ -125,25 +140,41 @@ absl::Status SqliteJobStore::WriteAttemptsLocked(const Job& job) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<StoredJob>> SqliteJobStore::FindByRequestIdLocked(const std::string& scoped_request_id) {
+  Statement& find = stmts_.get_by_request;
+  find.Reset();
+  find.Bind(1, scoped_request_id);
+  absl::StatusOr<bool> row = find.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) {
+    find.Reset();
+    return std::optional<StoredJob>();
+  }
+  StoredJob existing;
+  existing.order = find.ColumnInt(0);
+  absl::StatusOr<Job> parsed = ParseJob(find.ColumnBlob(1), scoped_request_id);
+  find.Reset();
+  if (!parsed.ok()) return parsed.status();
+  existing.job = std::move(*parsed);
+  return std::optional<StoredJob>(std::move(existing));
+}
+
+absl::StatusOr<StoredJob> SqliteJobStore::FindByRequestId(const std::string& tenant, const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::optional<StoredJob>> found = FindByRequestIdLocked(ScopedRequestId(tenant, request_id));
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return absl::NotFoundError(absl::StrCat("request_id \"", request_id, "\" not found"));
+  return std::move(**found);
+}
+
 absl::StatusOr<StoredJob> SqliteJobStore::CreateJob(const Job& job, std::vector<JobEvent>* events, bool* created) {
   absl::MutexLock lock(&mu_);
   *created = false;
   if (!job.request_id().empty()) {
-    Statement& find = stmts_.get_by_request;
-    find.Reset();
-    find.Bind(1, job.request_id());
-    absl::StatusOr<bool> row = find.Step();
-    if (!row.ok()) return row.status();
-    if (*row) {
-      StoredJob existing;
-      existing.order = find.ColumnInt(0);
-      absl::StatusOr<Job> parsed = ParseJob(find.ColumnBlob(1), job.request_id());
-      find.Reset();
-      if (!parsed.ok()) return parsed.status();
-      existing.job = std::move(*parsed);
-      return existing;
-    }
-    find.Reset();
+    absl::StatusOr<std::optional<StoredJob>> existing =
+        FindByRequestIdLocked(ScopedRequestId(job.tenant(), job.request_id()));
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) return std::move(**existing);
   }
   Transaction txn(db_.get());
   absl::Status status = txn.Begin();
@@ -154,10 +185,11 @@ absl::StatusOr<StoredJob> SqliteJobStore::CreateJob(const Job& job, std::vector<
   if (job.request_id().empty()) {
     insert.BindNull(2);
   } else {
-    insert.Bind(2, job.request_id());
+    insert.Bind(2, ScopedRequestId(job.tenant(), job.request_id()));
   }
   insert.Bind(3, job.state()).Bind(4, job.spec().priority()).Bind(5, PresetLabel(job.spec()));
   insert.Bind(6, TimeUtil::TimestampToMilliseconds(job.created_at())).BindBlob(7, job.SerializeAsString());
+  insert.Bind(8, job.tenant());
   status = insert.Run();
   insert.Reset();
   if (!status.ok()) return status;
@@ -196,7 +228,7 @@ absl::StatusOr<Job> SqliteJobStore::GetJobLocked(const std::string& id) {
   if (!row.ok()) return row.status();
   if (!*row) {
     get.Reset();
-    return absl::NotFoundError(absl::StrCat("job \"", id, "\" not found"));
+    return JobNotFoundError(id);
   }
   absl::StatusOr<Job> job = ParseJob(get.ColumnBlob(0), id);
   get.Reset();
@@ -296,6 +328,45 @@ absl::StatusOr<std::map<std::pair<JobState, std::string>, int64_t>> SqliteJobSto
   }
   count.Reset();
   return counts;
+}
+
+absl::Status SqliteJobStore::AppendAudit(quark::v1::AuditRecord* record) {
+  absl::MutexLock lock(&mu_);
+  record->set_sequence(0);
+  Statement& insert = stmts_.insert_audit;
+  insert.Reset();
+  insert.Bind(1, TimeUtil::TimestampToMilliseconds(record->time())).Bind(2, record->tenant());
+  insert.BindBlob(3, record->SerializeAsString());
+  absl::Status status = insert.Run();
+  insert.Reset();
+  if (status.ok()) record->set_sequence(sqlite3_last_insert_rowid(db_.get()));
+  return status;
+}
+
+absl::StatusOr<std::vector<quark::v1::AuditRecord>> SqliteJobStore::ListAudit(int64_t after_sequence, int limit,
+                                                                             const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  Statement& list = tenant.empty() ? stmts_.list_audit : stmts_.list_audit_tenant;
+  list.Reset();
+  if (tenant.empty()) {
+    list.Bind(1, after_sequence).Bind(2, limit);
+  } else {
+    list.Bind(1, after_sequence).Bind(2, tenant).Bind(3, limit);
+  }
+  std::vector<quark::v1::AuditRecord> records;
+  while (true) {
+    absl::StatusOr<bool> row = list.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    quark::v1::AuditRecord& record = records.emplace_back();
+    if (!record.ParseFromString(list.ColumnBlob(1))) {
+      list.Reset();
+      return absl::DataLossError(absl::StrCat("job store: unreadable audit record ", list.ColumnInt(0)));
+    }
+    record.set_sequence(list.ColumnInt(0));  // the row's, whatever the blob says
+  }
+  list.Reset();
+  return records;
 }
 
 }  // namespace quark::server

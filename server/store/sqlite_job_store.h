@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -22,20 +23,27 @@ class SqliteJobStore : public JobStore {
                                       bool* created) override;
   absl::Status UpdateJob(const quark::v1::Job& job, std::vector<quark::v1::JobEvent>* events) override;
   absl::StatusOr<quark::v1::Job> GetJob(const std::string& id) override;
+  absl::StatusOr<StoredJob> FindByRequestId(const std::string& tenant, const std::string& request_id) override;
   absl::StatusOr<std::vector<StoredJob>> LoadJobs(const std::vector<quark::v1::JobState>& states) override;
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
                                                               int limit) override;
   absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() override;
+  absl::Status AppendAudit(quark::v1::AuditRecord* record) override;
+  absl::StatusOr<std::vector<quark::v1::AuditRecord>> ListAudit(int64_t after_sequence, int limit,
+                                                                const std::string& tenant) override;
 
  private:
   struct Statements {
     Statement insert_job, update_job, get_job, get_by_request, max_sequence, insert_event, list_events,
-        upsert_attempt, list_page, load_state, count;
+        upsert_attempt, list_page, load_state, count, insert_audit, list_audit, list_audit_tenant;
   };
   SqliteJobStore(SqliteDb db, Statements statements);
   static absl::StatusOr<Statements> PrepareAll(sqlite3* db);
   absl::StatusOr<quark::v1::Job> GetJobLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// std::nullopt when no job has that scoped request id.
+  absl::StatusOr<std::optional<StoredJob>> FindByRequestIdLocked(const std::string& scoped_request_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AppendEventsLocked(const std::string& job_id, std::vector<quark::v1::JobEvent>* events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteAttemptsLocked(const quark::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -11,12 +11,14 @@
 // Attempts up to N (flag, env QUARK_TEST_WORKER_HANG_ATTEMPTS, or job label "test-hang-attempts") behave as
 // "hang" whatever the mode, so a test can kill the worker on attempt 1 and see attempt 2 succeed.
 // Every mode first checks that a file:// model_uri exists and fails the job with a clear error if not.
+// QUARK_WORKER_TOKEN (env) is sent as the bearer token; QUARK_TEST_WORKER_CREDENTIALS_DIR: see RecordCredentials.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -56,6 +58,9 @@ bool ParseArgs(int argc, char** argv, Options* options) {
 
 std::unique_ptr<grpc::ClientContext> Context(int seconds) {
   auto context = std::make_unique<grpc::ClientContext>();
+  // quarkd hands its local workers a worker token in the environment when authentication is on.
+  static const std::string token = Env("QUARK_WORKER_TOKEN", "");
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return context;
 }
@@ -164,6 +169,7 @@ class TestWorker {
       Complete(id, false, false, "model_uri: \"" + model + "\" does not exist (no such directory)");
       return;
     }
+    RecordCredentials(lease);
     std::string mode = ModeFor(lease);
     if (mode == "instant") return Complete(id, true, false, "");
     Progress(id, "quantize", 0.5);
@@ -172,6 +178,15 @@ class TestWorker {
     if (mode == "fail") return Complete(id, false, false, "test worker: failing as asked");
     Progress(id, "upload", 0.9);
     Complete(id, true, false, "");
+  }
+
+  // With QUARK_TEST_WORKER_CREDENTIALS_DIR set, the access key id a lease carried lands in <dir>/<job id>
+  // ("-" for none), so tests can see which worker got which tenant's storage credentials.
+  void RecordCredentials(const pb::LeaseResponse& lease) const {
+    std::string dir = Env("QUARK_TEST_WORKER_CREDENTIALS_DIR", "");
+    if (dir.empty()) return;
+    std::ofstream out(dir + "/" + lease.job().id());
+    out << (lease.has_storage_credentials() ? lease.storage_credentials().access_key_id() : "-") << "\n";
   }
 
   Options options_;

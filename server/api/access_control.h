@@ -1,0 +1,58 @@
+// The security side of every RPC handler: who is calling (Authenticator), may they (role), which jobs they see
+// (tenant), which URIs and quotas apply to them (TenantPolicy), and the audit log of what they changed.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "quark/v1/service.pb.h"
+#include "server/metrics/server_metrics.h"
+#include "server/scheduler/clock.h"
+#include "server/scheduler/job_scheduler.h"
+#include "server/security/authenticator.h"
+#include "server/store/job_store.h"
+
+namespace grpc {
+class ServerContextBase;
+}
+
+namespace quark::server {
+
+/// Thread-safe; every pointer must outlive it (metrics may be null).
+class AccessControl {
+ public:
+  AccessControl(const Authenticator* auth, JobStore* store, ServerMetrics* metrics, Clock* clock)
+      : auth_(auth), store_(store), metrics_(metrics), clock_(clock) {}
+
+  /// Authenticator::Authorize, with refusals counted in quarkd_auth_denied_total and logged (never the token).
+  absl::StatusOr<Principal> Authorize(const grpc::ServerContextBase& context, Role minimum,
+                                      const std::string& what) const;
+
+  /// The job if `principal` may see it; NOT_FOUND exactly as for a missing job otherwise.
+  absl::StatusOr<quark::v1::Job> GetVisibleJob(const Principal& principal, const std::string& id) const;
+  /// The tenant filter of ListJobs: unset for admins, the principal's tenant otherwise.
+  std::optional<std::string> TenantFilter(const Principal& principal) const;
+
+  /// The tenant's model_roots (model, calibration and evaluation URIs) and output_prefixes (output_uri):
+  /// PERMISSION_DENIED naming the field. OK when the tenant has no policy or the list is empty.
+  absl::Status CheckTenantUris(const Principal& principal, const quark::v1::JobSpec& spec) const;
+  absl::Status CheckTenantModelUri(const Principal& principal, const std::string& field, const std::string& uri) const;
+  /// The job's tenant and the tenant's queued-jobs quota.
+  SubmitOptions SubmitOptionsFor(const Principal& principal) const;
+  /// The storage credentials of a job's tenant, for the worker that holds its lease (nullopt: none configured).
+  std::optional<quark::v1::internal::StorageCredentials> StorageCredentialsFor(const std::string& tenant) const;
+
+  /// Appends an audit record (action "submit", "cancel", ...; outcome from `status`). Failures are logged.
+  void Audit(const Principal& principal, const std::string& action, const std::string& target,
+             const absl::Status& status, const std::string& detail) const;
+
+  const Authenticator* authenticator() const { return auth_; }
+
+ private:
+  const Authenticator* const auth_;
+  JobStore* const store_;
+  ServerMetrics* const metrics_;
+  Clock* const clock_;
+};
+
+}  // namespace quark::server
