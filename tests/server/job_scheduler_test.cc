@@ -284,5 +284,43 @@ TEST_F(JobSchedulerTest, EventsArePublishedInSequence) {
   EXPECT_EQ(sequences, (std::vector<int64_t>{2, 3, 4}));
 }
 
+TEST_F(JobSchedulerTest, TenantQuotasAndRunningLimitsAndDraining) {
+  quark::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.set_output_uri("file:///out");
+  spec.set_preset("w_int8_a_int8_per_tensor_sym");
+  SubmitOptions a{"a", 2};
+  ASSERT_TRUE(scheduler_->Submit("", spec, a).ok());
+  ASSERT_TRUE(scheduler_->Submit("r", spec, a).ok());
+  absl::StatusOr<Job> over = scheduler_->Submit("", spec, a);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("tenant a: quota max_queued_jobs=2 reached (2 jobs queued)"),
+            std::string::npos)
+      << over.status();
+  EXPECT_TRUE(scheduler_->Submit("r", spec, a).ok()) << "a repeated request id still answers its job";
+  ASSERT_TRUE(scheduler_->Submit("", spec, SubmitOptions{"b", 0}).ok());
+
+  // Tenant a may run one job at once: the second worker skips a's next job and takes b's.
+  scheduler_->SetTenantRunningLimits({{"a", 1}});
+  Register("w1");
+  Register("w2");
+  Register("w3");
+  std::optional<LeaseResponse> first = LeaseNow("w1");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->job().tenant(), "a");
+  std::optional<LeaseResponse> second = LeaseNow("w2");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->job().tenant(), "b");
+  EXPECT_FALSE(LeaseNow("w3").has_value());
+  // Draining w3 keeps it from a's job once the limit is lifted; resuming lets it take it.
+  EXPECT_TRUE(scheduler_->SetDraining("w3", true));
+  scheduler_->SetTenantRunningLimits({});
+  EXPECT_FALSE(LeaseNow("w3").has_value());
+  EXPECT_TRUE(scheduler_->SetDraining("w3", false));
+  std::optional<LeaseResponse> third = LeaseNow("w3");
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->job().tenant(), "a");
+}
+
 }  // namespace
 }  // namespace quark::server

@@ -185,5 +185,51 @@ TEST(SqliteJobStoreTest, RefusesAStoreFromANewerSchema) {
   EXPECT_NE(store.status().message().find("99"), std::string::npos);
 }
 
+TEST(SqliteJobStoreTest, AuditLogIsAppendOnlyAndRequestIdsArePerTenant) {
+  TempDir dir;
+  std::unique_ptr<SqliteJobStore> store = OpenOrDie(dir.File("q.db"));
+  for (const char* tenant : {"a", "b", "a"}) {
+    quark::v1::AuditRecord record;
+    record.set_tenant(tenant);
+    record.set_action("submit");
+    record.mutable_time()->set_seconds(1700000000);
+    ASSERT_TRUE(store->AppendAudit(&record).ok());
+    EXPECT_GT(record.sequence(), 0);
+  }
+  absl::StatusOr<std::vector<quark::v1::AuditRecord>> all = store->ListAudit(0, 10, "");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ(store->ListAudit(0, 10, "a")->size(), 2u);
+  EXPECT_EQ(store->ListAudit((*all)[1].sequence(), 10, "")->size(), 1u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("q.db").c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_NE(sqlite3_exec(db, "UPDATE audit_log SET tenant = 'x'", nullptr, nullptr, &error), SQLITE_OK);
+  sqlite3_free(error);
+  EXPECT_NE(sqlite3_exec(db, "DELETE FROM audit_log", nullptr, nullptr, &error), SQLITE_OK);
+  sqlite3_free(error);
+  sqlite3_close(db);
+  EXPECT_EQ(store->ListAudit(0, 10, "")->size(), 3u);
+
+  // The same request id in two tenants makes two jobs; each tenant finds only its own.
+  Job a = MakeJob("job-a", "same");
+  a.set_tenant("a");
+  Job b = MakeJob("job-b", "same");
+  b.set_tenant("b");
+  bool created = false;
+  ASSERT_TRUE(store->CreateJob(a, nullptr, &created).ok());
+  EXPECT_TRUE(created);
+  ASSERT_TRUE(store->CreateJob(b, nullptr, &created).ok());
+  EXPECT_TRUE(created);
+  EXPECT_EQ(store->FindByRequestId("b", "same")->job.id(), "job-b");
+  EXPECT_EQ(store->FindByRequestId("c", "same").status().code(), absl::StatusCode::kNotFound);
+  JobFilter filter;
+  filter.tenant = "a";
+  absl::StatusOr<JobPage> page = store->ListJobs(filter, 10, "");
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs[0].id(), "job-a");
+}
+
 }  // namespace
 }  // namespace quark::server
