@@ -1,5 +1,7 @@
 // quark eval: perplexity of a model folder or a GGUF file on a text (the project's protocol, see
 // core/runtime/perplexity.h), streamed layer by layer so that any model size evaluates in about one layer of memory.
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include "core/cli/command_registry.h"
 #include "core/export/gguf_source.h"
+#include "core/quantize/reload.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
@@ -32,12 +35,32 @@ struct EvalArgs {
 // the GGUF's vocabulary.
 struct EvalModel {
   std::unique_ptr<runtime::LayerStreamer> streamer;
+  runtime::LayerHooks hooks;  // an HF-quark export's activation / KV-cache quantization
   std::string tokenizer;
   std::shared_ptr<exporter::GgufWeightSource> gguf;
 };
 
+// An HF folder whose config.json carries quantization_config.quant_method "quark" (our export, or Quark's).
+bool IsQuarkExport(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return false;
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) return false;
+  const auto q = config.find("quantization_config");
+  return q != config.end() && q->is_object() && q->value("quant_method", "") == "quark";
+}
+
 absl::StatusOr<EvalModel> OpenModel(const std::string& model, const runtime::StreamerOptions& options) {
   EvalModel out;
+  if (IsQuarkExport(model)) {
+    // Packed weights dequantized on load, and the exported activation quantization applied as the export says.
+    auto reloaded = quantize::OpenQuantizedExport(model, options);
+    if (!reloaded.ok()) return reloaded.status();
+    out.streamer = std::move(reloaded->streamer);
+    out.hooks = std::move(reloaded->hooks);
+    out.tokenizer = model;
+    return out;
+  }
   if (!exporter::IsGgufFile(model)) {
     auto streamer = runtime::LayerStreamer::Open(model, options);
     if (!streamer.ok()) return streamer.status();
@@ -101,6 +124,7 @@ int RunEval(const EvalArgs& args) {
   runtime::PerplexityOptions ppl_options;
   ppl_options.seq_len = args.seq_len;
   ppl_options.max_windows = args.max_windows;
+  ppl_options.hooks = model->hooks;
   auto result = runtime::EvaluatePerplexity(*model->streamer, *ids, ppl_options);
   if (!result.ok()) {
     std::cerr << "quark eval: " << result.status().message() << "\n";
@@ -121,7 +145,7 @@ int RunEval(const EvalArgs& args) {
 void Setup(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* eval = app.add_subcommand("eval", "Perplexity of a model on a text (non-overlapping windows, streamed by layer)");
-  eval->add_option("--model", args->model, "HF model folder (config.json, safetensors, tokenizer.model) or a GGUF file (with --text: the "
+  eval->add_option("--model", args->model, "HF model folder (float, or an HF-quark export: packed weights and its activation quantization) or a GGUF file (with --text: the "
                   "tokenizer.model beside it)")->required();
   eval->add_option("--text", args->text, "text file, encoded whole as [BOS] + tokens");
   eval->add_option("--token-ids", args->token_ids, "pre-tokenized ids (whitespace/comma separated) instead of --text");

@@ -454,6 +454,18 @@ absl::Status QuantizeRun::QuantizeLayers() {
     for (const std::string& file : *files) {
       report_.files.push_back(exports_.size() == 1 || e.format == "gguf" ? file : StrCat(e.format, "/", file));
     }
+    if (e.format == "gguf") {
+      // The tokenizer.model beside the GGUF: `quark eval --model model.gguf --text` encodes with it (checked there
+      // against the GGUF's own vocabulary).
+      const std::filesystem::path tokenizer = std::filesystem::path(model_dir_) / "tokenizer.model";
+      const std::filesystem::path copy = std::filesystem::path(e.path).parent_path() / "tokenizer.model";
+      std::error_code ec;
+      if (std::filesystem::exists(tokenizer, ec) && !std::filesystem::exists(copy, ec)) {
+        std::filesystem::copy_file(tokenizer, copy, ec);
+        if (ec) return absl::InternalError(StrCat(copy.string(), ": ", ec.message()));
+        report_.files.push_back("tokenizer.model");
+      }
+    }
   }
   report_.quantization_config = hf_ ? hf_->quantization_config() : ConfigToQuarkJson(config_);
   return absl::OkStatus();

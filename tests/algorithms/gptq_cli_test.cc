@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/algorithms/cli_run.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -20,26 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string QuarkBinary() {
-  const char* bin = std::getenv("QUARK_BINARY_DIR");
-  return bin ? std::string(bin) + "/core/cli/quark" : std::string();
-}
-
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Quark(const std::string& args) {
-  CliRun run;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((QuarkBinary() + " " + args + " 2>&1").c_str(), "r"), pclose);
-  if (!pipe) return run;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) run.output += buffer.data();
-  const int status = pclose(pipe.release());
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using testing::CliRun;
+using testing::Quark;
+using testing::QuarkBinary;
 
 class GptqCliTest : public ::testing::Test {
  protected:
