@@ -18,10 +18,10 @@ if (!fs.existsSync(path.join(modules, '@grpc/grpc-js'))) {
 const grpc = require(path.join(modules, '@grpc/grpc-js'));
 const protoLoader = require(path.join(modules, '@grpc/proto-loader'));
 
-function startQuarkd(dir) {
+function startQuarkd(dir, extraArgs = []) {
   const ready = path.join(dir, 'ready.json');
   const log = fs.openSync(path.join(dir, 'quarkd.log'), 'w');
-  const child = childProcess.spawn(path.join(binaryDir, 'server/quarkd'), [
+  const child = childProcess.spawn(path.join(binaryDir, 'server/quarkd'), [...extraArgs,
     '--data-dir', path.join(dir, 'data'), '--listen', '127.0.0.1:0', '--metrics-listen', '',
     '--workers', '1', '--worker-binary', path.join(binaryDir, 'tests/worker/quark-test-worker'),
     '--worker-arg=--test-mode=sleep:0.5', '--worker-arg=--lease-wait-ms=1000',
@@ -100,7 +100,50 @@ async function main() {
   }
 }
 
-main().catch((err) => {
+// The same client against a quarkd with a tokens file: no token is UNAUTHENTICATED, a viewer cannot submit
+// (PERMISSION_DENIED), a submitter's token in the metadata works, and another tenant sees nothing of its job.
+async function authenticated() {
+  const crypto = require('crypto');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quark-node-auth-'));
+  const sha = (token) => crypto.createHash('sha256').update(token).digest('hex');
+  const tokens = {submitter: 'qk_node_submitter_1', viewer: 'qk_node_viewer_2', other: 'qk_node_other_3'};
+  fs.writeFileSync(path.join(dir, 'tokens.json'), JSON.stringify({tokens: [
+    {name: 'node-ci', sha256: sha(tokens.submitter), tenant: 'node', role: 'submitter'},
+    {name: 'node-view', sha256: sha(tokens.viewer), tenant: 'node', role: 'viewer'},
+    {name: 'other-ci', sha256: sha(tokens.other), tenant: 'other', role: 'submitter'},
+  ]}), {mode: 0o600});
+  const {child, port} = await startQuarkd(dir, ['--tokens-file', path.join(dir, 'tokens.json')]);
+  const withToken = (token) => {
+    const metadata = new grpc.Metadata();
+    if (token) metadata.add('authorization', `Bearer ${token}`);
+    return metadata;
+  };
+  const callAs = (client, method, request, token) => new Promise((resolve, reject) =>
+    client[method](request, withToken(token), (err, response) => (err ? reject(err) : resolve(response))));
+  try {
+    const Service = loadService();
+    const client = new Service(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const spec = {model_uri: `file://${dir}/models/m`, preset: 'fp8', output_uri: `file://${dir}/out`};
+    await assert.rejects(callAs(client, 'ListPresets', {}, ''), (e) => e.code === grpc.status.UNAUTHENTICATED);
+    await assert.rejects(callAs(client, 'SubmitJob', {spec}, tokens.viewer),
+      (e) => e.code === grpc.status.PERMISSION_DENIED);
+    const job = await callAs(client, 'SubmitJob', {spec}, tokens.submitter);
+    assert.strictEqual(job.tenant, 'node');
+    const seen = await callAs(client, 'GetJob', {id: job.id}, tokens.viewer);
+    assert.strictEqual(seen.id, job.id);
+    await assert.rejects(callAs(client, 'GetJob', {id: job.id}, tokens.other),
+      (e) => e.code === grpc.status.NOT_FOUND);
+    const others = await callAs(client, 'ListJobs', {}, tokens.other);
+    assert.strictEqual((others.jobs || []).length, 0, 'another tenant lists none of it');
+    client.close();
+    console.log(`node client (tokens): job ${job.id} of tenant node; refusals as expected`);
+  } finally {
+    child.kill('SIGTERM');
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
+}
+
+main().then(authenticated).catch((err) => {
   console.error(err);
   process.exit(1);
 });
