@@ -308,7 +308,7 @@ absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string&
     case pb::AlgoConfig::kSmoothquant: {
       SmoothQuantAlgo out;
       const auto& p = a.smoothquant();
-      if (p.alpha() != 0) out.alpha = p.alpha();
+      if (p.has_alpha()) out.alpha = p.alpha();
       if (p.scale_clamp_min() != 0) out.scale_clamp_min = p.scale_clamp_min();
       out.scaling_layers = FromProto(p.scaling_layers());
       out.model_decoder_layers = p.model_decoder_layers();

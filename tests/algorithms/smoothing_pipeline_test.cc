@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config/presets.h"
+#include "core/config/proto_convert.h"
+#include "core/config/quark_json.h"
+#include "core/config/validation.h"
 #include "core/quantize/quantize_model.h"
 #include "tests/quantize/test_model.h"
 
@@ -91,6 +94,60 @@ TEST(SmoothingPipelineTest, ScalingLayersThatAreNotTheModelsAreNamed) {
   report = QuantizeModel(testing::WriteSyntheticLlama(), o);
   ASSERT_FALSE(report.ok());
   EXPECT_TRUE(Contains(report.status(), "algo_config[0].scaling_layers[0].prev_op")) << report.status();
+}
+
+TEST(SmoothingPipelineTest, AlgoConfigsRoundTripThroughQuarkJsonAndProto) {
+  Config config = *PresetConfig("w_int8_a_int8_per_tensor_sym");
+  SmoothQuantAlgo smooth;
+  smooth.alpha = 0.0f;  // a valid alpha that proto3's zero must not turn into the default
+  smooth.scale_clamp_min = 1e-4f;
+  smooth.scaling_layers = {{"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_proj", "mlp"}};
+  smooth.model_decoder_layers = "model.layers";
+  AutoSmoothQuantAlgo auto_smooth;
+  auto_smooth.compute_scale_loss = "MAE";
+  AwqAlgo awq;
+  awq.grid_size = 10;
+  RotationAlgo rotation;
+  rotation.random = true;
+  config.algo_config = {rotation, smooth, auto_smooth, awq};
+  auto from_json = ConfigFromQuarkJson(ConfigToQuarkJson(config));
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(from_json->algo_config, config.algo_config);
+  auto from_proto = FromProto(ToProto(config));
+  ASSERT_TRUE(from_proto.ok()) << from_proto.status();
+  EXPECT_EQ(from_proto->algo_config, config.algo_config);
+}
+
+std::vector<std::string> ErrorPaths(const Config& config) {
+  std::vector<std::string> paths;
+  for (const ValidationIssue& issue : ValidateConfig(config)) {
+    if (issue.severity == ValidationIssue::Severity::kError) paths.push_back(issue.path);
+  }
+  return paths;
+}
+
+TEST(SmoothingPipelineTest, ValidationNamesEveryField) {
+  Config w8a8 = *PresetConfig("w_int8_a_int8_per_tensor_sym");
+  SmoothQuantAlgo smooth;
+  smooth.alpha = 1.5f;
+  w8a8.algo_config = {smooth};
+  EXPECT_EQ(ErrorPaths(w8a8), std::vector<std::string>{"algo_config[0].alpha"});
+  // SmoothQuant moves activation outliers into weights: it needs quantized activations.
+  Config weight_only = *PresetConfig("uint4_wo_128");
+  weight_only.algo_config = {SmoothQuantAlgo{}};
+  EXPECT_EQ(ErrorPaths(weight_only), std::vector<std::string>{"algo_config[0]"});
+  // AWQ searches an integer grid: not a float or MX weight.
+  for (const char* preset : {"fp8", "mxfp4"}) {
+    Config c = *PresetConfig(preset);
+    c.algo_config = {AwqAlgo{}};
+    EXPECT_EQ(ErrorPaths(c), std::vector<std::string>{"algo_config[0]"}) << preset;
+  }
+  // Rotation first; the scaling algorithms before GPTQ.
+  Config order = *PresetConfig("uint4_wo_128");
+  order.algo_config = {GptqAlgo{}, RotationAlgo{}};
+  EXPECT_EQ(ErrorPaths(order), std::vector<std::string>{"algo_config[1]"});
+  order.algo_config = {RotationAlgo{}, AwqAlgo{}, GptqAlgo{}};
+  EXPECT_TRUE(ErrorPaths(order).empty());
 }
 
 TEST(SmoothingPipelineTest, AwqImprovesOnRoundToNearestOnTheTrainedFixture) {
