@@ -49,6 +49,8 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--label", p.spec.labels, "KEY=VALUE label (repeatable)");
   submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable)");
   submit->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights: F32 F16 BF16 Q8_0 Q4_0 Q4_1");
+  submit->add_option("--max-ppl-increase", p.spec.max_ppl_increase,
+                     "Accuracy gate (needs --eval): fail without publishing when perplexity rises more, e.g. 0.02");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
   submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");

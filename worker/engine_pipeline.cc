@@ -72,6 +72,7 @@ QuantizeModelOptions Options(const PipelineRequest& request, quark::Config confi
   options.eval_text_file = request.evaluation_file.string();
   options.eval_seq_len = spec.evaluation().seq_len();
   options.eval_max_windows = spec.evaluation().max_windows();
+  if (spec.evaluation().has_max_ppl_increase()) options.max_ppl_increase = spec.evaluation().max_ppl_increase();
   return options;
 }
 

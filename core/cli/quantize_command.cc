@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -35,6 +36,7 @@ struct QuantizeCommandOptions {
   double max_shard_gb = 5.0;
   std::vector<std::string> exports;
   std::string gguf_type;
+  std::optional<double> max_ppl_increase;
 };
 
 std::string Duration(double seconds) {
@@ -75,6 +77,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.output_dir = o.output;
   options.export_formats = o.exports;
   options.gguf_type = o.gguf_type;
+  options.max_ppl_increase = o.max_ppl_increase;
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
@@ -91,7 +94,8 @@ int RunQuantize(const QuantizeCommandOptions& o) {
     std::cerr << "quark quantize: " << report.status().message() << "\n";
     const auto code = report.status().code();
     return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
-                   code == absl::StatusCode::kAlreadyExists || code == absl::StatusCode::kUnimplemented
+                   code == absl::StatusCode::kAlreadyExists || code == absl::StatusCode::kUnimplemented ||
+                   code == absl::StatusCode::kFailedPrecondition
                ? kExitBadInput
                : kExitFailure;
   }
@@ -122,6 +126,9 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--max-shard-gb", o->max_shard_gb, "shard size limit of the safetensors, GiB");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports, "hf_quark (default), gguf, onnx; repeat for several in one pass");
+  command->add_option("--max-ppl-increase", o->max_ppl_increase,
+                      "accuracy gate with --eval: fail (and remove --output) when perplexity rises more than this, "
+                      "e.g. 0.02 = +2%");
   command->add_option("--gguf-type", o->gguf_type,
                       "GGUF type of the weights left in float: F32 F16 BF16 Q8_0 Q4_0 Q4_1 (llama.cpp's rules)");
   command->callback([o] { SetExitCode(RunQuantize(*o)); });

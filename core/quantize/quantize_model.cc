@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "absl/strings/str_format.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
@@ -79,6 +80,7 @@ class QuantizeRun {
   absl::Status CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
   absl::Status FinishLayer(int64_t index, runtime::DecoderLayer& layer);
   absl::Status EvaluateAfter();
+  absl::Status CheckAccuracyGate() const;
   void Progress(const std::string& phase, int layer, double fraction, double eta, const std::string& message) const;
 
   std::string model_dir_;
@@ -516,7 +518,34 @@ absl::Status QuantizeRun::EvaluateAfter() {
   return absl::OkStatus();
 }
 
+absl::Status QuantizeRun::CheckAccuracyGate() const {
+  if (!options_.max_ppl_increase) return absl::OkStatus();
+  const auto& m = report_.metrics;
+  const double before = m.at("ppl_before"), bound = *options_.max_ppl_increase;
+  std::string figures = StrCat("before ", before);
+  std::string worst;
+  double worst_increase = -1;
+  for (const char* key : {"ppl_after", "ppl_reloaded", "ppl_gguf"}) {
+    auto it = m.find(key);
+    if (it == m.end()) continue;
+    figures += StrCat(", ", key + 4, " ", it->second);
+    const double increase = it->second / before - 1.0;
+    if (increase > worst_increase) {
+      worst_increase = increase;
+      worst = key + 4;
+    }
+  }
+  if (worst_increase <= bound) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat("accuracy gate: perplexity %+.1f%% > %.1f%% (%s: %s)",
+                                                       100 * worst_increase, 100 * bound, worst, figures));
+}
+
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
+  if (options_.max_ppl_increase && (options_.eval_text_file.empty() || *options_.max_ppl_increase < 0)) {
+    return absl::InvalidArgumentError(StrCat("max_ppl_increase: ", *options_.max_ppl_increase,
+                                             options_.eval_text_file.empty() ? " needs evaluation text"
+                                                                             : " must not be negative"));
+  }
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
   if ((gptq_ || scaling_ || rotation_) && !eval_ids_.empty()) {
@@ -537,6 +566,12 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = QuantizeLayers(); !s.ok()) return s;
   if (!eval_ids_.empty()) {
     if (auto s = EvaluateAfter(); !s.ok()) return s;
+  }
+  if (auto s = CheckAccuracyGate(); !s.ok()) {
+    // Nothing the gate refused stays behind: the run made output_dir, the run removes it.
+    std::error_code ec;
+    if (!options_.output_dir.empty()) std::filesystem::remove_all(options_.output_dir, ec);
+    return s;
   }
   report_.metrics["seconds_total"] = Seconds(start_);
   Progress("done", static_cast<int>(model_.num_hidden_layers), 1, 0, "done");

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ struct QuantizeModelOptions {
   std::string eval_text_file;     // empty = no perplexity
   int eval_seq_len = 0;           // 0 = defaults of the perplexity protocol
   int eval_max_windows = 0;
+  /// The accuracy gate: the largest relative perplexity increase allowed (0.02 = +2%) for the fake-quantized model
+  /// and every export read back; broken -> FAILED_PRECONDITION with the figures, and output_dir is removed (nothing
+  /// is published). Needs eval_text_file. Unset = no gate.
+  std::optional<double> max_ppl_increase;
   int64_t max_shard_bytes = 5LL << 30;
   std::function<void(const QuantizeProgress&)> on_progress;  // may be empty
   std::function<bool()> cancelled;                           // may be empty; checked between layers -> CANCELLED

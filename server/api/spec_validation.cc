@@ -121,6 +121,15 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
   bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
   status = CheckGgufType(spec);
   if (!status.ok()) return status;
+  if (spec.evaluation().has_max_ppl_increase()) {
+    if (!(spec.evaluation().max_ppl_increase() >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.evaluation.max_ppl_increase: ",
+                                                     spec.evaluation().max_ppl_increase(), " must not be negative"));
+    }
+    if (spec.evaluation().uri().empty()) {
+      return absl::InvalidArgumentError("spec.evaluation.max_ppl_increase: the accuracy gate needs spec.evaluation.uri");
+    }
+  }
   // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed.
   if (!has_preset && !has_config && !spec.gguf_type().empty() && spec.export_formats_size() == 1 &&
       spec.algo_config_size() == 0 && spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) {

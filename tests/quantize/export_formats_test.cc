@@ -67,6 +67,34 @@ TEST(ExportFormatsTest, NoSchemeAndAGgufTypeIsLlamaCppsOwnQuantization) {
   ASSERT_TRUE(source.ok()) << source.status();
 }
 
+TEST(ExportFormatsTest, TheAccuracyGateFailsWithTheFiguresAndPublishesNothing) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("uint4_wo_128");
+  o.output_dir = testing::TempPath("gated");
+  o.export_formats = {"hf_quark"};
+  o = Evaluated(o);
+  o.max_ppl_increase = 0.0;  // any increase breaks it (RTN uint4 raises the perplexity of tinyllama-a)
+  auto report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition) << report.status();
+  const std::string message(report.status().message());
+  EXPECT_NE(message.find("accuracy gate: perplexity +"), std::string::npos) << message;
+  EXPECT_NE(message.find("% > 0.0%"), std::string::npos) << message;
+  EXPECT_NE(message.find("before "), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(o.output_dir));
+  // A bound it keeps: the run succeeds and publishes.
+  o.max_ppl_increase = 0.5;
+  report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(fs::exists(fs::path(o.output_dir) / "config.json"));
+  // Without evaluation text there is nothing to gate on.
+  o.eval_text_file.clear();
+  o.output_dir = testing::TempPath("gated_no_eval");
+  report = QuantizeModel(testing::FixturePath("tinyllama-a"), o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(std::string(report.status().message()).find("max_ppl_increase"), std::string::npos) << report.status();
+}
+
 TEST(ExportFormatsTest, BadFormatsAndTypesAreNamed) {
   const std::string model = testing::WriteSyntheticLlama();
   const auto expect_error = [&](QuantizeModelOptions o, const std::string& text) {

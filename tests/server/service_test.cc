@@ -124,6 +124,24 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: rotation must be the first"), std::string::npos)
       << status.error_message();
+  // The accuracy gate needs evaluation text and a bound that is not negative; a GGUF type needs a GGUF export.
+  pb::SubmitJobRequest gate = ValidRequest();
+  gate.mutable_spec()->mutable_evaluation()->set_max_ppl_increase(0.02);
+  status = Submit(gate, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.evaluation.max_ppl_increase: the accuracy gate needs"), std::string::npos)
+      << status.error_message();
+  gate.mutable_spec()->mutable_evaluation()->set_uri("file://" + dir_.File("models/m"));
+  gate.mutable_spec()->mutable_evaluation()->set_max_ppl_increase(-0.1);
+  status = Submit(gate, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("must not be negative"), std::string::npos) << status.error_message();
+  pb::SubmitJobRequest gguf = ValidRequest();
+  gguf.mutable_spec()->set_gguf_type("Q5_K");
+  status = Submit(gguf, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.gguf_type: \"Q5_K\""), std::string::npos) << status.error_message();
+
   // A scaling algorithm after GPTQ is refused by name (it would rescale weights GPTQ already rounded).
   pb::SubmitJobRequest late = ValidRequest();
   late.mutable_spec()->add_algo_config()->mutable_gptq();
