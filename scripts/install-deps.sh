@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # engine: LibTorch (CPU) and a fast BLAS (without it matmul falls back to reference BLAS, ~14x slower)
   libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece
+  # tokenizer.json: Unicode split regexes (PCRE2) and NFC normalization (ICU)
+  libpcre2-dev libicu-dev
   # RPC and messages
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   # plumbing

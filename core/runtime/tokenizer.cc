@@ -6,6 +6,7 @@
 
 #include "core/base/strings.h"
 #include "core/runtime/sentencepiece_adapter.h"
+#include "core/runtime/tokenizer_json.h"
 
 namespace quark::runtime {
 
@@ -15,9 +16,23 @@ Tokenizer::~Tokenizer() = default;
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Open(const std::string& path, int64_t bos_id, int64_t eos_id) {
   std::filesystem::path file(path);
   std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) file /= "tokenizer.model";
-  if (!std::filesystem::exists(file, ec)) return absl::NotFoundError(StrCat("no SentencePiece model at ", file.string()));
+  if (std::filesystem::is_directory(file, ec)) {
+    const bool has_model = std::filesystem::exists(file / "tokenizer.model", ec);
+    if (!has_model && !std::filesystem::exists(file / "tokenizer.json", ec)) {
+      return absl::NotFoundError(StrCat("no tokenizer.model or tokenizer.json in ", file.string()));
+    }
+    file /= has_model ? "tokenizer.model" : "tokenizer.json";
+  }
+  if (!std::filesystem::exists(file, ec)) return absl::NotFoundError(StrCat("no tokenizer at ", file.string()));
   std::unique_ptr<Tokenizer> tokenizer(new Tokenizer());
+  if (file.extension() == ".json") {
+    auto json = JsonTokenizer::Open(file.string());
+    if (!json.ok()) return json.status();
+    tokenizer->json_ = std::move(*json);
+    tokenizer->bos_id_ = bos_id >= 0 ? bos_id : tokenizer->json_->bos_id();
+    tokenizer->eos_id_ = eos_id >= 0 ? eos_id : tokenizer->json_->eos_id();
+    return tokenizer;
+  }
   std::string error;
   tokenizer->processor_ = SentencePieceAdapter::Load(file.string(), &error);
   if (tokenizer->processor_ == nullptr) {
@@ -29,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Open(const std::string& pa
 }
 
 absl::StatusOr<std::vector<int64_t>> Tokenizer::Encode(const std::string& text) const {
+  if (json_ != nullptr) return json_->Encode(text, /*add_special_tokens=*/false);
   std::vector<int> ids;
   std::string error;
   if (!processor_->Encode(text, &ids, &error)) {
@@ -38,6 +54,7 @@ absl::StatusOr<std::vector<int64_t>> Tokenizer::Encode(const std::string& text) 
 }
 
 absl::StatusOr<std::vector<int64_t>> Tokenizer::EncodeWithBos(const std::string& text) const {
+  if (json_ != nullptr) return json_->Encode(text, /*add_special_tokens=*/true);
   auto ids = Encode(text);
   if (!ids.ok() || bos_id_ < 0) return ids;
   ids->insert(ids->begin(), bos_id_);
@@ -45,11 +62,12 @@ absl::StatusOr<std::vector<int64_t>> Tokenizer::EncodeWithBos(const std::string&
 }
 
 std::string Tokenizer::Decode(const std::vector<int64_t>& ids) const {
+  if (json_ != nullptr) return json_->Decode(ids);
   std::vector<int> narrow(ids.begin(), ids.end());
   return processor_->Decode(narrow);
 }
 
-int64_t Tokenizer::vocab_size() const { return processor_->piece_size(); }
+int64_t Tokenizer::vocab_size() const { return json_ != nullptr ? json_->vocab_size() : processor_->piece_size(); }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

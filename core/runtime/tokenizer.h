@@ -1,4 +1,6 @@
-// Text to token ids: SentencePiece `tokenizer.model` (Llama family), with BOS/EOS from config.json.
+// Text to token ids: a SentencePiece `tokenizer.model` (Llama 2 family) or a Hugging Face `tokenizer.json`
+// (Llama 3, Qwen2/3, Phi-3, Gemma, GPT-2, SmolLM, newer Mistral; see tokenizer_json.h), with BOS/EOS from
+// config.json.
 #pragma once
 
 #include <cstdint>
@@ -11,18 +13,23 @@
 namespace quark::runtime {
 
 class SentencePieceAdapter;
+class JsonTokenizer;
 
 class Tokenizer {
  public:
-  /// Loads `path`: a tokenizer.model file, or a model folder holding one. `bos_id`/`eos_id` override the
-  /// SentencePiece model's own (pass config.json's; -1 keeps the model's). NotFound / InvalidArgument naming
-  /// the path.
+  /// Loads `path`: a tokenizer.model or tokenizer.json file, or a model folder holding one. A folder with both
+  /// opens tokenizer.model (the format the engine has always read for Llama 2 / Mistral, so their ids and
+  /// perplexities do not move); a folder with tokenizer.json only opens that, with tokenizer_config.json beside
+  /// it. `bos_id`/`eos_id` override the tokenizer's own (pass config.json's; -1 keeps the tokenizer's).
+  /// NotFound naming the path when neither file exists; InvalidArgument / Unimplemented from the reader.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Open(const std::string& path, int64_t bos_id = -1, int64_t eos_id = -1);
   ~Tokenizer();
 
   /// The pieces of `text` (no BOS/EOS).
   absl::StatusOr<std::vector<int64_t>> Encode(const std::string& text) const;
-  /// [BOS] + Encode(text) (no BOS when the tokenizer has none).
+  /// SentencePiece: [BOS] + Encode(text) (no BOS when the tokenizer has none). tokenizer.json: what Hugging Face
+  /// encodes with add_special_tokens, i.e. the post-processor's template (BOS for Llama 3, none for GPT-2 or
+  /// Qwen2), or BOS when tokenizer_config.json sets add_bos_token and there is no post-processor.
   absl::StatusOr<std::vector<int64_t>> EncodeWithBos(const std::string& text) const;
   std::string Decode(const std::vector<int64_t>& ids) const;
 
@@ -32,7 +39,8 @@ class Tokenizer {
 
  private:
   Tokenizer();
-  std::unique_ptr<SentencePieceAdapter> processor_;
+  std::unique_ptr<SentencePieceAdapter> processor_;  // one of these two is set
+  std::unique_ptr<JsonTokenizer> json_;
   int64_t bos_id_ = -1;
   int64_t eos_id_ = -1;
 };

@@ -1,0 +1,153 @@
+// Cross-check of the engine's tokenizer.json reader against the Hugging Face reference (npm
+// @huggingface/transformers, offline from local files): every committed family under tests/fixtures/tokenizers,
+// plus GPT-2's vocabulary behind the Qwen2 and Llama 3 split regexes (+ NFC), encodes the WikiText and TinyStories
+// fixtures; every id of `quark tokenize` must equal the reference's, with and without special tokens, and the
+// decoded text must equal the reference's decode.
+//
+//   node tokenizer_crosscheck.mjs                       compare (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR,
+//                                                       QUARK_SHARED_DIR); exit 77 when the peers are missing
+//   node tokenizer_crosscheck.mjs --print DIR FILE [--special]
+//                                                       print the reference ids of FILE, space-separated (used by
+//                                                       tests/runtime/tokenizer_json_test.cc)
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourceDir = process.env.QUARK_SOURCE_DIR ?? path.resolve(here, '../..');
+const binaryDir = process.env.QUARK_BINARY_DIR ?? path.join(sourceDir, 'build');
+const sharedDir = process.env.QUARK_SHARED_DIR ?? path.resolve(sourceDir, '../shared');
+const peers = path.join(sourceDir, 'tests/peers');
+const fixtures = path.join(sourceDir, 'tests/fixtures/tokenizers');
+
+const QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+async function loadTransformers() {
+  const require = createRequire(path.join(peers, 'package.json'));
+  let entry;
+  try {
+    entry = require.resolve('@huggingface/transformers');
+  } catch {
+    return null;
+  }
+  const transformers = await import(entry);
+  transformers.env.allowRemoteModels = false;
+  transformers.env.allowLocalModels = true;
+  return transformers;
+}
+
+async function referenceTokenizer(transformers, dir) {
+  transformers.env.localModelPath = path.dirname(dir) + path.sep;
+  return transformers.AutoTokenizer.from_pretrained(path.basename(dir), { local_files_only: true });
+}
+
+// GPT-2's vocabulary and merges behind the pre-tokenizers of Qwen2 and Llama 3 (Split regex + ByteLevel without
+// its own regex, NFC normalizer, TemplateProcessing with a BOS for Llama 3), written to a temporary folder.
+function writeRegexVariants(tmp) {
+  const gpt2 = JSON.parse(fs.readFileSync(path.join(fixtures, 'gpt2/tokenizer.json'), 'utf8'));
+  const variants = [];
+  for (const [name, regex] of [['gpt2-qwen2-split', QWEN2_SPLIT], ['gpt2-llama3-split', LLAMA3_SPLIT]]) {
+    const t = structuredClone(gpt2);
+    t.normalizer = { type: 'NFC' };
+    t.pre_tokenizer = {
+      type: 'Sequence',
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
+      ],
+    };
+    t.post_processor = name.includes('llama3') ? {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '<|endoftext|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { '<|endoftext|>': { id: '<|endoftext|>', ids: [50256], tokens: ['<|endoftext|>'] } },
+    } : { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
+    const dir = path.join(tmp, name);
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(t));
+    fs.copyFileSync(path.join(fixtures, 'gpt2/tokenizer_config.json'), path.join(dir, 'tokenizer_config.json'));
+    variants.push(dir);
+  }
+  return variants;
+}
+
+function firstDifference(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; ++i) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? -1 : n;
+}
+
+async function printMode(args) {
+  const transformers = await loadTransformers();
+  if (!transformers) process.exit(77);
+  const [dir, file] = args;
+  const tokenizer = await referenceTokenizer(transformers, path.resolve(dir));
+  const ids = tokenizer.encode(fs.readFileSync(file, 'utf8'), { add_special_tokens: args.includes('--special') });
+  process.stdout.write(ids.join(' ') + '\n');
+}
+
+async function compareMode() {
+  const transformers = await loadTransformers();
+  if (!transformers) {
+    console.log('SKIP: tests/peers/node_modules lacks @huggingface/transformers (run scripts/install-test-peers.sh)');
+    process.exit(77);
+  }
+  const quark = path.join(binaryDir, 'core/cli/quark');
+  const texts = [path.join(sharedDir, 'fixtures/eval/wiki.test.raw'),
+                 path.join(sharedDir, 'fixtures/eval/tinystories_validation_prefix.txt')];
+  if (!fs.existsSync(quark) || !texts.every((t) => fs.existsSync(t))) {
+    console.log(`SKIP: needs ${quark} and the eval fixtures under ${sharedDir}`);
+    process.exit(77);
+  }
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quark-tok-'));
+  const families = fs.readdirSync(fixtures, { withFileTypes: true })
+      .filter((d) => d.isDirectory()).map((d) => path.join(fixtures, d.name));
+  const dirs = [...families, ...writeRegexVariants(tmp)];
+  let compared = 0;
+  let failures = 0;
+  for (const dir of dirs) {
+    const tokenizer = await referenceTokenizer(transformers, dir);
+    for (const text of texts) {
+      const content = fs.readFileSync(text, 'utf8');
+      for (const special of [false, true]) {
+        const want = tokenizer.encode(content, { add_special_tokens: special });
+        const args = ['tokenize', '--tokenizer', dir, '--text', text, '--json', '--decode'];
+        if (special) args.push('--special');
+        const out = JSON.parse(execFileSync(quark, args, { maxBuffer: 1 << 28 }).toString());
+        const got = out.ids;
+        const at = firstDifference(want, got);
+        const label = `${path.basename(dir)} ${path.basename(text)}${special ? ' +special' : ''}`;
+        compared += want.length;
+        if (at >= 0) {
+          ++failures;
+          console.log(`FAIL ${label}: ${got.length} ids vs reference ${want.length}; first difference at ${at}: ` +
+                      `ours ${JSON.stringify(got.slice(at, at + 8))} reference ${JSON.stringify(want.slice(at, at + 8))}` +
+                      ` (text ${JSON.stringify(tokenizer.decode(want.slice(Math.max(0, at - 4), at + 8)))})`);
+          continue;
+        }
+        const decoded = tokenizer.decode(want, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+        if (!special && decoded !== out.decoded) {
+          ++failures;
+          const d = [...decoded].findIndex((c, i) => c !== [...out.decoded][i]);
+          console.log(`FAIL ${label}: decode differs at character ${d}`);
+          continue;
+        }
+        console.log(`ok   ${label}: ${want.length} ids equal${special ? '' : ', decode equal'}`);
+      }
+    }
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  console.log(`${compared} ids compared over ${dirs.length} tokenizers, ${failures} mismatching runs`);
+  process.exit(failures === 0 ? 0 : 1);
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === '--print') {
+  await printMode(argv.slice(1));
+} else {
+  await compareMode();
+}
