@@ -6,6 +6,15 @@
 // rtn_rel_output_error (round to nearest with the same spec). OUT gets the dequantized `weight`. The same layer
 // through IST-DASLab's and Quark's Python GPTQ: bench/algorithms/peers/gptq_peers.py (side by side in docs/results.md).
 //
+// algo_bench awq --input MLP.safetensors [--bits 4] [--group-size 128] [--sym] [--eps 1e-5] [--out OUT.safetensors]
+// algo_bench smoothquant --input MLP.safetensors [--alpha 0.5] [--scale-clamp-min 1e-3] [--pairs both|norm] ...
+// algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
+//
+// The MLP subcommands (mlp_bench.cc) run the engine's AwqLayer / SmoothQuantLayer on one saved Llama MLP block
+// (norm_weight [H], gate_proj/up_proj [I, H], down_proj [H, I], inputs [T, H] before the norm) and print one JSON line
+// with the block's rel_output_error and rtn_rel_output_error, the scales per pair and algo_s; the same blocks through
+// mit-han-lab/llm-awq and mit-han-lab/smoothquant: bench/algorithms/smoothing_vs_peers.sh.
+//
 // --bits 8|4|3|2 picks int8/int4/int3/int2, with --asym uint8/uint4 (3 and 2 bits stay signed, with a zero point);
 // --group-size -1 is per output channel. --spec takes any Quark tensor spec instead (fp8, fp4, MX ...).
 #include <chrono>
@@ -20,6 +29,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/algorithms/mlp_bench.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
 #include "core/checkpoint/checkpoint_reader.h"
@@ -176,10 +186,43 @@ int main(int argc, char** argv) {
   gptq->add_flag("--fast-linalg", f.fast_linalg,
                  "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "
                  "flops; equal to Quark's up to rounding)");
+  quark::bench::MlpFlags m;
+  const auto common = [&m](CLI::App* sub) {
+    sub->add_option("--input", m.input, "safetensors with norm_weight, gate_proj, up_proj, down_proj, inputs")
+        ->required();
+    sub->add_option("--out", m.out, "writes the transformed (*_scaled, norm_weight) and quantized weights, scales_*");
+    sub->add_option("--eps", m.eps, "RMSNorm eps (default 1e-5, Llama-2/3's)");
+    sub->add_option("--threads", m.threads, "LibTorch and OpenBLAS threads (default: QUARK_THREADS or every core)");
+  };
+  CLI::App* awq = app.add_subcommand("awq", "AWQ on a saved Llama MLP block");
+  common(awq);
+  awq->add_option("--bits", m.bits, "8, 4 or 3 (default 4: uint4)");
+  awq->add_option("--group-size", m.group_size, "columns per group (default 128); -1 = per output channel");
+  awq->add_flag("--sym", m.sym, "symmetric int (default asymmetric uint with zero point, as llm-awq and Quark)");
+  awq->add_option("--grid", m.grid, "ratios searched (default 20)");
+  awq->add_flag("--time-clip", m.time_clip, "also time the clip search alone (clip_s; runs it once more)");
+  awq->add_flag("--clip-only", m.clip_only, "only time the clip search on the unscaled block (clip_s)");
+  CLI::App* smooth = app.add_subcommand("smoothquant", "SmoothQuant + W8A8 int8 per-tensor static on an MLP block");
+  common(smooth);
+  smooth->add_option("--alpha", m.alpha, "migration strength (default 0.5)");
+  smooth->add_option("--scale-clamp-min", m.scale_clamp_min, "lower clamp of the scales (default 1e-3, Quark's)");
+  smooth->add_option("--pairs", m.pairs, "both (norm -> gate/up and up -> down, Quark's template) or norm");
+  CLI::App* dump = app.add_subcommand("dump-mlp", "saves layer L's MLP block with the model's hidden states");
+  dump->add_option("--model", m.model_dir, "HF model directory with tokenizer.model")->required();
+  dump->add_option("--layer", m.layer, "decoder layer (default 1)");
+  dump->add_option("--calib", m.calib, "text file for calibration windows")->required();
+  dump->add_option("--samples", m.samples, "windows (default 16)");
+  dump->add_option("--seq-len", m.seq_len, "tokens per window (default 128)");
+  dump->add_option("--seed", m.seed, "window seed (default 42)");
+  dump->add_option("--out", m.out, "the block's safetensors")->required();
+  dump->add_option("--threads", m.threads, "LibTorch threads");
   CLI11_PARSE(app, argc, argv);
   // LibTorch's and OpenBLAS's threads both (0: QUARK_THREADS or every core).
   quark::EngineOptions engine;
-  engine.intra_op_threads = f.threads;
+  engine.intra_op_threads = gptq->parsed() ? f.threads : m.threads;
   quark::InitEngine(engine);
+  if (awq->parsed()) return quark::bench::RunAwq(m);
+  if (smooth->parsed()) return quark::bench::RunSmoothQuant(m);
+  if (dump->parsed()) return quark::bench::RunDumpMlp(m);
   return RunGptq(f);
 }
