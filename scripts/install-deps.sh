@@ -15,6 +15,8 @@ packages=(
   # plumbing
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libsqlite3-dev libcurl4-openssl-dev libpq-dev
+  # the shared job store for several quarkd replicas; its tests start a real server (initdb + pg_ctl)
+  postgresql
   # exports: the ONNX protobuf schema and checker (libonnx-dev); Python's onnx reads files in tests and benchmarks
   libonnx-dev python3-onnx
   # tests and their real peers

@@ -26,12 +26,20 @@ struct Flags {
   int64_t lease_timeout_ms = 15000;
   int64_t cancel_grace_ms = 5000;
   int max_attempts = 3;
+  int64_t drain_grace_ms = 20000;
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.set_config("--config", "", "TOML/INI file with any of these options");
   app.add_option("--data-dir", f.server.data_dir, "Folder of the job store (quarkd.db)")->required()
       ->envname("QUARKD_DATA_DIR");
+  app.add_option("--store", f.server.store,
+                 "sqlite (default: DATA_DIR/quarkd.db) or postgres://USER:PASSWORD@HOST/DB (shared by replicas)")
+      ->envname("QUARKD_STORE");
+  app.add_option("--replica-id", f.server.replica_id, "This replica's name with a shared store (default: hostname)")
+      ->envname("QUARKD_REPLICA_ID");
+  app.add_option("--drain-grace-ms", f.drain_grace_ms, "SIGTERM: running jobs may finish for this long")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}))->envname("QUARKD_DRAIN_GRACE_MS")->capture_default_str();
   app.add_option("--listen", f.server.listen, "gRPC HOST:PORT (port 0: any free port)")
       ->envname("QUARKD_LISTEN")->capture_default_str();
   app.add_option("--metrics-listen", f.server.metrics_listen, "/metrics HOST:PORT; empty disables")
@@ -97,6 +105,7 @@ int main(int argc, char** argv) {
   flags.server.scheduler.lease_timeout = absl::Milliseconds(flags.lease_timeout_ms);
   flags.server.scheduler.cancel_grace = absl::Milliseconds(flags.cancel_grace_ms);
   flags.server.scheduler.default_max_attempts = flags.max_attempts;
+  flags.server.drain_grace = absl::Milliseconds(flags.drain_grace_ms);
 
   // SIGINT/SIGTERM/SIGHUP go to one thread (sigwait): SIGHUP reloads the certificate and tokens, the others shut
   // the server down. Every other thread blocks them.
@@ -127,6 +136,12 @@ int main(int argc, char** argv) {
         quark::log::Get("server")->error("job=- SIGHUP: reload refused, the previous files stay in use: {}",
                                          quark::server::ForLog(status.ToString()));
       }
+    }
+    if (signal_number == SIGTERM) {
+      // Graceful drain (Kubernetes, systemd): no new leases, running jobs finish or are handed back.
+      quark::log::Get("server")->info("job=- SIGTERM: draining");
+      raw->Drain();
+      return;
     }
     quark::log::Get("server")->info("job=- signal {}: shutting down", signal_number);
     raw->Shutdown();

@@ -7,6 +7,7 @@
 #include <grpcpp/server_builder.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,9 @@
 #include "server/scheduler/event_hub.h"
 #include "server/security/authenticator.h"
 #include "server/security/tls_credentials.h"
+#include "server/scheduler/event_relay.h"
+#include "server/scheduler/replicated_scheduler.h"
+#include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/workers/local_devices.h"
 #include "server/workers/worker_pool.h"
@@ -68,14 +72,10 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
   std::unique_ptr<QuarkServer> server(new QuarkServer());
   server->registry_ = std::make_unique<metrics::Registry>();
   server->metrics_ = std::make_unique<ServerMetrics>(server->registry_.get());
-  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-      SqliteJobStore::Open((std::filesystem::path(options.data_dir) / "quarkd.db").string());
-  if (!store.ok()) return store.status();
-  server->store_ = std::move(*store);
-  server->hub_ = std::make_unique<EventHub>();
-  server->scheduler_ = std::make_unique<JobScheduler>(server->store_.get(), clock, server->hub_.get(),
-                                                      server->metrics_.get(), options.scheduler);
-  absl::Status status = server->scheduler_->Recover();
+  server->drain_grace_ = options.drain_grace;
+  absl::Status status = server->OpenStore(options, clock);
+  if (!status.ok()) return status;
+  status = server->scheduler_->Recover();
   if (!status.ok()) return status;
   server->policy_ = std::make_unique<UriPolicy>(options.allowed_roots);
   status = server->StartSecurity(options);
@@ -111,6 +111,50 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
                                                                : "off",
                            server->auth_->enabled() ? "tokens" : "off", server->metrics_port(), options.data_dir);
   return server;
+}
+
+absl::Status QuarkServer::OpenStore(const ServerOptions& options, Clock* clock) {
+  hub_ = std::make_unique<EventHub>();
+  bool postgres = options.store.rfind("postgres://", 0) == 0 || options.store.rfind("postgresql://", 0) == 0;
+  if (!postgres) {
+    if (!options.store.empty() && options.store != "sqlite") {
+      return absl::InvalidArgumentError(absl::StrCat("store: \"", RedactDsn(options.store),
+                                                     "\" is neither sqlite nor a postgres:// URI"));
+    }
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
+        SqliteJobStore::Open((std::filesystem::path(options.data_dir) / "quarkd.db").string());
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+    scheduler_ = std::make_unique<JobScheduler>(store_.get(), clock, hub_.get(), metrics_.get(), options.scheduler);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<PostgresJobStore>> store = PostgresJobStore::Open(options.store);
+  if (!store.ok()) return store.status();
+  pg_store_ = store->get();
+  store_ = std::move(*store);
+  relay_ = std::make_unique<EventRelay>(store_.get(), hub_.get());
+  auto replicated = std::make_unique<ReplicatedScheduler>(store_.get(), pg_store_, clock, relay_.get(),
+                                                          metrics_.get(), options.scheduler);
+  ReplicatedScheduler* scheduler = replicated.get();
+  EventRelay* relay = relay_.get();
+  scheduler_ = std::move(replicated);
+  pg_store_->StartListening(
+      [scheduler, relay](const std::string& channel, const std::string& payload) {
+        if (channel == kQueueChannel) {
+          scheduler->Wake();
+          return;
+        }
+        size_t space = payload.find(' ');
+        int64_t first = 0;
+        if (space != std::string::npos) first = std::atoll(payload.c_str() + space + 1);
+        relay->Poke(payload.substr(0, space), first);
+      },
+      [scheduler, relay] {
+        relay->PokeAll();
+        scheduler->Wake();
+      });
+  log::Get("server")->info("job=- store: PostgreSQL {}", RedactDsn(options.store));
+  return absl::OkStatus();
 }
 
 absl::Status QuarkServer::StartSecurity(const ServerOptions& options) {
@@ -203,6 +247,15 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
   if (pool.count == 0) return absl::OkStatus();
   pool.binary = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
   pool.server_address = local_worker_address_;
+  if (pg_store_ != nullptr) {
+    std::string replica = options.replica_id;
+    if (replica.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      replica = host;
+    }
+    pool.id_prefix = replica + ".";
+  }
   pool.extra_args = options.worker_args;
   // quark-worker reads QUARK_WORKER_<FLAG>: local workers share quarkd's roots and get a work folder each
   // (flags given with --worker-arg still win over these).
@@ -227,6 +280,29 @@ int QuarkServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; 
 
 void QuarkServer::Wait() { stopped_.WaitForNotification(); }
 
+void QuarkServer::Drain() {
+  if (stopped_.HasBeenNotified() || !scheduler_) return;
+  if (grpc_server_) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus("quark.v1.QuantizationService", false);
+    grpc_server_->GetHealthCheckService()->SetServingStatus("", false);
+  }
+  scheduler_->StopLeasing();
+  absl::Time deadline = absl::Now() + drain_grace_;
+  int running = scheduler_->LocalRunningJobs();
+  log::Get("server")->info("job=- draining: no new leases; {} running jobs get up to {}", running,
+                           absl::FormatDuration(drain_grace_));
+  while (running > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    running = scheduler_->LocalRunningJobs();
+  }
+  if (running > 0) {
+    log::Get("server")->warn("job=- drain grace over: {} jobs are handed back", running);
+    // Local workers stop first, while the gRPC port still takes their hand-back completions.
+    if (worker_pool_) worker_pool_->Stop();
+  }
+  Shutdown();
+}
+
 void QuarkServer::Shutdown() {
   absl::MutexLock lock(&shutdown_mu_);
   if (stopped_.HasBeenNotified()) return;
@@ -239,6 +315,7 @@ void QuarkServer::Shutdown() {
   if (grpc_server_) grpc_server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING while draining
   if (grpc_server_) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
   if (worker_pool_) worker_pool_->Stop();
+  if (pg_store_ != nullptr) pg_store_->StopListening();
   if (exposer_) exposer_->Stop();
   log::Get("server")->info("job=- quarkd stopped");
   stopped_.Notify();

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/scheduler/scheduler.h"
 
 namespace grpc {
 class Server;
@@ -27,7 +28,9 @@ class Authenticator;
 class EventHub;
 class ReloadableTlsCredentials;
 class QuantizationServiceImpl;
-class SqliteJobStore;
+class EventRelay;
+class JobStore;
+class PostgresJobStore;
 class UriPolicy;
 class WorkerPool;
 class WorkerServiceImpl;
@@ -35,6 +38,13 @@ struct ServerMetrics;
 
 struct ServerOptions {
   std::string data_dir;                          // required: holds quarkd.db (created when missing)
+  /// "" or "sqlite": SQLite in data_dir (one quarkd). "postgres://..." (or "postgresql://..."): PostgreSQL
+  /// shared by several replicas (queue and leases in the database, ReplicatedScheduler).
+  std::string store;
+  /// This replica's name with a shared store: prefixes local worker ids ("<id>.local-N"). "" = the hostname.
+  std::string replica_id;
+  /// Graceful drain (Drain(), SIGTERM): how long running jobs of this replica may take to finish.
+  absl::Duration drain_grace = absl::Seconds(30);
   std::string listen = "127.0.0.1:50051";        // gRPC; port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464"; // /metrics; port 0 picks a free port; "" disables it
   int workers = -1;                              // local workers: -1 = one per visible GPU (or 1 on CPU), 0 = none
@@ -73,16 +83,21 @@ class QuarkServer {
   /// keeps the old one and is returned as the error.
   absl::Status ReloadSecurity();
 
+  /// Graceful drain: health NOT_SERVING, no new leases, waits up to options.drain_grace for jobs leased through
+  /// this replica to end, then Shutdown(): local workers get SIGTERM and hand unfinished jobs back to the queue.
+  void Drain();
+
   /// Blocks until Shutdown() is called (from another thread or a signal watcher).
   void Wait();
   void Shutdown();
 
-  JobScheduler* scheduler() { return scheduler_.get(); }
+  Scheduler* scheduler() { return scheduler_.get(); }
   metrics::Registry* registry() { return registry_.get(); }
   WorkerPool* worker_pool() { return worker_pool_.get(); }
 
  private:
   QuarkServer() = default;
+  absl::Status OpenStore(const ServerOptions& options, Clock* clock);
   absl::Status StartGrpc(const ServerOptions& options);
   absl::Status StartSecurity(const ServerOptions& options);
   void ApplyTenantLimits();
@@ -90,9 +105,12 @@ class QuarkServer {
 
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<JobStore> store_;
+  PostgresJobStore* pg_store_ = nullptr;  // store_, when shared
   std::unique_ptr<EventHub> hub_;
-  std::unique_ptr<JobScheduler> scheduler_;
+  std::unique_ptr<EventRelay> relay_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::Duration drain_grace_;
   std::unique_ptr<UriPolicy> policy_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<AccessControl> access_;

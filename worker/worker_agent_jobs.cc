@@ -91,6 +91,7 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
     complete.set_error(std::string(result.status().message()));
   } else if (reason == CancelToken::Reason::kShutdown) {
     complete.set_error(str::Cat("worker ", options_.worker_id, " shutting down: ", result.status().message()));
+    complete.set_handed_back(true);  // quarkd requeues it for another worker
   } else {
     complete.set_error(result.status().ToString());
   }

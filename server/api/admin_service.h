@@ -11,7 +11,7 @@ namespace quark::server {
 class AdminServiceImpl final : public quark::v1::AdminService::CallbackService {
  public:
   /// Every pointer must outlive the gRPC server.
-  AdminServiceImpl(JobScheduler* scheduler, JobStore* store, const AccessControl* access)
+  AdminServiceImpl(Scheduler* scheduler, JobStore* store, const AccessControl* access)
       : scheduler_(scheduler), store_(store), access_(access) {}
 
   grpc::ServerUnaryReactor* ListAuditRecords(grpc::CallbackServerContext* context,
@@ -28,7 +28,7 @@ class AdminServiceImpl final : public quark::v1::AdminService::CallbackService {
   grpc::ServerUnaryReactor* SetDraining(grpc::CallbackServerContext* context, const std::string& worker_id,
                                         bool draining, quark::v1::DrainWorkerResponse* response);
 
-  JobScheduler* const scheduler_;
+  Scheduler* const scheduler_;
   JobStore* const store_;
   const AccessControl* const access_;
 };

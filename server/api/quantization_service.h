@@ -16,7 +16,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   /// Every pointer must outlive the gRPC server.
   /// Roles: viewer for Get/List/Watch/ListPresets/ValidateConfig, submitter for Submit/Cancel (own tenant's
   /// jobs; admins any). Other tenants' jobs answer NOT_FOUND, as missing ones do.
-  QuantizationServiceImpl(JobScheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
+  QuantizationServiceImpl(Scheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
                           const AccessControl* access)
       : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access) {}
 
@@ -38,7 +38,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
                                            quark::v1::ValidateConfigResponse* response) override;
 
  private:
-  JobScheduler* const scheduler_;
+  Scheduler* const scheduler_;
   JobStore* const store_;
   EventHub* const hub_;
   const UriPolicy* const policy_;

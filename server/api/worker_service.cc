@@ -32,7 +32,7 @@ absl::Status CheckWorkerId(const std::string& worker_id) {
 // Parks in the scheduler; finishes exactly once, from the scheduler's answer or after OnCancel.
 class LeaseReactor : public grpc::ServerUnaryReactor {
  public:
-  LeaseReactor(JobScheduler* scheduler, const AccessControl* access, const std::string& worker_id,
+  LeaseReactor(Scheduler* scheduler, const AccessControl* access, const std::string& worker_id,
                absl::Duration wait, LeaseResponse* response)
       : scheduler_(scheduler), access_(access), response_(response) {
     uint64_t wait_id = scheduler_->Lease(worker_id, wait, [this](LeaseResponse answer) { OnAnswer(std::move(answer)); });
@@ -71,7 +71,7 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
     Finish(grpc::Status::OK);
   }
 
-  JobScheduler* const scheduler_;
+  Scheduler* const scheduler_;
   const AccessControl* const access_;
   LeaseResponse* const response_;
   absl::Mutex mu_;

@@ -15,7 +15,7 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
 
   /// Every call needs the worker role (a worker token, quarkd's own local-worker token, or a listed mTLS
   /// identity) when authentication is on. A lease carries the storage credentials of its job's tenant.
-  WorkerServiceImpl(JobScheduler* scheduler, const AccessControl* access) : scheduler_(scheduler), access_(access) {}
+  WorkerServiceImpl(Scheduler* scheduler, const AccessControl* access) : scheduler_(scheduler), access_(access) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const quark::v1::internal::RegisterRequest* request,
@@ -36,7 +36,7 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
  private:
   absl::Status Authorize(const grpc::CallbackServerContext& context, const std::string& what) const;
 
-  JobScheduler* const scheduler_;
+  Scheduler* const scheduler_;
   const AccessControl* const access_;
 };
 

@@ -35,4 +35,18 @@ int EventHub::Size() const {
   return static_cast<int>(subscriptions_.size());
 }
 
+bool EventHub::HasSubscribers(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  return by_job_.count(job_id) > 0;
+}
+
+std::vector<std::string> EventHub::WatchedJobs() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> jobs;
+  for (const auto& [job_id, id] : by_job_) {
+    if (jobs.empty() || jobs.back() != job_id) jobs.push_back(job_id);
+  }
+  return jobs;
+}
+
 }  // namespace quark::server

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -24,6 +25,9 @@ class EventHub {
   void Publish(const quark::v1::JobEvent& event);
   /// Live subscriptions (for tests and shutdown).
   int Size() const;
+  /// Whether anyone watches `job_id`, and every watched job (EventRelay reads only those from the store).
+  bool HasSubscribers(const std::string& job_id) const;
+  std::vector<std::string> WatchedJobs() const;
 
  private:
   struct Subscription {

@@ -20,75 +20,62 @@
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/clock.h"
 #include "server/scheduler/event_hub.h"
+#include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 
 namespace quark::server {
 
-struct SchedulerOptions {
-  absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers at Register
-  absl::Duration lease_timeout = absl::Seconds(15);      // a lease without a heartbeat for this long is lost
-  absl::Duration cancel_grace = absl::Seconds(5);        // a cancelled job's worker is killed after this
-  int default_max_attempts = 3;                          // when JobSpec.max_attempts is 0
-};
-
-/// Who submits a job and the limits that apply to it (security_config.h's TenantPolicy).
-struct SubmitOptions {
-  std::string tenant;           // stored in the job; "" with authentication off
-  int64_t max_queued_jobs = 0;  // RESOURCE_EXHAUSTED when the tenant already has this many queued; 0 = no limit
-};
-
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
-class JobScheduler {
+class JobScheduler : public Scheduler {
  public:
-  using LeaseCallback = std::function<void(quark::v1::internal::LeaseResponse)>;
-  /// Asked to stop a worker process hard (a cancelled job that did not stop within the grace period).
-  using WorkerKiller = std::function<void(const std::string& worker_id)>;
 
   /// `store`, `clock`, `hub` and `metrics` (may be null) must outlive the scheduler.
   JobScheduler(JobStore* store, Clock* clock, EventHub* hub, ServerMetrics* metrics, SchedulerOptions options);
-  ~JobScheduler();
+  ~JobScheduler() override;
 
   /// Rebuilds the queue from the store after a start (clean or not): queued jobs stay queued in their
   /// order; running jobs lost their lease with the old process and are requeued (or FAILED past max attempts).
-  absl::Status Recover();
+  absl::Status Recover() override;
 
   /// Persists and queues a validated spec. A repeated non-empty request_id returns the job it first created.
   /// RESOURCE_EXHAUSTED naming the quota when options.max_queued_jobs is reached.
   absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
-                                        const SubmitOptions& options = {});
+                                        const SubmitOptions& options = {}) override;
   /// Queued: CANCELLED now. Running: the worker is told at its next heartbeat and the job ends CANCELLED when
   /// it completes or after the grace period (its worker then killed). Final states: returned unchanged.
-  absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id);
+  absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id) override;
 
   // The worker protocol (worker.proto).
-  quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request);
+  quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request) override;
   /// Answers `done` now when a job is ready for this worker, else parks the call until a job arrives or
   /// `wait` passes (answered empty). Returns a wait id for CancelLeaseWait (0 when answered already).
-  uint64_t Lease(const std::string& worker_id, absl::Duration wait, LeaseCallback done);
+  uint64_t Lease(const std::string& worker_id, absl::Duration wait, LeaseCallback done) override;
   /// The caller went away: answers its parked Lease empty (if still parked).
-  void CancelLeaseWait(uint64_t wait_id);
-  quark::v1::internal::HeartbeatResponse Heartbeat(const std::string& worker_id, const std::string& lease_id);
+  void CancelLeaseWait(uint64_t wait_id) override;
+  quark::v1::internal::HeartbeatResponse Heartbeat(const std::string& worker_id, const std::string& lease_id) override;
   /// Returns whether the job was cancelled; NOT_FOUND for an unknown lease.
-  absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request);
+  absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request) override;
   /// NOT_FOUND for an unknown (e.g. lost) lease.
-  absl::Status Complete(const quark::v1::internal::CompleteRequest& request);
+  absl::Status Complete(const quark::v1::internal::CompleteRequest& request) override;
 
   /// Expires leases and cancel grace periods, and answers Lease calls whose wait ran out. The server calls it
   /// every ~100 ms; tests call it after moving a ManualClock.
-  void Tick();
+  void Tick() override;
   /// Answers every parked Lease and refuses new waits (server shutdown).
-  void Shutdown();
+  void Shutdown() override;
 
   /// True once Shutdown() ran: the worker service then refuses Lease with UNAVAILABLE, so workers back off.
-  bool IsShutDown() const;
+  bool IsShutDown() const override;
 
-  void SetWorkerKiller(WorkerKiller killer);
+  void SetWorkerKiller(WorkerKiller killer) override;
   /// Jobs of a tenant listed here run at most this many at once (the rest wait queued). Replaces the old map.
-  void SetTenantRunningLimits(std::map<std::string, int64_t> max_running);
+  void SetTenantRunningLimits(std::map<std::string, int64_t> max_running) override;
   /// A draining worker keeps its leases but gets no new ones. Returns whether the worker is registered now.
-  bool SetDraining(const std::string& worker_id, bool draining);
-  int QueueDepth() const;
-  int RunningJobs() const;
+  bool SetDraining(const std::string& worker_id, bool draining) override;
+  int QueueDepth() const override;
+  int RunningJobs() const override;
+  void StopLeasing() override;
+  int LocalRunningJobs() const override { return RunningJobs(); }
 
  private:
   struct LeaseState {
@@ -164,6 +151,7 @@ class JobScheduler {
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // in arrival order
   uint64_t next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool leasing_stopped_ ABSL_GUARDED_BY(mu_) = false;
   WorkerKiller killer_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TenantCounts> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);

@@ -50,7 +50,7 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
 }
 
 bool JobScheduler::HasFreeSlotLocked(const std::string& worker_id) {
-  if (draining_.count(worker_id)) return false;
+  if (leasing_stopped_ || draining_.count(worker_id)) return false;
   auto it = workers_.find(worker_id);
   return it != workers_.end() && static_cast<int>(it->second.leases.size()) < it->second.slots;
 }
@@ -141,7 +141,7 @@ uint64_t JobScheduler::Lease(const std::string& worker_id, absl::Duration wait, 
     Worker& worker = workers_[worker_id];  // an unregistered caller is taken as a one-slot worker
     worker.last_seen = now;
     LeaseResponse response;
-    if (shut_down_ || AssignLocked(worker_id, &response) || wait <= absl::ZeroDuration()) {
+    if (shut_down_ || leasing_stopped_ || AssignLocked(worker_id, &response) || wait <= absl::ZeroDuration()) {
       answers.push_back([done = std::move(done), response = std::move(response)]() mutable {
         done(std::move(response));
       });
@@ -235,6 +235,10 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
     ActiveJob& active = active_[job_id];
     if (active.cancel_requested || request.cancelled()) {
       status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled", nullptr);
+    } else if (request.handed_back()) {
+      // A worker shutting down gives its job back: requeued (this attempt counts), not failed.
+      ReleaseLeaseLocked(request.lease_id());
+      RequeueOrFailLocked(active, request.error().empty() ? "worker handed the job back" : request.error());
     } else if (request.success()) {
       status = FinishLocked(job_id, JobState::JOB_STATE_SUCCEEDED, "", &request.result());
     } else {
@@ -327,6 +331,18 @@ void JobScheduler::Tick() {
     log::Get("scheduler")->warn("job=- worker={} did not stop a cancelled job; killing it", ForLog(worker_id));
     if (killer) killer(worker_id);
   }
+}
+
+void JobScheduler::StopLeasing() {
+  Answers answers;
+  {
+    absl::MutexLock lock(&mu_);
+    leasing_stopped_ = true;
+    std::vector<uint64_t> ids;
+    for (const auto& [wait_id, waiter] : waiters_) ids.push_back(wait_id);
+    for (uint64_t wait_id : ids) AnswerWaiterLocked(wait_id, LeaseResponse(), &answers);
+  }
+  for (auto& answer : answers) answer();
 }
 
 void JobScheduler::Shutdown() {

@@ -84,7 +84,7 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, RestartHook on_restart)
     : options_(std::move(options)), on_restart_(std::move(on_restart)) {
   for (int i = 0; i < options_.count; ++i) {
     Child child;
-    child.id = absl::StrCat("local-", i);
+    child.id = absl::StrCat(options_.id_prefix, "local-", i);
     child.backoff = options_.min_backoff;
     children_.push_back(child);
   }

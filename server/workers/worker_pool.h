@@ -21,6 +21,7 @@ struct WorkerPoolOptions {
   std::string binary;                   // path of quark-worker
   std::string server_address;           // what workers dial ("127.0.0.1:PORT")
   int count = 1;                        // number of workers (local-0 .. local-(count-1))
+  std::string id_prefix;                // before "local-N" (replicas sharing a store: ids unique across them)
   std::vector<std::string> gpus;        // when not empty, worker i gets CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES=gpus[i]
   std::vector<std::string> extra_args;  // appended to every worker's command line
   /// "NAME=VALUE" set in every worker's environment (replacing ours). "{id}" in a value becomes the worker id.

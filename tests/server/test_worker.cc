@@ -8,11 +8,16 @@
 //   hang-ignore-cancel like hang, but never stops by itself (the server must kill it)
 //   crash              progress, then exits with status 3 mid-job
 //   fail               completes with an error
+//   sleep              progress, then heartbeats for the job label "test-sleep-ms" (default 1000) and succeeds;
+//                      a lost lease ends it without Complete
+// QUARK_TEST_WORKER_RUNS_FILE: every job run appends "start JOB WORKER PID MS" and "end JOB WORKER PID MS OUTCOME"
+// lines (one write each, O_APPEND), so a test can see which process ran what when.
 // Attempts up to N (flag, env QUARK_TEST_WORKER_HANG_ATTEMPTS, or job label "test-hang-attempts") behave as
 // "hang" whatever the mode, so a test can kill the worker on attempt 1 and see attempt 2 succeed.
 // Every mode first checks that a file:// model_uri exists and fails the job with a clear error if not.
 // QUARK_WORKER_TOKEN (env) is sent as the bearer token; QUARK_TEST_WORKER_CREDENTIALS_DIR: see RecordCredentials.
 #include <grpcpp/grpcpp.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -162,6 +167,40 @@ class TestWorker {
     }
   }
 
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  void RecordRun(const std::string& what, const pb::LeaseResponse& lease, const std::string& outcome = "") const {
+    static const std::string path = Env("QUARK_TEST_WORKER_RUNS_FILE", "");
+    if (path.empty()) return;
+    std::string line = what + " " + lease.job().id() + " " + options_.worker_id + " " + std::to_string(getpid()) +
+                       " " + std::to_string(NowMs()) + (outcome.empty() ? "" : " " + outcome) + "\n";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return;
+    ssize_t written = write(fd, line.data(), line.size());
+    (void)written;
+    close(fd);
+  }
+
+  // Heartbeats for `ms`, then succeeds; returns without Complete when the lease is lost.
+  void Sleep(const pb::LeaseResponse& lease, int64_t ms) {
+    int64_t end = NowMs() + ms;
+    while (NowMs() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(heartbeat_ms_, end - NowMs() + 1)));
+      pb::HeartbeatRequest request;
+      request.set_worker_id(options_.worker_id);
+      request.set_lease_id(lease.lease_id());
+      pb::HeartbeatResponse response;
+      if (!stub_->Heartbeat(Context(5).get(), request, &response).ok()) continue;
+      if (response.lease_lost()) return RecordRun("end", lease, "lost");
+    }
+    Progress(lease.lease_id(), "upload", 0.9);
+    Complete(lease.lease_id(), true, false, "");
+    RecordRun("end", lease, "succeeded");
+  }
+
   void Run(const pb::LeaseResponse& lease) {
     const std::string& id = lease.lease_id();
     const std::string& model = lease.job().spec().model_uri();
@@ -176,6 +215,11 @@ class TestWorker {
     if (mode == "hang" || mode == "hang-ignore-cancel") return Hang(id, mode == "hang-ignore-cancel");
     if (mode == "crash") _exit(3);
     if (mode == "fail") return Complete(id, false, false, "test worker: failing as asked");
+    if (mode == "sleep") {
+      RecordRun("start", lease);
+      auto it = lease.job().spec().labels().find("test-sleep-ms");
+      return Sleep(lease, it != lease.job().spec().labels().end() ? std::atoll(it->second.c_str()) : 1000);
+    }
     Progress(id, "upload", 0.9);
     Complete(id, true, false, "");
   }

@@ -1,0 +1,67 @@
+// What the gRPC services and QuarkServer need from a scheduler. JobScheduler keeps the queue and leases in
+// memory over any JobStore (one quarkd); ReplicatedScheduler keeps them in a SharedJobQueue (PostgreSQL) so
+// several quarkd replicas serve one set of jobs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "quark/v1/service.pb.h"
+#include "quark/v1/worker.pb.h"
+
+namespace quark::server {
+
+struct SchedulerOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers at Register
+  absl::Duration lease_timeout = absl::Seconds(15);      // a lease without a heartbeat for this long is lost
+  absl::Duration cancel_grace = absl::Seconds(5);        // a cancelled job's worker is killed after this
+  int default_max_attempts = 3;                          // when JobSpec.max_attempts is 0
+};
+
+/// Who submits a job and the limits that apply to it (security_config.h's TenantPolicy).
+struct SubmitOptions {
+  std::string tenant;           // stored in the job; "" with authentication off
+  int64_t max_queued_jobs = 0;  // RESOURCE_EXHAUSTED when the tenant already has this many queued; 0 = no limit
+};
+
+/// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
+/// See JobScheduler for the contract of each call.
+class Scheduler {
+ public:
+  using LeaseCallback = std::function<void(quark::v1::internal::LeaseResponse)>;
+  /// Asked to stop a worker process hard (a cancelled job that did not stop within the grace period).
+  using WorkerKiller = std::function<void(const std::string& worker_id)>;
+
+  virtual ~Scheduler() = default;
+
+  virtual absl::Status Recover() = 0;
+  virtual absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                                const SubmitOptions& options = {}) = 0;
+  virtual absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id) = 0;
+  virtual quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request) = 0;
+  virtual uint64_t Lease(const std::string& worker_id, absl::Duration wait, LeaseCallback done) = 0;
+  virtual void CancelLeaseWait(uint64_t wait_id) = 0;
+  virtual quark::v1::internal::HeartbeatResponse Heartbeat(const std::string& worker_id,
+                                                           const std::string& lease_id) = 0;
+  virtual absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request) = 0;
+  virtual absl::Status Complete(const quark::v1::internal::CompleteRequest& request) = 0;
+  virtual void Tick() = 0;
+  virtual void Shutdown() = 0;
+  virtual bool IsShutDown() const = 0;
+  /// Graceful drain (SIGTERM): no new leases from now on (parked Lease calls are answered empty at once);
+  /// running jobs keep their leases, heartbeats and completions. Shutdown() still ends everything.
+  virtual void StopLeasing() = 0;
+  virtual void SetWorkerKiller(WorkerKiller killer) = 0;
+  virtual void SetTenantRunningLimits(std::map<std::string, int64_t> max_running) = 0;
+  virtual bool SetDraining(const std::string& worker_id, bool draining) = 0;
+  virtual int QueueDepth() const = 0;
+  virtual int RunningJobs() const = 0;
+  /// Jobs leased through this process that are still running (graceful drain waits for them).
+  virtual int LocalRunningJobs() const = 0;
+};
+
+}  // namespace quark::server

@@ -1,0 +1,247 @@
+// PostgresJobStore against a real PostgreSQL (tests/server/postgres_fixture.h): the JobStore contract as the
+// SQLite store keeps it, and the shared queue under two store instances (two "replicas") racing on one database.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "google/protobuf/util/time_util.h"
+#include "server/store/postgres_job_store.h"
+#include "tests/server/postgres_fixture.h"
+
+namespace quark::server {
+namespace {
+
+namespace pb = quark::v1;
+using testing::TestPostgres;
+
+class PostgresJobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+    std::string error = pg_.Start();
+    ASSERT_EQ(error, "");
+    auto a = PostgresJobStore::Open(pg_.Dsn());
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b = PostgresJobStore::Open(pg_.Dsn());  // a second replica: migrations already applied
+    ASSERT_TRUE(b.ok()) << b.status();
+    a_ = std::move(*a);
+    b_ = std::move(*b);
+  }
+
+  static pb::Job NewJob(const std::string& id, const std::string& request_id = "", int priority = 0) {
+    pb::Job job;
+    job.set_id(id);
+    job.set_request_id(request_id);
+    job.set_state(pb::JOB_STATE_QUEUED);
+    job.mutable_spec()->set_preset("fp8");
+    job.mutable_spec()->set_priority(priority);
+    job.mutable_spec()->set_max_attempts(3);
+    *job.mutable_created_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(1700000000000);
+    return job;
+  }
+
+  static std::vector<pb::JobEvent> StateEvents() {
+    pb::JobEvent event;
+    event.set_state(pb::JOB_STATE_QUEUED);
+    return {event};
+  }
+
+  static RowUpdate ClaimFor(const std::string& worker, const std::string& lease, int64_t ttl_ms) {
+    return [=](int64_t now_ms, LeaseRow* row, std::vector<pb::JobEvent>* events) {
+      row->job.set_state(pb::JOB_STATE_RUNNING);
+      row->job.set_worker_id(worker);
+      row->job.add_attempts()->set_worker_id(worker);
+      row->lease_id = lease;
+      row->lease_worker = worker;
+      row->lease_expires_ms = now_ms + ttl_ms;
+      events->emplace_back().set_state(pb::JOB_STATE_RUNNING);
+      return true;
+    };
+  }
+
+  TestPostgres pg_;
+  std::unique_ptr<PostgresJobStore> a_, b_;
+};
+
+TEST_F(PostgresJobStoreTest, JobsEventsAndPagesRoundTrip) {
+  for (int i = 0; i < 5; ++i) {
+    std::vector<pb::JobEvent> events = StateEvents();
+    bool created = false;
+    auto stored = a_->CreateJob(NewJob("job-" + std::to_string(i)), &events, &created);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_TRUE(created);
+    EXPECT_EQ(events[0].sequence(), 1);
+  }
+  auto job = b_->GetJob("job-3");  // written through one replica, read through the other
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec().preset(), "fp8");
+  EXPECT_EQ(b_->GetJob("job-x").status().code(), absl::StatusCode::kNotFound);
+  std::vector<pb::JobEvent> more(2);
+  more[0].set_log("one");
+  more[1].set_log("two");
+  ASSERT_TRUE(b_->UpdateJob(*job, &more).ok());
+  EXPECT_EQ(more[1].sequence(), 3);
+  auto events = a_->ListEvents("job-3", 1, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].log(), "two");
+  auto page = a_->ListJobs({}, 3, "");
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 3u);
+  EXPECT_EQ(page->jobs[0].id(), "job-4");  // newest first
+  auto rest = a_->ListJobs({}, 3, page->next_page_token);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->jobs.size(), 2u);
+  EXPECT_EQ(rest->jobs[1].id(), "job-0");
+  EXPECT_EQ(a_->ListJobs({}, 3, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  auto counts = a_->CountJobs();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[std::make_pair(pb::JOB_STATE_QUEUED, std::string("fp8"))], 5);
+}
+
+TEST_F(PostgresJobStoreTest, OneRequestIdMakesOneJobAcrossReplicasRacing) {
+  std::atomic<int> created_count{0};
+  std::set<std::string> ids;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      PostgresJobStore* store = i % 2 ? a_.get() : b_.get();
+      std::vector<pb::JobEvent> events = StateEvents();
+      bool created = false;
+      auto stored = store->CreateJob(NewJob("job-race-" + std::to_string(i), "req-1"), &events, &created);
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      if (created) created_count++;
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(stored->job.id());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created_count.load(), 1);
+  EXPECT_EQ(ids.size(), 1u);
+  // Another tenant's request id of the same text is another job.
+  pb::Job other = NewJob("job-other", "req-1");
+  other.set_tenant("t2");
+  bool created = false;
+  std::vector<pb::JobEvent> events = StateEvents();
+  ASSERT_TRUE(a_->CreateJob(other, &events, &created).ok());
+  EXPECT_TRUE(created);
+}
+
+TEST_F(PostgresJobStoreTest, ClaimsNeverHandOneJobToTwoWorkers) {
+  constexpr int kJobs = 120;
+  for (int i = 0; i < kJobs; ++i) {
+    std::vector<pb::JobEvent> events = StateEvents();
+    bool created = false;
+    ASSERT_TRUE(a_->CreateJob(NewJob("job-" + std::to_string(1000 + i), "", i % 3), &events, &created).ok());
+  }
+  std::mutex mu;
+  std::map<std::string, std::string> claimed_by;  // job -> worker
+  std::vector<std::string> duplicates;
+  std::vector<int> first_priorities;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 6; ++w) {
+    threads.emplace_back([&, w] {
+      PostgresJobStore* store = w % 2 ? a_.get() : b_.get();
+      std::string worker = "w" + std::to_string(w);
+      for (int n = 0;; ++n) {
+        auto row = store->ClaimNext(worker, 0, ClaimFor(worker, worker + "-lease-" + std::to_string(n), 60000));
+        ASSERT_TRUE(row.ok()) << row.status();
+        if (!row->has_value()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        if (!claimed_by.emplace((*row)->job.id(), worker).second) duplicates.push_back((*row)->job.id());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(duplicates.empty()) << duplicates.size() << " jobs claimed twice";
+  EXPECT_EQ(claimed_by.size(), static_cast<size_t>(kJobs));
+  auto queued = a_->CountInState(pb::JOB_STATE_QUEUED, "");
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(*queued, 0);
+  // Each job's log: QUEUED (1) then RUNNING (2), no gaps, no second RUNNING.
+  for (const auto& [job_id, worker] : claimed_by) {
+    auto events = b_->ListEvents(job_id, 0, 10);
+    ASSERT_TRUE(events.ok());
+    ASSERT_EQ(events->size(), 2u) << job_id;
+    EXPECT_EQ((*events)[1].sequence(), 2);
+  }
+}
+
+TEST_F(PostgresJobStoreTest, ClaimOrderAndSlotLimitAndLeaseExpiryOnTheDatabaseClock) {
+  for (int i = 0; i < 3; ++i) {
+    std::vector<pb::JobEvent> events = StateEvents();
+    bool created = false;
+    ASSERT_TRUE(a_->CreateJob(NewJob("job-p" + std::to_string(i), "", i == 2 ? 5 : 0), &events, &created).ok());
+  }
+  auto first = a_->ClaimNext("w", 1, ClaimFor("w", "lease-1", 200));
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->job.id(), "job-p2");  // priority first
+  auto full = b_->ClaimNext("w", 1, ClaimFor("w", "lease-2", 200));  // w holds its one slot
+  ASSERT_TRUE(full.ok());
+  EXPECT_FALSE(full->has_value());
+  auto renewed = b_->RenewLease("lease-1", 200);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(b_->RenewLease("lease-zzz", 200).status().code(), absl::StatusCode::kNotFound);
+  auto requeue = [](int64_t, LeaseRow* row, std::vector<pb::JobEvent>* events) {
+    row->job.set_state(pb::JOB_STATE_QUEUED);
+    row->lease_id.clear();
+    events->emplace_back().set_state(pb::JOB_STATE_QUEUED);
+    return true;
+  };
+  auto none = a_->UpdateStaleRows(SharedJobQueue::Stale::kLeaseExpired, "", 10, requeue);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());  // 200 ms have not passed on the database clock
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto expired = b_->UpdateStaleRows(SharedJobQueue::Stale::kLeaseExpired, "", 10, requeue);
+  ASSERT_TRUE(expired.ok()) << expired.status();
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_EQ((*expired)[0].job.id(), "job-p2");
+  EXPECT_EQ(a_->RenewLease("lease-1", 200).status().code(), absl::StatusCode::kNotFound);
+  auto again = a_->ClaimNext("w", 1, ClaimFor("w", "lease-3", 60000));
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->job.id(), "job-p2");
+  EXPECT_EQ((*again)->job.attempts_size(), 2);
+}
+
+TEST_F(PostgresJobStoreTest, AuditLogIsAppendOnlyAndNotificationsArrive) {
+  std::mutex mu;
+  std::vector<std::string> heard;
+  std::atomic<int> connected{0};
+  b_->StartListening(
+      [&](const std::string& channel, const std::string& payload) {
+        std::lock_guard<std::mutex> lock(mu);
+        heard.push_back(channel + ":" + payload);
+      },
+      [&] { connected++; });
+  ASSERT_TRUE(testing::WaitFor([&] { return connected.load() > 0; }));
+  pb::AuditRecord record;
+  record.set_tenant("t1");
+  record.set_action("submit");
+  ASSERT_TRUE(a_->AppendAudit(&record).ok());
+  EXPECT_EQ(record.sequence(), 1);
+  auto listed = b_->ListAudit(0, 10, "t1");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].action(), "submit");
+  EXPECT_FALSE(pg_.Psql("UPDATE audit_log SET tenant = 'x'"));
+  EXPECT_FALSE(pg_.Psql("DELETE FROM audit_log"));
+  EXPECT_TRUE(pg_.Psql("SELECT 1 FROM audit_log"));
+  std::vector<pb::JobEvent> events = StateEvents();
+  bool created = false;
+  ASSERT_TRUE(a_->CreateJob(NewJob("job-n"), &events, &created).ok());
+  EXPECT_TRUE(testing::WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count(heard.begin(), heard.end(), "quark_events:job-n 1") == 1 &&
+           std::count(heard.begin(), heard.end(), "quark_queue:job-n") == 1;
+  }));
+  b_->StopListening();
+}
+
+}  // namespace
+}  // namespace quark::server
