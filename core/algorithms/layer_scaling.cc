@@ -36,18 +36,30 @@ NormRef FindNorm(const runtime::DecoderLayer& layer, const std::string& name) {
   return ref;
 }
 
+// Thrown once every recorded linear has seen its input when nobody wants the layer's output: the rest of the forward
+// (down_proj's product, for SmoothQuant's norm pairs all three MLP products) is not computed.
+struct StopRecording {};
+
+// Counts the recorded linears a forward has reached.
+struct RecordingProgress {
+  size_t seen = 0;
+  size_t total = 0;
+  bool stop_when_done = false;
+};
+
 // Records the input of a linear (and its per-channel max |x|) before running it.
 class RecordingLinear : public runtime::LinearLike {
  public:
   RecordingLinear(std::shared_ptr<runtime::LinearLike> inner, bool keep, std::vector<at::Tensor>* inputs,
-                  at::Tensor* abs_max)
-      : inner_(std::move(inner)), keep_(keep), inputs_(inputs), abs_max_(abs_max) {}
+                  at::Tensor* abs_max, RecordingProgress* progress)
+      : inner_(std::move(inner)), keep_(keep), inputs_(inputs), abs_max_(abs_max), progress_(progress) {}
   at::Tensor forward(const at::Tensor& input) override {
     const at::Tensor flat = input.reshape({-1, input.size(-1)});
     // Quark's stat_tensor: the max in the input's dtype, then float32.
     const at::Tensor incoming = std::get<0>(flat.abs().max(0)).to(at::kFloat);
     *abs_max_ = abs_max_->defined() ? at::maximum(*abs_max_, incoming) : incoming;
     if (keep_) inputs_->push_back(flat.clone());
+    if (++progress_->seen == progress_->total && progress_->stop_when_done) throw StopRecording{};
     return inner_->forward(input);
   }
   int64_t in_features() const override { return inner_->in_features(); }
@@ -61,6 +73,7 @@ class RecordingLinear : public runtime::LinearLike {
   bool keep_;
   std::vector<at::Tensor>* inputs_;
   at::Tensor* abs_max_;
+  RecordingProgress* progress_;
 };
 
 // Puts the original linears back however the recording ends.
@@ -200,20 +213,28 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
                                                 const LayerRunner& run, const std::vector<std::string>& names,
                                                 bool keep_inputs, std::vector<at::Tensor>* outputs) {
   LinearInputs recorded;
+  RecordingProgress progress;
+  progress.total = names.size();
+  progress.stop_when_done = outputs == nullptr;
   {
     RestoreLinears restore(layer);
     for (const std::string& name : names) {
       auto linear = layer.FindLinear(name);
       if (linear == nullptr) return absl::InvalidArgumentError(StrCat(name, ": not a linear of ", layer.prefix()));
       auto recording = std::make_shared<RecordingLinear>(linear, keep_inputs, &recorded.inputs[name],
-                                                         &recorded.abs_max[name]);
+                                                         &recorded.abs_max[name], &progress);
       QUARK_RETURN_IF_ERROR(layer.ReplaceLinear(name, recording));
       restore.Remember(name, linear);
     }
     if (outputs) outputs->clear();
     for (const at::Tensor& sample : samples) {
-      at::Tensor out = run(sample);
-      if (outputs) outputs->push_back(std::move(out));
+      progress.seen = 0;
+      try {
+        at::Tensor out = run(sample);
+        if (outputs) outputs->push_back(std::move(out));
+      } catch (const StopRecording&) {
+        // every input recorded; the output was not wanted
+      }
     }
   }
   return recorded;

@@ -55,6 +55,7 @@ struct LinearInputs {
 };
 
 /// Runs `run` on every sample with the linears `names` recorded; `outputs` (if given) receives the layer's outputs.
+/// Without `outputs` each forward stops once every named linear has seen its input (the rest is not computed).
 absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                 const LayerRunner& run, const std::vector<std::string>& names,
                                                 bool keep_inputs, std::vector<at::Tensor>* outputs);

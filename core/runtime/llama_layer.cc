@@ -23,7 +23,11 @@ at::Tensor LlamaAttention::forward(const at::Tensor& x, const LayerContext& cont
 }
 
 at::Tensor LlamaMlp::forward(const at::Tensor& x) {
-  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  // gate, then up, then down, in that order (not left to the compiler's argument order): a recording pass that
+  // stops after the last input it needs (algorithms::RecordLinearInputs) then skips every later product.
+  const at::Tensor gate = at::silu(gate_proj->forward(x));
+  const at::Tensor up = up_proj->forward(x);
+  return down_proj->forward(gate * up);
 }
 
 at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {

@@ -58,10 +58,10 @@ TEST_F(GptqCliTest, EvaluationOnlyRunsASchemeTheExportCannotPack) {
 
 TEST_F(GptqCliTest, RefusalsNameTheCause) {
   const std::string model = " --model " + testing::FixturePath("tinyllama-a") + " --scheme uint4_wo_128";
-  CliRun run = Quark("quantize" + model + " --quant-algo awq --calib " + testing::SmallEvalText() + " --output " +
-                  testing::TempPath("awq"));
+  CliRun run = Quark("quantize" + model + " --quant-algo gptq,rotation --calib " + testing::SmallEvalText() +
+                     " --output " + testing::TempPath("order"));
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("algo_config[0]: awq is not implemented"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("algo_config[1]: rotation must be the first algorithm"), std::string::npos) << run.output;
   run = Quark("quantize" + model + " --quant-algo gptq --output " + testing::TempPath("nocalib"));
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("calibration"), std::string::npos) << run.output;
