@@ -1,14 +1,15 @@
 // Cross-check of the engine's tokenizer.json reader against the Hugging Face reference (npm
 // @huggingface/transformers, offline from local files): every committed family under tests/fixtures/tokenizers,
-// plus GPT-2's vocabulary behind the Qwen2 and Llama 3 split regexes (+ NFC), encodes the WikiText and TinyStories
+// plus GPT-2's vocabulary behind the Qwen2 and Llama 3 split regexes and SmolLM's Digits pre-tokenizer, encodes the WikiText and TinyStories
 // fixtures; every id of `quark tokenize` must equal the reference's, with and without special tokens, and the
 // decoded text must equal the reference's decode.
 //
 //   node tokenizer_crosscheck.mjs                       compare (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR,
 //                                                       QUARK_SHARED_DIR); exit 77 when the peers are missing
 //   node tokenizer_crosscheck.mjs --print DIR FILE [--special]
-//                                                       print the reference ids of FILE, space-separated (used by
-//                                                       tests/runtime/tokenizer_json_test.cc)
+//                                                       print the reference ids of FILE, space-separated
+//   node tokenizer_crosscheck.mjs --variants OUTDIR     write the derived Qwen2 / Llama 3 split variants, print
+//                                                       their folders (both used by tests/runtime/tokenizer_json_test.cc)
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -46,33 +47,43 @@ async function referenceTokenizer(transformers, dir) {
 }
 
 // GPT-2's vocabulary and merges behind the pre-tokenizers of Qwen2 and Llama 3 (Split regex + ByteLevel without
-// its own regex, NFC normalizer, TemplateProcessing with a BOS for Llama 3), written to a temporary folder.
+// its own regex, NFC normalizer, TemplateProcessing with a BOS for Llama 3) and of SmolLM / StarCoder
+// (Digits(individual) + ByteLevel), written to a temporary folder.
 function writeRegexVariants(tmp) {
   const gpt2 = JSON.parse(fs.readFileSync(path.join(fixtures, 'gpt2/tokenizer.json'), 'utf8'));
-  const variants = [];
-  for (const [name, regex] of [['gpt2-qwen2-split', QWEN2_SPLIT], ['gpt2-llama3-split', LLAMA3_SPLIT]]) {
-    const t = structuredClone(gpt2);
-    t.normalizer = { type: 'NFC' };
-    t.pre_tokenizer = {
-      type: 'Sequence',
-      pretokenizers: [
-        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
-        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-      ],
-    };
-    t.post_processor = name.includes('llama3') ? {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '<|endoftext|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
-      special_tokens: { '<|endoftext|>': { id: '<|endoftext|>', ids: [50256], tokens: ['<|endoftext|>'] } },
-    } : { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
+  const byteLevel = (useRegex) => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: useRegex });
+  const split = (regex) => ({ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false });
+  const bos = {
+    type: 'TemplateProcessing',
+    single: [{ SpecialToken: { id: '<|endoftext|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+    pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+    special_tokens: { '<|endoftext|>': { id: '<|endoftext|>', ids: [50256], tokens: ['<|endoftext|>'] } },
+  };
+  const variants = {
+    'gpt2-qwen2-split': { normalizer: { type: 'NFC' }, post_processor: byteLevel(false),
+                          pre_tokenizer: { type: 'Sequence', pretokenizers: [split(QWEN2_SPLIT), byteLevel(false)] } },
+    'gpt2-llama3-split': { normalizer: null, post_processor: bos,
+                           pre_tokenizer: { type: 'Sequence', pretokenizers: [split(LLAMA3_SPLIT), byteLevel(false)] } },
+    'gpt2-smollm-digits': { normalizer: null, post_processor: byteLevel(true), pre_tokenizer: {
+      type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] } },
+  };
+  const dirs = [];
+  for (const [name, stages] of Object.entries(variants)) {
     const dir = path.join(tmp, name);
     fs.mkdirSync(dir);
-    fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(t));
+    fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify({ ...gpt2, ...stages }));
     fs.copyFileSync(path.join(fixtures, 'gpt2/tokenizer_config.json'), path.join(dir, 'tokenizer_config.json'));
-    variants.push(dir);
+    dirs.push(dir);
   }
-  return variants;
+  return dirs;
+}
+
+// The one known divergence between the two Hugging Face implementations: tokenizers (Rust, what transformers and
+// vLLM run) isolates every char::is_numeric character in Digits, transformers.js only ASCII \d. The engine follows
+// tokenizers, so the Digits variant is compared on TinyStories only: WikiText holds "½" (category No).
+function knownDivergence(dir, text) {
+  return path.basename(dir) === 'gpt2-smollm-digits' && path.basename(text) === 'wiki.test.raw'
+    ? 'WikiText holds "½": Digits is char::is_numeric in tokenizers, ASCII \\d in transformers.js' : null;
 }
 
 function firstDifference(a, b) {
@@ -112,10 +123,18 @@ async function compareMode() {
   for (const dir of dirs) {
     const tokenizer = await referenceTokenizer(transformers, dir);
     for (const text of texts) {
+      if (knownDivergence(dir, text)) {
+        console.log(`skip ${path.basename(dir)} ${path.basename(text)}: ${knownDivergence(dir, text)}`);
+        continue;
+      }
       const content = fs.readFileSync(text, 'utf8');
+      // With special tokens only the template around the text changes: its first 4096 characters check it.
+      const prefixFile = path.join(tmp, 'prefix.txt');
+      const prefix = [...content].slice(0, 4096).join('');
+      fs.writeFileSync(prefixFile, prefix);
       for (const special of [false, true]) {
-        const want = tokenizer.encode(content, { add_special_tokens: special });
-        const args = ['tokenize', '--tokenizer', dir, '--text', text, '--json', '--decode'];
+        const want = tokenizer.encode(special ? prefix : content, { add_special_tokens: special });
+        const args = ['tokenize', '--tokenizer', dir, '--text', special ? prefixFile : text, '--json', '--decode'];
         if (special) args.push('--special');
         const out = JSON.parse(execFileSync(quark, args, { maxBuffer: 1 << 28 }).toString());
         const got = out.ids;
@@ -148,6 +167,8 @@ async function compareMode() {
 const argv = process.argv.slice(2);
 if (argv[0] === '--print') {
   await printMode(argv.slice(1));
+} else if (argv[0] === '--variants') {
+  for (const dir of writeRegexVariants(argv[1])) console.log(dir);
 } else {
   await compareMode();
 }
