@@ -142,6 +142,8 @@ absl::Status WorkerAgent::Register() {
 
 absl::Status WorkerAgent::Run() {
   if (absl::Status status = Register(); !status.ok()) return status;
+  idle_since_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch()).count());
   std::vector<std::thread> slots;
   for (int i = 0; i < options_.slots; ++i) slots.emplace_back([this, i] { LeaseLoop(i); });
   for (std::thread& slot : slots) slot.join();

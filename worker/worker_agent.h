@@ -40,6 +40,9 @@ struct WorkerAgentOptions {
   std::chrono::milliseconds reconnect_max{5000};
   /// Deadline of every unary RPC but Lease.
   std::chrono::milliseconds rpc_timeout{10000};
+  /// Exit (Run() returns OK) once no job has run for this long (batch schedulers: Slurm, scale-to-zero);
+  /// 0 = never.
+  std::chrono::milliseconds exit_when_idle{0};
   /// Complete is retried this many times (a lost Complete loses the job's work).
   int complete_attempts = 5;
   /// Bearer token sent with every call ("authorization: Bearer ..."); quarkd with a tokens file requires one of
@@ -96,8 +99,14 @@ class WorkerAgent {
   std::shared_ptr<JobRunner> runner_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<quark::v1::internal::WorkerService::Stub> stub_;
+  static int64_t SteadyMs();
+  /// exit_when_idle is set, no job runs and none has for that long.
+  bool IdleTooLong() const;
+
   std::atomic<bool> stopping_{false};
   std::atomic<int> jobs_finished_{0};
+  std::atomic<int> jobs_running_{0};
+  std::atomic<int64_t> idle_since_ms_{0};  // steady clock, when the last job ended (or Run started)
   std::atomic<int64_t> heartbeat_interval_ms_{2000};
   std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -25,12 +25,25 @@ absl::StatusOr<quark::v1::JobResult> RunGuarded(JobRunner& runner, const quark::
 
 }  // namespace
 
+int64_t WorkerAgent::SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool WorkerAgent::IdleTooLong() const {
+  return options_.exit_when_idle.count() > 0 && jobs_running_.load() == 0 &&
+         SteadyMs() - idle_since_ms_.load() >= options_.exit_when_idle.count();
+}
+
 void WorkerAgent::LeaseLoop(int slot) {
   std::chrono::milliseconds wait = options_.reconnect_min;
   while (!stopping_.load()) {
     internal::LeaseRequest request;
     request.set_worker_id(options_.worker_id);
-    request.set_wait_ms(options_.lease_wait.count());
+    // With exit_when_idle, a Lease call never outwaits the idle limit, so the check below runs in time.
+    std::chrono::milliseconds lease_wait = options_.lease_wait;
+    if (options_.exit_when_idle.count() > 0) lease_wait = std::min(lease_wait, options_.exit_when_idle);
+    request.set_wait_ms(lease_wait.count());
     internal::LeaseResponse response;
     std::unique_ptr<grpc::ClientContext> context =
         NewContext(options_.lease_wait + std::chrono::milliseconds(5000));
@@ -54,8 +67,18 @@ void WorkerAgent::LeaseLoop(int slot) {
       continue;
     }
     wait = options_.reconnect_min;
-    if (response.lease_id().empty()) continue;
+    if (response.lease_id().empty()) {
+      if (IdleTooLong()) {
+        log::Get("worker")->info("worker={} idle for {} ms: exiting (--exit-when-idle)", options_.worker_id,
+                                 options_.exit_when_idle.count());
+        Stop();
+      }
+      continue;
+    }
+    jobs_running_.fetch_add(1);
     RunLease(response);
+    idle_since_ms_.store(SteadyMs());
+    jobs_running_.fetch_sub(1);
   }
 }
 

@@ -34,6 +34,7 @@ struct Flags {
   std::string log_format = "text";
   std::string log_level = "info";
   int64_t lease_wait_ms = 10000;
+  double exit_when_idle_s = 0;
 };
 
 std::string DefaultDataDir() {
@@ -58,6 +59,9 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname(env("TEST_MODE"));
   app.add_option("--lease-wait-ms", f.lease_wait_ms, "Long-poll time of one Lease call")
       ->check(CLI::Range(int64_t{1}, int64_t{600000}))->envname(env("LEASE_WAIT_MS"));
+  app.add_option("--exit-when-idle", f.exit_when_idle_s,
+                 "Exit (status 0) after this many seconds without a job (Slurm, scale to zero); 0 = never")
+      ->check(CLI::Range(0.0, 86400.0))->envname(env("EXIT_WHEN_IDLE"));
   app.add_option("--token", f.agent.token, "Bearer token of role worker (prefer the environment variable)")
       ->envname(env("TOKEN"));
   app.add_option("--tls-ca", f.agent.tls_ca, "PEM CAs of quarkd's certificate: connect with TLS")->envname(env("TLS_CA"));
@@ -111,6 +115,7 @@ int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline) {
   CLI11_PARSE(app, argc, argv);
   quark::log::Init(f.log_format == "json" ? quark::log::Format::kJson : quark::log::Format::kText, f.log_level);
   f.agent.lease_wait = std::chrono::milliseconds(f.lease_wait_ms);
+  f.agent.exit_when_idle = std::chrono::milliseconds(static_cast<int64_t>(f.exit_when_idle_s * 1000));
 
   absl::StatusOr<std::shared_ptr<JobRunner>> runner =
       f.test_mode.empty() ? MakeQuantizeRunner(f, pipeline)
