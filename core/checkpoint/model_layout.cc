@@ -24,6 +24,11 @@ std::string LayerPrefix(const ModelConfig& config, int64_t layer) {
   return quark::StrCat(IsOpt(config) ? "model.decoder.layers." : "model.layers.", layer, ".");
 }
 
+std::string DecoderLayersName(const ModelConfig& config) {
+  const std::string prefix = LayerPrefix(config, 0);  // "model.layers.0."
+  return prefix.substr(0, prefix.size() - 3);
+}
+
 std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   if (IsOpt(c)) {

@@ -33,6 +33,8 @@ struct TensorSpec {
 
 /// "model.layers.{i}." (Llama family) or "model.decoder.layers.{i}." (OPT).
 std::string LayerPrefix(const ModelConfig& config, int64_t layer);
+/// The decoder layers' module name, as Quark's algo_config calls it: "model.layers" / "model.decoder.layers".
+std::string DecoderLayersName(const ModelConfig& config);
 
 /// The linears of one decoder layer, in forward order.
 std::vector<LinearSpec> LayerLinears(const ModelConfig& config);

@@ -10,15 +10,6 @@
 #include "core/export/scale_dtype.h"
 
 namespace quark::quantize {
-namespace {
-
-// "model.layers.3." -> "model.layers"
-std::string DecoderLayersName(const checkpoint::ModelConfig& model) {
-  std::string prefix = checkpoint::LayerPrefix(model, 0);
-  return prefix.substr(0, prefix.size() - 3);
-}
-
-}  // namespace
 
 GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model) {
   if (algo.inside_layer_modules.empty()) {
@@ -30,7 +21,7 @@ GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model
                                                      "self_attn.o_proj", "mlp.up_proj", "mlp.gate_proj",
                                                      "mlp.down_proj"};
   }
-  if (algo.model_decoder_layers.empty()) algo.model_decoder_layers = DecoderLayersName(model);
+  if (algo.model_decoder_layers.empty()) algo.model_decoder_layers = checkpoint::DecoderLayersName(model);
   return algo;
 }
 
@@ -42,9 +33,9 @@ absl::StatusOr<std::unique_ptr<GptqPass>> GptqPass::Create(const GptqAlgo& algo,
   pass->model_ = model;
   pass->path_ = std::move(path);
   const std::string& p = pass->path_;
-  if (algo.model_decoder_layers != DecoderLayersName(model)) {
+  if (algo.model_decoder_layers != checkpoint::DecoderLayersName(model)) {
     return absl::InvalidArgumentError(StrCat(p, ".model_decoder_layers: \"", algo.model_decoder_layers,
-                                             "\" is not this model's decoder layers (\"", DecoderLayersName(model),
+                                             "\" is not this model's decoder layers (\"", checkpoint::DecoderLayersName(model),
                                              "\")"));
   }
   if (algo.desc_act && !algo.static_groups) {

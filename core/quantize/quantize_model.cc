@@ -21,6 +21,7 @@
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/layer_quantizer.h"
+#include "core/quantize/linear_export_data.h"
 #include "core/quantize/reload.h"
 #include "core/quantize/scaling_pass.h"
 #include "core/quantize/weight_spill.h"
@@ -51,17 +52,6 @@ double Seconds(Clock::time_point since) { return std::chrono::duration<double>(C
 // Fractions of the whole run per phase, for the progress bar.
 constexpr double kEvalShare = 0.1;
 
-exporter::LinearExportData ExportDataOf(const QuantLinear& q) {
-  exporter::LinearExportData data;
-  data.module = q.name();
-  data.config = q.config();
-  data.weight = q.weight();
-  data.bias = q.bias();
-  if (q.input_quantizer() && q.input_quantizer()->params()) data.input_params = *q.input_quantizer()->params();
-  if (q.output_quantizer() && q.output_quantizer()->params()) data.output_params = *q.output_quantizer()->params();
-  return data;
-}
-
 class QuantizeRun {
  public:
   QuantizeRun(std::string model_dir, const QuantizeModelOptions& options)
@@ -89,7 +79,8 @@ class QuantizeRun {
   checkpoint::ModelConfig model_;
   checkpoint::ModelConfig runtime_model_;  // model_, or as the rotation describes it (untied embeddings)
   Config config_;  // options_.config with the algorithms' defaults resolved for this model (what the export records)
-  std::optional<algorithms::RotationOptions> rotation_;  // the rotation algo_config entry (always the first)
+  // The model as the rotation algo_config entry (always the first) sees it; null without one.
+  std::shared_ptr<algorithms::RotatedWeightSource> rotated_;
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
@@ -191,7 +182,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       e.path = single ? root.string() : (root / "hf_quark").string();
       exporter::HfQuarkExportOptions export_options;
       export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
-      export_options.untie_embeddings = rotation_.has_value() && model_.tie_word_embeddings;
+      export_options.untie_embeddings = rotated_ && model_.tie_word_embeddings;
       auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
       if (!exporter.ok()) return exporter.status();
       hf_ = exporter->get();
@@ -199,7 +190,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
     } else {
       // GGUF and ONNX take the embedding and the LM head as one matrix when the checkpoint ties them; a rotation
       // makes them two.
-      if (rotation_ && model_.tie_word_embeddings) {
+      if (rotated_ && model_.tie_word_embeddings) {
         return absl::UnimplementedError(StrCat("export_formats: ", format, " of a rotated model with tied embeddings "
                                                "(the rotation unties them); export hf_quark"));
       }
@@ -238,17 +229,15 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       algorithms::RotationOptions r;
       r.random = rotation->random;
       r.seed = options_.seed;
-      // Checked here, before any work: the sizes must have a rotation.
-      for (const auto& [n, what] : {std::pair<int64_t, const char*>{model_.hidden_size, " (R1, hidden_size)"},
-                                   {model_.head_dim, " (R2, head_dim)"}}) {
-        auto matrix = algorithms::RotationFor(n, r, StrCat(path, what));
-        if (!matrix.ok()) return matrix.status();
-      }
-      if (model_.family == checkpoint::ArchFamily::kOpt) {
-        return absl::UnimplementedError(StrCat(path, ": rotation of OPT (LayerNorm with mean and bias) is not "
-                                               "supported; Llama, Mistral and Qwen2 are"));
-      }
-      rotation_ = r;
+      // Made here, before any work: an architecture or a size without a rotation fails up front. It reads no weight
+      // until the streamer asks for one.
+      auto reader = checkpoint::CheckpointReader::Open(model_dir_);
+      if (!reader.ok()) return reader.status();
+      auto base = std::make_shared<runtime::CheckpointWeightSource>(
+          std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+      auto rotated = algorithms::RotatedWeightSource::Create(base, model_, r, path);
+      if (!rotated.ok()) return rotated.status();
+      rotated_ = *std::move(rotated);
       continue;
     }
     if (quantize::IsScalingAlgo(algo)) {
@@ -396,14 +385,10 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
 absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
   if (!exports_.empty()) {
     for (const auto& q : current_) {
-      exporter::LinearExportData data = ExportDataOf(*q);
-      if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
-        auto codes = q->ExportWeight();
-        if (!codes.ok()) return codes.status();
-        data.weight_codes = *std::move(codes);
-      }
+      auto data = quantize::LinearExportDataOf(*q);
+      if (!data.ok()) return data.status();
       for (auto& e : exports_) {
-        if (auto s = e.exporter->WriteLinear(data); !s.ok()) return s;
+        if (auto s = e.exporter->WriteLinear(*data); !s.ok()) return s;
       }
       q->ReleaseFloatWeight();
     }
@@ -421,16 +406,10 @@ absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& 
 
 absl::Status QuantizeRun::QuantizeLayers() {
   absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer;
-  if (rotation_) {
+  if (rotated_) {
     // Every later reader (calibration, the algorithms, the export, the evaluation) sees the rotated model.
-    auto reader = checkpoint::CheckpointReader::Open(model_dir_);
-    if (!reader.ok()) return reader.status();
-    auto base = std::make_shared<runtime::CheckpointWeightSource>(
-        std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
-    auto rotated = algorithms::RotatedWeightSource::Create(base, model_, *rotation_, "algo_config[0]");
-    if (!rotated.ok()) return rotated.status();
-    runtime_model_ = (*rotated)->model();
-    streamer = runtime::LayerStreamer::Create(runtime_model_, *std::move(rotated));
+    runtime_model_ = rotated_->model();
+    streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_);
   } else {
     runtime_model_ = model_;
     streamer = runtime::LayerStreamer::Open(model_dir_);
@@ -525,14 +504,14 @@ absl::Status QuantizeRun::CheckAccuracyGate() const {
   std::string figures = StrCat("before ", before);
   std::string worst;
   double worst_increase = -1;
-  for (const char* key : {"ppl_after", "ppl_reloaded", "ppl_gguf"}) {
-    auto it = m.find(key);
+  for (const std::string label : {"after", "reloaded", "gguf"}) {  // ppl_after, ppl_reloaded, ppl_gguf
+    auto it = m.find("ppl_" + label);
     if (it == m.end()) continue;
-    figures += StrCat(", ", key + 4, " ", it->second);
+    figures += StrCat(", ", label, " ", it->second);
     const double increase = it->second / before - 1.0;
     if (increase > worst_increase) {
       worst_increase = increase;
-      worst = key + 4;
+      worst = label;
     }
   }
   if (worst_increase <= bound) return absl::OkStatus();
@@ -548,7 +527,7 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   }
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
-  if ((gptq_ || scaling_ || rotation_) && !eval_ids_.empty()) {
+  if ((gptq_ || scaling_ || rotated_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();
     spill_ = *std::move(spill);

@@ -12,12 +12,6 @@
 namespace quark::quantize {
 namespace {
 
-// "model.layers.3." -> "model.layers"
-std::string DecoderLayersName(const checkpoint::ModelConfig& model) {
-  std::string prefix = checkpoint::LayerPrefix(model, 0);
-  return prefix.substr(0, prefix.size() - 3);
-}
-
 bool IsOptModel(const checkpoint::ModelConfig& model) { return model.family == checkpoint::ArchFamily::kOpt; }
 
 // The relative names of the layer's norms ("input_layernorm") and linears ("self_attn.q_proj").
@@ -111,7 +105,7 @@ AlgoConfig ResolveScalingDefaults(AlgoConfig algo, const checkpoint::ModelConfig
         if constexpr (std::is_same_v<T, SmoothQuantAlgo> || std::is_same_v<T, AutoSmoothQuantAlgo> ||
                       std::is_same_v<T, AwqAlgo>) {
           if (a.scaling_layers.empty()) a.scaling_layers = DefaultScalingLayers(model);
-          if (a.model_decoder_layers.empty()) a.model_decoder_layers = DecoderLayersName(model);
+          if (a.model_decoder_layers.empty()) a.model_decoder_layers = checkpoint::DecoderLayersName(model);
         }
       },
       algo);
@@ -128,9 +122,9 @@ absl::StatusOr<std::unique_ptr<ScalingPass>> ScalingPass::Create(
   const std::set<std::string> norms = NormNames(model), linears = LinearNames(model);
   for (const auto& [index, algo] : algos) {
     const std::string path = StrCat("algo_config[", index, "]");
-    if (DecoderLayersOf(algo) != DecoderLayersName(model)) {
+    if (DecoderLayersOf(algo) != checkpoint::DecoderLayersName(model)) {
       return absl::InvalidArgumentError(StrCat(path, ".model_decoder_layers: \"", DecoderLayersOf(algo),
-                                               "\" is not this model's decoder layers (\"", DecoderLayersName(model),
+                                               "\" is not this model's decoder layers (\"", checkpoint::DecoderLayersName(model),
                                                "\")"));
     }
     const auto& pairs = PairsOf(algo);

@@ -26,6 +26,7 @@
 #include "core/numerics/fake_quant.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/layer_quantizer.h"
+#include "core/quantize/linear_export_data.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
@@ -78,17 +79,6 @@ std::vector<int64_t> HeldOutIds(const std::string& model_dir, const checkpoint::
   return *ids;
 }
 
-exporter::LinearExportData ExportDataOf(const quantize::QuantLinear& q) {
-  exporter::LinearExportData data;
-  data.module = q.name();
-  data.config = q.config();
-  data.weight = q.weight();
-  data.bias = q.bias();
-  if (q.input_quantizer() && q.input_quantizer()->params()) data.input_params = *q.input_quantizer()->params();
-  if (q.output_quantizer() && q.output_quantizer()->params()) data.output_params = *q.output_quantizer()->params();
-  return data;
-}
-
 // Quantizes `model_dir` by `config` layer by layer as the pipeline does, exporting to ONNX as each layer finishes,
 // then evaluates the fake-quantized model with the calibrated parameters.
 absl::StatusOr<ExportResult> ExportAndEvaluate(const std::string& model_dir, const Config& config,
@@ -123,13 +113,9 @@ absl::StatusOr<ExportResult> ExportAndEvaluate(const std::string& model_dir, con
   hooks.after = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
                     const std::vector<at::Tensor>&) {
     for (const auto& q : current) {
-      exporter::LinearExportData data = ExportDataOf(*q);
-      if (q->config().weight && !IsCastType(q->config().weight->dtype)) {
-        auto codes = q->ExportWeight();
-        if (!codes.ok()) return codes.status();
-        data.weight_codes = *std::move(codes);
-      }
-      if (auto st = (*exporter)->WriteLinear(data); !st.ok()) return st;
+      auto data = quantize::LinearExportDataOf(*q);
+      if (!data.ok()) return data.status();
+      if (auto st = (*exporter)->WriteLinear(*data); !st.ok()) return st;
     }
     current.clear();
     return (*exporter)->WriteUnquantized(layer.prefix(), s.model().weights());
