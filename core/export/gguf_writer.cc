@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   e->staging_file_ = output_file + ".partial";
   e->options_ = options;
   QUARK_ASSIGN_OR_RETURN(e->model_, checkpoint::LoadModelConfig(model_dir));
+  if (options.untie_embeddings) e->model_.tie_word_embeddings = false;  // ModelTensors then lists lm_head.weight
   QUARK_RETURN_IF_ERROR(gguf::GgufArchitecture(e->model_).status());
   const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
   auto vocab = gguf::ReadSentencePieceVocab(tokenizer);
@@ -188,7 +189,11 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     } else if (options_.type) {
       t.info.type = *options_.type;
     } else {
-      const std::string stored = checkpoint::ResolveTensorName(reader, spec.name);
+      std::string stored = checkpoint::ResolveTensorName(reader, spec.name);
+      // An untied lm_head the checkpoint does not hold is made from the embedding: it takes the embedding's dtype.
+      if (stored.empty() && spec.name == "lm_head.weight" && options_.untie_embeddings) {
+        stored = checkpoint::ResolveTensorName(reader, checkpoint::EmbedTokensName(model_) + ".weight");
+      }
       if (stored.empty()) return absl::NotFoundError(StrCat(spec.name, ": not in ", reader.location()));
       const auto dtype = reader.Get(stored)->info->dtype;
       t.info.type = dtype == checkpoint::StDType::kF16    ? GgmlType::kF16

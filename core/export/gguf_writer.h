@@ -32,6 +32,9 @@ struct GgufExportOptions {
   std::optional<gguf::GgmlType> type;
   /// general.name; empty = the model folder's name.
   std::string name;
+  /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to
+  /// the embedding: a rotation made the two matrices differ. llama.cpp uses a file's output.weight when it has one.
+  bool untie_embeddings = false;
 };
 
 /// Plans the GGUF export of `model_dir` (config.json, safetensors, tokenizer.model) quantized by `config` / `plan`

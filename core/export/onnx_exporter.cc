@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -102,6 +103,18 @@ absl::Status CheckOutputDir(const std::string& output_dir) {
   return absl::OkStatus();
 }
 
+// config.json with tie_word_embeddings false (the graph has its own lm_head).
+absl::Status WriteUntiedConfig(const std::string& from, const std::string& to) {
+  std::ifstream in(from);
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) return absl::InvalidArgumentError(StrCat(from, ": not a JSON object"));
+  config["tie_word_embeddings"] = false;
+  std::ofstream out(to);
+  out << config.dump(2) << "\n";
+  if (!out.flush()) return absl::InternalError(StrCat(to, ": write failed"));
+  return absl::OkStatus();
+}
+
 // What WriteLinear left for the layer's graph: the weight's value and the activation quantization to apply.
 struct PendingLinear {
   std::string weight;  // float [in, out] value
@@ -154,6 +167,7 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> OnnxExporter::Create(const std::s
   auto model = checkpoint::LoadModelConfig(model_dir);
   if (!model.ok()) return model.status();
   e->model_ = *std::move(model);
+  if (options.untie_embeddings) e->model_.tie_word_embeddings = false;
   auto opset = PlanOpset(e->model_, plan);
   if (!opset.ok()) return opset.status();
   e->opset_ = *opset;
@@ -293,13 +307,15 @@ absl::Status OnnxExporter::Publish() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(model_dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
-        name == "model.safetensors.index.json") {
+    if (!entry.is_regular_file() || !IsOnnxCompanionFile(name)) continue;
+    if (name == "config.json" && options_.untie_embeddings) {
+      if (auto s = WriteUntiedConfig(entry.path().string(), staging_dir_ + "/" + name); !s.ok()) return s;
       continue;
     }
     fs::copy_file(entry.path(), fs::path(staging_dir_) / name, fs::copy_options::overwrite_existing, ec);
     if (ec) return absl::InternalError(StrCat("copy of ", entry.path().string(), " failed: ", ec.message()));
   }
+  if (ec) return absl::InternalError(StrCat(model_dir_, ": cannot list (", ec.message(), ")"));
   fs::remove(output_dir_, ec);  // an empty folder may stand in the way of the rename
   fs::rename(staging_dir_, output_dir_, ec);
   if (ec) return absl::InternalError(StrCat("publishing ", output_dir_, " failed: ", ec.message()));
@@ -326,6 +342,13 @@ absl::StatusOr<std::vector<std::string>> OnnxExporter::Finish(const runtime::Wei
 }
 
 }  // namespace
+
+bool IsOnnxCompanionFile(const std::string& name) {
+  static const std::set<std::string> kFiles = {"config.json", "generation_config.json", "tokenizer.model",
+                                               "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                               "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja"};
+  return kFiles.count(name) > 0;
+}
 
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateOnnxExporter(const std::string& model_dir,
                                                                  const std::string& output_dir, const Config& config,

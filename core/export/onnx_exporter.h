@@ -3,7 +3,8 @@
 // Written while the model streams: the graph's structure is known from config.json and the LayerPlan, each finished
 // layer's weights go to `model.onnx.data` (ONNX external data) as the layer finishes, and the graph itself is
 // serialized at Finish. The folder is built as `<output>.partial`, checked by onnx's C++ checker and shape inference
-// where the opset allows (onnx 1.12 knows opsets <= 17), and only then renamed to `<output>`.
+// where the opset allows (onnx 1.12 knows opsets <= 17), and only then renamed to `<output>`. config.json and the
+// tokenizer's files are copied beside the model (IsOnnxCompanionFile).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,15 @@ struct OnnxExportOptions {
   bool kv_cache = true;
   /// The model file's name in the output folder; external data is `<file_name>.data`.
   std::string file_name = "model.onnx";
+  /// The graph reads its own `lm_head.weight` initializer (from the weights given to Finish) although config.json
+  /// ties it to the embedding, and the config.json beside it says tie_word_embeddings: false: a rotation made the
+  /// two matrices differ (HfQuarkExportOptions::untie_embeddings).
+  bool untie_embeddings = false;
 };
+
+/// The files of a model folder an ONNX export carries beside model.onnx (ONNX Runtime GenAI and Optimum read them):
+/// config.json, generation_config.json and the tokenizer's files; not the weights, calibration data or anything else.
+bool IsOnnxCompanionFile(const std::string& file_name);
 
 /// Plans the ONNX export of the Llama-family model in `model_dir` quantized by `config` / `plan`. Errors before any
 /// byte is written: INVALID_ARGUMENT naming the module for a scheme ONNX cannot hold (MX, fp4/fp6, float zero

@@ -5,6 +5,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/export/onnx_torch_order.h"
 #include "core/runtime/attention.h"
 
 namespace quark::exporter::onnx_export {
@@ -74,11 +75,7 @@ absl::StatusOr<std::string> LlamaGraph::RmsNorm(const std::string& x, const std:
   }
   auto init = g_.FloatInitializer(weight_name, *w);
   if (!init.ok()) return init.status();
-  const std::string mean = g_.Reduce("ReduceMean", g_.Op("Mul", {x, x}, "sq"), {-1}, true, "mean_sq");
-  const std::string rstd = g_.Op("Reciprocal", {g_.Op("Sqrt", {g_.Op("Add", {mean, g_.ConstF32(static_cast<float>(
-                                                                                    model_.rms_norm_eps))}, "var_eps")},
-                                                       "std")}, "rstd");
-  return g_.Op("Mul", {*init, g_.Op("Mul", {x, rstd}, "normed")}, "norm_out");
+  return RmsNormNodes(g_, x, *init, model_.hidden_size, static_cast<float>(model_.rms_norm_eps), "norm");
 }
 
 std::string LlamaGraph::Rope(const std::string& x, const std::string& name) {
@@ -153,7 +150,7 @@ absl::Status LlamaGraph::Layer(int64_t index, const runtime::WeightSource& weigh
   if (!gate.ok()) return gate.status();
   auto up = linear(prefix + "mlp.up_proj", *x2, h);
   if (!up.ok()) return up.status();
-  const std::string act = g_.Op("Mul", {*gate, g_.Op("Sigmoid", {*gate}, p + "gate_sigmoid")}, p + "gate_silu");
+  const std::string act = SiluNodes(g_, *gate, p + "gate");
   auto down = linear(prefix + "mlp.down_proj", g_.Op("Mul", {act, *up}, p + "gated"), model_.intermediate_size);
   if (!down.ok()) return down.status();
   hidden_ = g_.Op("Add", {hidden_, *down}, p + "mlp_residual");

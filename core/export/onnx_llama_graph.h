@@ -1,7 +1,8 @@
 // The decoder-only Llama-family model (llama, mistral, qwen2 as core/runtime computes them) as ONNX nodes:
 //   input_ids, attention_mask, position_ids [batch, seq] int64 (+ past_key_values.N.key/value) -> logits
 //   (+ present.N.key/value), the names ONNX Runtime GenAI and Optimum use.
-// Each piece computes what the engine computes: RMSNorm in float32 (x * 1/sqrt(mean(x^2) + eps) * w), rotate-half
+// Each piece computes what the engine computes, in its order where ONNX can say it (onnx_torch_order.h): RMSNorm in
+// float32 (w * (x * 1/sqrt(sum(x^2) / n + eps)), the sum in LibTorch's order), SiLU as x / (1 + exp(-x)), rotate-half
 // RoPE from the engine's own cos/sin tables (RopeTables, so rope_theta and rope_scaling match to the bit) gathered by
 // position_ids, grouped-query attention with query head h on KV head h / (heads / kv_heads), scores scaled by
 // 1/sqrt(head_dim), a causal (and sliding-window) mask joined with attention_mask, SiLU-gated MLP, tied or untied

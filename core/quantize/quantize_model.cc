@@ -188,16 +188,14 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       hf_ = exporter->get();
       e.exporter = *std::move(exporter);
     } else {
-      // GGUF and ONNX take the embedding and the LM head as one matrix when the checkpoint ties them; a rotation
-      // makes them two.
-      if (rotated_ && model_.tie_word_embeddings) {
-        return absl::UnimplementedError(StrCat("export_formats: ", format, " of a rotated model with tied embeddings "
-                                               "(the rotation unties them); export hf_quark"));
-      }
+      // A rotation unties tied embeddings (it folds the final norm into the LM head): GGUF then writes output.weight
+      // and ONNX its own lm_head, as HF-quark writes lm_head.weight.
+      const bool untie = rotated_ && model_.tie_word_embeddings;
       if (format == "gguf") {
         if (single) std::filesystem::create_directories(root, ec);
         e.path = (root / "model.gguf").string();
         exporter::GgufExportOptions gguf;
+        gguf.untie_embeddings = untie;
         if (!options_.gguf_type.empty()) {
           auto type = exporter::gguf::ParseGgmlType(options_.gguf_type);
           if (!type.ok()) return absl::InvalidArgumentError(StrCat("gguf_type: ", std::string(type.status().message())));
@@ -208,7 +206,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
         e.exporter = *std::move(exporter);
       } else {
         e.path = single ? root.string() : (root / "onnx").string();
-        auto exporter = exporter::CreateOnnxExporter(model_dir_, e.path, config_, plan);
+        exporter::OnnxExportOptions onnx;
+        onnx.untie_embeddings = untie;
+        auto exporter = exporter::CreateOnnxExporter(model_dir_, e.path, config_, plan, onnx);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);
       }
