@@ -73,6 +73,10 @@ absl::StatusOr<std::string> YamlToJson(std::string_view yaml) {
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
+  } catch (const nlohmann::json::type_error& e) {
+    // yaml-cpp passes any bytes through; JSON text must be UTF-8, and dump() throws on anything else (found by
+    // job_file_fuzz: a stray byte in a key aborted quarkctl).
+    return absl::InvalidArgumentError(absl::StrCat("not valid UTF-8 text: ", e.what()));
   }
 }
 

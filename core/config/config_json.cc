@@ -61,6 +61,9 @@ absl::StatusOr<Config> ConfigFromAnyJson(std::string_view text) {
     j = Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     return absl::InvalidArgumentError(StrCat("config: invalid JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number no double holds ("1e400") is out_of_range, not a parse_error (found by config_json_fuzz).
+    return absl::InvalidArgumentError(StrCat("config: invalid JSON: ", e.what()));
   }
   if (!j.is_object()) return absl::InvalidArgumentError("config: expected a JSON object");
   if (auto it = j.find("quantization_config"); it != j.end()) return ConfigFromQuarkJson(*it);  // an HF config.json

@@ -26,6 +26,9 @@ absl::StatusOr<Json> ParseJson(std::string_view text, const std::string& origin)
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     return absl::InvalidArgumentError(StrCat(origin, ": malformed JSON at byte offset ", e.byte, ": ", e.what()));
+  } catch (const Json::out_of_range& e) {
+    // A number no double holds ("1e400") is out_of_range, not a parse_error (found by tokenizer_json_fuzz).
+    return absl::InvalidArgumentError(StrCat(origin, ": malformed JSON: ", e.what()));
   }
 }
 
@@ -214,6 +217,16 @@ absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::FromJson(std::stri
     auto lookup = [&t](const std::string& name) { return t->TokenToId(name); };
     auto tmpl = MakeTemplate(post, "post_processor", lookup);
     if (!tmpl.ok()) return with_origin(tmpl.status());
+    // Encode promises ids in [0, vocab_size()), which callers check against the model's embedding rows; a
+    // template id the file invents (found by tokenizer_json_fuzz) would break that promise.
+    for (const std::vector<int64_t>* side : {&tmpl->prefix, &tmpl->suffix}) {
+      for (int64_t id : *side) {
+        if (id < 0 || id >= t->vocab_size()) {
+          return with_origin(absl::InvalidArgumentError(StrCat("post_processor: special token id ", id,
+                                                               " is outside the vocabulary (", t->vocab_size(), " ids)")));
+        }
+      }
+    }
     t->template_prefix_ = std::move(tmpl->prefix);
     t->template_suffix_ = std::move(tmpl->suffix);
     t->has_post_processor_ = true;

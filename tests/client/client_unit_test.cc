@@ -33,6 +33,18 @@ TEST(JobFileTest, YamlBecomesJson) {
   EXPECT_NE(bad.status().message().find("line"), std::string::npos);
 }
 
+// Found by job_file_fuzz (tests/fuzz/corpus/job_file_fuzz/crash_invalid_utf8_key): a byte that is not UTF-8, in a
+// key or a value, is an error, not an exception out of nlohmann::json::dump that aborts quarkctl.
+TEST(JobFileTest, TextThatIsNotUtf8IsAnError) {
+  for (const char* yaml : {"symmetri\x9e: ~\n", "model_uri: file:///m\xff\n", "- [a, \"\xc3\"]\n"}) {
+    absl::StatusOr<std::string> json = YamlToJson(yaml);
+    EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument) << yaml;
+    EXPECT_NE(json.status().message().find("UTF-8"), std::string::npos) << json.status();
+    quark::v1::JobSpec spec;
+    EXPECT_EQ(ParseMessageText(yaml, "job.yaml", spec).code(), absl::StatusCode::kInvalidArgument) << yaml;
+  }
+}
+
 TEST(JobFileTest, LoadsYamlAndJsonJobFiles) {
   quark::testing::TempDir dir;
   quark::testing::WriteFile(dir.path() / "job.yaml",

@@ -147,6 +147,14 @@ TEST(RoundTripTest, JsonSyntaxErrorNamesTheByteOffset) {
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("invalid JSON at byte 36"));
 }
 
+// Found with the fuzz targets (tests/fuzz/corpus/config_json_fuzz/crash_number_overflow): nlohmann reports a number
+// no double holds as out_of_range, not parse_error; it escaped ConfigFromAnyJson and aborted the process.
+TEST(RoundTripTest, NumberTooLargeForADoubleIsAnError) {
+  auto config = ConfigFromAnyJson(R"({"global_quant_config": {"weight": {"dtype": "int8", "group_size": 1e400}}})");
+  ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("number overflow"));
+}
+
 TEST(RoundTripTest, ProtoJsonBadEnumNamesTheField) {
   auto config = ConfigFromAnyJson(R"({"globalQuantConfig": {"weight": {"dtype": "DATA_TYPE_INT5"}}})");
   ASSERT_FALSE(config.ok());

@@ -1,9 +1,7 @@
 // libFuzzer target for the safetensors header parser and validator (the code that faces hostile files).
 //
-// Built only with clang, in its own build folder:
-//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
-//   ninja -C build-fuzz safetensors_fuzz
-//   build-fuzz/tests/fuzz/safetensors_fuzz -max_total_time=600 -max_len=4096 tests/fuzz/corpus
+// Built only with clang, in its own build folder; scripts/fuzz.sh safetensors_fuzz builds and runs it (seeds in
+// tests/fuzz/corpus/safetensors_fuzz).
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -207,6 +207,30 @@ TEST(TokenizerJsonTest, TemplateAndConfigGiveBosEosAndChatTemplate) {
   EXPECT_EQ(t->chat_template(), "{{ x }}");
 }
 
+// Found by tokenizer_json_fuzz (tests/fuzz/corpus/tokenizer_json_fuzz/crash_template_id_outside_vocab): a
+// post-processor id that is not in the vocabulary would come out of Encode past vocab_size() (or negative), where
+// callers index the embedding table; the file is refused instead, naming the id.
+TEST(TokenizerJsonTest, TemplateIdsOutsideTheVocabularyAreRefused) {
+  Json template_processing = MakeTokenizer({{"a", 0}, {"<s>", 1}}, Json::array());
+  template_processing["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {8}}, {"tokens", {"<s>"}}}}}}};
+  Json roberta = MakeTokenizer({{"a", 0}, {"<s>", 1}}, Json::array());
+  roberta["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"</s>", -2}}};
+  for (const auto& [tokenizer, id] : {std::pair{template_processing, "8"}, std::pair{roberta, "-2"}}) {
+    auto loaded = JsonTokenizer::FromJson(tokenizer.dump(), "", "t/tokenizer.json");
+    ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << tokenizer.dump();
+    EXPECT_THAT(std::string(loaded.status().message()),
+                HasSubstr(std::string("special token id ") + id + " is outside the vocabulary (2 ids)"));
+  }
+  // The same ids inside the vocabulary load.
+  template_processing["post_processor"]["special_tokens"]["<s>"]["ids"] = {1};
+  auto t = Load(template_processing);
+  ASSERT_NE(t, nullptr);
+  EXPECT_THAT(Ids(*t, "a", /*special=*/true), ElementsAre(1, 0));
+}
+
 TEST(TokenizerJsonTest, BadFilesNameTheirPathOrOffset) {
   auto malformed = JsonTokenizer::FromJson("{\"model\": {\"vocab\": [1,}", "", "bad/tokenizer.json");
   ASSERT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
@@ -233,6 +257,14 @@ TEST(TokenizerJsonTest, BadFilesNameTheirPathOrOffset) {
                                                       {"behavior", "Isolated"}}).dump(), "", "r/tokenizer.json");
   ASSERT_EQ(regex.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(regex.status().message()), HasSubstr("pre_tokenizer.pattern.Regex"));
+
+  // Found by tokenizer_json_fuzz (corpus/tokenizer_json_fuzz/crash_number_overflow): out_of_range, not parse_error.
+  auto overflow = JsonTokenizer::FromJson(R"({"model": {"type": "BPE", "dropout": 1e400}})", "", "o/tokenizer.json");
+  ASSERT_EQ(overflow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(overflow.status().message()), HasSubstr("o/tokenizer.json: malformed JSON"));
+  auto config_overflow = JsonTokenizer::FromJson(MakeTokenizer({{"a", 0}}, Json::array()).dump(),
+                                                 R"({"model_max_length": 1e999})", "c/tokenizer.json");
+  ASSERT_EQ(config_overflow.status().code(), absl::StatusCode::kInvalidArgument);
 
   auto t = Load(MakeTokenizer({{"a", 0}}, Json::array()));
   ASSERT_NE(t, nullptr);
