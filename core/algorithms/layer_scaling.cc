@@ -135,6 +135,34 @@ std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& laye
   return out;
 }
 
+absl::Status SetLayerTensors(runtime::DecoderLayer& layer, const std::map<std::string, at::Tensor>& tensors) {
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : layer.named_modules("", /*include_self=*/false)) modules[item.key()] = item.value();
+  for (const auto& [name, tensor] : tensors) {
+    const size_t dot = name.rfind('.');
+    const std::string module = dot == std::string::npos ? "" : name.substr(0, dot);
+    const std::string field = dot == std::string::npos ? name : name.substr(dot + 1);
+    const auto unplaced = [&] {
+      return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": no norm or float linear of the layer holds it"));
+    };
+    if (field != "weight" && field != "bias") return unplaced();
+    if (auto linear = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(module))) {
+      field == "weight" ? linear->set_weight(tensor) : linear->set_bias(tensor);
+      continue;
+    }
+    auto it = modules.find(module);
+    if (it == modules.end()) return unplaced();
+    if (auto* rms = dynamic_cast<runtime::RmsNorm*>(it->second.get()); rms != nullptr && field == "weight") {
+      rms->set_weight(tensor);
+    } else if (auto* norm = dynamic_cast<runtime::LayerNorm*>(it->second.get())) {
+      field == "weight" ? norm->set_weight(tensor) : norm->set_bias(tensor);
+    } else {
+      return unplaced();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path) {
   const NormRef norm = FindNorm(layer, pair.prev_op);
   const auto prev_linear = layer.FindLinear(pair.prev_op);

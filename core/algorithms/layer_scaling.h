@@ -67,6 +67,10 @@ absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std:
 /// The layer's current norm and linear tensors by relative HF name ("input_layernorm.weight",
 /// "mlp.up_proj.weight", "self_attn.q_proj.bias"): what an algorithm that edits the layer hands to the export.
 std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& layer);
+/// The inverse of LayerTensors: puts each tensor (relative name, e.g. "input_layernorm.weight" or
+/// "self_attn.q_proj.bias") into the layer's norm or float linear (a resumed run restores what the algorithms left).
+/// INVALID_ARGUMENT naming a tensor the layer has no place for.
+absl::Status SetLayerTensors(runtime::DecoderLayer& layer, const std::map<std::string, at::Tensor>& tensors);
 
 /// The float weight of a linear of the layer; INVALID_ARGUMENT naming it when there is none.
 absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name);

@@ -17,6 +17,7 @@
 
 #include "core/cli/command_registry.h"
 #include "core/cli/config_options.h"
+#include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/quantize_model.h"
 
 namespace quark::cli {
@@ -37,6 +38,7 @@ struct QuantizeCommandOptions {
   std::vector<std::string> exports;
   std::string gguf_type;
   std::optional<double> max_ppl_increase;
+  std::string checkpoint_dir;
 };
 
 std::string Duration(double seconds) {
@@ -86,6 +88,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.eval_seq_len = o.eval_seq_len;
   options.eval_max_windows = o.eval_max_windows;
   options.max_shard_bytes = static_cast<int64_t>(o.max_shard_gb * (1LL << 30));
+  options.checkpoint_dir = o.checkpoint_dir;
   const bool terminal = isatty(fileno(stderr)) != 0;
   options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
   auto report = QuantizeModel(o.model, options);
@@ -106,6 +109,9 @@ int RunQuantize(const QuantizeCommandOptions& o) {
                              metric("ppl_after"), metric("ppl_reloaded"),
                              m.count("ppl_gguf") ? "  gguf " + metric("ppl_gguf") : std::string());
   }
+  // The artifact is complete: the checkpoint has served its purpose.
+  quantize::RemoveLayerCheckpoint(o.checkpoint_dir);
+  if (m.count("resumed_at_layer")) std::cout << "resumed at layer " << static_cast<int>(m.at("resumed_at_layer")) << "\n";
   if (!o.output.empty()) std::cout << "wrote " << o.output << " (" << report->files.size() << " files)\n";
   std::cout << fmt::format("time: quantize {}s, total {}s\n", metric("seconds_quantize"), metric("seconds_total"));
   return kExitOk;
@@ -124,6 +130,9 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--eval-seq-len", o->eval_seq_len, "perplexity window (0 = protocol default)");
   command->add_option("--eval-max-windows", o->eval_max_windows, "evaluate only the first N windows (0 = all)");
   command->add_option("--max-shard-gb", o->max_shard_gb, "shard size limit of the safetensors, GiB");
+  command->add_option("--checkpoint-dir", o->checkpoint_dir,
+                      "resume: per-layer checkpoints go here; a rerun of the same command after a crash goes on from "
+                      "the last finished layer (removed on success)");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports, "hf_quark (default), gguf, onnx; repeat for several in one pass");
   command->add_option("--max-ppl-increase", o->max_ppl_increase,

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+
+#include <ATen/Parallel.h>
 
 #include "absl/strings/str_format.h"
 #include "core/base/strings.h"
@@ -12,6 +15,7 @@
 #include "core/config/layer_plan.h"
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
+#include "core/algorithms/layer_scaling.h"
 #include "core/algorithms/rotation.h"
 #include "core/export/gguf_blocks.h"
 #include "core/export/gguf_source.h"
@@ -20,6 +24,7 @@
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/gptq_pass.h"
+#include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/linear_export_data.h"
 #include "core/quantize/reload.h"
@@ -49,6 +54,57 @@ bool InDecoderLayer(const checkpoint::ModelConfig& model, const std::string& nam
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
+// A content digest for the checkpoint fingerprint (FNV-1a, 64 bit): it tells one calibration file from another, it
+// guards against no adversary (the checkpoint folder is the worker's own).
+absl::StatusOr<std::string> FileDigest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat("calibration_file: ", path, ": cannot open"));
+  uint64_t hash = 1469598103934665603ull;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) hash = (hash ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+// Everything that decides the artifact's bytes, as canonical text: a checkpoint is used only by a run whose
+// fingerprint is the same. The model's files by (name, size, mtime) as the worker's model cache keeps them; the
+// thread count because LibTorch's reductions split work by it.
+absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, const QuantizeModelOptions& options) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  std::error_code ec;
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    if (entry.is_regular_file(ec)) paths.push_back(entry.path());
+  }
+  if (ec) return absl::InternalError(StrCat(model_dir, ": ", ec.message()));
+  std::sort(paths.begin(), paths.end());
+  for (const auto& path : paths) {
+    const auto mtime = std::filesystem::last_write_time(path, ec).time_since_epoch().count();
+    files.push_back({path.filename().string(), std::filesystem::file_size(path, ec), mtime});
+  }
+  nlohmann::ordered_json fingerprint = {
+      {"model_dir", model_dir},
+      {"model_files", files},
+      {"config", ConfigToQuarkJson(options.config)},
+      {"export_formats", options.export_formats},
+      {"gguf_type", options.gguf_type},
+      {"num_calibration_samples", options.num_calibration_samples},
+      {"seq_len", options.seq_len},
+      {"seed", options.seed},
+      {"max_shard_bytes", options.max_shard_bytes},
+      {"output_dir", options.output_dir},
+      {"threads", at::get_num_threads()}};
+  // The calibration text; the evaluation text stands in for it when none is given (see LoadInputs).
+  const std::string& calibration = options.calibration_file.empty() ? options.eval_text_file : options.calibration_file;
+  if (!calibration.empty()) {
+    auto digest = FileDigest(calibration);
+    if (!digest.ok()) return digest.status();
+    fingerprint["calibration"] = {{"path", calibration}, {"digest", *digest}};
+  }
+  return fingerprint.dump();
+}
+
 // Fractions of the whole run per phase, for the progress bar.
 constexpr double kEvalShare = 0.1;
 
@@ -67,11 +123,14 @@ class QuantizeRun {
   absl::StatusOr<double> Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks, const char* phase,
                                   double base);
   absl::Status QuantizeLayers();
+  absl::Status OpenCheckpoint();
   absl::Status CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
+  absl::Status RestoreLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
   absl::Status FinishLayer(int64_t index, runtime::DecoderLayer& layer);
   absl::Status EvaluateAfter();
   absl::Status CheckAccuracyGate() const;
   void Progress(const std::string& phase, int layer, double fraction, double eta, const std::string& message) const;
+  void Notice(const std::string& phase, int layer, const std::string& message) const;
 
   std::string model_dir_;
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads
@@ -102,6 +161,12 @@ class QuantizeRun {
   std::vector<at::Tensor> samples_;
   std::unique_ptr<runtime::LayerStreamer> streamer_;
   std::vector<std::shared_ptr<QuantLinear>> current_;  // the layer being quantized
+  // What the layer being quantized leaves for a resumed run: the tensors the algorithms changed (full names) and
+  // their log lines.
+  std::map<std::string, at::Tensor> layer_tensors_;
+  std::vector<std::string> layer_log_;
+  std::unique_ptr<quantize::LayerCheckpoint> checkpoint_;  // null without options_.checkpoint_dir
+  int64_t resume_layers_ = 0;  // layers restored from the checkpoint instead of quantized
   CalibratedParams params_;
   Clock::time_point quantize_start_;
   QuantizeModelReport report_;
@@ -118,6 +183,11 @@ void QuantizeRun::Progress(const std::string& phase, int layer, double fraction,
   p.eta_seconds = eta;
   p.message = message;
   options_.on_progress(p);
+}
+
+void QuantizeRun::Notice(const std::string& phase, int layer, const std::string& message) const {
+  if (options_.on_notice) options_.on_notice(message);
+  Progress(phase, layer, 0, 0, message);
 }
 
 absl::Status QuantizeRun::Prepare() {
@@ -330,6 +400,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   if (options_.cancelled && options_.cancelled()) {
     return absl::CancelledError(StrCat("cancelled before layer ", index, " of ", model_.num_hidden_layers));
   }
+  if (index < resume_layers_) return RestoreLayer(index, layer, inputs);
   // The quantize phase spans [base, base + span] of the run; each layer an equal share of it.
   const double base = eval_ids_.empty() ? 0 : kEvalShare, span = 1 - 3 * base;
   const double layer_share = span / static_cast<double>(model_.num_hidden_layers);
@@ -340,6 +411,8 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   CalibratedParams known;
   std::map<std::string, at::Tensor> scaled_tensors;
   edited_.reset();
+  layer_tensors_.clear();
+  layer_log_.clear();
   if (scaling_) {
     quantize::ScalingCallbacks callbacks;
     callbacks.cancelled = options_.cancelled;
@@ -351,7 +424,8 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     edited_ = std::make_shared<runtime::TensorMapWeightSource>();
     for (auto& [name, tensor] : scaled->tensors) edited_->Set(name, tensor);
     scaled_tensors = std::move(scaled->tensors);
-    for (auto& line : scaled->summary) report_.algorithm_log.push_back(std::move(line));
+    layer_log_ = std::move(scaled->summary);
+    report_.algorithm_log.insert(report_.algorithm_log.end(), layer_log_.begin(), layer_log_.end());
   }
   if (gptq_) {
     algorithms::GptqLayerCallbacks callbacks;
@@ -371,18 +445,66 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   if (known.empty() && !edited_) return absl::OkStatus();
   // The float tensors the scaling algorithms left (the evaluation quantizes them again with the same parameters), and
   // GPTQ's weights, which are on their grid already.
-  std::map<std::string, at::Tensor> spilled = scaled_tensors;
+  layer_tensors_ = std::move(scaled_tensors);
   for (const auto& q : current_) {
     auto it = known.find(q->name());
     if (it == known.end()) continue;
     params_[q->name()].weight = it->second.weight;
-    spilled[q->name() + ".weight"] = q->weight();
+    layer_tensors_[q->name() + ".weight"] = q->weight();
   }
   if (!spill_) return absl::OkStatus();
-  return spill_->WriteLayer(index, {spilled.begin(), spilled.end()});
+  return spill_->WriteLayer(index, {layer_tensors_.begin(), layer_tensors_.end()});
 }
 
-absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& layer) {
+// A checkpointed layer: the float hidden states move on through the layer as loaded (the scaling algorithms' float
+// model), then the layer takes the recorded tensors and parameters, and the streamer computes the quantized outputs
+// from it as the first run did.
+absl::Status QuantizeRun::RestoreLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+  const double base = eval_ids_.empty() ? 0 : kEvalShare, span = 1 - 3 * base;
+  Progress("quantize", static_cast<int>(index) + 1,
+           base + span * static_cast<double>(index) / static_cast<double>(model_.num_hidden_layers), 0,
+           StrCat("restoring ", layer.prefix(), " from the checkpoint"));
+  auto data = checkpoint_->Read(index);
+  if (!data.ok()) return data.status();
+  if (scaling_) {
+    if (auto s = scaling_->Advance(layer, inputs, streamer_->model()); !s.ok()) return s;
+  }
+  std::map<std::string, at::Tensor> relative;
+  for (const auto& [name, tensor] : data->tensors) {
+    if (name.rfind(layer.prefix(), 0) != 0) {
+      return absl::DataLossError(StrCat("checkpoint ", checkpoint_->dir(), ": layer ", index, " holds ", name));
+    }
+    relative[name.substr(layer.prefix().size())] = tensor;
+  }
+  if (auto s = algorithms::SetLayerTensors(layer, relative); !s.ok()) return s;
+  auto linears = quantizer_->Apply(layer, data->params);
+  if (!linears.ok()) return linears.status();
+  current_ = *std::move(linears);
+  for (const auto& [name, p] : data->params) params_[name] = p;
+  edited_.reset();
+  if (!data->tensors.empty()) {
+    edited_ = std::make_shared<runtime::TensorMapWeightSource>();
+    for (const auto& [name, tensor] : data->tensors) edited_->Set(name, tensor);
+  }
+  report_.algorithm_log.insert(report_.algorithm_log.end(), data->log.begin(), data->log.end());
+  layer_tensors_ = data->tensors;
+  layer_log_ = data->log;
+  if (!spill_ || data->tensors.empty()) return absl::OkStatus();
+  return spill_->WriteLayer(index, {data->tensors.begin(), data->tensors.end()});
+}
+
+absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& layer) {
+  // Recorded before the export releases the float weights; written after it, so that a checkpointed layer is one
+  // whose exported tensors are complete.
+  quantize::LayerCheckpointData checkpoint;
+  if (checkpoint_ && index >= resume_layers_) {
+    for (const auto& q : current_) {
+      auto it = params_.find(q->name());
+      if (it != params_.end()) checkpoint.params[q->name()] = it->second;
+    }
+    checkpoint.tensors = layer_tensors_;
+    checkpoint.log = layer_log_;
+  }
   if (!exports_.empty()) {
     for (const auto& q : current_) {
       auto data = quantize::LinearExportDataOf(*q);
@@ -401,6 +523,29 @@ absl::Status QuantizeRun::FinishLayer(int64_t /*index*/, runtime::DecoderLayer& 
     }
   }
   current_.clear();
+  layer_tensors_.clear();
+  if (!checkpoint_ || index < resume_layers_) return absl::OkStatus();
+  return checkpoint_->Write(index, checkpoint);
+}
+
+absl::Status QuantizeRun::OpenCheckpoint() {
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  auto fingerprint = CheckpointFingerprint(model_dir_, options_);
+  if (!fingerprint.ok()) return fingerprint.status();
+  auto checkpoint = quantize::LayerCheckpoint::Open(options_.checkpoint_dir, *std::move(fingerprint));
+  if (!checkpoint.ok()) return checkpoint.status();
+  checkpoint_ = *std::move(checkpoint);
+  if (!checkpoint_->discarded_reason().empty()) {
+    Notice("prepare", 0, StrCat("checkpoint discarded, starting at layer 0: ", checkpoint_->discarded_reason()));
+  }
+  resume_layers_ = checkpoint_->finished_layers();
+  if (resume_layers_ > 0 && !options_.output_dir.empty()) {
+    // The earlier attempt's partial export: the restored layers are exported again, byte for byte.
+    std::error_code ec;
+    std::filesystem::remove_all(options_.output_dir, ec);
+    std::filesystem::create_directories(options_.output_dir, ec);
+    if (ec) return absl::InternalError(StrCat("output_dir: ", options_.output_dir, ": ", ec.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -423,6 +568,12 @@ absl::Status QuantizeRun::QuantizeLayers() {
   hooks.after = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
                        const std::vector<at::Tensor>&) { return FinishLayer(i, layer); };
   quantize_start_ = Clock::now();
+  if (resume_layers_ > 0) {
+    report_.metrics["resumed_at_layer"] = static_cast<double>(resume_layers_);
+    Notice("quantize", static_cast<int>(resume_layers_),
+           StrCat("resumed at layer ", resume_layers_, " of ", model_.num_hidden_layers, ": layers 0-",
+                  resume_layers_ - 1, " come from the checkpoint"));
+  }
   auto outputs = streamer_->Run(samples_, hooks);
   if (!outputs.ok()) return outputs.status();
   samples_.clear();
@@ -525,6 +676,7 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
                                              options_.eval_text_file.empty() ? " needs evaluation text"
                                                                              : " must not be negative"));
   }
+  if (auto s = OpenCheckpoint(); !s.ok()) return s;
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
   if ((gptq_ || scaling_ || rotated_) && !eval_ids_.empty()) {

@@ -62,14 +62,25 @@ struct QuantizeModelOptions {
   /// is published). Needs eval_text_file. Unset = no gate.
   std::optional<double> max_ppl_increase;
   int64_t max_shard_bytes = 5LL << 30;
+  /// Resume: a folder that outlives the process (the worker's data dir). After each finished layer the run records
+  /// there what it needs to redo that layer (layer_checkpoint.h); a later run with the same inputs (model files,
+  /// config, calibration data, exports, output_dir, threads) restores layers 0..k-1 from it, bit for bit and without
+  /// calibrating them or running their algorithms, clears output_dir of the earlier run's partial files and goes on
+  /// at layer k. Empty = no checkpoints. The caller removes the folder once the artifact is safe
+  /// (quantize::RemoveLayerCheckpoint).
+  std::string checkpoint_dir;
   std::function<void(const QuantizeProgress&)> on_progress;  // may be empty
   std::function<bool()> cancelled;                           // may be empty; checked between layers -> CANCELLED
+  /// One-off lines worth keeping in a job's event log besides the progress ("resumed at layer k of N", "checkpoint
+  /// discarded: ..."); they are also reported as progress messages. May be empty.
+  std::function<void(const std::string&)> on_notice;
 };
 
 struct QuantizeModelReport {
   /// ppl_before, ppl_after (fake-quantized), ppl_reloaded (the HF-quark export read back), ppl_gguf (the GGUF export
   /// read back; both only with that export and evaluation text),
-  /// seconds_total, seconds_quantize, seconds_eval, num_layers, num_calibration_samples, calibration_tokens.
+  /// seconds_total, seconds_quantize, seconds_eval, num_layers, num_calibration_samples, calibration_tokens,
+  /// resumed_at_layer (only when a checkpoint let the run skip layers).
   std::map<std::string, double> metrics;
   nlohmann::ordered_json quantization_config;  // as written into the export's config.json
   std::vector<std::string> files;              // file names in output_dir (with several formats: "<format>/<file>")

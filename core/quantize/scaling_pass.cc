@@ -205,4 +205,11 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
   return result;
 }
 
+absl::Status ScalingPass::Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
+                                  runtime::TransformerModel& model) {
+  if (layer.index() == 0 || float_inputs_.size() != inputs.size()) float_inputs_ = inputs;
+  for (at::Tensor& sample : float_inputs_) sample = layer.forward(sample, model.Context(sample.size(1)));
+  return absl::OkStatus();
+}
+
 }  // namespace quark::quantize

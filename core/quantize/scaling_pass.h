@@ -58,6 +58,12 @@ class ScalingPass {
   absl::StatusOr<ScalingLayerResult> Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
                                          runtime::TransformerModel& model, const ScalingCallbacks& callbacks);
 
+  /// A resumed run's stand-in for Run on a layer it restores from a checkpoint: moves the float hidden states past
+  /// `layer` (still with the checkpoint's float weights, before the recorded tensors replace them) with the same
+  /// forward as Run's recording pass, so the next layer's algorithms see the same bits.
+  absl::Status Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
+                       runtime::TransformerModel& model);
+
  private:
   ScalingPass() = default;
   algorithms::LayerQuantSpecs SpecsFor(const runtime::DecoderLayer& layer) const;

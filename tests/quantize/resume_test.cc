@@ -1,0 +1,183 @@
+// Resume from the last finished layer (#17): a run that stops after layer k (its checkpoint says k layers) and is
+// started again restores layers 0..k-1 from the checkpoint and writes exports byte-identical to an uninterrupted
+// run's, with the same evaluation figures: RTN (weight-only and static activations), GPTQ, AWQ, rotation, and AWQ
+// then GPTQ into all three export formats in one pass. A checkpoint of other inputs or a damaged one is discarded
+// and the run starts over. The kill -9 of the real quark-worker is in tests/worker/resume_e2e_test.cc.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Every file under `dir` (relative path -> bytes).
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) files[fs::relative(entry.path(), dir).string()] = ReadBytes(entry.path());
+  }
+  return files;
+}
+
+void SetFinishedLayers(const std::string& checkpoint_dir, int64_t layers) {
+  const fs::path path = fs::path(checkpoint_dir) / "state.json";
+  nlohmann::json state = nlohmann::json::parse(ReadBytes(path));
+  state["finished_layers"] = layers;
+  std::ofstream(path, std::ios::trunc) << state.dump();
+}
+
+struct Scenario {
+  std::string name;
+  std::string preset;
+  std::vector<AlgoConfig> algos;
+  std::vector<std::string> formats;
+};
+
+class ResumeTest : public ::testing::TestWithParam<Scenario> {
+ protected:
+  static void SetUpTestSuite() {
+    testing::SyntheticLlamaOptions model;
+    model.hidden = 128;  // group size 128 divides every input dimension
+    model.intermediate = 256;
+    model.heads = 4;
+    model.kv_heads = 2;
+    model.layers = 4;
+    model_dir_ = new std::string(testing::WriteSyntheticLlama(model));
+    text_ = new std::string(testing::SmallEvalText());
+  }
+
+  QuantizeModelOptions Options(const std::string& output, const std::string& checkpoint,
+                               std::vector<std::string>* messages = nullptr) const {
+    QuantizeModelOptions o;
+    auto config = PresetConfig(GetParam().preset);
+    EXPECT_TRUE(config.ok()) << config.status();
+    o.config = *config;
+    o.config.algo_config = GetParam().algos;
+    o.export_formats = GetParam().formats;
+    o.calibration_file = *text_;
+    o.num_calibration_samples = 4;
+    o.seq_len = 32;
+    o.eval_text_file = *text_;
+    o.eval_seq_len = 64;
+    o.eval_max_windows = 2;
+    o.output_dir = output;
+    o.checkpoint_dir = checkpoint;
+    if (messages) o.on_progress = [messages](const QuantizeProgress& p) { messages->push_back(p.message); };
+    return o;
+  }
+
+  static std::string* model_dir_;
+  static std::string* text_;
+};
+std::string* ResumeTest::model_dir_ = nullptr;
+std::string* ResumeTest::text_ = nullptr;
+
+bool AnyContains(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& line : lines) {
+    if (line.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
+  const std::string uninterrupted = testing::TempPath("resume_a");
+  auto a = QuantizeModel(*model_dir_, Options(uninterrupted, ""));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metrics.count("resumed_at_layer"), 0u);
+
+  // A run with checkpoints: the same bytes, and every layer recorded.
+  const std::string output = testing::TempPath("resume_b"), checkpoint = testing::TempPath("resume_ckpt");
+  auto b = QuantizeModel(*model_dir_, Options(output, checkpoint));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const auto expected = Files(uninterrupted);
+  EXPECT_EQ(Files(output), expected);
+  EXPECT_EQ(nlohmann::json::parse(ReadBytes(fs::path(checkpoint) / "state.json"))["finished_layers"], 4);
+
+  // As if killed after layer 2 mid-export: the state names 2 layers, output_dir holds a partial file.
+  SetFinishedLayers(checkpoint, 2);
+  std::ofstream(fs::path(output) / "partial.bin") << "half a shard";
+  std::vector<std::string> messages;
+  auto c = QuantizeModel(*model_dir_, Options(output, checkpoint, &messages));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics.at("resumed_at_layer"), 2);
+  EXPECT_TRUE(AnyContains(messages, "resumed at layer 2 of 4")) << GetParam().name;
+  EXPECT_TRUE(AnyContains(messages, "restoring model.layers.1. from the checkpoint"));
+  EXPECT_FALSE(AnyContains(messages, "restoring model.layers.2."));
+  const auto resumed = Files(output);
+  ASSERT_EQ(resumed.size(), expected.size());
+  for (const auto& [file, bytes] : expected) {
+    ASSERT_TRUE(resumed.count(file)) << file;
+    EXPECT_TRUE(resumed.at(file) == bytes) << GetParam().name << ": " << file << " differs from the uninterrupted run's";
+  }
+  // The restored layers evaluate as the first run's did (same parameters and weights, bit for bit).
+  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
+    if (a->metrics.count(metric)) EXPECT_EQ(c->metrics.at(metric), a->metrics.at(metric)) << metric;
+  }
+  EXPECT_EQ(c->algorithm_log, a->algorithm_log);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, ResumeTest,
+    ::testing::Values(Scenario{"rtn_weight_only", "uint4_wo_128", {}, {}},
+                      Scenario{"rtn_static_int8", "int8", {}, {}},
+                      Scenario{"gptq", "uint4_wo_128", {GptqAlgo{}}, {}},
+                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                      Scenario{"awq_gptq_all_formats", "uint4_wo_32",
+                               {AwqAlgo{}, GptqAlgo{}}, {"hf_quark", "gguf", "onnx"}},
+                      Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}}),
+    [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+class ResumeDiscardTest : public ResumeTest {};
+
+TEST_P(ResumeDiscardTest, OtherInputsOrDamageStartOver) {
+  const std::string output = testing::TempPath("discard_out"), checkpoint = testing::TempPath("discard_ckpt");
+  auto first = QuantizeModel(*model_dir_, Options(output, checkpoint));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const auto expected = Files(output);
+
+  // A damaged layer file: found when the checkpoint is opened; the run starts over and still succeeds.
+  SetFinishedLayers(checkpoint, 3);
+  fs::resize_file(fs::path(checkpoint) / "layer-00001" / "model.safetensors", 10);
+  fs::remove_all(output);
+  std::vector<std::string> messages;
+  auto damaged = QuantizeModel(*model_dir_, Options(output, checkpoint, &messages));
+  ASSERT_TRUE(damaged.ok()) << damaged.status();
+  EXPECT_EQ(damaged->metrics.count("resumed_at_layer"), 0u);
+  EXPECT_TRUE(AnyContains(messages, "checkpoint discarded, starting at layer 0: layer 1:"));
+  EXPECT_EQ(Files(output), expected);
+
+  // Other calibration inputs (the seed picks other windows): the checkpoint is not this run's.
+  SetFinishedLayers(checkpoint, 2);
+  fs::remove_all(output);
+  messages.clear();
+  QuantizeModelOptions other = Options(output, checkpoint, &messages);
+  other.seed = 43;
+  auto reseeded = QuantizeModel(*model_dir_, other);
+  ASSERT_TRUE(reseeded.ok()) << reseeded.status();
+  EXPECT_EQ(reseeded->metrics.count("resumed_at_layer"), 0u);
+  EXPECT_TRUE(AnyContains(messages, "checkpoint discarded, starting at layer 0: left by a run with other inputs"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gptq, ResumeDiscardTest,
+                         ::testing::Values(Scenario{"gptq", "uint4_wo_128", {GptqAlgo{}}, {}}),
+                         [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace quark
