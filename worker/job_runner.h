@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "quark/v1/service.pb.h"
+#include "quark/v1/worker.pb.h"
 #include "worker/cancel_token.h"
 
 namespace quark::worker {
@@ -21,14 +22,26 @@ class ProgressSink {
   virtual void Log(const std::string& line) = 0;
 };
 
+/// What a lease brings besides its job. Lives only as long as the job runs.
+struct LeaseContext {
+  /// The job's tenant's storage keys (LeaseResponse.storage_credentials): when any key is set the job reads and
+  /// writes s3:// URIs with them instead of the worker's own. Secret: never logged, reported or stored.
+  quark::v1::internal::StorageCredentials storage_credentials;
+};
+
 class JobRunner {
  public:
   virtual ~JobRunner() = default;
-  /// Runs `job` (its id and spec) to the end. Returns the result (artifacts, manifest URI, metrics) on success;
-  /// CANCELLED once `cancel` fired (checked between units of work, within seconds); any other error names the
-  /// failing field, URI or file. Must not throw.
-  virtual absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
-                                                   const CancelToken& cancel) = 0;
+  /// Runs `job` (its id and spec) under `lease` to the end. Returns the result (artifacts, manifest URI,
+  /// metrics) on success; CANCELLED once `cancel` fired (checked between units of work, within seconds); any
+  /// other error names the failing field, URI or file. Must not throw.
+  virtual absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
+                                                   ProgressSink& progress, const CancelToken& cancel) = 0;
+  /// A lease without storage credentials: the worker's own storage.
+  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
+                                           const CancelToken& cancel) {
+    return Run(job, LeaseContext{}, progress, cancel);
+  }
 };
 
 }  // namespace quark::worker

@@ -8,15 +8,18 @@
 #include <thread>
 
 #include "core/base/log.h"
+#include "worker/lease_storage.h"
 #include "worker/worker_agent.h"
 
 namespace quark::worker {
 
 // One leased job: its cancel token, its heartbeat thread, and the coalescing progress sink the runner reports to.
+// Whatever the runner reports leaves with the lease's storage keys redacted.
 class WorkerAgent::LeaseRun : public ProgressSink {
  public:
-  LeaseRun(WorkerAgent& agent, std::string lease_id, std::string job_id)
-      : agent_(agent), lease_id_(std::move(lease_id)), job_id_(std::move(job_id)) {}
+  LeaseRun(WorkerAgent& agent, std::string lease_id, std::string job_id,
+           const quark::v1::internal::StorageCredentials& credentials)
+      : agent_(agent), lease_id_(std::move(lease_id)), job_id_(std::move(job_id)), credentials_(credentials) {}
   ~LeaseRun() override { StopHeartbeat(); }
 
   CancelToken& token() { return token_; }
@@ -39,6 +42,7 @@ class WorkerAgent::LeaseRun : public ProgressSink {
     bool due = now - last_sent_ >= agent_.options_.progress_interval || progress.phase() != last_phase_ ||
                progress.fraction() >= 1.0;
     pending_ = progress;
+    if (HasStorageCredentials(credentials_)) pending_.set_message(Redact(pending_.message(), credentials_));
     has_pending_ = true;
     if (!due) return;  // the heartbeat thread or the next report sends the newest one
     SendPendingLocked(lock);
@@ -47,7 +51,7 @@ class WorkerAgent::LeaseRun : public ProgressSink {
   void Log(const std::string& line) override {
     quark::v1::internal::ReportProgressRequest request;
     request.set_lease_id(lease_id_);
-    request.set_log(line);
+    request.set_log(Redact(line, credentials_));
     Send(request);
   }
 
@@ -115,6 +119,7 @@ class WorkerAgent::LeaseRun : public ProgressSink {
   WorkerAgent& agent_;  // owns every LeaseRun and outlives it
   std::string lease_id_;
   std::string job_id_;
+  const quark::v1::internal::StorageCredentials credentials_;  // for redaction; dropped with the run
   CancelToken token_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -70,13 +70,26 @@ QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shar
       cache_(std::move(cache)),
       pipeline_(std::move(pipeline)) {}
 
-absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, PipelineRequest& request,
-                                            ProgressSink& progress, const CancelToken& cancel) {
+absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const LeaseContext& lease) const {
+  if (!HasStorageCredentials(lease.storage_credentials)) return JobStorage{store_, ""};
+  if (!options_.lease_stores) {
+    return absl::FailedPreconditionError(
+        "storage_credentials: the lease carries storage credentials but this worker cannot build a store for them");
+  }
+  absl::StatusOr<std::shared_ptr<storage::ObjectStore>> store =
+      options_.lease_stores->ForCredentials(lease.storage_credentials);
+  if (!store.ok()) return store.status();
+  return JobStorage{*std::move(store), options_.lease_stores->CacheScope(lease.storage_credentials)};
+}
+
+absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, const JobStorage& storage,
+                                            PipelineRequest& request, ProgressSink& progress,
+                                            const CancelToken& cancel) {
   const quark::v1::JobSpec& spec = job.spec();
   double fetch_end = options_.fetch_fraction;
   progress.Report(Phase("fetch", 0.0, str::Cat("fetching ", spec.model_uri())));
   absl::StatusOr<fs::path> model = cache_->Fetch(
-      spec.model_uri(),
+      *storage.store, storage.cache_scope, spec.model_uri(),
       [&](int64_t done, int64_t total) {
         double f = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
         progress.Report(Phase("fetch", f * fetch_end * 0.9, str::Cat(done, "/", total, " bytes of the model")));
@@ -96,7 +109,7 @@ absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, PipelineR
     absl::StatusOr<storage::ObjectUri> parsed = storage::ParseObjectUri(input.uri);
     if (!parsed.ok()) return absl::InvalidArgumentError(str::Cat("spec.", input.field, ": ", parsed.status().message()));
     fs::path local = request.scratch_dir / "inputs" / input.field / fs::path(parsed->key).filename();
-    if (absl::Status status = store_->GetFile(input.uri, local); !status.ok()) {
+    if (absl::Status status = storage.store->GetFile(input.uri, local); !status.ok()) {
       return absl::Status(status.code(), str::Cat("spec.", input.field, ": ", status.message()));
     }
     *input.target = local;
@@ -105,8 +118,8 @@ absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, PipelineR
   return absl::OkStatus();
 }
 
-absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job& job, ProgressSink& progress,
-                                                            const CancelToken& cancel) {
+absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job& job, const LeaseContext& lease,
+                                                            ProgressSink& progress, const CancelToken& cancel) {
   auto started = std::chrono::steady_clock::now();
   if (job.spec().model_uri().empty()) return absl::InvalidArgumentError("spec.model_uri: empty");
   if (job.spec().output_uri().empty()) return absl::InvalidArgumentError("spec.output_uri: empty");
@@ -116,6 +129,9 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   if (absl::StatusOr<storage::ObjectUri> out = storage::ParseObjectUri(job.spec().output_uri()); !out.ok()) {
     return absl::InvalidArgumentError(str::Cat("spec.output_uri: ", out.status().message()));
   }
+  // The lease's store (and the keys inside it) is dropped when this job ends.
+  absl::StatusOr<JobStorage> storage = StorageFor(lease);
+  if (!storage.ok()) return storage.status();
   TempFolder temp(options_.work_dir / "jobs" / job.id());
   PipelineRequest request;
   request.job_id = job.id();
@@ -125,7 +141,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   fs::create_directories(request.output_dir);
   fs::create_directories(request.scratch_dir);
 
-  if (absl::Status status = FetchInputs(job, request, progress, cancel); !status.ok()) return status;
+  if (absl::Status status = FetchInputs(job, *storage, request, progress, cancel); !status.ok()) return status;
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled after fetching"));
 
   ScaledProgressSink scaled(progress, options_.fetch_fraction, options_.pipeline_fraction, started);
@@ -133,10 +149,11 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   if (!result.ok()) return result.status();
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled before upload"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return Publish(job, request, *result, seconds, progress, cancel);
+  return Publish(job, *storage->store, request, *result, seconds, progress, cancel);
 }
 
 absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1::Job& job,
+                                                                storage::ObjectStore& store,
                                                                 const PipelineRequest& request,
                                                                 const PipelineResult& pipeline, double seconds,
                                                                 ProgressSink& progress, const CancelToken& cancel) {
@@ -150,7 +167,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   double lo = options_.pipeline_fraction;
   progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));
   absl::StatusOr<storage::PublishResult> published = storage::PublishArtifacts(
-      *store_, request.output_dir, prefix, manifest,
+      store, request.output_dir, prefix, manifest,
       [&](int done, int total, int64_t bytes, int64_t bytes_total) {
         quark::v1::Progress p = Phase("upload", lo + (1.0 - lo) * 0.99 * bytes / std::max<int64_t>(bytes_total, 1),
                                       str::Cat(done, "/", total, " files uploaded"));

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "worker/job_runner.h"
+#include "worker/lease_storage.h"
 #include "worker/quantize_pipeline.h"
 #include "worker/storage/model_cache.h"
 #include "worker/storage/object_store.h"
@@ -17,26 +18,38 @@ struct QuantizeJobRunnerOptions {
   /// Overall fraction reached after fetching and after the pipeline; upload fills the rest.
   double fetch_fraction = 0.05;
   double pipeline_fraction = 0.95;
+  /// Builds the store of a lease that carries storage credentials; null = such leases fail with
+  /// FAILED_PRECONDITION (never silently run with the worker's own keys).
+  std::shared_ptr<const LeaseStoreFactory> lease_stores;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own
 /// phases, "upload" (files i/N, then manifest.json). Errors: INVALID_ARGUMENT "spec.model_uri: empty" /
 /// "spec.output_uri: empty"; NOT_FOUND "model_uri: file:///x: no such directory"; PERMISSION_DENIED for URIs
 /// outside the allowed roots; the store's errors for uploads (no manifest.json then); CANCELLED on cancel.
+/// A lease with storage credentials reads and writes through a store made for it (options.lease_stores),
+/// dropped when the job ends; its model downloads are cached apart from other credentials'.
 class QuantizeJobRunner : public JobRunner {
  public:
   QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shared_ptr<storage::ObjectStore> store,
                     std::shared_ptr<storage::ModelCache> cache, std::shared_ptr<QuantizePipeline> pipeline);
 
-  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
-                                           const CancelToken& cancel) override;
+  using JobRunner::Run;
+  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
+                                           ProgressSink& progress, const CancelToken& cancel) override;
 
  private:
-  absl::Status FetchInputs(const quark::v1::Job& job, PipelineRequest& request, ProgressSink& progress,
-                           const CancelToken& cancel);
-  absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, const PipelineRequest& request,
-                                               const PipelineResult& pipeline, double seconds,
-                                               ProgressSink& progress, const CancelToken& cancel);
+  /// The job's store and the model cache scope that goes with it.
+  struct JobStorage {
+    std::shared_ptr<storage::ObjectStore> store;
+    std::string cache_scope;
+  };
+  absl::StatusOr<JobStorage> StorageFor(const LeaseContext& lease) const;
+  absl::Status FetchInputs(const quark::v1::Job& job, const JobStorage& storage, PipelineRequest& request,
+                           ProgressSink& progress, const CancelToken& cancel);
+  absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, storage::ObjectStore& store,
+                                               const PipelineRequest& request, const PipelineResult& pipeline,
+                                               double seconds, ProgressSink& progress, const CancelToken& cancel);
 
   QuantizeJobRunnerOptions options_;
   std::shared_ptr<storage::ObjectStore> store_;

@@ -7,8 +7,8 @@
 
 namespace quark::worker {
 
-absl::StatusOr<quark::v1::JobResult> NoopJobRunner::Run(const quark::v1::Job& job, ProgressSink& progress,
-                                                        const CancelToken& cancel) {
+absl::StatusOr<quark::v1::JobResult> NoopJobRunner::Run(const quark::v1::Job& job, const LeaseContext&,
+                                                        ProgressSink& progress, const CancelToken& cancel) {
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled"));
   quark::v1::Progress done;
   done.set_phase("quantize");
@@ -23,8 +23,8 @@ absl::StatusOr<quark::v1::JobResult> NoopJobRunner::Run(const quark::v1::Job& jo
 SleepJobRunner::SleepJobRunner(std::chrono::milliseconds duration, int steps)
     : duration_(duration), steps_(steps > 0 ? steps : 1) {}
 
-absl::StatusOr<quark::v1::JobResult> SleepJobRunner::Run(const quark::v1::Job& job, ProgressSink& progress,
-                                                         const CancelToken& cancel) {
+absl::StatusOr<quark::v1::JobResult> SleepJobRunner::Run(const quark::v1::Job& job, const LeaseContext&,
+                                                         ProgressSink& progress, const CancelToken& cancel) {
   auto started = std::chrono::steady_clock::now();
   auto step = duration_ / steps_;
   auto fail = job.spec().labels().find("test-fail");

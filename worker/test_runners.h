@@ -12,8 +12,9 @@ namespace quark::worker {
 /// `quark-worker --test-mode noop`: completes every job at once with no artifacts and metric seconds_total 0.
 class NoopJobRunner : public JobRunner {
  public:
-  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
-                                           const CancelToken& cancel) override;
+  using JobRunner::Run;
+  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
+                                           ProgressSink& progress, const CancelToken& cancel) override;
 };
 
 /// `quark-worker --test-mode sleep:SECONDS`: pretends to quantize `steps` layers over `duration`, reporting
@@ -23,8 +24,9 @@ class NoopJobRunner : public JobRunner {
 class SleepJobRunner : public JobRunner {
  public:
   explicit SleepJobRunner(std::chrono::milliseconds duration, int steps = 10);
-  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
-                                           const CancelToken& cancel) override;
+  using JobRunner::Run;
+  absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
+                                           ProgressSink& progress, const CancelToken& cancel) override;
 
  private:
   std::chrono::milliseconds duration_;

@@ -12,10 +12,11 @@ namespace {
 namespace internal = quark::v1::internal;
 
 // Runners must not throw; this keeps a buggy one from taking the worker down with the job.
-absl::StatusOr<quark::v1::JobResult> RunGuarded(JobRunner& runner, const quark::v1::Job& job, ProgressSink& sink,
+absl::StatusOr<quark::v1::JobResult> RunGuarded(JobRunner& runner, const quark::v1::Job& job,
+                                                const LeaseContext& lease, ProgressSink& sink,
                                                 const CancelToken& token) {
   try {
-    return runner.Run(job, sink, token);
+    return runner.Run(job, lease, sink, token);
   } catch (const std::exception& e) {
     return absl::InternalError(str::Cat("job runner threw: ", e.what()));
   } catch (...) {
@@ -85,14 +86,16 @@ void WorkerAgent::LeaseLoop(int slot) {
 void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   const quark::v1::Job& job = lease.job();
   log::Get("worker")->info("job={} leased (lease {}, attempt {})", job.id(), lease.lease_id(), lease.attempt());
-  LeaseRun run(*this, lease.lease_id(), job.id());
+  LeaseContext context;
+  context.storage_credentials = lease.storage_credentials();
+  LeaseRun run(*this, lease.lease_id(), job.id(), context.storage_credentials);
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_tokens_.insert(&run.token());
     if (stopping_.load()) run.token().Cancel(CancelToken::Reason::kShutdown);
   }
   run.StartHeartbeat();
-  absl::StatusOr<quark::v1::JobResult> result = RunGuarded(*runner_, job, run, run.token());
+  absl::StatusOr<quark::v1::JobResult> result = RunGuarded(*runner_, job, context, run, run.token());
   run.StopHeartbeat();
   run.Flush();
   {
@@ -118,6 +121,8 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   } else {
     complete.set_error(result.status().ToString());
   }
+  // Errors may quote a store's answer or a URL: the lease's keys never leave in them (nor in the log below).
+  complete.set_error(Redact(complete.error(), context.storage_credentials));
   log::Get("worker")->info("job={} {}{}", job.id(),
                            complete.success() ? "succeeded" : complete.cancelled() ? "cancelled" : "failed: ",
                            complete.error());

@@ -3,7 +3,8 @@
 //                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS]
 //                [--token TOKEN] [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]
 // Every flag also reads QUARK_WORKER_<FLAG> from the environment. S3 settings come from the AWS environment
-// variables or ~/.aws files (worker/storage/s3_config.h).
+// variables or ~/.aws files (worker/storage/s3_config.h); a lease carrying its tenant's storage credentials
+// uses those keys instead, for that job only (worker/lease_storage.h).
 #include <signal.h>
 
 #include <cstdlib>
@@ -89,6 +90,8 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
       store, fs::path(f.data_dir) / "cache", static_cast<int64_t>(f.cache_max_gb * (1 << 30)));
   quark::worker::QuantizeJobRunnerOptions options;
   options.work_dir = f.data_dir;
+  // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
+  options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
   return std::shared_ptr<JobRunner>(std::make_shared<quark::worker::QuantizeJobRunner>(
       options, store, cache, pipeline()));
 }

@@ -88,6 +88,51 @@ TEST_F(FileObjectStoreTest, SymlinksOutOfTheRootAreDenied) {
   EXPECT_EQ(*store_.GetBytes(Uri(root_ / "alias/file")), "r");
 }
 
+// quarkd checks links at submit; the folder can change before the worker reads it, so every read checks again.
+TEST_F(FileObjectStoreTest, HardLinksAndSymlinksSwappedInAfterSubmitAreRefusedAtRead) {
+  fs::create_directories(outside_);
+  quark::testing::WriteFile(outside_ / "secret", "s");
+  quark::testing::WriteFile(root_ / "model/config.json", "{}");
+  quark::testing::WriteFile(root_ / "model/weights.bin", "w");
+  quark::testing::WriteFile(root_ / "calib.txt", "c");
+  ASSERT_TRUE(store_.LocalPath(Uri(root_ / "model")).ok());
+  ASSERT_EQ(*store_.GetBytes(Uri(root_ / "calib.txt")), "c");
+
+  // A hard link: the same inode may be named outside the roots (here its other name is inside, which is
+  // enough to refuse: the worker cannot tell).
+  fs::create_hard_link(root_ / "calib.txt", root_ / "calib-alias.txt");
+  for (const std::string& uri : {Uri(root_ / "calib.txt"), Uri(root_ / "calib-alias.txt")}) {
+    absl::StatusOr<std::string> bytes = store_.GetBytes(uri);
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kPermissionDenied) << uri;
+    EXPECT_NE(bytes.status().message().find("is a hard link (2 names)"), std::string::npos) << bytes.status();
+    EXPECT_EQ(store_.GetFile(uri, dir_.path() / "copy.txt").code(), absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_FALSE(fs::exists(dir_.path() / "copy.txt"));
+
+  // A hard-linked weights file inside a model folder read in place.
+  fs::remove(root_ / "model/weights.bin");
+  fs::create_hard_link(root_ / "calib.txt", root_ / "model/weights.bin");
+  absl::StatusOr<fs::path> local = store_.LocalPath(Uri(root_ / "model"));
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(local.status().message().find("model/weights.bin is a hard link"), std::string::npos) << local.status();
+
+  // A symlink out of the roots swapped into the model folder after submit, also one folder down.
+  fs::remove(root_ / "model/weights.bin");
+  quark::testing::WriteFile(root_ / "model/weights.bin", "w");
+  ASSERT_TRUE(store_.LocalPath(Uri(root_ / "model")).ok());
+  fs::create_directories(root_ / "model/sub");
+  fs::create_symlink(outside_ / "secret", root_ / "model/sub/tokenizer.model");
+  local = store_.LocalPath(Uri(root_ / "model"));
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(local.status().message().find("sub/tokenizer.model is a symlink to " + fs::weakly_canonical(outside_).string()),
+            std::string::npos)
+      << local.status();
+  // A symlink that stays inside the roots is fine.
+  fs::remove(root_ / "model/sub/tokenizer.model");
+  fs::create_symlink(root_ / "model/config.json", root_ / "model/sub/config-alias.json");
+  EXPECT_TRUE(store_.LocalPath(Uri(root_ / "model")).ok());
+}
+
 TEST_F(FileObjectStoreTest, EmptyRootListAllowsNothing) {
   FileObjectStore none({});
   EXPECT_EQ(none.PutBytes(Uri(root_ / "x"), "x").code(), absl::StatusCode::kPermissionDenied);

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "tests/storage/support/s3_test_base.h"
 #include "tests/worker/recording_sink.h"
+#include "worker/lease_storage.h"
 #include "worker/storage/routing_object_store.h"
 #include "worker/storage/s3_object_store.h"
 
@@ -174,6 +177,131 @@ TEST_F(QuantizeJobRunnerTest, FailedUploadMeansNoManifest) {
   EXPECT_NE(result.status().message().find("layer2.safetensors"), std::string::npos);
   storage::S3ObjectStore direct(server_->Config());
   EXPECT_EQ(direct.Head("s3://test/failed-upload/job-7/manifest.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Access key ids of the requests the proxy forwarded whose path starts with `path_prefix`, in order.
+std::vector<std::string> KeysFor(const quark::testing::FaultProxy& proxy, const std::string& path_prefix) {
+  std::vector<std::string> keys;
+  std::istringstream lines(proxy.Log());
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string verb, method, path, key;
+    words >> verb >> method >> path >> key;
+    if (verb == "forward" && path.rfind(path_prefix, 0) == 0) keys.push_back(key.substr(4));
+  }
+  return keys;
+}
+
+quark::v1::internal::StorageCredentials Keys(const std::string& id, const std::string& secret) {
+  quark::v1::internal::StorageCredentials credentials;
+  credentials.set_access_key_id(id);
+  credentials.set_secret_access_key(secret);
+  return credentials;
+}
+
+// A lease's storage credentials sign every s3:// request of its job (model download, inputs, upload); a lease
+// without them uses the worker's own keys. Downloads are cached per credentials.
+TEST_F(QuantizeJobRunnerTest, LeaseCredentialsSignTheJobsRequests) {
+  // An s3rver that knows exactly these keys (and S3RVER), behind a proxy that records each request's key id.
+  absl::StatusOr<std::unique_ptr<quark::testing::S3rver>> s3 = quark::testing::S3rver::Start(
+      "test", {{"WORKER-OWN-KEY", "worker-own-secret"}, {"AKIA-TENANT-A", "secret-of-AKIA-TENANT-A"},
+               {"AKIA-TENANT-B", "secret-of-AKIA-TENANT-B"}});
+  ASSERT_TRUE(s3.ok()) << s3.status();
+  absl::StatusOr<std::unique_ptr<quark::testing::FaultProxy>> proxy =
+      quark::testing::FaultProxy::Start((*s3)->endpoint(), "[]");
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  storage::StorageOptions worker{{root_}, quark::testing::S3rver::ConfigFor((*proxy)->endpoint())};
+  worker.s3->credentials = {"WORKER-OWN-KEY", "worker-own-secret", ""};
+  store_ = storage::MakeObjectStore(worker);
+  cache_ = std::make_shared<storage::ModelCache>(store_, dir_.path() / "cache", 1 << 20);
+  storage::S3ObjectStore direct((*s3)->Config());
+  ASSERT_TRUE(direct.PutBytes("s3://test/lease/model/config.json", R"({"model_type":"llama"})").ok());
+  ASSERT_TRUE(direct.PutBytes("s3://test/lease/calib.txt", "calibration in s3").ok());
+  QuantizeJobRunnerOptions options{dir_.path() / "work"};
+  options.lease_stores = std::make_shared<const LeaseStoreFactory>(worker);
+  QuantizeJobRunner runner(options, store_, cache_, pipeline_);
+
+  struct Run {
+    std::string key_id;  // "" = a lease without credentials
+    std::string output;
+  };
+  for (const Run& run : {Run{"AKIA-TENANT-A", "s3://test/lease/out-a"}, Run{"AKIA-TENANT-B", "s3://test/lease/out-b"},
+                         Run{"", "s3://test/lease/out-own"}}) {
+    quark::v1::Job job = Job("s3://test/lease/model", run.output);
+    job.mutable_spec()->mutable_calibration()->set_uri("s3://test/lease/calib.txt");
+    LeaseContext lease;
+    if (!run.key_id.empty()) lease.storage_credentials = Keys(run.key_id, "secret-of-" + run.key_id);
+    RecordingSink sink;
+    CancelToken cancel;
+    size_t before = KeysFor(**proxy, "/").size();
+    absl::StatusOr<quark::v1::JobResult> result = runner.Run(job, lease, sink, cancel);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(pipeline_->calibration_text, "calibration in s3");
+    std::vector<std::string> keys = KeysFor(**proxy, "/");
+    keys.erase(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(before));
+    std::string expected = run.key_id.empty() ? "WORKER-OWN-KEY" : run.key_id;
+    ASSERT_FALSE(keys.empty());
+    for (const std::string& key : keys) EXPECT_EQ(key, expected) << (*proxy)->Log();
+    // The model is read with these keys too: tenant B's job does not get tenant A's cached download.
+    std::vector<std::string> model_reads = KeysFor(**proxy, "/test/lease/model/config.json");
+    ASSERT_FALSE(model_reads.empty());
+    EXPECT_EQ(model_reads.back(), expected);
+    std::string output_prefix = "/test/lease/" + run.output.substr(std::string("s3://test/lease/").size());
+    EXPECT_FALSE(KeysFor(**proxy, output_prefix).empty()) << (*proxy)->Log();
+    EXPECT_TRUE(direct.Head(result->manifest_uri()).ok());
+  }
+  EXPECT_EQ(KeysFor(**proxy, "/test/lease/model/config.json").size(), 3u) << "one download per set of keys";
+}
+
+TEST_F(QuantizeJobRunnerTest, LeaseCredentialsWithoutAFactoryOrHalfAPairAreRefused) {
+  RecordingSink sink;
+  CancelToken cancel;
+  LeaseContext lease;
+  lease.storage_credentials = Keys("AKIA-X", "secret-x");
+  absl::StatusOr<quark::v1::JobResult> result =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out")), lease, sink, cancel);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+
+  LeaseStoreFactory factory(storage::StorageOptions{{root_}, server_->Config()});
+  quark::v1::internal::StorageCredentials half;
+  half.set_access_key_id("AKIA-HALF");
+  absl::StatusOr<std::shared_ptr<storage::ObjectStore>> store = factory.ForCredentials(half);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.status().message().find("AKIA-HALF"), std::string::npos) << store.status();
+  quark::v1::internal::StorageCredentials bad_endpoint = Keys("AKIA-X", "secret-x");
+  bad_endpoint.set_endpoint("127.0.0.1:9000");
+  EXPECT_EQ(factory.ForCredentials(bad_endpoint).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(factory.CacheScope(Keys("AKIA-A", "s")), factory.CacheScope(Keys("AKIA-B", "s")));
+}
+
+TEST(RedactTest, EveryKeyFieldIsReplaced) {
+  quark::v1::internal::StorageCredentials credentials = Keys("AKIA", "AKIA-and-more-secret");
+  credentials.set_session_token("token-123");
+  EXPECT_EQ(Redact("id AKIA secret AKIA-and-more-secret token token-123 AKIAAKIA", credentials),
+            "id [redacted] secret [redacted] token [redacted] [redacted][redacted]");
+  EXPECT_EQ(Redact("nothing here", quark::v1::internal::StorageCredentials()), "nothing here");
+}
+
+// The worker re-checks links when it reads (quarkd checked them at submit): a hard-linked calibration file or
+// model file is refused with the field named.
+TEST_F(QuantizeJobRunnerTest, HardLinkedInputsAreRefusedAtReadTime) {
+  RecordingSink sink;
+  CancelToken cancel;
+  fs::create_hard_link(root_ / "calib.txt", root_ / "calib-link.txt");
+  quark::v1::Job job = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  job.mutable_spec()->mutable_calibration()->set_uri(FileUri(root_ / "calib.txt"));
+  absl::StatusOr<quark::v1::JobResult> calib = Runner().Run(job, sink, cancel);
+  EXPECT_EQ(calib.status().code(), absl::StatusCode::kPermissionDenied) << calib.status();
+  EXPECT_EQ(calib.status().message().rfind("spec.calibration.uri: ", 0), 0u) << calib.status();
+  EXPECT_NE(calib.status().message().find("hard link"), std::string::npos) << calib.status();
+
+  fs::create_hard_link(root_ / "models/tiny/config.json", root_ / "config-elsewhere.json");
+  absl::StatusOr<quark::v1::JobResult> model =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out")), sink, cancel);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kPermissionDenied) << model.status();
+  EXPECT_EQ(model.status().message().rfind("model_uri: ", 0), 0u) << model.status();
+  EXPECT_NE(model.status().message().find("config.json is a hard link"), std::string::npos) << model.status();
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7"));
 }
 
 }  // namespace

@@ -1,11 +1,16 @@
 #include "worker/storage/file_object_store.h"
 #include "worker/storage/strings.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <system_error>
 
 #include "worker/storage/object_uri.h"
@@ -23,6 +28,70 @@ fs::path TempPathBeside(const fs::path& target) {
   static std::atomic<uint64_t> counter{0};
   return target.parent_path() /
          str::Cat(".", target.filename().string(), ".tmp-", getpid(), "-", counter.fetch_add(1));
+}
+
+// Entries a model folder check looks at before giving up (a model has tens of files).
+constexpr int kMaxCheckedEntries = 100000;
+
+absl::Status HardLinkError(std::string_view uri, const fs::path& path, nlink_t links) {
+  return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": ", path.string(), " is a hard link (",
+                                              static_cast<int64_t>(links), " names); copy the file instead"));
+}
+
+// An open file descriptor, closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Opens the resolved `path` for reading without following a symlink swapped in since it was resolved, and
+// checks the inode actually opened: a regular file with one name. NOT_FOUND when absent or not a file.
+absl::StatusOr<std::unique_ptr<Fd>> OpenForRead(std::string_view uri, const fs::path& path) {
+  auto fd = std::make_unique<Fd>(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (fd->get() < 0) {
+    if (errno == ELOOP) return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": ", path.string(), " became a symlink"));
+    return absl::NotFoundError(str::Cat(uri, ": no such file"));
+  }
+  struct stat info {};
+  if (fstat(fd->get(), &info) != 0 || !S_ISREG(info.st_mode)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
+  if (info.st_nlink > 1) return HardLinkError(uri, path, info.st_nlink);
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadAll(std::string_view uri, int fd) {
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(str::Cat(uri, ": read error: ", std::strerror(errno)));
+    if (n == 0) return bytes;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+absl::Status CopyFdTo(std::string_view uri, int fd, const fs::path& temp) {
+  std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(str::Cat(uri, ": read error: ", std::strerror(errno)));
+    if (n == 0) break;
+    out.write(buffer, n);
+  }
+  out.close();
+  if (!out) return absl::InternalError(str::Cat(temp.string(), ": write failed"));
+  return absl::OkStatus();
 }
 
 bool IsTempName(const std::string& name) { return str::StartsWith(name, ".") && str::Contains(name, ".tmp-"); }
@@ -106,18 +175,62 @@ absl::Status FileObjectStore::PutBytes(std::string_view uri, std::string_view by
 absl::StatusOr<std::string> FileObjectStore::GetBytes(std::string_view uri) {
   absl::StatusOr<fs::path> path = ResolveConfined(uri);
   if (!path.ok()) return path.status();
-  if (!fs::is_regular_file(*path)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
-  std::ifstream in(*path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::InternalError(str::Cat(uri, ": read error"));
-  return bytes;
+  absl::StatusOr<std::unique_ptr<Fd>> fd = OpenForRead(uri, *path);
+  if (!fd.ok()) return fd.status();
+  return ReadAll(uri, (*fd)->get());
 }
 
 absl::Status FileObjectStore::GetFile(std::string_view uri, const fs::path& file) {
   absl::StatusOr<fs::path> path = ResolveConfined(uri);
   if (!path.ok()) return path.status();
-  if (!fs::is_regular_file(*path)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
-  return CopyFileAtomically(*path, file);
+  // The bytes come from the descriptor that passed the checks, not from a second open of the name.
+  absl::StatusOr<std::unique_ptr<Fd>> fd = OpenForRead(uri, *path);
+  if (!fd.ok()) return fd.status();
+  return WriteThroughTemp(file, [&](const fs::path& temp) { return CopyFdTo(uri, (*fd)->get(), temp); });
+}
+
+absl::StatusOr<fs::path> FileObjectStore::LocalPath(std::string_view uri) {
+  absl::StatusOr<fs::path> path = ResolveConfined(uri);
+  if (!path.ok()) return path.status();
+  if (absl::Status status = CheckLinks(uri, *path); !status.ok()) return status;
+  return path;
+}
+
+bool FileObjectStore::InsideRoots(const fs::path& canonical) const {
+  return std::any_of(roots_.begin(), roots_.end(), [&](const fs::path& root) { return IsInside(canonical, root); });
+}
+
+absl::Status FileObjectStore::CheckLinks(std::string_view uri, const fs::path& path) const {
+  auto check_one = [&](const fs::path& entry) -> absl::Status {
+    struct stat info {};
+    if (lstat(entry.c_str(), &info) != 0) return absl::OkStatus();  // gone: the reader reports it missing
+    if (S_ISLNK(info.st_mode)) {
+      std::error_code ec;
+      fs::path target = fs::weakly_canonical(entry, ec);
+      if (ec || !InsideRoots(target)) {
+        return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": ", entry.string(), " is a symlink to ",
+                                                    target.string(), ", outside the allowed roots"));
+      }
+      if (stat(entry.c_str(), &info) != 0) return absl::OkStatus();
+    }
+    if (S_ISREG(info.st_mode) && info.st_nlink > 1) return HardLinkError(uri, entry, info.st_nlink);
+    return absl::OkStatus();
+  };
+  if (absl::Status status = check_one(path); !status.ok()) return status;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return absl::OkStatus();
+  // Symlinked folders are checked as entries (their target must lie inside the roots) but not descended into.
+  int checked = 0;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (++checked > kMaxCheckedEntries) {
+      return absl::PermissionDeniedError(
+          str::Cat("uri: ", uri, ": more than ", kMaxCheckedEntries, " entries to check for links"));
+    }
+    if (absl::Status status = check_one(it->path()); !status.ok()) return status;
+  }
+  if (ec) return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": cannot check for links: ", ec.message()));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ObjectInfo> FileObjectStore::Head(std::string_view uri) {

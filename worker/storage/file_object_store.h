@@ -11,6 +11,9 @@ namespace quark::storage {
 /// Every path is checked before use: after resolving "..", "." and symlinks (of every existing ancestor), it must
 /// lie inside one of the allowed roots, else PERMISSION_DENIED naming the URI and the roots. Writes go to a temp
 /// file beside the target and are renamed into place, so readers see the old or the new object, never a part.
+/// Reads re-check links at read time (quarkd checked them at submit, but the folder may change since): a
+/// hard-linked file (st_nlink > 1: the same inode may also be named outside the roots) or, inside a model folder,
+/// a symlink leading out of the roots is PERMISSION_DENIED naming the URI and the entry.
 class FileObjectStore : public ObjectStore {
  public:
   /// `allowed_roots` are absolute folders (created if missing); an empty list allows nothing.
@@ -24,11 +27,17 @@ class FileObjectStore : public ObjectStore {
   absl::StatusOr<std::vector<ObjectInfo>> List(std::string_view prefix_uri) override;
   absl::Status Delete(std::string_view uri) override;
 
-  /// The local path of `uri` after the confinement check (for callers that read a model folder in place).
-  absl::StatusOr<std::filesystem::path> LocalPath(std::string_view uri) override { return ResolveConfined(uri); }
+  /// The local path of `uri` after the confinement check (for callers that read a model folder in place), and,
+  /// when it exists, the link check of it and of everything below it.
+  absl::StatusOr<std::filesystem::path> LocalPath(std::string_view uri) override;
   absl::StatusOr<std::filesystem::path> ResolveConfined(std::string_view uri) const;
 
  private:
+  /// PERMISSION_DENIED when `path` (resolved) is a hard-linked file or, for a folder, when anything below it is
+  /// a hard-linked file or a symlink out of the roots.
+  absl::Status CheckLinks(std::string_view uri, const std::filesystem::path& path) const;
+  bool InsideRoots(const std::filesystem::path& canonical) const;
+
   std::vector<std::filesystem::path> roots_;  // canonical
 };
 

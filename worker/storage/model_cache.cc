@@ -59,17 +59,23 @@ ModelCache::ModelCache(std::shared_ptr<ObjectStore> store, fs::path dir, int64_t
 
 absl::StatusOr<fs::path> ModelCache::Fetch(std::string_view uri, const FetchProgress& progress,
                                            const std::function<bool()>& cancelled) {
+  return Fetch(*store_, "", uri, progress, cancelled);
+}
+
+absl::StatusOr<fs::path> ModelCache::Fetch(ObjectStore& store, std::string_view scope, std::string_view uri,
+                                           const FetchProgress& progress, const std::function<bool()>& cancelled) {
   absl::StatusOr<ObjectUri> parsed = ParseObjectUri(uri);
   if (!parsed.ok()) return absl::InvalidArgumentError(str::Cat("model_uri: ", parsed.status().message()));
   if (parsed->scheme == ObjectUri::Scheme::kFile) {
-    absl::StatusOr<fs::path> local = store_->LocalPath(uri);
+    absl::StatusOr<fs::path> local = store.LocalPath(uri);
     if (!local.ok()) return absl::Status(local.status().code(), str::Cat("model_uri: ", local.status().message()));
     std::error_code ec;
     if (!fs::is_directory(*local, ec)) return absl::NotFoundError(str::Cat("model_uri: ", uri, ": no such directory"));
     return *local;
   }
   std::string key = TrimSlashes(uri);
-  fs::path entry = dir_ / Sha256Hex(key).substr(0, 24);
+  // The scope goes into the entry's name only, never into a file: it holds an access key id.
+  fs::path entry = dir_ / Sha256Hex(scope.empty() ? key : str::Cat(scope, "\n", key)).substr(0, 24);
   std::lock_guard<std::mutex> lock(mu_);
   FileLock file_lock(dir_ / ".lock");
   fs::path done = fs::path(entry.string() + kDoneSuffix);
@@ -78,12 +84,12 @@ absl::StatusOr<fs::path> ModelCache::Fetch(std::string_view uri, const FetchProg
     fs::last_write_time(done, fs::file_time_type::clock::now(), ec);
     return entry;
   }
-  return Download(key, entry, progress, cancelled);
+  return Download(store, key, entry, progress, cancelled);
 }
 
-absl::StatusOr<fs::path> ModelCache::Download(std::string_view uri, const fs::path& entry,
+absl::StatusOr<fs::path> ModelCache::Download(ObjectStore& store, std::string_view uri, const fs::path& entry,
                                               const FetchProgress& progress, const std::function<bool()>& cancelled) {
-  absl::StatusOr<std::vector<ObjectInfo>> objects = store_->List(uri);
+  absl::StatusOr<std::vector<ObjectInfo>> objects = store.List(uri);
   if (!objects.ok()) return absl::Status(objects.status().code(), str::Cat("model_uri: ", objects.status().message()));
   if (objects->empty()) return absl::NotFoundError(str::Cat("model_uri: ", uri, ": no objects under this prefix"));
   int64_t total = 0;
@@ -110,7 +116,7 @@ absl::StatusOr<fs::path> ModelCache::Download(std::string_view uri, const fs::pa
       fs::remove_all(partial, ec);
       return absl::InvalidArgumentError(str::Cat("model_uri: object ", object.uri, " escapes its folder"));
     }
-    if (absl::Status status = store_->GetFile(object.uri, target); !status.ok()) {
+    if (absl::Status status = store.GetFile(object.uri, target); !status.ok()) {
       fs::remove_all(partial, ec);
       return absl::Status(status.code(), str::Cat("model_uri: ", status.message()));
     }

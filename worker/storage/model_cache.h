@@ -31,12 +31,18 @@ class ModelCache {
   /// when `cancelled` turns true between files).
   absl::StatusOr<std::filesystem::path> Fetch(std::string_view uri, const FetchProgress& progress = {},
                                               const std::function<bool()>& cancelled = {});
+  /// Fetch through `store` (a lease's own store) instead of the cache's. `scope` names who reads (the S3
+  /// endpoint and access key id): entries are kept per scope, so a model downloaded with one tenant's keys is
+  /// never handed to a job running with another's. "" is the cache's own store's scope.
+  absl::StatusOr<std::filesystem::path> Fetch(ObjectStore& store, std::string_view scope, std::string_view uri,
+                                              const FetchProgress& progress = {},
+                                              const std::function<bool()>& cancelled = {});
 
   /// Bytes currently held by complete entries.
   int64_t UsedBytes() const;
 
  private:
-  absl::StatusOr<std::filesystem::path> Download(std::string_view uri, const std::filesystem::path& entry,
+  absl::StatusOr<std::filesystem::path> Download(ObjectStore& store, std::string_view uri, const std::filesystem::path& entry,
                                                  const FetchProgress& progress, const std::function<bool()>& cancelled);
   absl::Status EvictFor(int64_t needed, const std::filesystem::path& keep);
 

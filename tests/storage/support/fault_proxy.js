@@ -2,6 +2,8 @@
 // Each rule {method, path (regex), status | reset, times (-1 = always)} answers matching requests with that
 // status (an S3-style XML error) or resets the connection, `times` times; everything else is forwarded as is
 // (Host header included, so SigV4 signatures made for the proxy's address still verify at the target).
+// Forwarded lines end with "key=ACCESS_KEY_ID" from the SigV4 Authorization header ("key=-" when unsigned), so
+// tests can tell whose keys a request was signed with.
 'use strict';
 const http = require('http');
 
@@ -38,7 +40,8 @@ const server = http.createServer((req, res) => {
       res.end(xml);
       return;
     }
-    console.log(`forward ${req.method} ${req.url}`);
+    const credential = /Credential=([^/,\s]+)\//.exec(req.headers.authorization || '');
+    console.log(`forward ${req.method} ${req.url} key=${credential ? credential[1] : '-'}`);
     const upstream = http.request({
       host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers,
     }, (up) => {

@@ -2,23 +2,33 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace quark::testing {
 namespace fs = std::filesystem;
 
-absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::string& bucket) {
+absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::string& bucket,
+                                                      const std::map<std::string, std::string>& extra_keys) {
   fs::path modules = NodeModulesDir();
   if (modules.empty() || !fs::exists(modules / "s3rver/bin/s3rver.js")) {
     return absl::FailedPreconditionError("s3rver is not installed: run scripts/install-test-peers.sh");
   }
   auto server = std::unique_ptr<S3rver>(new S3rver());
   fs::create_directories(server->dir_.path() / "data");
-  absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(
-      {"node", (modules / "s3rver/bin/s3rver.js").string(), "-d", (server->dir_.path() / "data").string(), "-a",
-       "127.0.0.1", "-p", "0", "-s", "--configure-bucket", bucket},
-      {}, server->dir_.path() / "s3rver.log");
+  std::vector<std::string> argv = {"node", (modules / "s3rver/bin/s3rver.js").string()};
+  if (!extra_keys.empty()) {
+    fs::path launcher = fs::path(EnvOr("QUARK_SOURCE_DIR", QUARK_TEST_SOURCE_DIR)) / "tests/storage/support/s3rver_keys.js";
+    argv = {"node", launcher.string(), modules.string(), nlohmann::json(extra_keys).dump()};
+  }
+  for (const std::string& arg : {std::string("-d"), (server->dir_.path() / "data").string(), std::string("-a"),
+                                 std::string("127.0.0.1"), std::string("-p"), std::string("0"), std::string("-s"),
+                                 std::string("--configure-bucket"), bucket}) {
+    argv.push_back(arg);
+  }
+  absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(argv, {}, server->dir_.path() / "s3rver.log");
   if (!process.ok()) return process.status();
   server->process_ = std::move(*process);
   absl::StatusOr<std::string> port =

@@ -2,6 +2,7 @@
 // proxy in front of it (tests/storage/support/fault_proxy.js) that answers chosen requests with errors or resets.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,7 +15,10 @@ namespace quark::testing {
 class S3rver {
  public:
   /// Starts s3rver with bucket `bucket`; FAILED_PRECONDITION when node or the npm peers are missing.
-  static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::string& bucket = "test");
+  /// `extra_keys` (access key id -> secret) are accepted besides S3RVER/S3RVER (s3rver_keys.js); any other key
+  /// id is refused with 403 InvalidAccessKeyId.
+  static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::string& bucket = "test",
+                                                       const std::map<std::string, std::string>& extra_keys = {});
 
   /// "http://127.0.0.1:PORT".
   const std::string& endpoint() const { return endpoint_; }
