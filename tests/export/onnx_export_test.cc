@@ -53,16 +53,17 @@ constexpr int64_t kWindows = 40;  // the fixture's protocol: 40 windows of 256 h
 // another CPU (other GEMM kernels) not necessarily, so the bound is the measured spread with a margin.
 constexpr double kQuantizedActivationTolerance = 5e-3;
 
-// The engine's fake-quantized linear with its GEMM summed over K in two halves: an equally valid float order, for
-// the size of the rounding noise next to ONNX Runtime's figure.
+// The engine's fake-quantized linear with its GEMM summed over K in `parts` equal parts, added in order: an equally
+// valid float order, for the size of the rounding noise next to ONNX Runtime's figure.
 class SplitSumLinear : public runtime::LinearLike {
  public:
-  explicit SplitSumLinear(std::shared_ptr<quantize::QuantLinear> inner) : inner_(std::move(inner)) {}
+  SplitSumLinear(std::shared_ptr<quantize::QuantLinear> inner, int64_t parts) : inner_(std::move(inner)), parts_(parts) {}
   at::Tensor forward(const at::Tensor& x) override {
     const at::Tensor xq = inner_->quantizers().Input(x), w = inner_->weight();
-    const int64_t half = w.size(1) / 2;
-    return at::linear(xq.narrow(-1, 0, half), w.narrow(1, 0, half)) +
-           at::linear(xq.narrow(-1, half, w.size(1) - half), w.narrow(1, half, w.size(1) - half));
+    const int64_t step = w.size(1) / parts_;  // the widths here (256, 768) divide by every part count used
+    at::Tensor y = at::linear(xq.narrow(-1, 0, step), w.narrow(1, 0, step));
+    for (int64_t p = 1; p < parts_; ++p) y = y + at::linear(xq.narrow(-1, p * step, step), w.narrow(1, p * step, step));
+    return y;
   }
   int64_t in_features() const override { return inner_->in_features(); }
   int64_t out_features() const override { return inner_->out_features(); }
@@ -71,13 +72,16 @@ class SplitSumLinear : public runtime::LinearLike {
 
  private:
   std::shared_ptr<quantize::QuantLinear> inner_;
+  int64_t parts_;
 };
+
+constexpr int64_t kSplitParts[] = {2, 4, 8, 16, 32};
 
 struct ExportResult {
   std::string dir;         // the published folder
   std::string model;       // dir/model.onnx
   double engine_ppl = 0;   // fake-quantized, same windows
-  double engine_ppl_split = 0;  // the same with SplitSumLinear's GEMMs (when asked)
+  std::vector<double> engine_ppl_split;  // the same with SplitSumLinear's GEMMs, one per kSplitParts (when asked)
   std::string ids_file;
   std::vector<std::string> files;
 };
@@ -171,19 +175,20 @@ absl::StatusOr<ExportResult> ExportAndEvaluate(const std::string& model_dir, con
   auto ppl = runtime::EvaluatePerplexity(s, ids, eval);
   if (!ppl.ok()) return ppl.status();
   result.engine_ppl = ppl->ppl;
-  if (split_sum_too) {
+  for (int64_t parts : split_sum_too ? std::vector<int64_t>(std::begin(kSplitParts), std::end(kSplitParts))
+                                    : std::vector<int64_t>{}) {
     eval.hooks.before = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&) {
       auto linears = quantizer.Apply(layer, params);
       if (!linears.ok()) return linears.status();
       for (const auto& q : *linears) {
-        auto st = layer.ReplaceLinear(q->name().substr(layer.prefix().size()), std::make_shared<SplitSumLinear>(q));
+        auto st = layer.ReplaceLinear(q->name().substr(layer.prefix().size()), std::make_shared<SplitSumLinear>(q, parts));
         if (!st.ok()) return st;
       }
       return absl::OkStatus();
     };
     auto split = runtime::EvaluatePerplexity(s, ids, eval);
     if (!split.ok()) return split.status();
-    result.engine_ppl_split = split->ppl;
+    result.engine_ppl_split.push_back(split->ppl);
   }
   return result;
 }
@@ -327,8 +332,11 @@ onnx::ModelProto ExportAndCompare(const std::string& name, const std::string& fi
             << std::setprecision(7) << r->engine_ppl << ", ONNX Runtime ppl " << ort.ppl << ", |diff| "
             << std::abs(ort.ppl - r->engine_ppl) << ", model.onnx + data " << FolderBytes(r->dir) << " bytes";
   if (quantized_activations) {
-    std::cout << "; engine with GEMMs summed in two halves of K: " << r->engine_ppl_split << " (|diff| "
-              << std::abs(r->engine_ppl_split - r->engine_ppl) << ")";
+    std::cout << "; the engine with its GEMMs summed over K in";
+    for (size_t i = 0; i < r->engine_ppl_split.size(); ++i) {
+      std::cout << (i ? ", " : " ") << kSplitParts[i] << " parts " << std::showpos
+                << r->engine_ppl_split[i] - r->engine_ppl << std::noshowpos;
+    }
   }
   std::cout << "\n";
   Record(name, *r, tolerance, check_kv);
