@@ -19,6 +19,8 @@ packages=(
   postgresql
   # exports: the ONNX protobuf schema and checker (libonnx-dev); Python's onnx reads files in tests and benchmarks
   libonnx-dev python3-onnx
+  # the Slurm executor's test starts its own munged, slurmctld and slurmd (the packages' services stay unused)
+  munge slurmctld slurmd slurm-client
   # tests and their real peers
   libgtest-dev libgmock-dev prometheus nodejs
 )

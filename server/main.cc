@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -27,7 +28,40 @@ struct Flags {
   int64_t cancel_grace_ms = 5000;
   int max_attempts = 3;
   int64_t drain_grace_ms = 20000;
+  double slurm_idle_exit_s = 60;
+  int64_t slurm_poll_ms = 2000;
 };
+
+// --executor slurm: batch workers started through sbatch for queued jobs (server/workers/slurm_executor.h).
+void AddSlurmFlags(CLI::App& app, Flags& f) {
+  quark::server::SlurmExecutorOptions& s = f.server.slurm;
+  app.add_option("--executor", f.server.executor,
+                 "local (the --workers pool) or slurm (also sbatch workers for queued jobs; --workers defaults to 0)")
+      ->check(CLI::IsMember({"local", "slurm"}))->envname("QUARKD_EXECUTOR")->capture_default_str();
+  app.add_option("--slurm-worker-command", s.worker_command, "quark-worker as the Slurm nodes see it (default: "
+                 "beside quarkd)")->envname("QUARKD_SLURM_WORKER_COMMAND");
+  app.add_option("--slurm-worker-arg", s.worker_args, "Extra argument for every Slurm worker (repeatable)");
+  app.add_option("--slurm-server-address", s.server_address, "HOST:PORT the Slurm workers dial (default: --listen)")
+      ->envname("QUARKD_SLURM_SERVER_ADDRESS");
+  app.add_option("--slurm-token-file", s.token_file, "File with a worker token, read on the node (needed with "
+                 "--tokens-file)")->envname("QUARKD_SLURM_TOKEN_FILE");
+  app.add_option("--slurm-partition", s.partition, "sbatch --partition (default: the cluster's)")
+      ->envname("QUARKD_SLURM_PARTITION");
+  app.add_option("--slurm-max-workers", s.max_workers, "Slurm workers alive at once (pending or running)")
+      ->check(CLI::Range(1, 10000))->envname("QUARKD_SLURM_MAX_WORKERS")->capture_default_str();
+  app.add_option("--slurm-idle-exit-s", f.slurm_idle_exit_s,
+                 "Workers leave after this long without a job (quark-worker --exit-when-idle); unneeded pending "
+                 "ones are scancelled after it")
+      ->check(CLI::Range(0.1, 86400.0))->envname("QUARKD_SLURM_IDLE_EXIT_S")->capture_default_str();
+  app.add_option("--slurm-cpus", s.default_cpus, "sbatch --cpus-per-task for jobs whose resources name none")
+      ->check(CLI::Range(1, 4096))->envname("QUARKD_SLURM_CPUS")->capture_default_str();
+  app.add_option("--slurm-time-limit", s.time_limit, "sbatch --time for jobs without a deadline (default: the "
+                 "partition's)")->envname("QUARKD_SLURM_TIME_LIMIT");
+  app.add_option("--slurm-sbatch-arg", s.sbatch_args, "Extra sbatch argument, e.g. --slurm-sbatch-arg=--qos=low "
+                 "(repeatable)");
+  app.add_option("--slurm-poll-ms", f.slurm_poll_ms, "How often the queue and squeue are compared")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}))->capture_default_str();
+}
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.set_config("--config", "", "TOML/INI file with any of these options");
@@ -78,6 +112,7 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname("QUARKD_TOKENS_FILE");
   app.add_option("--metrics-token-file", f.server.metrics_token_file,
                  "File holding the bearer token /metrics requires")->envname("QUARKD_METRICS_TOKEN_FILE");
+  AddSlurmFlags(app, f);
 }
 
 // Written to a temporary name and renamed, so a reader never sees half a file.
@@ -106,6 +141,13 @@ int main(int argc, char** argv) {
   flags.server.scheduler.cancel_grace = absl::Milliseconds(flags.cancel_grace_ms);
   flags.server.scheduler.default_max_attempts = flags.max_attempts;
   flags.server.drain_grace = absl::Milliseconds(flags.drain_grace_ms);
+  flags.server.slurm.idle_exit = absl::Seconds(flags.slurm_idle_exit_s);
+  flags.server.slurm.poll_interval = absl::Milliseconds(flags.slurm_poll_ms);
+  // With Slurm providing the workers, no local one unless asked for.
+  if (flags.server.executor == "slurm" && app.get_option("--workers")->count() == 0 &&
+      std::getenv("QUARKD_WORKERS") == nullptr) {
+    flags.server.workers = 0;
+  }
 
   // SIGINT/SIGTERM/SIGHUP go to one thread (sigwait): SIGHUP reloads the certificate and tokens, the others shut
   // the server down. Every other thread blocks them.

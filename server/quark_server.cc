@@ -105,6 +105,7 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
     }
   });
   status = server->StartWorkers(options);
+  if (status.ok()) status = server->StartExecutor(options);
   if (!status.ok()) return status;
   log::Get("server")->info("job=- quarkd serving grpc={} tls={} auth={} metrics={} data_dir={}",
                            server->grpc_address_, server->tls_ ? (options.tls_client_ca.empty() ? "on" : "mutual")
@@ -276,6 +277,26 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status QuarkServer::StartExecutor(const ServerOptions& options) {
+  if (options.executor.empty() || options.executor == "local") return absl::OkStatus();
+  if (options.executor != "slurm") {
+    return absl::InvalidArgumentError(absl::StrCat("executor: \"", options.executor, "\" is neither local nor slurm"));
+  }
+  SlurmExecutorOptions slurm = options.slurm;
+  if (slurm.server_address.empty()) slurm.server_address = grpc_address_;
+  if (slurm.work_dir.empty()) slurm.work_dir = (std::filesystem::path(options.data_dir) / "slurm").string();
+  if (slurm.worker_command.empty()) slurm.worker_command = DefaultWorkerBinary();
+  if (auth_->enabled() && slurm.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "slurm-token-file: required with --tokens-file (the Slurm workers need a token of role worker)");
+  }
+  absl::StatusOr<std::unique_ptr<SlurmExecutor>> executor =
+      SlurmExecutor::Start(std::move(slurm), store_.get(), scheduler_.get());
+  if (!executor.ok()) return executor.status();
+  slurm_ = std::move(*executor);
+  return absl::OkStatus();
+}
+
 int QuarkServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; }
 
 void QuarkServer::Wait() { stopped_.WaitForNotification(); }
@@ -308,6 +329,9 @@ void QuarkServer::Shutdown() {
   if (stopped_.HasBeenNotified()) return;
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  // Slurm workers first: scancel sends them SIGTERM, and a job handed back before the port closes is requeued
+  // at once (otherwise when its lease expires).
+  if (slurm_) slurm_->Stop();
   if (scheduler_) {
     scheduler_->SetWorkerKiller(nullptr);
     scheduler_->Shutdown();

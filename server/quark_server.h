@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/scheduler.h"
+#include "server/workers/slurm_executor.h"
 
 namespace grpc {
 class Server;
@@ -61,6 +62,10 @@ struct ServerOptions {
   std::string tokens_file;                       // bearer tokens + tenants (security_config.h); "" = auth off
   std::string metrics_token_file;                // /metrics requires "Authorization: Bearer <file's token>"
   absl::Duration tick_interval = absl::Milliseconds(100);  // lease/cancel expiry checks
+  /// "local" (the worker pool above only) or "slurm": also a SlurmExecutor starting batch workers for queued
+  /// jobs (`slurm`; its server_address defaults to grpc_address(), its work_dir to DATA_DIR/slurm).
+  std::string executor = "local";
+  SlurmExecutorOptions slurm;
   SchedulerOptions scheduler;
 };
 
@@ -102,6 +107,7 @@ class QuarkServer {
   absl::Status StartSecurity(const ServerOptions& options);
   void ApplyTenantLimits();
   absl::Status StartWorkers(const ServerOptions& options);
+  absl::Status StartExecutor(const ServerOptions& options);
 
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
@@ -123,6 +129,7 @@ class QuarkServer {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<metrics::HttpExposer> exposer_;
   std::unique_ptr<WorkerPool> worker_pool_;
+  std::unique_ptr<SlurmExecutor> slurm_;
   std::thread ticker_;
   absl::Notification stop_;
   absl::Notification stopped_;

@@ -58,6 +58,10 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   if (spec.evaluation().seq_len() < 0 || spec.evaluation().max_windows() < 0) {
     return absl::InvalidArgumentError("spec.evaluation: seq_len and max_windows must not be negative");
   }
+  const quark::v1::WorkerResources& resources = spec.resources();
+  if (resources.gpus() < 0 || resources.cpus() < 0 || resources.memory_mb() < 0) {
+    return absl::InvalidArgumentError("spec.resources: gpus, cpus and memory_mb must not be negative");
+  }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
     if (!quark::v1::ExportFormat_IsValid(spec.export_formats(i))) {
       return absl::InvalidArgumentError(

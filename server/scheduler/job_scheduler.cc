@@ -216,6 +216,20 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
   return job;
 }
 
+absl::Status JobScheduler::AppendLog(const std::string& job_id, const std::string& text) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(job_id);
+  if (it == active_.end()) {
+    absl::StatusOr<Job> job = store_->GetJob(job_id);
+    if (!job.ok()) return job.status();
+    return absl::FailedPreconditionError(absl::StrCat("job \"", job_id, "\" is ", StateLabel(job->state())));
+  }
+  JobEvent event;
+  event.set_log(text);
+  *event.mutable_time() = ToTimestamp(clock_->Now());
+  return SaveLocked(it->second.job, {std::move(event)});
+}
+
 absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
   Answers answers;
   Job out;

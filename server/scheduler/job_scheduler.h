@@ -61,6 +61,7 @@ class JobScheduler : public Scheduler {
   /// Expires leases and cancel grace periods, and answers Lease calls whose wait ran out. The server calls it
   /// every ~100 ms; tests call it after moving a ManualClock.
   void Tick() override;
+  absl::Status AppendLog(const std::string& job_id, const std::string& text) override;
   /// Answers every parked Lease and refuses new waits (server shutdown).
   void Shutdown() override;
 

@@ -180,6 +180,25 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
   return stored->job;
 }
 
+absl::Status ReplicatedScheduler::AppendLog(const std::string& job_id, const std::string& text) {
+  JobState state = JobState::JOB_STATE_UNSPECIFIED;
+  absl::StatusOr<LeaseRow> row =
+      queue_->UpdateJobRow(job_id, [&](int64_t now_ms, LeaseRow* r, std::vector<JobEvent>* events) {
+        state = r->job.state();
+        if (IsFinal(state)) return false;
+        JobEvent& event = events->emplace_back();
+        event.set_log(text);
+        *event.mutable_time() = ToTimestamp(At(now_ms));
+        return true;
+      });
+  if (!row.ok()) return row.status();
+  if (IsFinal(state)) {
+    return absl::FailedPreconditionError(absl::StrCat("job \"", job_id, "\" is ", StateLabel(state)));
+  }
+  AfterWrite(*row, state);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Job> ReplicatedScheduler::Cancel(const std::string& job_id) {
   JobState from = JobState::JOB_STATE_UNSPECIFIED;
   absl::Duration grace = options_.cancel_grace;

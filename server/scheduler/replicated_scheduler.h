@@ -48,6 +48,7 @@ class ReplicatedScheduler : public Scheduler {
   absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request) override;
   absl::Status Complete(const quark::v1::internal::CompleteRequest& request) override;
   void Tick() override;
+  absl::Status AppendLog(const std::string& job_id, const std::string& text) override;
   void Shutdown() override;
   bool IsShutDown() const override;
   void StopLeasing() override;

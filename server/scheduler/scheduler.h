@@ -50,6 +50,9 @@ class Scheduler {
   virtual absl::StatusOr<bool> ReportProgress(const quark::v1::internal::ReportProgressRequest& request) = 0;
   virtual absl::Status Complete(const quark::v1::internal::CompleteRequest& request) = 0;
   virtual void Tick() = 0;
+  /// Appends a log event to a queued or running job (the Slurm executor's pending reasons). FAILED_PRECONDITION
+  /// once the job is final, NOT_FOUND for an unknown job.
+  virtual absl::Status AppendLog(const std::string& job_id, const std::string& text) = 0;
   virtual void Shutdown() = 0;
   virtual bool IsShutDown() const = 0;
   /// Graceful drain (SIGTERM): no new leases from now on (parked Lease calls are answered empty at once);
