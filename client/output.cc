@@ -82,6 +82,8 @@ std::string JobTable(const quark::v1::Job& job) {
   row("created", Time(job.created_at()));
   if (job.has_finished_at()) row("finished", Time(job.finished_at()));
   if (!job.worker_id().empty()) row("worker", job.worker_id());
+  if (!job.deduplicated_from().empty()) row("dedup", absl::StrCat("deduplicated from job ", job.deduplicated_from()));
+  if (job.spec().deadline_seconds() > 0) row("deadline", absl::StrCat(job.spec().deadline_seconds(), " s"));
   if (job.attempts_size() > 0) row("attempts", absl::StrCat(job.attempts_size()));
   if (!job.result().manifest_uri().empty()) row("manifest", job.result().manifest_uri());
   for (const auto& artifact : job.result().artifacts()) {
@@ -139,6 +141,9 @@ std::string EventLine(const quark::v1::JobEvent& event) {
   switch (event.event_case()) {
     case quark::v1::JobEvent::kState: {
       std::string out = prefix + StateName(event.state());
+      if (!event.job().deduplicated_from().empty()) {
+        absl::StrAppend(&out, " (deduplicated from job ", event.job().deduplicated_from(), ")");
+      }
       if (!event.job().error().empty()) absl::StrAppend(&out, ": ", event.job().error());
       return out;
     }

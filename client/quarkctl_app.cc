@@ -56,6 +56,10 @@ void AddCommands(CLI::App& app, Parsed& p) {
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");
   submit->add_option("--priority", p.spec.priority, "Higher runs first");
   submit->add_option("--max-attempts", p.spec.max_attempts, "Attempts before the job fails");
+  submit->add_option("--deadline", p.spec.deadline_seconds,
+                     "Seconds from submission after which the job is stopped and fails DEADLINE_EXCEEDED");
+  submit->add_flag("--force", p.spec.force,
+                   "Run even when an identical job (same model files, config, data, exports) succeeded or runs");
   submit->add_option("--request-id", p.request_id, "Idempotency key: resubmitting returns the same job");
   submit->add_flag("--wait", p.wait, "Follow progress until the job ends; exit code by its final state");
 

@@ -52,6 +52,13 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
     }
     spec.set_max_attempts(*flags.max_attempts);
   }
+  if (flags.deadline_seconds) {
+    if (*flags.deadline_seconds < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--deadline: ", *flags.deadline_seconds, " is not >= 1"));
+    }
+    spec.set_deadline_seconds(*flags.deadline_seconds);
+  }
+  if (flags.force) spec.set_force(true);
   return absl::OkStatus();
 }
 

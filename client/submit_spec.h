@@ -31,6 +31,8 @@ struct SubmitFlags {
   std::string quant_algo_config_file;   // --quant-algo-config-file: Quark's algo_config (YAML/JSON)
   std::optional<int> priority;
   std::optional<int> max_attempts;
+  std::optional<int64_t> deadline_seconds;  // --deadline S: stop and fail the job S seconds after submission
+  bool force = false;                       // --force: run even when an identical job succeeded or runs
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.

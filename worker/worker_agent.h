@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "quark/v1/worker.grpc.pb.h"
+#include "quark/version.h"
 #include "worker/job_runner.h"
 
 namespace quark::worker {
@@ -30,7 +31,7 @@ struct WorkerAgentOptions {
   int slots = 1;
   /// Devices announced at registration ("cpu", "cuda:0", ...).
   std::vector<std::string> devices = {"cpu"};
-  std::string version = "0.1.0";
+  std::string version = QUARK_ENGINE_VERSION;
   /// How long one Lease call waits on the server for work.
   std::chrono::milliseconds lease_wait{10000};
   /// Progress events closer together than this are coalesced (the newest wins; phase changes always go out).

@@ -13,6 +13,7 @@
 #include "server/api/spec_validation.h"
 #include "server/api/status_util.h"
 #include "server/api/watch_job_reactor.h"
+#include "server/dedup/content_key.h"
 
 namespace quark::server {
 namespace {
@@ -64,8 +65,15 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
     if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
     return FinishNow(context, status);
   }
-  absl::StatusOr<quark::v1::Job> job =
-      scheduler_->Submit(request->request_id(), request->spec(), access_->SubmitOptionsFor(*principal));
+  SubmitOptions options = access_->SubmitOptionsFor(*principal);
+  // Keyed even with force (a later submit may reuse this run); hashing happens here, on a cache miss only.
+  absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_);
+  if (key.ok()) options.content_key = key->key;
+  if (!key.ok() || key->key.empty()) {
+    log::Get("server")->info("job=- not deduplicated: {}",
+                             ForLog(key.ok() ? key->not_keyed : key.status().ToString()));
+  }
+  absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec(), options);
   access_->Audit(*principal, "submit", job.ok() ? job->id() : "", job.status(),
                  absl::StrCat("model=", request->spec().model_uri(), " preset=", PresetLabel(request->spec()),
                               " output=", request->spec().output_uri()));

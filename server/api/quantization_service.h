@@ -5,6 +5,7 @@
 #include "quark/v1/service.grpc.pb.h"
 #include "server/api/access_control.h"
 #include "server/api/uri_policy.h"
+#include "server/dedup/file_digest_cache.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/store/job_store.h"
@@ -43,6 +44,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   EventHub* const hub_;
   const UriPolicy* const policy_;
   const AccessControl* const access_;
+  FileDigestCache digests_;  // model and data file digests for content keys, for the life of the process
 };
 
 /// DEADLINE_EXCEEDED when the call's deadline has already passed (no work is started for it).

@@ -43,6 +43,10 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   if (spec.exclude_size() > kMaxExclude) {
     return absl::InvalidArgumentError(absl::StrCat("spec.exclude: ", spec.exclude_size(), " entries, more than ", kMaxExclude));
   }
+  if (spec.deadline_seconds() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.deadline_seconds: ", spec.deadline_seconds(), " must not be negative (0 = no deadline)"));
+  }
   if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxAttempts) {
     return absl::InvalidArgumentError(absl::StrCat("spec.max_attempts: ", spec.max_attempts(), " is not in 0..", kMaxAttempts));
   }

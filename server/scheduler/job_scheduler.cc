@@ -150,6 +150,10 @@ absl::Status JobScheduler::Recover() {
     ActiveJob& active = active_[stored.job.id()];
     active.order = stored.order;
     active.job = std::move(stored.job);
+    if (!active.job.deduplicated_from().empty()) {  // a follower: never queued, caught up below
+      followers_[active.job.deduplicated_from()].insert(active.job.id());
+      continue;
+    }
     if (active.job.state() == JobState::JOB_STATE_QUEUED) {
       queue_.insert(KeyOf(active));
       continue;
@@ -158,6 +162,7 @@ absl::Status JobScheduler::Recover() {
     RequeueOrFailLocked(active, absl::StrCat("quarkd restarted while worker ", active.job.worker_id(),
                                              " ran the job; its lease was lost"));
   }
+  ResyncFollowersLocked();
   UpdateGaugesLocked();
   log::Get("scheduler")->info("job=- recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
                               requeued);
@@ -188,7 +193,10 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     *job.mutable_spec() = spec;
     if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
     *job.mutable_created_at() = ToTimestamp(clock_->Now());
-    std::vector<JobEvent> events = {StateEventLocked(job)};
+    job.set_content_key(options.content_key);
+    std::vector<JobEvent> events;
+    bool deduplicated = !options.content_key.empty() && !spec.force() && DeduplicateLocked(&job, &events);
+    if (!deduplicated) events = {StateEventLocked(job)};
     bool created = false;
     absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
     if (!stored.ok()) return stored.status();
@@ -197,18 +205,27 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
                                   ForLog(request_id));
       return stored->job;
     }
-    ActiveJob& active = active_[job.id()];
-    active.order = stored->order;
-    active.job = job;
-    queue_.insert(KeyOf(active));
+    if (job.state() != JobState::JOB_STATE_SUCCEEDED) {
+      ActiveJob& active = active_[job.id()];
+      active.order = stored->order;
+      active.job = job;
+      if (deduplicated) {
+        followers_[job.deduplicated_from()].insert(job.id());
+      } else {
+        queue_.insert(KeyOf(active));
+      }
+    } else if (metrics_ != nullptr) {
+      metrics_->jobs_finished.WithLabels({StateLabel(job.state()), PresetLabel(spec)}).Increment();
+    }
     for (const JobEvent& event : events) hub_->Publish(event);
     if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
     if (metrics_ != nullptr && !job.tenant().empty()) {
       metrics_->tenant_jobs_submitted.WithLabels({job.tenant()}).Increment();
     }
     CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
-    log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), ForLog(PresetLabel(spec)),
-                                spec.priority(), ForLog(spec.model_uri()));
+    log::Get("scheduler")->info("job={} {} preset={} priority={} model={}{}", job.id(), StateLabel(job.state()),
+                                ForLog(PresetLabel(spec)), spec.priority(), ForLog(spec.model_uri()),
+                                deduplicated ? absl::StrCat(" deduplicated_from=", job.deduplicated_from()) : "");
     DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
@@ -238,6 +255,14 @@ absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
     auto it = active_.find(job_id);
     if (it == active_.end()) return store_->GetJob(job_id);  // final already (or NOT_FOUND)
     ActiveJob& active = it->second;
+    if (!active.job.deduplicated_from().empty()) {  // a follower has no worker: it ends now, its leader goes on
+      absl::Status status =
+          FinishLocked(job_id, JobState::JOB_STATE_CANCELLED,
+                       absl::StrCat("cancelled (job ", active.job.deduplicated_from(), ", which it followed, goes on)"),
+                       nullptr);
+      if (!status.ok()) return status;
+      return store_->GetJob(job_id);
+    }
     if (active.job.state() == JobState::JOB_STATE_QUEUED) {
       absl::Status status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled before it started", nullptr);
       if (!status.ok()) return status;
@@ -267,6 +292,10 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
   ActiveJob& active = it->second;
   Job& job = active.job;
   JobState from = job.state();
+  if (!job.deduplicated_from().empty()) {
+    auto leader = followers_.find(job.deduplicated_from());
+    if (leader != followers_.end()) leader->second.erase(job_id);
+  }
   queue_.erase(KeyOf(active));
   if (!active.lease_id.empty()) ReleaseLeaseLocked(active.lease_id);
   absl::Time now = clock_->Now();
@@ -294,7 +323,9 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
     }
   }
   log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), ForLog(error));
+  Job ended = followers_.count(job_id) ? job : Job();
   active_.erase(it);
+  if (!ended.id().empty()) FollowLeaderLocked(ended);
   return status;
 }
 
@@ -324,6 +355,7 @@ void JobScheduler::RequeueOrFailLocked(ActiveJob& active, const std::string& rea
   SaveLocked(job, {StateEventLocked(job)}).IgnoreError();
   CountStateLocked(job, from);
   queue_.insert(KeyOf(active));
+  FollowLeaderLocked(job);
   log::Get("scheduler")->warn("job={} requeued after attempt {}: {}", job.id(), job.attempts_size(), ForLog(reason));
 }
 

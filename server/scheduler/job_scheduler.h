@@ -93,6 +93,7 @@ class JobScheduler : public Scheduler {
     std::string lease_id;            // empty while queued
     bool cancel_requested = false;
     absl::Time cancel_deadline;
+    bool deadline_passed = false;    // its stop was asked for by spec.deadline_seconds, not CancelJob
   };
   struct Worker {
     int slots = 1;
@@ -137,6 +138,20 @@ class JobScheduler : public Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AnswerWaiterLocked(uint64_t wait_id, quark::v1::internal::LeaseResponse response, Answers* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deduplication and deadlines (job_scheduler_dedup.cc).
+  /// Fills a new job from the tenant's job with the same content key: SUCCEEDED with its result, or a follower
+  /// of the job that runs. Returns false (job untouched) when there is none to reuse.
+  bool DeduplicateLocked(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Followers take `leader`'s state: queued/running in step, its final state, error and result at the end.
+  void FollowLeaderLocked(const quark::v1::Job& leader) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Recover(): followers whose leader changed (or ended) while quarkd was down catch up.
+  void ResyncFollowersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Jobs past spec.deadline_seconds: queued ones (and followers) fail now; running ones are stopped as if
+  /// cancelled and fail with the deadline error when their worker stops (or is killed).
+  void ExpireDeadlinesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// How a job whose stop was asked for ends: CANCELLED "cancelled", or FAILED with the deadline error.
+  std::pair<quark::v1::JobState, std::string> StopOutcome(const ActiveJob& active, const std::string& detail) const;
 
   JobStore* const store_;
   Clock* const clock_;
@@ -157,7 +172,16 @@ class JobScheduler : public Scheduler {
   std::map<std::string, TenantCounts> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> draining_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> followers_ ABSL_GUARDED_BY(mu_);  // leader id -> follower ids
 };
+
+/// The error of a job stopped by its deadline: "DEADLINE_EXCEEDED: deadline of N s passed".
+std::string DeadlineError(const quark::v1::Job& job);
+
+/// Turns a new `job` into a deduplicated one from `origin`, the tenant's job with the same content key: a
+/// SUCCEEDED origin's result is copied (the job is created SUCCEEDED), a queued or running one is followed (the
+/// job takes its state). deduplicated_from names the job that ran. Returns the log event saying so.
+quark::v1::JobEvent DeduplicateFrom(const quark::v1::Job& origin, absl::Time now, quark::v1::Job* job);
 
 /// Random identifiers ("job-" + 20 hex digits, "lease-" + ...), from a seeded-once CSPRNG-quality source.
 std::string NewId(const std::string& prefix);

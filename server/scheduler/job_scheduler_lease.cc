@@ -111,6 +111,7 @@ bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* res
   response->set_attempt(attempt_number);
   log::Get("scheduler")->info("job={} leased worker={} attempt={} lease={}", job.id(), ForLog(worker_id), attempt_number,
                               lease_id);
+  FollowLeaderLocked(job);
   return true;
 }
 
@@ -234,7 +235,8 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
     std::string job_id = it->second.job_id;
     ActiveJob& active = active_[job_id];
     if (active.cancel_requested || request.cancelled()) {
-      status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled", nullptr);
+      auto [state, error] = StopOutcome(active, "");
+      status = FinishLocked(job_id, state, error, nullptr);
     } else if (request.handed_back()) {
       // A worker shutting down gives its job back: requeued (this attempt counts), not failed.
       ReleaseLeaseLocked(request.lease_id());
@@ -269,7 +271,8 @@ void JobScheduler::LoseLeaseLocked(const std::string& lease_id, const std::strin
   if (metrics_ != nullptr) metrics_->leases_lost.WithLabels({metric_reason}).Increment();
   ActiveJob& active = active_[job_id];
   if (active.cancel_requested) {
-    FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled", nullptr).IgnoreError();
+    auto [state, error] = StopOutcome(active, "");
+    FinishLocked(job_id, state, error, nullptr).IgnoreError();
     return;
   }
   ReleaseLeaseLocked(lease_id);
@@ -277,6 +280,7 @@ void JobScheduler::LoseLeaseLocked(const std::string& lease_id, const std::strin
 }
 
 void JobScheduler::ExpireLocked(absl::Time now, Answers* answers, std::vector<std::string>* to_kill) {
+  ExpireDeadlinesLocked(now);
   std::vector<std::pair<std::string, std::string>> expired;
   for (const auto& [lease_id, lease] : leases_) {
     if (lease.deadline <= now) expired.emplace_back(lease_id, lease.worker_id);
@@ -295,11 +299,10 @@ void JobScheduler::ExpireLocked(absl::Time now, Answers* answers, std::vector<st
   }
   for (const auto& [job_id, worker_id] : overdue) {
     to_kill->push_back(worker_id);
-    FinishLocked(job_id, JobState::JOB_STATE_CANCELLED,
-                 absl::StrCat("cancelled; worker ", worker_id, " did not stop within ",
-                              absl::FormatDuration(options_.cancel_grace), " and was stopped"),
-                 nullptr)
-        .IgnoreError();
+    auto [state, error] = StopOutcome(active_[job_id], absl::StrCat("; worker ", worker_id, " did not stop within ",
+                                                                    absl::FormatDuration(options_.cancel_grace),
+                                                                    " and was stopped"));
+    FinishLocked(job_id, state, error, nullptr).IgnoreError();
   }
   std::vector<uint64_t> timed_out;
   for (const auto& [wait_id, waiter] : waiters_) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/log.h"
@@ -60,10 +61,19 @@ void Finish(int64_t now_ms, LeaseRow* row, JobState state, const std::string& er
   events->push_back(StateEvent(job, now_ms));
 }
 
+// How a job whose stop was asked for ends (JobScheduler::StopOutcome): FAILED when SweepDeadlines asked for it
+// (it leaves the deadline error in the running job), else CANCELLED.
+void FinishStopped(int64_t now_ms, LeaseRow* row, const std::string& detail, std::vector<JobEvent>* events) {
+  if (absl::StartsWith(row->job.error(), "DEADLINE_EXCEEDED")) {
+    return Finish(now_ms, row, JobState::JOB_STATE_FAILED, absl::StrCat(row->job.error(), detail), nullptr, events);
+  }
+  Finish(now_ms, row, JobState::JOB_STATE_CANCELLED, absl::StrCat("cancelled", detail), nullptr, events);
+}
+
 // The same transitions as JobScheduler::RequeueOrFailLocked.
 void RequeueOrFail(int64_t now_ms, LeaseRow* row, const std::string& reason, std::vector<JobEvent>* events) {
   Job& job = row->job;
-  if (row->cancel_requested) return Finish(now_ms, row, JobState::JOB_STATE_CANCELLED, "cancelled", nullptr, events);
+  if (row->cancel_requested) return FinishStopped(now_ms, row, "", events);
   if (job.attempts_size() > 0 && !job.attempts().rbegin()->has_ended_at()) {
     quark::v1::Attempt* attempt = job.mutable_attempts(job.attempts_size() - 1);
     *attempt->mutable_ended_at() = ToTimestamp(At(now_ms));
@@ -161,7 +171,10 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
   *job.mutable_spec() = spec;
   if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
   *job.mutable_created_at() = ToTimestamp(clock_->Now());
-  std::vector<JobEvent> events = {StateEvent(job, absl::ToUnixMillis(clock_->Now()))};
+  job.set_content_key(options.content_key);
+  std::vector<JobEvent> events;
+  bool deduplicated = !options.content_key.empty() && !spec.force() && Deduplicate(&job, &events);
+  if (!deduplicated) events = {StateEvent(job, absl::ToUnixMillis(clock_->Now()))};
   bool created = false;
   absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
   if (!stored.ok()) return stored.status();
@@ -173,10 +186,14 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
     metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
     if (!job.tenant().empty()) metrics_->tenant_jobs_submitted.WithLabels({job.tenant()}).Increment();
   }
-  log::Get("scheduler")->info("job={} queued preset={} priority={} model={}", job.id(), ForLog(PresetLabel(spec)),
-                              spec.priority(), ForLog(spec.model_uri()));
+  log::Get("scheduler")->info("job={} {} preset={} priority={} model={}{}", job.id(), StateLabel(job.state()),
+                              ForLog(PresetLabel(spec)), spec.priority(), ForLog(spec.model_uri()),
+                              deduplicated ? absl::StrCat(" deduplicated_from=", job.deduplicated_from()) : "");
   if (relay_ != nullptr) relay_->Poke(job.id(), 1);
-  Wake();
+  if (metrics_ != nullptr && job.state() == JobState::JOB_STATE_SUCCEEDED) {
+    metrics_->jobs_finished.WithLabels({StateLabel(job.state()), PresetLabel(spec)}).Increment();
+  }
+  if (!deduplicated) Wake();
   return stored->job;
 }
 
@@ -205,6 +222,12 @@ absl::StatusOr<Job> ReplicatedScheduler::Cancel(const std::string& job_id) {
   absl::StatusOr<LeaseRow> row =
       queue_->UpdateJobRow(job_id, [&](int64_t now_ms, LeaseRow* r, std::vector<JobEvent>* events) {
         from = r->job.state();
+        if (!r->job.deduplicated_from().empty() && !IsFinal(from)) {  // a follower: no worker, its leader goes on
+          Finish(now_ms, r, JobState::JOB_STATE_CANCELLED,
+                 absl::StrCat("cancelled (job ", r->job.deduplicated_from(), ", which it followed, goes on)"), nullptr,
+                 events);
+          return true;
+        }
         if (from == JobState::JOB_STATE_QUEUED) {
           Finish(now_ms, r, JobState::JOB_STATE_CANCELLED, "cancelled before it started", nullptr, events);
           return true;
@@ -475,7 +498,7 @@ absl::Status ReplicatedScheduler::Complete(const quark::v1::internal::CompleteRe
   absl::StatusOr<LeaseRow> row = queue_->UpdateLeasedRow(
       request.lease_id(), [&](int64_t now_ms, LeaseRow* r, std::vector<JobEvent>* events) {
         if (r->cancel_requested || request.cancelled()) {
-          Finish(now_ms, r, JobState::JOB_STATE_CANCELLED, "cancelled", nullptr, events);
+          FinishStopped(now_ms, r, "", events);
         } else if (request.handed_back()) {
           RequeueOrFail(now_ms, r, request.error().empty() ? "worker handed the job back" : request.error(), events);
         } else if (request.success()) {
@@ -527,9 +550,9 @@ void ReplicatedScheduler::Expire() {
       SharedJobQueue::Stale::kCancelOverdue, "", kStaleBatch,
       [&](int64_t now_ms, LeaseRow* row, std::vector<JobEvent>* events) {
         to_kill.push_back(row->lease_worker);
-        Finish(now_ms, row, JobState::JOB_STATE_CANCELLED,
-               absl::StrCat("cancelled; worker ", row->lease_worker, " did not stop within ", grace, " and was stopped"),
-               nullptr, events);
+        FinishStopped(now_ms, row, absl::StrCat("; worker ", row->lease_worker, " did not stop within ", grace,
+                                                " and was stopped"),
+                      events);
         return true;
       });
   if (overdue.ok()) {
@@ -567,7 +590,9 @@ void ReplicatedScheduler::Tick() {
     }
   }
   for (LeaseCallback& done : timed_out) done(LeaseResponse());
+  SweepDeadlines();
   Expire();
+  SweepFollowers();
   if (ticks_++ % kGaugeTicks != 0) return;
   absl::StatusOr<int64_t> queued = queue_->CountInState(JobState::JOB_STATE_QUEUED, "");
   absl::StatusOr<int64_t> running = queue_->CountInState(JobState::JOB_STATE_RUNNING, "");
@@ -644,6 +669,77 @@ bool ReplicatedScheduler::SetDraining(const std::string& worker_id, bool drainin
   log::Get("scheduler")->info("job=- worker={} {}", ForLog(worker_id), draining ? "draining" : "resumed");
   if (!draining) Wake();
   return registered;
+}
+
+bool ReplicatedScheduler::Deduplicate(Job* job, std::vector<JobEvent>* events) {
+  absl::StatusOr<Job> match = store_->FindByContentKey(job->tenant(), job->content_key());
+  if (!match.ok()) {
+    if (!absl::IsNotFound(match.status())) {
+      log::Get("scheduler")->warn("job={} content key lookup failed, not deduplicated: {}", job->id(),
+                                  ForLog(match.status().ToString()));
+    }
+    return false;
+  }
+  Job origin = std::move(*match);
+  if (origin.state() != JobState::JOB_STATE_SUCCEEDED) {
+    // Follow the job that runs (a follower's leader), as it is now. Two replicas may each start a leader for one
+    // key at the same moment; both then run (no cross-replica lock on keys), which costs time, not correctness.
+    std::string ran = origin.deduplicated_from().empty() ? origin.id() : origin.deduplicated_from();
+    absl::StatusOr<Job> leader = store_->GetJob(ran);
+    if (!leader.ok() || IsFinal(leader->state()) || !leader->deduplicated_from().empty()) return false;
+    origin = std::move(*leader);
+  }
+  absl::Time now = clock_->Now();
+  JobEvent note = DeduplicateFrom(origin, now, job);
+  *events = {note, StateEvent(*job, absl::ToUnixMillis(now))};
+  return true;
+}
+
+void ReplicatedScheduler::SweepFollowers() {
+  absl::StatusOr<std::vector<LeaseRow>> changed = queue_->UpdateFollowers(
+      kStaleBatch, [](int64_t now_ms, const Job& leader, LeaseRow* row, std::vector<JobEvent>* events) {
+        if (IsFinal(leader.state())) {
+          Finish(now_ms, row, leader.state(),
+                 leader.error().empty() ? "" : absl::StrCat("deduplicated from job ", leader.id(), ": ", leader.error()),
+                 leader.has_result() ? &leader.result() : nullptr, events);
+          return true;
+        }
+        row->job.set_state(leader.state());
+        if (leader.state() == JobState::JOB_STATE_RUNNING && !row->job.has_started_at()) {
+          *row->job.mutable_started_at() = ToTimestamp(At(now_ms));
+        }
+        events->push_back(StateEvent(row->job, now_ms));
+        return true;
+      });
+  if (!changed.ok()) return;
+  for (const LeaseRow& row : *changed) AfterWrite(row, JobState::JOB_STATE_UNSPECIFIED);
+}
+
+void ReplicatedScheduler::SweepDeadlines() {
+  int64_t grace_ms = absl::ToInt64Milliseconds(options_.cancel_grace);
+  absl::StatusOr<std::vector<LeaseRow>> passed = queue_->UpdateStaleRows(
+      SharedJobQueue::Stale::kDeadlinePassed, "", kStaleBatch,
+      [&](int64_t now_ms, LeaseRow* row, std::vector<JobEvent>* events) {
+        std::string error = DeadlineError(row->job);
+        if (row->lease_id.empty()) {  // queued, or a follower: nothing to stop
+          Finish(now_ms, row, JobState::JOB_STATE_FAILED, error, nullptr, events);
+          return true;
+        }
+        // Stopped as by CancelJob; the error stays in the running job for FinishStopped (no retry either way).
+        row->cancel_requested = true;
+        row->cancel_deadline_ms = now_ms + grace_ms;
+        row->job.set_error(error);
+        JobEvent& event = events->emplace_back();
+        event.set_log(absl::StrCat("deadline of ", row->job.spec().deadline_seconds(), " s passed; worker ",
+                                   row->job.worker_id(), " is being stopped"));
+        *event.mutable_time() = ToTimestamp(At(now_ms));
+        return true;
+      });
+  if (!passed.ok()) return;
+  for (const LeaseRow& row : *passed) {
+    log::Get("scheduler")->warn("job={} deadline passed: {}", row.job.id(), StateLabel(row.job.state()));
+    AfterWrite(row, IsFinal(row.job.state()) ? JobState::JOB_STATE_UNSPECIFIED : row.job.state());
+  }
 }
 
 int ReplicatedScheduler::LocalRunningJobs() const {

@@ -83,6 +83,10 @@ class ReplicatedScheduler : public Scheduler {
   void Expire();
   void AfterWrite(const LeaseRow& row, quark::v1::JobState from);
   void ForgetLease(const std::string& lease_id);
+  /// Deduplication and deadlines (#17; as JobScheduler's, with followers and deadlines kept in the database).
+  bool Deduplicate(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events);
+  void SweepFollowers();
+  void SweepDeadlines();
 
   JobStore* const store_;
   SharedJobQueue* const queue_;

@@ -26,6 +26,10 @@ struct SchedulerOptions {
 struct SubmitOptions {
   std::string tenant;           // stored in the job; "" with authentication off
   int64_t max_queued_jobs = 0;  // RESOURCE_EXHAUSTED when the tenant already has this many queued; 0 = no limit
+  /// content_key.h's key ("" = not keyed): stored with the job; unless spec.force, a job of the same tenant with
+  /// this key that succeeded is returned (a new SUCCEEDED job with its result) and a queued or running one is
+  /// followed (the new job ends as that one does; a follower is never leased).
+  std::string content_key;
 };
 
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.

@@ -55,6 +55,11 @@ class JobStore {
   /// The job `tenant` created with `request_id`; NOT_FOUND when there is none.
   virtual absl::StatusOr<StoredJob> FindByRequestId(const std::string& tenant, const std::string& request_id) = 0;
 
+  /// The job `tenant` submitted with content key `key` (Job.content_key) that a new submission may reuse: the
+  /// newest SUCCEEDED one, else the newest QUEUED or RUNNING one. NOT_FOUND when there is none; never another
+  /// tenant's job.
+  virtual absl::StatusOr<quark::v1::Job> FindByContentKey(const std::string& tenant, const std::string& key) = 0;
+
   /// Jobs in any of `states`, oldest first (used to rebuild the queue on start-up).
   virtual absl::StatusOr<std::vector<StoredJob>> LoadJobs(const std::vector<quark::v1::JobState>& states) = 0;
 

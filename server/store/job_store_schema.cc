@@ -52,6 +52,11 @@ const std::vector<std::string>& Migrations() {
       CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
         BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
       )sql",
+      // 3: content keys (deduplication, #17): a submission finds the tenant's job with the same key.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN content_key TEXT NOT NULL DEFAULT '';
+      CREATE INDEX jobs_by_content_key ON jobs (tenant, content_key, state, seq) WHERE content_key <> '';
+      )sql",
   };
   return migrations;
 }

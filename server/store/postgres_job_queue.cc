@@ -11,7 +11,7 @@ using google::protobuf::util::TimeUtil;
 using quark::v1::JobEvent;
 using quark::v1::JobState;
 
-constexpr char kNowMs[] = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+constexpr const char* kNowMs = kPgNowMs;
 
 absl::StatusOr<int64_t> DbNowMs(PGconn* conn) {
   absl::StatusOr<PgResult> now = PgExec(conn, absl::StrCat("SELECT ", kNowMs));
@@ -145,7 +145,8 @@ absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(const std::s
     absl::Status s = UpdateLockedRow(
         conn,
         absl::StrCat("SELECT ", kPgRowColumns,
-                     " FROM jobs WHERE state = 1 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
+                     " FROM jobs WHERE state = 1 AND follows = '' ORDER BY priority DESC, seq LIMIT 1 "
+                     "FOR UPDATE SKIP LOCKED"),
         PgParams(), update, &row, &found, &changed);
     if (s.ok() && changed) claimed = std::move(row);
     return s;
@@ -210,11 +211,16 @@ absl::StatusOr<std::vector<LeaseRow>> PostgresJobStore::UpdateStaleRows(Stale wh
   PgParams params;
   params.Add(static_cast<int64_t>(limit));
   switch (which) {
-    case Stale::kLeaseExpired: where = absl::StrCat("lease_expires_ms < ", kNowMs); break;
-    case Stale::kCancelOverdue: where = absl::StrCat("cancel_requested AND cancel_deadline_ms < ", kNowMs); break;
+    case Stale::kLeaseExpired: where = absl::StrCat("state = 2 AND lease_expires_ms < ", kNowMs); break;
+    case Stale::kCancelOverdue:
+      where = absl::StrCat("state = 2 AND cancel_requested AND cancel_deadline_ms < ", kNowMs);
+      break;
     case Stale::kHeldByWorker:
-      where = "lease_worker = $2";
+      where = "state = 2 AND lease_worker = $2";
       params.Add(worker_id);
+      break;
+    case Stale::kDeadlinePassed:
+      where = absl::StrCat("state IN (1, 2) AND NOT cancel_requested AND deadline_ms < ", kNowMs);
       break;
   }
   std::vector<LeaseRow> changed_rows;
@@ -222,8 +228,7 @@ absl::StatusOr<std::vector<LeaseRow>> PostgresJobStore::UpdateStaleRows(Stale wh
     changed_rows.clear();
     absl::StatusOr<PgResult> locked = PgExec(
         conn,
-        absl::StrCat("SELECT ", kPgRowColumns, " FROM jobs WHERE state = 2 AND ", where,
-                     " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED"),
+        absl::StrCat("SELECT ", kPgRowColumns, " FROM jobs WHERE ", where, " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED"),
         params);
     if (!locked.ok()) return locked.status();
     if (locked->rows() == 0) return absl::OkStatus();
@@ -234,6 +239,42 @@ absl::StatusOr<std::vector<LeaseRow>> PostgresJobStore::UpdateStaleRows(Stale wh
       if (!row.ok()) return row.status();
       std::vector<JobEvent> events;
       if (!update(*now, &*row, &events)) continue;
+      absl::Status written = WritePgRow(conn, *row, &events);
+      if (!written.ok()) return written;
+      changed_rows.push_back(std::move(*row));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return changed_rows;
+}
+
+absl::StatusOr<std::vector<LeaseRow>> PostgresJobStore::UpdateFollowers(int limit, const FollowerUpdate& update) {
+  std::vector<LeaseRow> changed_rows;
+  absl::Status status = InTransaction([&](PGconn* conn) -> absl::Status {
+    changed_rows.clear();
+    // kPgRowColumns' columns of the follower f, then the leader's job.
+    absl::StatusOr<PgResult> locked = PgExec(
+        conn,
+        "SELECT f.seq, f.job, COALESCE(f.lease_id, ''), COALESCE(f.lease_worker, ''), "
+        "COALESCE(f.lease_expires_ms, 0), f.cancel_requested, COALESCE(f.cancel_deadline_ms, 0), l.job "
+        "FROM jobs f JOIN jobs l ON l.id = f.follows "
+        "WHERE f.follows <> '' AND f.state IN (1, 2) AND l.state <> f.state "
+        "ORDER BY f.seq LIMIT $1 FOR UPDATE OF f SKIP LOCKED",
+        PgParams().Add(static_cast<int64_t>(limit)));
+    if (!locked.ok()) return locked.status();
+    if (locked->rows() == 0) return absl::OkStatus();
+    absl::StatusOr<int64_t> now = DbNowMs(conn);
+    if (!now.ok()) return now.status();
+    for (int i = 0; i < locked->rows(); ++i) {
+      absl::StatusOr<LeaseRow> row = ParsePgRow(*locked, i);
+      if (!row.ok()) return row.status();
+      quark::v1::Job leader;
+      if (!leader.ParseFromString(locked->Bytes(i, 7))) {
+        return absl::DataLossError(absl::StrCat("job store: unreadable leader of job ", row->job.id()));
+      }
+      std::vector<JobEvent> events;
+      if (!update(*now, leader, &*row, &events)) continue;
       absl::Status written = WritePgRow(conn, *row, &events);
       if (!written.ok()) return written;
       changed_rows.push_back(std::move(*row));

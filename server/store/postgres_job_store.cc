@@ -73,6 +73,16 @@ const std::vector<std::string>& PgMigrations() {
       CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
         FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only();
       )sql",
+      // 2 (#17): content keys (deduplication), followers (never claimed; they take their leader's state) and
+      // deadlines on the database clock.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN content_key TEXT NOT NULL DEFAULT '';
+      ALTER TABLE jobs ADD COLUMN follows TEXT NOT NULL DEFAULT '';
+      ALTER TABLE jobs ADD COLUMN deadline_ms BIGINT;
+      CREATE INDEX jobs_by_content_key ON jobs (tenant, content_key, state, seq) WHERE content_key <> '';
+      CREATE INDEX jobs_followers ON jobs (seq) WHERE follows <> '' AND state IN (1, 2);
+      CREATE INDEX jobs_deadlines ON jobs (deadline_ms) WHERE deadline_ms IS NOT NULL AND state IN (1, 2);
+      )sql",
   };
   return migrations;
 }
@@ -213,11 +223,18 @@ absl::StatusOr<StoredJob> PostgresJobStore::CreateJob(const Job& job, std::vecto
     params.Add(job.tenant()).Add(static_cast<int64_t>(job.state())).Add(static_cast<int64_t>(job.spec().priority()));
     params.Add(PresetLabel(job.spec())).Add(TimeUtil::TimestampToMilliseconds(job.created_at()));
     params.AddBytes(job.SerializeAsString());
+    // A follower (deduplicated, not final) is never claimed; the deadline runs on the database clock.
+    params.Add(job.content_key()).Add(job.state() == JobState::JOB_STATE_QUEUED || job.state() == JobState::JOB_STATE_RUNNING
+                                                    ? job.deduplicated_from()
+                                                    : std::string());
+    params.Add(job.spec().deadline_seconds());
     // ON CONFLICT waits for a concurrent insert of the same request id (another replica) to commit, then skips.
     absl::StatusOr<PgResult> inserted = PgExec(
         conn,
-        "INSERT INTO jobs (id, request_id, tenant, state, priority, preset, created_unix_ms, job) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (request_id) DO NOTHING RETURNING seq",
+        absl::StrCat("INSERT INTO jobs (id, request_id, tenant, state, priority, preset, created_unix_ms, job, "
+                     "content_key, follows, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                     "CASE WHEN $11::BIGINT > 0 THEN ", kPgNowMs, " + $11::BIGINT * 1000 END) "
+                     "ON CONFLICT (request_id) DO NOTHING RETURNING seq"),
         params);
     if (!inserted.ok()) return inserted.status();
     if (inserted->rows() == 0) {
@@ -290,6 +307,26 @@ absl::StatusOr<StoredJob> PostgresJobStore::FindByRequestId(const std::string& t
   });
   if (!status.ok()) return status;
   return stored;
+}
+
+absl::StatusOr<Job> PostgresJobStore::FindByContentKey(const std::string& tenant, const std::string& key) {
+  Job job;
+  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+    // SUCCEEDED (3) first, then QUEUED/RUNNING (1, 2); newest first in each.
+    absl::StatusOr<PgResult> result =
+        PgExec(conn,
+               "SELECT seq, job FROM jobs WHERE tenant = $1 AND content_key = $2 AND state IN (1, 2, 3) "
+               "ORDER BY state = 3 DESC, seq DESC LIMIT 1",
+               PgParams().Add(tenant).Add(key));
+    if (!result.ok()) return result.status();
+    if (result->rows() == 0) return absl::NotFoundError(absl::StrCat("no job with content key ", key));
+    absl::StatusOr<Job> parsed = ParseJob(result->Bytes(0, 1), key);
+    if (!parsed.ok()) return parsed.status();
+    job = std::move(*parsed);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return job;
 }
 
 absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::LoadJobs(const std::vector<JobState>& states) {

@@ -36,6 +36,7 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   absl::Status UpdateJob(const quark::v1::Job& job, std::vector<quark::v1::JobEvent>* events) override;
   absl::StatusOr<quark::v1::Job> GetJob(const std::string& id) override;
   absl::StatusOr<StoredJob> FindByRequestId(const std::string& tenant, const std::string& request_id) override;
+  absl::StatusOr<quark::v1::Job> FindByContentKey(const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<StoredJob>> LoadJobs(const std::vector<quark::v1::JobState>& states) override;
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
@@ -54,6 +55,7 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   absl::StatusOr<std::vector<LeaseRow>> UpdateStaleRows(Stale which, const std::string& worker_id, int limit,
                                                         const RowUpdate& update) override;
   absl::StatusOr<int64_t> CountInState(quark::v1::JobState state, const std::string& tenant) override;
+  absl::StatusOr<std::vector<LeaseRow>> UpdateFollowers(int limit, const FollowerUpdate& update) override;
 
   /// Called on the listener thread for every notification on kEventsChannel / kQueueChannel.
   using NotifyCallback = std::function<void(const std::string& channel, const std::string& payload)>;
@@ -87,6 +89,9 @@ absl::Status WritePgRow(PGconn* conn, const LeaseRow& row, std::vector<quark::v1
 
 /// Parses the lease columns selected by kPgRowColumns into a LeaseRow.
 absl::StatusOr<LeaseRow> ParsePgRow(const PgResult& result, int row);
+
+/// The database clock in milliseconds since the epoch (leases and deadlines run on it, never a replica's).
+inline constexpr char kPgNowMs[] = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// The columns ParsePgRow reads, in its order.
 inline constexpr char kPgRowColumns[] =

@@ -47,14 +47,24 @@ class SharedJobQueue {
   /// is not held.
   virtual absl::StatusOr<bool> RenewLease(const std::string& lease_id, int64_t ttl_ms) = 0;
 
-  enum class Stale { kLeaseExpired, kCancelOverdue, kHeldByWorker };
+  enum class Stale { kLeaseExpired, kCancelOverdue, kHeldByWorker, kDeadlinePassed };
   /// Applies `update` to RUNNING rows whose lease expired, whose cancel grace ran out, or that `worker_id`
-  /// holds, skipping rows another transaction has locked (a peer replica is handling them). Returns the rows
-  /// after their update (only those `update` changed), at most `limit`.
+  /// holds, or to QUEUED and RUNNING rows past their deadline (JobSpec.deadline_seconds after submission, on the
+  /// database clock) whose stop was not asked for yet, skipping rows another transaction has locked (a peer
+  /// replica is handling them). Returns the rows after their update (only those `update` changed), at most
+  /// `limit`.
   virtual absl::StatusOr<std::vector<LeaseRow>> UpdateStaleRows(Stale which, const std::string& worker_id, int limit,
                                                                 const RowUpdate& update) = 0;
   /// Jobs in `state`, of `tenant` when not empty.
   virtual absl::StatusOr<int64_t> CountInState(quark::v1::JobState state, const std::string& tenant) = 0;
+
+  /// Decides a follower's row (a deduplicated job that is QUEUED or RUNNING, Job.deduplicated_from set) from its
+  /// leader's job; as RowUpdate otherwise.
+  using FollowerUpdate = std::function<bool(int64_t now_ms, const quark::v1::Job& leader, LeaseRow* row,
+                                            std::vector<quark::v1::JobEvent>* events)>;
+  /// Applies `update` to followers whose state differs from their leader's (SKIP LOCKED), at most `limit`;
+  /// returns the rows it changed.
+  virtual absl::StatusOr<std::vector<LeaseRow>> UpdateFollowers(int limit, const FollowerUpdate& update) = 0;
 };
 
 }  // namespace quark::server

@@ -62,8 +62,8 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
   };
   const Entry entries[] = {
       {&s.insert_job,
-       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job, tenant) "
-       "VALUES (?,?,?,?,?,?,?,?)"},
+       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job, tenant, content_key) "
+       "VALUES (?,?,?,?,?,?,?,?,?)"},
       {&s.update_job, "UPDATE jobs SET state = ?, priority = ?, job = ? WHERE id = ?"},
       {&s.get_job, "SELECT job FROM jobs WHERE id = ?"},
       {&s.get_by_request, "SELECT seq, job FROM jobs WHERE request_id = ?"},
@@ -80,6 +80,10 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
       {&s.list_audit, "SELECT sequence, record FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?"},
       {&s.list_audit_tenant,
        "SELECT sequence, record FROM audit_log WHERE sequence > ? AND tenant = ? ORDER BY sequence LIMIT ?"},
+      // SUCCEEDED (3) first, then QUEUED/RUNNING (1, 2); newest first in each.
+      {&s.by_content_key,
+       "SELECT seq, job FROM jobs WHERE tenant = ? AND content_key = ? AND state IN (1, 2, 3) "
+       "ORDER BY state = 3 DESC, seq DESC LIMIT 1"},
   };
   for (const Entry& entry : entries) {
     absl::StatusOr<Statement> stmt = Prepare(db, entry.sql);
@@ -189,7 +193,7 @@ absl::StatusOr<StoredJob> SqliteJobStore::CreateJob(const Job& job, std::vector<
   }
   insert.Bind(3, job.state()).Bind(4, job.spec().priority()).Bind(5, PresetLabel(job.spec()));
   insert.Bind(6, TimeUtil::TimestampToMilliseconds(job.created_at())).BindBlob(7, job.SerializeAsString());
-  insert.Bind(8, job.tenant());
+  insert.Bind(8, job.tenant()).Bind(9, job.content_key());
   status = insert.Run();
   insert.Reset();
   if (!status.ok()) return status;
@@ -238,6 +242,22 @@ absl::StatusOr<Job> SqliteJobStore::GetJobLocked(const std::string& id) {
 absl::StatusOr<Job> SqliteJobStore::GetJob(const std::string& id) {
   absl::MutexLock lock(&mu_);
   return GetJobLocked(id);
+}
+
+absl::StatusOr<Job> SqliteJobStore::FindByContentKey(const std::string& tenant, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Statement& find = stmts_.by_content_key;
+  find.Reset();
+  find.Bind(1, tenant).Bind(2, key);
+  absl::StatusOr<bool> row = find.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) {
+    find.Reset();
+    return absl::NotFoundError(absl::StrCat("no job with content key ", key));
+  }
+  absl::StatusOr<Job> job = ParseJob(find.ColumnBlob(1), absl::StrCat("seq ", find.ColumnInt(0)));
+  find.Reset();
+  return job;
 }
 
 absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadJobs(const std::vector<JobState>& states) {

@@ -24,6 +24,7 @@ class SqliteJobStore : public JobStore {
   absl::Status UpdateJob(const quark::v1::Job& job, std::vector<quark::v1::JobEvent>* events) override;
   absl::StatusOr<quark::v1::Job> GetJob(const std::string& id) override;
   absl::StatusOr<StoredJob> FindByRequestId(const std::string& tenant, const std::string& request_id) override;
+  absl::StatusOr<quark::v1::Job> FindByContentKey(const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<StoredJob>> LoadJobs(const std::vector<quark::v1::JobState>& states) override;
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
@@ -36,7 +37,8 @@ class SqliteJobStore : public JobStore {
  private:
   struct Statements {
     Statement insert_job, update_job, get_job, get_by_request, max_sequence, insert_event, list_events,
-        upsert_attempt, list_page, load_state, count, insert_audit, list_audit, list_audit_tenant;
+        upsert_attempt, list_page, load_state, count, insert_audit, list_audit, list_audit_tenant,
+        by_content_key;
   };
   SqliteJobStore(SqliteDb db, Statements statements);
   static absl::StatusOr<Statements> PrepareAll(sqlite3* db);

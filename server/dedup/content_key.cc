@@ -1,0 +1,150 @@
+#include "server/dedup/content_key.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/config/proto_convert.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "quark/version.h"
+#include "server/api/spec_validation.h"
+#include "server/api/uri_policy.h"
+#include "worker/storage/digest.h"
+
+namespace quark::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kDefaultSamples = 128;  // CalibrationSpec's documented defaults: 0 and the default are one job
+constexpr int kDefaultSeqLen = 512;
+constexpr uint64_t kDefaultSeed = 42;
+
+std::string Deterministic(const google::protobuf::MessageLite& message) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  message.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
+}
+
+// Every line is "name length:value" so no value can be mistaken for the next field.
+void Field(std::string* out, const std::string& name, const std::string& value) {
+  absl::StrAppend(out, name, " ", value.size(), ":", value, "\n");
+}
+
+// The digest line of a data file URI: "" (none), the file's digest, or not keyed (s3://, unreadable).
+bool DataField(std::string* out, const std::string& name, const std::string& uri, FileDigestCache* cache,
+               std::string* not_keyed) {
+  Field(out, name, uri.empty() ? "" : "file");
+  if (uri.empty()) return true;
+  std::string path = UriPolicy::FilePath(uri);
+  if (path.empty()) {
+    *not_keyed = absl::StrCat(name, ": only file:// data is digested by quarkd");
+    return false;
+  }
+  uint64_t size = 0;
+  absl::StatusOr<std::string> digest = cache->Sha256(path, &size);
+  if (!digest.ok()) {
+    *not_keyed = absl::StrCat(name, ": ", digest.status().message());
+    return false;
+  }
+  Field(out, absl::StrCat(name, ".sha256"), absl::StrCat(size, " ", *digest));
+  return true;
+}
+
+bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache* cache, std::string* not_keyed) {
+  std::string root = UriPolicy::FilePath(model_uri);
+  if (root.empty()) {
+    *not_keyed = "model_uri: s3:// models are not digested by quarkd";
+    return false;
+  }
+  std::error_code error;
+  std::vector<std::string> files;
+  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->is_regular_file(error)) files.push_back(fs::relative(it->path(), root, error).generic_string());
+  }
+  if (error) {
+    *not_keyed = absl::StrCat("model_uri: cannot list \"", root, "\": ", error.message());
+    return false;
+  }
+  if (files.empty()) {
+    *not_keyed = absl::StrCat("model_uri: \"", root, "\" holds no files");
+    return false;
+  }
+  std::sort(files.begin(), files.end());
+  Field(out, "model.files", std::to_string(files.size()));
+  for (const std::string& relative : files) {
+    uint64_t size = 0;
+    absl::StatusOr<std::string> digest = cache->Sha256((fs::path(root) / relative).string(), &size);
+    if (!digest.ok()) {
+      *not_keyed = absl::StrCat("model_uri: ", digest.status().message());
+      return false;
+    }
+    Field(out, absl::StrCat("model.file ", relative), absl::StrCat(size, " ", *digest));
+  }
+  return true;
+}
+
+absl::Status ConfigFields(std::string* out, const quark::v1::JobSpec& spec) {
+  bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
+  bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
+  if (!has_preset && !has_config) {
+    Field(out, "config", "none");  // a GGUF by llama.cpp's rules from the float model
+  } else {
+    absl::StatusOr<quark::Config> config =
+        ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
+                             spec.kv_cache_dtype(), spec.exclude());
+    if (!config.ok()) return config.status();
+    std::set<std::string> exclude(config->exclude.begin(), config->exclude.end());  // a set of patterns
+    config->exclude.assign(exclude.begin(), exclude.end());
+    Field(out, "config", Deterministic(ToProto(*config)));
+  }
+  // The spec's algorithms run after the config's, in order: order matters, so it is kept.
+  for (const quark::v1::AlgoConfig& algo : spec.algo_config()) Field(out, "algo_config", Deterministic(algo));
+  Field(out, "gguf_type", spec.gguf_type());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache) {
+  ContentKey result;
+  std::string text;
+  Field(&text, "engine", QUARK_ENGINE_VERSION);
+  absl::Status status = ConfigFields(&text, spec);
+  if (!status.ok()) return status;
+  std::set<int> formats;
+  for (int format : spec.export_formats()) {
+    formats.insert(format == quark::v1::EXPORT_FORMAT_UNSPECIFIED ? quark::v1::EXPORT_FORMAT_HF_QUARK : format);
+  }
+  if (formats.empty()) formats.insert(quark::v1::EXPORT_FORMAT_HF_QUARK);
+  for (int format : formats) Field(&text, "export", quark::v1::ExportFormat_Name(format));
+  const quark::v1::CalibrationSpec& calibration = spec.calibration();
+  Field(&text, "calibration",
+        absl::StrCat(calibration.num_samples() > 0 ? calibration.num_samples() : kDefaultSamples, " ",
+                     calibration.seq_len() > 0 ? calibration.seq_len() : kDefaultSeqLen, " ",
+                     calibration.seed() != 0 ? calibration.seed() : kDefaultSeed));
+  const quark::v1::EvaluationSpec& evaluation = spec.evaluation();
+  Field(&text, "evaluation",
+        absl::StrCat(evaluation.seq_len(), " ", evaluation.max_windows(), " ",
+                     evaluation.has_max_ppl_increase() ? absl::StrFormat("%.17g", evaluation.max_ppl_increase()) : "-"));
+  // Files last: a spec that is not keyed stops before reading gigabytes.
+  if (!DataField(&text, "calibration.uri", calibration.uri(), cache, &result.not_keyed) ||
+      !DataField(&text, "evaluation.uri", evaluation.uri(), cache, &result.not_keyed) ||
+      !ModelFields(&text, spec.model_uri(), cache, &result.not_keyed)) {
+    return result;
+  }
+  result.key = storage::Sha256Hex(text);
+  return result;
+}
+
+}  // namespace quark::server

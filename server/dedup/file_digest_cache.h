@@ -1,0 +1,40 @@
+// SHA-256 of files the server reads to build content keys (model weights, calibration and evaluation text),
+// remembered by (path, size, mtime in ns) so a multi-GB model is hashed once per quarkd process, not per submit.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace quark::server {
+
+/// Thread-safe. Files are hashed outside the lock: two submits of different models hash in parallel (the same
+/// file asked for twice at once may be hashed twice; both give the same digest).
+class FileDigestCache {
+ public:
+  /// Lower-case hex SHA-256 of the regular file at `path`, with its size. A file rewritten in place keeping
+  /// both its size and its mtime to the nanosecond is not noticed (the trade make and rsync make as well).
+  /// NOT_FOUND / INTERNAL naming the path.
+  absl::StatusOr<std::string> Sha256(const std::string& path, uint64_t* size = nullptr);
+
+  /// Files actually read and hashed so far (cache misses): the tests count re-hashing with it.
+  int64_t files_hashed() const { return files_hashed_.load(); }
+
+ private:
+  struct Entry {
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    std::string sha256;
+  };
+
+  absl::Mutex mu_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> files_hashed_{0};
+};
+
+}  // namespace quark::server
