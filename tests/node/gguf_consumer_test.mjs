@@ -4,7 +4,8 @@
 // For stories260K (GQA, tied embeddings, 172-wide FFN) and tinyllama-a (untied lm_head): float weights exported as
 // F32, F16, BF16, Q8_0, Q4_0, Q4_1 (llama-quantize --pure's rules), and engine codes (uint4 asymmetric g32 -> Q4_1,
 // int4 symmetric g32 -> Q4_0, int8 symmetric g32 -> Q8_0). The ids are llama.cpp's tokenization of the held-out text
-// with BOS; synthetic Qwen2 (q/k/v biases, no Q/K permutation) and Mistral models (seeded random weights, written by
+// with BOS; a rotated stories260K (tied embeddings untied by the rotation: output.weight) goes through `quark
+// quantize`; synthetic Qwen2 (q/k/v biases, no Q/K permutation) and Mistral models (seeded random weights, written by
 // gguf_export_tool --synthetic) check those architectures with fewer types. The windows are the project's protocol (non-overlapping windows of L, mean of each window's mean NLL).
 // llama.cpp runs with flash attention off and an F32 KV cache, so the two agree to ~1e-5; the bound is the issue's
 // 5e-3. `quark eval --text` must also tokenize the text into llama.cpp's ids (the tokenizer.model beside the file).
@@ -130,6 +131,38 @@ try {
         console.error('FAIL:', e.message);
         ++failures;
       }
+    }
+  }
+  // stories260K ties its LM head to the embedding; a rotation (through the pipeline, `quark quantize --quant-algo
+  // rotation`) folds the final norm into the head and so unties them: the GGUF carries output.weight. In F32 the
+  // rotation is an identity up to rounding, so llama.cpp must also give the unrotated F32 file's figure.
+  {
+    const out = path.join(work, 'rotated');
+    // Every linear excluded: the weights stay float, only the rotation changes them.
+    execFileSync(quark, ['quantize', '--model', models[0].dir, '--scheme', 'uint4_wo_32', '--exclude', '*',
+      '--quant-algo', 'rotation', '--export', 'gguf', '--gguf-type', 'F32', '--output', out], {encoding: 'utf8'});
+    const file = path.join(out, 'model.gguf');
+    const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
+    const ids = [model.tokens.bos, ...model.tokenize(text)];
+    const idsFile = path.join(work, 'ids.txt');
+    fs.writeFileSync(idsFile, ids.join(' ') + '\n');
+    const theirs = await llamaCppMeanNll(model, ids);
+    await model.dispose();
+    const ours = quarkEval(file, ['--token-ids', idsFile]);
+    const unrotated = results.find((r) => r.model === 'stories260K' && r.type === 'F32');
+    const row = {model: 'stories260K rotated (untied)', type: 'F32', bytes: fs.statSync(file).size,
+      llama_cpp_mean_nll: theirs, quark_mean_nll: ours.mean_nll, diff: Math.abs(theirs - ours.mean_nll),
+      unrotated_llama_cpp_mean_nll: unrotated.llama_cpp_mean_nll};
+    results.push(row);
+    console.log(JSON.stringify(row));
+    try {
+      assert.ok(row.diff <= kBound, `rotated: llama.cpp ${theirs} vs quark ${ours.mean_nll}`);
+      assert.ok(Math.abs(theirs - unrotated.llama_cpp_mean_nll) <= 1e-4,
+        `rotated: llama.cpp ${theirs} vs the unrotated file's ${unrotated.llama_cpp_mean_nll}`);
+      assert.ok(fs.statSync(file).size > unrotated.bytes, 'rotated: no output.weight of its own');
+    } catch (e) {
+      console.error('FAIL:', e.message);
+      ++failures;
     }
   }
 } finally {
