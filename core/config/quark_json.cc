@@ -1,6 +1,9 @@
 #include "core/config/quark_json.h"
 
+#include <cmath>
 #include <functional>
+#include <limits>
+#include <type_traits>
 
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
@@ -48,13 +51,47 @@ absl::Status ReadEnum(const Json& j, const char* key, const std::string& path,
   return absl::OkStatus();
 }
 
+// A JSON number as `Number`, refused when it does not fit (found by config_json_fuzz): get<int>() of 1e93 is
+// undefined behaviour and of 4294967424 silently 128; a float field given 1e300 would hold inf, which JSON cannot
+// write back. An integer field takes a float only when it has no fraction (128.0).
+template <typename Number>
+absl::Status JsonToNumber(const Json& value, const std::string& where, Number& out) {
+  using Limits = std::numeric_limits<Number>;
+  if constexpr (std::is_integral_v<Number>) {
+    bool fits = false;
+    if (value.is_number_unsigned()) {
+      fits = value.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());
+    } else if (value.is_number_integer()) {
+      const int64_t n = value.get<int64_t>();
+      fits = n >= static_cast<int64_t>(Limits::min()) && n <= static_cast<int64_t>(Limits::max());
+    } else {
+      const double d = value.get<double>();
+      fits = std::trunc(d) == d && d >= static_cast<double>(Limits::min()) && d <= static_cast<double>(Limits::max());
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(StrCat(where, ": expected an integer from ", Limits::min(), " to ",
+                                               Limits::max(), ", got ", value.dump()));
+    }
+    out = value.is_number_float() ? static_cast<Number>(value.get<double>()) : static_cast<Number>(value.get<int64_t>());
+  } else {
+    const double d = value.get<double>();
+    if (!(std::fabs(d) <= static_cast<double>(Limits::max()))) {
+      return absl::InvalidArgumentError(StrCat(where, ": ", value.dump(), " is out of range"));
+    }
+    out = static_cast<Number>(d);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadOptionalInt(const Json& j, const char* key, const std::string& path, std::optional<int>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number_integer()) {
     return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected an integer or null, got ", it->dump()));
   }
-  out = it->get<int>();
+  int value = 0;
+  QUARK_RETURN_IF_ERROR(JsonToNumber(*it, StrCat(path, ".", key), value));
+  out = value;
   return absl::OkStatus();
 }
 
@@ -75,8 +112,7 @@ absl::Status ReadNumber(const Json& j, const char* key, const std::string& path,
   if (!it->is_number()) {
     return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected a number, got ", it->dump()));
   }
-  out = it->get<Number>();
-  return absl::OkStatus();
+  return JsonToNumber(*it, StrCat(path, ".", key), out);
 }
 
 absl::Status ReadString(const Json& j, const char* key, const std::string& path, std::string& out) {

@@ -94,6 +94,26 @@ TEST(QuarkJsonTest, BadValuesNameTheKeyPath) {
   EXPECT_THAT(bad(Json{{"quant_method", "awq"}}), HasSubstr("quant_method: expected \"quark\""));
 }
 
+// Found by config_json_fuzz (tests/fuzz/corpus/config_json_fuzz/crash_block_size_1e93): numbers that do not fit
+// their field were converted anyway (undefined behaviour for 1e93, a silent 128 for 2^32 + 128, inf for 1e300).
+TEST(QuarkJsonTest, NumbersOutsideTheirFieldsRangeAreRefused) {
+  auto bad = [](Json j) { return std::string(ConfigFromQuarkJson(j).status().message()); };
+  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "gptq"}, {"block_size", 2.5e93}}}}}),
+              HasSubstr("algo_config[0].block_size: expected an integer from -2147483648 to 2147483647"));
+  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "awq"}, {"grid_size", 20.5}}}}}),
+              HasSubstr("algo_config[0].grid_size: expected an integer"));
+  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"group_size", 4294967424LL}}}}}}),
+              HasSubstr("global_quant_config.weight.group_size: expected an integer from"));
+  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"ch_axis", 18446744073709551615ULL}}}}}}),
+              HasSubstr("global_quant_config.weight.ch_axis: expected an integer from"));
+  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "smooth"}, {"alpha", 1e300}}}}}),
+              HasSubstr("algo_config[0].alpha: 1e+300 is out of range"));
+  // What fits still reads, an integral float included.
+  auto fits = ConfigFromQuarkJson(Json{{"algo_config", {{{"name", "gptq"}, {"block_size", 64.0}}}}});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(std::get<GptqAlgo>(fits->algo_config[0]).block_size, 64);
+}
+
 TEST(QuarkJsonTest, OlderSingleAlgorithmObjectIsAccepted) {
   auto config = ConfigFromQuarkJson(
       Json{{"algo_config", {{"name", "awq"}, {"model_decoder_layers", "model.layers"}}}});
