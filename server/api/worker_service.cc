@@ -32,9 +32,9 @@ absl::Status CheckWorkerId(const std::string& worker_id) {
 // Parks in the scheduler; finishes exactly once, from the scheduler's answer or after OnCancel.
 class LeaseReactor : public grpc::ServerUnaryReactor {
  public:
-  LeaseReactor(Scheduler* scheduler, const AccessControl* access, const std::string& worker_id,
-               absl::Duration wait, LeaseResponse* response)
-      : scheduler_(scheduler), access_(access), response_(response) {
+  LeaseReactor(Scheduler* scheduler, const AccessControl* access, WorkerBindings* bindings,
+               const std::string& worker_id, absl::Duration wait, LeaseResponse* response)
+      : scheduler_(scheduler), access_(access), bindings_(bindings), worker_id_(worker_id), response_(response) {
     uint64_t wait_id = scheduler_->Lease(worker_id, wait, [this](LeaseResponse answer) { OnAnswer(std::move(answer)); });
     absl::MutexLock lock(&mu_);
     if (!answered_) wait_id_ = wait_id;
@@ -62,6 +62,7 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
     }
     // Only the worker holding the lease learns the tenant's storage keys; they are never stored with the job.
     if (!answer.lease_id().empty()) {
+      bindings_->RecordLease(answer.lease_id(), worker_id_);
       if (auto credentials = access_->StorageCredentialsFor(answer.job().tenant())) {
         *answer.mutable_storage_credentials() = *std::move(credentials);
       }
@@ -73,6 +74,8 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
 
   Scheduler* const scheduler_;
   const AccessControl* const access_;
+  WorkerBindings* const bindings_;
+  const std::string worker_id_;
   LeaseResponse* const response_;
   absl::Mutex mu_;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
@@ -81,15 +84,18 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-absl::Status WorkerServiceImpl::Authorize(const grpc::CallbackServerContext& context, const std::string& what) const {
-  return access_->Authorize(context, Role::kWorker, what).status();
+absl::StatusOr<Principal> WorkerServiceImpl::Authorize(const grpc::CallbackServerContext& context,
+                                                       const std::string& what) const {
+  return access_->Authorize(context, Role::kWorker, what);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const quark::v1::internal::RegisterRequest* request,
                                                       quark::v1::internal::RegisterResponse* response) {
-  absl::Status status = Authorize(*context, "Register");
+  absl::StatusOr<Principal> principal = Authorize(*context, "Register");
+  absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
+  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Register");
   if (status.ok() && (request->slots() < 0 || request->slots() > 1024)) {
     status = absl::InvalidArgumentError(absl::StrCat("slots: ", request->slots(), " is not in 0..1024"));
   }
@@ -100,30 +106,42 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
                                                    const quark::v1::internal::LeaseRequest* request,
                                                    quark::v1::internal::LeaseResponse* response) {
-  absl::Status status = Authorize(*context, "Lease");
+  absl::StatusOr<Principal> principal = Authorize(*context, "Lease");
+  absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
+  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Lease");
   if (status.ok() && scheduler_->IsShutDown()) status = absl::UnavailableError("quarkd is shutting down");
   if (!status.ok()) return FinishNow(context, status);
   int64_t wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxLeaseWaitMs);
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -
                                                                          std::chrono::system_clock::now());
   wait_ms = std::max<int64_t>(0, std::min<int64_t>(wait_ms, remaining.count() - kDeadlineMarginMs));
-  return new LeaseReactor(scheduler_, access_, request->worker_id(), absl::Milliseconds(wait_ms), response);
+  return new LeaseReactor(scheduler_, access_, &bindings_, request->worker_id(), absl::Milliseconds(wait_ms),
+                          response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                        const quark::v1::internal::HeartbeatRequest* request,
                                                        quark::v1::internal::HeartbeatResponse* response) {
-  absl::Status status = Authorize(*context, "Heartbeat");
+  absl::StatusOr<Principal> principal = Authorize(*context, "Heartbeat");
+  absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
-  if (status.ok()) *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
+  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Heartbeat");
+  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), request->worker_id(), "Heartbeat");
+  if (status.ok()) {
+    *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
+    if (response->lease_lost()) bindings_.ForgetLease(request->lease_id());
+  }
   return FinishNow(context, status);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServerContext* context,
                                                             const quark::v1::internal::ReportProgressRequest* request,
                                                             quark::v1::internal::ReportProgressResponse* response) {
-  if (absl::Status status = Authorize(*context, "ReportProgress"); !status.ok()) return FinishNow(context, status);
+  absl::StatusOr<Principal> principal = Authorize(*context, "ReportProgress");
+  absl::Status status = principal.status();
+  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), "", "ReportProgress");
+  if (!status.ok()) return FinishNow(context, status);
   absl::StatusOr<bool> cancel = scheduler_->ReportProgress(*request);
   if (cancel.ok()) response->set_cancel(*cancel);
   return FinishNow(context, cancel.status());
@@ -132,8 +150,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServer
 grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContext* context,
                                                       const quark::v1::internal::CompleteRequest* request,
                                                       quark::v1::internal::CompleteResponse* response) {
-  if (absl::Status status = Authorize(*context, "Complete"); !status.ok()) return FinishNow(context, status);
-  return FinishNow(context, scheduler_->Complete(*request));
+  absl::StatusOr<Principal> principal = Authorize(*context, "Complete");
+  absl::Status status = principal.status();
+  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), "", "Complete");
+  if (!status.ok()) return FinishNow(context, status);
+  status = scheduler_->Complete(*request);
+  bindings_.ForgetLease(request->lease_id());  // completed now, or unknown to the scheduler: over either way
+  return FinishNow(context, status);
 }
 
 }  // namespace quark::server

@@ -4,6 +4,7 @@
 
 #include "quark/v1/worker.grpc.pb.h"
 #include "server/api/access_control.h"
+#include "server/api/worker_binding.h"
 #include "server/scheduler/job_scheduler.h"
 
 namespace quark::server {
@@ -15,6 +16,9 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
 
   /// Every call needs the worker role (a worker token, quarkd's own local-worker token, or a listed mTLS
   /// identity) when authentication is on. A lease carries the storage credentials of its job's tenant.
+  /// A worker id belongs to the credential that first used it, and Heartbeat, ReportProgress and Complete
+  /// are refused (PERMISSION_DENIED) on a lease granted to a worker id of another credential
+  /// (worker_binding.h).
   WorkerServiceImpl(Scheduler* scheduler, const AccessControl* access) : scheduler_(scheduler), access_(access) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
@@ -34,10 +38,11 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
                                      quark::v1::internal::CompleteResponse* response) override;
 
  private:
-  absl::Status Authorize(const grpc::CallbackServerContext& context, const std::string& what) const;
+  absl::StatusOr<Principal> Authorize(const grpc::CallbackServerContext& context, const std::string& what) const;
 
   Scheduler* const scheduler_;
   const AccessControl* const access_;
+  WorkerBindings bindings_;
 };
 
 }  // namespace quark::server
