@@ -89,6 +89,37 @@ TEST(SubmitSpecTest, FlagsOverrideJobFile) {
   EXPECT_EQ(spec->export_formats(1), quark::v1::EXPORT_FORMAT_HF_QUARK);
 }
 
+TEST(SubmitSpecTest, DeadlineAndForceFromFlagsAndJobFiles) {
+  quark::testing::TempDir dir;
+  quark::testing::WriteFile(dir.path() / "job.yaml",
+                            "model_uri: file:///m\npreset: fp8\noutput_uri: file:///o\ndeadline_seconds: 600\n"
+                            "force: true\n");
+  absl::StatusOr<quark::v1::JobSpec> file = LoadJobSpecFile((dir.path() / "job.yaml").string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->deadline_seconds(), 600);
+  EXPECT_TRUE(file->force());
+
+  SubmitFlags flags;
+  flags.job_file = (dir.path() / "job.yaml").string();
+  flags.deadline_seconds = 90;
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->deadline_seconds(), 90);
+  EXPECT_TRUE(spec->force());
+  flags.job_file.clear();
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  flags.scheme = "fp8";
+  flags.deadline_seconds.reset();
+  flags.force = true;
+  spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->deadline_seconds(), 0);
+  EXPECT_TRUE(spec->force());
+  flags.deadline_seconds = 0;
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--deadline: 0 is not >= 1"), std::string::npos);
+}
+
 TEST(SubmitSpecTest, ConfigFile) {
   quark::testing::TempDir dir;
   quark::testing::WriteFile(dir.path() / "c.yaml",
@@ -182,6 +213,23 @@ TEST(OutputTest, FormatsJobs) {
   EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_SUCCEEDED), kExitOk);
   EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_FAILED), kExitJobFailed);
   EXPECT_EQ(ExitCodeForState(quark::v1::JOB_STATE_CANCELLED), kExitCancelled);
+}
+
+TEST(OutputTest, ShowsDeduplicatedFromAndDeadline) {
+  quark::v1::Job job;
+  job.set_id("j2");
+  job.set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  job.set_deduplicated_from("j1");
+  job.mutable_spec()->set_deadline_seconds(60);
+  std::string table = JobTable(job);
+  EXPECT_NE(table.find("dedup:     deduplicated from job j1"), std::string::npos) << table;
+  EXPECT_NE(table.find("deadline:  60 s"), std::string::npos) << table;
+  EXPECT_NE(ToJsonLine(job).find(R"("deduplicated_from":"j1")"), std::string::npos) << ToJsonLine(job);
+  quark::v1::JobEvent event;
+  event.set_sequence(2);
+  event.set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  *event.mutable_job() = job;
+  EXPECT_EQ(EventLine(event), "#2 SUCCEEDED (deduplicated from job j1)");
 }
 
 TEST(OutputTest, ProgressBar) {

@@ -172,6 +172,35 @@ TEST(SqliteJobStoreTest, SurvivesAnUncleanCloseOfTheWritingProcess) {
   EXPECT_EQ((*counts)[key], 4);
 }
 
+TEST(SqliteJobStoreTest, FindsByContentKeySucceededFirstAndNeverAcrossTenants) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  auto create = [&](const std::string& id, const std::string& tenant, const std::string& key, JobState state) {
+    Job job = MakeJob(id);
+    job.set_tenant(tenant);
+    job.set_content_key(key);
+    job.set_state(state);
+    std::vector<JobEvent> events = StateEvents(state);
+    bool created = false;
+    ASSERT_TRUE(store->CreateJob(job, &events, &created).ok());
+  };
+  create("job-a-failed", "a", "k1", JobState::JOB_STATE_FAILED);
+  EXPECT_EQ(store->FindByContentKey("a", "k1").status().code(), absl::StatusCode::kNotFound);
+  create("job-a-done", "a", "k1", JobState::JOB_STATE_SUCCEEDED);
+  create("job-a-running", "a", "k1", JobState::JOB_STATE_RUNNING);
+  create("job-a-cancelled", "a", "k1", JobState::JOB_STATE_CANCELLED);
+  create("job-b-queued", "b", "k2", JobState::JOB_STATE_QUEUED);
+  absl::StatusOr<Job> found = store->FindByContentKey("a", "k1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->id(), "job-a-done") << "a succeeded job beats a newer running one";
+  EXPECT_EQ(found->content_key(), "k1");
+  EXPECT_EQ(store->FindByContentKey("b", "k1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->FindByContentKey("a", "k2").status().code(), absl::StatusCode::kNotFound);
+  found = store->FindByContentKey("b", "k2");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->id(), "job-b-queued");
+}
+
 TEST(SqliteJobStoreTest, RefusesAStoreFromANewerSchema) {
   TempDir dir;
   std::string path = dir.File("q.db");

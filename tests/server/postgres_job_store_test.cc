@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -207,6 +208,73 @@ TEST_F(PostgresJobStoreTest, ClaimOrderAndSlotLimitAndLeaseExpiryOnTheDatabaseCl
   ASSERT_TRUE(again.ok() && again->has_value());
   EXPECT_EQ((*again)->job.id(), "job-p2");
   EXPECT_EQ((*again)->job.attempts_size(), 2);
+}
+
+TEST_F(PostgresJobStoreTest, ContentKeysFollowersAndDeadlines) {
+  std::vector<pb::JobEvent> events = StateEvents();
+  bool created = false;
+  pb::Job leader = NewJob("job-leader");
+  leader.set_tenant("a");
+  leader.set_content_key("k1");
+  ASSERT_TRUE(a_->CreateJob(leader, &events, &created).ok());
+  pb::Job follower = NewJob("job-follower");
+  follower.set_tenant("a");
+  follower.set_content_key("k1");
+  follower.set_deduplicated_from("job-leader");
+  events = StateEvents();
+  ASSERT_TRUE(a_->CreateJob(follower, &events, &created).ok());
+  pb::Job late = NewJob("job-late");
+  late.mutable_spec()->set_deadline_seconds(1);
+  events = StateEvents();
+  ASSERT_TRUE(a_->CreateJob(late, &events, &created).ok());
+
+  // Newest first among the queued ones; never another tenant's.
+  absl::StatusOr<pb::Job> found = b_->FindByContentKey("a", "k1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->id(), "job-follower");
+  EXPECT_EQ(b_->FindByContentKey("", "k1").status().code(), absl::StatusCode::kNotFound);
+
+  // A follower is never claimed: two claims take the leader and the late job, the third finds nothing.
+  std::set<std::string> claimed;
+  for (int i = 0; i < 3; ++i) {
+    auto row = a_->ClaimNext("w" + std::to_string(i), 1, ClaimFor("w" + std::to_string(i), "l" + std::to_string(i), 60000));
+    ASSERT_TRUE(row.ok()) << row.status();
+    if (row->has_value()) claimed.insert((*row)->job.id());
+  }
+  EXPECT_EQ(claimed, (std::set<std::string>{"job-leader", "job-late"}));
+
+  // The follower takes its leader's state through UpdateFollowers.
+  auto mirrored = b_->UpdateFollowers(10, [](int64_t, const pb::Job& l, LeaseRow* row, std::vector<pb::JobEvent>* ev) {
+    row->job.set_state(l.state());
+    ev->emplace_back().set_state(l.state());
+    return true;
+  });
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  ASSERT_EQ(mirrored->size(), 1u);
+  EXPECT_EQ((*mirrored)[0].job.id(), "job-follower");
+  EXPECT_EQ(a_->GetJob("job-follower")->state(), pb::JOB_STATE_RUNNING);
+  EXPECT_TRUE(b_->UpdateFollowers(10, [](int64_t, const pb::Job&, LeaseRow*, std::vector<pb::JobEvent>*) {
+                  return true;
+                })->empty()) << "in step now";
+
+  // Past its deadline on the database clock, the late job is picked once its stop is not yet asked for.
+  auto pick = [&] {
+    return a_->UpdateStaleRows(SharedJobQueue::Stale::kDeadlinePassed, "", 10,
+                               [](int64_t now_ms, LeaseRow* row, std::vector<pb::JobEvent>*) {
+                                 row->cancel_requested = true;
+                                 row->cancel_deadline_ms = now_ms + 60000;
+                                 return true;
+                               });
+  };
+  auto none = pick();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto passed = pick();
+  ASSERT_TRUE(passed.ok()) << passed.status();
+  ASSERT_EQ(passed->size(), 1u);
+  EXPECT_EQ((*passed)[0].job.id(), "job-late");
+  EXPECT_TRUE(pick()->empty()) << "its stop was asked for";
 }
 
 TEST_F(PostgresJobStoreTest, AuditLogIsAppendOnlyAndNotificationsArrive) {
