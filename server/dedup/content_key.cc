@@ -70,6 +70,12 @@ bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache
   std::vector<std::string> files;
   for (fs::recursive_directory_iterator it(root, fs::directory_options::none, error), end; !error && it != end;
        it.increment(error)) {
+    // A link is not followed here (it may point anywhere) nor skipped (two models differing only behind links
+    // would share a key): such a folder (a Hugging Face cache snapshot, say) is not keyed.
+    if (it->is_symlink(error)) {
+      *not_keyed = absl::StrCat("model_uri: \"", it->path().string(), "\" is a symbolic link");
+      return false;
+    }
     if (it->is_regular_file(error)) files.push_back(fs::relative(it->path(), root, error).generic_string());
   }
   if (error) {

@@ -24,7 +24,7 @@ struct ContentKey {
 /// job put them), labels, priority, max_attempts, deadline_seconds, force.
 /// Not keyed (key ""): s3:// models or data (quarkd does not list or read buckets; their ETags would need
 /// credentials only workers hold), a model folder that is missing or has no files (the job fails in the worker;
-/// nothing to share), an unreadable file. Errors only for a spec ValidateSubmitRequest would refuse.
+/// nothing to share) or holds a symbolic link, an unreadable file. Errors only for a spec ValidateSubmitRequest would refuse.
 absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache);
 
 }  // namespace quark::server

@@ -1,0 +1,124 @@
+// ComputeContentKey (#17): what is in a job's content key and what is not, and which specs get none.
+#include "server/dedup/content_key.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tests/server/test_util.h"
+
+namespace quark::server {
+namespace {
+
+namespace pb = quark::v1;
+
+class ContentKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.File("m/sub"));
+    Write("m/config.json", "{}");
+    Write("m/sub/w.bin", "weights");
+    Write("calib.txt", "text");
+  }
+  void Write(const std::string& name, const std::string& text) { std::ofstream(dir_.File(name)) << text; }
+
+  pb::JobSpec Spec() {
+    pb::JobSpec spec;
+    spec.set_model_uri("file://" + dir_.File("m"));
+    spec.set_preset("fp8");
+    spec.set_output_uri("file://" + dir_.File("out"));
+    spec.mutable_calibration()->set_uri("file://" + dir_.File("calib.txt"));
+    return spec;
+  }
+  std::string Key(const pb::JobSpec& spec) {
+    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_);
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.ok() ? key->key : "";
+  }
+  std::string NotKeyed(const pb::JobSpec& spec) {
+    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_);
+    EXPECT_TRUE(key.ok()) << key.status();
+    EXPECT_TRUE(key.ok() && key->key.empty());
+    return key.ok() ? key->not_keyed : "";
+  }
+
+  testing::TempDir dir_;
+  FileDigestCache cache_;
+};
+
+TEST_F(ContentKeyTest, SameContentSameKeyWhateverTheOutputLabelsAndOrder) {
+  std::string base = Key(Spec());
+  EXPECT_EQ(base.size(), 64u);
+  pb::JobSpec other = Spec();
+  other.set_output_uri("file://" + dir_.File("elsewhere"));
+  (*other.mutable_labels())["team"] = "a";
+  other.set_priority(7);
+  other.set_max_attempts(1);
+  other.set_deadline_seconds(60);
+  other.set_force(true);
+  other.mutable_calibration()->set_num_samples(128);  // the default, spelled out
+  other.add_export_formats(pb::EXPORT_FORMAT_HF_QUARK);
+  EXPECT_EQ(Key(other), base);
+
+  pb::JobSpec a = Spec();
+  a.add_exclude("x");
+  a.add_exclude("y");
+  a.add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  a.add_export_formats(pb::EXPORT_FORMAT_ONNX);
+  pb::JobSpec b = Spec();
+  b.add_exclude("y");
+  b.add_exclude("x");
+  b.add_exclude("x");
+  b.add_export_formats(pb::EXPORT_FORMAT_ONNX);
+  b.add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  EXPECT_EQ(Key(a), Key(b));
+  EXPECT_NE(Key(a), base);
+  EXPECT_EQ(cache_.files_hashed(), 3) << "every file hashed once, however many keys";
+}
+
+TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
+  std::string base = Key(Spec());
+  std::vector<pb::JobSpec> variants(8, Spec());
+  variants[0].set_preset("int8");
+  variants[1].set_kv_cache_dtype("fp8");
+  variants[2].mutable_calibration()->set_seed(7);
+  variants[3].mutable_calibration()->set_seq_len(64);
+  variants[4].mutable_evaluation()->set_max_windows(3);
+  variants[5].add_algo_config()->mutable_gptq();
+  variants[6].add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  variants[7].set_gguf_type("Q8_0");
+  variants[7].add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  std::set<std::string> keys = {base};
+  for (const pb::JobSpec& spec : variants) keys.insert(Key(spec));
+  EXPECT_EQ(keys.size(), variants.size() + 1);
+
+  Write("calib.txt", "other text");
+  EXPECT_NE(Key(Spec()), base);
+  Write("calib.txt", "text");
+  EXPECT_EQ(Key(Spec()), base);
+  Write("m/sub/extra.bin", "");
+  EXPECT_NE(Key(Spec()), base) << "a new (even empty) file is a new model";
+}
+
+TEST_F(ContentKeyTest, WhatQuarkdCannotDigestIsNotKeyed) {
+  pb::JobSpec s3 = Spec();
+  s3.set_model_uri("s3://bucket/m");
+  EXPECT_NE(NotKeyed(s3).find("s3://"), std::string::npos);
+  pb::JobSpec s3_data = Spec();
+  s3_data.mutable_calibration()->set_uri("s3://bucket/calib.txt");
+  EXPECT_NE(NotKeyed(s3_data).find("calibration.uri"), std::string::npos);
+  std::filesystem::create_directories(dir_.File("empty"));
+  pb::JobSpec empty = Spec();
+  empty.set_model_uri("file://" + dir_.File("empty"));
+  EXPECT_NE(NotKeyed(empty).find("holds no files"), std::string::npos);
+  pb::JobSpec missing = Spec();
+  missing.set_model_uri("file://" + dir_.File("nowhere"));
+  EXPECT_FALSE(NotKeyed(missing).empty());
+  std::filesystem::create_symlink(dir_.File("calib.txt"), dir_.File("m/linked.txt"));
+  EXPECT_NE(NotKeyed(Spec()).find("symbolic link"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quark::server
