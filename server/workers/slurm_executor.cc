@@ -48,8 +48,7 @@ bool MayTakeJobs(const std::string& state) {
 }  // namespace
 
 SlurmExecutor::SlurmExecutor(SlurmExecutorOptions options, JobStore* store, Scheduler* scheduler)
-    : options_(std::move(options)), store_(store), scheduler_(scheduler), cli_(options_.commands),
-      backoff_(options_.poll_interval) {}
+    : options_(std::move(options)), store_(store), scheduler_(scheduler), cli_(options_.commands) {}
 
 absl::StatusOr<std::unique_ptr<SlurmExecutor>> SlurmExecutor::Start(SlurmExecutorOptions options, JobStore* store,
                                                                     Scheduler* scheduler) {
@@ -144,7 +143,6 @@ void SlurmExecutor::Poll(absl::Time now) {
     return !worker.cancelled && MayTakeJobs(worker.state) && !busy.count(WorkerId(worker.slurm_id)) &&
            !matched.count(worker.slurm_id);
   };
-  bool may_submit = now >= next_submit_;
   for (const StoredJob& stored : *queued) {
     const Job& job = stored.job;
     const Worker* pick = nullptr;
@@ -157,16 +155,14 @@ void SlurmExecutor::Poll(absl::Time now) {
       matched.insert(pick->slurm_id);
       continue;
     }
-    if (!may_submit || static_cast<int>(workers_.size()) >= options_.max_workers) continue;
+    if (static_cast<int>(workers_.size()) >= options_.max_workers) continue;
+    auto retry = retries_.find(job.id());
+    if (retry != retries_.end() && now < retry->second.next_try) continue;
     std::string id = Submit(now, job);
-    if (id.empty()) {
-      may_submit = false;  // backing off: the next job would fail the same way
-      continue;
-    }
-    matched.insert(id);
+    if (!id.empty()) matched.insert(id);
   }
-  for (auto it = last_error_.begin(); it != last_error_.end();) {
-    it = queued_by_id.count(it->first) ? std::next(it) : last_error_.erase(it);
+  for (auto it = retries_.begin(); it != retries_.end();) {
+    it = queued_by_id.count(it->first) ? std::next(it) : retries_.erase(it);
   }
 
   std::vector<std::string> to_cancel;
@@ -260,20 +256,19 @@ std::string SlurmExecutor::Submit(absl::Time now, const Job& job) {
   std::vector<std::string> args = SbatchArgs(now, job, &given);
   absl::StatusOr<std::string> id = cli_.Submit(args, script_);
   if (!id.ok()) {
-    next_submit_ = now + backoff_;
+    auto [it, first] = retries_.try_emplace(job.id());
+    Retry& retry = it->second;
+    retry.backoff = first ? options_.poll_interval : std::min(retry.backoff * 2, kMaxBackoff);
+    retry.next_try = now + retry.backoff;
     std::string text = absl::StrCat("slurm: sbatch failed: ", id.status().message());
-    log::Get("slurm")->warn("job={} {}; next try in {}", job.id(), ForLog(text), absl::FormatDuration(backoff_));
-    backoff_ = std::min(backoff_ * 2, kMaxBackoff);
-    std::string& last = last_error_[job.id()];
-    if (last != text) {
-      last = text;
+    log::Get("slurm")->warn("job={} {}; next try in {}", job.id(), ForLog(text), absl::FormatDuration(retry.backoff));
+    if (retry.last_error != text) {
+      retry.last_error = text;
       Note(job.id(), text + " (retried with backoff)");
     }
     return "";
   }
-  backoff_ = options_.poll_interval;
-  next_submit_ = absl::InfinitePast();
-  last_error_.erase(job.id());
+  retries_.erase(job.id());
   Worker& worker = workers_[*id];
   worker.slurm_id = *id;
   worker.for_job = job.id();

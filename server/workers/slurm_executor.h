@@ -91,9 +91,14 @@ class SlurmExecutor {
 
   // The polling thread's own state (nothing else touches it while the thread runs).
   std::map<std::string, Worker> workers_;          // by Slurm job id
-  std::map<std::string, std::string> last_error_;  // job id -> the last sbatch error noted on it
-  absl::Time next_submit_ = absl::InfinitePast();
-  absl::Duration backoff_;
+  // A job whose sbatch failed waits before its next try, doubling up to a minute. Per job: a refusal of one job's
+  // request (a GPU the cluster lacks) must not hold back the jobs behind it.
+  struct Retry {
+    std::string last_error;  // noted on the job once until it changes
+    absl::Time next_try;
+    absl::Duration backoff;
+  };
+  std::map<std::string, Retry> retries_;  // by job id, while it stays queued
 
   absl::Notification stop_;
   std::thread thread_;
