@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 
 #include "server/metrics/registry.h"
@@ -181,6 +182,118 @@ TEST_F(JobSchedulerTest, ReRegistrationAnswersTheOldProcessesParkedLease) {
   std::optional<LeaseResponse> fresh = LeaseNow("local-0");
   ASSERT_TRUE(fresh.has_value());
   EXPECT_EQ(fresh->job().id(), job.id());
+}
+
+// Deadlines (#17) on the manual clock: exactly at the deadline a queued job fails; a running one is told to stop,
+// and ends FAILED DEADLINE_EXCEEDED however it stops (completes cancelled, ignores it and is killed, loses its
+// lease), never requeued.
+TEST_F(JobSchedulerTest, DeadlinesFailQueuedJobsAndStopRunningOnesWithoutRetry) {
+  std::vector<std::string> killed;
+  scheduler_->SetWorkerKiller([&](const std::string& worker_id) { killed.push_back(worker_id); });
+  auto submit = [&](int64_t deadline, int priority) {
+    quark::v1::JobSpec spec;
+    spec.set_model_uri("file:///m");
+    spec.set_output_uri("file:///out");
+    spec.set_preset("w_int8_a_int8_per_tensor_sym");
+    spec.set_priority(priority);
+    spec.set_deadline_seconds(deadline);
+    return *scheduler_->Submit("", spec);
+  };
+  Job queued = submit(30, 0);
+  Job completes = submit(30, 3);
+  Job ignores = submit(30, 2);
+  Job vanishes = submit(30, 1);
+  Register("w", 3);
+  std::map<std::string, LeaseResponse> leases;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<LeaseResponse> lease = LeaseNow("w");
+    ASSERT_TRUE(lease.has_value());
+    leases[lease->job().id()] = *lease;
+  }
+  ASSERT_EQ(leases.count(queued.id()), 0u);
+  for (int i = 0; i < 5; ++i) {  // heartbeats every 5 s keep the 10 s leases
+    clock_.Advance(absl::Seconds(5));
+    scheduler_->Tick();
+    for (const auto& [id, lease] : leases) EXPECT_FALSE(scheduler_->Heartbeat("w", lease.lease_id()).cancel());
+  }
+  clock_.Advance(absl::Seconds(4));  // 29 s: not yet
+  scheduler_->Tick();
+  EXPECT_EQ(StateOf(queued.id()), JobState::JOB_STATE_QUEUED);
+  clock_.Advance(absl::Seconds(1));  // 30 s
+  scheduler_->Tick();
+  EXPECT_EQ(StateOf(queued.id()), JobState::JOB_STATE_FAILED);
+  EXPECT_EQ(store_->GetJob(queued.id())->error(), "DEADLINE_EXCEEDED: deadline of 30 s passed");
+  for (const Job& job : {completes, ignores}) {  // `vanishes` went silent after 25 s
+    EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_RUNNING);
+    EXPECT_TRUE(scheduler_->Heartbeat("w", leases[job.id()].lease_id()).cancel()) << job.id();
+  }
+  quark::v1::internal::CompleteRequest done;
+  done.set_lease_id(leases[completes.id()].lease_id());
+  done.set_cancelled(true);
+  ASSERT_TRUE(scheduler_->Complete(done).ok());
+  EXPECT_EQ(store_->GetJob(completes.id())->error(), "DEADLINE_EXCEEDED: deadline of 30 s passed");
+  // 35 s: the grace is over for the one that ignored the stop (killed), and the silent one's lease expired.
+  clock_.Advance(absl::Seconds(5));
+  scheduler_->Tick();
+  EXPECT_EQ(killed, std::vector<std::string>{"w"});
+  Job ignored = *store_->GetJob(ignores.id());
+  EXPECT_EQ(ignored.state(), JobState::JOB_STATE_FAILED);
+  EXPECT_EQ(ignored.error().rfind("DEADLINE_EXCEEDED: deadline of 30 s passed; worker w did not stop", 0), 0u)
+      << ignored.error();
+  Job lost = *store_->GetJob(vanishes.id());
+  EXPECT_EQ(lost.state(), JobState::JOB_STATE_FAILED) << "a lost lease after the deadline is not requeued";
+  EXPECT_EQ(lost.error(), "DEADLINE_EXCEEDED: deadline of 30 s passed");
+  EXPECT_EQ(lost.attempts_size(), 1);
+  EXPECT_EQ(scheduler_->QueueDepth(), 0);
+}
+
+// A follower (same content key as a running job) is never leased, runs and ends in step with its leader, also
+// across a restart of quarkd; a key matching a succeeded job returns it at once.
+TEST_F(JobSchedulerTest, FollowersTrackTheirLeaderAcrossARestart) {
+  quark::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.set_output_uri("file:///out");
+  spec.set_preset("w_int8_a_int8_per_tensor_sym");
+  SubmitOptions keyed;
+  keyed.content_key = "k";
+  Job leader = *scheduler_->Submit("", spec, keyed);
+  Job follower = *scheduler_->Submit("", spec, keyed);
+  EXPECT_EQ(follower.deduplicated_from(), leader.id());
+  EXPECT_EQ(follower.state(), JobState::JOB_STATE_QUEUED);
+  EXPECT_EQ(scheduler_->QueueDepth(), 1);
+  Register("w", 2);
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->job().id(), leader.id());
+  EXPECT_FALSE(LeaseNow("w").has_value()) << "a follower is never leased";
+  EXPECT_EQ(StateOf(follower.id()), JobState::JOB_STATE_RUNNING);
+
+  Open();  // quarkd restarts: the leader's lease is lost and it is requeued; its follower with it
+  EXPECT_EQ(StateOf(leader.id()), JobState::JOB_STATE_QUEUED);
+  EXPECT_EQ(StateOf(follower.id()), JobState::JOB_STATE_QUEUED);
+  Register("w2");
+  lease = LeaseNow("w2");
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->job().id(), leader.id());
+  quark::v1::internal::CompleteRequest done;
+  done.set_lease_id(lease->lease_id());
+  done.set_success(true);
+  done.mutable_result()->set_manifest_uri("file:///out/" + leader.id() + "/manifest.json");
+  ASSERT_TRUE(scheduler_->Complete(done).ok());
+  Job ended = *store_->GetJob(follower.id());
+  EXPECT_EQ(ended.state(), JobState::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(ended.result().manifest_uri(), done.result().manifest_uri());
+  EXPECT_EQ(ended.attempts_size(), 0);
+
+  Job hit = *scheduler_->Submit("", spec, keyed);
+  EXPECT_EQ(hit.state(), JobState::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(hit.deduplicated_from(), leader.id()) << "the job that ran, not the follower";
+  spec.set_force(true);
+  EXPECT_EQ(scheduler_->Submit("", spec, keyed)->state(), JobState::JOB_STATE_QUEUED);
+  SubmitOptions other_tenant = keyed;
+  other_tenant.tenant = "t2";
+  spec.set_force(false);
+  EXPECT_TRUE(scheduler_->Submit("", spec, other_tenant)->deduplicated_from().empty());
 }
 
 TEST_F(JobSchedulerTest, CancelQueuedAndRunningJobs) {
