@@ -123,6 +123,10 @@ void SlurmExecutor::Poll(absl::Time now) {
                             ForLog((queued.ok() ? running.status() : queued.status()).ToString()));
     return;
   }
+  // A deduplicated job that follows another one is never leased: it needs no worker.
+  queued->erase(std::remove_if(queued->begin(), queued->end(),
+                               [](const StoredJob& stored) { return !stored.job.deduplicated_from().empty(); }),
+                queued->end());
   std::map<std::string, Job> queued_by_id;
   for (const StoredJob& stored : *queued) queued_by_id[stored.job.id()] = stored.job;
   std::set<std::string> busy;                     // worker ids holding a job
@@ -246,7 +250,14 @@ std::vector<std::string> SlurmExecutor::SbatchArgs(absl::Time now, const Job& jo
   if (!options_.partition.empty()) args.push_back("--partition=" + options_.partition);
   if (wanted.gpus() > 0) args.push_back(absl::StrCat("--gres=gpu:", wanted.gpus()));
   if (wanted.memory_mb() > 0) args.push_back(absl::StrCat("--mem=", wanted.memory_mb(), "M"));
-  if (!options_.time_limit.empty()) args.push_back("--time=" + options_.time_limit);
+  // The job's deadline bounds the worker's life (plus its idle exit); without one, the configured default.
+  if (job.spec().deadline_seconds() > 0 && job.has_created_at()) {
+    absl::Duration left = FromTimestamp(job.created_at()) + absl::Seconds(job.spec().deadline_seconds()) - now;
+    int64_t minutes = (absl::ToInt64Seconds(std::max(left, absl::ZeroDuration()) + options_.idle_exit) + 59) / 60;
+    args.push_back(absl::StrCat("--time=", std::max<int64_t>(1, minutes)));
+  } else if (!options_.time_limit.empty()) {
+    args.push_back("--time=" + options_.time_limit);
+  }
   args.insert(args.end(), options_.sbatch_args.begin(), options_.sbatch_args.end());
   return args;
 }

@@ -66,12 +66,13 @@ class SlurmExecutorTest : public ::testing::Test {
     stub_ = pb::QuantizationService::NewStub(grpc::CreateChannel(quarkd_.address(), grpc::InsecureChannelCredentials()));
   }
 
-  pb::Job Submit(const pb::WorkerResources& resources = {}) {
+  pb::Job Submit(const pb::WorkerResources& resources = {}, int64_t deadline_seconds = 0) {
     pb::SubmitJobRequest request;
     request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
     request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
     request.mutable_spec()->set_preset(AllPresets().front().name);
     *request.mutable_spec()->mutable_resources() = resources;
+    request.mutable_spec()->set_deadline_seconds(deadline_seconds);
     grpc::ClientContext context;
     pb::Job job;
     grpc::Status status = stub_->SubmitJob(&context, request, &job);
@@ -131,7 +132,7 @@ std::string* SlurmExecutorTest::start_error_ = nullptr;
 
 TEST_F(SlurmExecutorTest, QueuedJobGetsAWorkerThroughSbatchThatLeavesOnceIdle) {
   StartQuarkd(1);
-  pb::Job job = Submit();
+  pb::Job job = Submit({}, 600);
   std::string submitted;
   ASSERT_TRUE(WaitFor([&] { return !(submitted = Find(Logs(job.id()), "^slurm: submitted worker job")).empty(); },
                       std::chrono::seconds(30)))
@@ -140,6 +141,8 @@ TEST_F(SlurmExecutorTest, QueuedJobGetsAWorkerThroughSbatchThatLeavesOnceIdle) {
   ASSERT_TRUE(std::regex_search(submitted, match, std::regex("worker job (\\d+): sbatch .*--cpus-per-task=1")))
       << submitted;
   std::string slurm_id = match[1];
+  // The deadline's 600 s plus the 2 s idle exit, in whole minutes (less whatever passed before the poll).
+  EXPECT_TRUE(std::regex_search(submitted, std::regex("--time=1[01]( |$)"))) << submitted;
 
   ASSERT_TRUE(WaitFor([&] { return Get(job.id()).state() == pb::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60)))
       << "state " << Get(job.id()).state() << "\n" << QuarkdLog() << "\nsqueue: " << Squeue() << "\n"
@@ -197,6 +200,20 @@ TEST_F(SlurmExecutorTest, SbatchRefusalOfAGpuJobIsAnEventAndTheJobStaysQueued) {
   EXPECT_GE(tries, 2) << "sbatch was not retried\n" << log;
   EXPECT_EQ(Get(job.id()).state(), pb::JOB_STATE_QUEUED);
   EXPECT_EQ(Squeue(), "");
+}
+
+TEST_F(SlurmExecutorTest, ADeduplicatedFollowerGetsNoWorkerOfItsOwn) {
+  StartQuarkd(2);
+  std::ofstream(dir_.File("models/m/config.json")) << "{}";  // a keyed model folder
+  pb::Job leader = Submit();
+  pb::Job follower = Submit();
+  ASSERT_EQ(follower.deduplicated_from(), leader.id()) << "the same spec twice is not deduplicated";
+  ASSERT_TRUE(WaitFor([&] { return Get(follower.id()).state() == pb::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60)))
+      << QuarkdLog() << "\nsqueue: " << Squeue();
+  EXPECT_NE(Find(Logs(leader.id()), "^slurm: submitted worker job"), "");
+  EXPECT_EQ(Find(Logs(follower.id()), "^slurm: "), "");
+  std::string log = QuarkdLog();
+  EXPECT_EQ(log.find("slurm: submitted worker job"), log.rfind("slurm: submitted worker job")) << "two sbatch\n" << log;
 }
 
 TEST_F(SlurmExecutorTest, ShutdownScancelsPendingWorkers) {
