@@ -18,6 +18,7 @@ constexpr int kMaxExclude = 4096;
 constexpr int kMaxAttempts = 100;
 constexpr int kMaxSamples = 1 << 20;
 constexpr int kMaxSeqLen = 1 << 20;
+constexpr int64_t kMaxDeadlineSeconds = 366LL * 24 * 3600;  // a year; also keeps deadline_ms far from overflow
 
 absl::Status WithPrefix(const absl::Status& status, const std::string& prefix) {
   if (status.ok()) return status;
@@ -43,9 +44,9 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   if (spec.exclude_size() > kMaxExclude) {
     return absl::InvalidArgumentError(absl::StrCat("spec.exclude: ", spec.exclude_size(), " entries, more than ", kMaxExclude));
   }
-  if (spec.deadline_seconds() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.deadline_seconds: ", spec.deadline_seconds(), " must not be negative (0 = no deadline)"));
+  if (spec.deadline_seconds() < 0 || spec.deadline_seconds() > kMaxDeadlineSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.deadline_seconds: ", spec.deadline_seconds(),
+                                                   " is not in 0..", kMaxDeadlineSeconds, " (0 = no deadline)"));
   }
   if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxAttempts) {
     return absl::InvalidArgumentError(absl::StrCat("spec.max_attempts: ", spec.max_attempts(), " is not in 0..", kMaxAttempts));

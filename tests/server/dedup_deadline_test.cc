@@ -273,6 +273,11 @@ TEST_P(DedupDeadlineTest, AQueuedJobPastItsDeadlineFailsDeadlineExceeded) {
   Submit(request, &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("spec.deadline_seconds"), std::string::npos) << status.error_message();
+  request.mutable_spec()->set_deadline_seconds(400LL * 24 * 3600);
+  Submit(request, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.deadline_seconds: 34560000 is not in 0..31622400"), std::string::npos)
+      << status.error_message();
 }
 
 TEST_P(DedupDeadlineTest, ARunningJobPastItsDeadlineIsStoppedAndNotRetried) {
