@@ -125,5 +125,19 @@ TEST_F(QuarkctlE2eTest, CancelledJobExitsWith3) {
   EXPECT_EQ(nlohmann::json::parse(LastLine(watch.out))["state"], "JOB_STATE_CANCELLED");
 }
 
+// --deadline (#17) through the real quark-worker: the running job is told to stop when its deadline passes, ends
+// FAILED with DEADLINE_EXCEEDED (exit code 1 with --wait), and is not retried.
+TEST_F(QuarkctlE2eTest, DeadlineStopsARunningJobAndWaitExitsWith1) {
+  StartQuarkd("sleep:60");
+  Result submitted = RunCtl(Submit({"--deadline", "2", "--max-attempts", "3", "--wait"}));
+  EXPECT_EQ(submitted.code, kExitJobFailed) << submitted.out << submitted.err << quarkd_->Log();
+  nlohmann::json job = nlohmann::json::parse(LastLine(submitted.out), nullptr, false);
+  ASSERT_TRUE(job.is_object()) << submitted.out;
+  EXPECT_EQ(job["state"], "JOB_STATE_FAILED");
+  EXPECT_EQ(job["error"].get<std::string>().rfind("DEADLINE_EXCEEDED: deadline of 2 s passed", 0), 0u) << job.dump();
+  EXPECT_EQ(job["attempts"].size(), 1u) << job.dump();
+  EXPECT_EQ(job["spec"]["deadline_seconds"], "2") << "int64 is a string in protobuf's JSON";
+}
+
 }  // namespace
 }  // namespace quark::client
