@@ -249,6 +249,10 @@ absl::Status GgufFile::Parse() {
   }
   uint64_t alignment = kGgufAlignment;
   if (const Value* a = Find("general.alignment")) {
+    // Range-checked before the conversion: a float64 1e300 here was undefined behaviour (found by gguf_fuzz).
+    if (!(a->number >= 1 && a->number <= static_cast<double>(uint64_t{1} << 32))) {
+      return absl::InvalidArgumentError(StrCat("gguf: general.alignment ", a->number, " is not a power of two"));
+    }
     alignment = static_cast<uint64_t>(a->number);
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
       return absl::InvalidArgumentError(StrCat("gguf: general.alignment ", alignment, " is not a power of two"));
@@ -324,6 +328,10 @@ absl::StatusOr<int64_t> GgufFile::GetInt(const std::string& key) const {
   if (v->type == ValueType::kString || v->type == ValueType::kArray || v->type == ValueType::kFloat32 ||
       v->type == ValueType::kFloat64) {
     return absl::InvalidArgumentError(StrCat("gguf: metadata ", key, " is not an integer"));
+  }
+  // A u64 past int64's range (2^64 - 1) made the conversion undefined behaviour (found by gguf_fuzz).
+  if (!(v->number >= -0x1p63 && v->number < 0x1p63)) {
+    return absl::InvalidArgumentError(StrCat("gguf: metadata ", key, " = ", v->number, " is out of range"));
   }
   return static_cast<int64_t>(v->number);
 }

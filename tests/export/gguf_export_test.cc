@@ -2,6 +2,8 @@
 // float weights byte-identical to the real `llama-quantize --pure` run on our F32 file; engine codes in the blocks
 // Quark's mapping gives; the reader's weights and config equal the source's; refusals before any byte; damaged
 // files refused by the reader.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -259,6 +261,38 @@ TEST(GgufExportTest, ReaderRefusesDamagedFiles) {
   write(bad);
   EXPECT_EQ(gguf::GgufFile::Open(damaged).status().code(), absl::StatusCode::kInvalidArgument);
   fs::remove_all(fs::path(file).parent_path());
+}
+
+// Found by gguf_fuzz (tests/fuzz/corpus/gguf_fuzz/crash_*): metadata numbers outside the integer they become
+// were converted anyway (undefined behaviour); they are INVALID_ARGUMENT naming the key now.
+TEST(GgufExportTest, ReaderRefusesNumbersOutsideTheirRange) {
+  const fs::path dir = fs::temp_directory_path() / ("gguf-range-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto open = [&](gguf::Metadata metadata) {
+    const std::string path = (dir / "range.gguf").string();
+    std::ofstream(path, std::ios::binary) << gguf::SerializeHeader(metadata, {});
+    return gguf::GgufFile::Open(path);
+  };
+  gguf::Value alignment;
+  alignment.type = gguf::ValueType::kFloat64;
+  alignment.number = 1e300;
+  auto f = open({{"general.alignment", alignment}});
+  ASSERT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(f.status().message()).find("general.alignment"), std::string::npos) << f.status();
+
+  gguf::Value count;
+  count.type = gguf::ValueType::kUint64;
+  count.number = 0x1p63;  // one past int64's largest
+  f = open({{"llama.block_count", count}});
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto value = (*f)->GetInt("llama.block_count");
+  ASSERT_EQ(value.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(value.status().message()).find("llama.block_count"), std::string::npos) << value.status();
+  count.number = 0x1p62;
+  f = open({{"llama.block_count", count}});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(*(*f)->GetInt("llama.block_count"), int64_t{1} << 62);
+  fs::remove_all(dir);
 }
 
 TEST(GgufExportTest, PermutationAndNames) {
