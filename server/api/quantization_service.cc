@@ -73,6 +73,10 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
     log::Get("server")->info("job=- not deduplicated: {}",
                              ForLog(key.ok() ? key->not_keyed : key.status().ToString()));
   }
+  // Hashing a large model for the first time may outlast the caller's deadline: then no job is created (the
+  // digests stay cached, so the caller's retry is quick) rather than one the caller never hears of.
+  status = CheckDeadline(context);
+  if (!status.ok()) return FinishNow(context, status);
   absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec(), options);
   access_->Audit(*principal, "submit", job.ok() ? job->id() : "", job.status(),
                  absl::StrCat("model=", request->spec().model_uri(), " preset=", PresetLabel(request->spec()),

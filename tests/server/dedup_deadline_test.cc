@@ -184,6 +184,26 @@ TEST_P(DedupDeadlineTest, ASucceededJobIsReturnedAtOnceWithItsArtifactsAndTheMod
   EXPECT_EQ(Hashes(dir_.File("data/calib-a.txt")), 1) << Log();
 }
 
+TEST_P(DedupDeadlineTest, ACallerDeadlineSpentHashingCreatesNoJobAndTheRetryIsQuick) {
+  ASSERT_TRUE(StartQuarkd(0));
+  // 1 GiB (sparse: no disk written) takes far longer than 50 ms to hash.
+  std::filesystem::resize_file(dir_.File("models/m/sub/weights.bin"), 1ll << 30);
+  grpc::ClientContext hurried;
+  hurried.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+  pb::Job ignored;
+  grpc::Status status = stub_->SubmitJob(&hurried, Request(), &ignored);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_TRUE(WaitFor([&] { return Hashes(dir_.File("models/m/sub/weights.bin")) == 1; })) << Log();
+  pb::Job job = Submit(Request());
+  EXPECT_EQ(job.state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(Hashes(dir_.File("models/m/sub/weights.bin")), 1) << "the retry used the cached digest";
+  grpc::ClientContext context;
+  pb::ListJobsResponse jobs;
+  ASSERT_TRUE(stub_->ListJobs(&context, pb::ListJobsRequest(), &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1) << "the call that ran out of time created nothing";
+  EXPECT_EQ(jobs.jobs(0).id(), job.id());
+}
+
 TEST_P(DedupDeadlineTest, ForceOtherCalibrationDataAndAChangedModelFileRunAgain) {
   ASSERT_TRUE(StartQuarkd());
   pb::Job first = Submit(Request());
