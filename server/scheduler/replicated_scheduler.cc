@@ -291,6 +291,11 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
   LeaseResponse response;
   std::string lease_id = NewId("lease-");
   int64_t ttl_ms = absl::ToInt64Milliseconds(options_.lease_timeout);
+  std::map<std::string, int64_t> limits;
+  {
+    absl::MutexLock lock(&mu_);
+    limits = max_running_;
+  }
   absl::StatusOr<std::optional<LeaseRow>> claimed =
       queue_->ClaimNext(worker_id, slots, [&](int64_t now_ms, LeaseRow* row, std::vector<JobEvent>* events) {
         Job& job = row->job;
@@ -308,7 +313,7 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
         row->cancel_deadline_ms = 0;
         events->push_back(StateEvent(job, now_ms));
         return true;
-      });
+      }, limits);
   if (!claimed.ok()) {
     log::Get("scheduler")->warn("job=- worker={} lease not taken: {}", ForLog(worker_id),
                                 ForLog(claimed.status().ToString()));
@@ -647,12 +652,11 @@ void ReplicatedScheduler::SetWorkerKiller(WorkerKiller killer) {
 }
 
 void ReplicatedScheduler::SetTenantRunningLimits(std::map<std::string, int64_t> max_running) {
-  absl::MutexLock lock(&mu_);
-  if (!max_running.empty() && !limits_warned_) {
-    limits_warned_ = true;
-    log::Get("scheduler")->warn("job=- max_running_jobs is not enforced with a shared store yet ({} tenants)",
-                                max_running.size());
+  {
+    absl::MutexLock lock(&mu_);
+    max_running_ = std::move(max_running);
   }
+  Wake();  // a raised limit may free queued jobs now
 }
 
 bool ReplicatedScheduler::SetDraining(const std::string& worker_id, bool draining) {

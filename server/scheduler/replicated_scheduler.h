@@ -27,7 +27,7 @@
 namespace quark::server {
 
 /// Thread-safe. `store`, `queue`, `clock`, `relay` and `metrics` (may be null) must outlive the scheduler.
-/// Tenant running limits are not enforced across replicas yet (logged once when configured).
+/// Tenant running limits hold across replicas: a claim counts the tenant's running jobs in the shared store.
 class ReplicatedScheduler : public Scheduler {
  public:
   ReplicatedScheduler(JobStore* store, SharedJobQueue* queue, Clock* clock, EventRelay* relay, ServerMetrics* metrics,
@@ -104,7 +104,7 @@ class ReplicatedScheduler : public Scheduler {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool leasing_stopped_ ABSL_GUARDED_BY(mu_) = false;
   WorkerKiller killer_ ABSL_GUARDED_BY(mu_);
-  bool limits_warned_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);  // tenant -> running jobs allowed
 
   std::atomic<int> queue_depth_{0};
   std::atomic<int> running_{0};

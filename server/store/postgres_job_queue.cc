@@ -1,6 +1,7 @@
 // PostgresJobStore's SharedJobQueue: rows locked FOR UPDATE (SKIP LOCKED where peers may compete), decided by a
 // RowUpdate on the database's clock, written back with their attempts and events in the same transaction.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/store/postgres_job_store.h"
 
@@ -12,6 +13,29 @@ using quark::v1::JobEvent;
 using quark::v1::JobState;
 
 constexpr const char* kNowMs = kPgNowMs;
+// Held (to commit) by claims under tenant running limits: the count of a tenant's running jobs and the claim
+// that may add one must not interleave with another replica's.
+constexpr int64_t kLimitedClaimLock = 0x717561726b6c;
+
+// " AND tenant NOT IN ($1, ...)" naming the tenants of `limits` that run as many jobs as allowed (followers run
+// nothing themselves), their names added to `params`; "" when none is full. Takes kLimitedClaimLock first.
+absl::StatusOr<std::string> SkipFullTenants(PGconn* conn, const std::map<std::string, int64_t>& limits,
+                                            PgParams* params) {
+  absl::StatusOr<PgResult> locked = PgExec(conn, absl::StrCat("SELECT pg_advisory_xact_lock(", kLimitedClaimLock, ")"));
+  if (!locked.ok()) return locked.status();
+  absl::StatusOr<PgResult> running =
+      PgExec(conn, "SELECT tenant, COUNT(*) FROM jobs WHERE state = 2 AND follows = '' GROUP BY tenant");
+  if (!running.ok()) return running.status();
+  std::vector<std::string> placeholders;
+  for (int i = 0; i < running->rows(); ++i) {
+    auto limit = limits.find(running->Text(i, 0));
+    if (limit == limits.end() || limit->second <= 0 || running->Int(i, 1) < limit->second) continue;
+    params->Add(running->Text(i, 0));
+    placeholders.push_back(absl::StrCat("$", params->size()));
+  }
+  if (placeholders.empty()) return std::string();
+  return absl::StrCat(" AND tenant NOT IN (", absl::StrJoin(placeholders, ", "), ")");
+}
 
 absl::StatusOr<int64_t> DbNowMs(PGconn* conn) {
   absl::StatusOr<PgResult> now = PgExec(conn, absl::StrCat("SELECT ", kNowMs));
@@ -128,8 +152,9 @@ absl::Status PostgresJobStore::UpdateLockedRow(PGconn* conn, const std::string& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(const std::string& worker_id, int max_held,
-                                                                    const RowUpdate& update) {
+absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(
+    const std::string& worker_id, int max_held, const RowUpdate& update,
+    const std::map<std::string, int64_t>& tenant_limits) {
   std::optional<LeaseRow> claimed;
   absl::Status status = InTransaction([&](PGconn* conn) -> absl::Status {
     claimed.reset();
@@ -139,15 +164,21 @@ absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(const std::s
       if (!held.ok()) return held.status();
       if (held->Int(0, 0) >= max_held) return absl::OkStatus();
     }
+    PgParams params;
+    std::string skip;
+    if (!tenant_limits.empty()) {
+      absl::StatusOr<std::string> full = SkipFullTenants(conn, tenant_limits, &params);
+      if (!full.ok()) return full.status();
+      skip = *full;
+    }
     LeaseRow row;
     bool found = false;
     bool changed = false;
     absl::Status s = UpdateLockedRow(
         conn,
-        absl::StrCat("SELECT ", kPgRowColumns,
-                     " FROM jobs WHERE state = 1 AND follows = '' ORDER BY priority DESC, seq LIMIT 1 "
-                     "FOR UPDATE SKIP LOCKED"),
-        PgParams(), update, &row, &found, &changed);
+        absl::StrCat("SELECT ", kPgRowColumns, " FROM jobs WHERE state = 1 AND follows = ''", skip,
+                     " ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
+        params, update, &row, &found, &changed);
     if (s.ok() && changed) claimed = std::move(row);
     return s;
   });

@@ -48,7 +48,8 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
 
   // SharedJobQueue
   absl::StatusOr<std::optional<LeaseRow>> ClaimNext(const std::string& worker_id, int max_held,
-                                                    const RowUpdate& update) override;
+                                                    const RowUpdate& update,
+                                                    const std::map<std::string, int64_t>& tenant_limits = {}) override;
   absl::StatusOr<LeaseRow> UpdateJobRow(const std::string& job_id, const RowUpdate& update) override;
   absl::StatusOr<LeaseRow> UpdateLeasedRow(const std::string& lease_id, const RowUpdate& update) override;
   absl::StatusOr<bool> RenewLease(const std::string& lease_id, int64_t ttl_ms) override;

@@ -173,6 +173,65 @@ TEST_F(PostgresJobStoreTest, ClaimsNeverHandOneJobToTwoWorkers) {
   }
 }
 
+// Tenants' max_running_jobs with replicas: a claim passes over the jobs of a tenant that runs as many as allowed,
+// counted in the shared store, and claims racing from two replicas never exceed the limit.
+TEST_F(PostgresJobStoreTest, TenantRunningLimitsHoldAcrossReplicas) {
+  auto create = [&](const std::string& id, const std::string& tenant) {
+    pb::Job job = NewJob(id);
+    job.set_tenant(tenant);
+    std::vector<pb::JobEvent> events = StateEvents();
+    bool created = false;
+    ASSERT_TRUE(a_->CreateJob(job, &events, &created).ok());
+  };
+  create("job-a1", "a");
+  create("job-a2", "a");
+  create("job-b1", "b");
+  std::map<std::string, int64_t> limits = {{"a", 1}};
+  auto first = a_->ClaimNext("w1", 0, ClaimFor("w1", "lease-1", 60000), limits);
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ((*first)->job.id(), "job-a1");
+  auto second = b_->ClaimNext("w2", 0, ClaimFor("w2", "lease-2", 60000), limits);  // the other replica
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
+  EXPECT_EQ((*second)->job.id(), "job-b1") << "job-a2 is over tenant a's limit";
+  auto none = a_->ClaimNext("w3", 0, ClaimFor("w3", "lease-3", 60000), limits);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // job-a1 ends: tenant a has a free place again.
+  auto finished = b_->UpdateLeasedRow("lease-1", [](int64_t, LeaseRow* row, std::vector<pb::JobEvent>* events) {
+    row->job.set_state(pb::JOB_STATE_SUCCEEDED);
+    row->lease_id.clear();
+    events->emplace_back().set_state(pb::JOB_STATE_SUCCEEDED);
+    return true;
+  });
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  auto third = a_->ClaimNext("w3", 0, ClaimFor("w3", "lease-4", 60000), limits);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->job.id(), "job-a2");
+
+  // Racing: 8 threads on two replicas claim tenant c's 30 jobs under a limit of 3.
+  for (int i = 0; i < 30; ++i) create("job-c" + std::to_string(i), "c");
+  limits = {{"a", 1}, {"c", 3}};
+  std::atomic<int> claimed{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 8; ++w) {
+    threads.emplace_back([&, w] {
+      PostgresJobStore* store = w % 2 ? a_.get() : b_.get();
+      std::string worker = "c" + std::to_string(w);
+      for (int n = 0;; ++n) {
+        auto row = store->ClaimNext(worker, 0, ClaimFor(worker, worker + "-" + std::to_string(n), 60000), limits);
+        ASSERT_TRUE(row.ok()) << row.status();
+        if (!row->has_value()) return;
+        ++claimed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(claimed.load(), 3);
+  auto running = a_->CountInState(pb::JOB_STATE_RUNNING, "c");
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(*running, 3);
+}
+
 TEST_F(PostgresJobStoreTest, ClaimOrderAndSlotLimitAndLeaseExpiryOnTheDatabaseClock) {
   for (int i = 0; i < 3; ++i) {
     std::vector<pb::JobEvent> events = StateEvents();
