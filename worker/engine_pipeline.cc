@@ -107,6 +107,8 @@ class EnginePipeline : public QuantizePipeline {
       progress.Report(out);
     };
     options.cancelled = [&cancel] { return cancel.IsCancelled(); };
+    options.checkpoint_dir = request.checkpoint_dir.string();
+    options.on_notice = [&progress](const std::string& line) { progress.Log(line); };
     absl::StatusOr<QuantizeModelReport> report;
     try {
       report = QuantizeModel(request.model_dir.string(), options);

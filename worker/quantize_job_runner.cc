@@ -68,7 +68,9 @@ QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shar
     : options_(std::move(options)),
       store_(std::move(store)),
       cache_(std::move(cache)),
-      pipeline_(std::move(pipeline)) {}
+      pipeline_(std::move(pipeline)) {
+  RemoveStaleCheckpoints();
+}
 
 absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const LeaseContext& lease) const {
   if (!HasStorageCredentials(lease.storage_credentials)) return JobStorage{store_, ""};
@@ -138,6 +140,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   request.spec = job.spec();
   request.output_dir = temp.path() / "out";
   request.scratch_dir = temp.path() / "scratch";
+  request.checkpoint_dir = CheckpointDir(job.id());
   fs::create_directories(request.output_dir);
   fs::create_directories(request.scratch_dir);
 
@@ -146,10 +149,50 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
 
   ScaledProgressSink scaled(progress, options_.fetch_fraction, options_.pipeline_fraction, started);
   absl::StatusOr<PipelineResult> result = pipeline_->Run(request, scaled, cancel);
-  if (!result.ok()) return result.status();
+  if (!result.ok()) {
+    // A retry can resume after a crash or a lost node; an error in the job itself would only fail again.
+    if (!MayResume(result.status())) RemoveCheckpoint(job.id());
+    return result.status();
+  }
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled before upload"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return Publish(job, *storage->store, request, *result, seconds, progress, cancel);
+  absl::StatusOr<quark::v1::JobResult> published = Publish(job, *storage->store, request, *result, seconds, progress, cancel);
+  if (published.ok() || !MayResume(published.status())) RemoveCheckpoint(job.id());
+  return published;
+}
+
+fs::path QuantizeJobRunner::CheckpointDir(const std::string& job_id) const {
+  return options_.work_dir / "checkpoints" / job_id;
+}
+
+void QuantizeJobRunner::RemoveCheckpoint(const std::string& job_id) const {
+  std::error_code ec;
+  fs::remove_all(CheckpointDir(job_id), ec);
+}
+
+bool QuantizeJobRunner::MayResume(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kAlreadyExists:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void QuantizeJobRunner::RemoveStaleCheckpoints() const {
+  // Checkpoints of jobs that ended elsewhere (their retry went to another worker) or never came back.
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& entry : fs::directory_iterator(options_.work_dir / "checkpoints", ec)) {
+    const auto modified = fs::last_write_time(entry.path(), ec);
+    if (!ec && now - modified > options_.checkpoint_max_age) fs::remove_all(entry.path(), ec);
+  }
 }
 
 absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1::Job& job,

@@ -1,6 +1,7 @@
 // The production runner: fetch the model and inputs, run the engine pipeline, publish with manifest.json last.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -13,8 +14,12 @@
 namespace quark::worker {
 
 struct QuantizeJobRunnerOptions {
-  /// Per-job temp folders go to <work_dir>/jobs/<job id>/ and are removed when the job ends.
+  /// Per-job temp folders go to <work_dir>/jobs/<job id>/ and are removed when the job ends. Per-layer
+  /// checkpoints go to <work_dir>/checkpoints/<job id>/: they outlive a killed worker, so that the job's next
+  /// attempt on this worker resumes at its last finished layer; removed when the job succeeds or fails for a
+  /// reason a retry would not change, and after checkpoint_max_age otherwise.
   std::filesystem::path work_dir;
+  std::chrono::hours checkpoint_max_age{24 * 7};
   /// Overall fraction reached after fetching and after the pipeline; upload fills the rest.
   double fetch_fraction = 0.05;
   double pipeline_fraction = 0.95;
@@ -50,6 +55,12 @@ class QuantizeJobRunner : public JobRunner {
   absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, storage::ObjectStore& store,
                                                const PipelineRequest& request, const PipelineResult& pipeline,
                                                double seconds, ProgressSink& progress, const CancelToken& cancel);
+
+  std::filesystem::path CheckpointDir(const std::string& job_id) const;
+  void RemoveCheckpoint(const std::string& job_id) const;
+  void RemoveStaleCheckpoints() const;
+  /// Whether a later attempt could get further (a crash, a lost upload) rather than fail the same way.
+  static bool MayResume(const absl::Status& status);
 
   QuantizeJobRunnerOptions options_;
   std::shared_ptr<storage::ObjectStore> store_;

@@ -32,6 +32,9 @@ struct PipelineRequest {
   std::filesystem::path output_dir;
   /// A private scratch folder (removed after the job).
   std::filesystem::path scratch_dir;
+  /// Per-layer checkpoints of this job, kept across attempts on this worker (a killed attempt's successor resumes
+  /// from its last finished layer); empty = none. The runner removes it once the job is over.
+  std::filesystem::path checkpoint_dir;
 };
 
 struct PipelineResult {
