@@ -114,8 +114,12 @@ bool JobScheduler::SetDraining(const std::string& worker_id, bool draining) {
 }
 
 void JobScheduler::CountStateLocked(const Job& job, JobState from) {
-  CountTenantLocked(job.tenant(), from, -1);
-  CountTenantLocked(job.tenant(), job.state(), +1);
+  // A follower (deduplicated) holds no worker: it counts toward neither the tenant's queued quota nor its
+  // running limit.
+  if (job.deduplicated_from().empty()) {
+    CountTenantLocked(job.tenant(), from, -1);
+    CountTenantLocked(job.tenant(), job.state(), +1);
+  }
   if (metrics_ == nullptr) return;
   std::string preset = PresetLabel(job.spec());
   if (from != JobState::JOB_STATE_UNSPECIFIED) metrics_->jobs.WithLabels({StateLabel(from), preset}).Add(-1);
@@ -146,7 +150,7 @@ absl::Status JobScheduler::Recover() {
   }
   int requeued = 0;
   for (StoredJob& stored : *jobs) {
-    CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
+    if (stored.job.deduplicated_from().empty()) CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
     ActiveJob& active = active_[stored.job.id()];
     active.order = stored.order;
     active.job = std::move(stored.job);

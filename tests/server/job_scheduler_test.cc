@@ -296,6 +296,30 @@ TEST_F(JobSchedulerTest, FollowersTrackTheirLeaderAcrossARestart) {
   EXPECT_TRUE(scheduler_->Submit("", spec, other_tenant)->deduplicated_from().empty());
 }
 
+TEST_F(JobSchedulerTest, FollowersCountTowardNoTenantQuotaOrRunningLimit) {
+  quark::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.set_output_uri("file:///out");
+  spec.set_preset("w_int8_a_int8_per_tensor_sym");
+  SubmitOptions keyed{"a", 2};
+  keyed.content_key = "k";
+  Job leader = *scheduler_->Submit("", spec, keyed);
+  Job follower = *scheduler_->Submit("", spec, keyed);
+  ASSERT_EQ(follower.deduplicated_from(), leader.id());
+  SubmitOptions other = keyed;
+  other.content_key = "k2";
+  absl::StatusOr<Job> second = scheduler_->Submit("", spec, other);
+  ASSERT_TRUE(second.ok()) << second.status() << " (the follower took a queued slot)";
+  scheduler_->SetTenantRunningLimits({{"a", 2}});
+  Register("w1");
+  Register("w2");
+  EXPECT_EQ(LeaseNow("w1")->job().id(), leader.id());
+  EXPECT_EQ(StateOf(follower.id()), JobState::JOB_STATE_RUNNING);
+  std::optional<LeaseResponse> next = LeaseNow("w2");
+  ASSERT_TRUE(next.has_value()) << "the running follower took a running slot";
+  EXPECT_EQ(next->job().id(), second->id());
+}
+
 TEST_F(JobSchedulerTest, CancelQueuedAndRunningJobs) {
   Job queued = Submit();
   Job running = Submit(10);
