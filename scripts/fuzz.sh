@@ -65,6 +65,9 @@ for t in "${targets[@]}"; do
         -artifact_prefix="$crashes/")
   [ "$seconds" -gt 0 ] && args+=(-max_total_time="$seconds")
   [ -f "tests/fuzz/dict/$t.dict" ] && args+=(-dict="tests/fuzz/dict/$t.dict")
+  # Crashes of earlier runs stay in the folder; only the ones newer than this marker count.
+  marker="$work/logs/$t.started"
+  touch "$marker"
   start=$(date +%s.%N)
   status=0
   nice -n "$nice_level" "$build/tests/fuzz/$t" "${args[@]}" "$corpus" "$seeds" >"$log" 2>&1 || status=$?
@@ -72,7 +75,7 @@ for t in "${targets[@]}"; do
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
   rate=$(awk -v n="${executions:-0}" -v s="$elapsed" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
-  n_crashes=$(find "$crashes" -type f | wc -l)
+  n_crashes=$(find "$crashes" -type f -newer "$marker" | wc -l)
   printf '%-20s %12s %9s %9s %8s %8s\n' "$t" "${executions:-?}" "$elapsed" "$rate" \
     "$(find "$corpus" -type f | wc -l)" "$n_crashes"
   if [ "$status" -ne 0 ] || [ "$n_crashes" -gt 0 ]; then
@@ -81,15 +84,21 @@ for t in "${targets[@]}"; do
     grep -m 3 -E 'ERROR|runtime error|SUMMARY' "$log" | sed 's/^/  /' >&2 || true
   fi
   if [ "$update_corpus" -eq 1 ] && [ "$status" -eq 0 ]; then
-    # A minimized union of the seeds and the run's finds replaces the seed folder; the named regression inputs of
-    # fixed crashes (crash_*) stay as they are.
+    # The checked-in seeds stay small (FUZZ_CORPUS_BYTES, default 64 KiB per target): the named inputs (hand-written
+    # seeds and the crash_* regression inputs) stay, and the inputs of a minimizing merge (-merge=1: the smallest
+    # input for each feature) of the seeds and the run's finds are added smallest first while they fit.
     merged="$work/merged/$t"
     rm -rf "$merged" && mkdir -p "$merged"
     nice -n "$nice_level" "$build/tests/fuzz/$t" -merge=1 -max_len="$(max_len "$t")" "$merged" "$seeds" "$corpus" \
       >"$work/logs/$t.merge.log" 2>&1
-    find "$seeds" -type f ! -name 'crash_*' -delete
-    cp "$merged"/* "$seeds"/
-    echo "  $t: seed corpus now $(find "$seeds" -type f | wc -l) files, $(du -sk "$seeds" | cut -f1) KiB"
+    find "$seeds" -type f -regextype posix-extended -regex '.*/[0-9a-f]{40}' -delete
+    budget="${FUZZ_CORPUS_BYTES:-65536}"
+    used=$(find "$seeds" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')
+    while read -r bytes file; do
+      [ $((used + bytes)) -le "$budget" ] || break
+      cp "$file" "$seeds/" && used=$((used + bytes))
+    done < <(find "$merged" -type f -printf '%s %p\n' | sort -n)
+    echo "  $t: seed corpus now $(find "$seeds" -type f | wc -l) files, $used bytes"
   fi
 done
 exit "$found"
