@@ -23,6 +23,8 @@ packages=(
   munge slurmctld slurmd slurm-client
   # tests and their real peers
   libgtest-dev libgmock-dev prometheus nodejs
+  # the fuzz campaign (scripts/fuzz.sh): clang with libFuzzer and the ASan/UBSan runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()
