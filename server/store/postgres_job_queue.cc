@@ -320,9 +320,9 @@ absl::StatusOr<int64_t> PostgresJobStore::CountInState(JobState state, const std
   int64_t count = 0;
   absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result =
-        tenant.empty() ? PgExec(conn, "SELECT COUNT(*) FROM jobs WHERE state = $1",
+        tenant.empty() ? PgExec(conn, "SELECT COUNT(*) FROM jobs WHERE state = $1 AND follows = ''",
                                 PgParams().Add(static_cast<int64_t>(state)))
-                       : PgExec(conn, "SELECT COUNT(*) FROM jobs WHERE state = $1 AND tenant = $2",
+                       : PgExec(conn, "SELECT COUNT(*) FROM jobs WHERE state = $1 AND tenant = $2 AND follows = ''",
                                 PgParams().Add(static_cast<int64_t>(state)).Add(tenant));
     if (!result.ok()) return result.status();
     count = result->Int(0, 0);

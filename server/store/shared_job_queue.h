@@ -59,7 +59,7 @@ class SharedJobQueue {
   /// `limit`.
   virtual absl::StatusOr<std::vector<LeaseRow>> UpdateStaleRows(Stale which, const std::string& worker_id, int limit,
                                                                 const RowUpdate& update) = 0;
-  /// Jobs in `state`, of `tenant` when not empty.
+  /// Jobs in `state`, of `tenant` when not empty; followers (deduplicated jobs, which hold no worker) not counted.
   virtual absl::StatusOr<int64_t> CountInState(quark::v1::JobState state, const std::string& tenant) = 0;
 
   /// Decides a follower's row (a deduplicated job that is QUEUED or RUNNING, Job.deduplicated_from set) from its

@@ -287,6 +287,8 @@ TEST_F(PostgresJobStoreTest, ContentKeysFollowersAndDeadlines) {
   events = StateEvents();
   ASSERT_TRUE(a_->CreateJob(late, &events, &created).ok());
 
+  EXPECT_EQ(*b_->CountInState(pb::JOB_STATE_QUEUED, "a"), 1) << "a follower takes no queued slot";
+
   // Newest first among the queued ones; never another tenant's.
   absl::StatusOr<pb::Job> found = b_->FindByContentKey("a", "k1");
   ASSERT_TRUE(found.ok()) << found.status();
