@@ -25,8 +25,9 @@ using quark::v1::WorkerResources;
 constexpr absl::Duration kMaxBackoff = absl::Seconds(60);
 // sbatch returns once slurmctld holds the job, so squeue lists it at once; this only covers a slow slurmctld.
 constexpr absl::Duration kUnlistedGrace = absl::Seconds(10);
-// A running worker leaves by itself after --exit-when-idle; it is scancelled only when it has not after this.
-constexpr absl::Duration kSelfExitSlack = absl::Seconds(30);
+// A running worker without a job leaves by itself after --exit-when-idle, whether or not a job waits (one it
+// could take it would have leased). Still there this much later, it is not reaching quarkd: scancelled.
+absl::Duration SelfExitLimit(absl::Duration idle_exit) { return idle_exit + std::max(idle_exit, absl::Seconds(10)); }
 
 // POSIX shell single quotes: nothing inside is special but the quote itself.
 std::string ShellQuote(const std::string& text) {
@@ -170,15 +171,34 @@ void SlurmExecutor::Poll(absl::Time now) {
   }
 
   std::vector<std::string> to_cancel;
+  std::map<std::string, std::string> why;  // Slurm id -> the reason, for the log and the job's events
   for (auto& [id, worker] : workers_) {
     if (worker.cancelled) continue;
-    if (matched.count(id) || busy.count(WorkerId(id))) {
+    if (busy.count(WorkerId(id))) {
+      worker.unneeded_since = absl::InfiniteFuture();
+      continue;
+    }
+    if (worker.state == "RUNNING") {
+      // Matched or not: a running worker is judged by how long it has gone without a job.
+      if (worker.unneeded_since == absl::InfiniteFuture()) worker.unneeded_since = now;
+      if (now - worker.unneeded_since >= SelfExitLimit(options_.idle_exit)) {
+        to_cancel.push_back(id);
+        why[id] = absl::StrCat("running ", absl::FormatDuration(now - worker.unneeded_since),
+                               " without a job, past its --exit-when-idle (does it reach quarkd at ",
+                               options_.server_address, "? see its Slurm log)");
+      }
+      continue;
+    }
+    if (matched.count(id)) {
       worker.unneeded_since = absl::InfiniteFuture();
       continue;
     }
     if (worker.unneeded_since == absl::InfiniteFuture()) worker.unneeded_since = now;
-    absl::Duration limit = worker.state == "RUNNING" ? options_.idle_exit + kSelfExitSlack : options_.idle_exit;
-    if (now - worker.unneeded_since >= limit) to_cancel.push_back(id);
+    if (now - worker.unneeded_since >= options_.idle_exit) {
+      to_cancel.push_back(id);
+      why[id] = absl::StrCat(worker.state, ", no queued job needed it for ",
+                             absl::FormatDuration(now - worker.unneeded_since));
+    }
   }
   if (to_cancel.empty()) return;
   absl::Status status = cli_.Cancel(to_cancel);
@@ -189,8 +209,12 @@ void SlurmExecutor::Poll(absl::Time now) {
   for (const std::string& id : to_cancel) {
     Worker& worker = workers_[id];
     worker.cancelled = true;
-    log::Get("slurm")->info("job=- slurm worker job {} ({}) scancelled: no queued job needed it for {}", id,
-                            worker.state, absl::FormatDuration(now - worker.unneeded_since));
+    std::string text = absl::StrCat("slurm: worker job ", id, " scancelled: ", why[id]);
+    if (queued_by_id.count(worker.for_job)) {
+      Note(worker.for_job, text);
+    } else {
+      log::Get("slurm")->info("job=- {}", ForLog(text));
+    }
   }
 }
 
@@ -217,6 +241,7 @@ bool SlurmExecutor::UpdateStates(absl::Time now, const std::map<std::string, Job
       continue;
     }
     if (seen->second.state != worker.state || seen->second.reason != worker.reason) {
+      if (seen->second.state != worker.state) worker.unneeded_since = absl::InfiniteFuture();  // judged anew
       worker.state = seen->second.state;
       worker.reason = seen->second.reason;
       std::string text = absl::StrCat("slurm: worker job ", worker.slurm_id, " ", worker.state);

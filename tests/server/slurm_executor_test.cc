@@ -48,6 +48,11 @@ class SlurmExecutorTest : public ::testing::Test {
     ASSERT_EQ(*start_error_, "") << "the test's Slurm cluster did not start";
     ASSERT_EQ(TestSlurm::Run({"squeue", "--noheader", "--format=%i"}), "") << "a previous test left Slurm jobs";
   }
+  // quarkd's own shutdown scancels its workers; the next test starts from an empty queue.
+  void TearDown() override {
+    quarkd_.Stop();
+    if (slurm_ != nullptr) WaitFor([] { return Squeue().empty(); }, std::chrono::seconds(15));
+  }
 
   // quarkd with the Slurm executor and no local worker; workers run jobs in test mode (sleep `job_seconds`).
   void StartQuarkd(double job_seconds, std::vector<std::string> extra = {}) {
@@ -131,7 +136,7 @@ TestSlurm* SlurmExecutorTest::slurm_ = nullptr;
 std::string* SlurmExecutorTest::start_error_ = nullptr;
 
 TEST_F(SlurmExecutorTest, QueuedJobGetsAWorkerThroughSbatchThatLeavesOnceIdle) {
-  StartQuarkd(1);
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(1));
   pb::Job job = Submit({}, 600);
   std::string submitted;
   ASSERT_TRUE(WaitFor([&] { return !(submitted = Find(Logs(job.id()), "^slurm: submitted worker job")).empty(); },
@@ -158,7 +163,7 @@ TEST_F(SlurmExecutorTest, QueuedJobGetsAWorkerThroughSbatchThatLeavesOnceIdle) {
 
 TEST_F(SlurmExecutorTest, PendingReasonReachesTheJobAndTheUnneededWorkerIsScancelled) {
   // Each worker takes every CPU of the node: the second one waits for Resources while the first runs both jobs.
-  StartQuarkd(3, {"--slurm-max-workers", "2"});
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(3, {"--slurm-max-workers", "2"}));
   pb::WorkerResources whole_node;
   whole_node.set_cpus(slurm_->cpus());
   pb::Job first = Submit(whole_node);
@@ -174,13 +179,14 @@ TEST_F(SlurmExecutorTest, PendingReasonReachesTheJobAndTheUnneededWorkerIsScance
   EXPECT_EQ(Get(first.id()).state(), pb::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(Get(first.id()).worker_id(), Get(second.id()).worker_id()) << "one worker ran both jobs";
   EXPECT_TRUE(WaitFor([&] { return Squeue().empty(); }, std::chrono::seconds(30))) << Squeue();
-  EXPECT_TRUE(std::regex_search(QuarkdLog(), std::regex("slurm worker job \\d+ \\(PENDING\\) scancelled")))
+  EXPECT_TRUE(std::regex_search(QuarkdLog(),
+                                std::regex("slurm: worker job \\d+ scancelled: PENDING, no queued job needed it")))
       << QuarkdLog();
 }
 
 TEST_F(SlurmExecutorTest, SbatchRefusalOfAGpuJobIsAnEventAndTheJobStaysQueued) {
   // The node has no GPUs and the cluster no GresTypes: sbatch refuses --gres=gpu:1 outright.
-  StartQuarkd(1);
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(1));
   pb::WorkerResources gpu;
   gpu.set_gpus(1);
   pb::Job job = Submit(gpu);
@@ -203,7 +209,7 @@ TEST_F(SlurmExecutorTest, SbatchRefusalOfAGpuJobIsAnEventAndTheJobStaysQueued) {
 }
 
 TEST_F(SlurmExecutorTest, ADeduplicatedFollowerGetsNoWorkerOfItsOwn) {
-  StartQuarkd(2);
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(2));
   std::ofstream(dir_.File("models/m/config.json")) << "{}";  // a keyed model folder
   pb::Job leader = Submit();
   pb::Job follower = Submit();
@@ -216,9 +222,31 @@ TEST_F(SlurmExecutorTest, ADeduplicatedFollowerGetsNoWorkerOfItsOwn) {
   EXPECT_EQ(log.find("slurm: submitted worker job"), log.rfind("slurm: submitted worker job")) << "two sbatch\n" << log;
 }
 
+TEST_F(SlurmExecutorTest, AWorkerThatCannotReachQuarkdIsScancelledAndReplaced) {
+  // Port 1 on loopback refuses connections: the worker runs in Slurm but never registers.
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(1, {"--slurm-server-address", "127.0.0.1:1"}));
+  pb::Job job = Submit();
+  std::string scancelled;
+  ASSERT_TRUE(WaitFor([&] { return !(scancelled = Find(Logs(job.id()), "scancelled: running")).empty(); },
+                      std::chrono::seconds(60)))
+      << QuarkdLog() << "\nsqueue: " << Squeue();
+  EXPECT_TRUE(std::regex_search(scancelled, std::regex("^slurm: worker job \\d+ scancelled: running .* without a job, "
+                                                       "past its --exit-when-idle \\(does it reach quarkd at "
+                                                       "127\\.0\\.0\\.1:1\\?")))
+      << scancelled;
+  // The job still waits, so it gets another worker.
+  EXPECT_TRUE(WaitFor([&] {
+    std::vector<std::string> logs = Logs(job.id());
+    return std::count_if(logs.begin(), logs.end(), [](const std::string& log) {
+             return log.rfind("slurm: submitted worker job", 0) == 0;
+           }) >= 2;
+  }, std::chrono::seconds(30))) << QuarkdLog();
+  EXPECT_EQ(Get(job.id()).state(), pb::JOB_STATE_QUEUED);
+}
+
 TEST_F(SlurmExecutorTest, ShutdownScancelsPendingWorkers) {
   // --begin holds every worker PENDING (BeginTime) for an hour.
-  StartQuarkd(1, {"--slurm-sbatch-arg=--begin=now+3600"});
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(1, {"--slurm-sbatch-arg=--begin=now+3600"}));
   pb::Job job = Submit();
   ASSERT_TRUE(WaitFor([&] { return !Find(Logs(job.id()), "^slurm: worker job \\d+ PENDING \\(BeginTime\\)$").empty(); },
                       std::chrono::seconds(30)))

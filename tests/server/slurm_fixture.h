@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,12 +29,14 @@
 
 namespace quark::server::testing {
 
-/// A daemon started in the foreground; stopped (SIGTERM, SIGKILL after 5 s) when destroyed.
+/// A daemon started in the foreground; stopped (SIGTERM, SIGKILL after 5 s) when destroyed, and killed by the
+/// kernel if the test process dies first (a crash skips every destructor).
 class DaemonProcess {
  public:
   DaemonProcess(const std::vector<std::string>& argv, const std::string& log_path) {
     pid_ = fork();
     if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         dup2(fd, 1);
