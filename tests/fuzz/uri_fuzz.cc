@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,14 +22,21 @@ void Check(bool condition) {
   if (!condition) __builtin_trap();
 }
 
-// A small allowed root with a folder, a file and a symlink out of it, made once per process.
+// A small allowed root with a folder, a file and a symlink out of it, made once per process and removed at exit.
+fs::path RootDir() { return fs::temp_directory_path() / ("quark-uri-fuzz-" + std::to_string(getpid())); }
+
 const std::string& Root() {
   static const std::string root = [] {
-    const fs::path dir = fs::temp_directory_path() / ("quark-uri-fuzz-" + std::to_string(getpid()));
+    const fs::path dir = RootDir();
     fs::create_directories(dir / "models" / "m");
     std::ofstream(dir / "models" / "m" / "config.json") << "{}";
     std::error_code ignored;
     fs::create_symlink("/etc", dir / "models" / "out", ignored);
+    // Runs after `root` is destroyed (registered before it is constructed): the path is made again.
+    std::atexit([] {
+      std::error_code error;
+      fs::remove_all(RootDir(), error);
+    });
     return fs::canonical(dir).string();
   }();
   return root;
