@@ -131,6 +131,21 @@ int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags) {
   if (quantization->config) *request.mutable_config() = std::move(*quantization->config);
   request.set_kv_cache_dtype(flags.kv_cache_dtype);
   for (const std::string& name : flags.exclude) request.add_exclude(name);
+  request.set_estimate(flags.estimate);
+  if (flags.num_calib_samples) request.mutable_calibration()->set_num_samples(*flags.num_calib_samples);
+  if (flags.seq_len) request.mutable_calibration()->set_seq_len(*flags.seq_len);
+  request.mutable_evaluation()->set_uri(flags.eval);
+  if (flags.max_ppl_increase) request.mutable_evaluation()->set_max_ppl_increase(*flags.max_ppl_increase);
+  for (const std::string& name : flags.exports) {
+    absl::StatusOr<quark::v1::ExportFormat> format = ParseExportFormat(name);
+    if (!format.ok()) return UsageError(ctx, format.status());
+    request.add_export_formats(*format);
+  }
+  request.set_gguf_type(flags.gguf_type);
+  quark::v1::JobSpec algorithms;  // AddAlgorithms reads the flags as submit does
+  absl::Status algo = AddAlgorithms(flags.quant_algo, flags.quant_algo_config_file, algorithms);
+  if (!algo.ok()) return UsageError(ctx, algo);
+  *request.mutable_algo_config() = algorithms.algo_config();
   quark::v1::ValidateConfigResponse response;
   auto context = Unary(ctx);
   grpc::Status status = ctx.stub->ValidateConfig(context.get(), request, &response);

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
@@ -122,6 +124,26 @@ std::string ValidateTable(const quark::v1::ValidateConfigResponse& response) {
   for (const auto& layer : response.layers()) {
     absl::StrAppend(&out, Pad(layer.module(), 40), Pad(layer.module_type(), 12), layer.source(), "\n");
   }
+  for (const quark::v1::Estimate& e : response.estimates()) absl::StrAppend(&out, EstimateTable(e));
+  return out;
+}
+
+std::string EstimateTable(const quark::v1::Estimate& e) {
+  auto gib = [](int64_t bytes) { return absl::StrFormat("%.2f GiB", bytes / double(1ll << 30)); };
+  std::string out = absl::StrCat("\nestimate on ", e.worker_kind());
+  if (e.worker_ids_size() > 0) absl::StrAppend(&out, " (", absl::StrJoin(e.worker_ids(), ", "), ")");
+  absl::StrAppend(&out, "\n", Pad("PHASE", 18), Pad("TIME", 12), Pad("PEAK HOST", 14), "PEAK GPU\n");
+  for (const quark::v1::PhaseEstimate& p : e.phases()) {
+    absl::StrAppend(&out, Pad(p.phase(), 18), Pad(absl::StrFormat("%.1f s", p.seconds()), 12),
+                    Pad(gib(p.peak_host_bytes()), 14), gib(p.peak_gpu_bytes()), "\n");
+  }
+  absl::StrAppend(&out, Pad("total", 18), Pad(absl::StrFormat("%.1f s", e.total_seconds()), 12),
+                  Pad(gib(e.peak_host_bytes()), 14), gib(e.peak_gpu_bytes()), "\n");
+  for (const quark::v1::ArtifactEstimate& a : e.artifacts()) {
+    absl::StrAppend(&out, "artifact ", absl::AsciiStrToLower(absl::StripPrefix(quark::v1::ExportFormat_Name(a.format()), "EXPORT_FORMAT_")), ": ",
+                    absl::StrFormat("%.3f GB (%d bytes)", a.bytes() / 1e9, a.bytes()), "\n");
+  }
+  if (!e.does_not_fit().empty()) absl::StrAppend(&out, "does not fit: ", e.does_not_fit(), "\n");
   return out;
 }
 

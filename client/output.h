@@ -40,6 +40,8 @@ std::string PresetsTable(const quark::v1::ListPresetsResponse& presets);
 
 /// valid/invalid, errors, warnings and the per-layer assignments.
 std::string ValidateTable(const quark::v1::ValidateConfigResponse& response);
+/// One estimate of ValidateConfig --estimate: per phase time and peak host/GPU memory, totals, artifact sizes.
+std::string EstimateTable(const quark::v1::Estimate& estimate);
 
 /// One human line per event: "#seq STATE ..." / "#seq quantize 3/24 [=====>    ] 42% eta 12s" / "#seq log: ...".
 std::string EventLine(const quark::v1::JobEvent& event);

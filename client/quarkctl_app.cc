@@ -76,6 +76,16 @@ void AddCommands(CLI::App& app, Parsed& p) {
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
   AddSpecFlags(validate, p.spec);
+  validate->add_flag("--estimate", p.spec.estimate,
+                     "Also estimate time, peak memory and artifact sizes per phase on each kind of registered worker");
+  validate->add_option("--num-calib-samples", p.spec.num_calib_samples, "Calibration samples (estimate; default 128)");
+  validate->add_option("--seq-len", p.spec.seq_len, "Calibration sequence length (estimate; default 512)");
+  validate->add_option("--eval", p.spec.eval, "Perplexity evaluation text URI (estimate: its size sets the tokens)");
+  validate->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable; estimate)");
+  validate->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights (estimate)");
+  validate->add_option("--max-ppl-increase", p.spec.max_ppl_increase, "Accuracy gate (estimate: exports read back)");
+  validate->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (estimate)");
+  validate->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file, "Quark algo_config (YAML/JSON)");
   CLI::App* audit = app.add_subcommand("audit", "Admin: the audit log (who submitted, cancelled, drained what)");
   audit->add_option("--after", p.after, "Only records after this sequence number");
   audit->add_option("--tenant", p.tenant, "Only this tenant's records");

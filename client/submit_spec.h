@@ -33,6 +33,7 @@ struct SubmitFlags {
   std::optional<int> max_attempts;
   std::optional<int64_t> deadline_seconds;  // --deadline S: stop and fail the job S seconds after submission
   bool force = false;                       // --force: run even when an identical job succeeded or runs
+  bool estimate = false;                    // validate --estimate: time, memory and sizes per kind of worker
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.

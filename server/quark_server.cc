@@ -198,9 +198,10 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
         "listen: \"", options.listen, "\" is reachable from other machines: give --tls-cert and --tls-key, "
         "or --insecure to serve plaintext gRPC there"));
   }
+  worker_profiles_ = std::make_unique<WorkerProfiles>();
   quantization_service_ = std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(),
-                                                                    policy_.get(), access_.get());
-  worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get());
+                                                                    policy_.get(), access_.get(), worker_profiles_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get(), worker_profiles_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(scheduler_.get(), store_.get(), access_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -35,6 +35,7 @@ class PostgresJobStore;
 class UriPolicy;
 class WorkerPool;
 class WorkerServiceImpl;
+class WorkerProfiles;
 struct ServerMetrics;
 
 struct ServerOptions {
@@ -123,6 +124,7 @@ class QuarkServer {
   std::unique_ptr<ReloadableTlsCredentials> tls_;  // outlives grpc_server_ (its handshakes call into it)
   std::string local_worker_address_;               // where local workers dial (a unix socket under TLS)
   std::string local_worker_token_;
+  std::unique_ptr<WorkerProfiles> worker_profiles_;  // read by quantization_service_, fed by worker_service_
   std::unique_ptr<QuantizationServiceImpl> quantization_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;

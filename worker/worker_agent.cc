@@ -119,6 +119,7 @@ absl::Status WorkerAgent::Register() {
     request.set_slots(options_.slots);
     for (const std::string& device : options_.devices) request.add_devices(device);
     request.set_version(options_.version);
+    if (options_.throughput) *request.mutable_throughput() = *options_.throughput;
     internal::RegisterResponse response;
     std::unique_ptr<grpc::ClientContext> context = NewContext(options_.rpc_timeout);
     grpc::Status status = stub_->Register(context.get(), request, &response);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -54,6 +55,8 @@ struct WorkerAgentOptions {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  /// Rates measured at start (throughput_probe.h), sent with Register for quarkd's estimates; unset = not measured.
+  std::optional<quark::v1::internal::WorkerThroughput> throughput;
 };
 
 /// The channel to quarkd the options ask for: TLS when any tls_* is set, else plaintext. INVALID_ARGUMENT naming

@@ -36,6 +36,7 @@ struct Flags {
   std::string log_level = "info";
   int64_t lease_wait_ms = 10000;
   double exit_when_idle_s = 0;
+  bool skip_throughput_probe = false;
 };
 
 std::string DefaultDataDir() {
@@ -68,6 +69,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--tls-ca", f.agent.tls_ca, "PEM CAs of quarkd's certificate: connect with TLS")->envname(env("TLS_CA"));
   app.add_option("--tls-cert", f.agent.tls_cert, "PEM client certificate (mutual TLS)")->envname(env("TLS_CERT"));
   app.add_option("--tls-key", f.agent.tls_key, "PEM key of --tls-cert")->envname(env("TLS_KEY"));
+  app.add_flag("--skip-throughput-probe", f.skip_throughput_probe,
+               "Do not measure GEMM/Cholesky/fake-quant/disk rates at start (quarkd's estimates then use a reference)")
+      ->envname(env("SKIP_THROUGHPUT_PROBE"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
 }
@@ -110,7 +114,7 @@ std::thread StartSignalThread(quark::worker::WorkerAgent& agent, const sigset_t&
 
 namespace quark::worker {
 
-int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline) {
+int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const ThroughputProbe& probe) {
   CLI::App app{"quark-worker: runs quantization jobs leased from quarkd"};
   Flags f;
   f.data_dir = DefaultDataDir();
@@ -138,6 +142,7 @@ int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline) {
     std::cerr << "quark-worker: " << channel.status().message() << "\n";
     return 2;
   }
+  if (probe && f.test_mode.empty() && !f.skip_throughput_probe) f.agent.throughput = probe(f.data_dir);
   quark::worker::WorkerAgent agent(f.agent, *runner, *channel);
   std::thread signal_thread = StartSignalThread(agent, signals);
   absl::Status status = agent.Run();

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 
+#include "quark/v1/worker.pb.h"
 #include "worker/quantize_pipeline.h"
 
 namespace quark::worker {
@@ -17,8 +18,12 @@ namespace quark::worker {
 /// Makes the pipeline for real jobs; an empty factory means only --test-mode works.
 using PipelineFactory = std::function<std::shared_ptr<QuantizePipeline>()>;
 
+/// Measures the worker's throughputs at start in its data folder (throughput_probe.h); empty = none measured.
+using ThroughputProbe = std::function<quark::v1::internal::WorkerThroughput(const std::string& data_dir)>;
+
 /// Parses flags, builds storage and the runner, runs the agent until SIGTERM/SIGINT. Exit codes: 0 after a
-/// signal, 1 when quarkd refused the registration, 2 for bad flags or settings.
-int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline);
+/// signal, 1 when quarkd refused the registration, 2 for bad flags or settings. `probe` runs once before the
+/// registration unless --skip-throughput-probe or a --test-mode (which runs no engine) is given.
+int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const ThroughputProbe& probe = {});
 
 }  // namespace quark::worker

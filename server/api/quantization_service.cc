@@ -10,6 +10,7 @@
 #include "core/config/presets.h"
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
+#include "server/api/job_estimates.h"
 #include "server/api/spec_validation.h"
 #include "server/api/status_util.h"
 #include "server/api/watch_job_reactor.h"
@@ -60,6 +61,9 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
+  if (status.ok() && workers_ != nullptr) {
+    status = CheckJobFits(request->spec(), UriPolicy::FilePath(request->spec().model_uri()), workers_->Live());
+  }
   if (!status.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
     if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
@@ -157,8 +161,10 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackSer
 }
 
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
-                               quark::v1::ValidateConfigResponse* response) {
+                               quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers) {
   absl::Status status = policy.Check("model_uri", request.model_uri(), false);
+  // The estimate reads the evaluation file's size: the same roots apply as to a submitted job's.
+  if (status.ok() && request.estimate()) status = policy.Check("evaluation.uri", request.evaluation().uri(), false);
   if (!status.ok()) return status;
   bool has_preset = request.quantization_case() == quark::v1::ValidateConfigRequest::kPreset;
   bool has_config = request.quantization_case() == quark::v1::ValidateConfigRequest::kConfig;
@@ -191,6 +197,7 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
         ->assign(issue.ToString());
   }
   if (have_modules) FillLayers(BuildLayerPlan(*config, modules), response);
+  if (request.estimate()) AddEstimates(request, *config, path, workers, response);
   response->set_valid(response->errors_size() == 0);
   return absl::OkStatus();
 }
@@ -203,7 +210,10 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::Callback
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = policy_->Check("model_uri", request->model_uri(), false);
   if (status.ok()) status = access_->CheckTenantModelUri(*principal, "model_uri", request->model_uri());
-  if (status.ok()) status = RunValidateConfig(*request, *policy_, response);
+  if (status.ok()) {
+    status = RunValidateConfig(*request, *policy_, response,
+                               workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{});
+  }
   return FinishNow(context, status);
 }
 

@@ -5,6 +5,7 @@
 #include "quark/v1/service.grpc.pb.h"
 #include "server/api/access_control.h"
 #include "server/api/uri_policy.h"
+#include "server/api/worker_profiles.h"
 #include "server/dedup/file_digest_cache.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_scheduler.h"
@@ -17,9 +18,11 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   /// Every pointer must outlive the gRPC server.
   /// Roles: viewer for Get/List/Watch/ListPresets/ValidateConfig, submitter for Submit/Cancel (own tenant's
   /// jobs; admins any). Other tenants' jobs answer NOT_FOUND, as missing ones do.
+  /// `workers` (may be null: no estimates per worker, no fit check) feeds ValidateConfig's estimates and
+  /// SubmitJob's refusal of a job that fits no registered worker (job_estimates.h).
   QuantizationServiceImpl(Scheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
-                          const AccessControl* access)
-      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access) {}
+                          const AccessControl* access, const WorkerProfiles* workers = nullptr)
+      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access), workers_(workers) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const quark::v1::SubmitJobRequest* request,
                                       quark::v1::Job* response) override;
@@ -44,6 +47,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   EventHub* const hub_;
   const UriPolicy* const policy_;
   const AccessControl* const access_;
+  const WorkerProfiles* const workers_;
   FileDigestCache digests_;  // model and data file digests for content keys, for the life of the process
 };
 
@@ -52,8 +56,10 @@ absl::Status CheckDeadline(const grpc::CallbackServerContext* context);
 
 /// The dry run of ValidateConfig, apart from gRPC: resolves the config and, for a file:// model, checks it
 /// against the model's modules. Request errors (bad URI, path outside the roots) come back as the status;
-/// Config errors come back in the response (valid = false, errors naming field paths).
+/// Config errors come back in the response (valid = false, errors naming field paths). With request.estimate,
+/// also the estimates on each kind of `workers` (job_estimates.h).
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
-                               quark::v1::ValidateConfigResponse* response);
+                               quark::v1::ValidateConfigResponse* response,
+                               const std::vector<WorkerProfile>& workers = {});
 
 }  // namespace quark::server

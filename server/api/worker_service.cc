@@ -84,6 +84,28 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+// Rates are used as divisors and memory as limits: each must be a finite, non-negative number.
+static absl::Status CheckThroughput(const quark::v1::internal::WorkerThroughput& t) {
+  const std::pair<const char*, double> values[] = {
+      {"gemm_gflops", t.gemm_gflops()},
+      {"cholesky_gflops", t.cholesky_gflops()},
+      {"fake_quant_bytes_per_s", t.fake_quant_bytes_per_s()},
+      {"disk_write_bytes_per_s", t.disk_write_bytes_per_s()},
+      {"disk_read_bytes_per_s", t.disk_read_bytes_per_s()},
+      {"host_memory_bytes", static_cast<double>(t.host_memory_bytes())},
+      {"gpu_memory_bytes", static_cast<double>(t.gpu_memory_bytes())},
+      {"threads", static_cast<double>(t.threads())}};
+  for (const auto& [name, value] : values) {
+    if (!(value >= 0 && value < 1e30)) {
+      return absl::InvalidArgumentError(absl::StrCat("throughput.", name, ": ", value, " is not a finite non-negative number"));
+    }
+  }
+  if (!t.device().empty() && t.device() != "cpu" && t.device() != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("throughput.device: \"", t.device().substr(0, 64), "\" is not cpu or cuda"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Principal> WorkerServiceImpl::Authorize(const grpc::CallbackServerContext& context,
                                                        const std::string& what) const {
   return access_->Authorize(context, Role::kWorker, what);
@@ -99,7 +121,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
   if (status.ok() && (request->slots() < 0 || request->slots() > 1024)) {
     status = absl::InvalidArgumentError(absl::StrCat("slots: ", request->slots(), " is not in 0..1024"));
   }
+  if (status.ok()) status = CheckThroughput(request->throughput());
   if (status.ok()) *response = scheduler_->Register(*request);
+  if (status.ok() && profiles_ != nullptr) profiles_->Register(*request);
   return FinishNow(context, status);
 }
 
@@ -112,6 +136,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Lease");
   if (status.ok() && scheduler_->IsShutDown()) status = absl::UnavailableError("quarkd is shutting down");
   if (!status.ok()) return FinishNow(context, status);
+  if (profiles_ != nullptr) profiles_->Seen(request->worker_id());
   int64_t wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxLeaseWaitMs);
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -
                                                                          std::chrono::system_clock::now());
@@ -129,6 +154,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
   if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Heartbeat");
   if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), request->worker_id(), "Heartbeat");
   if (status.ok()) {
+    if (profiles_ != nullptr) profiles_->Seen(request->worker_id());
     *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
     if (response->lease_lost()) bindings_.ForgetLease(request->lease_id());
   }

@@ -5,6 +5,7 @@
 #include "quark/v1/worker.grpc.pb.h"
 #include "server/api/access_control.h"
 #include "server/api/worker_binding.h"
+#include "server/api/worker_profiles.h"
 #include "server/scheduler/job_scheduler.h"
 
 namespace quark::server {
@@ -19,7 +20,9 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
   /// A worker id belongs to the credential that first used it, and Heartbeat, ReportProgress and Complete
   /// are refused (PERMISSION_DENIED) on a lease granted to a worker id of another credential
   /// (worker_binding.h).
-  WorkerServiceImpl(Scheduler* scheduler, const AccessControl* access) : scheduler_(scheduler), access_(access) {}
+  /// `profiles` (may be null) keeps each worker's measured throughputs for the estimates (worker_profiles.h).
+  WorkerServiceImpl(Scheduler* scheduler, const AccessControl* access, WorkerProfiles* profiles = nullptr)
+      : scheduler_(scheduler), access_(access), profiles_(profiles) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const quark::v1::internal::RegisterRequest* request,
@@ -42,6 +45,7 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
 
   Scheduler* const scheduler_;
   const AccessControl* const access_;
+  WorkerProfiles* const profiles_;
   WorkerBindings bindings_;
 };
 

@@ -1,0 +1,123 @@
+// estimate_bench: what quarkd's ValidateConfig --estimate says for the model quantize_bench made, on the rates this
+// machine measures now (worker/throughput_probe, the probe quark-worker runs at start, at QUARK_THREADS threads).
+// Beside quantize_bench's measured table (same --dir, --samples, --seq-len, presets) it gives docs/results.md's
+// "Estimates vs measured". --extrapolate-layers N also prints the estimate for the same model with N decoder layers
+// (layer 0's tensors repeated), to compare with full-depth runs that are too long to repeat.
+//
+//   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--extrapolate-layers N]
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/config/presets.h"
+#include "core/engine/engine_init.h"
+#include "core/estimate/job_estimate.h"
+#include "worker/throughput_probe.h"
+
+namespace {
+
+using quark::estimate::ModelShape;
+
+// `model` with `layers` decoder layers: every tensor and module of layer 0 repeated under each new index.
+ModelShape WithLayers(const ModelShape& model, int64_t layers) {
+  ModelShape out = model;
+  out.tensors.clear();
+  out.modules.clear();
+  auto renamed = [](const std::string& name, int64_t layer) {
+    const size_t at = name.find("layers.0.");
+    return name.substr(0, at) + "layers." + std::to_string(layer) + "." + name.substr(at + 9);
+  };
+  out.weight_bytes = 0;
+  out.params_total = 0;
+  out.layer_params_total = 0;
+  for (const auto& t : model.tensors) {
+    const int64_t n = static_cast<int64_t>(t.bytes / quark::checkpoint::StDTypeSize(t.dtype));
+    if (t.layer > 0) continue;
+    for (int64_t l = 0; l < (t.layer == 0 ? layers : 1); ++l) {
+      auto copy = t;
+      if (t.layer == 0) copy.name = renamed(t.name, l), copy.layer = l, out.layer_params_total += n;
+      out.weight_bytes += copy.bytes;
+      out.params_total += n;
+      out.tensors.push_back(copy);
+    }
+  }
+  for (const auto& m : model.modules) {
+    const int64_t layer = quark::estimate::LayerIndex(m.name);
+    if (layer > 0) continue;
+    for (int64_t l = 0; l < (layer == 0 ? layers : 1); ++l) {
+      auto copy = m;
+      if (layer == 0) copy.name = renamed(m.name, l);
+      out.modules.push_back(copy);
+    }
+  }
+  out.num_layers = layers;
+  out.config.num_hidden_layers = layers;
+  return out;
+}
+
+void PrintTable(const ModelShape& model, const std::string& presets, int samples, int seq_len,
+                const quark::estimate::Throughput& rates) {
+  fmt::print("| scheme            | est. wall (s) | est. peak RSS (GB) | est. size (GB) | peak phase | phases (s) |\n");
+  fmt::print("|-------------------|---------------|--------------------|----------------|------------|------------|\n");
+  std::stringstream list(presets);
+  for (std::string preset; std::getline(list, preset, ',');) {
+    quark::estimate::JobInputs job;
+    const size_t plus = preset.find("+gptq");
+    job.config = *quark::PresetConfig(preset.substr(0, plus));
+    if (plus != std::string::npos) job.config.algo_config.push_back(quark::GptqAlgo{});
+    job.calibration_samples = samples;
+    job.calibration_seq_len = seq_len;
+    auto e = quark::estimate::EstimateJob(model, job, rates);
+    if (!e.ok()) {
+      std::cerr << preset << ": " << e.status() << "\n";
+      continue;
+    }
+    std::string phases;
+    for (const auto& p : e->phases) phases += fmt::format("{}{} {:.1f}", phases.empty() ? "" : ", ", p.phase, p.seconds);
+    fmt::print("| {:<17} | {:>13.1f} | {:>18.2f} | {:>14.2f} | {} | {} |\n", preset, e->total_seconds,
+               e->peak_host_bytes / 1024.0 / 1024.0 / 1024.0, e->artifacts[0].bytes / 1e9, e->peak_host_phase, phases);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  quark::InitEngine();
+  std::string dir = "/tmp/quark_bench_llama7b", presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";
+  int samples = 1, seq_len = 32;
+  int64_t extrapolate = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--dir") dir = next();
+    else if (a == "--samples") samples = std::stoi(next());
+    else if (a == "--seq-len") seq_len = std::stoi(next());
+    else if (a == "--presets") presets = next();
+    else if (a == "--extrapolate-layers") extrapolate = std::stoll(next());
+    else return std::cerr << "unknown option " << a << "\n", 2;
+  }
+  auto model = quark::estimate::ReadModelShape(dir);
+  if (!model.ok()) return std::cerr << model.status() << "\n", 1;
+  const auto t = quark::worker::MeasureThroughput(dir);
+  quark::estimate::Throughput rates = quark::estimate::ReferenceThroughput();
+  rates.threads = t.threads();
+  rates.gemm_flops = t.gemm_gflops() * 1e9;
+  rates.cholesky_flops = t.cholesky_gflops() * 1e9;
+  rates.fake_quant_bytes_per_s = t.fake_quant_bytes_per_s();
+  rates.disk_write_bytes_per_s = t.disk_write_bytes_per_s();
+  rates.disk_read_bytes_per_s = t.disk_read_bytes_per_s();
+  rates.host_memory_bytes = t.host_memory_bytes();
+  fmt::print("rates ({} threads, probe {:.1f} s): GEMM {:.1f} GFLOP/s, Cholesky {:.1f} GFLOP/s, fake-quant {:.2f} GB/s, "
+             "disk write {:.0f} MB/s, read {:.0f} MB/s\n\n",
+             t.threads(), t.probe_seconds(), t.gemm_gflops(), t.cholesky_gflops(), t.fake_quant_bytes_per_s() / 1e9,
+             t.disk_write_bytes_per_s() / 1e6, t.disk_read_bytes_per_s() / 1e6);
+  fmt::print("model: {} ({} layers), {} sample(s) x {} tokens\n", dir, model->num_layers, samples, seq_len);
+  PrintTable(*model, presets, samples, seq_len, rates);
+  if (extrapolate > 0) {
+    fmt::print("\nextrapolated to {} layers (layer 0 repeated):\n", extrapolate);
+    PrintTable(WithLayers(*model, extrapolate), presets, samples, seq_len, rates);
+  }
+  return 0;
+}

@@ -1,0 +1,128 @@
+#include "core/estimate/artifact_size.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace quark::estimate {
+namespace {
+
+using checkpoint::StDType;
+
+// safetensors header JSON per tensor: {"name":{"dtype":"BF16","shape":[a,b],"data_offsets":[x,y]}} is the name
+// plus about 60 characters; the writer pads headers to 8 bytes. Only the headers are not exact.
+constexpr uint64_t kHeaderBytesPerTensor = 64;
+
+bool IsInt4(DType d) { return d == DType::kInt4 || d == DType::kUInt4; }
+
+// Bits of one code in the packed weight.
+uint64_t PackedBytes(DType element, uint64_t elements) {
+  if (element == DType::kFp4 || IsInt4(element)) return elements / 2;
+  if (element == DType::kFp6E3M2 || element == DType::kFp6E2M3) return elements * 3 / 4;
+  if (element == DType::kInt3 || element == DType::kInt2) return elements;  // held in int8
+  return elements;
+}
+
+uint64_t ActivationBytes(const std::optional<QuantSpec>& spec, int64_t channels) {
+  if (!spec || spec->is_dynamic || IsCastType(spec->dtype) || spec->IsMx()) return 0;
+  const uint64_t n = spec->qscheme == QScheme::kPerChannel ? channels : 1;
+  const bool integer = IsIntegerType(spec->dtype);
+  return n * 4 + (integer ? n : 0);
+}
+
+// llama.cpp bytes of `elements` weights of GGUF type `type`.
+uint64_t GgufBytes(const std::string& type, uint64_t elements, uint64_t fallback_element_bytes) {
+  if (type == "F32") return elements * 4;
+  if (type == "F16" || type == "BF16") return elements * 2;
+  if (type == "Q8_0") return elements / 32 * 34;
+  if (type == "Q4_0") return elements / 32 * 18;
+  if (type == "Q4_1") return elements / 32 * 20;
+  return elements * fallback_element_bytes;
+}
+
+}  // namespace
+
+std::string_view ExportKindName(ExportKind kind) {
+  switch (kind) {
+    case ExportKind::kHfQuark: return "hf_quark";
+    case ExportKind::kGguf: return "gguf";
+    case ExportKind::kOnnx: return "onnx";
+  }
+  return "?";
+}
+
+uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t in, bool has_bias,
+                            StDType model_dtype) {
+  const uint64_t elements = static_cast<uint64_t>(out) * in;
+  const uint64_t float_bytes = checkpoint::StDTypeSize(model_dtype);
+  uint64_t bytes = has_bias ? out * float_bytes : 0;
+  bytes += ActivationBytes(config.input_tensors, in) + ActivationBytes(config.output_tensors, out);
+  if (!config.weight) return bytes + elements * float_bytes;
+  const QuantSpec& w = *config.weight;
+  if (IsCastType(w.dtype)) return bytes + elements * 2;
+  const DType element = w.ElementType();
+  bytes += PackedBytes(element, elements);
+  if (w.IsMx()) return bytes + static_cast<uint64_t>(out) * ((in + 31) / 32);
+  uint64_t scales = 1;
+  if (w.qscheme == QScheme::kPerChannel) {
+    const int axis = w.ch_axis.value_or(0);
+    scales = axis == 0 || axis == -2 ? out : in;
+  } else if (w.qscheme == QScheme::kPerGroup) {
+    const int64_t group = w.group_size.value_or(-1) == -1 ? in : *w.group_size;
+    scales = static_cast<uint64_t>(out) * (group > 0 ? in / group : 1);
+  }
+  if (IsInt4(element) && w.qscheme == QScheme::kPerGroup) {
+    return bytes + scales * 2 + scales / 2;  // 16-bit scales; zero points eight per int32
+  }
+  bytes += scales * 4;
+  if (IsIntegerType(element)) bytes += scales * (IsInt4(element) ? 4 : 1);
+  return bytes;
+}
+
+absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan& plan, ExportKind kind,
+                                       const std::string& gguf_type) {
+  if (kind == ExportKind::kOnnx) return absl::UnimplementedError("onnx: the size of an ONNX export is not estimated");
+  std::map<std::string, const LayerAssignment*> quantized;  // weight tensor name -> assignment
+  for (const LayerAssignment& a : plan.layers) {
+    // The exporters quantize the linears of decoder layers only (lm_head and embeddings stay float).
+    if (a.source == ConfigSource::kExcluded || a.config.Empty() || a.module_type != "Linear") continue;
+    if (LayerIndex(a.module) < 0) continue;
+    quantized[a.module + ".weight"] = &a;
+  }
+  std::map<std::string, const TensorShape*> by_name;
+  for (const TensorShape& t : model.tensors) by_name[t.name] = &t;
+  uint64_t bytes = model.other_file_bytes;
+  uint64_t tensors = 0;
+  for (const TensorShape& t : model.tensors) {
+    const std::string module = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0 ? t.name.substr(0, t.name.size() - 5) : "";
+    if (!module.empty() && quantized.count(module + ".weight")) continue;  // counted with its weight
+    auto q = quantized.find(t.name);
+    const uint64_t elements = t.shape.empty() ? 1 : t.bytes / checkpoint::StDTypeSize(t.dtype);
+    if (kind == ExportKind::kHfQuark) {
+      if (q == quantized.end()) {
+        bytes += t.bytes;
+        ++tensors;
+        continue;
+      }
+      const std::string base = t.name.substr(0, t.name.size() - 7);
+      const bool has_bias = by_name.count(base + ".bias") > 0;
+      bytes += HfQuarkLinearBytes(q->second->config, t.shape[0], t.shape[1], has_bias, model.model_dtype);
+      tensors += 4;
+      continue;
+    }
+    // GGUF.
+    ++tensors;
+    if (q != quantized.end() && q->second->config.weight && !IsCastType(q->second->config.weight->dtype)) {
+      const QuantSpec& w = *q->second->config.weight;
+      const std::string block = w.dtype == DType::kInt8 ? "Q8_0" : w.symmetric ? "Q4_0" : "Q4_1";
+      bytes += GgufBytes(block, elements, 1);
+    } else if (t.shape.size() >= 2) {
+      bytes += GgufBytes(gguf_type, elements, checkpoint::StDTypeSize(t.dtype));
+    } else {
+      bytes += elements * 4;
+    }
+  }
+  return bytes + tensors * kHeaderBytesPerTensor;
+}
+
+}  // namespace quark::estimate

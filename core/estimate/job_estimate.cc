@@ -1,0 +1,222 @@
+#include "core/estimate/job_estimate.h"
+
+#include <algorithm>
+#include <map>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+
+namespace quark::estimate {
+namespace {
+
+constexpr double kCholeskyChainFactor = 1.35;  // Cholesky (K^3/3) + inverse (~2K^3/3) + Cholesky (K^3/3)
+constexpr double kColumnLoopEfficiency = 0.25;  // rank-1 updates inside a block run at a quarter of GEMM speed
+constexpr int kAutoSmoothQuantGrid = 20;
+
+struct Linear {
+  std::string module;
+  int64_t layer = -1;
+  int64_t out = 0;
+  int64_t in = 0;
+  const LayerQuantConfig* config = nullptr;  // nullptr: left in float
+};
+
+bool StaticActivation(const std::optional<QuantSpec>& spec) {
+  return spec && !spec->is_dynamic && !IsCastType(spec->dtype);
+}
+
+bool StaticActivations(const LayerQuantConfig& c) {
+  return StaticActivation(c.input_tensors) || StaticActivation(c.output_tensors);
+}
+
+// Linears reading the same input share one GPTQ Hessian (and one AWQ input statistic).
+std::string InputGroup(const Linear& linear) {
+  const std::string& m = linear.module;
+  const size_t dot = m.rfind('.');
+  const std::string leaf = dot == std::string::npos ? m : m.substr(dot + 1);
+  const std::string parent = dot == std::string::npos ? "" : m.substr(0, dot);
+  if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj") return parent + ".qkv";
+  if (leaf == "gate_proj" || leaf == "up_proj") return parent + ".gate_up";
+  return m;
+}
+
+struct Ctx {
+  const ModelShape& model;
+  const JobInputs& job;
+  const Throughput& rates;
+  std::vector<Linear> linears;
+  uint64_t layer_f32 = 0;
+  uint64_t activations = 0;
+  int64_t tokens = 0;
+  bool calibrates = false;
+  bool gpu = false;
+};
+
+// The phase with `working` bytes of tensors being computed on: on a CUDA worker those live on the GPU and the
+// host keeps the streamed source layer; on a CPU worker all of it is host memory.
+PhaseEstimate Phase(const Ctx& c, std::string name, double seconds, uint64_t working) {
+  PhaseEstimate p;
+  p.phase = std::move(name);
+  p.seconds = seconds;
+  if (c.gpu) {
+    p.peak_gpu_bytes = working;
+    const uint64_t layer_source = c.model.num_layers > 0 ? c.model.layer_params_total * 2 / c.model.num_layers : 0;
+    p.peak_host_bytes = kProcessBaseBytes + 2 * layer_source;
+  } else {
+    p.peak_host_bytes = kProcessBaseBytes + working;
+  }
+  return p;
+}
+
+double AlgoForwardSeconds(const Ctx& c, int grid) {
+  double flops = 0, bytes = 0;
+  for (const Linear& l : c.linears) {
+    if (l.config == nullptr || l.layer < 0) continue;
+    flops += 2.0 * l.out * l.in * static_cast<double>(c.tokens) * grid;
+    bytes += 4.0 * l.out * l.in * grid;
+  }
+  return flops / c.rates.gemm_flops + bytes / c.rates.fake_quant_bytes_per_s;
+}
+
+PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
+  std::map<std::string, int64_t> groups;  // input group -> K
+  double gemm = 0, column_loop = 0;
+  int64_t k_max = 0, out_at_k_max = 0;
+  for (const Linear& l : c.linears) {
+    if (l.config == nullptr || l.layer < 0) continue;
+    groups[InputGroup(l)] = l.in;
+    gemm += static_cast<double>(l.out) * l.in * l.in;
+    column_loop += static_cast<double>(l.out) * l.in * block_size;
+    if (l.in > k_max || (l.in == k_max && l.out > out_at_k_max)) k_max = l.in, out_at_k_max = l.out;
+  }
+  double factor = 0;
+  for (const auto& [group, k] : groups) {
+    gemm += 2.0 * static_cast<double>(c.tokens) * k * k;
+    factor += kCholeskyChainFactor * static_cast<double>(k) * k * k;
+  }
+  const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
+                         column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency);
+  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4) +
+                         static_cast<uint64_t>(out_at_k_max) * k_max * 4;
+  return Phase(c, "gptq", seconds, 2 * c.layer_f32 + c.activations + extra);
+}
+
+absl::Status CheckRates(const Throughput& t) {
+  const std::pair<const char*, double> rates[] = {{"gemm", t.gemm_flops},
+                                                  {"cholesky", t.cholesky_flops},
+                                                  {"fake_quant_bytes_per_s", t.fake_quant_bytes_per_s},
+                                                  {"disk_write_bytes_per_s", t.disk_write_bytes_per_s},
+                                                  {"disk_read_bytes_per_s", t.disk_read_bytes_per_s}};
+  for (const auto& [name, value] : rates) {
+    if (!(value > 0)) return absl::InvalidArgumentError(absl::StrCat("throughput.", name, ": ", value, " is not positive"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool NeedsCalibration(const Config& config) {
+  if (!config.algo_config.empty() || !config.kv_cache_quant_config.empty()) return true;
+  if (StaticActivations(config.global_quant_config)) return true;
+  for (const auto& [type, c] : config.layer_type_quant_config) {
+    if (StaticActivations(c)) return true;
+  }
+  for (const PatternQuantConfig& p : config.layer_quant_config) {
+    if (StaticActivations(p.config)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs& job, const Throughput& rates) {
+  if (absl::Status s = CheckRates(rates); !s.ok()) return s;
+  Ctx c{model, job, rates};
+  c.gpu = rates.device == "cuda";
+  const LayerPlan plan = BuildLayerPlan(job.config, model.modules);
+  for (const LayerAssignment& a : plan.layers) {
+    if (a.module_type != "Linear") continue;
+    auto module = std::find_if(model.modules.begin(), model.modules.end(),
+                               [&](const ModuleInfo& m) { return m.name == a.module; });
+    if (module == model.modules.end() || module->weight_shape.size() != 2) continue;
+    const bool quantized = a.source != ConfigSource::kExcluded && !a.config.Empty() && LayerIndex(a.module) >= 0;
+    c.linears.push_back({a.module, LayerIndex(a.module), module->weight_shape[0], module->weight_shape[1],
+                         quantized ? &a.config : nullptr});
+  }
+  const checkpoint::ModelConfig& mc = model.config;
+  c.layer_f32 = 4ull * model.max_layer_params;
+  c.calibrates = NeedsCalibration(job.config);
+  const int64_t seq = std::min<int64_t>(job.calibration_seq_len,
+                                        mc.max_position_embeddings > 0 ? mc.max_position_embeddings : job.calibration_seq_len);
+  c.tokens = c.calibrates ? job.calibration_samples * seq : 0;
+  if (c.calibrates) {
+    c.activations = 2ull * c.tokens * mc.hidden_size * 4 + 4ull * mc.num_attention_heads * seq * seq +
+                    4ull * seq * mc.intermediate_size;
+  }
+  const uint64_t working = 2 * c.layer_f32 + c.activations;
+
+  JobEstimate e;
+  double quantized_weight_bytes = 0;
+  for (const Linear& l : c.linears) {
+    if (l.config != nullptr) quantized_weight_bytes += 4.0 * l.out * l.in;
+  }
+  const double params = static_cast<double>(model.params_total);
+  e.phases.push_back(Phase(c, "load",
+                           model.weight_bytes / rates.disk_read_bytes_per_s +
+                               kLoadConvertPasses * 4.0 * params / rates.fake_quant_bytes_per_s,
+                           c.layer_f32));
+  if (c.calibrates) {
+    double linear_params = 0;
+    for (const Linear& l : c.linears) linear_params += l.layer >= 0 ? static_cast<double>(l.out) * l.in : 0;
+    const double flops = 2.0 * linear_params * c.tokens +
+                         4.0 * seq * seq * mc.hidden_size * job.calibration_samples * model.num_layers;
+    e.phases.push_back(Phase(c, "calibrate", flops / rates.gemm_flops, working));
+  }
+  for (const AlgoConfig& algo : job.config.algo_config) {
+    if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
+      e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128));
+    } else if (const auto* awq = std::get_if<AwqAlgo>(&algo)) {
+      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)), working + c.activations));
+    } else if (std::holds_alternative<AutoSmoothQuantAlgo>(algo)) {
+      e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid), working + c.activations));
+    } else if (std::holds_alternative<SmoothQuantAlgo>(algo)) {
+      e.phases.push_back(Phase(c, "smoothquant", quantized_weight_bytes / rates.fake_quant_bytes_per_s, working));
+    } else if (std::holds_alternative<RotationAlgo>(algo)) {
+      double flops = 0;
+      for (const Linear& l : c.linears) {
+        if (l.in == mc.hidden_size || l.out == mc.hidden_size) flops += 2.0 * l.out * l.in * mc.hidden_size;
+      }
+      e.phases.push_back(Phase(c, "rotation", flops / rates.gemm_flops, working));
+    }
+  }
+  double write_bytes = 0;
+  for (ExportKind kind : job.formats) {
+    absl::StatusOr<uint64_t> bytes = ArtifactBytes(model, plan, kind, job.gguf_type);
+    if (!bytes.ok()) {
+      e.notes.push_back(std::string(bytes.status().message()));
+      continue;
+    }
+    e.artifacts.push_back({kind, *bytes});
+    write_bytes += static_cast<double>(*bytes);
+  }
+  e.phases.push_back(Phase(c, "quantize_export",
+                           kFakeQuantPasses * quantized_weight_bytes / rates.fake_quant_bytes_per_s +
+                               write_bytes / rates.disk_write_bytes_per_s,
+                           working));
+  if (job.evaluation_tokens > 0) {
+    const int runs = 2 + (job.accuracy_gate ? static_cast<int>(e.artifacts.size()) : 0);
+    const int64_t window = std::max<int64_t>(1, std::min(job.evaluation_seq_len, job.evaluation_tokens));
+    const double flops = 2.0 * params * job.evaluation_tokens +
+                         4.0 * window * mc.hidden_size * job.evaluation_tokens * model.num_layers;
+    const double seconds = runs * (flops / rates.gemm_flops + model.weight_bytes / rates.disk_read_bytes_per_s);
+    e.phases.push_back(Phase(c, "evaluate", seconds,
+                             c.layer_f32 + 4ull * window * (mc.hidden_size * 4 + mc.vocab_size) +
+                                 4ull * mc.num_attention_heads * window * window));
+  }
+  for (const PhaseEstimate& p : e.phases) {
+    e.total_seconds += p.seconds;
+    if (p.peak_host_bytes > e.peak_host_bytes) e.peak_host_bytes = p.peak_host_bytes, e.peak_host_phase = p.phase;
+    if (p.peak_gpu_bytes > e.peak_gpu_bytes) e.peak_gpu_bytes = p.peak_gpu_bytes, e.peak_gpu_phase = p.phase;
+  }
+  return e;
+}
+
+}  // namespace quark::estimate

@@ -1,0 +1,97 @@
+// Time, peak host/GPU memory and artifact sizes of a quantization job, per phase, from the model's shapes
+// (model_shape.h), the resolved Config with its algorithms, the calibration and evaluation sizes and one worker's
+// measured throughputs (throughput.h). The engine streams the model one decoder layer at a time
+// (core/runtime layer streaming), which is what the memory model rests on.
+//
+// Memory (host; a CUDA worker holds the same working set on the GPU and the streamed bf16 layer on the host):
+//   base        kProcessBaseBytes: LibTorch, the runtime and the allocator's slack (fitted, see docs/results.md)
+//   layer       4 x P_layer: the float32 compute copy of the largest decoder layer, and as much again for its
+//               fake-quantized weights while the layer is in flight (both alive until the layer is written)
+//   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
+//               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
+//   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, then its inverse factor; they
+//               overlap for a moment) + out x K x 4 (the working copy of that weight) + kGptqWorkspaceBytes (BLAS and
+//               LAPACK buffers and the captured layer inputs, which the phases without GPTQ never allocate)
+//   evaluate    base + layer + tokens-per-window x (hidden + vocab) x 4 (hidden states and logits of a window)
+// Time (seconds = work / the worker's rate for that kind of work):
+//   load        source bytes / disk read rate + kLoadConvertPasses x float32 bytes / fake-quant rate
+//   calibrate   2 x linear params x tokens FLOPs (+ 4 x seq_len^2 x hidden per sample and layer for attention)
+//               / GEMM rate: the forward pass that feeds statistics (only when something needs activations)
+//   gptq        per decoder layer and per group of linears sharing an input (q/k/v, gate/up): the Hessian
+//               2 x tokens x K^2 at GEMM rate and its inverse factor (Cholesky, inverse, Cholesky: ~1.35 x K^3) at
+//               Cholesky rate; per linear the lazy block updates (out x K^2, GEMM rate) and the column loop
+//               (rank-1 updates inside each block of block_size columns: out x K x block_size FLOPs at a quarter of
+//               the GEMM rate)
+//   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
+//               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass
+//   rotation    2 x out x in x hidden FLOPs for every linear that reads or writes the residual stream
+//   quantize_export  kFakeQuantPasses x float32 weight bytes at the fake-quant rate (observe, quantize, pack)
+//               + artifact bytes / disk write rate
+//   evaluate    2 x params x tokens FLOPs per perplexity run at GEMM rate + the weights read back per run
+//               (runs: float and quantized model, + one per export read back when the accuracy gate is on)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config/quant_spec.h"
+#include "core/estimate/artifact_size.h"
+#include "core/estimate/model_shape.h"
+#include "core/estimate/throughput.h"
+
+namespace quark::estimate {
+
+/// The fitted constants (docs/results.md, "Estimates vs measured", says how).
+inline constexpr uint64_t kProcessBaseBytes = 140ull << 20;
+/// Work in units of the probe's fake-quantization kernel (an unfused chain of eight elementwise ops, slower per
+/// byte than the engine's kernels): converting the source to float32 costs a quarter of it per byte, observing,
+/// quantizing and packing a weight one.
+inline constexpr double kLoadConvertPasses = 0.25;
+inline constexpr double kFakeQuantPasses = 1.0;
+// Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096).
+inline constexpr double kGptqHessianCopies = 1.25;
+inline constexpr uint64_t kGptqWorkspaceBytes = 200ull << 20;
+
+struct JobInputs {
+  Config config;                  // resolved, algo_config included
+  int64_t calibration_samples = 128;
+  int64_t calibration_seq_len = 512;
+  std::vector<ExportKind> formats = {ExportKind::kHfQuark};
+  std::string gguf_type;
+  int64_t evaluation_tokens = 0;  // 0 = no evaluate phase
+  int64_t evaluation_seq_len = 2048;
+  bool accuracy_gate = false;     // the exports are read back and evaluated too
+};
+
+struct PhaseEstimate {
+  std::string phase;
+  double seconds = 0;
+  uint64_t peak_host_bytes = 0;
+  uint64_t peak_gpu_bytes = 0;
+};
+
+struct ArtifactEstimate {
+  ExportKind format = ExportKind::kHfQuark;
+  uint64_t bytes = 0;
+};
+
+struct JobEstimate {
+  std::vector<PhaseEstimate> phases;
+  std::vector<ArtifactEstimate> artifacts;
+  std::vector<std::string> notes;  // what is not modelled for this job (e.g. an ONNX size)
+  double total_seconds = 0;
+  uint64_t peak_host_bytes = 0;
+  uint64_t peak_gpu_bytes = 0;
+  std::string peak_host_phase;     // where the host peak is
+  std::string peak_gpu_phase;
+};
+
+/// Whether the job reads calibration data: an algorithm, static activations or KV-cache scales.
+bool NeedsCalibration(const Config& config);
+
+/// The estimate on a worker with `rates`. INVALID_ARGUMENT when a rate is not positive.
+absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs& job, const Throughput& rates);
+
+}  // namespace quark::estimate

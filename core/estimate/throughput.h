@@ -1,0 +1,35 @@
+// A worker's measured rates (worker/throughput_probe.h measures them at start; WorkerThroughput in worker.proto
+// carries them to quarkd). Plain numbers, so the estimator needs neither gRPC nor LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace quark::estimate {
+
+struct Throughput {
+  int threads = 1;
+  double gemm_flops = 0;              // float32 matrix product, FLOP/s
+  double cholesky_flops = 0;          // Cholesky factor + triangular inverse, FLOP/s
+  double fake_quant_bytes_per_s = 0;  // float32 bytes through a per-group fake quantization
+  double disk_write_bytes_per_s = 0;
+  double disk_read_bytes_per_s = 0;
+  uint64_t host_memory_bytes = 0;     // 0 = unknown
+  uint64_t gpu_memory_bytes = 0;      // 0 = no GPU
+  std::string device = "cpu";         // "cpu" or "cuda"
+};
+
+/// The rates of the 2-core VM the figures of docs/results.md come from, measured by worker/throughput_probe at
+/// one thread (the estimate ValidateConfig gives when no worker is registered, with a warning saying so).
+inline Throughput ReferenceThroughput() {
+  Throughput t;
+  t.threads = 1;
+  t.gemm_flops = 45e9;
+  t.cholesky_flops = 20e9;
+  t.fake_quant_bytes_per_s = 1.0e9;
+  t.disk_write_bytes_per_s = 500e6;
+  t.disk_read_bytes_per_s = 1.5e9;
+  return t;
+}
+
+}  // namespace quark::estimate

@@ -1,0 +1,225 @@
+#include "server/api/job_estimates.h"
+
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/config/proto_convert.h"
+#include "core/estimate/job_estimate.h"
+#include "server/api/spec_validation.h"
+#include "server/api/uri_policy.h"
+
+namespace quark::server {
+namespace {
+
+constexpr int kDefaultSamples = 128;   // CalibrationSpec's defaults
+constexpr int kDefaultSeqLen = 512;
+constexpr int kDefaultEvalSeqLen = 2048;
+constexpr int64_t kBytesPerToken = 4;  // BPE tokenizers average about four characters per token on English text
+
+struct Kind {
+  std::string label;
+  std::vector<std::string> worker_ids;
+  estimate::Throughput rates;
+};
+
+std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", bytes / double(1ull << 30)); }
+
+std::string TwoDigits(double v) { return absl::StrFormat("%.2g", v); }
+
+// Identical hosts share one kind (and one estimate).
+std::vector<Kind> KindsOf(const std::vector<WorkerProfile>& workers) {
+  std::map<std::string, Kind> kinds;
+  for (const WorkerProfile& w : workers) {
+    const estimate::Throughput& r = w.rates;
+    const std::string key =
+        absl::StrCat(r.device, "|", r.threads, "|", TwoDigits(r.gemm_flops), "|", TwoDigits(r.cholesky_flops), "|",
+                     TwoDigits(r.fake_quant_bytes_per_s), "|", TwoDigits(r.disk_write_bytes_per_s), "|",
+                     TwoDigits(r.disk_read_bytes_per_s), "|", Gib(r.host_memory_bytes), "|", Gib(r.gpu_memory_bytes),
+                     "|", w.measured);
+    Kind& kind = kinds[key];
+    if (kind.worker_ids.empty()) {
+      kind.rates = r;
+      kind.label = absl::StrFormat("%s, %d threads, %.0f GFLOP/s GEMM, %s memory%s%s", r.device, r.threads,
+                                   r.gemm_flops / 1e9, r.host_memory_bytes ? Gib(r.host_memory_bytes) : "unknown",
+                                   r.gpu_memory_bytes ? absl::StrCat(", GPU ", Gib(r.gpu_memory_bytes)) : "",
+                                   w.measured ? "" : " (not measured: reference rates)");
+    }
+    kind.worker_ids.push_back(w.worker_id);
+  }
+  std::vector<Kind> out;
+  for (auto& [key, kind] : kinds) out.push_back(std::move(kind));
+  return out;
+}
+
+quark::v1::ExportFormat ToProto(estimate::ExportKind kind) {
+  switch (kind) {
+    case estimate::ExportKind::kGguf: return quark::v1::EXPORT_FORMAT_GGUF;
+    case estimate::ExportKind::kOnnx: return quark::v1::EXPORT_FORMAT_ONNX;
+    default: return quark::v1::EXPORT_FORMAT_HF_QUARK;
+  }
+}
+
+// The job's sizes as the engine will see them. Evaluation tokens come from the text file's size (file:// only).
+estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::CalibrationSpec& calibration,
+                           const google::protobuf::RepeatedField<int>& formats, const quark::v1::EvaluationSpec& eval,
+                           const std::string& gguf_type) {
+  estimate::JobInputs job;
+  job.config = config;
+  job.calibration_samples = calibration.num_samples() > 0 ? calibration.num_samples() : kDefaultSamples;
+  job.calibration_seq_len = calibration.seq_len() > 0 ? calibration.seq_len() : kDefaultSeqLen;
+  job.formats.clear();
+  for (int f : formats) {
+    job.formats.push_back(f == quark::v1::EXPORT_FORMAT_GGUF   ? estimate::ExportKind::kGguf
+                          : f == quark::v1::EXPORT_FORMAT_ONNX ? estimate::ExportKind::kOnnx
+                                                               : estimate::ExportKind::kHfQuark);
+  }
+  if (job.formats.empty()) job.formats.push_back(estimate::ExportKind::kHfQuark);
+  job.gguf_type = gguf_type;
+  const std::string eval_path = UriPolicy::FilePath(eval.uri());
+  std::error_code ec;
+  if (!eval_path.empty()) {
+    const uintmax_t bytes = std::filesystem::file_size(eval_path, ec);
+    if (!ec) {
+      job.evaluation_seq_len = eval.seq_len() > 0 ? eval.seq_len() : kDefaultEvalSeqLen;
+      job.evaluation_tokens = static_cast<int64_t>(bytes) / kBytesPerToken;
+      if (eval.max_windows() > 0) {
+        job.evaluation_tokens = std::min<int64_t>(job.evaluation_tokens, int64_t{eval.max_windows()} * job.evaluation_seq_len);
+      }
+    }
+  }
+  job.accuracy_gate = eval.has_max_ppl_increase();
+  return job;
+}
+
+absl::StatusOr<quark::Config> WithAlgos(quark::Config config,
+                                        const google::protobuf::RepeatedPtrField<quark::v1::AlgoConfig>& algos,
+                                        const std::string& prefix) {
+  for (int i = 0; i < algos.size(); ++i) {
+    absl::StatusOr<quark::AlgoConfig> algo = FromProto(algos[i], absl::StrCat(prefix, "algo_config[", i, "]"));
+    if (!algo.ok()) return algo.status();
+    config.algo_config.push_back(*std::move(algo));
+  }
+  return config;
+}
+
+// Why `e` cannot run on `kind`, or "".
+std::string DoesNotFit(const estimate::JobEstimate& e, const estimate::Throughput& rates, bool needs_gpu) {
+  if (needs_gpu && rates.gpu_memory_bytes == 0) return "needs a GPU (spec.resources.gpus); this worker has none";
+  if (rates.host_memory_bytes > 0 && e.peak_host_bytes > rates.host_memory_bytes) {
+    return absl::StrCat("needs ", Gib(e.peak_host_bytes), " host memory at phase ", e.peak_host_phase, "; the worker has ",
+                        Gib(rates.host_memory_bytes));
+  }
+  if (rates.gpu_memory_bytes > 0 && e.peak_gpu_bytes > rates.gpu_memory_bytes) {
+    return absl::StrCat("needs ", Gib(e.peak_gpu_bytes), " GPU memory at phase ", e.peak_gpu_phase, "; the worker has ",
+                        Gib(rates.gpu_memory_bytes));
+  }
+  return "";
+}
+
+void FillEstimate(const estimate::JobEstimate& e, const Kind& kind, quark::v1::Estimate* out) {
+  out->set_worker_kind(kind.label);
+  for (const std::string& id : kind.worker_ids) out->add_worker_ids(id);
+  for (const estimate::PhaseEstimate& p : e.phases) {
+    quark::v1::PhaseEstimate* phase = out->add_phases();
+    phase->set_phase(p.phase);
+    phase->set_seconds(p.seconds);
+    phase->set_peak_host_bytes(static_cast<int64_t>(p.peak_host_bytes));
+    phase->set_peak_gpu_bytes(static_cast<int64_t>(p.peak_gpu_bytes));
+  }
+  for (const estimate::ArtifactEstimate& a : e.artifacts) {
+    quark::v1::ArtifactEstimate* artifact = out->add_artifacts();
+    artifact->set_format(ToProto(a.format));
+    artifact->set_bytes(static_cast<int64_t>(a.bytes));
+  }
+  out->set_total_seconds(e.total_seconds);
+  out->set_peak_host_bytes(static_cast<int64_t>(e.peak_host_bytes));
+  out->set_peak_gpu_bytes(static_cast<int64_t>(e.peak_gpu_bytes));
+  out->set_host_memory_bytes(static_cast<int64_t>(kind.rates.host_memory_bytes));
+  out->set_gpu_memory_bytes(static_cast<int64_t>(kind.rates.gpu_memory_bytes));
+  out->set_does_not_fit(DoesNotFit(e, kind.rates, false));
+}
+
+}  // namespace
+
+void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::Config& config,
+                  const std::string& model_dir, const std::vector<WorkerProfile>& workers,
+                  quark::v1::ValidateConfigResponse* response) {
+  if (model_dir.empty()) {
+    response->add_errors("estimate: needs a file:// model_uri (the server reads its config.json and safetensors headers)");
+    return;
+  }
+  absl::StatusOr<quark::Config> full = WithAlgos(config, request.algo_config(), "");
+  if (!full.ok()) {
+    response->add_errors(std::string(full.status().message()));
+    return;
+  }
+  absl::StatusOr<estimate::ModelShape> model = estimate::ReadModelShape(model_dir);
+  if (!model.ok()) {
+    response->add_errors(absl::StrCat("model_uri: ", model.status().message()));
+    return;
+  }
+  const estimate::JobInputs job = Inputs(*full, request.calibration(), request.export_formats(), request.evaluation(),
+                                         request.gguf_type());
+  std::vector<Kind> kinds = KindsOf(workers);
+  if (kinds.empty()) {
+    response->add_warnings("estimate: no worker is registered; the estimate is for the reference rates (2-core VM, "
+                           "1 thread) of docs/results.md");
+    kinds.push_back({"reference (no worker registered)", {}, estimate::ReferenceThroughput()});
+  }
+  bool noted = false;
+  for (const Kind& kind : kinds) {
+    absl::StatusOr<estimate::JobEstimate> e = estimate::EstimateJob(*model, job, kind.rates);
+    if (!e.ok()) {
+      response->add_errors(absl::StrCat("estimate (", kind.label, "): ", e.status().message()));
+      continue;
+    }
+    if (!noted) {
+      for (const std::string& note : e->notes) response->add_warnings(absl::StrCat("estimate: ", note));
+      noted = true;
+    }
+    FillEstimate(*e, kind, response->add_estimates());
+  }
+}
+
+absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const std::string& model_dir,
+                          const std::vector<WorkerProfile>& workers) {
+  if (workers.empty() || model_dir.empty()) return absl::OkStatus();
+  const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
+  const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
+  if (!has_preset && !has_config) return absl::OkStatus();  // llama.cpp's own GGUF quantization: not modelled
+  absl::StatusOr<quark::Config> config =
+      ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
+                           spec.kv_cache_dtype(), spec.exclude());
+  if (config.ok()) config = WithAlgos(*std::move(config), spec.algo_config(), "spec.");
+  if (!config.ok()) return absl::OkStatus();  // ValidateSubmitRequest reports these
+  absl::StatusOr<estimate::ModelShape> model = estimate::ReadModelShape(model_dir);
+  if (!model.ok()) return absl::OkStatus();  // the worker reports an unreadable model with the job
+  const estimate::JobInputs job =
+      Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type());
+  const bool needs_gpu = spec.resources().gpus() > 0;
+  const WorkerProfile* largest = nullptr;
+  std::string why;
+  for (const WorkerProfile& w : workers) {
+    absl::StatusOr<estimate::JobEstimate> e = estimate::EstimateJob(*model, job, w.rates);
+    if (!e.ok()) return absl::OkStatus();
+    if (DoesNotFit(*e, w.rates, needs_gpu).empty()) return absl::OkStatus();
+    if (largest == nullptr || w.rates.host_memory_bytes > largest->rates.host_memory_bytes) {
+      largest = &w;
+      if (needs_gpu && w.rates.gpu_memory_bytes == 0) {
+        why = absl::StrCat("needs a GPU (spec.resources.gpus = ", spec.resources().gpus(), "); none of the ",
+                           workers.size(), " registered workers has one");
+      } else {
+        const bool gpu = w.rates.gpu_memory_bytes > 0 && e->peak_gpu_bytes > w.rates.gpu_memory_bytes;
+        why = gpu ? absl::StrCat("needs ", Gib(e->peak_gpu_bytes), " GPU memory at phase ", e->peak_gpu_phase,
+                                 "; the largest worker has ", Gib(w.rates.gpu_memory_bytes))
+                  : absl::StrCat("needs ", Gib(e->peak_host_bytes), " host memory at phase ", e->peak_host_phase,
+                                 "; the largest worker has ", Gib(w.rates.host_memory_bytes));
+      }
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("spec: the job fits no registered worker: ", why));
+}
+
+}  // namespace quark::server

@@ -1,0 +1,191 @@
+// core/estimate against measured runs: synthetic Llama checkpoints (random bf16 weights written with the
+// CheckpointWriter) quantized by the real `quark quantize` in a child process; the export's bytes on disk and the
+// child's peak RSS (wait4) are compared with the estimate. Times are not asserted (they depend on the machine's
+// load); bench/quantize and docs/results.md compare them.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/config/presets.h"
+#include "core/estimate/job_estimate.h"
+#include "tests/estimate/synthetic_model.h"
+
+extern char** environ;
+
+namespace quark::estimate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Binary() {
+  const char* dir = std::getenv("QUARK_BINARY_DIR");
+  return std::string(dir ? dir : ".") + "/core/cli/quark";
+}
+
+std::string TempDir(const std::string& stem) {
+  return (fs::temp_directory_path() / (stem + "_" + std::to_string(getpid()) + "_" + std::to_string(rand()))).string();
+}
+
+std::string WriteModel(int64_t hidden, int64_t intermediate, int64_t layers) {
+  const std::string dir = TempDir("estimate_model");
+  testing::WriteBf16Llama(dir, hidden, intermediate, layers);
+  return dir;
+}
+
+struct ChildRun {
+  int exit_code = -1;
+  uint64_t peak_rss_bytes = 0;
+};
+
+// Token ids (".ids": one sample per line) for runs that calibrate; the synthetic models have no tokenizer.
+std::string CalibrationIds() {
+  static const std::string path = [] {
+    const std::string p = TempDir("estimate_calib") + ".ids";
+    std::ofstream out(p);
+    for (int sample = 0; sample < 4; ++sample) {
+      for (int t = 0; t < 64; ++t) out << (t ? " " : "") << 3 + (sample * 131 + t * 17) % 500;
+      out << "\n";
+    }
+    return p;
+  }();
+  return path;
+}
+
+ChildRun RunQuark(std::vector<std::string> args) {
+  args.insert(args.begin(), Binary());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ChildRun run;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return run;
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  return run;
+}
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) total += e.is_regular_file() ? e.file_size() : 0;
+  return total;
+}
+
+JobInputs Job(const std::string& preset, bool gptq) {
+  JobInputs job;
+  job.config = *PresetConfig(preset);
+  if (gptq) job.config.algo_config.push_back(GptqAlgo{});
+  job.calibration_samples = 2;
+  job.calibration_seq_len = 32;
+  return job;
+}
+
+class EstimateTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ec;
+    for (const std::string& dir : cleanup_) fs::remove_all(dir, ec);
+  }
+  std::string Track(std::string dir) {
+    cleanup_.push_back(dir);
+    return dir;
+  }
+  std::vector<std::string> cleanup_;
+};
+
+TEST(LayerIndexTest, ReadsTheDecoderLayer) {
+  EXPECT_EQ(LayerIndex("model.layers.12.mlp.up_proj.weight"), 12);
+  EXPECT_EQ(LayerIndex("model.decoder.layers.0.fc1"), 0);
+  EXPECT_EQ(LayerIndex("model.embed_tokens.weight"), -1);
+  EXPECT_EQ(LayerIndex("lm_head"), -1);
+  EXPECT_EQ(LayerIndex("model.layers.x"), -1);
+}
+
+TEST(HfQuarkLinearBytesTest, CountsCodesScalesAndZeroPoints) {
+  // uint4 per group of 128 on [256, 512]: codes 256*512/2, f16 scales 256*4*2, int32-packed zeros 256*4/2.
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("uint4_wo_128")->global_quant_config, 256, 512, false,
+                               checkpoint::StDType::kBF16),
+            65536u + 2048u + 512u);
+  // fp8 per tensor with a static per-tensor input: codes + weight scale + input scale (no zero points).
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("fp8")->global_quant_config, 256, 512, false, checkpoint::StDType::kBF16),
+            131072u + 4u + 4u);
+  // int8 per tensor, static int8 input: + int8 zero points of weight and input.
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("int8")->global_quant_config, 256, 512, true, checkpoint::StDType::kBF16),
+            131072u + 5u + 5u + 512u);
+}
+
+TEST(EstimateJobTest, RefusesRatesThatAreNotPositive) {
+  ModelShape model;
+  Throughput rates = ReferenceThroughput();
+  rates.gemm_flops = 0;
+  absl::StatusOr<JobEstimate> e = EstimateJob(model, Job("uint4_wo_128", false), rates);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("throughput.gemm"), std::string::npos) << e.status();
+}
+
+// The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
+TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
+  const std::string model_dir = Track(WriteModel(256, 768, 2));
+  absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->num_layers, 2);
+  EXPECT_EQ(model->max_layer_params, 4 * 256 * 256 + 3 * 256 * 768 + 2 * 256);
+  for (const std::string preset : {"uint4_wo_128", "fp8", "int8", "int4_wo_32", "mxfp4"}) {
+    SCOPED_TRACE(preset);
+    const std::string out = Track(TempDir("estimate_out"));
+    ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--output", out, "--calib",
+                             CalibrationIds(), "--num-calib-samples", "2", "--seq-len", "16"});
+    ASSERT_EQ(run.exit_code, 0);
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, false), ReferenceThroughput());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_EQ(e->artifacts.size(), 1u);
+    const double measured = static_cast<double>(DirBytes(out));
+    const double estimated = static_cast<double>(e->artifacts[0].bytes);
+    EXPECT_NEAR(estimated / measured, 1.0, 0.01) << "estimated " << estimated << " measured " << measured;
+  }
+}
+
+// Peak RSS of real runs: within 25% of the estimate, and GPTQ's extra memory (Hessian, inverse factor, working
+// weight) within 40% of the estimated extra, which a constant offset alone could not match.
+TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
+  const std::string model_dir = Track(WriteModel(1536, 4096, 1));
+  absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  uint64_t measured[2] = {0, 0}, estimated[2] = {0, 0};
+  for (int gptq = 0; gptq < 2; ++gptq) {
+    SCOPED_TRACE(gptq ? "uint4_wo_128+gptq" : "uint4_wo_128");
+    const std::string out = Track(TempDir("estimate_mem"));
+    std::vector<std::string> args = {"quantize", "--model", model_dir, "--scheme", "uint4_wo_128", "--output", out,
+                                     "--calib", CalibrationIds(), "--num-calib-samples", "2", "--seq-len", "32"};
+    if (gptq) args.insert(args.end(), {"--quant-algo", "gptq"});
+    ChildRun run = RunQuark(args);
+    ASSERT_EQ(run.exit_code, 0);
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job("uint4_wo_128", gptq), ReferenceThroughput());
+    ASSERT_TRUE(e.ok()) << e.status();
+    measured[gptq] = run.peak_rss_bytes;
+    estimated[gptq] = e->peak_host_bytes;
+    EXPECT_NEAR(static_cast<double>(estimated[gptq]) / measured[gptq], 1.0, 0.25)
+        << "estimated " << estimated[gptq] << " measured " << measured[gptq];
+  }
+  const double measured_extra = static_cast<double>(measured[1]) - measured[0];
+  const double estimated_extra = static_cast<double>(estimated[1]) - estimated[0];
+  ASSERT_GT(measured_extra, 0);
+  EXPECT_NEAR(estimated_extra / measured_extra, 1.0, 0.4)
+      << "GPTQ extra: estimated " << estimated_extra << " measured " << measured_extra;
+}
+
+}  // namespace
+}  // namespace quark::estimate

@@ -1,0 +1,183 @@
+// ValidateConfig --estimate and SubmitJob's fit check through the real quarkd: workers registering their measured
+// throughputs over the real worker protocol (a plain gRPC client here: the engine's probe is exercised by
+// quark-worker itself), estimates per kind of worker, and a job refused RESOURCE_EXHAUSTED with the numbers when
+// it fits none of them.
+#include <grpcpp/grpcpp.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+#include "core/config/presets.h"
+#include "core/estimate/job_estimate.h"
+#include "quark/v1/service.grpc.pb.h"
+#include "quark/v1/worker.grpc.pb.h"
+#include "tests/estimate/synthetic_model.h"
+#include "tests/server/quarkd_process.h"
+#include "tests/server/test_util.h"
+
+namespace quark::server {
+namespace {
+
+namespace pb = quark::v1;
+namespace ipb = quark::v1::internal;
+using testing::QuarkdProcess;
+
+class EstimateProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.File("models/m"));
+    estimate::testing::WriteBf16Llama(dir_.File("models/m"), 256, 768, 2);
+    ASSERT_TRUE(quarkd_.Start(QUARKD_BINARY,
+                              {"--data-dir", dir_.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen", "",
+                               "--workers", "0", "--allowed-roots", dir_.File("models") + "," + dir_.File("out")},
+                              dir_.File("ready.json"), dir_.File("quarkd.log")));
+    auto channel = grpc::CreateChannel(quarkd_.address(), grpc::InsecureChannelCredentials());
+    stub_ = pb::QuantizationService::NewStub(channel);
+    workers_ = ipb::WorkerService::NewStub(channel);
+  }
+
+  grpc::Status Register(const std::string& id, double gemm_gflops, int64_t host_memory, int64_t gpu_memory = 0) {
+    ipb::RegisterRequest request;
+    request.set_worker_id(id);
+    request.set_slots(1);
+    request.add_devices("cpu");
+    ipb::WorkerThroughput* t = request.mutable_throughput();
+    t->set_threads(2);
+    t->set_gemm_gflops(gemm_gflops);
+    t->set_cholesky_gflops(gemm_gflops / 3);
+    t->set_fake_quant_bytes_per_s(2e9);
+    t->set_disk_write_bytes_per_s(500e6);
+    t->set_disk_read_bytes_per_s(2e9);
+    t->set_host_memory_bytes(host_memory);
+    t->set_gpu_memory_bytes(gpu_memory);
+    t->set_device(gpu_memory > 0 ? "cuda" : "cpu");
+    grpc::ClientContext context;
+    ipb::RegisterResponse response;
+    return workers_->Register(&context, request, &response);
+  }
+
+  pb::ValidateConfigResponse Validate() {
+    pb::ValidateConfigRequest request;
+    request.set_model_uri("file://" + dir_.File("models/m"));
+    request.set_preset("uint4_wo_128");
+    request.set_estimate(true);
+    pb::AlgoConfig* gptq = request.add_algo_config();
+    gptq->mutable_gptq();
+    request.mutable_calibration()->set_num_samples(4);
+    request.mutable_calibration()->set_seq_len(64);
+    grpc::ClientContext context;
+    pb::ValidateConfigResponse response;
+    grpc::Status status = stub_->ValidateConfig(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  grpc::Status Submit(int gpus = 0) {
+    pb::SubmitJobRequest request;
+    request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
+    request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
+    request.mutable_spec()->set_preset("uint4_wo_128");
+    request.mutable_spec()->add_algo_config()->mutable_gptq();
+    request.mutable_spec()->mutable_resources()->set_gpus(gpus);
+    request.mutable_spec()->mutable_calibration()->set_num_samples(4);  // as Validate() and Expected()
+    request.mutable_spec()->mutable_calibration()->set_seq_len(64);
+    grpc::ClientContext context;
+    pb::Job job;
+    return stub_->SubmitJob(&context, request, &job);
+  }
+
+  // The estimate the library gives for the same job on the reference rates.
+  estimate::JobEstimate Expected() {
+    absl::StatusOr<estimate::ModelShape> model = estimate::ReadModelShape(dir_.File("models/m"));
+    EXPECT_TRUE(model.ok()) << model.status();
+    estimate::JobInputs job;
+    job.config = *PresetConfig("uint4_wo_128");
+    job.config.algo_config.push_back(GptqAlgo{});
+    job.calibration_samples = 4;
+    job.calibration_seq_len = 64;
+    absl::StatusOr<estimate::JobEstimate> e = estimate::EstimateJob(*model, job, estimate::ReferenceThroughput());
+    EXPECT_TRUE(e.ok()) << e.status();
+    return *e;
+  }
+
+  testing::TempDir dir_;
+  QuarkdProcess quarkd_;
+  std::unique_ptr<pb::QuantizationService::Stub> stub_;
+  std::unique_ptr<ipb::WorkerService::Stub> workers_;
+};
+
+TEST_F(EstimateProcessTest, WithoutWorkersTheReferenceEstimateComesWithAWarning) {
+  pb::ValidateConfigResponse response = Validate();
+  ASSERT_TRUE(response.valid()) << response.DebugString();
+  ASSERT_EQ(response.estimates_size(), 1);
+  const pb::Estimate& e = response.estimates(0);
+  EXPECT_NE(e.worker_kind().find("reference"), std::string::npos) << e.worker_kind();
+  bool warned = false;
+  for (const std::string& w : response.warnings()) warned |= w.find("no worker is registered") != std::string::npos;
+  EXPECT_TRUE(warned) << response.DebugString();
+  const estimate::JobEstimate expected = Expected();
+  ASSERT_EQ(e.phases_size(), static_cast<int>(expected.phases.size()));
+  std::vector<std::string> phases;
+  for (const auto& p : e.phases()) phases.push_back(p.phase());
+  EXPECT_EQ(phases, (std::vector<std::string>{"load", "calibrate", "gptq", "quantize_export"}));
+  EXPECT_EQ(e.peak_host_bytes(), static_cast<int64_t>(expected.peak_host_bytes));
+  ASSERT_EQ(e.artifacts_size(), 1);
+  EXPECT_EQ(e.artifacts(0).format(), pb::EXPORT_FORMAT_HF_QUARK);
+  EXPECT_EQ(e.artifacts(0).bytes(), static_cast<int64_t>(expected.artifacts[0].bytes));
+  EXPECT_GT(e.total_seconds(), 0);
+  // Without workers nothing is refused: the job queues as before.
+  EXPECT_TRUE(Submit().ok());
+}
+
+TEST_F(EstimateProcessTest, IdenticalWorkersShareAnEstimateAndAJobThatFitsNoneIsRefused) {
+  ASSERT_TRUE(Register("small-a", 50, 64ll << 20).ok());
+  ASSERT_TRUE(Register("small-b", 50, 64ll << 20).ok());
+  pb::ValidateConfigResponse response = Validate();
+  ASSERT_EQ(response.estimates_size(), 1) << response.DebugString();
+  EXPECT_EQ(response.estimates(0).worker_ids_size(), 2);
+  EXPECT_EQ(response.estimates(0).host_memory_bytes(), 64ll << 20);
+  EXPECT_NE(response.estimates(0).does_not_fit().find("host memory at phase"), std::string::npos)
+      << response.estimates(0).does_not_fit();
+
+  grpc::Status refused = Submit();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  const std::string expected_peak = absl::StrFormat("needs %.1f GiB host memory at phase %s",
+                                                    Expected().peak_host_bytes / double(1ull << 30),
+                                                    Expected().peak_host_phase);
+  EXPECT_NE(refused.error_message().find(expected_peak), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("the largest worker has 0.1 GiB"), std::string::npos)
+      << refused.error_message();
+
+  // A worker with the memory (and twice the speed) arrives: two kinds, the faster one quicker, and the job queues.
+  ASSERT_TRUE(Register("big", 100, 64ll << 30).ok());
+  response = Validate();
+  ASSERT_EQ(response.estimates_size(), 2) << response.DebugString();
+  const pb::Estimate* big = nullptr;
+  const pb::Estimate* small = nullptr;
+  for (const pb::Estimate& e : response.estimates()) (e.worker_ids(0) == "big" ? big : small) = &e;
+  ASSERT_TRUE(big != nullptr && small != nullptr);
+  EXPECT_TRUE(big->does_not_fit().empty()) << big->does_not_fit();
+  EXPECT_LT(big->total_seconds(), small->total_seconds());
+  EXPECT_EQ(big->peak_host_bytes(), small->peak_host_bytes());
+  EXPECT_TRUE(Submit().ok());
+}
+
+TEST_F(EstimateProcessTest, AJobAskingForAGpuIsRefusedWhenNoWorkerHasOne) {
+  ASSERT_TRUE(Register("cpu-only", 50, 64ll << 30).ok());
+  grpc::Status refused = Submit(/*gpus=*/1);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("needs a GPU"), std::string::npos) << refused.error_message();
+  ASSERT_TRUE(Register("gpu", 50, 64ll << 30, 80ll << 30).ok());
+  EXPECT_TRUE(Submit(/*gpus=*/1).ok());
+}
+
+TEST_F(EstimateProcessTest, ThroughputThatIsNotAFiniteNonNegativeNumberIsRefused) {
+  grpc::Status status = Register("bad", -1, 64ll << 30);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("throughput.gemm_gflops"), std::string::npos) << status.error_message();
+}
+
+}  // namespace
+}  // namespace quark::server
