@@ -48,17 +48,15 @@ struct ChildRun {
   uint64_t peak_rss_bytes = 0;
 };
 
-// Token ids (".ids": one sample per line) for runs that calibrate; the synthetic models have no tokenizer.
-std::string CalibrationIds() {
-  static const std::string path = [] {
-    const std::string p = TempDir("estimate_calib") + ".ids";
-    std::ofstream out(p);
-    for (int sample = 0; sample < 4; ++sample) {
-      for (int t = 0; t < 64; ++t) out << (t ? " " : "") << 3 + (sample * 131 + t * 17) % 500;
-      out << "\n";
-    }
-    return p;
-  }();
+// Token ids (".ids": one sample per line) in `dir` for runs that calibrate; the synthetic models have no tokenizer.
+std::string CalibrationIds(const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string path = dir + "/calib.ids";
+  std::ofstream out(path);
+  for (int sample = 0; sample < 4; ++sample) {
+    for (int t = 0; t < 64; ++t) out << (t ? " " : "") << 3 + (sample * 131 + t * 17) % 500;
+    out << "\n";
+  }
   return path;
 }
 
@@ -139,6 +137,7 @@ TEST(EstimateJobTest, RefusesRatesThatAreNotPositive) {
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
 TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   const std::string model_dir = Track(WriteModel(256, 768, 2));
+  const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->num_layers, 2);
@@ -147,7 +146,7 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
     SCOPED_TRACE(preset);
     const std::string out = Track(TempDir("estimate_out"));
     ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--output", out, "--calib",
-                             CalibrationIds(), "--num-calib-samples", "2", "--seq-len", "16"});
+                             calib, "--num-calib-samples", "2", "--seq-len", "16"});
     ASSERT_EQ(run.exit_code, 0);
     absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, false), ReferenceThroughput());
     ASSERT_TRUE(e.ok()) << e.status();
@@ -162,6 +161,7 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
 // weight) within 40% of the estimated extra, which a constant offset alone could not match.
 TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
   const std::string model_dir = Track(WriteModel(1536, 4096, 1));
+  const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
   uint64_t measured[2] = {0, 0}, estimated[2] = {0, 0};
@@ -169,7 +169,7 @@ TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
     SCOPED_TRACE(gptq ? "uint4_wo_128+gptq" : "uint4_wo_128");
     const std::string out = Track(TempDir("estimate_mem"));
     std::vector<std::string> args = {"quantize", "--model", model_dir, "--scheme", "uint4_wo_128", "--output", out,
-                                     "--calib", CalibrationIds(), "--num-calib-samples", "2", "--seq-len", "32"};
+                                     "--calib", calib, "--num-calib-samples", "2", "--seq-len", "32"};
     if (gptq) args.insert(args.end(), {"--quant-algo", "gptq"});
     ChildRun run = RunQuark(args);
     ASSERT_EQ(run.exit_code, 0);
