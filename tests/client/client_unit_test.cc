@@ -232,6 +232,30 @@ TEST(OutputTest, ShowsDeduplicatedFromAndDeadline) {
   EXPECT_EQ(EventLine(event), "#2 SUCCEEDED (deduplicated from job j1)");
 }
 
+TEST(OutputTest, ValidateTablePrintsEachEstimate) {
+  quark::v1::ValidateConfigResponse response;
+  response.set_valid(true);
+  quark::v1::Estimate* e = response.add_estimates();
+  e->set_worker_kind("cpu, 2 threads, 95 GFLOP/s GEMM, 0.1 GiB memory");
+  e->add_worker_ids("w1");
+  quark::v1::PhaseEstimate* gptq = e->add_phases();
+  gptq->set_phase("gptq");
+  gptq->set_seconds(33.3);
+  gptq->set_peak_host_bytes(int64_t{3} << 30);
+  e->set_total_seconds(40);
+  e->set_peak_host_bytes(int64_t{3} << 30);
+  quark::v1::ArtifactEstimate* artifact = e->add_artifacts();
+  artifact->set_format(quark::v1::EXPORT_FORMAT_GGUF);
+  artifact->set_bytes(3890000000);
+  e->set_does_not_fit("needs 3.0 GiB host memory at phase gptq; the worker has 0.1 GiB");
+  const std::string table = ValidateTable(response);
+  EXPECT_NE(table.find("estimate on cpu, 2 threads, 95 GFLOP/s GEMM, 0.1 GiB memory (w1)"), std::string::npos) << table;
+  EXPECT_NE(table.find("gptq              33.3 s      3.00 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("total             40.0 s"), std::string::npos) << table;
+  EXPECT_NE(table.find("artifact gguf: 3.890 GB (3890000000 bytes)"), std::string::npos) << table;
+  EXPECT_NE(table.find("does not fit: needs 3.0 GiB"), std::string::npos) << table;
+}
+
 TEST(OutputTest, ProgressBar) {
   quark::v1::Progress p;
   p.set_phase("quantize");
