@@ -157,6 +157,32 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   }
 }
 
+// GGUF: quantized linears in their llama.cpp block type (Q4_1, Q4_0), the rest in its own dtype; the metadata
+// (vocabulary, hyperparameters) is not counted, hence a looser bound.
+TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {
+  const std::string model_dir = Track(WriteModel(256, 768, 2));
+  // GGUF carries the SentencePiece vocabulary: the stories260K tokenizer (512 pieces, the models' vocab size).
+  const char* shared = std::getenv("QUARK_SHARED_DIR");
+  fs::copy_file(std::string(shared ? shared : "/work/shared") + "/fixtures/stories260K/tokenizer.model",
+                model_dir + "/tokenizer.model");
+  absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const std::string preset : {"uint4_wo_32", "int4_wo_32"}) {
+    SCOPED_TRACE(preset);
+    const std::string out = Track(TempDir("estimate_gguf"));
+    ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--export", "gguf", "--output", out});
+    ASSERT_EQ(run.exit_code, 0);
+    JobInputs job = Job(preset, false);
+    job.formats = {ExportKind::kGguf};
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, ReferenceThroughput());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_EQ(e->artifacts.size(), 1u);
+    const double measured = static_cast<double>(DirBytes(out));
+    const double estimated = static_cast<double>(e->artifacts[0].bytes);
+    EXPECT_NEAR(estimated / measured, 1.0, 0.03) << "estimated " << estimated << " measured " << measured;
+  }
+}
+
 // Peak RSS of real runs: within 25% of the estimate, and GPTQ's extra memory (Hessian, inverse factor, working
 // weight) within 40% of the estimated extra, which a constant offset alone could not match.
 TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
