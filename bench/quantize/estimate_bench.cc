@@ -106,13 +106,14 @@ int main(int argc, char** argv) {
   rates.gemm_flops = t.gemm_gflops() * 1e9;
   rates.cholesky_flops = t.cholesky_gflops() * 1e9;
   rates.fake_quant_bytes_per_s = t.fake_quant_bytes_per_s();
+  rates.float_codes_bytes_per_s = t.float_codes_bytes_per_s();
   rates.disk_write_bytes_per_s = t.disk_write_bytes_per_s();
   rates.disk_read_bytes_per_s = t.disk_read_bytes_per_s();
   rates.host_memory_bytes = t.host_memory_bytes();
   fmt::print("rates ({} threads, probe {:.1f} s): GEMM {:.1f} GFLOP/s, Cholesky {:.1f} GFLOP/s, fake-quant {:.2f} GB/s, "
-             "disk write {:.0f} MB/s, read {:.0f} MB/s\n\n",
+             "fp8 codes {:.2f} GB/s, disk write {:.0f} MB/s, read {:.0f} MB/s\n\n",
              t.threads(), t.probe_seconds(), t.gemm_gflops(), t.cholesky_gflops(), t.fake_quant_bytes_per_s() / 1e9,
-             t.disk_write_bytes_per_s() / 1e6, t.disk_read_bytes_per_s() / 1e6);
+             t.float_codes_bytes_per_s() / 1e9, t.disk_write_bytes_per_s() / 1e6, t.disk_read_bytes_per_s() / 1e6);
   fmt::print("model: {} ({} layers), {} sample(s) x {} tokens\n", dir, model->num_layers, samples, seq_len);
   PrintTable(*model, presets, samples, seq_len, rates);
   if (extrapolate > 0) {

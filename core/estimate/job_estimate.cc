@@ -154,9 +154,12 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   const uint64_t working = 2 * c.layer_f32 + c.activations;
 
   JobEstimate e;
-  double quantized_weight_bytes = 0;
+  double quantized_weight_bytes = 0, float_format_weight_bytes = 0;
   for (const Linear& l : c.linears) {
-    if (l.config != nullptr) quantized_weight_bytes += 4.0 * l.out * l.in;
+    if (l.config == nullptr) continue;
+    quantized_weight_bytes += 4.0 * l.out * l.in;
+    const auto& w = l.config->weight;
+    if (w && !w->IsMx() && IsFloatFormat(w->dtype)) float_format_weight_bytes += 4.0 * l.out * l.in;
   }
   const double params = static_cast<double>(model.params_total);
   e.phases.push_back(Phase(c, "load",
@@ -199,6 +202,9 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   }
   e.phases.push_back(Phase(c, "quantize_export",
                            kFakeQuantPasses * quantized_weight_bytes / rates.fake_quant_bytes_per_s +
+                               (rates.float_codes_bytes_per_s > 0
+                                    ? float_format_weight_bytes / rates.float_codes_bytes_per_s
+                                    : 0) +
                                write_bytes / rates.disk_write_bytes_per_s,
                            working));
   if (job.evaluation_tokens > 0) {

@@ -25,7 +25,9 @@
 //   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
 //               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass
 //   rotation    2 x out x in x hidden FLOPs for every linear that reads or writes the residual stream
-//   quantize_export  kFakeQuantPasses x float32 weight bytes at the fake-quant rate (observe, quantize, pack)
+//   quantize_export  kFakeQuantPasses x float32 weight bytes at the fake-quant rate (observe, quantize, pack),
+//                    plus float-format (fp8/fp6/fp4) weights once more at the probe's float-codes rate (their
+//                    codes come from a scalar path, measured: 28% of an fp8 7B export's profile)
 //               + artifact bytes / disk write rate
 //   evaluate    2 x params x tokens FLOPs per perplexity run at GEMM rate + the weights read back per run
 //               (runs: float and quantized model, + one per export read back when the accuracy gate is on)

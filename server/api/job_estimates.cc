@@ -35,7 +35,8 @@ std::vector<Kind> KindsOf(const std::vector<WorkerProfile>& workers) {
     const estimate::Throughput& r = w.rates;
     const std::string key =
         absl::StrCat(r.device, "|", r.threads, "|", TwoDigits(r.gemm_flops), "|", TwoDigits(r.cholesky_flops), "|",
-                     TwoDigits(r.fake_quant_bytes_per_s), "|", TwoDigits(r.disk_write_bytes_per_s), "|",
+                     TwoDigits(r.fake_quant_bytes_per_s), "|",
+                     TwoDigits(r.float_codes_bytes_per_s), "|", TwoDigits(r.disk_write_bytes_per_s), "|",
                      TwoDigits(r.disk_read_bytes_per_s), "|", Gib(r.host_memory_bytes), "|", Gib(r.gpu_memory_bytes),
                      "|", w.measured);
     Kind& kind = kinds[key];

@@ -11,6 +11,7 @@ estimate::Throughput ThroughputFromProto(const quark::v1::internal::WorkerThroug
   take(t.gemm_gflops() * 1e9, rates.gemm_flops);
   take(t.cholesky_gflops() * 1e9, rates.cholesky_flops);
   take(t.fake_quant_bytes_per_s(), rates.fake_quant_bytes_per_s);
+  take(t.float_codes_bytes_per_s(), rates.float_codes_bytes_per_s);
   take(t.disk_write_bytes_per_s(), rates.disk_write_bytes_per_s);
   take(t.disk_read_bytes_per_s(), rates.disk_read_bytes_per_s);
   rates.host_memory_bytes = t.host_memory_bytes() > 0 ? static_cast<uint64_t>(t.host_memory_bytes()) : 0;

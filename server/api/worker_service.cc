@@ -90,6 +90,7 @@ static absl::Status CheckThroughput(const quark::v1::internal::WorkerThroughput&
       {"gemm_gflops", t.gemm_gflops()},
       {"cholesky_gflops", t.cholesky_gflops()},
       {"fake_quant_bytes_per_s", t.fake_quant_bytes_per_s()},
+      {"float_codes_bytes_per_s", t.float_codes_bytes_per_s()},
       {"disk_write_bytes_per_s", t.disk_write_bytes_per_s()},
       {"disk_read_bytes_per_s", t.disk_read_bytes_per_s()},
       {"host_memory_bytes", static_cast<double>(t.host_memory_bytes())},

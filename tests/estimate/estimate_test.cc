@@ -134,6 +134,27 @@ TEST(EstimateJobTest, RefusesRatesThatAreNotPositive) {
   EXPECT_NE(e.status().message().find("throughput.gemm"), std::string::npos) << e.status();
 }
 
+// Float formats (fp8 here) take one more pass over their weights at the probe's fp8-codes rate (the engine's codes
+// for them come from a scalar path); integer formats do not.
+TEST_F(EstimateTest, FloatFormatsPayTheirCodesPass) {
+  absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto export_seconds = [&](const std::string& preset, double float_codes_rate) {
+    Throughput rates = ReferenceThroughput();
+    rates.float_codes_bytes_per_s = float_codes_rate;
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, false), rates);
+    EXPECT_TRUE(e.ok()) << e.status();
+    for (const auto& p : e->phases) {
+      if (p.phase == "quantize_export") return p.seconds;
+    }
+    ADD_FAILURE() << "no quantize_export phase";
+    return 0.0;
+  };
+  const double linear_f32_bytes = 4.0 * 2 * (4 * 256 * 256 + 3 * 256 * 768);
+  EXPECT_NEAR(export_seconds("fp8", 1e8) - export_seconds("fp8", 0), linear_f32_bytes / 1e8, 1e-9);
+  EXPECT_DOUBLE_EQ(export_seconds("uint4_wo_128", 1e8), export_seconds("uint4_wo_128", 0));
+}
+
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
 TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   const std::string model_dir = Track(WriteModel(256, 768, 2));
