@@ -109,6 +109,7 @@ class EnginePipeline : public QuantizePipeline {
     options.cancelled = [&cancel] { return cancel.IsCancelled(); };
     options.checkpoint_dir = request.checkpoint_dir.string();
     options.on_notice = [&progress](const std::string& line) { progress.Log(line); };
+    options.on_metrics = [&progress](const std::map<std::string, double>& metrics) { progress.Metrics(metrics); };
     absl::StatusOr<QuantizeModelReport> report;
     try {
       report = QuantizeModel(request.model_dir.string(), options);

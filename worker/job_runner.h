@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include <map>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "quark/v1/service.pb.h"
 #include "quark/v1/worker.pb.h"
@@ -20,6 +23,8 @@ class ProgressSink {
   virtual void Report(const quark::v1::Progress& progress) = 0;
   /// One log line for the job's event log.
   virtual void Log(const std::string& line) = 0;
+  /// Figures of a run that may still fail (a broken accuracy gate): the job's result keeps them even then.
+  virtual void Metrics(const std::map<std::string, double>& /*metrics*/) {}
 };
 
 /// What a lease brings besides its job. Lives only as long as the job runs.

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -53,6 +54,15 @@ class WorkerAgent::LeaseRun : public ProgressSink {
     request.set_lease_id(lease_id_);
     request.set_log(Redact(line, credentials_));
     Send(request);
+  }
+
+  void Metrics(const std::map<std::string, double>& metrics) override {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    metrics_ = metrics;
+  }
+  std::map<std::string, double> metrics() const {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    return metrics_;
   }
 
   void Flush() {
@@ -129,6 +139,8 @@ class WorkerAgent::LeaseRun : public ProgressSink {
   std::string last_phase_;
   std::chrono::steady_clock::time_point last_sent_{};
   std::thread heartbeat_;
+  mutable std::mutex metrics_mu_;
+  std::map<std::string, double> metrics_;  // the runner's figures, for a failed job's result
 };
 
 }  // namespace quark::worker

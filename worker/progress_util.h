@@ -14,6 +14,7 @@ class ScaledProgressSink : public ProgressSink {
   ScaledProgressSink(ProgressSink& inner, double lo, double hi, std::chrono::steady_clock::time_point job_start);
   void Report(const quark::v1::Progress& progress) override;
   void Log(const std::string& line) override { inner_.Log(line); }
+  void Metrics(const std::map<std::string, double>& metrics) override { inner_.Metrics(metrics); }
 
  private:
   ProgressSink& inner_;  // outlives this adapter: both live on the runner's stack

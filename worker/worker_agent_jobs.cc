@@ -120,6 +120,8 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
     complete.set_handed_back(true);  // quarkd requeues it for another worker
   } else {
     complete.set_error(result.status().ToString());
+    // A run the accuracy gate failed still tells its figures (ppl_before, ppl_after, ...).
+    for (const auto& [name, value] : run.metrics()) (*complete.mutable_result()->mutable_metrics())[name] = value;
   }
   // Errors may quote a store's answer or a URL: the lease's keys never leave in them (nor in the log below).
   complete.set_error(Redact(complete.error(), context.storage_credentials));

@@ -702,9 +702,12 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
     // Nothing the gate refused stays behind: the run made output_dir, the run removes it.
     std::error_code ec;
     if (!options_.output_dir.empty()) std::filesystem::remove_all(options_.output_dir, ec);
+    report_.metrics["seconds_total"] = Seconds(start_);
+    if (options_.on_metrics) options_.on_metrics(report_.metrics);
     return s;
   }
   report_.metrics["seconds_total"] = Seconds(start_);
+  if (options_.on_metrics) options_.on_metrics(report_.metrics);
   Progress("done", static_cast<int>(model_.num_hidden_layers), 1, 0, "done");
   return std::move(report_);
 }

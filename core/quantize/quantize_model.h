@@ -74,6 +74,9 @@ struct QuantizeModelOptions {
   /// One-off lines worth keeping in a job's event log besides the progress ("resumed at layer k of N", "checkpoint
   /// discarded: ..."); they are also reported as progress messages. May be empty.
   std::function<void(const std::string&)> on_notice;
+  /// The run's figures (the report's metrics) when it ends, also when the accuracy gate fails it: a job keeps its
+  /// perplexities in its result either way. May be empty.
+  std::function<void(const std::map<std::string, double>&)> on_metrics;
 };
 
 struct QuantizeModelReport {

@@ -148,6 +148,37 @@ TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
   EXPECT_EQ(nlohmann::json::parse(*config)["quantization_config"]["algo_config"][0]["name"], "awq");
 }
 
+// The accuracy gate through the whole house: a bound of 0 (no perplexity increase at all) fails the job with
+// FAILED_PRECONDITION naming the figures, nothing is published, and the job's result still holds the perplexities.
+TEST_F(EngineE2eTest, AccuracyGateFailsTheJobAndKeepsItsFigures) {
+  const std::string fixtures = Fixtures();
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+  quark::v1::SubmitJobRequest request;
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->set_model_uri("file://" + fixtures + "/stories260K");
+  spec->set_preset("w_int8_per_tensor_sym");
+  spec->set_output_uri("s3://test/gate");
+  spec->set_max_attempts(1);
+  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_validation_prefix.txt");
+  spec->mutable_evaluation()->set_seq_len(128);
+  spec->mutable_evaluation()->set_max_windows(2);
+  spec->mutable_evaluation()->set_max_ppl_increase(0.0);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_FAILED) << done.DebugString() << (*quarkd)->Log();
+  EXPECT_NE(done.error().find("FAILED_PRECONDITION: accuracy gate: perplexity +"), std::string::npos) << done.error();
+  const auto& metrics = done.result().metrics();
+  ASSERT_TRUE(metrics.count("ppl_before") && metrics.count("ppl_after") && metrics.count("ppl_reloaded"))
+      << done.DebugString();
+  EXPECT_GT(std::max(metrics.at("ppl_after"), metrics.at("ppl_reloaded")), metrics.at("ppl_before"));
+  EXPECT_EQ(done.result().artifacts_size(), 0);
+  storage::S3ObjectStore bucket(server_->Config());
+  EXPECT_FALSE(bucket.GetBytes("s3://test/gate/" + done.id() + "/manifest.json").ok()) << "nothing is published";
+}
+
 TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   const std::string fixtures = Fixtures();
   absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
