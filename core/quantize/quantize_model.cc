@@ -130,6 +130,15 @@ class QuantizeRun {
   absl::Status EvaluateAfter();
   absl::Status CheckAccuracyGate() const;
   void Progress(const std::string& phase, int layer, double fraction, double eta, const std::string& message) const;
+  // The quantize phase spans [base, base + span] of the run (the evaluations take the rest), each layer an equal
+  // share of it.
+  double LayerShare() const {
+    const double base = eval_ids_.empty() ? 0 : kEvalShare;
+    return (1 - 3 * base) / static_cast<double>(model_.num_hidden_layers);
+  }
+  double LayerStart(int64_t index) const {
+    return (eval_ids_.empty() ? 0 : kEvalShare) + LayerShare() * static_cast<double>(index);
+  }
   void Notice(const std::string& phase, int layer, const std::string& message) const;
 
   std::string model_dir_;
@@ -401,10 +410,8 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     return absl::CancelledError(StrCat("cancelled before layer ", index, " of ", model_.num_hidden_layers));
   }
   if (index < resume_layers_) return RestoreLayer(index, layer, inputs);
-  // The quantize phase spans [base, base + span] of the run; each layer an equal share of it.
-  const double base = eval_ids_.empty() ? 0 : kEvalShare, span = 1 - 3 * base;
-  const double layer_share = span / static_cast<double>(model_.num_hidden_layers);
-  const double start = base + layer_share * static_cast<double>(index);
+  const double layer_share = LayerShare();
+  const double start = LayerStart(index);
   const double eta = index == 0 ? 0 : Seconds(quantize_start_) / static_cast<double>(index) *
                                           static_cast<double>(model_.num_hidden_layers - index);
   Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("calibrating and quantizing ", layer.prefix()));
@@ -460,9 +467,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
 // model), then the layer takes the recorded tensors and parameters, and the streamer computes the quantized outputs
 // from it as the first run did.
 absl::Status QuantizeRun::RestoreLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
-  const double base = eval_ids_.empty() ? 0 : kEvalShare, span = 1 - 3 * base;
-  Progress("quantize", static_cast<int>(index) + 1,
-           base + span * static_cast<double>(index) / static_cast<double>(model_.num_hidden_layers), 0,
+  Progress("quantize", static_cast<int>(index) + 1, LayerStart(index), 0,
            StrCat("restoring ", layer.prefix(), " from the checkpoint"));
   auto data = checkpoint_->Read(index);
   if (!data.ok()) return data.status();

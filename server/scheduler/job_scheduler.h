@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -182,6 +183,10 @@ std::string DeadlineError(const quark::v1::Job& job);
 /// SUCCEEDED origin's result is copied (the job is created SUCCEEDED), a queued or running one is followed (the
 /// job takes its state). deduplicated_from names the job that ran. Returns the log event saying so.
 quark::v1::JobEvent DeduplicateFrom(const quark::v1::Job& origin, absl::Time now, quark::v1::Job* job);
+
+/// The tenant's job with `job`'s content key (the newest succeeded one first, as the store orders them), or nullopt
+/// when there is none. A store error is logged and means "not deduplicated": the job then runs.
+std::optional<quark::v1::Job> FindContentKeyMatch(JobStore& store, const quark::v1::Job& job);
 
 /// Random identifiers ("job-" + 20 hex digits, "lease-" + ...), from a seeded-once CSPRNG-quality source.
 std::string NewId(const std::string& prefix);

@@ -20,15 +20,19 @@ std::pair<JobState, std::string> JobScheduler::StopOutcome(const ActiveJob& acti
   return {JobState::JOB_STATE_CANCELLED, absl::StrCat("cancelled", detail)};
 }
 
-bool JobScheduler::DeduplicateLocked(Job* job, std::vector<JobEvent>* events) {
-  absl::StatusOr<Job> match = store_->FindByContentKey(job->tenant(), job->content_key());
-  if (!match.ok()) {
-    if (!absl::IsNotFound(match.status())) {
-      log::Get("scheduler")->warn("job={} content key lookup failed, not deduplicated: {}", job->id(),
-                                  ForLog(match.status().ToString()));
-    }
-    return false;
+std::optional<Job> FindContentKeyMatch(JobStore& store, const Job& job) {
+  absl::StatusOr<Job> match = store.FindByContentKey(job.tenant(), job.content_key());
+  if (match.ok()) return *std::move(match);
+  if (!absl::IsNotFound(match.status())) {
+    log::Get("scheduler")->warn("job={} content key lookup failed, not deduplicated: {}", job.id(),
+                                ForLog(match.status().ToString()));
   }
+  return std::nullopt;
+}
+
+bool JobScheduler::DeduplicateLocked(Job* job, std::vector<JobEvent>* events) {
+  std::optional<Job> match = FindContentKeyMatch(*store_, *job);
+  if (!match) return false;
   // Always point at the job that ran: a deduplicated job's own origin, and a follower's leader.
   Job origin = std::move(*match);
   std::string ran = origin.deduplicated_from().empty() ? origin.id() : origin.deduplicated_from();

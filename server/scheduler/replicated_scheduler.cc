@@ -676,14 +676,8 @@ bool ReplicatedScheduler::SetDraining(const std::string& worker_id, bool drainin
 }
 
 bool ReplicatedScheduler::Deduplicate(Job* job, std::vector<JobEvent>* events) {
-  absl::StatusOr<Job> match = store_->FindByContentKey(job->tenant(), job->content_key());
-  if (!match.ok()) {
-    if (!absl::IsNotFound(match.status())) {
-      log::Get("scheduler")->warn("job={} content key lookup failed, not deduplicated: {}", job->id(),
-                                  ForLog(match.status().ToString()));
-    }
-    return false;
-  }
+  std::optional<Job> match = FindContentKeyMatch(*store_, *job);
+  if (!match) return false;
   Job origin = std::move(*match);
   if (origin.state() != JobState::JOB_STATE_SUCCEEDED) {
     // Follow the job that runs (a follower's leader), as it is now. Two replicas may each start a leader for one
