@@ -8,6 +8,7 @@
 #include "core/runtime/linear.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/opt_layer.h"
+#include "core/runtime/phi3_layer.h"
 
 namespace quark::algorithms {
 namespace {
@@ -275,6 +276,8 @@ absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std:
   if (auto* attention = dynamic_cast<runtime::LlamaAttention*>(module)) return attention->forward(x, context);
   if (auto* attention = dynamic_cast<runtime::OptAttention*>(module)) return attention->forward(x, context);
   if (auto* mlp = dynamic_cast<runtime::LlamaMlp*>(module)) return mlp->forward(x);
+  if (auto* attention = dynamic_cast<runtime::Phi3Attention*>(module)) return attention->forward(x, context);
+  if (auto* mlp = dynamic_cast<runtime::Phi3Mlp*>(module)) return mlp->forward(x);
   return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": not a module an algorithm can run"));
 }
 

@@ -83,7 +83,7 @@ constexpr int64_t kQwen2DefaultMaxWindowLayers = 28;
 // Which layers of a windowed model use the window. Mistral: all. Qwen2: `layer_types` when given
 // ("sliding_attention" / "full_attention" per layer), else layers >= max_window_layers (HF's Qwen2Config).
 absl::Status ParseSlidingWindowLayers(const json& root, const std::string& label, ModelConfig& config) {
-  if (config.model_type != "qwen2") return absl::OkStatus();
+  if (config.model_type != "qwen2" && config.model_type != "qwen3") return absl::OkStatus();
   const int64_t layers = config.num_hidden_layers;
   config.sliding_window_layers.assign(layers, true);
   auto types = root.find("layer_types");
@@ -113,8 +113,10 @@ absl::Status ParseSlidingWindowLayers(const json& root, const std::string& label
 // key means no window here (HF's MistralConfig would default to 4096, but every saved Mistral config.json
 // carries the key, null since v0.2).
 absl::Status ParseSlidingWindow(const json& root, const std::string& label, ModelConfig& config) {
-  const bool used = config.model_type == "mistral" ||
-                    (config.model_type == "qwen2" && BoolField(root, "use_sliding_window", false));
+  // Phi-3 ships a window (2047 in Phi-3-mini-4k) that HF applies to every layer, as Mistral's.
+  const bool qwen = config.model_type == "qwen2" || config.model_type == "qwen3";
+  const bool used = config.model_type == "mistral" || config.model_type == "phi3" ||
+                    (qwen && BoolField(root, "use_sliding_window", false));
   if (!used) return absl::OkStatus();
   auto window = IntField(root, label, "sliding_window", 0);
   if (!window.ok()) return window.status();
@@ -176,10 +178,28 @@ void ParseOptFields(const json& root, ModelConfig& config) {
   config.tie_word_embeddings = BoolField(root, "tie_word_embeddings", true);
 }
 
+// What of Phi-3's config the runtime cannot compute: LongRoPE ("longrope", or "su" in the first Phi-3-128k
+// releases) and a partial rotary factor other than 1 (Phi-3's own checkpoints rotate whole heads). Phi-3 has no
+// attention or MLP biases.
+absl::Status CheckPhi3Fields(const json& root, const std::string& label, ModelConfig& config) {
+  auto scaling = root.find("rope_scaling");
+  if (scaling != root.end() && !scaling->is_null()) {
+    const std::string type = scaling->is_object() ? StringField(*scaling, "type", StringField(*scaling, "rope_type", "")) : scaling->dump();
+    return FieldError(label, "rope_scaling.type", quark::StrCat("= \"", type, "\" is not supported for phi3 (only a null "
+                      "rope_scaling: Phi-3 4k/8k; LongRoPE checkpoints such as Phi-3-128k and Phi-3.5 are not)"));
+  }
+  const double partial = DoubleField(root, "partial_rotary_factor", 1.0);
+  if (partial != 1.0) {
+    return FieldError(label, "partial_rotary_factor", quark::StrCat("= ", partial, " is not supported for phi3 (only 1)"));
+  }
+  config.attention_bias = config.o_proj_bias = config.mlp_bias = false;
+  return absl::OkStatus();
+}
+
 void WriteSlidingWindow(const ModelConfig& c, json& root) {
   const json window = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
-  if (c.model_type == "mistral") root["sliding_window"] = window;
-  if (c.model_type != "qwen2") return;
+  if (c.model_type == "mistral" || c.model_type == "phi3") root["sliding_window"] = window;
+  if (c.model_type != "qwen2" && c.model_type != "qwen3") return;
   root["use_sliding_window"] = c.sliding_window > 0;
   root["sliding_window"] = window;
   if (c.sliding_window <= 0) return;
@@ -198,15 +218,18 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, opt"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, opt"; }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) return absl::InvalidArgumentError(quark::StrCat(label, ": not a JSON object"));
   ModelConfig config;
   config.model_type = StringField(root, "model_type", "");
-  if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2") {
+  if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
+      config.model_type == "qwen3") {
     config.family = ArchFamily::kLlama;
+  } else if (config.model_type == "phi3") {
+    config.family = ArchFamily::kPhi3;
   } else if (config.model_type == "opt") {
     config.family = ArchFamily::kOpt;
   } else {
@@ -236,6 +259,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   config.attention_bias = qwen2 || BoolField(root, "attention_bias", false);
   config.o_proj_bias = !qwen2 && BoolField(root, "attention_bias", false);
   config.mlp_bias = BoolField(root, "mlp_bias", false);
+  config.qk_norm = config.model_type == "qwen3";
+  if (config.family == ArchFamily::kPhi3) {
+    if (auto status = CheckPhi3Fields(root, label, config); !status.ok()) return status;
+  }
   if (auto status = ParseRopeScaling(root, label, config); !status.ok()) return status;
   if (auto status = ParseSlidingWindow(root, label, config); !status.ok()) return status;
   return config;
@@ -274,7 +301,9 @@ std::string ModelConfigToJson(const ModelConfig& c) {
     return root.dump(2) + "\n";
   }
   root["architectures"] = {c.model_type == "mistral" ? "MistralForCausalLM"
-                           : c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+                           : c.model_type == "qwen2" ? "Qwen2ForCausalLM"
+                           : c.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                           : c.model_type == "phi3" ? "Phi3ForCausalLM" : "LlamaForCausalLM"};
   root["intermediate_size"] = c.intermediate_size;
   root["num_key_value_heads"] = c.num_key_value_heads;
   root["head_dim"] = c.head_dim;

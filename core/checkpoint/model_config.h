@@ -14,6 +14,7 @@ namespace quark::checkpoint {
 enum class ArchFamily {
   kLlama,  // model_type llama, mistral, qwen2 (RMSNorm, RoPE, SwiGLU, GQA)
   kOpt,    // model_type opt (LayerNorm, learned positions, ReLU, biases)
+  kPhi3,   // model_type phi3: Llama's math with fused self_attn.qkv_proj and mlp.gate_up_proj
 };
 
 /// The `model_type` values accepted, comma-separated (for error messages and help text).
@@ -54,6 +55,8 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v/o biases (qwen2: q/k/v only)
   bool o_proj_bias = false;
   bool mlp_bias = false;
+  /// Qwen3: per-head RMSNorm (self_attn.q_norm / k_norm, weight [head_dim]) on q and k before RoPE.
+  bool qk_norm = false;
   std::string hidden_act = "silu";
   int64_t bos_token_id = -1;  // -1 = none
   int64_t eos_token_id = -1;  // first of a list

@@ -40,6 +40,13 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
             {"fc1", c.intermediate_size, h, b, "final_layer_norm"},
             {"fc2", h, c.intermediate_size, b, "activation_fn"}};
   }
+  if (c.family == ArchFamily::kPhi3) {
+    // Fused in the checkpoint, as vLLM loads them: rows q | k | v and gate | up (gate first).
+    return {{"self_attn.qkv_proj", q + 2 * kv, h, false, "input_layernorm"},
+            {"self_attn.o_proj", h, q, false, "self_attn"},
+            {"mlp.gate_up_proj", 2 * c.intermediate_size, h, false, "post_attention_layernorm"},
+            {"mlp.down_proj", h, c.intermediate_size, false, "mlp.act_fn"}};
+  }
   return {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
           {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
           {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
@@ -66,6 +73,10 @@ std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t laye
   } else {
     AddNorm(out, config, prefix + "input_layernorm", config.hidden_size);
     AddNorm(out, config, prefix + "post_attention_layernorm", config.hidden_size);
+  }
+  if (config.qk_norm) {
+    AddNorm(out, config, prefix + "self_attn.q_norm", config.head_dim);
+    AddNorm(out, config, prefix + "self_attn.k_norm", config.head_dim);
   }
   return out;
 }

@@ -10,8 +10,12 @@ namespace quark::runtime {
 at::Tensor LlamaAttention::forward(const at::Tensor& x, const LayerContext& context) {
   const int64_t batch = x.size(0), seq = x.size(1);
   // [B, T, H*D] -> [B, H, T, D]
-  at::Tensor q = q_proj->forward(x).view({batch, seq, heads, head_dim}).transpose(1, 2);
-  at::Tensor k = k_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2);
+  at::Tensor q = q_proj->forward(x).view({batch, seq, heads, head_dim});
+  at::Tensor k = k_proj->forward(x).view({batch, seq, kv_heads, head_dim});
+  if (q_norm) q = q_norm->forward(q);  // over head_dim, per head (Qwen3)
+  if (k_norm) k = k_norm->forward(k);
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   at::Tensor v = v_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2).contiguous();
   q = ApplyRope(q, context.cos, context.sin);
   k = ApplyRope(k, context.cos, context.sin);
@@ -59,6 +63,14 @@ absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const
   auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
   if (!post_norm.ok()) return post_norm.status();
   layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
+  if (config.qk_norm) {
+    auto q_norm = LoadChecked(weights, prefix + "self_attn.q_norm.weight", {config.head_dim}, dtype);
+    if (!q_norm.ok()) return q_norm.status();
+    auto k_norm = LoadChecked(weights, prefix + "self_attn.k_norm.weight", {config.head_dim}, dtype);
+    if (!k_norm.ok()) return k_norm.status();
+    attn->q_norm = attn->register_module("q_norm", std::make_shared<RmsNorm>(*q_norm, config.rms_norm_eps));
+    attn->k_norm = attn->register_module("k_norm", std::make_shared<RmsNorm>(*k_norm, config.rms_norm_eps));
+  }
   layer->self_attn = layer->register_module("self_attn", attn);
   layer->post_attention_layernorm =
       layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));

@@ -1,4 +1,4 @@
-// The Llama-family decoder layer (llama, mistral, qwen2): RMSNorm, RoPE attention with grouped KV heads,
+// The Llama-family decoder layer (llama, mistral, qwen2, qwen3 with its q/k norms): RMSNorm, RoPE attention with grouped KV heads,
 // SwiGLU MLP. Children carry HF's names: input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
 // mlp.{gate,up,down}_proj.
 #pragma once
@@ -16,6 +16,8 @@ namespace quark::runtime {
 class LlamaAttention : public torch::nn::Module {
  public:
   std::shared_ptr<LinearLike> q_proj, k_proj, v_proj, o_proj;
+  /// Qwen3's per-head RMSNorms (weight [head_dim]) on q and k before RoPE; null when the model has none.
+  std::shared_ptr<RmsNorm> q_norm, k_norm;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t window = 0;  // sliding window of this layer (0 = none): attends with context.sliding_mask
   /// x [B, T, hidden] -> [B, T, hidden]. Throws c10::Error when the layer has a window the context was not

@@ -204,6 +204,9 @@ LlamaTrainer::~LlamaTrainer() = default;
 
 absl::StatusOr<std::unique_ptr<LlamaTrainer>> LlamaTrainer::Create(const ModelConfig& config, uint64_t seed) {
   if (config.family != checkpoint::ArchFamily::kLlama) return absl::InvalidArgumentError("model_type: the trainer builds Llama-family models only");
+  if (config.qk_norm) {
+    return absl::InvalidArgumentError(StrCat("model_type: \"", config.model_type, "\" has q/k norms the trainer does not build"));
+  }
   if (config.sliding_window > 0) return absl::InvalidArgumentError(StrCat("sliding_window: ", config.sliding_window, " is not trained (0 only)"));
   if (config.attention_bias || config.o_proj_bias || config.mlp_bias) {
     return absl::InvalidArgumentError("attention_bias / mlp_bias: the trainer builds bias-free Llama linears only");

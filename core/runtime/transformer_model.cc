@@ -7,6 +7,7 @@
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
 #include "core/runtime/opt_layer.h"
+#include "core/runtime/phi3_layer.h"
 
 namespace quark::runtime {
 namespace {
@@ -85,6 +86,11 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
   }
   if (IsOpt(config_)) {
     auto layer = OptDecoderLayer::Load(config_, index, *weights_, dtype_);
+    if (!layer.ok()) return layer.status();
+    return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  }
+  if (config_.family == ArchFamily::kPhi3) {
+    auto layer = Phi3DecoderLayer::Load(config_, index, *weights_, dtype_);
     if (!layer.ok()) return layer.status();
     return std::shared_ptr<DecoderLayer>(*std::move(layer));
   }
