@@ -25,6 +25,21 @@ using checkpoint::StDType;
 
 constexpr const char* kTensorPrefix = "tensor/";
 constexpr const char* kParamPrefix = "param/";
+constexpr const char* kGridPrefix = "grid/";
+
+// The float dtypes a grid weight can be restored in, by their names in the layer's JSON.
+const std::map<std::string, at::ScalarType>& GridDtypes() {
+  static const auto* dtypes = new std::map<std::string, at::ScalarType>{
+      {"float32", at::kFloat}, {"bfloat16", at::kBFloat16}, {"float16", at::kHalf}};
+  return *dtypes;
+}
+
+std::string GridDtypeName(at::ScalarType dtype) {
+  for (const auto& [name, type] : GridDtypes()) {
+    if (type == dtype) return name;
+  }
+  return "";
+}
 
 absl::StatusOr<StDType> StoredTypeOf(at::ScalarType dtype) {
   switch (dtype) {
@@ -160,6 +175,16 @@ absl::Status LayerCheckpoint::Write(int64_t index, const LayerCheckpointData& da
   }
   std::vector<NamedTensor> tensors;
   for (const auto& [name, tensor] : data.tensors) tensors.push_back({kTensorPrefix + name, tensor});
+  nlohmann::json grid = nlohmann::json::object();
+  for (const auto& [name, weight] : data.grid_weights) {
+    const std::string base = StrCat(kGridPrefix, name, "/");
+    tensors.push_back({base + "codes", weight.real.codes});
+    if (weight.real.scale.defined()) tensors.push_back({base + "scale", weight.real.scale});
+    if (weight.real.zero_point.defined()) tensors.push_back({base + "zero_point", weight.real.zero_point});
+    const std::string dtype = GridDtypeName(weight.dtype);
+    if (dtype.empty()) return absl::InternalError(StrCat("checkpoint: ", name, ": grid weights restore to float types only"));
+    grid[name] = dtype;
+  }
   for (const auto& [module, params] : data.params) {
     AddParams(module, "input", params.input, tensors);
     AddParams(module, "output", params.output, tensors);
@@ -183,7 +208,7 @@ absl::Status LayerCheckpoint::Write(int64_t index, const LayerCheckpointData& da
   }
   QUARK_RETURN_IF_ERROR(writer->Finish());
   QUARK_RETURN_IF_ERROR(SyncPath(fs::path(layer_dir) / "model.safetensors"));
-  QUARK_RETURN_IF_ERROR(WriteFileAtomically(layer_dir + ".json", nlohmann::json({{"log", data.log}}).dump(1)));
+  QUARK_RETURN_IF_ERROR(WriteFileAtomically(layer_dir + ".json", nlohmann::json({{"log", data.log}, {"grid", grid}}).dump(1)));
   QUARK_RETURN_IF_ERROR(WriteState(index + 1));
   finished_layers_ = index + 1;
   return absl::OkStatus();
@@ -210,6 +235,18 @@ absl::StatusOr<LayerCheckpointData> LayerCheckpoint::Read(int64_t index) const {
       data.tensors[name.substr(std::string(kTensorPrefix).size())] = std::move(tensor);
       continue;
     }
+    if (name.rfind(kGridPrefix, 0) == 0) {
+      // "grid/<HF name>/<field>": HF names hold dots, never slashes.
+      const std::string rest = name.substr(std::string(kGridPrefix).size());
+      const size_t slash = rest.rfind('/');
+      const std::string field = slash == std::string::npos ? "" : rest.substr(slash + 1);
+      RealQuantized& real = data.grid_weights[rest.substr(0, slash == std::string::npos ? 0 : slash)].real;
+      if (field == "codes") real.codes = std::move(tensor);
+      else if (field == "scale") real.scale = std::move(tensor);
+      else if (field == "zero_point") real.zero_point = std::move(tensor);
+      else return damaged(absl::DataLossError(StrCat("unexpected tensor \"", name, "\"")));
+      continue;
+    }
     std::string module, role, field;
     if (name.rfind(kParamPrefix, 0) != 0 || !ParseParamName(name, module, role, field) ||
         (field != "scale" && field != "zero_point")) {
@@ -231,6 +268,16 @@ absl::StatusOr<LayerCheckpointData> LayerCheckpoint::Read(int64_t index) const {
   for (const auto& line : log["log"]) {
     if (!line.is_string()) return damaged(absl::DataLossError(StrCat(layer_dir, ".json: a log line is not a string")));
     data.log.push_back(line.get<std::string>());
+  }
+  const nlohmann::json grid = log.contains("grid") ? log["grid"] : nlohmann::json::object();
+  for (auto& [name, weight] : data.grid_weights) {
+    const auto dtype = grid.is_object() && grid.contains(name) && grid[name].is_string()
+                           ? GridDtypes().find(grid[name].get<std::string>())
+                           : GridDtypes().end();
+    if (dtype == GridDtypes().end() || !weight.real.codes.defined()) {
+      return damaged(absl::DataLossError(StrCat(name, ": codes without a float dtype in ", layer_dir, ".json")));
+    }
+    weight.dtype = dtype->second;
   }
   return data;
 }

@@ -18,14 +18,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/numerics/real_quant.h"
 #include "core/quantize/layer_quantizer.h"
 
 namespace quark::quantize {
+
+/// A weight kept as its codes (grid_weights.h): Dequantize(real) in `dtype` is the weight, bit for bit.
+struct GridWeight {
+  RealQuantized real;
+  at::ScalarType dtype = at::kFloat;
+};
 
 /// What one finished layer leaves for a resumed run.
 struct LayerCheckpointData {
   CalibratedParams params;                     // the layer's quantized modules, by full name
   std::map<std::string, at::Tensor> tensors;   // full HF name -> what the algorithms left (scaled, GPTQ'd), own dtype
+  std::map<std::string, GridWeight> grid_weights;  // full HF name -> a weight on its grid, as codes
   std::vector<std::string> log;                // the layer's algorithm_log lines
 };
 

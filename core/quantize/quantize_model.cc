@@ -24,6 +24,7 @@
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/gptq_pass.h"
+#include "core/quantize/grid_weights.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/linear_export_data.h"
@@ -471,6 +472,7 @@ absl::Status QuantizeRun::RestoreLayer(int64_t index, runtime::DecoderLayer& lay
            StrCat("restoring ", layer.prefix(), " from the checkpoint"));
   auto data = checkpoint_->Read(index);
   if (!data.ok()) return data.status();
+  if (auto s = quantize::ExpandGridWeights(quantizer_->plan(), *data); !s.ok()) return s;
   if (scaling_) {
     if (auto s = scaling_->Advance(layer, inputs, streamer_->model()); !s.ok()) return s;
   }
@@ -509,6 +511,7 @@ absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& laye
     }
     checkpoint.tensors = layer_tensors_;
     checkpoint.log = layer_log_;
+    if (auto s = quantize::CompactGridWeights(quantizer_->plan(), checkpoint); !s.ok()) return s;
   }
   if (!exports_.empty()) {
     for (const auto& q : current_) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/checkpoint_reader.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
 #include "tests/quantize/test_model.h"
@@ -96,6 +97,32 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& text)
   return false;
 }
 
+bool RunsGptq(const Scenario& scenario) {
+  for (const auto& algo : scenario.algos) {
+    if (std::holds_alternative<GptqAlgo>(algo)) return true;
+  }
+  return false;
+}
+
+// GPTQ's weights lie on their grid: the checkpoint keeps their codes (a quarter of float32's bytes for 4-bit
+// weights), never the float weights; every other scenario's linear weights are not there at all or stay float.
+void ExpectGptqWeightsStoredAsCodes(const std::string& checkpoint, const Scenario& scenario) {
+  auto reader = checkpoint::CheckpointReader::OpenFile((fs::path(checkpoint) / "layer-00000" / "model.safetensors").string());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  int codes = 0, float_linear_weights = 0;
+  for (const std::string& name : (*reader)->Names()) {
+    const bool linear_weight = name.find("_proj.weight") != std::string::npos;
+    if (name.rfind("grid/", 0) == 0 && name.size() > 6 && name.substr(name.size() - 6) == "/codes") ++codes;
+    if (name.rfind("tensor/", 0) == 0 && linear_weight) ++float_linear_weights;
+  }
+  if (RunsGptq(scenario)) {
+    EXPECT_EQ(codes, 7) << "q, k, v, o, gate, up, down as codes";
+    EXPECT_EQ(float_linear_weights, 0);
+  } else {
+    EXPECT_EQ(codes, 0);
+  }
+}
+
 TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   const std::string uninterrupted = testing::TempPath("resume_a");
   auto a = QuantizeModel(*model_dir_, Options(uninterrupted, ""));
@@ -109,6 +136,7 @@ TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   const auto expected = Files(uninterrupted);
   EXPECT_EQ(Files(output), expected);
   EXPECT_EQ(nlohmann::json::parse(ReadBytes(fs::path(checkpoint) / "state.json"))["finished_layers"], 4);
+  ExpectGptqWeightsStoredAsCodes(checkpoint, GetParam());
 
   // As if killed after layer 2 mid-export: the state names 2 layers, output_dir holds a partial file.
   SetFinishedLayers(checkpoint, 2);

@@ -1,0 +1,75 @@
+#include "core/quantize/grid_weights.h"
+
+#include <iterator>
+
+#include "core/base/strings.h"
+#include "core/numerics/real_quant.h"
+
+namespace quark::quantize {
+namespace {
+
+constexpr std::string_view kWeightSuffix = ".weight";
+
+// The module's weight spec, or nullptr when the plan leaves its weight unquantized.
+const QuantSpec* WeightSpecOf(const LayerPlan& plan, const std::string& module) {
+  const LayerAssignment* assignment = plan.Find(module);
+  if (assignment == nullptr || !assignment->config.weight) return nullptr;
+  return &*assignment->config.weight;
+}
+
+// Bitwise, not numeric, equality: -0.0 and 0.0 must stay apart for the restored layer to equal the first run's.
+bool BitIdentical(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::ScalarType bits = a.element_size() == 4 ? at::kInt : at::kShort;
+  return at::equal(a.contiguous().view(bits), b.contiguous().view(bits));
+}
+
+bool IsDequantizableDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+
+}  // namespace
+
+absl::Status CompactGridWeights(const LayerPlan& plan, LayerCheckpointData& data) {
+  for (auto it = data.tensors.begin(); it != data.tensors.end();) {
+    const std::string& name = it->first;
+    const at::Tensor& weight = it->second;
+    const bool is_weight = name.size() > kWeightSuffix.size() &&
+                           name.compare(name.size() - kWeightSuffix.size(), kWeightSuffix.size(), kWeightSuffix) == 0;
+    const std::string module = is_weight ? name.substr(0, name.size() - kWeightSuffix.size()) : "";
+    const QuantSpec* spec = is_weight ? WeightSpecOf(plan, module) : nullptr;
+    const auto params = data.params.find(module);
+    if (spec == nullptr || spec->IsMx() || params == data.params.end() || !params->second.weight ||
+        !IsDequantizableDtype(weight.scalar_type())) {
+      ++it;
+      continue;
+    }
+    auto real = QuantizeReal(weight, *spec, *params->second.weight);
+    if (!real.ok()) return real.status();
+    auto back = Dequantize(*real, *spec, weight.scalar_type());
+    if (!back.ok()) return back.status();
+    if (!BitIdentical(*back, weight)) {
+      ++it;
+      continue;
+    }
+    data.grid_weights[name] = GridWeight{*std::move(real), weight.scalar_type()};
+    it = data.tensors.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpandGridWeights(const LayerPlan& plan, LayerCheckpointData& data) {
+  for (auto& [name, grid] : data.grid_weights) {
+    const std::string module = name.substr(0, name.size() - kWeightSuffix.size());
+    const QuantSpec* spec = WeightSpecOf(plan, module);
+    if (spec == nullptr) {
+      return absl::DataLossError(StrCat("checkpoint: ", name, " is stored as codes but the config does not quantize ",
+                                        module, "'s weight"));
+    }
+    auto weight = Dequantize(grid.real, *spec, grid.dtype);
+    if (!weight.ok()) return absl::DataLossError(StrCat("checkpoint: ", name, ": ", std::string(weight.status().message())));
+    data.tensors[name] = *std::move(weight);
+  }
+  data.grid_weights.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace quark::quantize
