@@ -37,6 +37,11 @@ constexpr Shape kShapes[] = {
     // Mistral 7B v0.1 (the release with a 4096-token window); tiny: a window shorter than test sequences.
     {"mistral", "tiny", 64, 172, 2, 8, 4, 512, 512, 10000.0, 1, 2, false, 16},
     {"mistral", "mistral-7b", 4096, 14336, 32, 32, 8, 32000, 32768, 10000.0, 1, 2, false, 4096},
+    // Qwen3 (q/k norms, explicit head_dim: see DenseArchDetails) and Phi-3 (fused qkv_proj, gate_up_proj).
+    {"qwen3", "tiny", 64, 172, 2, 8, 4, 512, 512, 1000000.0, 1, 2, false, 0},
+    {"qwen3", "qwen3-8b", 4096, 12288, 36, 32, 8, 151936, 40960, 1000000.0, 151643, 151645, false, 0},
+    {"phi3", "tiny", 64, 172, 2, 8, 8, 512, 512, 10000.0, 1, 2, false, 0},
+    {"phi3", "phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096, 10000.0, 1, 32000, false, 2047},
     {"opt", "tiny", 64, 256, 2, 4, 4, 512, 512, 0, 2, 2, false, 0},
     {"opt", "opt-125m", 768, 3072, 12, 12, 12, 50272, 2048, 0, 2, 2, false, 0},
     {"opt", "opt-1.3b", 2048, 8192, 24, 32, 32, 50272, 2048, 0, 2, 2, false, 0},
@@ -45,6 +50,21 @@ constexpr Shape kShapes[] = {
 
 // Elements generated per slice: 16M floats (64 MiB) at a time, whatever the tensor's size.
 constexpr int64_t kSliceElements = int64_t{16} << 20;
+
+// What the shape table does not say for Qwen3 and Phi-3. Qwen3: q/k norms, RMS eps 1e-6, and a head_dim given
+// apart from hidden/heads (tiny: 16 with hidden 64 and 8 heads, so q is wider than hidden as in Qwen3-0.6B's
+// 16 x 128 > 1024). Phi-3: its own family (fused linears), eps 1e-5, lm_head never tied (Phi-3 ships one).
+void DenseArchDetails(const std::string& shape, ModelConfig& c) {
+  if (c.model_type == "qwen3") {
+    c.qk_norm = true;
+    c.rms_norm_eps = 1e-6;
+    if (shape == "tiny") c.head_dim = 16;
+  }
+  if (c.model_type == "phi3") {
+    c.family = ArchFamily::kPhi3;
+    c.tie_word_embeddings = false;
+  }
+}
 
 absl::StatusOr<std::pair<checkpoint::StDType, at::ScalarType>> ParseDtype(const std::string& dtype) {
   if (dtype == "f32" || dtype == "float32") return std::make_pair(checkpoint::StDType::kF32, at::kFloat);
@@ -109,8 +129,8 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
-  if (arch != "llama" && arch != "mistral" && arch != "opt") {
-    return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, mistral, opt"));
+  if (arch != "llama" && arch != "mistral" && arch != "opt" && arch != "qwen3" && arch != "phi3") {
+    return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, mistral, qwen3, phi3, opt"));
   }
   auto parsed = ParseDtype(dtype);
   if (!parsed.ok()) return parsed.status();
@@ -141,6 +161,7 @@ absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::
     }
     c.sliding_window = s.sliding_window;
     if (s.llama31_scaling) c.rope_scaling = checkpoint::RopeScaling{"llama3", 8.0, 1.0, 4.0, 8192};
+    DenseArchDetails(shape, c);
     return c;
   }
   return absl::InvalidArgumentError(StrCat("shape \"", shape, "\" is not known for arch ", arch, " (known: ",
