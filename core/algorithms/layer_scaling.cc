@@ -5,6 +5,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/runtime/attention.h"
+#include "core/runtime/gemma_layer.h"
 #include "core/runtime/linear.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/opt_layer.h"
@@ -203,7 +204,7 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair
   const NormRef norm = FindNorm(layer, pair.prev_op);
   if (norm.found()) {
     const at::Tensor s = scales.to(norm.weight().scalar_type());
-    if (norm.rms) norm.rms->set_weight(norm.rms->weight() / s);
+    if (norm.rms) norm.rms->DivideOutputs(scales);  // Gemma's (1 + w) norms fold as (1 + w) / s - 1
     if (norm.layer_norm) {
       norm.layer_norm->set_weight(norm.layer_norm->weight() / s);
       if (norm.layer_norm->bias().defined()) norm.layer_norm->set_bias(norm.layer_norm->bias() / s);
@@ -278,6 +279,8 @@ absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std:
   if (auto* mlp = dynamic_cast<runtime::LlamaMlp*>(module)) return mlp->forward(x);
   if (auto* attention = dynamic_cast<runtime::Phi3Attention*>(module)) return attention->forward(x, context);
   if (auto* mlp = dynamic_cast<runtime::Phi3Mlp*>(module)) return mlp->forward(x);
+  if (auto* attention = dynamic_cast<runtime::GemmaAttention*>(module)) return attention->forward(x, context);
+  if (auto* mlp = dynamic_cast<runtime::GemmaMlp*>(module)) return mlp->forward(x);
   return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": not a module an algorithm can run"));
 }
 

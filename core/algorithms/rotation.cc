@@ -46,6 +46,14 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
                                            " (LayerNorm with mean and bias) is not supported; Llama, Mistral and "
                                            "Qwen2 are"));
   }
+  if (model.family == checkpoint::ArchFamily::kGemma) {
+    // The residual stream cannot be rotated exactly: post_attention_layernorm and post_feedforward_layernorm scale
+    // each branch's output elementwise by (1 + w) right before the residual add, with no linear after them to
+    // absorb R1.
+    return absl::UnimplementedError(StrCat(field, ": rotation of ", model.model_type,
+                                           " (Gemma's (1 + w) post-norms write the residual stream) is not "
+                                           "supported; Llama, Mistral and Qwen2 are"));
+  }
   std::shared_ptr<RotatedWeightSource> source(new RotatedWeightSource());
   source->base_ = std::move(base);
   source->original_ = model;

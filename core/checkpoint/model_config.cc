@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/gemma_config.h"
 
 namespace quark::checkpoint {
 namespace {
@@ -218,7 +219,7 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, opt"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt"; }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
@@ -232,6 +233,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     config.family = ArchFamily::kPhi3;
   } else if (config.model_type == "opt") {
     config.family = ArchFamily::kOpt;
+  } else if (IsGemmaModelType(config.model_type)) {
+    config.family = ArchFamily::kGemma;
+  } else if (auto gemma = RefuseOtherGemma(config.model_type, label); !gemma.ok()) {
+    return gemma;
   } else {
     return FieldError(label, "model_type", quark::StrCat("= \"", config.model_type, "\" is not supported (supported: ",
                                                         SupportedModelTypes(), ")"));
@@ -240,6 +245,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   config.bos_token_id = TokenIdField(root, "bos_token_id");
   config.eos_token_id = TokenIdField(root, "eos_token_id");
   config.torch_dtype = StringField(root, "torch_dtype", "");
+  if (config.family == ArchFamily::kGemma) {
+    if (auto status = ParseGemmaFields(root, label, config); !status.ok()) return status;
+    if (auto status = ParseRopeScaling(root, label, config); !status.ok()) return status;
+    return config;
+  }
   if (config.family == ArchFamily::kOpt) {
     ParseOptFields(root, config);
     config.layer_norm_eps = 1e-5;
@@ -290,6 +300,10 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   if (c.bos_token_id >= 0) root["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id >= 0) root["eos_token_id"] = c.eos_token_id;
   if (!c.torch_dtype.empty()) root["torch_dtype"] = c.torch_dtype;
+  if (c.family == ArchFamily::kGemma) {
+    WriteGemmaFields(c, root);
+    return root.dump(2) + "\n";
+  }
   if (opt) {
     root["architectures"] = {"OPTForCausalLM"};
     root["ffn_dim"] = c.intermediate_size;

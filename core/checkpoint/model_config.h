@@ -15,6 +15,7 @@ enum class ArchFamily {
   kLlama,  // model_type llama, mistral, qwen2 (RMSNorm, RoPE, SwiGLU, GQA)
   kOpt,    // model_type opt (LayerNorm, learned positions, ReLU, biases)
   kPhi3,   // model_type phi3: Llama's math with fused self_attn.qkv_proj and mlp.gate_up_proj
+  kGemma,  // model_type gemma2, gemma3_text: (1 + w) RMSNorm, GELU-tanh, four norms per layer, soft-capping
 };
 
 /// The `model_type` values accepted, comma-separated (for error messages and help text).
@@ -57,6 +58,13 @@ struct ModelConfig {
   bool mlp_bias = false;
   /// Qwen3: per-head RMSNorm (self_attn.q_norm / k_norm, weight [head_dim]) on q and k before RoPE.
   bool qk_norm = false;
+  /// Gemma 2 / Gemma 3 (family kGemma; gemma_config.h). Attention scale query_pre_attn_scalar**-0.5; soft-caps
+  /// 0 = none (cap * tanh(x / cap) on the attention scores before the mask, and on the final logits); RoPE base of
+  /// the sliding-window layers (Gemma 3's rope_local_base_freq, unscaled), 0 = the global rope_theta/rope_scaling.
+  double query_pre_attn_scalar = 0;
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
+  double rope_local_base_freq = 0;
   std::string hidden_act = "silu";
   int64_t bos_token_id = -1;  // -1 = none
   int64_t eos_token_id = -1;  // first of a list

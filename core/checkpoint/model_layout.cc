@@ -47,6 +47,17 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
             {"mlp.gate_up_proj", 2 * c.intermediate_size, h, false, "post_attention_layernorm"},
             {"mlp.down_proj", h, c.intermediate_size, false, "mlp.act_fn"}};
   }
+  if (c.family == ArchFamily::kGemma) {
+    // HF Gemma2/Gemma3DecoderLayer: the MLP reads pre_feedforward_layernorm (post_attention_layernorm normalizes the
+    // attention's output before the residual add); the MLP's act_fn is GELU-tanh.
+    return {{"self_attn.q_proj", q, h, false, "input_layernorm"},
+            {"self_attn.k_proj", kv, h, false, "input_layernorm"},
+            {"self_attn.v_proj", kv, h, false, "input_layernorm"},
+            {"self_attn.o_proj", h, q, false, "self_attn"},
+            {"mlp.gate_proj", c.intermediate_size, h, false, "pre_feedforward_layernorm"},
+            {"mlp.up_proj", c.intermediate_size, h, false, "pre_feedforward_layernorm"},
+            {"mlp.down_proj", h, c.intermediate_size, false, "mlp.act_fn"}};
+  }
   return {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
           {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
           {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
@@ -67,6 +78,18 @@ std::string FinalNormName(const ModelConfig& config) {
 std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer) {
   std::vector<TensorSpec> out;
   const std::string prefix = LayerPrefix(config, layer);
+  if (config.family == ArchFamily::kGemma) {
+    // Four (1 + w) norms around attention and MLP; Gemma 3 also normalizes each head's q and k ([head_dim]).
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                             "post_feedforward_layernorm"}) {
+      AddNorm(out, config, prefix + norm, config.hidden_size);
+    }
+    if (config.model_type == "gemma3_text") {
+      AddNorm(out, config, prefix + "self_attn.q_norm", config.head_dim);
+      AddNorm(out, config, prefix + "self_attn.k_norm", config.head_dim);
+    }
+    return out;
+  }
   if (IsOpt(config)) {
     AddNorm(out, config, prefix + "self_attn_layer_norm", config.hidden_size);
     AddNorm(out, config, prefix + "final_layer_norm", config.hidden_size);

@@ -85,6 +85,16 @@ std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& mo
     pairs.push_back({"fc1", {"fc2"}, "fc2", ""});
     return pairs;
   }
+  if (model.family == checkpoint::ArchFamily::kGemma) {
+    // Gemma: the MLP reads pre_feedforward_layernorm (post_attention_layernorm normalizes the attention output and
+    // feeds no linear). The norms scale by (1 + w); RmsNorm::DivideOutputs folds 1/s as w' = (1 + w) / s - 1.
+    pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                     "self_attn.q_proj", "self_attn"});
+    if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});
+    pairs.push_back({"pre_feedforward_layernorm", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_proj", "mlp"});
+    pairs.push_back({"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""});
+    return pairs;
+  }
   pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, "self_attn.q_proj",
                    "self_attn"});
   if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});

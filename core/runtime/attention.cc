@@ -44,7 +44,7 @@ std::vector<double> InverseFrequencies(const checkpoint::ModelConfig& config) {
 }  // namespace
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                           double scale) {
+                           double scale, double softcap) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(1), rep = heads / kv_heads;
   // Products in float32 where bf16 GEMMs are slow; q, k, v are small next to the weights, so widening them
@@ -62,6 +62,7 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
     const at::Tensor kc = kw.narrow(1, start, n);
     const at::Tensor vc = vw.narrow(1, start, n);
     at::Tensor scores = at::matmul(qc, kc.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // [B, n, rep*T, T]
+    if (softcap > 0) scores = scores.div_(softcap).tanh_().mul_(softcap);
     scores = scores.view({batch, n, rep, seq, seq}).add_(mask);
     at::Tensor probs = at::softmax(scores, -1).to(compute).view({batch, n, rep * seq, seq});
     outputs.push_back(at::matmul(probs, vc));  // [B, n, rep*T, D]
@@ -99,7 +100,18 @@ at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tenso
 at::Tensor RmsNorm::forward(const at::Tensor& x) {
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  if (unit_offset_) return (normed * (weight_.to(at::kFloat) + 1.0)).to(x.scalar_type());
   return weight_.to(x.scalar_type()) * normed.to(x.scalar_type());
+}
+
+void RmsNorm::DivideOutputs(const at::Tensor& s) {
+  if (!unit_offset_) {
+    weight_ = weight_ / s.to(weight_.scalar_type());
+    return;
+  }
+  // In float64 so that w' = (1 + w) / s - 1 loses nothing beyond the final rounding to the stored dtype.
+  const at::Tensor w = weight_.to(at::kDouble);
+  weight_ = ((w + 1.0) / s.to(at::kDouble) - 1.0).to(weight_.scalar_type());
 }
 
 at::Tensor LayerNorm::forward(const at::Tensor& x) {

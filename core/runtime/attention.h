@@ -16,8 +16,10 @@ namespace quark::runtime {
 /// Returns [B, T, H * D] in q's dtype. Works through the KV heads in chunks so the score matrix stays small.
 /// bf16 on a CPU without native bf16 GEMMs (matmul_precision.h): both products in float32, the probabilities
 /// kept in float32, the result rounded to bf16 once.
+/// `softcap` > 0 (Gemma 2's attn_logit_softcapping): scores become softcap * tanh(scores / softcap) after the scale
+/// and before the mask, as HF's Gemma2 eager_attention_forward.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                           double scale);
+                           double scale, double softcap = 0);
 
 /// [T, T] additive float32 mask: query i sees key j (0) when j <= i and, with a window W > 0, also
 /// i - W < j, so each query sees at most W keys including itself; -inf elsewhere. `window` 0 = no window.
@@ -34,19 +36,27 @@ void RopeTables(const checkpoint::ModelConfig& config, int64_t seq_len, at::Scal
 /// x [B, H, T, D] -> x * cos + rotate_half(x) * sin, cos/sin [T, D].
 at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-/// Llama's RMSNorm: x * rsqrt(mean(x^2) + eps) in float32, cast back, times weight.
+/// Llama's RMSNorm: x * rsqrt(mean(x^2) + eps) in float32, cast back, times weight. With `unit_offset` (Gemma's
+/// Gemma2RMSNorm / Gemma3RMSNorm): x * rsqrt(mean(x^2) + eps) * (1 + weight), all in float32, cast back at the end;
+/// weight() is then the stored w (HF's tensor), not 1 + w.
 class RmsNorm : public torch::nn::Module {
  public:
-  RmsNorm(at::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}
+  RmsNorm(at::Tensor weight, double eps, bool unit_offset = false)
+      : weight_(std::move(weight)), eps_(eps), unit_offset_(unit_offset) {}
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight() const { return weight_; }
   /// Replaces the weight (same shape), e.g. after smoothing or folding into the next linears. The old one may be a
   /// read-only mmap view: algorithms replace it instead of editing it in place.
   void set_weight(at::Tensor weight) { weight_ = std::move(weight); }
+  /// Divides the norm's output channels by s [hidden] (smoothing's fold): weight / s, or with a unit offset
+  /// (1 + w) / s - 1, so that the effective multiplier is divided exactly either way.
+  void DivideOutputs(const at::Tensor& s);
+  bool unit_offset() const { return unit_offset_; }
 
  private:
   at::Tensor weight_;
   double eps_;
+  bool unit_offset_ = false;
 };
 
 /// OPT's LayerNorm over the last dimension (weight/bias undefined when not elementwise-affine).

@@ -26,6 +26,10 @@ struct LayerContext {
   /// that use the window (checkpoint::LayerAttentionWindow) attend with this mask instead of `mask`.
   int64_t sliding_window = 0;
   at::Tensor sliding_mask;
+  /// RoPE tables of the sliding-window layers where they differ from cos/sin (Gemma 3's rope_local_base_freq,
+  /// unscaled); undefined otherwise, and those layers use cos/sin.
+  at::Tensor local_cos;
+  at::Tensor local_sin;
 };
 
 /// A linear of a layer with its names.

@@ -9,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/gemma_synthetic.h"
 #include "core/runtime/tokenizer.h"
 
 namespace quark::runtime {
@@ -73,8 +74,9 @@ absl::StatusOr<std::pair<checkpoint::StDType, at::ScalarType>> ParseDtype(const 
   return absl::InvalidArgumentError(StrCat("dtype \"", dtype, "\" is not one of f32, bf16, f16"));
 }
 
+// `unit_offset_norms`: Gemma's norms scale by 1 + w, so w = 0 is their identity scale (not 1).
 absl::Status WriteTensor(checkpoint::CheckpointWriter& writer, const checkpoint::TensorSpec& spec, at::ScalarType dtype,
-                         uint64_t seed, int64_t index) {
+                         uint64_t seed, int64_t index, bool unit_offset_norms = false) {
   int64_t rows = spec.shape.empty() ? 1 : spec.shape[0];
   const int64_t row_elements = rows == 0 ? 0 : [&] {
     int64_t n = 1;
@@ -90,7 +92,9 @@ absl::Status WriteTensor(checkpoint::CheckpointWriter& writer, const checkpoint:
     if (!slice_shape.empty()) slice_shape[0] = n;
     at::Tensor slice;
     switch (spec.role) {
-      case checkpoint::TensorRole::kNormWeight: slice = at::ones(slice_shape, dtype); break;
+      case checkpoint::TensorRole::kNormWeight:
+        slice = unit_offset_norms ? at::zeros(slice_shape, dtype) : at::ones(slice_shape, dtype);
+        break;
       case checkpoint::TensorRole::kNormBias:
       case checkpoint::TensorRole::kLinearBias: slice = at::zeros(slice_shape, dtype); break;
       default: slice = at::normal(0.0, 0.02, slice_shape, generator).to(dtype); break;
@@ -125,10 +129,18 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
   for (const Shape& s : kShapes) {
     if (arch == s.arch) names.push_back(s.name);
   }
+  for (std::string& name : GemmaSyntheticShapes(arch)) names.push_back(std::move(name));
   return names;
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
+  if (!GemmaSyntheticShapes(arch).empty()) {
+    auto gemma_dtype = ParseDtype(dtype);
+    if (!gemma_dtype.ok()) return gemma_dtype.status();
+    return GemmaSyntheticConfig(arch, shape, gemma_dtype->first == checkpoint::StDType::kF32    ? "float32"
+                                             : gemma_dtype->first == checkpoint::StDType::kBF16 ? "bfloat16"
+                                                                                                : "float16");
+  }
   if (arch != "llama" && arch != "mistral" && arch != "opt" && arch != "qwen3" && arch != "phi3") {
     return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, mistral, qwen3, phi3, opt"));
   }
@@ -185,7 +197,9 @@ absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
   }
   try {
     for (size_t k = 0; k < tensors.size(); ++k) {
-      if (auto status = WriteTensor(**writer, tensors[k], dtypes.second, options.seed, static_cast<int64_t>(k)); !status.ok()) {
+      if (auto status = WriteTensor(**writer, tensors[k], dtypes.second, options.seed, static_cast<int64_t>(k),
+                                    config->family == ArchFamily::kGemma);
+          !status.ok()) {
         return status;
       }
     }

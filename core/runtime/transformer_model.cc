@@ -1,8 +1,11 @@
 #include "core/runtime/transformer_model.h"
 
+#include <cmath>
+
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/attention.h"
+#include "core/runtime/gemma_layer.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
@@ -48,6 +51,10 @@ absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const 
   auto table = weights_->GetStored(checkpoint::EmbedTokensName(config_) + ".weight");
   if (!table.ok()) return table.status();
   at::Tensor hidden = at::embedding(*table, ids).to(dtype_);
+  // Gemma scales the embedding by sqrt(hidden_size), rounded to the hidden dtype first (HF's Gemma2Model normalizer).
+  if (config_.family == ArchFamily::kGemma) {
+    return hidden * at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)), dtype_);
+  }
   if (!IsOpt(config_)) return hidden;
   const int64_t seq = ids.size(1);
   if (seq > config_.max_position_embeddings) {
@@ -77,6 +84,13 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
     context.sliding_mask = config_.sliding_window < seq_len ? CausalMask(seq_len, config_.sliding_window) : context.mask;
   }
   if (!IsOpt(config_)) RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
+  if (config_.rope_local_base_freq > 0) {
+    // Gemma 3's sliding layers: their own base, without the global rope_scaling (HF's rotary_emb_local).
+    checkpoint::ModelConfig local = config_;
+    local.rope_theta = config_.rope_local_base_freq;
+    local.rope_scaling.reset();
+    RopeTables(local, seq_len, dtype_, &context.local_cos, &context.local_sin);
+  }
   return contexts_.emplace(seq_len, std::move(context)).first->second;
 }
 
@@ -91,6 +105,11 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
   }
   if (config_.family == ArchFamily::kPhi3) {
     auto layer = Phi3DecoderLayer::Load(config_, index, *weights_, dtype_);
+    if (!layer.ok()) return layer.status();
+    return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  }
+  if (config_.family == ArchFamily::kGemma) {
+    auto layer = GemmaDecoderLayer::Load(config_, index, *weights_, dtype_);
     if (!layer.ok()) return layer.status();
     return std::shared_ptr<DecoderLayer>(*std::move(layer));
   }
@@ -130,12 +149,18 @@ absl::StatusOr<at::Tensor> TransformerModel::FinalHidden(const at::Tensor& hidde
   if (auto status = LoadHead(); !status.ok()) return status;
   at::Tensor h = hidden;
   if (!IsOpt(config_)) {
-    h = RmsNorm(final_norm_weight_, config_.rms_norm_eps).forward(h);
+    h = RmsNorm(final_norm_weight_, config_.rms_norm_eps, config_.family == ArchFamily::kGemma).forward(h);
   } else if (config_.do_layer_norm_before) {
     h = LayerNorm(final_norm_weight_, final_norm_bias_, config_.layer_norm_eps).forward(h);
   }
   if (project_out_.defined()) h = ComputeLinear(h, project_out_, at::Tensor());
   return h;
+}
+
+at::Tensor TransformerModel::SoftCap(const at::Tensor& logits) const {
+  // Gemma's final_logit_softcapping (HF: logits / cap, tanh, * cap), here on the float32 logits.
+  const double cap = config_.final_logit_softcapping;
+  return cap > 0 ? (logits / cap).tanh() * cap : logits;
 }
 
 absl::StatusOr<at::Tensor> TransformerModel::Logits(const at::Tensor& hidden) {
@@ -144,7 +169,7 @@ absl::StatusOr<at::Tensor> TransformerModel::Logits(const at::Tensor& hidden) {
   std::vector<at::Tensor> chunks;
   for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
-    chunks.push_back(ComputeLinear(*h, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat));
+    chunks.push_back(SoftCap(ComputeLinear(*h, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat)));
   }
   return at::cat(chunks, -1);
 }
@@ -159,7 +184,7 @@ absl::StatusOr<at::Tensor> TransformerModel::NextTokenNll(const at::Tensor& hidd
   at::Tensor running_max, running_sum, target_logit = at::zeros(targets.sizes(), at::kFloat);
   for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
-    const at::Tensor logits = ComputeLinear(inputs, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat);  // [B, T-1, n]
+    const at::Tensor logits = SoftCap(ComputeLinear(inputs, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat));  // [B, T-1, n]
     const at::Tensor chunk_max = std::get<0>(logits.max(-1));
     if (!running_max.defined()) {
       running_max = chunk_max;

@@ -54,6 +54,7 @@ class TransformerModel {
       : config_(std::move(config)), weights_(std::move(weights)), dtype_(dtype) {}
   absl::Status LoadHead();
   absl::StatusOr<at::Tensor> FinalHidden(const at::Tensor& hidden);
+  at::Tensor SoftCap(const at::Tensor& logits) const;  // float32 logits, capped when final_logit_softcapping > 0
 
   checkpoint::ModelConfig config_;
   std::shared_ptr<const WeightSource> weights_;
