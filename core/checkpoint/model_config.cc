@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/moe_config.h"
 #include "core/checkpoint/gemma_config.h"
 
 namespace quark::checkpoint {
@@ -219,7 +220,7 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe"; }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
@@ -231,6 +232,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     config.family = ArchFamily::kLlama;
   } else if (config.model_type == "phi3") {
     config.family = ArchFamily::kPhi3;
+  } else if (IsMoeModelType(config.model_type)) {
+    config.family = ArchFamily::kMoe;
   } else if (config.model_type == "opt") {
     config.family = ArchFamily::kOpt;
   } else if (IsGemmaModelType(config.model_type)) {
@@ -275,6 +278,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   }
   if (auto status = ParseRopeScaling(root, label, config); !status.ok()) return status;
   if (auto status = ParseSlidingWindow(root, label, config); !status.ok()) return status;
+  if (config.family == ArchFamily::kMoe) {
+    if (auto status = ParseMoeFields(root, label, config); !status.ok()) return status;
+  }
   return config;
 }
 
@@ -327,6 +333,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   root["attention_bias"] = c.model_type == "qwen2" ? false : c.attention_bias;
   root["mlp_bias"] = c.mlp_bias;
   WriteSlidingWindow(c, root);
+  if (c.family == ArchFamily::kMoe) WriteMoeFields(c, root);
   if (c.rope_scaling) {
     root["rope_scaling"] = {{"rope_type", c.rope_scaling->rope_type}, {"factor", c.rope_scaling->factor},
                             {"low_freq_factor", c.rope_scaling->low_freq_factor},

@@ -15,6 +15,7 @@ enum class ArchFamily {
   kLlama,  // model_type llama, mistral, qwen2 (RMSNorm, RoPE, SwiGLU, GQA)
   kOpt,    // model_type opt (LayerNorm, learned positions, ReLU, biases)
   kPhi3,   // model_type phi3: Llama's math with fused self_attn.qkv_proj and mlp.gate_up_proj
+  kMoe,    // model_type mixtral, qwen2_moe, qwen3_moe: Llama-family attention, routed experts instead of the MLP
   kGemma,  // model_type gemma2, gemma3_text: (1 + w) RMSNorm, GELU-tanh, four norms per layer, soft-capping
 };
 
@@ -74,6 +75,12 @@ struct ModelConfig {
   int64_t word_embed_proj_dim = 0;  // = hidden_size when absent
   bool enable_bias = true;
   bool layer_norm_elementwise_affine = true;
+  // Mixture of experts only (family kMoe; moe_config.h parses and writes these).
+  int64_t num_experts = 0;            // mixtral: num_local_experts; qwen: num_experts
+  int64_t num_experts_per_tok = 0;    // top-k
+  int64_t moe_intermediate_size = 0;  // one expert's width (mixtral: intermediate_size)
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (gated by sigmoid); 0 = none
+  bool norm_topk_prob = true;         // renormalize the top-k routing weights to sum 1 (mixtral: always)
 };
 
 /// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size

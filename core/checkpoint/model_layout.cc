@@ -1,6 +1,7 @@
 #include "core/checkpoint/model_layout.h"
 
 #include "core/base/strings.h"
+#include "core/checkpoint/moe_layout.h"
 
 namespace quark::checkpoint {
 namespace {
@@ -39,6 +40,15 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
             {"self_attn.out_proj", h, h, b, "self_attn"},
             {"fc1", c.intermediate_size, h, b, "final_layer_norm"},
             {"fc2", h, c.intermediate_size, b, "activation_fn"}};
+  }
+  if (c.family == ArchFamily::kMoe) {
+    // Llama-family attention, then the experts in place of the MLP (moe_layout.h).
+    std::vector<LinearSpec> out = {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
+                                   {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
+                                   {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
+                                   {"self_attn.o_proj", h, q, c.o_proj_bias, "self_attn"}};
+    for (LinearSpec& linear : MoeMlpLinears(c)) out.push_back(std::move(linear));
+    return out;
   }
   if (c.family == ArchFamily::kPhi3) {
     // Fused in the checkpoint, as vLLM loads them: rows q | k | v and gate | up (gate first).
@@ -121,6 +131,9 @@ std::vector<TensorSpec> ModelTensors(const ModelConfig& c) {
     const std::string prefix = LayerPrefix(c, i);
     for (const LinearSpec& linear : LayerLinears(c)) AddLinear(out, prefix, linear);
     for (TensorSpec& norm : LayerNormTensors(c, i)) out.push_back(std::move(norm));
+    if (c.family == ArchFamily::kMoe) {
+      for (TensorSpec& router : MoeRouterTensors(c, i)) out.push_back(std::move(router));
+    }
   }
   // OPT-350m (post-LN) has no final layer norm.
   if (!opt || c.do_layer_norm_before) AddNorm(out, c, FinalNormName(c), c.hidden_size);

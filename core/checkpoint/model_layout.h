@@ -20,6 +20,8 @@ struct LinearSpec {
   /// with the same input read the same tensor in a forward; a linear's input depends on every linear whose input
   /// comes earlier in forward order (the Hessian-based algorithms share and order their statistics by it).
   std::string input;
+  /// An MoE expert's linear: it reads only the tokens the router sends to its expert, so a forward may not reach it.
+  bool routed = false;
 };
 
 /// What a tensor is, for initialisation of synthetic weights.

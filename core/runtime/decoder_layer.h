@@ -32,6 +32,14 @@ struct LayerContext {
   at::Tensor local_sin;
 };
 
+/// What the calibration forwards of a routed (MoE) block gave each of its experts (DecoderLayer::FinishCalibration).
+struct ExpertCoverage {
+  std::string block;                 // full name: "model.layers.3.block_sparse_moe"
+  std::vector<std::string> experts;  // full names: "model.layers.3.block_sparse_moe.experts.0", ...
+  std::vector<int64_t> routed;       // tokens the router sent to each expert
+  std::vector<int64_t> topped_up;    // tokens each expert also ran on for statistics only (output discarded)
+};
+
 /// A linear of a layer with its names.
 struct NamedLinear {
   std::string name;           // full HF name: "model.layers.0.self_attn.q_proj"
@@ -46,6 +54,16 @@ class DecoderLayer : public torch::nn::Module {
 
   /// hidden [B, T, hidden] in the compute dtype -> [B, T, hidden].
   virtual at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) = 0;
+
+  /// Calibration coverage of routed (MoE) layers; dense layers do nothing. From this call on, forwards count the
+  /// tokens the router sends each expert and keep, per expert, the `min_expert_tokens` tokens that ranked it highest
+  /// among those not routed to it (0 = count only).
+  virtual void BeginCalibration(int64_t min_expert_tokens) { (void)min_expert_tokens; }
+  /// Ends the recording: runs each expert that received fewer than the minimum on its best-ranked other tokens (for
+  /// the statistics of whatever observes its linears; the output is discarded) and returns the counts, one entry per
+  /// routed block (none for dense layers). May throw what the experts' linears throw (c10::Error, a GPTQ capture's
+  /// stop); the recording has ended either way.
+  virtual std::vector<ExpertCoverage> FinishCalibration() { return {}; }
 
   int64_t index() const { return index_; }
   const std::string& prefix() const { return prefix_; }

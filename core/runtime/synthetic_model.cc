@@ -10,6 +10,7 @@
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/gemma_synthetic.h"
+#include "core/runtime/moe_synthetic.h"
 #include "core/runtime/tokenizer.h"
 
 namespace quark::runtime {
@@ -130,10 +131,18 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
     if (arch == s.arch) names.push_back(s.name);
   }
   for (std::string& name : GemmaSyntheticShapes(arch)) names.push_back(std::move(name));
+  for (std::string& name : MoeSyntheticShapes(arch)) names.push_back(std::move(name));
   return names;
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
+  if (!MoeSyntheticShapes(arch).empty()) {
+    auto moe_dtype = ParseDtype(dtype);
+    if (!moe_dtype.ok()) return moe_dtype.status();
+    return MoeSyntheticConfig(arch, shape, moe_dtype->first == checkpoint::StDType::kF32    ? "float32"
+                                           : moe_dtype->first == checkpoint::StDType::kBF16 ? "bfloat16"
+                                                                                            : "float16");
+  }
   if (!GemmaSyntheticShapes(arch).empty()) {
     auto gemma_dtype = ParseDtype(dtype);
     if (!gemma_dtype.ok()) return gemma_dtype.status();

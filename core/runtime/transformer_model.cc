@@ -9,6 +9,7 @@
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
+#include "core/runtime/moe_layer.h"
 #include "core/runtime/opt_layer.h"
 #include "core/runtime/phi3_layer.h"
 
@@ -110,6 +111,11 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
   }
   if (config_.family == ArchFamily::kGemma) {
     auto layer = GemmaDecoderLayer::Load(config_, index, *weights_, dtype_);
+    if (!layer.ok()) return layer.status();
+    return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  }
+  if (config_.family == ArchFamily::kMoe) {
+    auto layer = MoeDecoderLayer::Load(config_, index, *weights_, dtype_);
     if (!layer.ok()) return layer.status();
     return std::shared_ptr<DecoderLayer>(*std::move(layer));
   }

@@ -1,0 +1,112 @@
+#include "core/runtime/moe_block.h"
+
+#include <utility>
+
+#include "core/runtime/matmul_precision.h"
+
+namespace quark::runtime {
+
+at::Tensor MoeExpert::forward(const at::Tensor& x) {
+  // In this order, not the compiler's argument order: a recording pass stops after the input it needs.
+  const at::Tensor g = at::silu(gate->forward(x));
+  const at::Tensor u = up->forward(x);
+  return down->forward(g * u);
+}
+
+MoeBlock::MoeBlock(at::Tensor router, int64_t top_k, bool norm_topk_prob, at::Tensor shared_gate)
+    : router_(std::move(router)), shared_gate_(std::move(shared_gate)), top_k_(top_k), norm_topk_prob_(norm_topk_prob) {}
+
+at::Tensor MoeBlock::forward(const at::Tensor& x) {
+  const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, hidden]
+  // HF: router_logits = gate(hidden) in the hidden dtype; softmax in float32; top-k; optional renormalization;
+  // the weights cast back to the hidden dtype.
+  const at::Tensor probs = at::softmax(ComputeLinear(flat, router_, at::Tensor()).to(at::kFloat), -1);  // [N, E]
+  auto [weights, selected] = probs.topk(top_k_, -1);  // [N, k]
+  if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  weights = weights.to(x.scalar_type());
+  if (recording_) Record(flat, probs, selected);
+  // The shared expert first: it reads every token, as the router does (a capture pass for it stops here).
+  at::Tensor shared;
+  if (shared_expert) {
+    shared = at::sigmoid(ComputeLinear(flat, shared_gate_, at::Tensor())) * shared_expert->forward(flat);
+  }
+  at::Tensor out = at::zeros_like(flat);
+  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
+    const at::Tensor hits = (selected == e).nonzero();  // [n, 2]: token, slot (a token picks an expert at most once)
+    if (hits.size(0) == 0) continue;
+    const at::Tensor tokens = hits.select(1, 0);
+    const at::Tensor slots = hits.select(1, 1);
+    const at::Tensor routed = experts[e]->forward(flat.index_select(0, tokens));
+    const at::Tensor w = weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
+    out.index_add_(0, tokens, (routed * w).to(out.scalar_type()));
+  }
+  if (shared.defined()) out = out + shared;
+  return out.view(x.sizes());
+}
+
+void MoeBlock::BeginCoverage(int64_t min_tokens) {
+  recording_ = true;
+  min_tokens_ = std::max<int64_t>(min_tokens, 0);
+  routed_.assign(num_experts(), 0);
+  candidates_.assign(num_experts(), Candidates{});
+}
+
+void MoeBlock::Record(const at::Tensor& flat, const at::Tensor& probs, const at::Tensor& selected) {
+  const int64_t n = probs.size(0), e_count = probs.size(1);
+  at::Tensor routed_mask = at::zeros({n, e_count}, at::kBool).scatter_(1, selected, true);
+  const at::Tensor counts = routed_mask.sum(0).to(at::kLong).contiguous();
+  const int64_t* c = counts.data_ptr<int64_t>();
+  for (int64_t e = 0; e < e_count; ++e) routed_[e] += c[e];
+  if (min_tokens_ == 0) return;
+  // rank[t, e]: the position of expert e in token t's router order (0 = its top choice). A candidate's key orders by
+  // rank first, then by probability: rank - p with p in [0, 1) keeps the ranks apart.
+  const at::Tensor order = probs.argsort(-1, /*descending=*/true);
+  const at::Tensor rank = at::empty_like(order).scatter_(1, order, at::arange(e_count, order.options()).expand({n, e_count}));
+  const at::Tensor keys = rank.to(at::kDouble) - probs.to(at::kDouble);
+  for (int64_t e = 0; e < e_count; ++e) {
+    if (routed_[e] >= min_tokens_) {
+      candidates_[e] = Candidates{};  // enough routed tokens: this expert will never need a top-up
+      continue;
+    }
+    const at::Tensor others = routed_mask.select(1, e).logical_not().nonzero().squeeze(1);
+    if (others.numel() == 0) continue;
+    at::Tensor k = keys.select(1, e).index_select(0, others);
+    at::Tensor t = flat.index_select(0, others);
+    Candidates& kept = candidates_[e];
+    if (kept.keys.defined()) {
+      k = at::cat({kept.keys, k});
+      t = at::cat({kept.tokens, t});
+    }
+    if (k.size(0) > min_tokens_) {
+      // Earlier tokens first on equal keys (a stable sort), so the result does not depend on sample boundaries.
+      const at::Tensor best = std::get<1>(k.sort(/*stable=*/true, 0, /*descending=*/false)).narrow(0, 0, min_tokens_);
+      k = k.index_select(0, best);
+      t = t.index_select(0, best);
+    }
+    kept.keys = k;
+    kept.tokens = t.clone();
+  }
+}
+
+ExpertCoverage MoeBlock::FinishCoverage() {
+  ExpertCoverage coverage;
+  coverage.routed = recording_ ? std::move(routed_) : std::vector<int64_t>(num_experts(), 0);
+  coverage.topped_up.assign(coverage.routed.size(), 0);
+  routed_.clear();
+  std::vector<Candidates> candidates = std::move(candidates_);
+  const int64_t min_tokens = min_tokens_;
+  recording_ = false;
+  candidates_.clear();
+  for (size_t e = 0; e < candidates.size(); ++e) {
+    const int64_t need = min_tokens - coverage.routed[e];
+    if (need <= 0 || !candidates[e].keys.defined()) continue;
+    const Candidates& c = candidates[e];
+    const at::Tensor best =
+        std::get<1>(c.keys.sort(/*stable=*/true, 0, /*descending=*/false)).narrow(0, 0, std::min(need, c.keys.size(0)));
+    coverage.topped_up[e] = best.size(0);
+    experts[e]->forward(c.tokens.index_select(0, best));  // statistics only
+  }
+  return coverage;
+}
+
+}  // namespace quark::runtime

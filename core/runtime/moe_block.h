@@ -1,0 +1,71 @@
+// The sparse MoE block of Mixtral, Qwen2-MoE and Qwen3-MoE, as HF computes it: router logits = gate(x) in the hidden
+// dtype, softmax over all experts in float32, top-k, optional renormalization of the k weights to sum 1, weights cast
+// to the hidden dtype; each expert (SwiGLU: down(silu(gate(x)) * up(x))) runs only on the tokens routed to it and
+// its weighted output is index-added into the result; Qwen2-MoE adds a shared expert scaled by
+// sigmoid(shared_expert_gate(x)).
+//
+// Calibration coverage: between BeginCoverage and FinishCoverage the block counts the tokens routed to each expert and
+// keeps, for each expert still short of the minimum, its best candidates among the tokens not routed to it (ranked
+// by the expert's rank in the token's router order, then by its router probability). FinishCoverage runs each short
+// expert on its best candidates up to the minimum, for statistics only: the block's outputs never change.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/linear.h"
+
+namespace quark::runtime {
+
+/// One SwiGLU expert (also the shared expert): slots filled and registered by the layer (DecoderLayer::AddLinear).
+class MoeExpert : public torch::nn::Module {
+ public:
+  std::shared_ptr<LinearLike> gate, up, down;
+  /// x [N, hidden] -> [N, hidden]; gate, then up, then down (a capture pass may stop after any of them).
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class MoeBlock : public torch::nn::Module {
+ public:
+  /// `router` [E, hidden] and `shared_gate` [1, hidden] (undefined without a shared expert) in the compute dtype.
+  MoeBlock(at::Tensor router, int64_t top_k, bool norm_topk_prob, at::Tensor shared_gate);
+
+  /// The experts, in index order, and the shared expert (null when none); the layer fills their slots.
+  std::vector<std::shared_ptr<MoeExpert>> experts;
+  std::shared_ptr<MoeExpert> shared_expert;
+
+  /// x [B, T, hidden] -> [B, T, hidden].
+  at::Tensor forward(const at::Tensor& x);
+
+  /// Starts counting (and, with min_tokens > 0, collecting top-up candidates); resets an earlier recording.
+  void BeginCoverage(int64_t min_tokens);
+  /// Runs the top-up, ends the recording and returns the per-expert counts (names left for the layer to fill).
+  ExpertCoverage FinishCoverage();
+
+  int64_t num_experts() const { return router_.size(0); }
+
+ private:
+  // The best candidates of one expert so far: token vectors [M, hidden] (compute dtype) and their keys [M] (float64,
+  // lower = ranked higher: rank - probability), M <= min_tokens.
+  struct Candidates {
+    at::Tensor tokens;
+    at::Tensor keys;
+  };
+  void Record(const at::Tensor& flat, const at::Tensor& probs, const at::Tensor& selected);
+
+  at::Tensor router_;
+  at::Tensor shared_gate_;
+  int64_t top_k_;
+  bool norm_topk_prob_;
+  bool recording_ = false;
+  int64_t min_tokens_ = 0;
+  std::vector<int64_t> routed_;
+  std::vector<Candidates> candidates_;
+};
+
+}  // namespace quark::runtime

@@ -1,0 +1,109 @@
+#include "core/runtime/moe_layer.h"
+
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/moe_layout.h"
+#include "core/runtime/module_loader.h"
+
+namespace quark::runtime {
+namespace {
+
+// A plain holder for the experts, so that their children read "experts.3.w1" as in HF's ModuleList.
+class ExpertList : public torch::nn::Module {};
+
+}  // namespace
+
+at::Tensor MoeDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
+  at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
+  return h + moe->forward(post_attention_layernorm->forward(h));
+}
+
+std::vector<ExpertCoverage> MoeDecoderLayer::FinishCalibration() {
+  ExpertCoverage coverage = moe->FinishCoverage();
+  coverage.block = block_name_;
+  coverage.experts = expert_names_;
+  return {std::move(coverage)};
+}
+
+absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> MoeDecoderLayer::Load(const checkpoint::ModelConfig& config,
+                                                                       int64_t index, const WeightSource& weights,
+                                                                       at::ScalarType dtype) {
+  const std::string prefix = checkpoint::LayerPrefix(config, index);
+  std::shared_ptr<MoeDecoderLayer> layer(new MoeDecoderLayer(index, prefix));
+  const std::string block = checkpoint::MoeBlockName(config);
+  layer->block_name_ = prefix + block;
+
+  auto attn = std::make_shared<LlamaAttention>();
+  attn->heads = config.num_attention_heads;
+  attn->kv_heads = config.num_key_value_heads;
+  attn->head_dim = config.head_dim;
+  attn->window = checkpoint::LayerAttentionWindow(config, index);
+  if (config.qk_norm) {
+    auto q_norm = LoadChecked(weights, prefix + "self_attn.q_norm.weight", {config.head_dim}, dtype);
+    if (!q_norm.ok()) return q_norm.status();
+    auto k_norm = LoadChecked(weights, prefix + "self_attn.k_norm.weight", {config.head_dim}, dtype);
+    if (!k_norm.ok()) return k_norm.status();
+    attn->q_norm = attn->register_module("q_norm", std::make_shared<RmsNorm>(*q_norm, config.rms_norm_eps));
+    attn->k_norm = attn->register_module("k_norm", std::make_shared<RmsNorm>(*k_norm, config.rms_norm_eps));
+  }
+
+  auto router = LoadChecked(weights, prefix + block + ".gate.weight", {config.num_experts, config.hidden_size}, dtype);
+  if (!router.ok()) return router.status();
+  at::Tensor shared_gate;
+  const std::string shared_name = checkpoint::MoeSharedExpertName(config);
+  if (!shared_name.empty()) {
+    auto gate = LoadChecked(weights, prefix + "mlp.shared_expert_gate.weight", {1, config.hidden_size}, dtype);
+    if (!gate.ok()) return gate.status();
+    shared_gate = *gate;
+  }
+  auto moe = std::make_shared<MoeBlock>(*router, config.num_experts_per_tok, config.norm_topk_prob, shared_gate);
+  auto experts = std::make_shared<ExpertList>();
+  for (int64_t e = 0; e < config.num_experts; ++e) {
+    moe->experts.push_back(experts->register_module(std::to_string(e), std::make_shared<MoeExpert>()));
+    layer->expert_names_.push_back(prefix + checkpoint::MoeExpertName(config, e));
+  }
+  moe->register_module("experts", experts);
+  if (!shared_name.empty()) moe->shared_expert = moe->register_module("shared_expert", std::make_shared<MoeExpert>());
+
+  // Each linear's slot and the module that owns it, in LayerLinears' order.
+  struct Target {
+    torch::nn::Module* parent;
+    std::shared_ptr<LinearLike>* slot;
+  };
+  std::vector<Target> targets = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
+                                 {attn.get(), &attn->v_proj}, {attn.get(), &attn->o_proj}};
+  const auto add_expert = [&targets](MoeExpert& expert) {
+    targets.push_back({&expert, &expert.gate});
+    targets.push_back({&expert, &expert.up});
+    targets.push_back({&expert, &expert.down});
+  };
+  if (moe->shared_expert) add_expert(*moe->shared_expert);
+  for (auto& expert : moe->experts) add_expert(*expert);
+  const auto specs = checkpoint::LayerLinears(config);
+  if (specs.size() != targets.size()) {
+    return absl::InternalError(StrCat(prefix, ": the layout lists ", specs.size(), " linears, the MoE layer builds ",
+                                      targets.size()));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
+    if (!linear.ok()) return linear.status();
+    *targets[i].slot = *std::move(linear);
+  }
+
+  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
+  if (!in_norm.ok()) return in_norm.status();
+  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
+  if (!post_norm.ok()) return post_norm.status();
+  layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
+  layer->self_attn = layer->register_module("self_attn", attn);
+  layer->post_attention_layernorm =
+      layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));
+  layer->moe = layer->register_module(block, moe);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string& rel = specs[i].relative_name;
+    layer->AddLinear(rel, *targets[i].parent, rel.substr(rel.rfind('.') + 1), targets[i].slot);
+  }
+  return layer;
+}
+
+}  // namespace quark::runtime
