@@ -98,6 +98,7 @@ class JobScheduler : public Scheduler {
   };
   struct Worker {
     int slots = 1;
+    int gpus = 0;  // GPU devices announced at registration (worker_fit.h)
     std::set<std::string> leases;
     absl::Time last_seen;
   };
@@ -132,7 +133,8 @@ class JobScheduler : public Scheduler {
   void CountTenantLocked(const std::string& tenant, quark::v1::JobState state, int delta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The first queued job whose tenant is under its running limit (queue_.end() when none).
-  std::set<QueueKey>::iterator NextRunnableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The first queued job `worker` may run: its tenant below its running limit, its resources within the worker's.
+  std::set<QueueKey>::iterator NextRunnableLocked(const Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObservePhaseLocked(LeaseState& lease, const std::string& phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now, Answers* answers, std::vector<std::string>* to_kill)

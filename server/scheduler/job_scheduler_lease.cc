@@ -4,6 +4,7 @@
 #include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/time_util.h"
+#include "server/scheduler/worker_fit.h"
 
 namespace quark::server {
 
@@ -36,9 +37,11 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
     }
     Worker& worker = workers_[request.worker_id()];
     worker.slots = std::max(1, request.slots());
+    worker.gpus = GpuDeviceCount(request.devices());
     worker.last_seen = clock_->Now();
-    log::Get("scheduler")->info("job=- worker={} registered slots={} host={} version={}", ForLog(request.worker_id()),
-                                worker.slots, ForLog(request.hostname()), ForLog(request.version()));
+    log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host={} version={}",
+                                ForLog(request.worker_id()), worker.slots, worker.gpus, ForLog(request.hostname()),
+                                ForLog(request.version()));
     DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
@@ -55,10 +58,11 @@ bool JobScheduler::HasFreeSlotLocked(const std::string& worker_id) {
   return it != workers_.end() && static_cast<int>(it->second.leases.size()) < it->second.slots;
 }
 
-std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked() {
-  if (max_running_.empty()) return queue_.begin();
+std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked(const Worker& worker) {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    const std::string& tenant = active_[std::get<2>(*it)].job.tenant();
+    const Job& job = active_[std::get<2>(*it)].job;
+    if (!WorkerFitsJob(worker.gpus, job.spec())) continue;  // left for a worker with the GPUs it asks for
+    const std::string& tenant = job.tenant();
     auto limit = max_running_.find(tenant);
     if (limit == max_running_.end() || limit->second <= 0) return it;
     auto counts = tenants_.find(tenant);
@@ -69,8 +73,9 @@ std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked() {
 
 bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* response) {
   if (queue_.empty() || !HasFreeSlotLocked(worker_id)) return false;
-  auto next = NextRunnableLocked();
-  if (next == queue_.end()) return false;  // every queued job's tenant is at its running limit
+  auto next = NextRunnableLocked(workers_[worker_id]);
+  // Every queued job's tenant is at its running limit, or every one asks for more GPUs than the worker has.
+  if (next == queue_.end()) return false;
   QueueKey key = *next;
   ActiveJob& active = active_[std::get<2>(key)];
   Job& job = active.job;

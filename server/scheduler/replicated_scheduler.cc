@@ -9,6 +9,7 @@
 #include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/time_util.h"
+#include "server/scheduler/worker_fit.h"
 
 namespace quark::server {
 namespace {
@@ -252,6 +253,7 @@ RegisterResponse ReplicatedScheduler::Register(const RegisterRequest& request) {
     absl::MutexLock lock(&mu_);
     Worker& worker = workers_[worker_id];
     worker.slots = std::max(1, request.slots());
+    worker.gpus = GpuDeviceCount(request.devices());
     worker.last_seen = clock_->Now();
   }
   // A worker process registers once; a Register under an id that holds leases is a restarted process, through
@@ -269,8 +271,9 @@ RegisterResponse ReplicatedScheduler::Register(const RegisterRequest& request) {
       if (metrics_ != nullptr) metrics_->leases_lost.WithLabels({"worker_restarted"}).Increment();
     }
   }
-  log::Get("scheduler")->info("job=- worker={} registered slots={} host={} version={}", ForLog(worker_id),
-                              std::max(1, request.slots()), ForLog(request.hostname()), ForLog(request.version()));
+  log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host={} version={}", ForLog(worker_id),
+                              std::max(1, request.slots()), GpuDeviceCount(request.devices()), ForLog(request.hostname()),
+                              ForLog(request.version()));
   Wake();
   RegisterResponse response;
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
@@ -292,9 +295,12 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
   std::string lease_id = NewId("lease-");
   int64_t ttl_ms = absl::ToInt64Milliseconds(options_.lease_timeout);
   std::map<std::string, int64_t> limits;
+  int gpus = 0;
   {
     absl::MutexLock lock(&mu_);
     limits = max_running_;
+    auto worker = workers_.find(worker_id);
+    if (worker != workers_.end()) gpus = worker->second.gpus;
   }
   absl::StatusOr<std::optional<LeaseRow>> claimed =
       queue_->ClaimNext(worker_id, slots, [&](int64_t now_ms, LeaseRow* row, std::vector<JobEvent>* events) {
@@ -313,7 +319,7 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
         row->cancel_deadline_ms = 0;
         events->push_back(StateEvent(job, now_ms));
         return true;
-      }, limits);
+      }, limits, gpus);
   if (!claimed.ok()) {
     log::Get("scheduler")->warn("job=- worker={} lease not taken: {}", ForLog(worker_id),
                                 ForLog(claimed.status().ToString()));

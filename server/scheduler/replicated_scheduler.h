@@ -69,6 +69,7 @@ class ReplicatedScheduler : public Scheduler {
   };
   struct Worker {
     int slots = 1;
+    int gpus = 0;  // GPU devices announced at registration (worker_fit.h)
     absl::Time last_seen;
   };
 

@@ -154,7 +154,7 @@ absl::Status PostgresJobStore::UpdateLockedRow(PGconn* conn, const std::string& 
 
 absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(
     const std::string& worker_id, int max_held, const RowUpdate& update,
-    const std::map<std::string, int64_t>& tenant_limits) {
+    const std::map<std::string, int64_t>& tenant_limits, int worker_gpus) {
   std::optional<LeaseRow> claimed;
   absl::Status status = InTransaction([&](PGconn* conn) -> absl::Status {
     claimed.reset();
@@ -171,6 +171,7 @@ absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(
       if (!full.ok()) return full.status();
       skip = *full;
     }
+    skip += absl::StrCat(" AND gpus <= ", worker_gpus);
     LeaseRow row;
     bool found = false;
     bool changed = false;

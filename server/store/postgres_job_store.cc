@@ -83,6 +83,11 @@ const std::vector<std::string>& PgMigrations() {
       CREATE INDEX jobs_followers ON jobs (seq) WHERE follows <> '' AND state IN (1, 2);
       CREATE INDEX jobs_deadlines ON jobs (deadline_ms) WHERE deadline_ms IS NOT NULL AND state IN (1, 2);
       )sql",
+      // 3 (#16): the GPUs a job asks for (JobSpec.resources.gpus), so that a claim passes over jobs its worker
+      // cannot run. Rows queued before this version read 0.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
+      )sql",
   };
   return migrations;
 }
@@ -228,12 +233,13 @@ absl::StatusOr<StoredJob> PostgresJobStore::CreateJob(const Job& job, std::vecto
                                                     ? job.deduplicated_from()
                                                     : std::string());
     params.Add(job.spec().deadline_seconds());
+    params.Add(static_cast<int64_t>(job.spec().resources().gpus()));
     // ON CONFLICT waits for a concurrent insert of the same request id (another replica) to commit, then skips.
     absl::StatusOr<PgResult> inserted = PgExec(
         conn,
         absl::StrCat("INSERT INTO jobs (id, request_id, tenant, state, priority, preset, created_unix_ms, job, "
-                     "content_key, follows, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                     "CASE WHEN $11::BIGINT > 0 THEN ", kPgNowMs, " + $11::BIGINT * 1000 END) "
+                     "content_key, follows, deadline_ms, gpus) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                     "CASE WHEN $11::BIGINT > 0 THEN ", kPgNowMs, " + $11::BIGINT * 1000 END, $12) "
                      "ON CONFLICT (request_id) DO NOTHING RETURNING seq"),
         params);
     if (!inserted.ok()) return inserted.status();

@@ -49,7 +49,8 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   // SharedJobQueue
   absl::StatusOr<std::optional<LeaseRow>> ClaimNext(const std::string& worker_id, int max_held,
                                                     const RowUpdate& update,
-                                                    const std::map<std::string, int64_t>& tenant_limits = {}) override;
+                                                    const std::map<std::string, int64_t>& tenant_limits = {},
+                                                    int worker_gpus = 0) override;
   absl::StatusOr<LeaseRow> UpdateJobRow(const std::string& job_id, const RowUpdate& update) override;
   absl::StatusOr<LeaseRow> UpdateLeasedRow(const std::string& lease_id, const RowUpdate& update) override;
   absl::StatusOr<bool> RenewLease(const std::string& lease_id, int64_t ttl_ms) override;

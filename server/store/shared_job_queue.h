@@ -39,10 +39,12 @@ class SharedJobQueue {
   /// (FOR UPDATE SKIP LOCKED, so two replicas never take the same row) and applies `update`. nullopt when no
   /// job is free or `worker_id` already holds `max_held` running jobs. Jobs of a tenant in `tenant_limits` that
   /// already runs that many (across every replica) are passed over; such claims are serialized between replicas
-  /// so that two of them never both take a tenant's last free place.
+  /// so that two of them never both take a tenant's last free place. Jobs asking for more GPUs than `worker_gpus`
+  /// (JobSpec.resources.gpus) are passed over too: they wait for a worker that has them.
   virtual absl::StatusOr<std::optional<LeaseRow>> ClaimNext(const std::string& worker_id, int max_held,
                                                             const RowUpdate& update,
-                                                            const std::map<std::string, int64_t>& tenant_limits = {}) = 0;
+                                                            const std::map<std::string, int64_t>& tenant_limits = {},
+                                                            int worker_gpus = 0) = 0;
   /// Locks job `job_id` (waiting for other holders) and applies `update`. NOT_FOUND naming the id.
   virtual absl::StatusOr<LeaseRow> UpdateJobRow(const std::string& job_id, const RowUpdate& update) = 0;
   /// Locks the RUNNING job holding `lease_id`; NOT_FOUND when none does (lost, completed or unknown).

@@ -94,6 +94,14 @@ absl::Status SlurmExecutor::WriteScript() {
       out << "QUARK_WORKER_TOKEN=\"$(cat " << ShellQuote(options_.token_file) << ")\"\n"
           << "export QUARK_WORKER_TOKEN\n";
     }
+    // The GPUs Slurm gave the job (--gres=gpu:N sets CUDA_VISIBLE_DEVICES) are the devices the worker announces, so
+    // that quarkd leases it the GPU job it was started for (worker_fit.h); an explicit --devices in the worker
+    // arguments wins.
+    out << "if [ -z \"${QUARK_WORKER_DEVICES:-}\" ] && [ -n \"${CUDA_VISIBLE_DEVICES:-}\" ]; then\n"
+        << "  QUARK_WORKER_DEVICES=\"$(echo \"$CUDA_VISIBLE_DEVICES\" | "
+        << "awk -F, '{for (i = 1; i <= NF; i++) printf \"%scuda:%d\", (i > 1 ? \",\" : \"\"), i - 1}')\"\n"
+        << "  export QUARK_WORKER_DEVICES\n"
+        << "fi\n";
     out << "exec " << ShellQuote(options_.worker_command) << " --server " << ShellQuote(options_.server_address)
         << " --worker-id \"slurm-${SLURM_JOB_ID}\" --exit-when-idle "
         << absl::StrCat(absl::ToDoubleSeconds(options_.idle_exit));

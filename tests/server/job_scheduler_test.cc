@@ -4,6 +4,8 @@
 
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "server/metrics/registry.h"
 #include "server/store/sqlite_job_store.h"
@@ -35,21 +37,23 @@ class JobSchedulerTest : public ::testing::Test {
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
 
-  Job Submit(int priority = 0, const std::string& request_id = "") {
+  Job Submit(int priority = 0, const std::string& request_id = "", int gpus = 0) {
     quark::v1::JobSpec spec;
     spec.set_model_uri("file:///m");
     spec.set_output_uri("file:///out");
     spec.set_preset("w_int8_a_int8_per_tensor_sym");
     spec.set_priority(priority);
+    spec.mutable_resources()->set_gpus(gpus);
     absl::StatusOr<Job> job = scheduler_->Submit(request_id, spec);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? *job : Job();
   }
 
-  void Register(const std::string& worker_id, int slots = 1) {
+  void Register(const std::string& worker_id, int slots = 1, std::vector<std::string> devices = {"cpu"}) {
     RegisterRequest request;
     request.set_worker_id(worker_id);
     request.set_slots(slots);
+    for (const std::string& device : devices) request.add_devices(device);
     scheduler_->Register(request);
   }
 
@@ -100,6 +104,40 @@ TEST_F(JobSchedulerTest, OneJobPerSlot) {
   EXPECT_FALSE(LeaseNow("w").has_value());
   Register("w2", 1);
   EXPECT_TRUE(LeaseNow("w2").has_value());
+}
+
+// A job asking for GPUs goes only to a worker that announced as many GPU devices; CPU workers pass over it to the
+// jobs behind it, also when it is first in the queue, and a parked CPU worker is not handed it.
+TEST_F(JobSchedulerTest, GpuJobsGoOnlyToWorkersWithTheirGpus) {
+  Job gpu_job = Submit(5, "", /*gpus=*/2);
+  Job cpu_job = Submit(0);
+  Register("cpu-worker", 2);
+  std::optional<LeaseResponse> first = LeaseNow("cpu-worker");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->job().id(), cpu_job.id()) << "the higher-priority GPU job is not the CPU worker's";
+  EXPECT_FALSE(LeaseNow("cpu-worker").has_value()) << "a free slot, but only the GPU job is left";
+  EXPECT_EQ(StateOf(gpu_job.id()), JobState::JOB_STATE_QUEUED);
+
+  Register("one-gpu", 1, {"cpu", "cuda:0"});
+  EXPECT_FALSE(LeaseNow("one-gpu").has_value()) << "asks for 2 GPUs";
+
+  std::optional<LeaseResponse> parked;
+  scheduler_->Lease("cpu-worker", absl::Seconds(30), [&](LeaseResponse r) { parked = std::move(r); });
+  Register("two-gpus", 1, {"cuda:0", "cuda:1"});
+  std::optional<LeaseResponse> gpu_lease = LeaseNow("two-gpus");
+  ASSERT_TRUE(gpu_lease.has_value());
+  EXPECT_EQ(gpu_lease->job().id(), gpu_job.id());
+  EXPECT_FALSE(parked.has_value());
+
+  Job next_cpu_job = Submit(0);  // answers the parked CPU worker
+  ASSERT_TRUE(parked.has_value());
+  EXPECT_EQ(parked->job().id(), next_cpu_job.id());
+
+  // GPU workers take CPU jobs too.
+  Job later = Submit(0);
+  std::optional<LeaseResponse> any = LeaseNow("one-gpu");
+  ASSERT_TRUE(any.has_value());
+  EXPECT_EQ(any->job().id(), later.id());
 }
 
 TEST_F(JobSchedulerTest, ParkedLeaseIsAnsweredBySubmit) {

@@ -133,6 +133,29 @@ TEST_F(PostgresJobStoreTest, OneRequestIdMakesOneJobAcrossReplicasRacing) {
   EXPECT_TRUE(created);
 }
 
+// A job asking for GPUs (JobSpec.resources.gpus) is passed over by claims of workers with fewer, whichever replica
+// claims; a worker with enough takes it, ahead of later jobs.
+TEST_F(PostgresJobStoreTest, ClaimsPassOverJobsNeedingMoreGpusThanTheWorkerHas) {
+  const auto create = [&](const std::string& id, int gpus) {
+    pb::Job job = NewJob(id);
+    job.mutable_spec()->mutable_resources()->set_gpus(gpus);
+    std::vector<pb::JobEvent> events = StateEvents();
+    bool created = false;
+    ASSERT_TRUE(a_->CreateJob(job, &events, &created).ok());
+  };
+  create("job-gpu2", 2);
+  create("job-cpu", 0);
+  auto cpu = b_->ClaimNext("cpu-worker", 0, ClaimFor("cpu-worker", "lease-1", 60000), {}, /*worker_gpus=*/0);
+  ASSERT_TRUE(cpu.ok() && cpu->has_value()) << cpu.status();
+  EXPECT_EQ((*cpu)->job.id(), "job-cpu");
+  auto one_gpu = a_->ClaimNext("one-gpu", 0, ClaimFor("one-gpu", "lease-2", 60000), {}, /*worker_gpus=*/1);
+  ASSERT_TRUE(one_gpu.ok());
+  EXPECT_FALSE(one_gpu->has_value()) << "job-gpu2 asks for 2 GPUs";
+  auto two_gpus = a_->ClaimNext("two-gpus", 0, ClaimFor("two-gpus", "lease-3", 60000), {}, /*worker_gpus=*/2);
+  ASSERT_TRUE(two_gpus.ok() && two_gpus->has_value()) << two_gpus.status();
+  EXPECT_EQ((*two_gpus)->job.id(), "job-gpu2");
+}
+
 TEST_F(PostgresJobStoreTest, ClaimsNeverHandOneJobToTwoWorkers) {
   constexpr int kJobs = 120;
   for (int i = 0; i < kJobs; ++i) {
