@@ -5,6 +5,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/export/gguf_moe.h"
 
 namespace quark::exporter::gguf {
 namespace {
@@ -35,8 +36,11 @@ absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& conf
   if (config.model_type == "llama" || config.model_type == "mistral") arch = "llama";
   if (config.model_type == "qwen2") arch = "qwen2";
   if (arch.empty()) {
+    QUARK_ASSIGN_OR_RETURN(arch, MoeGgufArchitecture(config));  // mixtral, qwen2_moe, qwen3_moe; "" otherwise
+  }
+  if (arch.empty()) {
     return absl::InvalidArgumentError(StrCat("model_type: \"", config.model_type,
-                                             "\" has no GGUF export here (llama, mistral, qwen2)"));
+                                             "\" has no GGUF export here (llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe)"));
   }
   if (config.rope_scaling && config.rope_scaling->rope_type != "linear") {
     return absl::InvalidArgumentError(StrCat("rope_scaling: rope_type \"", config.rope_scaling->rope_type,
@@ -52,7 +56,7 @@ std::string GgufTensorName(const std::string& hf_name) {
   std::smatch m;
   if (!std::regex_match(hf_name, m, layer)) return "";
   auto it = LayerNames().find(m[2].str());
-  if (it == LayerNames().end()) return "";
+  if (it == LayerNames().end()) return MoeTensorSlot(hf_name).name;  // experts: the stacked tensor's name
   return StrCat("blk.", m[1].str(), ".", it->second, ".", m[3].str());
 }
 
@@ -70,7 +74,7 @@ std::string HfTensorName(const std::string& gguf_name) {
 }
 
 int64_t PermutedHeads(const checkpoint::ModelConfig& config, const std::string& hf_name) {
-  if (config.model_type == "qwen2") return 0;
+  if (config.model_type == "qwen2" || config.model_type == "qwen2_moe" || config.model_type == "qwen3_moe") return 0;
   auto ends_with = [&](const std::string& suffix) {
     return hf_name.size() >= suffix.size() && hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
@@ -117,6 +121,7 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
   md.emplace_back(arch + ".rope.dimension_count", u32(config.head_dim));
   md.emplace_back(arch + ".attention.layer_norm_rms_epsilon", Value::F32(static_cast<float>(config.rms_norm_eps)));
   md.emplace_back(arch + ".vocab_size", u32(config.vocab_size));
+  AppendMoeMetadata(config, arch, md);
   if (config.rope_scaling) {  // linear only (GgufArchitecture refuses the others)
     md.emplace_back(arch + ".rope.scaling.type", Value::Str("linear"));
     md.emplace_back(arch + ".rope.scaling.factor", Value::F32(static_cast<float>(config.rope_scaling->factor)));
@@ -156,8 +161,9 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
 
 absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   QUARK_ASSIGN_OR_RETURN(const std::string arch, file.GetString("general.architecture"));
-  if (arch != "llama" && arch != "qwen2") {
-    return absl::InvalidArgumentError(StrCat("gguf: general.architecture \"", arch, "\" is not llama or qwen2"));
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3moe") {
+    return absl::InvalidArgumentError(StrCat("gguf: general.architecture \"", arch,
+                                             "\" is not llama, qwen2, qwen2moe or qwen3moe"));
   }
   checkpoint::ModelConfig c;
   c.model_type = arch;
@@ -197,6 +203,7 @@ absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.o_proj_bias = file.FindTensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = file.FindTensor("blk.0.ffn_up.bias") != nullptr;
+  if (IsMoeGgufArchitecture(file, arch)) QUARK_RETURN_IF_ERROR(MoeConfigFromGguf(file, arch, c));
   if (file.Find("tokenizer.ggml.bos_token_id")) {
     QUARK_ASSIGN_OR_RETURN(c.bos_token_id, file.GetInt("tokenizer.ggml.bos_token_id"));
   }

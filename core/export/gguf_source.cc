@@ -5,7 +5,9 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/export/gguf_gemma.h"
 #include "core/export/gguf_model.h"
+#include "core/export/gguf_moe.h"
 #include "core/export/gguf_vocab.h"
 
 namespace quark::exporter {
@@ -27,26 +29,40 @@ absl::StatusOr<std::shared_ptr<GgufWeightSource>> GgufWeightSource::Open(const s
 }
 
 bool GgufWeightSource::Has(const std::string& name) const {
-  const std::string gguf_name = gguf::GgufTensorName(name);
-  return !gguf_name.empty() && file_->FindTensor(gguf_name) != nullptr;
+  gguf::GgufSlot slot = gguf::GgufTensorSlot(name);
+  if (std::string gemma = gguf::GemmaGgufTensorName(config_, name); !gemma.empty()) slot = {std::move(gemma), -1};
+  const gguf::TensorInfo* info = slot.name.empty() ? nullptr : file_->FindTensor(slot.name);
+  return info != nullptr && (slot.expert < 0 || (info->ne.size() == 3 && slot.expert < info->ne[2]));
 }
 
 absl::StatusOr<at::Tensor> GgufWeightSource::Get(const std::string& name, at::ScalarType dtype) const {
-  const std::string gguf_name = gguf::GgufTensorName(name);
-  const gguf::TensorInfo* info = gguf_name.empty() ? nullptr : file_->FindTensor(gguf_name);
+  gguf::GgufSlot slot = gguf::GgufTensorSlot(name);
+  if (std::string gemma = gguf::GemmaGgufTensorName(config_, name); !gemma.empty()) slot = {std::move(gemma), -1};
+  const gguf::TensorInfo* info = slot.name.empty() ? nullptr : file_->FindTensor(slot.name);
   if (info == nullptr) return absl::NotFoundError(StrCat(name, ": not in ", file_->path()));
+  if (slot.expert >= 0 && (info->ne.size() != 3 || slot.expert >= info->ne[2])) {
+    return absl::NotFoundError(StrCat(name, ": ", slot.name, " in ", file_->path(), " has no expert ", slot.expert,
+                                      " (ne ", StrJoin(info->ne, "x"), ")"));
+  }
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
     return absl::InvalidArgumentError(StrCat(name, ": dtype ", c10::toString(dtype), " is not a float dtype"));
   }
+  // An expert's weight is its [out, in] slice of the stacked {in, out, n_expert} tensor.
   std::vector<int64_t> shape(info->ne.rbegin(), info->ne.rend());
+  int64_t rows = info->Rows();
+  if (slot.expert >= 0) {
+    shape.erase(shape.begin());
+    rows = info->ne[1];
+  }
   at::Tensor values = at::empty(shape, at::kFloat);
   const gguf::TypeTraits* traits = gguf::FindType(info->type);
   const int64_t n = info->RowLength(), row_bytes = gguf::RowBytes(info->type, n);
-  const uint8_t* data = file_->TensorData(*info);
+  const uint8_t* data = file_->TensorData(*info) + (slot.expert < 0 ? 0 : slot.expert * rows * row_bytes);
   float* out = values.data_ptr<float>();
-  for (int64_t r = 0; r < info->Rows(); ++r) traits->to_float(data + r * row_bytes, out + r * n, n);
+  for (int64_t r = 0; r < rows; ++r) traits->to_float(data + r * row_bytes, out + r * n, n);
   file_->Release(*info);  // the float copy is what the caller keeps
   if (const int64_t heads = gguf::PermutedHeads(config_, name); heads > 0) values = gguf::UnpermuteRows(values, heads);
+  if (const float shift = gguf::GemmaNormShift(config_, name); shift != 0) values = values - shift;  // back to HF's w
   return values.to(dtype);
 }
 

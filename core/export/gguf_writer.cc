@@ -16,7 +16,9 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
 #include "core/export/gguf_file.h"
+#include "core/export/gguf_gemma.h"
 #include "core/export/gguf_model.h"
+#include "core/export/gguf_moe.h"
 #include "core/export/gguf_vocab.h"
 
 namespace quark::exporter {
@@ -25,9 +27,13 @@ namespace {
 namespace fs = std::filesystem;
 using gguf::GgmlType;
 
+// One HF tensor. `info` is its part of the file: a whole GGUF tensor, or (an MoE expert's weight) the slice
+// `expert` of the stacked tensor table_[table], at the stacked tensor's offset + expert * the slice's bytes.
 struct PlannedTensor {
   gguf::TensorInfo info;
   std::string hf_name;
+  size_t table = 0;     // the GGUF tensor (index in table_) it is or is part of
+  int64_t expert = -1;  // -1 = a tensor of its own
   int64_t permute_heads = 0;  // 0 = rows keep their order
   bool from_codes = false;    // a quantized linear's weight: only WriteLinear's codes may fill it
   bool written = false;
@@ -84,6 +90,7 @@ class GgufExporter : public ModelExporter {
  private:
   GgufExporter() = default;
   absl::Status Plan(const LayerPlan& plan, const checkpoint::CheckpointReader& reader);
+  absl::Status BuildTable();
   absl::Status OpenStaging(const std::string& header, uint64_t data_bytes);
   absl::Status WriteFloat(PlannedTensor& t, const at::Tensor& values);
   absl::Status WriteCodes(PlannedTensor& t, const LinearExportData& data);
@@ -96,10 +103,12 @@ class GgufExporter : public ModelExporter {
   checkpoint::ModelConfig model_;
   std::map<std::string, GgmlType> coded_;  // module -> type of its engine codes
   std::vector<PlannedTensor> tensors_;
+  std::vector<gguf::TensorInfo> table_;  // the GGUF's tensor table (experts stacked)
   std::map<std::string, size_t> index_;  // HF name -> tensors_
   uint64_t data_start_ = 0;
   int fd_ = -1;
   bool published_ = false;
+  bool head_from_embedding_ = false;  // tied embeddings, but llama.cpp's architecture requires output.weight
 };
 
 absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::string& model_dir,
@@ -115,7 +124,11 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   e->options_ = options;
   QUARK_ASSIGN_OR_RETURN(e->model_, checkpoint::LoadModelConfig(model_dir));
   if (options.untie_embeddings) e->model_.tie_word_embeddings = false;  // ModelTensors then lists lm_head.weight
-  QUARK_RETURN_IF_ERROR(gguf::GgufArchitecture(e->model_).status());
+  QUARK_ASSIGN_OR_RETURN(const std::string arch, gguf::GgufArchitecture(e->model_));
+  if (e->model_.tie_word_embeddings && gguf::RequiresOutputTensor(arch)) {
+    e->model_.tie_word_embeddings = false;  // output.weight written from the embedding
+    e->head_from_embedding_ = true;
+  }
   const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
   auto vocab = gguf::ReadSentencePieceVocab(tokenizer);
   if (!vocab.ok()) {
@@ -139,11 +152,12 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   if (name.empty()) name = fs::path(model_dir).lexically_normal().parent_path().filename().string();
   QUARK_ASSIGN_OR_RETURN(const gguf::Metadata metadata,
                          gguf::BuildMetadata(e->model_, *vocab, name, gguf::FindType(main_type)->file_type, quantized));
-  std::vector<gguf::TensorInfo> infos;
-  for (const PlannedTensor& t : e->tensors_) infos.push_back(t.info);
-  const uint64_t data_bytes = gguf::AssignOffsets(infos);
-  for (size_t i = 0; i < infos.size(); ++i) e->tensors_[i].info = infos[i];
-  const std::string header = gguf::SerializeHeader(metadata, infos);
+  const uint64_t data_bytes = gguf::AssignOffsets(e->table_);
+  for (PlannedTensor& t : e->tensors_) {
+    t.info.nbytes = gguf::TensorBytes(t.info.type, t.info.ne);
+    t.info.offset = e->table_[t.table].offset + (t.expert < 0 ? 0 : t.expert * t.info.nbytes);
+  }
+  const std::string header = gguf::SerializeHeader(metadata, e->table_);
   QUARK_RETURN_IF_ERROR(e->OpenStaging(header, data_bytes));
   return e;
 }
@@ -159,6 +173,8 @@ GgufExporter::~GgufExporter() {
 absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::CheckpointReader& reader) {
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
+    // MoE routers: the engine never quantizes them (not linears of the layer) and llama.cpp reads them in F32.
+    if (gguf::KeptInF32(gguf::GgufTensorName(a.module + ".weight"))) continue;
     const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
     if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
       return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
@@ -175,13 +191,16 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
   for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(model_)) {
     PlannedTensor t;
     t.hf_name = spec.name;
-    t.info.name = gguf::GgufTensorName(spec.name);
+    const gguf::GgufSlot slot = gguf::GgufTensorSlot(spec.name);
+    t.info.name = slot.name;
+    if (std::string gemma = gguf::GemmaGgufTensorName(model_, spec.name); !gemma.empty()) t.info.name = std::move(gemma);
+    t.expert = slot.expert;
     if (t.info.name.empty()) return absl::InternalError(StrCat(spec.name, ": no llama.cpp tensor name"));
     t.info.ne.assign(spec.shape.rbegin(), spec.shape.rend());
     t.permute_heads = gguf::PermutedHeads(model_, spec.name);
     const std::string module = spec.name.substr(0, spec.name.rfind('.'));
     const bool is_weight = spec.name.size() > 7 && spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0;
-    if (spec.shape.size() == 1) {
+    if (spec.shape.size() == 1 || gguf::KeptInF32(t.info.name)) {
       t.info.type = GgmlType::kF32;
     } else if (auto it = coded_.find(module); it != coded_.end() && is_weight) {
       t.info.type = it->second;
@@ -191,7 +210,7 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     } else {
       std::string stored = checkpoint::ResolveTensorName(reader, spec.name);
       // An untied lm_head the checkpoint does not hold is made from the embedding: it takes the embedding's dtype.
-      if (stored.empty() && spec.name == "lm_head.weight" && options_.untie_embeddings) {
+      if (stored.empty() && spec.name == "lm_head.weight" && (options_.untie_embeddings || head_from_embedding_)) {
         stored = checkpoint::ResolveTensorName(reader, checkpoint::EmbedTokensName(model_) + ".weight");
       }
       if (stored.empty()) return absl::NotFoundError(StrCat(spec.name, ": not in ", reader.location()));
@@ -206,6 +225,41 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     }
     index_[t.hf_name] = tensors_.size();
     tensors_.push_back(std::move(t));
+  }
+  return BuildTable();
+}
+
+absl::Status GgufExporter::BuildTable() {
+  std::map<std::string, size_t> by_name;
+  std::map<size_t, std::set<int64_t>> experts;  // stacked tensor -> the experts planned into it
+  for (PlannedTensor& t : tensors_) {
+    auto [it, fresh] = by_name.emplace(t.info.name, table_.size());
+    t.table = it->second;
+    if (fresh) {
+      table_.push_back(t.info);
+      if (t.expert >= 0) table_.back().ne.push_back(model_.num_experts);
+    }
+    const gguf::TensorInfo& whole = table_[t.table];
+    if (t.expert < 0) {
+      if (!fresh) return absl::InternalError(StrCat(t.hf_name, ": a second tensor named ", t.info.name));
+      continue;
+    }
+    if (whole.ne.size() != 3 || t.expert >= whole.ne[2] || !experts[t.table].insert(t.expert).second) {
+      return absl::InternalError(StrCat(t.hf_name, ": expert ", t.expert, " does not fit ", whole.name, " (",
+                                        model_.num_experts, " experts)"));
+    }
+    if (t.info.type != whole.type || !std::equal(t.info.ne.begin(), t.info.ne.end(), whole.ne.begin())) {
+      return absl::InvalidArgumentError(StrCat(
+          whole.name, ": expert ", t.expert, " (", t.hf_name, ") would be ", gguf::FindType(t.info.type)->name,
+          " but the layer's first expert is ", gguf::FindType(whole.type)->name,
+          ": llama.cpp holds a layer's experts in one tensor of one type; quantize them alike or exclude them all"));
+    }
+  }
+  for (const auto& [table, planned] : experts) {
+    if (static_cast<int64_t>(planned.size()) != model_.num_experts) {
+      return absl::InternalError(StrCat(table_[table].name, ": ", planned.size(), " experts planned, config has ",
+                                        model_.num_experts));
+    }
   }
   return absl::OkStatus();
 }
@@ -252,6 +306,7 @@ absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values
   }
   at::Tensor v = values.to(at::kFloat).contiguous();
   if (t.permute_heads > 0) v = gguf::PermuteRows(v, t.permute_heads);
+  if (const float shift = gguf::GemmaNormShift(model_, t.hf_name); shift != 0) v = v + shift;  // Gemma's 1 + w
   const gguf::TypeTraits* traits = gguf::FindType(t.info.type);
   const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
   std::string bytes(t.info.nbytes, '\0');
@@ -311,7 +366,10 @@ absl::Status GgufExporter::WriteLinear(const LinearExportData& data) {
 absl::Status GgufExporter::WriteUnquantized(const std::string& prefix, const runtime::WeightSource& weights) {
   for (PlannedTensor& t : tensors_) {
     if (t.written || t.from_codes || t.hf_name.rfind(prefix, 0) != 0) continue;
-    QUARK_ASSIGN_OR_RETURN(const at::Tensor values, weights.Get(t.hf_name, at::kFloat));
+    const bool from_embedding = head_from_embedding_ && t.hf_name == "lm_head.weight";
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor values,
+                           weights.Get(from_embedding ? checkpoint::EmbedTokensName(model_) + ".weight" : t.hf_name,
+                                       at::kFloat));
     QUARK_RETURN_IF_ERROR(WriteFloat(t, values));
   }
   return absl::OkStatus();
@@ -336,13 +394,13 @@ absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::Wei
   if (!synced || !closed) return absl::InternalError(StrCat("output: closing ", staging_file_, ": ", ErrnoText()));
   // Read the file back as a consumer would: the header parses and every tensor is where it was planned.
   QUARK_ASSIGN_OR_RETURN(auto file, gguf::GgufFile::Open(staging_file_));
-  if (file->tensors().size() != tensors_.size()) {
+  if (file->tensors().size() != table_.size()) {
     return absl::InternalError(StrCat(staging_file_, ": ", file->tensors().size(), " tensors read back, planned ",
-                                      tensors_.size()));
+                                      table_.size()));
   }
-  for (size_t i = 0; i < tensors_.size(); ++i) {
+  for (size_t i = 0; i < table_.size(); ++i) {
     const gguf::TensorInfo& got = file->tensors()[i];
-    const gguf::TensorInfo& want = tensors_[i].info;
+    const gguf::TensorInfo& want = table_[i];
     if (got.name != want.name || got.ne != want.ne || got.type != want.type || got.offset != want.offset ||
         file->data_offset() != data_start_) {
       return absl::InternalError(StrCat(staging_file_, ": tensor ", want.name, " read back differs from the plan"));

@@ -2,11 +2,14 @@
 // and the results in docs/results.md, until `quark quantize --export gguf` is wired.
 //   gguf_export_tool MODEL_DIR OUT.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1] [--scheme PRESET] [--exclude PATTERN]...
 //                    [--synthetic qwen2|mistral|llama TOKENIZER_MODEL]  (first writes a small seeded model to MODEL_DIR)
+//                    [--transplant mixtral|qwen2_moe|qwen3_moe DONOR_DIR]  (first writes an MoE grown from the dense
+//                                                                          DONOR_DIR to MODEL_DIR: gguf_moe_models.h)
 // The tokenizer.model of MODEL_DIR is copied beside OUT.gguf (what `quark eval --model OUT.gguf --text` reads).
 #include <filesystem>
 #include <iostream>
 
 #include "core/export/gguf_blocks.h"
+#include "tests/export/gguf_moe_models.h"
 #include "tests/export/gguf_test_util.h"
 
 int main(int argc, char** argv) {
@@ -33,6 +36,12 @@ int main(int argc, char** argv) {
       scheme = value;
     } else if (flag == "--synthetic" && i + 2 < argc) {
       if (auto s = testing::WriteSyntheticModelForGguf(value, job.model_dir, argv[i + 2]); !s.ok()) {
+        std::cerr << "gguf_export_tool: " << s.ToString() << "\n";
+        return 1;
+      }
+      ++i;
+    } else if (flag == "--transplant" && i + 2 < argc) {
+      if (auto s = testing::WriteTransplantedMoeModel(value, argv[i + 2], job.model_dir); !s.ok()) {
         std::cerr << "gguf_export_tool: " << s.ToString() << "\n";
         return 1;
       }
