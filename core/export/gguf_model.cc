@@ -5,6 +5,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/export/gguf_gemma.h"
 #include "core/export/gguf_moe.h"
 
 namespace quark::exporter::gguf {
@@ -35,6 +36,9 @@ absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& conf
   std::string arch;
   if (config.model_type == "llama" || config.model_type == "mistral") arch = "llama";
   if (config.model_type == "qwen2") arch = "qwen2";
+  if (arch.empty()) {
+    QUARK_ASSIGN_OR_RETURN(arch, GemmaGgufArchitecture(config));  // gemma2, gemma3; "" otherwise
+  }
   if (arch.empty()) {
     QUARK_ASSIGN_OR_RETURN(arch, MoeGgufArchitecture(config));  // mixtral, qwen2_moe, qwen3_moe; "" otherwise
   }
@@ -74,6 +78,7 @@ std::string HfTensorName(const std::string& gguf_name) {
 }
 
 int64_t PermutedHeads(const checkpoint::ModelConfig& config, const std::string& hf_name) {
+  if (config.family == checkpoint::ArchFamily::kGemma) return 0;  // NEOX RoPE as well
   if (config.model_type == "qwen2" || config.model_type == "qwen2_moe" || config.model_type == "qwen3_moe") return 0;
   auto ends_with = [&](const std::string& suffix) {
     return hf_name.size() >= suffix.size() && hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -121,6 +126,7 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
   md.emplace_back(arch + ".rope.dimension_count", u32(config.head_dim));
   md.emplace_back(arch + ".attention.layer_norm_rms_epsilon", Value::F32(static_cast<float>(config.rms_norm_eps)));
   md.emplace_back(arch + ".vocab_size", u32(config.vocab_size));
+  AppendGemmaMetadata(config, arch, md);
   AppendMoeMetadata(config, arch, md);
   if (config.rope_scaling) {  // linear only (GgufArchitecture refuses the others)
     md.emplace_back(arch + ".rope.scaling.type", Value::Str("linear"));
@@ -161,7 +167,7 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
 
 absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   QUARK_ASSIGN_OR_RETURN(const std::string arch, file.GetString("general.architecture"));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3moe") {
+  if (arch != "gemma2" && arch != "gemma3" && arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3moe") {
     return absl::InvalidArgumentError(StrCat("gguf: general.architecture \"", arch,
                                              "\" is not llama, qwen2, qwen2moe or qwen3moe"));
   }
@@ -203,6 +209,7 @@ absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.o_proj_bias = file.FindTensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = file.FindTensor("blk.0.ffn_up.bias") != nullptr;
+  if (arch == "gemma2" || arch == "gemma3") QUARK_RETURN_IF_ERROR(GemmaConfigFromGguf(file, arch, c));
   if (IsMoeGgufArchitecture(file, arch)) QUARK_RETURN_IF_ERROR(MoeConfigFromGguf(file, arch, c));
   if (file.Find("tokenizer.ggml.bos_token_id")) {
     QUARK_ASSIGN_OR_RETURN(c.bos_token_id, file.GetInt("tokenizer.ggml.bos_token_id"));

@@ -27,7 +27,8 @@ absl::Status WriteRandomGemmaModel(const checkpoint::ModelConfig& config, const 
 /// `window`. Tied embedding = llama's lm_head (Gemma ties; its embedding enters scaled by sqrt(hidden), which the first
 /// norm undoes); input_layernorm / pre_feedforward_layernorm / model.norm = llama's norms - 1 (Gemma scales by 1 + w);
 /// post-attention / post-feedforward norms and Gemma 3's q/k norms w = N(0, 0.05^2) seeded. Not the llama function
-/// (Gemma normalizes each branch's output), but trained weights give peaked, text-dependent predictions.
+/// (Gemma normalizes each branch's output), but trained weights give peaked, text-dependent
+/// predictions (mean NLL far from log(vocab), above it).
 /// query_pre_attn_scalar = head_dim, soft-caps 50 / 30 (Gemma 2) and none (Gemma 3). tokenizer.model is copied.
 absl::StatusOr<checkpoint::ModelConfig> TransplantTinyLlamaToGemma(const std::string& llama_dir,
                                                                    const std::string& model_type,
