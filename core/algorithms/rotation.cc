@@ -138,6 +138,21 @@ absl::StatusOr<at::Tensor> RotatedWeightSource::Compute(const std::string& name)
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("post_attention_layernorm.weight"));
     return in_dtype(stored, RotateIn(w, r1_));
   }
+  if (relative == "self_attn.qkv_proj.weight") {
+    // Phi-3's fused q | k | v: the input norm and R1 as for q, k and v apart; R2 on the v rows only.
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("input_layernorm.weight"));
+    at::Tensor rotated = RotateIn(w, r1_);
+    if (r2_.defined()) {
+      const int64_t kv_rows = original_.num_key_value_heads * original_.head_dim;
+      const int64_t v_start = rotated.size(0) - kv_rows;
+      rotated = at::cat({rotated.narrow(0, 0, v_start), RotateOut(rotated.narrow(0, v_start, kv_rows), r2_)}, 0);
+    }
+    return in_dtype(stored, rotated);
+  }
+  if (relative == "mlp.gate_up_proj.weight") {
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("post_attention_layernorm.weight"));
+    return in_dtype(stored, RotateIn(w, r1_));
+  }
   if (relative == "mlp.down_proj.weight") return in_dtype(stored, RotateOut(stored, r1_));
   // Biases of the residual-stream writers rotate with their outputs.
   if (relative == "self_attn.o_proj.bias" || relative == "mlp.down_proj.bias") {

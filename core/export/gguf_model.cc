@@ -5,6 +5,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/export/gguf_dense.h"
 #include "core/export/gguf_gemma.h"
 #include "core/export/gguf_moe.h"
 
@@ -36,6 +37,7 @@ absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& conf
   std::string arch;
   if (config.model_type == "llama" || config.model_type == "mistral") arch = "llama";
   if (config.model_type == "qwen2") arch = "qwen2";
+  if (arch.empty()) arch = DenseGgufArchitecture(config);  // qwen3, phi3
   if (arch.empty()) {
     QUARK_ASSIGN_OR_RETURN(arch, GemmaGgufArchitecture(config));  // gemma2, gemma3; "" otherwise
   }
@@ -59,6 +61,9 @@ std::string GgufTensorName(const std::string& hf_name) {
   static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
   std::smatch m;
   if (!std::regex_match(hf_name, m, layer)) return "";
+  if (const std::string dense = DenseLayerTensorName(m[2].str()); !dense.empty()) {
+    return StrCat("blk.", m[1].str(), ".", dense, ".", m[3].str());
+  }
   auto it = LayerNames().find(m[2].str());
   if (it == LayerNames().end()) return MoeTensorSlot(hf_name).name;  // experts: the stacked tensor's name
   return StrCat("blk.", m[1].str(), ".", it->second, ".", m[3].str());
@@ -78,6 +83,7 @@ std::string HfTensorName(const std::string& gguf_name) {
 }
 
 int64_t PermutedHeads(const checkpoint::ModelConfig& config, const std::string& hf_name) {
+  if (!DenseGgufArchitecture(config).empty()) return 0;  // qwen3, phi3: NEOX RoPE, converted unpermuted
   if (config.family == checkpoint::ArchFamily::kGemma) return 0;  // NEOX RoPE as well
   if (config.model_type == "qwen2" || config.model_type == "qwen2_moe" || config.model_type == "qwen3_moe") return 0;
   auto ends_with = [&](const std::string& suffix) {
@@ -126,6 +132,7 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
   md.emplace_back(arch + ".rope.dimension_count", u32(config.head_dim));
   md.emplace_back(arch + ".attention.layer_norm_rms_epsilon", Value::F32(static_cast<float>(config.rms_norm_eps)));
   md.emplace_back(arch + ".vocab_size", u32(config.vocab_size));
+  AppendDenseMetadata(config, arch, md);
   AppendGemmaMetadata(config, arch, md);
   AppendMoeMetadata(config, arch, md);
   if (config.rope_scaling) {  // linear only (GgufArchitecture refuses the others)
@@ -167,12 +174,12 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
 
 absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   QUARK_ASSIGN_OR_RETURN(const std::string arch, file.GetString("general.architecture"));
-  if (arch != "gemma2" && arch != "gemma3" && arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3moe") {
+  if (arch != "gemma2" && arch != "gemma3" && arch != "qwen3" && arch != "phi3" && arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3moe") {
     return absl::InvalidArgumentError(StrCat("gguf: general.architecture \"", arch,
                                              "\" is not llama, qwen2, qwen2moe or qwen3moe"));
   }
   checkpoint::ModelConfig c;
-  c.model_type = arch;
+  c.model_type = arch;  // qwen3 / phi3: the round trip below sets their q/k norms / fused layout from the name
   QUARK_ASSIGN_OR_RETURN(c.num_hidden_layers, file.GetInt(arch + ".block_count"));
   QUARK_ASSIGN_OR_RETURN(c.max_position_embeddings, file.GetInt(arch + ".context_length"));
   QUARK_ASSIGN_OR_RETURN(c.hidden_size, file.GetInt(arch + ".embedding_length"));

@@ -184,6 +184,9 @@ bool VllmExcluded(const Json& qc, const std::string& module) {
 
 std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::ModelConfig& model) {
   std::vector<std::string> out;
+  // Phi-3's qkv_proj and gate_up_proj are one module each in the checkpoint (vLLM's packed mapping is the identity):
+  // nothing to fuse, so nothing to agree on.
+  if (model.family == checkpoint::ArchFamily::kPhi3) return out;
   const bool opt = model.family == checkpoint::ArchFamily::kOpt;
   const std::vector<std::vector<std::string>> fused =
       opt ? std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}

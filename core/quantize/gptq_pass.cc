@@ -12,6 +12,10 @@
 namespace quark::quantize {
 
 GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model) {
+  if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kPhi3) {
+    // Phi-3's fused modules: one GPTQ each, in forward order.
+    algo.inside_layer_modules = {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"};
+  }
   if (algo.inside_layer_modules.empty()) {
     // Quark's templates: k, v, q first (they share an input), then the attention output, then the MLP.
     algo.inside_layer_modules =

@@ -11,7 +11,9 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/full_model.h"
 #include "core/runtime/tensor_view.h"
+#include "core/runtime/tokenizer.h"
 
 namespace quark::runtime::testing {
 namespace {
@@ -40,6 +42,55 @@ absl::Status WriteFolder(const checkpoint::ModelConfig& config, const std::strin
   std::ofstream out(fs::path(dir) / "config.json", std::ios::trunc);
   out << checkpoint::ModelConfigToJson(config);
   return out ? absl::OkStatus() : absl::InternalError(StrCat("cannot write ", dir, "/config.json"));
+}
+
+// Records the mean over tokens and heads of each head's RMS in a linear's output.
+class HeadRmsLinear : public LinearLike {
+ public:
+  HeadRmsLinear(std::shared_ptr<LinearLike> inner, int64_t head_dim) : inner_(std::move(inner)), head_dim_(head_dim) {}
+  at::Tensor forward(const at::Tensor& input) override {
+    at::Tensor y = inner_->forward(input);
+    const at::Tensor heads = y.to(at::kDouble).reshape({-1, head_dim_});
+    sum_ += heads.pow(2).mean(1).sqrt().sum().item<double>();
+    count_ += heads.size(0);
+    return y;
+  }
+  int64_t in_features() const override { return inner_->in_features(); }
+  int64_t out_features() const override { return inner_->out_features(); }
+  at::Tensor weight() const override { return inner_->weight(); }
+  at::Tensor bias() const override { return inner_->bias(); }
+  double mean() const { return count_ > 0 ? sum_ / count_ : 1.0; }
+
+ private:
+  std::shared_ptr<LinearLike> inner_;
+  int64_t head_dim_;
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+// Per layer, the trained Llama's mean q and k head RMS over a TinyStories-like sentence.
+absl::StatusOr<std::vector<std::pair<double, double>>> MeasureHeadRms(const std::string& llama_dir, int64_t head_dim) {
+  auto lm = CausalLm::Open(llama_dir);
+  if (!lm.ok()) return lm.status();
+  auto tokenizer = Tokenizer::Open((fs::path(llama_dir) / "tokenizer.model").string());
+  if (!tokenizer.ok()) return tokenizer.status();
+  auto ids = (*tokenizer)->EncodeWithBos(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. "
+      "One day, she saw a big red ball under a tree. She ran to get it and said, \"Look, Mom! I found a ball!\"");
+  if (!ids.ok()) return ids.status();
+  std::vector<std::pair<std::shared_ptr<HeadRmsLinear>, std::shared_ptr<HeadRmsLinear>>> recorders;
+  for (const auto& layer : (*lm)->layers()) {
+    auto q = std::make_shared<HeadRmsLinear>(layer->FindLinear("self_attn.q_proj"), head_dim);
+    auto k = std::make_shared<HeadRmsLinear>(layer->FindLinear("self_attn.k_proj"), head_dim);
+    if (auto status = layer->ReplaceLinear("self_attn.q_proj", q); !status.ok()) return status;
+    if (auto status = layer->ReplaceLinear("self_attn.k_proj", k); !status.ok()) return status;
+    recorders.emplace_back(q, k);
+  }
+  auto logits = (*lm)->Forward(at::tensor(*ids, at::kLong).unsqueeze(0));
+  if (!logits.ok()) return logits.status();
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [q, k] : recorders) out.emplace_back(q->mean(), k->mean());
+  return out;
 }
 
 }  // namespace
@@ -79,6 +130,12 @@ absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string
     return absl::InvalidArgumentError(StrCat("model_type \"", model_type, "\" is not qwen3 or phi3"));
   }
   auto generator = at::make_generator<at::CPUGeneratorImpl>(18);
+  std::vector<std::pair<double, double>> rms;
+  if (config.qk_norm) {
+    auto measured = MeasureHeadRms(llama_dir, source_config->head_dim);
+    if (!measured.ok()) return measured.status();
+    rms = *std::move(measured);
+  }
   std::map<std::string, at::Tensor> tensors;
   try {
     for (const auto& spec : checkpoint::ModelTensors(config)) {
@@ -94,7 +151,12 @@ absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string
       } else if (name.find("gate_up_proj.weight") != std::string::npos) {
         tensors[name] = at::cat({get(replace("gate_up_proj", "gate_proj")), get(replace("gate_up_proj", "up_proj"))}, 0);
       } else if (name.find("q_norm") != std::string::npos || name.find("k_norm") != std::string::npos) {
-        tensors[name] = 1 + at::normal(0.0, 0.05, spec.shape, generator);
+        // RMSNorm makes each head's q (k) unit-RMS; the Llama's heads are not. A weight equal to the heads' RMS as
+        // the trained Llama computes them keeps its attention temperatures (a unit weight would not: the model
+        // would then be far from trained).
+        const int64_t layer = std::stoll(name.substr(std::string("model.layers.").size()));
+        const bool is_q = name.find("q_norm") != std::string::npos;
+        tensors[name] = (is_q ? rms[layer].first : rms[layer].second) * (1 + at::normal(0.0, 0.05, spec.shape, generator));
       } else {
         tensors[name] = get(name);
       }

@@ -18,8 +18,9 @@ absl::Status WriteRandomDenseModel(const checkpoint::ModelConfig& config, const 
 
 /// tinyllama-a (`llama_dir`: trained, hidden 256, 8 heads, 4 KV heads) rewritten as `model_type` "qwen3" or
 /// "phi3" in `dir`, computing the same function up to Qwen3's q/k norms. Phi-3: q|k|v and gate|up concatenated
-/// (exactly the Llama model). Qwen3: q_norm/k_norm weights 1 + N(0, 0.05^2) seeded, which changes the function
-/// (the norms are what is new), eps and rope as the source. tokenizer.model is copied.
+/// (exactly the Llama model). Qwen3: q_norm/k_norm weights r (1 + N(0, 0.05^2)) seeded, r the Llama heads' expected
+/// RMS (one per layer and norm), so the model stays near the trained one while the norms (what is new) act. Eps and
+/// RoPE as the source. tokenizer.model is copied.
 absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string& model_type, const std::string& dir);
 
 }  // namespace quark::runtime::testing
