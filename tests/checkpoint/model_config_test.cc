@@ -35,7 +35,7 @@ TEST(ModelConfigTest, RefusesAnUnknownModelTypeListingTheSupportedOnes) {
   auto config = ParseModelConfig(R"({"model_type": "gpt2", "hidden_size": 8})");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("\"gpt2\""));
-  EXPECT_THAT(std::string(config.status().message()), HasSubstr("llama, mistral, qwen2, opt"));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("llama, mistral, qwen2, qwen3, phi3"));
 }
 
 TEST(ModelConfigTest, NamesTheBadField) {
