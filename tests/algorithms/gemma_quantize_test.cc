@@ -2,6 +2,7 @@
 // (the (1 + w) norms fold 1/s as (1 + w) / s - 1; a plain w / s fold would change the function), and GPTQ and AWQ run
 // through QuantizeModel with an HF-quark export that passes the vLLM rules and reloads to the quantized model.
 #include <filesystem>
+#include <iostream>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +96,26 @@ TEST_P(GemmaAlgorithmsTest, GptqAndAwqExportPassTheVllmRulesAndReload) {
 
 TEST_P(GemmaAlgorithmsTest, RotationIsRefusedNamingTheModel) {
   auto report = QuantizeModel(WriteTinyGemma(GetParam()), Options("uint4_wo_32", {RotationAlgo{}}, ""));
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(std::string(report.status().message()).find(GetParam()), std::string::npos) << report.status();
+}
+
+// The GGUF export through the pipeline: the engine's uint4 g32 codes as Q4_1, read back by the GGUF reader (norms - 1,
+// Gemma names) to the fake-quantized model's figure up to Q4_1's f16 scales. ONNX builds Llama graphs only: refused.
+TEST_P(GemmaAlgorithmsTest, GgufExportReloadsAndOnnxIsRefused) {
+  const std::string model = WriteTinyGemma(GetParam());
+  QuantizeModelOptions o = Options("uint4_wo_32", {}, testing::TempPath("gemma_gguf_" + GetParam()));
+  o.export_formats = {"gguf"};
+  auto report = QuantizeModel(model, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const double after = report->metrics.at("ppl_after");
+  ASSERT_TRUE(report->metrics.count("ppl_gguf"));
+  EXPECT_NEAR(report->metrics.at("ppl_gguf"), after, 1e-3 * after);
+  std::cout << GetParam() << ": ppl_before " << report->metrics.at("ppl_before") << " ppl_after " << after
+            << " ppl_gguf " << report->metrics.at("ppl_gguf") << "\n";
+  o = Options("uint4_wo_32", {}, testing::TempPath("gemma_onnx_" + GetParam()));
+  o.export_formats = {"onnx"};
+  report = QuantizeModel(model, o);
   ASSERT_FALSE(report.ok());
   EXPECT_NE(std::string(report.status().message()).find(GetParam()), std::string::npos) << report.status();
 }
