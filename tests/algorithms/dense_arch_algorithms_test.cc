@@ -119,6 +119,26 @@ TEST_P(DenseArchAlgorithmsTest, RotationIsExactOnFloatWeights) {
   EXPECT_NEAR(r->metrics.at("ppl_after"), r->metrics.at("ppl_before"), 1e-4 * r->metrics.at("ppl_before"));
 }
 
+TEST(DenseArchRefusalsTest, WhatCannotBeDoneIsRefusedNamingModelType) {
+  // Phi-3's k and v live inside qkv_proj: a KV-cache spec matches no k_proj / v_proj, which validation refuses
+  // (rather than leaving the KV cache silently unquantized).
+  QuantizeModelOptions kv = Options("w_int8_a_int8_per_tensor_sym", {}, "");
+  ASSERT_TRUE(ApplyKvCacheDtype("fp8", kv.config).ok());
+  auto phi3 = QuantizeModel(Transplant("phi3"), kv);
+  ASSERT_FALSE(phi3.ok());
+  EXPECT_NE(std::string(phi3.status().message()).find("kv_cache_quant_config[*k_proj]: matches no module"),
+            std::string::npos)
+      << phi3.status();
+  // The ONNX graph has no q/k norms (and no fused linears): both refused before any work.
+  for (const std::string arch : {"qwen3", "phi3"}) {
+    QuantizeModelOptions onnx = Options("uint4_wo_128", {}, "onnx_" + arch);
+    onnx.export_formats = {"onnx"};
+    auto r = QuantizeModel(Transplant(arch), onnx);
+    ASSERT_FALSE(r.ok()) << arch;
+    EXPECT_NE(std::string(r.status().message()).find("model_type " + arch), std::string::npos) << r.status();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Arches, DenseArchAlgorithmsTest, ::testing::Values("qwen3", "phi3"));
 
 }  // namespace
