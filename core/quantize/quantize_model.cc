@@ -300,13 +300,6 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
 
 absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
   config_ = options_.config;
-  // The KV-cache spec rides on k_proj / v_proj outputs; Phi-3 computes k and v inside self_attn.qkv_proj, where no
-  // pattern would match and the KV cache would silently stay unquantized.
-  if (model_.family == checkpoint::ArchFamily::kPhi3 && !config_.kv_cache_quant_config.empty()) {
-    return absl::UnimplementedError(StrCat("kv_cache_quant_config: model_type ", model_.model_type,
-                                           " fuses k and v into self_attn.qkv_proj; KV-cache quantization needs "
-                                           "separate k_proj / v_proj outputs"));
-  }
   std::vector<std::pair<size_t, AlgoConfig>> scaling;
   for (size_t i = 0; i < config_.algo_config.size(); ++i) {
     const std::string path = StrCat("algo_config[", i, "]");
