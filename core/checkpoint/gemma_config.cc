@@ -78,6 +78,36 @@ absl::Status ParseGemmaWindow(const json& root, const std::string& label, ModelC
   return ParseGemmaLayerTypes(root, label, config);
 }
 
+// transformers >= 5 saves RoPE as `rope_parameters`: flat for Gemma 2 ({"rope_type", "rope_theta", ...}), per layer
+// type for Gemma 3 ({"full_attention": {...}, "sliding_attention": {...}}). Read into rope_theta /
+// rope_local_base_freq / rope_scaling; a sliding-layer rope_type other than "default" is refused (HF's own Gemma 3
+// configs never scale the local RoPE).
+absl::Status ParseRopeParameters(const json& root, const std::string& label, ModelConfig& config) {
+  auto it = root.find("rope_parameters");
+  if (it == root.end() || !it->is_object()) return absl::OkStatus();
+  const auto read = [&](const json& p, const std::string& field, double* theta, bool scaled) -> absl::Status {
+    if (!p.is_object()) return GemmaFieldError(label, field, quark::StrCat("= ", p.dump(), " is not an object"));
+    *theta = NullableDouble(p, "rope_theta", *theta);
+    const std::string type = p.value("rope_type", std::string("default"));
+    if (type == "default") return absl::OkStatus();
+    if (scaled && type == "linear" && p.contains("factor") && p["factor"].is_number() && p["factor"].get<double>() > 0) {
+      config.rope_scaling = RopeScaling{"linear", p["factor"].get<double>()};
+      return absl::OkStatus();
+    }
+    return GemmaFieldError(label, field + ".rope_type", quark::StrCat("= \"", type, "\" is not supported (default, or linear on global layers)"));
+  };
+  if (!it->contains("full_attention") && !it->contains("sliding_attention")) {
+    return read(*it, "rope_parameters", &config.rope_theta, /*scaled=*/true);
+  }
+  if (it->contains("full_attention")) {
+    if (auto s = read((*it)["full_attention"], "rope_parameters.full_attention", &config.rope_theta, true); !s.ok()) return s;
+  }
+  if (it->contains("sliding_attention")) {
+    return read((*it)["sliding_attention"], "rope_parameters.sliding_attention", &config.rope_local_base_freq, false);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsGemmaModelType(const std::string& model_type) { return model_type == "gemma2" || model_type == "gemma3_text"; }
@@ -106,6 +136,7 @@ absl::Status ParseGemmaFields(const json& root, const std::string& label, ModelC
   config.rms_norm_eps = NullableDouble(root, "rms_norm_eps", 1e-6);
   config.rope_theta = NullableDouble(root, "rope_theta", defaults.rope_theta);
   config.rope_local_base_freq = NullableDouble(root, "rope_local_base_freq", defaults.rope_local_base_freq);
+  if (auto status = ParseRopeParameters(root, label, config); !status.ok()) return status;
   config.query_pre_attn_scalar = NullableDouble(root, "query_pre_attn_scalar", 256.0);
   if (config.query_pre_attn_scalar <= 0) {
     return GemmaFieldError(label, "query_pre_attn_scalar", quark::StrCat("= ", config.query_pre_attn_scalar, " must be positive"));

@@ -94,6 +94,30 @@ TEST(GemmaConfigTest, ParsesGemma3PatternAndLocalRope) {
   EXPECT_EQ(again->query_pre_attn_scalar, 256);
 }
 
+// transformers >= 5 writes RoPE per layer type under rope_parameters.
+TEST(GemmaConfigTest, ReadsRopeParametersPerLayerType) {
+  std::string text = kGemma3Config;
+  const std::string v5 = R"(, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 4.0,
+      "rope_theta": 500000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}})";
+  std::string v5_text = text;
+  for (const char* key : {"\"rope_local_base_freq\": 10000.0, ", "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, ",
+                          "\"rope_theta\": 1000000.0,"}) {
+    const size_t at = v5_text.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    v5_text.erase(at, std::string(key).size());
+  }
+  v5_text.replace(v5_text.rfind('}'), 1, v5);
+  auto c = checkpoint::ParseModelConfig(v5_text);
+  ASSERT_TRUE(c.ok()) << c.status() << "\n" << v5_text;
+  EXPECT_EQ(c->rope_theta, 500000.0);
+  EXPECT_EQ(c->rope_local_base_freq, 20000.0);
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->factor, 4.0);
+  std::string scaled_local = v5_text;
+  scaled_local.replace(scaled_local.find("\"rope_type\": \"default\""), 21, "\"rope_type\": \"linear\"");
+  EXPECT_FALSE(checkpoint::ParseModelConfig(scaled_local).ok());
+}
+
 TEST(GemmaConfigTest, RefusesWhatItCannotCompute) {
   const auto error = [](const std::string& text) { return std::string(checkpoint::ParseModelConfig(text).status().message()); };
   EXPECT_NE(error(R"({"model_type": "gemma3", "text_config": {}})").find("language_model"), std::string::npos);
