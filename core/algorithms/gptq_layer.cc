@@ -15,13 +15,16 @@ namespace {
 // Thrown by a capturing linear once it has seen its input: the rest of the layer's forward is not needed.
 struct StopForward {};
 
-// Stands in for a linear during a capture pass: adds its input to the Hessian, then stops the forward.
+// Stands in for a linear during a capture pass: adds its input to the Hessian, then stops the forward. A routed
+// (MoE expert) linear lets the forward go on instead: a later sample, or the top-up, may bring it more tokens.
 class CapturingLinear : public runtime::LinearLike {
  public:
-  CapturingLinear(std::shared_ptr<runtime::LinearLike> inner, HessianAccumulator* hessian)
-      : inner_(std::move(inner)), hessian_(hessian) {}
+  CapturingLinear(std::shared_ptr<runtime::LinearLike> inner, HessianAccumulator* hessian, bool routed)
+      : inner_(std::move(inner)), hessian_(hessian), routed_(routed) {}
   at::Tensor forward(const at::Tensor& input) override {
-    status_ = hessian_->Add(input);
+    const absl::Status added = hessian_->Add(input);
+    if (status_.ok()) status_ = added;
+    if (routed_) return inner_->forward(input);
     throw StopForward{};
   }
   int64_t in_features() const override { return inner_->in_features(); }
@@ -33,6 +36,7 @@ class CapturingLinear : public runtime::LinearLike {
  private:
   std::shared_ptr<runtime::LinearLike> inner_;
   HessianAccumulator* hessian_;
+  bool routed_;
   absl::Status status_;
 };
 
@@ -46,8 +50,8 @@ struct CachedHessian {
 class LayerGptq {
  public:
   LayerGptq(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples, const LayerForward& forward,
-            const GptqLayerPlan& plan)
-      : layer_(layer), samples_(samples), forward_(forward), plan_(plan) {}
+            const GptqLayerPlan& plan, const GptqLayerCallbacks& callbacks)
+      : layer_(layer), samples_(samples), forward_(forward), plan_(plan), callbacks_(callbacks) {}
 
   absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
   absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
@@ -63,6 +67,7 @@ class LayerGptq {
   const std::vector<at::Tensor>& samples_;
   const LayerForward& forward_;
   const GptqLayerPlan& plan_;
+  const GptqLayerCallbacks& callbacks_;
   std::map<std::string, std::string> done_;  // quantized module -> its input
   std::map<std::string, CachedHessian> cache_;
 };
@@ -94,13 +99,16 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     return absl::InvalidArgumentError(StrCat(layer_.prefix(), target.relative_name, ": no such linear"));
   }
   HessianAccumulator hessian(original->in_features());
-  auto capturing = std::make_shared<CapturingLinear>(original, &hessian);
+  auto capturing = std::make_shared<CapturingLinear>(original, &hessian, target.routed);
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, capturing));
   absl::Status status;
+  if (target.routed) layer_.BeginCalibration(plan_.min_expert_tokens);
   for (const at::Tensor& sample : samples_) {
     try {
       forward_(sample);
-      status = absl::InternalError(StrCat(layer_.prefix(), target.relative_name, ": the forward never reached it"));
+      // A routed linear may see no token of this sample; any other linear is on every forward's path.
+      status = target.routed ? capturing->status()
+                             : absl::InternalError(StrCat(layer_.prefix(), target.relative_name, ": the forward never reached it"));
     } catch (const StopForward&) {
       status = capturing->status();
     } catch (const std::exception& error) {
@@ -108,8 +116,26 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     }
     if (!status.ok()) break;
   }
+  if (target.routed) {
+    // The experts short of tokens run on their best-ranked other tokens: this Hessian gets them too.
+    try {
+      std::vector<runtime::ExpertCoverage> coverage = layer_.FinishCalibration();
+      if (status.ok()) status = capturing->status();
+      if (status.ok() && callbacks_.on_coverage) callbacks_.on_coverage(coverage);
+    } catch (const std::exception& error) {
+      if (status.ok()) status = runtime::TorchErrorToStatus(error, StrCat("calibration top-up of ", layer_.prefix()));
+    }
+  }
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, original));
   QUARK_RETURN_IF_ERROR(status);
+  if (target.routed && hessian.sequences() == 0) {
+    const std::string& name = target.relative_name;
+    return absl::FailedPreconditionError(StrCat(
+        layer_.prefix(), name.substr(0, name.rfind('.')), ": no calibration tokens reached this expert (the router sent "
+        "it none", plan_.min_expert_tokens > 0 ? " and no other token was left to top it up"
+                                               : " and the top-up is disabled: moe_min_expert_tokens = 0",
+        "), so GPTQ has no Hessian for ", layer_.prefix(), name));
+  }
   return std::move(hessian).Finish();
 }
 
@@ -144,7 +170,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
   if (samples.empty()) return absl::FailedPreconditionError(StrCat(layer.prefix(), ": GPTQ needs calibration samples"));
   int total = 0;
   for (const auto& step : plan.steps) total += static_cast<int>(step.size());
-  LayerGptq run(layer, samples, forward, plan);
+  LayerGptq run(layer, samples, forward, plan, callbacks);
   std::map<std::string, QuantParams> params;
   int index = 0;
   for (size_t s = 0; s < plan.steps.size(); ++s) {

@@ -25,6 +25,9 @@ struct GptqTarget {
   std::string relative_name;  // "self_attn.k_proj"
   std::string input;          // checkpoint::LinearSpec::input
   QuantSpec spec;             // the weight spec the numerics run (with the export's scale dtype)
+  /// An MoE expert's linear (checkpoint::LinearSpec::routed): its capture runs whole forwards (a sample may not reach
+  /// it), then the layer's calibration top-up (DecoderLayer::FinishCalibration) so a short expert gets tokens too.
+  bool routed = false;
 };
 
 /// The layer's work: `steps` in inside_layer_modules order (one entry's matched modules each); `input_order` the
@@ -32,6 +35,8 @@ struct GptqTarget {
 struct GptqLayerPlan {
   std::vector<std::vector<GptqTarget>> steps;
   std::vector<std::string> input_order;
+  /// MoE calibration coverage for routed targets: tokens each expert sees at least (0 = no top-up).
+  int64_t min_expert_tokens = 0;
 };
 
 struct GptqLayerCallbacks {
@@ -39,6 +44,8 @@ struct GptqLayerCallbacks {
   std::function<void(const std::string& module, int index, int total)> on_module;
   /// Checked between modules: true stops with CANCELLED.
   std::function<bool()> cancelled;
+  /// After each routed capture: the MoE counts of that pass (routed and topped-up tokens per expert).
+  std::function<void(const std::vector<runtime::ExpertCoverage>&)> on_coverage;
 };
 
 /// Runs the layer on one sample [1, T, hidden] (the caller supplies the model's context).

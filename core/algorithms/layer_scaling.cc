@@ -4,6 +4,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/runtime/layer_streamer.h"
 #include "core/runtime/attention.h"
 #include "core/runtime/gemma_layer.h"
 #include "core/runtime/linear.h"
@@ -241,7 +242,8 @@ at::Tensor LinearInputs::Concatenated(const std::string& name) const {
 
 absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                 const LayerRunner& run, const std::vector<std::string>& names,
-                                                bool keep_inputs, std::vector<at::Tensor>* outputs) {
+                                                bool keep_inputs, std::vector<at::Tensor>* outputs,
+                                                int64_t min_expert_tokens) {
   LinearInputs recorded;
   RecordingProgress progress;
   progress.total = names.size();
@@ -257,6 +259,7 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
       restore.Remember(name, linear);
     }
     if (outputs) outputs->clear();
+    layer.BeginCalibration(min_expert_tokens);
     for (const at::Tensor& sample : samples) {
       progress.seen = 0;
       try {
@@ -265,6 +268,21 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
       } catch (const StopRecording&) {
         // every input recorded; the output was not wanted
       }
+    }
+    // MoE: the experts short of tokens run on their best-ranked other tokens (every top-up, not stopped early).
+    progress.stop_when_done = false;
+    try {
+      (void)layer.FinishCalibration();
+    } catch (const std::exception& error) {
+      return runtime::TorchErrorToStatus(error, StrCat("calibration top-up of ", layer.prefix()));
+    }
+  }
+  for (const std::string& name : names) {
+    if (!recorded.abs_max[name].defined()) {
+      return absl::FailedPreconditionError(StrCat(
+          layer.prefix(), name, ": no calibration tokens reached it (an MoE expert the router sent none",
+          min_expert_tokens > 0 ? ", with no other token left to top it up" : ", the top-up disabled: moe_min_expert_tokens = 0",
+          "), so the scaling algorithm has no statistics for it"));
     }
   }
   return recorded;

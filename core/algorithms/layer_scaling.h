@@ -56,9 +56,13 @@ struct LinearInputs {
 
 /// Runs `run` on every sample with the linears `names` recorded; `outputs` (if given) receives the layer's outputs.
 /// Without `outputs` each forward stops once every named linear has seen its input (the rest is not computed).
+/// An MoE layer's experts are covered as quantize/expert_coverage.h says: a short expert's linears also record its
+/// best-ranked other tokens, up to `min_expert_tokens`; a named linear that saw no token at all is a
+/// FAILED_PRECONDITION naming it.
 absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                 const LayerRunner& run, const std::vector<std::string>& names,
-                                                bool keep_inputs, std::vector<at::Tensor>* outputs);
+                                                bool keep_inputs, std::vector<at::Tensor>* outputs,
+                                                int64_t min_expert_tokens = 0);
 
 /// The output of `name` ("self_attn", "mlp" or a linear's relative name) for its input x [1, T, in].
 absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std::string& name, const at::Tensor& x,

@@ -46,6 +46,11 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
                                            " (LayerNorm with mean and bias) is not supported; Llama, Mistral and "
                                            "Qwen2 are"));
   }
+  if (model.family == checkpoint::ArchFamily::kMoe) {
+    // R1 would have to go through the router and every expert; the rotation here rewrites Llama's MLP only.
+    return absl::UnimplementedError(StrCat(field, ": rotation of ", model.model_type,
+                                           " (mixture of experts) is not supported; Llama, Mistral and Qwen2 are"));
+  }
   if (model.family == checkpoint::ArchFamily::kGemma) {
     // The residual stream cannot be rotated exactly: post_attention_layernorm and post_feedforward_layernorm scale
     // each branch's output elementwise by (1 + w) right before the residual add, with no linear after them to

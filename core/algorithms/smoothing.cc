@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLaye
   std::vector<std::string> first_linears;
   for (const auto& pair : pairs) first_linears.push_back(pair.layers[0]);
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
-                         RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs));
+                         RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs, in.min_expert_tokens));
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, pair.layers[0]));
@@ -143,7 +143,7 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
   }
   QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
-                         RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs));
+                         RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs, in.min_expert_tokens));
   const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
@@ -262,7 +262,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
   for (const auto& [name, spec] : specs) {
     if (spec.weight && layer.FindLinear(name)) names.push_back(name);
   }
-  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs));
+  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs, in.min_expert_tokens));
   const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {

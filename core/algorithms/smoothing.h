@@ -32,6 +32,8 @@ struct ScalingInputs {
   LayerRunner run;
   ContextFor context;
   HeadLayout heads;
+  /// MoE calibration coverage of the recorded expert inputs (RecordLinearInputs).
+  int64_t min_expert_tokens = 0;
 };
 
 struct SmoothQuantOptions {

@@ -25,7 +25,8 @@ struct LinearSpec {
 };
 
 /// What a tensor is, for initialisation of synthetic weights.
-enum class TensorRole { kEmbedding, kLinearWeight, kLinearBias, kNormWeight, kNormBias };
+/// kRouterWeight: an MoE router (moe_layout.h), a matrix that is never a quantizable module.
+enum class TensorRole { kEmbedding, kLinearWeight, kLinearBias, kNormWeight, kNormBias, kRouterWeight };
 
 struct TensorSpec {
   std::string name;  // full HF tensor name, "model.layers.0.self_attn.q_proj.weight"

@@ -45,9 +45,9 @@ std::vector<LinearSpec> MoeMlpLinears(const ModelConfig& c) {
 std::vector<TensorSpec> MoeRouterTensors(const ModelConfig& c, int64_t layer) {
   const std::string prefix = LayerPrefix(c, layer);
   std::vector<TensorSpec> out;
-  out.push_back({prefix + MoeBlockName(c) + ".gate.weight", {c.num_experts, c.hidden_size}, TensorRole::kLinearWeight});
+  out.push_back({prefix + MoeBlockName(c) + ".gate.weight", {c.num_experts, c.hidden_size}, TensorRole::kRouterWeight});
   if (!MoeSharedExpertName(c).empty()) {
-    out.push_back({prefix + "mlp.shared_expert_gate.weight", {1, c.hidden_size}, TensorRole::kLinearWeight});
+    out.push_back({prefix + "mlp.shared_expert_gate.weight", {1, c.hidden_size}, TensorRole::kRouterWeight});
   }
   return out;
 }

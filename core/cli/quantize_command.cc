@@ -31,6 +31,7 @@ struct QuantizeCommandOptions {
   std::string eval;
   int num_calib_samples = 128;
   int seq_len = 512;
+  int64_t moe_min_expert_tokens = 32;
   int eval_seq_len = 0;
   int eval_max_windows = 0;
   uint64_t seed = 42;
@@ -83,6 +84,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
+  options.moe_min_expert_tokens = o.moe_min_expert_tokens;
   options.seed = o.seed;
   options.eval_text_file = o.eval;
   options.eval_seq_len = o.eval_seq_len;
@@ -111,6 +113,10 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   }
   // The artifact is complete: the checkpoint has served its purpose.
   quantize::RemoveLayerCheckpoint(o.checkpoint_dir);
+  // MoE calibration coverage: the per-expert token counts of each layer (routed, then topped up).
+  for (const std::string& line : report->algorithm_log) {
+    if (line.rfind("moe ", 0) == 0) std::cout << line << "\n";
+  }
   if (m.count("resumed_at_layer")) std::cout << "resumed at layer " << static_cast<int>(m.at("resumed_at_layer")) << "\n";
   if (!o.output.empty()) std::cout << "wrote " << o.output << " (" << report->files.size() << " files)\n";
   std::cout << fmt::format("time: quantize {}s, total {}s\n", metric("seconds_quantize"), metric("seconds_total"));
@@ -125,6 +131,10 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--calib", o->calib, "calibration text / JSONL (\"text\") / token-id file; default: synthetic ids");
   command->add_option("--num-calib-samples", o->num_calib_samples, "calibration samples")->check(CLI::PositiveNumber);
   command->add_option("--seq-len", o->seq_len, "calibration sample length in tokens")->check(CLI::PositiveNumber);
+  command->add_option("--moe-min-expert-tokens", o->moe_min_expert_tokens,
+                      "MoE: an expert the router sends fewer calibration tokens also calibrates on the tokens that "
+                      "ranked it highest, up to this many (default 32; 0 = no top-up)")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--seed", o->seed, "seed of the calibration sampling");
   command->add_option("--eval", o->eval, "a text file: print the perplexity before and after");
   command->add_option("--eval-seq-len", o->eval_seq_len, "perplexity window (0 = protocol default)");

@@ -166,9 +166,18 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                            model.weight_bytes / rates.disk_read_bytes_per_s +
                                kLoadConvertPasses * 4.0 * params / rates.fake_quant_bytes_per_s,
                            c.layer_f32));
+  // MoE: a token runs through top-k of the E experts, so an expert's linear sees k/E of the tokens on average (the
+  // calibration top-up adds at most moe_min_expert_tokens per expert and layer, a small share).
+  const double expert_share = mc.num_experts > 0 ? static_cast<double>(mc.num_experts_per_tok) / mc.num_experts : 1.0;
+  const auto active = [&](const Linear& l) {
+    const double n = static_cast<double>(l.out) * l.in;
+    return l.module.find(".experts.") != std::string::npos ? n * expert_share : n;
+  };
+  double inactive_expert_params = 0;
+  for (const Linear& l : c.linears) inactive_expert_params += static_cast<double>(l.out) * l.in - active(l);
   if (c.calibrates) {
     double linear_params = 0;
-    for (const Linear& l : c.linears) linear_params += l.layer >= 0 ? static_cast<double>(l.out) * l.in : 0;
+    for (const Linear& l : c.linears) linear_params += l.layer >= 0 ? active(l) : 0;
     const double flops = 2.0 * linear_params * c.tokens +
                          4.0 * seq * seq * mc.hidden_size * job.calibration_samples * model.num_layers;
     e.phases.push_back(Phase(c, "calibrate", flops / rates.gemm_flops, working));
@@ -210,7 +219,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   if (job.evaluation_tokens > 0) {
     const int runs = 2 + (job.accuracy_gate ? static_cast<int>(e.artifacts.size()) : 0);
     const int64_t window = std::max<int64_t>(1, std::min(job.evaluation_seq_len, job.evaluation_tokens));
-    const double flops = 2.0 * params * job.evaluation_tokens +
+    const double flops = 2.0 * (params - inactive_expert_params) * job.evaluation_tokens +
                          4.0 * window * mc.hidden_size * job.evaluation_tokens * model.num_layers;
     const double seconds = runs * (flops / rates.gemm_flops + model.weight_bytes / rates.disk_read_bytes_per_s);
     e.phases.push_back(Phase(c, "evaluate", seconds,

@@ -11,6 +11,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_layout.h"
+#include "core/export/hf_quark_moe_rules.h"
 
 namespace quark::exporter {
 namespace {
@@ -187,6 +188,7 @@ std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::Mo
   // Phi-3's qkv_proj and gate_up_proj are one module each in the checkpoint (vLLM's packed mapping is the identity):
   // nothing to fuse, so nothing to agree on.
   if (model.family == checkpoint::ArchFamily::kPhi3) return out;
+  if (model.family == checkpoint::ArchFamily::kMoe) return MoeConfigProblems(qc, model);  // hf_quark_moe_rules.h
   const bool opt = model.family == checkpoint::ArchFamily::kOpt;
   const std::vector<std::vector<std::string>> fused =
       opt ? std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}
@@ -313,6 +315,7 @@ absl::Status CheckHfQuarkExport(const std::string& dir) {
       problems.push_back(std::string(reader.status().message()));
     } else {
       CheckModuleTensors(qc, *model, **reader, problems);
+      for (auto& p : MoeRouterProblems(*model, **reader)) problems.push_back(std::move(p));
     }
   }
   if (problems.empty()) return absl::OkStatus();

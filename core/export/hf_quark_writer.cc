@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
+#include "core/checkpoint/moe_layout.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_checker.h"
 #include "core/export/scale_dtype.h"
@@ -117,6 +118,15 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
     pending_copies_.insert("lm_head.weight");
   }
   quantization_config_ = ConfigToQuarkJson(config_);
+  // MoE routers are no module of the plan (never quantized): vLLM builds them unquantized anyway, but HF transformers'
+  // Quark loader replaces every Linear that exclude does not name.
+  if (model_.family == checkpoint::ArchFamily::kMoe) {
+    for (int64_t i = 0; i < model_.num_hidden_layers; ++i) {
+      for (const auto& router : checkpoint::MoeRouterTensors(model_, i)) {
+        excluded.push_back(router.name.substr(0, router.name.size() - std::string(".weight").size()));
+      }
+    }
+  }
   quantization_config_["exclude"] = excluded;  // exact names: vLLM does no glob matching here
   return absl::OkStatus();
 }

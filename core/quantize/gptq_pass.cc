@@ -6,12 +6,26 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
 
 namespace quark::quantize {
 
 GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model) {
+  if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kMoe) {
+    // Attention as Llama's template, then the shared expert, then every expert's up, gate, down (one entry each
+    // over all experts: each expert's linears get their own Hessian, over the tokens routed or topped up to it).
+    algo.inside_layer_modules = {"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj", "self_attn.o_proj"};
+    const std::string shared = checkpoint::MoeSharedExpertName(model);
+    if (!shared.empty()) {
+      for (const char* p : {".up_proj", ".gate_proj", ".down_proj"}) algo.inside_layer_modules.push_back(shared + p);
+    }
+    const auto names = checkpoint::MoeExpertProjections(model);
+    for (const std::string& p : {names.up, names.gate, names.down}) {
+      algo.inside_layer_modules.push_back(checkpoint::MoeBlockName(model) + ".experts.*." + p);
+    }
+  }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kPhi3) {
     // Phi-3's fused modules: one GPTQ each, in forward order.
     algo.inside_layer_modules = {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"};
@@ -80,12 +94,14 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
       algorithms::GptqTarget target;
       target.relative_name = linear.relative_name;
       target.input = linear.input;
+      target.routed = linear.routed;
       target.spec = exporter::WeightSpecForExport(*a->config.weight, current->weight().scalar_type());
       step.push_back(std::move(target));
       taken.insert(name);
     }
     if (!step.empty()) plan.steps.push_back(std::move(step));
   }
+  plan.min_expert_tokens = min_expert_tokens_;
   return plan;
 }
 

@@ -39,6 +39,9 @@ class GptqPass {
                                        runtime::TransformerModel& model,
                                        const algorithms::GptqLayerCallbacks& callbacks) const;
 
+  /// MoE calibration coverage of the experts' Hessians (expert_coverage.h): tokens each expert sees at least.
+  void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
+
  private:
   GptqPass() = default;
   absl::StatusOr<algorithms::GptqLayerPlan> PlanFor(const runtime::DecoderLayer& layer) const;
@@ -47,6 +50,7 @@ class GptqPass {
   LayerPlan plan_;
   checkpoint::ModelConfig model_;
   std::string path_;
+  int64_t min_expert_tokens_ = kDefaultMinExpertTokens;
 };
 
 }  // namespace quark::quantize

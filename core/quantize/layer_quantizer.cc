@@ -56,18 +56,28 @@ absl::Status FreezeAll(const std::vector<std::shared_ptr<QuantLinear>>& linears)
 
 absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Calibrate(
     runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs, runtime::TransformerModel& model,
-    const CalibratedParams* known) const {
+    const CalibratedParams* known, std::vector<runtime::ExpertCoverage>* coverage) const {
   auto linears = Install(layer, known);
   if (!linears.ok()) return linears.status();
   if (NeedsCalibration(*linears)) {
     if (inputs.empty()) {
       return absl::FailedPreconditionError(StrCat(layer.prefix(), ": static activations need calibration samples"));
     }
+    std::vector<runtime::ExpertCoverage> counts;
     try {
+      layer.BeginCalibration(min_expert_tokens_);
       for (const at::Tensor& input : inputs) layer.forward(input, model.Context(input.size(1)));
+      // The experts short of tokens run on their best-ranked other tokens before the observers freeze.
+      counts = layer.FinishCalibration();
     } catch (const std::exception& error) {
+      try {
+        (void)layer.FinishCalibration();  // ends the recording; the run fails anyway
+      } catch (const std::exception&) {
+      }
       return runtime::TorchErrorToStatus(error, StrCat("calibration of ", layer.prefix()));
     }
+    if (auto s = CheckExpertCoverage(counts, *linears, min_expert_tokens_); !s.ok()) return s;
+    if (coverage != nullptr) *coverage = std::move(counts);
   }
   if (auto s = FreezeAll(*linears); !s.ok()) return s;
   if (auto s = ShareKvCacheScales(*linears, config_); !s.ok()) return s;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
+#include "core/quantize/expert_coverage.h"
 #include "core/quantize/quant_linear.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/transformer_model.h"
@@ -44,11 +45,12 @@ class LayerQuantizer {
 
   /// Install (with `known`'s weight parameters, e.g. GPTQ's), then (when any static activation needs it) run
   /// `inputs` ([1, T, hidden] each) through the layer in calibration mode, freeze every quantizer and share the
-  /// KV-cache scales. After it the layer is fake-quantized.
-  absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Calibrate(runtime::DecoderLayer& layer,
-                                                                     const std::vector<at::Tensor>& inputs,
-                                                                     runtime::TransformerModel& model,
-                                                                     const CalibratedParams* known = nullptr) const;
+  /// KV-cache scales. After it the layer is fake-quantized. An MoE layer's experts are covered as expert_coverage.h
+  /// says (min_expert_tokens); `coverage` (may be null) receives the per-expert counts of that forward, and an expert
+  /// with a static activation that still saw no token is a FAILED_PRECONDITION naming it.
+  absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Calibrate(
+      runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs, runtime::TransformerModel& model,
+      const CalibratedParams* known = nullptr, std::vector<runtime::ExpertCoverage>* coverage = nullptr) const;
 
   /// Install with the parameters of an earlier calibration and freeze: the same fake-quantized layer again.
   absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> Apply(runtime::DecoderLayer& layer,
@@ -56,10 +58,13 @@ class LayerQuantizer {
 
   const Config& config() const { return config_; }
   const LayerPlan& plan() const { return plan_; }
+  /// MoE calibration coverage: tokens each expert sees at least (0 = no top-up).
+  void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
  private:
   Config config_;
   LayerPlan plan_;
+  int64_t min_expert_tokens_ = kDefaultMinExpertTokens;
 };
 
 /// Sets the output scale of every KV-cache module among `linears` (k_proj / v_proj outputs with a

@@ -92,6 +92,7 @@ absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, 
       {"gguf_type", options.gguf_type},
       {"num_calibration_samples", options.num_calibration_samples},
       {"seq_len", options.seq_len},
+      {"moe_min_expert_tokens", options.moe_min_expert_tokens},
       {"seed", options.seed},
       {"max_shard_bytes", options.max_shard_bytes},
       {"output_dir", options.output_dir},
@@ -227,6 +228,7 @@ absl::Status QuantizeRun::Prepare() {
     if (auto s = CreateExports(plan); !s.ok()) return s;
   }
   quantizer_ = std::make_unique<LayerQuantizer>(options_.config, std::move(plan));
+  quantizer_->set_min_expert_tokens(options_.moe_min_expert_tokens);
   return absl::OkStatus();
 }
 
@@ -334,11 +336,13 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
     auto pass = GptqPass::Create(*gptq, plan, model_, path);
     if (!pass.ok()) return pass.status();
     gptq_ = *std::move(pass);
+    gptq_->set_min_expert_tokens(options_.moe_min_expert_tokens);
   }
   if (!scaling.empty()) {
     auto pass = ScalingPass::Create(scaling, plan, model_);
     if (!pass.ok()) return pass.status();
     scaling_ = *std::move(pass);
+    scaling_->set_min_expert_tokens(options_.moe_min_expert_tokens);
   }
   return absl::OkStatus();
 }
@@ -417,6 +421,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
                                           static_cast<double>(model_.num_hidden_layers - index);
   Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("calibrating and quantizing ", layer.prefix()));
   CalibratedParams known;
+  std::vector<runtime::ExpertCoverage> coverage;  // MoE: the last calibration forward's per-expert counts
   std::map<std::string, at::Tensor> scaled_tensors;
   edited_.reset();
   layer_tensors_.clear();
@@ -438,6 +443,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
   if (gptq_) {
     algorithms::GptqLayerCallbacks callbacks;
     callbacks.cancelled = options_.cancelled;
+    callbacks.on_coverage = [&](const std::vector<runtime::ExpertCoverage>& c) { coverage = c; };
     callbacks.on_module = [&](const std::string& module, int i, int total) {
       Progress("quantize", static_cast<int>(index) + 1, start + layer_share * i / std::max(total, 1), eta,
                StrCat("gptq ", module));
@@ -446,8 +452,11 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     if (!gptq.ok()) return gptq.status();
     known = *std::move(gptq);
   }
-  auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known);
+  std::vector<runtime::ExpertCoverage> calibrated;
+  auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known, &calibrated);
   if (!linears.ok()) return linears.status();
+  if (!calibrated.empty()) coverage = std::move(calibrated);
+  quantize::AddCoverageMetrics(coverage, index, report_.metrics, &report_.algorithm_log);
   current_ = *std::move(linears);
   for (auto& [name, p] : quantize::SnapshotParams(current_)) params_[name] = std::move(p);
   if (known.empty() && !edited_) return absl::OkStatus();

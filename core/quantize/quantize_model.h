@@ -53,6 +53,10 @@ struct QuantizeModelOptions {
   std::string calibration_file;
   int num_calibration_samples = 128;
   int seq_len = 512;              // calibration window, capped at max_position_embeddings
+  /// MoE calibration coverage (quantize/expert_coverage.h): an expert the router sends fewer tokens over the whole
+  /// calibration set also runs, for statistics only, on its best-ranked other tokens up to this many; 0 = no top-up
+  /// (an expert then left without tokens fails a run that needs its statistics, naming it).
+  int64_t moe_min_expert_tokens = 32;
   uint64_t seed = 42;
   std::string eval_text_file;     // empty = no perplexity
   int eval_seq_len = 0;           // 0 = defaults of the perplexity protocol

@@ -6,6 +6,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
 
@@ -95,6 +96,22 @@ std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& mo
     pairs.push_back({"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""});
     return pairs;
   }
+  if (model.family == checkpoint::ArchFamily::kMoe) {
+    // The attention pairs as Llama's; no post_attention_layernorm pair (the router reads that norm too and is not a
+    // linear that takes the inverse scale); each expert's (and the shared expert's) up -> down, over the tokens that
+    // expert saw (routed or topped up).
+    pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                     "self_attn.q_proj", "self_attn"});
+    if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});
+    const std::string shared = checkpoint::MoeSharedExpertName(model);
+    if (!shared.empty()) pairs.push_back({shared + ".up_proj", {shared + ".down_proj"}, shared + ".down_proj", ""});
+    const auto names = checkpoint::MoeExpertProjections(model);
+    for (int64_t e = 0; e < model.num_experts; ++e) {
+      const std::string expert = checkpoint::MoeExpertName(model, e) + ".";
+      pairs.push_back({expert + names.up, {expert + names.down}, expert + names.down, ""});
+    }
+    return pairs;
+  }
   if (model.family == checkpoint::ArchFamily::kPhi3) {
     // Phi-3's fused linears (Quark's and AutoAWQ's phi3 templates' norm pairs). No v -> o pair: v is the last rows of
     // qkv_proj. No up -> down pair either: it would scale only the up half of gate_up_proj's rows (exact, as
@@ -179,6 +196,7 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
   in.run = [&](const at::Tensor& sample) { return layer.forward(sample, model.Context(sample.size(1))); };
   in.context = [&](int64_t seq_len) -> const runtime::LayerContext& { return model.Context(seq_len); };
   in.heads = {model_.num_attention_heads, model_.num_key_value_heads};
+  in.min_expert_tokens = min_expert_tokens_;
   const algorithms::LayerQuantSpecs specs = SpecsFor(layer);
   ScalingLayerResult result;
   std::vector<at::Tensor> float_outputs;

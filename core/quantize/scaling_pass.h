@@ -64,11 +64,15 @@ class ScalingPass {
   absl::Status Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
                        runtime::TransformerModel& model);
 
+  /// MoE calibration coverage of the recorded expert inputs (quantize/expert_coverage.h).
+  void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
+
  private:
   ScalingPass() = default;
   algorithms::LayerQuantSpecs SpecsFor(const runtime::DecoderLayer& layer) const;
 
   std::vector<std::pair<size_t, AlgoConfig>> algos_;
+  int64_t min_expert_tokens_ = 32;  // kDefaultMinExpertTokens
   LayerPlan plan_;
   checkpoint::ModelConfig model_;
   std::vector<at::Tensor> float_inputs_;  // the float model's hidden states before the next layer

@@ -172,13 +172,26 @@ absl::Status WriteMoeModel(const ModelConfig& config, const std::string& dir, ui
 
 std::function<void(std::map<std::string, at::Tensor>&)> StarveExpert(const ModelConfig& config, int64_t expert) {
   return [config, expert](std::map<std::string, at::Tensor>& t) {
-    t["model.embed_tokens.weight"].select(1, 0).fill_(10.0);
+    at::Tensor& embed = t["model.embed_tokens.weight"];
+    embed.mul_(4.0);
+    embed.select(1, 0).fill_(1.0);
     for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
       at::Tensor& router = t[StrCat("model.layers.", l, ".", checkpoint::MoeBlockName(config), ".gate.weight")];
       router.select(1, 0).fill_(0.0);
       router[expert][0] = -3.0;
     }
   };
+}
+
+at::Tensor MoeExpertRanking(const at::Tensor& probs, int64_t expert) {
+  const at::Tensor p = probs.select(1, expert);
+  const at::Tensor rank = (probs > p.unsqueeze(1)).sum(1).to(at::kDouble);
+  std::vector<std::pair<std::pair<double, double>, int64_t>> keyed;
+  for (int64_t t = 0; t < probs.size(0); ++t) keyed.push_back({{rank[t].item<double>(), -p[t].item<double>()}, t});
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> order;
+  for (const auto& k : keyed) order.push_back(k.second);
+  return at::tensor(order, at::kLong);
 }
 
 at::Tensor MoeReferenceLogits(const std::string& model_dir, const std::vector<int64_t>& ids) {

@@ -26,14 +26,19 @@ absl::Status WriteMoeModel(const checkpoint::ModelConfig& config, const std::str
                            const std::function<void(std::map<std::string, at::Tensor>&)>& edit = {});
 
 /// An `edit` for WriteMoeModel that makes every layer's router rank `expert` last for every token, with router
-/// probabilities that still differ between tokens: hidden dimension 0 of every embedding is 10 (so the normed block
-/// input's dimension 0 is large and positive for every token, the routers have no bias), the routers' column 0 is 0
-/// except -3 for `expert`.
+/// probabilities that still differ between tokens: the embeddings scaled by 4 with hidden dimension 0 set to 1 (so the
+/// normed block input's dimension 0 is about 4 for every token, the others about 0.8; the routers have no bias), the
+/// routers' column 0 is 0 except -3 for `expert` (its logit about -13 against the others' N(0, 3.4^2)).
+/// MoeExpertRanking gives the order in which the top-up takes the other tokens.
 std::function<void(std::map<std::string, at::Tensor>&)> StarveExpert(const checkpoint::ModelConfig& config,
                                                                      int64_t expert);
 
 /// Logits [T, vocab] float64 of the MoE model in `model_dir` for `ids`.
 at::Tensor MoeReferenceLogits(const std::string& model_dir, const std::vector<int64_t>& ids);
+
+/// The top-up order of `expert` over tokens not routed to it, from router probabilities [T, E]: by the expert's rank
+/// in each token's order (0 = its first choice), then by its probability (higher first). Returns token indices.
+at::Tensor MoeExpertRanking(const at::Tensor& router_probs, int64_t expert);
 
 /// The float64 input of layer `layer`'s MoE block (post_attention_layernorm's output, [T, hidden]) and its router
 /// probabilities [T, E], for tests that need to know which tokens rank an expert highest.

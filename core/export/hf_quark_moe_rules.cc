@@ -1,0 +1,82 @@
+#include "core/export/hf_quark_moe_rules.h"
+
+#include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/checkpoint/moe_layout.h"
+#include "core/export/hf_quark_checker.h"
+
+namespace quark::exporter {
+namespace {
+
+// `name` against `reference`: the same exclusion, and the same resolved config when quantized.
+void Agree(const nlohmann::ordered_json& qc, const std::string& name, const std::string& reference, const char* why,
+           std::vector<std::string>& out) {
+  const bool excluded = VllmExcluded(qc, reference);
+  if (VllmExcluded(qc, name) != excluded) {
+    out.push_back(StrCat(name, ": excluded differently from ", reference, " (", why, ")"));
+  } else if (!excluded && VllmLayerConfig(qc, name) != VllmLayerConfig(qc, reference)) {
+    out.push_back(StrCat(name, ": resolves to a config different from ", reference, " (", why, ")"));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> MoeConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::ModelConfig& model) {
+  std::vector<std::string> out;
+  if (model.family != checkpoint::ArchFamily::kMoe) return out;
+  const auto p = checkpoint::MoeExpertProjections(model);
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model, i);
+    for (const auto& group : {std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}) {
+      for (size_t k = 1; k < group.size(); ++k) {
+        Agree(qc, prefix + group[k], prefix + group[0], "vLLM fuses them into qkv_proj", out);
+      }
+    }
+    const std::string shared = checkpoint::MoeSharedExpertName(model);
+    if (!shared.empty()) {
+      Agree(qc, prefix + shared + ".up_proj", prefix + shared + ".gate_proj", "vLLM fuses them into gate_up_proj", out);
+    }
+    const std::string first = prefix + checkpoint::MoeExpertName(model, 0) + ".";
+    for (int64_t e = 0; e < model.num_experts; ++e) {
+      const std::string expert = prefix + checkpoint::MoeExpertName(model, e) + ".";
+      Agree(qc, expert + p.up, expert + p.gate, "vLLM fuses an expert's gate and up into w13", out);
+      if (e == 0) continue;
+      for (const std::string& proj : {p.gate, p.up, p.down}) {
+        Agree(qc, expert + proj, first + proj, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader) {
+  std::vector<std::string> out;
+  if (model.family != checkpoint::ArchFamily::kMoe) return out;
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    for (const checkpoint::TensorSpec& router : checkpoint::MoeRouterTensors(model, i)) {
+      auto ref = reader.Get(router.name);
+      if (!ref.ok()) {
+        out.push_back(StrCat(router.name, ": missing from the checkpoint (vLLM builds the router unquantized)"));
+        continue;
+      }
+      const checkpoint::StDType dtype = ref->info->dtype;
+      if (dtype != checkpoint::StDType::kF32 && dtype != checkpoint::StDType::kBF16 && dtype != checkpoint::StDType::kF16) {
+        out.push_back(StrCat(router.name, ": dtype ", checkpoint::StDTypeName(dtype),
+                             ", a router must stay float (vLLM builds it unquantized)"));
+      }
+      if (ref->info->shape != router.shape) {
+        out.push_back(StrCat(router.name, ": shape [", StrJoin(ref->info->shape, ", "), "], expected [",
+                             StrJoin(router.shape, ", "), "]"));
+      }
+      const std::string module = router.name.substr(0, router.name.size() - 7);  // drop ".weight"
+      for (const char* suffix : {".weight_scale", ".input_scale", ".weight_zero_point"}) {
+        if (reader.Get(module + suffix).ok()) {
+          out.push_back(StrCat(module, suffix, ": a router carries quantization scales (vLLM loads it unquantized)"));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace quark::exporter

@@ -1,0 +1,28 @@
+// vLLM's rules for the experts of an MoE model in an HF-quark export (mixtral, qwen2_moe, qwen3_moe), as its FusedMoE
+// layer loads them with quantization="quark":
+//   - each expert's gate and up projections (w1/w3) become one w13 tensor: identical configs, excluded alike;
+//   - one FusedMoE holds every expert of a layer and runs one quantization method for all of them: every expert's gate,
+//     up and down resolve to the same config as expert 0's, excluded alike;
+//   - qwen2_moe's shared expert is a dense MLP with gate_up_proj: its gate and up agree as well;
+//   - the routers (gate, shared_expert_gate) are built unquantized: their weights stay float, with no scale tensors.
+// The per-expert tensors themselves (weight, weight_scale, input_scale per expert) are checked by CheckHfQuarkExport
+// through LayerLinears, which lists every expert's linears.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_config.h"
+
+namespace quark::exporter {
+
+/// Problems with the configs the experts of `model` resolve to, one line each naming the module.
+std::vector<std::string> MoeConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::ModelConfig& model);
+
+/// Problems with the routers' tensors in `reader`: missing, not float, wrong shape, or carrying scales.
+std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader);
+
+}  // namespace quark::exporter
