@@ -118,12 +118,12 @@ absl::Status WriteTransplantedMoeModel(const std::string& model_type, const std:
       if (it == dense_projection.end()) return absl::InternalError(StrCat(t.name, ": unknown expert projection"));
       QUARK_ASSIGN_OR_RETURN(const at::Tensor mlp,
                              donor.Get(StrCat("model.layers.", m[1].str(), ".mlp.", it->second, ".weight"), at::kFloat));
-      return mlp + 0.25 * mlp.std() * at::randn(mlp.sizes());
+      return mlp + 0.75 * mlp.std() * at::randn(mlp.sizes());
     }
     if (t.role == checkpoint::TensorRole::kNormWeight) return 1 + 0.05 * at::randn(t.shape);  // qwen3 q/k norms
     if (t.role == checkpoint::TensorRole::kLinearBias) return 0.02 * at::randn(t.shape);      // qwen2 q/k/v biases
     if (EndsWith(t.name, "shared_expert_gate.weight")) return 0.05 * at::randn(t.shape);
-    if (EndsWith(t.name, ".gate.weight")) return 0.25 * at::randn(t.shape);  // the router
+    if (EndsWith(t.name, ".gate.weight")) return 0.5 * at::randn(t.shape);  // the router
     return absl::InternalError(StrCat(t.name, ": not in the donor ", donor_dir, " and no rule makes it"));
   });
 }

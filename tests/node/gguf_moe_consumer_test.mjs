@@ -5,8 +5,9 @@
 // Models: mixtral (architecture llama: Q/K permuted, top-2 renormalized), qwen2_moe (qwen2moe: q/k/v biases, a
 // sigmoid-gated shared expert, top-k weights not renormalized) and qwen3_moe (qwen3moe: q/k norms, renormalized),
 // each grown from the trained tinyllama-a by gguf_export_tool --transplant (tests/export/gguf_moe_models.h: 4
-// experts = tinyllama's MLP plus seeded noise, a decisive N(0, 0.25) router, top-2), so the model predicts text
-// (its NLL is printed next to log(vocab) and must be well below it) and which experts a token takes varies. Types:
+// experts = tinyllama's MLP plus seeded noise, a decisive N(0, 0.5) router, top-2), so the model predicts text
+// (its NLL is printed next to log(vocab) and must be well below it) and which experts a token takes varies; a control
+// asserts that the engine on the same model with experts 0 and 1 swapped lands more than 5x the bound away. Types:
 // F32, Q8_0 (llama-quantize's rules: every 2-D weight but the F32 gates) and the engine's int8 codes of every
 // expert (int8_wo_32 -> Q8_0). The windows are the project's protocol (non-overlapping windows of L, mean of each
 // window's mean NLL); llama.cpp runs with flash attention off and an F32 KV cache.
@@ -57,6 +58,29 @@ const cases = [
   {label: 'int8_wo_32->Q8_0', args: ['--scheme', 'int8_wo_32']},
 ];
 
+// A copy of the HF folder `dir` with experts 0 and 1 of every layer trading places (their router rows swapped): the
+// control that shows the comparison sees which experts a token takes.
+function swapFirstTwoExperts(dir, out) {
+  fs.cpSync(dir, out, {recursive: true});
+  const file = path.join(out, 'model.safetensors');
+  const bytes = fs.readFileSync(file);
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
+  let routers = 0;
+  for (const [name, t] of Object.entries(header)) {
+    if (!name.endsWith('.gate.weight')) continue;  // block_sparse_moe.gate / mlp.gate: [experts, hidden] F32
+    assert.strictEqual(t.dtype, 'F32', name);
+    const row = t.shape[1] * 4;
+    const base = 8 + n + t.data_offsets[0];
+    const first = Buffer.from(bytes.subarray(base, base + row));
+    bytes.copy(bytes, base, base + row, base + 2 * row);
+    first.copy(bytes, base + row);
+    ++routers;
+  }
+  assert.ok(routers > 0, `${dir}: no router found`);
+  fs.writeFileSync(file, bytes);
+}
+
 function quarkEval(file, extra) {
   const out = execFileSync(quark, ['eval', '--model', file, '--seq-len', String(kSeqLen), '--max-windows',
     String(kWindows), '--json', ...extra], {encoding: 'utf8'});
@@ -101,6 +125,18 @@ try {
         console.error('FAIL:', e.message);
         ++failures;
       }
+    }
+    // Control: the engine on the model with two experts swapped is far from llama.cpp's figure for the real one.
+    const f32 = results.find((r) => r.model.startsWith(arch) && r.type === 'F32');
+    const swapped = path.join(work, `${arch}_swapped`);
+    swapFirstTwoExperts(dir, swapped);
+    const control = quarkEval(swapped, ['--token-ids', path.join(work, 'ids.txt')]);
+    const gap = Math.abs(control.mean_nll - f32.llama_cpp_mean_nll);
+    console.log(JSON.stringify({model: arch, control: 'experts 0 and 1 swapped (quark eval)',
+      quark_mean_nll: control.mean_nll, llama_cpp_unswapped_mean_nll: f32.llama_cpp_mean_nll, gap}));
+    if (!(gap > 5 * kBound)) {
+      console.error(`FAIL: ${arch}: swapping two experts moves the NLL by only ${gap}: the check cannot see routing`);
+      ++failures;
     }
   }
 } finally {
