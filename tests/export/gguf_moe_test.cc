@@ -141,30 +141,40 @@ TEST(GgufMoeTest, QuantizedExpertsShareOneBlockTypeAndGatesStayF32) {
         EXPECT_EQ((*f)->FindTensor("blk.0.ffn_down_shexp.weight")->type, GgmlType::kQ8_0);
       }
     }
-    fs::remove_all(model + ".out");  // the model folder stays for the engine-codes export below
-    // Engine codes (int8 symmetric per group of 32 -> Q8_0) of every expert, read back per expert.
-    auto config = testing::GgufTestConfig("int8_wo_32");
-    ASSERT_TRUE(config.ok());
-    std::map<std::string, at::Tensor> expected;
-    std::map<std::string, float> max_scale;
-    file = Export(model, std::nullopt, *config, [&](const LinearExportData& d) {
-      auto w = Dequantize(d.weight_codes, *d.config.weight, at::kFloat);
-      ASSERT_TRUE(w.ok());
-      expected[d.module + ".weight"] = *w;
-      max_scale[d.module + ".weight"] = d.weight_codes.scale.abs().max().item<float>();
-    });
-    ASSERT_TRUE(file.ok()) << file.status();
-    const size_t per_layer = 4 + 4 * 3 + (arch == "qwen2_moe" ? 3 : 0);
-    EXPECT_EQ(expected.size(), 2 * per_layer);
-    auto source = GgufWeightSource::Open(*file);
-    ASSERT_TRUE(source.ok()) << source.status();
-    for (const auto& [name, want] : expected) {
-      EXPECT_EQ((*source)->file().FindTensor(gguf::GgufTensorSlot(name).name)->type, GgmlType::kQ8_0) << name;
-      auto got = (*source)->Get(name, at::kFloat);
-      ASSERT_TRUE(got.ok()) << name;
-      EXPECT_LE((*got - want).abs().max().item<double>(), max_scale[name] * 128 / 2048.0) << name;
+    // Engine codes of every expert in the block type of their scheme, read back per expert: Q4_0 exactly, Q4_1 / Q8_0
+    // within the fp16 rounding of m / d (as gguf_export_test's EngineCodesGoInAsQuarksMapping).
+    const struct {
+      std::string preset;
+      GgmlType type;
+      double codes_span;  // 0: exact
+    } schemes[] = {{"int8_wo_32", GgmlType::kQ8_0, 128}, {"int4_wo_32", GgmlType::kQ4_0, 0},
+                   {"uint4_wo_32", GgmlType::kQ4_1, 15}};
+    for (const auto& scheme : schemes) {
+      SCOPED_TRACE(scheme.preset);
+      fs::remove_all(model + ".out");
+      auto config = testing::GgufTestConfig(scheme.preset);
+      ASSERT_TRUE(config.ok());
+      std::map<std::string, at::Tensor> expected;
+      std::map<std::string, float> max_scale;
+      file = Export(model, std::nullopt, *config, [&](const LinearExportData& d) {
+        auto w = Dequantize(d.weight_codes, *d.config.weight, at::kFloat);
+        ASSERT_TRUE(w.ok());
+        expected[d.module + ".weight"] = *w;
+        max_scale[d.module + ".weight"] = d.weight_codes.scale.abs().max().item<float>();
+      });
+      ASSERT_TRUE(file.ok()) << file.status();
+      const size_t per_layer = 4 + 4 * 3 + (arch == "qwen2_moe" ? 3 : 0);
+      EXPECT_EQ(expected.size(), 2 * per_layer);
+      auto source = GgufWeightSource::Open(*file);
+      ASSERT_TRUE(source.ok()) << source.status();
+      for (const auto& [name, want] : expected) {
+        EXPECT_EQ((*source)->file().FindTensor(gguf::GgufTensorSlot(name).name)->type, scheme.type) << name;
+        auto got = (*source)->Get(name, at::kFloat);
+        ASSERT_TRUE(got.ok()) << name;
+        EXPECT_LE((*got - want).abs().max().item<double>(), max_scale[name] * scheme.codes_span / 2048.0) << name;
+      }
+      EXPECT_EQ((*source)->file().FindTensor("blk.1.ffn_gate_inp.weight")->type, GgmlType::kF32);
     }
-    EXPECT_EQ((*source)->file().FindTensor("blk.1.ffn_gate_inp.weight")->type, GgmlType::kF32);
     RemoveModel(model);
   }
 }
