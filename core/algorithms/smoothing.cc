@@ -61,24 +61,19 @@ class TrialWeights {
   std::map<std::string, at::Tensor> originals_;
 };
 
-// The inspected module's outputs over the recorded inputs of a pair, one per sample.
+// The inspected module's outputs over the recorded inputs of a pair, one per recorded call: a sample's [T, in], or
+// for an MoE expert's linear the tokens of one routed call or of the coverage top-up (rows, not the sample length).
 absl::StatusOr<std::vector<at::Tensor>> InspectOutputs(runtime::DecoderLayer& layer, const std::string& module,
-                                                       const std::vector<at::Tensor>& inputs, const ContextFor& context,
-                                                       const std::vector<int64_t>& seq_lens) {
+                                                       const std::vector<at::Tensor>& inputs, const ContextFor& context) {
   std::vector<at::Tensor> outputs;
   outputs.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const at::Tensor x = inputs[i].view({1, seq_lens[i], inputs[i].size(-1)});
-    QUARK_ASSIGN_OR_RETURN(at::Tensor y, RunSubmodule(layer, module, x, context(seq_lens[i])));
+  for (const at::Tensor& input : inputs) {
+    const int64_t rows = input.numel() / input.size(-1);
+    const at::Tensor x = input.view({1, rows, input.size(-1)});
+    QUARK_ASSIGN_OR_RETURN(at::Tensor y, RunSubmodule(layer, module, x, context(rows)));
     outputs.push_back(std::move(y));
   }
   return outputs;
-}
-
-std::vector<int64_t> SeqLens(const std::vector<at::Tensor>& samples) {
-  std::vector<int64_t> lens;
-  for (const auto& s : samples) lens.push_back(s.size(1));
-  return lens;
 }
 
 // Quark's candidate scales for a ratio: clamp(x^r, 1e-4), normalised by sqrt(max * min).
@@ -144,7 +139,6 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
   QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
                          RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs, in.min_expert_tokens));
-  const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
@@ -152,7 +146,7 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
     const at::Tensor x_all = recorded.Concatenated(inp);
     const at::Tensor x_max = std::get<0>(x_all.abs().max(0));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
-                           InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+                           InspectOutputs(layer, InspectedModule(pair), x, in.context));
     // Quark quantizes the scaled input with the input quantizer of the pair's last linear.
     const auto spec_it = specs.find(pair.layers.back());
     const std::optional<QuantSpec> input_spec = spec_it == specs.end() ? std::nullopt : spec_it->second.input;
@@ -186,7 +180,7 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
         x_q.push_back(std::move(scaled));
       }
       QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
-                             InspectOutputs(layer, InspectedModule(pair), x_q, in.context, seq_lens));
+                             InspectOutputs(layer, InspectedModule(pair), x_q, in.context));
       const auto [sum, count] = LossSum(reference, out, power);
       const double value = sum / static_cast<double>(count);
       if (value < best_loss) {  // argmin: the first of equal losses
@@ -263,14 +257,13 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     if (spec.weight && layer.FindLinear(name)) names.push_back(name);
   }
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs, in.min_expert_tokens));
-  const std::vector<int64_t> seq_lens = SeqLens(*in.samples);
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
     const std::vector<at::Tensor>& x = recorded.inputs.at(inp);
     const at::Tensor x_mean = recorded.Concatenated(inp).abs().mean(0);
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
-                           InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+                           InspectOutputs(layer, InspectedModule(pair), x, in.context));
     double best_loss = std::numeric_limits<double>::infinity();
     ScalingResult best{pair, {}, -1};
     for (int i = 0; i < options.grid_size; ++i) {
@@ -284,7 +277,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
         QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
       }
       QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
-                             InspectOutputs(layer, InspectedModule(pair), x, in.context, seq_lens));
+                             InspectOutputs(layer, InspectedModule(pair), x, in.context));
       const auto [sum, count] = LossSum(reference, out, 2.0);
       const double value = sum / static_cast<double>(count);
       if (value < best_loss) {

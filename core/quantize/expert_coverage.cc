@@ -22,7 +22,7 @@ absl::Status NoExpertTokensError(const std::string& expert, const std::string& c
       expert, ": no calibration tokens reached this expert (the router sent it none",
       min_expert_tokens > 0 ? " and no other token was left to top it up"
                             : " and the top-up is disabled: moe_min_expert_tokens = 0",
-      "), so ", consumer, " has no statistics for it"));
+      "), which leaves ", consumer, " without statistics"));
 }
 
 absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& coverage,
@@ -33,7 +33,7 @@ absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& cov
       const std::string prefix = block.experts[e] + ".";
       for (const auto& q : linears) {
         if (q->name().rfind(prefix, 0) == 0 && NeedsStatistics(*q)) {
-          return NoExpertTokensError(block.experts[e], "the static activation scales", min_expert_tokens);
+          return NoExpertTokensError(block.experts[e], "its static activation scales", min_expert_tokens);
         }
       }
     }

@@ -166,6 +166,36 @@ TEST_P(MoeCalibrationTest, GptqGivesEveryExpertAHessian) {
   }
 }
 
+// AWQ's MoE pairs (each expert's up -> down) record every expert's inputs, the starved one's from its top-up.
+TEST_P(MoeCalibrationTest, AwqScalesEveryExpertIncludingTheStarvedOne) {
+  QuantizeModelOptions o;
+  o.config = PresetConfig("uint4_wo_32").value();
+  o.config.algo_config.push_back(AwqAlgo{});
+  o.calibration_file = testing::TempPath("quark_moe_awq_ids") + ".ids";
+  {
+    std::ofstream out(o.calibration_file);
+    for (const auto& sample : SampleIds()) {
+      for (size_t i = 0; i < sample.size(); ++i) out << (i ? " " : "") << sample[i];
+      out << "\n";
+    }
+  }
+  o.num_calibration_samples = 2;
+  o.seq_len = 20;
+  o.moe_min_expert_tokens = kMin;
+  auto report = QuantizeModel(dir_, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string pair = Expert(kStarved) + "." + checkpoint::MoeExpertProjections(config_).up + " -> ";
+  int scaled = 0;
+  for (const auto& line : report->algorithm_log) scaled += line.find(pair) != std::string::npos;
+  EXPECT_EQ(scaled, config_.num_hidden_layers) << "expert 3's up -> down pair in every layer";
+  o.moe_min_expert_tokens = 0;
+  auto refused = QuantizeModel(dir_, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(Expert(kStarved) + "."));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("no calibration tokens"));
+  fs::remove(o.calibration_file);
+}
+
 TEST_P(MoeCalibrationTest, QuantizeModelReportsTheCountsAndTheExportPassesTheVllmRules) {
   QuantizeModelOptions o;
   o.config = PresetConfig("fp8").value();
