@@ -104,6 +104,10 @@ std::pair<at::Tensor, at::Tensor> GroupedQueryScales(const at::Tensor& scales, c
   return {reduced.reshape(-1), reduced.expand({heads.kv_heads, repeats, head_dim}).reshape(-1)};
 }
 
+// Phi-3's fused mlp.gate_up_proj (rows gate | up) feeding down_proj through silu(gate) * up: scaling down_proj's
+// input channels by s is exact when only the up rows are divided by s (AutoAWQ's scale_fc_fc does the same).
+bool IsFusedGateUp(const std::string& prev_op) { return prev_op == "mlp.gate_up_proj"; }
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name) {
@@ -182,7 +186,8 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
           StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" is not a linear of ", layer.prefix()));
     }
     // A linear -> linear pair may cross grouped KV heads (v_proj -> o_proj): o_proj is wider by the group factor.
-    if (linear->in_features() != channels && !(prev_linear && linear->in_features() % channels == 0)) {
+    const bool up_half = prev_linear && IsFusedGateUp(pair.prev_op) && 2 * linear->in_features() == channels;
+    if (linear->in_features() != channels && !(prev_linear && linear->in_features() % channels == 0) && !up_half) {
       return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" reads ",
                                                linear->in_features(), " channels but \"", pair.prev_op, "\" gives ",
                                                channels));
@@ -214,7 +219,9 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair
     auto prev = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(pair.prev_op));
     if (prev == nullptr) return absl::InvalidArgumentError(StrCat(pair.prev_op, ": not a float norm or linear"));
     at::Tensor row_scales = scales;
-    if (prev->out_features() != scales.numel()) {
+    if (IsFusedGateUp(pair.prev_op) && prev->out_features() == 2 * scales.numel()) {
+      row_scales = at::cat({at::ones_like(scales), scales});  // the gate rows keep their scale
+    } else if (prev->out_features() != scales.numel()) {
       if (heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
           prev->out_features() * heads.heads != scales.numel() * heads.kv_heads) {
         return absl::InvalidArgumentError(StrCat(layer.prefix(), pair.prev_op, " -> ", pair.layers[0], ": ",

@@ -113,11 +113,12 @@ std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& mo
     return pairs;
   }
   if (model.family == checkpoint::ArchFamily::kPhi3) {
-    // Phi-3's fused linears (Quark's and AutoAWQ's phi3 templates' norm pairs). No v -> o pair: v is the last rows of
-    // qkv_proj. No up -> down pair either: it would scale only the up half of gate_up_proj's rows (exact, as
-    // AutoAWQ does it), which ApplyScaling does not do; so down_proj is quantized unscaled.
+    // Phi-3's fused linears (AutoAWQ's phi3 template). No v -> o pair: v is the last rows of qkv_proj, and scaling
+    // them would take a partial-rows rule of its own. gate_up -> down scales the up half of gate_up_proj's rows only
+    // (ApplyScaling's fused gate|up rule), which is exact.
     pairs.push_back({"input_layernorm", {"self_attn.qkv_proj"}, "self_attn.qkv_proj", "self_attn"});
     pairs.push_back({"post_attention_layernorm", {"mlp.gate_up_proj"}, "mlp.gate_up_proj", "mlp"});
+    pairs.push_back({"mlp.gate_up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""});
     return pairs;
   }
   pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, "self_attn.q_proj",

@@ -11,7 +11,10 @@
 
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
+#include "core/algorithms/layer_scaling.h"
 #include "core/config/presets.h"
+#include "core/runtime/transformer_model.h"
+#include "core/runtime/weight_source.h"
 #include "core/quantize/quantize_model.h"
 #include "tests/quantize/test_model.h"
 #include "tests/runtime/dense_arch_models.h"
@@ -77,9 +80,9 @@ TEST_P(DenseArchAlgorithmsTest, AwqAndGptqBeatRoundToNearestAndExport) {
   std::cout << arch << " (tinyllama-a transplant) uint4 g128: float " << before << ", RTN "
             << rtn->metrics.at("ppl_after") << ", AWQ " << awq->metrics.at("ppl_after") << ", GPTQ "
             << gptq->metrics.at("ppl_after") << "\n";
-  // The templates that ran, 4 layers. qwen3: Llama's (8 heads over 4 KV heads: no v -> o), 3 pairs; phi3: the two
-  // norm pairs of its fused linears.
-  EXPECT_EQ(awq->algorithm_log.size(), arch == "phi3" ? 8u : 12u);
+  // The templates that ran, 3 pairs in each of 4 layers. qwen3: Llama's (8 heads over 4 KV heads: no v -> o); phi3:
+  // the norm pairs of its fused linears and gate_up -> down.
+  EXPECT_EQ(awq->algorithm_log.size(), 12u);
   const auto& gptq_config = gptq->quantization_config.at("algo_config")[0];
   const auto modules = gptq_config.at("inside_layer_modules");
   if (arch == "phi3") {
@@ -105,7 +108,7 @@ TEST_P(DenseArchAlgorithmsTest, SmoothQuantInt8StaticRunsAndExports) {
   auto r = QuantizeModel(Transplant(arch), Options("w_int8_a_int8_per_tensor_sym", {smooth}, "sq_" + arch));
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectExportIsTheModel(*r);
-  EXPECT_EQ(r->algorithm_log.size(), arch == "phi3" ? 8u : 12u);
+  EXPECT_EQ(r->algorithm_log.size(), 12u);
   // int8 static on a trained model stays close to float.
   EXPECT_LT(r->metrics.at("ppl_after"), 1.2 * r->metrics.at("ppl_before"));
 }
@@ -117,6 +120,38 @@ TEST_P(DenseArchAlgorithmsTest, RotationIsExactOnFloatWeights) {
   auto r = QuantizeModel(Transplant(GetParam()), o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NEAR(r->metrics.at("ppl_after"), r->metrics.at("ppl_before"), 1e-4 * r->metrics.at("ppl_before"));
+}
+
+TEST(DenseArchScalingTest, Phi3GateUpToDownScalingKeepsTheFloatLayer) {
+  // Scaling down_proj's input channels by s and only the up rows of the fused gate_up_proj by 1 / s leaves
+  // silu(gate) * up / s * s: the layer computes what it computed.
+  const std::string dir = Transplant("phi3");
+  auto config = checkpoint::LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  auto reader = checkpoint::CheckpointReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto model = runtime::TransformerModel::Create(
+      *config, std::make_shared<runtime::CheckpointWeightSource>(std::move(*reader)), at::kFloat);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto layer = (*model)->LoadLayer(1);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  const at::Tensor x = at::randn({1, 9, config->hidden_size}, at::TensorOptions().dtype(at::kFloat));
+  const runtime::LayerContext& context = (*model)->Context(9);
+  const at::Tensor before = (*layer)->forward(x, context);
+  const ScalingLayer pair{"mlp.gate_up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""};
+  ASSERT_TRUE(algorithms::CheckScalingPair(**layer, pair, "pair").ok());
+  const at::Tensor scales = at::rand({config->intermediate_size}) * 3 + 0.2;
+  ASSERT_TRUE(algorithms::ApplyScaling(**layer, pair, scales, {config->num_attention_heads, config->num_key_value_heads}).ok());
+  const at::Tensor after = (*layer)->forward(x, context);
+  EXPECT_LT((after - before).abs().max().item<float>(), 1e-5 * before.abs().max().item<float>() + 1e-6);
+  // The gate rows are untouched, the up rows divided.
+  const at::Tensor gate_up = (*layer)->FindLinear("mlp.gate_up_proj")->weight();
+  auto original = checkpoint::CheckpointReader::Open(dir);
+  runtime::CheckpointWeightSource stored(std::move(*original));
+  const at::Tensor w = *stored.Get("model.layers.1.mlp.gate_up_proj.weight", at::kFloat);
+  const int64_t n = config->intermediate_size;
+  EXPECT_TRUE(at::equal(gate_up.narrow(0, 0, n), w.narrow(0, 0, n)));
+  EXPECT_FALSE(at::equal(gate_up.narrow(0, n, n), w.narrow(0, n, n)));
 }
 
 TEST(DenseArchRefusalsTest, WhatCannotBeDoneIsRefusedNamingModelType) {
