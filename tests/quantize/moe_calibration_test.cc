@@ -257,6 +257,24 @@ TEST_P(MoeCalibrationTest, QuantizeModelReportsTheCountsAndTheExportPassesTheVll
   fs::remove(ids);
 }
 
+// What computes something else for MoE refuses it naming model_type: the R1/R2 rotation and the ONNX export.
+TEST_P(MoeCalibrationTest, RotationAndOnnxRefuseNamingTheModelType) {
+  QuantizeModelOptions o;
+  o.config = PresetConfig("uint4_wo_32").value();
+  o.config.algo_config.push_back(RotationAlgo{});
+  auto rotated = QuantizeModel(dir_, o);
+  ASSERT_FALSE(rotated.ok());
+  EXPECT_THAT(std::string(rotated.status().message()), HasSubstr("rotation of " + GetParam()));
+  o.config.algo_config.clear();
+  o.export_formats = {"onnx"};
+  o.output_dir = testing::TempPath("quark_moe_onnx");
+  auto onnx = QuantizeModel(dir_, o);
+  ASSERT_FALSE(onnx.ok());
+  EXPECT_EQ(onnx.status().code(), absl::StatusCode::kUnimplemented) << onnx.status();
+  EXPECT_THAT(std::string(onnx.status().message()), HasSubstr("model_type " + GetParam()));
+  EXPECT_FALSE(fs::exists(o.output_dir));
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, MoeCalibrationTest, ::testing::Values("mixtral", "qwen2_moe", "qwen3_moe"));
 
 }  // namespace
