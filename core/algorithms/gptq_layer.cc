@@ -54,6 +54,9 @@ class LayerGptq {
       : layer_(layer), samples_(samples), forward_(forward), plan_(plan), callbacks_(callbacks) {}
 
   absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
+  /// MoE: the Hessians of a step's routed targets (every expert's up_proj, ...) in one capture pass instead of one
+  /// pass each. The same Hessians: a routed capture lets the forward go on, so each sees what it would see alone.
+  absl::Status CaptureRouted(const std::vector<GptqTarget>& step);
   absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
   void MarkDone(const std::string& relative_name, const std::string& input) { done_[relative_name] = input; }
   /// Drops the cached Hessians that no step from `next_step` on reads (a K x K matrix each).
@@ -139,6 +142,64 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
   return std::move(hessian).Finish();
 }
 
+absl::Status LayerGptq::CaptureRouted(const std::vector<GptqTarget>& step) {
+  std::vector<const GptqTarget*> todo;
+  std::set<std::string> inputs;
+  for (const GptqTarget& target : step) {
+    if (!target.routed || inputs.count(target.input) > 0) continue;
+    auto it = cache_.find(target.input);
+    if (it != cache_.end() && it->second.upstream == UpstreamOf(target.input)) continue;
+    todo.push_back(&target);
+    inputs.insert(target.input);
+  }
+  if (todo.size() < 2) return absl::OkStatus();  // HessianOf captures a single one
+  std::vector<std::unique_ptr<HessianAccumulator>> hessians;
+  std::vector<std::shared_ptr<CapturingLinear>> capturing;
+  std::vector<std::shared_ptr<runtime::LinearLike>> originals;
+  absl::Status status;
+  for (const GptqTarget* target : todo) {
+    std::shared_ptr<runtime::LinearLike> original = layer_.FindLinear(target->relative_name);
+    if (original == nullptr) {
+      status = absl::InvalidArgumentError(StrCat(layer_.prefix(), target->relative_name, ": no such linear"));
+      break;
+    }
+    hessians.push_back(std::make_unique<HessianAccumulator>(original->in_features()));
+    capturing.push_back(std::make_shared<CapturingLinear>(original, hessians.back().get(), /*routed=*/true));
+    status = layer_.ReplaceLinear(target->relative_name, capturing.back());
+    if (!status.ok()) break;
+    originals.push_back(std::move(original));
+  }
+  if (status.ok()) {
+    layer_.BeginCalibration(plan_.min_expert_tokens);
+    try {
+      for (const at::Tensor& sample : samples_) forward_(sample);
+      std::vector<runtime::ExpertCoverage> coverage = layer_.FinishCalibration();
+      if (callbacks_.on_coverage) callbacks_.on_coverage(coverage);
+    } catch (const std::exception& error) {
+      status = runtime::TorchErrorToStatus(error, StrCat("forward of ", layer_.prefix(), " for its experts"));
+    }
+  }
+  for (size_t i = 0; i < originals.size(); ++i) {
+    const absl::Status restored = layer_.ReplaceLinear(todo[i]->relative_name, originals[i]);
+    if (status.ok()) status = restored;
+  }
+  for (size_t i = 0; status.ok() && i < capturing.size(); ++i) status = capturing[i]->status();
+  QUARK_RETURN_IF_ERROR(status);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const std::string& name = todo[i]->relative_name;
+    if (hessians[i]->sequences() == 0) {
+      return absl::FailedPreconditionError(StrCat(
+          layer_.prefix(), name.substr(0, name.rfind('.')), ": no calibration tokens reached this expert (the router "
+          "sent it none", plan_.min_expert_tokens > 0 ? " and no other token was left to top it up"
+                                                      : " and the top-up is disabled: moe_min_expert_tokens = 0",
+          "), so GPTQ has no Hessian for ", layer_.prefix(), name));
+    }
+    QUARK_ASSIGN_OR_RETURN(at::Tensor h, std::move(*hessians[i]).Finish());
+    cache_[todo[i]->input] = CachedHessian{std::move(h), UpstreamOf(todo[i]->input)};
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {
   std::set<std::string> upstream = UpstreamOf(target.input);
   if (auto it = cache_.find(target.input); it != cache_.end() && it->second.upstream == upstream) {
@@ -176,6 +237,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const auto& step = plan.steps[s];
     // Quark collects the statistics of an entry's modules before it quantizes any of them.
+    QUARK_RETURN_IF_ERROR(run.CaptureRouted(step));
     std::vector<at::Tensor> hessians;
     for (const GptqTarget& target : step) {
       QUARK_ASSIGN_OR_RETURN(at::Tensor h, run.HessianOf(target));
