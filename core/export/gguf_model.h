@@ -16,10 +16,12 @@
 namespace quark::exporter::gguf {
 
 /// "llama" (model_type llama, mistral) or "qwen2"; INVALID_ARGUMENT naming model_type for others (OPT), and for
-/// rope_scaling llama3 (llama.cpp needs a rope_freqs tensor this exporter does not write).
+/// rope_scaling llama3 (llama.cpp needs a rope_freqs tensor this exporter does not write). The MoE types: "llama"
+/// (mixtral), "qwen2moe", "qwen3moe", with their own refusals (gguf_moe.h).
 absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& config);
 
-/// llama.cpp's name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"); "" for a
+/// llama.cpp's name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"; an MoE
+/// expert's weight -> the stacked tensor holding it, GgufTensorSlot also gives the expert); "" for a
 /// tensor llama.cpp has no name for.
 std::string GgufTensorName(const std::string& hf_name);
 /// The inverse; "" for an unknown name.
