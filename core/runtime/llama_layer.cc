@@ -39,16 +39,43 @@ at::Tensor LlamaDecoderLayer::forward(const at::Tensor& hidden, const LayerConte
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
-absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const checkpoint::ModelConfig& config,
-                                                                           int64_t index, const WeightSource& weights,
-                                                                           at::ScalarType dtype) {
-  const std::string prefix = checkpoint::LayerPrefix(config, index);
-  std::shared_ptr<LlamaDecoderLayer> layer(new LlamaDecoderLayer(index, prefix));
+absl::StatusOr<std::shared_ptr<LlamaAttention>> NewLlamaAttention(const checkpoint::ModelConfig& config, int64_t index,
+                                                                  const std::string& prefix, const WeightSource& weights,
+                                                                  at::ScalarType dtype) {
   auto attn = std::make_shared<LlamaAttention>();
   attn->heads = config.num_attention_heads;
   attn->kv_heads = config.num_key_value_heads;
   attn->head_dim = config.head_dim;
   attn->window = checkpoint::LayerAttentionWindow(config, index);
+  if (config.qk_norm) {
+    auto q_norm = LoadChecked(weights, prefix + "self_attn.q_norm.weight", {config.head_dim}, dtype);
+    if (!q_norm.ok()) return q_norm.status();
+    auto k_norm = LoadChecked(weights, prefix + "self_attn.k_norm.weight", {config.head_dim}, dtype);
+    if (!k_norm.ok()) return k_norm.status();
+    attn->q_norm = attn->register_module("q_norm", std::make_shared<RmsNorm>(*q_norm, config.rms_norm_eps));
+    attn->k_norm = attn->register_module("k_norm", std::make_shared<RmsNorm>(*k_norm, config.rms_norm_eps));
+  }
+  return attn;
+}
+
+absl::StatusOr<PreNorms> LoadPreNorms(const checkpoint::ModelConfig& config, const std::string& prefix,
+                                      const WeightSource& weights, at::ScalarType dtype) {
+  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
+  if (!in_norm.ok()) return in_norm.status();
+  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
+  if (!post_norm.ok()) return post_norm.status();
+  return PreNorms{std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps),
+                  std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps)};
+}
+
+absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const checkpoint::ModelConfig& config,
+                                                                           int64_t index, const WeightSource& weights,
+                                                                           at::ScalarType dtype) {
+  const std::string prefix = checkpoint::LayerPrefix(config, index);
+  std::shared_ptr<LlamaDecoderLayer> layer(new LlamaDecoderLayer(index, prefix));
+  auto created = NewLlamaAttention(config, index, prefix, weights, dtype);
+  if (!created.ok()) return created.status();
+  std::shared_ptr<LlamaAttention> attn = *std::move(created);
   auto mlp = std::make_shared<LlamaMlp>();
   std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->o_proj,
                                           &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj};
@@ -58,22 +85,11 @@ absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const
     if (!linear.ok()) return linear.status();
     *slots[i] = *std::move(linear);
   }
-  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
-  if (!in_norm.ok()) return in_norm.status();
-  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
-  if (!post_norm.ok()) return post_norm.status();
-  layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
-  if (config.qk_norm) {
-    auto q_norm = LoadChecked(weights, prefix + "self_attn.q_norm.weight", {config.head_dim}, dtype);
-    if (!q_norm.ok()) return q_norm.status();
-    auto k_norm = LoadChecked(weights, prefix + "self_attn.k_norm.weight", {config.head_dim}, dtype);
-    if (!k_norm.ok()) return k_norm.status();
-    attn->q_norm = attn->register_module("q_norm", std::make_shared<RmsNorm>(*q_norm, config.rms_norm_eps));
-    attn->k_norm = attn->register_module("k_norm", std::make_shared<RmsNorm>(*k_norm, config.rms_norm_eps));
-  }
+  auto norms = LoadPreNorms(config, prefix, weights, dtype);
+  if (!norms.ok()) return norms.status();
+  layer->input_layernorm = layer->register_module("input_layernorm", norms->input_layernorm);
   layer->self_attn = layer->register_module("self_attn", attn);
-  layer->post_attention_layernorm =
-      layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));
+  layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->mlp = layer->register_module("mlp", mlp);
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string& rel = specs[i].relative_name;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
@@ -30,6 +31,19 @@ class LlamaMlp : public torch::nn::Module {
   std::shared_ptr<LinearLike> gate_proj, up_proj, down_proj;
   at::Tensor forward(const at::Tensor& x);
 };
+
+/// The Llama-family attention of layer `index` without its linears: head counts, the layer's window, and Qwen3's
+/// per-head q_norm/k_norm loaded from `prefix` when config.qk_norm. Shared by the dense and MoE layers.
+absl::StatusOr<std::shared_ptr<LlamaAttention>> NewLlamaAttention(const checkpoint::ModelConfig& config, int64_t index,
+                                                                  const std::string& prefix, const WeightSource& weights,
+                                                                  at::ScalarType dtype);
+
+/// A pre-norm layer's two RMSNorms (input_layernorm before attention, post_attention_layernorm before the MLP).
+struct PreNorms {
+  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
+};
+absl::StatusOr<PreNorms> LoadPreNorms(const checkpoint::ModelConfig& config, const std::string& prefix,
+                                      const WeightSource& weights, at::ScalarType dtype);
 
 class LlamaDecoderLayer : public DecoderLayer {
  public:

@@ -33,19 +33,9 @@ absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> MoeDecoderLayer::Load(const che
   const std::string block = checkpoint::MoeBlockName(config);
   layer->block_name_ = prefix + block;
 
-  auto attn = std::make_shared<LlamaAttention>();
-  attn->heads = config.num_attention_heads;
-  attn->kv_heads = config.num_key_value_heads;
-  attn->head_dim = config.head_dim;
-  attn->window = checkpoint::LayerAttentionWindow(config, index);
-  if (config.qk_norm) {
-    auto q_norm = LoadChecked(weights, prefix + "self_attn.q_norm.weight", {config.head_dim}, dtype);
-    if (!q_norm.ok()) return q_norm.status();
-    auto k_norm = LoadChecked(weights, prefix + "self_attn.k_norm.weight", {config.head_dim}, dtype);
-    if (!k_norm.ok()) return k_norm.status();
-    attn->q_norm = attn->register_module("q_norm", std::make_shared<RmsNorm>(*q_norm, config.rms_norm_eps));
-    attn->k_norm = attn->register_module("k_norm", std::make_shared<RmsNorm>(*k_norm, config.rms_norm_eps));
-  }
+  auto created = NewLlamaAttention(config, index, prefix, weights, dtype);
+  if (!created.ok()) return created.status();
+  std::shared_ptr<LlamaAttention> attn = *std::move(created);
 
   auto router = LoadChecked(weights, prefix + block + ".gate.weight", {config.num_experts, config.hidden_size}, dtype);
   if (!router.ok()) return router.status();
@@ -90,14 +80,11 @@ absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> MoeDecoderLayer::Load(const che
     *targets[i].slot = *std::move(linear);
   }
 
-  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
-  if (!in_norm.ok()) return in_norm.status();
-  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
-  if (!post_norm.ok()) return post_norm.status();
-  layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
+  auto norms = LoadPreNorms(config, prefix, weights, dtype);
+  if (!norms.ok()) return norms.status();
+  layer->input_layernorm = layer->register_module("input_layernorm", norms->input_layernorm);
   layer->self_attn = layer->register_module("self_attn", attn);
-  layer->post_attention_layernorm =
-      layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));
+  layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->moe = layer->register_module(block, moe);
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string& rel = specs[i].relative_name;

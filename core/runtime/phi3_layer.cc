@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/llama_layer.h"
 #include "core/runtime/module_loader.h"
 
 namespace quark::runtime {
@@ -58,14 +59,11 @@ absl::StatusOr<std::shared_ptr<Phi3DecoderLayer>> Phi3DecoderLayer::Load(const c
     if (!linear.ok()) return linear.status();
     *slots[i] = *std::move(linear);
   }
-  auto in_norm = LoadChecked(weights, prefix + "input_layernorm.weight", {config.hidden_size}, dtype);
-  if (!in_norm.ok()) return in_norm.status();
-  auto post_norm = LoadChecked(weights, prefix + "post_attention_layernorm.weight", {config.hidden_size}, dtype);
-  if (!post_norm.ok()) return post_norm.status();
-  layer->input_layernorm = layer->register_module("input_layernorm", std::make_shared<RmsNorm>(*in_norm, config.rms_norm_eps));
+  auto norms = LoadPreNorms(config, prefix, weights, dtype);
+  if (!norms.ok()) return norms.status();
+  layer->input_layernorm = layer->register_module("input_layernorm", norms->input_layernorm);
   layer->self_attn = layer->register_module("self_attn", attn);
-  layer->post_attention_layernorm =
-      layer->register_module("post_attention_layernorm", std::make_shared<RmsNorm>(*post_norm, config.rms_norm_eps));
+  layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->mlp = layer->register_module("mlp", mlp);
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string& rel = specs[i].relative_name;

@@ -18,6 +18,8 @@ import os from 'node:os';
 import path from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
 
+import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
 const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
@@ -50,32 +52,6 @@ const cases = [
   {label: 'int8_wo_32->Q8_0', args: ['--scheme', 'int8_wo_32']},
 ];
 
-async function llamaCppMeanNll(model, ids) {
-  const context = await model.createContext({
-    contextSize: kSeqLen, batchSize: kSeqLen, sequences: 1, flashAttention: false,
-    experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
-  });
-  const sequence = context.getSequence();
-  const windows = [];
-  for (let start = 0; start + 1 < ids.length && windows.length < kWindows; start += kSeqLen) {
-    const window = ids.slice(start, start + kSeqLen);
-    await sequence.clearHistory();
-    const out = await sequence.controlledEvaluate(window.map((t) => [t, {generateNext: {logits: true}}]));
-    let nll = 0;
-    for (let i = 0; i + 1 < window.length; ++i) {
-      const logits = out[i].next.logits;
-      let max = -Infinity;
-      for (const v of logits.values()) max = Math.max(max, v);
-      let sum = 0;
-      for (const v of logits.values()) sum += Math.exp(v - max);
-      nll -= logits.get(window[i + 1]) - max - Math.log(sum);
-    }
-    windows.push(nll / (window.length - 1));
-  }
-  await context.dispose();
-  return windows.reduce((a, b) => a + b, 0) / windows.length;
-}
-
 function quarkEval(model, idsFile) {
   const out = execFileSync(quark, ['eval', '--model', model, '--seq-len', String(kSeqLen), '--max-windows',
     String(kWindows), '--json', '--token-ids', idsFile], {encoding: 'utf8'});
@@ -100,7 +76,7 @@ try {
       const ids = [model.tokens.bos, ...model.tokenize(text)];
       const idsFile = path.join(work, 'ids.txt');
       fs.writeFileSync(idsFile, ids.join(' ') + '\n');
-      const theirs = await llamaCppMeanNll(model, ids);
+      const theirs = await llamaCppMeanNll(model, ids, kSeqLen, kWindows);
       await model.dispose();
       const ours = quarkEval(file, idsFile);
       const row = {model: `tinyllama-a as ${arch}`, type: c.label, bytes: fs.statSync(file).size,
