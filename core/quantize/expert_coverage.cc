@@ -51,6 +51,13 @@ void AddCoverageMetrics(const std::vector<runtime::ExpertCoverage>& coverage, in
       topped_experts += t > 0;
       topped_tokens += t;
     }
+    // Per expert, under its module name: what the router sent it, and (only where it happened) its top-up.
+    for (size_t e = 0; e < block.experts.size() && e < block.routed.size(); ++e) {
+      metrics[block.experts[e] + ".routed_tokens"] = static_cast<double>(block.routed[e]);
+      if (e < block.topped_up.size() && block.topped_up[e] > 0) {
+        metrics[block.experts[e] + ".topup_tokens"] = static_cast<double>(block.topped_up[e]);
+      }
+    }
     metrics[StrCat("moe.layers.", layer, ".routed_min")] = static_cast<double>(routed_min);
     metrics[StrCat("moe.layers.", layer, ".experts_topped_up")] = static_cast<double>(topped_experts);
     auto it = metrics.find("moe_routed_min");

@@ -31,9 +31,10 @@ absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& cov
 /// The error for an expert that no calibration token reached ("<expert>: no calibration tokens ...").
 absl::Status NoExpertTokensError(const std::string& expert, const std::string& consumer, int64_t min_expert_tokens);
 
-/// Adds the counts of one layer to `metrics`: per layer "moe.layers.<i>.routed_min" (the fewest tokens the router sent
-/// to one expert) and "moe.layers.<i>.experts_topped_up"; over the run "moe_routed_min", "moe_experts_topped_up"
-/// and "moe_topup_tokens". `log` (may be null) gets one line per block with the per-expert lists.
+/// Adds the counts of one layer to `metrics`: per expert "<expert>.routed_tokens" and, where it was topped up,
+/// "<expert>.topup_tokens" ("model.layers.3.mlp.experts.5.routed_tokens"); per layer "moe.layers.<i>.routed_min" (the
+/// fewest tokens the router sent to one expert) and "moe.layers.<i>.experts_topped_up"; over the run
+/// "moe_routed_min", "moe_experts_topped_up" and "moe_topup_tokens". `log` (may be null) gets one line per block with the per-expert lists.
 void AddCoverageMetrics(const std::vector<runtime::ExpertCoverage>& coverage, int64_t layer,
                         std::map<std::string, double>& metrics, std::vector<std::string>* log);
 

@@ -220,6 +220,18 @@ TEST_P(MoeCalibrationTest, QuantizeModelReportsTheCountsAndTheExportPassesTheVll
   EXPECT_EQ(m.at("moe_routed_min"), 0);
   EXPECT_GE(m.at("moe.layers.0.experts_topped_up"), 1);
   EXPECT_GE(m.at("moe_topup_tokens"), 2 * kMin);  // expert 3 in both layers at least
+  // Per expert, under its module name: expert 3 got no routed token and was topped up to the minimum.
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string starved = "model.layers." + std::to_string(layer) + "." + Expert(kStarved);
+    ASSERT_TRUE(m.count(starved + ".routed_tokens")) << starved;
+    EXPECT_EQ(m.at(starved + ".routed_tokens"), 0);
+    EXPECT_EQ(m.at(starved + ".topup_tokens"), kMin);
+    int64_t routed = 0;
+    for (int e = 0; e < config_.num_experts; ++e) {
+      routed += static_cast<int64_t>(m.at("model.layers." + std::to_string(layer) + "." + Expert(e) + ".routed_tokens"));
+    }
+    EXPECT_EQ(routed, 2 * 20 * config_.num_experts_per_tok) << "every routed token counted once per chosen expert";
+  }
   bool logged = false;
   for (const auto& line : report->algorithm_log) logged |= line.find("routed tokens per expert") != std::string::npos;
   EXPECT_TRUE(logged);
