@@ -20,9 +20,13 @@ std::string FixturePath(const std::string& relative) {
 
 std::string TempPath(const std::string& stem) {
   static std::atomic<int> counter{0};
-  return (std::filesystem::temp_directory_path() /
-          (stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-      .string();
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     (stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  // Whatever stands there was left by an earlier process that had our pid (a CI run starts hundreds of test
+  // processes, so pids come round again): no live process can own it, and copying onto it would fail.
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  return path.string();
 }
 
 std::string SmallEvalText(size_t bytes) {
