@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/linear.h"
+#include "core/runtime/moe_block.h"
 
 namespace quark::algorithms {
 namespace {
@@ -56,6 +57,7 @@ class LayerGptq {
   absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
   /// MoE: the Hessians of a step's routed targets (every expert's up_proj, ...) in one capture pass instead of one
   /// pass each. The same Hessians: a routed capture lets the forward go on, so each sees what it would see alone.
+  /// Capture() is for the linears on every forward's path.
   absl::Status CaptureRouted(const std::vector<GptqTarget>& step);
   absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
   void MarkDone(const std::string& relative_name, const std::string& input) { done_[relative_name] = input; }
@@ -102,16 +104,13 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     return absl::InvalidArgumentError(StrCat(layer_.prefix(), target.relative_name, ": no such linear"));
   }
   HessianAccumulator hessian(original->in_features());
-  auto capturing = std::make_shared<CapturingLinear>(original, &hessian, target.routed);
+  auto capturing = std::make_shared<CapturingLinear>(original, &hessian, /*routed=*/false);
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, capturing));
   absl::Status status;
-  if (target.routed) layer_.BeginCalibration(plan_.min_expert_tokens);
   for (const at::Tensor& sample : samples_) {
     try {
       forward_(sample);
-      // A routed linear may see no token of this sample; any other linear is on every forward's path.
-      status = target.routed ? capturing->status()
-                             : absl::InternalError(StrCat(layer_.prefix(), target.relative_name, ": the forward never reached it"));
+      status = absl::InternalError(StrCat(layer_.prefix(), target.relative_name, ": the forward never reached it"));
     } catch (const StopForward&) {
       status = capturing->status();
     } catch (const std::exception& error) {
@@ -119,45 +118,27 @@ absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
     }
     if (!status.ok()) break;
   }
-  if (target.routed) {
-    // The experts short of tokens run on their best-ranked other tokens: this Hessian gets them too.
-    try {
-      std::vector<runtime::ExpertCoverage> coverage = layer_.FinishCalibration();
-      if (status.ok()) status = capturing->status();
-      if (status.ok() && callbacks_.on_coverage) callbacks_.on_coverage(coverage);
-    } catch (const std::exception& error) {
-      if (status.ok()) status = runtime::TorchErrorToStatus(error, StrCat("calibration top-up of ", layer_.prefix()));
-    }
-  }
   QUARK_RETURN_IF_ERROR(layer_.ReplaceLinear(target.relative_name, original));
   QUARK_RETURN_IF_ERROR(status);
-  if (target.routed && hessian.sequences() == 0) {
-    const std::string& name = target.relative_name;
-    return absl::FailedPreconditionError(StrCat(
-        layer_.prefix(), name.substr(0, name.rfind('.')), ": no calibration tokens reached this expert (the router sent "
-        "it none", plan_.min_expert_tokens > 0 ? " and no other token was left to top it up"
-                                               : " and the top-up is disabled: moe_min_expert_tokens = 0",
-        "), so GPTQ has no Hessian for ", layer_.prefix(), name));
-  }
   return std::move(hessian).Finish();
 }
 
 absl::Status LayerGptq::CaptureRouted(const std::vector<GptqTarget>& step) {
-  std::vector<const GptqTarget*> todo;
+  std::vector<const GptqTarget*> pending;
   std::set<std::string> inputs;
   for (const GptqTarget& target : step) {
     if (!target.routed || inputs.count(target.input) > 0) continue;
     auto it = cache_.find(target.input);
     if (it != cache_.end() && it->second.upstream == UpstreamOf(target.input)) continue;
-    todo.push_back(&target);
+    pending.push_back(&target);
     inputs.insert(target.input);
   }
-  if (todo.size() < 2) return absl::OkStatus();  // HessianOf captures a single one
+  if (pending.empty()) return absl::OkStatus();
   std::vector<std::unique_ptr<HessianAccumulator>> hessians;
   std::vector<std::shared_ptr<CapturingLinear>> capturing;
   std::vector<std::shared_ptr<runtime::LinearLike>> originals;
   absl::Status status;
-  for (const GptqTarget* target : todo) {
+  for (const GptqTarget* target : pending) {
     std::shared_ptr<runtime::LinearLike> original = layer_.FindLinear(target->relative_name);
     if (original == nullptr) {
       status = absl::InvalidArgumentError(StrCat(layer_.prefix(), target->relative_name, ": no such linear"));
@@ -170,6 +151,8 @@ absl::Status LayerGptq::CaptureRouted(const std::vector<GptqTarget>& step) {
     originals.push_back(std::move(original));
   }
   if (status.ok()) {
+    // Every sample goes through whole (a routed linear may see no token of one sample), then the experts short of
+    // tokens run on their best-ranked other tokens: the Hessians get those too.
     layer_.BeginCalibration(plan_.min_expert_tokens);
     try {
       for (const at::Tensor& sample : samples_) forward_(sample);
@@ -180,22 +163,19 @@ absl::Status LayerGptq::CaptureRouted(const std::vector<GptqTarget>& step) {
     }
   }
   for (size_t i = 0; i < originals.size(); ++i) {
-    const absl::Status restored = layer_.ReplaceLinear(todo[i]->relative_name, originals[i]);
+    const absl::Status restored = layer_.ReplaceLinear(pending[i]->relative_name, originals[i]);
     if (status.ok()) status = restored;
   }
   for (size_t i = 0; status.ok() && i < capturing.size(); ++i) status = capturing[i]->status();
   QUARK_RETURN_IF_ERROR(status);
-  for (size_t i = 0; i < todo.size(); ++i) {
-    const std::string& name = todo[i]->relative_name;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const std::string& name = pending[i]->relative_name;
     if (hessians[i]->sequences() == 0) {
-      return absl::FailedPreconditionError(StrCat(
-          layer_.prefix(), name.substr(0, name.rfind('.')), ": no calibration tokens reached this expert (the router "
-          "sent it none", plan_.min_expert_tokens > 0 ? " and no other token was left to top it up"
-                                                      : " and the top-up is disabled: moe_min_expert_tokens = 0",
-          "), so GPTQ has no Hessian for ", layer_.prefix(), name));
+      return runtime::NoExpertTokensError(layer_.prefix() + name.substr(0, name.rfind('.')),
+                                          StrCat("GPTQ's Hessian of ", layer_.prefix(), name), plan_.min_expert_tokens);
     }
     QUARK_ASSIGN_OR_RETURN(at::Tensor h, std::move(*hessians[i]).Finish());
-    cache_[todo[i]->input] = CachedHessian{std::move(h), UpstreamOf(todo[i]->input)};
+    cache_[pending[i]->input] = CachedHessian{std::move(h), UpstreamOf(pending[i]->input)};
   }
   return absl::OkStatus();
 }
@@ -204,6 +184,11 @@ absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {
   std::set<std::string> upstream = UpstreamOf(target.input);
   if (auto it = cache_.find(target.input); it != cache_.end() && it->second.upstream == upstream) {
     return it->second.hessian;
+  }
+  if (target.routed) {
+    // An expert's linear: captured with the rest of its step's experts in one pass over the samples.
+    QUARK_RETURN_IF_ERROR(CaptureRouted({target}));
+    return cache_.at(target.input).hessian;
   }
   QUARK_ASSIGN_OR_RETURN(at::Tensor hessian, Capture(target));
   cache_[target.input] = CachedHessian{hessian, std::move(upstream)};

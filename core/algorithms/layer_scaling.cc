@@ -9,6 +9,7 @@
 #include "core/runtime/gemma_layer.h"
 #include "core/runtime/linear.h"
 #include "core/runtime/llama_layer.h"
+#include "core/runtime/moe_block.h"
 #include "core/runtime/opt_layer.h"
 #include "core/runtime/phi3_layer.h"
 
@@ -286,10 +287,10 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
   }
   for (const std::string& name : names) {
     if (!recorded.abs_max[name].defined()) {
-      return absl::FailedPreconditionError(StrCat(
-          layer.prefix(), name, ": no calibration tokens reached it (an MoE expert the router sent none",
-          min_expert_tokens > 0 ? ", with no other token left to top it up" : ", the top-up disabled: moe_min_expert_tokens = 0",
-          "), so the scaling algorithm has no statistics for it"));
+      // Only an MoE expert's linear can be off every token's path.
+      return runtime::NoExpertTokensError(layer.prefix() + name.substr(0, name.rfind('.')),
+                                          StrCat("the scaling algorithm's input of ", layer.prefix(), name),
+                                          min_expert_tokens);
     }
   }
   return recorded;

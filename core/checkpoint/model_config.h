@@ -12,7 +12,7 @@ namespace quark::checkpoint {
 
 /// The architecture families the runtime can build.
 enum class ArchFamily {
-  kLlama,  // model_type llama, mistral, qwen2 (RMSNorm, RoPE, SwiGLU, GQA)
+  kLlama,  // model_type llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, SwiGLU, GQA)
   kOpt,    // model_type opt (LayerNorm, learned positions, ReLU, biases)
   kPhi3,   // model_type phi3: Llama's math with fused self_attn.qkv_proj and mlp.gate_up_proj
   kMoe,    // model_type mixtral, qwen2_moe, qwen3_moe: Llama-family attention, routed experts instead of the MLP

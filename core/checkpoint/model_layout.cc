@@ -41,15 +41,6 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
             {"fc1", c.intermediate_size, h, b, "final_layer_norm"},
             {"fc2", h, c.intermediate_size, b, "activation_fn"}};
   }
-  if (c.family == ArchFamily::kMoe) {
-    // Llama-family attention, then the experts in place of the MLP (moe_layout.h).
-    std::vector<LinearSpec> out = {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
-                                   {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
-                                   {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
-                                   {"self_attn.o_proj", h, q, c.o_proj_bias, "self_attn"}};
-    for (LinearSpec& linear : MoeMlpLinears(c)) out.push_back(std::move(linear));
-    return out;
-  }
   if (c.family == ArchFamily::kPhi3) {
     // Fused in the checkpoint, as vLLM loads them: rows q | k | v and gate | up (gate first).
     return {{"self_attn.qkv_proj", q + 2 * kv, h, false, "input_layernorm"},
@@ -57,24 +48,23 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
             {"mlp.gate_up_proj", 2 * c.intermediate_size, h, false, "post_attention_layernorm"},
             {"mlp.down_proj", h, c.intermediate_size, false, "mlp.act_fn"}};
   }
-  if (c.family == ArchFamily::kGemma) {
-    // HF Gemma2/Gemma3DecoderLayer: the MLP reads pre_feedforward_layernorm (post_attention_layernorm normalizes the
-    // attention's output before the residual add); the MLP's act_fn is GELU-tanh.
-    return {{"self_attn.q_proj", q, h, false, "input_layernorm"},
-            {"self_attn.k_proj", kv, h, false, "input_layernorm"},
-            {"self_attn.v_proj", kv, h, false, "input_layernorm"},
-            {"self_attn.o_proj", h, q, false, "self_attn"},
-            {"mlp.gate_proj", c.intermediate_size, h, false, "pre_feedforward_layernorm"},
-            {"mlp.up_proj", c.intermediate_size, h, false, "pre_feedforward_layernorm"},
-            {"mlp.down_proj", h, c.intermediate_size, false, "mlp.act_fn"}};
+  // Llama-family attention (Gemma's has no biases: its config sets none).
+  std::vector<LinearSpec> out = {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
+                                 {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
+                                 {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
+                                 {"self_attn.o_proj", h, q, c.o_proj_bias, "self_attn"}};
+  if (c.family == ArchFamily::kMoe) {
+    // The experts in place of the MLP (moe_layout.h).
+    for (LinearSpec& linear : MoeMlpLinears(c)) out.push_back(std::move(linear));
+    return out;
   }
-  return {{"self_attn.q_proj", q, h, c.attention_bias, "input_layernorm"},
-          {"self_attn.k_proj", kv, h, c.attention_bias, "input_layernorm"},
-          {"self_attn.v_proj", kv, h, c.attention_bias, "input_layernorm"},
-          {"self_attn.o_proj", h, q, c.o_proj_bias, "self_attn"},
-          {"mlp.gate_proj", c.intermediate_size, h, c.mlp_bias, "post_attention_layernorm"},
-          {"mlp.up_proj", c.intermediate_size, h, c.mlp_bias, "post_attention_layernorm"},
-          {"mlp.down_proj", h, c.intermediate_size, c.mlp_bias, "mlp.act_fn"}};
+  // SwiGLU / GELU-tanh MLP. HF Gemma2/Gemma3DecoderLayer: the MLP reads pre_feedforward_layernorm
+  // (post_attention_layernorm there normalizes the attention's output before the residual add).
+  const std::string mlp_input = c.family == ArchFamily::kGemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
+  out.push_back({"mlp.gate_proj", c.intermediate_size, h, c.mlp_bias, mlp_input});
+  out.push_back({"mlp.up_proj", c.intermediate_size, h, c.mlp_bias, mlp_input});
+  out.push_back({"mlp.down_proj", h, c.intermediate_size, c.mlp_bias, "mlp.act_fn"});
+  return out;
 }
 
 std::string EmbedTokensName(const ModelConfig& config) {

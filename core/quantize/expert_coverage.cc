@@ -4,6 +4,7 @@
 
 #include "core/base/strings.h"
 #include "core/quantize/quant_linear.h"
+#include "core/runtime/moe_block.h"
 
 namespace quark::quantize {
 namespace {
@@ -17,14 +18,6 @@ bool NeedsStatistics(const QuantLinear& q) {
 
 }  // namespace
 
-absl::Status NoExpertTokensError(const std::string& expert, const std::string& consumer, int64_t min_expert_tokens) {
-  return absl::FailedPreconditionError(StrCat(
-      expert, ": no calibration tokens reached this expert (the router sent it none",
-      min_expert_tokens > 0 ? " and no other token was left to top it up"
-                            : " and the top-up is disabled: moe_min_expert_tokens = 0",
-      "), which leaves ", consumer, " without statistics"));
-}
-
 absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& coverage,
                                  const std::vector<std::shared_ptr<QuantLinear>>& linears, int64_t min_expert_tokens) {
   for (const runtime::ExpertCoverage& block : coverage) {
@@ -33,7 +26,7 @@ absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& cov
       const std::string prefix = block.experts[e] + ".";
       for (const auto& q : linears) {
         if (q->name().rfind(prefix, 0) == 0 && NeedsStatistics(*q)) {
-          return NoExpertTokensError(block.experts[e], "its static activation scales", min_expert_tokens);
+          return runtime::NoExpertTokensError(block.experts[e], "its static activation scales", min_expert_tokens);
         }
       }
     }

@@ -28,9 +28,6 @@ inline constexpr int64_t kDefaultMinExpertTokens = 32;
 absl::Status CheckExpertCoverage(const std::vector<runtime::ExpertCoverage>& coverage,
                                  const std::vector<std::shared_ptr<QuantLinear>>& linears, int64_t min_expert_tokens);
 
-/// The error for an expert that no calibration token reached ("<expert>: no calibration tokens ...").
-absl::Status NoExpertTokensError(const std::string& expert, const std::string& consumer, int64_t min_expert_tokens);
-
 /// Adds the counts of one layer to `metrics`: per expert "<expert>.routed_tokens" and, where it was topped up,
 /// "<expert>.topup_tokens" ("model.layers.3.mlp.experts.5.routed_tokens"); per layer "moe.layers.<i>.routed_min" (the
 /// fewest tokens the router sent to one expert) and "moe.layers.<i>.experts_topped_up"; over the run

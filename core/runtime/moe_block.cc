@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/base/strings.h"
 #include "core/runtime/matmul_precision.h"
 
 namespace quark::runtime {
@@ -107,6 +108,14 @@ ExpertCoverage MoeBlock::FinishCoverage() {
     experts[e]->forward(c.tokens.index_select(0, best));  // statistics only
   }
   return coverage;
+}
+
+absl::Status NoExpertTokensError(const std::string& expert, const std::string& consumer, int64_t min_expert_tokens) {
+  return absl::FailedPreconditionError(StrCat(
+      expert, ": no calibration tokens reached this expert (the router sent it none",
+      min_expert_tokens > 0 ? " and no other token was left to top it up"
+                            : " and the top-up is disabled: moe_min_expert_tokens = 0",
+      "), which leaves ", consumer, " without statistics"));
 }
 
 }  // namespace quark::runtime

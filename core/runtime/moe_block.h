@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "absl/status/status.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/linear.h"
 
@@ -67,5 +69,10 @@ class MoeBlock : public torch::nn::Module {
   std::vector<int64_t> routed_;
   std::vector<Candidates> candidates_;
 };
+
+/// FAILED_PRECONDITION for an expert that no calibration token reached, neither routed nor topped up ("<expert>: no
+/// calibration tokens reached this expert (...), which leaves <consumer> without statistics"). One wording for every
+/// consumer of calibration statistics: static observers, GPTQ's Hessians, the scaling algorithms.
+absl::Status NoExpertTokensError(const std::string& expert, const std::string& consumer, int64_t min_expert_tokens);
 
 }  // namespace quark::runtime

@@ -75,6 +75,11 @@ absl::StatusOr<std::pair<checkpoint::StDType, at::ScalarType>> ParseDtype(const 
   return absl::InvalidArgumentError(StrCat("dtype \"", dtype, "\" is not one of f32, bf16, f16"));
 }
 
+// config.json's torch_dtype for a stored dtype ParseDtype gives.
+std::string TorchDtypeName(checkpoint::StDType dtype) {
+  return dtype == checkpoint::StDType::kF32 ? "float32" : dtype == checkpoint::StDType::kBF16 ? "bfloat16" : "float16";
+}
+
 // `unit_offset_norms`: Gemma's norms scale by 1 + w, so w = 0 is their identity scale (not 1).
 absl::Status WriteTensor(checkpoint::CheckpointWriter& writer, const checkpoint::TensorSpec& spec, at::ScalarType dtype,
                          uint64_t seed, int64_t index, bool unit_offset_norms = false) {
@@ -136,19 +141,12 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
-  if (!MoeSyntheticShapes(arch).empty()) {
-    auto moe_dtype = ParseDtype(dtype);
-    if (!moe_dtype.ok()) return moe_dtype.status();
-    return MoeSyntheticConfig(arch, shape, moe_dtype->first == checkpoint::StDType::kF32    ? "float32"
-                                           : moe_dtype->first == checkpoint::StDType::kBF16 ? "bfloat16"
-                                                                                            : "float16");
-  }
-  if (!GemmaSyntheticShapes(arch).empty()) {
-    auto gemma_dtype = ParseDtype(dtype);
-    if (!gemma_dtype.ok()) return gemma_dtype.status();
-    return GemmaSyntheticConfig(arch, shape, gemma_dtype->first == checkpoint::StDType::kF32    ? "float32"
-                                             : gemma_dtype->first == checkpoint::StDType::kBF16 ? "bfloat16"
-                                                                                                : "float16");
+  const bool moe = !MoeSyntheticShapes(arch).empty(), gemma = !GemmaSyntheticShapes(arch).empty();
+  if (moe || gemma) {
+    auto parsed = ParseDtype(dtype);
+    if (!parsed.ok()) return parsed.status();
+    const std::string torch_dtype = TorchDtypeName(parsed->first);
+    return moe ? MoeSyntheticConfig(arch, shape, torch_dtype) : GemmaSyntheticConfig(arch, shape, torch_dtype);
   }
   if (arch != "llama" && arch != "mistral" && arch != "opt" && arch != "qwen3" && arch != "phi3") {
     return absl::InvalidArgumentError(StrCat("arch \"", arch, "\" is not one of llama, mistral, qwen3, phi3, opt"));
@@ -172,8 +170,7 @@ absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::
     c.rope_theta = s.rope_theta > 0 ? s.rope_theta : 10000.0;
     c.bos_token_id = s.bos;
     c.eos_token_id = s.eos;
-    c.torch_dtype = parsed->first == checkpoint::StDType::kF32 ? "float32"
-                    : parsed->first == checkpoint::StDType::kBF16 ? "bfloat16" : "float16";
+    c.torch_dtype = TorchDtypeName(parsed->first);
     c.tie_word_embeddings = c.family == ArchFamily::kOpt || shape == "tiny";
     if (c.family == ArchFamily::kOpt) {
       c.hidden_act = "relu";

@@ -95,33 +95,27 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
   return contexts_.emplace(seq_len, std::move(context)).first->second;
 }
 
+namespace {
+// A loaded layer of a concrete family as the streamer's DecoderLayer.
+template <typename Layer>
+absl::StatusOr<std::shared_ptr<DecoderLayer>> AsDecoderLayer(absl::StatusOr<std::shared_ptr<Layer>> layer) {
+  if (!layer.ok()) return layer.status();
+  return std::shared_ptr<DecoderLayer>(*std::move(layer));
+}
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_t index) const {
   if (index < 0 || index >= config_.num_hidden_layers) {
     return absl::OutOfRangeError(StrCat("layer ", index, " outside [0, ", config_.num_hidden_layers, ")"));
   }
-  if (IsOpt(config_)) {
-    auto layer = OptDecoderLayer::Load(config_, index, *weights_, dtype_);
-    if (!layer.ok()) return layer.status();
-    return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  switch (config_.family) {
+    case ArchFamily::kOpt: return AsDecoderLayer(OptDecoderLayer::Load(config_, index, *weights_, dtype_));
+    case ArchFamily::kPhi3: return AsDecoderLayer(Phi3DecoderLayer::Load(config_, index, *weights_, dtype_));
+    case ArchFamily::kGemma: return AsDecoderLayer(GemmaDecoderLayer::Load(config_, index, *weights_, dtype_));
+    case ArchFamily::kMoe: return AsDecoderLayer(MoeDecoderLayer::Load(config_, index, *weights_, dtype_));
+    case ArchFamily::kLlama: break;
   }
-  if (config_.family == ArchFamily::kPhi3) {
-    auto layer = Phi3DecoderLayer::Load(config_, index, *weights_, dtype_);
-    if (!layer.ok()) return layer.status();
-    return std::shared_ptr<DecoderLayer>(*std::move(layer));
-  }
-  if (config_.family == ArchFamily::kGemma) {
-    auto layer = GemmaDecoderLayer::Load(config_, index, *weights_, dtype_);
-    if (!layer.ok()) return layer.status();
-    return std::shared_ptr<DecoderLayer>(*std::move(layer));
-  }
-  if (config_.family == ArchFamily::kMoe) {
-    auto layer = MoeDecoderLayer::Load(config_, index, *weights_, dtype_);
-    if (!layer.ok()) return layer.status();
-    return std::shared_ptr<DecoderLayer>(*std::move(layer));
-  }
-  auto layer = LlamaDecoderLayer::Load(config_, index, *weights_, dtype_);
-  if (!layer.ok()) return layer.status();
-  return std::shared_ptr<DecoderLayer>(*std::move(layer));
+  return AsDecoderLayer(LlamaDecoderLayer::Load(config_, index, *weights_, dtype_));
 }
 
 absl::Status TransformerModel::LoadHead() {
