@@ -9,6 +9,7 @@
 #include "core/estimate/job_estimate.h"
 #include "server/api/spec_validation.h"
 #include "server/api/uri_policy.h"
+#include "server/scheduler/worker_fit.h"
 
 namespace quark::server {
 namespace {
@@ -106,8 +107,7 @@ absl::StatusOr<quark::Config> WithAlgos(quark::Config config,
 }
 
 // Why `e` cannot run on `kind`, or "".
-std::string DoesNotFit(const estimate::JobEstimate& e, const estimate::Throughput& rates, bool needs_gpu) {
-  if (needs_gpu && rates.gpu_memory_bytes == 0) return "needs a GPU (spec.resources.gpus); this worker has none";
+std::string DoesNotFit(const estimate::JobEstimate& e, const estimate::Throughput& rates) {
   if (rates.host_memory_bytes > 0 && e.peak_host_bytes > rates.host_memory_bytes) {
     return absl::StrCat("needs ", Gib(e.peak_host_bytes), " host memory at phase ", e.peak_host_phase, "; the worker has ",
                         Gib(rates.host_memory_bytes));
@@ -139,7 +139,7 @@ void FillEstimate(const estimate::JobEstimate& e, const Kind& kind, quark::v1::E
   out->set_peak_gpu_bytes(static_cast<int64_t>(e.peak_gpu_bytes));
   out->set_host_memory_bytes(static_cast<int64_t>(kind.rates.host_memory_bytes));
   out->set_gpu_memory_bytes(static_cast<int64_t>(kind.rates.gpu_memory_bytes));
-  out->set_does_not_fit(DoesNotFit(e, kind.rates, false));
+  out->set_does_not_fit(DoesNotFit(e, kind.rates));
 }
 
 }  // namespace
@@ -184,41 +184,72 @@ void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::
   }
 }
 
-absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const std::string& model_dir,
-                          const std::vector<WorkerProfile>& workers) {
-  if (workers.empty() || model_dir.empty()) return absl::OkStatus();
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir) {
+  JobMemoryNeeds needs;
   const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
-  if (!has_preset && !has_config) return absl::OkStatus();  // llama.cpp's own GGUF quantization: not modelled
-  absl::StatusOr<quark::Config> config =
-      ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
-                           spec.kv_cache_dtype(), spec.exclude());
-  if (config.ok()) config = WithAlgos(*std::move(config), spec.algo_config(), "spec.");
-  if (!config.ok()) return absl::OkStatus();  // ValidateSubmitRequest reports these
-  absl::StatusOr<estimate::ModelShape> model = estimate::ReadModelShape(model_dir);
-  if (!model.ok()) return absl::OkStatus();  // the worker reports an unreadable model with the job
-  const estimate::JobInputs job =
-      Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type());
-  const bool needs_gpu = spec.resources().gpus() > 0;
+  absl::StatusOr<estimate::JobEstimate> e = absl::UnavailableError("not estimated");
+  if (!model_dir.empty() && (has_preset || has_config)) {  // else llama.cpp's own GGUF quantization: not modelled
+    absl::StatusOr<quark::Config> config =
+        ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
+                             spec.kv_cache_dtype(), spec.exclude());
+    if (config.ok()) config = WithAlgos(*std::move(config), spec.algo_config(), "spec.");
+    absl::StatusOr<estimate::ModelShape> model =
+        config.ok() ? estimate::ReadModelShape(model_dir) : absl::StatusOr<estimate::ModelShape>(config.status());
+    if (model.ok()) {
+      estimate::Throughput rates = estimate::ReferenceThroughput();
+      rates.device = spec.resources().gpus() > 0 ? "cuda" : "cpu";
+      e = estimate::EstimateJob(
+          *model, Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type()), rates);
+    }
+  }
+  if (e.ok()) {
+    needs.host_bytes = static_cast<int64_t>(e->peak_host_bytes);
+    needs.host_phase = e->peak_host_phase;
+    if (spec.resources().gpus() > 0) {
+      needs.gpu_bytes = static_cast<int64_t>(e->peak_gpu_bytes);
+      needs.gpu_phase = e->peak_gpu_phase;
+    }
+  }
+  const int64_t asked = spec.resources().memory_mb() << 20;
+  if (asked > needs.host_bytes) {
+    needs.host_bytes = asked;
+    needs.host_phase = "spec.resources.memory_mb";
+  }
+  return needs;
+}
+
+absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& needs,
+                          const std::vector<WorkerProfile>& workers) {
+  if (workers.empty()) return absl::OkStatus();
+  const JobDemand demand{spec.resources().gpus(), needs.host_bytes, needs.gpu_bytes};
+  // Among the workers with the GPUs, the one with the most host memory names the refusal (as ValidateConfig's
+  // estimates, the largest worker is the one a user would grow).
   const WorkerProfile* largest = nullptr;
-  std::string why;
+  Shortfall largest_shortfall = Shortfall::kNone;
   for (const WorkerProfile& w : workers) {
-    absl::StatusOr<estimate::JobEstimate> e = estimate::EstimateJob(*model, job, w.rates);
-    if (!e.ok()) return absl::OkStatus();
-    if (DoesNotFit(*e, w.rates, needs_gpu).empty()) return absl::OkStatus();
+    const WorkerCapacity capacity{GpuDeviceCount(w.devices), static_cast<int64_t>(w.rates.host_memory_bytes),
+                                  static_cast<int64_t>(w.rates.gpu_memory_bytes)};
+    const Shortfall shortfall = ShortfallOf(capacity, demand);
+    if (shortfall == Shortfall::kNone) return absl::OkStatus();
+    if (shortfall == Shortfall::kGpus) continue;
     if (largest == nullptr || w.rates.host_memory_bytes > largest->rates.host_memory_bytes) {
       largest = &w;
-      if (needs_gpu && w.rates.gpu_memory_bytes == 0) {
-        why = absl::StrCat("needs a GPU (spec.resources.gpus = ", spec.resources().gpus(), "); none of the ",
-                           workers.size(), " registered workers has one");
-      } else {
-        const bool gpu = w.rates.gpu_memory_bytes > 0 && e->peak_gpu_bytes > w.rates.gpu_memory_bytes;
-        why = gpu ? absl::StrCat("needs ", Gib(e->peak_gpu_bytes), " GPU memory at phase ", e->peak_gpu_phase,
-                                 "; the largest worker has ", Gib(w.rates.gpu_memory_bytes))
-                  : absl::StrCat("needs ", Gib(e->peak_host_bytes), " host memory at phase ", e->peak_host_phase,
-                                 "; the largest worker has ", Gib(w.rates.host_memory_bytes));
-      }
+      largest_shortfall = shortfall;
     }
+  }
+  std::string why;
+  if (largest == nullptr) {
+    const int gpus = spec.resources().gpus();
+    why = absl::StrCat("needs ", gpus == 1 ? std::string("a GPU") : absl::StrCat(gpus, " GPUs"),
+                       " (spec.resources.gpus = ", gpus, "); none of the ", workers.size(),
+                       " registered workers has ", gpus == 1 ? "one" : "that many");
+  } else if (largest_shortfall == Shortfall::kGpuMemory) {
+    why = absl::StrCat("needs ", Gib(needs.gpu_bytes), " GPU memory at phase ", needs.gpu_phase,
+                       "; the largest worker has ", Gib(largest->rates.gpu_memory_bytes));
+  } else {
+    why = absl::StrCat("needs ", Gib(needs.host_bytes), " host memory at phase ", needs.host_phase,
+                       "; the largest worker has ", Gib(largest->rates.host_memory_bytes));
   }
   return absl::ResourceExhaustedError(absl::StrCat("spec: the job fits no registered worker: ", why));
 }

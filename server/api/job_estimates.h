@@ -20,11 +20,31 @@ void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::
                   const std::string& model_dir, const std::vector<WorkerProfile>& workers,
                   quark::v1::ValidateConfigResponse* response);
 
-/// RESOURCE_EXHAUSTED when at least one worker is known and the job fits none of them: its estimated peak host
-/// memory is above every worker's memory ("needs 31.2 GiB host memory at phase gptq; the largest worker has 24.0
-/// GiB"), or it asks for GPUs (spec.resources.gpus) and no worker has one. OK when it fits, when no worker is
-/// known, or when the model cannot be inspected here (not file://: the worker finds out).
-absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const std::string& model_dir,
+/// What a job needs of its worker's memory, recorded in the job (Job.needs_*_memory_bytes) and matched against
+/// each worker's announced memory at lease time (worker_fit.h). 0 = unknown (any worker).
+struct JobMemoryNeeds {
+  int64_t host_bytes = 0;
+  int64_t gpu_bytes = 0;   // only for jobs asking for GPUs
+  std::string host_phase;  // where the peak is ("gptq"; "spec.resources.memory_mb" when the spec asks for more)
+  std::string gpu_phase;
+};
+
+/// The job's estimated peak memory on the model in `model_dir` (core/estimate). The estimate is made once, on the
+/// reference rates with the device the job will run on (a CUDA kind for a job asking for GPUs, else a CPU kind),
+/// not per registered kind: peak memory depends only on that device (a CUDA worker keeps the working set on the
+/// GPU and two streamed layers on the host; a CPU worker keeps all of it on the host), not on any worker's speed,
+/// and a job queued before any worker registered is matched as well as one queued after. At least
+/// spec.resources.memory_mb (the size a job asks a Slurm worker for). Zeros when the model cannot be inspected
+/// here (not file://, unreadable: the worker finds out) or the job is llama.cpp's own GGUF quantization (not
+/// modelled).
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir);
+
+/// RESOURCE_EXHAUSTED when at least one worker is known and none of them would be handed the job at lease time
+/// (WorkerFitsJob): its estimated peak host memory is above every worker's announced memory ("needs 31.2 GiB host
+/// memory at phase gptq; the largest worker has 24.0 GiB"), or it asks for GPUs (spec.resources.gpus) and no
+/// worker announced that many GPU devices. OK when it fits one, when no worker is known, or when its needs are
+/// unknown (zeros) and it asks for no GPU.
+absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& needs,
                           const std::vector<WorkerProfile>& workers);
 
 }  // namespace quark::server

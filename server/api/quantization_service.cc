@@ -61,15 +61,17 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
-  if (status.ok() && workers_ != nullptr) {
-    status = CheckJobFits(request->spec(), UriPolicy::FilePath(request->spec().model_uri()), workers_->Live());
-  }
+  JobMemoryNeeds needs;
+  if (status.ok()) needs = EstimateJobNeeds(request->spec(), UriPolicy::FilePath(request->spec().model_uri()));
+  if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, workers_->Live());
   if (!status.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
     if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
     return FinishNow(context, status);
   }
   SubmitOptions options = access_->SubmitOptionsFor(*principal);
+  options.needs_host_memory_bytes = needs.host_bytes;
+  options.needs_gpu_memory_bytes = needs.gpu_bytes;
   // Keyed even with force (a later submit may reuse this run); hashing happens here, on a cache miss only.
   absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_);
   if (key.ok()) options.content_key = key->key;

@@ -24,6 +24,10 @@ ServerMetrics::ServerMetrics(metrics::Registry* r)
       uploaded_bytes(r->AddCounter("quarkd_uploaded_bytes_total", "Bytes of artifacts uploaded by finished jobs.")
                          .WithLabels({})),
       leases_lost(r->AddCounter("quarkd_leases_lost_total", "Leases taken back from workers.", {"reason"})),
+      lease_memory_skips(r->AddCounter("quarkd_lease_memory_skips_total",
+                                       "Queued jobs a lease passed over: the worker announced less host or GPU "
+                                       "memory than the job's estimated peak.",
+                                       {"resource"})),
       worker_restarts(r->AddCounter("quarkd_local_worker_restarts_total",
                                     "Local worker processes restarted after they exited.")
                           .WithLabels({})),

@@ -21,6 +21,9 @@ struct ServerMetrics {
   metrics::Gauge& workers_busy;               // quarkd_workers_busy: workers holding at least one lease
   metrics::Counter& uploaded_bytes;           // quarkd_uploaded_bytes_total: artifact bytes of finished jobs
   metrics::CounterFamily& leases_lost;        // quarkd_leases_lost_total{reason}
+  /// quarkd_lease_memory_skips_total{resource}: queued jobs a worker's lease passed over because the worker announced
+  /// less host or GPU memory than the job's estimated peak (worker_fit.h); counted at every such lease.
+  metrics::CounterFamily& lease_memory_skips;
   metrics::Counter& worker_restarts;          // quarkd_local_worker_restarts_total
   metrics::CounterFamily& grpc_requests;      // quarkd_grpc_requests_total{method,code}
   metrics::HistogramFamily& grpc_latency;     // quarkd_grpc_request_duration_seconds{method}

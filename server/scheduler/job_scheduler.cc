@@ -198,6 +198,8 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
     *job.mutable_created_at() = ToTimestamp(clock_->Now());
     job.set_content_key(options.content_key);
+    job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
+    job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
     std::vector<JobEvent> events;
     bool deduplicated = !options.content_key.empty() && !spec.force() && DeduplicateLocked(&job, &events);
     if (!deduplicated) events = {StateEventLocked(job)};

@@ -22,6 +22,7 @@
 #include "server/scheduler/clock.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/scheduler.h"
+#include "server/scheduler/worker_fit.h"
 #include "server/store/job_store.h"
 
 namespace quark::server {
@@ -95,10 +96,11 @@ class JobScheduler : public Scheduler {
     bool cancel_requested = false;
     absl::Time cancel_deadline;
     bool deadline_passed = false;    // its stop was asked for by spec.deadline_seconds, not CancelJob
+    bool memory_wait_noted = false;  // logged as passed over for memory (once per job)
   };
   struct Worker {
     int slots = 1;
-    int gpus = 0;  // GPU devices announced at registration (worker_fit.h)
+    WorkerCapacity capacity;  // GPU devices and memory announced at registration (worker_fit.h)
     std::set<std::string> leases;
     absl::Time last_seen;
   };
@@ -132,9 +134,13 @@ class JobScheduler : public Scheduler {
   void CountStateLocked(const quark::v1::Job& job, quark::v1::JobState from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountTenantLocked(const std::string& tenant, quark::v1::JobState state, int delta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// The first queued job whose tenant is under its running limit (queue_.end() when none).
-  /// The first queued job `worker` may run: its tenant below its running limit, its resources within the worker's.
-  std::set<QueueKey>::iterator NextRunnableLocked(const Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The first queued job `worker` may run: its tenant below its running limit, its resources within the worker's
+  /// (queue_.end() when none).
+  std::set<QueueKey>::iterator NextRunnableLocked(const std::string& worker_id, const Worker& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Counts a job passed over for memory (quarkd_lease_memory_skips_total) and logs it, once per job.
+  void NoteMemorySkipLocked(ActiveJob& active, const JobDemand& demand, const std::string& worker_id,
+                            const Worker& worker, Shortfall shortfall) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObservePhaseLocked(LeaseState& lease, const std::string& phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now, Answers* answers, std::vector<std::string>* to_kill)

@@ -37,11 +37,13 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
     }
     Worker& worker = workers_[request.worker_id()];
     worker.slots = std::max(1, request.slots());
-    worker.gpus = GpuDeviceCount(request.devices());
+    worker.capacity = CapacityOf(request);
     worker.last_seen = clock_->Now();
-    log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host={} version={}",
-                                ForLog(request.worker_id()), worker.slots, worker.gpus, ForLog(request.hostname()),
-                                ForLog(request.version()));
+    log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host_memory={} gpu_memory={} host={} "
+                                "version={}",
+                                ForLog(request.worker_id()), worker.slots, worker.capacity.gpus,
+                                worker.capacity.host_memory_bytes, worker.capacity.gpu_memory_bytes,
+                                ForLog(request.hostname()), ForLog(request.version()));
     DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
@@ -58,10 +60,19 @@ bool JobScheduler::HasFreeSlotLocked(const std::string& worker_id) {
   return it != workers_.end() && static_cast<int>(it->second.leases.size()) < it->second.slots;
 }
 
-std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked(const Worker& worker) {
+std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked(const std::string& worker_id,
+                                                                           const Worker& worker) {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    const Job& job = active_[std::get<2>(*it)].job;
-    if (!WorkerFitsJob(worker.gpus, job.spec())) continue;  // left for a worker with the GPUs it asks for
+    ActiveJob& active = active_[std::get<2>(*it)];
+    const Job& job = active.job;
+    const JobDemand demand = DemandOf(job);
+    const Shortfall shortfall = ShortfallOf(worker.capacity, demand);
+    if (shortfall != Shortfall::kNone) {
+      // Skipped, not waited on: left for a worker with the GPUs or the memory it needs, while this one goes on
+      // with the jobs behind it.
+      if (shortfall != Shortfall::kGpus) NoteMemorySkipLocked(active, demand, worker_id, worker, shortfall);
+      continue;
+    }
     const std::string& tenant = job.tenant();
     auto limit = max_running_.find(tenant);
     if (limit == max_running_.end() || limit->second <= 0) return it;
@@ -73,8 +84,9 @@ std::set<JobScheduler::QueueKey>::iterator JobScheduler::NextRunnableLocked(cons
 
 bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* response) {
   if (queue_.empty() || !HasFreeSlotLocked(worker_id)) return false;
-  auto next = NextRunnableLocked(workers_[worker_id]);
-  // Every queued job's tenant is at its running limit, or every one asks for more GPUs than the worker has.
+  auto next = NextRunnableLocked(worker_id, workers_[worker_id]);
+  // Every queued job's tenant is at its running limit, or every one asks for more GPUs or memory than the worker
+  // has.
   if (next == queue_.end()) return false;
   QueueKey key = *next;
   ActiveJob& active = active_[std::get<2>(key)];
@@ -118,6 +130,15 @@ bool JobScheduler::AssignLocked(const std::string& worker_id, LeaseResponse* res
                               lease_id);
   FollowLeaderLocked(job);
   return true;
+}
+
+void JobScheduler::NoteMemorySkipLocked(ActiveJob& active, const JobDemand& demand, const std::string& worker_id,
+                                        const Worker& worker, Shortfall shortfall) {
+  if (metrics_ != nullptr) metrics_->lease_memory_skips.WithLabels({MemoryLabel(shortfall)}).Increment();
+  if (active.memory_wait_noted) return;  // once per job, not once per poll
+  active.memory_wait_noted = true;
+  log::Get("scheduler")->info("job={} {}", active.job.id(),
+                              MemoryWaitText(demand, worker.capacity, shortfall, ForLog(worker_id)));
 }
 
 void JobScheduler::AnswerWaiterLocked(uint64_t wait_id, LeaseResponse response, Answers* answers) {

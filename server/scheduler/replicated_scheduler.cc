@@ -173,6 +173,8 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
   if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
   *job.mutable_created_at() = ToTimestamp(clock_->Now());
   job.set_content_key(options.content_key);
+  job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
+  job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
   std::vector<JobEvent> events;
   bool deduplicated = !options.content_key.empty() && !spec.force() && Deduplicate(&job, &events);
   if (!deduplicated) events = {StateEvent(job, absl::ToUnixMillis(clock_->Now()))};
@@ -253,7 +255,7 @@ RegisterResponse ReplicatedScheduler::Register(const RegisterRequest& request) {
     absl::MutexLock lock(&mu_);
     Worker& worker = workers_[worker_id];
     worker.slots = std::max(1, request.slots());
-    worker.gpus = GpuDeviceCount(request.devices());
+    worker.capacity = CapacityOf(request);
     worker.last_seen = clock_->Now();
   }
   // A worker process registers once; a Register under an id that holds leases is a restarted process, through
@@ -271,14 +273,34 @@ RegisterResponse ReplicatedScheduler::Register(const RegisterRequest& request) {
       if (metrics_ != nullptr) metrics_->leases_lost.WithLabels({"worker_restarted"}).Increment();
     }
   }
-  log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host={} version={}", ForLog(worker_id),
-                              std::max(1, request.slots()), GpuDeviceCount(request.devices()), ForLog(request.hostname()),
+  const WorkerCapacity capacity = CapacityOf(request);
+  log::Get("scheduler")->info("job=- worker={} registered slots={} gpus={} host_memory={} gpu_memory={} host={} "
+                              "version={}",
+                              ForLog(worker_id), std::max(1, request.slots()), capacity.gpus,
+                              capacity.host_memory_bytes, capacity.gpu_memory_bytes, ForLog(request.hostname()),
                               ForLog(request.version()));
   Wake();
   RegisterResponse response;
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   response.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
   return response;
+}
+
+void ReplicatedScheduler::NoteMemoryPassOvers(const std::string& worker_id, const WorkerCapacity& capacity,
+                                              const std::vector<MemoryPassOver>& passed_over) {
+  for (const MemoryPassOver& pass : passed_over) {
+    const Shortfall shortfall = ShortfallOf(capacity, pass.demand);
+    if (shortfall != Shortfall::kHostMemory && shortfall != Shortfall::kGpuMemory) continue;
+    if (metrics_ != nullptr) metrics_->lease_memory_skips.WithLabels({MemoryLabel(shortfall)}).Increment();
+    {
+      absl::MutexLock lock(&mu_);
+      // Bounded: past kMaxMemoryNoted jobs the set starts over, and a job still waiting may be logged once more.
+      if (memory_noted_.size() >= kMaxMemoryNoted) memory_noted_.clear();
+      if (!memory_noted_.insert(pass.job_id).second) continue;  // once per job (on this replica), not per poll
+    }
+    log::Get("scheduler")->info("job={} {}", pass.job_id,
+                                MemoryWaitText(pass.demand, capacity, shortfall, ForLog(worker_id)));
+  }
 }
 
 bool ReplicatedScheduler::MayLeaseLocked(const std::string& worker_id) {
@@ -295,13 +317,14 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
   std::string lease_id = NewId("lease-");
   int64_t ttl_ms = absl::ToInt64Milliseconds(options_.lease_timeout);
   std::map<std::string, int64_t> limits;
-  int gpus = 0;
+  WorkerCapacity capacity;
   {
     absl::MutexLock lock(&mu_);
     limits = max_running_;
     auto worker = workers_.find(worker_id);
-    if (worker != workers_.end()) gpus = worker->second.gpus;
+    if (worker != workers_.end()) capacity = worker->second.capacity;
   }
+  std::vector<MemoryPassOver> passed_over;
   absl::StatusOr<std::optional<LeaseRow>> claimed =
       queue_->ClaimNext(worker_id, slots, [&](int64_t now_ms, LeaseRow* row, std::vector<JobEvent>* events) {
         Job& job = row->job;
@@ -319,7 +342,8 @@ LeaseResponse ReplicatedScheduler::Claim(const std::string& worker_id, int slots
         row->cancel_deadline_ms = 0;
         events->push_back(StateEvent(job, now_ms));
         return true;
-      }, limits, gpus);
+      }, limits, capacity, &passed_over);
+  NoteMemoryPassOvers(worker_id, capacity, passed_over);
   if (!claimed.ok()) {
     log::Get("scheduler")->warn("job=- worker={} lease not taken: {}", ForLog(worker_id),
                                 ForLog(claimed.status().ToString()));

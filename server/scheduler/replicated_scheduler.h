@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -23,6 +24,7 @@
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/store/shared_job_queue.h"
+#include "server/scheduler/worker_fit.h"
 
 namespace quark::server {
 
@@ -69,7 +71,7 @@ class ReplicatedScheduler : public Scheduler {
   };
   struct Worker {
     int slots = 1;
-    int gpus = 0;  // GPU devices announced at registration (worker_fit.h)
+    WorkerCapacity capacity;  // GPU devices and memory announced at registration (worker_fit.h)
     absl::Time last_seen;
   };
 
@@ -77,6 +79,9 @@ class ReplicatedScheduler : public Scheduler {
   int SlotsLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Claims the next queued job for `worker_id` in the store; an empty response when none is free.
   quark::v1::internal::LeaseResponse Claim(const std::string& worker_id, int slots);
+  /// Counts the jobs a claim passed over for memory (quarkd_lease_memory_skips_total) and logs each job once.
+  void NoteMemoryPassOvers(const std::string& worker_id, const WorkerCapacity& capacity,
+                           const std::vector<MemoryPassOver>& passed_over);
   /// Puts a claimed job whose Lease caller is gone back in the queue, its attempt withdrawn.
   void HandBack(const std::string& lease_id);
   void DispatchLoop();
@@ -106,6 +111,8 @@ class ReplicatedScheduler : public Scheduler {
   bool leasing_stopped_ ABSL_GUARDED_BY(mu_) = false;
   WorkerKiller killer_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);  // tenant -> running jobs allowed
+  static constexpr size_t kMaxMemoryNoted = 4096;
+  std::set<std::string> memory_noted_ ABSL_GUARDED_BY(mu_);  // jobs logged as passed over for memory
 
   std::atomic<int> queue_depth_{0};
   std::atomic<int> running_{0};

@@ -30,6 +30,10 @@ struct SubmitOptions {
   /// this key that succeeded is returned (a new SUCCEEDED job with its result) and a queued or running one is
   /// followed (the new job ends as that one does; a follower is never leased).
   std::string content_key;
+  /// Stored in the job (Job.needs_*_memory_bytes): a worker that announced less memory is not handed it
+  /// (worker_fit.h). 0 = unknown: any worker.
+  int64_t needs_host_memory_bytes = 0;
+  int64_t needs_gpu_memory_bytes = 0;
 };
 
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.

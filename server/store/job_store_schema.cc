@@ -57,6 +57,13 @@ const std::vector<std::string>& Migrations() {
       ALTER TABLE jobs ADD COLUMN content_key TEXT NOT NULL DEFAULT '';
       CREATE INDEX jobs_by_content_key ON jobs (tenant, content_key, state, seq) WHERE content_key <> '';
       )sql",
+      // 4: what a job needs of its worker (worker_fit.h): the GPUs it asks for and its estimated peak memory, as the
+      // PostgreSQL store's claim filters on them. Jobs stored before read 0 (unknown): any worker may lease them.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE jobs ADD COLUMN host_memory_bytes INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE jobs ADD COLUMN gpu_memory_bytes INTEGER NOT NULL DEFAULT 0;
+      )sql",
   };
   return migrations;
 }

@@ -64,7 +64,49 @@ absl::Status AppendEvents(PGconn* conn, const std::string& job_id, std::vector<J
   return notified.status();
 }
 
+// Up to kMaxPassOvers QUEUED jobs ahead of `claimed` (of any, when nothing was claimed) that the claim's filters
+// (`skip`, with its `params`) and `worker`'s GPUs let through but its memory did not.
+absl::StatusOr<std::vector<MemoryPassOver>> MemoryPassOvers(PGconn* conn, const std::string& skip,
+                                                            const PgParams& params, const WorkerCapacity& worker,
+                                                            const std::optional<LeaseRow>& claimed) {
+  std::string ahead;
+  if (claimed.has_value()) {
+    const int64_t priority = claimed->job.spec().priority();
+    ahead = absl::StrCat(" AND (priority > ", priority, " OR (priority = ", priority, " AND seq < ", claimed->order,
+                         "))");
+  }
+  absl::StatusOr<PgResult> found = PgExec(
+      conn,
+      absl::StrCat("SELECT id, gpus, host_memory_bytes, gpu_memory_bytes FROM jobs WHERE state = 1 AND follows = ''",
+                   skip, " AND gpus <= ", worker.gpus, " AND NOT ", PgMemoryFitSql(worker), ahead,
+                   " ORDER BY priority DESC, seq LIMIT ", SharedJobQueue::kMaxPassOvers),
+      params);
+  if (!found.ok()) return found.status();
+  std::vector<MemoryPassOver> out;
+  for (int i = 0; i < found->rows(); ++i) {
+    MemoryPassOver& pass = out.emplace_back();
+    pass.job_id = found->Text(i, 0);
+    pass.demand.gpus = static_cast<int>(found->Int(i, 1));
+    pass.demand.host_memory_bytes = found->Int(i, 2);
+    pass.demand.gpu_memory_bytes = found->Int(i, 3);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string PgMemoryFitSql(const WorkerCapacity& worker) {
+  // A job's 0 (unknown) is below any positive announcement; a worker's 0 (unknown) drops the condition.
+  std::vector<std::string> conditions;
+  if (worker.host_memory_bytes > 0) conditions.push_back(absl::StrCat("host_memory_bytes <= ", worker.host_memory_bytes));
+  if (worker.gpu_memory_bytes > 0) conditions.push_back(absl::StrCat("gpu_memory_bytes <= ", worker.gpu_memory_bytes));
+  if (conditions.empty()) return "TRUE";
+  return absl::StrCat("(", absl::StrJoin(conditions, " AND "), ")");
+}
+
+std::string PgWorkerFitSql(const WorkerCapacity& worker) {
+  return absl::StrCat("(gpus <= ", worker.gpus, " AND ", PgMemoryFitSql(worker), ")");
+}
 
 absl::StatusOr<LeaseRow> ParsePgRow(const PgResult& result, int i) {
   LeaseRow row;
@@ -154,10 +196,12 @@ absl::Status PostgresJobStore::UpdateLockedRow(PGconn* conn, const std::string& 
 
 absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(
     const std::string& worker_id, int max_held, const RowUpdate& update,
-    const std::map<std::string, int64_t>& tenant_limits, int worker_gpus) {
+    const std::map<std::string, int64_t>& tenant_limits, const WorkerCapacity& worker,
+    std::vector<MemoryPassOver>* passed_over) {
   std::optional<LeaseRow> claimed;
   absl::Status status = InTransaction([&](PGconn* conn) -> absl::Status {
     claimed.reset();
+    if (passed_over != nullptr) passed_over->clear();
     if (max_held > 0) {
       absl::StatusOr<PgResult> held =
           PgExec(conn, "SELECT COUNT(*) FROM jobs WHERE state = 2 AND lease_worker = $1", PgParams().Add(worker_id));
@@ -171,16 +215,21 @@ absl::StatusOr<std::optional<LeaseRow>> PostgresJobStore::ClaimNext(
       if (!full.ok()) return full.status();
       skip = *full;
     }
-    skip += absl::StrCat(" AND gpus <= ", worker_gpus);
     LeaseRow row;
     bool found = false;
     bool changed = false;
     absl::Status s = UpdateLockedRow(
         conn,
-        absl::StrCat("SELECT ", kPgRowColumns, " FROM jobs WHERE state = 1 AND follows = ''", skip,
-                     " ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
+        absl::StrCat("SELECT ", kPgRowColumns, " FROM jobs WHERE state = 1 AND follows = ''", skip, " AND ",
+                     PgWorkerFitSql(worker), " ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
         params, update, &row, &found, &changed);
     if (s.ok() && changed) claimed = std::move(row);
+    // Only a worker that announced memory can pass a job over for it.
+    if (s.ok() && passed_over != nullptr && (worker.host_memory_bytes > 0 || worker.gpu_memory_bytes > 0)) {
+      absl::StatusOr<std::vector<MemoryPassOver>> passes = MemoryPassOvers(conn, skip, params, worker, claimed);
+      if (!passes.ok()) return passes.status();
+      *passed_over = std::move(*passes);
+    }
     return s;
   });
   if (!status.ok()) return status;

@@ -88,6 +88,13 @@ const std::vector<std::string>& PgMigrations() {
       R"sql(
       ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
       )sql",
+      // 4: the job's estimated peak memory (Job.needs_host_memory_bytes / needs_gpu_memory_bytes), so that a claim
+      // passes over jobs its worker has not the memory for (PgWorkerFitSql). Rows queued before read 0: unknown,
+      // any worker.
+      R"sql(
+      ALTER TABLE jobs ADD COLUMN host_memory_bytes BIGINT NOT NULL DEFAULT 0,
+                       ADD COLUMN gpu_memory_bytes BIGINT NOT NULL DEFAULT 0;
+      )sql",
   };
   return migrations;
 }
@@ -234,12 +241,14 @@ absl::StatusOr<StoredJob> PostgresJobStore::CreateJob(const Job& job, std::vecto
                                                     : std::string());
     params.Add(job.spec().deadline_seconds());
     params.Add(static_cast<int64_t>(job.spec().resources().gpus()));
+    params.Add(job.needs_host_memory_bytes()).Add(job.needs_gpu_memory_bytes());
     // ON CONFLICT waits for a concurrent insert of the same request id (another replica) to commit, then skips.
     absl::StatusOr<PgResult> inserted = PgExec(
         conn,
         absl::StrCat("INSERT INTO jobs (id, request_id, tenant, state, priority, preset, created_unix_ms, job, "
-                     "content_key, follows, deadline_ms, gpus) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                     "CASE WHEN $11::BIGINT > 0 THEN ", kPgNowMs, " + $11::BIGINT * 1000 END, $12) "
+                     "content_key, follows, deadline_ms, gpus, host_memory_bytes, gpu_memory_bytes) VALUES ($1, $2, "
+                     "$3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $11::BIGINT > 0 THEN ", kPgNowMs,
+                     " + $11::BIGINT * 1000 END, $12, $13, $14) "
                      "ON CONFLICT (request_id) DO NOTHING RETURNING seq"),
         params);
     if (!inserted.ok()) return inserted.status();

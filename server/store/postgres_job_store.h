@@ -50,7 +50,8 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   absl::StatusOr<std::optional<LeaseRow>> ClaimNext(const std::string& worker_id, int max_held,
                                                     const RowUpdate& update,
                                                     const std::map<std::string, int64_t>& tenant_limits = {},
-                                                    int worker_gpus = 0) override;
+                                                    const WorkerCapacity& worker = {},
+                                                    std::vector<MemoryPassOver>* passed_over = nullptr) override;
   absl::StatusOr<LeaseRow> UpdateJobRow(const std::string& job_id, const RowUpdate& update) override;
   absl::StatusOr<LeaseRow> UpdateLeasedRow(const std::string& lease_id, const RowUpdate& update) override;
   absl::StatusOr<bool> RenewLease(const std::string& lease_id, int64_t ttl_ms) override;
@@ -91,6 +92,12 @@ absl::Status WritePgRow(PGconn* conn, const LeaseRow& row, std::vector<quark::v1
 
 /// Parses the lease columns selected by kPgRowColumns into a LeaseRow.
 absl::StatusOr<LeaseRow> ParsePgRow(const PgResult& result, int row);
+
+/// WorkerFitsJob (worker_fit.h) on the jobs table's columns (gpus, host_memory_bytes, gpu_memory_bytes; 0 =
+/// unknown): a condition for a WHERE clause, the worker's announced numbers inlined (integers, nothing quoted).
+std::string PgWorkerFitSql(const WorkerCapacity& worker);
+/// The memory half of PgWorkerFitSql ("TRUE" for a worker that announced no memory).
+std::string PgMemoryFitSql(const WorkerCapacity& worker);
 
 /// The database clock in milliseconds since the epoch (leases and deadlines run on it, never a replica's).
 inline constexpr char kPgNowMs[] = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "quark/v1/service.pb.h"
+#include "server/scheduler/worker_fit.h"
 
 namespace quark::server {
 
@@ -30,6 +31,12 @@ struct LeaseRow {
 /// `now_ms` is the database clock read in that transaction. Must not block or call the store.
 using RowUpdate = std::function<bool(int64_t now_ms, LeaseRow* row, std::vector<quark::v1::JobEvent>* events)>;
 
+/// A queued job a claim passed over because the claiming worker lacks the memory it needs (worker_fit.h).
+struct MemoryPassOver {
+  std::string job_id;
+  JobDemand demand;
+};
+
 /// Thread-safe. Errors as absl::Status; UNAVAILABLE while the database cannot be reached.
 class SharedJobQueue {
  public:
@@ -39,12 +46,16 @@ class SharedJobQueue {
   /// (FOR UPDATE SKIP LOCKED, so two replicas never take the same row) and applies `update`. nullopt when no
   /// job is free or `worker_id` already holds `max_held` running jobs. Jobs of a tenant in `tenant_limits` that
   /// already runs that many (across every replica) are passed over; such claims are serialized between replicas
-  /// so that two of them never both take a tenant's last free place. Jobs asking for more GPUs than `worker_gpus`
-  /// (JobSpec.resources.gpus) are passed over too: they wait for a worker that has them.
+  /// so that two of them never both take a tenant's last free place. Jobs that `worker` does not fit
+  /// (WorkerFitsJob: more GPUs or memory than it announced) are passed over too: they wait for a worker that has
+  /// them. When `passed_over` is set it receives, in queue order, up to kMaxPassOvers jobs that `worker` would have
+  /// taken before the claimed one (before none: any) but for memory.
   virtual absl::StatusOr<std::optional<LeaseRow>> ClaimNext(const std::string& worker_id, int max_held,
                                                             const RowUpdate& update,
                                                             const std::map<std::string, int64_t>& tenant_limits = {},
-                                                            int worker_gpus = 0) = 0;
+                                                            const WorkerCapacity& worker = {},
+                                                            std::vector<MemoryPassOver>* passed_over = nullptr) = 0;
+  static constexpr int kMaxPassOvers = 16;
   /// Locks job `job_id` (waiting for other holders) and applies `update`. NOT_FOUND naming the id.
   virtual absl::StatusOr<LeaseRow> UpdateJobRow(const std::string& job_id, const RowUpdate& update) = 0;
   /// Locks the RUNNING job holding `lease_id`; NOT_FOUND when none does (lost, completed or unknown).

@@ -62,8 +62,8 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
   };
   const Entry entries[] = {
       {&s.insert_job,
-       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job, tenant, content_key) "
-       "VALUES (?,?,?,?,?,?,?,?,?)"},
+       "INSERT INTO jobs (id, request_id, state, priority, preset, created_unix_ms, job, tenant, content_key, gpus, "
+       "host_memory_bytes, gpu_memory_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&s.update_job, "UPDATE jobs SET state = ?, priority = ?, job = ? WHERE id = ?"},
       {&s.get_job, "SELECT job FROM jobs WHERE id = ?"},
       {&s.get_by_request, "SELECT seq, job FROM jobs WHERE request_id = ?"},
@@ -194,6 +194,8 @@ absl::StatusOr<StoredJob> SqliteJobStore::CreateJob(const Job& job, std::vector<
   insert.Bind(3, job.state()).Bind(4, job.spec().priority()).Bind(5, PresetLabel(job.spec()));
   insert.Bind(6, TimeUtil::TimestampToMilliseconds(job.created_at())).BindBlob(7, job.SerializeAsString());
   insert.Bind(8, job.tenant()).Bind(9, job.content_key());
+  insert.Bind(10, job.spec().resources().gpus()).Bind(11, job.needs_host_memory_bytes());
+  insert.Bind(12, job.needs_gpu_memory_bytes());
   status = insert.Run();
   insert.Reset();
   if (!status.ok()) return status;

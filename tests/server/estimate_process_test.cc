@@ -43,6 +43,7 @@ class EstimateProcessTest : public ::testing::Test {
     request.set_worker_id(id);
     request.set_slots(1);
     request.add_devices("cpu");
+    if (gpu_memory > 0) request.add_devices("cuda:0");  // a GPU device, as the scheduler counts GPUs
     ipb::WorkerThroughput* t = request.mutable_throughput();
     t->set_threads(2);
     t->set_gemm_gflops(gemm_gflops);
@@ -74,7 +75,19 @@ class EstimateProcessTest : public ::testing::Test {
     return response;
   }
 
-  grpc::Status Submit(int gpus = 0) {
+  // The worker's Lease, answered at once: the job id leased ("" when none).
+  std::string LeaseNow(const std::string& worker_id) {
+    ipb::LeaseRequest request;
+    request.set_worker_id(worker_id);
+    request.set_wait_ms(0);
+    grpc::ClientContext context;
+    ipb::LeaseResponse response;
+    grpc::Status status = workers_->Lease(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.job().id();
+  }
+
+  grpc::Status Submit(int gpus = 0, pb::Job* submitted = nullptr) {
     pb::SubmitJobRequest request;
     request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
     request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
@@ -85,7 +98,7 @@ class EstimateProcessTest : public ::testing::Test {
     request.mutable_spec()->mutable_calibration()->set_seq_len(64);
     grpc::ClientContext context;
     pb::Job job;
-    return stub_->SubmitJob(&context, request, &job);
+    return stub_->SubmitJob(&context, request, submitted != nullptr ? submitted : &job);
   }
 
   // The estimate the library gives for the same job on the reference rates.
@@ -171,6 +184,25 @@ TEST_F(EstimateProcessTest, AJobAskingForAGpuIsRefusedWhenNoWorkerHasOne) {
   EXPECT_NE(refused.error_message().find("needs a GPU"), std::string::npos) << refused.error_message();
   ASSERT_TRUE(Register("gpu", 50, 64ll << 30, 80ll << 30).ok());
   EXPECT_TRUE(Submit(/*gpus=*/1).ok());
+}
+
+// SubmitJob records the job's estimated peak host memory in the job (GetJob shows it); at lease time a worker that
+// announced less is not handed it, a worker with enough is.
+TEST_F(EstimateProcessTest, TheEstimatedNeedIsRecordedAndOnlyAWorkerWithTheMemoryLeasesTheJob) {
+  ASSERT_TRUE(Register("small", 50, 64ll << 20).ok());
+  ASSERT_TRUE(Register("big", 50, 64ll << 30).ok());
+  pb::Job job;
+  ASSERT_TRUE(Submit(0, &job).ok());
+  EXPECT_EQ(job.needs_host_memory_bytes(), static_cast<int64_t>(Expected().peak_host_bytes));
+  EXPECT_EQ(job.needs_gpu_memory_bytes(), 0) << "a CPU job records no GPU need";
+  pb::GetJobRequest get;
+  get.set_id(job.id());
+  grpc::ClientContext context;
+  pb::Job got;
+  ASSERT_TRUE(stub_->GetJob(&context, get, &got).ok());
+  EXPECT_EQ(got.needs_host_memory_bytes(), job.needs_host_memory_bytes());
+  EXPECT_EQ(LeaseNow("small"), "") << "64 MiB announced, " << job.needs_host_memory_bytes() << " bytes needed";
+  EXPECT_EQ(LeaseNow("big"), job.id());
 }
 
 TEST_F(EstimateProcessTest, ThroughputThatIsNotAFiniteNonNegativeNumberIsRefused) {

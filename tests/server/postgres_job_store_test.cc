@@ -145,13 +145,13 @@ TEST_F(PostgresJobStoreTest, ClaimsPassOverJobsNeedingMoreGpusThanTheWorkerHas) 
   };
   create("job-gpu2", 2);
   create("job-cpu", 0);
-  auto cpu = b_->ClaimNext("cpu-worker", 0, ClaimFor("cpu-worker", "lease-1", 60000), {}, /*worker_gpus=*/0);
+  auto cpu = b_->ClaimNext("cpu-worker", 0, ClaimFor("cpu-worker", "lease-1", 60000), {}, WorkerCapacity{/*gpus=*/0});
   ASSERT_TRUE(cpu.ok() && cpu->has_value()) << cpu.status();
   EXPECT_EQ((*cpu)->job.id(), "job-cpu");
-  auto one_gpu = a_->ClaimNext("one-gpu", 0, ClaimFor("one-gpu", "lease-2", 60000), {}, /*worker_gpus=*/1);
+  auto one_gpu = a_->ClaimNext("one-gpu", 0, ClaimFor("one-gpu", "lease-2", 60000), {}, WorkerCapacity{/*gpus=*/1});
   ASSERT_TRUE(one_gpu.ok());
   EXPECT_FALSE(one_gpu->has_value()) << "job-gpu2 asks for 2 GPUs";
-  auto two_gpus = a_->ClaimNext("two-gpus", 0, ClaimFor("two-gpus", "lease-3", 60000), {}, /*worker_gpus=*/2);
+  auto two_gpus = a_->ClaimNext("two-gpus", 0, ClaimFor("two-gpus", "lease-3", 60000), {}, WorkerCapacity{/*gpus=*/2});
   ASSERT_TRUE(two_gpus.ok() && two_gpus->has_value()) << two_gpus.status();
   EXPECT_EQ((*two_gpus)->job.id(), "job-gpu2");
 }
