@@ -126,8 +126,9 @@ absl::Status WorkerAgent::Register() {
     Untrack(context.get());
     if (status.ok()) {
       if (response.heartbeat_interval_ms() > 0) heartbeat_interval_ms_.store(response.heartbeat_interval_ms());
-      log::Get("worker")->info("worker={} registered with {} (heartbeat {} ms)", options_.worker_id,
-                               options_.server_address, heartbeat_interval_ms_.load());
+      lease_timeout_ms_.store(std::max<int64_t>(0, response.lease_timeout_ms()));
+      log::Get("worker")->info("worker={} registered with {} (heartbeat {} ms, lease timeout {} ms)", options_.worker_id,
+                               options_.server_address, heartbeat_interval_ms_.load(), lease_timeout_ms_.load());
       return absl::OkStatus();
     }
     if (!IsTransientRpcError(status) && status.error_code() != grpc::StatusCode::CANCELLED) {

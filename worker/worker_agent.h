@@ -112,6 +112,8 @@ class WorkerAgent {
   std::atomic<int> jobs_running_{0};
   std::atomic<int64_t> idle_since_ms_{0};  // steady clock, when the last job ended (or Run started)
   std::atomic<int64_t> heartbeat_interval_ms_{2000};
+  // The server's lease timeout (RegisterResponse); 0 = not announced (an old server): no self-fencing.
+  std::atomic<int64_t> lease_timeout_ms_{0};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   std::set<grpc::ClientContext*> live_contexts_;  // guarded by mu_; not owned

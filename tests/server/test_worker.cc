@@ -9,7 +9,8 @@
 //   crash              progress, then exits with status 3 mid-job
 //   fail               completes with an error
 //   sleep              progress, then heartbeats for the job label "test-sleep-ms" (default 1000) and succeeds;
-//                      a lost lease ends it without Complete
+//                      a lost lease ends it without Complete, and so does the worker's own count of the lease
+//                      timeout when no heartbeat gets through (as quark-worker fences itself: worker/lease_run.h)
 // QUARK_TEST_WORKER_RUNS_FILE: every job run appends "start JOB WORKER PID MS" and "end JOB WORKER PID MS OUTCOME"
 // lines (one write each, O_APPEND), so a test can see which process ran what when.
 // Attempts up to N (flag, env QUARK_TEST_WORKER_HANG_ATTEMPTS, or job label "test-hang-attempts") behave as
@@ -20,7 +21,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -86,6 +89,7 @@ class TestWorker {
       pb::RegisterResponse response;
       if (stub_->Register(Context(5).get(), request, &response).ok()) {
         heartbeat_ms_ = std::max<int64_t>(10, response.heartbeat_interval_ms());
+        lease_timeout_ms_ = response.lease_timeout_ms();
         return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -123,6 +127,29 @@ class TestWorker {
     return it != labels.end() ? it->second : options_.mode;
   }
 
+  // Self-fencing as quark-worker does it: quarkd expires a lease lease_timeout after the last renewal it received,
+  // so a renewal counts from when it was sent; past the deadline (less a heartbeat of margin) the run stops
+  // without Complete. 0 = quarkd announced no timeout.
+  int64_t FenceDeadlineMs() const {
+    if (lease_timeout_ms_ <= 0) return INT64_MAX;
+    return renewed_ms_ + lease_timeout_ms_ - std::min(heartbeat_ms_, lease_timeout_ms_ / 4);
+  }
+  // A heartbeat (with `fenced`, one that waits no longer than the fence); true when it got through.
+  bool Heartbeat(const std::string& lease_id, pb::HeartbeatResponse* response, bool fenced) {
+    pb::HeartbeatRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_lease_id(lease_id);
+    const int64_t sent = NowMs();
+    auto context = Context(5);
+    if (fenced && FenceDeadlineMs() != INT64_MAX) {
+      const int64_t wait = std::max<int64_t>(1, std::min<int64_t>(5000, FenceDeadlineMs() - sent));
+      context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
+    }
+    if (!stub_->Heartbeat(context.get(), request, response).ok()) return false;
+    renewed_ms_ = std::max(renewed_ms_, sent);
+    return true;
+  }
+
   void Progress(const std::string& lease_id, const std::string& phase, double fraction) {
     pb::ReportProgressRequest request;
     request.set_lease_id(lease_id);
@@ -131,10 +158,12 @@ class TestWorker {
     request.mutable_progress()->set_message("pid=" + std::to_string(getpid()) +
                                             " data_dir=" + Env("QUARK_WORKER_DATA_DIR", "-"));
     pb::ReportProgressResponse response;
-    stub_->ReportProgress(Context(5).get(), request, &response);
+    const int64_t sent = NowMs();
+    if (stub_->ReportProgress(Context(5).get(), request, &response).ok()) renewed_ms_ = std::max(renewed_ms_, sent);
   }
 
-  void Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error) {
+  // True when quarkd took the completion.
+  bool Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error) {
     pb::CompleteRequest request;
     request.set_lease_id(lease_id);
     request.set_success(success);
@@ -147,18 +176,15 @@ class TestWorker {
       request.mutable_result()->mutable_metrics()->insert({"seconds_total", 0.01});
     }
     pb::CompleteResponse response;
-    stub_->Complete(Context(5).get(), request, &response);
+    return stub_->Complete(Context(5).get(), request, &response).ok();
   }
 
   // Heartbeats until cancelled or lost; with ignore_cancel it keeps going until killed.
   void Hang(const std::string& lease_id, bool ignore_cancel) {
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(heartbeat_ms_));
-      pb::HeartbeatRequest request;
-      request.set_worker_id(options_.worker_id);
-      request.set_lease_id(lease_id);
       pb::HeartbeatResponse response;
-      if (!stub_->Heartbeat(Context(5).get(), request, &response).ok()) continue;
+      if (!Heartbeat(lease_id, &response, /*fenced=*/false)) continue;  // hang modes wait for quarkd's word
       if (response.lease_lost()) return;
       if (response.cancel() && !ignore_cancel) {
         Complete(lease_id, false, true, "");
@@ -188,20 +214,20 @@ class TestWorker {
   void Sleep(const pb::LeaseResponse& lease, int64_t ms) {
     int64_t end = NowMs() + ms;
     while (NowMs() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(heartbeat_ms_, end - NowMs() + 1)));
-      pb::HeartbeatRequest request;
-      request.set_worker_id(options_.worker_id);
-      request.set_lease_id(lease.lease_id());
+      const int64_t wake = std::min({NowMs() + heartbeat_ms_, end + 1, FenceDeadlineMs()});
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, wake - NowMs())));
+      if (NowMs() >= FenceDeadlineMs()) return RecordRun("end", lease, "fenced");
       pb::HeartbeatResponse response;
-      if (!stub_->Heartbeat(Context(5).get(), request, &response).ok()) continue;
+      if (!Heartbeat(lease.lease_id(), &response, /*fenced=*/true)) continue;
       if (response.lease_lost()) return RecordRun("end", lease, "lost");
     }
+    if (NowMs() >= FenceDeadlineMs()) return RecordRun("end", lease, "fenced");
     Progress(lease.lease_id(), "upload", 0.9);
-    Complete(lease.lease_id(), true, false, "");
-    RecordRun("end", lease, "succeeded");
+    RecordRun("end", lease, Complete(lease.lease_id(), true, false, "") ? "succeeded" : "refused");
   }
 
   void Run(const pb::LeaseResponse& lease) {
+    renewed_ms_ = NowMs();  // the lease began when quarkd granted it, a little before it arrived: the margin covers it
     const std::string& id = lease.lease_id();
     const std::string& model = lease.job().spec().model_uri();
     if (model.rfind("file://", 0) == 0 && !std::filesystem::exists(model.substr(7))) {
@@ -210,11 +236,17 @@ class TestWorker {
     }
     RecordCredentials(lease);
     std::string mode = ModeFor(lease);
-    if (mode == "instant") return Complete(id, true, false, "");
+    if (mode == "instant") {
+      Complete(id, true, false, "");
+      return;
+    }
     Progress(id, "quantize", 0.5);
     if (mode == "hang" || mode == "hang-ignore-cancel") return Hang(id, mode == "hang-ignore-cancel");
     if (mode == "crash") _exit(3);
-    if (mode == "fail") return Complete(id, false, false, "test worker: failing as asked");
+    if (mode == "fail") {
+      Complete(id, false, false, "test worker: failing as asked");
+      return;
+    }
     if (mode == "sleep") {
       RecordRun("start", lease);
       auto it = lease.job().spec().labels().find("test-sleep-ms");
@@ -236,6 +268,8 @@ class TestWorker {
   Options options_;
   std::unique_ptr<pb::WorkerService::Stub> stub_;
   int64_t heartbeat_ms_ = 1000;
+  int64_t lease_timeout_ms_ = 0;
+  int64_t renewed_ms_ = 0;  // when the last heartbeat or progress that got through was sent
 };
 
 }  // namespace
