@@ -188,7 +188,6 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::strin
   JobMemoryNeeds needs;
   const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
-  absl::StatusOr<estimate::JobEstimate> e = absl::UnavailableError("not estimated");
   if (!model_dir.empty() && (has_preset || has_config)) {  // else llama.cpp's own GGUF quantization: not modelled
     absl::StatusOr<quark::Config> config =
         ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
@@ -197,18 +196,22 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::strin
     absl::StatusOr<estimate::ModelShape> model =
         config.ok() ? estimate::ReadModelShape(model_dir) : absl::StatusOr<estimate::ModelShape>(config.status());
     if (model.ok()) {
+      const estimate::JobInputs inputs =
+          Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type());
       estimate::Throughput rates = estimate::ReferenceThroughput();
-      rates.device = spec.resources().gpus() > 0 ? "cuda" : "cpu";
-      e = estimate::EstimateJob(
-          *model, Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type()), rates);
-    }
-  }
-  if (e.ok()) {
-    needs.host_bytes = static_cast<int64_t>(e->peak_host_bytes);
-    needs.host_phase = e->peak_host_phase;
-    if (spec.resources().gpus() > 0) {
-      needs.gpu_bytes = static_cast<int64_t>(e->peak_gpu_bytes);
-      needs.gpu_phase = e->peak_gpu_phase;
+      absl::StatusOr<estimate::JobEstimate> cpu = estimate::EstimateJob(*model, inputs, rates);
+      if (cpu.ok()) {
+        needs.host_bytes = static_cast<int64_t>(cpu->peak_host_bytes);
+        needs.host_phase = cpu->peak_host_phase;
+      }
+      if (spec.resources().gpus() > 0) {
+        rates.device = "cuda";
+        absl::StatusOr<estimate::JobEstimate> gpu = estimate::EstimateJob(*model, inputs, rates);
+        if (gpu.ok()) {
+          needs.gpu_bytes = static_cast<int64_t>(gpu->peak_gpu_bytes);
+          needs.gpu_phase = gpu->peak_gpu_phase;
+        }
+      }
     }
   }
   const int64_t asked = spec.resources().memory_mb() << 20;

@@ -29,11 +29,13 @@ struct JobMemoryNeeds {
   std::string gpu_phase;
 };
 
-/// The job's estimated peak memory on the model in `model_dir` (core/estimate). The estimate is made once, on the
-/// reference rates with the device the job will run on (a CUDA kind for a job asking for GPUs, else a CPU kind),
-/// not per registered kind: peak memory depends only on that device (a CUDA worker keeps the working set on the
-/// GPU and two streamed layers on the host; a CPU worker keeps all of it on the host), not on any worker's speed,
-/// and a job queued before any worker registered is matched as well as one queued after. At least
+/// The job's estimated peak memory on the model in `model_dir` (core/estimate). Made on the reference rates, not
+/// per registered kind: peak memory depends on the device only, not on any worker's speed, and a job queued before
+/// any worker registered is matched as well as one queued after. Host memory is the estimate on a CPU kind, for
+/// GPU jobs too: the engine is LibTorch's CPU build, so every worker today keeps the whole working set on the host
+/// (a CUDA kind would keep two streamed layers there, and would under-state what a GPU job takes on today's
+/// workers; on a future CUDA worker the CPU figure over-states it, which can only skip a worker, never OOM one).
+/// GPU memory, for a job asking for GPUs, is the estimate on a CUDA kind. At least
 /// spec.resources.memory_mb (the size a job asks a Slurm worker for). Zeros when the model cannot be inspected
 /// here (not file://, unreadable: the worker finds out) or the job is llama.cpp's own GGUF quantization (not
 /// modelled).

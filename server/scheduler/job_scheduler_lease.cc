@@ -137,8 +137,13 @@ void JobScheduler::NoteMemorySkipLocked(ActiveJob& active, const JobDemand& dema
   if (metrics_ != nullptr) metrics_->lease_memory_skips.WithLabels({MemoryLabel(shortfall)}).Increment();
   if (active.memory_wait_noted) return;  // once per job, not once per poll
   active.memory_wait_noted = true;
-  log::Get("scheduler")->info("job={} {}", active.job.id(),
-                              MemoryWaitText(demand, worker.capacity, shortfall, ForLog(worker_id)));
+  const std::string text = MemoryWaitText(demand, worker.capacity, shortfall, ForLog(worker_id));
+  log::Get("scheduler")->info("job={} {}", active.job.id(), text);
+  // Also in the job's events, so that WatchJob / quarkctl watch say why the job is still queued.
+  JobEvent event;
+  event.set_log(text);
+  *event.mutable_time() = ToTimestamp(clock_->Now());
+  SaveLocked(active.job, {std::move(event)}).IgnoreError();  // advisory; SaveLocked logs a failed write
 }
 
 void JobScheduler::AnswerWaiterLocked(uint64_t wait_id, LeaseResponse response, Answers* answers) {

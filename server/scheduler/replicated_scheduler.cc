@@ -298,8 +298,13 @@ void ReplicatedScheduler::NoteMemoryPassOvers(const std::string& worker_id, cons
       if (memory_noted_.size() >= kMaxMemoryNoted) memory_noted_.clear();
       if (!memory_noted_.insert(pass.job_id).second) continue;  // once per job (on this replica), not per poll
     }
-    log::Get("scheduler")->info("job={} {}", pass.job_id,
-                                MemoryWaitText(pass.demand, capacity, shortfall, ForLog(worker_id)));
+    const std::string text = MemoryWaitText(pass.demand, capacity, shortfall, ForLog(worker_id));
+    log::Get("scheduler")->info("job={} {}", pass.job_id, text);
+    // Also in the job's events, so that WatchJob / quarkctl watch say why the job is still queued.
+    absl::Status noted = AppendLog(pass.job_id, text);
+    if (!noted.ok()) {
+      log::Get("scheduler")->warn("job={} wait note not stored: {}", pass.job_id, ForLog(noted.ToString()));
+    }
   }
 }
 

@@ -183,7 +183,11 @@ TEST_F(EstimateProcessTest, AJobAskingForAGpuIsRefusedWhenNoWorkerHasOne) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(refused.error_message().find("needs a GPU"), std::string::npos) << refused.error_message();
   ASSERT_TRUE(Register("gpu", 50, 64ll << 30, 80ll << 30).ok());
-  EXPECT_TRUE(Submit(/*gpus=*/1).ok());
+  pb::Job job;
+  EXPECT_TRUE(Submit(/*gpus=*/1, &job).ok());
+  // Host memory as on a CPU kind (the engine is LibTorch's CPU build, GPU jobs included); GPU memory as on a CUDA one.
+  EXPECT_EQ(job.needs_host_memory_bytes(), static_cast<int64_t>(Expected().peak_host_bytes));
+  EXPECT_GT(job.needs_gpu_memory_bytes(), 0);
 }
 
 // SubmitJob records the job's estimated peak host memory in the job (GetJob shows it); at lease time a worker that

@@ -115,6 +115,14 @@ TEST_F(LeaseMemoryTest, ABigJobGoesOnlyToTheBigWorkerAndTheSmallOneTakesTheJobsB
   EXPECT_EQ(StateOf(big.id()), JobState::JOB_STATE_QUEUED);
   EXPECT_EQ(Skips("host"), 3) << "every lease that passed over it counts";
   EXPECT_EQ(Skips("gpu"), 0);
+  // Why it waits, in its events (WatchJob), once and not once per lease.
+  auto events = store_->ListEvents(big.id(), 0, 100);
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::vector<std::string> logs;
+  for (const quark::v1::JobEvent& event : *events) {
+    if (!event.log().empty()) logs.push_back(event.log());
+  }
+  EXPECT_EQ(logs, std::vector<std::string>{"waiting for a worker with >= 60.0 GiB host memory (worker small has 24.0 GiB)"});
 
   Register("big", 128 * kGiB);
   std::optional<LeaseResponse> leased = LeaseNow("big");

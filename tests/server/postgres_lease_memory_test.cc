@@ -4,10 +4,13 @@
 // its jobs leasable after the upgrade.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
 #include <vector>
 
 #include "google/protobuf/util/time_util.h"
+#include "server/metrics/registry.h"
+#include "server/scheduler/replicated_scheduler.h"
 #include "server/scheduler/worker_fit.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
@@ -143,6 +146,54 @@ TEST_F(PostgresLeaseMemoryTest, ASmallWorkerPassesOverABigJobToTheOnesBehindIt) 
   std::swap(store_, *other_replica);
   EXPECT_EQ(Claim("big", WorkerCapacity{0, 128 * kGiB, 0}, &passed_over), "job-big");
   EXPECT_TRUE(passed_over.empty());
+}
+
+// Through a ReplicatedScheduler (what quarkd runs on PostgreSQL): the skips are counted at every claim, and the job
+// says once in its events why it waits.
+TEST_F(PostgresLeaseMemoryTest, TheReplicatedSchedulerCountsPassOversAndNotesThemOncePerJob) {
+  metrics::Registry registry;
+  ServerMetrics metrics(&registry);
+  ReplicatedScheduler replica(store_.get(), store_.get(), SystemClock::Get(), nullptr, &metrics, SchedulerOptions());
+  const auto submit = [&](int64_t need, int priority) {
+    pb::JobSpec spec;
+    spec.set_preset("fp8");
+    spec.set_priority(priority);
+    SubmitOptions options;
+    options.needs_host_memory_bytes = need;
+    auto job = replica.Submit("", spec, options);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
+  };
+  const auto register_worker = [&](const std::string& id, int64_t host_memory) {
+    pb::internal::RegisterRequest request;
+    request.set_worker_id(id);
+    request.set_slots(2);  // room for a second claim after the first
+    request.add_devices("cpu");
+    request.mutable_throughput()->set_host_memory_bytes(host_memory);
+    replica.Register(request);
+  };
+  const auto lease_now = [&](const std::string& worker) {
+    std::promise<std::string> leased;
+    replica.Lease(worker, absl::ZeroDuration(),
+                  [&](pb::internal::LeaseResponse response) { leased.set_value(response.job().id()); });
+    return leased.get_future().get();
+  };
+  const std::string big = submit(60 * kGiB, 5);
+  const std::string small = submit(2 * kGiB, 0);
+  register_worker("small", 24 * kGiB);
+  register_worker("big", 128 * kGiB);
+  EXPECT_EQ(lease_now("small"), small);
+  EXPECT_EQ(lease_now("small"), "");
+  EXPECT_EQ(metrics.lease_memory_skips.WithLabels({"host"}).Value(), 2);
+  auto events = store_->ListEvents(big, 0, 100);
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::vector<std::string> logs;
+  for (const pb::JobEvent& event : *events) {
+    if (!event.log().empty()) logs.push_back(event.log());
+  }
+  EXPECT_EQ(logs, std::vector<std::string>{"waiting for a worker with >= 60.0 GiB host memory (worker small has 24.0 GiB)"});
+  EXPECT_EQ(lease_now("big"), big);
+  replica.Shutdown();
 }
 
 // A database at migration 3 (before the memory columns) with a queued job: the upgrade keeps it leasable by any
