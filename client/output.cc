@@ -86,6 +86,13 @@ std::string JobTable(const quark::v1::Job& job) {
   if (!job.worker_id().empty()) row("worker", job.worker_id());
   if (!job.deduplicated_from().empty()) row("dedup", absl::StrCat("deduplicated from job ", job.deduplicated_from()));
   if (job.spec().deadline_seconds() > 0) row("deadline", absl::StrCat(job.spec().deadline_seconds(), " s"));
+  // What a worker must have announced to lease it (quarkd's estimate at submit; absent = unknown, any worker).
+  if (job.needs_host_memory_bytes() > 0 || job.needs_gpu_memory_bytes() > 0) {
+    auto gib = [](int64_t bytes) { return absl::StrFormat("%.1f GiB", bytes / double(1ll << 30)); };
+    std::string needs = absl::StrCat(gib(job.needs_host_memory_bytes()), " host memory");
+    if (job.needs_gpu_memory_bytes() > 0) absl::StrAppend(&needs, ", ", gib(job.needs_gpu_memory_bytes()), " GPU memory");
+    row("needs", needs);
+  }
   if (job.attempts_size() > 0) row("attempts", absl::StrCat(job.attempts_size()));
   if (!job.result().manifest_uri().empty()) row("manifest", job.result().manifest_uri());
   for (const auto& artifact : job.result().artifacts()) {

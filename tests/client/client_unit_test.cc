@@ -232,6 +232,18 @@ TEST(OutputTest, ShowsDeduplicatedFromAndDeadline) {
   EXPECT_EQ(EventLine(event), "#2 SUCCEEDED (deduplicated from job j1)");
 }
 
+TEST(OutputTest, ShowsTheMemoryAJobNeedsOnlyWhenKnown) {
+  quark::v1::Job job;
+  job.set_id("j3");
+  job.set_state(quark::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(JobTable(job).find("needs:"), std::string::npos) << JobTable(job);
+  job.set_needs_host_memory_bytes(int64_t{60} << 30);
+  EXPECT_NE(JobTable(job).find("needs:     60.0 GiB host memory\n"), std::string::npos) << JobTable(job);
+  job.set_needs_gpu_memory_bytes(int64_t{3} << 29);
+  EXPECT_NE(JobTable(job).find("needs:     60.0 GiB host memory, 1.5 GiB GPU memory\n"), std::string::npos)
+      << JobTable(job);
+}
+
 TEST(OutputTest, ValidateTablePrintsEachEstimate) {
   quark::v1::ValidateConfigResponse response;
   response.set_valid(true);
