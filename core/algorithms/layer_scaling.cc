@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "core/algorithms/moe_scaling.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/runtime/layer_streamer.h"
@@ -51,19 +52,30 @@ struct RecordingProgress {
   bool stop_when_done = false;
 };
 
-// Records the input of a linear (and its per-channel max |x|) before running it.
-class RecordingLinear : public runtime::LinearLike {
- public:
-  RecordingLinear(std::shared_ptr<runtime::LinearLike> inner, bool keep, std::vector<at::Tensor>* inputs,
-                  at::Tensor* abs_max, RecordingProgress* progress)
-      : inner_(std::move(inner)), keep_(keep), inputs_(inputs), abs_max_(abs_max), progress_(progress) {}
-  at::Tensor forward(const at::Tensor& input) override {
+// Where one recorded input goes: the kept inputs and the running per-channel max |x|.
+struct InputRecord {
+  bool keep = false;
+  std::vector<at::Tensor>* inputs = nullptr;
+  at::Tensor* abs_max = nullptr;
+  RecordingProgress* progress = nullptr;
+
+  void Add(const at::Tensor& input) const {
     const at::Tensor flat = input.reshape({-1, input.size(-1)});
     // Quark's stat_tensor: the max in the input's dtype, then float32.
     const at::Tensor incoming = std::get<0>(flat.abs().max(0)).to(at::kFloat);
-    *abs_max_ = abs_max_->defined() ? at::maximum(*abs_max_, incoming) : incoming;
-    if (keep_) inputs_->push_back(flat.clone());
-    if (++progress_->seen == progress_->total && progress_->stop_when_done) throw StopRecording{};
+    *abs_max = abs_max->defined() ? at::maximum(*abs_max, incoming) : incoming;
+    if (keep) inputs->push_back(flat.clone());
+    if (++progress->seen == progress->total && progress->stop_when_done) throw StopRecording{};
+  }
+};
+
+// Records the input of a linear (and its per-channel max |x|) before running it.
+class RecordingLinear : public runtime::LinearLike {
+ public:
+  RecordingLinear(std::shared_ptr<runtime::LinearLike> inner, InputRecord record)
+      : inner_(std::move(inner)), record_(record) {}
+  at::Tensor forward(const at::Tensor& input) override {
+    record_.Add(input);
     return inner_->forward(input);
   }
   int64_t in_features() const override { return inner_->in_features(); }
@@ -74,10 +86,7 @@ class RecordingLinear : public runtime::LinearLike {
 
  private:
   std::shared_ptr<runtime::LinearLike> inner_;
-  bool keep_;
-  std::vector<at::Tensor>* inputs_;
-  at::Tensor* abs_max_;
-  RecordingProgress* progress_;
+  InputRecord record_;
 };
 
 // Puts the original linears back however the recording ends.
@@ -94,6 +103,21 @@ class RestoreLinears {
  private:
   runtime::DecoderLayer& layer_;
   std::vector<std::pair<std::string, std::shared_ptr<runtime::LinearLike>>> originals_;
+};
+
+// Takes the input observers off the MoE blocks it watched however the recording ends.
+class ObservedBlocks {
+ public:
+  ~ObservedBlocks() {
+    for (runtime::MoeBlock* block : blocks_) block->set_input_observer(nullptr);
+  }
+  void Observe(runtime::MoeBlock* block, InputRecord record) {
+    block->set_input_observer([record](const at::Tensor& flat) { record.Add(flat); });
+    blocks_.push_back(block);
+  }
+
+ private:
+  std::vector<runtime::MoeBlock*> blocks_;
 };
 
 // GQA: the scale of o_proj's input channels [heads * head_dim] reduced (max) over the query heads that share each
@@ -115,6 +139,20 @@ absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, cons
   auto linear = layer.FindLinear(relative_name);
   if (linear == nullptr) return absl::InvalidArgumentError(StrCat(relative_name, ": not a linear of ", layer.prefix()));
   return linear->weight();
+}
+
+absl::StatusOr<at::Tensor> ReaderWeight(const runtime::DecoderLayer& layer, const std::string& relative_name) {
+  if (layer.FindLinear(relative_name) == nullptr && IsRouter(layer, relative_name)) {
+    return RouterWeight(layer, relative_name);
+  }
+  return LinearWeight(layer, relative_name);
+}
+
+absl::Status SetReaderWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight) {
+  if (layer.FindLinear(relative_name) == nullptr && IsRouter(layer, relative_name)) {
+    return SetRouterWeight(layer, relative_name, std::move(weight));
+  }
+  return SetLinearWeight(layer, relative_name, std::move(weight));
 }
 
 absl::Status SetLinearWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight) {
@@ -140,6 +178,7 @@ std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& laye
     out[linear.relative_name + ".weight"] = linear.linear->weight();
     if (linear.linear->bias().defined()) out[linear.relative_name + ".bias"] = linear.linear->bias();
   }
+  for (auto& [name, tensor] : RouterTensors(layer)) out[name] = tensor;
   return out;
 }
 
@@ -154,6 +193,10 @@ absl::Status SetLayerTensors(runtime::DecoderLayer& layer, const std::map<std::s
       return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": no norm or float linear of the layer holds it"));
     };
     if (field != "weight" && field != "bias") return unplaced();
+    if (field == "weight" && IsRouter(layer, module)) {
+      QUARK_RETURN_IF_ERROR(SetRouterWeight(layer, module, tensor));
+      continue;
+    }
     if (auto linear = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(module))) {
       field == "weight" ? linear->set_weight(tensor) : linear->set_bias(tensor);
       continue;
@@ -171,6 +214,11 @@ absl::Status SetLayerTensors(runtime::DecoderLayer& layer, const std::map<std::s
   return absl::OkStatus();
 }
 
+ScalingLayer ResolvedPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair) {
+  const std::optional<MoeBlockReaders> moe = MoeReadersOf(layer, pair.prev_op);
+  return moe ? CompleteMoePair(*moe, pair) : pair;
+}
+
 absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path) {
   const NormRef norm = FindNorm(layer, pair.prev_op);
   const auto prev_linear = layer.FindLinear(pair.prev_op);
@@ -179,21 +227,28 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
                                              layer.prefix()));
   }
   if (pair.layers.empty()) return absl::InvalidArgumentError(StrCat(path, ".layers: empty"));
+  // In front of an MoE block the routers read the norm too (moe_scaling.h).
+  const std::optional<MoeBlockReaders> moe = MoeReadersOf(layer, pair.prev_op);
   const int64_t channels = norm.found() ? norm.weight().numel() : prev_linear->out_features();
   for (size_t i = 0; i < pair.layers.size(); ++i) {
     auto linear = layer.FindLinear(pair.layers[i]);
-    if (linear == nullptr) {
-      return absl::InvalidArgumentError(
-          StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" is not a linear of ", layer.prefix()));
+    int64_t in_features = 0;
+    if (linear != nullptr) {
+      in_features = linear->in_features();
+    } else if (moe && IsRouter(layer, pair.layers[i])) {
+      in_features = RouterWeight(layer, pair.layers[i])->size(1);
+    } else {
+      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" is not a linear",
+                                               moe ? " or a router" : "", " of ", layer.prefix()));
     }
     // A linear -> linear pair may cross grouped KV heads (v_proj -> o_proj): o_proj is wider by the group factor.
-    const bool up_half = prev_linear && IsFusedGateUp(pair.prev_op) && 2 * linear->in_features() == channels;
-    if (linear->in_features() != channels && !(prev_linear && linear->in_features() % channels == 0) && !up_half) {
-      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" reads ",
-                                               linear->in_features(), " channels but \"", pair.prev_op, "\" gives ",
-                                               channels));
+    const bool up_half = prev_linear && IsFusedGateUp(pair.prev_op) && 2 * in_features == channels;
+    if (in_features != channels && !(prev_linear && in_features % channels == 0) && !up_half) {
+      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" reads ", in_features,
+                                               " channels but \"", pair.prev_op, "\" gives ", channels));
     }
   }
+  if (moe) return CheckMoePair(*moe, pair, path);
   if (!pair.inp.empty() && layer.FindLinear(pair.inp) == nullptr) {
     return absl::InvalidArgumentError(StrCat(path, ".inp: \"", pair.inp, "\" is not a linear of ", layer.prefix()));
   }
@@ -205,8 +260,9 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
   return absl::OkStatus();
 }
 
-absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
+absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& given, const at::Tensor& scales,
                           const HeadLayout& heads) {
+  const ScalingLayer pair = ResolvedPair(layer, given);
   at::Tensor column_scales = scales;
   const NormRef norm = FindNorm(layer, pair.prev_op);
   if (norm.found()) {
@@ -236,8 +292,8 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair
     if (prev->bias().defined()) prev->set_bias(prev->bias() / s);
   }
   for (const std::string& name : pair.layers) {
-    QUARK_ASSIGN_OR_RETURN(at::Tensor w, LinearWeight(layer, name));
-    QUARK_RETURN_IF_ERROR(SetLinearWeight(layer, name, w * column_scales.to(w.scalar_type()).view({1, -1})));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor w, ReaderWeight(layer, name));
+    QUARK_RETURN_IF_ERROR(SetReaderWeight(layer, name, w * column_scales.to(w.scalar_type()).view({1, -1})));
   }
   return absl::OkStatus();
 }
@@ -258,12 +314,19 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
   progress.stop_when_done = outputs == nullptr;
   {
     RestoreLinears restore(layer);
+    ObservedBlocks observed;
     for (const std::string& name : names) {
+      const InputRecord record{keep_inputs, &recorded.inputs[name], &recorded.abs_max[name], &progress};
       auto linear = layer.FindLinear(name);
-      if (linear == nullptr) return absl::InvalidArgumentError(StrCat(name, ": not a linear of ", layer.prefix()));
-      auto recording = std::make_shared<RecordingLinear>(linear, keep_inputs, &recorded.inputs[name],
-                                                         &recorded.abs_max[name], &progress);
-      QUARK_RETURN_IF_ERROR(layer.ReplaceLinear(name, recording));
+      if (linear == nullptr) {
+        runtime::MoeBlock* block = FindMoeBlock(layer, name);
+        if (block == nullptr) {
+          return absl::InvalidArgumentError(StrCat(name, ": not a linear or an MoE block of ", layer.prefix()));
+        }
+        observed.Observe(block, record);
+        continue;
+      }
+      QUARK_RETURN_IF_ERROR(layer.ReplaceLinear(name, std::make_shared<RecordingLinear>(linear, record)));
       restore.Remember(name, linear);
     }
     if (outputs) outputs->clear();
@@ -280,7 +343,7 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
     // MoE: the experts short of tokens run on their best-ranked other tokens (every top-up, not stopped early).
     progress.stop_when_done = false;
     try {
-      (void)layer.FinishCalibration();
+      recorded.coverage = layer.FinishCalibration();
     } catch (const std::exception& error) {
       return runtime::TorchErrorToStatus(error, StrCat("calibration top-up of ", layer.prefix()));
     }
@@ -307,6 +370,7 @@ absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std:
   if (auto* mlp = dynamic_cast<runtime::Phi3Mlp*>(module)) return mlp->forward(x);
   if (auto* attention = dynamic_cast<runtime::GemmaAttention*>(module)) return attention->forward(x, context);
   if (auto* mlp = dynamic_cast<runtime::GemmaMlp*>(module)) return mlp->forward(x);
+  if (auto* moe = dynamic_cast<runtime::MoeBlock*>(module)) return moe->forward(x);
   return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": not a module an algorithm can run"));
 }
 

@@ -36,12 +36,19 @@ struct ScalingResult {
 };
 
 /// Checks that `pair` names ops of `layer`: prev_op a norm or a linear, `layers` linears that read prev_op's output,
-/// `inp` one of them, module2inspect empty, a linear, "self_attn" or "mlp". INVALID_ARGUMENT naming `path`'s field.
+/// `inp` one of them, module2inspect empty, a linear, "self_attn" or "mlp". A pair in front of an MoE block
+/// (moe_scaling.h) may also list the block's routers, must list every expert's gate and up, and takes the block as
+/// inp and module2inspect. INVALID_ARGUMENT naming `path`'s field.
 absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path);
+
+/// `pair` as the algorithms run it: a pair in front of an MoE block with the routers it leaves out added (they read
+/// the same norm) and the block as inp / module2inspect where empty (CompleteMoePair); any other pair unchanged.
+ScalingLayer ResolvedPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair);
 
 /// Divides prev_op's output channels by `scales` (norm weight and bias, or a linear's rows and bias) and multiplies
 /// the input columns of `pair.layers` by them, as Quark's apply_scale; with grouped KV heads a v_proj -> o_proj
-/// scale is reduced (max) over the query heads of each KV head first.
+/// scale is reduced (max) over the query heads of each KV head first. In front of an MoE block the routers take the
+/// scale too, listed or not (ResolvedPair): routing never changes.
 absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
                           const HeadLayout& heads);
 
@@ -50,11 +57,14 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair
 struct LinearInputs {
   std::map<std::string, std::vector<at::Tensor>> inputs;
   std::map<std::string, at::Tensor> abs_max;
+  /// What the forwards gave each expert of the layer's MoE block (none for dense layers).
+  std::vector<runtime::ExpertCoverage> coverage;
   /// The recorded inputs of `name` as one [tokens, in] tensor.
   at::Tensor Concatenated(const std::string& name) const;
 };
 
-/// Runs `run` on every sample with the linears `names` recorded; `outputs` (if given) receives the layer's outputs.
+/// Runs `run` on every sample with the linears `names` recorded (a name may also be an MoE block, "mlp" /
+/// "block_sparse_moe": its input, every token); `outputs` (if given) receives the layer's outputs.
 /// Without `outputs` each forward stops once every named linear has seen its input (the rest is not computed).
 /// An MoE layer's experts are covered as quantize/expert_coverage.h says: a short expert's linears also record its
 /// best-ranked other tokens, up to `min_expert_tokens`; a named linear that saw no token at all is a
@@ -64,12 +74,13 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
                                                 bool keep_inputs, std::vector<at::Tensor>* outputs,
                                                 int64_t min_expert_tokens = 0);
 
-/// The output of `name` ("self_attn", "mlp" or a linear's relative name) for its input x [1, T, in].
+/// The output of `name` ("self_attn", "mlp", an MoE block or a linear's relative name) for its input x [1, T, in].
 absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std::string& name, const at::Tensor& x,
                                         const runtime::LayerContext& context);
 
-/// The layer's current norm and linear tensors by relative HF name ("input_layernorm.weight",
-/// "mlp.up_proj.weight", "self_attn.q_proj.bias"): what an algorithm that edits the layer hands to the export.
+/// The layer's current norm, linear and MoE router tensors by relative HF name ("input_layernorm.weight",
+/// "mlp.up_proj.weight", "self_attn.q_proj.bias", "mlp.gate.weight"): what an algorithm that edits the layer hands
+/// to the export.
 std::map<std::string, at::Tensor> LayerTensors(const runtime::DecoderLayer& layer);
 /// The inverse of LayerTensors: puts each tensor (relative name, e.g. "input_layernorm.weight" or
 /// "self_attn.q_proj.bias") into the layer's norm or float linear (a resumed run restores what the algorithms left).
@@ -80,5 +91,9 @@ absl::Status SetLayerTensors(runtime::DecoderLayer& layer, const std::map<std::s
 absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name);
 /// Replaces a linear's weight (a FloatLinear's; INVALID_ARGUMENT for a linear that is already quantized).
 absl::Status SetLinearWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight);
+
+/// The weight of a reader of a scaled output: a float linear's, or an MoE router's (moe_scaling.h).
+absl::StatusOr<at::Tensor> ReaderWeight(const runtime::DecoderLayer& layer, const std::string& relative_name);
+absl::Status SetReaderWeight(runtime::DecoderLayer& layer, const std::string& relative_name, at::Tensor weight);
 
 }  // namespace quark::algorithms

@@ -1,9 +1,11 @@
 #include "core/algorithms/smoothing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
+#include "core/algorithms/moe_scaling.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
@@ -26,11 +28,24 @@ const std::string& InspectedModule(const ScalingLayer& pair) {
   return pair.module2inspect.empty() ? pair.layers[0] : pair.module2inspect;
 }
 
-absl::Status CheckPairs(const runtime::DecoderLayer& layer, const std::vector<ScalingLayer>& pairs) {
+// The pairs checked, and resolved as the algorithms run them (ResolvedPair: an MoE block's routers added).
+absl::StatusOr<std::vector<ScalingLayer>> CheckedPairs(const runtime::DecoderLayer& layer,
+                                                       const std::vector<ScalingLayer>& pairs) {
+  std::vector<ScalingLayer> resolved;
   for (size_t i = 0; i < pairs.size(); ++i) {
     QUARK_RETURN_IF_ERROR(CheckScalingPair(layer, pairs[i], StrCat("scaling_layers[", i, "]")));
+    resolved.push_back(ResolvedPair(layer, pairs[i]));
   }
-  return absl::OkStatus();
+  return resolved;
+}
+
+// The pair's quantized readers: its linears without the MoE routers it scales exactly (they are never quantized).
+std::vector<std::string> PairLinears(const runtime::DecoderLayer& layer, const ScalingLayer& pair) {
+  std::vector<std::string> names;
+  for (const auto& name : pair.layers) {
+    if (layer.FindLinear(name) != nullptr) names.push_back(name);
+  }
+  return names;
 }
 
 // Q(w) with the weight spec: the observer's parameters of w itself, then fake quantization (what the weight
@@ -45,14 +60,14 @@ class TrialWeights {
  public:
   explicit TrialWeights(runtime::DecoderLayer& layer) : layer_(layer) {}
   ~TrialWeights() {
-    for (auto& [name, w] : originals_) (void)SetLinearWeight(layer_, name, w);
+    for (auto& [name, w] : originals_) (void)SetReaderWeight(layer_, name, w);
   }
   absl::Status Set(const std::string& name, at::Tensor weight) {
     if (!originals_.count(name)) {
-      QUARK_ASSIGN_OR_RETURN(at::Tensor original, LinearWeight(layer_, name));
+      QUARK_ASSIGN_OR_RETURN(at::Tensor original, ReaderWeight(layer_, name));
       originals_[name] = original;
     }
-    return SetLinearWeight(layer_, name, std::move(weight));
+    return SetReaderWeight(layer_, name, std::move(weight));
   }
   const at::Tensor& Original(const std::string& name) const { return originals_.at(name); }
 
@@ -98,21 +113,27 @@ std::pair<double, int64_t> LossSum(const std::vector<at::Tensor>& reference, con
 }  // namespace
 
 absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
-                                                            const std::vector<ScalingLayer>& pairs,
+                                                            const std::vector<ScalingLayer>& given,
                                                             const SmoothQuantOptions& options,
                                                             std::vector<at::Tensor>* outputs) {
-  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  QUARK_ASSIGN_OR_RETURN(const std::vector<ScalingLayer> pairs, CheckedPairs(layer, given));
+  // The activation statistic: the pair's first linear's input, or in front of an MoE block the block's input (every
+  // token, where each expert sees only those routed to it).
+  const auto statistic_input = [&](const ScalingLayer& pair) {
+    return FindMoeBlock(layer, pair.inp) != nullptr ? pair.inp : pair.layers[0];
+  };
   std::vector<std::string> first_linears;
-  for (const auto& pair : pairs) first_linears.push_back(pair.layers[0]);
+  for (const auto& pair : pairs) first_linears.push_back(statistic_input(pair));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
                          RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs, in.min_expert_tokens));
+  if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
-    QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, pair.layers[0]));
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, PairLinears(layer, pair).front()));
     const at::ScalarType dtype = first.scalar_type();
-    const at::Tensor act = recorded.abs_max.at(pair.layers[0]).to(dtype);
+    const at::Tensor act = recorded.abs_max.at(statistic_input(pair)).to(dtype);
     std::vector<at::Tensor> column_max;
-    for (const auto& name : pair.layers) {
+    for (const auto& name : PairLinears(layer, pair)) {
       QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
       column_max.push_back(std::get<0>(w.abs().max(0, true)));
     }
@@ -129,16 +150,17 @@ absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLaye
 }
 
 absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
-                                                                const std::vector<ScalingLayer>& pairs,
+                                                                const std::vector<ScalingLayer>& given,
                                                                 const LayerQuantSpecs& specs, const std::string& loss,
                                                                 std::vector<at::Tensor>* outputs) {
   const double power = loss == "MSE" ? 2.0 : loss == "MAE" ? 1.0 : loss == "RMSE" ? 0.5 : -1.0;
   if (power < 0) {
     return absl::InvalidArgumentError(StrCat("compute_scale_loss: \"", loss, "\" is not MSE, MAE or RMSE"));
   }
-  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  QUARK_ASSIGN_OR_RETURN(const std::vector<ScalingLayer> pairs, CheckedPairs(layer, given));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
                          RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs, in.min_expert_tokens));
+  if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
@@ -147,8 +169,9 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
     const at::Tensor x_max = std::get<0>(x_all.abs().max(0));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
                            InspectOutputs(layer, InspectedModule(pair), x, in.context));
-    // Quark quantizes the scaled input with the input quantizer of the pair's last linear.
-    const auto spec_it = specs.find(pair.layers.back());
+    // Quark quantizes the scaled input with the input quantizer of the pair's last linear (not a router: those are
+    // listed last in front of an MoE block and never quantized).
+    const auto spec_it = specs.find(PairLinears(layer, pair).back());
     const std::optional<QuantSpec> input_spec = spec_it == specs.end() ? std::nullopt : spec_it->second.input;
     double best_loss = std::numeric_limits<double>::infinity();
     ScalingResult best{pair, {}, -1};
@@ -156,8 +179,9 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
       const double ratio = i / 10.0;
       const at::Tensor scales = CandidateScales(x_max, ratio);
       TrialWeights trial(layer);
+      // Every reader takes s (the routers too: the block's input is x / s here, and routing must not change).
       for (const auto& name : pair.layers) {
-        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, ReaderWeight(layer, name));
         at::Tensor scaled = w * scales.to(w.scalar_type()).view({1, -1});
         auto s = specs.find(name);
         if (s != specs.end() && s->second.weight) {
@@ -238,13 +262,13 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
 }
 
 absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
-                                                    const std::vector<ScalingLayer>& pairs,
+                                                    const std::vector<ScalingLayer>& given,
                                                     const LayerQuantSpecs& specs, const AwqOptions& options,
                                                     std::vector<at::Tensor>* outputs,
                                                     std::map<std::string, at::Tensor>* clips) {
-  QUARK_RETURN_IF_ERROR(CheckPairs(layer, pairs));
+  QUARK_ASSIGN_OR_RETURN(const std::vector<ScalingLayer> pairs, CheckedPairs(layer, given));
   for (const auto& pair : pairs) {
-    for (const auto& name : pair.layers) {
+    for (const auto& name : PairLinears(layer, pair)) {
       auto s = specs.find(name);
       if (s == specs.end() || !s->second.weight) {
         return absl::InvalidArgumentError(StrCat(layer.prefix(), name, ": AWQ scales a linear whose weight is not quantized"));
@@ -256,7 +280,15 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
   for (const auto& [name, spec] : specs) {
     if (spec.weight && layer.FindLinear(name)) names.push_back(name);
   }
+  const std::vector<std::string> clipped = names;  // the quantized linears, before the blocks join the recording
+  // In front of an MoE block the statistic is the block's input (every token).
+  for (const auto& pair : pairs) {
+    if (FindMoeBlock(layer, pair.inp) != nullptr && std::find(names.begin(), names.end(), pair.inp) == names.end()) {
+      names.push_back(pair.inp);
+    }
+  }
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs, in.min_expert_tokens));
+  if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
@@ -270,7 +302,8 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
       const double ratio = static_cast<double>(i) / options.grid_size;
       const at::Tensor scales = CandidateScales(x_mean, ratio);
       TrialWeights trial(layer);
-      for (const auto& name : pair.layers) {
+      // Q(W s) / s on the unscaled input: the routers (exact under s) keep their weights and so their routing.
+      for (const auto& name : PairLinears(layer, pair)) {
         QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
         const at::Tensor s = scales.to(w.scalar_type()).view({1, -1});
         QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *specs.at(name).weight));
@@ -301,7 +334,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
   }
   // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).
   static const char* const kAvoid[] = {"q_", "k_", "query", "key", "Wqkv"};
-  for (const auto& name : names) {
+  for (const auto& name : clipped) {
     bool avoid = false;
     for (const char* a : kAvoid) avoid |= name.find(a) != std::string::npos;
     if (avoid) continue;

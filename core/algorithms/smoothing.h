@@ -34,6 +34,9 @@ struct ScalingInputs {
   HeadLayout heads;
   /// MoE calibration coverage of the recorded expert inputs (RecordLinearInputs).
   int64_t min_expert_tokens = 0;
+  /// If set, receives the per-expert token counts of the recording pass that also gives the layer's outputs (the
+  /// pass over the float layer; none for dense layers).
+  std::vector<runtime::ExpertCoverage>* coverage = nullptr;
 };
 
 struct SmoothQuantOptions {
@@ -42,7 +45,8 @@ struct SmoothQuantOptions {
 };
 
 /// SmoothQuant: s = clamp(act^alpha / w^(1 - alpha), min = scale_clamp_min), act = max |x| at each pair's first
-/// linear over the samples, w = max over the pair's linears of max |W[:, c]| (>= 1e-5). `outputs` receives the float
+/// linear over the samples (in front of an MoE block: at the block's input), w = max over the pair's linears (not
+/// the routers) of max |W[:, c]| (>= 1e-5). `outputs` receives the float
 /// layer's outputs (computed before any scale is applied, as Quark does).
 absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
                                                             const std::vector<ScalingLayer>& pairs,

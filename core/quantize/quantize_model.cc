@@ -437,6 +437,7 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     edited_ = std::make_shared<runtime::TensorMapWeightSource>();
     for (auto& [name, tensor] : scaled->tensors) edited_->Set(name, tensor);
     scaled_tensors = std::move(scaled->tensors);
+    coverage = std::move(scaled->coverage);  // MoE: a scaling-only run reports its forwards' counts
     layer_log_ = std::move(scaled->summary);
     report_.algorithm_log.insert(report_.algorithm_log.end(), layer_log_.begin(), layer_log_.end());
   }

@@ -1,8 +1,11 @@
 #include "core/quantize/scaling_pass.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <variant>
 
+#include "core/algorithms/moe_scaling.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
@@ -45,7 +48,8 @@ const std::string& DecoderLayersOf(const AlgoConfig& algo) {
 }
 
 absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, const std::set<std::string>& norms,
-                            const std::set<std::string>& linears, bool has_mlp_module) {
+                            const std::set<std::string>& linears, bool has_mlp_module,
+                            const checkpoint::ModelConfig& model) {
   const auto unknown = [&](const std::string& field, const std::string& name, const char* what) {
     return absl::InvalidArgumentError(StrCat(path, ".", field, ": \"", name, "\" is not ", what, " of a decoder layer"));
   };
@@ -53,9 +57,15 @@ absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, c
     return unknown("prev_op", pair.prev_op, "a norm or a linear");
   }
   if (pair.layers.empty()) return absl::InvalidArgumentError(StrCat(path, ".layers: empty"));
+  // In front of an MoE block the routers read the norm too, and every expert's gate/up must be listed.
+  const std::optional<algorithms::MoeBlockReaders> moe = algorithms::MoeReadersOf(model, pair.prev_op);
   for (size_t i = 0; i < pair.layers.size(); ++i) {
-    if (!linears.count(pair.layers[i])) return unknown(StrCat("layers[", i, "]"), pair.layers[i], "a linear");
+    const bool router = moe && std::count(moe->routers.begin(), moe->routers.end(), pair.layers[i]) > 0;
+    if (!linears.count(pair.layers[i]) && !router) {
+      return unknown(StrCat("layers[", i, "]"), pair.layers[i], moe ? "a linear or a router" : "a linear");
+    }
   }
+  if (moe) return algorithms::CheckMoePair(*moe, pair, path);
   if (!pair.inp.empty() && !linears.count(pair.inp)) return unknown("inp", pair.inp, "a linear");
   const std::string& m = pair.module2inspect;
   if (!m.empty() && m != "self_attn" && !(m == "mlp" && has_mlp_module) && !linears.count(m)) {
@@ -97,12 +107,16 @@ std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& mo
     return pairs;
   }
   if (model.family == checkpoint::ArchFamily::kMoe) {
-    // The attention pairs as Llama's; no post_attention_layernorm pair (the router reads that norm too and is not a
-    // linear that takes the inverse scale); each expert's (and the shared expert's) up -> down, over the tokens that
-    // expert saw (routed or topped up).
+    // The attention pairs as Llama's; post_attention_layernorm -> every expert's gate/up (and the shared expert's),
+    // with the routers, which read that norm too, taking the scale exactly (moe_scaling.h), the statistic over the
+    // block's input and the block's output inspected; each expert's (and the shared expert's) up -> down, over the
+    // tokens that expert saw (routed or topped up).
     pairs.push_back({"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
                      "self_attn.q_proj", "self_attn"});
     if (square_attention) pairs.push_back({"self_attn.v_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});
+    const auto readers = algorithms::MoeReadersOf(model, "post_attention_layernorm");
+    ScalingLayer block_pair{"post_attention_layernorm", readers->linears, readers->block_name, readers->block_name};
+    pairs.push_back(algorithms::CompleteMoePair(*readers, std::move(block_pair)));
     const std::string shared = checkpoint::MoeSharedExpertName(model);
     if (!shared.empty()) pairs.push_back({shared + ".up_proj", {shared + ".down_proj"}, shared + ".down_proj", ""});
     const auto names = checkpoint::MoeExpertProjections(model);
@@ -141,6 +155,10 @@ AlgoConfig ResolveScalingDefaults(AlgoConfig algo, const checkpoint::ModelConfig
         if constexpr (std::is_same_v<T, SmoothQuantAlgo> || std::is_same_v<T, AutoSmoothQuantAlgo> ||
                       std::is_same_v<T, AwqAlgo>) {
           if (a.scaling_layers.empty()) a.scaling_layers = DefaultScalingLayers(model);
+          // A pair in front of an MoE block scales the routers too, listed or not: recorded as applied.
+          for (ScalingLayer& pair : a.scaling_layers) {
+            if (auto moe = algorithms::MoeReadersOf(model, pair.prev_op)) pair = algorithms::CompleteMoePair(*moe, pair);
+          }
           if (a.model_decoder_layers.empty()) a.model_decoder_layers = checkpoint::DecoderLayersName(model);
         }
       },
@@ -166,7 +184,7 @@ absl::StatusOr<std::unique_ptr<ScalingPass>> ScalingPass::Create(
     const auto& pairs = PairsOf(algo);
     for (size_t i = 0; i < pairs.size(); ++i) {
       QUARK_RETURN_IF_ERROR(
-          CheckPairNames(pairs[i], StrCat(path, ".scaling_layers[", i, "]"), norms, linears, !IsOptModel(model)));
+          CheckPairNames(pairs[i], StrCat(path, ".scaling_layers[", i, "]"), norms, linears, !IsOptModel(model), model));
     }
   }
   return pass;
@@ -198,8 +216,9 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
   in.context = [&](int64_t seq_len) -> const runtime::LayerContext& { return model.Context(seq_len); };
   in.heads = {model_.num_attention_heads, model_.num_key_value_heads};
   in.min_expert_tokens = min_expert_tokens_;
-  const algorithms::LayerQuantSpecs specs = SpecsFor(layer);
   ScalingLayerResult result;
+  in.coverage = &result.coverage;
+  const algorithms::LayerQuantSpecs specs = SpecsFor(layer);
   std::vector<at::Tensor> float_outputs;
   for (const auto& [index, algo] : algos_) {
     if (callbacks.cancelled && callbacks.cancelled()) {
@@ -209,12 +228,16 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
     if (callbacks.on_step) callbacks.on_step(name);
     // The float function of the layer does not change: the first algorithm's recording pass gives the outputs.
     std::vector<at::Tensor>* outputs = float_outputs.empty() ? &float_outputs : nullptr;
-    // Quark's AWQ and AutoSmoothQuant scale only the linears it quantizes: pairs that touch another are left out.
+    // Quark's AWQ and AutoSmoothQuant scale only the linears it quantizes: pairs that touch another are left out
+    // (an MoE block's routers, never quantized, are scaled exactly and do not count).
     const auto quantized_pairs = [&](const std::vector<ScalingLayer>& all) {
       std::vector<ScalingLayer> pairs;
       for (const auto& pair : all) {
         bool quantized = true;
-        for (const auto& l : pair.layers) quantized &= specs.count(l) > 0 && specs.at(l).weight.has_value();
+        for (const auto& l : pair.layers) {
+          if (algorithms::IsRouter(layer, l)) continue;
+          quantized &= specs.count(l) > 0 && specs.at(l).weight.has_value();
+        }
         if (quantized) pairs.push_back(pair);
       }
       return pairs;

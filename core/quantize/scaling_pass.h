@@ -24,10 +24,12 @@ namespace quark::quantize {
 
 /// Quark's scaling_layers template for the model's architecture (Llama family: input_layernorm -> q/k/v inspecting
 /// self_attn, v_proj -> o_proj when their shapes match, post_attention_layernorm -> gate/up inspecting mlp,
-/// up_proj -> down_proj; OPT: the same with its names and fc1 -> fc2).
+/// up_proj -> down_proj; OPT: the same with its names and fc1 -> fc2; MoE: post_attention_layernorm -> every
+/// expert's gate/up and the routers, inspecting the block, then each expert's up -> down).
 std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& model);
 
-/// `algo` with scaling_layers and model_decoder_layers filled in from the model where empty.
+/// `algo` with scaling_layers and model_decoder_layers filled in from the model where empty; a pair in front of an
+/// MoE block gets the routers it leaves out (they take the scale exactly, algorithms/moe_scaling.h).
 AlgoConfig ResolveScalingDefaults(AlgoConfig algo, const checkpoint::ModelConfig& model);
 
 /// True for the algorithms this pass runs (smooth, autosmoothquant, awq).
@@ -42,6 +44,9 @@ struct ScalingCallbacks {
 struct ScalingLayerResult {
   std::map<std::string, at::Tensor> tensors;
   std::vector<std::string> summary;  // one line per pair: "awq input_layernorm -> q,k,v ratio 0.45 scales [a, b]"
+  /// MoE: what the recording pass over the float layer gave each expert (routed and topped-up tokens); the run's
+  /// metrics report it where no later calibration forward does (quantize/expert_coverage.h). Empty for dense layers.
+  std::vector<runtime::ExpertCoverage> coverage;
 };
 
 class ScalingPass {

@@ -19,6 +19,7 @@ MoeBlock::MoeBlock(at::Tensor router, int64_t top_k, bool norm_topk_prob, at::Te
 
 at::Tensor MoeBlock::forward(const at::Tensor& x) {
   const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, hidden]
+  if (input_observer_) input_observer_(flat);
   // HF: router_logits = gate(hidden) in the hidden dtype; softmax in float32; top-k; optional renormalization;
   // the weights cast back to the hidden dtype.
   const at::Tensor probs = at::softmax(ComputeLinear(flat, router_, at::Tensor()).to(at::kFloat), -1);  // [N, E]

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,18 @@ class MoeBlock : public torch::nn::Module {
 
   int64_t num_experts() const { return router_.size(0); }
 
+  /// The router [E, hidden] and qwen2_moe's shared_expert_gate [1, hidden] (undefined without one). The scaling
+  /// algorithms multiply their input columns when they divide the block's input norm (routing stays exact).
+  const at::Tensor& router() const { return router_; }
+  const at::Tensor& shared_gate() const { return shared_gate_; }
+  void set_router(at::Tensor router) { router_ = std::move(router); }
+  void set_shared_gate(at::Tensor gate) { shared_gate_ = std::move(gate); }
+
+  /// Called with the block's input [N, hidden] at the start of each forward (a scaling algorithm's statistic over
+  /// every token, routed or not); empty = none. The observer may throw to end the forward early.
+  using InputObserver = std::function<void(const at::Tensor& flat)>;
+  void set_input_observer(InputObserver observer) { input_observer_ = std::move(observer); }
+
  private:
   // The best candidates of one expert so far: token vectors [M, hidden] (compute dtype) and their keys [M] (float64,
   // lower = ranked higher: rank - probability), M <= min_tokens.
@@ -62,6 +75,7 @@ class MoeBlock : public torch::nn::Module {
 
   at::Tensor router_;
   at::Tensor shared_gate_;
+  InputObserver input_observer_;
   int64_t top_k_;
   bool norm_topk_prob_;
   bool recording_ = false;
