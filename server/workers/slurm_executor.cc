@@ -41,6 +41,16 @@ bool Fits(const WorkerResources& worker, const WorkerResources& job, int default
   return worker.gpus() >= job.gpus() && worker.memory_mb() >= job.memory_mb() && worker.cpus() >= cpus;
 }
 
+// What a job's Slurm worker is asked for: spec.resources, its memory raised to the job's recorded need
+// (Job.needs_host_memory_bytes, rounded up to MiB). A worker given less would announce less, never be handed the
+// job (worker_fit.h), idle out and be started again, forever.
+WorkerResources WantedResources(const Job& job) {
+  WorkerResources wanted = job.spec().resources();
+  const int64_t need_mb = (job.needs_host_memory_bytes() + (int64_t{1} << 20) - 1) >> 20;
+  if (need_mb > wanted.memory_mb()) wanted.set_memory_mb(need_mb);
+  return wanted;
+}
+
 // States in which a worker will still lease a job: not yet started, starting, or up.
 bool MayTakeJobs(const std::string& state) {
   return state == "SUBMITTED" || state == "PENDING" || state == "CONFIGURING" || state == "RUNNING";
@@ -160,7 +170,7 @@ void SlurmExecutor::Poll(absl::Time now) {
     const Job& job = stored.job;
     const Worker* pick = nullptr;
     for (const auto& [id, worker] : workers_) {
-      if (!available(worker) || !Fits(worker.resources, job.spec().resources(), options_.default_cpus)) continue;
+      if (!available(worker) || !Fits(worker.resources, WantedResources(job), options_.default_cpus)) continue;
       if (pick == nullptr || worker.for_job == job.id()) pick = &worker;
       if (worker.for_job == job.id()) break;
     }
@@ -273,7 +283,7 @@ bool SlurmExecutor::UpdateStates(absl::Time now, const std::map<std::string, Job
 }
 
 std::vector<std::string> SlurmExecutor::SbatchArgs(absl::Time now, const Job& job, WorkerResources* given) const {
-  const WorkerResources& wanted = job.spec().resources();
+  const WorkerResources wanted = WantedResources(job);
   *given = wanted;
   if (given->cpus() <= 0) given->set_cpus(options_.default_cpus);
   std::vector<std::string> args = {"--job-name=" + options_.job_name,

@@ -17,6 +17,7 @@
 #include "server/api/spec_validation.h"
 #include "server/workers/command_runner.h"
 #include "server/workers/slurm_cli.h"
+#include "tests/estimate/synthetic_model.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/slurm_fixture.h"
 #include "tests/server/test_util.h"
@@ -159,6 +160,25 @@ TEST_F(SlurmExecutorTest, QueuedJobGetsAWorkerThroughSbatchThatLeavesOnceIdle) {
   std::ifstream worker_log(dir_.File("data/slurm/logs/quark-worker-" + slurm_id + ".log"));
   EXPECT_TRUE(worker_log.good()) << "the worker's Slurm output file is missing";
   EXPECT_EQ(QuarkdLog().find("scancelled"), std::string::npos) << "the worker was scancelled instead of leaving";
+}
+
+// A job whose peak memory quarkd estimated asks Slurm for that much (--mem, rounded up to MiB): a worker given less
+// would announce less, pass the job over (worker_fit.h) and idle out, and the next one likewise.
+TEST_F(SlurmExecutorTest, AWorkerIsAskedForTheMemoryTheJobIsEstimatedToNeed) {
+  std::filesystem::create_directories(dir_.File("models/m"));
+  estimate::testing::WriteBf16Llama(dir_.File("models/m"), 256, 768, 2);
+  ASSERT_NO_FATAL_FAILURE(StartQuarkd(1));
+  pb::Job job = Submit();
+  ASSERT_GT(job.needs_host_memory_bytes(), 0) << "the synthetic model is estimated";
+  const int64_t mb = (job.needs_host_memory_bytes() + (int64_t{1} << 20) - 1) >> 20;
+  std::string submitted;
+  ASSERT_TRUE(WaitFor([&] { return !(submitted = Find(Logs(job.id()), "^slurm: submitted worker job")).empty(); },
+                      std::chrono::seconds(30)))
+      << QuarkdLog();
+  EXPECT_TRUE(std::regex_search(submitted, std::regex("--mem=" + std::to_string(mb) + "M( |$)"))) << submitted;
+  // The worker (test mode: it measured nothing, so it announces no memory) takes it.
+  ASSERT_TRUE(WaitFor([&] { return Get(job.id()).state() == pb::JOB_STATE_SUCCEEDED; }, std::chrono::seconds(60)))
+      << "state " << Get(job.id()).state() << "\n" << QuarkdLog() << "\nsqueue: " << Squeue();
 }
 
 TEST_F(SlurmExecutorTest, PendingReasonReachesTheJobAndTheUnneededWorkerIsScancelled) {
