@@ -159,6 +159,60 @@ TEST_P(MoeScalingTest, ScalingThroughTheNormPairKeepsTheLayerAndItsRouting) {
   EXPECT_LT(RelativeError(fresh->forward(x, context), out_before), 1e-5);
 }
 
+// SmoothQuant's statistic is over the block's input (every token), its weight max over the listed linears (not the
+// routers); AutoSmoothQuant's trials feed the block x / s with the routers scaled, and both keep the float layer.
+TEST_P(MoeScalingTest, SmoothQuantAndAutoSmoothQuantUseTheBlockInputAndKeepTheLayer) {
+  at::manual_seed(9);
+  const std::vector<at::Tensor> samples = {at::randn({1, 17, config_.hidden_size}), at::randn({1, 9, config_.hidden_size})};
+  const ScalingLayer pair = NormPair(config_);
+  for (const bool automatic : {false, true}) {
+    auto layer = Layer(0);
+    ASSERT_NE(layer, nullptr);
+    std::vector<at::Tensor> before, block_inputs;
+    for (const at::Tensor& x : samples) {
+      before.push_back(layer->forward(x, model_->Context(x.size(1))));
+      block_inputs.push_back(BlockInput(*layer, x));
+    }
+    at::Tensor w_max;
+    for (const std::string& name : pair.layers) {
+      if (algorithms::IsRouter(*layer, name)) continue;
+      const at::Tensor c = std::get<0>(layer->FindLinear(name)->weight().abs().max(0));
+      w_max = w_max.defined() ? at::maximum(w_max, c) : c;
+    }
+    const at::Tensor act = std::get<0>(at::cat(block_inputs).abs().max(0));
+    algorithms::ScalingInputs in;
+    in.samples = &samples;
+    in.run = [&](const at::Tensor& x) { return layer->forward(x, model_->Context(x.size(1))); };
+    in.context = [&](int64_t t) -> const runtime::LayerContext& { return model_->Context(t); };
+    in.heads = {config_.num_attention_heads, config_.num_key_value_heads};
+    in.min_expert_tokens = kMinTokens;
+    std::vector<runtime::ExpertCoverage> coverage;
+    in.coverage = &coverage;
+    std::vector<at::Tensor> outputs;
+    absl::StatusOr<std::vector<algorithms::ScalingResult>> results;
+    if (automatic) {
+      const LayerQuantConfig w8a8 = PresetConfig("w_int8_a_int8_per_tensor_sym").value().global_quant_config;
+      algorithms::LayerQuantSpecs specs;
+      for (const auto& linear : layer->NamedLinears()) specs[linear.relative_name] = {w8a8.weight, w8a8.input_tensors};
+      results = algorithms::AutoSmoothQuantLayer(*layer, in, {pair}, specs, "MSE", &outputs);
+    } else {
+      results = algorithms::SmoothQuantLayer(*layer, in, {pair}, {0.5f, 1e-3f}, &outputs);
+    }
+    ASSERT_TRUE(results.ok()) << results.status();
+    ASSERT_EQ(results->size(), 1u);
+    if (!automatic) {
+      const at::Tensor expected = (act.sqrt() / w_max.clamp_min(1e-5).sqrt()).clamp_min(1e-3);
+      EXPECT_LT(RelativeError((*results)[0].scales, expected), 1e-5);
+    }
+    ASSERT_EQ(coverage.size(), 1u) << "the recording pass's expert counts";
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_LT(RelativeError(outputs[i], before[i]), 1e-6) << "outputs are the float layer's";
+      EXPECT_LT(RelativeError(layer->forward(samples[i], model_->Context(samples[i].size(1))), before[i]), 1e-5)
+          << (automatic ? "autosmoothquant" : "smoothquant");
+    }
+  }
+}
+
 TEST_P(MoeScalingTest, APairThatLeavesAReaderOutIsRefusedNamingTheField) {
   auto layer = Layer(0);
   ASSERT_NE(layer, nullptr);
@@ -308,6 +362,21 @@ TEST_P(MoeScalingTransplantTest, SmoothQuantW8A8ExportsACheckedFolderWithAFloatR
   ASSERT_TRUE(exported_router.ok() && original_router.ok());
   EXPECT_FALSE(at::allclose(*exported_router, *original_router)) << "the router did not take the norm's scale";
   fs::remove_all(o.output_dir);
+}
+
+// End to end, nothing quantized: every pair smoothed (the norm pair dividing post_attention_layernorm, the experts
+// and the routers taking s), and the evaluated model, which reloads the edited norm and router, is the float model.
+TEST_P(MoeScalingTransplantTest, SmoothingWithNothingQuantizedKeepsThePerplexity) {
+  SmoothQuantAlgo smooth;
+  smooth.alpha = 0.5f;
+  QuantizeModelOptions o = Options("w_int8_a_int8_per_tensor_sym", {smooth}, "");
+  o.config.exclude = {"*"};
+  auto r = QuantizeModel(dir_, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int norm_pairs = 0;
+  for (const auto& line : r->algorithm_log) norm_pairs += line.rfind("smooth post_attention_layernorm -> ", 0) == 0;
+  EXPECT_EQ(norm_pairs, config_.num_hidden_layers);
+  EXPECT_NEAR(r->metrics.at("ppl_after"), r->metrics.at("ppl_before"), 1e-5 * r->metrics.at("ppl_before"));
 }
 
 // The layer's output error on held-out tokens after AWQ and uint4 g128 rounding of every linear: with the norm pair
