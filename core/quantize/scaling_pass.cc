@@ -47,6 +47,31 @@ const std::string& DecoderLayersOf(const AlgoConfig& algo) {
   return std::get<AwqAlgo>(algo).model_decoder_layers;
 }
 
+// A norm's output channels divided by s leave the layer's function unchanged only if every linear that reads the
+// norm takes s back into its input columns, and no other linear does: Quark applies whatever a scaling_layers entry
+// says, so a pair that lists q_proj but not k_proj and v_proj silently changes the model it then quantizes.
+absl::Status CheckNormReaders(const ScalingLayer& pair, const std::string& path, const checkpoint::ModelConfig& model) {
+  std::vector<std::string> readers;
+  for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model)) {
+    if (linear.input == pair.prev_op) readers.push_back(linear.relative_name);
+  }
+  for (size_t i = 0; i < pair.layers.size(); ++i) {
+    if (std::find(readers.begin(), readers.end(), pair.layers[i]) == readers.end()) {
+      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\" does not read \"",
+                                               pair.prev_op, "\": multiplying its input columns by the scale would "
+                                               "change the layer's function"));
+    }
+  }
+  for (const std::string& reader : readers) {
+    if (std::find(pair.layers.begin(), pair.layers.end(), reader) == pair.layers.end()) {
+      return absl::InvalidArgumentError(StrCat(path, ".layers: leaves out \"", reader, "\", which reads \"",
+                                               pair.prev_op, "\" too: dividing the norm by the scale would change its "
+                                               "input (list every linear that reads the norm)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, const std::set<std::string>& norms,
                             const std::set<std::string>& linears, bool has_mlp_module,
                             const checkpoint::ModelConfig& model) {
@@ -66,6 +91,7 @@ absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, c
     }
   }
   if (moe) return algorithms::CheckMoePair(*moe, pair, path);
+  if (norms.count(pair.prev_op)) QUARK_RETURN_IF_ERROR(CheckNormReaders(pair, path, model));
   if (!pair.inp.empty() && !linears.count(pair.inp)) return unknown("inp", pair.inp, "a linear");
   const std::string& m = pair.module2inspect;
   if (!m.empty() && m != "self_attn" && !(m == "mlp" && has_mlp_module) && !linears.count(m)) {

@@ -83,7 +83,8 @@ TEST(SmoothingPipelineTest, ScalingAfterGptqIsRefusedByName) {
 
 TEST(SmoothingPipelineTest, ScalingLayersThatAreNotTheModelsAreNamed) {
   AwqAlgo awq;
-  awq.scaling_layers = {{"input_layernorm", {"self_attn.q_proj"}, "self_attn.q_proj", ""},
+  awq.scaling_layers = {{"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                         "self_attn.q_proj", ""},
                         {"post_attention_layernorm", {"mlp.gate_proj", "mlp.fc9"}, "", ""}};
   QuantizeModelOptions o = Options("uint4_wo_32", {awq});
   auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
@@ -94,6 +95,34 @@ TEST(SmoothingPipelineTest, ScalingLayersThatAreNotTheModelsAreNamed) {
   report = QuantizeModel(testing::WriteSyntheticLlama(), o);
   ASSERT_FALSE(report.ok());
   EXPECT_TRUE(Contains(report.status(), "algo_config[0].scaling_layers[0].prev_op")) << report.status();
+}
+
+// Quark applies any scaling_layers entry as written; a norm pair that leaves out one of the norm's readers, or lists
+// a linear that reads something else, would change the float model before it is quantized.
+TEST(SmoothingPipelineTest, ANormPairMustListExactlyTheLinearsThatReadTheNorm) {
+  const std::string model = testing::WriteSyntheticLlama();
+  AwqAlgo awq;
+  awq.scaling_layers = {{"input_layernorm", {"self_attn.q_proj", "self_attn.v_proj"}, "self_attn.q_proj", ""}};
+  auto report = QuantizeModel(model, Options("uint4_wo_32", {awq}));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(report.status(),
+                       "algo_config[0].scaling_layers[0].layers: leaves out \"self_attn.k_proj\", which reads "
+                       "\"input_layernorm\" too"))
+      << report.status();
+  SmoothQuantAlgo smooth;
+  smooth.scaling_layers = {{"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}, "", ""}};
+  report = QuantizeModel(model, Options("w_int8_a_int8_per_tensor_sym", {smooth}));
+  ASSERT_FALSE(report.ok());
+  EXPECT_TRUE(Contains(report.status(), "algo_config[0].scaling_layers[0].layers[2]: \"mlp.down_proj\" does not read "
+                                        "\"post_attention_layernorm\""))
+      << report.status();
+  // The complete pairs (the default template's) run.
+  awq.scaling_layers = {{"input_layernorm", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                         "self_attn.q_proj", "self_attn"},
+                        {"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_proj", "mlp"}};
+  report = QuantizeModel(model, Options("uint4_wo_32", {awq}));
+  EXPECT_TRUE(report.ok()) << report.status();
 }
 
 TEST(SmoothingPipelineTest, AlgoConfigsRoundTripThroughQuarkJsonAndProto) {
