@@ -111,6 +111,12 @@ int RunQuantize(const QuantizeCommandOptions& o) {
                              metric("ppl_after"), metric("ppl_reloaded"),
                              m.count("ppl_gguf") ? "  gguf " + metric("ppl_gguf") : std::string());
   }
+  if (m.count("export_weight_differences") && m.at("export_weight_differences") > 0) {
+    // Real quantization rounds x / s + z, fake quantization round(x / s) + z (numerics.md): ties land apart.
+    std::cout << fmt::format("export: weight elements rounded otherwise than in the quantized (fake) model: {} (ties "
+                             "of the export's rounding after the zero point)\n",
+                             static_cast<int64_t>(m.at("export_weight_differences")));
+  }
   // The artifact is complete: the checkpoint has served its purpose.
   quantize::RemoveLayerCheckpoint(o.checkpoint_dir);
   // MoE calibration coverage: the per-expert token counts of each layer (routed, then topped up).

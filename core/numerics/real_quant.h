@@ -23,7 +23,10 @@ struct RealQuantized {
 
 /// q = clamp(round(x * (1/s) + z), qmin, qmax) (integers) or the format codes of clamp(x / s, +-fmax) (floats).
 /// MX computes its block scales from x (params ignored, may be empty). Dequantize(QuantizeReal(x)) equals
-/// FakeQuantize(x) bit for bit for finite x. Errors: INVALID_ARGUMENT naming the field.
+/// FakeQuantize(x) bit for bit for finite x, except where an integer zero point moves a rounding: FakeQuantize
+/// rounds x / s before adding z (numerics.md), so a tie x / s = k + 0.5 (half_even: z odd; round: the sum changes
+/// sign) or, for floor, a fraction the float32 add loses gives codes one apart. Errors: INVALID_ARGUMENT naming the
+/// field.
 absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
                                            TensorRole role = TensorRole::kWeight);
 

@@ -63,7 +63,8 @@ class ModuleQuantizers {
   /// True while a static activation still waits for calibration batches.
   bool NeedsCalibration() const;
 
-  /// Real-quantized weight codes (unpacked), scale and zero point: Dequantize of them equals the frozen weight().
+  /// Real-quantized weight codes (unpacked), scale and zero point: Dequantize of them equals the frozen weight()
+  /// but where the export's rounding after the zero point lands elsewhere (ties; export_agreement.h counts them).
   /// FAILED_PRECONDITION before Freeze, without a weight spec, or after ReleaseFloatWeight.
   absl::StatusOr<RealQuantized> ExportWeight() const;
   /// Drops the float weight and bias once frozen (the fake-quantized ones stay for the forward).

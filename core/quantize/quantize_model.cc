@@ -23,6 +23,7 @@
 #include "core/export/hf_quark_writer.h"
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
+#include "core/quantize/export_agreement.h"
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/grid_weights.h"
 #include "core/quantize/layer_checkpoint.h"
@@ -527,6 +528,11 @@ absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& laye
     for (const auto& q : current_) {
       auto data = quantize::LinearExportDataOf(*q);
       if (!data.ok()) return data.status();
+      // Elements the export rounds otherwise than the fake-quantized model (export_agreement.h): why ppl_reloaded
+      // can differ from ppl_after.
+      auto differing = quantize::ExportWeightDifferences(*data);
+      if (!differing.ok()) return differing.status();
+      report_.metrics["export_weight_differences"] += static_cast<double>(*differing);
       for (auto& e : exports_) {
         if (auto s = e.exporter->WriteLinear(*data); !s.ok()) return s;
       }
