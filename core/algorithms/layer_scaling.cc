@@ -133,6 +133,68 @@ std::pair<at::Tensor, at::Tensor> GroupedQueryScales(const at::Tensor& scales, c
 // input channels by s is exact when only the up rows are divided by s (AutoAWQ's scale_fc_fc does the same).
 bool IsFusedGateUp(const std::string& prev_op) { return prev_op == "mlp.gate_up_proj"; }
 
+// Phi-3's fused self_attn.qkv_proj (rows q | k | v) feeding o_proj through softmax(q k^T) v: scaling o_proj's input
+// channels by s is exact when only the v rows (the last kv_heads * head_dim) are divided by s, reduced per KV head
+// under grouped heads as for v_proj -> o_proj; the q and k rows keep theirs (they meet only in q k^T).
+constexpr char kFusedQkv[] = "self_attn.qkv_proj";
+constexpr char kFusedQkvReader[] = "self_attn.o_proj";
+
+// qkv_proj's rows are q (heads * head_dim, what o_proj reads) + k + v (kv_heads * head_dim each): the v rows are
+// (rows - o_columns) / 2, and they must divide o_columns (whole query groups per KV head). 0 when they do not fit.
+int64_t FusedQkvValueRows(int64_t qkv_rows, int64_t o_columns) {
+  const int64_t kv_rows = qkv_rows - o_columns;
+  if (o_columns <= 0 || kv_rows <= 0 || kv_rows % 2 != 0 || o_columns % (kv_rows / 2) != 0) return 0;
+  return kv_rows / 2;
+}
+
+// The pair qkv_proj -> o_proj, and only that: any other reader of qkv_proj's rows would take a partial-rows rule
+// of its own (q and k are not read by a linear at all).
+absl::Status CheckFusedQkvPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair,
+                               const runtime::LinearLike& qkv, const std::string& path) {
+  for (size_t i = 0; i < pair.layers.size(); ++i) {
+    if (pair.layers[i] != kFusedQkvReader || i > 0) {
+      return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\": \"", kFusedQkv,
+                                               "\" scales only into [\"", kFusedQkvReader,
+                                               "\"] (its v rows, which o_proj reads through the attention)"));
+    }
+  }
+  auto o_proj = layer.FindLinear(kFusedQkvReader);
+  if (o_proj == nullptr) {
+    return absl::InvalidArgumentError(StrCat(path, ".layers[0]: \"", kFusedQkvReader, "\" is not a linear of ",
+                                             layer.prefix()));
+  }
+  if (FusedQkvValueRows(qkv.out_features(), o_proj->in_features()) == 0) {
+    return absl::InvalidArgumentError(StrCat(path, ".layers[0]: \"", kFusedQkvReader, "\" reads ",
+                                             o_proj->in_features(), " channels, which do not fit the q | k | v rows",
+                                             " of \"", kFusedQkv, "\" (", qkv.out_features(), ")"));
+  }
+  if (!pair.inp.empty() && pair.inp != kFusedQkvReader) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ".inp: \"", pair.inp, "\" must be \"", kFusedQkvReader, "\" (or empty)"));
+  }
+  const std::string& m = pair.module2inspect;
+  if (!m.empty() && m != kFusedQkvReader && m != "self_attn") {
+    return absl::InvalidArgumentError(StrCat(path, ".module2inspect: \"", m, "\" must be \"", kFusedQkvReader,
+                                             "\", \"self_attn\" or empty"));
+  }
+  return absl::OkStatus();
+}
+
+// qkv_proj's row scales (ones on q and k, the per-KV-head value scale on v) and o_proj's column scales.
+absl::StatusOr<std::pair<at::Tensor, at::Tensor>> FusedQkvScales(const at::Tensor& scales, int64_t qkv_rows,
+                                                                 const HeadLayout& heads) {
+  const int64_t v_rows = FusedQkvValueRows(qkv_rows, scales.numel());
+  if (v_rows == 0 || heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
+      v_rows * heads.heads != scales.numel() * heads.kv_heads) {
+    return absl::InvalidArgumentError(StrCat(kFusedQkv, " -> ", kFusedQkvReader, ": ", qkv_rows,
+                                             " q | k | v rows with ", heads.heads, " heads over ", heads.kv_heads,
+                                             " KV heads cannot take ", scales.numel(), " scales"));
+  }
+  std::pair<at::Tensor, at::Tensor> v_and_o{scales, scales};
+  if (heads.kv_heads != heads.heads) v_and_o = GroupedQueryScales(scales, heads);
+  return std::make_pair(at::cat({at::ones({qkv_rows - v_rows}, scales.options()), v_and_o.first}), v_and_o.second);
+}
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name) {
@@ -227,6 +289,7 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
                                              layer.prefix()));
   }
   if (pair.layers.empty()) return absl::InvalidArgumentError(StrCat(path, ".layers: empty"));
+  if (prev_linear != nullptr && pair.prev_op == kFusedQkv) return CheckFusedQkvPair(layer, pair, *prev_linear, path);
   // In front of an MoE block the routers read the norm too (moe_scaling.h).
   const std::optional<MoeBlockReaders> moe = MoeReadersOf(layer, pair.prev_op);
   const int64_t channels = norm.found() ? norm.weight().numel() : prev_linear->out_features();
@@ -261,7 +324,7 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
 }
 
 absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& given, const at::Tensor& scales,
-                          const HeadLayout& heads) {
+                          const HeadLayout& heads, at::Tensor* reader_scales) {
   const ScalingLayer pair = ResolvedPair(layer, given);
   at::Tensor column_scales = scales;
   const NormRef norm = FindNorm(layer, pair.prev_op);
@@ -278,6 +341,8 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& give
     at::Tensor row_scales = scales;
     if (IsFusedGateUp(pair.prev_op) && prev->out_features() == 2 * scales.numel()) {
       row_scales = at::cat({at::ones_like(scales), scales});  // the gate rows keep their scale
+    } else if (pair.prev_op == kFusedQkv) {
+      QUARK_ASSIGN_OR_RETURN(std::tie(row_scales, column_scales), FusedQkvScales(scales, prev->out_features(), heads));
     } else if (prev->out_features() != scales.numel()) {
       if (heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
           prev->out_features() * heads.heads != scales.numel() * heads.kv_heads) {
@@ -295,6 +360,7 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& give
     QUARK_ASSIGN_OR_RETURN(at::Tensor w, ReaderWeight(layer, name));
     QUARK_RETURN_IF_ERROR(SetReaderWeight(layer, name, w * column_scales.to(w.scalar_type()).view({1, -1})));
   }
+  if (reader_scales != nullptr) *reader_scales = column_scales;
   return absl::OkStatus();
 }
 

@@ -36,9 +36,10 @@ struct ScalingResult {
 };
 
 /// Checks that `pair` names ops of `layer`: prev_op a norm or a linear, `layers` linears that read prev_op's output,
-/// `inp` one of them, module2inspect empty, a linear, "self_attn" or "mlp". A pair in front of an MoE block
-/// (moe_scaling.h) may also list the block's routers, must list every expert's gate and up, and takes the block as
-/// inp and module2inspect. INVALID_ARGUMENT naming `path`'s field.
+/// `inp` one of them, module2inspect empty, a linear, "self_attn" or "mlp". prev_op "self_attn.qkv_proj" (Phi-3's
+/// fused q | k | v) reads into exactly ["self_attn.o_proj"], whose input must fit its v rows. A pair in front of an
+/// MoE block (moe_scaling.h) may also list the block's routers, must list every expert's gate and up, and takes the
+/// block as inp and module2inspect. INVALID_ARGUMENT naming `path`'s field.
 absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingLayer& pair, const std::string& path);
 
 /// `pair` as the algorithms run it: a pair in front of an MoE block with the routers it leaves out added (they read
@@ -47,10 +48,12 @@ ScalingLayer ResolvedPair(const runtime::DecoderLayer& layer, const ScalingLayer
 
 /// Divides prev_op's output channels by `scales` (norm weight and bias, or a linear's rows and bias) and multiplies
 /// the input columns of `pair.layers` by them, as Quark's apply_scale; with grouped KV heads a v_proj -> o_proj
-/// scale is reduced (max) over the query heads of each KV head first. In front of an MoE block the routers take the
-/// scale too, listed or not (ResolvedPair): routing never changes.
+/// scale is reduced (max) over the query heads of each KV head first. Phi-3's fused self_attn.qkv_proj -> o_proj
+/// divides only the v rows of qkv_proj (the last kv_heads * head_dim, reduced the same way). In front of an MoE
+/// block the routers take the scale too, listed or not (ResolvedPair): routing never changes. `reader_scales`
+/// (if given) receives what the readers' input columns were multiplied by (the reduced scales under grouped heads).
 absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
-                          const HeadLayout& heads);
+                          const HeadLayout& heads, at::Tensor* reader_scales = nullptr);
 
 /// The inputs of the layer's linears over the samples, recorded while the layer runs: per linear one [T, in] tensor
 /// per sample (`keep_inputs`) and the running max |x| per input channel (float32).

@@ -324,12 +324,13 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     results.push_back(std::move(best));
   }
   for (const auto& r : results) {
-    QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
+    at::Tensor applied;  // under grouped KV heads o_proj's columns take the per-KV-head reduced scale, not r.scales
+    QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads, &applied));
     // The scaled linears now read x / s: so must their recorded inputs, for the clip search.
     for (const auto& name : r.pair.layers) {
       auto it = recorded.inputs.find(name);
       if (it == recorded.inputs.end()) continue;
-      for (auto& x : it->second) x = x / r.scales.to(x.scalar_type()).view({1, -1});
+      for (auto& x : it->second) x = x / applied.to(x.scalar_type()).view({1, -1});
     }
   }
   // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).

@@ -92,6 +92,15 @@ absl::Status CheckPairNames(const ScalingLayer& pair, const std::string& path, c
   }
   if (moe) return algorithms::CheckMoePair(*moe, pair, path);
   if (norms.count(pair.prev_op)) QUARK_RETURN_IF_ERROR(CheckNormReaders(pair, path, model));
+  // Phi-3's fused q | k | v: only its v rows have a linear reader (o_proj, through the attention).
+  if (pair.prev_op == "self_attn.qkv_proj") {
+    for (size_t i = 0; i < pair.layers.size(); ++i) {
+      if (i > 0 || pair.layers[i] != "self_attn.o_proj") {
+        return absl::InvalidArgumentError(StrCat(path, ".layers[", i, "]: \"", pair.layers[i], "\": \"", pair.prev_op,
+                                                 "\" scales only into [\"self_attn.o_proj\"] (its v rows)"));
+      }
+    }
+  }
   if (!pair.inp.empty() && !linears.count(pair.inp)) return unknown("inp", pair.inp, "a linear");
   const std::string& m = pair.module2inspect;
   if (!m.empty() && m != "self_attn" && !(m == "mlp" && has_mlp_module) && !linears.count(m)) {
@@ -153,10 +162,10 @@ std::vector<ScalingLayer> DefaultScalingLayers(const checkpoint::ModelConfig& mo
     return pairs;
   }
   if (model.family == checkpoint::ArchFamily::kPhi3) {
-    // Phi-3's fused linears (AutoAWQ's phi3 template). No v -> o pair: v is the last rows of qkv_proj, and scaling
-    // them would take a partial-rows rule of its own. gate_up -> down scales the up half of gate_up_proj's rows only
-    // (ApplyScaling's fused gate|up rule), which is exact.
+    // Phi-3's fused linears (AutoAWQ's phi3 template). qkv -> o (under the v -> o condition above) divides only the
+    // v rows of qkv_proj, gate_up -> down only the up rows of gate_up_proj (ApplyScaling's fused rules): both exact.
     pairs.push_back({"input_layernorm", {"self_attn.qkv_proj"}, "self_attn.qkv_proj", "self_attn"});
+    if (square_attention) pairs.push_back({"self_attn.qkv_proj", {"self_attn.o_proj"}, "self_attn.o_proj", ""});
     pairs.push_back({"post_attention_layernorm", {"mlp.gate_up_proj"}, "mlp.gate_up_proj", "mlp"});
     pairs.push_back({"mlp.gate_up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""});
     return pairs;

@@ -110,7 +110,8 @@ absl::Status WriteRandomDenseModel(const checkpoint::ModelConfig& config, const 
   return WriteFolder(config, dir, tensors);
 }
 
-absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string& model_type, const std::string& dir) {
+absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string& model_type, const std::string& dir,
+                                 bool repeat_kv_heads) {
   auto source_config = checkpoint::LoadModelConfig(llama_dir);
   if (!source_config.ok()) return source_config.status();
   auto reader = checkpoint::CheckpointReader::Open(llama_dir);
@@ -121,6 +122,16 @@ absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string
     return ViewTensor(*ref).value().to(at::kFloat).clone();
   };
   checkpoint::ModelConfig config = *source_config;
+  const int64_t kv_repeats = repeat_kv_heads ? config.num_attention_heads / config.num_key_value_heads : 1;
+  if (repeat_kv_heads) config.num_key_value_heads = config.num_attention_heads;
+  // k_proj / v_proj rows [kv_heads * head_dim, hidden], each KV head's rows repeated once per query head it serves.
+  const auto get_kv = [&](const std::string& name) -> at::Tensor {
+    const at::Tensor w = get(name);
+    const int64_t kv_heads = w.size(0) / config.head_dim;
+    return w.view({kv_heads, 1, config.head_dim, -1})
+        .expand({kv_heads, kv_repeats, config.head_dim, w.size(1)})
+        .reshape({kv_heads * kv_repeats * config.head_dim, w.size(1)});
+  };
   config.model_type = model_type;
   if (model_type == "phi3") {
     config.family = checkpoint::ArchFamily::kPhi3;
@@ -128,6 +139,9 @@ absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string
     config.qk_norm = true;
   } else {
     return absl::InvalidArgumentError(StrCat("model_type \"", model_type, "\" is not qwen3 or phi3"));
+  }
+  if (repeat_kv_heads && model_type != "phi3") {
+    return absl::InvalidArgumentError("repeat_kv_heads: only the phi3 transplant (its fused qkv_proj) repeats them");
   }
   auto generator = at::make_generator<at::CPUGeneratorImpl>(18);
   std::vector<std::pair<double, double>> rms;
@@ -146,8 +160,8 @@ absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string
         return s;
       };
       if (name.find("qkv_proj.weight") != std::string::npos) {
-        tensors[name] = at::cat({get(replace("qkv_proj", "q_proj")), get(replace("qkv_proj", "k_proj")),
-                                 get(replace("qkv_proj", "v_proj"))}, 0);
+        tensors[name] = at::cat({get(replace("qkv_proj", "q_proj")), get_kv(replace("qkv_proj", "k_proj")),
+                                 get_kv(replace("qkv_proj", "v_proj"))}, 0);
       } else if (name.find("gate_up_proj.weight") != std::string::npos) {
         tensors[name] = at::cat({get(replace("gate_up_proj", "gate_proj")), get(replace("gate_up_proj", "up_proj"))}, 0);
       } else if (name.find("q_norm") != std::string::npos || name.find("k_norm") != std::string::npos) {

@@ -20,7 +20,9 @@ absl::Status WriteRandomDenseModel(const checkpoint::ModelConfig& config, const 
 /// "phi3" in `dir`, computing the same function up to Qwen3's q/k norms. Phi-3: q|k|v and gate|up concatenated
 /// (exactly the Llama model). Qwen3: q_norm/k_norm weights r (1 + N(0, 0.05^2)) seeded, r the Llama heads' expected
 /// RMS (one per layer and norm), so the model stays near the trained one while the norms (what is new) act. Eps and
-/// RoPE as the source. tokenizer.model is copied.
-absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string& model_type, const std::string& dir);
+/// RoPE as the source. tokenizer.model is copied. `repeat_kv_heads`: one KV head per query head (each a copy of
+/// the KV head it read), which computes exactly the same function with square attention (Phi-3-mini's shape).
+absl::Status TransplantTinyLlama(const std::string& llama_dir, const std::string& model_type, const std::string& dir,
+                                 bool repeat_kv_heads = false);
 
 }  // namespace quark::runtime::testing
