@@ -274,6 +274,42 @@ TEST_P(Phi3QkvToOTransplantTest, AwqWithThePairExportsAndReloads) {
             << with->metrics.at("ppl_after") << "\n";
 }
 
+// SmoothQuant with the pair (the square template; the grouped one plus the pair): with every linear excluded only
+// the scales move, so the model must compute what it computed (a v row left unscaled, a q/k row scaled, or a grouped
+// scale not reduced per KV head would show); W8A8 static with and without the pair exports, reloads, stays near float.
+TEST_P(Phi3QkvToOTransplantTest, SmoothQuantKeepsTheFloatModelAndExports) {
+  SmoothQuantAlgo smooth;
+  smooth.alpha = 0.5f;
+  smooth.scaling_layers = with_;
+  QuantizeModelOptions exact = AwqOptions({}, "");
+  exact.config = PresetConfig("w_int8_a_int8_per_tensor_sym").value();
+  exact.config.algo_config = {smooth};
+  exact.config.exclude = {"*"};
+  exact.output_dir.clear();
+  auto r = QuantizeModel(dir_, exact);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int qkv_pairs = 0;
+  for (const auto& line : r->algorithm_log) qkv_pairs += line.rfind("smooth self_attn.qkv_proj -> ", 0) == 0;
+  EXPECT_EQ(qkv_pairs, config_.num_hidden_layers);
+  EXPECT_NEAR(r->metrics.at("ppl_after"), r->metrics.at("ppl_before"), 1e-5 * r->metrics.at("ppl_before"));
+  std::map<std::string, double> ppl;
+  for (const bool with_pair : {true, false}) {
+    smooth.scaling_layers = with_pair ? with_ : without_;
+    QuantizeModelOptions o = AwqOptions({}, with_pair ? "phi3vo_sq_with" : "phi3vo_sq_without");
+    o.config = PresetConfig("w_int8_a_int8_per_tensor_sym").value();
+    o.config.algo_config = {smooth};
+    auto w8a8 = QuantizeModel(dir_, o);
+    ASSERT_TRUE(w8a8.ok()) << w8a8.status();
+    EXPECT_TRUE(exporter::CheckHfQuarkExport(o.output_dir).ok());
+    EXPECT_NEAR(w8a8->metrics.at("ppl_after"), w8a8->metrics.at("ppl_reloaded"), 1e-4 * w8a8->metrics.at("ppl_after"));
+    EXPECT_LT(w8a8->metrics.at("ppl_after"), 1.2 * w8a8->metrics.at("ppl_before"));
+    ppl[with_pair ? "with" : "without"] = w8a8->metrics.at("ppl_after");
+  }
+  std::cout << "phi3 (tinyllama-a transplant, " << Shape() << ") SmoothQuant alpha 0.5 W8A8 static: float "
+            << r->metrics.at("ppl_before") << ", without qkv -> o " << ppl["without"] << ", with it " << ppl["with"]
+            << "\n";
+}
+
 INSTANTIATE_TEST_SUITE_P(Attention, Phi3QkvToOTransplantTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Square" : "GroupedKv"; });
 
