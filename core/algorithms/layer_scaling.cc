@@ -195,6 +195,24 @@ absl::StatusOr<std::pair<at::Tensor, at::Tensor>> FusedQkvScales(const at::Tenso
   return std::make_pair(at::cat({at::ones({qkv_rows - v_rows}, scales.options()), v_and_o.first}), v_and_o.second);
 }
 
+// A linear prev_op's row scales and its readers' column scales for `scales` (one per reader input channel): the
+// same scale on both, or the fused gate | up and q | k | v rules, or the per-KV-head reduction of v_proj -> o_proj.
+absl::StatusOr<std::pair<at::Tensor, at::Tensor>> LinearPairScales(const runtime::DecoderLayer& layer,
+                                                                   const ScalingLayer& pair, int64_t prev_rows,
+                                                                   const at::Tensor& scales, const HeadLayout& heads) {
+  if (IsFusedGateUp(pair.prev_op) && prev_rows == 2 * scales.numel()) {
+    return std::make_pair(at::cat({at::ones_like(scales), scales}), scales);  // the gate rows keep their scale
+  }
+  if (pair.prev_op == kFusedQkv) return FusedQkvScales(scales, prev_rows, heads);
+  if (prev_rows == scales.numel()) return std::make_pair(scales, scales);
+  if (heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
+      prev_rows * heads.heads != scales.numel() * heads.kv_heads) {
+    return absl::InvalidArgumentError(StrCat(layer.prefix(), pair.prev_op, " -> ", pair.layers[0], ": ", prev_rows,
+                                             " rows cannot take ", scales.numel(), " scales"));
+  }
+  return GroupedQueryScales(scales, heads);
+}
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> LinearWeight(const runtime::DecoderLayer& layer, const std::string& relative_name) {
@@ -323,8 +341,17 @@ absl::Status CheckScalingPair(const runtime::DecoderLayer& layer, const ScalingL
   return absl::OkStatus();
 }
 
+absl::StatusOr<at::Tensor> ReaderScales(const runtime::DecoderLayer& layer, const ScalingLayer& pair,
+                                        const at::Tensor& scales, const HeadLayout& heads) {
+  if (FindNorm(layer, pair.prev_op).found()) return scales;
+  auto prev = layer.FindLinear(pair.prev_op);
+  if (prev == nullptr) return absl::InvalidArgumentError(StrCat(pair.prev_op, ": not a norm or linear"));
+  QUARK_ASSIGN_OR_RETURN(auto row_and_column, LinearPairScales(layer, pair, prev->out_features(), scales, heads));
+  return row_and_column.second;
+}
+
 absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& given, const at::Tensor& scales,
-                          const HeadLayout& heads, at::Tensor* reader_scales) {
+                          const HeadLayout& heads) {
   const ScalingLayer pair = ResolvedPair(layer, given);
   at::Tensor column_scales = scales;
   const NormRef norm = FindNorm(layer, pair.prev_op);
@@ -338,20 +365,9 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& give
   } else {
     auto prev = std::dynamic_pointer_cast<runtime::FloatLinear>(layer.FindLinear(pair.prev_op));
     if (prev == nullptr) return absl::InvalidArgumentError(StrCat(pair.prev_op, ": not a float norm or linear"));
-    at::Tensor row_scales = scales;
-    if (IsFusedGateUp(pair.prev_op) && prev->out_features() == 2 * scales.numel()) {
-      row_scales = at::cat({at::ones_like(scales), scales});  // the gate rows keep their scale
-    } else if (pair.prev_op == kFusedQkv) {
-      QUARK_ASSIGN_OR_RETURN(std::tie(row_scales, column_scales), FusedQkvScales(scales, prev->out_features(), heads));
-    } else if (prev->out_features() != scales.numel()) {
-      if (heads.kv_heads <= 0 || heads.heads % heads.kv_heads != 0 || scales.numel() % heads.heads != 0 ||
-          prev->out_features() * heads.heads != scales.numel() * heads.kv_heads) {
-        return absl::InvalidArgumentError(StrCat(layer.prefix(), pair.prev_op, " -> ", pair.layers[0], ": ",
-                                                 prev->out_features(), " rows cannot take ", scales.numel(),
-                                                 " scales"));
-      }
-      std::tie(row_scales, column_scales) = GroupedQueryScales(scales, heads);
-    }
+    at::Tensor row_scales;
+    QUARK_ASSIGN_OR_RETURN(std::tie(row_scales, column_scales),
+                           LinearPairScales(layer, pair, prev->out_features(), scales, heads));
     const at::Tensor s = row_scales.to(prev->weight().scalar_type());
     prev->set_weight(prev->weight() / s.view({-1, 1}));
     if (prev->bias().defined()) prev->set_bias(prev->bias() / s);
@@ -360,7 +376,6 @@ absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& give
     QUARK_ASSIGN_OR_RETURN(at::Tensor w, ReaderWeight(layer, name));
     QUARK_RETURN_IF_ERROR(SetReaderWeight(layer, name, w * column_scales.to(w.scalar_type()).view({1, -1})));
   }
-  if (reader_scales != nullptr) *reader_scales = column_scales;
   return absl::OkStatus();
 }
 

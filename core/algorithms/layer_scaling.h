@@ -50,10 +50,15 @@ ScalingLayer ResolvedPair(const runtime::DecoderLayer& layer, const ScalingLayer
 /// the input columns of `pair.layers` by them, as Quark's apply_scale; with grouped KV heads a v_proj -> o_proj
 /// scale is reduced (max) over the query heads of each KV head first. Phi-3's fused self_attn.qkv_proj -> o_proj
 /// divides only the v rows of qkv_proj (the last kv_heads * head_dim, reduced the same way). In front of an MoE
-/// block the routers take the scale too, listed or not (ResolvedPair): routing never changes. `reader_scales`
-/// (if given) receives what the readers' input columns were multiplied by (the reduced scales under grouped heads).
+/// block the routers take the scale too, listed or not (ResolvedPair): routing never changes.
 absl::Status ApplyScaling(runtime::DecoderLayer& layer, const ScalingLayer& pair, const at::Tensor& scales,
-                          const HeadLayout& heads, at::Tensor* reader_scales = nullptr);
+                          const HeadLayout& heads);
+
+/// What ApplyScaling multiplies the readers' input columns by for `scales`: `scales` itself, or under grouped KV
+/// heads (v_proj / qkv_proj -> o_proj) the max over each KV head's query heads, repeated per query head.
+/// INVALID_ARGUMENT when prev_op's rows cannot take them.
+absl::StatusOr<at::Tensor> ReaderScales(const runtime::DecoderLayer& layer, const ScalingLayer& pair,
+                                        const at::Tensor& scales, const HeadLayout& heads);
 
 /// The inputs of the layer's linears over the samples, recorded while the layer runs: per linear one [T, in] tensor
 /// per sample (`keep_inputs`) and the running max |x| per input channel (float32).

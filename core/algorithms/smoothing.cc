@@ -301,11 +301,14 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     for (int i = 0; i < options.grid_size; ++i) {
       const double ratio = static_cast<double>(i) / options.grid_size;
       const at::Tensor scales = CandidateScales(x_mean, ratio);
+      // The trial scales the readers as ApplyScaling will (reduced per KV head under grouped heads): the search
+      // then compares what would be applied.
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor applied, ReaderScales(layer, pair, scales, in.heads));
       TrialWeights trial(layer);
       // Q(W s) / s on the unscaled input: the routers (exact under s) keep their weights and so their routing.
       for (const auto& name : PairLinears(layer, pair)) {
         QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
-        const at::Tensor s = scales.to(w.scalar_type()).view({1, -1});
+        const at::Tensor s = applied.to(w.scalar_type()).view({1, -1});
         QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *specs.at(name).weight));
         QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
       }
@@ -324,8 +327,9 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     results.push_back(std::move(best));
   }
   for (const auto& r : results) {
-    at::Tensor applied;  // under grouped KV heads o_proj's columns take the per-KV-head reduced scale, not r.scales
-    QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads, &applied));
+    // Under grouped KV heads o_proj's columns take the per-KV-head reduced scale, not r.scales.
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor applied, ReaderScales(layer, r.pair, r.scales, in.heads));
+    QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
     // The scaled linears now read x / s: so must their recorded inputs, for the clip search.
     for (const auto& name : r.pair.layers) {
       auto it = recorded.inputs.find(name);
