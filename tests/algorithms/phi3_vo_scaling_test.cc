@@ -20,6 +20,7 @@
 #include "core/quantize/quantize_model.h"
 #include "core/quantize/scaling_pass.h"
 #include "core/runtime/transformer_model.h"
+#include "tests/algorithms/awq_layer_error.h"
 #include "core/runtime/weight_source.h"
 #include "tests/quantize/test_model.h"
 #include "tests/runtime/dense_arch_models.h"
@@ -221,31 +222,9 @@ TEST_P(Phi3QkvToOTransplantTest, AwqWithThePairAndTheLayerOutputError) {
   };
   const std::vector<at::Tensor> calibration = embed(1, 6), held_out = embed(2, 3);
   const QuantSpec spec = *PresetConfig("uint4_wo_128").value().global_quant_config.weight;
-  const auto error_after_awq = [&](const std::vector<ScalingLayer>& pairs) -> double {
-    auto layer = model->LoadLayer(0).value();
-    auto reference = model->LoadLayer(0).value();
-    algorithms::LayerQuantSpecs specs;
-    for (const auto& linear : layer->NamedLinears()) specs[linear.relative_name].weight = spec;
-    algorithms::ScalingInputs in;
-    in.samples = &calibration;
-    in.run = [&](const at::Tensor& x) { return layer->forward(x, model->Context(x.size(1))); };
-    in.context = [&](int64_t t) -> const runtime::LayerContext& { return model->Context(t); };
-    in.heads = {config_.num_attention_heads, config_.num_key_value_heads};
-    std::vector<at::Tensor> outputs;
-    auto applied = algorithms::AwqLayer(*layer, in, pairs, specs, algorithms::AwqOptions{}, &outputs);
-    EXPECT_TRUE(applied.ok()) << applied.status();
-    for (const auto& linear : layer->NamedLinears()) {
-      const at::Tensor w = linear.linear->weight();
-      const QuantParams params = ParamsOf(w, spec, TensorRole::kWeight).value();
-      EXPECT_TRUE(algorithms::SetLinearWeight(*layer, linear.relative_name,
-                                              FakeQuantize(w, spec, params, TensorRole::kWeight).value()).ok());
-    }
-    double sum = 0;
-    for (const at::Tensor& x : held_out) {
-      const runtime::LayerContext& context = model->Context(x.size(1));
-      sum += (layer->forward(x, context) - reference->forward(x, context)).pow(2).sum().item<double>();
-    }
-    return sum;
+  const auto error_after_awq = [&](const std::vector<ScalingLayer>& pairs) {
+    return testing::AwqLayerZeroHeldOutError(*model, pairs, spec, calibration, held_out,
+                                             {config_.num_attention_heads, config_.num_key_value_heads});
   };
   const double with_error = error_after_awq(with_);
   const double without_error = error_after_awq(without_);
