@@ -4,14 +4,21 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <tuple>
 #include <vector>
+
+#include <ATen/Parallel.h>
 
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/config/quant_types.h"
 #include "core/numerics/fake_quant.h"
+#include "core/numerics/format_map.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
+#include "kernels/cpu/affine_kernels.h"
 
 namespace quark::algorithms {
 namespace {
@@ -22,20 +29,88 @@ constexpr int64_t kFusedUpdateMaxBlock = 256;
 // Quark retries the Cholesky factorisation five times, ten times more damping each time.
 constexpr int kCholeskyRetries = 5;
 
+// GPTQ never mixes rows: a row's updates read only that row's errors and the shared factor. So the column loop runs
+// on ranges of rows in parallel, each with its own parameters (per-row, sliced from the whole weight's or observed
+// on its rows as groups start) and its own lazy-update GEMM, and every element gets the same arithmetic as in one
+// pass over all rows (the GEMM's sum over the block runs in the same order whatever rows it is given).
+// A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
+struct ColumnParams {
+  QuantParams params;
+  at::Tensor scale, zero_point;                 // float32, contiguous: the kernel's arrays
+  std::optional<kernels::AffineArgs> affine;    // float32 weights on an integer grid: the kernel is called directly
+};
+
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::vector<ColumnParams> sliced;    // params_ restricted to these rows, filled as first used
+  std::vector<ColumnParams> observed;  // groups observed on these rows as they start (not static_groups)
+};
+
+// Rows below which a range is not worth a thread of its own.
+constexpr int64_t kMinRowsPerRange = 256;
+
+// row[r] -= e[r] * h, the product rounded before the subtraction (Quark's arithmetic; the file is built without
+// FMA contraction). The in-block updates spend their time here: compiled for AVX-512 and AVX2 too, picked at load.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void SubtractScaled(float* __restrict row, const float* __restrict e, float h, int64_t n) {
+  for (int64_t r = 0; r < n; ++r) row[r] -= e[r] * h;
+}
+
+QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
+  // Per-tensor parameters are one value for every row.
+  const auto rows = [&](const at::Tensor& t) { return t.dim() == 0 || t.numel() == 1 ? t : t.slice(0, begin, end); };
+  return QuantParams{rows(p.scale), rows(p.zero_point)};
+}
+
+// U^T U = (h + damp I)^-1, with Quark's damping and retries. h is consumed.
+absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor h, const GptqOptions& options, double& extra_damp) {
+  // As Quark: a float32 product of the float32 mean, added as a tensor (a double product would round differently).
+  // at::diag copies the diagonal (contiguous), as torch.diag in Quark: a mean over the strided view sums in
+  // another order.
+  const at::Tensor damp = at::diag(h).mean() * options.damp_percent;
+  h.diagonal().add_(damp);
+  const bool fast = options.fast_linalg;
+  auto factor = CholeskyStep(h, fast);
+  if (factor.ok()) {
+    h = at::Tensor();  // released before the inverse: two K x K matrices at the peak, not three
+    return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past its first factorisation
+  }
+  // Quark's retry: more diagonal regularisation, ten times more each time.
+  double extra = std::max({std::abs(damp.item<double>()), at::diag(h).abs().mean().item<double>() * 1e-6,
+                           static_cast<double>(std::numeric_limits<float>::epsilon())});
+  for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
+    at::Tensor damped = h.clone();
+    damped.diagonal().add_(extra);
+    factor = CholeskyStep(damped, fast);
+    if (factor.ok()) {
+      extra_damp = extra;
+      return InverseFactorStep(*std::move(factor), fast);
+    }
+  }
+  return absl::FailedPreconditionError(StrCat(std::string(factor.status().message()), " after ", kCholeskyRetries,
+                                              " retries with extra damping up to ", extra / 10));
+}
+
 class GptqRun {
  public:
   GptqRun(const QuantSpec& spec, const GptqOptions& options, at::ScalarType dtype)
       : spec_(spec), column_spec_(spec), options_(options), dtype_(dtype) {}
 
-  absl::StatusOr<GptqResult> Run(at::Tensor w, at::Tensor h);
+  /// The spec and options against a weight of these sizes; Run needs it first.
+  absl::Status Prepare(at::IntArrayRef sizes);
+  absl::StatusOr<GptqResult> Run(const at::Tensor& w, const GptqFactor& factor);
 
  private:
   absl::Status ResolveGranularity(at::IntArrayRef sizes);
   absl::Status SetUpParams(const at::Tensor& w);
-  absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor h, double& extra_damp) const;
-  absl::StatusOr<const QuantParams*> ParamsForColumn(int64_t column, const at::Tensor& wt);
+  absl::StatusOr<const ColumnParams*> ParamsForColumn(int64_t column, const at::Tensor& wt, RowRange& rows) const;
   absl::StatusOr<QuantParams> ParamsOfColumns(const at::Tensor& columns) const;  // [N, c] float32
-  absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantParams& params) const;
+  ColumnParams ForColumns(QuantParams params) const;
+  absl::Status QuantizeColumn(const float* column, float* quantized, const ColumnParams& params, int64_t n) const;
+  absl::Status QuantizeRows(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt, RowRange& rows) const;
   absl::Status QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt);
   QuantParams WholeParams() const;
 
@@ -45,8 +120,11 @@ class GptqRun {
   at::ScalarType dtype_;
   bool grouped_ = false;    // per_group or MX: parameters per group of input columns
   int64_t group_size_ = 0;  // grouped only
-  std::vector<QuantParams> params_;  // one per group in column order (grouped), else one for the whole weight
-  std::vector<int64_t> perm_;        // act order: permuted position -> original column
+  // One per group in column order (static groups), or one for the whole weight (not grouped); empty with groups
+  // observed as they start, which are per row range (rows_).
+  std::vector<QuantParams> params_;
+  std::vector<int64_t> perm_;  // act order: permuted position -> original column
+  std::vector<RowRange> rows_;  // the row ranges the column loop ran on, in row order
 };
 
 absl::Status GptqRun::ResolveGranularity(at::IntArrayRef sizes) {
@@ -97,94 +175,99 @@ absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<at::Tensor> GptqRun::InverseHessianFactor(at::Tensor h, double& extra_damp) const {
-  // As Quark: a float32 product of the float32 mean, added as a tensor (a double product would round differently).
-  // at::diag copies the diagonal (contiguous), as torch.diag in Quark: a mean over the strided view sums in
-  // another order.
-  const at::Tensor damp = at::diag(h).mean() * options_.damp_percent;
-  h.diagonal().add_(damp);
-  const bool fast = options_.fast_linalg;
-  auto factor = CholeskyStep(h, fast);
-  if (factor.ok()) {
-    h = at::Tensor();  // released before the inverse: two K x K matrices at the peak, not three
-    return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past its first factorisation
-  }
-  // Quark's retry: more diagonal regularisation, ten times more each time.
-  double extra = std::max({std::abs(damp.item<double>()), at::diag(h).abs().mean().item<double>() * 1e-6,
-                           static_cast<double>(std::numeric_limits<float>::epsilon())});
-  for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
-    at::Tensor damped = h.clone();
-    damped.diagonal().add_(extra);
-    factor = CholeskyStep(damped, fast);
-    if (factor.ok()) {
-      extra_damp = extra;
-      return InverseFactorStep(*std::move(factor), fast);
+absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, const at::Tensor& wt,
+                                                             RowRange& rows) const {
+  if (grouped_ && !options_.static_groups) {
+    if (column % group_size_ == 0) {
+      // Quark observes the group on the current weight: its columns in this block already carry the block's
+      // updates, those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy).
+      const at::Tensor group = wt.slice(0, column, column + group_size_).slice(1, rows.begin, rows.end).t();
+      QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(group));
+      rows.observed.push_back(ForColumns(std::move(p)));
     }
+    return &rows.observed.back();
   }
-  return absl::FailedPreconditionError(StrCat(std::string(factor.status().message()), " after ", kCholeskyRetries,
-                                              " retries with extra damping up to ", extra / 10));
-}
-
-absl::StatusOr<const QuantParams*> GptqRun::ParamsForColumn(int64_t column, const at::Tensor& wt) {
-  if (!grouped_) return &params_[0];
-  if (options_.static_groups) {
+  size_t index = 0;
+  if (grouped_) {
     const int64_t original = options_.act_order ? perm_[static_cast<size_t>(column)] : column;
-    return &params_[static_cast<size_t>(original / group_size_)];
+    index = static_cast<size_t>(original / group_size_);
   }
-  if (column % group_size_ == 0) {
-    // Quark observes the group on the current weight: its columns in this block already carry the block's updates,
-    // those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy instead).
-    QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(wt.slice(0, column, column + group_size_).t()));
-    params_.push_back(std::move(p));
-  }
-  return &params_.back();
+  if (rows.sliced.empty()) rows.sliced.resize(params_.size());
+  ColumnParams& sliced = rows.sliced[index];
+  if (!sliced.params.scale.defined()) sliced = ForColumns(SliceRows(params_[index], rows.begin, rows.end));
+  return &sliced;
 }
 
-absl::StatusOr<at::Tensor> GptqRun::QuantizeColumn(const at::Tensor& column, const QuantParams& params) const {
-  const at::Tensor x = column.view({column.size(0), 1}).to(dtype_);
-  QUARK_ASSIGN_OR_RETURN(at::Tensor q, FakeQuantize(x, column_spec_, params, TensorRole::kWeight));
-  return q.to(at::kFloat).contiguous();
+ColumnParams GptqRun::ForColumns(QuantParams params) const {
+  ColumnParams column{std::move(params), {}, {}, std::nullopt};
+  const DType element = column_spec_.ElementType();
+  if (dtype_ != at::kFloat || column_spec_.IsMx() || !IsIntegerType(element)) return column;
+  // What FakeQuantize hands the affine kernel (fake_quant.cc, RunScaled), prepared once.
+  column.scale = column.params.scale.to(at::kFloat).contiguous();
+  column.zero_point = column.params.zero_point.to(at::kFloat).contiguous();
+  kernels::AffineArgs args;
+  args.scale = column.scale.data_ptr<float>();
+  args.zero_point = column.zero_point.data_ptr<float>();
+  std::tie(args.qmin, args.qmax) = IntegerRange(element);
+  args.round = RoundModeOf(column_spec_.round_method);
+  args.float_zero_point = column.params.zero_point.scalar_type() != at::kInt;
+  column.affine = args;
+  return column;
 }
 
-// wt [K, N]: row j is column j of W (contiguous), updated in place. u [K, K] upper with contiguous rows
-// (InverseFactorStep); qt [K, N] receives the quantized
-// columns. Every float operation is Quark's, element for element: the in-block update rounds the product and then
-// subtracts it, and the lazy update's GEMM sums each dot product over the block in the same order (transposing both
-// operands changes the tiling, not the order of the sum), so the columns after a block carry Quark's bits.
-absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt) {
-  const int64_t k = wt.size(0), n = wt.size(1), block = options_.block_size;
+// The engine's own fake quantization of one column (n rows) with its rows' parameters, in the weight's dtype.
+absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, const ColumnParams& params,
+                                     int64_t n) const {
+  if (params.affine) {
+    // The kernel FakeQuantize would run on this [n, 1] column: one parameter per row, or one for all of them.
+    const kernels::ChannelLayout layout = params.scale.numel() == 1 ? kernels::ChannelLayout{1, 1, n}
+                                                                    : kernels::ChannelLayout{1, n, 1};
+    kernels::FakeQuantAffine<float>(column, quantized, layout, *params.affine);
+    return absl::OkStatus();
+  }
+  const at::Tensor x = at::from_blob(const_cast<float*>(column), {n, 1}, at::kFloat);
+  at::Tensor out = at::from_blob(quantized, {n, 1}, at::kFloat);
+  if (dtype_ == at::kFloat) return FakeQuantizeInto(x, column_spec_, params.params, out, TensorRole::kWeight);
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor q,
+                         FakeQuantize(x.to(dtype_), column_spec_, params.params, TensorRole::kWeight));
+  out.copy_(q);
+  return absl::OkStatus();
+}
+
+// wt [K, N]: row j is column j of W (contiguous), updated in place on the columns rows.begin..end. u [K, K] upper
+// (InverseFactorStep's, any strides); qt [K, N] receives the quantized columns. Every float operation is
+// Quark's, element for element: the in-block update rounds the product and then subtracts it, and the lazy update's
+// GEMM sums each dot product over the block in the same order (transposing both operands, or taking fewer of their
+// rows, changes the tiling, not the order of the sum), so the columns after a block carry Quark's bits.
+absl::Status GptqRun::QuantizeRows(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt, RowRange& rows) const {
+  const int64_t k = wt.size(0), stride = wt.size(1), block = options_.block_size;
+  const int64_t n = rows.end - rows.begin;
   at::Tensor err = at::empty({std::min(block, k), n}, wt.options());  // (w - q) / d of the block's columns
-  float* w = wt.data_ptr<float>();
-  float* q = qt.data_ptr<float>();
+  float* w = wt.data_ptr<float>() + rows.begin;
+  float* q = qt.data_ptr<float>() + rows.begin;
+  float* errors = err.data_ptr<float>();
   const float* hinv = u.data_ptr<float>();
+  const int64_t hinv_row = u.stride(0), hinv_column = u.stride(1);
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
     for (int64_t j = i1; j < i2; ++j) {
-      QUARK_ASSIGN_OR_RETURN(const QuantParams* params, ParamsForColumn(j, wt));
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor quantized, QuantizeColumn(wt[j], *params));
-      const float* qc = quantized.data_ptr<float>();
-      const float* hrow = hinv + j * k;  // Hinv[j, :]
-      const float d = hrow[j];
-      float* e = err.data_ptr<float>() + (j - i1) * n;
-      float* wj = w + j * n;
-      float* qj = q + j * n;
-      // One thread: these loops stream a block that sits in cache, and OpenBLAS's worker threads, still spinning
-      // after the last GEMM, would take the second core from an OpenMP team (measured: slower with two).
-      for (int64_t r = 0; r < n; ++r) {
-        qj[r] = qc[r];
-        e[r] = (wj[r] - qc[r]) / d;
-      }
+      QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, wt, rows));
+      float* wj = w + j * stride;
+      float* qj = q + j * stride;
+      QUARK_RETURN_IF_ERROR(QuantizeColumn(wj, qj, *params, n));
+      const float* hrow = hinv + j * hinv_row;  // Hinv[j, :]
+      const float d = hrow[j * hinv_column];
+      float* e = errors + (j - i1) * n;
+      for (int64_t r = 0; r < n; ++r) e[r] = (wj[r] - qj[r]) / d;
       for (int64_t t = j + 1; t < i2; ++t) {
-        const float h = hrow[t];
-        float* row = w + t * n;
-        for (int64_t r = 0; r < n; ++r) row[r] -= e[r] * h;
+        SubtractScaled(w + t * stride, e, hrow[t * hinv_column], n);
       }
     }
     if (i2 < k) {
       // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:], transposed. One GEMM
       // accumulates C - A B as Quark's matmul-then-subtract does while the block fits one pass over the shared
       // dimension of the BLAS kernels; longer blocks take Quark's two steps.
-      at::Tensor rest = wt.slice(0, i2);
+      at::Tensor rest = wt.slice(0, i2).slice(1, rows.begin, rows.end);
       const at::Tensor hinv_block = u.slice(0, i1, i2).slice(1, i2).t();
       const at::Tensor err_block = err.slice(0, 0, i2 - i1);
       if (options_.fast_linalg || i2 - i1 <= kFusedUpdateMaxBlock) {
@@ -197,76 +280,167 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::T
   return absl::OkStatus();
 }
 
-QuantParams GptqRun::WholeParams() const {
-  if (!grouped_) return params_[0];
-  std::vector<at::Tensor> scales, zero_points;
-  for (const QuantParams& p : params_) {
-    scales.push_back(p.scale);
-    zero_points.push_back(p.zero_point);
+absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt) {
+  const int64_t n = wt.size(1);
+  const int64_t ranges = std::clamp<int64_t>(n / kMinRowsPerRange, 1, at::get_num_threads());
+  rows_.resize(static_cast<size_t>(ranges));
+  for (int64_t i = 0; i < ranges; ++i) {
+    rows_[static_cast<size_t>(i)].begin = n * i / ranges;
+    rows_[static_cast<size_t>(i)].end = n * (i + 1) / ranges;
   }
-  return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1)};
+  if (ranges == 1) return QuantizeRows(wt, u, qt, rows_[0]);
+  // One thread per range, each with its own single-threaded BLAS calls: the work is the same, minus the fork and
+  // join of every GEMM and with the column loop itself in parallel.
+  const SingleThreadedBlas blas;
+  std::vector<absl::Status> statuses(static_cast<size_t>(ranges));
+  at::parallel_for(0, ranges, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t r = static_cast<size_t>(i);
+      try {
+        statuses[r] = QuantizeRows(wt, u, qt, rows_[r]);
+      } catch (const std::exception& error) {
+        statuses[r] = runtime::TorchErrorToStatus(error, "gptq");
+      }
+    }
+  });
+  for (absl::Status& status : statuses) QUARK_RETURN_IF_ERROR(status);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, at::Tensor h) {
-  QUARK_RETURN_IF_ERROR(ResolveGranularity(w.sizes()));
+QuantParams GptqRun::WholeParams() const {
+  if (!grouped_) return params_[0];
+  const auto cat = [](const std::vector<QuantParams>& params, int64_t dim) {
+    std::vector<at::Tensor> scales, zero_points;
+    for (const QuantParams& p : params) {
+      scales.push_back(p.scale);
+      zero_points.push_back(p.zero_point);
+    }
+    return QuantParams{at::cat(scales, dim), at::cat(zero_points, dim)};
+  };
+  if (options_.static_groups) return cat(params_, 1);
+  std::vector<QuantParams> ranges;  // each range's groups side by side, then the ranges stacked by rows
+  for (const RowRange& rows : rows_) {
+    std::vector<QuantParams> groups;
+    for (const ColumnParams& group : rows.observed) groups.push_back(group.params);
+    ranges.push_back(cat(groups, 1));
+  }
+  return cat(ranges, 0);
+}
+
+// w [N, K] float32 (read only); the column loop works on its transpose (a column of W is a contiguous row there).
+absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
+  QUARK_RETURN_IF_ERROR(ResolveGranularity(sizes));
   if (options_.act_order && grouped_ && !options_.static_groups) {
     return absl::InvalidArgumentError("desc_act: act order with groups needs static_groups");
   }
-  const at::Tensor dead = h.diagonal() == 0;
-  h.diagonal().masked_fill_(dead, 1);
-  w.masked_fill_(dead.unsqueeze(0), 0);
-  QUARK_RETURN_IF_ERROR(SetUpParams(w));
-  at::Tensor perm;
-  if (options_.act_order) {
-    perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);  // Quark's call (ties as torch orders them)
-    const int64_t* p = perm.data_ptr<int64_t>();
-    perm_.assign(p, p + perm.numel());
-    w = w.index_select(1, perm);
-    h = h.index_select(0, perm).index_select(1, perm);
-  }
-  GptqResult result;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
-  const auto factor_start = Clock::now();
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor u, InverseHessianFactor(std::move(h), result.extra_damp));
   const auto columns_start = Clock::now();
-  result.factor_seconds = std::chrono::duration<double>(columns_start - factor_start).count();
-  at::Tensor wt = w.t().contiguous();
-  w = at::Tensor();  // copies of the weight alive at once: the transposed working copy and the result
+  at::Tensor wt = TransposedCopy(w);  // the working copy, [K, N]
+  wt.masked_fill_(factor.dead.unsqueeze(1), 0);
+  QUARK_RETURN_IF_ERROR(SetUpParams(wt.t()));
+  if (factor.perm.defined()) {
+    const int64_t* p = factor.perm.data_ptr<int64_t>();
+    perm_.assign(p, p + factor.perm.numel());
+    wt = wt.index_select(0, factor.perm);
+  }
   at::Tensor qt = at::empty_like(wt);
-  QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, u, qt));
-  result.columns_seconds = std::chrono::duration<double>(Clock::now() - columns_start).count();
-  wt = at::Tensor();
-  at::Tensor q = qt.t();
-  if (options_.act_order) q = q.index_select(1, at::argsort(perm));
-  result.weight = q.to(dtype_).contiguous();
+  QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, factor.upper, qt));
+  wt = at::Tensor();  // copies of the weight alive at once: the working copy and the result
+  if (factor.perm.defined()) qt = qt.index_select(0, at::argsort(factor.perm));
+  GptqResult result;
+  result.weight = TransposedCopy(qt);
+  qt = at::Tensor();  // before the cast: two copies at the peak, not three
+  result.weight = result.weight.to(dtype_);
   result.params = WholeParams();
+  result.extra_damp = factor.extra_damp;
+  result.factor_seconds = factor.seconds;
+  result.columns_seconds = std::chrono::duration<double>(Clock::now() - columns_start).count();
   return result;
 }
 
-}  // namespace
-
-absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
-                                              const GptqOptions& options) {
-  if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
-  const int64_t k = weight.size(1);
-  if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != k || hessian.size(1) != k) {
-    return absl::InvalidArgumentError(StrCat("hessian: expected [", k, ", ", k, "] for a weight ",
-                                             ShapeString(weight.sizes())));
-  }
+absl::Status CheckOptions(const GptqOptions& options) {
   if (!(options.damp_percent > 0 && options.damp_percent <= 1)) {
     return absl::InvalidArgumentError(StrCat("damp_percent: must be in (0, 1], got ", options.damp_percent));
   }
   if (options.block_size <= 0) return absl::InvalidArgumentError("block_size: must be positive");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& options) {
+  if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != hessian.size(1)) {
+    return absl::InvalidArgumentError("hessian: expected a square [K, K] matrix");
+  }
+  QUARK_RETURN_IF_ERROR(CheckOptions(options));
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
+    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
+    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
+    GptqFactor factor;
+    factor.dead = h.diagonal() == 0;
+    h.diagonal().masked_fill_(factor.dead, 1);
+    if (options.act_order) {
+      factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);  // Quark's call (ties as torch has them)
+      h = h.index_select(0, factor.perm).index_select(1, factor.perm);
+    }
+    QUARK_ASSIGN_OR_RETURN(factor.upper, InverseHessianFactor(std::move(h), options, factor.extra_damp));
+    factor.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return factor;
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptq");
+  }
+}
+
+namespace {
+
+// Everything about the weight, the spec and the options that can be checked before any work.
+absl::Status CheckWeight(const at::Tensor& weight, int64_t hessian_size, const QuantSpec& spec,
+                         const GptqOptions& options, GptqRun& run) {
+  if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
+  const int64_t k = weight.size(1);
+  if (hessian_size != k) {
+    return absl::InvalidArgumentError(StrCat("hessian: expected [", k, ", ", k, "] for a weight ",
+                                             ShapeString(weight.sizes())));
+  }
+  QUARK_RETURN_IF_ERROR(CheckOptions(options));
   const at::ScalarType dtype = weight.scalar_type();
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
     return absl::InvalidArgumentError("weight: expected float32, bfloat16 or float16");
   }
+  return run.Prepare(weight.sizes());
+}
+
+}  // namespace
+
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const GptqFactor& factor,
+                                              const QuantSpec& spec, const GptqOptions& options) {
   try {
-    GptqRun run(spec, options, dtype);
-    // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
-    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
-    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
-    return run.Run(weight.to(at::kFloat).clone().contiguous(), std::move(h));
+    GptqRun run(spec, options, weight.defined() ? weight.scalar_type() : at::kFloat);
+    QUARK_RETURN_IF_ERROR(
+        CheckWeight(weight, factor.upper.defined() ? factor.upper.size(0) : -1, spec, options, run));
+    if (options.act_order != factor.perm.defined()) {
+      return absl::InvalidArgumentError("desc_act: the factor was computed with another act order");
+    }
+    return run.Run(weight.to(at::kFloat), factor);
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptq");
+  }
+}
+
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
+                                              const GptqOptions& options) {
+  try {
+    GptqRun run(spec, options, weight.defined() ? weight.scalar_type() : at::kFloat);
+    const bool square = hessian.defined() && hessian.dim() == 2 && hessian.size(0) == hessian.size(1);
+    QUARK_RETURN_IF_ERROR(CheckWeight(weight, square ? hessian.size(0) : -1, spec, options, run));
+    QUARK_ASSIGN_OR_RETURN(const GptqFactor factor, GptqFactorOf(std::move(hessian), options));
+    return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");
   }

@@ -11,7 +11,8 @@
 //
 // Every float operation of the column loop is Quark's, element for element (gptq.cc), so with the Hessian and the
 // factor computed as Quark computes them (the default; see HessianAccumulator) the result is Quark's bit for bit on
-// the same BLAS. The GEMMs and factorisations run on the BLAS threads; the column loop itself is one thread.
+// the same BLAS. The factorisations run on the BLAS threads; the column loop runs on ranges of rows in parallel
+// (rows never mix), each with its own single-threaded lazy-update GEMMs, which changes no bit of the result.
 #pragma once
 
 #include <cstdint>
@@ -48,12 +49,32 @@ struct GptqResult {
   double columns_seconds = 0;
 };
 
+/// What GPTQ derives from a Hessian alone: the dead inputs, the column order and the inverse Hessian factor. Every
+/// module that reads the same input shares it (q/k/v, gate/up), so a layer computes it once per distinct input:
+/// exact, the same bits as computing it again for each module.
+struct GptqFactor {
+  at::Tensor upper;  // U [K, K] float32 (any strides, zero below the diagonal): U^T U = (H + damp I)^-1, permuted
+  at::Tensor dead;   // [K] bool: inputs no calibration token reached (H_jj = 0): their weight columns become 0
+  at::Tensor perm;   // act order: [K] int64, permuted position -> original column; undefined without act order
+  /// Diagonal added beyond the standard damping when H + damp I was not positive definite (0 = none).
+  double extra_damp = 0;
+  double seconds = 0;  // the time it took
+};
+
+/// `hessian` [K, K] float32, symmetric (2/n sum x x^T; its scale does not matter). Uses damp_percent, act_order
+/// and fast_linalg of `options`. INVALID_ARGUMENT naming the field for bad options or shapes; FAILED_PRECONDITION
+/// when H stays not positive definite after Quark's five retries. A `hessian` passed with no other reference to it
+/// (std::move of the last one) is used in place, not copied.
+absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& options);
+
 /// `weight` [N, K] float32 / bfloat16 / float16 (parameters are computed and values rounded in its dtype, the
-/// arithmetic of the updates is float32); `hessian` [K, K] float32, symmetric (2/n sum x x^T; its scale does not
-/// matter). `spec` is the weight spec the numerics run: per_tensor, per_channel on axis 0, per_group or MX along
-/// axis 1, static. INVALID_ARGUMENT naming the field for a spec GPTQ cannot run or shapes that disagree;
-/// FAILED_PRECONDITION when H stays not positive definite after Quark's five retries.
-/// A `hessian` passed with no other reference to it (std::move of the last one) is used in place, not copied.
+/// arithmetic of the updates is float32); `factor` from GptqFactorOf with the same options. `spec` is the weight
+/// spec the numerics run: per_tensor, per_channel on axis 0, per_group or MX along axis 1, static.
+/// INVALID_ARGUMENT naming the field for a spec GPTQ cannot run or shapes that disagree.
+absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const GptqFactor& factor,
+                                              const QuantSpec& spec, const GptqOptions& options);
+
+/// Both steps for one weight.
 absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, const QuantSpec& spec,
                                               const GptqOptions& options);
 

@@ -42,9 +42,10 @@ class CapturingLinear : public runtime::LinearLike {
 };
 
 // A Hessian and the quantized modules upstream of its input when it was collected: it stays valid while that set
-// does not change.
+// does not change. The first module to need it turns it into GPTQ's factor (in place), which the others reuse.
 struct CachedHessian {
-  at::Tensor hessian;
+  at::Tensor hessian;                        // until the factor is taken
+  std::shared_ptr<const GptqFactor> factor;  // from then on
   std::set<std::string> upstream;
 };
 
@@ -54,7 +55,10 @@ class LayerGptq {
             const GptqLayerPlan& plan, const GptqLayerCallbacks& callbacks)
       : layer_(layer), samples_(samples), forward_(forward), plan_(plan), callbacks_(callbacks) {}
 
-  absl::StatusOr<at::Tensor> HessianOf(const GptqTarget& target);
+  /// Captures the Hessian of the target's input unless a valid one is cached.
+  absl::Status EnsureHessian(const GptqTarget& target);
+  /// GPTQ's factor of the target's input (after EnsureHessian), computed once per Hessian.
+  absl::StatusOr<std::shared_ptr<const GptqFactor>> FactorOf(const GptqTarget& target, const GptqOptions& options);
   /// MoE: the Hessians of a step's routed targets (every expert's up_proj, ...) in one capture pass instead of one
   /// pass each. The same Hessians: a routed capture lets the forward go on, so each sees what it would see alone.
   /// Capture() is for the linears on every forward's path.
@@ -175,24 +179,35 @@ absl::Status LayerGptq::CaptureRouted(const std::vector<GptqTarget>& step) {
                                           StrCat("GPTQ's Hessian of ", layer_.prefix(), name), plan_.min_expert_tokens);
     }
     QUARK_ASSIGN_OR_RETURN(at::Tensor h, std::move(*hessians[i]).Finish());
-    cache_[pending[i]->input] = CachedHessian{std::move(h), UpstreamOf(pending[i]->input)};
+    cache_[pending[i]->input] = CachedHessian{std::move(h), nullptr, UpstreamOf(pending[i]->input)};
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<at::Tensor> LayerGptq::HessianOf(const GptqTarget& target) {
+absl::Status LayerGptq::EnsureHessian(const GptqTarget& target) {
   std::set<std::string> upstream = UpstreamOf(target.input);
   if (auto it = cache_.find(target.input); it != cache_.end() && it->second.upstream == upstream) {
-    return it->second.hessian;
+    return absl::OkStatus();
   }
   if (target.routed) {
     // An expert's linear: captured with the rest of its step's experts in one pass over the samples.
-    QUARK_RETURN_IF_ERROR(CaptureRouted({target}));
-    return cache_.at(target.input).hessian;
+    return CaptureRouted({target});
   }
   QUARK_ASSIGN_OR_RETURN(at::Tensor hessian, Capture(target));
-  cache_[target.input] = CachedHessian{hessian, std::move(upstream)};
-  return hessian;
+  cache_[target.input] = CachedHessian{std::move(hessian), nullptr, std::move(upstream)};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const GptqFactor>> LayerGptq::FactorOf(const GptqTarget& target,
+                                                                      const GptqOptions& options) {
+  CachedHessian& cached = cache_.at(target.input);
+  if (cached.factor == nullptr) {
+    // Handed over alone, so the factorisation works on the Hessian in place (K x K: 0.5 GB for down_proj's input).
+    QUARK_ASSIGN_OR_RETURN(GptqFactor factor, GptqFactorOf(std::move(cached.hessian), options));
+    cached.hessian = at::Tensor();
+    cached.factor = std::make_shared<const GptqFactor>(std::move(factor));
+  }
+  return cached.factor;
 }
 
 absl::Status LayerGptq::SetWeight(const GptqTarget& target, at::Tensor weight) {
@@ -223,12 +238,16 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
     const auto& step = plan.steps[s];
     // Quark collects the statistics of an entry's modules before it quantizes any of them.
     QUARK_RETURN_IF_ERROR(run.CaptureRouted(step));
-    std::vector<at::Tensor> hessians;
+    for (const GptqTarget& target : step) QUARK_RETURN_IF_ERROR(run.EnsureHessian(target));
+    std::vector<std::shared_ptr<const GptqFactor>> factors;
     for (const GptqTarget& target : step) {
-      QUARK_ASSIGN_OR_RETURN(at::Tensor h, run.HessianOf(target));
-      hessians.push_back(std::move(h));
+      auto factor = run.FactorOf(target, options);
+      if (!factor.ok()) {
+        return absl::Status(factor.status().code(), StrCat(layer.prefix(), target.relative_name, ": ",
+                                                           std::string(factor.status().message())));
+      }
+      factors.push_back(*std::move(factor));
     }
-    // The last module to read a Hessian gets it alone, and GPTQ then works on it in place.
     run.ForgetUnused(s + 1);
     for (size_t i = 0; i < step.size(); ++i) {
       const GptqTarget& target = step[i];
@@ -239,7 +258,8 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
       if (callbacks.on_module) callbacks.on_module(name, index, total);
       ++index;
       const at::Tensor weight = layer.FindLinear(target.relative_name)->weight();
-      auto result = GptqQuantizeWeight(weight, std::move(hessians[i]), target.spec, options);
+      auto result = GptqQuantizeWeight(weight, *factors[i], target.spec, options);
+      factors[i] = nullptr;  // the last module of an input releases its factor
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(name, ": ", std::string(result.status().message())));
       }

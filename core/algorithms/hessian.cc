@@ -33,7 +33,9 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
 absl::StatusOr<at::Tensor> HessianAccumulator::Finish() && {
   if (sequences_ == 0) return absl::FailedPreconditionError("hessian: no calibration input was seen");
   if (!fast_) return std::move(sum_);
-  return SymmetricFromLower(sum_).mul_(2.0 / static_cast<double>(sequences_));
+  sum_.mul_(2.0 / static_cast<double>(sequences_));
+  CompleteSymmetric(sum_, Triangle::kLower);
+  return std::move(sum_);
 }
 
 }  // namespace quark::algorithms

@@ -1,6 +1,12 @@
 #include "core/algorithms/linalg.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
+
+#include <ATen/Parallel.h>
+
+#include <dlfcn.h>
 
 #include "core/base/strings.h"
 
@@ -10,6 +16,7 @@ extern "C" {
 void ssyrk_(const char* uplo, const char* trans, const int* n, const int* k, const float* alpha, const float* a,
             const int* lda, const float* beta, float* c, const int* ldc, size_t uplo_len, size_t trans_len);
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, size_t uplo_len);
+void spotri_(const char* uplo, const int* n, float* a, const int* lda, int* info, size_t uplo_len);
 void strtri_(const char* uplo, const char* diag, const int* n, float* a, const int* lda, int* info, size_t uplo_len,
              size_t diag_len);
 }
@@ -32,9 +39,54 @@ void AddGram(at::Tensor& sum, const at::Tensor& x) {
 #endif
 }
 
-at::Tensor SymmetricFromLower(const at::Tensor& lower) {
-  const at::Tensor l = lower.tril();
-  return (l + l.tril(-1).t()).contiguous();
+namespace {
+
+// Square tiles of the triangle copies: a tile and its transposed partner stay in L1 while one is written.
+constexpr int64_t kTile = 64;
+
+}  // namespace
+
+at::Tensor TransposedCopy(const at::Tensor& a) {
+  const at::Tensor src = a.contiguous();
+  const int64_t rows = src.size(0), columns = src.size(1);
+  at::Tensor out = at::empty({columns, rows}, src.options());
+  const float* in = src.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  at::parallel_for(0, (rows + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r0 = begin * kTile; r0 < std::min(rows, end * kTile); r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < columns; c0 += kTile) {
+        const int64_t c1 = std::min(columns, c0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = r0; r < r1; ++r) o[c * rows + r] = in[r * columns + c];
+        }
+      }
+    }
+  });
+  return out;
+}
+
+void CompleteSymmetric(at::Tensor& a, Triangle from) {
+  const int64_t n = a.size(0);
+  float* p = a.data_ptr<float>();
+  const bool lower = from == Triangle::kLower;
+  at::parallel_for(0, (n + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t r0 = tile * kTile, r1 = std::min(n, r0 + kTile);
+      for (int64_t c0 = 0; c0 <= r0; c0 += kTile) {
+        const int64_t c1 = std::min(n, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < std::min(c1, r); ++c) {
+            if (lower) {
+              p[c * n + r] = p[r * n + c];
+            } else {
+              p[r * n + c] = p[c * n + r];
+            }
+          }
+        }
+      }
+    }
+  });
 }
 
 namespace {
@@ -45,56 +97,127 @@ absl::Status NotPositiveDefinite(int64_t minor) {
 
 }  // namespace
 
+#ifdef QUARK_HAVE_LAPACK
+namespace {
+
+// a [n, n] row-major: zeros above the diagonal.
+void ZeroStrictUpper(at::Tensor& a) {
+  const int64_t n = a.size(0);
+  float* p = a.data_ptr<float>();
+  at::parallel_for(0, n, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) std::memset(p + r * n + r + 1, 0, sizeof(float) * (n - r - 1));
+  });
+}
+
+// a [n, n] row-major, reversed element by element in place: the matrix J a J.
+void ReverseInPlace(at::Tensor& a) {
+  float* p = a.data_ptr<float>();
+  const int64_t total = a.numel();
+  at::parallel_for(0, total / 2, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) std::swap(p[i], p[total - 1 - i]);
+  });
+}
+
+int Size(const at::Tensor& a) { return static_cast<int>(a.size(0)); }
+
+}  // namespace
+#endif
+
+// With LAPACK, both ways hand LAPACK the row-major array of a symmetric matrix as its column-major self and return
+// U as the transpose view of an array whose row-major lower triangle holds U^T (upper above the diagonal is zero).
 absl::StatusOr<at::Tensor> CholeskyStep(const at::Tensor& h, bool fast) {
+#ifdef QUARK_HAVE_LAPACK
+  at::Tensor factor;
+  if (fast) {
+    // The reversed matrix J h J: reversing the whole row-major array reverses both axes.
+    factor = at::empty_like(h, at::MemoryFormat::Contiguous);
+    const float* src = h.contiguous().data_ptr<float>();
+    std::reverse_copy(src, src + h.numel(), factor.data_ptr<float>());
+  } else {
+    // LibTorch's linalg_cholesky calls the same spotrf('L') on a column-major copy, which for a symmetric h is h's
+    // own array: the same bits, without LibTorch's copies and triangle masks around it (twice the factorisation's
+    // own time at 4096 x 4096).
+    factor = h.clone(at::MemoryFormat::Contiguous);
+  }
+  // spotrf('L') leaves L in the column-major lower triangle (the row-major upper one).
+  const int n = Size(factor);
+  int info = 0;
+  if (n > 0) spotrf_("L", &n, factor.data_ptr<float>(), &n, &info, 1);
+  if (info != 0) return NotPositiveDefinite(info);
+  return factor;
+#else
   if (!fast) {
     auto [lower, info] = at::linalg_cholesky_ex(h);
     if (info.item<int>() != 0) return NotPositiveDefinite(info.item<int>());
     return lower;
   }
-  // The reversed matrix J h J: reversing the whole row-major array reverses both axes.
-  at::Tensor reversed = h.flip({0, 1}).contiguous();
-#ifdef QUARK_HAVE_LAPACK
-  // Symmetric, so the row-major array is also the column-major matrix; spotrf('L') leaves L in its column-major
-  // lower triangle (the row-major upper one) and the input in the rest.
-  const int n = static_cast<int>(h.size(0));
-  int info = 0;
-  spotrf_("L", &n, reversed.data_ptr<float>(), &n, &info, 1);
-  if (info != 0) return NotPositiveDefinite(info);
-  return reversed;
-#else
-  auto [lower, info] = at::linalg_cholesky_ex(reversed);
+  auto [lower, info] = at::linalg_cholesky_ex(h.flip({0, 1}).contiguous());
   if (info.item<int>() != 0) return NotPositiveDefinite(info.item<int>());
   return lower;
 #endif
 }
 
 absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
-  if (!fast) {
-    at::Tensor inverse = at::cholesky_inverse(factor);
-    factor = at::Tensor();  // one K x K matrix fewer at the peak
-    auto [upper, info] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
-    inverse = at::Tensor();
-    if (info.item<int>() != 0) {
-      return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ",
-                                                  info.item<int>(), ")"));
-    }
-    // Quark keeps the factor's own (column-major) strides; the lazy updates' GEMM sums the same products in the same
-    // order from contiguous rows (checked: equal errors to the last digit), and the column loop needs the rows.
-    return upper.contiguous();
-  }
 #ifdef QUARK_HAVE_LAPACK
-  // strtri('L') turns the column-major lower L into L^-1: the row-major array holds (L^-1)^T above its diagonal.
-  const int n = static_cast<int>(factor.size(0));
+  const int n = Size(factor);
   int info = 0;
-  strtri_("L", "N", &n, factor.data_ptr<float>(), &n, &info, 1, 1);
-  if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
-  // U = J L^-1 J = (J (L^-1)^T J)^T.
-  return factor.flip({0, 1}).t().triu().contiguous();
+  if (fast) {
+    // strtri('L') turns the column-major lower L (of J h J) into L^-1; U = J L^-1 J, which reversing the array gives
+    // in the column-major upper triangle.
+    if (n > 0) strtri_("L", "N", &n, factor.data_ptr<float>(), &n, &info, 1, 1);
+    if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
+    ReverseInPlace(factor);
+  } else {
+    // Quark's cholesky_inverse then cholesky(upper): spotri('L'), the symmetric completion LibTorch makes, and
+    // spotrf('U'), which leaves U in the column-major upper triangle.
+    if (n > 0) spotri_("L", &n, factor.data_ptr<float>(), &n, &info, 1);
+    if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
+    CompleteSymmetric(factor, Triangle::kUpper);
+    if (n > 0) spotrf_("U", &n, factor.data_ptr<float>(), &n, &info, 1);
+    if (info != 0) {
+      return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ", info,
+                                                  ")"));
+    }
+  }
+  ZeroStrictUpper(factor);
+  return factor.t();
 #else
-  const at::Tensor identity = at::eye(factor.size(0), factor.options());
-  const at::Tensor inverse = at::linalg_solve_triangular(factor, identity, /*upper=*/false);
-  return inverse.flip({0, 1}).contiguous();
+  if (fast) {
+    const at::Tensor identity = at::eye(factor.size(0), factor.options());
+    const at::Tensor inverse = at::linalg_solve_triangular(factor, identity, /*upper=*/false);
+    return inverse.flip({0, 1}).contiguous();
+  }
+  at::Tensor inverse = at::cholesky_inverse(factor);
+  factor = at::Tensor();  // one K x K matrix fewer at the peak
+  auto [upper, info] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
+  inverse = at::Tensor();
+  if (info.item<int>() != 0) {
+    return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ",
+                                                info.item<int>(), ")"));
+  }
+  return upper;
 #endif
+}
+
+namespace {
+
+// OpenBLAS is looked up at run time, as in engine_init.cc: a build against another BLAS needs nothing of it.
+using GetThreads = int (*)();
+using SetThreads = void (*)(int);
+
+}  // namespace
+
+SingleThreadedBlas::SingleThreadedBlas() {
+  const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (get == nullptr || set == nullptr) return;
+  previous_ = get();
+  if (previous_ > 1) set(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  if (previous_ <= 1) return;
+  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(previous_);
 }
 
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast) {

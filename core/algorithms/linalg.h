@@ -10,23 +10,44 @@
 namespace quark::algorithms {
 
 /// sum += x^T x for x [T, K] (float32, any strides), sum [K, K] float32 contiguous. Only the LOWER triangle of `sum`
-/// is maintained (a symmetric rank-k update does half the work of a GEMM); SymmetricFromLower completes it.
+/// is maintained (a symmetric rank-k update does half the work of a GEMM); CompleteSymmetric completes it.
 void AddGram(at::Tensor& sum, const at::Tensor& x);
 
-/// The symmetric matrix whose lower triangle is `lower`'s.
-at::Tensor SymmetricFromLower(const at::Tensor& lower);
+/// a [R, C] float32 (any strides) as a new contiguous [C, R] tensor, copied in cache-sized tiles on every thread.
+at::Tensor TransposedCopy(const at::Tensor& a);
+
+enum class Triangle { kLower, kUpper };
+
+/// a [K, K] float32 row-major, made symmetric in place from the given triangle (copies only, no arithmetic).
+void CompleteSymmetric(at::Tensor& a, Triangle from);
 
 /// The upper Cholesky factor of an inverse, U^T U = h^-1 for a symmetric positive definite h [K, K] float32, in two
 /// steps so that the caller can release h (or keep it to retry with more damping) between them:
 ///   CholeskyStep: FAILED_PRECONDITION when h is not positive definite; h is not modified.
-///   InverseFactorStep: consumes the first step's factor; returns U with contiguous rows, or FAILED_PRECONDITION
-///   when the inverse is not positive definite either (a NaN the first step let through).
-/// Quark's way (fast = false) is its own three LibTorch calls, bit for bit what Quark computes on the same
-/// BLAS/LAPACK: cholesky(h) -> cholesky_inverse -> cholesky(upper). The fast way is one factorisation and one
-/// triangular inverse of the reversed matrix (half the flops, equal up to rounding):
+///   InverseFactorStep: consumes the first step's factor; returns U (zero below the diagonal; with LAPACK a
+///   transposed view, U's columns contiguous), or FAILED_PRECONDITION when the inverse is not positive definite
+///   either (a NaN the first step let through).
+/// Quark's way (fast = false) is what its three LibTorch calls compute, bit for bit on the same BLAS/LAPACK:
+/// cholesky(h) -> cholesky_inverse -> cholesky(upper), i.e. spotrf('L'), spotri('L'), the symmetric completion and
+/// spotrf('U'), called here directly (LibTorch's copies and masks around them cost more than the factorisations).
+/// The fast way is one factorisation and one triangular inverse of the reversed matrix (half the flops, equal up to
+/// rounding):
 ///   J h J = L L^T  =>  h^-1 = (J L^-T J)(J L^-1 J), and J L^-1 J is upper.
 absl::StatusOr<at::Tensor> CholeskyStep(const at::Tensor& h, bool fast);
 absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast);
+
+/// While alive, OpenBLAS runs each call on the calling thread (its own pool is put back as it was on destruction):
+/// for BLAS calls made from several threads at once, each on its own share of the work. No-op with another BLAS.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing to restore
+};
 
 /// Both steps (tests and benchmarks).
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast = false);

@@ -68,7 +68,8 @@ GptqLayerPlan LlamaPlan() {
   return plan;
 }
 
-TEST_F(GptqLayerTest, SharedHessiansEqualSeparateOnes) {
+// Modules that read the same input share its Hessian and the factor computed from it once.
+TEST_F(GptqLayerTest, SharedHessiansAndFactorsEqualSeparateOnes) {
   auto shared_layer = Layer();
   ASSERT_TRUE(Run(*shared_layer, LlamaPlan()).ok());
   // The same plan with every module under an input name of its own: each gets its own capture pass.

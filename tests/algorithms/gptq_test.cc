@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/algorithms/hessian.h"
 #include "core/algorithms/linalg.h"
@@ -211,11 +214,108 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactor) {
   // The reversed-matrix route: the same factor up to rounding.
   auto fast = UpperCholeskyOfInverse(h, /*fast=*/true);
   ASSERT_TRUE(fast.ok()) << fast.status();
-  EXPECT_TRUE(fast->is_contiguous());
   EXPECT_TRUE(at::allclose(*fast, quark, 1e-4, 1e-5)) << (*fast - quark).abs().max().item<float>();
   EXPECT_EQ(at::tril(*fast, -1).abs().max().item<float>(), 0.0f);
   EXPECT_FALSE(UpperCholeskyOfInverse(-h).ok());
   EXPECT_FALSE(UpperCholeskyOfInverse(-h, true).ok());
+}
+
+// Quark's factor at a size where OpenBLAS's LAPACK runs its blocked (and threaded) code paths: the direct LAPACK
+// calls still give LibTorch's cholesky -> cholesky_inverse -> cholesky(upper) bit for bit.
+TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactorOnBlockedSizes) {
+  for (int64_t k : {int64_t{520}, int64_t{1031}}) {
+    const Layer l = MakeLayer(4, k, k / 2, 11);  // fewer tokens than inputs: singular before damping, as in practice
+    at::Tensor h = l.hessian.clone();
+    h.diagonal().add_(0.01 * h.diagonal().mean().item<double>());
+    const at::Tensor quark = at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), true);
+    auto exact = UpperCholeskyOfInverse(h);
+    ASSERT_TRUE(exact.ok()) << exact.status();
+    EXPECT_TRUE(at::equal(*exact, quark)) << "K = " << k << ": " << (*exact != quark).sum().item<int64_t>()
+                                          << " values differ";
+  }
+}
+
+// The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
+// bit, parameters included (groups observed as they start are observed per range and stacked back by rows).
+TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
+  const Layer l = MakeLayer(1100, 256, 512, 12);  // > 2 x 256 rows: two ranges on two threads, with uneven sizes
+  GptqOptions act_order;
+  act_order.act_order = true;
+  act_order.static_groups = true;
+  GptqOptions fast;
+  fast.fast_linalg = true;
+  const std::vector<std::pair<QuantSpec, GptqOptions>> cases = {
+      {IntSpec(DType::kUInt4, false, 32), {}},        // groups observed as they start, inside blocks
+      {IntSpec(DType::kUInt4, false, 128), act_order},  // static groups, permuted columns
+      {IntSpec(DType::kInt4, true, -1), fast},          // per channel, fast factor
+  };
+  const int threads = at::get_num_threads();
+  for (const auto& [spec, options] : cases) {
+    at::set_num_threads(1);
+    auto one = GptqQuantizeWeight(l.weight, l.hessian, spec, options);
+    at::set_num_threads(2);
+    auto two = GptqQuantizeWeight(l.weight, l.hessian, spec, options);
+    ASSERT_TRUE(one.ok() && two.ok()) << one.status() << " " << two.status();
+    EXPECT_TRUE(at::equal(one->weight, two->weight)) << (one->weight != two->weight).sum().item<int64_t>();
+    EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
+    EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
+    auto again = FakeQuantize(two->weight, spec, two->params);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(at::equal(*again, two->weight));
+  }
+  at::set_num_threads(threads);
+}
+
+// One factor serves every weight that reads the same input, with the bits of computing it again for each.
+TEST(GptqTest, OneFactorServesEveryWeightOfAnInput) {
+  const Layer l = MakeLayer(48, 256, 512, 14);
+  at::manual_seed(15);
+  const at::Tensor other = at::randn({24, 256}) * 0.05;
+  for (const bool act_order : {false, true}) {
+    GptqOptions o;
+    o.act_order = act_order;
+    o.static_groups = act_order;
+    auto factor = GptqFactorOf(l.hessian, o);
+    ASSERT_TRUE(factor.ok()) << factor.status();
+    EXPECT_EQ(factor->perm.defined(), act_order);
+    for (const auto& [weight, spec] : {std::pair{l.weight, IntSpec(DType::kUInt4, false, 32)},
+                                       std::pair{other, IntSpec(DType::kInt8, true, -1)}}) {
+      auto shared = GptqQuantizeWeight(weight, *factor, spec, o);
+      auto alone = GptqQuantizeWeight(weight, l.hessian, spec, o);
+      ASSERT_TRUE(shared.ok() && alone.ok()) << shared.status() << " " << alone.status();
+      EXPECT_TRUE(at::equal(shared->weight, alone->weight));
+      EXPECT_TRUE(at::equal(shared->params.scale, alone->params.scale));
+    }
+    // A factor made for the other column order is refused, naming the option.
+    GptqOptions flipped = o;
+    flipped.act_order = !act_order;
+    flipped.static_groups = true;
+    auto mismatch = GptqQuantizeWeight(l.weight, *factor, IntSpec(DType::kUInt4, false, 32), flipped);
+    ASSERT_FALSE(mismatch.ok());
+    EXPECT_NE(mismatch.status().message().find("desc_act"), std::string::npos) << mismatch.status();
+  }
+  // The Hessian's input width must match the weight's.
+  auto factor = GptqFactorOf(l.hessian, {});
+  ASSERT_TRUE(factor.ok());
+  auto narrow = GptqQuantizeWeight(at::randn({8, 128}), *factor, IntSpec(DType::kInt8, true, -1), {});
+  ASSERT_FALSE(narrow.ok());
+  EXPECT_NE(narrow.status().message().find("hessian"), std::string::npos) << narrow.status();
+  EXPECT_FALSE(GptqFactorOf(at::randn({3, 4}), {}).ok());
+}
+
+TEST(GptqTest, TriangleAndTransposeCopies) {
+  at::manual_seed(13);
+  const at::Tensor a = at::randn({131, 70});
+  EXPECT_TRUE(at::equal(TransposedCopy(a), a.t()));
+  EXPECT_TRUE(TransposedCopy(a).is_contiguous());
+  EXPECT_TRUE(at::equal(TransposedCopy(a.t()), a));  // strided input
+  const at::Tensor s = at::randn({133, 133});
+  at::Tensor from_lower = s.clone();
+  CompleteSymmetric(from_lower, Triangle::kLower);
+  EXPECT_TRUE(at::equal(from_lower, s.tril() + s.tril(-1).t()));
+  at::Tensor from_upper = s.clone();
+  CompleteSymmetric(from_upper, Triangle::kUpper);
+  EXPECT_TRUE(at::equal(from_upper, s.triu() + s.triu(1).t()));
 }
 
 TEST(GptqTest, BadInputsNameTheField) {
