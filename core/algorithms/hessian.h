@@ -2,7 +2,8 @@
 // inputs), n the number of sequences, as Quark's add_batch counts them (a [B, T, K] batch is B sequences).
 //
 // By default it is accumulated with Quark's own LibTorch calls in Quark's order (H *= n / (n + b); X *= sqrt(2 / n);
-// H += X^T X as a full GEMM), so H is bit for bit Quark's on the same BLAS. That matters: with fewer calibration
+// H += X^T X as a GEMM, here in panels of the lower triangle that sum every element as the full GEMM does), so H is
+// bit for bit Quark's on the same BLAS. That matters: with fewer calibration
 // tokens than input features H is singular before damping, and GPTQ amplifies last-bit differences of H (Quark's own
 // result moves by 0.1% when its H is summed in another order; docs/results.md). `fast` sums half the matrix with a
 // symmetric rank-k update instead: the same H up to rounding, in half the flops.
@@ -36,7 +37,7 @@ class HessianAccumulator {
   int64_t columns_;
   bool fast_;
   int64_t sequences_ = 0;
-  at::Tensor sum_;  // Quark: H itself; fast: sum of X^T X, lower triangle
+  at::Tensor sum_;  // lower triangle: Quark: H itself; fast: the sum of X^T X
 };
 
 }  // namespace quark::algorithms

@@ -336,6 +336,29 @@ TEST(GptqTest, BadInputsNameTheField) {
   EXPECT_NE(std::string(r.status().message()).find("group_size"), std::string::npos) << r.status();
 }
 
+// The exact accumulation computes the lower triangle in panels and mirrors it: the bits of Quark's add_batch with
+// its full GEMM, over several batches, at sizes with several panels and token counts that split into uneven blocks.
+TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
+  for (const auto& [k, tokens] : {std::pair<int64_t, int64_t>{600, 300}, std::pair<int64_t, int64_t>{1100, 2049}}) {
+    at::manual_seed(k);
+    const std::vector<at::Tensor> batches = {at::randn({1, tokens, k}) * at::exp(at::randn({k})),
+                                             at::randn({2, tokens / 3, k})};
+    HessianAccumulator accumulator(k);
+    at::Tensor quark = at::zeros({k, k});
+    int64_t n = 0;
+    for (const at::Tensor& x : batches) {
+      ASSERT_TRUE(accumulator.Add(x).ok());
+      quark *= static_cast<double>(n) / static_cast<double>(n + x.size(0));
+      n += x.size(0);
+      const at::Tensor inp = std::sqrt(2.0 / static_cast<double>(n)) * x.reshape({-1, k}).t();
+      quark += inp.matmul(inp.t());
+    }
+    auto h = std::move(accumulator).Finish();
+    ASSERT_TRUE(h.ok());
+    EXPECT_TRUE(at::equal(*h, quark)) << "K = " << k << ": " << (*h != quark).sum().item<int64_t>() << " differ";
+  }
+}
+
 TEST(GptqTest, HessianCountsSequences) {
   at::manual_seed(11);
   const at::Tensor a = at::randn({1, 10, 8}), b = at::randn({2, 10, 8});
