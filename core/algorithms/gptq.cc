@@ -65,7 +65,7 @@ QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
   return QuantParams{rows(p.scale), rows(p.zero_point)};
 }
 
-// U^T U = (h + damp I)^-1, with Quark's damping and retries. h is consumed.
+// U^T U = (h + damp I)^-1, with Quark's damping and retries, in h's own memory (h is consumed).
 absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor h, const GptqOptions& options, double& extra_damp) {
   // As Quark: a float32 product of the float32 mean, added as a tensor (a double product would round differently).
   // at::diag copies the diagonal (contiguous), as torch.diag in Quark: a mean over the strided view sums in
@@ -74,17 +74,15 @@ absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor h, const GptqOptions&
   h.diagonal().add_(damp);
   const bool fast = options.fast_linalg;
   auto factor = CholeskyStep(h, fast);
-  if (factor.ok()) {
-    h = at::Tensor();  // released before the inverse: two K x K matrices at the peak, not three
-    return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past its first factorisation
-  }
-  // Quark's retry: more diagonal regularisation, ten times more each time.
-  double extra = std::max({std::abs(damp.item<double>()), at::diag(h).abs().mean().item<double>() * 1e-6,
+  if (factor.ok()) return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past this one
+  // Quark's retry: more diagonal regularisation, ten times more each time, on the damped matrix.
+  const at::Tensor damped_diagonal = h.diagonal().clone();
+  double extra = std::max({std::abs(damp.item<double>()), damped_diagonal.abs().mean().item<double>() * 1e-6,
                            static_cast<double>(std::numeric_limits<float>::epsilon())});
   for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
-    at::Tensor damped = h.clone();
-    damped.diagonal().add_(extra);
-    factor = CholeskyStep(damped, fast);
+    h.diagonal().copy_(damped_diagonal);
+    h.diagonal().add_(extra);
+    factor = CholeskyStep(h, fast);
     if (factor.ok()) {
       extra_damp = extra;
       return InverseFactorStep(*std::move(factor), fast);
@@ -387,7 +385,7 @@ absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& o
     h.diagonal().masked_fill_(factor.dead, 1);
     if (options.act_order) {
       factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);  // Quark's call (ties as torch has them)
-      h = h.index_select(0, factor.perm).index_select(1, factor.perm);
+      h = PermutedSymmetric(h, factor.perm);
     }
     QUARK_ASSIGN_OR_RETURN(factor.upper, InverseHessianFactor(std::move(h), options, factor.extra_damp));
     factor.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

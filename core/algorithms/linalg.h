@@ -23,7 +23,8 @@ void CompleteSymmetric(at::Tensor& a, Triangle from);
 
 /// The upper Cholesky factor of an inverse, U^T U = h^-1 for a symmetric positive definite h [K, K] float32, in two
 /// steps so that the caller can release h (or keep it to retry with more damping) between them:
-///   CholeskyStep: FAILED_PRECONDITION when h is not positive definite; h is not modified.
+///   CholeskyStep: factors h in its own memory and takes it (h is left undefined); FAILED_PRECONDITION when h is
+///   not positive definite, with h left as it was, bit for bit (symmetric; the caller may damp it more and retry).
 ///   InverseFactorStep: consumes the first step's factor; returns U (zero below the diagonal; with LAPACK a
 ///   transposed view, U's columns contiguous), or FAILED_PRECONDITION when the inverse is not positive definite
 ///   either (a NaN the first step let through).
@@ -33,7 +34,7 @@ void CompleteSymmetric(at::Tensor& a, Triangle from);
 /// The fast way is one factorisation and one triangular inverse of the reversed matrix (half the flops, equal up to
 /// rounding):
 ///   J h J = L L^T  =>  h^-1 = (J L^-T J)(J L^-1 J), and J L^-1 J is upper.
-absl::StatusOr<at::Tensor> CholeskyStep(const at::Tensor& h, bool fast);
+absl::StatusOr<at::Tensor> CholeskyStep(at::Tensor& h, bool fast);
 absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast);
 
 /// While alive, OpenBLAS runs each call on the calling thread (its own pool is put back as it was on destruction):
@@ -49,7 +50,11 @@ class SingleThreadedBlas {
   int previous_ = 0;  // 0: nothing to restore
 };
 
-/// Both steps (tests and benchmarks).
+/// h [K, K] with rows and columns in the order `perm` [K] int64 gives (h[perm][:, perm]), gathered in one pass: one
+/// new K x K matrix beside h, not two.
+at::Tensor PermutedSymmetric(const at::Tensor& h, const at::Tensor& perm);
+
+/// Both steps on a copy of h (tests and benchmarks).
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast = false);
 
 }  // namespace quark::algorithms

@@ -9,9 +9,10 @@
 //               fake-quantized weights while the layer is in flight (both alive until the layer is written)
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
-//   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, then its inverse factor; they
-//               overlap for a moment) + out x K x 4 (the working copy of that weight) + kGptqWorkspaceBytes (BLAS and
-//               LAPACK buffers and the captured layer inputs, which the phases without GPTQ never allocate)
+//   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, factored in its own memory; act
+//               order gathers one permuted copy) + out x K x 4 (the working copy of that weight) +
+//               kGptqWorkspaceBytes (BLAS and LAPACK buffers and the captured layer inputs, which the phases without
+//               GPTQ never allocate)
 //   evaluate    base + layer + tokens-per-window x (hidden + vocab) x 4 (hidden states and logits of a window)
 // Time (seconds = work / the worker's rate for that kind of work):
 //   load        source bytes / disk read rate + kLoadConvertPasses x float32 bytes / fake-quant rate
@@ -52,9 +53,10 @@ inline constexpr uint64_t kProcessBaseBytes = 140ull << 20;
 /// quantizing and packing a weight one.
 inline constexpr double kLoadConvertPasses = 0.25;
 inline constexpr double kFakeQuantPasses = 1.0;
-// Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096).
-inline constexpr double kGptqHessianCopies = 1.25;
-inline constexpr uint64_t kGptqWorkspaceBytes = 200ull << 20;
+// Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096), refitted when
+// the factorisation moved into the Hessian's own memory (2026-11-26).
+inline constexpr double kGptqHessianCopies = 1.0;
+inline constexpr uint64_t kGptqWorkspaceBytes = 64ull << 20;
 
 struct JobInputs {
   Config config;                  // resolved, algo_config included

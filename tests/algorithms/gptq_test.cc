@@ -193,9 +193,24 @@ TEST(GptqTest, CholeskyRetriesWithMoreDamping) {
   // Eigenvalues 3 and -1: not positive definite even after the standard damping.
   const at::Tensor h = at::tensor({1.0f, 2.0f, 2.0f, 1.0f}).view({2, 2});
   const at::Tensor w = at::tensor({0.3f, -0.7f, 0.1f, 0.4f}).view({2, 2});
-  auto result = GptqQuantizeWeight(w, h, IntSpec(DType::kInt8, true, -1), {});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_NEAR(result->extra_damp, 1.0, 1e-6);  // 0.01 (= |damp|), 0.1, then 1: eigenvalues 4.01 and 0.01
+  for (const bool fast : {false, true}) {
+    GptqOptions o;
+    o.fast_linalg = fast;
+    // Each failed factorisation gives the matrix back as it was, so each retry damps the same matrix.
+    auto result = GptqQuantizeWeight(w, h, IntSpec(DType::kInt8, true, -1), o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_NEAR(result->extra_damp, 1.0, 1e-6);  // 0.01 (= |damp|), 0.1, then 1: eigenvalues 4.01 and 0.01
+  }
+  // A failed factorisation leaves the matrix bit for bit as it was, on a size with blocked LAPACK code paths.
+  const Layer l = MakeLayer(4, 300, 200, 16);
+  at::Tensor indefinite = l.hessian.clone();
+  indefinite[150][150] = -1.0f;
+  for (const bool fast : {false, true}) {
+    at::Tensor work = indefinite.clone();
+    ASSERT_FALSE(CholeskyStep(work, fast).ok());
+    ASSERT_TRUE(work.defined());
+    EXPECT_TRUE(at::equal(work, indefinite)) << "fast " << fast;
+  }
   // Hopeless: no damping makes a NaN positive definite.
   const at::Tensor bad = at::tensor({1.0f, NAN, NAN, 1.0f}).view({2, 2});
   auto failed = GptqQuantizeWeight(w, bad, IntSpec(DType::kInt8, true, -1), {});
