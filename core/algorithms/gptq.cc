@@ -337,20 +337,25 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
 absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
   const auto columns_start = Clock::now();
-  at::Tensor wt = TransposedCopy(w);  // the working copy, [K, N]
-  wt.masked_fill_(factor.dead.unsqueeze(1), 0);
-  QUARK_RETURN_IF_ERROR(SetUpParams(wt.t()));
+  // The working copy, [K, N], its rows in act order when asked.
+  at::Tensor wt = TransposedCopy(w, {}, factor.perm);
   if (factor.perm.defined()) {
     const int64_t* p = factor.perm.data_ptr<int64_t>();
     perm_.assign(p, p + factor.perm.numel());
-    wt = wt.index_select(0, factor.perm);
   }
+  // Dead inputs (no calibration token reached them): their weight columns become 0 before the parameters are taken,
+  // as in Quark. The parameters come from W in its own column order (w itself when nothing is dead).
+  const bool any_dead = factor.dead.any().item<bool>();
+  if (any_dead) {
+    const at::Tensor dead_rows = factor.perm.defined() ? factor.dead.index_select(0, factor.perm) : factor.dead;
+    wt.masked_fill_(dead_rows.unsqueeze(1), 0);
+  }
+  QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
   at::Tensor qt = at::empty_like(wt);
   QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, factor.upper, qt));
   wt = at::Tensor();  // copies of the weight alive at once: the working copy and the result
-  if (factor.perm.defined()) qt = qt.index_select(0, at::argsort(factor.perm));
   GptqResult result;
-  result.weight = TransposedCopy(qt);
+  result.weight = TransposedCopy(qt, factor.perm.defined() ? at::argsort(factor.perm) : at::Tensor());
   qt = at::Tensor();  // before the cast: two copies at the peak, not three
   result.weight = result.weight.to(dtype_);
   result.params = WholeParams();

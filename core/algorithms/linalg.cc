@@ -47,19 +47,27 @@ constexpr int64_t kTile = 64;
 
 }  // namespace
 
-at::Tensor TransposedCopy(const at::Tensor& a) {
+at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows, const at::Tensor& columns) {
   const at::Tensor src = a.contiguous();
-  const int64_t rows = src.size(0), columns = src.size(1);
-  at::Tensor out = at::empty({columns, rows}, src.options());
+  const int64_t in_columns = src.size(1);
+  const int64_t out_rows = columns.defined() ? columns.numel() : in_columns;
+  const int64_t out_columns = rows.defined() ? rows.numel() : src.size(0);
+  at::Tensor out = at::empty({out_rows, out_columns}, src.options());
   const float* in = src.data_ptr<float>();
+  const int64_t* row_of = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  const int64_t* column_of = columns.defined() ? columns.data_ptr<int64_t>() : nullptr;
   float* o = out.data_ptr<float>();
-  at::parallel_for(0, (rows + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r0 = begin * kTile; r0 < std::min(rows, end * kTile); r0 += kTile) {
-      const int64_t r1 = std::min(rows, r0 + kTile);
-      for (int64_t c0 = 0; c0 < columns; c0 += kTile) {
-        const int64_t c1 = std::min(columns, c0 + kTile);
+  // Tiles of the output: each reads kTile source rows, which stay in cache while the tile's columns are written.
+  at::parallel_for(0, (out_columns + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r0 = begin * kTile; r0 < std::min(out_columns, end * kTile); r0 += kTile) {
+      const int64_t r1 = std::min(out_columns, r0 + kTile);
+      for (int64_t c0 = 0; c0 < out_rows; c0 += kTile) {
+        const int64_t c1 = std::min(out_rows, c0 + kTile);
         for (int64_t c = c0; c < c1; ++c) {
-          for (int64_t r = r0; r < r1; ++r) o[c * rows + r] = in[r * columns + c];
+          const int64_t source_column = column_of ? column_of[c] : c;
+          for (int64_t r = r0; r < r1; ++r) {
+            o[c * out_columns + r] = in[(row_of ? row_of[r] : r) * in_columns + source_column];
+          }
         }
       }
     }

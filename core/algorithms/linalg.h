@@ -13,8 +13,9 @@ namespace quark::algorithms {
 /// is maintained (a symmetric rank-k update does half the work of a GEMM); CompleteSymmetric completes it.
 void AddGram(at::Tensor& sum, const at::Tensor& x);
 
-/// a [R, C] float32 (any strides) as a new contiguous [C, R] tensor, copied in cache-sized tiles on every thread.
-at::Tensor TransposedCopy(const at::Tensor& a);
+/// a [R, C] float32 (any strides) as a new contiguous [C, R] tensor, copied in cache-sized tiles on every thread;
+/// with `rows` / `columns` (int64 indices) a[rows][:, columns] transposed, gathered in the same pass.
+at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows = {}, const at::Tensor& columns = {});
 
 enum class Triangle { kLower, kUpper };
 

@@ -187,6 +187,18 @@ TEST(GptqTest, DeadInputsGetZeroWeights) {
   auto result = GptqQuantizeWeight(l.weight, *std::move(h).Finish(), IntSpec(DType::kInt8, true, -1), {});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->weight.select(1, 5).abs().max().item<float>(), 0.0f);
+  // With act order and static groups too, bit for bit the reference (which zeroes W's dead columns before taking the
+  // group parameters), on one block.
+  Layer dead = MakeLayer(16, 64, 128, 8);
+  dead.inputs.select(1, 5).zero_();
+  dead.inputs.select(1, 40).zero_();
+  HessianAccumulator dead_h(64);
+  ASSERT_TRUE(dead_h.Add(dead.inputs).ok());
+  dead.hessian = *std::move(dead_h).Finish();
+  GptqOptions o;
+  o.act_order = true;
+  o.static_groups = true;
+  ExpectMatchesReference(dead, IntSpec(DType::kUInt4, false, 32), o);
 }
 
 TEST(GptqTest, CholeskyRetriesWithMoreDamping) {
@@ -324,6 +336,10 @@ TEST(GptqTest, TriangleAndTransposeCopies) {
   EXPECT_TRUE(at::equal(TransposedCopy(a), a.t()));
   EXPECT_TRUE(TransposedCopy(a).is_contiguous());
   EXPECT_TRUE(at::equal(TransposedCopy(a.t()), a));  // strided input
+  const at::Tensor rows = at::randperm(131, at::kLong), columns = at::randperm(70, at::kLong);
+  EXPECT_TRUE(at::equal(TransposedCopy(a, rows), a.index_select(0, rows).t()));
+  EXPECT_TRUE(at::equal(TransposedCopy(a, {}, columns), a.index_select(1, columns).t()));
+  EXPECT_TRUE(at::equal(TransposedCopy(a, rows, columns), a.index_select(0, rows).index_select(1, columns).t()));
   const at::Tensor s = at::randn({133, 133});
   at::Tensor from_lower = s.clone();
   CompleteSymmetric(from_lower, Triangle::kLower);
