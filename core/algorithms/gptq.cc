@@ -29,17 +29,17 @@ constexpr int64_t kFusedUpdateMaxBlock = 256;
 // Quark retries the Cholesky factorisation five times, ten times more damping each time.
 constexpr int kCholeskyRetries = 5;
 
+// A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
+struct ColumnParams {
+  QuantParams params;
+  at::Tensor scale, zero_point;               // float32, contiguous: the kernel's arrays
+  std::optional<kernels::AffineArgs> affine;  // float32 weights on an integer grid: the kernel is called directly
+};
+
 // GPTQ never mixes rows: a row's updates read only that row's errors and the shared factor. So the column loop runs
 // on ranges of rows in parallel, each with its own parameters (per-row, sliced from the whole weight's or observed
 // on its rows as groups start) and its own lazy-update GEMM, and every element gets the same arithmetic as in one
 // pass over all rows (the GEMM's sum over the block runs in the same order whatever rows it is given).
-// A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
-struct ColumnParams {
-  QuantParams params;
-  at::Tensor scale, zero_point;                 // float32, contiguous: the kernel's arrays
-  std::optional<kernels::AffineArgs> affine;    // float32 weights on an integer grid: the kernel is called directly
-};
-
 struct RowRange {
   int64_t begin = 0;
   int64_t end = 0;
