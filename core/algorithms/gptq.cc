@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <tuple>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -203,13 +202,8 @@ ColumnParams GptqRun::ForColumns(QuantParams params) const {
   // What FakeQuantize hands the affine kernel (fake_quant.cc, RunScaled), prepared once.
   column.scale = column.params.scale.to(at::kFloat).contiguous();
   column.zero_point = column.params.zero_point.to(at::kFloat).contiguous();
-  kernels::AffineArgs args;
-  args.scale = column.scale.data_ptr<float>();
-  args.zero_point = column.zero_point.data_ptr<float>();
-  std::tie(args.qmin, args.qmax) = IntegerRange(element);
-  args.round = RoundModeOf(column_spec_.round_method);
-  args.float_zero_point = column.params.zero_point.scalar_type() != at::kInt;
-  column.affine = args;
+  column.affine = AffineArgsOf(column_spec_, column.scale, column.zero_point,
+                               column.params.zero_point.scalar_type() != at::kInt);
   return column;
 }
 
@@ -325,7 +319,6 @@ QuantParams GptqRun::WholeParams() const {
   return cat(ranges, 0);
 }
 
-// w [N, K] float32 (read only); the column loop works on its transpose (a column of W is a contiguous row there).
 absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   QUARK_RETURN_IF_ERROR(ResolveGranularity(sizes));
   if (options_.act_order && grouped_ && !options_.static_groups) {
@@ -334,6 +327,7 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   return absl::OkStatus();
 }
 
+// w [N, K] float32 (read only); the column loop works on its transpose (a column of W is a contiguous row there).
 absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
   const auto columns_start = Clock::now();

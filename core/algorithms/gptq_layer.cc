@@ -204,7 +204,6 @@ absl::StatusOr<std::shared_ptr<const GptqFactor>> LayerGptq::FactorOf(const Gptq
   if (cached.factor == nullptr) {
     // Handed over alone, so the factorisation works on the Hessian in place (K x K: 0.5 GB for down_proj's input).
     QUARK_ASSIGN_OR_RETURN(GptqFactor factor, GptqFactorOf(std::move(cached.hessian), options));
-    cached.hessian = at::Tensor();
     cached.factor = std::make_shared<const GptqFactor>(std::move(factor));
   }
   return cached.factor;

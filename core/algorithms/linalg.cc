@@ -7,8 +7,7 @@
 
 #include <ATen/Parallel.h>
 
-#include <dlfcn.h>
-
+#include "core/base/blas_threads.h"
 #include "core/base/strings.h"
 
 #ifdef QUARK_HAVE_LAPACK
@@ -210,25 +209,12 @@ absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
 #endif
 }
 
-namespace {
-
-// OpenBLAS is looked up at run time, as in engine_init.cc: a build against another BLAS needs nothing of it.
-using GetThreads = int (*)();
-using SetThreads = void (*)(int);
-
-}  // namespace
-
-SingleThreadedBlas::SingleThreadedBlas() {
-  const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (get == nullptr || set == nullptr) return;
-  previous_ = get();
-  if (previous_ > 1) set(1);
+SingleThreadedBlas::SingleThreadedBlas() : previous_(BlasThreads()) {
+  if (previous_ > 1) SetBlasThreads(1);
 }
 
 SingleThreadedBlas::~SingleThreadedBlas() {
-  if (previous_ <= 1) return;
-  if (const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(previous_);
+  if (previous_ > 1) SetBlasThreads(previous_);
 }
 
 at::Tensor PermutedSymmetric(const at::Tensor& h, const at::Tensor& perm) {

@@ -4,9 +4,9 @@
 #include <string>
 #include <thread>
 
-#include <dlfcn.h>
-
 #include <ATen/Parallel.h>
+
+#include "core/base/blas_threads.h"
 
 namespace quark {
 namespace {
@@ -23,14 +23,6 @@ int ThreadsFromEnvironment() {
 
 int g_threads = 0;
 
-// LibTorch sets its OpenMP threads but not OpenBLAS's own pool, whose threads spin for work: on a busy machine
-// that spinning costs more than it computes. OpenBLAS is found at run time so that a build against another BLAS
-// (MKL in PyTorch's LibTorch) needs nothing of it.
-void SetBlasThreads(int threads) {
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
-}
-
 }  // namespace
 
 void InitEngine(const EngineOptions& options) {
@@ -40,6 +32,7 @@ void InitEngine(const EngineOptions& options) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads != g_threads) {
     at::set_num_threads(threads);
+    // OpenBLAS's pool spins for work: on a busy machine more threads than LibTorch's cost more than they compute.
     SetBlasThreads(threads);
     g_threads = threads;
   }

@@ -87,12 +87,7 @@ at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayo
       return;
     }
     const at::Tensor zp = p.zero_point.to(at::kFloat).contiguous();
-    kernels::AffineArgs args;
-    args.scale = scale.data_ptr<float>();
-    args.zero_point = zp.data_ptr<float>();
-    std::tie(args.qmin, args.qmax) = IntegerRange(spec.ElementType());
-    args.round = RoundModeOf(spec.round_method);
-    args.float_zero_point = p.zero_point.scalar_type() != at::kInt;
+    const kernels::AffineArgs args = AffineArgsOf(spec, scale, zp, p.zero_point.scalar_type() != at::kInt);
     kernels::FakeQuantAffine<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, args);
   });
   return Finish(out, dest, layout, x.dim());

@@ -1,5 +1,7 @@
 #include "core/numerics/format_map.h"
 
+#include <tuple>
+
 namespace quark {
 
 std::optional<kernels::ElemFormat> ElemFormatOf(DType dtype) {
@@ -33,6 +35,17 @@ std::optional<kernels::ElemFormat> ElemFormatOf(DType dtype) {
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+kernels::AffineArgs AffineArgsOf(const QuantSpec& spec, const at::Tensor& scale, const at::Tensor& zero_point,
+                                 bool float_zero_point) {
+  kernels::AffineArgs args;
+  args.scale = scale.data_ptr<float>();
+  args.zero_point = zero_point.data_ptr<float>();
+  std::tie(args.qmin, args.qmax) = IntegerRange(spec.ElementType());
+  args.round = RoundModeOf(spec.round_method);
+  args.float_zero_point = float_zero_point;
+  return args;
 }
 
 kernels::RoundMode RoundModeOf(RoundMethod method) {

@@ -12,16 +12,6 @@
 namespace quark {
 namespace {
 
-kernels::AffineArgs AffineArgsOf(const QuantSpec& spec, const at::Tensor& scale, const at::Tensor& zp, bool float_zp) {
-  kernels::AffineArgs args;
-  args.scale = scale.data_ptr<float>();
-  args.zero_point = zp.data_ptr<float>();
-  std::tie(args.qmin, args.qmax) = IntegerRange(spec.ElementType());
-  args.round = RoundModeOf(spec.round_method);
-  args.float_zero_point = float_zp;
-  return args;
-}
-
 int64_t RowLength(const at::Tensor& t) { return t.dim() == 0 ? 1 : t.size(-1); }
 
 absl::StatusOr<RealQuantized> QuantizeMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& layout) {

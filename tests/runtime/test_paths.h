@@ -1,11 +1,10 @@
 // Where the runtime tests find the shared fixtures.
 #pragma once
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <string>
 
+#include "core/base/blas_threads.h"
 #include "core/engine/engine_init.h"
 
 namespace quark::runtime::testing {
@@ -21,8 +20,7 @@ inline void InitTestEngine() {
   quark::EngineOptions options;
   options.intra_op_threads = 1;
   quark::InitEngine(options);
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(1);
+  SetBlasThreads(1);
 }
 
 inline std::string TinyStoriesText() { return SharedDir() + "/fixtures/eval/tinystories_validation_prefix.txt"; }
