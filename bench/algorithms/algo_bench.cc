@@ -136,7 +136,8 @@ int RunGptq(const Flags& f) {
   if (!hessian.ok()) return std::cerr << hessian.status().message() << "\n", 1;
   const double hessian_s = Seconds(start);
   const auto quantize_start = Clock::now();
-  auto result = quark::algorithms::GptqQuantizeWeight(w, *hessian, *spec, options);
+  // Handed over, as the layer pass hands over its Hessians: GPTQ factors it in place instead of copying it.
+  auto result = quark::algorithms::GptqQuantizeWeight(w, *std::move(hessian), *spec, options);
   if (!result.ok()) return std::cerr << "gptq: " << result.status().message() << "\n", 2;
   const double quantize_s = Seconds(quantize_start);
   const double total_s = Seconds(start);

@@ -15,6 +15,7 @@
 #include "core/config/quant_types.h"
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/format_map.h"
+#include "core/numerics/quant_params.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
 #include "kernels/cpu/affine_kernels.h"
@@ -32,6 +33,7 @@ constexpr int kCholeskyRetries = 5;
 struct ColumnParams {
   QuantParams params;
   at::Tensor scale, zero_point;               // float32, contiguous: the kernel's arrays
+  std::vector<float> inverse;                 // 1 / scale, as the kernel computes it on every call
   std::optional<kernels::AffineArgs> affine;  // float32 weights on an integer grid: the kernel is called directly
 };
 
@@ -49,13 +51,54 @@ struct RowRange {
 // Rows below which a range is not worth a thread of its own.
 constexpr int64_t kMinRowsPerRange = 256;
 
-// row[r] -= e[r] * h, the product rounded before the subtraction (Quark's arithmetic; the file is built without
-// FMA contraction). The in-block updates spend their time here: compiled for AVX-512 and AVX2 too, picked at load.
+// Columns of a block whose in-block updates reach the block's later columns in one pass.
+constexpr int64_t kUpdatePanel = 16;
+// Elements of a column updated by all of a panel's columns while they stay in L1.
+constexpr int64_t kUpdateChunk = 256;
+
+// row[r] -= e_i[r] * h[i] for i = 0..count-1 in that order, every product rounded before its subtraction (Quark's
+// arithmetic; the file is built without FMA contraction), with e_i = errors + i * n. One pass over the row in
+// chunks instead of `count` passes: each element sees the same subtractions in the same order. The in-block updates
+// spend their time here: compiled for AVX-512 and AVX2 too, picked at load.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-void SubtractScaled(float* __restrict row, const float* __restrict e, float h, int64_t n) {
-  for (int64_t r = 0; r < n; ++r) row[r] -= e[r] * h;
+void SubtractScaled(float* __restrict row, const float* __restrict errors, const float* h, int64_t count,
+                    int64_t n) {
+  for (int64_t r0 = 0; r0 < n; r0 += kUpdateChunk) {
+    const int64_t r1 = std::min(n, r0 + kUpdateChunk);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* __restrict e = errors + i * n;
+      const float hi = h[i];
+      for (int64_t r = r0; r < r1; ++r) row[r] -= e[r] * hi;
+    }
+  }
+}
+
+// Per-row min and max over the columns [begin, end) of W, read from its transpose: column c of the n rows is
+// wt[c * stride, + n). What the engine's MinMax reduction gives for that [n, end - begin] group (each row scanned
+// in column order keeping the first of equal extremes, NaN when the row holds one), without copying the group out
+// and transposing it back.
+std::pair<at::Tensor, at::Tensor> GroupMinMax(const float* wt, int64_t stride, int64_t begin, int64_t end,
+                                              int64_t n) {
+  at::Tensor min = at::full({n, 1}, std::numeric_limits<float>::infinity(), at::kFloat);
+  at::Tensor max = at::full({n, 1}, -std::numeric_limits<float>::infinity(), at::kFloat);
+  std::vector<uint8_t> nan(static_cast<size_t>(n), 0);
+  float* lo = min.data_ptr<float>();
+  float* hi = max.data_ptr<float>();
+  uint8_t* bad = nan.data();
+  for (int64_t c = begin; c < end; ++c) {
+    const float* v = wt + c * stride;
+    for (int64_t r = 0; r < n; ++r) {
+      lo[r] = v[r] < lo[r] ? v[r] : lo[r];
+      hi[r] = v[r] > hi[r] ? v[r] : hi[r];
+      bad[r] |= static_cast<uint8_t>(v[r] != v[r]);
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    if (bad[r]) lo[r] = hi[r] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return {std::move(min), std::move(max)};
 }
 
 QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
@@ -178,9 +221,16 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
     if (column % group_size_ == 0) {
       // Quark observes the group on the current weight: its columns in this block already carry the block's
       // updates, those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy).
-      const at::Tensor group = wt.slice(0, column, column + group_size_).slice(1, rows.begin, rows.end).t();
-      QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(group));
-      rows.observed.push_back(ForColumns(std::move(p)));
+      const int64_t end = std::min(column + group_size_, wt.size(0));
+      std::optional<QuantParams> observed;
+      if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx()) {
+        auto [min, max] = GroupMinMax(wt.data_ptr<float>() + rows.begin, wt.size(1), column, end, rows.end - rows.begin);
+        QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
+      } else {
+        const at::Tensor group = wt.slice(0, column, end).slice(1, rows.begin, rows.end).t();
+        QUARK_ASSIGN_OR_RETURN(observed, ParamsOfColumns(group));
+      }
+      rows.observed.push_back(ForColumns(*std::move(observed)));
     }
     return &rows.observed.back();
   }
@@ -196,7 +246,7 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
 }
 
 ColumnParams GptqRun::ForColumns(QuantParams params) const {
-  ColumnParams column{std::move(params), {}, {}, std::nullopt};
+  ColumnParams column{std::move(params), {}, {}, {}, std::nullopt};
   const DType element = column_spec_.ElementType();
   if (dtype_ != at::kFloat || column_spec_.IsMx() || !IsIntegerType(element)) return column;
   // What FakeQuantize hands the affine kernel (fake_quant.cc, RunScaled), prepared once.
@@ -204,6 +254,9 @@ ColumnParams GptqRun::ForColumns(QuantParams params) const {
   column.zero_point = column.params.zero_point.to(at::kFloat).contiguous();
   column.affine = AffineArgsOf(column_spec_, column.scale, column.zero_point,
                                column.params.zero_point.scalar_type() != at::kInt);
+  const float* scale = column.scale.data_ptr<float>();
+  column.inverse.resize(static_cast<size_t>(column.scale.numel()));
+  for (size_t i = 0; i < column.inverse.size(); ++i) column.inverse[i] = 1.0f / scale[i];
   return column;
 }
 
@@ -212,9 +265,8 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
                                      int64_t n) const {
   if (params.affine) {
     // The kernel FakeQuantize would run on this [n, 1] column: one parameter per row, or one for all of them.
-    const kernels::ChannelLayout layout = params.scale.numel() == 1 ? kernels::ChannelLayout{1, 1, n}
-                                                                    : kernels::ChannelLayout{1, n, 1};
-    kernels::FakeQuantAffine<float>(column, quantized, layout, *params.affine);
+    kernels::FakeQuantAffineRow(column, quantized, n, params.inverse.data(), params.scale.numel() != 1,
+                                *params.affine);
     return absl::OkStatus();
   }
   const at::Tensor x = at::from_blob(const_cast<float*>(column), {n, 1}, at::kFloat);
@@ -242,17 +294,25 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& wt, const at::Tensor& u, at::Tens
   const int64_t hinv_row = u.stride(0), hinv_column = u.stride(1);
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
-    for (int64_t j = i1; j < i2; ++j) {
-      QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, wt, rows));
-      float* wj = w + j * stride;
-      float* qj = q + j * stride;
-      QUARK_RETURN_IF_ERROR(QuantizeColumn(wj, qj, *params, n));
-      const float* hrow = hinv + j * hinv_row;  // Hinv[j, :]
-      const float d = hrow[j * hinv_column];
-      float* e = errors + (j - i1) * n;
-      for (int64_t r = 0; r < n; ++r) e[r] = (wj[r] - qj[r]) / d;
-      for (int64_t t = j + 1; t < i2; ++t) {
-        SubtractScaled(w + t * stride, e, hrow[t * hinv_column], n);
+    // The block's columns in panels: each column's updates reach the rest of its panel at once, and a panel's
+    // updates reach the block's later columns together (the same subtractions, in the same order, per element).
+    for (int64_t p1 = i1; p1 < i2; p1 += kUpdatePanel) {
+      const int64_t p2 = std::min(p1 + kUpdatePanel, i2);
+      for (int64_t j = p1; j < p2; ++j) {
+        QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, wt, rows));
+        float* wj = w + j * stride;
+        float* qj = q + j * stride;
+        QUARK_RETURN_IF_ERROR(QuantizeColumn(wj, qj, *params, n));
+        const float* hrow = hinv + j * hinv_row;  // Hinv[j, :]
+        const float d = hrow[j * hinv_column];
+        float* e = errors + (j - i1) * n;
+        for (int64_t r = 0; r < n; ++r) e[r] = (wj[r] - qj[r]) / d;
+        for (int64_t t = j + 1; t < p2; ++t) SubtractScaled(w + t * stride, e, &hrow[t * hinv_column], 1, n);
+      }
+      float h[kUpdatePanel];  // Hinv[p1:p2, t]
+      for (int64_t t = p2; t < i2; ++t) {
+        for (int64_t i = 0; i < p2 - p1; ++i) h[i] = hinv[(p1 + i) * hinv_row + t * hinv_column];
+        SubtractScaled(w + t * stride, errors + (p1 - i1) * n, h, p2 - p1, n);
       }
     }
     if (i2 < k) {

@@ -14,8 +14,7 @@ constexpr int64_t kPanelRows = 512;
 
 }  // namespace
 
-HessianAccumulator::HessianAccumulator(int64_t columns, bool fast)
-    : columns_(columns), fast_(fast), sum_(at::zeros({columns, columns}, at::kFloat)) {}
+HessianAccumulator::HessianAccumulator(int64_t columns, bool fast) : columns_(columns), fast_(fast) {}
 
 absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   if (!x.defined() || x.dim() < 1 || x.size(-1) != columns_) {
@@ -23,22 +22,39 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
                                              x.defined() ? c10::str(x.sizes()) : std::string("none")));
   }
   const int64_t batch = x.dim() == 3 ? x.size(0) : 1;
+  const at::Tensor tokens = x.reshape({-1, columns_});
+  // The first batch writes the sum instead of adding to zeros: the same bits (0 + s is s, and no GEMM sum is -0),
+  // without zeroing K x K floats first. Without tokens there is nothing to write over.
+  const bool first = sequences_ == 0;
+  if (first) {
+    sum_ = tokens.size(0) == 0 ? at::zeros({columns_, columns_}, at::kFloat)
+                               : at::empty({columns_, columns_}, at::kFloat);
+  }
   if (fast_) {
     sequences_ += batch;
-    AddGram(sum_, x.reshape({-1, columns_}).to(at::kFloat));
+    AddGram(sum_, tokens.to(at::kFloat), first ? 0.0 : 1.0);
     return absl::OkStatus();
   }
   // Quark's add_batch, call for call, except that only the lower triangle of X^T X is computed: in panels of rows,
   // each panel's GEMM with the columns up to its diagonal block. OpenBLAS sums every element over the tokens in the
   // same blocks whatever rows and columns a call is given (the blocking follows the shared dimension alone), so each
   // element has the bits of Quark's full GEMM at a little over half its flops; Finish mirrors the triangle.
-  sum_.mul_(static_cast<double>(sequences_) / static_cast<double>(sequences_ + batch));
+  // Quark's H *= n / (n + b) is 0 * 0 on the first batch, and its H += X^T X is 0 + X^T X: the first batch's GEMM
+  // writes H itself. Later ones go through a product first: a GEMM accumulating into H would add each block of
+  // tokens to H in turn instead of adding their sum.
+  if (!first) sum_.mul_(static_cast<double>(sequences_) / static_cast<double>(sequences_ + batch));
   sequences_ += batch;
   const double scale = std::sqrt(2.0 / static_cast<double>(sequences_));
-  const at::Tensor inp = scale * x.reshape({-1, columns_}).t().to(at::kFloat);
+  const at::Tensor inp = scale * tokens.t().to(at::kFloat);
   for (int64_t r0 = 0; r0 < columns_; r0 += kPanelRows) {
     const int64_t r1 = std::min(columns_, r0 + kPanelRows);
-    sum_.slice(0, r0, r1).slice(1, 0, r1) += inp.slice(0, r0, r1).matmul(inp.slice(0, 0, r1).t());
+    at::Tensor panel = sum_.slice(0, r0, r1).slice(1, 0, r1);
+    const at::Tensor rows = inp.slice(0, r0, r1), columns = inp.slice(0, 0, r1).t();
+    if (first) {
+      panel.addmm_(rows, columns, /*beta=*/0, /*alpha=*/1);
+    } else {
+      panel += rows.matmul(columns);
+    }
   }
   return absl::OkStatus();
 }

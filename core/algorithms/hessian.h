@@ -37,7 +37,7 @@ class HessianAccumulator {
   int64_t columns_;
   bool fast_;
   int64_t sequences_ = 0;
-  at::Tensor sum_;  // lower triangle: Quark: H itself; fast: the sum of X^T X
+  at::Tensor sum_;  // from the first Add; lower triangle: Quark: H itself; fast: the sum of X^T X
 };
 
 }  // namespace quark::algorithms

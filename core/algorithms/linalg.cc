@@ -4,11 +4,13 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
 #include "core/base/blas_threads.h"
 #include "core/base/strings.h"
+#include "kernels/cpu/lane_table.h"
 
 #ifdef QUARK_HAVE_LAPACK
 // Fortran BLAS/LAPACK entry points (column-major; every argument by pointer; hidden string lengths last).
@@ -24,25 +26,39 @@ void strtri_(const char* uplo, const char* diag, const int* n, float* a, const i
 
 namespace quark::algorithms {
 
-void AddGram(at::Tensor& sum, const at::Tensor& x) {
+void AddGram(at::Tensor& sum, const at::Tensor& x, double beta) {
   const at::Tensor a = x.contiguous();
 #ifdef QUARK_HAVE_LAPACK
   // Row-major x [T, K] is column-major x^T [K, T]: C := x^T x is syrk(trans 'N') on it. Column-major 'U' is the
   // row-major lower triangle.
   const int n = static_cast<int>(a.size(1)), k = static_cast<int>(a.size(0));
-  const float alpha = 1.0f, beta = 1.0f;
+  const float alpha = 1.0f, c_beta = static_cast<float>(beta);
   if (n > 0 && k > 0) {
-    ssyrk_("U", "N", &n, &k, &alpha, a.data_ptr<float>(), &n, &beta, sum.data_ptr<float>(), &n, 1, 1);
+    ssyrk_("U", "N", &n, &k, &alpha, a.data_ptr<float>(), &n, &c_beta, sum.data_ptr<float>(), &n, 1, 1);
   }
 #else
-  sum.addmm_(a.t(), a);
+  sum.addmm_(a.t(), a, beta, /*alpha=*/1);
 #endif
 }
 
 namespace {
 
-// Square tiles of the triangle copies: a tile and its transposed partner stay in L1 while one is written.
+// Square tiles of the transposing copies: a tile and its transposed partner stay in L1 while one is written.
 constexpr int64_t kTile = 64;
+// The side of the blocks transposed in vector registers.
+constexpr int64_t kBlock = 8;
+
+// The permutation's inverse when `columns` reorders all `count` columns, each once; empty otherwise.
+std::vector<int64_t> InverseIfPermutation(const int64_t* columns, int64_t n, int64_t count) {
+  if (n != count) return {};
+  std::vector<int64_t> inverse(static_cast<size_t>(n), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = columns[i];
+    if (c < 0 || c >= n || inverse[static_cast<size_t>(c)] != -1) return {};
+    inverse[static_cast<size_t>(c)] = i;
+  }
+  return inverse;
+}
 
 }  // namespace
 
@@ -56,16 +72,45 @@ at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows, const at:
   const int64_t* row_of = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
   const int64_t* column_of = columns.defined() ? columns.data_ptr<int64_t>() : nullptr;
   float* o = out.data_ptr<float>();
-  // Tiles of the output: each reads kTile source rows, which stay in cache while the tile's columns are written.
+  const auto source_row = [&](int64_t r) { return row_of ? row_of[r] : r; };
+  // A permutation of the columns is applied on the way out: source column s becomes output row output_row(s).
+  const std::vector<int64_t> inverse =
+      column_of ? InverseIfPermutation(column_of, out_rows, in_columns) : std::vector<int64_t>();
+  if (column_of && inverse.empty()) {
+    // A selection of columns (not a permutation): element by element.
+    at::parallel_for(0, out_rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        for (int64_t r = 0; r < out_columns; ++r) o[c * out_columns + r] = in[source_row(r) * in_columns + column_of[c]];
+      }
+    });
+    return out;
+  }
+  const auto output_row = [&](int64_t s) { return column_of ? inverse[static_cast<size_t>(s)] : s; };
+  const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
+  // Tiles of the output's columns (the source's rows): each reads kTile source rows, which stay in cache while the
+  // tile's part of every output row is written; inside a tile, blocks of 8 x 8 go through vector registers.
   at::parallel_for(0, (out_columns + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r0 = begin * kTile; r0 < std::min(out_columns, end * kTile); r0 += kTile) {
       const int64_t r1 = std::min(out_columns, r0 + kTile);
-      for (int64_t c0 = 0; c0 < out_rows; c0 += kTile) {
-        const int64_t c1 = std::min(out_rows, c0 + kTile);
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t source_column = column_of ? column_of[c] : c;
-          for (int64_t r = r0; r < r1; ++r) {
-            o[c * out_columns + r] = in[(row_of ? row_of[r] : r) * in_columns + source_column];
+      for (int64_t s0 = 0; s0 < in_columns; s0 += kTile) {
+        const int64_t s1 = std::min(in_columns, s0 + kTile);
+        for (int64_t sb = s0; sb < s1; sb += kBlock) {
+          for (int64_t rb = r0; rb < r1; rb += kBlock) {
+            if (rb + kBlock <= r1 && sb + kBlock <= s1) {
+              const float* from[kBlock];
+              float* to[kBlock];
+              for (int64_t k = 0; k < kBlock; ++k) {
+                from[k] = in + source_row(rb + k) * in_columns + sb;
+                to[k] = o + output_row(sb + k) * out_columns + rb;
+              }
+              transpose8x8(from, to, /*only_changed=*/false);
+              continue;
+            }
+            for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
+              for (int64_t s = sb; s < std::min(s1, sb + kBlock); ++s) {
+                o[output_row(s) * out_columns + r] = in[source_row(r) * in_columns + s];
+              }
+            }
           }
         }
       }
@@ -78,17 +123,34 @@ void CompleteSymmetric(at::Tensor& a, Triangle from) {
   const int64_t n = a.size(0);
   float* p = a.data_ptr<float>();
   const bool lower = from == Triangle::kLower;
+  const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
+  // Element (r, c) below the diagonal and its mirror (c, r), as bits (-0 and +0 differ; a NaN is copied as it is).
+  const auto mirror = [&](int64_t r, int64_t c) {
+    float* to = lower ? p + c * n + r : p + r * n + c;
+    const float* source = lower ? p + r * n + c : p + c * n + r;
+    if (std::memcmp(to, source, sizeof(float)) != 0) std::memcpy(to, source, sizeof(float));
+  };
   at::parallel_for(0, (n + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t r0 = tile * kTile, r1 = std::min(n, r0 + kTile);
       for (int64_t c0 = 0; c0 <= r0; c0 += kTile) {
         const int64_t c1 = std::min(n, c0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t c = c0; c < std::min(c1, r); ++c) {
-            if (lower) {
-              p[c * n + r] = p[r * n + c];
-            } else {
-              p[r * n + c] = p[c * n + r];
+        for (int64_t rb = r0; rb < r1; rb += kBlock) {
+          for (int64_t cb = c0; cb < std::min(c1, rb + kBlock); cb += kBlock) {
+            if (cb + kBlock <= rb && rb + kBlock <= r1 && cb + kBlock <= c1) {
+              // Wholly below the diagonal. Only blocks that differ are written: a matrix that is already symmetric
+              // (a Hessian from HessianAccumulator reaching the factorisation) is read, not rewritten.
+              const float* source[kBlock];
+              float* to[kBlock];
+              for (int64_t k = 0; k < kBlock; ++k) {
+                source[k] = lower ? p + (rb + k) * n + cb : p + (cb + k) * n + rb;
+                to[k] = lower ? p + (cb + k) * n + rb : p + (rb + k) * n + cb;
+              }
+              transpose8x8(source, to, /*only_changed=*/true);
+              continue;
+            }
+            for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
+              for (int64_t c = cb; c < std::min({c1, r, cb + kBlock}); ++c) mirror(r, c);
             }
           }
         }

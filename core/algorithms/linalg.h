@@ -9,9 +9,10 @@
 
 namespace quark::algorithms {
 
-/// sum += x^T x for x [T, K] (float32, any strides), sum [K, K] float32 contiguous. Only the LOWER triangle of `sum`
-/// is maintained (a symmetric rank-k update does half the work of a GEMM); CompleteSymmetric completes it.
-void AddGram(at::Tensor& sum, const at::Tensor& x);
+/// sum = beta * sum + x^T x for x [T, K] (float32, any strides), sum [K, K] float32 contiguous; beta 0 ignores what
+/// sum held. Only the LOWER triangle of `sum` is maintained (a symmetric rank-k update does half the work of a GEMM);
+/// CompleteSymmetric completes it.
+void AddGram(at::Tensor& sum, const at::Tensor& x, double beta = 1.0);
 
 /// a [R, C] float32 (any strides) as a new contiguous [C, R] tensor, copied in cache-sized tiles on every thread;
 /// with `rows` / `columns` (int64 indices) a[rows][:, columns] transposed, gathered in the same pass.

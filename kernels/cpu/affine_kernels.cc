@@ -1,6 +1,7 @@
 #include "kernels/cpu/affine_kernels.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/lanes_io.h"
@@ -101,6 +102,21 @@ void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const Affine
           cols(v, n, scale + j, inv.data() + j, zero_point + j, qmin, qmax);
         });
       });
+}
+
+void FakeQuantAffineRow(const float* x, float* y, int64_t n, const float* inv, bool per_element,
+                        const AffineArgs& args) {
+  const LaneTable& t = LaneOpsForThisCpu();
+  const int mode = static_cast<int>(args.round);
+  const int fz = args.float_zero_point ? 1 : 0;
+  const float qmin = static_cast<float>(args.qmin);
+  const float qmax = static_cast<float>(args.qmax);
+  if (x != y) std::memcpy(y, x, sizeof(float) * static_cast<size_t>(n));
+  if (per_element) {
+    t.affine_cols[mode][fz](y, n, args.scale, inv, args.zero_point, qmin, qmax);
+  } else {
+    t.affine_run[mode][fz](y, n, args.scale[0], inv[0], args.zero_point[0], qmin, qmax);
+  }
 }
 
 template <typename T, typename Q>

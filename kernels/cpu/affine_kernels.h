@@ -24,6 +24,13 @@ struct AffineArgs {
 template <typename T>
 void FakeQuantAffine(const T* x, T* y, const ChannelLayout& layout, const AffineArgs& args);
 
+/// FakeQuantAffine<float> of one contiguous row of n elements, on the calling thread and without allocating: element
+/// j uses parameter j (per_element, as a {1, n, 1} layout) or parameter 0 (as {1, 1, n}). inv[j] (or inv[0]) must be
+/// 1.0f / args.scale[j], prepared once by callers that quantize many rows with the same parameters (GPTQ's columns).
+/// y may alias x.
+void FakeQuantAffineRow(const float* x, float* y, int64_t n, const float* inv, bool per_element,
+                        const AffineArgs& args);
+
 /// q = clamp(round(x * (1/s) + z), qmin, qmax). Q is int8_t (signed grids) or uint8_t (unsigned). NaN gives qmin.
 template <typename T, typename Q>
 void QuantizeAffine(const T* x, Q* q, const ChannelLayout& layout, const AffineArgs& args);

@@ -23,10 +23,29 @@ void CopyF32(const float* x, float* v, int64_t n) { std::memcpy(v, x, static_cas
 // The baseline has no portable non-temporal store worth the complexity: a plain copy.
 void StreamCopy(const void* src, void* dst, int64_t bytes) { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
 
+void Transpose8x8(const float* const* src, float* const* dst, bool only_changed) {
+  uint32_t block[8][8];
+  bool same = only_changed;
+  for (int j = 0; j < 8; ++j) {
+    for (int k = 0; k < 8; ++k) {
+      std::memcpy(&block[k][j], src[j] + k, sizeof(float));
+      uint32_t held;
+      std::memcpy(&held, dst[k] + j, sizeof(float));
+      same = same && held == block[k][j];
+    }
+  }
+  if (same) return;
+  for (int k = 0; k < 8; ++k) std::memcpy(dst[k], block[k], sizeof(block[k]));
+}
+
 }  // namespace
 
 const LaneTable& BaseLaneTable() {
-  static const LaneTable table = base::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
+  static const LaneTable table = [] {
+    LaneTable t = base::MakeTable(&LoadF16, &StoreF16, &CopyF32, &StreamCopy);
+    t.transpose8x8 = &Transpose8x8;
+    return t;
+  }();
   return table;
 }
 

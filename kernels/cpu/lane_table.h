@@ -57,6 +57,10 @@ struct LaneTable {
   void (*store_bf16)(const float* v, uint16_t* y, int64_t n) = nullptr;
   void (*load_f16)(const uint16_t* x, float* v, int64_t n) = nullptr;
   void (*store_f16)(const float* v, uint16_t* y, int64_t n) = nullptr;
+  // The 8 x 8 block whose row k starts at src[k], transposed into the block whose row k starts at dst[k]
+  // (dst[k][j] = src[j][k]), as bits. With only_changed, a destination block that already holds those bits is not
+  // written (no cache line dirtied).
+  void (*transpose8x8)(const float* const* src, float* const* dst, bool only_changed) = nullptr;
   Bf16LaneTable bf16;
 };
 

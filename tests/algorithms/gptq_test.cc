@@ -349,6 +349,44 @@ TEST(GptqTest, TriangleAndTransposeCopies) {
   EXPECT_TRUE(at::equal(from_upper, s.triu() + s.triu(1).t()));
 }
 
+// The copies move bits: blocks of 8 x 8 through vector registers inside 64 x 64 tiles, element by element at the
+// ragged edges, permutations on either side, a selection of columns (not a permutation), NaN payloads and -0.
+TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
+  const auto bits_equal = [](const at::Tensor& a, const at::Tensor& b) {
+    return a.sizes() == b.sizes() && a.is_contiguous() && b.contiguous().view(at::kInt).equal(a.view(at::kInt));
+  };
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{8, 8}, {64, 128}, {203, 149}, {1, 67}}) {
+    at::manual_seed(rows * 1000 + columns);
+    at::Tensor a = at::randn({rows, columns});
+    a.view(at::kInt).view(-1)[0] = 0x7FC01234;                             // NaN with a payload
+    a.view(at::kInt).view(-1)[a.numel() - 1] = static_cast<int>(0x80000000u);  // -0
+    EXPECT_TRUE(bits_equal(TransposedCopy(a), a.t())) << rows << "x" << columns;
+    const at::Tensor row_perm = at::randperm(rows, at::kLong), column_perm = at::randperm(columns, at::kLong);
+    EXPECT_TRUE(bits_equal(TransposedCopy(a, row_perm, column_perm),
+                           a.index_select(0, row_perm).index_select(1, column_perm).t()));
+    const at::Tensor picked = at::randint(0, columns, {columns / 2 + 1}, at::kLong);  // repeats: no permutation
+    EXPECT_TRUE(bits_equal(TransposedCopy(a, {}, picked), a.index_select(1, picked).t()));
+  }
+  for (const int64_t n : {8, 64, 72, 203}) {
+    at::manual_seed(n);
+    at::Tensor s = at::randn({n, n});
+    s.view(at::kInt)[n - 1][0] = static_cast<int>(0x80000000u);  // -0 below the diagonal, +0 above it
+    s[0][n - 1] = 0.0f;
+    const at::Tensor above = at::ones({n, n}, at::kBool).triu(1);
+    for (const Triangle from : {Triangle::kLower, Triangle::kUpper}) {
+      at::Tensor m = s.clone();
+      CompleteSymmetric(m, from);
+      // at::where selects without arithmetic, so the expected bits keep -0 where the source triangle has it.
+      const at::Tensor expected = from == Triangle::kLower ? at::where(above, s.t(), s) : at::where(above.t(), s.t(), s);
+      EXPECT_TRUE(bits_equal(m, expected.contiguous())) << "n " << n;
+      // Already symmetric: nothing changes.
+      at::Tensor again = m.clone();
+      CompleteSymmetric(again, from);
+      EXPECT_TRUE(bits_equal(again, m));
+    }
+  }
+}
+
 TEST(GptqTest, BadInputsNameTheField) {
   const Layer l = MakeLayer(8, 64, 64, 10);
   GptqOptions o;
@@ -388,6 +426,30 @@ TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
     ASSERT_TRUE(h.ok());
     EXPECT_TRUE(at::equal(*h, quark)) << "K = " << k << ": " << (*h != quark).sum().item<int64_t>() << " differ";
   }
+}
+
+// The first batch is written over the uninitialised sum, not added to zeros: the same bits, also when that first
+// batch has no tokens, and on the fast path.
+TEST(GptqTest, HessianStartsFromItsFirstBatch) {
+  const int64_t k = 96;
+  at::manual_seed(5);
+  const at::Tensor empty = at::randn({1, 0, k}), x = at::randn({2, 40, k});
+  HessianAccumulator accumulator(k);
+  ASSERT_TRUE(accumulator.Add(empty).ok());
+  ASSERT_TRUE(accumulator.Add(x).ok());
+  at::Tensor quark = at::zeros({k, k});
+  quark *= 1.0 / 3.0;  // Quark: the empty batch counts a sequence and adds nothing
+  const at::Tensor inp = std::sqrt(2.0 / 3.0) * x.reshape({-1, k}).t();
+  quark += inp.matmul(inp.t());
+  auto h = std::move(accumulator).Finish();
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(at::equal(*h, quark));
+  HessianAccumulator fast(k, /*fast=*/true);
+  ASSERT_TRUE(fast.Add(x).ok());
+  auto f = std::move(fast).Finish();
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(at::allclose(*f, at::matmul(x.reshape({-1, k}).t(), x.reshape({-1, k})) * (2.0 / 2.0), 1e-5, 1e-4));
+  EXPECT_TRUE(at::equal(*f, f->t()));
 }
 
 TEST(GptqTest, HessianCountsSequences) {

@@ -301,5 +301,33 @@ TEST(AffineTest, NanPropagatesThroughFakeQuant) {
   EXPECT_TRUE(std::isnan(ToVector(*y)[0]));
 }
 
+// The single-row entry GPTQ calls once a column equals the general kernel on the [1, n, 1] (a parameter per
+// element) and [1, 1, n] (one parameter) layouts it stands for, out of place and in place.
+TEST(AffineTest, RowEntryEqualsTheLayoutKernel) {
+  const at::Tensor x = RandomTensor({1037}, 21) * 40;
+  const int64_t n = x.numel();
+  const at::Tensor scale = at::rand({n}) + 0.1, zero_point = at::randint(-3, 4, {n}).to(at::kFloat);
+  for (const bool per_element : {true, false}) {
+    for (const auto round : {kernels::RoundMode::kHalfEven, kernels::RoundMode::kHalfAway, kernels::RoundMode::kFloor}) {
+      kernels::AffineArgs args;
+      args.scale = scale.data_ptr<float>();
+      args.zero_point = zero_point.data_ptr<float>();
+      args.qmin = -8;
+      args.qmax = 7;
+      args.round = round;
+      std::vector<float> inverse(static_cast<size_t>(per_element ? n : 1));
+      for (size_t i = 0; i < inverse.size(); ++i) inverse[i] = 1.0f / args.scale[i];
+      const kernels::ChannelLayout layout = per_element ? kernels::ChannelLayout{1, n, 1} : kernels::ChannelLayout{1, 1, n};
+      at::Tensor expected = at::empty_like(x), row = at::empty_like(x), in_place = x.clone();
+      kernels::FakeQuantAffine<float>(x.data_ptr<float>(), expected.data_ptr<float>(), layout, args);
+      kernels::FakeQuantAffineRow(x.data_ptr<float>(), row.data_ptr<float>(), n, inverse.data(), per_element, args);
+      kernels::FakeQuantAffineRow(in_place.data_ptr<float>(), in_place.data_ptr<float>(), n, inverse.data(),
+                                  per_element, args);
+      EXPECT_TRUE(BitEqual(row, expected)) << "per_element " << per_element;
+      EXPECT_TRUE(BitEqual(in_place, expected)) << "per_element " << per_element;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quark

@@ -129,6 +129,45 @@ TEST(LaneOpsTest, CopiesAreExactAtEveryAlignmentAndLength) {
   }
 }
 
+// The 8 x 8 transpose moves bits (NaN payloads, -0, subnormals) between rows anywhere in memory; with only_changed
+// a destination that already holds the transpose is left unwritten, and one that differs anywhere is rewritten.
+TEST(LaneOpsTest, Transpose8x8MovesBitsAndSkipsUnchangedBlocks) {
+  std::vector<const LaneTable*> tables = {&BaseLaneTable()};
+  if (RunnableAvx2Table() != nullptr) tables.push_back(RunnableAvx2Table());
+  const std::vector<float> in = Inputs();
+  std::vector<uint32_t> bits(in.size());
+  std::memcpy(bits.data(), in.data(), in.size() * sizeof(float));
+  bits[5] = 0x7FC01234u;  // a NaN with a payload
+  bits[9] = 0x80000000u;  // -0
+  for (const LaneTable* t : tables) {
+    // Source rows 13 floats apart from an unaligned start; destination rows 11 floats apart.
+    std::vector<float> src(8 * 13 + 1), dst(8 * 11 + 3, 2.0f);
+    std::memcpy(src.data(), bits.data(), src.size() * sizeof(float));
+    const float* from[8];
+    float* to[8];
+    for (int k = 0; k < 8; ++k) {
+      from[k] = src.data() + 1 + 13 * k;
+      to[k] = dst.data() + 3 + 11 * k;
+    }
+    t->transpose8x8(from, to, /*only_changed=*/false);
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 8; ++j) EXPECT_EQ(std::memcmp(to[k] + j, from[j] + k, sizeof(float)), 0) << k << "," << j;
+      for (int j = 8; j < 11 && k < 7; ++j) EXPECT_EQ(to[k][j], 2.0f);  // between the rows: untouched
+    }
+    EXPECT_EQ(dst[0], 2.0f);
+    // Already the transpose: a marker between the rows proves nothing is rewritten when only_changed holds.
+    std::vector<float> before = dst;
+    t->transpose8x8(from, to, /*only_changed=*/true);
+    EXPECT_EQ(std::memcmp(before.data(), dst.data(), dst.size() * sizeof(float)), 0);
+    // One element differs (-0 against +0): the block is written.
+    to[6][2] = 0.0f;
+    const float* source = from[2] + 6;
+    ASSERT_NE(std::memcmp(to[6] + 2, source, sizeof(float)), 0);
+    t->transpose8x8(from, to, /*only_changed=*/true);
+    EXPECT_EQ(std::memcmp(to[6] + 2, source, sizeof(float)), 0);
+  }
+}
+
 // The fused bfloat16 loops equal load -> float32 loop -> store, bit for bit, in both tables and in place.
 TEST(LaneOpsTest, FusedBf16LoopsEqualTheBufferedOnes) {
   std::vector<const LaneTable*> tables = {&BaseLaneTable()};
