@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -75,30 +76,58 @@ void SubtractScaled(float* __restrict row, const float* __restrict errors, const
   }
 }
 
-// Per-row min and max over the columns [begin, end) of W, read from its transpose: column c of the n rows is
-// wt[c * stride, + n). What the engine's MinMax reduction gives for that [n, end - begin] group (each row scanned
-// in column order keeping the first of equal extremes, NaN when the row holds one), without copying the group out
-// and transposing it back.
-std::pair<at::Tensor, at::Tensor> GroupMinMax(const float* wt, int64_t stride, int64_t begin, int64_t end,
-                                              int64_t n) {
+// Where a row range's current weight lives during its column loop (QuantizeRows): the block's columns transposed
+// in `block` (row j is column i1 + j of the n rows, with the block's updates so far), the columns after the block in
+// W's own rows (row r at rows + r * stride, with the lazy updates of the blocks before).
+struct RangeWeights {
+  const float* block = nullptr;
+  int64_t i1 = 0;
+  int64_t i2 = 0;
+  const float* rows = nullptr;
+  int64_t stride = 0;
+  int64_t n = 0;
+};
+
+// Per-row min and max over the columns [begin, end) of the range's current weight: what the engine's MinMax
+// reduction gives for that [n, end - begin] group (each row scanned in column order keeping the first of equal
+// extremes, NaN when the row holds one), without copying the group out.
+std::pair<at::Tensor, at::Tensor> GroupMinMax(const RangeWeights& v, int64_t begin, int64_t end) {
+  const int64_t n = v.n, split = std::min(end, v.i2);
   at::Tensor min = at::full({n, 1}, std::numeric_limits<float>::infinity(), at::kFloat);
   at::Tensor max = at::full({n, 1}, -std::numeric_limits<float>::infinity(), at::kFloat);
   std::vector<uint8_t> nan(static_cast<size_t>(n), 0);
   float* lo = min.data_ptr<float>();
   float* hi = max.data_ptr<float>();
   uint8_t* bad = nan.data();
-  for (int64_t c = begin; c < end; ++c) {
-    const float* v = wt + c * stride;
-    for (int64_t r = 0; r < n; ++r) {
-      lo[r] = v[r] < lo[r] ? v[r] : lo[r];
-      hi[r] = v[r] > hi[r] ? v[r] : hi[r];
-      bad[r] |= static_cast<uint8_t>(v[r] != v[r]);
-    }
+  const auto take = [&](int64_t r, float x) {
+    lo[r] = x < lo[r] ? x : lo[r];
+    hi[r] = x > hi[r] ? x : hi[r];
+    bad[r] |= static_cast<uint8_t>(x != x);
+  };
+  for (int64_t c = begin; c < split; ++c) {  // down the block's transposed columns, every row at once
+    const float* column = v.block + (c - v.i1) * n;
+    for (int64_t r = 0; r < n; ++r) take(r, column[r]);
+  }
+  for (int64_t r = 0; r < n && end > split; ++r) {  // then along each row past the block
+    const float* row = v.rows + r * v.stride;
+    for (int64_t c = split; c < end; ++c) take(r, row[c]);
   }
   for (int64_t r = 0; r < n; ++r) {
     if (bad[r]) lo[r] = hi[r] = std::numeric_limits<float>::quiet_NaN();
   }
   return {std::move(min), std::move(max)};
+}
+
+// The group [n, end - begin] itself, for observers that need every value.
+at::Tensor GroupOf(const RangeWeights& v, int64_t begin, int64_t end) {
+  const int64_t n = v.n, width = end - begin, split = std::min(end, v.i2);
+  at::Tensor group = at::empty({n, width}, at::kFloat);
+  float* g = group.data_ptr<float>();
+  TransposeBlock(v.block + (begin - v.i1) * n, n, split - begin, n, g, width);
+  for (int64_t r = 0; r < n && end > split; ++r) {
+    std::memcpy(g + r * width + (split - begin), v.rows + r * v.stride + split, sizeof(float) * (end - split));
+  }
+  return group;
 }
 
 QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
@@ -146,12 +175,13 @@ class GptqRun {
  private:
   absl::Status ResolveGranularity(at::IntArrayRef sizes);
   absl::Status SetUpParams(const at::Tensor& w);
-  absl::StatusOr<const ColumnParams*> ParamsForColumn(int64_t column, const at::Tensor& wt, RowRange& rows) const;
+  absl::StatusOr<const ColumnParams*> ParamsForColumn(int64_t column, const RangeWeights& weights,
+                                                      RowRange& rows) const;
   absl::StatusOr<QuantParams> ParamsOfColumns(const at::Tensor& columns) const;  // [N, c] float32
   ColumnParams ForColumns(QuantParams params) const;
   absl::Status QuantizeColumn(const float* column, float* quantized, const ColumnParams& params, int64_t n) const;
-  absl::Status QuantizeRows(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt, RowRange& rows) const;
-  absl::Status QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt);
+  absl::Status QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tensor& q, RowRange& rows) const;
+  absl::Status QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Tensor& q);
   QuantParams WholeParams() const;
 
   QuantSpec spec_;
@@ -215,20 +245,19 @@ absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, const at::Tensor& wt,
+absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, const RangeWeights& weights,
                                                              RowRange& rows) const {
   if (grouped_ && !options_.static_groups) {
     if (column % group_size_ == 0) {
       // Quark observes the group on the current weight: its columns in this block already carry the block's
       // updates, those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy).
-      const int64_t end = std::min(column + group_size_, wt.size(0));
+      const int64_t end = std::min(column + group_size_, weights.stride);
       std::optional<QuantParams> observed;
       if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx()) {
-        auto [min, max] = GroupMinMax(wt.data_ptr<float>() + rows.begin, wt.size(1), column, end, rows.end - rows.begin);
+        auto [min, max] = GroupMinMax(weights, column, end);
         QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
       } else {
-        const at::Tensor group = wt.slice(0, column, end).slice(1, rows.begin, rows.end).t();
-        QUARK_ASSIGN_OR_RETURN(observed, ParamsOfColumns(group));
+        QUARK_ASSIGN_OR_RETURN(observed, ParamsOfColumns(GroupOf(weights, column, end)));
       }
       rows.observed.push_back(ForColumns(*std::move(observed)));
     }
@@ -278,69 +307,79 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
   return absl::OkStatus();
 }
 
-// wt [K, N]: row j is column j of W (contiguous), updated in place on the columns rows.begin..end. u [K, K] upper
-// (InverseFactorStep's, any strides); qt [K, N] receives the quantized columns. Every float operation is
-// Quark's, element for element: the in-block update rounds the product and then subtracts it, and the lazy update's
-// GEMM sums each dot product over the block in the same order (transposing both operands, or taking fewer of their
-// rows, changes the tiling, not the order of the sum), so the columns after a block carry Quark's bits.
-absl::Status GptqRun::QuantizeRows(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt, RowRange& rows) const {
-  const int64_t k = wt.size(0), stride = wt.size(1), block = options_.block_size;
-  const int64_t n = rows.end - rows.begin;
-  at::Tensor err = at::empty({std::min(block, k), n}, wt.options());  // (w - q) / d of the block's columns
-  float* w = wt.data_ptr<float>() + rows.begin;
-  float* q = qt.data_ptr<float>() + rows.begin;
+// w [N, K] float32 contiguous: the working weight, updated in place on rows.begin..end; u [K, K] upper
+// (InverseFactorStep's, any strides); q [N, K] receives the quantized weight. A block's columns are transposed into a
+// buffer of the range's own (a column of W is a contiguous row there, and the buffer stays in cache), worked on
+// there, and their quantized values transposed back into q; the lazy update then works on W's rows. Every float
+// operation is Quark's, element for element: the in-block update rounds the product and then subtracts it, and the
+// lazy update's GEMM sums each dot product over the block in the same order (transposing the operands, or taking
+// fewer of their rows, changes the tiling, not the order of the sum), so the columns after a block carry Quark's
+// bits.
+absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tensor& q, RowRange& rows) const {
+  const int64_t k = w.size(1), stride = k, block = options_.block_size;
+  const int64_t n = rows.end - rows.begin, width = std::min(block, k);
+  // The block's columns, their quantized values and their errors (w - q) / d, a row per column.
+  at::Tensor buffers = at::empty({3, width, n}, w.options());
+  at::Tensor err = buffers[2];
+  float* wb = buffers[0].data_ptr<float>();
+  float* qb = buffers[1].data_ptr<float>();
   float* errors = err.data_ptr<float>();
+  float* w_rows = w.data_ptr<float>() + rows.begin * stride;
+  float* q_rows = q.data_ptr<float>() + rows.begin * stride;
   const float* hinv = u.data_ptr<float>();
   const int64_t hinv_row = u.stride(0), hinv_column = u.stride(1);
   for (int64_t i1 = 0; i1 < k; i1 += block) {
-    const int64_t i2 = std::min(i1 + block, k);
+    const int64_t i2 = std::min(i1 + block, k), count = i2 - i1;
+    TransposeBlock(w_rows + i1, stride, n, count, wb, n);
+    const RangeWeights weights{wb, i1, i2, w_rows, stride, n};
     // The block's columns in panels: each column's updates reach the rest of its panel at once, and a panel's
     // updates reach the block's later columns together (the same subtractions, in the same order, per element).
     for (int64_t p1 = i1; p1 < i2; p1 += kUpdatePanel) {
       const int64_t p2 = std::min(p1 + kUpdatePanel, i2);
       for (int64_t j = p1; j < p2; ++j) {
-        QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, wt, rows));
-        float* wj = w + j * stride;
-        float* qj = q + j * stride;
+        QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, weights, rows));
+        float* wj = wb + (j - i1) * n;
+        float* qj = qb + (j - i1) * n;
         QUARK_RETURN_IF_ERROR(QuantizeColumn(wj, qj, *params, n));
         const float* hrow = hinv + j * hinv_row;  // Hinv[j, :]
         const float d = hrow[j * hinv_column];
         float* e = errors + (j - i1) * n;
         for (int64_t r = 0; r < n; ++r) e[r] = (wj[r] - qj[r]) / d;
-        for (int64_t t = j + 1; t < p2; ++t) SubtractScaled(w + t * stride, e, &hrow[t * hinv_column], 1, n);
+        for (int64_t t = j + 1; t < p2; ++t) SubtractScaled(wb + (t - i1) * n, e, &hrow[t * hinv_column], 1, n);
       }
       float h[kUpdatePanel];  // Hinv[p1:p2, t]
       for (int64_t t = p2; t < i2; ++t) {
         for (int64_t i = 0; i < p2 - p1; ++i) h[i] = hinv[(p1 + i) * hinv_row + t * hinv_column];
-        SubtractScaled(w + t * stride, errors + (p1 - i1) * n, h, p2 - p1, n);
+        SubtractScaled(wb + (t - i1) * n, errors + (p1 - i1) * n, h, p2 - p1, n);
       }
     }
+    TransposeBlock(qb, n, count, n, q_rows + i1, stride);
     if (i2 < k) {
-      // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:], transposed. One GEMM
-      // accumulates C - A B as Quark's matmul-then-subtract does while the block fits one pass over the shared
-      // dimension of the BLAS kernels; longer blocks take Quark's two steps.
-      at::Tensor rest = wt.slice(0, i2).slice(1, rows.begin, rows.end);
-      const at::Tensor hinv_block = u.slice(0, i1, i2).slice(1, i2).t();
-      const at::Tensor err_block = err.slice(0, 0, i2 - i1);
-      if (options_.fast_linalg || i2 - i1 <= kFusedUpdateMaxBlock) {
-        rest.addmm_(hinv_block, err_block, /*beta=*/1, /*alpha=*/-1);
+      // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:]. One GEMM accumulates
+      // C - A B as Quark's matmul-then-subtract does while the block fits one pass over the shared dimension of the
+      // BLAS kernels; longer blocks take Quark's two steps.
+      at::Tensor rest = w.slice(0, rows.begin, rows.end).slice(1, i2);
+      const at::Tensor err_block = err.slice(0, 0, count).t();
+      const at::Tensor hinv_block = u.slice(0, i1, i2).slice(1, i2);
+      if (options_.fast_linalg || count <= kFusedUpdateMaxBlock) {
+        rest.addmm_(err_block, hinv_block, /*beta=*/1, /*alpha=*/-1);
       } else {
-        rest -= hinv_block.matmul(err_block);
+        rest -= err_block.matmul(hinv_block);
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::Tensor& qt) {
-  const int64_t n = wt.size(1);
+absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Tensor& q) {
+  const int64_t n = w.size(0);
   const int64_t ranges = std::clamp<int64_t>(n / kMinRowsPerRange, 1, at::get_num_threads());
   rows_.resize(static_cast<size_t>(ranges));
   for (int64_t i = 0; i < ranges; ++i) {
     rows_[static_cast<size_t>(i)].begin = n * i / ranges;
     rows_[static_cast<size_t>(i)].end = n * (i + 1) / ranges;
   }
-  if (ranges == 1) return QuantizeRows(wt, u, qt, rows_[0]);
+  if (ranges == 1) return QuantizeRows(w, u, q, rows_[0]);
   // One thread per range, each with its own single-threaded BLAS calls: the work is the same, minus the fork and
   // join of every GEMM and with the column loop itself in parallel.
   const SingleThreadedBlas blas;
@@ -349,7 +388,7 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& wt, const at::Tensor& u, at::T
     for (int64_t i = begin; i < end; ++i) {
       const size_t r = static_cast<size_t>(i);
       try {
-        statuses[r] = QuantizeRows(wt, u, qt, rows_[r]);
+        statuses[r] = QuantizeRows(w, u, q, rows_[r]);
       } catch (const std::exception& error) {
         statuses[r] = runtime::TorchErrorToStatus(error, "gptq");
       }
@@ -387,12 +426,12 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   return absl::OkStatus();
 }
 
-// w [N, K] float32 (read only); the column loop works on its transpose (a column of W is a contiguous row there).
+// w [N, K] float32 (read only).
 absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
   const auto columns_start = Clock::now();
-  // The working copy, [K, N], its rows in act order when asked.
-  at::Tensor wt = TransposedCopy(w, {}, factor.perm);
+  // The working copy, its columns in act order when asked.
+  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm) : w.contiguous().clone();
   if (factor.perm.defined()) {
     const int64_t* p = factor.perm.data_ptr<int64_t>();
     perm_.assign(p, p + factor.perm.numel());
@@ -401,16 +440,16 @@ absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& f
   // as in Quark. The parameters come from W in its own column order (w itself when nothing is dead).
   const bool any_dead = factor.dead.any().item<bool>();
   if (any_dead) {
-    const at::Tensor dead_rows = factor.perm.defined() ? factor.dead.index_select(0, factor.perm) : factor.dead;
-    wt.masked_fill_(dead_rows.unsqueeze(1), 0);
+    const at::Tensor dead_columns = factor.perm.defined() ? factor.dead.index_select(0, factor.perm) : factor.dead;
+    work.masked_fill_(dead_columns.unsqueeze(0), 0);
   }
   QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
-  at::Tensor qt = at::empty_like(wt);
-  QUARK_RETURN_IF_ERROR(QuantizeColumns(wt, factor.upper, qt));
-  wt = at::Tensor();  // copies of the weight alive at once: the working copy and the result
+  at::Tensor quantized = at::empty_like(work);
+  QUARK_RETURN_IF_ERROR(QuantizeColumns(work, factor.upper, quantized));
+  work = at::Tensor();  // copies of the weight alive at once: the working copy and the result
   GptqResult result;
-  result.weight = TransposedCopy(qt, factor.perm.defined() ? at::argsort(factor.perm) : at::Tensor());
-  qt = at::Tensor();  // before the cast: two copies at the peak, not three
+  result.weight = factor.perm.defined() ? GatheredColumns(quantized, at::argsort(factor.perm)) : std::move(quantized);
+  quantized = at::Tensor();  // before the cast: two copies at the peak, not three
   result.weight = result.weight.to(dtype_);
   result.params = WholeParams();
   result.extra_damp = factor.extra_damp;

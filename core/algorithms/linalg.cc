@@ -119,6 +119,44 @@ at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows, const at:
   return out;
 }
 
+void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,
+                    int64_t dst_stride) {
+  const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
+  for (int64_t cb = 0; cb < columns; cb += kBlock) {
+    for (int64_t rb = 0; rb < rows; rb += kBlock) {
+      if (rb + kBlock <= rows && cb + kBlock <= columns) {
+        const float* from[kBlock];
+        float* to[kBlock];
+        for (int64_t k = 0; k < kBlock; ++k) {
+          from[k] = src + (rb + k) * src_stride + cb;
+          to[k] = dst + (cb + k) * dst_stride + rb;
+        }
+        transpose8x8(from, to, /*only_changed=*/false);
+        continue;
+      }
+      for (int64_t r = rb; r < std::min(rows, rb + kBlock); ++r) {
+        for (int64_t c = cb; c < std::min(columns, cb + kBlock); ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+      }
+    }
+  }
+}
+
+at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index) {
+  const at::Tensor src = a.contiguous();
+  const int64_t rows = src.size(0), in_columns = src.size(1), out_columns = index.numel();
+  at::Tensor out = at::empty({rows, out_columns}, src.options());
+  const float* in = src.data_ptr<float>();
+  const int64_t* column = index.data_ptr<int64_t>();
+  float* o = out.data_ptr<float>();
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = in + r * in_columns;  // one row stays in L1 while it is gathered from
+      for (int64_t c = 0; c < out_columns; ++c) o[r * out_columns + c] = row[column[c]];
+    }
+  });
+  return out;
+}
+
 void CompleteSymmetric(at::Tensor& a, Triangle from) {
   const int64_t n = a.size(0);
   float* p = a.data_ptr<float>();

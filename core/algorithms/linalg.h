@@ -18,6 +18,14 @@ void AddGram(at::Tensor& sum, const at::Tensor& x, double beta = 1.0);
 /// with `rows` / `columns` (int64 indices) a[rows][:, columns] transposed, gathered in the same pass.
 at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows = {}, const at::Tensor& columns = {});
 
+/// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < columns: one block transposed on the calling
+/// thread (8 x 8 pieces through vector registers), bits as they are.
+void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,
+                    int64_t dst_stride);
+
+/// a[:, index] for a [R, C] float32 and index [C'] int64 (each in [0, C)), rows gathered in parallel.
+at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index);
+
 enum class Triangle { kLower, kUpper };
 
 /// a [K, K] float32 row-major, made symmetric in place from the given triangle (copies only, no arithmetic).
