@@ -170,7 +170,8 @@ class GptqRun {
 
   /// The spec and options against a weight of these sizes; Run needs it first.
   absl::Status Prepare(at::IntArrayRef sizes);
-  absl::StatusOr<GptqResult> Run(const at::Tensor& w, const GptqFactor& factor);
+  /// w [N, K] float32; worked on in place when nobody else holds it (a float copy of a bfloat16 weight).
+  absl::StatusOr<GptqResult> Run(at::Tensor w, const GptqFactor& factor);
 
  private:
   absl::Status ResolveGranularity(at::IntArrayRef sizes);
@@ -426,12 +427,13 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   return absl::OkStatus();
 }
 
-// w [N, K] float32 (read only).
-absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& factor) {
+absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
   const auto columns_start = Clock::now();
-  // The working copy, its columns in act order when asked.
-  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm) : w.contiguous().clone();
+  // The working weight, its columns in act order when asked: w itself when it is ours alone (the parameters below
+  // are taken before the column loop changes it), a copy otherwise.
+  const bool owned = w.use_count() == 1 && w.storage().use_count() == 1 && w.is_contiguous();
+  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm) : owned ? w : w.contiguous().clone();
   if (factor.perm.defined()) {
     const int64_t* p = factor.perm.data_ptr<int64_t>();
     perm_.assign(p, p + factor.perm.numel());
@@ -444,6 +446,7 @@ absl::StatusOr<GptqResult> GptqRun::Run(const at::Tensor& w, const GptqFactor& f
     work.masked_fill_(dead_columns.unsqueeze(0), 0);
   }
   QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
+  w = at::Tensor();  // the working weight holds it from here, if anyone
   at::Tensor quantized = at::empty_like(work);
   QUARK_RETURN_IF_ERROR(QuantizeColumns(work, factor.upper, quantized));
   work = at::Tensor();  // copies of the weight alive at once: the working copy and the result

@@ -7,7 +7,6 @@
 #include <ATen/Parallel.h>
 
 #include "core/base/blas_threads.h"
-#include "core/engine/large_tensors.h"
 
 namespace quark {
 namespace {
@@ -29,7 +28,6 @@ int g_threads = 0;
 void InitEngine(const EngineOptions& options) {
   // overwrite = 0: a user's own choice of ISA wins.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
-  UseHugePagesForLargeTensors();
   int threads = options.intra_op_threads > 0 ? options.intra_op_threads : ThreadsFromEnvironment();
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads != g_threads) {

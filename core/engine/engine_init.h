@@ -8,9 +8,9 @@ struct EngineOptions {
   int intra_op_threads = 0;
 };
 
-/// Sets ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 unless the user set it (Debian's oneDNN dies of SIGILL on the AMX path
-/// of this CPU), maps large tensors in huge pages (UseHugePagesForLargeTensors), then sets LibTorch's intra-op
-/// threads. Also reads QUARK_THREADS when options.intra_op_threads is 0. Idempotent.
+/// Sets ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 unless the user set it (Debian's oneDNN dies of SIGILL on
+/// the AMX path of this CPU), then sets LibTorch's intra-op threads. Also reads QUARK_THREADS when
+/// options.intra_op_threads is 0. Idempotent.
 void InitEngine(const EngineOptions& options = {});
 
 /// The thread count InitEngine chose (for logs and benchmarks).

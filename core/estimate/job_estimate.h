@@ -55,8 +55,7 @@ inline constexpr double kLoadConvertPasses = 0.25;
 inline constexpr double kFakeQuantPasses = 1.0;
 // Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096), refitted when
 // the factorisation moved into the Hessian's own memory (2026-11-26) and when the first calibration batch began
-// writing the Hessian without a product in between (2026-11-27: the 1536/4096 layer's GPTQ extra measured 113 MiB
-// in 4 KiB pages, 117 MiB in huge pages).
+// writing the Hessian without a product in between (2026-11-27: the 1536/4096 layer's GPTQ extra measured 113 MiB).
 inline constexpr double kGptqHessianCopies = 1.0;
 inline constexpr uint64_t kGptqWorkspaceBytes = 32ull << 20;
 

@@ -330,6 +330,26 @@ TEST(GptqTest, OneFactorServesEveryWeightOfAnInput) {
   EXPECT_FALSE(GptqFactorOf(at::randn({3, 4}), {}).ok());
 }
 
+// GPTQ works on the weight in place only when nobody else holds it (the float copy of a bfloat16 weight): the
+// caller's weight is never changed, in either dtype or column order.
+TEST(GptqTest, TheCallersWeightIsLeftAlone) {
+  const Layer l = MakeLayer(40, 128, 256, 16);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const bool act_order : {false, true}) {
+      GptqOptions o;
+      o.act_order = act_order;
+      o.static_groups = act_order;
+      const at::Tensor weight = l.weight.to(dtype);
+      const at::Tensor before = weight.clone();
+      auto result = GptqQuantizeWeight(weight, l.hessian, IntSpec(DType::kUInt4, false, 32), o);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_TRUE(at::equal(weight, before));
+      EXPECT_EQ(result->weight.scalar_type(), dtype);
+      EXPECT_FALSE(at::equal(result->weight, weight));
+    }
+  }
+}
+
 TEST(GptqTest, TriangleAndTransposeCopies) {
   at::manual_seed(13);
   const at::Tensor a = at::randn({131, 70});
