@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -43,81 +42,12 @@ void AddGram(at::Tensor& sum, const at::Tensor& x, double beta) {
 
 namespace {
 
-// Square tiles of the transposing copies: a tile and its transposed partner stay in L1 while one is written.
+// Square tiles of the symmetric completion: a tile and its transposed partner stay in L1 while one is written.
 constexpr int64_t kTile = 64;
 // The side of the blocks transposed in vector registers.
 constexpr int64_t kBlock = 8;
 
-// The permutation's inverse when `columns` reorders all `count` columns, each once; empty otherwise.
-std::vector<int64_t> InverseIfPermutation(const int64_t* columns, int64_t n, int64_t count) {
-  if (n != count) return {};
-  std::vector<int64_t> inverse(static_cast<size_t>(n), -1);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = columns[i];
-    if (c < 0 || c >= n || inverse[static_cast<size_t>(c)] != -1) return {};
-    inverse[static_cast<size_t>(c)] = i;
-  }
-  return inverse;
-}
-
 }  // namespace
-
-at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows, const at::Tensor& columns) {
-  const at::Tensor src = a.contiguous();
-  const int64_t in_columns = src.size(1);
-  const int64_t out_rows = columns.defined() ? columns.numel() : in_columns;
-  const int64_t out_columns = rows.defined() ? rows.numel() : src.size(0);
-  at::Tensor out = at::empty({out_rows, out_columns}, src.options());
-  const float* in = src.data_ptr<float>();
-  const int64_t* row_of = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
-  const int64_t* column_of = columns.defined() ? columns.data_ptr<int64_t>() : nullptr;
-  float* o = out.data_ptr<float>();
-  const auto source_row = [&](int64_t r) { return row_of ? row_of[r] : r; };
-  // A permutation of the columns is applied on the way out: source column s becomes output row output_row(s).
-  const std::vector<int64_t> inverse =
-      column_of ? InverseIfPermutation(column_of, out_rows, in_columns) : std::vector<int64_t>();
-  if (column_of && inverse.empty()) {
-    // A selection of columns (not a permutation): element by element.
-    at::parallel_for(0, out_rows, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        for (int64_t r = 0; r < out_columns; ++r) o[c * out_columns + r] = in[source_row(r) * in_columns + column_of[c]];
-      }
-    });
-    return out;
-  }
-  const auto output_row = [&](int64_t s) { return column_of ? inverse[static_cast<size_t>(s)] : s; };
-  const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
-  // Tiles of the output's columns (the source's rows): each reads kTile source rows, which stay in cache while the
-  // tile's part of every output row is written; inside a tile, blocks of 8 x 8 go through vector registers.
-  at::parallel_for(0, (out_columns + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r0 = begin * kTile; r0 < std::min(out_columns, end * kTile); r0 += kTile) {
-      const int64_t r1 = std::min(out_columns, r0 + kTile);
-      for (int64_t s0 = 0; s0 < in_columns; s0 += kTile) {
-        const int64_t s1 = std::min(in_columns, s0 + kTile);
-        for (int64_t sb = s0; sb < s1; sb += kBlock) {
-          for (int64_t rb = r0; rb < r1; rb += kBlock) {
-            if (rb + kBlock <= r1 && sb + kBlock <= s1) {
-              const float* from[kBlock];
-              float* to[kBlock];
-              for (int64_t k = 0; k < kBlock; ++k) {
-                from[k] = in + source_row(rb + k) * in_columns + sb;
-                to[k] = o + output_row(sb + k) * out_columns + rb;
-              }
-              transpose8x8(from, to, /*only_changed=*/false);
-              continue;
-            }
-            for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
-              for (int64_t s = sb; s < std::min(s1, sb + kBlock); ++s) {
-                o[output_row(s) * out_columns + r] = in[source_row(r) * in_columns + s];
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-  return out;
-}
 
 void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,
                     int64_t dst_stride) {

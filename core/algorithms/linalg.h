@@ -14,10 +14,6 @@ namespace quark::algorithms {
 /// CompleteSymmetric completes it.
 void AddGram(at::Tensor& sum, const at::Tensor& x, double beta = 1.0);
 
-/// a [R, C] float32 (any strides) as a new contiguous [C, R] tensor, copied in cache-sized tiles on every thread;
-/// with `rows` / `columns` (int64 indices) a[rows][:, columns] transposed, gathered in the same pass.
-at::Tensor TransposedCopy(const at::Tensor& a, const at::Tensor& rows = {}, const at::Tensor& columns = {});
-
 /// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < columns: one block transposed on the calling
 /// thread (8 x 8 pieces through vector registers), bits as they are.
 void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,

@@ -353,13 +353,9 @@ TEST(GptqTest, TheCallersWeightIsLeftAlone) {
 TEST(GptqTest, TriangleAndTransposeCopies) {
   at::manual_seed(13);
   const at::Tensor a = at::randn({131, 70});
-  EXPECT_TRUE(at::equal(TransposedCopy(a), a.t()));
-  EXPECT_TRUE(TransposedCopy(a).is_contiguous());
-  EXPECT_TRUE(at::equal(TransposedCopy(a.t()), a));  // strided input
-  const at::Tensor rows = at::randperm(131, at::kLong), columns = at::randperm(70, at::kLong);
-  EXPECT_TRUE(at::equal(TransposedCopy(a, rows), a.index_select(0, rows).t()));
-  EXPECT_TRUE(at::equal(TransposedCopy(a, {}, columns), a.index_select(1, columns).t()));
-  EXPECT_TRUE(at::equal(TransposedCopy(a, rows, columns), a.index_select(0, rows).index_select(1, columns).t()));
+  const at::Tensor columns = at::randperm(70, at::kLong);
+  EXPECT_TRUE(at::equal(GatheredColumns(a, columns), a.index_select(1, columns)));
+  EXPECT_TRUE(at::equal(GatheredColumns(a.t().contiguous().t(), columns), a.index_select(1, columns)));  // strided
   const at::Tensor s = at::randn({133, 133});
   at::Tensor from_lower = s.clone();
   CompleteSymmetric(from_lower, Triangle::kLower);
@@ -369,23 +365,27 @@ TEST(GptqTest, TriangleAndTransposeCopies) {
   EXPECT_TRUE(at::equal(from_upper, s.triu() + s.triu(1).t()));
 }
 
-// The copies move bits: blocks of 8 x 8 through vector registers inside 64 x 64 tiles, element by element at the
-// ragged edges, permutations on either side, a selection of columns (not a permutation), NaN payloads and -0.
+// The copies move bits: blocks of 8 x 8 through vector registers, element by element at the ragged edges, between
+// arrays with strides of their own; gathers with permutations and selections (repeats); NaN payloads and -0.
 TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
   const auto bits_equal = [](const at::Tensor& a, const at::Tensor& b) {
     return a.sizes() == b.sizes() && a.is_contiguous() && b.contiguous().view(at::kInt).equal(a.view(at::kInt));
   };
   for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{8, 8}, {64, 128}, {203, 149}, {1, 67}}) {
     at::manual_seed(rows * 1000 + columns);
-    at::Tensor a = at::randn({rows, columns});
-    a.view(at::kInt).view(-1)[0] = 0x7FC01234;                             // NaN with a payload
-    a.view(at::kInt).view(-1)[a.numel() - 1] = static_cast<int>(0x80000000u);  // -0
-    EXPECT_TRUE(bits_equal(TransposedCopy(a), a.t())) << rows << "x" << columns;
-    const at::Tensor row_perm = at::randperm(rows, at::kLong), column_perm = at::randperm(columns, at::kLong);
-    EXPECT_TRUE(bits_equal(TransposedCopy(a, row_perm, column_perm),
-                           a.index_select(0, row_perm).index_select(1, column_perm).t()));
+    at::Tensor a = at::randn({rows, columns + 5});  // 5 columns of padding: the source's stride is not its width
+    a.view(at::kInt).view(-1)[0] = 0x7FC01234;                                  // NaN with a payload
+    a.view(at::kInt)[rows - 1][columns - 1] = static_cast<int>(0x80000000u);  // -0
+    at::Tensor out = at::full({columns, rows + 3}, 7.0f);                     // 3 columns the copy must not touch
+    TransposeBlock(a.data_ptr<float>(), columns + 5, rows, columns, out.data_ptr<float>(), rows + 3);
+    EXPECT_TRUE(bits_equal(out.slice(1, 0, rows).contiguous(), a.slice(1, 0, columns).t().contiguous()))
+        << rows << "x" << columns;
+    EXPECT_TRUE(at::all(out.slice(1, rows) == 7.0f).item<bool>());
+    const at::Tensor source = a.slice(1, 0, columns).contiguous();
+    const at::Tensor perm = at::randperm(columns, at::kLong);
+    EXPECT_TRUE(bits_equal(GatheredColumns(source, perm), source.index_select(1, perm)));
     const at::Tensor picked = at::randint(0, columns, {columns / 2 + 1}, at::kLong);  // repeats: no permutation
-    EXPECT_TRUE(bits_equal(TransposedCopy(a, {}, picked), a.index_select(1, picked).t()));
+    EXPECT_TRUE(bits_equal(GatheredColumns(source, picked), source.index_select(1, picked)));
   }
   for (const int64_t n : {8, 64, 72, 203}) {
     at::manual_seed(n);
