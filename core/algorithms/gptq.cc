@@ -20,6 +20,7 @@
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
 #include "kernels/cpu/affine_kernels.h"
+#include "kernels/cpu/reduce_kernels.h"
 
 namespace quark::algorithms {
 namespace {
@@ -88,33 +89,13 @@ struct RangeWeights {
   int64_t n = 0;
 };
 
-// Per-row min and max over the columns [begin, end) of the range's current weight: what the engine's MinMax
-// reduction gives for that [n, end - begin] group (each row scanned in column order keeping the first of equal
-// extremes, NaN when the row holds one), without copying the group out.
+// Per-row min and max of a group that lies inside the current block, with the engine's own MinMax reduction run
+// down the block buffer's rows (its columns of W): [count, n] with a channel per row of W is the layout
+// {count, n, 1}, scanned in column order as the [n, count] group would be.
 std::pair<at::Tensor, at::Tensor> GroupMinMax(const RangeWeights& v, int64_t begin, int64_t end) {
-  const int64_t n = v.n, split = std::min(end, v.i2);
-  at::Tensor min = at::full({n, 1}, std::numeric_limits<float>::infinity(), at::kFloat);
-  at::Tensor max = at::full({n, 1}, -std::numeric_limits<float>::infinity(), at::kFloat);
-  std::vector<uint8_t> nan(static_cast<size_t>(n), 0);
-  float* lo = min.data_ptr<float>();
-  float* hi = max.data_ptr<float>();
-  uint8_t* bad = nan.data();
-  const auto take = [&](int64_t r, float x) {
-    lo[r] = x < lo[r] ? x : lo[r];
-    hi[r] = x > hi[r] ? x : hi[r];
-    bad[r] |= static_cast<uint8_t>(x != x);
-  };
-  for (int64_t c = begin; c < split; ++c) {  // down the block's transposed columns, every row at once
-    const float* column = v.block + (c - v.i1) * n;
-    for (int64_t r = 0; r < n; ++r) take(r, column[r]);
-  }
-  for (int64_t r = 0; r < n && end > split; ++r) {  // then along each row past the block
-    const float* row = v.rows + r * v.stride;
-    for (int64_t c = split; c < end; ++c) take(r, row[c]);
-  }
-  for (int64_t r = 0; r < n; ++r) {
-    if (bad[r]) lo[r] = hi[r] = std::numeric_limits<float>::quiet_NaN();
-  }
+  at::Tensor min = at::empty({v.n, 1}, at::kFloat), max = at::empty({v.n, 1}, at::kFloat);
+  kernels::ChannelMinMax<float>(v.block + (begin - v.i1) * v.n, kernels::ChannelLayout{end - begin, v.n, 1},
+                                min.data_ptr<float>(), max.data_ptr<float>());
   return {std::move(min), std::move(max)};
 }
 
@@ -254,7 +235,7 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
       // updates, those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy).
       const int64_t end = std::min(column + group_size_, weights.stride);
       std::optional<QuantParams> observed;
-      if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx()) {
+      if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx() && end <= weights.i2) {
         auto [min, max] = GroupMinMax(weights, column, end);
         QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
       } else {
@@ -433,7 +414,9 @@ absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, const GptqFactor& factor) 
   // The working weight, its columns in act order when asked: w itself when it is ours alone (the parameters below
   // are taken before the column loop changes it), a copy otherwise.
   const bool owned = w.use_count() == 1 && w.storage().use_count() == 1 && w.is_contiguous();
-  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm) : owned ? w : w.contiguous().clone();
+  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm)
+                    : owned                 ? w
+                                            : w.clone(at::MemoryFormat::Contiguous);
   if (factor.perm.defined()) {
     const int64_t* p = factor.perm.data_ptr<int64_t>();
     perm_.assign(p, p + factor.perm.numel());

@@ -45,27 +45,44 @@ void Store(const Range& r, float* min, float* max) {
   *max = r.nan ? NAN : r.hi;
 }
 
-// inner == 1: every row holds one element of each channel; threads keep partial ranges per channel.
+// Per-channel partial ranges as separate arrays, so that a row's update vectorizes across channels.
+struct ChannelRanges {
+  std::vector<float> lo, hi;
+  std::vector<uint8_t> nan;
+  explicit ChannelRanges(int64_t c)
+      : lo(static_cast<size_t>(c), std::numeric_limits<float>::infinity()),
+        hi(static_cast<size_t>(c), -std::numeric_limits<float>::infinity()),
+        nan(static_cast<size_t>(c), 0) {}
+};
+
+// inner == 1: every row holds one element of each channel; threads keep partial ranges per channel, each scanning
+// its rows in order, merged in thread (row) order, so the first of equal extremes wins as in one scan.
 template <typename T>
 void ColumnMinMax(const T* x, const ChannelLayout& l, float* min, float* max) {
   const int64_t c = l.channels;
   const int threads = at::get_num_threads();
-  std::vector<std::vector<Range>> partial(threads, std::vector<Range>(c));
+  std::vector<ChannelRanges> partial(static_cast<size_t>(threads), ChannelRanges(0));
   at::parallel_for(0, l.outer, std::max<int64_t>(1, kElementGrain / std::max<int64_t>(c, 1)), [&](int64_t b, int64_t e) {
-    std::vector<Range>& part = partial[at::get_thread_num()];
+    ChannelRanges& part = partial[static_cast<size_t>(at::get_thread_num())];
+    if (part.lo.empty()) part = ChannelRanges(c);
+    float* lo = part.lo.data();
+    float* hi = part.hi.data();
+    uint8_t* nan = part.nan.data();
     for (int64_t o = b; o < e; ++o) {
       const T* row = x + o * c;
       for (int64_t j = 0; j < c; ++j) {
         const float v = ToF32(row[j]);
-        part[j].lo = v < part[j].lo ? v : part[j].lo;
-        part[j].hi = v > part[j].hi ? v : part[j].hi;
-        part[j].nan = part[j].nan || v != v;
+        lo[j] = v < lo[j] ? v : lo[j];
+        hi[j] = v > hi[j] ? v : hi[j];
+        nan[j] |= static_cast<uint8_t>(v != v);
       }
     }
   });
   for (int64_t j = 0; j < c; ++j) {
     Range r;
-    for (const auto& part : partial) r.Merge(part[j]);
+    for (const ChannelRanges& part : partial) {
+      if (!part.lo.empty()) r.Merge(Range{part.lo[j], part.hi[j], part.nan[j] != 0});
+    }
     Store(r, min + j, max + j);
   }
 }
