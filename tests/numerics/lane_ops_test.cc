@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <random>
 #include <vector>
 
@@ -155,10 +157,21 @@ TEST(LaneOpsTest, Transpose8x8MovesBitsAndSkipsUnchangedBlocks) {
       for (int j = 8; j < 11 && k < 7; ++j) EXPECT_EQ(to[k][j], 2.0f);  // between the rows: untouched
     }
     EXPECT_EQ(dst[0], 2.0f);
-    // Already the transpose: a marker between the rows proves nothing is rewritten when only_changed holds.
-    std::vector<float> before = dst;
-    t->transpose8x8(from, to, /*only_changed=*/true);
-    EXPECT_EQ(std::memcmp(before.data(), dst.data(), dst.size() * sizeof(float)), 0);
+    // Already the transpose: with only_changed nothing is written, which a read-only copy of the destination proves
+    // (a store there would end the test with SIGSEGV).
+    {
+      const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      void* mapping = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(mapping, MAP_FAILED);
+      auto* frozen = static_cast<float*>(mapping);
+      std::memcpy(frozen, dst.data(), dst.size() * sizeof(float));
+      ASSERT_EQ(mprotect(mapping, page, PROT_READ), 0);
+      float* frozen_rows[8];
+      for (int k = 0; k < 8; ++k) frozen_rows[k] = frozen + (to[k] - dst.data());
+      t->transpose8x8(from, frozen_rows, /*only_changed=*/true);
+      EXPECT_EQ(std::memcmp(frozen, dst.data(), dst.size() * sizeof(float)), 0);
+      munmap(mapping, page);
+    }
     // One element differs (-0 against +0): the block is written.
     to[6][2] = 0.0f;
     const float* source = from[2] + 6;
