@@ -41,11 +41,16 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   // element has the bits of Quark's full GEMM at a little over half its flops; Finish mirrors the triangle.
   // Quark's H *= n / (n + b) is 0 * 0 on the first batch, and its H += X^T X is 0 + X^T X: the first batch's GEMM
   // writes H itself. Later ones go through a product first: a GEMM accumulating into H would add each block of
-  // tokens to H in turn instead of adding their sum.
+  // tokens to H in turn instead of adding their sum. Where a symmetric rank-k update has the GEMM's bits (with
+  // more than one BLAS thread), the first batch is one such update: the lower triangle alone, in one call.
   if (!first) sum_.mul_(static_cast<double>(sequences_) / static_cast<double>(sequences_ + batch));
   sequences_ += batch;
   const double scale = std::sqrt(2.0 / static_cast<double>(sequences_));
   const at::Tensor inp = scale * tokens.t().to(at::kFloat);
+  if (first && GramHasThreadedGemmBits(columns_, tokens.size(0))) {
+    AddGram(sum_, inp.t(), /*beta=*/0.0);
+    return absl::OkStatus();
+  }
   for (int64_t r0 = 0; r0 < columns_; r0 += kPanelRows) {
     const int64_t r1 = std::min(columns_, r0 + kPanelRows);
     at::Tensor panel = sum_.slice(0, r0, r1).slice(1, 0, r1);
@@ -62,7 +67,7 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
 absl::StatusOr<at::Tensor> HessianAccumulator::Finish() && {
   if (sequences_ == 0) return absl::FailedPreconditionError("hessian: no calibration input was seen");
   if (fast_) sum_.mul_(2.0 / static_cast<double>(sequences_));
-  CompleteSymmetric(sum_, Triangle::kLower);
+  CompleteSymmetric(sum_, Triangle::kLower, Writes::kAll);  // the upper triangle was never written
   return std::move(sum_);
 }
 

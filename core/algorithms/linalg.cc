@@ -40,6 +40,19 @@ void AddGram(at::Tensor& sum, const at::Tensor& x, double beta) {
 #endif
 }
 
+bool GramHasThreadedGemmBits(int64_t k, int64_t tokens) {
+#ifdef QUARK_HAVE_LAPACK
+  // OpenBLAS's sgemm: products of at most 100^3 multiply-adds go to its small-matrix kernel, which sums without
+  // blocking; above that, more than one thread runs the threaded driver (interface/gemm.c).
+  constexpr double kSmallGemm = 100.0 * 100.0 * 100.0;
+  return BlasThreads() > 1 && static_cast<double>(k) * static_cast<double>(k) * static_cast<double>(tokens) > kSmallGemm;
+#else
+  (void)k;
+  (void)tokens;
+  return false;
+#endif
+}
+
 namespace {
 
 // Square tiles of the symmetric completion: a tile and its transposed partner stay in L1 while one is written.
@@ -87,42 +100,51 @@ at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index) {
   return out;
 }
 
-void CompleteSymmetric(at::Tensor& a, Triangle from) {
+void CompleteSymmetric(at::Tensor& a, Triangle from, Writes writes) {
   const int64_t n = a.size(0);
   float* p = a.data_ptr<float>();
   const bool lower = from == Triangle::kLower;
+  // A matrix that is already symmetric (a Hessian from HessianAccumulator reaching the factorisation) is read, not
+  // rewritten; a triangle that was never written is written without being read first (reading a fresh page maps
+  // the zero page, and the write then faults again).
+  const bool only_changed = writes == Writes::kOnlyDiffering;
   const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
   // Element (r, c) below the diagonal and its mirror (c, r), as bits (-0 and +0 differ; a NaN is copied as it is).
   const auto mirror = [&](int64_t r, int64_t c) {
     float* to = lower ? p + c * n + r : p + r * n + c;
     const float* source = lower ? p + r * n + c : p + c * n + r;
-    if (std::memcmp(to, source, sizeof(float)) != 0) std::memcpy(to, source, sizeof(float));
+    if (!only_changed || std::memcmp(to, source, sizeof(float)) != 0) std::memcpy(to, source, sizeof(float));
   };
-  at::parallel_for(0, (n + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t tile = begin; tile < end; ++tile) {
-      const int64_t r0 = tile * kTile, r1 = std::min(n, r0 + kTile);
-      for (int64_t c0 = 0; c0 <= r0; c0 += kTile) {
-        const int64_t c1 = std::min(n, c0 + kTile);
-        for (int64_t rb = r0; rb < r1; rb += kBlock) {
-          for (int64_t cb = c0; cb < std::min(c1, rb + kBlock); cb += kBlock) {
-            if (cb + kBlock <= rb && rb + kBlock <= r1 && cb + kBlock <= c1) {
-              // Wholly below the diagonal. Only blocks that differ are written: a matrix that is already symmetric
-              // (a Hessian from HessianAccumulator reaching the factorisation) is read, not rewritten.
-              const float* source[kBlock];
-              float* to[kBlock];
-              for (int64_t k = 0; k < kBlock; ++k) {
-                source[k] = lower ? p + (rb + k) * n + cb : p + (cb + k) * n + rb;
-                to[k] = lower ? p + (cb + k) * n + rb : p + (rb + k) * n + cb;
-              }
-              transpose8x8(source, to, /*only_changed=*/true);
-              continue;
+  const auto complete_tile_row = [&](int64_t tile) {
+    const int64_t r0 = tile * kTile, r1 = std::min(n, r0 + kTile);
+    for (int64_t c0 = 0; c0 <= r0; c0 += kTile) {
+      const int64_t c1 = std::min(n, c0 + kTile);
+      for (int64_t rb = r0; rb < r1; rb += kBlock) {
+        for (int64_t cb = c0; cb < std::min(c1, rb + kBlock); cb += kBlock) {
+          if (cb + kBlock <= rb && rb + kBlock <= r1 && cb + kBlock <= c1) {  // wholly below the diagonal
+            const float* source[kBlock];
+            float* to[kBlock];
+            for (int64_t k = 0; k < kBlock; ++k) {
+              source[k] = lower ? p + (rb + k) * n + cb : p + (cb + k) * n + rb;
+              to[k] = lower ? p + (cb + k) * n + rb : p + (rb + k) * n + cb;
             }
-            for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
-              for (int64_t c = cb; c < std::min({c1, r, cb + kBlock}); ++c) mirror(r, c);
-            }
+            transpose8x8(source, to, only_changed);
+            continue;
+          }
+          for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
+            for (int64_t c = cb; c < std::min({c1, r, cb + kBlock}); ++c) mirror(r, c);
           }
         }
       }
+    }
+  };
+  // Tile row t has t + 1 tiles: the rows are taken in pairs (t, last - t) of equal work, so that threads given
+  // consecutive pairs get the same share.
+  const int64_t tile_rows = (n + kTile - 1) / kTile;
+  at::parallel_for(0, (tile_rows + 1) / 2, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t pair = begin; pair < end; ++pair) {
+      complete_tile_row(pair);
+      if (tile_rows - 1 - pair != pair) complete_tile_row(tile_rows - 1 - pair);
     }
   });
 }
@@ -183,7 +205,7 @@ absl::StatusOr<at::Tensor> CholeskyStep(at::Tensor& h, bool fast) {
       ReverseInPlace(h);
       CompleteSymmetric(h, Triangle::kUpper);
     } else {
-      CompleteSymmetric(h, Triangle::kLower);
+      CompleteSymmetric(h, Triangle::kLower, Writes::kAll);
     }
     h.diagonal().copy_(diagonal);
     return NotPositiveDefinite(info);
@@ -212,7 +234,7 @@ absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
     // spotrf('U'), which leaves U in the column-major upper triangle.
     if (n > 0) spotri_("L", &n, factor.data_ptr<float>(), &n, &info, 1);
     if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
-    CompleteSymmetric(factor, Triangle::kUpper);
+    CompleteSymmetric(factor, Triangle::kUpper, Writes::kAll);
     if (n > 0) spotrf_("U", &n, factor.data_ptr<float>(), &n, &info, 1);
     if (info != 0) {
       return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ", info,

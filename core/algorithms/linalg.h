@@ -14,6 +14,13 @@ namespace quark::algorithms {
 /// CompleteSymmetric completes it.
 void AddGram(at::Tensor& sum, const at::Tensor& x, double beta = 1.0);
 
+/// Whether AddGram's x^T x for x [tokens, k] has, with the BLAS as it is set now, the bits of the GEMM
+/// x^T.matmul(x) (Quark's), in half its flops. OpenBLAS's symmetric rank-k update splits the shared dimension into
+/// blocks as its threaded GEMM does, whatever its thread count, and both run the same kernel; its single-threaded
+/// GEMM (one BLAS thread) splits a remainder of tokens differently, and GEMMs of at most 100^3 multiply-adds take
+/// another kernel. False without a system BLAS.
+bool GramHasThreadedGemmBits(int64_t k, int64_t tokens);
+
 /// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < columns: one block transposed on the calling
 /// thread (8 x 8 pieces through vector registers), bits as they are.
 void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,
@@ -23,9 +30,12 @@ void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t 
 at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index);
 
 enum class Triangle { kLower, kUpper };
+/// What the completion writes: every mirrored element (the other triangle was never written, or holds something
+/// else), or only those that differ from their mirror (a matrix that is usually symmetric already is only read).
+enum class Writes { kAll, kOnlyDiffering };
 
 /// a [K, K] float32 row-major, made symmetric in place from the given triangle (copies only, no arithmetic).
-void CompleteSymmetric(at::Tensor& a, Triangle from);
+void CompleteSymmetric(at::Tensor& a, Triangle from, Writes writes = Writes::kOnlyDiffering);
 
 /// The upper Cholesky factor of an inverse, U^T U = h^-1 for a symmetric positive definite h [K, K] float32, in two
 /// steps so that the caller can release h (or keep it to retry with more damping) between them:

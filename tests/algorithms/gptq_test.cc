@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/algorithms/hessian.h"
+#include "core/base/blas_threads.h"
 #include "core/algorithms/linalg.h"
 #include "core/numerics/fake_quant.h"
 
@@ -387,22 +388,26 @@ TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
     const at::Tensor picked = at::randint(0, columns, {columns / 2 + 1}, at::kLong);  // repeats: no permutation
     EXPECT_TRUE(bits_equal(GatheredColumns(source, picked), source.index_select(1, picked)));
   }
-  for (const int64_t n : {8, 64, 72, 203}) {
+  // Sizes with one tile row, an odd and an even number of them (the rows are shared out in pairs), ragged edges.
+  for (const int64_t n : {8, 64, 72, 130, 203, 330}) {
     at::manual_seed(n);
     at::Tensor s = at::randn({n, n});
     s.view(at::kInt)[n - 1][0] = static_cast<int>(0x80000000u);  // -0 below the diagonal, +0 above it
     s[0][n - 1] = 0.0f;
     const at::Tensor above = at::ones({n, n}, at::kBool).triu(1);
     for (const Triangle from : {Triangle::kLower, Triangle::kUpper}) {
-      at::Tensor m = s.clone();
-      CompleteSymmetric(m, from);
-      // at::where selects without arithmetic, so the expected bits keep -0 where the source triangle has it.
-      const at::Tensor expected = from == Triangle::kLower ? at::where(above, s.t(), s) : at::where(above.t(), s.t(), s);
-      EXPECT_TRUE(bits_equal(m, expected.contiguous())) << "n " << n;
-      // Already symmetric: nothing changes.
-      at::Tensor again = m.clone();
-      CompleteSymmetric(again, from);
-      EXPECT_TRUE(bits_equal(again, m));
+      for (const Writes writes : {Writes::kAll, Writes::kOnlyDiffering}) {
+        at::Tensor m = s.clone();
+        CompleteSymmetric(m, from, writes);
+        // at::where selects without arithmetic, so the expected bits keep -0 where the source triangle has it.
+        const at::Tensor expected =
+            from == Triangle::kLower ? at::where(above, s.t(), s) : at::where(above.t(), s.t(), s);
+        EXPECT_TRUE(bits_equal(m, expected.contiguous())) << "n " << n;
+        // Already symmetric: nothing changes.
+        at::Tensor again = m.clone();
+        CompleteSymmetric(again, from, writes);
+        EXPECT_TRUE(bits_equal(again, m));
+      }
     }
   }
 }
@@ -425,27 +430,37 @@ TEST(GptqTest, BadInputsNameTheField) {
   EXPECT_NE(std::string(r.status().message()).find("group_size"), std::string::npos) << r.status();
 }
 
-// The exact accumulation computes the lower triangle in panels and mirrors it: the bits of Quark's add_batch with
-// its full GEMM, over several batches, at sizes with several panels and token counts that split into uneven blocks.
+// The exact accumulation computes the lower triangle (in panels of GEMMs, or in one symmetric rank-k update when
+// that sums as the threaded GEMM does) and mirrors it: the bits of Quark's add_batch with its full GEMM, over several
+// batches, at sizes with several panels and token counts that split into uneven blocks, with one BLAS thread and
+// with two (OpenBLAS's single-threaded and threaded GEMMs split the tokens differently).
 TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
-  for (const auto& [k, tokens] : {std::pair<int64_t, int64_t>{600, 300}, std::pair<int64_t, int64_t>{1100, 2049}}) {
-    at::manual_seed(k);
-    const std::vector<at::Tensor> batches = {at::randn({1, tokens, k}) * at::exp(at::randn({k})),
-                                             at::randn({2, tokens / 3, k})};
-    HessianAccumulator accumulator(k);
-    at::Tensor quark = at::zeros({k, k});
-    int64_t n = 0;
-    for (const at::Tensor& x : batches) {
-      ASSERT_TRUE(accumulator.Add(x).ok());
-      quark *= static_cast<double>(n) / static_cast<double>(n + x.size(0));
-      n += x.size(0);
-      const at::Tensor inp = std::sqrt(2.0 / static_cast<double>(n)) * x.reshape({-1, k}).t();
-      quark += inp.matmul(inp.t());
+  const int initial_threads = BlasThreads();
+  for (const int threads : {1, 2}) {
+    if (initial_threads == 0 && threads > 1) continue;  // no OpenBLAS: nothing to set
+    SetBlasThreads(threads);
+    for (const auto& [k, tokens] : {std::pair<int64_t, int64_t>{600, 300}, std::pair<int64_t, int64_t>{1100, 2049},
+                                    std::pair<int64_t, int64_t>{520, 700}}) {
+      at::manual_seed(k);
+      const std::vector<at::Tensor> batches = {at::randn({1, tokens, k}) * at::exp(at::randn({k})),
+                                               at::randn({2, tokens / 3, k})};
+      HessianAccumulator accumulator(k);
+      at::Tensor quark = at::zeros({k, k});
+      int64_t n = 0;
+      for (const at::Tensor& x : batches) {
+        ASSERT_TRUE(accumulator.Add(x).ok());
+        quark *= static_cast<double>(n) / static_cast<double>(n + x.size(0));
+        n += x.size(0);
+        const at::Tensor inp = std::sqrt(2.0 / static_cast<double>(n)) * x.reshape({-1, k}).t();
+        quark += inp.matmul(inp.t());
+      }
+      auto h = std::move(accumulator).Finish();
+      ASSERT_TRUE(h.ok());
+      EXPECT_TRUE(at::equal(*h, quark)) << "K = " << k << ", " << tokens << " tokens, " << threads
+                                        << " BLAS threads: " << (*h != quark).sum().item<int64_t>() << " differ";
     }
-    auto h = std::move(accumulator).Finish();
-    ASSERT_TRUE(h.ok());
-    EXPECT_TRUE(at::equal(*h, quark)) << "K = " << k << ": " << (*h != quark).sum().item<int64_t>() << " differ";
   }
+  if (initial_threads > 0) SetBlasThreads(initial_threads);
 }
 
 // The first batch is written over the uninitialised sum, not added to zeros: the same bits, also when that first
