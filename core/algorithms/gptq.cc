@@ -162,8 +162,8 @@ class GptqRun {
   absl::StatusOr<QuantParams> ParamsOfColumns(const at::Tensor& columns) const;  // [N, c] float32
   ColumnParams ForColumns(QuantParams params) const;
   absl::Status QuantizeColumn(const float* column, float* quantized, const ColumnParams& params, int64_t n) const;
-  absl::Status QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tensor& q, RowRange& rows) const;
-  absl::Status QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Tensor& q);
+  absl::Status QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange& rows) const;
+  absl::Status QuantizeColumns(at::Tensor& w, const at::Tensor& u);
   QuantParams WholeParams() const;
 
   QuantSpec spec_;
@@ -289,15 +289,16 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
   return absl::OkStatus();
 }
 
-// w [N, K] float32 contiguous: the working weight, updated in place on rows.begin..end; u [K, K] upper
-// (InverseFactorStep's, any strides); q [N, K] receives the quantized weight. A block's columns are transposed into a
-// buffer of the range's own (a column of W is a contiguous row there, and the buffer stays in cache), worked on
-// there, and their quantized values transposed back into q; the lazy update then works on W's rows. Every float
+// w [N, K] float32 contiguous: the working weight, updated in place on rows.begin..end and left quantized there;
+// u [K, K] upper (InverseFactorStep's, any strides). A block's columns are transposed into a buffer of the range's
+// own (a column of W is a contiguous row there, and the buffer stays in cache), worked on there, and their quantized
+// values transposed back over them in W (nothing reads a column again once its block is done); the lazy update then
+// works on W's rows. Every float
 // operation is Quark's, element for element: the in-block update rounds the product and then subtracts it, and the
 // lazy update's GEMM sums each dot product over the block in the same order (transposing the operands, or taking
 // fewer of their rows, changes the tiling, not the order of the sum), so the columns after a block carry Quark's
 // bits.
-absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tensor& q, RowRange& rows) const {
+absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange& rows) const {
   const int64_t k = w.size(1), stride = k, block = options_.block_size;
   const int64_t n = rows.end - rows.begin, width = std::min(block, k);
   // The block's columns, their quantized values and their errors (w - q) / d, a row per column.
@@ -307,7 +308,6 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tenso
   float* qb = buffers[1].data_ptr<float>();
   float* errors = err.data_ptr<float>();
   float* w_rows = w.data_ptr<float>() + rows.begin * stride;
-  float* q_rows = q.data_ptr<float>() + rows.begin * stride;
   const float* hinv = u.data_ptr<float>();
   const int64_t hinv_row = u.stride(0), hinv_column = u.stride(1);
   for (int64_t i1 = 0; i1 < k; i1 += block) {
@@ -335,7 +335,7 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tenso
         SubtractScaled(wb + (t - i1) * n, errors + (p1 - i1) * n, h, p2 - p1, n);
       }
     }
-    TransposeBlock(qb, n, count, n, q_rows + i1, stride);
+    TransposeBlock(qb, n, count, n, w_rows + i1, stride);
     if (i2 < k) {
       // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:]. One GEMM accumulates
       // C - A B as Quark's matmul-then-subtract does while the block fits one pass over the shared dimension of the
@@ -353,7 +353,7 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, at::Tenso
   return absl::OkStatus();
 }
 
-absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Tensor& q) {
+absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u) {
   const int64_t n = w.size(0);
   const int64_t ranges = std::clamp<int64_t>(n / kMinRowsPerRange, 1, at::get_num_threads());
   rows_.resize(static_cast<size_t>(ranges));
@@ -361,7 +361,7 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Te
     rows_[static_cast<size_t>(i)].begin = n * i / ranges;
     rows_[static_cast<size_t>(i)].end = n * (i + 1) / ranges;
   }
-  if (ranges == 1) return QuantizeRows(w, u, q, rows_[0]);
+  if (ranges == 1) return QuantizeRows(w, u, rows_[0]);
   // One thread per range, each with its own single-threaded BLAS calls: the work is the same, minus the fork and
   // join of every GEMM and with the column loop itself in parallel.
   const SingleThreadedBlas blas;
@@ -370,7 +370,7 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u, at::Te
     for (int64_t i = begin; i < end; ++i) {
       const size_t r = static_cast<size_t>(i);
       try {
-        statuses[r] = QuantizeRows(w, u, q, rows_[r]);
+        statuses[r] = QuantizeRows(w, u, rows_[r]);
       } catch (const std::exception& error) {
         statuses[r] = runtime::TorchErrorToStatus(error, "gptq");
       }
@@ -430,12 +430,10 @@ absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, const GptqFactor& factor) 
   }
   QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
   w = at::Tensor();  // the working weight holds it from here, if anyone
-  at::Tensor quantized = at::empty_like(work);
-  QUARK_RETURN_IF_ERROR(QuantizeColumns(work, factor.upper, quantized));
-  work = at::Tensor();  // copies of the weight alive at once: the working copy and the result
+  QUARK_RETURN_IF_ERROR(QuantizeColumns(work, factor.upper));  // work is the quantized weight from here
   GptqResult result;
-  result.weight = factor.perm.defined() ? GatheredColumns(quantized, at::argsort(factor.perm)) : std::move(quantized);
-  quantized = at::Tensor();  // before the cast: two copies at the peak, not three
+  result.weight = factor.perm.defined() ? GatheredColumns(work, at::argsort(factor.perm)) : std::move(work);
+  work = at::Tensor();  // before the cast: two copies at the peak, not three
   result.weight = result.weight.to(dtype_);
   result.params = WholeParams();
   result.extra_damp = factor.extra_damp;

@@ -65,21 +65,31 @@ constexpr int64_t kBlock = 8;
 void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t columns, float* dst,
                     int64_t dst_stride) {
   const auto transpose8x8 = kernels::LaneOpsForThisCpu().transpose8x8;
-  for (int64_t cb = 0; cb < columns; cb += kBlock) {
+  const auto piece = [&](int64_t rb, int64_t cb) {
+    if (rb + kBlock <= rows && cb + kBlock <= columns) {
+      const float* from[kBlock];
+      float* to[kBlock];
+      for (int64_t k = 0; k < kBlock; ++k) {
+        from[k] = src + (rb + k) * src_stride + cb;
+        to[k] = dst + (cb + k) * dst_stride + rb;
+      }
+      transpose8x8(from, to, /*only_changed=*/false);
+      return;
+    }
+    for (int64_t r = rb; r < std::min(rows, rb + kBlock); ++r) {
+      for (int64_t c = cb; c < std::min(columns, cb + kBlock); ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+    }
+  };
+  // The inner loop walks down the source's rows (and along the destination's) or along the source's rows (and down
+  // the destination's): the walk down the side that spans fewer pages, so that it stays within the TLB's reach
+  // (GPTQ's blocks are 128 columns of thousands of rows K floats apart).
+  if (rows * src_stride <= columns * dst_stride) {
+    for (int64_t cb = 0; cb < columns; cb += kBlock) {
+      for (int64_t rb = 0; rb < rows; rb += kBlock) piece(rb, cb);
+    }
+  } else {
     for (int64_t rb = 0; rb < rows; rb += kBlock) {
-      if (rb + kBlock <= rows && cb + kBlock <= columns) {
-        const float* from[kBlock];
-        float* to[kBlock];
-        for (int64_t k = 0; k < kBlock; ++k) {
-          from[k] = src + (rb + k) * src_stride + cb;
-          to[k] = dst + (cb + k) * dst_stride + rb;
-        }
-        transpose8x8(from, to, /*only_changed=*/false);
-        continue;
-      }
-      for (int64_t r = rb; r < std::min(rows, rb + kBlock); ++r) {
-        for (int64_t c = cb; c < std::min(columns, cb + kBlock); ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
-      }
+      for (int64_t cb = 0; cb < columns; cb += kBlock) piece(rb, cb);
     }
   }
 }

@@ -81,13 +81,13 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   std::map<std::string, int64_t> groups;  // input group -> K
   double gemm = 0, column_loop = 0;
-  int64_t k_max = 0, out_at_k_max = 0;
+  int64_t k_max = 0;
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
     groups[InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
-    if (l.in > k_max || (l.in == k_max && l.out > out_at_k_max)) k_max = l.in, out_at_k_max = l.out;
+    k_max = std::max(k_max, l.in);
   }
   double factor = 0;
   for (const auto& [group, k] : groups) {
@@ -96,8 +96,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   }
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency);
-  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4) +
-                         static_cast<uint64_t>(out_at_k_max) * k_max * 4;
+  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4);
   return Phase(c, "gptq", seconds, 2 * c.layer_f32 + c.activations + extra);
 }
 

@@ -10,9 +10,9 @@
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
 //   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, factored in its own memory; act
-//               order gathers one permuted copy) + out x K x 4 (the working copy of that weight) +
-//               kGptqWorkspaceBytes (BLAS and LAPACK buffers and the captured layer inputs, which the phases without
-//               GPTQ never allocate)
+//               order gathers one permuted copy) + kGptqWorkspaceBytes (BLAS and LAPACK buffers and the captured
+//               layer inputs, which the phases without GPTQ never allocate). GPTQ's working copy of a weight ends as
+//               its fake-quantized weight, which the layer term counts.
 //   evaluate    base + layer + tokens-per-window x (hidden + vocab) x 4 (hidden states and logits of a window)
 // Time (seconds = work / the worker's rate for that kind of work):
 //   load        source bytes / disk read rate + kLoadConvertPasses x float32 bytes / fake-quant rate
@@ -55,9 +55,10 @@ inline constexpr double kLoadConvertPasses = 0.25;
 inline constexpr double kFakeQuantPasses = 1.0;
 // Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096), refitted when
 // the factorisation moved into the Hessian's own memory (2026-11-26) and when the first calibration batch began
-// writing the Hessian without a product in between (2026-11-27: the 1536/4096 layer's GPTQ extra measured 113 MiB).
+// writing the Hessian without a product in between (2026-11-27: the 1536/4096 layer's GPTQ extra measured 113 MiB),
+// and when GPTQ began quantizing its working copy in place instead of into a second one (2026-11-27: 75.6 MiB).
 inline constexpr double kGptqHessianCopies = 1.0;
-inline constexpr uint64_t kGptqWorkspaceBytes = 32ull << 20;
+inline constexpr uint64_t kGptqWorkspaceBytes = 16ull << 20;
 
 struct JobInputs {
   Config config;                  // resolved, algo_config included
