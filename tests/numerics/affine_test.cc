@@ -8,6 +8,7 @@
 #include "core/numerics/quant_params.h"
 #include "core/numerics/real_quant.h"
 #include "kernels/cpu/affine_kernels.h"
+#include "kernels/cpu/reduce_kernels.h"
 #include "tests/numerics/test_util.h"
 
 namespace quark {
@@ -325,6 +326,54 @@ TEST(AffineTest, RowEntryEqualsTheLayoutKernel) {
                                   per_element, args);
       EXPECT_TRUE(BitEqual(row, expected)) << "per_element " << per_element;
       EXPECT_TRUE(BitEqual(in_place, expected)) << "per_element " << per_element;
+    }
+  }
+}
+
+// The min/max kernel with one element per channel in each row (layout {rows, channels, 1}, as GPTQ reads a group
+// down its block buffer) against one scan per channel in row order: NaN in a channel makes both NaN, the first of
+// equal extremes (-0 before +0) wins, at widths with and without a vector tail, for every input type.
+TEST(AffineTest, ColumnMinMaxEqualsOneScanPerChannel) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (const auto& [rows, channels] : {std::pair<int64_t, int64_t>{1, 37}, {3, 2053}, {130, 64}}) {
+      at::Tensor x = RandomTensor({rows, channels}, static_cast<uint64_t>(rows * channels), dtype);
+      x[rows - 1][channels / 2] = NAN;  // a NaN in the last row still wins
+      x[0][1] = 0.0f;
+      if (rows > 1) {
+        x[0][2] = -0.0f;
+        x[1][2] = 0.0f;
+        x[1][3] = -0.0f;
+        x[0][3] = 0.0f;
+        x.select(1, 2).slice(0, 2).fill_(1.0f);
+        x.select(1, 3).slice(0, 2).fill_(1.0f);
+      }
+      const at::Tensor values = x.to(at::kFloat);
+      at::Tensor min = at::empty({channels}), max = at::empty({channels});
+      const kernels::ChannelLayout layout{rows, channels, 1};
+      if (dtype == at::kFloat) {
+        kernels::ChannelMinMax<float>(x.data_ptr<float>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
+      } else if (dtype == at::kBFloat16) {
+        kernels::ChannelMinMax<c10::BFloat16>(x.data_ptr<c10::BFloat16>(), layout, min.data_ptr<float>(),
+                                              max.data_ptr<float>());
+      } else {
+        kernels::ChannelMinMax<c10::Half>(x.data_ptr<c10::Half>(), layout, min.data_ptr<float>(),
+                                          max.data_ptr<float>());
+      }
+      at::Tensor expected_min = at::empty({channels}), expected_max = at::empty({channels});
+      for (int64_t c = 0; c < channels; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        bool nan = false;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float v = values[r][c].item<float>();
+          nan = nan || std::isnan(v);
+          lo = v < lo ? v : lo;
+          hi = v > hi ? v : hi;
+        }
+        expected_min[c] = nan ? NAN : lo;
+        expected_max[c] = nan ? NAN : hi;
+      }
+      EXPECT_TRUE(BitEqual(min, expected_min)) << rows << "x" << channels << " " << dtype;
+      EXPECT_TRUE(BitEqual(max, expected_max)) << rows << "x" << channels << " " << dtype;
     }
   }
 }
