@@ -66,8 +66,10 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
 
 absl::StatusOr<at::Tensor> HessianAccumulator::Finish() && {
   if (sequences_ == 0) return absl::FailedPreconditionError("hessian: no calibration input was seen");
-  if (fast_) sum_.mul_(2.0 / static_cast<double>(sequences_));
   CompleteSymmetric(sum_, Triangle::kLower, Writes::kAll);  // the upper triangle was never written
+  // Scaled after the completion (the same bits in both triangles either way): scaling first would read the
+  // never-written triangle's fresh pages, and the completion then fault them in again to write them.
+  if (fast_) sum_.mul_(2.0 / static_cast<double>(sequences_));
   return std::move(sum_);
 }
 
