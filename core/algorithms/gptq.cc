@@ -411,30 +411,33 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
 absl::StatusOr<GptqResult> GptqRun::Run(at::Tensor w, const GptqFactor& factor) {
   using Clock = std::chrono::steady_clock;
   const auto columns_start = Clock::now();
-  // The working weight, its columns in act order when asked: w itself when it is ours alone (the parameters below
-  // are taken before the column loop changes it), a copy otherwise.
-  const bool owned = w.use_count() == 1 && w.storage().use_count() == 1 && w.is_contiguous();
-  at::Tensor work = factor.perm.defined() ? GatheredColumns(w, factor.perm)
-                    : owned                 ? w
-                                            : w.clone(at::MemoryFormat::Contiguous);
   if (factor.perm.defined()) {
     const int64_t* p = factor.perm.data_ptr<int64_t>();
     perm_.assign(p, p + factor.perm.numel());
   }
   // Dead inputs (no calibration token reached them): their weight columns become 0 before the parameters are taken,
-  // as in Quark. The parameters come from W in its own column order (w itself when nothing is dead).
+  // as in Quark. The parameters come from W in its own column order (w itself when nothing is dead), before the
+  // working weight, which may be w itself, is permuted or changed.
   const bool any_dead = factor.dead.any().item<bool>();
+  QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
+  // The working weight, its columns in act order when asked: w itself when it is ours alone, a copy otherwise.
+  const bool owned = w.use_count() == 1 && w.storage().use_count() == 1 && w.is_contiguous();
+  at::Tensor work;
+  if (owned) {
+    work = std::move(w);
+    if (factor.perm.defined()) PermuteColumnsInPlace(work, factor.perm);
+  } else {
+    work = factor.perm.defined() ? GatheredColumns(w, factor.perm) : w.clone(at::MemoryFormat::Contiguous);
+  }
+  w = at::Tensor();  // the working weight holds it from here, if anyone
   if (any_dead) {
     const at::Tensor dead_columns = factor.perm.defined() ? factor.dead.index_select(0, factor.perm) : factor.dead;
     work.masked_fill_(dead_columns.unsqueeze(0), 0);
   }
-  QUARK_RETURN_IF_ERROR(SetUpParams(any_dead ? w.masked_fill(factor.dead.unsqueeze(0), 0) : w));
-  w = at::Tensor();  // the working weight holds it from here, if anyone
   QUARK_RETURN_IF_ERROR(QuantizeColumns(work, factor.upper));  // work is the quantized weight from here
+  if (factor.perm.defined()) PermuteColumnsInPlace(work, at::argsort(factor.perm));  // back to W's column order
   GptqResult result;
-  result.weight = factor.perm.defined() ? GatheredColumns(work, at::argsort(factor.perm)) : std::move(work);
-  work = at::Tensor();  // before the cast: two copies at the peak, not three
-  result.weight = result.weight.to(dtype_);
+  result.weight = std::move(work).to(dtype_);
   result.params = WholeParams();
   result.extra_damp = factor.extra_damp;
   result.factor_seconds = factor.seconds;

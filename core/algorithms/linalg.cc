@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -108,6 +109,20 @@ at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index) {
     }
   });
   return out;
+}
+
+void PermuteColumnsInPlace(at::Tensor& a, const at::Tensor& perm) {
+  const int64_t rows = a.size(0), columns = a.size(1);
+  const int64_t* column = perm.data_ptr<int64_t>();
+  float* p = a.data_ptr<float>();
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(columns));
+    for (int64_t r = begin; r < end; ++r) {
+      float* to = p + r * columns;
+      std::memcpy(row.data(), to, sizeof(float) * static_cast<size_t>(columns));
+      for (int64_t c = 0; c < columns; ++c) to[c] = row[static_cast<size_t>(column[c])];
+    }
+  });
 }
 
 void CompleteSymmetric(at::Tensor& a, Triangle from, Writes writes) {

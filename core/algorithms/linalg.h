@@ -28,6 +28,9 @@ void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t 
 
 /// a[:, index] for a [R, C] float32 and index [C'] int64 (each in [0, C)), rows gathered in parallel.
 at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index);
+/// a = a[:, perm] in a's own memory, for a [R, C] float32 contiguous and perm [C] int64 a permutation of 0..C-1
+/// (each row goes through a buffer of one row): no second R x C array, nor its page faults.
+void PermuteColumnsInPlace(at::Tensor& a, const at::Tensor& perm);
 
 enum class Triangle { kLower, kUpper };
 /// What the completion writes: every mirrored element (the other triangle was never written, or holds something

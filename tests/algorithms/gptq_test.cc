@@ -367,7 +367,8 @@ TEST(GptqTest, TriangleAndTransposeCopies) {
 }
 
 // The copies move bits: blocks of 8 x 8 through vector registers, element by element at the ragged edges, between
-// arrays with strides of their own; gathers with permutations and selections (repeats); NaN payloads and -0.
+// arrays with strides of their own; gathers with permutations and selections (repeats), into a new array or in
+// place; NaN payloads and -0.
 TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
   const auto bits_equal = [](const at::Tensor& a, const at::Tensor& b) {
     return a.sizes() == b.sizes() && a.is_contiguous() && b.contiguous().view(at::kInt).equal(a.view(at::kInt));
@@ -387,6 +388,11 @@ TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
     EXPECT_TRUE(bits_equal(GatheredColumns(source, perm), source.index_select(1, perm)));
     const at::Tensor picked = at::randint(0, columns, {columns / 2 + 1}, at::kLong);  // repeats: no permutation
     EXPECT_TRUE(bits_equal(GatheredColumns(source, picked), source.index_select(1, picked)));
+    at::Tensor in_place = source.clone();
+    PermuteColumnsInPlace(in_place, perm);
+    EXPECT_TRUE(bits_equal(in_place, source.index_select(1, perm)));
+    PermuteColumnsInPlace(in_place, at::argsort(perm));  // and back
+    EXPECT_TRUE(bits_equal(in_place, source));
   }
   // Sizes with one tile row, an odd and an even number of them (the rows are shared out in pairs), ragged edges.
   for (const int64_t n : {8, 64, 72, 130, 203, 330}) {
