@@ -220,7 +220,19 @@ absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
     return absl::OkStatus();
   }
   if (!options_.static_groups) return absl::OkStatus();  // computed as each group starts
-  for (int64_t start = 0; start < w.size(1); start += group_size_) {
+  // Every group observed at once on the whole weight, as RTN observes it: the same parameters as group by group
+  // (each group's range is its own elements' extremes, and the parameters an elementwise function of the range),
+  // in one pass instead of a copy and an observation per group.
+  const int64_t groups = (w.size(1) + group_size_ - 1) / group_size_;
+  QUARK_ASSIGN_OR_RETURN(const QuantParams whole, ParamsOfColumns(w));
+  const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
+  if (per_group(whole.scale) && per_group(whole.zero_point)) {
+    for (int64_t g = 0; g < groups; ++g) {
+      params_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1)});
+    }
+    return absl::OkStatus();
+  }
+  for (int64_t start = 0; start < w.size(1); start += group_size_) {  // parameters shaped otherwise
     QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(w.slice(1, start, start + group_size_)));
     params_.push_back(std::move(p));
   }
@@ -470,7 +482,7 @@ absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& o
     h.diagonal().masked_fill_(factor.dead, 1);
     if (options.act_order) {
       factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);  // Quark's call (ties as torch has them)
-      h = PermutedSymmetric(h, factor.perm);
+      PermuteSymmetricInPlace(h, factor.perm);
     }
     QUARK_ASSIGN_OR_RETURN(factor.upper, InverseHessianFactor(std::move(h), options, factor.extra_damp));
     factor.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

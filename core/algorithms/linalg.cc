@@ -294,20 +294,30 @@ SingleThreadedBlas::~SingleThreadedBlas() {
   if (previous_ > 1) SetBlasThreads(previous_);
 }
 
-at::Tensor PermutedSymmetric(const at::Tensor& h, const at::Tensor& perm) {
-  const at::Tensor src = h.contiguous();
-  const int64_t n = src.size(0);
-  at::Tensor out = at::empty_like(src);
-  const float* in = src.data_ptr<float>();
+void PermuteSymmetricInPlace(at::Tensor& h, const at::Tensor& perm) {
+  PermuteColumnsInPlace(h, perm);
+  // Then the rows, along the permutation's cycles: row j takes row perm[j] before that one is overwritten in turn,
+  // and the cycle's last row takes the first one's, set aside. Each row moves once.
+  const int64_t n = h.size(0);
   const int64_t* p = perm.data_ptr<int64_t>();
-  float* o = out.data_ptr<float>();
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = in + p[r] * n;
-      for (int64_t c = 0; c < n; ++c) o[r * n + c] = row[p[c]];
+  float* a = h.data_ptr<float>();
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(n);
+  std::vector<float> first(static_cast<size_t>(n));
+  std::vector<bool> placed(static_cast<size_t>(n), false);
+  for (int64_t start = 0; start < n; ++start) {
+    if (placed[static_cast<size_t>(start)]) continue;
+    std::memcpy(first.data(), a + start * n, row_bytes);
+    for (int64_t j = start;;) {
+      placed[static_cast<size_t>(j)] = true;
+      const int64_t from = p[j];
+      if (from == start) {
+        std::memcpy(a + j * n, first.data(), row_bytes);
+        break;
+      }
+      std::memcpy(a + j * n, a + from * n, row_bytes);
+      j = from;
     }
-  });
-  return out;
+  }
 }
 
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast) {

@@ -393,6 +393,11 @@ TEST(GptqTest, TransposingCopiesKeepEveryBitAtEverySize) {
     EXPECT_TRUE(bits_equal(in_place, source.index_select(1, perm)));
     PermuteColumnsInPlace(in_place, at::argsort(perm));  // and back
     EXPECT_TRUE(bits_equal(in_place, source));
+    at::Tensor square = at::randn({columns, columns});
+    square.view(at::kInt)[0][columns - 1] = 0x7FC01234;
+    const at::Tensor expected = square.index_select(0, perm).index_select(1, perm);
+    PermuteSymmetricInPlace(square, perm);
+    EXPECT_TRUE(bits_equal(square, expected)) << columns;
   }
   // Sizes with one tile row, an odd and an even number of them (the rows are shared out in pairs), ragged edges.
   for (const int64_t n : {8, 64, 72, 130, 203, 330}) {
