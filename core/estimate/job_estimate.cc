@@ -97,7 +97,9 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency);
   const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4);
-  return Phase(c, "gptq", seconds, 2 * c.layer_f32 + c.activations + extra);
+  // GPTQ quantizes each weight in its own float32 copy, in place: no second float32 copy of the layer beside the
+  // streamed bfloat16 one (half of layer_f32), as the other phases hold.
+  return Phase(c, "gptq", seconds, 3 * c.layer_f32 / 2 + c.activations + extra);
 }
 
 absl::Status CheckRates(const Throughput& t) {

@@ -6,7 +6,8 @@
 // Memory (host; a CUDA worker holds the same working set on the GPU and the streamed bf16 layer on the host):
 //   base        kProcessBaseBytes: LibTorch, the runtime and the allocator's slack (fitted, see docs/results.md)
 //   layer       4 x P_layer: the float32 compute copy of the largest decoder layer, and as much again for its
-//               fake-quantized weights while the layer is in flight (both alive until the layer is written)
+//               fake-quantized weights while the layer is in flight (both alive until the layer is written); GPTQ
+//               quantizes in place, so its phase holds the float32 copy and the streamed bfloat16 layer (1.5 x)
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
 //   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, permuted for act order and
@@ -56,9 +57,10 @@ inline constexpr double kFakeQuantPasses = 1.0;
 // Fitted on two shapes (docs/results.md): a 7B layer (K = 11008) and a 1536/4096 layer (K = 4096), refitted when
 // the factorisation moved into the Hessian's own memory (2026-11-26) and when the first calibration batch began
 // writing the Hessian without a product in between (2026-11-27: the 1536/4096 layer's GPTQ extra measured 113 MiB),
-// and when GPTQ began quantizing its working copy in place instead of into a second one (2026-11-27: 75.6 MiB).
+// and when GPTQ began quantizing its working copy in place instead of into a second one and permuting the Hessian in
+// its own memory (2026-11-27: the 1536/4096 layer's GPTQ extra measured 14.6 MiB, a 1024/8192 layer's 216.7 MiB).
 inline constexpr double kGptqHessianCopies = 1.0;
-inline constexpr uint64_t kGptqWorkspaceBytes = 16ull << 20;
+inline constexpr uint64_t kGptqWorkspaceBytes = 8ull << 20;
 
 struct JobInputs {
   Config config;                  // resolved, algo_config included

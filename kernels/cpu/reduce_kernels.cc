@@ -25,9 +25,9 @@ struct Range {
   }
 };
 
-// Vectorizable: separate min / max / NaN-flag reductions over a contiguous run.
+// One scan in element order: of equal extremes (-0 and +0) the first one seen stays.
 template <typename T>
-Range RunRange(const T* x, int64_t n) {
+Range ScanRange(const T* x, int64_t n) {
   float lo = std::numeric_limits<float>::infinity();
   float hi = -std::numeric_limits<float>::infinity();
   int nan = 0;
@@ -56,20 +56,46 @@ struct ChannelRanges {
         nan(static_cast<size_t>(c), 0) {}
 };
 
-// One row's elements folded into the channels' partial ranges. Separate pointers (nothing aliases), compiled for
-// AVX-512 and AVX2 too and picked at load: GPTQ observes every group of a 4096-wide weight through here.
+// Rows of c elements folded into c partial ranges, one per position in the row. Separate pointers (nothing aliases),
+// compiled for AVX-512 and AVX2 too and picked at load: GPTQ observes every group of a 4096-wide weight through here.
 template <typename T>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-void FoldRow(const T* __restrict row, int64_t c, float* __restrict lo, float* __restrict hi,
-             int32_t* __restrict nan) {
-  for (int64_t j = 0; j < c; ++j) {
-    const float v = ToF32(row[j]);
-    lo[j] = v < lo[j] ? v : lo[j];
-    hi[j] = v > hi[j] ? v : hi[j];
-    nan[j] |= static_cast<int32_t>(v != v);
+void FoldRows(const T* __restrict x, int64_t rows, int64_t c, float* __restrict lo, float* __restrict hi,
+              int32_t* __restrict nan) {
+  for (int64_t o = 0; o < rows; ++o) {
+    const T* __restrict row = x + o * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const float v = ToF32(row[j]);
+      lo[j] = v < lo[j] ? v : lo[j];
+      hi[j] = v > hi[j] ? v : hi[j];
+      nan[j] |= static_cast<int32_t>(v != v);
+    }
   }
+}
+
+// Elements of a run reduced in independent lanes (one AVX-512 register's worth), so that the compare-selects do not
+// wait on each other.
+constexpr int64_t kRangeLanes = 16;
+
+// ScanRange's result, with the run folded as rows of kRangeLanes lanes: a minimum or maximum other than zero has one
+// bit pattern whichever equal element supplies it, so lanes merged in any order give the scan's bits; a zero extreme
+// may be -0 or +0, and only the scan in order knows which came first, so such runs are scanned again.
+template <typename T>
+Range RunRange(const T* x, int64_t n) {
+  if (n < 2 * kRangeLanes) return ScanRange(x, n);
+  float lo[kRangeLanes], hi[kRangeLanes];
+  int32_t nan[kRangeLanes];
+  std::fill_n(lo, kRangeLanes, std::numeric_limits<float>::infinity());
+  std::fill_n(hi, kRangeLanes, -std::numeric_limits<float>::infinity());
+  std::fill_n(nan, kRangeLanes, 0);
+  const int64_t whole = n - n % kRangeLanes;
+  FoldRows(x, whole / kRangeLanes, kRangeLanes, lo, hi, nan);
+  Range r = ScanRange(x + whole, n - whole);
+  for (int64_t k = 0; k < kRangeLanes; ++k) r.Merge(Range{lo[k], hi[k], nan[k] != 0});
+  if (!r.nan && (r.lo == 0.0f || r.hi == 0.0f)) return ScanRange(x, n);
+  return r;
 }
 
 // inner == 1: every row holds one element of each channel; threads keep partial ranges per channel, each scanning
@@ -82,7 +108,7 @@ void ColumnMinMax(const T* x, const ChannelLayout& l, float* min, float* max) {
   at::parallel_for(0, l.outer, std::max<int64_t>(1, kElementGrain / std::max<int64_t>(c, 1)), [&](int64_t b, int64_t e) {
     ChannelRanges& part = partial[static_cast<size_t>(at::get_thread_num())];
     if (part.lo.empty()) part = ChannelRanges(c);
-    for (int64_t o = b; o < e; ++o) FoldRow(x + o * c, c, part.lo.data(), part.hi.data(), part.nan.data());
+    FoldRows(x + b * c, e - b, c, part.lo.data(), part.hi.data(), part.nan.data());
   });
   for (int64_t j = 0; j < c; ++j) {
     Range r;

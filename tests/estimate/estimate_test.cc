@@ -204,10 +204,12 @@ TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {
   }
 }
 
-// Peak RSS of real runs: within 25% of the estimate, and GPTQ's extra memory (Hessian, inverse factor, working
-// weight) within 40% of the estimated extra, which a constant offset alone could not match.
+// Peak RSS of real runs: within 25% of the estimate, and GPTQ's extra memory (the Hessian, factored and permuted in
+// its own memory, less the float32 copy GPTQ does not make) within 40% of the estimated extra, which a constant offset
+// alone could not match. An 8192-wide MLP input makes that extra (a 256 MiB Hessian) large against the run-to-run
+// noise of peak RSS; with a 4096-wide one it is about 20 MB.
 TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
-  const std::string model_dir = Track(WriteModel(1536, 4096, 1));
+  const std::string model_dir = Track(WriteModel(1024, 8192, 1));
   const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();

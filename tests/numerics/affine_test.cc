@@ -378,5 +378,56 @@ TEST(AffineTest, ColumnMinMaxEqualsOneScanPerChannel) {
   }
 }
 
+// The min/max kernel over runs of contiguous elements (layout {outer, channels, inner}: a channel's inner elements in
+// a row, as per-group and per-token observers read them) against one scan in element order: the runs are reduced in
+// vector lanes, so the test places equal zeros of both signs where lanes would meet them out of order (-0 seen first
+// by the scan in one lane's later element, +0 earlier in another lane), NaN anywhere, and runs with vector tails.
+TEST(AffineTest, RunMinMaxEqualsOneScan) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (const int64_t inner : {5, 16, 128, 1037}) {
+      const int64_t channels = 6;
+      at::Tensor x = RandomTensor({channels, inner}, static_cast<uint64_t>(inner), dtype).abs() + 1;  // positive
+      if (inner > 17) {
+        x[0][1] = 0.0f;    // lane 1: +0 first in element order
+        x[0][16] = -0.0f;  // lane 0: -0 later: the scan keeps +0
+        x[1][0] = -0.0f;   // the reverse
+        x[1][17] = 0.0f;
+        x[2] = -x[2];      // negative: the maximum is the zero
+        x[2][3] = -0.0f;
+        x[2][inner - 1] = 0.0f;
+        x[3][inner - 1] = NAN;
+      }
+      x[4][inner / 2] = -7.0f;  // a plain minimum in the middle
+      const at::Tensor values = x.to(at::kFloat);
+      at::Tensor min = at::empty({channels}), max = at::empty({channels});
+      const kernels::ChannelLayout layout{1, channels, inner};
+      if (dtype == at::kFloat) {
+        kernels::ChannelMinMax<float>(x.data_ptr<float>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
+      } else if (dtype == at::kBFloat16) {
+        kernels::ChannelMinMax<c10::BFloat16>(x.data_ptr<c10::BFloat16>(), layout, min.data_ptr<float>(),
+                                              max.data_ptr<float>());
+      } else {
+        kernels::ChannelMinMax<c10::Half>(x.data_ptr<c10::Half>(), layout, min.data_ptr<float>(),
+                                          max.data_ptr<float>());
+      }
+      at::Tensor expected_min = at::empty({channels}), expected_max = at::empty({channels});
+      for (int64_t c = 0; c < channels; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        bool nan = false;
+        for (int64_t i = 0; i < inner; ++i) {
+          const float v = values[c][i].item<float>();
+          nan = nan || std::isnan(v);
+          lo = v < lo ? v : lo;
+          hi = v > hi ? v : hi;
+        }
+        expected_min[c] = nan ? NAN : lo;
+        expected_max[c] = nan ? NAN : hi;
+      }
+      EXPECT_TRUE(BitEqual(min, expected_min)) << inner << " " << dtype;
+      EXPECT_TRUE(BitEqual(max, expected_max)) << inner << " " << dtype;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quark
