@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/quant_params.h"
@@ -330,6 +331,40 @@ TEST(AffineTest, RowEntryEqualsTheLayoutKernel) {
   }
 }
 
+// The min/max kernel's per-channel results for x (float32, bfloat16 or float16) read in `layout`.
+std::pair<at::Tensor, at::Tensor> KernelMinMax(const at::Tensor& x, const kernels::ChannelLayout& layout) {
+  at::Tensor min = at::empty({layout.channels}), max = at::empty({layout.channels});
+  if (x.scalar_type() == at::kFloat) {
+    kernels::ChannelMinMax<float>(x.data_ptr<float>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
+  } else if (x.scalar_type() == at::kBFloat16) {
+    kernels::ChannelMinMax<c10::BFloat16>(x.data_ptr<c10::BFloat16>(), layout, min.data_ptr<float>(),
+                                          max.data_ptr<float>());
+  } else {
+    kernels::ChannelMinMax<c10::Half>(x.data_ptr<c10::Half>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
+  }
+  return {min, max};
+}
+
+// One scan per row of values [channels, elements] in element order: of equal extremes the first one seen stays, and
+// a NaN anywhere makes both NaN.
+std::pair<at::Tensor, at::Tensor> ScannedMinMax(const at::Tensor& values) {
+  const int64_t channels = values.size(0);
+  at::Tensor min = at::empty({channels}), max = at::empty({channels});
+  for (int64_t c = 0; c < channels; ++c) {
+    float lo = INFINITY, hi = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < values.size(1); ++i) {
+      const float v = values[c][i].item<float>();
+      nan = nan || std::isnan(v);
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    min[c] = nan ? NAN : lo;
+    max[c] = nan ? NAN : hi;
+  }
+  return {min, max};
+}
+
 // The min/max kernel with one element per channel in each row (layout {rows, channels, 1}, as GPTQ reads a group
 // down its block buffer) against one scan per channel in row order: NaN in a channel makes both NaN, the first of
 // equal extremes (-0 before +0) wins, at widths with and without a vector tail, for every input type.
@@ -347,31 +382,8 @@ TEST(AffineTest, ColumnMinMaxEqualsOneScanPerChannel) {
         x.select(1, 2).slice(0, 2).fill_(1.0f);
         x.select(1, 3).slice(0, 2).fill_(1.0f);
       }
-      const at::Tensor values = x.to(at::kFloat);
-      at::Tensor min = at::empty({channels}), max = at::empty({channels});
-      const kernels::ChannelLayout layout{rows, channels, 1};
-      if (dtype == at::kFloat) {
-        kernels::ChannelMinMax<float>(x.data_ptr<float>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
-      } else if (dtype == at::kBFloat16) {
-        kernels::ChannelMinMax<c10::BFloat16>(x.data_ptr<c10::BFloat16>(), layout, min.data_ptr<float>(),
-                                              max.data_ptr<float>());
-      } else {
-        kernels::ChannelMinMax<c10::Half>(x.data_ptr<c10::Half>(), layout, min.data_ptr<float>(),
-                                          max.data_ptr<float>());
-      }
-      at::Tensor expected_min = at::empty({channels}), expected_max = at::empty({channels});
-      for (int64_t c = 0; c < channels; ++c) {
-        float lo = INFINITY, hi = -INFINITY;
-        bool nan = false;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float v = values[r][c].item<float>();
-          nan = nan || std::isnan(v);
-          lo = v < lo ? v : lo;
-          hi = v > hi ? v : hi;
-        }
-        expected_min[c] = nan ? NAN : lo;
-        expected_max[c] = nan ? NAN : hi;
-      }
+      const auto [min, max] = KernelMinMax(x, kernels::ChannelLayout{rows, channels, 1});
+      const auto [expected_min, expected_max] = ScannedMinMax(x.to(at::kFloat).t());
       EXPECT_TRUE(BitEqual(min, expected_min)) << rows << "x" << channels << " " << dtype;
       EXPECT_TRUE(BitEqual(max, expected_max)) << rows << "x" << channels << " " << dtype;
     }
@@ -398,31 +410,8 @@ TEST(AffineTest, RunMinMaxEqualsOneScan) {
         x[3][inner - 1] = NAN;
       }
       x[4][inner / 2] = -7.0f;  // a plain minimum in the middle
-      const at::Tensor values = x.to(at::kFloat);
-      at::Tensor min = at::empty({channels}), max = at::empty({channels});
-      const kernels::ChannelLayout layout{1, channels, inner};
-      if (dtype == at::kFloat) {
-        kernels::ChannelMinMax<float>(x.data_ptr<float>(), layout, min.data_ptr<float>(), max.data_ptr<float>());
-      } else if (dtype == at::kBFloat16) {
-        kernels::ChannelMinMax<c10::BFloat16>(x.data_ptr<c10::BFloat16>(), layout, min.data_ptr<float>(),
-                                              max.data_ptr<float>());
-      } else {
-        kernels::ChannelMinMax<c10::Half>(x.data_ptr<c10::Half>(), layout, min.data_ptr<float>(),
-                                          max.data_ptr<float>());
-      }
-      at::Tensor expected_min = at::empty({channels}), expected_max = at::empty({channels});
-      for (int64_t c = 0; c < channels; ++c) {
-        float lo = INFINITY, hi = -INFINITY;
-        bool nan = false;
-        for (int64_t i = 0; i < inner; ++i) {
-          const float v = values[c][i].item<float>();
-          nan = nan || std::isnan(v);
-          lo = v < lo ? v : lo;
-          hi = v > hi ? v : hi;
-        }
-        expected_min[c] = nan ? NAN : lo;
-        expected_max[c] = nan ? NAN : hi;
-      }
+      const auto [min, max] = KernelMinMax(x, kernels::ChannelLayout{1, channels, inner});
+      const auto [expected_min, expected_max] = ScannedMinMax(x.to(at::kFloat));
       EXPECT_TRUE(BitEqual(min, expected_min)) << inner << " " << dtype;
       EXPECT_TRUE(BitEqual(max, expected_max)) << inner << " " << dtype;
     }
