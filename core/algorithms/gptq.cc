@@ -305,11 +305,10 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
 // u [K, K] upper (InverseFactorStep's, any strides). A block's columns are transposed into a buffer of the range's
 // own (a column of W is a contiguous row there, and the buffer stays in cache), worked on there, and their quantized
 // values transposed back over them in W (nothing reads a column again once its block is done); the lazy update then
-// works on W's rows. Every float
-// operation is Quark's, element for element: the in-block update rounds the product and then subtracts it, and the
-// lazy update's GEMM sums each dot product over the block in the same order (transposing the operands, or taking
-// fewer of their rows, changes the tiling, not the order of the sum), so the columns after a block carry Quark's
-// bits.
+// works on W's rows. Every float operation is Quark's, element for element: the in-block update rounds the product
+// and then subtracts it, and the lazy update's GEMM sums each dot product over the block in the same order
+// (transposing the operands, or taking fewer of their rows, changes the tiling, not the order of the sum), so the
+// columns after a block carry Quark's bits.
 absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange& rows) const {
   const int64_t k = w.size(1), stride = k, block = options_.block_size;
   const int64_t n = rows.end - rows.begin, width = std::min(block, k);

@@ -46,7 +46,8 @@ bool GramHasThreadedGemmBits(int64_t k, int64_t tokens) {
   // OpenBLAS's sgemm: products of at most 100^3 multiply-adds go to its small-matrix kernel, which sums without
   // blocking; above that, more than one thread runs the threaded driver (interface/gemm.c).
   constexpr double kSmallGemm = 100.0 * 100.0 * 100.0;
-  return BlasThreads() > 1 && static_cast<double>(k) * static_cast<double>(k) * static_cast<double>(tokens) > kSmallGemm;
+  const double multiply_adds = static_cast<double>(k) * static_cast<double>(k) * static_cast<double>(tokens);
+  return BlasThreads() > 1 && multiply_adds > kSmallGemm;
 #else
   (void)k;
   (void)tokens;
