@@ -2,8 +2,9 @@
 // inputs), n the number of sequences, as Quark's add_batch counts them (a [B, T, K] batch is B sequences).
 //
 // By default it is accumulated with Quark's own LibTorch calls in Quark's order (H *= n / (n + b); X *= sqrt(2 / n);
-// H += X^T X as a GEMM, here in panels of the lower triangle that sum every element as the full GEMM does), so H is
-// bit for bit Quark's on the same BLAS. That matters: with fewer calibration
+// H += X^T X as a GEMM, here in panels of the lower triangle that sum every element as the full GEMM does, or, for
+// the first batch with more than one BLAS thread, one symmetric rank-k update, which then sums as that GEMM does), so
+// H is bit for bit Quark's on the same BLAS. That matters: with fewer calibration
 // tokens than input features H is singular before damping, and GPTQ amplifies last-bit differences of H (Quark's own
 // result moves by 0.1% when its H is summed in another order; docs/results.md). `fast` sums half the matrix with a
 // symmetric rank-k update instead: the same H up to rounding, in half the flops.

@@ -96,6 +96,15 @@ void TransposeBlock(const float* src, int64_t src_stride, int64_t rows, int64_t 
   }
 }
 
+namespace {
+
+// out[c] = row[column[c]] for c < count: one row, which stays in L1 while it is gathered from.
+void GatherRow(const float* row, const int64_t* column, int64_t count, float* out) {
+  for (int64_t c = 0; c < count; ++c) out[c] = row[column[c]];
+}
+
+}  // namespace
+
 at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index) {
   const at::Tensor src = a.contiguous();
   const int64_t rows = src.size(0), in_columns = src.size(1), out_columns = index.numel();
@@ -104,10 +113,7 @@ at::Tensor GatheredColumns(const at::Tensor& a, const at::Tensor& index) {
   const int64_t* column = index.data_ptr<int64_t>();
   float* o = out.data_ptr<float>();
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = in + r * in_columns;  // one row stays in L1 while it is gathered from
-      for (int64_t c = 0; c < out_columns; ++c) o[r * out_columns + c] = row[column[c]];
-    }
+    for (int64_t r = begin; r < end; ++r) GatherRow(in + r * in_columns, column, out_columns, o + r * out_columns);
   });
   return out;
 }
@@ -117,11 +123,10 @@ void PermuteColumnsInPlace(at::Tensor& a, const at::Tensor& perm) {
   const int64_t* column = perm.data_ptr<int64_t>();
   float* p = a.data_ptr<float>();
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(columns));
+    std::vector<float> row(static_cast<size_t>(columns));  // the row as it was, gathered back over itself
     for (int64_t r = begin; r < end; ++r) {
-      float* to = p + r * columns;
-      std::memcpy(row.data(), to, sizeof(float) * static_cast<size_t>(columns));
-      for (int64_t c = 0; c < columns; ++c) to[c] = row[static_cast<size_t>(column[c])];
+      std::memcpy(row.data(), p + r * columns, sizeof(float) * static_cast<size_t>(columns));
+      GatherRow(row.data(), column, columns, p + r * columns);
     }
   });
 }
