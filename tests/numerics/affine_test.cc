@@ -418,5 +418,56 @@ TEST(AffineTest, RunMinMaxEqualsOneScan) {
   }
 }
 
+// The codes kernel (vectorized per rounding mode) equals numerics.md's formula element by element: q = clamp(round(x *
+// (1/s) + z), qmin, qmax) with NaN -> qmin, for runs of one channel and for rows of per-element channels, on ties,
+// NaN, infinities and values far outside the grid, signed and unsigned codes.
+template <typename Q>
+void ExpectCodesFollowTheFormula(int qmin, int qmax) {
+  const int64_t rows = 9, channels = 67;
+  at::Tensor x = RandomTensor({rows * channels}, 33) * 12;
+  x.index_put_({at::indexing::Slice(0, 40)}, at::arange(-10, 10, 0.5));  // exact ties with s = 1, z integer
+  x[41] = std::nanf("");
+  x[42] = INFINITY;
+  x[43] = -INFINITY;
+  x[44] = 1e30f;
+  x[45] = -1e30f;
+  const at::Tensor scale = at::rand({channels}) + 0.25;
+  scale[0] = 1.0f;
+  const at::Tensor zero_point = at::randint(qmin, qmax + 1, {channels}).to(at::kFloat);
+  for (const bool per_element : {false, true}) {
+    for (const auto round : {kernels::RoundMode::kHalfEven, kernels::RoundMode::kHalfAway, kernels::RoundMode::kFloor}) {
+      kernels::AffineArgs args;
+      args.scale = scale.data_ptr<float>();
+      args.zero_point = zero_point.data_ptr<float>();
+      args.qmin = qmin;
+      args.qmax = qmax;
+      args.round = round;
+      // Runs: channel c owns elements [c * rows, (c + 1) * rows). Rows: element i uses channel i % channels.
+      const kernels::ChannelLayout layout =
+          per_element ? kernels::ChannelLayout{rows, channels, 1} : kernels::ChannelLayout{1, channels, rows};
+      std::vector<Q> codes(static_cast<size_t>(x.numel()));
+      kernels::QuantizeAffine<float, Q>(x.data_ptr<float>(), codes.data(), layout, args);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t c = per_element ? i % channels : i / rows;
+        const float v = x.data_ptr<float>()[i] * (1.0f / args.scale[c]) + args.zero_point[c];
+        const float r = round == kernels::RoundMode::kHalfEven   ? std::nearbyint(v)
+                        : round == kernels::RoundMode::kHalfAway ? std::round(v)
+                                                                 : std::floor(v);
+        const int expected = std::isnan(v) ? qmin : static_cast<int>(std::fmin(std::fmax(r, qmin), qmax));
+        ASSERT_EQ(static_cast<int>(codes[static_cast<size_t>(i)]), expected)
+            << "element " << i << " (x = " << x.data_ptr<float>()[i] << "), per_element " << per_element
+            << ", round " << static_cast<int>(round);
+      }
+    }
+  }
+}
+
+TEST(AffineTest, CodesFollowTheFormulaElementByElement) {
+  ExpectCodesFollowTheFormula<int8_t>(-128, 127);
+  ExpectCodesFollowTheFormula<int8_t>(-8, 7);
+  ExpectCodesFollowTheFormula<uint8_t>(0, 15);
+  ExpectCodesFollowTheFormula<uint8_t>(0, 255);
+}
+
 }  // namespace
 }  // namespace quark
