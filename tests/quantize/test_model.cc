@@ -1,9 +1,14 @@
 #include "tests/quantize/test_model.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <string_view>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -18,10 +23,59 @@ std::string FixturePath(const std::string& relative) {
   return std::string(shared ? shared : "/work/shared") + "/fixtures/" + relative;
 }
 
+namespace {
+
+// Every path TempPath handed out, removed when the test process exits (ctest runs one test per process), together
+// with the files callers named by adding an extension to it ("<path>.txt"): a whole suite run otherwise left about
+// 370 MB of models, exports and texts in /tmp. QUARK_KEEP_TEST_FILES=1 keeps them for a look after a failure.
+class TempPathRegistry {
+ public:
+  static TempPathRegistry& Instance() {
+    static TempPathRegistry registry;
+    return registry;
+  }
+
+  void Add(const std::filesystem::path& path) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paths_.push_back(path);
+  }
+
+  ~TempPathRegistry() {
+    // A forked child that exits normally must not take its parent's files with it.
+    if (std::getenv("QUARK_KEEP_TEST_FILES") != nullptr || paths_.empty() || ::getpid() != owner_) return;
+    std::error_code ec;
+    std::vector<std::string> prefixes;
+    for (const auto& path : paths_) {
+      std::filesystem::remove_all(path, ec);
+      prefixes.push_back(path.filename().string() + ".");
+    }
+    const std::filesystem::path dir = paths_.front().parent_path();
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      for (const auto& prefix : prefixes) {
+        if (std::string_view(name).substr(0, prefix.size()) == prefix) {
+          std::error_code ignored;
+          std::filesystem::remove_all(it->path(), ignored);
+          break;
+        }
+      }
+    }
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mutex_;
+  std::vector<std::filesystem::path> paths_;
+};
+
+}  // namespace
+
 std::string TempPath(const std::string& stem) {
   static std::atomic<int> counter{0};
   const std::filesystem::path path = std::filesystem::temp_directory_path() /
                                      (stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  TempPathRegistry::Instance().Add(path);
   // Whatever stands there was left by an earlier process that had our pid (a CI run starts hundreds of test
   // processes, so pids come round again): no live process can own it, and copying onto it would fail.
   std::error_code ec;
