@@ -6,9 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
-#include <string_view>
-#include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -25,62 +22,42 @@ std::string FixturePath(const std::string& relative) {
 
 namespace {
 
-// Every path TempPath handed out, removed when the test process exits (ctest runs one test per process), together
-// with the files callers named by adding an extension to it ("<path>.txt"): a whole suite run otherwise left about
-// 370 MB of models, exports and texts in /tmp. QUARK_KEEP_TEST_FILES=1 keeps them for a look after a failure.
-class TempPathRegistry {
+// One folder per test process holds every TempPath, and the files callers name by adding an extension to one
+// ("<path>.txt"); it is removed when the process exits (ctest runs one test per process): a whole suite run had left
+// about 370 MB of models, exports and texts in /tmp. QUARK_KEEP_TEST_FILES=1 keeps it for a look after a failure.
+class ProcessTempFolder {
  public:
-  static TempPathRegistry& Instance() {
-    static TempPathRegistry registry;
-    return registry;
+  static const std::filesystem::path& Path() {
+    static ProcessTempFolder folder;
+    return folder.path_;
   }
 
-  void Add(const std::filesystem::path& path) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    paths_.push_back(path);
-  }
-
-  ~TempPathRegistry() {
+  ~ProcessTempFolder() {
     // A forked child that exits normally must not take its parent's files with it.
-    if (std::getenv("QUARK_KEEP_TEST_FILES") != nullptr || paths_.empty() || ::getpid() != owner_) return;
+    if (std::getenv("QUARK_KEEP_TEST_FILES") != nullptr || ::getpid() != owner_) return;
     std::error_code ec;
-    std::vector<std::string> prefixes;
-    for (const auto& path : paths_) {
-      std::filesystem::remove_all(path, ec);
-      prefixes.push_back(path.filename().string() + ".");
-    }
-    const std::filesystem::path dir = paths_.front().parent_path();
-    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-         it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      for (const auto& prefix : prefixes) {
-        if (std::string_view(name).substr(0, prefix.size()) == prefix) {
-          std::error_code ignored;
-          std::filesystem::remove_all(it->path(), ignored);
-          break;
-        }
-      }
-    }
+    std::filesystem::remove_all(path_, ec);
   }
 
  private:
+  ProcessTempFolder() {
+    // Whatever stands there was left by an earlier process that had our pid (a CI run starts hundreds of test
+    // processes, so pids come round again) and did not exit normally: no live process can own it.
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    std::filesystem::create_directories(path_, ec);
+  }
+
   const pid_t owner_ = ::getpid();
-  std::mutex mutex_;
-  std::vector<std::filesystem::path> paths_;
+  const std::filesystem::path path_ =
+      std::filesystem::temp_directory_path() / ("quark_test_" + std::to_string(owner_));
 };
 
 }  // namespace
 
 std::string TempPath(const std::string& stem) {
   static std::atomic<int> counter{0};
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     (stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  TempPathRegistry::Instance().Add(path);
-  // Whatever stands there was left by an earlier process that had our pid (a CI run starts hundreds of test
-  // processes, so pids come round again): no live process can own it, and copying onto it would fail.
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  return path.string();
+  return (ProcessTempFolder::Path() / (stem + "_" + std::to_string(counter++))).string();
 }
 
 std::string SmallEvalText(size_t bytes) {

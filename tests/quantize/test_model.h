@@ -24,8 +24,8 @@ struct SyntheticLlamaOptions {
 /// returns its path. Aborts the test (gtest fatal failure) on I/O errors.
 std::string WriteSyntheticLlama(const SyntheticLlamaOptions& options = {});
 
-/// A fresh, empty temporary folder path (not created). It, and files named "<path>.<extension>", are removed when the
-/// process exits unless QUARK_KEEP_TEST_FILES is set.
+/// A fresh, empty temporary folder path (not created), in a folder of this process's that is removed when the process
+/// exits (with files named "<path>.<extension>") unless QUARK_KEEP_TEST_FILES is set.
 std::string TempPath(const std::string& stem);
 
 /// The first `bytes` bytes of the TinyStories eval fixture in a temporary file (tokenizing the whole fixture
