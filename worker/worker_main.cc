@@ -114,7 +114,8 @@ std::thread StartSignalThread(quark::worker::WorkerAgent& agent, const sigset_t&
 
 namespace quark::worker {
 
-int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const ThroughputProbe& probe) {
+int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const ThroughputProbe& probe,
+               const DeviceCheck& check_device) {
   CLI::App app{"quark-worker: runs quantization jobs leased from quarkd"};
   Flags f;
   f.data_dir = DefaultDataDir();
@@ -123,6 +124,18 @@ int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const Thr
   quark::log::Init(f.log_format == "json" ? quark::log::Format::kJson : quark::log::Format::kText, f.log_level);
   f.agent.lease_wait = std::chrono::milliseconds(f.lease_wait_ms);
   f.agent.exit_when_idle = std::chrono::milliseconds(static_cast<int64_t>(f.exit_when_idle_s * 1000));
+  if (f.agent.devices.empty()) {
+    std::cerr << "quark-worker: --devices: give at least one device (cpu, cuda:N)\n";
+    return 2;
+  }
+  if (check_device && f.test_mode.empty()) {
+    for (const std::string& device : f.agent.devices) {
+      if (absl::Status usable = check_device(device); !usable.ok()) {
+        std::cerr << "quark-worker: " << usable.message() << "\n";
+        return 2;
+      }
+    }
+  }
 
   absl::StatusOr<std::shared_ptr<JobRunner>> runner =
       f.test_mode.empty() ? MakeQuantizeRunner(f, pipeline)

@@ -13,6 +13,7 @@
 #include "core/cli/command_registry.h"
 #include "core/export/gguf_source.h"
 #include "core/quantize/reload.h"
+#include "core/runtime/compute_device.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
@@ -27,6 +28,7 @@ struct EvalArgs {
   int64_t seq_len = 0;
   int64_t max_windows = 0;
   std::string dtype = "f32";
+  std::string device = "cpu";
   bool json = false;
 };
 
@@ -104,6 +106,12 @@ int RunEval(const EvalArgs& args) {
     std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
     return kExitBadInput;
   }
+  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(args.device, "--device");
+  absl::Status runs = device.ok() ? runtime::CheckPassesRunOn(*device, "--device") : device.status();
+  if (!runs.ok()) {
+    std::cerr << "quark eval: " << runs.message() << "\n";
+    return kExitBadInput;
+  }
   runtime::StreamerOptions options;
   if (args.dtype == "bf16") {
     options.compute_dtype = at::kBFloat16;
@@ -154,6 +162,7 @@ void Setup(CLI::App& app) {
   eval->add_option("--max-windows", args->max_windows, "evaluate only the first N windows (0 = all)")
       ->check(CLI::NonNegativeNumber);
   eval->add_option("--dtype", args->dtype, "compute dtype: f32 (default) or bf16");
+  eval->add_option("--device", args->device, "where the forward runs: cpu (default), cuda, cuda:N");
   eval->add_flag("--json", args->json, "print one JSON object {tokens, windows, seq_len, mean_nll, ppl}");
   eval->callback([args] { SetExitCode(RunEval(*args)); });
 }

@@ -40,6 +40,7 @@ struct QuantizeCommandOptions {
   std::string gguf_type;
   std::optional<double> max_ppl_increase;
   std::string checkpoint_dir;
+  std::string device = "cpu";
 };
 
 std::string Duration(double seconds) {
@@ -91,6 +92,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.eval_max_windows = o.eval_max_windows;
   options.max_shard_bytes = static_cast<int64_t>(o.max_shard_gb * (1LL << 30));
   options.checkpoint_dir = o.checkpoint_dir;
+  options.device = o.device;
   const bool terminal = isatty(fileno(stderr)) != 0;
   options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
   auto report = QuantizeModel(o.model, options);
@@ -149,6 +151,7 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--checkpoint-dir", o->checkpoint_dir,
                       "resume: per-layer checkpoints go here; a rerun of the same command after a crash goes on from "
                       "the last finished layer (removed on success)");
+  command->add_option("--device", o->device, "where the passes run: cpu (default), cuda, cuda:N");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports, "hf_quark (default), gguf, onnx; repeat for several in one pass");
   command->add_option("--max-ppl-increase", o->max_ppl_increase,

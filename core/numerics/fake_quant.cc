@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include <ATen/Parallel.h>
 
@@ -10,11 +11,9 @@
 #include "core/numerics/dispatch.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/observer.h"
+#include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_layout.h"
 #include "core/numerics/range_reduce.h"
-#include "kernels/cpu/affine_kernels.h"
-#include "kernels/cpu/float_kernels.h"
-#include "kernels/cpu/mx_kernels.h"
 
 namespace quark {
 namespace {
@@ -28,7 +27,7 @@ at::Tensor CastRoundTrip(const at::Tensor& x, DType dtype) {
 // INT_MIN, so all three land on -127). One exponent per 32 elements: done in parallel, as it would otherwise be a
 // serial tail of every MX fake quantization.
 at::Tensor MxExponents(const at::Tensor& scale) {
-  const at::Tensor s = scale.to(at::kFloat).contiguous();
+  const at::Tensor s = scale.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor exps = at::empty(s.sizes(), at::kChar);
   const float* sp = s.data_ptr<float>();
   int8_t* ep = exps.data_ptr<int8_t>();
@@ -63,13 +62,8 @@ at::Tensor RunMx(const at::Tensor& x, const QuantSpec& spec, const QuantLayout& 
   at::Tensor out = KernelOutput(in, dest, layout, x.dim());
   const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
   const int64_t rows = len == 0 ? 0 : in.numel() / len;
-  const at::Tensor exps = scale ? MxExponents(*scale) : at::Tensor();
-  const kernels::MxArgs args = MxArgsOf(spec);
-  DispatchFloating(x.scalar_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    kernels::MxFakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), rows, len, args,
-                            scale ? exps.data_ptr<int8_t>() : nullptr);
-  });
+  const at::Tensor exps = scale ? MxExponents(*scale).to(x.device()) : at::Tensor();
+  QuantKernelsFor(x.device()).FakeMx(in, out, rows, len, MxArgsOf(spec), exps);
   return Finish(out, dest, layout, x.dim());
 }
 
@@ -78,18 +72,19 @@ at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayo
   const at::Tensor in = KernelInput(x, layout);
   at::Tensor out = KernelOutput(in, dest, layout, x.dim());
   const kernels::ChannelLayout cl = ChannelLayoutOf(in, layout);
-  const at::Tensor scale = p.scale.to(at::kFloat).contiguous();
-  const kernels::ElemFormat fmt = *ElemFormatOf(spec.ElementType());
-  DispatchFloating(x.scalar_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (IsFloatFormat(spec.ElementType())) {
-      kernels::FakeQuantFloat<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, scale.data_ptr<float>(), fmt);
-      return;
-    }
-    const at::Tensor zp = p.zero_point.to(at::kFloat).contiguous();
-    const kernels::AffineArgs args = AffineArgsOf(spec, scale, zp, p.zero_point.scalar_type() != at::kInt);
-    kernels::FakeQuantAffine<T>(in.data_ptr<T>(), out.data_ptr<T>(), cl, args);
-  });
+  const at::Tensor scale = p.scale.to(x.device(), at::kFloat).contiguous();
+  const QuantKernels& kernels = QuantKernelsFor(x.device());
+  if (IsFloatFormat(spec.ElementType())) {
+    kernels.FakeFloat(in, out, cl, scale, *ElemFormatOf(spec.ElementType()));
+  } else {
+    AffineKernelArgs args;
+    args.scale = scale;
+    args.zero_point = p.zero_point.to(x.device(), at::kFloat).contiguous();
+    std::tie(args.qmin, args.qmax) = IntegerRange(spec.ElementType());
+    args.round = RoundModeOf(spec.round_method);
+    args.float_zero_point = p.zero_point.scalar_type() != at::kInt;
+    kernels.FakeAffine(in, out, cl, args);
+  }
   return Finish(out, dest, layout, x.dim());
 }
 
@@ -97,10 +92,17 @@ at::Tensor RunScaled(const at::Tensor& x, const QuantSpec& spec, const QuantLayo
 
 absl::Status CheckInput(const at::Tensor& x) {
   if (!x.defined()) return absl::InvalidArgumentError("input: undefined tensor");
-  if (!x.device().is_cpu()) return absl::InvalidArgumentError("input: only CPU tensors are supported here");
   if (!IsSupportedInputDtype(x.scalar_type())) {
     return absl::InvalidArgumentError(
         absl::StrCat("input: dtype ", c10::toString(x.scalar_type()), " is not float32, bfloat16 or float16"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCpuInput(const at::Tensor& x) {
+  if (auto st = CheckInput(x); !st.ok()) return st;
+  if (!x.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat("input: on ", x.device().str(), "; this operation runs on the CPU only"));
   }
   return absl::OkStatus();
 }

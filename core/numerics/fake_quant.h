@@ -28,8 +28,11 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
 /// Parameters of x alone with the spec's observer (what one calibration batch gives).
 absl::StatusOr<QuantParams> ParamsOf(const at::Tensor& x, const QuantSpec& spec, TensorRole role);
 
-/// Checks that x can be quantized here (defined, float32 / bfloat16 / float16, on CPU).
+/// Checks that x can be quantized (defined, float32 / bfloat16 / float16). FakeQuantize*, ParamsOf with the MinMax
+/// or MX observer and MinMaxOf run on the tensor's own device (quant_kernels.h).
 absl::Status CheckInput(const at::Tensor& x);
+/// CheckInput, and on the CPU: for what reads tensor memory directly (real quantization, histogram observers).
+absl::Status CheckCpuInput(const at::Tensor& x);
 
 /// Checks params against the layout's param_shape; the message names the tensor ("scale") and both shapes.
 absl::Status CheckParams(const QuantParams& params, const std::vector<int64_t>& param_shape);

@@ -26,7 +26,7 @@ std::vector<float> Values(const at::Tensor& x, bool absolute, bool skip_zeros) {
 at::Tensor Scalar(double v, at::ScalarType dtype) { return at::scalar_tensor(v, at::kFloat).to(dtype); }
 
 absl::Status CheckBatch(const at::Tensor& x, at::ScalarType* dtype, int64_t batches) {
-  if (auto st = CheckInput(x); !st.ok()) return st;
+  if (auto st = CheckCpuInput(x); !st.ok()) return st;
   if (batches > 0 && x.scalar_type() != *dtype) {
     return absl::InvalidArgumentError(absl::StrCat("input: dtype ", c10::toString(x.scalar_type()),
                                                    " differs from earlier batches (", c10::toString(*dtype), ")"));

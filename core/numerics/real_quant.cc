@@ -87,7 +87,7 @@ void DequantizeInto(const at::Tensor& codes, at::Tensor& out, const QuantSpec& s
 
 absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
                                            TensorRole role) {
-  if (auto st = CheckInput(x); !st.ok()) return st;
+  if (auto st = CheckCpuInput(x); !st.ok()) return st;
   if (IsCastType(spec.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("dtype: ", std::string(Name(spec.dtype)), " is a cast; it has no codes"));
   }

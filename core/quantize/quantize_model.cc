@@ -34,6 +34,7 @@
 #include "core/quantize/weight_spill.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
+#include "core/runtime/compute_device.h"
 
 namespace quark {
 namespace {
@@ -739,6 +740,9 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
 }  // namespace
 
 absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options) {
+  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(options.device, "device");
+  if (!device.ok()) return device.status();
+  if (absl::Status placed = runtime::CheckPassesRunOn(*device, "device"); !placed.ok()) return placed;
   try {
     QuantizeRun run(model_dir, options);
     return run.Run();

@@ -38,6 +38,9 @@ struct QuantizeProgress {
 
 struct QuantizeModelOptions {
   quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
+  /// Where the passes run: "cpu", "cuda", "cuda:N" (runtime/compute_device.h). A device this process cannot use, or
+  /// one the passes do not run on yet, fails at once with FAILED_PRECONDITION naming it.
+  std::string device = "cpu";
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
   /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:

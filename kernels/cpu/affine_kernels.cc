@@ -24,13 +24,6 @@ inline float QuantizeOne(float x, float inv, float z, const AffineArgs& a) {
   return ClampKeepNan(RoundSmall(v, a.round) + z, qmin, qmax);
 }
 
-inline float QuantizeRealOne(float x, float inv, float z, float qmin, float qmax, RoundMode mode) {
-  float v = x * inv + z;
-  v = v > qmin - 1.0f ? v : qmin - 1.0f;  // also maps NaN to qmin
-  v = v < qmax + 1.0f ? v : qmax + 1.0f;
-  return ClampKeepNan(RoundSmall(v, mode), qmin, qmax);
-}
-
 // The codes of an affine tensor, with the rounding mode fixed at compile time: read from the arguments inside the
 // loops, it kept GCC from vectorizing them (13% of a 7B-shaped uint4 RTN export's time went to this scalar loop).
 // The loops read only locals: a store through a (u)int8 pointer may alias anything, so a bound or parameter read
@@ -38,7 +31,7 @@ inline float QuantizeRealOne(float x, float inv, float z, float qmin, float qmax
 template <RoundMode kMode, typename T, typename Q>
 void QuantizeRunWith(const T* x, Q* q, int64_t n, float inv, float z, float qmin, float qmax) {
   for (int64_t i = 0; i < n; ++i) {
-    q[i] = static_cast<Q>(static_cast<int>(QuantizeRealOne(ToF32(x[i]), inv, z, qmin, qmax, kMode)));
+    q[i] = static_cast<Q>(static_cast<int>(element::AffineRealCode<static_cast<int>(kMode)>(ToF32(x[i]), inv, z, qmin, qmax)));
   }
 }
 
@@ -46,8 +39,8 @@ template <RoundMode kMode, typename T, typename Q>
 void QuantizeColumnsWith(const T* x, Q* q, int64_t n, const float* scale, const float* zero_point, float qmin,
                          float qmax) {
   for (int64_t j = 0; j < n; ++j) {
-    q[j] = static_cast<Q>(static_cast<int>(QuantizeRealOne(ToF32(x[j]), 1.0f / scale[j], zero_point[j], qmin, qmax,
-                                                           kMode)));
+    q[j] = static_cast<Q>(static_cast<int>(element::AffineRealCode<static_cast<int>(kMode)>(
+                                                           ToF32(x[j]), 1.0f / scale[j], zero_point[j], qmin, qmax)));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/format_traits.h"
 #include "kernels/cpu/scalar_convert.h"
+#include "kernels/element/element_ops.h"
 
 namespace quark::kernels {
 
@@ -31,19 +32,7 @@ inline GridConsts MakeGrid(const FormatTraits& t) {
 }
 
 /// Nearest grid value (ties to even), saturating: |x| > max and +-Inf give +-max, NaN stays NaN.
-inline float RoundToGridSaturate(float x, const GridConsts& g) {
-  const uint32_t b = BitsOf(x);
-  const uint32_t sign = b & 0x80000000u;
-  const float a = FromBits(b & 0x7FFFFFFFu);
-  const float c = a > g.max ? g.max : a;
-  int32_t e = static_cast<int32_t>(BitsOf(c) >> 23) - 127;
-  e = e < g.emin ? g.emin : e;
-  // Adding 2^(e - mbits + 23) leaves exactly the format's mantissa bits; the FPU rounds half to even.
-  // (A NaN makes a meaningless `m`, but NaN + m stays NaN.)
-  const float m = FromBits(static_cast<uint32_t>(e - g.mbits + 23 + 127) << 23);
-  const float r = (c + m) - m;
-  return FromBits(BitsOf(r) | sign);
-}
+inline float RoundToGridSaturate(float x, const GridConsts& g) { return element::GridSat(x, GridArgs{g.mbits, g.emin, g.max}); }
 
 /// Nearest grid value with NaN and +-Inf passed through unchanged (numerics.md, "Data types").
 inline float RoundToGrid(float x, const GridConsts& g) {
@@ -54,21 +43,7 @@ inline float RoundToGrid(float x, const GridConsts& g) {
 
 /// Code of a value already on the grid (finite, |r| <= max) or NaN.
 inline uint8_t EncodeGridValue(float r, const GridConsts& g) {
-  const uint32_t b = BitsOf(r);
-  const uint32_t sign = b >> 31;
-  const uint32_t a = b & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return g.has_nan ? static_cast<uint8_t>(g.nan_code | (sign << 7)) : 0;
-  const int32_t e = static_cast<int32_t>(a >> 23) - 127;
-  uint32_t expf;
-  uint32_t mant;
-  if (e < g.emin) {
-    expf = 0;
-    mant = static_cast<uint32_t>(FromBits(a) * FromBits(static_cast<uint32_t>(g.mbits - g.emin + 127) << 23));
-  } else {
-    expf = static_cast<uint32_t>(e - g.emin + 1);
-    mant = (a >> (23 - g.mbits)) & ((1u << g.mbits) - 1u);
-  }
-  return static_cast<uint8_t>((sign << (g.ebits + g.mbits)) | (expf << g.mbits) | mant);
+  return element::EncodeGridValue(r, GridCodeArgs{g.ebits, g.mbits, g.emin, g.has_nan, g.nan_code});
 }
 
 /// 256-entry code -> float32 table of a float format (codes past 2^bits are unused).

@@ -9,7 +9,7 @@ namespace quark::kernels {
 namespace {
 
 inline float ScaledGridValue(float x, float s, const GridConsts& g) {
-  return RoundToGridSaturate(ClampKeepNan(x / s, -g.max, g.max), g);
+  return element::ScaledGridValue(x, s, GridArgs{g.mbits, g.emin, g.max});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/lane_table.h"
+#include "kernels/element/element_ops.h"
 
 #ifndef QUARK_LANE_NS
 #error "define QUARK_LANE_NS before including lane_ops.h"
@@ -16,40 +17,8 @@
 
 namespace quark::kernels::QUARK_LANE_NS {
 
-inline uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-inline float Float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-inline float Rne(float v) { return (v + 12582912.0f) - 12582912.0f; }  // |v| <= 2^22
-inline float Clamp(float v, float lo, float hi) {
-  const float a = v < lo ? lo : v;
-  return a > hi ? hi : a;
-}
-
-// Selects only (no branches), so the loops vectorize (with -fno-trapping-math). 0 half even, 1 half away, 2 floor (RoundMode order).
-template <int kMode>
-inline float Round(float v) {
-  const float r = Rne(v);
-  if (kMode == 0) return r;
-  if (kMode == 2) return r - static_cast<float>(r > v);
-  // Half away from zero: only exact ties differ from half-even; they move one step away from zero.
-  const float d = v - r;
-  const float away = v > 0.0f ? v + 0.5f : v - 0.5f;
-  return (d == 0.5f || d == -0.5f) ? away : r;
-}
-
-// The clamped integer (as float32) of one element.
-template <int kMode, bool kFloatZp>
-inline float AffineCode(float x, float inv, float z, float qmin, float qmax) {
-  if (kFloatZp) return Clamp(Round<kMode>(Clamp(x * inv + z, qmin - 1.0f, qmax + 1.0f)), qmin, qmax);
-  return Clamp(Round<kMode>(Clamp(x * inv, qmin - z - 1.0f, qmax - z + 1.0f)) + z, qmin, qmax);
-}
+// Bits, Float, Rne, Clamp, Round<kMode>, AffineCode, Bf16Bits, GridSat, RoundKeepSign and MxIntValue come from
+// kernels/element/element_ops.h, compiled into this namespace: the same formulas the CUDA kernels run.
 
 // Element access of the loops: float32 lanes, or bfloat16 bits converted on the fly (so a bfloat16 tensor is read,
 // quantized and written in one pass through registers, with no float32 buffer in between).
@@ -58,13 +27,6 @@ struct F32Codec {
   static float Load(const float* p, int64_t i) { return p[i]; }
   static void Store(float* p, int64_t i, float v) { p[i] = v; }
 };
-
-// Round to nearest even; any NaN becomes the quiet NaN 0x7FC0 (as c10::BFloat16 does).
-inline uint16_t Bf16Bits(float v) {
-  const uint32_t b = Bits(v);
-  const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-  return static_cast<uint16_t>(v != v ? 0x7FC0u : rounded);  // one unordered compare (the build allows no traps)
-}
 
 struct Bf16Codec {
   using T = uint16_t;
@@ -110,26 +72,15 @@ void AffineGroups(float* v, int64_t n, int64_t g, const float* s, const float* i
   AffineGroupsT<kMode, kFloatZp, F32Codec>(v, v, n, g, s, inv, z, qmin, qmax);
 }
 
-inline float GridSat(float x, const GridArgs& g) {
-  const uint32_t b = Bits(x);
-  const uint32_t sign = b & 0x80000000u;
-  const float a = Float(b & 0x7FFFFFFFu);
-  const float c = a > g.max ? g.max : a;
-  int32_t e = static_cast<int32_t>(Bits(c) >> 23) - 127;
-  e = e < g.emin ? g.emin : e;
-  const float m = Float(static_cast<uint32_t>(e - g.mbits + 23 + 127) << 23);
-  return Float(Bits((c + m) - m) | sign);
-}
-
 template <typename C>
 void FloatRunT(const typename C::T* x, typename C::T* y, int64_t n, float s, const GridArgs& g) {
-  for (int64_t i = 0; i < n; ++i) C::Store(y, i, GridSat(Clamp(C::Load(x, i) / s, -g.max, g.max), g) * s);
+  for (int64_t i = 0; i < n; ++i) C::Store(y, i, ScaledGridValue(C::Load(x, i), s, g) * s);
 }
 
 inline void FloatRun(float* v, int64_t n, float s, const GridArgs& g) { FloatRunT<F32Codec>(v, v, n, s, g); }
 
 inline void FloatCols(float* v, int64_t n, const float* s, const GridArgs& g) {
-  for (int64_t i = 0; i < n; ++i) v[i] = GridSat(Clamp(v[i] / s[i], -g.max, g.max), g) * s[i];
+  for (int64_t i = 0; i < n; ++i) v[i] = ScaledGridValue(v[i], s[i], g) * s[i];
 }
 
 template <typename C>
@@ -138,7 +89,7 @@ void FloatGroupsT(const typename C::T* x, typename C::T* y, int64_t n, int64_t g
   for (int64_t k = 0; k * group < n; ++k) {
     const int64_t end = n < (k + 1) * group ? n : (k + 1) * group;
     const float sk = s[k];
-    for (int64_t i = k * group; i < end; ++i) C::Store(y, i, GridSat(Clamp(C::Load(x, i) / sk, -g.max, g.max), g) * sk);
+    for (int64_t i = k * group; i < end; ++i) C::Store(y, i, ScaledGridValue(C::Load(x, i), sk, g) * sk);
   }
 }
 
@@ -161,13 +112,6 @@ inline void MxGrid(float* v, int64_t n, const float* inv, const float* s, const 
   MxGridT<F32Codec>(v, v, n, inv, s, g);
 }
 
-// Round<kMode> with the sign of zero of torch.round / floor: a negative v that rounds to zero gives -0 (the add/sub
-// trick of Rne gives +0). Only zero results change: any other result already has v's sign.
-template <int kMode>
-inline float RoundKeepSign(float v) {
-  return Float(Bits(Round<kMode>(v)) | (Bits(v) & 0x80000000u));
-}
-
 // MXINT8: clamp(round(x * inv), -127, 127) * s. A negative x that rounds to zero gives -0, as AMD Quark's
 // torch.round(x / scale) * scale does (the MX float formats keep the sign through GridSat).
 template <int kMode, typename C>
@@ -177,7 +121,7 @@ void MxIntT(const typename C::T* x, typename C::T* y, int64_t n, const float* in
     const float bi = inv[b];
     const float bs = s[b];
     for (int64_t i = b * 32; i < end; ++i) {
-      C::Store(y, i, Clamp(RoundKeepSign<kMode>(Clamp(C::Load(x, i) * bi, -128.0f, 128.0f)), -127.0f, 127.0f) * bs);
+      C::Store(y, i, MxIntValue<kMode>(C::Load(x, i), bi) * bs);
     }
   }
 }

@@ -3,14 +3,10 @@
 
 #include <cstdint>
 
+#include "kernels/element/grid_args.h"
+
 namespace quark::kernels {
 
-/// The grid constants of a small float format, as the lane loops need them.
-struct GridArgs {
-  int mbits = 0;
-  int emin = 0;
-  float max = 0.0f;
-};
 
 /// The same loops reading and writing bfloat16 bits directly (x may equal y): the conversions happen in registers,
 /// one pass over the data instead of convert-in, quantize, convert-out through a float32 buffer.

@@ -27,13 +27,7 @@ MxElement ElementOf(const MxArgs& args) {
 }
 
 int SharedExponent(float amax, const MxElement& el, MxScaleMode mode) {
-  uint32_t b = BitsOf(amax) & 0x7FFFFFFFu;
-  if (b == 0) return -126;
-  // Even: add half an element ulp first, so an amax that rounds up at the element's precision moves up a binade.
-  if (mode == MxScaleMode::kEven) b = (b + (1u << (23 - el.mbits - 1))) & 0x7F800000u;
-  int e = static_cast<int>(b >> 23) - 127;
-  if (mode == MxScaleMode::kCeil && (b & 0x7FFFFFu) != 0) e += 1;
-  return std::clamp(e - el.emax, -127, 127);
+  return element::MxSharedExponent(amax, el.mbits, el.emax, static_cast<int>(mode));
 }
 
 template <typename T>

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/format_traits.h"
 #include "kernels/cpu/rounding.h"
+#include "kernels/element/element_ops.h"
 
 namespace quark::kernels {
 
@@ -50,23 +51,14 @@ void MxDequantize(const uint8_t* codes, const uint8_t* e8m0, T* y, int64_t rows,
 void MxFakeQuantBlockRef(const float* x, float* y, int n, const MxArgs& args);
 
 /// Exact 2^k for k in [-149, 127] (subnormals included).
-inline float Pow2(int k) {
-  uint32_t bits = k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << (k + 149);
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
+using element::Pow2;
 /// 2^k is not a float for k > 127, yet an MXINT8 element x / 2^(e - 6) needs x * 2^(6 - e) with e down to -127:
 /// such blocks (amax below 2^-121) are first multiplied by 2^kMxPrescaleExp, then by 2^(k - kMxPrescaleExp). With
 /// exponents computed from the block's own amax both steps are exact (the values are tiny, so neither overflows,
 /// and scaling up loses no bits); with given static exponents an element far above its block's scale may become
 /// inf in the first step, and saturates exactly as the one-step product would.
-inline constexpr int kMxPrescaleExp = 64;
-
+using element::kMxPrescaleExp;
 /// x * 2^k, exact, for k in [-149, 127 + kMxPrescaleExp].
-inline float ScaleByPow2(float x, int k) {
-  return k <= 127 ? x * Pow2(k) : (x * Pow2(kMxPrescaleExp)) * Pow2(k - kMxPrescaleExp);
-}
+using element::ScaleByPow2;
 
 }  // namespace quark::kernels

@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "kernels/element/element_ops.h"
+
 namespace quark::kernels {
 namespace {
 constexpr int64_t kGroupGrain = 1 << 13;
@@ -10,10 +12,7 @@ constexpr int64_t kGroupGrain = 1 << 13;
 void PackInt4(const uint8_t* codes, int64_t n, const Int4Order& order, int32_t* words) {
   at::parallel_for(0, n / 8, kGroupGrain, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {
-      const uint8_t* c = codes + w * 8;
-      uint32_t v = 0;
-      for (int i = 0; i < 8; ++i) v |= (static_cast<uint32_t>(c[order[i]]) & 0xFu) << (4 * i);
-      words[w] = static_cast<int32_t>(v);
+      words[w] = element::PackInt4Word(codes + w * 8, order.data());
     }
   });
 }
@@ -34,7 +33,7 @@ void UnpackInt4(const int32_t* words, int64_t n, const Int4Order& order, bool si
 void PackFp4(const uint8_t* codes, int64_t n, uint8_t* bytes) {
   at::parallel_for(0, n / 2, kGroupGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      bytes[i] = static_cast<uint8_t>((codes[2 * i] & 0xFu) | ((codes[2 * i + 1] & 0xFu) << 4));
+      bytes[i] = element::PackFp4Byte(codes[2 * i], codes[2 * i + 1]);
     }
   });
 }

@@ -1,0 +1,56 @@
+// Where the engine computes: the one device seam. Passes ask it to place tensors, stage host data for an
+// asynchronous copy, bring results back and synchronise; none of them asks which kind of device it is on. On the CPU
+// every call is the identity (no copy, no stream); on a GPU (a LibTorch build with CUDA or ROCm) placement copies,
+// staging pins host memory and side-stream copies overlap the compute stream.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace quark::runtime {
+
+/// Parses "cpu", "cuda", "cuda:N" (ROCm builds of LibTorch name their GPUs cuda too) and checks that this process can
+/// use the device. INVALID_ARGUMENT for text that names no device; FAILED_PRECONDITION naming the device when this
+/// LibTorch build has no such backend or the device does not exist (the message says how many there are).
+/// `what` names the flag or field in messages ("--device", "resources.gpus").
+absl::StatusOr<at::Device> ResolveDevice(const std::string& text, const std::string& what = "--device");
+
+class ComputeDevice {
+ public:
+  /// The CPU.
+  ComputeDevice() = default;
+  /// ResolveDevice, then a device handle.
+  static absl::StatusOr<ComputeDevice> Open(const std::string& text, const std::string& what = "--device");
+
+  const at::Device& device() const { return device_; }
+  bool is_cpu() const { return device_.is_cpu(); }
+  std::string name() const { return device_.str(); }
+
+  /// x on this device: x itself when it is already there, else a copy (asynchronous when x is pinned host memory).
+  at::Tensor Place(const at::Tensor& x) const;
+  /// Host data ready for an asynchronous copy to this device: a pinned copy for a GPU, x itself for the CPU.
+  at::Tensor Stage(const at::Tensor& host) const;
+  /// x in host memory (exports, checkpoints, CPU-only steps): x itself when it is there.
+  at::Tensor ToHost(const at::Tensor& x) const;
+  /// Runs `copies` with a side stream of the device current, then makes the compute stream wait for them: the next
+  /// layer's weights cross the bus while this one computes. On the CPU it simply runs `copies`.
+  void OnSideStream(const std::function<void()>& copies) const;
+  /// Waits until the device has finished the work queued on its current stream (nothing on the CPU).
+  void Synchronize() const;
+
+ private:
+  explicit ComputeDevice(at::Device device) : device_(device) {}
+  at::Device device_{at::kCPU};
+};
+
+/// Whether the engine's passes (streaming, calibration, algorithms, export) run on `device` in this build: on the
+/// CPU. The numerics already run on any device (core/numerics/quant_kernels.h), but the layer streamer does not yet
+/// place layers and activations on a GPU, so a GPU is refused with FAILED_PRECONDITION naming `what` and the device
+/// rather than silently computed on the CPU.
+absl::Status CheckPassesRunOn(const ComputeDevice& device, const std::string& what);
+
+}  // namespace quark::runtime

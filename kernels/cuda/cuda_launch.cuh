@@ -1,0 +1,67 @@
+// What every CUDA kernel file shares: element loads and stores that round exactly as the CPU's conversions do, the
+// grid size of a grid-stride launch, and the dispatch on the element type.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/quant_cuda.h"
+#include "kernels/element/element_ops.h"
+
+namespace quark::kernels::cuda {
+
+// Element storage types: float32, and bfloat16 / half as their bits (the conversions are element_ops' own, so a
+// NaN is written with the CPU's bits, not CUDA's intrinsics' ones).
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+
+__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float Load(const Bf16* p, int64_t i) { return element::Bf16ToFloat(p[i].bits); }
+__device__ __forceinline__ float Load(const F16* p, int64_t i) { return element::HalfToFloat(p[i].bits); }
+__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void Store(Bf16* p, int64_t i, float v) { p[i].bits = element::Bf16Bits(v); }
+__device__ __forceinline__ void Store(F16* p, int64_t i, float v) { p[i].bits = element::HalfBits(v); }
+
+constexpr int kThreads = 256;
+
+/// Blocks of a grid-stride launch over n items.
+inline int GridBlocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 32 ? (b < 1 ? 1 : b) : 65535 * 32);
+}
+
+#define QUARK_GRID_STRIDE(i, n)                                                                       \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// Calls f(T{}) with T the storage type of `elem`; returns what f returns.
+template <typename F>
+int DispatchElem(CudaElem elem, F f) {
+  switch (elem) {
+    case CudaElem::kBF16:
+      return f(Bf16{});
+    case CudaElem::kF16:
+      return f(F16{});
+    case CudaElem::kF32:
+      break;
+  }
+  return f(0.0f);
+}
+
+/// Calls f(std::integral_constant<int, mode>) for a RoundMode index (0, 1, 2).
+template <typename F>
+int DispatchRound(int mode, F f) {
+  if (mode == 1) return f(std::integral_constant<int, 1>{});
+  if (mode == 2) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 0>{});
+}
+
+inline int LastLaunchError() { return static_cast<int>(cudaGetLastError()); }
+
+}  // namespace quark::kernels::cuda

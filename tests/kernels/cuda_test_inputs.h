@@ -1,0 +1,55 @@
+// Inputs of the CUDA-vs-CPU kernel tests: values that reach every branch of the element math (ties of each rounding
+// mode, saturation, NaN, +-Inf, -0, subnormals, tiny MX blocks), in every storage type, and device buffers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/quant_cuda.h"
+
+namespace quark::testing {
+
+/// `n` float32 values with a seeded spread of magnitudes, ties at multiples of 0.5 * `unit`, and the special values.
+std::vector<float> KernelInputs(int64_t n, uint64_t seed, float unit);
+
+/// The values stored as `elem` (float32 bits, or bfloat16 / half bits rounded as the CPU does), as raw bytes.
+std::vector<uint8_t> StoreAs(const std::vector<float>& values, kernels::cuda::CudaElem elem);
+
+int64_t ElemBytes(kernels::cuda::CudaElem elem);
+std::string ElemName(kernels::cuda::CudaElem elem);
+
+/// Device memory of a fixed size, freed on destruction; copies to and from host vectors.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  static DeviceBuffer From(const std::vector<T>& host) {
+    DeviceBuffer b(host.size() * sizeof(T));
+    b.Upload(host.data(), host.size() * sizeof(T));
+    return b;
+  }
+  void Upload(const void* host, size_t bytes);
+  void Download(void* host, size_t bytes) const;
+  template <typename T>
+  std::vector<T> Read(size_t count) const {
+    std::vector<T> out(count);
+    Download(out.data(), count * sizeof(T));
+    return out;
+  }
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace quark::testing
