@@ -4,6 +4,9 @@
 #include <atomic>
 
 #include "core/numerics/dispatch.h"
+#if defined(QUARK_HAVE_CUDA_KERNELS)
+#include "core/numerics/cuda_quant_kernels.h"
+#endif
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/reduce_kernels.h"
 
@@ -90,6 +93,11 @@ void RegisterQuantKernels(c10::DeviceType type, const QuantKernels* kernels) {
 
 const QuantKernels& QuantKernelsFor(const at::Device& device) {
   if (device.is_cpu()) return CpuQuantKernels();
+#if defined(QUARK_HAVE_CUDA_KERNELS)
+  // This build has CUDA kernels (nvcc found): CUDA tensors get them unless something else was registered since.
+  static const bool cuda_registered = (RegisterCudaQuantKernels(), true);
+  (void)cuda_registered;
+#endif
   if (const QuantKernels* registered = Registry()[static_cast<size_t>(device.type())].load()) return *registered;
   return TensorOpQuantKernels();
 }

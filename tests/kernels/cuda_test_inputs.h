@@ -27,6 +27,8 @@ class DeviceBuffer {
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) { other.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
   template <typename T>
   static DeviceBuffer From(const std::vector<T>& host) {
     DeviceBuffer b(host.size() * sizeof(T));

@@ -174,10 +174,16 @@ TEST(TensorOpKernelsTest, RangeReductionsAreTheCpuKernels) {
   }
 }
 
-TEST(TensorOpKernelsTest, CpuTensorsGetTheCpuKernels) {
+TEST(TensorOpKernelsTest, EachDeviceGetsItsKernels) {
   EXPECT_EQ(QuantKernelsFor(at::Device(at::kCPU)).name(), "cpu");
-  // Without a registered device library, other devices get the tensor ops (no device tensor is made here).
+  // CUDA tensors get the CUDA kernels where nvcc built them, the tensor ops otherwise; a device without kernels of
+  // its own always gets the tensor ops. (Only the choice is looked at: no device tensor is made here.)
+#if defined(QUARK_HAVE_CUDA_KERNELS)
+  EXPECT_EQ(QuantKernelsFor(at::Device(at::kCUDA, 0)).name(), "cuda");
+#else
   EXPECT_EQ(QuantKernelsFor(at::Device(at::kCUDA, 0)).name(), "tensor-ops");
+#endif
+  EXPECT_EQ(QuantKernelsFor(at::Device(at::kXPU, 0)).name(), "tensor-ops");
 }
 
 }  // namespace

@@ -61,14 +61,15 @@ TEST_F(DeviceFlagsTest, QuantizeRefusesAMissingGpuNamingIt) {
 
 TEST_F(DeviceFlagsTest, EvalRefusesAMissingGpuAndNonsense) {
   const std::string model = Fixture("stories260K");
-  TimedRun t = Timed("eval --model " + model + " --token-ids 1,2,3 --device cuda:1");
+  TimedRun t = Timed("eval --model " + model + " --text /nonexistent --device cuda:1");
   EXPECT_EQ(t.run.exit_code, 2) << t.run.output;
   EXPECT_NE(t.run.output.find("--device: cuda:1 is not available"), std::string::npos) << t.run.output;
-  t = Timed("eval --model " + model + " --token-ids 1,2,3 --device tpu:0");
+  t = Timed("eval --model " + model + " --text /nonexistent --device tpu:0");
   EXPECT_EQ(t.run.exit_code, 2) << t.run.output;
   EXPECT_NE(t.run.output.find("--device: \"tpu:0\" is not a device"), std::string::npos) << t.run.output;
   // The CPU still works.
-  t = Timed("eval --model " + model + " --token-ids 1,2,3,4,5 --device cpu --json");
+  t = Timed("eval --model " + model + " --text " + Fixture("eval/tinystories_validation_prefix.txt") +
+            " --seq-len 32 --max-windows 1 --device cpu --json");
   EXPECT_EQ(t.run.exit_code, 0) << t.run.output;
 }
 
