@@ -62,6 +62,35 @@ int DispatchRound(int mode, F f) {
   return f(std::integral_constant<int, 0>{});
 }
 
+/// The amax of one MX block over a warp (one lane per element; NaN ignored, as the CPU's block amax does).
+__device__ __forceinline__ float WarpAmax(float v) {
+  float amax = element::Float(element::Bits(v) & 0x7FFFFFFFu);
+  amax = amax != amax ? 0.0f : amax;
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+  return amax;
+}
+
+/// Where one lane of an MX launch (one warp per block of 32 along rows of `len`) stands.
+struct MxLane {
+  int64_t block;  // the warp's block, row-major over [rows, ceil(len / 32)]
+  int64_t index;  // the element's offset in the data
+  int lane;
+  bool valid;  // inside the row (a tail block's last lanes are not)
+  bool active;  // the warp has a block at all (whole warps leave together, so shuffles see all 32 lanes)
+};
+
+__device__ __forceinline__ MxLane MxLaneOf(int64_t rows, int64_t len) {
+  const int64_t blocks_per_row = (len + 31) / 32;
+  MxLane l;
+  l.block = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  l.lane = threadIdx.x % 32;
+  l.active = l.block < rows * blocks_per_row;
+  const int64_t col = (l.block % blocks_per_row) * 32 + l.lane;
+  l.valid = l.active && col < len;
+  l.index = (l.block / blocks_per_row) * len + col;
+  return l;
+}
+
 inline int LastLaunchError() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace quark::kernels::cuda

@@ -23,31 +23,17 @@ __global__ void FakeFloatKernel(const T* x, T* y, CudaAffineArgs a, GridArgs g, 
   }
 }
 
-// The block's amax over a warp (one lane per element; NaN ignored, as the CPU's block amax does).
-__device__ __forceinline__ float WarpAmax(float v) {
-  float amax = element::Float(element::Bits(v) & 0x7FFFFFFFu);
-  amax = amax != amax ? 0.0f : amax;
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-  return amax;
-}
-
 // One warp per MX block of 32 elements.
 template <int kMode, typename T>
 __global__ void FakeMxKernel(const T* x, T* y, CudaMxArgs a) {
-  const int64_t blocks_per_row = (a.len + 31) / 32;
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= a.rows * blocks_per_row) return;  // whole warps leave together: the shuffle below sees all 32 lanes
-  const int64_t row = warp / blocks_per_row;
-  const int64_t col = (warp % blocks_per_row) * 32 + lane;
-  const bool valid = col < a.len;
-  const int64_t i = row * a.len + col;
-  const float v = valid ? Load(x, i) : 0.0f;
+  const MxLane l = MxLaneOf(a.rows, a.len);
+  if (!l.active) return;
+  const float v = l.valid ? Load(x, l.index) : 0.0f;
   const int e = element::MxSharedExponent(WarpAmax(v), a.elem_mbits, a.emax, a.mode);
   const int shift = a.is_int ? 6 : 0;
   const float scaled = element::ScaleByPow2(v, shift - e);
   const float r = a.is_int ? element::MxIntValue<kMode>(scaled, 1.0f) : element::GridSat(scaled, a.grid);
-  if (valid) Store(y, i, r * element::Pow2(e - shift));
+  if (l.valid) Store(y, l.index, r * element::Pow2(e - shift));
 }
 
 }  // namespace

@@ -28,21 +28,13 @@ __global__ void FloatCodesKernel(const T* x, uint8_t* codes, CudaAffineArgs a, G
 // One warp per MX block: the amax with NaN ignored, the E8M0 exponent, then each lane's code.
 template <int kMode, typename T>
 __global__ void MxCodesKernel(const T* x, uint8_t* codes, uint8_t* e8m0, CudaMxArgs a, GridCodeArgs gc) {
-  const int64_t blocks_per_row = (a.len + 31) / 32;
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= a.rows * blocks_per_row) return;
-  const int64_t row = warp / blocks_per_row;
-  const int64_t col = (warp % blocks_per_row) * 32 + lane;
-  const bool valid = col < a.len;
-  const int64_t i = row * a.len + col;
-  const float v = valid ? Load(x, i) : 0.0f;
-  float amax = element::Float(element::Bits(v) & 0x7FFFFFFFu);
-  amax = amax != amax ? 0.0f : amax;
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-  const int e = element::MxSharedExponent(amax, a.elem_mbits, a.emax, a.mode);
-  if (lane == 0) e8m0[warp] = static_cast<uint8_t>(e + 127);
-  if (!valid) return;
+  const MxLane l = MxLaneOf(a.rows, a.len);
+  if (!l.active) return;
+  const float v = l.valid ? Load(x, l.index) : 0.0f;
+  const int e = element::MxSharedExponent(WarpAmax(v), a.elem_mbits, a.emax, a.mode);
+  if (l.lane == 0) e8m0[l.block] = static_cast<uint8_t>(e + 127);
+  if (!l.valid) return;
+  const int64_t i = l.index;
   const int shift = a.is_int ? 6 : 0;
   const float scaled = element::ScaleByPow2(v, shift - e);
   if (a.is_int) {
