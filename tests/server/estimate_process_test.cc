@@ -1,7 +1,8 @@
 // ValidateConfig --estimate and SubmitJob's fit check through the real quarkd: workers registering their measured
 // throughputs over the real worker protocol (a plain gRPC client here: the engine's probe is exercised by
-// quark-worker itself), estimates per kind of worker, and a job refused RESOURCE_EXHAUSTED with the numbers when
-// it fits none of them.
+// quark-worker itself), estimates per kind of worker, a job refused RESOURCE_EXHAUSTED with the numbers when it
+// fits none of them, a GPU job no worker can ever run refused FAILED_PRECONDITION (or left waiting, with an event,
+// when GPU workers can still come), and a config.json claiming billions of layers refused at once.
 #include <grpcpp/grpcpp.h>
 
 #include <gtest/gtest.h>
