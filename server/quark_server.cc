@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/log.h"
+#include "server/log_text.h"
 #include "server/api/access_control.h"
 #include "server/api/admin_service.h"
 #include "server/api/quantization_service.h"
@@ -59,15 +60,38 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   return token;
 }
 
+// Reachable from other machines with nobody checked: started (plaintext needs --insecure, which says as much), but
+// said loudly, once, at start.
+void WarnInsecureCombinations(const ServerOptions& options, bool tokens) {
+  std::string host;
+  int port = 0;
+  if (!tokens && metrics::SplitHostPort("listen", options.listen, &host, &port).ok() && !IsLoopbackHost(host)) {
+    log::Get("server")->warn("job=- listen {} is reachable from other machines without --tokens-file: every caller "
+                             "is an anonymous admin and may act as a worker", ForLog(options.listen, 200));
+  }
+  if (!options.metrics_listen.empty() && options.metrics_token_file.empty() &&
+      metrics::SplitHostPort("metrics-listen", options.metrics_listen, &host, &port).ok() && !IsLoopbackHost(host)) {
+    log::Get("server")->warn("job=- metrics-listen {} is reachable from other machines without "
+                             "--metrics-token-file: anyone may scrape it", ForLog(options.metrics_listen, 200));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOptions& options, Clock* clock) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data-dir: required");
   std::error_code error;
-  std::filesystem::create_directories(options.data_dir, error);
+  const bool created = std::filesystem::create_directories(options.data_dir, error);
   if (error) {
     return absl::FailedPreconditionError(
         absl::StrCat("data-dir: cannot create \"", options.data_dir, "\": ", error.message()));
+  }
+  // The store, the workers' folders and the local workers' socket live here: quarkd's user only.
+  if (created) std::filesystem::permissions(options.data_dir, std::filesystem::perms::owner_all, error);
+  struct stat info {};
+  if (stat(options.data_dir.c_str(), &info) == 0 && (info.st_mode & 077) != 0) {
+    log::Get("server")->warn("job=- data-dir {} is open to other users (mode {:o}); chmod 700 it", options.data_dir,
+                             info.st_mode & 0777);
   }
   std::unique_ptr<QuarkServer> server(new QuarkServer());
   server->registry_ = std::make_unique<metrics::Registry>();
@@ -101,7 +125,7 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
   server->ticker_ = std::thread([self, tick] {
     for (int ticks = 1; !self->stop_.WaitForNotificationWithTimeout(tick); ++ticks) {
       self->scheduler_->Tick();
-      if (ticks % kTokenCheckTicks == 0 && self->auth_->ReloadIfChanged()) self->ApplyTenantLimits();
+      if (ticks % kTokenCheckTicks == 0 && self->auth_->ReloadIfChanged()) self->AfterTokensReload();
     }
   });
   status = server->StartWorkers(options);
@@ -170,6 +194,7 @@ absl::Status QuarkServer::StartSecurity(const ServerOptions& options) {
     if (!tls.ok()) return tls.status();
     tls_ = std::move(*tls);
   }
+  WarnInsecureCombinations(options, auth_->enabled());
   return absl::OkStatus();
 }
 
@@ -181,10 +206,16 @@ void QuarkServer::ApplyTenantLimits() {
   scheduler_->SetTenantRunningLimits(std::move(limits));
 }
 
+void QuarkServer::AfterTokensReload() {
+  ApplyTenantLimits();
+  // A token no longer in the file loses its open streams too, not only its next call.
+  if (quantization_service_ != nullptr) quantization_service_->EndRevokedWatches();
+}
+
 absl::Status QuarkServer::ReloadSecurity() {
   absl::Status status = tls_ ? tls_->Reload() : absl::OkStatus();
   absl::Status tokens = auth_->enabled() ? auth_->Reload() : absl::OkStatus();
-  if (tokens.ok()) ApplyTenantLimits();
+  if (tokens.ok()) AfterTokensReload();
   return status.ok() ? tokens : status;
 }
 
@@ -199,8 +230,15 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
         "or --insecure to serve plaintext gRPC there"));
   }
   worker_profiles_ = std::make_unique<WorkerProfiles>();
+  GpuSources gpu_sources;
+  gpu_sources.executor = options.executor.empty() ? "local" : options.executor;
+  gpu_sources.executor_starts_gpu_workers = options.executor == "slurm";  // sbatch --gres=gpu:N
+  gpu_sources.remote_gpu_workers = options.expect_gpu_workers;
+  // StartWorkers gives each local worker one visible GPU when there are any.
+  gpu_sources.local_gpus_per_worker = options.workers != 0 && !VisibleGpus().empty() ? 1 : 0;
   quantization_service_ = std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(),
-                                                                    policy_.get(), access_.get(), worker_profiles_.get());
+                                                                    policy_.get(), access_.get(), worker_profiles_.get(),
+                                                                    gpu_sources);
   worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get(), worker_profiles_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(scheduler_.get(), store_.get(), access_.get());
   grpc::EnableDefaultHealthCheckService(true);

@@ -66,6 +66,9 @@ struct ServerOptions {
   /// "local" (the worker pool above only) or "slurm": also a SlurmExecutor starting batch workers for queued
   /// jobs (`slurm`; its server_address defaults to grpc_address(), its work_dir to DATA_DIR/slurm).
   std::string executor = "local";
+  /// GPU workers join from elsewhere (a Kubernetes Deployment scaled from zero): a job asking for GPUs queues even
+  /// when no registered worker, local GPU or executor can provide them (else it is refused at submit).
+  bool expect_gpu_workers = false;
   SlurmExecutorOptions slurm;
   SchedulerOptions scheduler;
 };
@@ -107,6 +110,7 @@ class QuarkServer {
   absl::Status StartGrpc(const ServerOptions& options);
   absl::Status StartSecurity(const ServerOptions& options);
   void ApplyTenantLimits();
+  void AfterTokensReload();
   absl::Status StartWorkers(const ServerOptions& options);
   absl::Status StartExecutor(const ServerOptions& options);
 

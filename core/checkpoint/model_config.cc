@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/config_limits.h"
 #include "core/checkpoint/moe_config.h"
 #include "core/checkpoint/gemma_config.h"
 
@@ -149,17 +150,20 @@ absl::Status ParseSizes(const json& root, const std::string& label, ModelConfig&
     auto value = IntField(root, label, f.name, f.fallback);
     if (!value.ok()) return value.status();
     if (*value <= 0) return FieldError(label, f.name, quark::StrCat("= ", *value, " must be positive"));
+    if (auto limit = CheckSizeLimit(label, f.name, *value); !limit.ok()) return limit;
     *f.target = *value;
   }
   auto kv = IntField(root, label, "num_key_value_heads", config.num_attention_heads);
   if (!kv.ok()) return kv.status();
   config.num_key_value_heads = opt ? config.num_attention_heads : *kv;
+  if (auto limit = CheckSizeLimit(label, "num_key_value_heads", *kv); !limit.ok()) return limit;
   if (config.num_key_value_heads <= 0 || config.num_attention_heads % config.num_key_value_heads != 0) {
     return FieldError(label, "num_key_value_heads", quark::StrCat("= ", config.num_key_value_heads,
                       " does not divide num_attention_heads = ", config.num_attention_heads));
   }
   auto head_dim = IntField(root, label, "head_dim", 0);
   if (!head_dim.ok()) return head_dim.status();
+  if (auto limit = CheckSizeLimit(label, "head_dim", *head_dim); !limit.ok()) return limit;
   if (*head_dim <= 0 && config.hidden_size % config.num_attention_heads != 0) {
     return FieldError(label, "hidden_size", quark::StrCat("= ", config.hidden_size, " is not divisible by num_attention_heads = ",
                       config.num_attention_heads));
@@ -169,15 +173,19 @@ absl::Status ParseSizes(const json& root, const std::string& label, ModelConfig&
   return absl::OkStatus();
 }
 
-void ParseOptFields(const json& root, ModelConfig& config) {
+absl::Status ParseOptFields(const json& root, const std::string& label, ModelConfig& config) {
+  auto proj = IntField(root, label, "word_embed_proj_dim", config.hidden_size);
+  if (!proj.ok()) return proj.status();
+  if (*proj <= 0) return FieldError(label, "word_embed_proj_dim", quark::StrCat("= ", *proj, " must be positive"));
+  if (auto limit = CheckSizeLimit(label, "word_embed_proj_dim", *proj); !limit.ok()) return limit;
+  config.word_embed_proj_dim = *proj;
   config.hidden_act = StringField(root, "activation_function", "relu");
   config.do_layer_norm_before = BoolField(root, "do_layer_norm_before", true);
-  config.word_embed_proj_dim = root.contains("word_embed_proj_dim") && root["word_embed_proj_dim"].is_number_integer()
-                                   ? root["word_embed_proj_dim"].get<int64_t>() : config.hidden_size;
   config.enable_bias = BoolField(root, "enable_bias", true);
   config.layer_norm_elementwise_affine = BoolField(root, "layer_norm_elementwise_affine", true);
   config.attention_bias = config.o_proj_bias = config.mlp_bias = config.enable_bias;
   config.tie_word_embeddings = BoolField(root, "tie_word_embeddings", true);
+  return absl::OkStatus();
 }
 
 // What of Phi-3's config the runtime cannot compute: LongRoPE ("longrope", or "su" in the first Phi-3-128k
@@ -254,7 +262,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     return config;
   }
   if (config.family == ArchFamily::kOpt) {
-    ParseOptFields(root, config);
+    if (auto status = ParseOptFields(root, label, config); !status.ok()) return status;
     config.layer_norm_eps = 1e-5;
     if (config.hidden_act != "relu") {
       return FieldError(label, "activation_function", quark::StrCat("= \"", config.hidden_act, "\" is not supported (relu)"));
@@ -288,9 +296,15 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(quark::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseModelConfig(text.str(), path);
+  // Read at most one byte past the limit (the file may be a FIFO or grow while read: its size is not trusted).
+  std::string text(static_cast<size_t>(kMaxConfigJsonBytes) + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<int64_t>(text.size()) > kMaxConfigJsonBytes) {
+    return absl::InvalidArgumentError(
+        quark::StrCat(path, ": more than ", kMaxConfigJsonBytes, " bytes (a config.json is a few KiB)"));
+  }
+  return ParseModelConfig(text, path);
 }
 
 std::string ModelConfigToJson(const ModelConfig& c) {

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/config_limits.h"
 #include "core/checkpoint/model_layout.h"
 
 namespace quark::checkpoint {
@@ -23,6 +24,10 @@ std::string ResolveTensorName(const CheckpointReader& reader, const std::string&
 }
 
 absl::StatusOr<std::vector<quark::ModuleInfo>> ListModules(const ModelConfig& config, const CheckpointReader& reader) {
+  // ModelTensors sizes its list by the config's layers and experts: bound them by the tensors held first.
+  int64_t tensors_held = 0;
+  for (const auto& file : reader.files()) tensors_held += static_cast<int64_t>(file->header().tensors.size());
+  if (auto bound = CheckTensorCountBound(config, tensors_held, reader.location()); !bound.ok()) return bound;
   std::vector<quark::ModuleInfo> modules;
   for (const TensorSpec& spec : ModelTensors(config)) {
     if (spec.role != TensorRole::kEmbedding && spec.role != TensorRole::kLinearWeight) continue;

@@ -1,6 +1,7 @@
 #include "core/checkpoint/moe_config.h"
 
 #include "core/base/strings.h"
+#include "core/checkpoint/config_limits.h"
 
 namespace quark::checkpoint {
 namespace {
@@ -23,6 +24,7 @@ absl::Status ReadPositive(const json& root, const std::string& label, const std:
   if (!it->is_number_integer()) return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not an integer"));
   const int64_t value = it->get<int64_t>();
   if (value <= 0) return FieldError(label, field, quark::StrCat("= ", value, " must be positive"));
+  if (auto limit = CheckSizeLimit(label, field, value); !limit.ok()) return limit;
   *out = value;
   return absl::OkStatus();
 }
@@ -64,6 +66,11 @@ absl::Status ParseMoeFields(const json& root, const std::string& label, ModelCon
   const bool mixtral = config.model_type == "mixtral";
   if (auto s = ReadPositive(root, label, mixtral ? "num_local_experts" : "num_experts", 0, &config.num_experts); !s.ok()) {
     return s;
+  }
+  if (config.num_hidden_layers * config.num_experts > kMaxLayerExperts) {  // both bounded: no overflow
+    return FieldError(label, mixtral ? "num_local_experts" : "num_experts",
+                      quark::StrCat("= ", config.num_experts, " in each of ", config.num_hidden_layers,
+                                    " layers is above the limit of ", kMaxLayerExperts, " experts in all"));
   }
   if (auto s = ReadPositive(root, label, "num_experts_per_tok", 0, &config.num_experts_per_tok); !s.ok()) return s;
   if (config.num_experts_per_tok > config.num_experts) {

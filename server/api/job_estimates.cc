@@ -1,5 +1,6 @@
 #include "server/api/job_estimates.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -222,10 +223,39 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::strin
   return needs;
 }
 
+namespace {
+
+int MostGpus(const std::vector<WorkerProfile>& workers) {
+  int most = 0;
+  for (const WorkerProfile& w : workers) most = std::max(most, GpuDeviceCount(w.devices));
+  return most;
+}
+
+std::string GpusText(int gpus) { return gpus == 1 ? std::string("a GPU") : absl::StrCat(gpus, " GPUs"); }
+
+// Whether something other than the registered workers can bring a worker with `gpus` GPUs.
+bool CanStartGpuWorker(const GpuSources& sources, int gpus) {
+  return sources.executor_starts_gpu_workers || sources.remote_gpu_workers || sources.local_gpus_per_worker >= gpus;
+}
+
+}  // namespace
+
 absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& needs,
-                          const std::vector<WorkerProfile>& workers) {
+                          const std::vector<WorkerProfile>& workers, const GpuSources& sources) {
+  const int gpus = spec.resources().gpus();
+  if (gpus > 0 && MostGpus(workers) < gpus && !CanStartGpuWorker(sources, gpus)) {
+    const int most = MostGpus(workers);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.resources.gpus: the job asks for ", GpusText(gpus), " and no worker can ever have ",
+        gpus == 1 ? "one" : "that many", ": ",
+        most == 0 ? absl::StrCat("none of the ", workers.size(), " registered workers announced a GPU device (cuda:N, "
+                                 "hip:N)")
+                  : absl::StrCat("the registered workers have at most ", most),
+        ", and executor ", sources.executor, " starts no worker with ", gpus == 1 ? "a GPU" : "them",
+        sources.local_gpus_per_worker > 0 ? " (a local worker has one GPU)" : " (no local GPU is visible)"));
+  }
   if (workers.empty()) return absl::OkStatus();
-  const JobDemand demand{spec.resources().gpus(), needs.host_bytes, needs.gpu_bytes};
+  const JobDemand demand{gpus, needs.host_bytes, needs.gpu_bytes};
   // Among the workers with the GPUs, the one with the most host memory names the refusal (as ValidateConfig's
   // estimates, the largest worker is the one a user would grow).
   const WorkerProfile* largest = nullptr;
@@ -241,13 +271,10 @@ absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& 
       largest_shortfall = shortfall;
     }
   }
+  // No registered worker has the GPUs, but one that has them can be started: the job waits for it.
+  if (largest == nullptr) return absl::OkStatus();
   std::string why;
-  if (largest == nullptr) {
-    const int gpus = spec.resources().gpus();
-    why = absl::StrCat("needs ", gpus == 1 ? std::string("a GPU") : absl::StrCat(gpus, " GPUs"),
-                       " (spec.resources.gpus = ", gpus, "); none of the ", workers.size(),
-                       " registered workers has ", gpus == 1 ? "one" : "that many");
-  } else if (largest_shortfall == Shortfall::kGpuMemory) {
+  if (largest_shortfall == Shortfall::kGpuMemory) {
     why = absl::StrCat("needs ", Gib(needs.gpu_bytes), " GPU memory at phase ", needs.gpu_phase,
                        "; the largest worker has ", Gib(largest->rates.gpu_memory_bytes));
   } else {
@@ -255,6 +282,17 @@ absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& 
                        "; the largest worker has ", Gib(largest->rates.host_memory_bytes));
   }
   return absl::ResourceExhaustedError(absl::StrCat("spec: the job fits no registered worker: ", why));
+}
+
+std::string GpuWaitText(const quark::v1::JobSpec& spec, const std::vector<WorkerProfile>& workers,
+                        const GpuSources& sources) {
+  const int gpus = spec.resources().gpus();
+  if (gpus <= 0 || MostGpus(workers) >= gpus) return "";
+  std::string from = sources.executor_starts_gpu_workers ? absl::StrCat("executor ", sources.executor, " starts one")
+                     : sources.local_gpus_per_worker >= gpus ? std::string("a local worker with a GPU is starting")
+                                                            : std::string("GPU workers are expected to join");
+  return absl::StrCat("waiting for a worker with ", GpusText(gpus), " (no registered worker has ",
+                      gpus == 1 ? "one" : "that many", "; ", from, ")");
 }
 
 }  // namespace quark::server

@@ -41,12 +41,28 @@ struct JobMemoryNeeds {
 /// modelled).
 JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir);
 
-/// RESOURCE_EXHAUSTED when at least one worker is known and none of them would be handed the job at lease time
-/// (WorkerFitsJob): its estimated peak host memory is above every worker's announced memory ("needs 31.2 GiB host
-/// memory at phase gptq; the largest worker has 24.0 GiB"), or it asks for GPUs (spec.resources.gpus) and no
-/// worker announced that many GPU devices. OK when it fits one, when no worker is known, or when its needs are
-/// unknown (zeros) and it asks for no GPU.
+/// What can bring a worker with GPUs besides the workers registered now. A job asking for GPUs that neither the
+/// registered workers nor these can ever provide is refused at submit (CheckJobFits).
+struct GpuSources {
+  int local_gpus_per_worker = 0;  // the local pool gives each of its workers one visible GPU (1), or none (0)
+  bool executor_starts_gpu_workers = false;  // --executor slurm: sbatch --gres=gpu:N starts one with N GPUs
+  bool remote_gpu_workers = false;           // --expect-gpu-workers: GPU workers join from elsewhere (Kubernetes)
+  std::string executor = "local";            // named in the refusal
+};
+
+/// FAILED_PRECONDITION naming spec.resources.gpus when the job asks for GPUs and no registered worker announced
+/// that many GPU devices ("cuda:N", "hip:N") and nothing in `sources` can start one that has them. Else, among the
+/// workers with the GPUs, RESOURCE_EXHAUSTED when at least one worker is known and none of them would be handed the
+/// job at lease time (WorkerFitsJob): its estimated peak host memory is above every worker's announced memory
+/// ("needs 31.2 GiB host memory at phase gptq; the largest worker has 24.0 GiB"). OK when it fits one, when no
+/// worker is known and it asks for no GPU, when its needs are unknown (zeros) and it asks for no GPU, or when no
+/// registered worker has its GPUs but `sources` can bring one (the job waits: GpuWaitText).
 absl::Status CheckJobFits(const quark::v1::JobSpec& spec, const JobMemoryNeeds& needs,
-                          const std::vector<WorkerProfile>& workers);
+                          const std::vector<WorkerProfile>& workers, const GpuSources& sources = {});
+
+/// "waiting for a worker with 2 GPUs (...)" when the job asks for GPUs and no worker in `workers` has that many
+/// (the event SubmitJob appends to such a job); "" otherwise.
+std::string GpuWaitText(const quark::v1::JobSpec& spec, const std::vector<WorkerProfile>& workers,
+                        const GpuSources& sources);
 
 }  // namespace quark::server

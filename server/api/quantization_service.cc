@@ -11,6 +11,7 @@
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
 #include "server/api/job_estimates.h"
+#include "server/api/request_limits.h"
 #include "server/api/spec_validation.h"
 #include "server/api/status_util.h"
 #include "server/api/watch_job_reactor.h"
@@ -21,6 +22,9 @@ namespace {
 
 constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
+// gRPC clients accept 4 MiB messages by default; a page's framing adds a few bytes per job.
+constexpr int64_t kMaxPageBytes = int64_t{3} << 20;
+constexpr size_t kMaxPageTokenBytes = 32;
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -63,7 +67,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
   JobMemoryNeeds needs;
   if (status.ok()) needs = EstimateJobNeeds(request->spec(), UriPolicy::FilePath(request->spec().model_uri()));
-  if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, workers_->Live());
+  const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
+  if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
   if (!status.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
     if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
@@ -87,6 +92,10 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   access_->Audit(*principal, "submit", job.ok() ? job->id() : "", job.status(),
                  absl::StrCat("model=", request->spec().model_uri(), " preset=", PresetLabel(request->spec()),
                               " output=", request->spec().output_uri()));
+  if (job.ok() && workers_ != nullptr && job->state() == quark::v1::JOB_STATE_QUEUED) {
+    const std::string waiting = GpuWaitText(request->spec(), live, gpu_sources_);
+    if (!waiting.empty()) scheduler_->AppendLog(job->id(), waiting).IgnoreError();  // ended already: nothing to say
+  }
   if (job.ok()) *response = std::move(*job);
   return FinishNow(context, job.status());
 }
@@ -111,7 +120,13 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListJobs(grpc::CallbackServer
     return FinishNow(context, absl::InvalidArgumentError(
                                   absl::StrCat("page_size: ", request->page_size(), " must not be negative")));
   }
+  if (request->page_token().size() > kMaxPageTokenBytes) {
+    return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                  "page_token: ", request->page_token().size(), " bytes, not a token from ListJobs")));
+  }
   JobFilter filter;
+  // Pages end by bytes too: a page of large specs stays far below the largest message a client accepts.
+  filter.max_page_bytes = kMaxPageBytes;
   for (int state : request->states()) filter.states.push_back(static_cast<quark::v1::JobState>(state));
   filter.labels.insert(request->labels().begin(), request->labels().end());
   filter.tenant = access_->TenantFilter(*principal);
@@ -144,7 +159,29 @@ grpc::ServerWriteReactor<quark::v1::JobEvent>* QuantizationServiceImpl::WatchJob
     grpc::CallbackServerContext* context, const quark::v1::WatchJobRequest* request) {
   absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "WatchJob");
   if (!principal.ok()) return new WatchJobReactor(principal.status());
-  return new WatchJobReactor(store_, hub_, *request, access_->TenantFilter(*principal));  // deletes itself in OnDone
+  auto forget = [this](WatchJobReactor* done) {
+    std::lock_guard<std::recursive_mutex> lock(watches_mu_);
+    watches_.erase(done);
+  };
+  // Deletes itself in OnDone, which gRPC calls only after this handler returned it: registering it here is safe.
+  auto* reactor = new WatchJobReactor(store_, hub_, *request, access_->TenantFilter(*principal), forget);
+  std::lock_guard<std::recursive_mutex> lock(watches_mu_);
+  watches_[reactor] = context;
+  return reactor;
+}
+
+void QuantizationServiceImpl::EndRevokedWatches() {
+  std::lock_guard<std::recursive_mutex> lock(watches_mu_);
+  std::vector<WatchJobReactor*> open;
+  for (const auto& [reactor, context] : watches_) open.push_back(reactor);
+  for (WatchJobReactor* reactor : open) {
+    auto it = watches_.find(reactor);  // an earlier Revoke's inline OnDone may have erased (and deleted) it
+    if (it == watches_.end()) continue;
+    absl::StatusOr<Principal> principal = access_->Authorize(*it->second, Role::kViewer, "WatchJob");
+    if (principal.ok()) continue;
+    log::Get("server")->info("job=- WatchJob ended: {}", ForLog(principal.status().ToString()));
+    reactor->Revoke(ToGrpcStatus(principal.status()));
+  }
 }
 
 grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackServerContext* context,
@@ -165,8 +202,9 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackSer
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
                                quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers) {
   absl::Status status = policy.Check("model_uri", request.model_uri(), false);
-  // The estimate reads the evaluation file's size: the same roots apply as to a submitted job's.
-  if (status.ok() && request.estimate()) status = policy.Check("evaluation.uri", request.evaluation().uri(), false);
+  // The estimate reads the data files' sizes: the same roots apply as to a submitted job's.
+  if (status.ok()) status = policy.Check("calibration.uri", request.calibration().uri(), false);
+  if (status.ok()) status = policy.Check("evaluation.uri", request.evaluation().uri(), false);
   if (!status.ok()) return status;
   bool has_preset = request.quantization_case() == quark::v1::ValidateConfigRequest::kPreset;
   bool has_config = request.quantization_case() == quark::v1::ValidateConfigRequest::kConfig;
@@ -210,8 +248,17 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::Callback
   absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kViewer, "ValidateConfig");
   if (!principal.ok()) return FinishNow(context, principal.status());
   absl::Status status = CheckDeadline(context);
+  // Sizes first: nothing below may spend time on (or echo) a megabyte-long preset or pattern.
+  if (status.ok()) status = CheckRequestSizes(*request, "");
+  if (status.ok()) status = CheckJobShape("", request->calibration(), request->evaluation());
   if (status.ok()) status = policy_->Check("model_uri", request->model_uri(), false);
+  // Every file the call looks at is in the caller's tenant's roots: the estimate reads the data files' sizes, which
+  // would tell another tenant whether a file exists and how large it is.
   if (status.ok()) status = access_->CheckTenantModelUri(*principal, "model_uri", request->model_uri());
+  if (status.ok()) {
+    status = access_->CheckTenantModelUri(*principal, "calibration.uri", request->calibration().uri());
+  }
+  if (status.ok()) status = access_->CheckTenantModelUri(*principal, "evaluation.uri", request->evaluation().uri());
   if (status.ok()) {
     status = RunValidateConfig(*request, *policy_, response,
                                workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{});

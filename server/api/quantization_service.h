@@ -2,9 +2,14 @@
 // (short SQLite transactions), and finish; WatchJob is a streaming reactor (watch_job_reactor.h).
 #pragma once
 
+#include <map>
+#include <mutex>
+
 #include "quark/v1/service.grpc.pb.h"
 #include "server/api/access_control.h"
+#include "server/api/job_estimates.h"
 #include "server/api/uri_policy.h"
+#include "server/api/watch_job_reactor.h"
 #include "server/api/worker_profiles.h"
 #include "server/dedup/file_digest_cache.h"
 #include "server/scheduler/event_hub.h"
@@ -20,9 +25,13 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   /// jobs; admins any). Other tenants' jobs answer NOT_FOUND, as missing ones do.
   /// `workers` (may be null: no estimates per worker, no fit check) feeds ValidateConfig's estimates and
   /// SubmitJob's refusal of a job that fits no registered worker (job_estimates.h).
+  /// `gpu_sources`: what can start a GPU worker besides the registered ones (a job asking for GPUs none can ever
+  /// provide is refused FAILED_PRECONDITION; one that must wait gets an event saying for what).
   QuantizationServiceImpl(Scheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
-                          const AccessControl* access, const WorkerProfiles* workers = nullptr)
-      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access), workers_(workers) {}
+                          const AccessControl* access, const WorkerProfiles* workers = nullptr,
+                          GpuSources gpu_sources = {})
+      : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access), workers_(workers),
+        gpu_sources_(std::move(gpu_sources)) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const quark::v1::SubmitJobRequest* request,
                                       quark::v1::Job* response) override;
@@ -41,6 +50,10 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
                                            const quark::v1::ValidateConfigRequest* request,
                                            quark::v1::ValidateConfigResponse* response) override;
 
+  /// Authorizes every open WatchJob stream again (after the tokens file was reloaded): a stream whose caller is
+  /// no longer allowed (its token removed, its role lowered) ends with that refusal.
+  void EndRevokedWatches();
+
  private:
   Scheduler* const scheduler_;
   JobStore* const store_;
@@ -48,7 +61,12 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   const UriPolicy* const policy_;
   const AccessControl* const access_;
   const WorkerProfiles* const workers_;
-  FileDigestCache digests_;  // model and data file digests for content keys, for the life of the process
+  const GpuSources gpu_sources_;
+  FileDigestCache digests_;
+  // Open WatchJob streams and their calls. Recursive: a reactor's OnDone (which erases its entry) may run inline
+  // in the Finish that EndRevokedWatches calls while holding the lock.
+  std::recursive_mutex watches_mu_;
+  std::map<WatchJobReactor*, grpc::CallbackServerContext*> watches_;  // model and data file digests for content keys, for the life of the process
 };
 
 /// DEADLINE_EXCEEDED when the call's deadline has already passed (no work is started for it).

@@ -7,6 +7,7 @@
 #include "core/config/presets.h"
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
+#include "server/api/request_limits.h"
 
 namespace quark::server {
 namespace {
@@ -14,7 +15,6 @@ namespace {
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr int kMaxLabels = 64;
 constexpr size_t kMaxLabelBytes = 256;
-constexpr int kMaxExclude = 4096;
 constexpr int kMaxAttempts = 100;
 constexpr int kMaxSamples = 1 << 20;
 constexpr int kMaxSeqLen = 1 << 20;
@@ -31,6 +31,8 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("request_id: ", request.request_id().size(), " bytes, more than ", kMaxRequestIdBytes));
   }
+  // Every string, list and map of the spec, and its whole size, before anything else looks at it.
+  if (absl::Status status = CheckRequestSizes(spec, "spec."); !status.ok()) return status;
   if (spec.labels_size() > kMaxLabels) {
     return absl::InvalidArgumentError(absl::StrCat("spec.labels: ", spec.labels_size(), " labels, more than ", kMaxLabels));
   }
@@ -41,9 +43,6 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
                        " bytes and values at most ", kMaxLabelBytes));
     }
   }
-  if (spec.exclude_size() > kMaxExclude) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.exclude: ", spec.exclude_size(), " entries, more than ", kMaxExclude));
-  }
   if (spec.deadline_seconds() < 0 || spec.deadline_seconds() > kMaxDeadlineSeconds) {
     return absl::InvalidArgumentError(absl::StrCat("spec.deadline_seconds: ", spec.deadline_seconds(),
                                                    " is not in 0..", kMaxDeadlineSeconds, " (0 = no deadline)"));
@@ -51,21 +50,21 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxAttempts) {
     return absl::InvalidArgumentError(absl::StrCat("spec.max_attempts: ", spec.max_attempts(), " is not in 0..", kMaxAttempts));
   }
-  const quark::v1::CalibrationSpec& calibration = spec.calibration();
-  if (calibration.num_samples() < 0 || calibration.num_samples() > kMaxSamples) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.calibration.num_samples: ", calibration.num_samples(), " is not in 0..", kMaxSamples));
-  }
-  if (calibration.seq_len() < 0 || calibration.seq_len() > kMaxSeqLen) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.calibration.seq_len: ", calibration.seq_len(), " is not in 0..", kMaxSeqLen));
-  }
-  if (spec.evaluation().seq_len() < 0 || spec.evaluation().max_windows() < 0) {
-    return absl::InvalidArgumentError("spec.evaluation: seq_len and max_windows must not be negative");
-  }
+  if (absl::Status status = CheckJobShape("spec.", spec.calibration(), spec.evaluation()); !status.ok()) return status;
   const quark::v1::WorkerResources& resources = spec.resources();
   if (resources.gpus() < 0 || resources.cpus() < 0 || resources.memory_mb() < 0) {
     return absl::InvalidArgumentError("spec.resources: gpus, cpus and memory_mb must not be negative");
+  }
+  if (resources.gpus() > kMaxGpus) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.resources.gpus: ", resources.gpus(), " is above ", kMaxGpus));
+  }
+  if (resources.cpus() > kMaxCpus) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.resources.cpus: ", resources.cpus(), " is above ", kMaxCpus));
+  }
+  // Bytes are memory_mb << 20 (estimates, fit checks): bounded far from int64's overflow.
+  if (resources.memory_mb() > kMaxMemoryMb) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.resources.memory_mb: ", resources.memory_mb(),
+                                                   " is above ", kMaxMemoryMb, " (1 PiB)"));
   }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
     if (!quark::v1::ExportFormat_IsValid(spec.export_formats(i))) {
@@ -82,7 +81,7 @@ absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
   if (spec.gguf_type().empty()) return absl::OkStatus();
   static const std::set<std::string> kTypes = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"};
   if (!kTypes.count(spec.gguf_type())) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.gguf_type: \"", spec.gguf_type(),
+    return absl::InvalidArgumentError(absl::StrCat("spec.gguf_type: \"", Excerpt(spec.gguf_type()),
                                                    "\" is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
   }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
@@ -93,6 +92,23 @@ absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
 
 }  // namespace
 
+absl::Status CheckJobShape(const std::string& prefix, const quark::v1::CalibrationSpec& calibration,
+                           const quark::v1::EvaluationSpec& evaluation) {
+  if (calibration.num_samples() < 0 || calibration.num_samples() > kMaxSamples) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "calibration.num_samples: ", calibration.num_samples(),
+                                                   " is not in 0..", kMaxSamples));
+  }
+  if (calibration.seq_len() < 0 || calibration.seq_len() > kMaxSeqLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "calibration.seq_len: ", calibration.seq_len(), " is not in 0..", kMaxSeqLen));
+  }
+  if (evaluation.seq_len() < 0 || evaluation.max_windows() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "evaluation: seq_len and max_windows must not be negative"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, const quark::v1::Config* config,
                                                    const std::string* preset, const std::string& kv_cache_dtype,
                                                    const google::protobuf::RepeatedPtrField<std::string>& exclude) {
@@ -100,7 +116,7 @@ absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, co
   if (preset != nullptr) {
     resolved = PresetConfig(*preset);
     if (!resolved.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "preset: ", resolved.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "preset: ", Excerpt(resolved.status().message())));
     }
   } else if (config != nullptr) {
     resolved = FromProto(*config);

@@ -20,6 +20,11 @@ absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, co
                                                    const std::string* preset, const std::string& kv_cache_dtype,
                                                    const google::protobuf::RepeatedPtrField<std::string>& exclude);
 
+/// INVALID_ARGUMENT "<prefix>calibration.num_samples: ..." when a calibration or evaluation size is negative or
+/// above its limit (SubmitJob's spec, ValidateConfig's request).
+absl::Status CheckJobShape(const std::string& prefix, const quark::v1::CalibrationSpec& calibration,
+                           const quark::v1::EvaluationSpec& evaluation);
+
 /// Every check of SubmitJob: field sizes; model_uri (required), output_uri (required), calibration and
 /// evaluation URIs against `policy`; the Config resolved and validated on its own (the model is read by the
 /// worker, which fails the job with a clear error when it is missing or does not fit the Config).

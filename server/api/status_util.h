@@ -7,7 +7,7 @@
 
 namespace quark::server {
 
-/// Same code, same message.
+/// Same code, same message (cut to 4 KiB, with the full length noted, when longer).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace quark::server

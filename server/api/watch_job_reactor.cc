@@ -16,8 +16,8 @@ bool IsFinalEvent(const quark::v1::JobEvent& event) {
 }  // namespace
 
 WatchJobReactor::WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request,
-                                 std::optional<std::string> tenant)
-    : store_(store), hub_(hub) {
+                                 std::optional<std::string> tenant, std::function<void(WatchJobReactor*)> on_done)
+    : store_(store), hub_(hub), on_done_(std::move(on_done)) {
   Start(request, tenant);
 }
 
@@ -112,6 +112,11 @@ void WatchJobReactor::OnWriteDone(bool ok) {
   MaybeWriteLocked();
 }
 
+void WatchJobReactor::Revoke(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  MaybeFinishLocked(status);
+}
+
 void WatchJobReactor::OnCancel() {
   absl::MutexLock lock(&mu_);
   MaybeFinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "WatchJob cancelled"));
@@ -126,6 +131,7 @@ void WatchJobReactor::MaybeFinishLocked(const grpc::Status& status) {
 void WatchJobReactor::OnDone() {
   // After Unsubscribe returns no hub callback can be running on this reactor.
   if (subscription_ != 0) hub_->Unsubscribe(subscription_);
+  if (on_done_) on_done_(this);
   delete this;
 }
 

@@ -1,11 +1,13 @@
 // WatchJob: replays a job's event log from the store after `after_sequence`, then streams live events until
 // the job reaches a final state. One write in flight; while it is, the newest progress event replaces an
-// older pending one (state and log events are never dropped). Finishes exactly once; ends on OnCancel.
+// older pending one (state and log events are never dropped). Finishes exactly once; ends on OnCancel, or on
+// Revoke (its caller's token was removed from the tokens file).
 #pragma once
 
 #include <grpcpp/support/server_callback.h>
 
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,10 +24,15 @@ class WatchJobReactor : public grpc::ServerWriteReactor<quark::v1::JobEvent> {
  public:
   /// Starts at once (store reads happen here, on the handler's thread). `store` and `hub` outlive the server.
   /// With `tenant` set, a job of another tenant is NOT_FOUND, exactly as a missing one.
+  /// `on_done` (may be empty) runs in OnDone, just before the reactor deletes itself.
   WatchJobReactor(JobStore* store, EventHub* hub, const quark::v1::WatchJobRequest& request,
-                  std::optional<std::string> tenant = std::nullopt);
+                  std::optional<std::string> tenant = std::nullopt,
+                  std::function<void(WatchJobReactor*)> on_done = nullptr);
   /// A reactor that only finishes with `refusal` (authentication or authorization failed).
   explicit WatchJobReactor(const absl::Status& refusal);
+
+  /// Ends the stream with `status` (no-op once finished). Any thread; the reactor must not have reached OnDone.
+  void Revoke(const grpc::Status& status);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -40,6 +47,7 @@ class WatchJobReactor : public grpc::ServerWriteReactor<quark::v1::JobEvent> {
 
   JobStore* const store_ = nullptr;
   EventHub* const hub_ = nullptr;
+  const std::function<void(WatchJobReactor*)> on_done_;
   uint64_t subscription_ = 0;  // written before any reaction can run
 
   absl::Mutex mu_;

@@ -1,16 +1,34 @@
 #include "server/api/worker_binding.h"
 
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace quark::server {
 
 absl::Status WorkerBindings::Bind(const Principal& principal, const std::string& worker_id, const std::string& what) {
   if (principal.anonymous) return absl::OkStatus();
+  if (principal.name != kLocalWorkerPrincipal && IsLocalWorkerId(worker_id)) {
+    return absl::PermissionDeniedError(absl::StrCat(what, ": worker_id \"", worker_id.substr(0, 200),
+                                                    "\" is reserved for quarkd's local workers; \"", principal.name,
+                                                    "\" may not act as it"));
+  }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = owners_.emplace(worker_id, principal.name);
   if (inserted || it->second == principal.name) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(what, ": worker_id \"", worker_id, "\" belongs to another credential; \"",
                                                   principal.name, "\" may not act as it"));
+}
+
+bool WorkerBindings::IsLocalWorkerId(const std::string& worker_id) {
+  // The id after an optional "<replica>." prefix (worker_pool.h: id_prefix + "local-" + index).
+  const size_t dot = worker_id.rfind('.');
+  absl::string_view id = absl::string_view(worker_id).substr(dot == std::string::npos ? 0 : dot + 1);
+  if (!absl::ConsumePrefix(&id, "local-") || id.empty()) return false;
+  for (char c : id) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
 }
 
 void WorkerBindings::RecordLease(const std::string& lease_id, const std::string& worker_id) {

@@ -24,8 +24,12 @@ class WorkerBindings {
   static constexpr size_t kMaxLeases = 1 << 16;
 
   /// Binds `worker_id` to `principal` on first sight. PERMISSION_DENIED naming the worker id, `what` ("Lease")
-  /// and the principal when another principal holds it.
+  /// and the principal when another principal holds it, or when it is a local worker id (IsLocalWorkerId) and
+  /// `principal` is not quarkd's local workers' (kLocalWorkerPrincipal): those ids are reserved from the start, so
+  /// no worker token can register "local-0" before the real local worker does and lock it out.
   absl::Status Bind(const Principal& principal, const std::string& worker_id, const std::string& what);
+  /// Whether `worker_id` has the form of quarkd's local workers' ids: "local-N", or "<replica>.local-N".
+  static bool IsLocalWorkerId(const std::string& worker_id);
   /// `lease_id` was granted to `worker_id` (Lease answered).
   void RecordLease(const std::string& lease_id, const std::string& worker_id);
   /// The lease ended (completed or lost).

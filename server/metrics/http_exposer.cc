@@ -1,6 +1,9 @@
 #include "server/metrics/http_exposer.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +25,33 @@ absl::Status SplitHostPort(const std::string& field, const std::string& host_por
   return absl::OkStatus();
 }
 
+namespace {
+
+// Idle or slow clients must not hold the exposer's threads (issue #29 item 9: eight idle unauthenticated connections
+// made /metrics time out, each holding one of the eight threads for its 5 s read timeout). The kernel hands a
+// connection over only once its request bytes arrive (TCP_DEFER_ACCEPT: a connection that sends nothing never
+// reaches a thread), every read and write gives up after kIoTimeoutSeconds, a kept-alive connection closes after as
+// long idle or kKeepAliveRequests requests, and the pool has kThreads threads.
+constexpr int kDeferAcceptSeconds = 2;
+constexpr time_t kIoTimeoutSeconds = 2;
+constexpr size_t kKeepAliveRequests = 16;
+constexpr size_t kThreads = 16;
+
+void LimitSlowClients(httplib::Server& http) {
+  http.set_socket_options([](socket_t sock) {
+    httplib::default_socket_options(sock);
+    int seconds = kDeferAcceptSeconds;
+    setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds));
+  });
+  http.set_read_timeout(kIoTimeoutSeconds);
+  http.set_write_timeout(kIoTimeoutSeconds);
+  http.set_keep_alive_timeout(kIoTimeoutSeconds);
+  http.set_keep_alive_max_count(kKeepAliveRequests);
+  http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<HttpExposer>> HttpExposer::Start(const std::string& host_port,
                                                                 const Registry* registry,
                                                                 std::function<void()> before_scrape,
@@ -32,6 +62,7 @@ absl::StatusOr<std::unique_ptr<HttpExposer>> HttpExposer::Start(const std::strin
   if (!status.ok()) return status;
   std::unique_ptr<HttpExposer> exposer(new HttpExposer());
   exposer->http_ = std::make_unique<httplib::Server>();
+  LimitSlowClients(*exposer->http_);
   exposer->http_->Get("/metrics", [registry, before_scrape, bearer_token](const httplib::Request& request,
                                                                           httplib::Response& response) {
     if (!bearer_token.empty() &&

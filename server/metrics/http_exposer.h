@@ -1,4 +1,4 @@
-// The /metrics HTTP endpoint (cpp-httplib on its own thread).
+// The /metrics HTTP endpoint (cpp-httplib on its own thread; idle and slow clients bounded, see LimitSlowClients).
 #pragma once
 
 #include <functional>

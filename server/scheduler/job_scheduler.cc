@@ -1,6 +1,8 @@
 #include "server/scheduler/job_scheduler.h"
 
-#include <random>
+#include <openssl/rand.h>
+
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,14 +17,17 @@ using quark::v1::JobEvent;
 using quark::v1::JobState;
 
 std::string NewId(const std::string& prefix) {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
-  absl::MutexLock lock(&mu);
-  uint64_t high = (*rng)();
-  uint64_t low = (*rng)();
-  // 80 random bits: collisions are out of reach for any job count a store will hold.
-  return absl::StrCat(prefix, absl::Hex(high & 0xFFFFFFFFFFull, absl::kZeroPad10),
-                      absl::Hex(low & 0xFFFFFFFFFFull, absl::kZeroPad10));
+  // 128 bits from OpenSSL's CSPRNG: ids are unguessable (a lease id is what a worker proves its lease with; a job id
+  // of another tenant must not be found by counting) and never collide.
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) std::abort();  // no entropy: nothing safe to hand out
+  std::string out = prefix;
+  static const char kHex[] = "0123456789abcdef";
+  for (unsigned char byte : bytes) {
+    out.push_back(kHex[byte >> 4]);
+    out.push_back(kHex[byte & 15]);
+  }
+  return out;
 }
 
 bool IsFinal(JobState state) {

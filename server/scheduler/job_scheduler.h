@@ -196,7 +196,7 @@ quark::v1::JobEvent DeduplicateFrom(const quark::v1::Job& origin, absl::Time now
 /// when there is none. A store error is logged and means "not deduplicated": the job then runs.
 std::optional<quark::v1::Job> FindContentKeyMatch(JobStore& store, const quark::v1::Job& job);
 
-/// Random identifiers ("job-" + 20 hex digits, "lease-" + ...), from a seeded-once CSPRNG-quality source.
+/// Random identifiers: `prefix` + 32 hex digits (128 bits from OpenSSL RAND_bytes). Aborts without entropy.
 std::string NewId(const std::string& prefix);
 
 /// True for SUCCEEDED, FAILED and CANCELLED.

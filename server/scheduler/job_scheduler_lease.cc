@@ -3,6 +3,7 @@
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/scheduler/result_check.h"
 #include "server/scheduler/time_util.h"
 #include "server/scheduler/worker_fit.h"
 
@@ -272,6 +273,11 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
       // A worker shutting down gives its job back: requeued (this attempt counts), not failed.
       ReleaseLeaseLocked(request.lease_id());
       RequeueOrFailLocked(active, request.error().empty() ? "worker handed the job back" : request.error());
+    } else if (absl::Status forged = CheckResultUris(active.job, request.result()); !forged.ok()) {
+      // A result naming files outside the job's output prefix is never stored: the job fails, the worker is told.
+      FinishLocked(job_id, JobState::JOB_STATE_FAILED, ForgedResultError(it->second.worker_id, forged), nullptr)
+          .IgnoreError();
+      status = forged;
     } else if (request.success()) {
       status = FinishLocked(job_id, JobState::JOB_STATE_SUCCEEDED, "", &request.result());
     } else {

@@ -8,6 +8,7 @@
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/scheduler/result_check.h"
 #include "server/scheduler/time_util.h"
 #include "server/scheduler/worker_fit.h"
 
@@ -535,12 +536,17 @@ absl::StatusOr<bool> ReplicatedScheduler::ReportProgress(const quark::v1::intern
 }
 
 absl::Status ReplicatedScheduler::Complete(const quark::v1::internal::CompleteRequest& request) {
+  absl::Status forged;
   absl::StatusOr<LeaseRow> row = queue_->UpdateLeasedRow(
       request.lease_id(), [&](int64_t now_ms, LeaseRow* r, std::vector<JobEvent>* events) {
+        forged = absl::OkStatus();
         if (r->cancel_requested || request.cancelled()) {
           FinishStopped(now_ms, r, "", events);
         } else if (request.handed_back()) {
           RequeueOrFail(now_ms, r, request.error().empty() ? "worker handed the job back" : request.error(), events);
+        } else if (forged = CheckResultUris(r->job, request.result()); !forged.ok()) {
+          // As JobScheduler: a result outside the job's output prefix is never stored; the job fails.
+          Finish(now_ms, r, JobState::JOB_STATE_FAILED, ForgedResultError(r->lease_worker, forged), nullptr, events);
         } else if (request.success()) {
           Finish(now_ms, r, JobState::JOB_STATE_SUCCEEDED, "", &request.result(), events);
         } else {
@@ -559,7 +565,7 @@ absl::Status ReplicatedScheduler::Complete(const quark::v1::internal::CompleteRe
   }
   log::Get("scheduler")->info("job={} {} {}", row->job.id(), StateLabel(row->job.state()), ForLog(row->job.error()));
   Wake();
-  return absl::OkStatus();
+  return forged;
 }
 
 void ReplicatedScheduler::ForgetLease(const std::string& lease_id) {

@@ -112,7 +112,7 @@ absl::StatusOr<Principal> Authenticator::FromToken(const std::string& token) con
   std::string hash = Sha256Hex(token);
   absl::MutexLock lock(&mu_);
   if (!local_worker_hash_.empty() && ConstantTimeEquals(hash, local_worker_hash_)) {
-    return Principal{"local-worker", "", Role::kWorker, false};
+    return Principal{kLocalWorkerPrincipal, "", Role::kWorker, false};
   }
   auto it = config_->by_token_sha256.find(hash);
   if (it == config_->by_token_sha256.end()) return absl::UnauthenticatedError("unknown bearer token");

@@ -93,9 +93,15 @@ absl::Status ParseToken(const json& entry, const std::string& path, SecurityConf
   if (!hash->empty()) {
     if (!IsHexSha256(*hash)) return Bad(path + ".sha256", "expected 64 lower-case hex digits (sha256sum of the token)");
     principal.name = name->empty() ? absl::StrCat("token-", hash->substr(0, 8)) : *name;
-    if (!config->by_token_sha256.emplace(*hash, principal).second) return Bad(path + ".sha256", "listed twice");
   } else {
     principal.name = name->empty() ? *identity : *name;
+  }
+  if (principal.name == kLocalWorkerPrincipal) {
+    return Bad(path + ".name", absl::StrCat("\"", kLocalWorkerPrincipal, "\" is the name of quarkd's own local workers"));
+  }
+  if (!hash->empty()) {
+    if (!config->by_token_sha256.emplace(*hash, principal).second) return Bad(path + ".sha256", "listed twice");
+  } else {
     if (!config->by_identity.emplace(*identity, principal).second) return Bad(path + ".mtls_identity", "listed twice");
   }
   return absl::OkStatus();

@@ -27,6 +27,10 @@ enum class Role { kViewer = 1, kSubmitter = 2, kAdmin = 3, kWorker = 4 };
 /// "viewer", "submitter", "admin", "worker".
 std::string RoleName(Role role);
 
+/// The principal of quarkd's own local workers (their token is minted at start, in no file). No entry of a tokens
+/// file may take this name, and only this principal may act as a local worker id (worker_binding.h).
+inline constexpr char kLocalWorkerPrincipal[] = "local-worker";
+
 /// Who a call comes from. Never holds the token itself.
 struct Principal {
   std::string name;    // the token's name or the mTLS identity ("anonymous" with authentication off)

@@ -6,6 +6,8 @@
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <fstream>
 #include <sstream>
@@ -63,7 +65,10 @@ X509Ptr FirstCertificate(const std::string& pem) {
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.") || absl::StartsWith(host, "unix:");
+  if (host == "localhost" || host == "::1" || absl::StartsWith(host, "unix:")) return true;
+  // 127.0.0.0/8 as an address literal only: a host name such as "127.0.0.1.example.com" resolves anywhere.
+  in_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
 }
 
 absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> ReloadableTlsCredentials::Load(const TlsFiles& files) {

@@ -55,7 +55,8 @@ class ReloadableTlsCredentials {
   int generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-/// True for listen hosts only this machine can reach: 127.0.0.0/8, ::1, localhost, unix: sockets.
+/// True for listen hosts only this machine can reach: 127.0.0.0/8 address literals, ::1, localhost, unix: sockets
+/// (a host name that merely starts with "127." is not one).
 bool IsLoopbackHost(const std::string& host);
 
 }  // namespace quark::server

@@ -25,6 +25,32 @@ struct JobFilter {
   std::vector<quark::v1::JobState> states;   // empty = all
   std::map<std::string, std::string> labels;  // every label must match
   std::optional<std::string> tenant;          // only this tenant's jobs; unset = every tenant's
+  /// A page also ends once its jobs' serialized bytes reach this (a page holds at least one job); 0 = no limit.
+  int64_t max_page_bytes = 0;
+};
+
+/// The byte budget of one ListJobs page (JobFilter::max_page_bytes). Take() adds a job unless it would take a
+/// non-empty page over the budget; from the first job refused on, the page is full (that job starts the next page).
+class PageBytes {
+ public:
+  explicit PageBytes(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  bool Take(const quark::v1::Job& job) {
+    const int64_t bytes = static_cast<int64_t>(job.ByteSizeLong());
+    if (max_bytes_ > 0 && taken_ > 0 && used_ + bytes > max_bytes_) {
+      full_ = true;
+      return false;
+    }
+    used_ += bytes;
+    ++taken_;
+    return true;
+  }
+  bool full() const { return full_; }
+
+ private:
+  const int64_t max_bytes_;
+  int64_t used_ = 0;
+  int64_t taken_ = 0;
+  bool full_ = false;
 };
 
 struct JobPage {

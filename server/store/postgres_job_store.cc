@@ -376,7 +376,8 @@ absl::StatusOr<JobPage> PostgresJobStore::ListJobs(const JobFilter& filter, int 
   constexpr int kScanBatch = 256;
   absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
     bool exhausted = false;
-    while (static_cast<int>(page.jobs.size()) < page_size && !exhausted) {
+    PageBytes bytes(filter.max_page_bytes);
+    while (static_cast<int>(page.jobs.size()) < page_size && !exhausted && !bytes.full()) {
       PgParams params;
       params.Add(cursor).Add(int64_t{kScanBatch});
       std::string sql = "SELECT seq, job FROM jobs WHERE seq < $1";
@@ -393,13 +394,17 @@ absl::StatusOr<JobPage> PostgresJobStore::ListJobs(const JobFilter& filter, int 
       absl::StatusOr<PgResult> result = PgExec(conn, sql, params);
       if (!result.ok()) return result.status();
       int rows = 0;
-      for (int i = 0; i < result->rows() && static_cast<int>(page.jobs.size()) < page_size; ++i, ++rows) {
-        cursor = result->Int(i, 0);
-        absl::StatusOr<Job> job = ParseJob(result->Bytes(i, 1), absl::StrCat("seq ", cursor));
+      for (int i = 0; i < result->rows() && static_cast<int>(page.jobs.size()) < page_size && !bytes.full();
+           ++i, ++rows) {
+        const int64_t seq = result->Int(i, 0);
+        absl::StatusOr<Job> job = ParseJob(result->Bytes(i, 1), absl::StrCat("seq ", seq));
         if (!job.ok()) return job.status();
-        if (Matches(filter, *job)) page.jobs.push_back(std::move(*job));
+        const bool matches = Matches(filter, *job);
+        if (matches && !bytes.Take(*job)) break;  // this job starts the next page: the cursor stays before it
+        cursor = seq;
+        if (matches) page.jobs.push_back(std::move(*job));
       }
-      exhausted = result->rows() < kScanBatch && static_cast<int>(page.jobs.size()) < page_size;
+      exhausted = result->rows() < kScanBatch && static_cast<int>(page.jobs.size()) < page_size && !bytes.full();
     }
     if (!exhausted && cursor > 1) page.next_page_token = absl::StrCat(cursor);
     return absl::OkStatus();

@@ -293,21 +293,25 @@ absl::StatusOr<JobPage> SqliteJobStore::ListJobs(const JobFilter& filter, int pa
   JobPage page;
   Statement& scan = stmts_.list_page;
   bool exhausted = false;
-  while (static_cast<int>(page.jobs.size()) < page_size && !exhausted) {
+  PageBytes bytes(filter.max_page_bytes);
+  while (static_cast<int>(page.jobs.size()) < page_size && !exhausted && !bytes.full()) {
     scan.Reset();
     scan.Bind(1, cursor).Bind(2, kScanBatch);
     int rows = 0;
-    while (static_cast<int>(page.jobs.size()) < page_size) {
+    while (static_cast<int>(page.jobs.size()) < page_size && !bytes.full()) {
       absl::StatusOr<bool> row = scan.Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
       ++rows;
-      cursor = scan.ColumnInt(0);
-      absl::StatusOr<Job> job = ParseJob(scan.ColumnBlob(1), absl::StrCat("seq ", cursor));
+      const int64_t seq = scan.ColumnInt(0);
+      absl::StatusOr<Job> job = ParseJob(scan.ColumnBlob(1), absl::StrCat("seq ", seq));
       if (!job.ok()) return job.status();
-      if (Matches(filter, *job)) page.jobs.push_back(std::move(*job));
+      const bool matches = Matches(filter, *job);
+      if (matches && !bytes.Take(*job)) break;  // this job starts the next page: the cursor stays before it
+      cursor = seq;
+      if (matches) page.jobs.push_back(std::move(*job));
     }
-    exhausted = rows < kScanBatch && static_cast<int>(page.jobs.size()) < page_size;
+    exhausted = rows < kScanBatch && static_cast<int>(page.jobs.size()) < page_size && !bytes.full();
   }
   scan.Reset();
   // A full page may be followed by more rows: hand out the cursor; the next call answers an empty page at worst.

@@ -1,5 +1,8 @@
 #include "server/store/sqlite_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace quark::server {
@@ -73,6 +76,12 @@ bool Statement::ColumnIsNull(int column) const {
 }
 
 absl::StatusOr<SqliteDb> OpenSqlite(const std::string& path) {
+  // A new store is created 0600 (jobs hold tenants' URIs and labels); SQLite gives its -wal and -shm files the
+  // database file's mode. An existing file keeps its mode.
+  if (path != ":memory:" && !path.empty()) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);

@@ -302,6 +302,97 @@ TEST_F(AuthProcessTest, TenantsSeeOnlyTheirJobsAndPaths) {
   EXPECT_EQ(audit.records(0).target(), a_job.id());
 }
 
+// Issue #29 item 4: a worker token registering "local-0" right after quarkd started locked the real local worker out
+// (it crash-looped: "worker_id local-0 belongs to another credential") and then leased every job with its tenant's
+// storage keys. Local ids are reserved from the start: the squat is refused, and the local worker runs the job.
+TEST_F(AuthProcessTest, ARemoteWorkerCannotSquatALocalWorkerId) {
+  ASSERT_TRUE(StartQuarkd(1)) << Log();
+  for (const char* id : {"local-0", "local-1"}) {
+    wpb::RegisterRequest reg;
+    reg.set_worker_id(id);
+    reg.set_slots(4);
+    wpb::RegisterResponse registered;
+    grpc::Status squat = workers_->Register(Call(kTokenWorker).get(), reg, &registered);
+    EXPECT_EQ(squat.error_code(), StatusCode::PERMISSION_DENIED) << id;
+    EXPECT_NE(squat.error_message().find("is reserved for quarkd's local workers"), std::string::npos)
+        << squat.error_message();
+    wpb::LeaseRequest lease;
+    lease.set_worker_id(id);
+    lease.set_wait_ms(0);
+    wpb::LeaseResponse leased;
+    EXPECT_EQ(workers_->Lease(Call(kTokenWorker).get(), lease, &leased).error_code(), StatusCode::PERMISSION_DENIED);
+  }
+  pb::Job job;
+  ASSERT_TRUE(Submit(kTokenA, Request("a"), &job).ok());
+  ASSERT_TRUE(WaitForState(job.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+  pb::Job done;
+  ASSERT_TRUE(Get(kTokenAdmin, job.id(), &done).ok());
+  EXPECT_EQ(done.worker_id(), "local-0");
+}
+
+// Issue #29 item 6: ValidateConfig with estimate read the evaluation file's size whatever its root: tenant a learnt
+// whether a file of tenant b exists and, from the evaluate phase's seconds, its size. Every data URI of the call is
+// now held to the caller's tenant's roots.
+TEST_F(AuthProcessTest, ValidateConfigDoesNotReadAnotherTenantsFiles) {
+  testing::WriteText(dir_.File("models/b/secret.txt"), std::string(100000, 'b'));
+  ASSERT_TRUE(StartQuarkd(0)) << Log();
+  for (const std::string field : {"evaluation.uri", "calibration.uri"}) {
+    pb::ValidateConfigRequest request;
+    request.set_model_uri("file://" + dir_.File("models/a/m"));
+    request.set_preset(AllPresets().front().name);
+    request.set_estimate(true);
+    const std::string uri = "file://" + dir_.File("models/b/secret.txt");
+    (field == "evaluation.uri" ? request.mutable_evaluation()->mutable_uri()
+                               : request.mutable_calibration()->mutable_uri())->assign(uri);
+    pb::ValidateConfigResponse response;
+    grpc::Status status = api_->ValidateConfig(Call(kTokenAViewer).get(), request, &response);
+    EXPECT_EQ(status.error_code(), StatusCode::PERMISSION_DENIED) << field << ": " << response.DebugString();
+    EXPECT_NE(status.error_message().find(field + ": "), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("tenant a's model_roots"), std::string::npos) << status.error_message();
+    // Tenant b itself may.
+    pb::ValidateConfigRequest own = request;
+    own.set_model_uri("file://" + dir_.File("models/b/m"));
+    EXPECT_TRUE(api_->ValidateConfig(Call(kTokenB).get(), own, &response).ok()) << field;
+  }
+}
+
+// Issue #29 item 11: a token removed from the tokens file kept its open WatchJob stream. A reload now authorizes
+// every open stream again: the removed token's ends UNAUTHENTICATED (quarkd looks at the file about once a second).
+TEST_F(AuthProcessTest, ARemovedTokenLosesItsOpenWatchStream) {
+  ASSERT_TRUE(StartQuarkd(0)) << Log();
+  pb::Job job;
+  ASSERT_TRUE(Submit(kTokenA, Request("a"), &job).ok());  // no worker: it stays queued, so the stream stays open
+  auto watch = [&](const std::string& token, std::unique_ptr<grpc::ClientContext>* context) {
+    *context = Call(token);
+    (*context)->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    pb::WatchJobRequest request;
+    request.set_id(job.id());
+    auto reader = api_->WatchJob(context->get(), request);
+    pb::JobEvent event;
+    EXPECT_TRUE(reader->Read(&event));  // the QUEUED event: the stream is open
+    return reader;
+  };
+  std::unique_ptr<grpc::ClientContext> revoked_context, kept_context;
+  auto revoked = watch(kTokenAViewer, &revoked_context);
+  auto kept = watch(kTokenA, &kept_context);
+  std::string tokens = TokensJson("");
+  const std::string entry = TokenEntry("a-dashboard", kTokenAViewer, "a", "viewer") + ",";
+  ASSERT_NE(tokens.find(entry), std::string::npos);
+  tokens.erase(tokens.find(entry), entry.size());
+  testing::WriteText(dir_.File("tokens.json"), tokens);
+  pb::JobEvent event;
+  while (revoked->Read(&event)) {
+  }
+  grpc::Status ended = revoked->Finish();
+  EXPECT_EQ(ended.error_code(), StatusCode::UNAUTHENTICATED) << ended.error_message();
+  // The token still in the file keeps its stream until the job ends.
+  ASSERT_TRUE(Cancel(kTokenA, job.id()).ok());
+  while (kept->Read(&event)) {
+  }
+  EXPECT_TRUE(kept->Finish().ok());
+  EXPECT_EQ(event.state(), pb::JOB_STATE_CANCELLED);
+}
+
 TEST_F(AuthProcessTest, QuotasDrainingAndTokenReload) {
   ASSERT_TRUE(StartQuarkd(1)) << Log();
   pb::DrainWorkerRequest drain;

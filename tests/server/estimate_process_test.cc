@@ -1,13 +1,19 @@
 // ValidateConfig --estimate and SubmitJob's fit check through the real quarkd: workers registering their measured
 // throughputs over the real worker protocol (a plain gRPC client here: the engine's probe is exercised by
-// quark-worker itself), estimates per kind of worker, and a job refused RESOURCE_EXHAUSTED with the numbers when
-// it fits none of them.
+// quark-worker itself), estimates per kind of worker, a job refused RESOURCE_EXHAUSTED with the numbers when it
+// fits none of them, a GPU job no worker can ever run refused FAILED_PRECONDITION (or left waiting, with an event,
+// when GPU workers can still come), and a config.json claiming billions of layers refused at once.
 #include <grpcpp/grpcpp.h>
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/config/presets.h"
 #include "core/estimate/job_estimate.h"
@@ -29,10 +35,22 @@ class EstimateProcessTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir_.File("models/m"));
     estimate::testing::WriteBf16Llama(dir_.File("models/m"), 256, 768, 2);
-    ASSERT_TRUE(quarkd_.Start(QUARKD_BINARY,
-                              {"--data-dir", dir_.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen", "",
-                               "--workers", "0", "--allowed-roots", dir_.File("models") + "," + dir_.File("out")},
-                              dir_.File("ready.json"), dir_.File("quarkd.log")));
+    StartQuarkd({});
+  }
+
+  // (Re)starts quarkd with no local worker and `extra` flags; with `address_space_bytes`, under that RLIMIT_AS.
+  void StartQuarkd(const std::vector<std::string>& extra, int64_t address_space_bytes = 0) {
+    quarkd_.Stop();
+    std::vector<std::string> args = {"--data-dir", dir_.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen",
+                                     "", "--workers", "0", "--allowed-roots",
+                                     dir_.File("models") + "," + dir_.File("out")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string binary = QUARKD_BINARY;
+    if (address_space_bytes > 0) {
+      args.insert(args.begin(), {absl::StrCat("--as=", address_space_bytes), binary});
+      binary = "/usr/bin/prlimit";
+    }
+    ASSERT_TRUE(quarkd_.Start(binary, args, dir_.File("ready.json"), dir_.File("quarkd.log")));
     auto channel = grpc::CreateChannel(quarkd_.address(), grpc::InsecureChannelCredentials());
     stub_ = pb::QuantizationService::NewStub(channel);
     workers_ = ipb::WorkerService::NewStub(channel);
@@ -115,6 +133,25 @@ class EstimateProcessTest : public ::testing::Test {
     return *e;
   }
 
+  // The log events of `id` until one contains `text` (or 10 s pass): the job stays queued, so the stream is cut.
+  std::vector<std::string> LogsUntil(const std::string& id, const std::string& text) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    pb::WatchJobRequest request;
+    request.set_id(id);
+    auto reader = stub_->WatchJob(&context, request);
+    std::vector<std::string> logs;
+    pb::JobEvent event;
+    while (reader->Read(&event)) {
+      if (!event.has_log()) continue;
+      logs.push_back(event.log());
+      if (event.log().find(text) != std::string::npos) break;
+    }
+    context.TryCancel();
+    reader->Finish().IgnoreError();
+    return logs;
+  }
+
   testing::TempDir dir_;
   QuarkdProcess quarkd_;
   std::unique_ptr<pb::QuantizationService::Stub> stub_;
@@ -178,16 +215,43 @@ TEST_F(EstimateProcessTest, IdenticalWorkersShareAnEstimateAndAJobThatFitsNoneIs
 }
 
 TEST_F(EstimateProcessTest, AJobAskingForAGpuIsRefusedWhenNoWorkerHasOne) {
+  // No worker at all and no executor that starts one: refused at once, not queued forever.
+  grpc::Status refused = Submit(/*gpus=*/2);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("spec.resources.gpus"), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("none of the 0 registered workers"), std::string::npos)
+      << refused.error_message();
   ASSERT_TRUE(Register("cpu-only", 50, 64ll << 30).ok());
-  grpc::Status refused = Submit(/*gpus=*/1);
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(refused.error_message().find("needs a GPU"), std::string::npos) << refused.error_message();
+  refused = Submit(/*gpus=*/1);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("spec.resources.gpus: the job asks for a GPU"), std::string::npos)
+      << refused.error_message();
   ASSERT_TRUE(Register("gpu", 50, 64ll << 30, 80ll << 30).ok());
   pb::Job job;
   EXPECT_TRUE(Submit(/*gpus=*/1, &job).ok());
   // Host memory as on a CPU kind (the engine is LibTorch's CPU build, GPU jobs included); GPU memory as on a CUDA one.
   EXPECT_EQ(job.needs_host_memory_bytes(), static_cast<int64_t>(Expected().peak_host_bytes));
   EXPECT_GT(job.needs_gpu_memory_bytes(), 0);
+  // A worker with one GPU can never run a job asking for two.
+  refused = Submit(/*gpus=*/2);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("at most 1"), std::string::npos) << refused.error_message();
+}
+
+// When GPU workers can still come (here: --expect-gpu-workers; the Slurm executor likewise), the job queues and its
+// events say what it waits for.
+TEST_F(EstimateProcessTest, AGpuJobThatCanBeServedLaterWaitsWithAnEventSayingForWhat) {
+  StartQuarkd({"--expect-gpu-workers"});
+  ASSERT_TRUE(Register("cpu-only", 50, 64ll << 30).ok());
+  pb::Job job;
+  grpc::Status submitted = Submit(/*gpus=*/2, &job);
+  ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  EXPECT_EQ(job.state(), pb::JOB_STATE_QUEUED);
+  std::vector<std::string> logs = LogsUntil(job.id(), "waiting for a worker with 2 GPUs");
+  ASSERT_FALSE(logs.empty());
+  EXPECT_EQ(logs.back(), "waiting for a worker with 2 GPUs (no registered worker has that many; GPU workers are "
+                         "expected to join)");
+  EXPECT_EQ(LeaseNow("cpu-only"), "") << "a CPU worker is not handed a GPU job";
 }
 
 // SubmitJob records the job's estimated peak host memory in the job (GetJob shows it); at lease time a worker that
@@ -207,6 +271,53 @@ TEST_F(EstimateProcessTest, TheEstimatedNeedIsRecordedAndOnlyAWorkerWithTheMemor
   EXPECT_EQ(got.needs_host_memory_bytes(), job.needs_host_memory_bytes());
   EXPECT_EQ(LeaseNow("small"), "") << "64 MiB announced, " << job.needs_host_memory_bytes() << " bytes needed";
   EXPECT_EQ(LeaseNow("big"), job.id());
+}
+
+// The memory bomb: a config.json in the caller's own root claiming 2^31 - 1 layers (or experts). Before, a viewer's
+// ValidateConfig with estimate made quarkd allocate until the OOM killer came (under an address-space cap: a bare
+// UNIMPLEMENTED after 11-13 s). Now the sizes are bounded before anything is sized by them: an answer at once naming
+// the field, under a 4 GiB cap, and quarkd still serves.
+TEST_F(EstimateProcessTest, AConfigJsonClaimingBillionsOfLayersIsRefusedAtOnceNamingTheField) {
+  StartQuarkd({}, int64_t{4} << 30);
+  std::filesystem::create_directories(dir_.File("models/bomb"));
+  std::filesystem::copy_file(dir_.File("models/m/model.safetensors"), dir_.File("models/bomb/model.safetensors"));
+  for (const auto& [field, model_type, extra] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"num_hidden_layers", "llama", ""},
+           {"num_local_experts", "mixtral", R"(, "num_experts_per_tok": 2)"}}) {
+    const std::string layers = field == "num_hidden_layers" ? "2147483647" : "2";
+    const std::string experts = field == "num_local_experts" ? R"(, "num_local_experts": 2147483647)" : "";
+    std::ofstream(dir_.File("models/bomb/config.json"))
+        << R"({"model_type": ")" << model_type << R"(", "hidden_size": 256, "intermediate_size": 768, )"
+        << R"("num_attention_heads": 4, "vocab_size": 1000, "num_hidden_layers": )" << layers << experts << extra
+        << "}";
+    pb::ValidateConfigRequest request;
+    request.set_model_uri("file://" + dir_.File("models/bomb"));
+    request.set_preset("uint4_wo_128");
+    request.set_estimate(true);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    pb::ValidateConfigResponse response;
+    grpc::Status status = stub_->ValidateConfig(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << field << ": " << status.error_code() << " " << status.error_message();
+    EXPECT_FALSE(response.valid());
+    ASSERT_GT(response.errors_size(), 0) << response.DebugString();
+    EXPECT_NE(response.errors(0).find("field \"" + field + "\" = 2147483647 is above the limit"), std::string::npos)
+        << response.errors(0);
+  }
+  // The same model submitted: answered at once too (the estimate of its needs stops at the same check).
+  pb::SubmitJobRequest submit;
+  submit.mutable_spec()->set_model_uri("file://" + dir_.File("models/bomb"));
+  submit.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
+  submit.mutable_spec()->set_preset("uint4_wo_128");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  pb::Job job;
+  grpc::Status submitted = stub_->SubmitJob(&context, submit, &job);
+  EXPECT_NE(submitted.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << submitted.error_message();
+  EXPECT_NE(submitted.error_code(), grpc::StatusCode::UNAVAILABLE) << submitted.error_message();
+  EXPECT_EQ(kill(quarkd_.pid(), 0), 0) << "quarkd died";
+  EXPECT_TRUE(Validate().valid()) << "quarkd still serves";
 }
 
 TEST_F(EstimateProcessTest, ThroughputThatIsNotAFiniteNonNegativeNumberIsRefused) {

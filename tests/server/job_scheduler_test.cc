@@ -4,10 +4,12 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "server/metrics/registry.h"
+#include "server/scheduler/result_check.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/server/test_util.h"
 
@@ -414,11 +416,31 @@ TEST_F(JobSchedulerTest, WorkerFailureIsFinalAndSuccessCarriesTheResult) {
   quark::v1::internal::CompleteRequest ok;
   ok.set_lease_id(lease->lease_id());
   ok.set_success(true);
-  ok.mutable_result()->add_artifacts()->set_size_bytes(100);
+  quark::v1::Artifact* artifact = ok.mutable_result()->add_artifacts();
+  artifact->set_uri(JobOutputPrefix(lease->job()) + "model.safetensors");
+  artifact->set_size_bytes(100);
   ASSERT_TRUE(scheduler_->Complete(ok).ok());
   EXPECT_EQ(store_->GetJob(good.id())->result().artifacts_size(), 1);
   EXPECT_EQ(metrics_.uploaded_bytes.Value(), 100);
   EXPECT_EQ(scheduler_->Complete(ok).code(), absl::StatusCode::kNotFound);  // completed once only
+}
+
+// Issue #29: job and lease ids came from one 32-bit random_device seed of mt19937_64 (80 bits shown, but only 2^32
+// sequences: one id gave away every other). Now 128 bits of OpenSSL's CSPRNG each.
+TEST(NewIdTest, IdsAre128RandomBitsInHex) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string id = NewId("lease-");
+    ASSERT_EQ(id.size(), std::string("lease-").size() + 32) << id;
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 6), std::string::npos) << id;
+    EXPECT_TRUE(seen.insert(id).second) << "repeated " << id;
+  }
+  // Every hex digit position varies (a fixed or counter-like part would not).
+  for (size_t pos = 6; pos < 38; ++pos) {
+    std::set<char> digits;
+    for (const std::string& id : seen) digits.insert(id[pos]);
+    EXPECT_GE(digits.size(), 8u) << "position " << pos;
+  }
 }
 
 TEST_F(JobSchedulerTest, RepeatedRequestIdReturnsTheSameJob) {

@@ -1,7 +1,16 @@
 #include "server/metrics/registry.h"
 
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "server/metrics/http_exposer.h"
 #include "server/metrics/text_format.h"
 
 namespace quark::server::metrics {
@@ -63,6 +72,36 @@ TEST(RegistryTest, RendersCountersGaugesAndCumulativeHistograms) {
             "t_seconds_bucket{m=\"x\",le=\"+Inf\"} 3\n"
             "t_seconds_sum{m=\"x\"} 3.15\n"
             "t_seconds_count{m=\"x\"} 3\n");
+}
+
+// Issue #29 item 9: eight idle unauthenticated connections made /metrics time out (each held one of the server's
+// eight threads for its 5 s read timeout, and kept-alive ones longer). Idle connections now never reach a thread.
+TEST(HttpExposerTest, IdleConnectionsDoNotStarveScrapes) {
+  Registry registry;
+  registry.AddGauge("t_up", "Up.").WithLabels({}).Set(1);
+  absl::StatusOr<std::unique_ptr<HttpExposer>> exposer = HttpExposer::Start("127.0.0.1:0", &registry);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  std::vector<int> idle;
+  for (int i = 0; i < 32; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>((*exposer)->port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    idle.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", (*exposer)->port());
+  client.set_connection_timeout(2);
+  client.set_read_timeout(3);
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result result = client.Get("/metrics");
+    ASSERT_TRUE(result) << "scrape " << i << ": " << httplib::to_string(result.error());
+    EXPECT_EQ(result->status, 200);
+    EXPECT_NE(result->body.find("t_up 1"), std::string::npos);
+  }
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace

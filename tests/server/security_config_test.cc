@@ -53,6 +53,10 @@ TEST(SecurityConfigTest, EveryBadEntryIsNamed) {
       {R"({"tokens": [{"tenant": "a", "role": "viewer"}]})", "tokens[0]: needs exactly one"},
       {R"({"tokens": [{"sha256": ")" + h + R"(", "role": "admin"}, {"sha256": ")" + h + R"(", "role": "admin"}]})",
        "tokens[1].sha256: listed twice"},
+      // The local workers' principal: a token of that name could act as every local worker id.
+      {R"({"tokens": [{"name": "local-worker", "sha256": ")" + h + R"(", "role": "worker"}]})",
+       "tokens[0].name: \"local-worker\" is the name of quarkd's own local workers"},
+      {R"({"tokens": [{"mtls_identity": "local-worker", "role": "worker"}]})", "tokens[0].name: \"local-worker\""},
       {R"({"tenants": {"a": {"model_roots": ["/srv"]}}})", "tenants.a.model_roots[0]: \"/srv\" is not"},
       {R"({"tenants": {"a": {"output_prefixes": ["s3://b/../c"]}}})", "tenants.a.output_prefixes[0]"},
       {R"({"tenants": {"a": {"max_queued_jobs": -1}}})", "tenants.a.max_queued_jobs: expected a non-negative"},

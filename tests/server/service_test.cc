@@ -190,7 +190,9 @@ TEST_F(ServiceTest, AJobRunsThroughTheWorkerProtocolAndItsEventsStreamResumably)
   wpb::CompleteRequest complete;
   complete.set_lease_id(lease.lease_id());
   complete.set_success(true);
-  complete.mutable_result()->add_artifacts()->set_size_bytes(4096);
+  pb::Artifact* artifact = complete.mutable_result()->add_artifacts();
+  artifact->set_uri(lease.job().spec().output_uri() + "/" + lease.job().id() + "/model.safetensors");
+  artifact->set_size_bytes(4096);
   wpb::CompleteResponse completed;
   ASSERT_TRUE(workers_->Complete(&complete_context, complete, &completed).ok());
   watcher.join();

@@ -163,7 +163,9 @@ class TestWorker {
   }
 
   // True when quarkd took the completion.
-  bool Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error) {
+  // A success reports one artifact, `artifact_uri` (under the job's output prefix, as quarkd requires).
+  bool Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error,
+                const std::string& artifact_uri = "") {
     pb::CompleteRequest request;
     request.set_lease_id(lease_id);
     request.set_success(success);
@@ -171,7 +173,7 @@ class TestWorker {
     request.set_error(error);
     if (success) {
       quark::v1::Artifact* artifact = request.mutable_result()->add_artifacts();
-      artifact->set_uri("file:///dev/null/model.safetensors");
+      artifact->set_uri(artifact_uri);
       artifact->set_size_bytes(1234);
       request.mutable_result()->mutable_metrics()->insert({"seconds_total", 0.01});
     }
@@ -223,7 +225,7 @@ class TestWorker {
     }
     if (NowMs() >= FenceDeadlineMs()) return RecordRun("end", lease, "fenced");
     Progress(lease.lease_id(), "upload", 0.9);
-    RecordRun("end", lease, Complete(lease.lease_id(), true, false, "") ? "succeeded" : "refused");
+    RecordRun("end", lease, Complete(lease.lease_id(), true, false, "", ArtifactUri(lease)) ? "succeeded" : "refused");
   }
 
   void Run(const pb::LeaseResponse& lease) {
@@ -237,7 +239,7 @@ class TestWorker {
     RecordCredentials(lease);
     std::string mode = ModeFor(lease);
     if (mode == "instant") {
-      Complete(id, true, false, "");
+      Complete(id, true, false, "", ArtifactUri(lease));
       return;
     }
     Progress(id, "quantize", 0.5);
@@ -253,7 +255,14 @@ class TestWorker {
       return Sleep(lease, it != lease.job().spec().labels().end() ? std::atoll(it->second.c_str()) : 1000);
     }
     Progress(id, "upload", 0.9);
-    Complete(id, true, false, "");
+    Complete(id, true, false, "", ArtifactUri(lease));
+  }
+
+  // Where the engine would have put the model: <spec.output_uri>/<job id>/model.safetensors.
+  static std::string ArtifactUri(const pb::LeaseResponse& lease) {
+    std::string output = lease.job().spec().output_uri();
+    while (!output.empty() && output.back() == '/') output.pop_back();
+    return output + "/" + lease.job().id() + "/model.safetensors";
   }
 
   // With QUARK_TEST_WORKER_CREDENTIALS_DIR set, the access key id a lease carried lands in <dir>/<job id>

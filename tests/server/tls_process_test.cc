@@ -2,6 +2,7 @@
 // loopback without --insecure, TLS served and checked by clients, SIGHUP swapping the certificate for new
 // handshakes (a bad file keeps the old one), mutual TLS, and jobs run by local workers behind TLS.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "core/config/presets.h"
+#include "server/security/tls_credentials.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/security_fixture.h"
 
@@ -79,6 +81,37 @@ TEST_F(TlsProcessTest, PlaintextOffLoopbackNeedsInsecure) {
   // --insecure is the explicit opt-in; loopback (every test and the demo) needs none.
   ASSERT_TRUE(StartQuarkd({"--listen", "0.0.0.0:0", "--insecure"})) << Log();
   EXPECT_EQ(Probe({}), grpc::StatusCode::OK);
+}
+
+// Issue #29: 0.0.0.0 with TLS but no tokens file (every caller an anonymous admin that may act as a worker) started
+// without a word.
+TEST_F(TlsProcessTest, ReachableWithoutTokensIsWarnedAbout) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.insert(flags.begin(), {"--listen", "0.0.0.0:0"});
+  ASSERT_TRUE(StartQuarkd(flags)) << Log();
+  EXPECT_NE(Log().find("is reachable from other machines without --tokens-file"), std::string::npos) << Log();
+}
+
+// Issue #29: the store was created 0644 (and the data dir 0755) with the usual umask.
+TEST_F(TlsProcessTest, TheDataDirAndTheStoreArePrivateToQuarkdsUser) {
+  const mode_t old_mask = umask(022);
+  const bool started = StartQuarkd({});
+  umask(old_mask);
+  ASSERT_TRUE(started) << Log();
+  struct stat dir {}, db {};
+  ASSERT_EQ(stat(dir_.File("data").c_str(), &dir), 0);
+  ASSERT_EQ(stat(dir_.File("data/quarkd.db").c_str(), &db), 0);
+  EXPECT_EQ(dir.st_mode & 0777, 0700u);
+  EXPECT_EQ(db.st_mode & 0777, 0600u);
+}
+
+TEST(IsLoopbackHostTest, OnlyLoopbackAddressLiteralsAndLocalhost) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "localhost", "unix:/run/quarkd.sock"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"127.evil.example", "127.0.0.1.nip.io", "0.0.0.0", "10.0.0.1", "", "128.0.0.1", "127."}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
 }
 
 TEST_F(TlsProcessTest, ServesTlsRefusesPlaintextAndRunsJobsOnLocalWorkers) {

@@ -38,6 +38,25 @@ TEST(WorkerBindingsTest, AWorkerIdAndItsLeasesBelongToTheFirstCredential) {
   EXPECT_TRUE(bindings.CheckLease(anonymous, "lease-b", "box-2", "Heartbeat").ok());
 }
 
+// Issue #29 item 4: a worker token registering "local-0" in the first moments after quarkd started locked the real
+// local worker out and then leased every job. Local ids are reserved for quarkd's own local workers from the start.
+TEST(WorkerBindingsTest, LocalWorkerIdsAreReservedForTheLocalWorkers) {
+  WorkerBindings bindings;
+  const Principal rogue = Worker("gpu-1");
+  const Principal local = Worker(kLocalWorkerPrincipal);
+  for (const std::string id : {"local-0", "local-17", "replica-a.local-3"}) {
+    absl::Status squat = bindings.Bind(rogue, id, "Register");
+    EXPECT_EQ(squat.code(), absl::StatusCode::kPermissionDenied) << id;
+    EXPECT_EQ(squat.message(), "Register: worker_id \"" + id + "\" is reserved for quarkd's local workers; \"gpu-1\" "
+                               "may not act as it");
+    EXPECT_TRUE(bindings.Bind(local, id, "Register").ok()) << id << ": the squat bound nothing";
+  }
+  for (const std::string id : {"local-", "local-x", "my-local-0", "local-0b", "slurm-12", "box-local"}) {
+    EXPECT_FALSE(WorkerBindings::IsLocalWorkerId(id)) << id;
+    EXPECT_TRUE(bindings.Bind(rogue, id, "Register").ok()) << id;
+  }
+}
+
 TEST(WorkerBindingsTest, TheOldestLeasesAreForgottenPastTheBound) {
   WorkerBindings bindings;
   const Principal one = Worker("gpu-1"), two = Worker("gpu-2");

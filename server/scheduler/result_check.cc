@@ -1,0 +1,63 @@
+#include "server/scheduler/result_check.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace quark::server {
+namespace {
+
+constexpr size_t kMaxQuoted = 200;
+
+std::string Quote(absl::string_view uri) {
+  if (uri.size() <= kMaxQuoted) return absl::StrCat("\"", uri, "\"");
+  return absl::StrCat("\"", uri.substr(0, kMaxQuoted), "...\" (", uri.size(), " bytes)");
+}
+
+// The part after the prefix names a file inside it: no way out, no way to be read differently elsewhere.
+bool SafeRelative(absl::string_view relative) {
+  if (relative.empty()) return false;
+  for (char c : relative) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\' || c == '%') return false;
+  }
+  for (absl::string_view segment : absl::StrSplit(relative, '/')) {
+    if (segment.empty() || segment == "." || segment == "..") return false;
+  }
+  return true;
+}
+
+absl::Status CheckUri(const std::string& field, const std::string& uri, const std::string& prefix) {
+  if (uri.size() > prefix.size() && uri.compare(0, prefix.size(), prefix) == 0 &&
+      SafeRelative(absl::string_view(uri).substr(prefix.size()))) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(field, ": ", Quote(uri), " is not under the job's output prefix ",
+                                                  Quote(prefix)));
+}
+
+}  // namespace
+
+std::string JobOutputPrefix(const quark::v1::Job& job) {
+  absl::string_view output = job.spec().output_uri();
+  while (!output.empty() && output.back() == '/') output.remove_suffix(1);
+  return absl::StrCat(output, "/", job.id(), "/");
+}
+
+absl::Status CheckResultUris(const quark::v1::Job& job, const quark::v1::JobResult& result) {
+  const std::string prefix = JobOutputPrefix(job);
+  for (int i = 0; i < result.artifacts_size(); ++i) {
+    absl::Status status = CheckUri(absl::StrCat("result.artifacts[", i, "].uri"), result.artifacts(i).uri(), prefix);
+    if (!status.ok()) return status;
+  }
+  if (!result.manifest_uri().empty()) return CheckUri("result.manifest_uri", result.manifest_uri(), prefix);
+  return absl::OkStatus();
+}
+
+std::string ForgedResultError(const std::string& worker_id, const absl::Status& refusal) {
+  return absl::StrCat("completion refused: worker ", worker_id.substr(0, kMaxQuoted),
+                      " reported a result outside the job's output prefix (", refusal.message(), ")");
+}
+
+}  // namespace quark::server

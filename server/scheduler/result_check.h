@@ -1,0 +1,26 @@
+// What a worker reports is checked before it is shown to anyone: a worker (or whoever holds a worker token) could
+// otherwise complete its lease with artifact URIs of another tenant's model or file:///etc/shadow, which the job's
+// tenant would be shown and deduplication would hand to the tenant's later identical jobs. A job's artifacts are
+// written under <spec.output_uri>/<job id>/ (the worker's publish step, worker/storage/publish.h), so a result naming
+// anything else is refused and the job fails.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "quark/v1/service.pb.h"
+
+namespace quark::server {
+
+/// The prefix every artifact of `job` lies under: spec.output_uri (trailing '/' dropped) + "/" + id + "/".
+std::string JobOutputPrefix(const quark::v1::Job& job);
+
+/// OK when every artifact URI and the manifest URI (when set) of `result` lies strictly under JobOutputPrefix(job)
+/// and the rest of it has no empty, "." or ".." segment, percent escape, backslash or control character. Else
+/// PERMISSION_DENIED naming the field ("result.artifacts[1].uri") and quoting at most 200 bytes of the URI.
+absl::Status CheckResultUris(const quark::v1::Job& job, const quark::v1::JobResult& result);
+
+/// The failed job's error for a refused result: "completion refused: worker <id> reported ...".
+std::string ForgedResultError(const std::string& worker_id, const absl::Status& refusal);
+
+}  // namespace quark::server
