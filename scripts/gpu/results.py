@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Helpers of scripts/gpu/run.sh, in python3 (the one tool every GPU machine with PyTorch has).
+
+results.py --steps STEPS.tsv --build DIR --out DIR   prints results.json: the machine, each step's status and
+                                                     seconds, the tests (from ctest's JUnit file), the bench's figures
+results.py --unpack PKG.deb --into DIR               extracts a .deb's files without dpkg (ar archive + data.tar.*)
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import tarfile
+import xml.etree.ElementTree as ET
+
+
+def unpack(deb, into):
+    """A .deb is an ar archive; its data.tar.{xz,gz,zst} holds the files."""
+    with open(deb, "rb") as f:
+        if f.read(8) != b"!<arch>\n":
+            sys.exit(f"{deb}: not an ar archive")
+        while True:
+            header = f.read(60)
+            if len(header) < 60:
+                sys.exit(f"{deb}: no data.tar member")
+            name = header[:16].decode().strip().rstrip("/")
+            size = int(header[48:58].decode().strip())
+            body = f.read(size)
+            if size % 2:
+                f.read(1)
+            if name.startswith("data.tar"):
+                if name.endswith(".zst"):
+                    sys.exit(f"{deb}: zstd-compressed data (python3 cannot read it; install dpkg-deb or zstd)")
+                import io
+
+                with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as tar:
+                    tar.extractall(into)
+                return
+
+
+def tests_from_junit(path):
+    if not os.path.exists(path):
+        return {"junit": "absent (ctest did not finish)"}
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "not_run": 0}
+    failed, skipped = [], []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name", "?")
+        status = case.get("status", "")
+        if case.find("failure") is not None or status == "fail":
+            counts["failed"] += 1
+            failed.append(name)
+        elif case.find("skipped") is not None or status in ("notrun", "disabled"):
+            # ctest marks a GTEST_SKIP as skipped; a test that could not start is "notrun" with a failure message.
+            message = case.find("skipped").get("message", "") if case.find("skipped") is not None else status
+            if "Disabled" in message or "Skipped" in message or status == "disabled":
+                counts["skipped"] += 1
+                skipped.append(name)
+            else:
+                counts["not_run"] += 1
+                failed.append(name + " (not run: " + message + ")")
+        else:
+            counts["passed"] += 1
+    counts["total"] = sum(counts.values())
+    return {"counts": counts, "failed": failed, "skipped": skipped}
+
+
+def results(args):
+    steps = []
+    if os.path.exists(args.steps):
+        for line in open(args.steps):
+            name, rc, secs, log = line.rstrip("\n").split("\t")
+            steps.append({"step": name, "status": int(rc), "seconds": int(secs), "log": log})
+    doc = {
+        "kit": "quarkd GPU kit (scripts/gpu/run.sh)",
+        "machine": {"host": platform.node(), "system": platform.platform(), "python": platform.python_version()},
+        "steps": steps,
+        "ok": bool(steps) and all(s["status"] == 0 for s in steps),
+        "tests": tests_from_junit(os.path.join(args.build, "ctest.xml")),
+    }
+    bench = os.path.join(args.out, "bench.json")
+    if os.path.exists(bench):
+        try:
+            doc["bench"] = json.load(open(bench))
+        except ValueError as e:
+            doc["bench"] = {"error": f"bench.json unreadable: {e}"}
+    json.dump(doc, sys.stdout, indent=1)
+    print()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps")
+    p.add_argument("--build")
+    p.add_argument("--out")
+    p.add_argument("--unpack")
+    p.add_argument("--into")
+    args = p.parse_args()
+    if args.unpack:
+        unpack(args.unpack, args.into)
+    else:
+        results(args)
+
+
+if __name__ == "__main__":
+    main()
