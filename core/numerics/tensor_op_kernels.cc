@@ -66,6 +66,27 @@ at::Tensor PerChannel(const at::Tensor& p, const at::Tensor& like) {
   return p.to(like.device(), at::kFloat).reshape({1, -1, 1});
 }
 
+// Stores the float32 result r (of the float32 input x, same shape) into out as the CPU kernels store it. A NaN result
+// comes only from a NaN input, and the CPU kernels write it as the input's NaN in float32, as 0x7FC0 in bfloat16 and
+// as 0x7E00 with the input's sign in float16 (element_ops.h). ATen writes other NaN bits: its vectorized CPU min/max
+// (so clamp) give the all-ones NaN, and its vectorized bfloat16 conversion 0xFFFF.
+void StoreLikeCpu(const at::Tensor& x, const at::Tensor& r, at::Tensor& out) {
+  const at::Tensor nan = at::isnan(r).reshape(out.sizes());
+  if (out.scalar_type() == at::kFloat) {
+    out.copy_(at::where(nan, x.reshape(out.sizes()), r.reshape(out.sizes())));
+    return;
+  }
+  out.copy_(r.reshape(out.sizes()));
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  if (out.scalar_type() == at::kHalf) {
+    const at::Tensor negative = (at::bitwise_and(Bits(x), kSignBit) != 0).reshape(out.sizes());
+    out.masked_fill_(at::logical_and(nan, negative), -kNaN);
+    out.masked_fill_(at::logical_and(nan, at::logical_not(negative)), kNaN);
+  } else {
+    out.masked_fill_(nan, kNaN);
+  }
+}
+
 class TensorOpKernels final : public QuantKernels {
  public:
   std::string_view name() const override { return "tensor-ops"; }
@@ -86,7 +107,7 @@ class TensorOpKernels final : public QuantKernels {
       const at::Tensor v = at::clamp(x * inv, (qmin - z) - 1.0, (qmax - z) + 1.0);
       code = at::clamp(RoundWith(v, a.round) + z, qmin, qmax);
     }
-    out.copy_(((code - z) * s).reshape(out.sizes()));
+    StoreLikeCpu(x, (code - z) * s, out);
   }
 
   void FakeFloat(const at::Tensor& in, at::Tensor& out, const kernels::ChannelLayout& l, const at::Tensor& scale,
@@ -96,7 +117,7 @@ class TensorOpKernels final : public QuantKernels {
     const at::Tensor x = in.to(at::kFloat).reshape({l.outer, l.channels, l.inner});
     const at::Tensor s = PerChannel(scale, x);
     const at::Tensor v = at::clamp(x / s, -static_cast<double>(g.max), static_cast<double>(g.max));
-    out.copy_((GridSat(v, g) * s).reshape(out.sizes()));
+    StoreLikeCpu(x, GridSat(v, g) * s, out);
   }
 
   void FakeMx(const at::Tensor& in, at::Tensor& out, int64_t rows, int64_t len, const kernels::MxArgs& args,
@@ -128,7 +149,7 @@ class TensorOpKernels final : public QuantKernels {
       r = GridSat(scaled, kernels::GridArgs{t.mbits, t.emin, t.max});
     }
     const at::Tensor y = (r * Pow2(e - shift)).reshape({rows, blocks * 32}).narrow(1, 0, len);
-    out.copy_(y.reshape(out.sizes()));
+    StoreLikeCpu(x.reshape({rows, blocks * 32}).narrow(1, 0, len), y, out);
   }
 
   void ChannelMinMax(const at::Tensor& in, const kernels::ChannelLayout& l, at::Tensor& min,
