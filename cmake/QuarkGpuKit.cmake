@@ -10,6 +10,11 @@
 # No gRPC, protobuf, abseil or spdlog: scripts/gpu/prepare.sh carries only what this file needs.
 set(QUARK_GTEST_SOURCE_DIR "" CACHE PATH "GoogleTest source tree (googletest package's /usr/src/googletest)")
 
+# Stock CMake 3.25.1 (bookworm's) fails in FindCUDAToolkit on CUDA 13 (no nvToolsExt) for projects requiring 3.25
+# (see kernels/cuda/CMakeLists.txt); a CUDA LibTorch's config runs FindCUDAToolkit too, so the kit reads as 3.24 there.
+if(CMAKE_VERSION VERSION_LESS 3.25.2)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+endif()
 find_package(Threads REQUIRED)
 # nvcc first, so that a CUDA LibTorch's own CUDA checks see the same compiler.
 if(QUARK_WITH_CUDA AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

@@ -16,7 +16,7 @@
 #   QUARK_NVCC           nvcc (else nvcc on PATH, else /usr/local/cuda/bin/nvcc); none: CUDA kernels not built
 #   QUARK_JOBS           build and test parallelism (default: nproc)
 #   QUARK_KIT_BUILD_DIR  build folder (default build-gpu-kit; kept between runs on the same machine)
-#   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 330, 150, 90)
+#   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 240, 100, 60)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -121,17 +121,17 @@ step configure "$out/configure.log" cmake -S "$root" -B "$build" -G "$generator"
   "-DQUARK_GTEST_SOURCE_DIR=$prefix/usr/src/googletest" "${cuda_args[@]}"
 keep_going=()
 [[ $generator == Ninja ]] && keep_going=(-- -k 0)
-step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-330}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
+step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-240}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
 
 # 4. The tests: every test of the kit, the gpu-labelled ones included (they skip, saying so, without a device).
-step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-150}" ctest --test-dir "$build" --output-on-failure \
+step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-100}" ctest --test-dir "$build" --output-on-failure \
   --no-tests=error -j "$jobs" --timeout 120 --output-junit "$build/ctest.xml"
 grep -E 'tests passed|Skipped|Failed|\*\*\*' "$out/ctest.log" | tail -n 20 | tee -a "$log"
 
 # 5. The benchmark.
 bench=$build/bench/kernels/cuda_kernels_bench
 if [[ -x $bench ]]; then
-  step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-90}" "$bench" --json "$out/bench.json"
+  step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-60}" "$bench" --json "$out/bench.json"
   cat "$out/bench.log" | tee -a "$log"
 else
   say "== bench: FAILED: $bench was not built (see build.log)"
