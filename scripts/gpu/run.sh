@@ -126,7 +126,7 @@ step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-240}" cmake --build 
 # 4. The tests: every test of the kit, the gpu-labelled ones included (they skip, saying so, without a device).
 step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-100}" ctest --test-dir "$build" --output-on-failure \
   --no-tests=error -j "$jobs" --timeout 120 --output-junit "$build/ctest.xml"
-grep -E 'tests passed|Skipped|Failed|\*\*\*' "$out/ctest.log" | tail -n 20 | tee -a "$log"
+sed -n '/tests passed/,$p' "$out/ctest.log" | head -n 40 | tee -a "$log"  # ctest's summary: counts, skips, failures
 
 # 5. The benchmark.
 bench=$build/bench/kernels/cuda_kernels_bench
