@@ -132,6 +132,16 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
+quark::kernels::GridArgs Grid(ElemFormat f) {
+  const auto& t = quark::kernels::Traits(f);
+  return quark::kernels::GridArgs{t.mbits, t.emin, t.max};
+}
+
+quark::kernels::GridCodeArgs Code(ElemFormat f) {
+  const quark::kernels::GridConsts g = quark::kernels::MakeGrid(quark::kernels::Traits(f));
+  return quark::kernels::GridCodeArgs{g.ebits, g.mbits, g.emin, g.has_nan, g.nan_code};
+}
+
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -166,6 +176,97 @@ void WriteJson(const std::string& path, const std::string& device, const Options
   std::fclose(f);
 }
 
+// The device data of one run: [rows, 4096] bfloat16 input, output, codes, scales, packed words, and parameters for
+// up to one group of 128 elements each (scale, 1/scale, zero point).
+struct BenchData {
+  explicit BenchData(int64_t n)
+      : n(n), rows(n / kCols), groups(n / 128), x(n * 2), y(n * 2), codes(n), e8m0(n / 32 + rows), words(n / 2),
+        scale(groups * 4), inv(groups * 4), zero(groups * 4) {}
+  bool Upload() const {
+    const std::vector<uint16_t> host = Bf16Inputs(n);
+    const std::vector<float> s(static_cast<size_t>(groups), 0.05f), i(s.size(), 20.0f), z(s.size(), 8.0f);
+    return Check(cudaMemcpy(x.get(), host.data(), n * 2, cudaMemcpyHostToDevice), "upload") &&
+           Check(cudaMemcpy(scale.get(), s.data(), groups * 4, cudaMemcpyHostToDevice), "upload") &&
+           Check(cudaMemcpy(inv.get(), i.data(), groups * 4, cudaMemcpyHostToDevice), "upload") &&
+           Check(cudaMemcpy(zero.get(), z.data(), groups * 4, cudaMemcpyHostToDevice), "upload");
+  }
+  kc::CudaAffineArgs Affine(int64_t channels, int qmin, int qmax) const {
+    return kc::CudaAffineArgs{1, channels, n / channels, scale.get<float>(), inv.get<float>(), zero.get<float>(),
+                              qmin, qmax, 0, false};
+  }
+  kc::CudaMxArgs Mx(ElemFormat f) const {
+    const auto& t = quark::kernels::Traits(f);
+    return kc::CudaMxArgs{rows, kCols, Grid(f), t.mbits, t.emax, 0, false, 0};
+  }
+  static constexpr int64_t kCols = 4096;
+  const int64_t n, rows, groups;
+  Buffer x, y, codes, e8m0, words, scale, inv, zero;
+};
+
+struct Case {
+  const char* kernel;
+  double bytes;  // read + written per call
+  double goal;   // fraction of the copy
+  std::function<int()> launch;
+};
+
+// Every kernel on bfloat16 data: per-channel int8, uint4 with groups of 128, per-tensor fp8, MX, packing.
+std::vector<Case> KernelCases(const BenchData& d) {
+  const double n = static_cast<double>(d.n), bn = 2.0 * n;
+  const double p_rows = 12.0 * d.rows, p_groups = 12.0 * d.groups;
+  const kc::CudaElem bf16 = kc::CudaElem::kBF16;
+  const kc::CudaAffineArgs int8 = d.Affine(d.rows, -128, 127), uint4 = d.Affine(d.groups, 0, 15),
+                           tensor = d.Affine(1, 0, 0);
+  const ElemFormat fp8 = ElemFormat::kFp8E4M3, fp4 = ElemFormat::kFp4E2M1;
+  uint8_t* codes = d.codes.get<uint8_t>();
+  return {
+      {"int8 fake quant (per channel)", 2 * bn + p_rows, 0.6,
+       [=, &d] { return kc::FakeQuantAffineCuda(d.x.get(), d.y.get(), bf16, int8, nullptr); }},
+      {"int8 codes (per channel)", bn + n + p_rows, 0.6,
+       [=, &d] { return kc::QuantizeAffineCuda(d.x.get(), codes, bf16, int8, nullptr); }},
+      {"uint4 fake quant (g128)", 2 * bn + p_groups, 0.6,
+       [=, &d] { return kc::FakeQuantAffineCuda(d.x.get(), d.y.get(), bf16, uint4, nullptr); }},
+      {"uint4 codes (g128)", bn + n + p_groups, 0.6,
+       [=, &d] { return kc::QuantizeAffineCuda(d.x.get(), codes, bf16, uint4, nullptr); }},
+      {"fp8_e4m3 fake quant (per tensor)", 2 * bn, 0.6,
+       [=, &d] { return kc::FakeQuantFloatCuda(d.x.get(), d.y.get(), bf16, tensor, Grid(fp8), nullptr); }},
+      {"fp8_e4m3 codes (per tensor)", bn + n, 0.6,
+       [=, &d] { return kc::QuantizeFloatCuda(d.x.get(), codes, bf16, tensor, Grid(fp8), Code(fp8), nullptr); }},
+      {"mxfp8_e4m3 fake quant", 2 * bn, 0.3,
+       [=, &d] { return kc::FakeQuantMxCuda(d.x.get(), d.y.get(), bf16, d.Mx(fp8), nullptr); }},
+      {"mxfp4 fake quant", 2 * bn, 0.3,
+       [=, &d] { return kc::FakeQuantMxCuda(d.x.get(), d.y.get(), bf16, d.Mx(fp4), nullptr); }},
+      {"mxfp4 codes + e8m0 scales", bn + n + n / 32, 0.3,
+       [=, &d] {
+         return kc::QuantizeMxCuda(d.x.get(), codes, d.e8m0.get<uint8_t>(), bf16, d.Mx(fp4), Code(fp4), nullptr);
+       }},
+      {"int4 packing (codes -> int32 words)", 1.5 * n, 0.6,
+       [=, &d] {
+         static const int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+         return kc::PackInt4Cuda(codes, d.n, kOrder, d.words.get<int32_t>(), nullptr);
+       }},
+      {"fp4 packing (codes -> bytes)", 1.5 * n, 0.3,
+       [=, &d] { return kc::PackFp4Cuda(codes, d.n, d.words.get<uint8_t>(), nullptr); }},
+  };
+}
+
+Row Measure(const Case& c, int iters, double copy_gbps) {
+  Row r;
+  r.kernel = c.kernel;
+  r.dtype = "bfloat16";
+  r.bytes = c.bytes;
+  r.goal = c.goal;
+  r.ms = TimeMs(c.launch, iters, &r.error);
+  r.fraction = r.ms > 0 ? (r.bytes / r.ms / 1e6) / copy_gbps : 0;
+  if (r.ms > 0) {
+    std::printf("%-38s %10.4f %10.1f %8.1f%% %5.0f%% %s\n", c.kernel, r.ms, r.bytes / r.ms / 1e6, 100 * r.fraction,
+                100 * r.goal, r.fraction >= r.goal ? "ok" : "BELOW GOAL");
+  } else {
+    std::printf("%-38s FAILED: %s\n", c.kernel, r.error.c_str());
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,115 +279,27 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
-  const std::string device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
-                             std::to_string(prop.minor) + ")";
-  const int64_t n = o.elements;
-  const int64_t cols = 4096;
-  const int64_t rows = n / cols;
-  const int64_t groups = n / 128;
-
-  const std::vector<uint16_t> host = Bf16Inputs(n);
-  Buffer x(n * 2), y(n * 2), codes(n), e8m0(n / 32 + rows), words(n / 2);
-  if (!Check(cudaMemcpy(x.get(), host.data(), n * 2, cudaMemcpyHostToDevice), "upload")) return 1;
-  // Parameters for up to one per 128 elements: scale, 1/scale and zero point.
-  std::vector<float> scale(static_cast<size_t>(groups), 0.05f), inv(scale.size(), 20.0f), zero(scale.size(), 8.0f);
-  Buffer ds(groups * 4), dinv(groups * 4), dz(groups * 4);
-  cudaMemcpy(ds.get(), scale.data(), groups * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dinv.get(), inv.data(), groups * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dz.get(), zero.data(), groups * 4, cudaMemcpyHostToDevice);
+  const std::string device =
+      std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+  const BenchData d(o.elements);
+  if (!d.Upload()) return 1;
 
   std::string copy_error;
   const double copy_ms = TimeMs(
-      [&] { return static_cast<int>(cudaMemcpyAsync(y.get(), x.get(), n * 2, cudaMemcpyDeviceToDevice)); }, o.iters,
-      &copy_error);
+      [&] { return static_cast<int>(cudaMemcpyAsync(d.y.get(), d.x.get(), d.n * 2, cudaMemcpyDeviceToDevice)); },
+      o.iters, &copy_error);
   if (copy_ms <= 0) {
     std::fprintf(stderr, "cuda_kernels_bench: device-to-device copy failed: %s\n", copy_error.c_str());
     return 1;
   }
-  const double copy_gbps = 2.0 * n * 2 / copy_ms / 1e6;
-
-  const auto affine = [&](int64_t channels, int qmin, int qmax) {
-    return kc::CudaAffineArgs{1, channels, n / channels, ds.get<float>(), dinv.get<float>(), dz.get<float>(),
-                              qmin, qmax, 0, false};
-  };
-  const kc::CudaAffineArgs int8_rows = affine(rows, -128, 127);
-  const kc::CudaAffineArgs uint4_g128 = affine(groups, 0, 15);
-  const kc::CudaAffineArgs per_tensor = affine(1, 0, 0);
-  const auto grid = [](ElemFormat f) {
-    const auto& t = quark::kernels::Traits(f);
-    return quark::kernels::GridArgs{t.mbits, t.emin, t.max};
-  };
-  const auto code = [](ElemFormat f) {
-    const quark::kernels::GridConsts g = quark::kernels::MakeGrid(quark::kernels::Traits(f));
-    return quark::kernels::GridCodeArgs{g.ebits, g.mbits, g.emin, g.has_nan, g.nan_code};
-  };
-  const auto mx = [&](ElemFormat f) {
-    const auto& t = quark::kernels::Traits(f);
-    return kc::CudaMxArgs{rows, cols, grid(f), t.mbits, t.emax, 0, false, 0};
-  };
-  const kc::CudaElem bf16 = kc::CudaElem::kBF16;
-  const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-  const double bn = 2.0 * n;  // bfloat16 bytes
-  const double p_rows = 12.0 * rows, p_groups = 12.0 * groups;
-  struct Case {
-    const char* kernel;
-    double bytes;
-    double goal;
-    std::function<int()> launch;
-  };
-  const std::vector<Case> cases = {
-      {"int8 fake quant (per channel)", 2 * bn + p_rows, 0.6,
-       [&] { return kc::FakeQuantAffineCuda(x.get(), y.get(), bf16, int8_rows, nullptr); }},
-      {"int8 codes (per channel)", bn + n + p_rows, 0.6,
-       [&] { return kc::QuantizeAffineCuda(x.get(), codes.get<uint8_t>(), bf16, int8_rows, nullptr); }},
-      {"uint4 fake quant (g128)", 2 * bn + p_groups, 0.6,
-       [&] { return kc::FakeQuantAffineCuda(x.get(), y.get(), bf16, uint4_g128, nullptr); }},
-      {"uint4 codes (g128)", bn + n + p_groups, 0.6,
-       [&] { return kc::QuantizeAffineCuda(x.get(), codes.get<uint8_t>(), bf16, uint4_g128, nullptr); }},
-      {"fp8_e4m3 fake quant (per tensor)", 2 * bn, 0.6,
-       [&] { return kc::FakeQuantFloatCuda(x.get(), y.get(), bf16, per_tensor, grid(ElemFormat::kFp8E4M3), nullptr); }},
-      {"fp8_e4m3 codes (per tensor)", bn + n, 0.6,
-       [&] {
-         return kc::QuantizeFloatCuda(x.get(), codes.get<uint8_t>(), bf16, per_tensor, grid(ElemFormat::kFp8E4M3),
-                                      code(ElemFormat::kFp8E4M3), nullptr);
-       }},
-      {"mxfp8_e4m3 fake quant", 2 * bn, 0.3,
-       [&] { return kc::FakeQuantMxCuda(x.get(), y.get(), bf16, mx(ElemFormat::kFp8E4M3), nullptr); }},
-      {"mxfp4 fake quant", 2 * bn, 0.3,
-       [&] { return kc::FakeQuantMxCuda(x.get(), y.get(), bf16, mx(ElemFormat::kFp4E2M1), nullptr); }},
-      {"mxfp4 codes + e8m0 scales", bn + n + n / 32.0, 0.3,
-       [&] {
-         return kc::QuantizeMxCuda(x.get(), codes.get<uint8_t>(), e8m0.get<uint8_t>(), bf16, mx(ElemFormat::kFp4E2M1),
-                                   code(ElemFormat::kFp4E2M1), nullptr);
-       }},
-      {"int4 packing (codes -> int32 words)", 1.5 * n, 0.6,
-       [&] { return kc::PackInt4Cuda(codes.get<uint8_t>(), n, order, words.get<int32_t>(), nullptr); }},
-      {"fp4 packing (codes -> bytes)", 1.5 * n, 0.3,
-       [&] { return kc::PackFp4Cuda(codes.get<uint8_t>(), n, words.get<uint8_t>(), nullptr); }},
-  };
-
-  std::vector<Row> table;
+  const double copy_gbps = 2.0 * d.n * 2 / copy_ms / 1e6;
   std::printf("cuda_kernels_bench on %s: %lld bfloat16 elements ([%lld, %lld]), %d calls per timing, best of 3\n",
-              device.c_str(), static_cast<long long>(n), static_cast<long long>(rows), static_cast<long long>(cols),
-              o.iters);
-  std::printf("device-to-device copy: %.1f GB/s (read + write of %.0f MiB)\n\n", copy_gbps, n * 2 / 1048576.0);
-  std::printf("%-38s %10s %10s %9s %6s %s\n", "kernel", "ms", "GB/s", "of copy", "goal", "");
-  for (const Case& c : cases) {
-    Row r;
-    r.kernel = c.kernel;
-    r.dtype = "bfloat16";
-    r.bytes = c.bytes;
-    r.goal = c.goal;
-    r.ms = TimeMs(c.launch, o.iters, &r.error);
-    r.fraction = r.ms > 0 ? (r.bytes / r.ms / 1e6) / copy_gbps : 0;
-    if (r.ms > 0) {
-      std::printf("%-38s %10.4f %10.1f %8.1f%% %5.0f%% %s\n", c.kernel, r.ms, r.bytes / r.ms / 1e6,
-                  100 * r.fraction, 100 * r.goal, r.fraction >= r.goal ? "ok" : "BELOW GOAL");
-    } else {
-      std::printf("%-38s FAILED: %s\n", c.kernel, r.error.c_str());
-    }
-    table.push_back(r);
-  }
+              device.c_str(), static_cast<long long>(d.n), static_cast<long long>(d.rows),
+              static_cast<long long>(BenchData::kCols), o.iters);
+  std::printf("device-to-device copy: %.1f GB/s (read + write of %.0f MiB)\n\n", copy_gbps, d.n * 2 / 1048576.0);
+  std::printf("%-38s %10s %10s %9s %6s\n", "kernel", "ms", "GB/s", "of copy", "goal");
+  std::vector<Row> table;
+  for (const Case& c : KernelCases(d)) table.push_back(Measure(c, o.iters, copy_gbps));
   WriteJson(o.json, device, o, copy_gbps, table, "");
   const bool failed = std::any_of(table.begin(), table.end(), [](const Row& r) { return !r.error.empty(); });
   return failed ? 1 : 0;
