@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/numerics/quant_kernels.h"
@@ -23,6 +24,9 @@ class TensorOpKernelsCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) {
+      // On a machine that has a GPU (scripts/gpu/run.sh sets QUARK_EXPECT_CUDA there), not seeing it is a failure:
+      // e.g. a LibTorch linked without its CUDA library.
+      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
       GTEST_SKIP() << "LibTorch sees no CUDA device here (CPU-only LibTorch or no GPU): the tensor-op kernels were "
                       "not run on CUDA tensors";
     }

@@ -61,7 +61,8 @@ TEST(TensorOpKernelsTest, FloatFormatFakeQuantIsTheCpuKernelsBitForBit) {
                               ElemFormat::kFp4E2M1}) {
       const at::Tensor scale = at::rand({l.channels}, at::detail::createCPUGenerator(++seed)) * 0.5f + 0.01f;
       for (at::ScalarType dtype : kTensorOpDtypes) {
-        const at::Tensor x = TensorOpInputs(l.Numel(), seed, scale[0].item<float>() * kernels::Traits(format).max / 16, dtype);
+        const at::Tensor x =
+            TensorOpInputs(l.Numel(), seed, scale[0].item<float>() * kernels::Traits(format).max / 16, dtype);
         at::Tensor a = at::empty_like(x);
         at::Tensor b = at::empty_like(x);
         CpuQuantKernels().FakeFloat(x, a, l, scale, format);
