@@ -32,7 +32,8 @@ inline at::Tensor TensorOpInputs(int64_t n, uint64_t seed, float unit, at::Scala
   const at::Tensor index = at::arange(n);
   v = at::where(index.remainder(5) == 1, ties, v);
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(), kInf, -kInf, 1e-40f, -3.0e38f, 1e-30f};
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const float specials[] = {0.0f, -0.0f, kNaN, kInf, -kInf, 1e-40f, -3.0e38f, 1e-30f};
   for (int64_t i = 0; i < n; i += 7) v[i] = specials[(i / 7) % 8];
   return v.to(dtype);
 }
