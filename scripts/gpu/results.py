@@ -6,6 +6,7 @@ results.py --steps STEPS.tsv --build DIR --out DIR   prints results.json: the ma
 results.py --unpack PKG.deb --into DIR               extracts a .deb's files without dpkg (ar archive + data.tar.*)
 """
 import argparse
+import io
 import json
 import os
 import platform
@@ -31,10 +32,11 @@ def unpack(deb, into):
             if name.startswith("data.tar"):
                 if name.endswith(".zst"):
                     sys.exit(f"{deb}: zstd-compressed data (python3 cannot read it; install dpkg-deb or zstd)")
-                import io
-
                 with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as tar:
-                    tar.extractall(into)
+                    if hasattr(tarfile, "data_filter"):  # Python 3.12+ (and security updates of older ones)
+                        tar.extractall(into, filter="data")
+                    else:
+                        tar.extractall(into)
                 return
 
 

@@ -137,7 +137,7 @@ sed -n '/tests passed/,$p' "$out/ctest.log" | head -n 40 | tee -a "$log"  # ctes
 bench=$build/bench/kernels/cuda_kernels_bench
 if [[ -x $bench ]]; then
   step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-60}" "$bench" --json "$out/bench.json"
-  cat "$out/bench.log" | tee -a "$log"
+  tee -a "$log" < "$out/bench.log"
 else
   say "== bench: FAILED: $bench was not built (see build.log)"
   printf 'bench\t127\t0\tbuild.log\n' >> "$steps"
