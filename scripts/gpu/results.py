@@ -4,6 +4,10 @@
 results.py --steps STEPS.tsv --build DIR --out DIR   prints results.json: the machine, each step's status and
                                                      seconds, the tests (from ctest's JUnit file), the bench's figures
 results.py --unpack PKG.deb --into DIR               extracts a .deb's files without dpkg (ar archive + data.tar.*)
+results.py --pin-mtimes STATE.json --root DIR        gives every source file whose content is unchanged since the
+                                                     last run the modification time it had then, so that a rerun
+                                                     on a kept build folder rebuilds only what changed, whatever
+                                                     times the copy of the tree carries
 """
 import argparse
 import io
@@ -38,6 +42,35 @@ def unpack(deb, into):
                     else:
                         tar.extractall(into)
                 return
+
+
+def pin_mtimes(state_path, root, skip):
+    """Files whose sha1 is the one recorded get the recorded mtime back; others are recorded as they are."""
+    import hashlib
+
+    try:
+        state = json.load(open(state_path))
+    except (OSError, ValueError):
+        state = {}
+    pinned = changed = 0
+    skip = {os.path.realpath(p) for p in skip}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git" and os.path.realpath(os.path.join(dirpath, d)) not in skip]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            digest = hashlib.sha1(open(path, "rb").read()).hexdigest()
+            rel = os.path.relpath(path, root)
+            st = os.stat(path)
+            if rel in state and state[rel][0] == digest:
+                os.utime(path, ns=(st.st_atime_ns, state[rel][1]))
+                pinned += 1
+            else:
+                state[rel] = [digest, st.st_mtime_ns]
+                changed += 1
+    json.dump(state, open(state_path, "w"))
+    print(f"{pinned} source files unchanged since the last run (times restored), {changed} new or changed")
 
 
 def tests_from_junit(path):
@@ -98,8 +131,13 @@ def main():
     p.add_argument("--out")
     p.add_argument("--unpack")
     p.add_argument("--into")
+    p.add_argument("--pin-mtimes")
+    p.add_argument("--root")
+    p.add_argument("--skip", action="append", default=[])
     args = p.parse_args()
-    if args.unpack:
+    if args.pin_mtimes:
+        pin_mtimes(args.pin_mtimes, args.root, args.skip)
+    elif args.unpack:
         unpack(args.unpack, args.into)
     else:
         results(args)

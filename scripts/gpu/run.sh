@@ -116,7 +116,10 @@ find_tools() {
 }
 step find-tools "$out/configure.log" find_tools
 
-# 3. Configure and build (ninja -k 0: what can be built is, even after a failure).
+# 3. Configure and build (ninja -k 0: what can be built is, even after a failure). A rerun on a warm machine keeps
+# the build folder; unchanged sources get back the times they had at the last run, so only changes are rebuilt.
+step pin-mtimes "$out/configure.log" python3 "$root/scripts/gpu/results.py" --pin-mtimes "$build/source-mtimes.json" \
+  --root "$root" --skip "$build" --skip "$out" --skip "$kit"
 generator=Ninja
 command -v ninja > /dev/null || generator="Unix Makefiles"
 cuda_args=(-DQUARK_WITH_CUDA=OFF)
