@@ -27,7 +27,11 @@ class DeviceBuffer {
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) { other.ptr_ = nullptr; }
+  // Movable, so that From() can return one (returning a named local needs a move constructor).
+  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+    other.ptr_ = nullptr;
+    other.bytes_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&&) = delete;
   template <typename T>
   static DeviceBuffer From(const std::vector<T>& host) {

@@ -1,0 +1,68 @@
+# The GPU kit (QUARK_GPU_KIT=ON): what a session on a GPU machine without a package registry builds and runs first.
+#   kernels/cpu, kernels/cuda          the CPU and CUDA quantization kernels
+#   core/numerics (quark_quant_kernels) the device seam: CPU kernels and LibTorch tensor-op kernels
+#   tests/kernels, tests/numerics      element_ops_test, cuda_kernels_test (gpu), tensor_op_kernels_test,
+#                                      tensor_op_kernels_cuda_test (gpu)
+#   bench/kernels                      cuda_kernels_bench
+# Its only dependencies are LibTorch (the machine's PyTorch, or Debian's libtorch-dev), nvcc, and GoogleTest, built
+# from source (QUARK_GTEST_SOURCE_DIR: /usr/src/googletest of Debian's `googletest` package, unpacked by
+# scripts/gpu/run.sh) with the machine's compiler and LibTorch's C++ ABI; without it an installed GTest is used.
+# No gRPC, protobuf, abseil or spdlog: scripts/gpu/prepare.sh carries only what this file needs.
+set(QUARK_GTEST_SOURCE_DIR "" CACHE PATH "GoogleTest source tree (googletest package's /usr/src/googletest)")
+
+# Stock CMake 3.25.1 (bookworm's) fails in FindCUDAToolkit on CUDA 13 (no nvToolsExt) for projects requiring 3.25
+# (see kernels/cuda/CMakeLists.txt); a CUDA LibTorch's config runs FindCUDAToolkit too, so the kit reads as 3.24 there.
+if(CMAKE_VERSION VERSION_LESS 3.25.2)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+endif()
+find_package(Threads REQUIRED)
+# nvcc first, so that a CUDA LibTorch's own CUDA checks see the same compiler.
+if(QUARK_WITH_CUDA AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+find_package(Torch REQUIRED)
+message(STATUS "GPU kit: LibTorch ${Torch_VERSION} from ${Torch_DIR}; TORCH_CXX_FLAGS '${TORCH_CXX_FLAGS}'")
+
+add_library(quark_torch INTERFACE)
+target_link_libraries(quark_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(quark_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+find_package(OpenMP COMPONENTS CXX)
+if(OpenMP_CXX_FOUND)
+  target_link_libraries(quark_torch INTERFACE OpenMP::OpenMP_CXX)
+else()
+  message(WARNING "GPU kit: no OpenMP for the C++ compiler; the CPU reference kernels run on one thread")
+endif()
+
+# Everything in the kit, GoogleTest included, is compiled with LibTorch's C++ ABI (pip wheels and Debian differ).
+string(REGEX MATCH "_GLIBCXX_USE_CXX11_ABI=([01])" abi "${TORCH_CXX_FLAGS}")
+if(abi)
+  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=${CMAKE_MATCH_1})
+endif()
+
+enable_testing()
+if(QUARK_GTEST_SOURCE_DIR)
+  if(NOT EXISTS "${QUARK_GTEST_SOURCE_DIR}/CMakeLists.txt")
+    message(FATAL_ERROR "QUARK_GTEST_SOURCE_DIR=${QUARK_GTEST_SOURCE_DIR} holds no CMakeLists.txt (expected the "
+                        "googletest package's /usr/src/googletest)")
+  endif()
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  set(BUILD_GMOCK ON CACHE BOOL "" FORCE)
+  add_subdirectory(${QUARK_GTEST_SOURCE_DIR} ${PROJECT_BINARY_DIR}/googletest EXCLUDE_FROM_ALL SYSTEM)
+  foreach(lib IN ITEMS gtest gtest_main gmock gmock_main)
+    if(NOT TARGET GTest::${lib})
+      add_library(GTest::${lib} ALIAS ${lib})
+    endif()
+  endforeach()
+else()
+  find_package(GTest CONFIG REQUIRED)
+endif()
+include(GoogleTest)
+include(QuarkHelpers)
+
+include_directories(${PROJECT_SOURCE_DIR})
+add_subdirectory(kernels)
+add_subdirectory(core/numerics)
+if(QUARK_BUILD_TESTS)
+  add_subdirectory(tests)
+endif()
+add_subdirectory(bench/kernels)

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Runs the GPU kit on a GPU machine without a package registry (docs/gpu.md, "The GPU kit"): unpacks the packages
+# that scripts/gpu/prepare.sh downloaded (gpu-kit/debs) into a prefix, configures the kit (QUARK_GPU_KIT=ON) against
+# the machine's PyTorch with CUDA, builds it with ninja, runs its tests (the `gpu`-labelled ones included) and the
+# CUDA kernel benchmark, and writes under $OUT (default ./out):
+#   run.log        every step: what ran, how long, and how it ended
+#   configure.log  build.log  ctest.log  bench.log
+#   bench.json     cuda_kernels_bench's figures
+#   results.json   the machine, each step's status and time, test counts and failures, the bench's figures
+# Each step that fails says so on stderr and in run.log; later steps still run on what was built, and results.json is
+# rewritten after every step, so a run cut short still returns what it got. Exit status 0 only if every step passed.
+#
+# Environment (all optional):
+#   QUARK_TORCH_DIR      Torch_DIR (else from python3's torch.utils.cmake_prefix_path)
+#   QUARK_CUDA_ARCH      CMAKE_CUDA_ARCHITECTURES (default 90, the H200)
+#   QUARK_NVCC           nvcc (else nvcc on PATH, else /usr/local/cuda/bin/nvcc); none: CUDA kernels not built
+#   QUARK_JOBS           build and test parallelism (default: nproc)
+#   QUARK_KIT_BUILD_DIR  build folder (default build-gpu-kit; kept between runs on the same machine)
+#   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 240, 100, 60)
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=${OUT:-$root/out}
+kit=${QUARK_GPU_KIT_DIR:-$root/gpu-kit}
+build=${QUARK_KIT_BUILD_DIR:-$root/build-gpu-kit}
+prefix=$build/deps
+jobs=${QUARK_JOBS:-$(nproc)}
+mkdir -p "$out" "$build"
+log=$out/run.log
+steps=$build/steps.tsv
+: > "$log"
+: > "$steps"
+failed=0
+
+say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
+# step NAME LOGFILE COMMAND...: runs COMMAND with its output in LOGFILE, records status and seconds.
+step() {
+  local name=$1 file=$2
+  shift 2
+  say "== $name: $*"
+  local t0=$SECONDS rc
+  "$@" >> "$file" 2>&1
+  rc=$?
+  local secs=$((SECONDS - t0))
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$secs" "$(basename "$file")" >> "$steps"
+  if ((rc == 0)); then
+    say "== $name: ok (${secs}s)"
+  else
+    failed=1
+    say "== $name: FAILED with status $rc after ${secs}s; its last lines (all in \$OUT/$(basename "$file")):"
+    tail -n 25 "$file" | sed 's/^/   | /' | tee -a "$log" >&2
+  fi
+  results
+  return $rc
+}
+results() {
+  python3 "$root/scripts/gpu/results.py" --steps "$steps" --build "$build" --out "$out" > "$out/results.json" 2>> "$log" ||
+    say "results.py failed (see run.log)"
+}
+
+say "GPU kit run: $(uname -srm), $(nproc) cores, $(. /etc/os-release 2> /dev/null && echo "$PRETTY_NAME"), \
+glibc $(ldd --version 2> /dev/null | head -1 | awk '{print $NF}')"
+say "tools: $(cmake --version 2> /dev/null | head -1), ninja $(ninja --version 2> /dev/null || echo absent), \
+$(c++ --version 2> /dev/null | head -1)"
+# Where the driver lists a GPU, the gpu tests and the bench fail (instead of skipping) if they cannot use it.
+if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then
+  export QUARK_EXPECT_CUDA=1
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$log"
+else
+  say "no GPU listed by nvidia-smi: the gpu tests will skip and the bench will measure nothing"
+fi
+
+# 1. The kit's packages into the prefix (dpkg-deb where there is one, else python3 reads the ar + tar itself).
+unpack() {
+  shopt -s nullglob
+  local debs=("$kit"/debs/*.deb)
+  if ((${#debs[@]} == 0)); then
+    echo "no packages in $kit/debs: run scripts/gpu/prepare.sh here and carry gpu-kit"
+    return 1
+  fi
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in "${debs[@]}"; do
+    echo "unpacking $(basename "$deb")"
+    if command -v dpkg-deb > /dev/null; then
+      dpkg-deb -x "$deb" "$prefix" || return 1
+    else
+      python3 "$root/scripts/gpu/results.py" --unpack "$deb" --into "$prefix" || return 1
+    fi
+  done
+  test -f "$prefix/usr/src/googletest/CMakeLists.txt" || { echo "no GoogleTest source in the packages"; return 1; }
+}
+step unpack "$out/configure.log" unpack
+
+# 2. The machine's LibTorch and nvcc.
+torch_dir=${QUARK_TORCH_DIR:-}
+if [[ -z $torch_dir ]]; then
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>> "$out/configure.log")
+  [[ -n $torch_prefix ]] && torch_dir=$torch_prefix/Torch
+fi
+python3 -c 'import torch; print("python torch", torch.__version__, "cuda", torch.version.cuda,
+  "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' \
+  2> /dev/null | tee -a "$log"
+nvcc=${QUARK_NVCC:-$(command -v nvcc || true)}
+[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+find_tools() {
+  if [[ -z $torch_dir || ! -d $torch_dir ]]; then
+    echo "no LibTorch: python3 has no torch and QUARK_TORCH_DIR is unset (got '$torch_dir')"
+    return 1
+  fi
+  echo "Torch_DIR=$torch_dir"
+  if [[ -z $nvcc ]]; then
+    echo "no nvcc (QUARK_NVCC, PATH, /usr/local/cuda/bin): the CUDA kernels, their test and the bench are not built"
+    return 1
+  fi
+  echo "nvcc=$nvcc: $("$nvcc" --version | tail -1)"
+}
+step find-tools "$out/configure.log" find_tools
+
+# 3. Configure and build (ninja -k 0: what can be built is, even after a failure). A rerun on a warm machine keeps
+# the build folder; unchanged sources get back the times they had at the last run, so only changes are rebuilt.
+step pin-mtimes "$out/configure.log" python3 "$root/scripts/gpu/results.py" --pin-mtimes "$build/source-mtimes.json" \
+  --root "$root" --skip "$build" --skip "$out" --skip "$kit"
+generator=Ninja
+command -v ninja > /dev/null || generator="Unix Makefiles"
+cuda_args=(-DQUARK_WITH_CUDA=OFF)
+[[ -n $nvcc ]] && cuda_args=(-DQUARK_WITH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
+step configure "$out/configure.log" cmake -S "$root" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
+  -DQUARK_GPU_KIT=ON "-DCMAKE_CUDA_ARCHITECTURES=${QUARK_CUDA_ARCH:-90}" "-DTorch_DIR=$torch_dir" \
+  "-DQUARK_GTEST_SOURCE_DIR=$prefix/usr/src/googletest" "${cuda_args[@]}"
+keep_going=()
+[[ $generator == Ninja ]] && keep_going=(-- -k 0)
+step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-240}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
+
+# 4. The tests: every test of the kit, the gpu-labelled ones included (they skip, saying so, without a device).
+step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-100}" ctest --test-dir "$build" --output-on-failure \
+  --no-tests=error -j "$jobs" --timeout 120 --output-junit "$build/ctest.xml"
+sed -n '/tests passed/,$p' "$out/ctest.log" | head -n 40 | tee -a "$log"  # ctest's summary: counts, skips, failures
+
+# 5. The benchmark.
+bench=$build/bench/kernels/cuda_kernels_bench
+if [[ -x $bench ]]; then
+  step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-60}" "$bench" --json "$out/bench.json"
+  tee -a "$log" < "$out/bench.log"
+else
+  say "== bench: FAILED: $bench was not built (see build.log)"
+  printf 'bench\t127\t0\tbuild.log\n' >> "$steps"
+  failed=1
+fi
+
+results
+if ((failed)); then
+  say "GPU kit run: FAILED (see the steps above; every log is in \$OUT)"
+  exit 1
+fi
+say "GPU kit run: every step passed"
