@@ -1,30 +1,6 @@
 # Every external dependency, found once. All are Debian bookworm packages
 # (scripts/install-deps.sh installs them).
 find_package(Threads REQUIRED)
-
-# nvcc, when QUARK_WITH_CUDA is on: the CUDA language is enabled before find_package(Torch), because a LibTorch built
-# with CUDA (PyTorch 2.x's, Debian's libtorch-cuda-dev) compares the CUDA compiler's version with the toolkit's in its
-# CMake config and fails ("Found two conflicting CUDA versions") when no CUDA compiler is enabled yet. The toolkit at
-# /usr/local/cuda wins over an nvcc on PATH unless CMAKE_CUDA_COMPILER or CUDACXX names one.
-if(QUARK_WITH_CUDA)
-  include(CheckLanguage)
-  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
-    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
-  endif()
-  check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER)
-    # LibTorch's CUDA config sets CMAKE_CUDA_ARCHITECTURES to OFF (it passes its own -gencode flags to FindCUDA
-    # users), so the kernels take their architectures from QUARK_CUDA_ARCHITECTURES instead.
-    if(DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(QUARK_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CACHE STRING "CUDA architectures of the kernels")
-    else()
-      set(QUARK_CUDA_ARCHITECTURES 80 90 CACHE STRING "CUDA architectures of the kernels")
-      set(CMAKE_CUDA_ARCHITECTURES ${QUARK_CUDA_ARCHITECTURES})
-    endif()
-    enable_language(CUDA)
-  endif()
-endif()
-
 find_package(Torch REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
