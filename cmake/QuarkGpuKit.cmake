@@ -20,7 +20,16 @@ find_package(Threads REQUIRED)
 if(QUARK_WITH_CUDA AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
+# A CUDA LibTorch's config (Caffe2/public/cuda.cmake) sets CMAKE_CUDA_ARCHITECTURES to OFF in this scope ("we can't
+# rely on it"): the kernels would then be built for nvcc's default architecture and JIT-compiled from PTX on the
+# device. The architectures asked for (run.sh: 90) are put back.
+set(quark_cuda_architectures "${CMAKE_CUDA_ARCHITECTURES}")
 find_package(Torch REQUIRED)
+if(quark_cuda_architectures)
+  set(CMAKE_CUDA_ARCHITECTURES "${quark_cuda_architectures}")
+else()
+  unset(CMAKE_CUDA_ARCHITECTURES)
+endif()
 message(STATUS "GPU kit: LibTorch ${Torch_VERSION} from ${Torch_DIR}; TORCH_CXX_FLAGS '${TORCH_CXX_FLAGS}'")
 
 add_library(quark_torch INTERFACE)
