@@ -16,7 +16,11 @@
 # mounted at /src/quarkd and ../shared at /src/shared inside it; build trees live in the chroot (/build/lt2-cpu,
 # /build/lt2-cuda), outside the repository. Mounts are undone on exit.
 #
-# Measured (2 cores shared with other builds; see docs/gpu.md "LibTorch 2.x"): MEASURED-TBD
+# Measured 2026-11-29 on 2 cores shared with two other builds (load 8-10; details in docs/gpu.md "LibTorch 2.x"):
+#   debootstrap 1 min; cpu packages 3.7 min (433 MB); CUDA packages ~2 min download + ~4 min install/swap;
+#   configure 40-75 s; the cpu build of the engine + 10 test executables ~60 min at that load (an idle machine
+#   builds all 461 steps in ~15); ctest of those 281 tests 10 min; the CUDA kernels 3 min at -j1.
+#   Disk: ~11 GB for a whole run (toolkit 5.0 GB, libtorch-cuda 1.4 GB, base + cpu packages 2.8 GB, build trees).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
