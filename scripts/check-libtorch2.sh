@@ -11,12 +11,16 @@
 #   QUARK_LT2_CTEST      extra ctest arguments for the cpu part, e.g. "-R Gptq" for a subset (default: the whole suite)
 #   QUARK_LT2_CPU_TARGETS  targets of the cpu part (default: all); ctest then runs only the tests built
 #   QUARK_LT2_TARGETS    targets of the cuda part (default: all)
-#   QUARK_LT2_NODE_MODULES  a tests/peers/node_modules to mount read-only when the checkout has none
+#   QUARK_LT2_NODE_MODULES  a tests/peers/node_modules to mount read-only where the checkout has none or an empty one
 # Trixie packages go only into the chroot: apt and dpkg run through `chroot`, never on the host. The checkout is
 # mounted at /src/quarkd and ../shared at /src/shared inside it; build trees live in the chroot (/build/lt2-cpu,
 # /build/lt2-cuda), outside the repository. Mounts are undone on exit.
 #
-# Measured (2 cores shared with other builds; see docs/gpu.md "LibTorch 2.x"): MEASURED-TBD
+# Measured 2026-11-29 on 2 cores shared with two other builds (load 8-10; details in docs/gpu.md "LibTorch 2.x"):
+#   debootstrap 1 min; cpu packages 3.7 min (433 MB); CUDA packages ~2 min download + ~4 min install/swap;
+#   configure 40-75 s; the cpu build of the engine + 10 test executables ~60 min at that load (an idle machine
+#   builds all 461 steps in ~15); ctest of those 281 tests 10 min; the CUDA kernels 3 min at -j1.
+#   Disk: ~11 GB for a whole run (toolkit 5.0 GB, libtorch-cuda 1.4 GB, base + cpu packages 2.8 GB, build trees).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,11 +55,14 @@ cpu_packages=(
 cuda_packages=(libtorch-cuda-dev nvidia-cuda-toolkit)
 
 mounted=()
+made_peers_dir=""
 cleanup() {
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
     umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" 2>/dev/null || true
   done
+  mounted=()
+  if [ -n "$made_peers_dir" ]; then rmdir "$made_peers_dir" 2>/dev/null || true; made_peers_dir=""; fi
 }
 trap cleanup EXIT
 bind() {  # bind SRC DST [ro]
@@ -86,7 +93,10 @@ mkdir -p "$root/dev/shm"
 mount -t tmpfs shm "$root/dev/shm" && mounted+=("$root/dev/shm")
 bind "$repo" "$root/src/quarkd"
 [ -n "$shared" ] && bind "$shared" "$root/src/shared" ro
-if [ ! -d "$repo/tests/peers/node_modules" ] && [ -d "${QUARK_LT2_NODE_MODULES:-/nonexistent}" ]; then
+peers="$repo/tests/peers/node_modules"
+if [ -z "$(ls -A "$peers" 2>/dev/null)" ] && [ -d "${QUARK_LT2_NODE_MODULES:-/nonexistent}" ]; then
+  # The mount point is made in the checkout (node_modules/ is ignored) and removed again on exit if it was not there.
+  [ -d "$peers" ] || made_peers_dir="$peers"
   bind "$QUARK_LT2_NODE_MODULES" "$root/src/quarkd/tests/peers/node_modules" ro
 fi
 log "updating trixie's package lists"
@@ -184,7 +194,6 @@ for p in "${parts[@]}"; do
 done
 
 cleanup
-mounted=()
 elapsed=$(( $(date +%s) - start_s ))
 log "done in $((elapsed / 60)) min $((elapsed % 60)) s; disk: chroot $(du -sh -x "$root" | cut -f1) in all" \
     "(build trees $(du -sch "$root"/build/lt2-* 2>/dev/null | tail -1 | cut -f1)," \

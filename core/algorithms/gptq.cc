@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -476,6 +476,12 @@ absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& o
     // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
     const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
     at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
+    // No damping makes a NaN or an infinity positive definite, and LAPACK reports them only by chance (OpenBLAS
+    // 0.3.21's spotri/spotrf('U') happened to, 0.3.29's do not: GPTQ then "succeeded" with NaN weights). A sum in
+    // double is finite exactly when every float32 entry is (it cannot overflow), and needs no [K, K] mask.
+    if (!std::isfinite(h.sum(at::kDouble).item<double>())) {
+      return absl::FailedPreconditionError("hessian: has NaN or infinite entries");
+    }
     GptqFactor factor;
     factor.dead = h.diagonal() == 0;
     h.diagonal().masked_fill_(factor.dead, 1);
