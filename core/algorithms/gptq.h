@@ -63,8 +63,8 @@ struct GptqFactor {
 
 /// `hessian` [K, K] float32, symmetric (2/n sum x x^T; its scale does not matter). Uses damp_percent, act_order
 /// and fast_linalg of `options`. INVALID_ARGUMENT naming the field for bad options or shapes; FAILED_PRECONDITION
-/// when H has NaN or infinite entries or stays not positive definite after Quark's five retries. A `hessian` passed with no other reference to it
-/// (std::move of the last one) is used in place, not copied.
+/// when H has NaN or infinite entries or stays not positive definite after Quark's five retries. A `hessian` passed
+/// with no other reference to it (std::move of the last one) is used in place, not copied.
 absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& options);
 
 /// `weight` [N, K] float32 / bfloat16 / float16 (parameters are computed and values rounded in its dtype, the
