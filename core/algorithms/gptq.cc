@@ -10,6 +10,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/gptq_tensor_ops.h"
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -155,7 +157,6 @@ class GptqRun {
   absl::StatusOr<GptqResult> Run(at::Tensor w, const GptqFactor& factor);
 
  private:
-  absl::Status ResolveGranularity(at::IntArrayRef sizes);
   absl::Status SetUpParams(const at::Tensor& w);
   absl::StatusOr<const ColumnParams*> ParamsForColumn(int64_t column, const RangeWeights& weights,
                                                       RowRange& rows) const;
@@ -178,36 +179,6 @@ class GptqRun {
   std::vector<int64_t> perm_;  // act order: permuted position -> original column
   std::vector<RowRange> rows_;  // the row ranges the column loop ran on, in row order
 };
-
-absl::Status GptqRun::ResolveGranularity(at::IntArrayRef sizes) {
-  if (spec_.is_dynamic) return absl::InvalidArgumentError("weight.is_dynamic: GPTQ needs a static weight spec");
-  if (IsCastType(spec_.dtype)) {
-    return absl::InvalidArgumentError(StrCat("weight.dtype: ", Name(spec_.dtype), " is a cast, nothing to round"));
-  }
-  QUARK_ASSIGN_OR_RETURN(const QuantLayout layout, ResolveLayout(spec_, TensorRole::kWeight, sizes));
-  switch (layout.granularity) {
-    case Granularity::kPerTensor: return absl::OkStatus();
-    case Granularity::kPerChannel:
-      if (layout.axis != 0) {
-        return absl::InvalidArgumentError(
-            StrCat("weight.ch_axis: GPTQ quantizes per output channel (axis 0), got axis ", layout.axis));
-      }
-      return absl::OkStatus();
-    case Granularity::kPerGroup:
-    case Granularity::kMxBlock:
-      if (layout.axis != 1) {
-        return absl::InvalidArgumentError(
-            StrCat("weight.ch_axis: GPTQ groups run along the input axis (1), got axis ", layout.axis));
-      }
-      grouped_ = true;
-      group_size_ = layout.group_size > 0 ? layout.group_size : sizes[1];
-      // A column is a group of one element per row; MX keeps its block spec (a one-element tail block).
-      if (layout.granularity == Granularity::kPerGroup) column_spec_.group_size = 1;
-      return absl::OkStatus();
-    case Granularity::kPerToken: break;
-  }
-  return absl::InvalidArgumentError("weight.qscheme: per_token is for dynamic activations, not GPTQ weights");
-}
 
 absl::StatusOr<QuantParams> GptqRun::ParamsOfColumns(const at::Tensor& columns) const {
   return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
@@ -327,8 +298,11 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange&
     const RangeWeights weights{wb, i1, i2, w_rows, stride, n};
     // The block's columns in panels: each column's updates reach the rest of its panel at once, and a panel's
     // updates reach the block's later columns together (the same subtractions, in the same order, per element).
-    for (int64_t p1 = i1; p1 < i2; p1 += kUpdatePanel) {
-      const int64_t p2 = std::min(p1 + kUpdatePanel, i2);
+    for (int64_t p1 = i1, p2 = i1; p1 < i2; p1 = p2) {
+      p2 = std::min(p1 + kUpdatePanel, i2);
+      // A group observed as it starts must see every earlier column's update (Quark applies each at once), and a
+      // panel's updates reach the columns after it only when it ends: a panel ends where such a group starts.
+      if (grouped_ && !options_.static_groups) p2 = std::min(p2, (p1 / group_size_ + 1) * group_size_);
       for (int64_t j = p1; j < p2; ++j) {
         QUARK_ASSIGN_OR_RETURN(const ColumnParams* params, ParamsForColumn(j, weights, rows));
         float* wj = wb + (j - i1) * n;
@@ -412,10 +386,10 @@ QuantParams GptqRun::WholeParams() const {
 }
 
 absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
-  QUARK_RETURN_IF_ERROR(ResolveGranularity(sizes));
-  if (options_.act_order && grouped_ && !options_.static_groups) {
-    return absl::InvalidArgumentError("desc_act: act order with groups needs static_groups");
-  }
+  QUARK_ASSIGN_OR_RETURN(const GptqColumnPlan plan, PlanGptqColumns(spec_, sizes, options_));
+  column_spec_ = plan.column_spec;
+  grouped_ = plan.grouped;
+  group_size_ = plan.group_size;
   return absl::OkStatus();
 }
 
@@ -471,6 +445,7 @@ absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& o
     return absl::InvalidArgumentError("hessian: expected a square [K, K] matrix");
   }
   QUARK_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.tensor_ops || !hessian.device().is_cpu()) return GptqFactorByTensorOps(std::move(hessian), options);
   try {
     const auto start = std::chrono::steady_clock::now();
     // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
@@ -529,6 +504,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const Gp
     if (options.act_order != factor.perm.defined()) {
       return absl::InvalidArgumentError("desc_act: the factor was computed with another act order");
     }
+    if (options.tensor_ops || !weight.device().is_cpu()) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");
@@ -542,6 +518,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tens
     const bool square = hessian.defined() && hessian.dim() == 2 && hessian.size(0) == hessian.size(1);
     QUARK_RETURN_IF_ERROR(CheckWeight(weight, square ? hessian.size(0) : -1, spec, options, run));
     QUARK_ASSIGN_OR_RETURN(const GptqFactor factor, GptqFactorOf(std::move(hessian), options));
+    if (options.tensor_ops || !weight.device().is_cpu()) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");

@@ -34,6 +34,9 @@ struct GptqOptions {
   /// bit Quark's; true: one factorisation and a triangular inverse (linalg.h), half the flops, equal up to rounding
   /// (which GPTQ amplifies on singular Hessians: see HessianAccumulator).
   bool fast_linalg = false;
+  /// Runs the tensor-operation path (gptq_tensor_ops.h) on the CPU too: the parity tests and benchmarks. A weight or
+  /// Hessian on another device (a GPU) always takes that path.
+  bool tensor_ops = false;
 };
 
 struct GptqResult {

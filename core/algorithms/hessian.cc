@@ -14,7 +14,8 @@ constexpr int64_t kPanelRows = 512;
 
 }  // namespace
 
-HessianAccumulator::HessianAccumulator(int64_t columns, bool fast) : columns_(columns), fast_(fast) {}
+HessianAccumulator::HessianAccumulator(int64_t columns, bool fast, bool tensor_ops)
+    : columns_(columns), fast_(fast), tensor_ops_(tensor_ops) {}
 
 absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   if (!x.defined() || x.dim() < 1 || x.size(-1) != columns_) {
@@ -26,6 +27,8 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   // The first batch writes the sum instead of adding to zeros: the same bits (0 + s is s, and no GEMM sum is -0),
   // without zeroing K x K floats first. Without tokens there is nothing to write over.
   const bool first = sequences_ == 0;
+  if (first) on_device_ = tensor_ops_ || !x.device().is_cpu();
+  if (on_device_) return AddByTensorOps(tokens, batch);
   if (first) {
     sum_ = tokens.size(0) == 0 ? at::zeros({columns_, columns_}, at::kFloat)
                                : at::empty({columns_, columns_}, at::kFloat);
@@ -64,8 +67,25 @@ absl::Status HessianAccumulator::Add(const at::Tensor& x) {
   return absl::OkStatus();
 }
 
+absl::Status HessianAccumulator::AddByTensorOps(const at::Tensor& tokens, int64_t batch) {
+  // Quark's add_batch, call for call, on the input's device: one full GEMM a batch (a GPU has no use for the
+  // triangle's saved flops at the price of more, smaller calls).
+  if (sequences_ == 0) {
+    sum_ = at::zeros({columns_, columns_}, tokens.options().dtype(at::kFloat));
+  } else if (tokens.device() != sum_.device()) {
+    return absl::InvalidArgumentError(StrCat("hessian input: on ", tokens.device().str(), ", the sum is on ",
+                                             sum_.device().str()));
+  }
+  sum_.mul_(static_cast<double>(sequences_) / static_cast<double>(sequences_ + batch));
+  sequences_ += batch;
+  const at::Tensor inp = std::sqrt(2.0 / static_cast<double>(sequences_)) * tokens.t().to(at::kFloat);
+  sum_ += inp.matmul(inp.t());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<at::Tensor> HessianAccumulator::Finish() && {
   if (sequences_ == 0) return absl::FailedPreconditionError("hessian: no calibration input was seen");
+  if (on_device_) return std::move(sum_);  // the whole matrix, scaled as it was summed
   CompleteSymmetric(sum_, Triangle::kLower, Writes::kAll);  // the upper triangle was never written
   // Scaled after the completion (the same bits in both triangles either way): scaling first would read the
   // never-written triangle's fresh pages, and the completion then fault them in again to write them.

@@ -21,7 +21,9 @@ namespace quark::algorithms {
 /// Not thread-safe.
 class HessianAccumulator {
  public:
-  explicit HessianAccumulator(int64_t columns, bool fast = false);
+  /// `tensor_ops`: Quark's calls as they are (one GEMM into the whole matrix) on the input's device, the CPU's too;
+  /// an input on another device (a GPU) always takes that way, and the sum stays on that device.
+  explicit HessianAccumulator(int64_t columns, bool fast = false, bool tensor_ops = false);
 
   /// x [..., K] (float32 / bfloat16 / float16): x.size(0) sequences for 3-D input, one for 2-D.
   /// INVALID_ARGUMENT when the last dimension is not K.
@@ -35,8 +37,12 @@ class HessianAccumulator {
   absl::StatusOr<at::Tensor> Finish() &&;
 
  private:
+  absl::Status AddByTensorOps(const at::Tensor& tokens, int64_t batch);
+
   int64_t columns_;
   bool fast_;
+  bool tensor_ops_;
+  bool on_device_ = false;  // decided by the first Add
   int64_t sequences_ = 0;
   at::Tensor sum_;  // from the first Add; lower triangle: Quark: H itself; fast: the sum of X^T X
 };

@@ -140,6 +140,22 @@ TEST(GptqTest, MatchesReferenceActOrderStaticGroups) {
   ExpectMatchesReference(MakeLayer(40, 256, 512, 4), IntSpec(DType::kInt3, true, 64), o);
 }
 
+TEST(GptqTest, GroupsStartingInsideAnUpdatePanelSeeEveryEarlierUpdate) {
+  // Groups of 24 and blocks of 100 start groups in the middle of the column loop's 16-column update panels: the
+  // group's observation must see the updates of the panel's earlier columns, as Quark applies them at once.
+  // (Blocked runs differ from the unblocked reference there by design: a group that runs past its block is observed
+  // before the block's lazy update reaches its later columns, as in Quark.)
+  const Layer l = MakeLayer(48, 192, 512, 11);
+  const QuantSpec spec = IntSpec(DType::kUInt4, false, 24);
+  GptqOptions o;
+  o.block_size = 192;  // one block: every float operation the reference's
+  auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, spec, o);
+  EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>()
+                                                    << " values differ";
+}
+
 TEST(GptqTest, StaticGroupsWithoutActOrder) {
   GptqOptions o;
   o.static_groups = true;

@@ -1,0 +1,258 @@
+#include "core/algorithms/gptq_tensor_ops.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "core/algorithms/gptq_columns.h"
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/numerics/fake_quant.h"
+#include "core/numerics/quant_layout.h"
+#include "core/runtime/layer_streamer.h"
+
+namespace quark::algorithms {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Quark retries the Cholesky factorisation five times, ten times more damping each time (as gptq.cc).
+constexpr int kCholeskyRetries = 5;
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// L with L L^T = h, or nullopt when h is not positive definite (one host sync: the factorisation's info).
+std::optional<at::Tensor> Cholesky(const at::Tensor& h, bool upper = false) {
+  auto [factor, info] = at::linalg_cholesky_ex(h, upper);
+  if (info.item<int64_t>() != 0) return std::nullopt;
+  return factor;
+}
+
+// The first factorisation of h (of the reversed matrix for the fast way), nullopt when h is not positive definite:
+// the step Quark retries with more damping.
+std::optional<at::Tensor> FirstFactor(const at::Tensor& h, bool fast) { return Cholesky(fast ? h.flip({0, 1}) : h); }
+
+// U^T U = h^-1 from the first factor. Quark's way: cholesky_inverse, then the upper factor of the inverse. The fast
+// way (GptqOptions::fast_linalg) inverts the reversed matrix's factor, as linalg.h describes:
+// J h J = L L^T  =>  h^-1 = (J L^-T J)(J L^-1 J), and J L^-1 J is upper.
+absl::StatusOr<at::Tensor> UpperFactorOfInverse(const at::Tensor& first, bool fast) {
+  if (fast) {
+    const at::Tensor identity = at::eye(first.size(0), first.options());
+    return at::linalg_solve_triangular(first, identity, /*upper=*/false).flip({0, 1});
+  }
+  std::optional<at::Tensor> upper = Cholesky(at::cholesky_inverse(first), /*upper=*/true);
+  if (!upper) return absl::FailedPreconditionError("hessian: the inverse of the damped Hessian is not positive definite");
+  return *upper;
+}
+
+// With Quark's damping and retries (gptq.cc's InverseHessianFactor in tensor operations); h is damped in place.
+absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor& h, const GptqOptions& options, double& extra_damp) {
+  const at::Tensor damp = at::diag(h).mean() * options.damp_percent;
+  h.diagonal().add_(damp);
+  const bool fast = options.fast_linalg;
+  std::optional<at::Tensor> first = FirstFactor(h, fast);
+  if (first) return UpperFactorOfInverse(*first, fast);  // Quark does not retry past this one
+  const at::Tensor damped_diagonal = h.diagonal().clone();
+  double extra = std::max({std::abs(damp.item<double>()), damped_diagonal.abs().mean().item<double>() * 1e-6,
+                           static_cast<double>(std::numeric_limits<float>::epsilon())});
+  for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
+    h.diagonal().copy_(damped_diagonal);
+    h.diagonal().add_(extra);
+    first = FirstFactor(h, fast);
+    if (first) {
+      extra_damp = extra;
+      return UpperFactorOfInverse(*first, fast);
+    }
+  }
+  return absl::FailedPreconditionError(StrCat("hessian: not positive definite after ", kCholeskyRetries,
+                                              " retries with extra damping up to ", extra / 10));
+}
+
+// The column loop's parameters: the whole weight's (per tensor / channel), every group's at once (static groups),
+// or each group's as it starts, observed on the current weight.
+class ColumnParameters {
+ public:
+  ColumnParameters(const QuantSpec& spec, const GptqColumnPlan& plan, const GptqOptions& options, at::ScalarType dtype,
+                   std::vector<int64_t> perm)
+      : spec_(spec), plan_(plan), options_(options), dtype_(dtype), perm_(std::move(perm)) {}
+
+  // Before the loop: from the original weight (dead columns zeroed), in its own column order.
+  absl::Status SetUp(const at::Tensor& w) {
+    if (plan_.grouped && !options_.static_groups) return absl::OkStatus();
+    QUARK_ASSIGN_OR_RETURN(const QuantParams whole, Of(w));
+    if (!plan_.grouped) {
+      fixed_.push_back(whole);
+      return absl::OkStatus();
+    }
+    const int64_t groups = (w.size(1) + plan_.group_size - 1) / plan_.group_size;
+    const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
+    if (per_group(whole.scale) && per_group(whole.zero_point)) {
+      for (int64_t g = 0; g < groups; ++g) {
+        fixed_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1)});
+      }
+      return absl::OkStatus();
+    }
+    for (int64_t start = 0; start < w.size(1); start += plan_.group_size) {
+      QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(w.slice(1, start, start + plan_.group_size)));
+      fixed_.push_back(std::move(p));
+    }
+    return absl::OkStatus();
+  }
+
+  // The parameters of (permuted) column `column` of the working weight `work`.
+  absl::StatusOr<const QuantParams*> For(int64_t column, const at::Tensor& work) {
+    if (plan_.grouped && !options_.static_groups) {
+      if (column % plan_.group_size == 0) {
+        const int64_t end = std::min(column + plan_.group_size, work.size(1));
+        QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(work.slice(1, column, end)));
+        observed_.push_back(std::move(p));
+      }
+      return &observed_.back();
+    }
+    if (!plan_.grouped) return &fixed_[0];
+    const int64_t original = perm_.empty() ? column : perm_[static_cast<size_t>(column)];
+    return &fixed_[static_cast<size_t>(original / plan_.group_size)];
+  }
+
+  QuantParams Whole() const {
+    if (!plan_.grouped) return fixed_[0];
+    const std::vector<QuantParams>& groups = options_.static_groups ? fixed_ : observed_;
+    std::vector<at::Tensor> scales, zero_points;
+    for (const QuantParams& p : groups) {
+      scales.push_back(p.scale);
+      zero_points.push_back(p.zero_point);
+    }
+    return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1)};
+  }
+
+ private:
+  absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const {
+    return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
+  }
+
+  QuantSpec spec_;
+  GptqColumnPlan plan_;
+  GptqOptions options_;
+  at::ScalarType dtype_;
+  std::vector<int64_t> perm_;  // act order: permuted position -> original column
+  std::vector<QuantParams> fixed_;
+  std::vector<QuantParams> observed_;
+};
+
+// The engine's fake quantization of one column [N] float32 in the weight's dtype, back as [N] float32.
+absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantSpec& column_spec,
+                                          const QuantParams& params, at::ScalarType dtype) {
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor q, FakeQuantize(column.unsqueeze(1).to(dtype).contiguous(), column_spec,
+                                                          params, TensorRole::kWeight));
+  return q.to(at::kFloat).squeeze(1);
+}
+
+// work [N, K] float32 contiguous (columns in act order), quantized into q column by column; work is updated in place
+// as Quark's W is. u [K, K] upper on work's device.
+absl::Status QuantizeColumns(at::Tensor& work, at::Tensor& q, const at::Tensor& u, const GptqColumnPlan& plan,
+                             ColumnParameters& parameters, at::ScalarType dtype, int64_t block_size) {
+  const int64_t n = work.size(0), k = work.size(1);
+  at::Tensor errors = at::empty({n, std::min(block_size, k)}, work.options());
+  for (int64_t i1 = 0; i1 < k; i1 += block_size) {
+    const int64_t i2 = std::min(i1 + block_size, k), count = i2 - i1;
+    at::Tensor block = work.slice(1, i1, i2);  // a view: group observations see the block's updates (Quark)
+    for (int64_t i = 0; i < count; ++i) {
+      QUARK_ASSIGN_OR_RETURN(const QuantParams* params, parameters.For(i1 + i, work));
+      const at::Tensor w = block.select(1, i);
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor quantized, QuantizeColumn(w, plan.column_spec, *params, dtype));
+      q.select(1, i1 + i).copy_(quantized);
+      const at::Tensor h = u.select(0, i1 + i);  // Hinv[j, :]
+      at::Tensor err = errors.select(1, i);
+      at::div_out(err, w - quantized, h.select(0, i1 + i));
+      // Each later column of the block: w_t -= err * Hinv[j, t], the product rounded before the subtraction.
+      if (i + 1 < count) block.slice(1, i + 1).sub_(at::outer(err, h.slice(0, i1 + i + 1, i2)));
+    }
+    // The lazy update of every column after the block, as Quark's matmul-then-subtract.
+    if (i2 < k) work.slice(1, i2).sub_(errors.slice(1, 0, count).matmul(u.slice(0, i1, i2).slice(1, i2)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GptqFactor> GptqFactorByTensorOps(at::Tensor hessian, const GptqOptions& options) {
+  if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != hessian.size(1)) {
+    return absl::InvalidArgumentError("hessian: expected a square [K, K] matrix");
+  }
+  try {
+    const auto start = Clock::now();
+    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
+    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
+    const auto [lowest, highest] = at::aminmax(h);
+    if (!std::isfinite(lowest.item<float>()) || !std::isfinite(highest.item<float>())) {
+      return absl::FailedPreconditionError("hessian: has NaN or infinite entries");
+    }
+    GptqFactor factor;
+    factor.dead = h.diagonal() == 0;
+    h.diagonal().masked_fill_(factor.dead, 1);
+    if (options.act_order) {
+      factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);
+      h = h.index_select(0, factor.perm).index_select(1, factor.perm);
+    }
+    QUARK_ASSIGN_OR_RETURN(factor.upper, InverseHessianFactor(h, options, factor.extra_damp));
+    factor.seconds = SecondsSince(start);
+    return factor;
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptq");
+  }
+}
+
+absl::StatusOr<GptqResult> GptqQuantizeByTensorOps(const at::Tensor& weight, const GptqFactor& factor,
+                                                   const QuantSpec& spec, const GptqOptions& options) {
+  if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
+  if (!factor.upper.defined() || factor.upper.dim() != 2 || factor.upper.size(0) != weight.size(1)) {
+    return absl::InvalidArgumentError(StrCat("hessian: expected [", weight.size(1), ", ", weight.size(1),
+                                             "] for a weight ", ShapeString(weight.sizes())));
+  }
+  if (options.act_order != factor.perm.defined()) {
+    return absl::InvalidArgumentError("desc_act: the factor was computed with another act order");
+  }
+  const at::ScalarType dtype = weight.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
+    return absl::InvalidArgumentError("weight: expected float32, bfloat16 or float16");
+  }
+  QUARK_ASSIGN_OR_RETURN(const GptqColumnPlan plan, PlanGptqColumns(spec, weight.sizes(), options));
+  try {
+    const auto start = Clock::now();
+    const at::Device device = weight.device();
+    const at::Tensor u = factor.upper.to(device, at::kFloat);
+    const at::Tensor dead = factor.dead.to(device);
+    at::Tensor perm;
+    std::vector<int64_t> host_perm;
+    if (factor.perm.defined()) {
+      perm = factor.perm.to(device);
+      const at::Tensor on_host = factor.perm.to(at::kCPU, at::kLong).contiguous();
+      host_perm.assign(on_host.data_ptr<int64_t>(), on_host.data_ptr<int64_t>() + on_host.numel());
+    }
+    at::Tensor w = weight.to(at::kFloat);
+    const bool any_dead = dead.any().item<bool>();
+    if (any_dead) w = w.masked_fill(dead.unsqueeze(0), 0);
+    ColumnParameters parameters(spec, plan, options, dtype, std::move(host_perm));
+    QUARK_RETURN_IF_ERROR(parameters.SetUp(w));
+    at::Tensor work = perm.defined() ? w.index_select(1, perm) : w.clone(at::MemoryFormat::Contiguous);
+    w = at::Tensor();
+    at::Tensor q = at::empty_like(work);
+    QUARK_RETURN_IF_ERROR(QuantizeColumns(work, q, u, plan, parameters, dtype, options.block_size));
+    work = at::Tensor();
+    if (perm.defined()) q = q.index_select(1, at::argsort(perm));
+    GptqResult result;
+    result.weight = q.to(dtype);
+    result.params = parameters.Whole();
+    result.extra_damp = factor.extra_damp;
+    result.factor_seconds = factor.seconds;
+    result.columns_seconds = SecondsSince(start);
+    return result;
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptq");
+  }
+}
+
+}  // namespace quark::algorithms

@@ -1,0 +1,212 @@
+// GPTQ's tensor-operation path (what a GPU runs) against the optimized CPU path, both on the CPU: the Hessian, the
+// inverse Hessian factor and the quantized weights must agree bit for bit (both do Quark's arithmetic element for
+// element, in the same order), for every kind of spec the column loop handles.
+#include "core/algorithms/gptq_tensor_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/algorithms/hessian.h"
+#include "core/numerics/fake_quant.h"
+
+namespace quark::algorithms {
+namespace {
+
+QuantSpec IntSpec(DType dtype, bool symmetric, int group_size) {
+  QuantSpec spec;
+  spec.dtype = dtype;
+  spec.symmetric = symmetric;
+  if (group_size > 0) {
+    spec.qscheme = QScheme::kPerGroup;
+    spec.group_size = group_size;
+    spec.ch_axis = 1;
+  } else {
+    spec.qscheme = QScheme::kPerChannel;
+    spec.ch_axis = 0;
+  }
+  return spec;
+}
+
+QuantSpec Fp8PerChannel() {
+  QuantSpec spec;
+  spec.dtype = DType::kFp8E4M3;
+  spec.qscheme = QScheme::kPerChannel;
+  spec.ch_axis = 0;
+  return spec;
+}
+
+QuantSpec Int8PerTensor() {
+  QuantSpec spec;
+  spec.dtype = DType::kInt8;
+  spec.qscheme = QScheme::kPerTensor;
+  return spec;
+}
+
+QuantSpec Mxfp4() {
+  QuantSpec spec;
+  spec.dtype = DType::kFp4;
+  spec.qscheme = QScheme::kPerGroup;
+  spec.group_size = 32;
+  spec.scale_format = ScaleFormat::kE8M0;
+  spec.observer = ObserverKind::kMxBlock;
+  spec.scale_type = ScaleType::kFloat32;
+  return spec;
+}
+
+// Correlated inputs with outlier channels (as real activations), in batches of uneven token counts.
+std::vector<at::Tensor> MakeInputs(int64_t k, std::vector<int64_t> token_counts, uint64_t seed) {
+  at::manual_seed(seed);
+  const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
+  const int64_t rank = std::max<int64_t>(4, k / 8);
+  const at::Tensor mix = at::randn({rank, k});
+  std::vector<at::Tensor> batches;
+  for (int64_t tokens : token_counts) {
+    batches.push_back(((at::matmul(at::randn({tokens, rank}), mix) + 0.3 * at::randn({tokens, k})) * channel_scale)
+                          .unsqueeze(0));
+  }
+  return batches;
+}
+
+at::Tensor HessianOf(const std::vector<at::Tensor>& batches, bool tensor_ops) {
+  HessianAccumulator h(batches[0].size(-1), /*fast=*/false, tensor_ops);
+  for (const at::Tensor& x : batches) EXPECT_TRUE(h.Add(x).ok());
+  auto sum = std::move(h).Finish();
+  EXPECT_TRUE(sum.ok()) << sum.status();
+  return *std::move(sum);
+}
+
+int64_t Differing(const at::Tensor& a, const at::Tensor& b) { return (a != b).sum().item<int64_t>(); }
+
+TEST(GptqTensorOpsTest, HessianIsTheCpuPathsBitForBit) {
+  // Token counts that the BLAS splits into blocks unevenly, and a second and third batch (the rescaling).
+  for (int64_t k : {96, 600}) {
+    const std::vector<at::Tensor> batches = MakeInputs(k, {700, 333, 1}, 1);
+    const at::Tensor cpu = HessianOf(batches, false), ops = HessianOf(batches, true);
+    EXPECT_EQ(Differing(cpu, ops), 0) << "k " << k;
+  }
+}
+
+TEST(GptqTensorOpsTest, FactorIsTheCpuPathsBitForBit) {
+  const at::Tensor h = HessianOf(MakeInputs(256, {512}, 2), false);
+  for (bool act_order : {false, true}) {
+    GptqOptions cpu;
+    cpu.act_order = act_order;
+    GptqOptions ops = cpu;
+    ops.tensor_ops = true;
+    auto a = GptqFactorOf(h.clone(), cpu);
+    auto b = GptqFactorOf(h.clone(), ops);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(Differing(a->upper.triu(), b->upper.triu()), 0) << "act order " << act_order;
+    EXPECT_TRUE(at::equal(a->dead, b->dead));
+    if (act_order) EXPECT_TRUE(at::equal(a->perm, b->perm));
+  }
+  // The fast factorisation: the same factor up to rounding.
+  GptqOptions fast;
+  fast.fast_linalg = true;
+  GptqOptions fast_ops = fast;
+  fast_ops.tensor_ops = true;
+  auto a = GptqFactorOf(h.clone(), fast);
+  auto b = GptqFactorOf(h.clone(), fast_ops);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_TRUE(at::allclose(a->upper.triu(), b->upper, 1e-4, 1e-5));
+}
+
+struct Case {
+  std::string name;
+  QuantSpec spec;
+  bool act_order = false;
+  bool static_groups = false;
+  at::ScalarType dtype = at::kFloat;
+};
+
+std::vector<Case> Cases() {
+  return {
+      {"int4 per channel", IntSpec(DType::kInt4, true, -1)},
+      {"uint4 g32 asymmetric", IntSpec(DType::kUInt4, false, 32)},
+      {"uint4 g128 act order static groups", IntSpec(DType::kUInt4, false, 128), true, true},
+      {"int4 g32 static groups", IntSpec(DType::kInt4, true, 32), false, true},
+      {"int8 per tensor", Int8PerTensor()},
+      {"fp8 per channel act order", Fp8PerChannel(), true},
+      {"mxfp4", Mxfp4()},
+      {"uint4 g32 bfloat16 weight", IntSpec(DType::kUInt4, false, 32), false, false, at::kBFloat16},
+  };
+}
+
+TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
+  const int64_t n = 96, k = 384;  // with a block of 100: a short last block, and groups that straddle blocks
+  const std::vector<at::Tensor> batches = MakeInputs(k, {1024}, 3);
+  const at::Tensor h = HessianOf(batches, false);
+  at::manual_seed(4);
+  const at::Tensor weight = at::randn({n, k}) * 0.02;
+  for (const Case& c : Cases()) {
+    for (int64_t block : {int64_t{16}, int64_t{100}, int64_t{128}}) {
+      GptqOptions cpu;
+      cpu.act_order = c.act_order;
+      cpu.static_groups = c.static_groups;
+      cpu.block_size = block;
+      GptqOptions ops = cpu;
+      ops.tensor_ops = true;
+      const at::Tensor w = weight.to(c.dtype);
+      auto a = GptqQuantizeWeight(w, h.clone(), c.spec, cpu);
+      auto b = GptqQuantizeWeight(w, h.clone(), c.spec, ops);
+      ASSERT_TRUE(a.ok()) << c.name << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << c.name << ": " << b.status();
+      EXPECT_EQ(b->weight.scalar_type(), c.dtype) << c.name;
+      EXPECT_EQ(Differing(a->weight, b->weight), 0) << c.name << ", block " << block;
+      EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name;
+      EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name;
+    }
+  }
+}
+
+TEST(GptqTensorOpsTest, DeadInputsAndExtraDampingAsTheCpuPath) {
+  // Fewer tokens than inputs and a few inputs no token reaches: singular, retried with more damping.
+  const int64_t k = 128;
+  std::vector<at::Tensor> batches = MakeInputs(k, {40}, 5);
+  batches[0].select(2, 3).zero_();
+  batches[0].select(2, 77).zero_();
+  const at::Tensor h = HessianOf(batches, false);
+  at::manual_seed(6);
+  const at::Tensor weight = at::randn({64, k}) * 0.02;
+  GptqOptions cpu;
+  cpu.damp_percent = 1e-9;
+  GptqOptions ops = cpu;
+  ops.tensor_ops = true;
+  const QuantSpec spec = IntSpec(DType::kInt4, true, -1);
+  auto a = GptqQuantizeWeight(weight, h.clone(), spec, cpu);
+  auto b = GptqQuantizeWeight(weight, h.clone(), spec, ops);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->extra_damp, b->extra_damp);
+  EXPECT_EQ(Differing(a->weight, b->weight), 0);
+  EXPECT_EQ(b->weight.select(1, 3).abs().sum().item<float>(), 0);
+  EXPECT_EQ(b->weight.select(1, 77).abs().sum().item<float>(), 0);
+}
+
+TEST(GptqTensorOpsTest, BadInputsNameTheField) {
+  const at::Tensor h = HessianOf(MakeInputs(64, {256}, 7), false);
+  GptqOptions ops;
+  ops.tensor_ops = true;
+  auto factor = GptqFactorOf(h.clone(), ops);
+  ASSERT_TRUE(factor.ok()) << factor.status();
+  const QuantSpec spec = IntSpec(DType::kInt4, true, -1);
+  auto wrong_width = GptqQuantizeByTensorOps(at::randn({8, 32}), *factor, spec, ops);
+  EXPECT_NE(std::string(wrong_width.status().message()).find("hessian"), std::string::npos) << wrong_width.status();
+  GptqOptions act = ops;
+  act.act_order = true;
+  auto wrong_order = GptqQuantizeByTensorOps(at::randn({8, 64}), *factor, spec, act);
+  EXPECT_NE(std::string(wrong_order.status().message()).find("desc_act"), std::string::npos) << wrong_order.status();
+  QuantSpec dynamic = spec;
+  dynamic.is_dynamic = true;
+  auto not_static = GptqQuantizeByTensorOps(at::randn({8, 64}), *factor, dynamic, ops);
+  EXPECT_NE(std::string(not_static.status().message()).find("weight.is_dynamic"), std::string::npos);
+  at::Tensor nan = h.clone();
+  nan[1][2] = std::numeric_limits<float>::quiet_NaN();
+  auto not_finite = GptqFactorByTensorOps(nan, ops);
+  EXPECT_EQ(not_finite.status().code(), absl::StatusCode::kFailedPrecondition) << not_finite.status();
+}
+
+}  // namespace
+}  // namespace quark::algorithms
