@@ -1,5 +1,6 @@
 // algo_bench gptq --input IN.safetensors --bits 4 --group-size 128 [--asym] [--act-order] [--static-groups]
-//                 [--damp 0.01] [--block-size 128] [--spec SPEC.json] [--threads N] [--out OUT.safetensors]
+//                 [--damp 0.01] [--block-size 128] [--spec SPEC.json] [--threads N] [--fast-linalg] [--tensor-ops]
+//                 [--out OUT.safetensors]
 //
 // One linear through the engine's GPTQ, timed: IN holds float32 `weight` [N, K] and calibration `inputs` [T, K] (one
 // sequence). Prints one JSON line: hessian_s, quantize_s, total_s, rel_output_error = |XW^T - XQ^T|^2 / |XW^T|^2 and
@@ -55,6 +56,7 @@ struct Flags {
   int block_size = 128;
   int threads = 0;
   bool fast_linalg = false;
+  bool tensor_ops = false;
 };
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
@@ -130,9 +132,10 @@ int RunGptq(const Flags& f) {
   options.act_order = f.act_order;
   options.static_groups = f.static_groups;
   options.fast_linalg = f.fast_linalg;
+  options.tensor_ops = f.tensor_ops;
 
   const auto start = Clock::now();
-  quark::algorithms::HessianAccumulator accumulator(w.size(1), f.fast_linalg);
+  quark::algorithms::HessianAccumulator accumulator(w.size(1), f.fast_linalg, f.tensor_ops);
   if (auto s = accumulator.Add(x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
   auto hessian = std::move(accumulator).Finish();
 
@@ -161,6 +164,7 @@ int RunGptq(const Flags& f) {
       {"rtn_rel_output_error", RelativeOutputError(x, w, *rtn)},
       {"extra_damp", result->extra_damp},
       {"linalg", f.fast_linalg ? "fast" : "quark"},
+      {"path", f.tensor_ops ? "tensor_ops" : "cpu"},
   };
   std::cout << line.dump() << std::endl;
   if (!f.out.empty()) {
@@ -190,6 +194,8 @@ int main(int argc, char** argv) {
   gptq->add_flag("--fast-linalg", f.fast_linalg,
                  "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "
                  "flops; equal to Quark's up to rounding)");
+  gptq->add_flag("--tensor-ops", f.tensor_ops,
+                 "the device-generic path (gptq_tensor_ops.h: what a GPU runs) on the CPU, for the parity figures");
   quark::bench::MlpFlags m;
   const auto common = [&m](CLI::App* sub) {
     sub->add_option("--input", m.input, "safetensors with norm_weight, gate_proj, up_proj, down_proj, inputs")
