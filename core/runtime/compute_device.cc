@@ -63,7 +63,7 @@ at::Tensor ComputeDevice::Place(const at::Tensor& x) const {
 }
 
 at::Tensor ComputeDevice::Stage(const at::Tensor& host) const {
-  if (is_cpu() || !host.defined() || host.is_pinned()) return host;
+  if (!OverlapsCopies() || !host.defined() || host.is_pinned()) return host;
   return host.pin_memory();
 }
 
@@ -73,7 +73,7 @@ at::Tensor ComputeDevice::ToHost(const at::Tensor& x) const {
 }
 
 void ComputeDevice::OnSideStream(const std::function<void()>& copies) const {
-  if (is_cpu()) {
+  if (!OverlapsCopies()) {
     copies();
     return;
   }
@@ -90,10 +90,12 @@ void ComputeDevice::OnSideStream(const std::function<void()>& copies) const {
 }
 
 void ComputeDevice::Synchronize() const {
-  if (is_cpu()) return;
+  if (!OverlapsCopies()) return;
   const c10::impl::VirtualGuardImpl guard(device_.type());
   guard.synchronizeStream(guard.getStream(device_));
 }
+
+ComputeDevice ComputeDeviceForTesting(at::Device device) { return ComputeDevice(device); }
 
 absl::Status CheckPassesRunOn(const ComputeDevice& device, const std::string& what) {
   if (device.is_cpu()) return absl::OkStatus();

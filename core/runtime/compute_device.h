@@ -28,6 +28,10 @@ class ComputeDevice {
 
   const at::Device& device() const { return device_; }
   bool is_cpu() const { return device_.is_cpu(); }
+  /// Whether copies to this device run beside its compute (a GPU's side streams): then loading the next layer while
+  /// this one computes pays, and a second layer's weights are worth their memory. Not on the CPU, nor on devices
+  /// whose work is synchronous.
+  bool OverlapsCopies() const { return device_.is_cuda() || device_.is_hip(); }
   std::string name() const { return device_.str(); }
 
   /// x on this device: x itself when it is already there, else a copy (asynchronous when x is pinned host memory).
@@ -44,8 +48,13 @@ class ComputeDevice {
 
  private:
   explicit ComputeDevice(at::Device device) : device_(device) {}
+  friend ComputeDevice ComputeDeviceForTesting(at::Device device);
   at::Device device_{at::kCPU};
 };
+
+/// A handle on any device LibTorch knows, unchecked: tests place layers on the meta device (shapes only), where a
+/// tensor left behind on the CPU makes the forward fail.
+ComputeDevice ComputeDeviceForTesting(at::Device device);
 
 /// Whether the engine's passes (streaming, calibration, algorithms, export) run on `device` in this build: on the
 /// CPU. The numerics already run on any device (core/numerics/quant_kernels.h), but the layer streamer does not yet

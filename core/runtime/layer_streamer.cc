@@ -1,5 +1,9 @@
 #include "core/runtime/layer_streamer.h"
 
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 
@@ -10,7 +14,27 @@ absl::Status TorchErrorToStatus(const std::exception& error, const std::string& 
   std::string message = error.what();
   const size_t newline = message.find('\n');
   if (newline != std::string::npos) message.resize(newline);
+  // Out of memory is the caller's to act on (a smaller budget, fewer samples, another device), not an engine fault:
+  // a GPU's allocator throws OutOfMemoryError ("Tried to allocate N bytes"), the CPU's a plain error saying so.
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
+      message.find("not enough memory") != std::string::npos ||
+      message.find("can't allocate memory") != std::string::npos) {
+    return absl::ResourceExhaustedError(StrCat(what, ": out of memory: ", message));
+  }
   return absl::InternalError(StrCat(what, ": ", message));
+}
+
+LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
+                                      const std::vector<at::Tensor>& hidden) {
+  LayerDeviceMemory memory;
+  memory.weights = layer_weight_bytes;
+  int64_t longest = 0;
+  for (const at::Tensor& h : hidden) {
+    memory.activations += 2 * static_cast<int64_t>(h.nbytes());
+    longest = std::max<int64_t>(longest, h.dim() >= 2 ? h.size(-2) : 0);
+  }
+  memory.workspace = config.num_attention_heads * longest * longest * 4 + 3 * longest * config.intermediate_size * 4;
+  return memory;
 }
 
 absl::StatusOr<std::unique_ptr<LayerStreamer>> LayerStreamer::Open(const std::string& model_dir, StreamerOptions options) {
@@ -25,27 +49,77 @@ absl::StatusOr<std::unique_ptr<LayerStreamer>> LayerStreamer::Open(const std::st
 absl::StatusOr<std::unique_ptr<LayerStreamer>> LayerStreamer::Create(checkpoint::ModelConfig config,
                                                                      std::shared_ptr<const WeightSource> weights,
                                                                      StreamerOptions options) {
-  auto model = TransformerModel::Create(std::move(config), std::move(weights), options.compute_dtype);
+  auto placed = std::make_shared<const DeviceWeightSource>(std::move(weights), options.device);
+  auto model = TransformerModel::Create(std::move(config), placed, options.compute_dtype, options.device.device());
   if (!model.ok()) return model.status();
-  return std::unique_ptr<LayerStreamer>(new LayerStreamer(*std::move(model)));
+  return std::unique_ptr<LayerStreamer>(new LayerStreamer(*std::move(model), std::move(placed), std::move(options)));
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> LayerStreamer::Load(int64_t index) const {
+  const int64_t before = placed_->placed_bytes();
+  auto layer = model_->LoadLayer(index);
+  if (!layer.ok()) return layer.status();
+  return std::make_pair(*std::move(layer), placed_->placed_bytes() - before);
+}
+
+absl::Status LayerStreamer::CheckBudget(int64_t index, int64_t weight_bytes, const std::vector<at::Tensor>& hidden) {
+  const int buffers = options_.device.OverlapsCopies() ? 2 : 1;
+  const int64_t budget = options_.device_memory_budget;
+  if (budget <= 0) {
+    double_buffered_ = buffers == 2;
+    return absl::OkStatus();
+  }
+  const LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
+  if (memory.Need(buffers) <= budget) {
+    double_buffered_ = buffers == 2;
+    return absl::OkStatus();
+  }
+  if (memory.Need(1) <= budget) {  // room for this layer, not for the next one beside it
+    double_buffered_ = false;
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(StrCat(
+      "layer ", index, ": needs ", memory.Need(1), " bytes of ", options_.device.name(), " memory (weights ",
+      memory.weights, " + activations ", memory.activations, " + workspace ", memory.workspace,
+      ") but device_memory_budget is ", budget, " bytes: fewer or shorter calibration samples, or a larger budget"));
 }
 
 absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks) {
-  auto layer = model_->LoadLayer(index);
-  if (!layer.ok()) return layer.status();
+  std::shared_ptr<DecoderLayer> layer = std::move(staged_);
+  int64_t weight_bytes = staged_bytes_;
+  if (layer == nullptr) {
+    auto loaded = Load(index);
+    if (!loaded.ok()) return loaded.status();
+    std::tie(layer, weight_bytes) = *std::move(loaded);
+  }
+  const bool has_next = index + 1 < config().num_hidden_layers;
   // Read-ahead of the next layer while this one computes.
-  if (index + 1 < config().num_hidden_layers) model_->weights().Prefetch(checkpoint::LayerPrefix(config(), index + 1));
+  if (has_next) model_->weights().Prefetch(checkpoint::LayerPrefix(config(), index + 1));
+  if (auto status = CheckBudget(index, weight_bytes, hidden); !status.ok()) return status;
   if (hooks.before) {
-    if (auto status = hooks.before(index, **layer, hidden); !status.ok()) return status;
+    if (auto status = hooks.before(index, *layer, hidden); !status.ok()) return status;
   }
   std::vector<at::Tensor> outputs;
   outputs.reserve(hidden.size());
-  for (const at::Tensor& input : hidden) outputs.push_back((*layer)->forward(input, model_->Context(input.size(1))));
+  for (const at::Tensor& input : hidden) outputs.push_back(layer->forward(input, model_->Context(input.size(1))));
+  if (has_next && double_buffered_) {
+    // The forward above is queued on the compute stream: the next layer's weights cross the bus beside it.
+    absl::Status staged;
+    options_.device.OnSideStream([&] {
+      auto next = Load(index + 1);
+      if (!next.ok()) {
+        staged = next.status();
+        return;
+      }
+      std::tie(staged_, staged_bytes_) = *std::move(next);
+    });
+    if (!staged.ok()) return staged;
+  }
   if (hooks.after) {
-    if (auto status = hooks.after(index, **layer, hidden, outputs); !status.ok()) return status;
+    if (auto status = hooks.after(index, *layer, hidden, outputs); !status.ok()) return status;
   }
   hidden = std::move(outputs);
-  return absl::OkStatus();  // the layer (and its mmap pages) is released here
+  return absl::OkStatus();  // the layer (and its mmap pages, or its device memory) is released here
 }
 
 absl::StatusOr<std::vector<at::Tensor>> LayerStreamer::Run(const std::vector<at::Tensor>& samples, const LayerHooks& hooks) {
@@ -63,9 +137,13 @@ absl::StatusOr<std::vector<at::Tensor>> LayerStreamer::Run(const std::vector<at:
       hidden.push_back(*std::move(embedded));
     }
     for (stage = 0; stage < config().num_hidden_layers; ++stage) {
-      if (auto status = RunLayer(stage, hidden, hooks); !status.ok()) return status;
+      if (auto status = RunLayer(stage, hidden, hooks); !status.ok()) {
+        staged_.reset();
+        return status;
+      }
     }
   } catch (const std::exception& error) {
+    staged_.reset();
     return TorchErrorToStatus(error, stage < 0 ? "embeddings" : StrCat("layer ", stage));
   }
   return hidden;

@@ -15,6 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
+#include "core/runtime/compute_device.h"
+#include "core/runtime/device_weight_source.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/transformer_model.h"
 #include "core/runtime/weight_source.h"
@@ -24,7 +26,29 @@ namespace quark::runtime {
 struct StreamerOptions {
   /// Activations and weights are computed in this dtype (float32 on CPU by default).
   at::ScalarType compute_dtype = at::kFloat;
+  /// Where layers, their activations and the head live while they compute. On a device that overlaps copies (a GPU)
+  /// the next layer's weights are staged in pinned memory and copied on a side stream while this one computes.
+  ComputeDevice device;
+  /// Bytes of device memory the run may hold (0 = no limit). Before a layer computes, the streamer checks
+  ///   need = weights(layer) * buffers + activations + workspace
+  ///     weights(layer): the bytes of the layer's tensors as placed (counted by the DeviceWeightSource),
+  ///     buffers:        2 while the next layer is staged beside this one (double buffering), else 1,
+  ///     activations:    the samples' hidden states in and out, 2 * sum(T) * hidden * sizeof(compute dtype),
+  ///     workspace:      one sample's largest intermediates: heads * T^2 * 4 (scores) + 3 * T * intermediate * 4,
+  /// drops double buffering when only that does not fit, and otherwise fails with RESOURCE_EXHAUSTED naming the layer,
+  /// the bytes and the budget, before the layer computes.
+  int64_t device_memory_budget = 0;
 };
+
+/// The device memory a layer needs by StreamerOptions::device_memory_budget's formula.
+struct LayerDeviceMemory {
+  int64_t weights = 0;
+  int64_t activations = 0;
+  int64_t workspace = 0;
+  int64_t Need(int buffers) const { return weights * buffers + activations + workspace; }
+};
+LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
+                                      const std::vector<at::Tensor>& hidden);
 
 /// The plug-in points of the quantizer and its algorithms. Inputs and outputs are one tensor per sample,
 /// [1, T, hidden] in the compute dtype. Either hook may be empty.
@@ -47,6 +71,9 @@ class LayerStreamer {
                                                                StreamerOptions options = {});
 
   const checkpoint::ModelConfig& config() const { return model_->config(); }
+  const ComputeDevice& device() const { return options_.device; }
+  /// Whether the last run staged each next layer beside the current one (a GPU with room for both).
+  bool double_buffered() const { return double_buffered_; }
   TransformerModel& model() { return *model_; }
 
   /// Runs every sample (token ids, [T] or [1, T] int64, lengths may differ) through embeddings and all
@@ -56,9 +83,21 @@ class LayerStreamer {
   absl::StatusOr<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& samples, const LayerHooks& hooks = {});
 
  private:
-  explicit LayerStreamer(std::unique_ptr<TransformerModel> model) : model_(std::move(model)) {}
+  LayerStreamer(std::unique_ptr<TransformerModel> model, std::shared_ptr<const DeviceWeightSource> placed,
+                StreamerOptions options)
+      : model_(std::move(model)), placed_(std::move(placed)), options_(std::move(options)) {}
   absl::Status RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks);
+  // Layer `index` on the device, with the bytes its weights took there.
+  absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> Load(int64_t index) const;
+  absl::Status CheckBudget(int64_t index, int64_t weight_bytes, const std::vector<at::Tensor>& hidden);
+
   std::unique_ptr<TransformerModel> model_;
+  std::shared_ptr<const DeviceWeightSource> placed_;
+  StreamerOptions options_;
+  bool double_buffered_ = false;
+  // The next layer, staged on the device while the current one computes (double buffering).
+  std::shared_ptr<DecoderLayer> staged_;
+  int64_t staged_bytes_ = 0;
 };
 
 /// Wraps a call that may throw c10::Error into a Status naming `what`.

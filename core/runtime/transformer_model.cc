@@ -27,12 +27,13 @@ bool IsOpt(const checkpoint::ModelConfig& config) { return config.family == Arch
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> TransformerModel::Create(checkpoint::ModelConfig config,
                                                                            std::shared_ptr<const WeightSource> weights,
-                                                                           at::ScalarType compute_dtype) {
+                                                                           at::ScalarType compute_dtype,
+                                                                           at::Device device) {
   if (compute_dtype != at::kFloat && compute_dtype != at::kBFloat16 && compute_dtype != at::kHalf &&
       compute_dtype != at::kDouble) {
     return absl::InvalidArgumentError(StrCat("compute dtype ", c10::toString(compute_dtype), " is not a float type"));
   }
-  return std::unique_ptr<TransformerModel>(new TransformerModel(std::move(config), std::move(weights), compute_dtype));
+  return std::unique_ptr<TransformerModel>(new TransformerModel(std::move(config), std::move(weights), compute_dtype, device));
 }
 
 absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const {
@@ -49,9 +50,10 @@ absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const 
                                                config_.vocab_size, ")"));
     }
   }
-  auto table = weights_->GetStored(checkpoint::EmbedTokensName(config_) + ".weight");
+  // The rows are looked up on the host (the table can be a GB the device need not hold), then placed.
+  auto table = weights_->GetStoredOnHost(checkpoint::EmbedTokensName(config_) + ".weight");
   if (!table.ok()) return table.status();
-  at::Tensor hidden = at::embedding(*table, ids).to(dtype_);
+  at::Tensor hidden = at::embedding(*table, ids.to(table->device())).to(device_).to(dtype_);
   // Gemma scales the embedding by sqrt(hidden_size), rounded to the hidden dtype first (HF's Gemma2Model normalizer).
   if (config_.family == ArchFamily::kGemma) {
     return hidden * at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)), dtype_);
@@ -67,10 +69,10 @@ absl::StatusOr<at::Tensor> TransformerModel::Embed(const at::Tensor& ids) const 
     if (!project_in.ok()) return project_in.status();
     hidden = ComputeLinear(hidden, *project_in, at::Tensor());
   }
-  auto positions = weights_->GetStored("model.decoder.embed_positions.weight");
+  auto positions = weights_->GetStoredOnHost("model.decoder.embed_positions.weight");
   if (!positions.ok()) return positions.status();
   // OPT's learned positions start at row 2 (HF's OPTLearnedPositionalEmbedding offset).
-  return hidden + positions->narrow(0, checkpoint::kOptPositionOffset, seq).to(dtype_).unsqueeze(0);
+  return hidden + positions->narrow(0, checkpoint::kOptPositionOffset, seq).to(device_).to(dtype_).unsqueeze(0);
 }
 
 const LayerContext& TransformerModel::Context(int64_t seq_len) {
@@ -91,6 +93,11 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
     local.rope_theta = config_.rope_local_base_freq;
     local.rope_scaling.reset();
     RopeTables(local, seq_len, dtype_, &context.local_cos, &context.local_sin);
+  }
+  // Built on the host (small, once per length), kept where the layers compute.
+  for (at::Tensor* t : {&context.mask, &context.sliding_mask, &context.cos, &context.sin, &context.local_cos,
+                        &context.local_sin}) {
+    if (t->defined()) *t = t->to(device_);
   }
   return contexts_.emplace(seq_len, std::move(context)).first->second;
 }
@@ -180,8 +187,8 @@ absl::StatusOr<at::Tensor> TransformerModel::NextTokenNll(const at::Tensor& hidd
   const int64_t seq = ids.size(1);
   if (seq < 2) return at::zeros({ids.size(0), 0}, at::kDouble);
   const at::Tensor inputs = h->narrow(1, 0, seq - 1);        // [B, T-1, H]
-  const at::Tensor targets = ids.narrow(1, 1, seq - 1);      // [B, T-1]
-  at::Tensor running_max, running_sum, target_logit = at::zeros(targets.sizes(), at::kFloat);
+  const at::Tensor targets = ids.narrow(1, 1, seq - 1).to(h->device());  // [B, T-1]
+  at::Tensor running_max, running_sum, target_logit = at::zeros(targets.sizes(), h->options().dtype(at::kFloat));
   for (int64_t start = 0; start < config_.vocab_size; start += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, config_.vocab_size - start);
     const at::Tensor logits = SoftCap(ComputeLinear(inputs, lm_head_.narrow(0, start, n), at::Tensor()).to(at::kFloat));  // [B, T-1, n]
@@ -198,7 +205,7 @@ absl::StatusOr<at::Tensor> TransformerModel::NextTokenNll(const at::Tensor& hidd
     const at::Tensor local = (targets - start).clamp(0, n - 1);
     target_logit = at::where(in_chunk, logits.gather(-1, local.unsqueeze(-1)).squeeze(-1), target_logit);
   }
-  return (running_max.to(at::kDouble) + running_sum.to(at::kDouble).log()) - target_logit.to(at::kDouble);
+  return ((running_max.to(at::kDouble) + running_sum.to(at::kDouble).log()) - target_logit.to(at::kDouble)).to(at::kCPU);
 }
 
 }  // namespace quark::runtime

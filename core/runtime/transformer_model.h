@@ -20,15 +20,19 @@ class TransformerModel {
  public:
   /// `compute_dtype`: float32 (default on CPU), bfloat16 or float16. Reads only the config here; weights
   /// are read when used. Errors: InvalidArgument for a non-float compute dtype.
+  /// `device`: where the weights' tensors live (a DeviceWeightSource places them); the model puts its own tensors
+  /// (token ids, RoPE tables, masks) there too.
   static absl::StatusOr<std::unique_ptr<TransformerModel>> Create(checkpoint::ModelConfig config,
                                                                   std::shared_ptr<const WeightSource> weights,
-                                                                  at::ScalarType compute_dtype = at::kFloat);
+                                                                  at::ScalarType compute_dtype = at::kFloat,
+                                                                  at::Device device = at::kCPU);
 
   const checkpoint::ModelConfig& config() const { return config_; }
   const WeightSource& weights() const { return *weights_; }
   /// The same source, shared (another model over it, e.g. with some tensors replaced).
   std::shared_ptr<const WeightSource> shared_weights() const { return weights_; }
   at::ScalarType compute_dtype() const { return dtype_; }
+  const at::Device& device() const { return device_; }
 
   /// ids [B, T] int64 -> hidden [B, T, hidden] in the compute dtype (OPT: plus learned positions and
   /// project_in). InvalidArgument naming the position when an id is outside [0, vocab_size) or T exceeds
@@ -46,12 +50,13 @@ class TransformerModel {
   absl::StatusOr<at::Tensor> Logits(const at::Tensor& hidden);
 
   /// Next-token negative log-likelihoods: position t predicts ids[:, t + 1]. hidden [B, T, hidden], ids [B, T]
-  /// -> [B, T - 1] float64. Computes the vocabulary in chunks, so [T, vocab] logits are never held at once.
+  /// -> [B, T - 1] float64 in host memory. Computes the vocabulary in chunks, so [T, vocab] logits are never held at once.
   absl::StatusOr<at::Tensor> NextTokenNll(const at::Tensor& hidden, const at::Tensor& ids);
 
  private:
-  TransformerModel(checkpoint::ModelConfig config, std::shared_ptr<const WeightSource> weights, at::ScalarType dtype)
-      : config_(std::move(config)), weights_(std::move(weights)), dtype_(dtype) {}
+  TransformerModel(checkpoint::ModelConfig config, std::shared_ptr<const WeightSource> weights, at::ScalarType dtype,
+                   at::Device device)
+      : config_(std::move(config)), weights_(std::move(weights)), dtype_(dtype), device_(device) {}
   absl::Status LoadHead();
   absl::StatusOr<at::Tensor> FinalHidden(const at::Tensor& hidden);
   at::Tensor SoftCap(const at::Tensor& logits) const;  // float32 logits, capped when final_logit_softcapping > 0
@@ -59,6 +64,7 @@ class TransformerModel {
   checkpoint::ModelConfig config_;
   std::shared_ptr<const WeightSource> weights_;
   at::ScalarType dtype_;
+  at::Device device_;
   std::map<int64_t, LayerContext> contexts_;
   // Loaded on first use, in the stored dtype where possible (zero-copy views).
   at::Tensor lm_head_;            // [vocab, embed_dim]

@@ -22,6 +22,9 @@ class WeightSource {
   /// The tensor in the float dtype it is stored in (zero copy where the source allows): for big tables
   /// (embeddings, lm_head) that are used a slice at a time. Default: Get(name, float32).
   virtual absl::StatusOr<at::Tensor> GetStored(const std::string& name) const { return Get(name, at::kFloat); }
+  /// GetStored, in host memory whatever device the source places tensors on: for tables read a few rows at a time
+  /// (token embeddings), which a device need not hold.
+  virtual absl::StatusOr<at::Tensor> GetStoredOnHost(const std::string& name) const { return GetStored(name); }
   virtual bool Has(const std::string& name) const = 0;
   /// Hints that the tensors with this name prefix are needed soon (read-ahead); may do nothing.
   virtual void Prefetch(const std::string& /*prefix*/) const {}

@@ -1,0 +1,112 @@
+// The layer streamer on a compute device: every tensor a layer computes with is placed where the streamer says
+// (checked on LibTorch's meta device, where a tensor left on the CPU makes the forward fail), the device memory budget
+// is enforced by its formula before a layer computes, and running out of memory is RESOURCE_EXHAUSTED naming the
+// layer, never a crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/runtime/layer_streamer.h"
+#include "tests/runtime/test_paths.h"
+
+namespace quark::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<at::Tensor> Samples() {
+  at::manual_seed(3);
+  return {at::randint(1, 500, {1, 24}, at::kLong), at::randint(1, 500, {1, 9}, at::kLong)};
+}
+
+TEST(DeviceStreamingTest, EveryLayerComputesOnTheDeviceItNames) {
+  testing::InitTestEngine();
+  StreamerOptions options;
+  options.device = ComputeDeviceForTesting(at::Device(at::kMeta));
+  auto streamer = LayerStreamer::Open(testing::Stories260K(), options);
+  ASSERT_TRUE(streamer.ok()) << streamer.status();
+  int64_t layers_seen = 0;
+  LayerHooks hooks;
+  hooks.before = [&](int64_t, DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+    for (const NamedLinear& linear : layer.NamedLinears()) {
+      EXPECT_TRUE(linear.linear->weight().is_meta()) << linear.name;
+    }
+    for (const at::Tensor& input : inputs) EXPECT_TRUE(input.is_meta());
+    ++layers_seen;
+    return absl::OkStatus();
+  };
+  const std::vector<at::Tensor> samples = Samples();
+  auto hidden = (*streamer)->Run(samples, hooks);
+  ASSERT_TRUE(hidden.ok()) << hidden.status();  // a CPU tensor beside a meta one fails the forward
+  EXPECT_EQ(layers_seen, (*streamer)->config().num_hidden_layers);
+  ASSERT_EQ(hidden->size(), 2u);
+  EXPECT_TRUE((*hidden)[0].is_meta());
+  EXPECT_EQ((*hidden)[0].size(1), 24);
+  // The meta device runs its work synchronously: nothing to overlap, no second layer held.
+  EXPECT_FALSE((*streamer)->double_buffered());
+}
+
+TEST(DeviceStreamingTest, TheCpuStreamerIsUnchanged) {
+  testing::InitTestEngine();
+  auto cpu = LayerStreamer::Open(testing::Stories260K());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  StreamerOptions budgeted;
+  budgeted.device_memory_budget = int64_t{1} << 30;
+  auto within = LayerStreamer::Open(testing::Stories260K(), budgeted);
+  ASSERT_TRUE(within.ok()) << within.status();
+  const std::vector<at::Tensor> samples = Samples();
+  auto a = (*cpu)->Run(samples);
+  auto b = (*within)->Run(samples);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_TRUE(at::equal((*a)[0], (*b)[0]));
+  EXPECT_FALSE((*cpu)->double_buffered());
+}
+
+TEST(DeviceStreamingTest, ALayerThatDoesNotFitTheBudgetIsRefusedBeforeItComputes) {
+  testing::InitTestEngine();
+  StreamerOptions options;
+  options.device_memory_budget = 4096;
+  auto streamer = LayerStreamer::Open(testing::Stories260K(), options);
+  ASSERT_TRUE(streamer.ok()) << streamer.status();
+  bool computed = false;
+  LayerHooks hooks;
+  hooks.before = [&](int64_t, DecoderLayer&, const std::vector<at::Tensor>&) {
+    computed = true;
+    return absl::OkStatus();
+  };
+  auto hidden = (*streamer)->Run(Samples(), hooks);
+  EXPECT_EQ(hidden.status().code(), absl::StatusCode::kResourceExhausted) << hidden.status();
+  EXPECT_THAT(std::string(hidden.status().message()), HasSubstr("layer 0: needs "));
+  EXPECT_THAT(std::string(hidden.status().message()), HasSubstr("device_memory_budget is 4096 bytes"));
+  EXPECT_FALSE(computed);
+}
+
+TEST(DeviceStreamingTest, TheBudgetFormula) {
+  checkpoint::ModelConfig config;
+  config.num_attention_heads = 8;
+  config.intermediate_size = 100;
+  const std::vector<at::Tensor> hidden = {at::zeros({1, 10, 64}), at::zeros({1, 4, 64})};
+  const LayerDeviceMemory memory = LayerDeviceMemoryOf(config, 1000, hidden);
+  EXPECT_EQ(memory.weights, 1000);
+  EXPECT_EQ(memory.activations, 2 * (10 + 4) * 64 * 4);
+  EXPECT_EQ(memory.workspace, 8 * 10 * 10 * 4 + 3 * 10 * 100 * 4);
+  EXPECT_EQ(memory.Need(2), 2000 + memory.activations + memory.workspace);
+}
+
+TEST(DeviceStreamingTest, OutOfMemoryIsResourceExhaustedNamingTheLayer) {
+  testing::InitTestEngine();
+  auto streamer = LayerStreamer::Open(testing::Stories260K());
+  ASSERT_TRUE(streamer.ok()) << streamer.status();
+  LayerHooks hooks;
+  hooks.after = [](int64_t index, DecoderLayer&, const std::vector<at::Tensor>&, const std::vector<at::Tensor>&) {
+    if (index == 1) at::empty({int64_t{1} << 52}, at::kFloat);  // 16 PiB: the allocator refuses
+    return absl::OkStatus();
+  };
+  auto hidden = (*streamer)->Run(Samples(), hooks);
+  EXPECT_EQ(hidden.status().code(), absl::StatusCode::kResourceExhausted) << hidden.status();
+  EXPECT_THAT(std::string(hidden.status().message()), HasSubstr("layer 1: out of memory"));
+}
+
+}  // namespace
+}  // namespace quark::runtime
