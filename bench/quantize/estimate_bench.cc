@@ -5,6 +5,7 @@
 // (layer 0's tensors repeated), to compare with full-depth runs that are too long to repeat.
 //
 //   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--extrapolate-layers N]
+//                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -59,8 +60,8 @@ ModelShape WithLayers(const ModelShape& model, int64_t layers) {
 
 void PrintTable(const ModelShape& model, const std::string& presets, int samples, int seq_len,
                 const quark::estimate::Throughput& rates) {
-  fmt::print("| scheme            | est. wall (s) | est. peak RSS (GB) | est. size (GB) | peak phase | phases (s) |\n");
-  fmt::print("|-------------------|---------------|--------------------|----------------|------------|------------|\n");
+  fmt::print("| scheme            | est. wall (s) | est. peak RSS (GB) | est. peak GPU (GB) | est. size (GB) | peak phase | phases (s) |\n");
+  fmt::print("|-------------------|---------------|--------------------|--------------------|----------------|------------|------------|\n");
   std::stringstream list(presets);
   for (std::string preset; std::getline(list, preset, ',');) {
     quark::estimate::JobInputs job;
@@ -76,8 +77,9 @@ void PrintTable(const ModelShape& model, const std::string& presets, int samples
     }
     std::string phases;
     for (const auto& p : e->phases) phases += fmt::format("{}{} {:.1f}", phases.empty() ? "" : ", ", p.phase, p.seconds);
-    fmt::print("| {:<17} | {:>13.1f} | {:>18.2f} | {:>14.2f} | {} | {} |\n", preset, e->total_seconds,
-               e->peak_host_bytes / 1024.0 / 1024.0 / 1024.0, e->artifacts[0].bytes / 1e9, e->peak_host_phase, phases);
+    fmt::print("| {:<17} | {:>13.1f} | {:>18.2f} | {:>18.2f} | {:>14.2f} | {} | {} |\n", preset, e->total_seconds,
+               e->peak_host_bytes / 1024.0 / 1024.0 / 1024.0, e->peak_gpu_bytes / 1024.0 / 1024.0 / 1024.0,
+               e->artifacts[0].bytes / 1e9, e->peak_host_phase, phases);
   }
 }
 
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp/quark_bench_llama7b", presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";
   int samples = 1, seq_len = 32;
   int64_t extrapolate = 0;
+  std::string device_rates;  // "h200": the nominal H200 rates (throughput.h) instead of this machine's probe
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
     else if (a == "--seq-len") seq_len = std::stoi(next());
     else if (a == "--presets") presets = next();
     else if (a == "--extrapolate-layers") extrapolate = std::stoll(next());
+    else if (a == "--device-rates") device_rates = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
   auto model = quark::estimate::ReadModelShape(dir);
@@ -114,6 +118,15 @@ int main(int argc, char** argv) {
              "fp8 codes {:.2f} GB/s, disk write {:.0f} MB/s, read {:.0f} MB/s\n\n",
              t.threads(), t.probe_seconds(), t.gemm_gflops(), t.cholesky_gflops(), t.fake_quant_bytes_per_s() / 1e9,
              t.float_codes_bytes_per_s() / 1e9, t.disk_write_bytes_per_s() / 1e6, t.disk_read_bytes_per_s() / 1e6);
+  if (device_rates == "h200") {
+    rates = quark::estimate::NominalH200Throughput();
+    fmt::print("device rates: nominal H200 (throughput.h; not measured): GEMM {:.0f} TFLOP/s, Cholesky {:.0f} TFLOP/s, "
+               "fake-quant {:.0f} GB/s, {:.0f} us per device op\n\n",
+               rates.gemm_flops / 1e12, rates.cholesky_flops / 1e12, rates.fake_quant_bytes_per_s / 1e9,
+               rates.device_op_seconds * 1e6);
+  } else if (!device_rates.empty()) {
+    return std::cerr << "--device-rates: unknown \"" << device_rates << "\" (h200)\n", 2;
+  }
   fmt::print("model: {} ({} layers), {} sample(s) x {} tokens\n", dir, model->num_layers, samples, seq_len);
   PrintTable(*model, presets, samples, seq_len, rates);
   if (extrapolate > 0) {

@@ -80,13 +80,14 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 
 PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   std::map<std::string, int64_t> groups;  // input group -> K
-  double gemm = 0, column_loop = 0;
+  double gemm = 0, column_loop = 0, device_ops = 0;
   int64_t k_max = 0;
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
     groups[InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
+    device_ops += static_cast<double>(l.in) * kGptqOpsPerColumn;
     k_max = std::max(k_max, l.in);
   }
   double factor = 0;
@@ -95,7 +96,8 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
     factor += kCholeskyChainFactor * static_cast<double>(k) * k * k;
   }
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
-                         column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency);
+                         column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency) +
+                         device_ops * c.rates.device_op_seconds;
   const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4);
   // GPTQ quantizes each weight in its own float32 copy, in place: no second float32 copy of the layer beside the
   // streamed bfloat16 one (half of layer_f32), as the other phases hold.

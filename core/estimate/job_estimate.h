@@ -23,7 +23,8 @@
 //               2 x tokens x K^2 at GEMM rate and its inverse factor (Cholesky, inverse, Cholesky: ~1.35 x K^3) at
 //               Cholesky rate; per linear the lazy block updates (out x K^2, GEMM rate) and the column loop
 //               (rank-1 updates inside each block of block_size columns: out x K x block_size FLOPs at a quarter of
-//               the GEMM rate)
+//               the GEMM rate); on a GPU also kGptqOpsPerColumn x K device operations per linear at
+//               device_op_seconds each (the column loop there is launch-bound)
 //   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
 //               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass
 //   rotation    2 x out x in x hidden FLOPs for every linear that reads or writes the residual stream
@@ -61,6 +62,9 @@ inline constexpr double kFakeQuantPasses = 1.0;
 // its own memory (2026-11-27: the 1536/4096 layer's GPTQ extra measured 14.6 MiB, a 1024/8192 layer's 216.7 MiB).
 inline constexpr double kGptqHessianCopies = 1.0;
 inline constexpr uint64_t kGptqWorkspaceBytes = 8ull << 20;
+/// Device operations per column of GPTQ's tensor-operation column loop (gptq_tensor_ops.cc: the column's dtype
+/// round trip, fake quantization, error, and the outer-product update), each costing Throughput::device_op_seconds.
+inline constexpr double kGptqOpsPerColumn = 10;
 
 struct JobInputs {
   Config config;                  // resolved, algo_config included

@@ -20,7 +20,31 @@ struct Throughput {
   uint64_t host_memory_bytes = 0;     // 0 = unknown
   uint64_t gpu_memory_bytes = 0;      // 0 = no GPU
   std::string device = "cpu";         // "cpu" or "cuda"
+  /// What one small device operation costs beyond its work (a GPU's kernel launch and the host's dispatch): GPTQ's
+  /// column loop on a GPU is about kGptqOpsPerColumn of them a column (gptq_tensor_ops.cc), launch-bound rather
+  /// than FLOP-bound. 0 on the CPU, whose column loop is modelled by its FLOPs.
+  double device_op_seconds = 0;
 };
+
+/// Nominal rates of one H200 for the engine's float32 device path, until the H200 run measures them (docs/gpu.md):
+/// float32 GEMM without TF32 (67 TFLOP/s peak, 75% reached), cuSOLVER's float32 Cholesky chain at a tenth of that,
+/// elementwise tensor-op passes at a tenth of HBM3e's 4.8 TB/s (a fake quantization is about ten of them), 141 GB,
+/// 6 us per small operation; disk rates as the reference machine's.
+inline Throughput NominalH200Throughput() {
+  Throughput t;
+  t.threads = 16;
+  t.gemm_flops = 50e12;
+  t.cholesky_flops = 5e12;
+  t.fake_quant_bytes_per_s = 480e9;
+  t.float_codes_bytes_per_s = 480e9;
+  t.disk_write_bytes_per_s = 500e6;
+  t.disk_read_bytes_per_s = 1.5e9;
+  t.host_memory_bytes = 128ull << 30;
+  t.gpu_memory_bytes = 141ull * 1000 * 1000 * 1000;
+  t.device = "cuda";
+  t.device_op_seconds = 6e-6;
+  return t;
+}
 
 /// The rates of the 2-core VM the figures of docs/results.md come from, measured by worker/throughput_probe at
 /// one thread (the estimate ValidateConfig gives when no worker is registered, with a warning saying so).
