@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/gptq_damping.h"
 #include "core/algorithms/gptq_tensor_ops.h"
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
@@ -30,8 +31,6 @@ namespace {
 // The longest block whose lazy update one fused GEMM (C - A B) rounds as Quark's matmul-then-subtract: OpenBLAS
 // sums a shared dimension up to its kernel depth (>= 256 for single precision) in one pass.
 constexpr int64_t kFusedUpdateMaxBlock = 256;
-// Quark retries the Cholesky factorisation five times, ten times more damping each time.
-constexpr int kCholeskyRetries = 5;
 
 // A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
 struct ColumnParams {
@@ -121,29 +120,10 @@ QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
 
 // U^T U = (h + damp I)^-1, with Quark's damping and retries, in h's own memory (h is consumed).
 absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor h, const GptqOptions& options, double& extra_damp) {
-  // As Quark: a float32 product of the float32 mean, added as a tensor (a double product would round differently).
-  // at::diag copies the diagonal (contiguous), as torch.diag in Quark: a mean over the strided view sums in
-  // another order.
-  const at::Tensor damp = at::diag(h).mean() * options.damp_percent;
-  h.diagonal().add_(damp);
   const bool fast = options.fast_linalg;
-  auto factor = CholeskyStep(h, fast);
-  if (factor.ok()) return InverseFactorStep(*std::move(factor), fast);  // Quark does not retry past this one
-  // Quark's retry: more diagonal regularisation, ten times more each time, on the damped matrix.
-  const at::Tensor damped_diagonal = h.diagonal().clone();
-  double extra = std::max({std::abs(damp.item<double>()), damped_diagonal.abs().mean().item<double>() * 1e-6,
-                           static_cast<double>(std::numeric_limits<float>::epsilon())});
-  for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
-    h.diagonal().copy_(damped_diagonal);
-    h.diagonal().add_(extra);
-    factor = CholeskyStep(h, fast);
-    if (factor.ok()) {
-      extra_damp = extra;
-      return InverseFactorStep(*std::move(factor), fast);
-    }
-  }
-  return absl::FailedPreconditionError(StrCat(std::string(factor.status().message()), " after ", kCholeskyRetries,
-                                              " retries with extra damping up to ", extra / 10));
+  const TwoStepFactorisation steps{[fast](at::Tensor& m) { return CholeskyStep(m, fast); },
+                                   [fast](at::Tensor factor) { return InverseFactorStep(std::move(factor), fast); }};
+  return DampedInverseFactor(h, options.damp_percent, steps, extra_damp);
 }
 
 class GptqRun {

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
-#include <optional>
 #include <vector>
 
 #include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/gptq_damping.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
@@ -19,56 +18,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Quark retries the Cholesky factorisation five times, ten times more damping each time (as gptq.cc).
-constexpr int kCholeskyRetries = 5;
-
 double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// L with L L^T = h, or nullopt when h is not positive definite (one host sync: the factorisation's info).
-std::optional<at::Tensor> Cholesky(const at::Tensor& h, bool upper = false) {
+// L with L L^T = h (upper: U^T U = h); FAILED_PRECONDITION naming the leading minor when h is not positive definite
+// (one host sync: the factorisation's info).
+absl::StatusOr<at::Tensor> Cholesky(const at::Tensor& h, const char* what, bool upper = false) {
   auto [factor, info] = at::linalg_cholesky_ex(h, upper);
-  if (info.item<int64_t>() != 0) return std::nullopt;
+  const int64_t minor = info.item<int64_t>();
+  if (minor != 0) return absl::FailedPreconditionError(StrCat(what, " is not positive definite (leading minor ", minor, ")"));
   return factor;
 }
 
-// The first factorisation of h (of the reversed matrix for the fast way), nullopt when h is not positive definite:
-// the step Quark retries with more damping.
-std::optional<at::Tensor> FirstFactor(const at::Tensor& h, bool fast) { return Cholesky(fast ? h.flip({0, 1}) : h); }
-
-// U^T U = h^-1 from the first factor. Quark's way: cholesky_inverse, then the upper factor of the inverse. The fast
-// way (GptqOptions::fast_linalg) inverts the reversed matrix's factor, as linalg.h describes:
-// J h J = L L^T  =>  h^-1 = (J L^-T J)(J L^-1 J), and J L^-1 J is upper.
-absl::StatusOr<at::Tensor> UpperFactorOfInverse(const at::Tensor& first, bool fast) {
-  if (fast) {
-    const at::Tensor identity = at::eye(first.size(0), first.options());
-    return at::linalg_solve_triangular(first, identity, /*upper=*/false).flip({0, 1});
-  }
-  std::optional<at::Tensor> upper = Cholesky(at::cholesky_inverse(first), /*upper=*/true);
-  if (!upper) return absl::FailedPreconditionError("hessian: the inverse of the damped Hessian is not positive definite");
-  return *upper;
-}
-
-// With Quark's damping and retries (gptq.cc's InverseHessianFactor in tensor operations); h is damped in place.
-absl::StatusOr<at::Tensor> InverseHessianFactor(at::Tensor& h, const GptqOptions& options, double& extra_damp) {
-  const at::Tensor damp = at::diag(h).mean() * options.damp_percent;
-  h.diagonal().add_(damp);
-  const bool fast = options.fast_linalg;
-  std::optional<at::Tensor> first = FirstFactor(h, fast);
-  if (first) return UpperFactorOfInverse(*first, fast);  // Quark does not retry past this one
-  const at::Tensor damped_diagonal = h.diagonal().clone();
-  double extra = std::max({std::abs(damp.item<double>()), damped_diagonal.abs().mean().item<double>() * 1e-6,
-                           static_cast<double>(std::numeric_limits<float>::epsilon())});
-  for (int attempt = 0; attempt < kCholeskyRetries; ++attempt, extra *= 10) {
-    h.diagonal().copy_(damped_diagonal);
-    h.diagonal().add_(extra);
-    first = FirstFactor(h, fast);
-    if (first) {
-      extra_damp = extra;
-      return UpperFactorOfInverse(*first, fast);
-    }
-  }
-  return absl::FailedPreconditionError(StrCat("hessian: not positive definite after ", kCholeskyRetries,
-                                              " retries with extra damping up to ", extra / 10));
+// The two steps of U^T U = h^-1. Quark's way: the lower factor of h, then cholesky_inverse and the upper factor of
+// the inverse. The fast way (GptqOptions::fast_linalg) factors the reversed matrix and inverts that factor, as
+// linalg.h describes: J h J = L L^T  =>  h^-1 = (J L^-T J)(J L^-1 J), and J L^-1 J is upper.
+TwoStepFactorisation TensorOpSteps(bool fast) {
+  return {[fast](at::Tensor& h) { return Cholesky(fast ? h.flip({0, 1}) : h, "Hessian"); },
+          [fast](at::Tensor first) -> absl::StatusOr<at::Tensor> {
+            if (fast) {
+              const at::Tensor identity = at::eye(first.size(0), first.options());
+              return at::linalg_solve_triangular(first, identity, /*upper=*/false).flip({0, 1});
+            }
+            return Cholesky(at::cholesky_inverse(first), "inverse Hessian", /*upper=*/true);
+          }};
 }
 
 // The column loop's parameters: the whole weight's (per tensor / channel), every group's at once (static groups),
@@ -197,7 +169,9 @@ absl::StatusOr<GptqFactor> GptqFactorByTensorOps(at::Tensor hessian, const GptqO
       factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);
       h = h.index_select(0, factor.perm).index_select(1, factor.perm);
     }
-    QUARK_ASSIGN_OR_RETURN(factor.upper, InverseHessianFactor(h, options, factor.extra_damp));
+    QUARK_ASSIGN_OR_RETURN(factor.upper,
+                           DampedInverseFactor(h, options.damp_percent, TensorOpSteps(options.fast_linalg),
+                                               factor.extra_damp));
     factor.seconds = SecondsSince(start);
     return factor;
   } catch (const std::exception& error) {

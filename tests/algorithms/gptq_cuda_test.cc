@@ -9,6 +9,7 @@
 
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
+#include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark::algorithms {
 namespace {
@@ -23,15 +24,7 @@ class GptqCudaTest : public ::testing::Test {
   }
 };
 
-QuantSpec Uint4Group128() {
-  QuantSpec spec;
-  spec.dtype = DType::kUInt4;
-  spec.symmetric = false;
-  spec.qscheme = QScheme::kPerGroup;
-  spec.group_size = 128;
-  spec.ch_axis = 1;
-  return spec;
-}
+QuantSpec Uint4Group128() { return testing::IntSpec(DType::kUInt4, /*symmetric=*/false, 128); }
 
 double RelativeOutputError(const at::Tensor& x, const at::Tensor& w, const at::Tensor& q) {
   const at::Tensor ref = at::matmul(x, w.t()).to(at::kDouble);

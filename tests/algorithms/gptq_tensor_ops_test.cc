@@ -11,50 +11,15 @@
 
 #include "core/algorithms/hessian.h"
 #include "core/numerics/fake_quant.h"
+#include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark::algorithms {
 namespace {
 
-QuantSpec IntSpec(DType dtype, bool symmetric, int group_size) {
-  QuantSpec spec;
-  spec.dtype = dtype;
-  spec.symmetric = symmetric;
-  if (group_size > 0) {
-    spec.qscheme = QScheme::kPerGroup;
-    spec.group_size = group_size;
-    spec.ch_axis = 1;
-  } else {
-    spec.qscheme = QScheme::kPerChannel;
-    spec.ch_axis = 0;
-  }
-  return spec;
-}
-
-QuantSpec Fp8PerChannel() {
-  QuantSpec spec;
-  spec.dtype = DType::kFp8E4M3;
-  spec.qscheme = QScheme::kPerChannel;
-  spec.ch_axis = 0;
-  return spec;
-}
-
-QuantSpec Int8PerTensor() {
-  QuantSpec spec;
-  spec.dtype = DType::kInt8;
-  spec.qscheme = QScheme::kPerTensor;
-  return spec;
-}
-
-QuantSpec Mxfp4() {
-  QuantSpec spec;
-  spec.dtype = DType::kFp4;
-  spec.qscheme = QScheme::kPerGroup;
-  spec.group_size = 32;
-  spec.scale_format = ScaleFormat::kE8M0;
-  spec.observer = ObserverKind::kMxBlock;
-  spec.scale_type = ScaleType::kFloat32;
-  return spec;
-}
+using testing::Fp8PerChannel;
+using testing::Int8PerTensor;
+using testing::IntSpec;
+using testing::Mxfp4;
 
 // Correlated inputs with outlier channels (as real activations), in batches of uneven token counts.
 std::vector<at::Tensor> MakeInputs(int64_t k, std::vector<int64_t> token_counts, uint64_t seed) {

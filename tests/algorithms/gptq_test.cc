@@ -14,24 +14,14 @@
 #include "core/base/blas_threads.h"
 #include "core/algorithms/linalg.h"
 #include "core/numerics/fake_quant.h"
+#include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark::algorithms {
 namespace {
 
-QuantSpec IntSpec(DType dtype, bool symmetric, int group_size) {
-  QuantSpec spec;
-  spec.dtype = dtype;
-  spec.symmetric = symmetric;
-  if (group_size > 0) {
-    spec.qscheme = QScheme::kPerGroup;
-    spec.group_size = group_size;
-    spec.ch_axis = 1;
-  } else {
-    spec.qscheme = QScheme::kPerChannel;
-    spec.ch_axis = 0;
-  }
-  return spec;
-}
+using testing::Fp8PerChannel;
+using testing::IntSpec;
+using testing::Mxfp4;
 
 // A layer and calibration inputs that, like real activations, are correlated across channels (low rank plus noise;
 // with independent channels H is nearly diagonal and GPTQ has nothing to correct) and have outlier channels.
@@ -175,18 +165,7 @@ TEST(GptqTest, BeatsRoundToNearestOnOutputError) {
 
 TEST(GptqTest, FloatAndMxWeightFormatsRun) {
   const Layer l = MakeLayer(32, 128, 256, 7);
-  QuantSpec fp8;
-  fp8.dtype = DType::kFp8E4M3;
-  fp8.qscheme = QScheme::kPerChannel;
-  fp8.ch_axis = 0;
-  QuantSpec mxfp4;
-  mxfp4.dtype = DType::kFp4;
-  mxfp4.qscheme = QScheme::kPerGroup;
-  mxfp4.group_size = 32;
-  mxfp4.scale_format = ScaleFormat::kE8M0;
-  mxfp4.observer = ObserverKind::kMxBlock;
-  mxfp4.scale_type = ScaleType::kFloat32;
-  for (const QuantSpec& spec : {fp8, mxfp4}) {
+  for (const QuantSpec& spec : {Fp8PerChannel(), Mxfp4()}) {
     auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, {});
     ASSERT_TRUE(result.ok()) << result.status();
     auto again = FakeQuantize(result->weight, spec, result->params);

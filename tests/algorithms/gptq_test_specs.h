@@ -1,0 +1,50 @@
+// The weight specs the GPTQ tests run (gptq_test, gptq_tensor_ops_test, gptq_cuda_test).
+#pragma once
+
+#include "core/config/quant_spec.h"
+
+namespace quark::algorithms::testing {
+
+/// Integer weights per output channel (group_size <= 0) or per group of input columns.
+inline QuantSpec IntSpec(DType dtype, bool symmetric, int group_size) {
+  QuantSpec spec;
+  spec.dtype = dtype;
+  spec.symmetric = symmetric;
+  if (group_size > 0) {
+    spec.qscheme = QScheme::kPerGroup;
+    spec.group_size = group_size;
+    spec.ch_axis = 1;
+  } else {
+    spec.qscheme = QScheme::kPerChannel;
+    spec.ch_axis = 0;
+  }
+  return spec;
+}
+
+inline QuantSpec Fp8PerChannel() {
+  QuantSpec spec;
+  spec.dtype = DType::kFp8E4M3;
+  spec.qscheme = QScheme::kPerChannel;
+  spec.ch_axis = 0;
+  return spec;
+}
+
+inline QuantSpec Int8PerTensor() {
+  QuantSpec spec;
+  spec.dtype = DType::kInt8;
+  spec.qscheme = QScheme::kPerTensor;
+  return spec;
+}
+
+inline QuantSpec Mxfp4() {
+  QuantSpec spec;
+  spec.dtype = DType::kFp4;
+  spec.qscheme = QScheme::kPerGroup;
+  spec.group_size = 32;
+  spec.scale_format = ScaleFormat::kE8M0;
+  spec.observer = ObserverKind::kMxBlock;
+  spec.scale_type = ScaleType::kFloat32;
+  return spec;
+}
+
+}  // namespace quark::algorithms::testing
