@@ -101,8 +101,8 @@ absl::Status CheckPassesRunOn(const ComputeDevice& device, const std::string& wh
   if (device.is_cpu()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       what, ": ", device.name(),
-      " is available, but this engine's passes run on the CPU only: the layer streamer does not place layers on a "
-      "GPU yet (docs/gpu.md)"));
+      " is available, but this engine's quantization passes run on the CPU only: export packing, histogram "
+      "observers and checkpoints read host memory (evaluation runs on it: quark eval --device; docs/gpu.md)"));
 }
 
 }  // namespace quark::runtime
