@@ -69,25 +69,28 @@ class ApiTestBase : public ::testing::Test {
 
   /// Registers `worker_id` with one slot (the test is the worker).
   void RegisterWorker(const std::string& worker_id) {
-    grpc::ClientContext context;
     quark::v1::internal::RegisterRequest request;
     request.set_worker_id(worker_id);
     request.set_slots(1);
-    quark::v1::internal::RegisterResponse registered;
-    grpc::Status status = workers_->Register(&context, request, &registered);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    WorkerCall<quark::v1::internal::RegisterResponse>(&quark::v1::internal::WorkerService::Stub::Register, request);
   }
 
   /// One lease for `worker_id`, waiting up to 5 s.
   quark::v1::internal::LeaseResponse Lease(const std::string& worker_id) {
-    grpc::ClientContext context;
     quark::v1::internal::LeaseRequest request;
     request.set_worker_id(worker_id);
     request.set_wait_ms(5000);
-    quark::v1::internal::LeaseResponse lease;
-    grpc::Status status = workers_->Lease(&context, request, &lease);
+    return WorkerCall<quark::v1::internal::LeaseResponse>(&quark::v1::internal::WorkerService::Stub::Lease, request);
+  }
+
+  /// A WorkerService call expected to succeed.
+  template <typename Response, typename Method, typename Request>
+  Response WorkerCall(Method method, const Request& request) {
+    grpc::ClientContext context;
+    Response response;
+    grpc::Status status = (workers_.get()->*method)(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
-    return lease;
+    return response;
   }
 
   testing::TempDir dir_;
