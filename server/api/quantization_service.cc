@@ -11,6 +11,7 @@
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
 #include "server/api/job_estimates.h"
+#include "server/api/model_view.h"
 #include "server/api/request_limits.h"
 #include "server/api/spec_validation.h"
 #include "server/api/status_util.h"
@@ -200,7 +201,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackSer
 }
 
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
-                               quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers) {
+                               quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers,
+                               const std::vector<std::string>& read_roots) {
   absl::Status status = policy.Check("model_uri", request.model_uri(), false);
   // The estimate reads the data files' sizes: the same roots apply as to a submitted job's.
   if (status.ok()) status = policy.Check("calibration.uri", request.calibration().uri(), false);
@@ -220,6 +222,22 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
   std::vector<ModuleInfo> modules;
   bool have_modules = false;
   std::string path = UriPolicy::FilePath(request.model_uri());
+  // Read through descriptors opened inside the caller's roots (ModelView): the URI checks above looked at names
+  // that may have changed since, and at links against the global roots only. A missing folder keeps the
+  // listing's own error.
+  std::unique_ptr<ModelView> view;
+  if (!path.empty()) {
+    absl::StatusOr<std::unique_ptr<ModelView>> opened = ModelView::Open(read_roots.empty() ? policy.roots() : read_roots, path);
+    if (!opened.ok() && opened.status().code() != absl::StatusCode::kNotFound) {
+      response->set_valid(false);
+      response->add_errors(absl::StrCat("model_uri: ", opened.status().message()));
+      return absl::OkStatus();
+    }
+    if (opened.ok()) {
+      view = *std::move(opened);
+      path = view->path();
+    }
+  }
   if (!path.empty()) {
     absl::StatusOr<std::vector<ModuleInfo>> listed = ListModelModules(path);
     if (!listed.ok()) {
@@ -261,7 +279,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::Callback
   if (status.ok()) status = access_->CheckTenantModelUri(*principal, "evaluation.uri", request->evaluation().uri());
   if (status.ok()) {
     status = RunValidateConfig(*request, *policy_, response,
-                               workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{});
+                               workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{},
+                               access_->ModelReadRoots(*principal, policy_->roots()));
   }
   return FinishNow(context, status);
 }
