@@ -67,7 +67,24 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
   JobMemoryNeeds needs;
-  if (status.ok()) needs = EstimateJobNeeds(request->spec(), UriPolicy::FilePath(request->spec().model_uri()));
+  if (status.ok()) {
+    // The estimate reads config.json and the tensors' headers: through a view pinned inside the tenant's roots, so
+    // a symlink to another tenant's model is refused here rather than read (a missing folder keeps the estimate's
+    // own handling).
+    std::string model_dir = UriPolicy::FilePath(request->spec().model_uri());
+    std::unique_ptr<ModelView> view;
+    if (!model_dir.empty()) {
+      absl::StatusOr<std::unique_ptr<ModelView>> opened =
+          ModelView::Open(access_->ModelReadRoots(*principal, policy_->roots()), model_dir);
+      if (opened.ok()) {
+        view = *std::move(opened);
+        model_dir = view->path();
+      } else if (opened.status().code() == absl::StatusCode::kPermissionDenied) {
+        status = absl::PermissionDeniedError(absl::StrCat("spec.model_uri: ", opened.status().message()));
+      }
+    }
+    if (status.ok()) needs = EstimateJobNeeds(request->spec(), model_dir);
+  }
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
   if (!status.ok()) {

@@ -17,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = quark::v1;
 
+constexpr char kTokenA[] = "qk_tenant_a_submitter_0123456789";
 constexpr char kTokenAViewer[] = "qk_tenant_a_viewer_0123456789";
 constexpr char kTokenB[] = "qk_tenant_b_submitter_0123456789";
 
@@ -34,7 +35,8 @@ class TenantReadTest : public ApiTestBase {
     fs::copy(Fixtures() / "stories260K", dir_.File("models/a/m"), fs::copy_options::recursive);
     fs::copy(Fixtures() / "tinyllama-a", dir_.File("models/b/m"), fs::copy_options::recursive);
     const std::string tokens =
-        "{\"tokens\": [" + testing::TokenEntry("a-dashboard", kTokenAViewer, "a", "viewer") + "," +
+        "{\"tokens\": [" + testing::TokenEntry("a-ci", kTokenA, "a", "submitter") + "," +
+        testing::TokenEntry("a-dashboard", kTokenAViewer, "a", "viewer") + "," +
         testing::TokenEntry("b-ci", kTokenB, "b", "submitter") + "], \"tenants\": {\"a\": {\"model_roots\": [\"file://" +
         dir_.File("models/a") + "\"]}, \"b\": {\"model_roots\": [\"file://" + dir_.File("models/b") + "\"]}}}";
     testing::WriteText(dir_.File("tokens.json"), tokens);
@@ -82,6 +84,19 @@ TEST_F(TenantReadTest, SymlinksInsideATenantsFolderToAnotherTenantsModelAreNotFo
   EXPECT_NE(response.errors(0).find("outside the allowed roots [" + fs::weakly_canonical(dir_.File("models/a")).string()),
             std::string::npos)
       << response.errors(0);
+}
+
+TEST_F(TenantReadTest, SubmitRefusesAFolderWhoseFilesLinkIntoAnotherTenantsModel) {
+  fs::create_directories(dir_.File("models/a/evil"));
+  fs::create_symlink(dir_.File("models/b/m/config.json"), dir_.File("models/a/evil/config.json"));
+  pb::SubmitJobRequest request = ValidRequest("w_int8_per_tensor_sym");
+  request.mutable_spec()->set_model_uri("file://" + dir_.File("models/a/evil"));
+  request.mutable_spec()->set_output_uri("file://" + dir_.File("models/a/out"));
+  pb::Job job;
+  grpc::Status status = api_->SubmitJob(testing::Call(kTokenA).get(), request, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_NE(status.error_message().find("spec.model_uri: "), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("config.json is a symlink"), std::string::npos) << status.error_message();
 }
 
 TEST_F(TenantReadTest, AFolderSwappedForASymlinkToAnotherTenantsModelIsNeverRead) {
