@@ -117,7 +117,6 @@ TEST_F(TenantReadTest, AFolderSwappedForASymlinkToAnotherTenantsModelIsNeverRead
     (!call_refused && response.layers_size() == a_layers ? own : refused)++;
   }
   swapper.Stop();
-  EXPECT_GT(swapper.swaps(), 100);
   EXPECT_GT(own, 0);
   EXPECT_GT(refused, 0) << "the folder was never a symlink during a call: the test proved nothing";
 }

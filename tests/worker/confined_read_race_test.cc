@@ -55,7 +55,6 @@ TEST_F(ConfinedRaceTest, ReadsNeverFollowAFolderSwappedForASymlink) {
   }
   swapper.Stop();
   EXPECT_EQ(leaked, 0) << "reads of the other tenant's file out of " << kAttempts;
-  EXPECT_GT(swapper.swaps(), 100);
   EXPECT_GT(read, 0);
   EXPECT_GT(refused, 0) << "the swap never landed between a check and a read: the test proved nothing";
 }
@@ -65,15 +64,15 @@ TEST_F(ConfinedRaceTest, WritesNeverLandInAFolderSwappedForASymlink) {
   fs::create_directories(victim_ / "out");
   quark::testing::FolderSwapper swapper(root_ / "tenant/out", victim_ / "out");
   swapper.Start();
-  int written = 0;
+  int written = 0, refused = 0;
   for (int i = 0; i < kAttempts / 4; ++i) {
     std::string name = "artifact-" + std::to_string(i % 8);
-    if (store_.PutBytes(Uri(root_ / "tenant/out" / name), "forged").ok()) ++written;
+    (store_.PutBytes(Uri(root_ / "tenant/out" / name), "forged").ok() ? written : refused)++;
     store_.Delete(Uri(root_ / "tenant/out" / name)).IgnoreError();
   }
   swapper.Stop();
   EXPECT_GT(written, 0);
-  EXPECT_GT(swapper.swaps(), 100);
+  EXPECT_GT(refused, 0) << "the folder was never a symlink during a write: the test proved nothing";
   int landed = 0;
   for (const auto& entry : fs::directory_iterator(victim_ / "out")) {
     ADD_FAILURE() << "written outside the roots: " << entry.path();
@@ -87,9 +86,12 @@ TEST_F(ConfinedRaceTest, DeletesNeverReachAFolderSwappedForASymlink) {
   quark::testing::WriteFile(victim_ / "out/model.safetensors", "theirs");
   quark::testing::FolderSwapper swapper(root_ / "tenant/out", victim_ / "out");
   swapper.Start();
-  for (int i = 0; i < kAttempts / 2; ++i) store_.Delete(Uri(root_ / "tenant/out/model.safetensors")).IgnoreError();
+  int refused = 0;
+  for (int i = 0; i < kAttempts / 2; ++i) {
+    if (!store_.Delete(Uri(root_ / "tenant/out/model.safetensors")).ok()) ++refused;
+  }
   swapper.Stop();
-  EXPECT_GT(swapper.swaps(), 100);
+  EXPECT_GT(refused, 0) << "the folder was never a symlink during a delete: the test proved nothing";
   EXPECT_EQ(quark::testing::ReadFile(victim_ / "out/model.safetensors"), "theirs");
 }
 

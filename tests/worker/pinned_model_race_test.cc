@@ -62,7 +62,6 @@ class PinnedModelTest : public ::testing::Test {
       if (!ReadsOnlyMine((*pin)->view())) break;
     }
     swapper.Stop();
-    EXPECT_GT(swapper.swaps(), 100);
     return count;
   }
 
