@@ -17,10 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = quark::v1;
 
-constexpr char kTokenA[] = "qk_tenant_a_submitter_0123456789";
-constexpr char kTokenAViewer[] = "qk_tenant_a_viewer_0123456789";
-constexpr char kTokenB[] = "qk_tenant_b_submitter_0123456789";
-
 fs::path Fixtures() {
   const char* shared = std::getenv("QUARK_SHARED_DIR");
   return fs::path(shared != nullptr ? shared : QUARK_TEST_SOURCE_DIR "/../shared") / "fixtures";
@@ -28,6 +24,10 @@ fs::path Fixtures() {
 
 class TenantReadTest : public ApiTestBase {
  protected:
+  static constexpr char kTokenA[] = "qk_tenant_a_submitter_0123456789";
+  static constexpr char kTokenAViewer[] = "qk_tenant_a_viewer_0123456789";
+  static constexpr char kTokenB[] = "qk_tenant_b_submitter_0123456789";
+
   void SetUp() override {
     // a's model is stories260K (5 layers), b's tinyllama-a (4 layers): the layer plan tells whose was read.
     fs::create_directories(dir_.File("models/a"));
