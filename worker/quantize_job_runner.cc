@@ -84,21 +84,22 @@ absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(cons
   return JobStorage{*std::move(store), options_.lease_stores->CacheScope(lease.storage_credentials)};
 }
 
-absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, const JobStorage& storage,
+absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, JobStorage& storage,
                                             PipelineRequest& request, ProgressSink& progress,
                                             const CancelToken& cancel) {
   const quark::v1::JobSpec& spec = job.spec();
   double fetch_end = options_.fetch_fraction;
   progress.Report(Phase("fetch", 0.0, str::Cat("fetching ", spec.model_uri())));
-  absl::StatusOr<fs::path> model = cache_->Fetch(
-      *storage.store, storage.cache_scope, spec.model_uri(),
+  absl::StatusOr<storage::LocalModel> model = cache_->FetchPinned(
+      *storage.store, storage.cache_scope, spec.model_uri(), request.scratch_dir / "model",
       [&](int64_t done, int64_t total) {
         double f = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
         progress.Report(Phase("fetch", f * fetch_end * 0.9, str::Cat(done, "/", total, " bytes of the model")));
       },
       [&] { return cancel.IsCancelled(); });
   if (!model.ok()) return model.status();
-  request.model_dir = *model;
+  request.model_dir = model->dir;
+  storage.pinned_model = model->pinned;
   struct Input {
     const std::string& uri;
     const char* field;

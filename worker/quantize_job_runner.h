@@ -48,9 +48,11 @@ class QuantizeJobRunner : public JobRunner {
   struct JobStorage {
     std::shared_ptr<storage::ObjectStore> store;
     std::string cache_scope;
+    /// A file:// model's files, held open from the fetch to the end of the job.
+    std::shared_ptr<storage::PinnedFolder> pinned_model;
   };
   absl::StatusOr<JobStorage> StorageFor(const LeaseContext& lease) const;
-  absl::Status FetchInputs(const quark::v1::Job& job, const JobStorage& storage, PipelineRequest& request,
+  absl::Status FetchInputs(const quark::v1::Job& job, JobStorage& storage, PipelineRequest& request,
                            ProgressSink& progress, const CancelToken& cancel);
   absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, storage::ObjectStore& store,
                                                const PipelineRequest& request, const PipelineResult& pipeline,

@@ -54,6 +54,17 @@ absl::Status AccessControl::CheckTenantUris(const Principal& principal, const qu
                                absl::StrCat("tenant ", principal.tenant, "'s output_prefixes"));
 }
 
+std::vector<std::string> AccessControl::ModelReadRoots(const Principal& principal,
+                                                      const std::vector<std::string>& global_roots) const {
+  std::vector<std::string> roots;
+  if (std::optional<TenantPolicy> policy = auth_->Tenant(principal.tenant)) {
+    for (const std::string& root : policy->model_roots) {
+      if (std::string path = UriPolicy::FilePath(root); !path.empty()) roots.push_back(path);
+    }
+  }
+  return roots.empty() ? global_roots : roots;
+}
+
 SubmitOptions AccessControl::SubmitOptionsFor(const Principal& principal) const {
   SubmitOptions options;
   options.tenant = principal.tenant;

@@ -37,6 +37,9 @@ class AccessControl {
   /// PERMISSION_DENIED naming the field. OK when the tenant has no policy or the list is empty.
   absl::Status CheckTenantUris(const Principal& principal, const quark::v1::JobSpec& spec) const;
   absl::Status CheckTenantModelUri(const Principal& principal, const std::string& field, const std::string& uri) const;
+  /// The folders quarkd reads a principal's file:// models within (ModelView): its tenant's file:// model_roots as
+  /// paths, or `global_roots` when the tenant has none.
+  std::vector<std::string> ModelReadRoots(const Principal& principal, const std::vector<std::string>& global_roots) const;
   /// The job's tenant and the tenant's queued-jobs quota.
   SubmitOptions SubmitOptionsFor(const Principal& principal) const;
   /// The storage credentials of a job's tenant, for the worker that holds its lease (nullopt: none configured).

@@ -11,6 +11,7 @@
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
 #include "server/api/job_estimates.h"
+#include "server/api/model_view.h"
 #include "server/api/request_limits.h"
 #include "server/api/spec_validation.h"
 #include "server/api/status_util.h"
@@ -66,7 +67,24 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
   JobMemoryNeeds needs;
-  if (status.ok()) needs = EstimateJobNeeds(request->spec(), UriPolicy::FilePath(request->spec().model_uri()));
+  if (status.ok()) {
+    // The estimate reads config.json and the tensors' headers: through a view pinned inside the tenant's roots, so
+    // a symlink to another tenant's model is refused here rather than read (a missing folder keeps the estimate's
+    // own handling).
+    std::string model_dir = UriPolicy::FilePath(request->spec().model_uri());
+    std::unique_ptr<ModelView> view;
+    if (!model_dir.empty()) {
+      absl::StatusOr<std::unique_ptr<ModelView>> opened =
+          ModelView::Open(access_->ModelReadRoots(*principal, policy_->roots()), model_dir);
+      if (opened.ok()) {
+        view = *std::move(opened);
+        model_dir = view->path();
+      } else if (opened.status().code() == absl::StatusCode::kPermissionDenied) {
+        status = absl::PermissionDeniedError(absl::StrCat("spec.model_uri: ", opened.status().message()));
+      }
+    }
+    if (status.ok()) needs = EstimateJobNeeds(request->spec(), model_dir);
+  }
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
   if (!status.ok()) {
@@ -200,7 +218,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackSer
 }
 
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
-                               quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers) {
+                               quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers,
+                               const std::vector<std::string>& read_roots) {
   absl::Status status = policy.Check("model_uri", request.model_uri(), false);
   // The estimate reads the data files' sizes: the same roots apply as to a submitted job's.
   if (status.ok()) status = policy.Check("calibration.uri", request.calibration().uri(), false);
@@ -220,6 +239,22 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
   std::vector<ModuleInfo> modules;
   bool have_modules = false;
   std::string path = UriPolicy::FilePath(request.model_uri());
+  // Read through descriptors opened inside the caller's roots (ModelView): the URI checks above looked at names
+  // that may have changed since, and at links against the global roots only. A missing folder keeps the
+  // listing's own error.
+  std::unique_ptr<ModelView> view;
+  if (!path.empty()) {
+    absl::StatusOr<std::unique_ptr<ModelView>> opened = ModelView::Open(read_roots.empty() ? policy.roots() : read_roots, path);
+    if (!opened.ok() && opened.status().code() != absl::StatusCode::kNotFound) {
+      response->set_valid(false);
+      response->add_errors(absl::StrCat("model_uri: ", opened.status().message()));
+      return absl::OkStatus();
+    }
+    if (opened.ok()) {
+      view = *std::move(opened);
+      path = view->path();
+    }
+  }
   if (!path.empty()) {
     absl::StatusOr<std::vector<ModuleInfo>> listed = ListModelModules(path);
     if (!listed.ok()) {
@@ -261,7 +296,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ValidateConfig(grpc::Callback
   if (status.ok()) status = access_->CheckTenantModelUri(*principal, "evaluation.uri", request->evaluation().uri());
   if (status.ok()) {
     status = RunValidateConfig(*request, *policy_, response,
-                               workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{});
+                               workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{},
+                               access_->ModelReadRoots(*principal, policy_->roots()));
   }
   return FinishNow(context, status);
 }

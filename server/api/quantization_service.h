@@ -76,8 +76,10 @@ absl::Status CheckDeadline(const grpc::CallbackServerContext* context);
 /// against the model's modules. Request errors (bad URI, path outside the roots) come back as the status;
 /// Config errors come back in the response (valid = false, errors naming field paths). With request.estimate,
 /// also the estimates on each kind of `workers` (job_estimates.h).
+/// `read_roots`: the folders a file:// model is read within (ModelView); the policy's roots when empty.
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
                                quark::v1::ValidateConfigResponse* response,
-                               const std::vector<WorkerProfile>& workers = {});
+                               const std::vector<WorkerProfile>& workers = {},
+                               const std::vector<std::string>& read_roots = {});
 
 }  // namespace quark::server

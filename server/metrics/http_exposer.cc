@@ -5,6 +5,11 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <vector>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/metrics/text_format.h"
@@ -31,11 +36,64 @@ namespace {
 // made /metrics time out, each holding one of the eight threads for its 5 s read timeout). The kernel hands a
 // connection over only once its request bytes arrive (TCP_DEFER_ACCEPT: a connection that sends nothing never
 // reaches a thread), every read and write gives up after kIoTimeoutSeconds, a kept-alive connection closes after as
-// long idle or kKeepAliveRequests requests, and the pool has kThreads threads.
+// long idle or kKeepAliveRequests requests, and the pool has kThreads threads and at most kMaxQueued connections
+// waiting for one.
 constexpr int kDeferAcceptSeconds = 2;
 constexpr time_t kIoTimeoutSeconds = 2;
 constexpr size_t kKeepAliveRequests = 16;
 constexpr size_t kThreads = 16;
+// Connections accepted and waiting for a thread. Past this the accept loop waits, so further clients stay in the
+// kernel's listen backlog (bounded by it) instead of each costing quarkd a descriptor and queue memory: cpp-httplib's
+// own pool queues every accepted connection without limit.
+constexpr size_t kMaxQueued = 16;
+
+// cpp-httplib's TaskQueue with a bounded queue: enqueue() blocks while kMaxQueued connections wait.
+class BoundedThreadPool : public httplib::TaskQueue {
+ public:
+  BoundedThreadPool() {
+    for (size_t i = 0; i < kThreads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [this] { return queue_.size() < kMaxQueued || shutdown_; });
+    queue_.push_back(std::move(fn));
+    ready_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    ready_.notify_all();
+    space_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [this] { return !queue_.empty() || shutdown_; });
+        if (queue_.empty()) return;  // shut down with nothing left to serve
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      space_.notify_one();
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable ready_;  // a connection is queued
+  std::condition_variable space_;  // the queue has room
+  std::deque<std::function<void()>> queue_;
+  bool shutdown_ = false;
+  std::vector<std::thread> workers_;
+};
 
 void LimitSlowClients(httplib::Server& http) {
   http.set_socket_options([](socket_t sock) {
@@ -47,7 +105,7 @@ void LimitSlowClients(httplib::Server& http) {
   http.set_write_timeout(kIoTimeoutSeconds);
   http.set_keep_alive_timeout(kIoTimeoutSeconds);
   http.set_keep_alive_max_count(kKeepAliveRequests);
-  http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  http.new_task_queue = [] { return new BoundedThreadPool(); };
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "server/metrics/http_exposer.h"
@@ -102,6 +105,44 @@ TEST(HttpExposerTest, IdleConnectionsDoNotStarveScrapes) {
     EXPECT_NE(result->body.find("t_up 1"), std::string::npos);
   }
   for (int fd : idle) close(fd);
+}
+
+int OpenSockets() {
+  int sockets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(entry.path(), error).string().rfind("socket:", 0) == 0) ++sockets;
+  }
+  return sockets;
+}
+
+// Issue #29 item 9, the rest: clients that send a byte (so the kernel hands them over) and then trickle held a
+// descriptor and a queue entry each in quarkd, without limit (cpp-httplib's pool queues every accepted
+// connection). Now at most the pool's threads plus its bounded queue are held; the rest wait in the kernel's backlog.
+TEST(HttpExposerTest, SlowClientsHoldABoundedNumberOfConnections) {
+  Registry registry;
+  absl::StatusOr<std::unique_ptr<HttpExposer>> exposer = HttpExposer::Start("127.0.0.1:0", &registry);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int before = OpenSockets();
+  constexpr int kClients = 200;
+  std::vector<int> slow;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>((*exposer)->port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));  // completes in the backlog or later
+    slow.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int fd : slow) (void)!write(fd, "G", 1);
+  // Long enough for an unbounded server to accept them all; shorter than the 2 s read timeout that frees threads.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const int held = OpenSockets() - before - kClients;
+  for (int fd : slow) close(fd);
+  EXPECT_LE(held, 40) << "server-side sockets held for " << kClients << " slow clients";
 }
 
 }  // namespace

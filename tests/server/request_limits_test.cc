@@ -14,8 +14,7 @@
 #include "core/config/presets.h"
 #include "core/config/proto_convert.h"
 #include "quark/v1/service.grpc.pb.h"
-#include "tests/server/quarkd_process.h"
-#include "tests/server/test_util.h"
+#include "tests/server/api_test_base.h"
 
 namespace quark::server {
 namespace {
@@ -24,30 +23,9 @@ namespace pb = quark::v1;
 
 constexpr size_t kMaxErrorBytes = 1024;  // what a refusal may send back, the field path and limits included
 
-class RequestLimitsTest : public ::testing::Test {
+class RequestLimitsTest : public ApiTestBase {
  protected:
-  void SetUp() override {
-    std::filesystem::create_directories(dir_.File("models/m"));
-    ASSERT_TRUE(quarkd_.Start(QUARKD_BINARY,
-                              {"--data-dir", dir_.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen", "",
-                               "--workers", "0", "--allowed-roots", dir_.File("models") + "," + dir_.File("out")},
-                              dir_.File("ready.json"), dir_.File("quarkd.log")));
-    api_ = pb::QuantizationService::NewStub(grpc::CreateChannel(quarkd_.address(), grpc::InsecureChannelCredentials()));
-  }
-
-  pb::SubmitJobRequest ValidRequest() {
-    pb::SubmitJobRequest request;
-    request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
-    request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
-    request.mutable_spec()->set_preset(AllPresets().front().name);
-    return request;
-  }
-
-  grpc::Status Submit(const pb::SubmitJobRequest& request) {
-    grpc::ClientContext context;
-    pb::Job job;
-    return api_->SubmitJob(&context, request, &job);
-  }
+  void SetUp() override { StartQuarkd(); }
 
   // Refused INVALID_ARGUMENT with `text` in a short message.
   static void ExpectRefused(const grpc::Status& status, const std::string& text) {
@@ -55,10 +33,6 @@ class RequestLimitsTest : public ::testing::Test {
     EXPECT_NE(status.error_message().find(text), std::string::npos) << status.error_message().substr(0, 300);
     EXPECT_LE(status.error_message().size(), kMaxErrorBytes);
   }
-
-  testing::TempDir dir_;
-  testing::QuarkdProcess quarkd_;
-  std::unique_ptr<pb::QuantizationService::Stub> api_;
 };
 
 TEST(ExcerptTest, QuotesAtMostTwoHundredBytesOnACharacterBoundary) {

@@ -12,8 +12,7 @@
 
 #include "quark/v1/service.grpc.pb.h"
 #include "quark/v1/worker.grpc.pb.h"
-#include "tests/server/quarkd_process.h"
-#include "tests/server/test_util.h"
+#include "tests/server/api_test_base.h"
 
 namespace quark::server {
 namespace {
@@ -56,46 +55,21 @@ TEST(ResultCheckTest, OnlyFilesUnderTheJobsOwnOutputPrefixPass) {
   EXPECT_LT(long_one.message().size(), 600u);
 }
 
-class ForgedResultTest : public ::testing::Test {
+class ForgedResultTest : public ApiTestBase {
  protected:
   void SetUp() override {
-    std::filesystem::create_directories(dir_.File("models/m"));
-    ASSERT_TRUE(quarkd_.Start(QUARKD_BINARY,
-                              {"--data-dir", dir_.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen", "",
-                               "--workers", "0", "--allowed-roots", dir_.File("models") + "," + dir_.File("out")},
-                              dir_.File("ready.json"), dir_.File("quarkd.log")));
-    auto channel = grpc::CreateChannel(quarkd_.address(), grpc::InsecureChannelCredentials());
-    api_ = pb::QuantizationService::NewStub(channel);
-    workers_ = wpb::WorkerService::NewStub(channel);
-    grpc::ClientContext context;
-    wpb::RegisterRequest reg;
-    reg.set_worker_id("rogue");
-    reg.set_slots(1);
-    wpb::RegisterResponse registered;
-    ASSERT_TRUE(workers_->Register(&context, reg, &registered).ok());
+    StartQuarkd();
+    RegisterWorker("rogue");
   }
 
   pb::Job Submit() {
-    pb::SubmitJobRequest request;
-    request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
-    request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
-    request.mutable_spec()->set_preset("w_int8_per_tensor_sym");
-    grpc::ClientContext context;
     pb::Job job;
-    grpc::Status status = api_->SubmitJob(&context, request, &job);
+    grpc::Status status = ApiTestBase::Submit(ValidRequest("w_int8_per_tensor_sym"), &job);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return job;
   }
 
-  wpb::LeaseResponse Lease() {
-    grpc::ClientContext context;
-    wpb::LeaseRequest request;
-    request.set_worker_id("rogue");
-    request.set_wait_ms(5000);
-    wpb::LeaseResponse lease;
-    EXPECT_TRUE(workers_->Lease(&context, request, &lease).ok());
-    return lease;
-  }
+  wpb::LeaseResponse Lease() { return ApiTestBase::Lease("rogue"); }
 
   grpc::Status Complete(const std::string& lease_id, const std::string& artifact_uri) {
     grpc::ClientContext context;
@@ -109,19 +83,6 @@ class ForgedResultTest : public ::testing::Test {
     return workers_->Complete(&context, request, &response);
   }
 
-  pb::Job Get(const std::string& id) {
-    grpc::ClientContext context;
-    pb::GetJobRequest request;
-    request.set_id(id);
-    pb::Job job;
-    EXPECT_TRUE(api_->GetJob(&context, request, &job).ok());
-    return job;
-  }
-
-  testing::TempDir dir_;
-  testing::QuarkdProcess quarkd_;
-  std::unique_ptr<pb::QuantizationService::Stub> api_;
-  std::unique_ptr<wpb::WorkerService::Stub> workers_;
 };
 
 TEST_F(ForgedResultTest, ACompletionNamingFilesOutsideTheOutputPrefixIsRefusedAndTheJobFails) {

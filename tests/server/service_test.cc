@@ -14,7 +14,7 @@
 #include "quark/v1/service.grpc.pb.h"
 #include "quark/v1/worker.grpc.pb.h"
 #include "server/quark_server.h"
-#include "tests/server/test_util.h"
+#include "tests/server/api_test_base.h"
 
 namespace quark::server {
 namespace {
@@ -22,10 +22,9 @@ namespace {
 namespace pb = quark::v1;
 namespace wpb = quark::v1::internal;
 
-class ServiceTest : public ::testing::Test {
+class ServiceTest : public ApiTestBase {
  protected:
   void SetUp() override {
-    std::filesystem::create_directories(dir_.File("models/m"));
     ServerOptions options;
     options.data_dir = dir_.File("data");
     options.listen = "127.0.0.1:0";
@@ -37,39 +36,13 @@ class ServiceTest : public ::testing::Test {
     auto server = QuarkServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials());
-    api_ = pb::QuantizationService::NewStub(channel_);
-    workers_ = wpb::WorkerService::NewStub(channel_);
-  }
-
-  pb::SubmitJobRequest ValidRequest() {
-    pb::SubmitJobRequest request;
-    request.mutable_spec()->set_model_uri("file://" + dir_.File("models/m"));
-    request.mutable_spec()->set_output_uri("file://" + dir_.File("out"));
-    request.mutable_spec()->set_preset(AllPresets().front().name);
-    return request;
-  }
-
-  grpc::Status Submit(const pb::SubmitJobRequest& request, pb::Job* job) {
-    grpc::ClientContext context;
-    return api_->SubmitJob(&context, request, job);
+    Connect(server_->grpc_address());
   }
 
   // Registers "w" and leases one job (the test is the worker).
   wpb::LeaseResponse LeaseOne() {
-    grpc::ClientContext register_context;
-    wpb::RegisterRequest reg;
-    reg.set_worker_id("w");
-    reg.set_slots(1);
-    wpb::RegisterResponse registered;
-    EXPECT_TRUE(workers_->Register(&register_context, reg, &registered).ok());
-    grpc::ClientContext context;
-    wpb::LeaseRequest request;
-    request.set_worker_id("w");
-    request.set_wait_ms(5000);
-    wpb::LeaseResponse lease;
-    EXPECT_TRUE(workers_->Lease(&context, request, &lease).ok());
-    return lease;
+    RegisterWorker("w");
+    return Lease("w");
   }
 
   std::vector<pb::JobEvent> Watch(const std::string& id, int64_t after) {
@@ -86,11 +59,7 @@ class ServiceTest : public ::testing::Test {
     return events;
   }
 
-  testing::TempDir dir_;
   std::unique_ptr<QuarkServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::QuantizationService::Stub> api_;
-  std::unique_ptr<wpb::WorkerService::Stub> workers_;
 };
 
 TEST_F(ServiceTest, BadRequestsNameTheirField) {

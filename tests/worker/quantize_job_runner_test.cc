@@ -21,6 +21,7 @@ class WritingPipeline : public QuantizePipeline {
   absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
                                      const CancelToken& cancel) override {
     seen = request;
+    if (on_start) on_start();
     if (!request.calibration_file.empty()) calibration_text = quark::testing::ReadFile(request.calibration_file);
     if (!fs::exists(request.model_dir / "config.json")) return absl::NotFoundError("config.json missing");
     quark::testing::WriteFile(request.output_dir / "config.json", quark::testing::ReadFile(request.model_dir / "config.json"));
@@ -43,6 +44,7 @@ class WritingPipeline : public QuantizePipeline {
 
   int layers = 3;
   std::function<void(int)> on_layer;
+  std::function<void()> on_start;  // after the fetch, before the model is read
   PipelineRequest seen;
   std::string calibration_text;  // read during Run: the scratch folder is gone afterwards
 };
@@ -90,7 +92,9 @@ TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
   EXPECT_EQ(result->metrics().at("ppl_after"), 7.5);
   EXPECT_GT(result->metrics().count("seconds_total"), 0u);
   EXPECT_EQ(pipeline_->calibration_text, "some calibration text");
-  EXPECT_EQ(pipeline_->seen.model_dir, fs::weakly_canonical(root_ / "models/tiny"));
+  // A file:// model is read through its pinned view in the job's scratch folder (removed with the job).
+  EXPECT_EQ(pipeline_->seen.model_dir, dir_.path() / "work/jobs/job-7/scratch/model");
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/config.json"), R"({"model_type":"llama"})");
 
   EXPECT_EQ(sink.Phases(), (std::vector<std::string>{"fetch", "quantize", "upload"}));
   double last = 0;
@@ -105,6 +109,22 @@ TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
   EXPECT_EQ(manifest["model_uri"], FileUri(root_ / "models/tiny"));
   EXPECT_EQ(manifest["spec"]["preset"], "int4_wo_128");
   EXPECT_FALSE(fs::exists(dir_.path() / "work/jobs/job-7")) << "the job's temp folder is removed";
+}
+
+// Issue #29 item 2: the tenant replaces its model folder by a symlink to another tenant's model after the fetch and
+// before the engine reads it. The engine reads the files the fetch checked and pinned.
+TEST_F(QuantizeJobRunnerTest, AModelFolderSwappedAfterTheFetchIsNotWhatTheEngineReads) {
+  quark::testing::WriteFile(dir_.path() / "victim/tiny/config.json", R"({"model_type":"secret"})");
+  pipeline_->on_start = [&] {
+    fs::rename(root_ / "models/tiny", root_ / "models/tiny.old");
+    fs::create_directory_symlink(dir_.path() / "victim/tiny", root_ / "models/tiny");
+  };
+  RecordingSink sink;
+  CancelToken cancel;
+  absl::StatusOr<quark::v1::JobResult> result =
+      Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out")), sink, cancel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/config.json"), R"({"model_type":"llama"})");
 }
 
 TEST_F(QuantizeJobRunnerTest, S3ModelToS3Output) {

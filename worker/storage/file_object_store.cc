@@ -8,21 +8,18 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <system_error>
 
 #include "worker/storage/object_uri.h"
+#include "worker/storage/pinned_folder.h"
 
 namespace quark::storage {
 namespace fs = std::filesystem;
 namespace {
-
-bool IsInside(const fs::path& path, const fs::path& root) {
-  auto [root_end, path_it] = std::mismatch(root.begin(), root.end(), path.begin(), path.end());
-  return root_end == root.end();
-}
 
 fs::path TempPathBeside(const fs::path& target) {
   static std::atomic<uint64_t> counter{0};
@@ -38,33 +35,38 @@ absl::Status HardLinkError(std::string_view uri, const fs::path& path, nlink_t l
                                               static_cast<int64_t>(links), " names); copy the file instead"));
 }
 
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Opens the resolved `path` for reading without following a symlink swapped in since it was resolved, and
-// checks the inode actually opened: a regular file with one name. NOT_FOUND when absent or not a file.
-absl::StatusOr<std::unique_ptr<Fd>> OpenForRead(std::string_view uri, const fs::path& path) {
-  auto fd = std::make_unique<Fd>(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (fd->get() < 0) {
-    if (errno == ELOOP) return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": ", path.string(), " became a symlink"));
-    return absl::NotFoundError(str::Cat(uri, ": no such file"));
-  }
+// The descriptor's inode is a regular file with one name (a hard link's other name may lie outside the roots).
+absl::Status CheckSingleName(std::string_view uri, const ConfinedHandle& handle) {
   struct stat info {};
-  if (fstat(fd->get(), &info) != 0 || !S_ISREG(info.st_mode)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
-  if (info.st_nlink > 1) return HardLinkError(uri, path, info.st_nlink);
-  return fd;
+  if (fstat(handle.fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
+  if (info.st_nlink > 1) return HardLinkError(uri, handle.path, info.st_nlink);
+  return absl::OkStatus();
+}
+
+// Writes through a temp name in the folder `dir` (a descriptor the confined walk opened) and renameat(2)s it to
+// `name`: no name is looked up again after the walk, so a folder swapped for a symlink meanwhile is not followed.
+absl::Status WriteInFolder(std::string_view uri, int dir, const std::string& name,
+                           const std::function<absl::Status(int)>& write) {
+  static std::atomic<uint64_t> counter{0};
+  std::string temp = str::Cat(".", name, ".tmp-", getpid(), "-", counter.fetch_add(1));
+  UniqueFd out(openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+  if (!out) return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": cannot create ", temp, ": ", std::strerror(errno)));
+  absl::Status status = write(out.get());
+  if (status.ok() && renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+    status = absl::InternalError(str::Cat("uri: ", uri, ": rename: ", std::strerror(errno)));
+  }
+  if (!status.ok()) unlinkat(dir, temp.c_str(), 0);
+  return status;
+}
+
+absl::Status WriteAllFd(std::string_view uri, int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::InternalError(str::Cat("uri: ", uri, ": write error: ", std::strerror(errno)));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadAll(std::string_view uri, int fd) {
@@ -152,7 +154,7 @@ absl::StatusOr<fs::path> FileObjectStore::ResolveConfined(std::string_view uri) 
   fs::path resolved = fs::weakly_canonical(fs::path(parsed->key).lexically_normal(), ec);
   if (ec) return absl::PermissionDeniedError(str::Cat("uri: ", uri, ": cannot resolve: ", ec.message()));
   for (const fs::path& root : roots_) {
-    if (IsInside(resolved, root)) return resolved;
+    if (IsInsideRoot(resolved, root)) return resolved;
   }
   std::vector<std::string> names;
   for (const fs::path& root : roots_) names.push_back(root.string());
@@ -160,33 +162,65 @@ absl::StatusOr<fs::path> FileObjectStore::ResolveConfined(std::string_view uri) 
                                                   ", outside the allowed roots [", str::Join(names, ", "), "]"));
 }
 
-absl::Status FileObjectStore::PutFile(std::string_view uri, const fs::path& file) {
+absl::StatusOr<ConfinedHandle> FileObjectStore::OpenChecked(std::string_view uri, ConfinedOpenOptions options) const {
   absl::StatusOr<fs::path> path = ResolveConfined(uri);
   if (!path.ok()) return path.status();
-  return CopyFileAtomically(file, *path);
+  // The resolution above gives the errors their usual wording; the walk is what is trusted: the names may have
+  // changed since.
+  return OpenConfined(roots_, uri, *path, options);
+}
+
+absl::Status FileObjectStore::WriteObject(std::string_view uri, const std::function<absl::Status(int)>& write) {
+  absl::StatusOr<fs::path> path = ResolveConfined(uri);
+  if (!path.ok()) return path.status();
+  if (!path->has_filename() || path->filename() == "..") {
+    return absl::InvalidArgumentError(str::Cat("uri: ", uri, ": names no file"));
+  }
+  absl::StatusOr<ConfinedHandle> dir =
+      OpenConfined(roots_, uri, path->parent_path(), {.as = OpenAs::kDirectory, .create_dirs = true});
+  if (!dir.ok()) return dir.status();
+  return WriteInFolder(uri, dir->fd.get(), path->filename().string(), write);
+}
+
+absl::Status FileObjectStore::PutFile(std::string_view uri, const fs::path& file) {
+  UniqueFd in(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return absl::NotFoundError(str::Cat(file.string(), ": no such file"));
+  return WriteObject(uri, [&](int out) -> absl::Status {
+    char buffer[1 << 16];
+    for (;;) {
+      ssize_t n = read(in.get(), buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return absl::InternalError(str::Cat(file.string(), ": read error: ", std::strerror(errno)));
+      if (n == 0) return absl::OkStatus();
+      if (absl::Status status = WriteAllFd(uri, out, std::string_view(buffer, n)); !status.ok()) return status;
+    }
+  });
 }
 
 absl::Status FileObjectStore::PutBytes(std::string_view uri, std::string_view bytes) {
-  absl::StatusOr<fs::path> path = ResolveConfined(uri);
-  if (!path.ok()) return path.status();
-  return WriteFileAtomically(*path, bytes);
+  return WriteObject(uri, [&](int out) { return WriteAllFd(uri, out, bytes); });
 }
 
 absl::StatusOr<std::string> FileObjectStore::GetBytes(std::string_view uri) {
-  absl::StatusOr<fs::path> path = ResolveConfined(uri);
-  if (!path.ok()) return path.status();
-  absl::StatusOr<std::unique_ptr<Fd>> fd = OpenForRead(uri, *path);
-  if (!fd.ok()) return fd.status();
-  return ReadAll(uri, (*fd)->get());
+  absl::StatusOr<ConfinedHandle> handle = OpenChecked(uri, {.as = OpenAs::kFile});
+  if (!handle.ok()) return handle.status();
+  if (absl::Status status = CheckSingleName(uri, *handle); !status.ok()) return status;
+  return ReadAll(uri, handle->fd.get());
 }
 
 absl::Status FileObjectStore::GetFile(std::string_view uri, const fs::path& file) {
-  absl::StatusOr<fs::path> path = ResolveConfined(uri);
-  if (!path.ok()) return path.status();
-  // The bytes come from the descriptor that passed the checks, not from a second open of the name.
-  absl::StatusOr<std::unique_ptr<Fd>> fd = OpenForRead(uri, *path);
-  if (!fd.ok()) return fd.status();
-  return WriteThroughTemp(file, [&](const fs::path& temp) { return CopyFdTo(uri, (*fd)->get(), temp); });
+  // The bytes come from the descriptor the confined walk opened, not from a second open of the name.
+  absl::StatusOr<ConfinedHandle> handle = OpenChecked(uri, {.as = OpenAs::kFile});
+  if (!handle.ok()) return handle.status();
+  if (absl::Status status = CheckSingleName(uri, *handle); !status.ok()) return status;
+  return WriteThroughTemp(file, [&](const fs::path& temp) { return CopyFdTo(uri, handle->fd.get(), temp); });
+}
+
+absl::StatusOr<std::shared_ptr<PinnedFolder>> FileObjectStore::PinFolder(std::string_view uri,
+                                                                         const fs::path& view_dir) {
+  absl::StatusOr<ConfinedHandle> handle = OpenChecked(uri, {.as = OpenAs::kDirectory});
+  if (!handle.ok()) return handle.status();
+  return PinnedFolder::Pin(roots_, uri, *std::move(handle), view_dir);
 }
 
 absl::StatusOr<fs::path> FileObjectStore::LocalPath(std::string_view uri) {
@@ -197,7 +231,7 @@ absl::StatusOr<fs::path> FileObjectStore::LocalPath(std::string_view uri) {
 }
 
 bool FileObjectStore::InsideRoots(const fs::path& canonical) const {
-  return std::any_of(roots_.begin(), roots_.end(), [&](const fs::path& root) { return IsInside(canonical, root); });
+  return std::any_of(roots_.begin(), roots_.end(), [&](const fs::path& root) { return IsInsideRoot(canonical, root); });
 }
 
 absl::Status FileObjectStore::CheckLinks(std::string_view uri, const fs::path& path) const {
@@ -234,11 +268,11 @@ absl::Status FileObjectStore::CheckLinks(std::string_view uri, const fs::path& p
 }
 
 absl::StatusOr<ObjectInfo> FileObjectStore::Head(std::string_view uri) {
-  absl::StatusOr<fs::path> path = ResolveConfined(uri);
-  if (!path.ok()) return path.status();
-  std::error_code ec;
-  if (!fs::is_regular_file(*path, ec)) return absl::NotFoundError(str::Cat(uri, ": no such file"));
-  return ObjectInfo{std::string(uri), static_cast<int64_t>(fs::file_size(*path, ec)), ""};
+  absl::StatusOr<ConfinedHandle> handle = OpenChecked(uri, {.as = OpenAs::kFile});
+  if (!handle.ok()) return handle.status();
+  struct stat info {};
+  if (fstat(handle->fd.get(), &info) != 0) return absl::NotFoundError(str::Cat(uri, ": no such file"));
+  return ObjectInfo{std::string(uri), static_cast<int64_t>(info.st_size), ""};
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> FileObjectStore::List(std::string_view prefix_uri) {
@@ -263,9 +297,12 @@ absl::StatusOr<std::vector<ObjectInfo>> FileObjectStore::List(std::string_view p
 absl::Status FileObjectStore::Delete(std::string_view uri) {
   absl::StatusOr<fs::path> path = ResolveConfined(uri);
   if (!path.ok()) return path.status();
-  std::error_code ec;
-  fs::remove(*path, ec);
-  if (ec) return absl::InternalError(str::Cat(uri, ": delete failed: ", ec.message()));
+  absl::StatusOr<ConfinedHandle> dir = OpenConfined(roots_, uri, path->parent_path(), {.as = OpenAs::kDirectory});
+  if (dir.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  if (!dir.ok()) return dir.status();
+  if (unlinkat(dir->fd.get(), path->filename().c_str(), 0) != 0 && errno != ENOENT) {
+    return absl::InternalError(str::Cat(uri, ": delete failed: ", std::strerror(errno)));
+  }
   return absl::OkStatus();
 }
 

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <vector>
 
+#include "worker/storage/confined_open.h"
 #include "worker/storage/object_store.h"
 
 namespace quark::storage {
@@ -11,7 +14,9 @@ namespace quark::storage {
 /// Every path is checked before use: after resolving "..", "." and symlinks (of every existing ancestor), it must
 /// lie inside one of the allowed roots, else PERMISSION_DENIED naming the URI and the roots. Writes go to a temp
 /// file beside the target and are renamed into place, so readers see the old or the new object, never a part.
-/// Reads re-check links at read time (quarkd checked them at submit, but the folder may change since): a
+/// Every open walks the path one component at a time with O_NOFOLLOW (OpenConfined), so a folder swapped for a
+/// symlink after the check is never followed out of the roots; writes go through renameat(2) in the folder that
+/// walk opened. Reads re-check links at read time (quarkd checked them at submit, but the folder may change since): a
 /// hard-linked file (st_nlink > 1: the same inode may also be named outside the roots) or, inside a model folder,
 /// a symlink leading out of the roots is PERMISSION_DENIED naming the URI and the entry.
 class FileObjectStore : public ObjectStore {
@@ -31,12 +36,19 @@ class FileObjectStore : public ObjectStore {
   /// when it exists, the link check of it and of everything below it.
   absl::StatusOr<std::filesystem::path> LocalPath(std::string_view uri) override;
   absl::StatusOr<std::filesystem::path> ResolveConfined(std::string_view uri) const;
+  /// The folder at `uri`, every file below it held open after the walk's checks (see PinnedFolder).
+  absl::StatusOr<std::shared_ptr<PinnedFolder>> PinFolder(std::string_view uri,
+                                                          const std::filesystem::path& view_dir) override;
 
  private:
   /// PERMISSION_DENIED when `path` (resolved) is a hard-linked file or, for a folder, when anything below it is
   /// a hard-linked file or a symlink out of the roots.
   absl::Status CheckLinks(std::string_view uri, const std::filesystem::path& path) const;
   bool InsideRoots(const std::filesystem::path& canonical) const;
+  /// ResolveConfined, then OpenConfined of the result: the descriptor every read uses.
+  absl::StatusOr<ConfinedHandle> OpenChecked(std::string_view uri, ConfinedOpenOptions options) const;
+  /// Creates the object's folder through the confined walk and writes through a temp name in it.
+  absl::Status WriteObject(std::string_view uri, const std::function<absl::Status(int)>& write);
 
   std::vector<std::filesystem::path> roots_;  // canonical
 };

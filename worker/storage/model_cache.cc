@@ -87,6 +87,24 @@ absl::StatusOr<fs::path> ModelCache::Fetch(ObjectStore& store, std::string_view 
   return Download(store, key, entry, progress, cancelled);
 }
 
+absl::StatusOr<LocalModel> ModelCache::FetchPinned(ObjectStore& store, std::string_view scope, std::string_view uri,
+                                                   const fs::path& view_dir, const FetchProgress& progress,
+                                                   const std::function<bool()>& cancelled) {
+  absl::StatusOr<ObjectUri> parsed = ParseObjectUri(uri);
+  if (!parsed.ok()) return absl::InvalidArgumentError(str::Cat("model_uri: ", parsed.status().message()));
+  if (parsed->scheme != ObjectUri::Scheme::kFile) {
+    absl::StatusOr<fs::path> dir = Fetch(store, scope, uri, progress, cancelled);
+    if (!dir.ok()) return dir.status();
+    return LocalModel{*dir, nullptr};
+  }
+  absl::StatusOr<std::shared_ptr<PinnedFolder>> pinned = store.PinFolder(uri, view_dir);
+  if (pinned.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(str::Cat("model_uri: ", uri, ": no such directory"));
+  }
+  if (!pinned.ok()) return absl::Status(pinned.status().code(), str::Cat("model_uri: ", pinned.status().message()));
+  return LocalModel{(*pinned)->view(), *pinned};
+}
+
 absl::StatusOr<fs::path> ModelCache::Download(ObjectStore& store, std::string_view uri, const fs::path& entry,
                                               const FetchProgress& progress, const std::function<bool()>& cancelled) {
   absl::StatusOr<std::vector<ObjectInfo>> objects = store.List(uri);

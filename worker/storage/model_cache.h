@@ -11,11 +11,19 @@
 
 #include "absl/status/statusor.h"
 #include "worker/storage/object_store.h"
+#include "worker/storage/pinned_folder.h"
 
 namespace quark::storage {
 
 /// Called during a download with (bytes done, bytes total).
 using FetchProgress = std::function<void(int64_t, int64_t)>;
+
+/// A model folder ready for the engine: `dir` is read by name; for a file:// model it is the view of `pinned`,
+/// which must outlive every read.
+struct LocalModel {
+  std::filesystem::path dir;
+  std::shared_ptr<PinnedFolder> pinned;
+};
 
 /// Thread-safe within a process; processes sharing one cache folder serialise on an flock(2) of "<dir>/.lock".
 /// Entries are "<dir>/<hash of the uri>/" plus a ".done" marker whose mtime is the last use; least recently used
@@ -37,6 +45,12 @@ class ModelCache {
   absl::StatusOr<std::filesystem::path> Fetch(ObjectStore& store, std::string_view scope, std::string_view uri,
                                               const FetchProgress& progress = {},
                                               const std::function<bool()>& cancelled = {});
+
+  /// Fetch for a job that reads the model later: a file:// model is pinned (ObjectStore::PinFolder) with its view
+  /// at `view_dir`, so nothing swapped into the tenant's folder after this call is read; s3:// as Fetch.
+  absl::StatusOr<LocalModel> FetchPinned(ObjectStore& store, std::string_view scope, std::string_view uri,
+                                         const std::filesystem::path& view_dir, const FetchProgress& progress = {},
+                                         const std::function<bool()>& cancelled = {});
 
   /// Bytes currently held by complete entries.
   int64_t UsedBytes() const;

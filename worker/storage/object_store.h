@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "absl/status/statusor.h"
 
 namespace quark::storage {
+
+class PinnedFolder;
 
 struct ObjectInfo {
   std::string uri;
@@ -46,6 +49,13 @@ class ObjectStore {
   /// The local path of `uri` when this store keeps it on this machine's disk (file://, after the confinement
   /// check), so a model folder can be read in place; UNIMPLEMENTED for remote stores.
   virtual absl::StatusOr<std::filesystem::path> LocalPath(std::string_view uri) {
+    return absl::UnimplementedError(std::string(uri) + ": not a local object");
+  }
+  /// The local folder at `uri` held open: every file below it is reached through a descriptor opened after the
+  /// confinement checks, by names in `view_dir` (see PinnedFolder). UNIMPLEMENTED for remote stores.
+  virtual absl::StatusOr<std::shared_ptr<PinnedFolder>> PinFolder(std::string_view uri,
+                                                                  const std::filesystem::path& view_dir) {
+    (void)view_dir;
     return absl::UnimplementedError(std::string(uri) + ": not a local object");
   }
 };

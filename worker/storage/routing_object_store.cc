@@ -67,6 +67,13 @@ absl::StatusOr<std::filesystem::path> RoutingObjectStore::LocalPath(std::string_
   return (*store)->LocalPath(uri);
 }
 
+absl::StatusOr<std::shared_ptr<PinnedFolder>> RoutingObjectStore::PinFolder(std::string_view uri,
+                                                                            const std::filesystem::path& view_dir) {
+  absl::StatusOr<ObjectStore*> store = For(uri);
+  if (!store.ok()) return store.status();
+  return (*store)->PinFolder(uri, view_dir);
+}
+
 std::shared_ptr<ObjectStore> MakeObjectStore(const StorageOptions& options) {
   std::unique_ptr<ObjectStore> s3;
   if (options.s3) s3 = std::make_unique<S3ObjectStore>(*options.s3);

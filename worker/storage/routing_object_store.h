@@ -24,6 +24,8 @@ class RoutingObjectStore : public ObjectStore {
   absl::StatusOr<std::vector<ObjectInfo>> List(std::string_view prefix_uri) override;
   absl::Status Delete(std::string_view uri) override;
   absl::StatusOr<std::filesystem::path> LocalPath(std::string_view uri) override;
+  absl::StatusOr<std::shared_ptr<PinnedFolder>> PinFolder(std::string_view uri,
+                                                          const std::filesystem::path& view_dir) override;
 
  private:
   absl::StatusOr<ObjectStore*> For(std::string_view uri) const;
