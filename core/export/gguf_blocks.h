@@ -1,5 +1,6 @@
-// The ggml tensor types a GGUF export holds (F32, F16, BF16, Q8_0, Q4_0, Q4_1): one packed struct per block format,
-// one row per type in the traits table, and a scalar reference kernel per direction. The quantizers reproduce
+// The ggml tensor types a GGUF export holds (F32, F16, BF16, Q8_0, Q4_0, Q4_1, and the K-quants and IQ4 types of
+// gguf_kquants.h): one packed struct per block format, one row per type in the traits table, and a scalar reference
+// kernel per direction. The quantizers reproduce
 // llama.cpp's reference kernels (ggml-quants.c, quantize_row_*_ref), which llama-quantize uses when no importance
 // matrix is given, bit for bit; tests/export/gguf_blocks_test.cc checks them against the real libggml-base.
 #pragma once
@@ -13,9 +14,23 @@
 namespace quark::exporter::gguf {
 
 /// ggml_type values as stored in a GGUF tensor table.
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
+  kBF16 = 30,
+};
 
-/// Weights per block of every quantized type here (QK4_0 = QK4_1 = QK8_0).
+/// Weights per block of the legacy quantized types (QK4_0 = QK4_1 = QK8_0 = QK4_NL); the K-quants have 256.
 inline constexpr int64_t kBlockSize = 32;
 
 /// 32 weights: w = d * (q - 8), q in [0, 15]; byte j holds q[j] (low nibble) and q[j + 16] (high nibble).
@@ -50,6 +65,9 @@ struct TypeTraits {
   uint32_t file_type;   // llama_ftype of a file whose weights are mostly this type (general.file_type)
   void (*from_float)(const float* x, void* y, int64_t n);
   void (*to_float)(const void* x, float* y, int64_t n);
+  /// quantize_<type> with importance weights `qw` (n_per_row, one per column) for `nrow` rows; null where the
+  /// imatrix is not supported here (the legacy types), so callers quantize those with from_float.
+  int64_t (*quantize)(const float* src, void* dst, int64_t nrow, int64_t n_per_row, const float* qw);
 };
 
 /// The whole table, in ggml_type order.

@@ -75,6 +75,16 @@ LlamaCpp* Load(std::string* why) {
             Bind(base, "ggml_fp32_to_fp16_row", l->fp32_to_fp16_row, why) &&
             Bind(base, "ggml_fp16_to_fp32_row", l->fp16_to_fp32_row, why) &&
             Bind(base, "ggml_fp32_to_bf16_row_ref", l->fp32_to_bf16_row_ref, why);
+  // ggml type id and the suffix of its kernels' names.
+  const std::pair<int, const char*> kquants[] = {{10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
+                                                 {14, "q6_K"}, {20, "iq4_nl"}, {23, "iq4_xs"}};
+  for (const auto& [type, suffix] : kquants) {
+    LlamaCpp::TypeFns& f = l->kquants[type];
+    const std::string s = suffix;
+    ok = ok && Bind(base, ("quantize_row_" + s + "_ref").c_str(), f.quantize_row_ref, why) &&
+         Bind(base, ("quantize_" + s).c_str(), f.quantize, why) &&
+         Bind(base, ("dequantize_row_" + s).c_str(), f.dequantize_row, why);
+  }
   if (!ok) return nullptr;
   void* ggml = dlopen((dir + "/libggml.v0.5.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   void* llama = dlopen((dir + "/libllama.v0.5.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -93,6 +103,11 @@ LlamaCpp* Load(std::string* why) {
 }
 
 }  // namespace
+
+bool InCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
 
 const LlamaCpp* LoadLlamaCpp(std::string* why) {
   static std::string* failure = new std::string();
