@@ -19,6 +19,8 @@ enum class GgmlType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
   kQ2_K = 10,
   kQ3_K = 11,
@@ -47,6 +49,23 @@ struct BlockQ4_1 {
   uint8_t qs[kBlockSize / 2];
 };
 static_assert(sizeof(BlockQ4_1) == 20, "block_q4_1 is 20 bytes");
+
+/// 32 weights: w = d * (q - 16), q in [0, 31]: low 4 bits as Q4_0's nibbles, bit 4 of q[j] in bit j of qh.
+struct BlockQ5_0 {
+  uint16_t d;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[kBlockSize / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22, "block_q5_0 is 22 bytes");
+
+/// 32 weights: w = d * q + m, q in [0, 31]; bits as Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[kBlockSize / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24, "block_q5_1 is 24 bytes");
 
 /// 32 weights: w = d * q, q in [-127, 127] (the engine's int8 codes may also be -128).
 struct BlockQ8_0 {
@@ -89,8 +108,12 @@ float Bf16ToFp32(uint16_t h);
 void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t k);
 void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t k);
 void QuantizeRowQ4_1Ref(const float* x, BlockQ4_1* y, int64_t k);
+void QuantizeRowQ5_0Ref(const float* x, BlockQ5_0* y, int64_t k);
+void QuantizeRowQ5_1Ref(const float* x, BlockQ5_1* y, int64_t k);
 void DequantizeRowQ8_0Ref(const BlockQ8_0* x, float* y, int64_t k);
 void DequantizeRowQ4_0Ref(const BlockQ4_0* x, float* y, int64_t k);
 void DequantizeRowQ4_1Ref(const BlockQ4_1* x, float* y, int64_t k);
+void DequantizeRowQ5_0Ref(const BlockQ5_0* x, float* y, int64_t k);
+void DequantizeRowQ5_1Ref(const BlockQ5_1* x, float* y, int64_t k);
 
 }  // namespace quark::exporter::gguf

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
@@ -141,7 +142,9 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   GgmlType main_type = GgmlType::kF32;
   bool quantized = false;
   for (const PlannedTensor& t : e->tensors_) quantized |= gguf::FindType(t.info.type)->quantized;
-  if (options.type) {
+  if (options.file_type) {
+    main_type = options.file_type->default_type;
+  } else if (options.type) {
     main_type = *options.type;
   } else if (!e->coded_.empty()) {
     main_type = e->coded_.begin()->second;
@@ -151,7 +154,10 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   std::string name = options.name.empty() ? fs::path(model_dir).lexically_normal().filename().string() : options.name;
   if (name.empty()) name = fs::path(model_dir).lexically_normal().parent_path().filename().string();
   QUARK_ASSIGN_OR_RETURN(const gguf::Metadata metadata,
-                         gguf::BuildMetadata(e->model_, *vocab, name, gguf::FindType(main_type)->file_type, quantized));
+                         gguf::BuildMetadata(e->model_, *vocab, name,
+                                             options.file_type ? options.file_type->ftype
+                                                               : gguf::FindType(main_type)->file_type,
+                                             quantized));
   const uint64_t data_bytes = gguf::AssignOffsets(e->table_);
   for (PlannedTensor& t : e->tensors_) {
     t.info.nbytes = gguf::TensorBytes(t.info.type, t.info.ne);
@@ -188,6 +194,12 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
       QUARK_ASSIGN_OR_RETURN(coded_[a.module], GgufTypeForScheme(where, *a.config.weight));
     }
   }
+  gguf::MixtureModel mixture;
+  mixture.n_layer = static_cast<int>(model_.num_hidden_layers);
+  mixture.n_head = static_cast<int>(model_.num_attention_heads);
+  mixture.n_head_kv = static_cast<int>(model_.num_key_value_heads);
+  mixture.n_expert = static_cast<int>(model_.num_experts);
+  mixture.tied_embeddings = model_.tie_word_embeddings;  // no output.weight in the file
   for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(model_)) {
     PlannedTensor t;
     t.hf_name = spec.name;
@@ -205,6 +217,12 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     } else if (auto it = coded_.find(module); it != coded_.end() && is_weight) {
       t.info.type = it->second;
       t.from_codes = true;
+    } else if (options_.file_type) {
+      const gguf::TensorTypeChoice choice = gguf::ChooseTensorType(*options_.file_type, options_.pure,
+                                                                   /*has_imatrix=*/false, mixture, t.info.name,
+                                                                   t.info.ne[0]);
+      t.info.type = choice.type;
+      if (!choice.fallback.empty()) log::Get("export")->warn("gguf: {}", choice.fallback);
     } else if (options_.type) {
       t.info.type = *options_.type;
     } else {
@@ -219,8 +237,9 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
                     : dtype == checkpoint::StDType::kBF16 ? GgmlType::kBF16
                                                           : GgmlType::kF32;
     }
-    // llama-quantize's fallback for rows its 32-blocks cannot cover (stories260K's 172-wide ffn_down).
-    if (!t.from_codes && gguf::FindType(t.info.type)->quantized && t.info.ne[0] % gguf::kBlockSize != 0) {
+    // llama-quantize's fallback for rows its blocks cannot cover (stories260K's 172-wide ffn_down).
+    if (!t.from_codes && gguf::FindType(t.info.type)->quantized &&
+        t.info.ne[0] % gguf::FindType(t.info.type)->block_size != 0) {
       t.info.type = GgmlType::kF16;
     }
     index_[t.hf_name] = tensors_.size();

@@ -76,7 +76,7 @@ LlamaCpp* Load(std::string* why) {
             Bind(base, "ggml_fp16_to_fp32_row", l->fp16_to_fp32_row, why) &&
             Bind(base, "ggml_fp32_to_bf16_row_ref", l->fp32_to_bf16_row_ref, why);
   // ggml type id and the suffix of its kernels' names.
-  const std::pair<int, const char*> kquants[] = {{10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
+  const std::pair<int, const char*> kquants[] = {{6, "q5_0"}, {7, "q5_1"}, {10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
                                                  {14, "q6_K"}, {20, "iq4_nl"}, {23, "iq4_xs"}};
   for (const auto& [type, suffix] : kquants) {
     LlamaCpp::TypeFns& f = l->kquants[type];

@@ -31,7 +31,7 @@ struct LlamaCpp {
     size_t (*quantize)(const float* src, void* dst, int64_t nrow, int64_t n_per_row, const float* qw) = nullptr;
     void (*dequantize_row)(const void* x, float* y, int64_t k) = nullptr;
   };
-  /// By ggml type id: Q2_K..Q6_K, IQ4_NL, IQ4_XS.
+  /// By ggml type id: Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS.
   std::map<int, TypeFns> kquants;
 
   /// llama-quantize on a file: `ftype` a llama_ftype (2 Q4_0, 3 Q4_1, 7 Q8_0), `pure` as --pure. Returns 0 on
