@@ -97,6 +97,9 @@ class GgufExporter : public ModelExporter {
   absl::Status WriteCodes(PlannedTensor& t, const LinearExportData& data);
   absl::Status WriteBytes(PlannedTensor& t, const std::string& bytes);
   absl::Status CheckWritten() const;
+  absl::Status CheckImatrix() const;
+  // The quant weights of `t` (its expert's slice), empty when the imatrix does not name it or its type ignores it.
+  std::vector<float> ImatrixWeights(const PlannedTensor& t) const;
   PlannedTensor* Find(const std::string& hf_name);
 
   std::string output_file_, staging_file_;
@@ -137,6 +140,7 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   }
   QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(model_dir));
   QUARK_RETURN_IF_ERROR(e->Plan(plan, *reader));
+  QUARK_RETURN_IF_ERROR(e->CheckImatrix());
 
   // general.file_type names the weights' main type: the requested one, else the engine codes', else the source's.
   GgmlType main_type = GgmlType::kF32;
@@ -219,7 +223,7 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
       t.from_codes = true;
     } else if (options_.file_type) {
       const gguf::TensorTypeChoice choice = gguf::ChooseTensorType(*options_.file_type, options_.pure,
-                                                                   /*has_imatrix=*/false, mixture, t.info.name,
+                                                                   options_.imatrix != nullptr, mixture, t.info.name,
                                                                    t.info.ne[0]);
       t.info.type = choice.type;
       if (!choice.fallback.empty()) log::Get("export")->warn("gguf: {}", choice.fallback);
@@ -297,6 +301,41 @@ absl::Status GgufExporter::OpenStaging(const std::string& header, uint64_t data_
   return absl::OkStatus();
 }
 
+absl::Status GgufExporter::CheckImatrix() const {
+  if (!options_.imatrix) return absl::OkStatus();
+  for (const auto& [name, entry] : options_.imatrix->entries) {
+    const gguf::TensorInfo* whole = nullptr;
+    for (const gguf::TensorInfo& t : table_) whole = t.name == name ? &t : whole;
+    if (whole == nullptr) return absl::InvalidArgumentError(StrCat("imatrix: \"", name, "\" is no tensor of the model"));
+    const int64_t slices = whole->ne.size() > 2 ? whole->ne[2] : 1;
+    if (static_cast<int64_t>(entry.sum2.size()) != whole->ne[0] * slices ||
+        (!entry.legacy && static_cast<int64_t>(entry.counts.size()) != slices)) {
+      return absl::InvalidArgumentError(StrCat("imatrix: ", name, ": ", entry.sum2.size(), " values in ",
+                                               entry.counts.size(), " slices, the tensor has ", whole->ne[0],
+                                               " columns x ", slices, " experts"));
+    }
+  }
+  for (const PlannedTensor& t : tensors_) {
+    if (t.from_codes || !options_.imatrix->entries.count(t.info.name)) continue;
+    const GgmlType type = t.info.type;
+    if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) {
+      return absl::InvalidArgumentError(StrCat("imatrix: ", t.info.name, " is typed ", gguf::FindType(type)->name,
+                                               ", whose importance-matrix quantizer is not implemented here; use a "
+                                               "K-quant or IQ4 type, or leave the imatrix out"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> GgufExporter::ImatrixWeights(const PlannedTensor& t) const {
+  if (!options_.imatrix || t.from_codes || gguf::FindType(t.info.type)->quantize == nullptr) return {};
+  auto it = options_.imatrix->entries.find(t.info.name);
+  if (it == options_.imatrix->entries.end()) return {};
+  gguf::ImatrixEntry entry = it->second;
+  entry.ncols = t.info.ne[0];  // a legacy entry is one run of columns x experts
+  return gguf::QuantWeights(entry, t.expert < 0 ? 0 : t.expert);
+}
+
 PlannedTensor* GgufExporter::Find(const std::string& hf_name) {
   auto it = index_.find(hf_name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -330,7 +369,11 @@ absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values
   const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
   std::string bytes(t.info.nbytes, '\0');
   const float* x = v.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
+  if (const std::vector<float> qw = ImatrixWeights(t); !qw.empty()) {
+    traits->quantize(x, bytes.data(), rows, n, qw.data());
+  } else {
+    for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
+  }
   return WriteBytes(t, bytes);
 }
 

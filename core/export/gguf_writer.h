@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,7 @@
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
 #include "core/export/gguf_blocks.h"
+#include "core/export/gguf_imatrix.h"
 #include "core/export/gguf_mixture.h"
 #include "core/export/model_exporter.h"
 
@@ -38,6 +40,11 @@ struct GgufExportOptions {
   const gguf::FileType* file_type = nullptr;
   /// With file_type: every float weight in its default type (llama-quantize --pure), fallbacks aside.
   bool pure = false;
+  /// Importance matrix (llama-quantize --imatrix) for the float weights: the mixture rules see it, and K-quant / IQ4
+  /// tensors named in it are quantized with its weights. Create refuses an entry naming no tensor of the model, one
+  /// whose size is not the tensor's columns × experts, and one for a tensor typed Q4_0/Q4_1/Q5_0/Q5_1 (their
+  /// imatrix quantizers are not implemented here). Engine codes ignore it.
+  std::shared_ptr<const gguf::ImatrixStats> imatrix;
   /// general.name; empty = the model folder's name.
   std::string name;
   /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to

@@ -286,6 +286,11 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
           gguf.file_type = *file_type;
           gguf.pure = options_.gguf_pure;
         }
+        if (!options_.gguf_imatrix.empty()) {
+          auto imatrix = exporter::gguf::ReadImatrix(options_.gguf_imatrix);
+          if (!imatrix.ok()) return imatrix.status();
+          gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
+        }
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);

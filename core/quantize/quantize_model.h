@@ -53,6 +53,8 @@ struct QuantizeModelOptions {
   std::string gguf_type;
   /// With gguf_type: every float weight in that type (llama-quantize --pure) instead of llama-quantize's mixture.
   bool gguf_pure = false;
+  /// llama.cpp importance matrix (GGUF or legacy .dat) for the GGUF's float weights, as `llama-quantize --imatrix`.
+  std::string gguf_imatrix;
   /// Text (random windows), JSONL "text" or token ids (one sample per line, in order). Read only when something
   /// consumes activations (GPTQ, static activations, KV-cache scales); empty then = the evaluation text, and
   /// without one an INVALID_ARGUMENT asking for data.

@@ -38,12 +38,35 @@ struct QuantizeParams {
 QuantizeParams (*default_params)() = nullptr;
 uint32_t (*llama_quantize)(const char*, const char*, const QuantizeParams*) = nullptr;
 
-uint32_t ModelQuantize(const std::string& in, const std::string& out, int ftype, bool pure) {
+// llama.h's llama_model_imatrix_data; an entry with a null name ends the array.
+struct ImatrixData {
+  const char* name;
+  const float* data;
+  size_t size;
+};
+
+uint32_t Quantize(const std::string& in, const std::string& out, int ftype, bool pure,
+                  const std::map<std::string, std::vector<float>>* imatrix) {
   QuantizeParams params = default_params();
   params.ftype = ftype;
   params.pure = pure;
   params.nthread = 1;
+  std::vector<ImatrixData> entries;
+  if (imatrix) {
+    for (const auto& [name, w] : *imatrix) entries.push_back({name.c_str(), w.data(), w.size()});
+    entries.push_back({nullptr, nullptr, 0});
+    params.imatrix = entries.data();
+  }
   return llama_quantize(in.c_str(), out.c_str(), &params);
+}
+
+uint32_t ModelQuantize(const std::string& in, const std::string& out, int ftype, bool pure) {
+  return Quantize(in, out, ftype, pure, nullptr);
+}
+
+uint32_t ModelQuantizeImatrix(const std::string& in, const std::string& out, int ftype,
+                              const std::map<std::string, std::vector<float>>& imatrix) {
+  return Quantize(in, out, ftype, false, &imatrix);
 }
 
 template <typename F>
@@ -98,6 +121,7 @@ LlamaCpp* Load(std::string* why) {
     load_all(dir.c_str());
     backend_init();
     l->model_quantize = ModelQuantize;
+    l->model_quantize_imatrix = ModelQuantizeImatrix;
   }
   return l;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace quark::testing {
 
@@ -37,6 +38,10 @@ struct LlamaCpp {
   /// llama-quantize on a file: `ftype` a llama_ftype (2 Q4_0, 3 Q4_1, 7 Q8_0), `pure` as --pure. Returns 0 on
   /// success (llama_model_quantize's result). Set only when libllama loaded too.
   uint32_t (*model_quantize)(const std::string& in, const std::string& out, int ftype, bool pure) = nullptr;
+  /// The same with an importance matrix (llama_model_imatrix_data: tensor name -> quant weights, experts' slices
+  /// one after another), as llama-quantize --imatrix passes what load_imatrix read.
+  uint32_t (*model_quantize_imatrix)(const std::string& in, const std::string& out, int ftype,
+                                     const std::map<std::string, std::vector<float>>& imatrix) = nullptr;
 };
 
 /// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
