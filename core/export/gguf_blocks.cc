@@ -57,6 +57,16 @@ void Q5_0ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ5_0Ref(stat
 void Q5_1FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ5_1Ref(x, static_cast<BlockQ5_1*>(y), n); }
 void Q5_1ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ5_1Ref(static_cast<const BlockQ5_1*>(x), y, n); }
 
+// The block's least and greatest values (Q4_1, Q5_1).
+void MinMax(const float* xb, float* min, float* max) {
+  *min = 3.402823466e+38f;
+  *max = -3.402823466e+38f;
+  for (int j = 0; j < kBlockSize; ++j) {
+    if (xb[j] < *min) *min = xb[j];
+    if (xb[j] > *max) *max = xb[j];
+  }
+}
+
 // Q5_0 / Q5_1: the low nibbles as Q4_0's, the fifth bits of the 32 codes in one little-endian word.
 template <typename Block>
 void PackQ5(const uint8_t* q, Block* y) {
@@ -221,11 +231,8 @@ void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t k) {
 void QuantizeRowQ4_1Ref(const float* x, BlockQ4_1* y, int64_t k) {
   for (int64_t i = 0; i < k / kBlockSize; ++i) {
     const float* xb = x + i * kBlockSize;
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < kBlockSize; ++j) {
-      if (xb[j] < min) min = xb[j];
-      if (xb[j] > max) max = xb[j];
-    }
+    float min, max;
+    MinMax(xb, &min, &max);
     const float d = (max - min) / 15.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = Fp32ToFp16(d);
@@ -262,11 +269,8 @@ void QuantizeRowQ5_0Ref(const float* x, BlockQ5_0* y, int64_t k) {
 void QuantizeRowQ5_1Ref(const float* x, BlockQ5_1* y, int64_t k) {
   for (int64_t i = 0; i < k / kBlockSize; ++i) {
     const float* xb = x + i * kBlockSize;
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < kBlockSize; ++j) {
-      if (xb[j] < min) min = xb[j];
-      if (xb[j] > max) max = xb[j];
-    }
+    float min, max;
+    MinMax(xb, &min, &max);
     const float d = (max - min) / ((1 << 5) - 1);
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = Fp32ToFp16(d);

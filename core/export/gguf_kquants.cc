@@ -28,6 +28,14 @@ void Pack2Bit(const uint8_t* L, uint8_t* qs) {
   }
 }
 
+// Importance weights of the n values of a sub-block: qw·√(σ² + x²); returns their sum (in order, as ggml's sw).
+float SubBlockWeights(const float* x, const float* qw, float sigma2, int n, float* w) {
+  for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+  float sum = 0;
+  for (int l = 0; l < n; ++l) sum += w[l];
+  return sum;
+}
+
 // ---- Q2_K
 
 // Codes from the stored scales: l = clamp(nearest_int((x + dmin·m) / (d·sc)), 0, 3); sub-blocks with d·sc = 0 keep
@@ -73,13 +81,12 @@ void Q2_KBlockRef(const float* x, BlockQ2_K* y) {
 
 void Q2_KBlockImatrix(const float* x, BlockQ2_K* y, const float* qw) {
   uint8_t L[kQkK], Laux[16], Ls[kSub16], Lm[kSub16];
-  float mins[kSub16], scales[kSub16], sw[kSub16] = {}, weight[16];
+  float mins[kSub16], scales[kSub16], sw[kSub16], weight[16];
   float sumx2 = 0;
   for (int j = 0; j < kQkK; ++j) sumx2 += x[j] * x[j];
   const float sigma2 = sumx2 / kQkK;
   for (int j = 0; j < kSub16; ++j) {
-    for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
-    for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+    sw[j] = SubBlockWeights(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
     scales[j] = kquant::MakeQkx3Quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
   }
   const float dm = kquant::MakeQpQuants(kSub16, 15, scales, Ls, sw);
@@ -165,10 +172,7 @@ void Q3_KBlockImatrix(const float* x, BlockQ3_K* y, const float* qw) {
   for (int j = 0; j < kQkK; ++j) sumx2 += x[j] * x[j];
   const float sigma2 = 2 * sumx2 / kQkK;
   for (int j = 0; j < kSub16; ++j) {
-    for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
-    float sumw = 0;
-    for (int l = 0; l < 16; ++l) sumw += weight[l];
-    sw[j] = sumw;
+    sw[j] = SubBlockWeights(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
     scales[j] = kquant::MakeQxQuants(16, 4, x + 16 * j, L + 16 * j, 1, weight);
   }
   std::memset(y->scales, 0, sizeof(y->scales));
@@ -255,10 +259,7 @@ void Q45BlockImatrix(const float* x, Block* y, const float* qw) {
   for (int l = 0; l < kQkK; ++l) sum_x2 += x[l] * x[l];
   const float sigma2 = 2 * sum_x2 / kQkK;
   for (int j = 0; j < kSub32; ++j) {
-    for (int l = 0; l < 32; ++l) weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
-    float sumw = 0;
-    for (int l = 0; l < 32; ++l) sumw += weights[l];
-    sw[j] = sumw;
+    sw[j] = SubBlockWeights(x + 32 * j, qw + 32 * j, sigma2, 32, weights);
     scales[j] =
         kquant::MakeQkx3Quants(32, kNmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
   }

@@ -45,6 +45,8 @@ const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
 const kSeqLen = 128;
 const kWindows = 3;
 const kBound = 5e-3;
+// QUARK_GGUF_CASES=Q4_K_M,Q6_K runs only those cases (a quicker check of some types; ctest runs them all).
+const onlyCases = process.env.QUARK_GGUF_CASES ? process.env.QUARK_GGUF_CASES.split(',') : null;
 const heldout = fs.readFileSync(path.join(sharedDir, 'fixtures/eval/tinystories_heldout_split.txt'), 'utf8');
 const text = heldout.slice(0, 4000);  // enough for kWindows windows of kSeqLen tokens
 
@@ -81,7 +83,7 @@ try {
         path.join(sharedDir, 'fixtures/stories260K/tokenizer.model')], {encoding: 'utf8'});
       fs.rmSync(path.join(work, 'seed.gguf'));
     }
-    for (const c of cases.filter((x) => !m.only || m.only.includes(x.label))) {
+    for (const c of cases.filter((x) => (!m.only || m.only.includes(x.label)) && (!onlyCases || onlyCases.includes(x.label)))) {
       const file = path.join(work, `${m.name}_${c.label.replace(/[^A-Za-z0-9_]/g, '_')}.gguf`);
       const args = c.scheme ? ['--scheme', c.scheme, ...m.exclude.flatMap((e) => ['--exclude', e])] : c.args;
       execFileSync(tool, [m.dir, file, ...args], {encoding: 'utf8'});

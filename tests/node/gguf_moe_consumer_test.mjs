@@ -46,6 +46,8 @@ const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
 const kSeqLen = 128;
 const kWindows = 3;
 const kBound = 5e-3;
+// QUARK_GGUF_CASES=Q4_K_M,Q6_K runs only those cases (a quicker check of some types; ctest runs them all).
+const onlyCases = process.env.QUARK_GGUF_CASES ? process.env.QUARK_GGUF_CASES.split(',') : null;
 const donor = path.join(sharedDir, 'fixtures/tinyllama-a');
 const heldout = fs.readFileSync(path.join(sharedDir, 'fixtures/eval/tinystories_heldout_split.txt'), 'utf8');
 const text = heldout.slice(0, 4000);  // enough for kWindows windows of kSeqLen tokens
@@ -97,7 +99,7 @@ try {
     const dir = path.join(work, arch);
     execFileSync(tool, [dir, path.join(work, 'seed.gguf'), '--transplant', arch, donor], {encoding: 'utf8'});
     fs.rmSync(path.join(work, 'seed.gguf'));
-    for (const c of cases) {
+    for (const c of cases.filter((x) => !onlyCases || onlyCases.includes(x.label))) {
       const file = path.join(work, `${arch}_${c.label.replace(/[^A-Za-z0-9_]/g, '_')}.gguf`);
       execFileSync(tool, [dir, file, ...c.args], {encoding: 'utf8'});
       const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
