@@ -3,7 +3,7 @@
 # GGUF export (`quark quantize --export gguf --gguf-type Q4_K_M`, from the safetensors) beside llama.cpp's own
 # llama-quantize (tools/quantize of node-llama-cpp's llama/gitRelease.bundle, built here against its prebuilt
 # libllama / libllama-common / libggml, run on the BF16 GGUF of the same model), both on THREADS threads; wall time
-# and peak RSS from /usr/bin/time -v, and whether the two files hold the same bytes.
+# and peak RSS from /usr/bin/time -v (user/system CPU seconds in $WORK/*.log), and the two files' sizes.
 #   bench/export/gguf_kquant_bench.sh [BUILD_DIR] [LAYERS] [THREADS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +16,7 @@ bundle=$root/tests/peers/node_modules/node-llama-cpp/llama/gitRelease.bundle
 mkdir -p "$work"
 model=$work/llama7b_${layers}l
 if [ ! -x "$work/llama-quantize" ]; then
-  rm -rf "$work/llama.cpp" && git clone -q "$bundle" "$work/llama.cpp"
+  rm -rf "$work/llama.cpp" && git -c advice.detachedHead=false clone -q "$bundle" "$work/llama.cpp"
   (cd "$work/llama.cpp" && g++ -O2 -std=c++17 tools/quantize/quantize.cpp tools/quantize/main.cpp -Iinclude \
     -Iggml/include -Icommon -Ivendor -o "$work/llama-quantize" "$libs/libllama.v0.5.0.so" \
     "$libs/libllama-common.so" "$libs/libggml-base.so" "$libs/libggml.v0.5.0.so" -Wl,-rpath,"$libs")
@@ -37,9 +37,5 @@ OMP_NUM_THREADS=$threads "$build/core/cli/quark" quantize --model "$model" --exp
 OMP_NUM_THREADS=$threads measure quark_Q4_K_M "$build/core/cli/quark" quantize --model "$model" --export gguf \
   --gguf-type Q4_K_M --output "$work/ours"
 measure llama-quantize "$work/llama-quantize" "$work/bf16/model.gguf" "$work/theirs.gguf" Q4_K_M "$threads"
-python3 - "$work/ours/model.gguf" "$work/theirs.gguf" <<'PY'
-import sys
-a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
-# The tensor data sections: both files end with the same tensors in the same order when the bytes match.
-print('sizes', len(a), len(b), 'same tail bytes' if a[-len(b) // 2:] == b[-len(b) // 2:] else 'tails differ')
-PY
+# File sizes (tests/export/gguf_mixture_test.cc checks the bytes tensor by tensor on real models).
+ls -l "$work/ours/model.gguf" "$work/theirs.gguf" | awk '{print $5, $NF}'
