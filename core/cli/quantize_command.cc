@@ -1,7 +1,7 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
 //   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
 //   [--output DIR] [--export hf_quark|gguf|onnx]... [--gguf-type Q4_1]
-// quark quantize --model DIR --export gguf --gguf-type Q8_0 --output DIR   (no scheme: llama.cpp's own quantization)
+// quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F] --output DIR   (no scheme: llama-quantize's)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
 // and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
@@ -38,6 +38,8 @@ struct QuantizeCommandOptions {
   double max_shard_gb = 5.0;
   std::vector<std::string> exports;
   std::string gguf_type;
+  bool gguf_pure = false;
+  std::string gguf_imatrix;
   std::optional<double> max_ppl_increase;
   std::string checkpoint_dir;
   std::string device = "cpu";
@@ -81,6 +83,8 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.output_dir = o.output;
   options.export_formats = o.exports;
   options.gguf_type = o.gguf_type;
+  options.gguf_pure = o.gguf_pure;
+  options.gguf_imatrix = o.gguf_imatrix;
   options.max_ppl_increase = o.max_ppl_increase;
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
@@ -158,7 +162,14 @@ const CommandRegistration kQuantize([](CLI::App& app) {
                       "accuracy gate with --eval: fail (and remove --output) when perplexity rises more than this, "
                       "e.g. 0.02 = +2%");
   command->add_option("--gguf-type", o->gguf_type,
-                      "GGUF type of the weights left in float: F32 F16 BF16 Q8_0 Q4_0 Q4_1 (llama.cpp's rules)");
+                      "llama-quantize's file type for the weights left in float, with its per-tensor mixture: F32 F16 "
+                      "BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K "
+                      "IQ4_NL IQ4_XS");
+  command->add_flag("--gguf-pure", o->gguf_pure,
+                    "with --gguf-type: every such weight in the type's own block type (llama-quantize --pure)");
+  command->add_option("--imatrix", o->gguf_imatrix,
+                      "with --gguf-type: llama.cpp importance matrix (imatrix.gguf or legacy .dat) for the K-quant "
+                      "and IQ4 weights, as llama-quantize --imatrix");
   command->callback([o] { SetExitCode(RunQuantize(*o)); });
 });
 

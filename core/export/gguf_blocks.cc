@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/base/strings.h"
+#include "core/export/gguf_kquants.h"
 
 // Built with -ffp-contract=off (core/export/CMakeLists.txt): a fused multiply-add in `x * id + 8.5f` would round
 // once instead of twice and change codes at the rounding boundary, where llama.cpp's kernels round twice.
@@ -51,15 +52,75 @@ void Q4_0FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ4_0Ref(x, s
 void Q4_0ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ4_0Ref(static_cast<const BlockQ4_0*>(x), y, n); }
 void Q4_1FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ4_1Ref(x, static_cast<BlockQ4_1*>(y), n); }
 void Q4_1ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ4_1Ref(static_cast<const BlockQ4_1*>(x), y, n); }
+void Q5_0FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ5_0Ref(x, static_cast<BlockQ5_0*>(y), n); }
+void Q5_0ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ5_0Ref(static_cast<const BlockQ5_0*>(x), y, n); }
+void Q5_1FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ5_1Ref(x, static_cast<BlockQ5_1*>(y), n); }
+void Q5_1ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ5_1Ref(static_cast<const BlockQ5_1*>(x), y, n); }
 
-// llama_ftype values: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+// The block's least and greatest values (Q4_1, Q5_1).
+void MinMax(const float* xb, float* min, float* max) {
+  *min = 3.402823466e+38f;
+  *max = -3.402823466e+38f;
+  for (int j = 0; j < kBlockSize; ++j) {
+    if (xb[j] < *min) *min = xb[j];
+    if (xb[j] > *max) *max = xb[j];
+  }
+}
+
+// Q5_0 / Q5_1: the low nibbles as Q4_0's, the fifth bits of the 32 codes in one little-endian word.
+template <typename Block>
+void PackQ5(const uint8_t* q, Block* y) {
+  uint32_t qh = 0;
+  for (int j = 0; j < kBlockSize / 2; ++j) {
+    y->qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + kBlockSize / 2] & 0x0F) << 4));
+    qh |= ((q[j] & 0x10u) >> 4) << j;
+    qh |= ((q[j + kBlockSize / 2] & 0x10u) >> 4) << (j + kBlockSize / 2);
+  }
+  std::memcpy(y->qh, &qh, sizeof(qh));
+}
+
+template <typename Block>
+int Q5Code(const Block& x, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, x.qh, sizeof(qh));
+  const int low = j < kBlockSize / 2 ? x.qs[j] & 0x0F : x.qs[j - kBlockSize / 2] >> 4;
+  return low | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+// The K-quant and IQ4 rows: from_float is what ggml_quantize_chunk does without an imatrix (IQ4_NL searches its
+// scales there, unlike quantize_row_iq4_nl_ref).
+#define QUARK_GGUF_KQUANT_ROW_FUNCS(Name, Block)                                                      \
+  void Name##FromFloat(const float* x, void* y, int64_t n) { Quantize##Name(x, y, 1, n, nullptr); } \
+  void Name##ToFloat(const void* x, float* y, int64_t n) {                                          \
+    DequantizeRow##Name(static_cast<const Block*>(x), y, n);                                        \
+  }
+QUARK_GGUF_KQUANT_ROW_FUNCS(Q2_K, BlockQ2_K)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Q3_K, BlockQ3_K)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Q4_K, BlockQ4_K)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Q5_K, BlockQ5_K)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Q6_K, BlockQ6_K)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Iq4Nl, BlockIq4Nl)
+QUARK_GGUF_KQUANT_ROW_FUNCS(Iq4Xs, BlockIq4Xs)
+#undef QUARK_GGUF_KQUANT_ROW_FUNCS
+
+// llama_ftype values: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_M 12,
+// Q4_K_M 15, Q5_K_M 17, Q6_K 18, IQ4_NL 25, IQ4_XS 30, MOSTLY_BF16 32 (a mixture names its own, gguf_mixture.h).
 constexpr TypeTraits kTypes[] = {
-    {GgmlType::kF32, "F32", 1, 4, false, 0, F32FromFloat, F32ToFloat},
-    {GgmlType::kF16, "F16", 1, 2, false, 1, F16FromFloat, F16ToFloat},
-    {GgmlType::kQ4_0, "Q4_0", kBlockSize, sizeof(BlockQ4_0), true, 2, Q4_0FromFloat, Q4_0ToFloat},
-    {GgmlType::kQ4_1, "Q4_1", kBlockSize, sizeof(BlockQ4_1), true, 3, Q4_1FromFloat, Q4_1ToFloat},
-    {GgmlType::kQ8_0, "Q8_0", kBlockSize, sizeof(BlockQ8_0), true, 7, Q8_0FromFloat, Q8_0ToFloat},
-    {GgmlType::kBF16, "BF16", 1, 2, false, 32, Bf16FromFloat, Bf16ToFloat},
+    {GgmlType::kF32, "F32", 1, 4, false, 0, F32FromFloat, F32ToFloat, nullptr},
+    {GgmlType::kF16, "F16", 1, 2, false, 1, F16FromFloat, F16ToFloat, nullptr},
+    {GgmlType::kQ4_0, "Q4_0", kBlockSize, sizeof(BlockQ4_0), true, 2, Q4_0FromFloat, Q4_0ToFloat, nullptr},
+    {GgmlType::kQ4_1, "Q4_1", kBlockSize, sizeof(BlockQ4_1), true, 3, Q4_1FromFloat, Q4_1ToFloat, nullptr},
+    {GgmlType::kQ5_0, "Q5_0", kBlockSize, sizeof(BlockQ5_0), true, 8, Q5_0FromFloat, Q5_0ToFloat, nullptr},
+    {GgmlType::kQ5_1, "Q5_1", kBlockSize, sizeof(BlockQ5_1), true, 9, Q5_1FromFloat, Q5_1ToFloat, nullptr},
+    {GgmlType::kQ8_0, "Q8_0", kBlockSize, sizeof(BlockQ8_0), true, 7, Q8_0FromFloat, Q8_0ToFloat, nullptr},
+    {GgmlType::kQ2_K, "Q2_K", kQkK, sizeof(BlockQ2_K), true, 10, Q2_KFromFloat, Q2_KToFloat, QuantizeQ2_K},
+    {GgmlType::kQ3_K, "Q3_K", kQkK, sizeof(BlockQ3_K), true, 12, Q3_KFromFloat, Q3_KToFloat, QuantizeQ3_K},
+    {GgmlType::kQ4_K, "Q4_K", kQkK, sizeof(BlockQ4_K), true, 15, Q4_KFromFloat, Q4_KToFloat, QuantizeQ4_K},
+    {GgmlType::kQ5_K, "Q5_K", kQkK, sizeof(BlockQ5_K), true, 17, Q5_KFromFloat, Q5_KToFloat, QuantizeQ5_K},
+    {GgmlType::kQ6_K, "Q6_K", kQkK, sizeof(BlockQ6_K), true, 18, Q6_KFromFloat, Q6_KToFloat, QuantizeQ6_K},
+    {GgmlType::kIQ4_NL, "IQ4_NL", kQk4Nl, sizeof(BlockIq4Nl), true, 25, Iq4NlFromFloat, Iq4NlToFloat, QuantizeIq4Nl},
+    {GgmlType::kIQ4_XS, "IQ4_XS", kQkK, sizeof(BlockIq4Xs), true, 30, Iq4XsFromFloat, Iq4XsToFloat, QuantizeIq4Xs},
+    {GgmlType::kBF16, "BF16", 1, 2, false, 32, Bf16FromFloat, Bf16ToFloat, nullptr},
 };
 
 }  // namespace
@@ -170,11 +231,8 @@ void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t k) {
 void QuantizeRowQ4_1Ref(const float* x, BlockQ4_1* y, int64_t k) {
   for (int64_t i = 0; i < k / kBlockSize; ++i) {
     const float* xb = x + i * kBlockSize;
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < kBlockSize; ++j) {
-      if (xb[j] < min) min = xb[j];
-      if (xb[j] > max) max = xb[j];
-    }
+    float min, max;
+    MinMax(xb, &min, &max);
     const float d = (max - min) / 15.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = Fp32ToFp16(d);
@@ -186,6 +244,54 @@ void QuantizeRowQ4_1Ref(const float* x, BlockQ4_1* y, int64_t k) {
       const uint8_t q1 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x1 + 0.5f)));
       y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
+  }
+}
+
+void QuantizeRowQ5_0Ref(const float* x, BlockQ5_0* y, int64_t k) {
+  for (int64_t i = 0; i < k / kBlockSize; ++i) {
+    const float* xb = x + i * kBlockSize;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kBlockSize; ++j) {
+      if (amax < std::fabs(xb[j])) {
+        amax = std::fabs(xb[j]);
+        max = xb[j];
+      }
+    }
+    const float d = max / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = Fp32ToFp16(d);
+    uint8_t q[kBlockSize];
+    for (int j = 0; j < kBlockSize; ++j) q[j] = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(xb[j] * id + 16.5f)));
+    PackQ5(q, &y[i]);
+  }
+}
+
+void QuantizeRowQ5_1Ref(const float* x, BlockQ5_1* y, int64_t k) {
+  for (int64_t i = 0; i < k / kBlockSize; ++i) {
+    const float* xb = x + i * kBlockSize;
+    float min, max;
+    MinMax(xb, &min, &max);
+    const float d = (max - min) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = Fp32ToFp16(d);
+    y[i].m = Fp32ToFp16(min);
+    uint8_t q[kBlockSize];
+    for (int j = 0; j < kBlockSize; ++j) q[j] = static_cast<uint8_t>((xb[j] - min) * id + 0.5f);
+    PackQ5(q, &y[i]);
+  }
+}
+
+void DequantizeRowQ5_0Ref(const BlockQ5_0* x, float* y, int64_t k) {
+  for (int64_t i = 0; i < k / kBlockSize; ++i) {
+    const float d = Fp16ToFp32(x[i].d);
+    for (int j = 0; j < kBlockSize; ++j) y[i * kBlockSize + j] = (Q5Code(x[i], j) - 16) * d;
+  }
+}
+
+void DequantizeRowQ5_1Ref(const BlockQ5_1* x, float* y, int64_t k) {
+  for (int64_t i = 0; i < k / kBlockSize; ++i) {
+    const float d = Fp16ToFp32(x[i].d), m = Fp16ToFp32(x[i].m);
+    for (int j = 0; j < kBlockSize; ++j) y[i * kBlockSize + j] = Q5Code(x[i], j) * d + m;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
@@ -96,6 +97,9 @@ class GgufExporter : public ModelExporter {
   absl::Status WriteCodes(PlannedTensor& t, const LinearExportData& data);
   absl::Status WriteBytes(PlannedTensor& t, const std::string& bytes);
   absl::Status CheckWritten() const;
+  absl::Status CheckImatrix() const;
+  // The quant weights of `t` (its expert's slice), empty when the imatrix does not name it or its type ignores it.
+  std::vector<float> ImatrixWeights(const PlannedTensor& t) const;
   PlannedTensor* Find(const std::string& hf_name);
 
   std::string output_file_, staging_file_;
@@ -136,12 +140,15 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   }
   QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(model_dir));
   QUARK_RETURN_IF_ERROR(e->Plan(plan, *reader));
+  QUARK_RETURN_IF_ERROR(e->CheckImatrix());
 
   // general.file_type names the weights' main type: the requested one, else the engine codes', else the source's.
   GgmlType main_type = GgmlType::kF32;
   bool quantized = false;
   for (const PlannedTensor& t : e->tensors_) quantized |= gguf::FindType(t.info.type)->quantized;
-  if (options.type) {
+  if (options.file_type) {
+    main_type = options.file_type->default_type;
+  } else if (options.type) {
     main_type = *options.type;
   } else if (!e->coded_.empty()) {
     main_type = e->coded_.begin()->second;
@@ -151,7 +158,10 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   std::string name = options.name.empty() ? fs::path(model_dir).lexically_normal().filename().string() : options.name;
   if (name.empty()) name = fs::path(model_dir).lexically_normal().parent_path().filename().string();
   QUARK_ASSIGN_OR_RETURN(const gguf::Metadata metadata,
-                         gguf::BuildMetadata(e->model_, *vocab, name, gguf::FindType(main_type)->file_type, quantized));
+                         gguf::BuildMetadata(e->model_, *vocab, name,
+                                             options.file_type ? options.file_type->ftype
+                                                               : gguf::FindType(main_type)->file_type,
+                                             quantized));
   const uint64_t data_bytes = gguf::AssignOffsets(e->table_);
   for (PlannedTensor& t : e->tensors_) {
     t.info.nbytes = gguf::TensorBytes(t.info.type, t.info.ne);
@@ -188,6 +198,12 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
       QUARK_ASSIGN_OR_RETURN(coded_[a.module], GgufTypeForScheme(where, *a.config.weight));
     }
   }
+  gguf::MixtureModel mixture;
+  mixture.n_layer = static_cast<int>(model_.num_hidden_layers);
+  mixture.n_head = static_cast<int>(model_.num_attention_heads);
+  mixture.n_head_kv = static_cast<int>(model_.num_key_value_heads);
+  mixture.n_expert = static_cast<int>(model_.num_experts);
+  mixture.tied_embeddings = model_.tie_word_embeddings;  // no output.weight in the file
   for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(model_)) {
     PlannedTensor t;
     t.hf_name = spec.name;
@@ -205,6 +221,12 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     } else if (auto it = coded_.find(module); it != coded_.end() && is_weight) {
       t.info.type = it->second;
       t.from_codes = true;
+    } else if (options_.file_type) {
+      const gguf::TensorTypeChoice choice = gguf::ChooseTensorType(*options_.file_type, options_.pure,
+                                                                   options_.imatrix != nullptr, mixture, t.info.name,
+                                                                   t.info.ne[0]);
+      t.info.type = choice.type;
+      if (!choice.fallback.empty()) log::Get("export")->warn("gguf: {}", choice.fallback);
     } else if (options_.type) {
       t.info.type = *options_.type;
     } else {
@@ -219,8 +241,9 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
                     : dtype == checkpoint::StDType::kBF16 ? GgmlType::kBF16
                                                           : GgmlType::kF32;
     }
-    // llama-quantize's fallback for rows its 32-blocks cannot cover (stories260K's 172-wide ffn_down).
-    if (!t.from_codes && gguf::FindType(t.info.type)->quantized && t.info.ne[0] % gguf::kBlockSize != 0) {
+    // llama-quantize's fallback for rows its blocks cannot cover (stories260K's 172-wide ffn_down).
+    if (!t.from_codes && gguf::FindType(t.info.type)->quantized &&
+        t.info.ne[0] % gguf::FindType(t.info.type)->block_size != 0) {
       t.info.type = GgmlType::kF16;
     }
     index_[t.hf_name] = tensors_.size();
@@ -278,6 +301,41 @@ absl::Status GgufExporter::OpenStaging(const std::string& header, uint64_t data_
   return absl::OkStatus();
 }
 
+absl::Status GgufExporter::CheckImatrix() const {
+  if (!options_.imatrix) return absl::OkStatus();
+  for (const auto& [name, entry] : options_.imatrix->entries) {
+    const gguf::TensorInfo* whole = nullptr;
+    for (const gguf::TensorInfo& t : table_) whole = t.name == name ? &t : whole;
+    if (whole == nullptr) return absl::InvalidArgumentError(StrCat("imatrix: \"", name, "\" is no tensor of the model"));
+    const int64_t slices = whole->ne.size() > 2 ? whole->ne[2] : 1;
+    if (static_cast<int64_t>(entry.sum2.size()) != whole->ne[0] * slices ||
+        (!entry.legacy && static_cast<int64_t>(entry.counts.size()) != slices)) {
+      return absl::InvalidArgumentError(StrCat("imatrix: ", name, ": ", entry.sum2.size(), " values in ",
+                                               entry.counts.size(), " slices, the tensor has ", whole->ne[0],
+                                               " columns x ", slices, " experts"));
+    }
+  }
+  for (const PlannedTensor& t : tensors_) {
+    if (t.from_codes || !options_.imatrix->entries.count(t.info.name)) continue;
+    const GgmlType type = t.info.type;
+    if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) {
+      return absl::InvalidArgumentError(StrCat("imatrix: ", t.info.name, " is typed ", gguf::FindType(type)->name,
+                                               ", whose importance-matrix quantizer is not implemented here; use a "
+                                               "K-quant or IQ4 type, or leave the imatrix out"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> GgufExporter::ImatrixWeights(const PlannedTensor& t) const {
+  if (!options_.imatrix || t.from_codes || gguf::FindType(t.info.type)->quantize == nullptr) return {};
+  auto it = options_.imatrix->entries.find(t.info.name);
+  if (it == options_.imatrix->entries.end()) return {};
+  gguf::ImatrixEntry entry = it->second;
+  entry.ncols = t.info.ne[0];  // a legacy entry is one run of columns x experts
+  return gguf::QuantWeights(entry, t.expert < 0 ? 0 : t.expert);
+}
+
 PlannedTensor* GgufExporter::Find(const std::string& hf_name) {
   auto it = index_.find(hf_name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -311,7 +369,11 @@ absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values
   const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
   std::string bytes(t.info.nbytes, '\0');
   const float* x = v.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
+  if (const std::vector<float> qw = ImatrixWeights(t); !qw.empty()) {
+    traits->quantize(x, bytes.data(), rows, n, qw.data());
+  } else {
+    for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
+  }
   return WriteBytes(t, bytes);
 }
 

@@ -7,15 +7,18 @@
 //    (d = scale, m = -scale * zero_point, both fp16), int4 symmetric per group of 32 -> Q4_0 (q = code + 8), int8
 //    symmetric per group of 32 -> Q8_0; any other weight scheme, and any activation or KV-cache quantization, is
 //    refused at Create (INVALID_ARGUMENT naming the module and why);
-//  - every other 2-D weight (embeddings, lm_head, excluded or cast linears) takes `options.type`, quantized as
-//    `llama-quantize --pure` does from an F32 file: llama.cpp's reference kernels, and F16 for a quantized type when
-//    the row length is not a multiple of 32; unset = the source's dtype (F32, F16 or BF16);
+//  - every other 2-D weight (embeddings, lm_head, excluded or cast linears) takes the type llama-quantize gives it
+//    for `options.file_type` (gguf_mixture.h: the mixture's per-tensor rules unless `options.pure`, and its
+//    fallback, logged, for rows the type's blocks cannot cover), or `options.type` for every such tensor, quantized
+//    as llama-quantize does from an F32 file (llama.cpp's reference kernels; F16 for a quantized type when the row
+//    length is not a multiple of its block); neither = the source's dtype (F32, F16 or BF16);
 //  - 1-D tensors (norms, biases) are F32, as llama.cpp's converter writes them and llama-quantize keeps them.
 // Mistral is written as architecture "llama", as llama.cpp's converter does: llama.cpp then attends without
 // Mistral's sliding window, so its results differ from the engine's past `sliding_window` tokens.
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -23,13 +26,25 @@
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
 #include "core/export/gguf_blocks.h"
+#include "core/export/gguf_imatrix.h"
+#include "core/export/gguf_mixture.h"
 #include "core/export/model_exporter.h"
 
 namespace quark::exporter {
 
 struct GgufExportOptions {
-  /// The type of the float weights (see above); unset = like the source.
+  /// The type of the float weights (see above); unset = like the source. Ignored when file_type is set.
   std::optional<gguf::GgmlType> type;
+  /// llama-quantize's file type (gguf::ParseFileType): the per-tensor mixture of the float weights and
+  /// general.file_type. Points into gguf_mixture.cc's static table.
+  const gguf::FileType* file_type = nullptr;
+  /// With file_type: every float weight in its default type (llama-quantize --pure), fallbacks aside.
+  bool pure = false;
+  /// Importance matrix (llama-quantize --imatrix) for the float weights: the mixture rules see it, and K-quant / IQ4
+  /// tensors named in it are quantized with its weights. Create refuses an entry naming no tensor of the model, one
+  /// whose size is not the tensor's columns × experts, and one for a tensor typed Q4_0/Q4_1/Q5_0/Q5_1 (their
+  /// imatrix quantizers are not implemented here). Engine codes ignore it.
+  std::shared_ptr<const gguf::ImatrixStats> imatrix;
   /// general.name; empty = the model folder's name.
   std::string name;
   /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to

@@ -281,9 +281,15 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
         exporter::GgufExportOptions gguf;
         gguf.untie_embeddings = untie;
         if (!options_.gguf_type.empty()) {
-          auto type = exporter::gguf::ParseGgmlType(options_.gguf_type);
-          if (!type.ok()) return absl::InvalidArgumentError(StrCat("gguf_type: ", std::string(type.status().message())));
-          gguf.type = *type;
+          auto file_type = exporter::gguf::ParseFileType(options_.gguf_type);
+          if (!file_type.ok()) return file_type.status();
+          gguf.file_type = *file_type;
+          gguf.pure = options_.gguf_pure;
+        }
+        if (!options_.gguf_imatrix.empty()) {
+          auto imatrix = exporter::gguf::ReadImatrix(options_.gguf_imatrix);
+          if (!imatrix.ok()) return imatrix.status();
+          gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
         }
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();

@@ -46,10 +46,15 @@ struct QuantizeModelOptions {
   /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:
   /// output_dir/hf_quark/, output_dir/model.gguf, output_dir/onnx/.
   std::vector<std::string> export_formats;
-  /// The GGUF type of the weights the engine leaves in float ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"), by
-  /// llama.cpp's rules; empty = the engine's quantized codes and the source's float types. With no quantization
-  /// scheme at all, a GGUF export with a type quantizes the float model as `llama-quantize --pure` does.
+  /// llama-quantize's file type for the weights the engine leaves in float ("F16", "Q8_0", "Q4_0", "Q4_K_M",
+  /// "IQ4_XS", ... gguf_mixture.h), with its per-tensor mixture; empty = the engine's quantized codes and the
+  /// source's float types. With no quantization scheme at all, a GGUF export with a type quantizes the float model
+  /// as `llama-quantize` does.
   std::string gguf_type;
+  /// With gguf_type: every float weight in that type (llama-quantize --pure) instead of llama-quantize's mixture.
+  bool gguf_pure = false;
+  /// llama.cpp importance matrix (GGUF or legacy .dat) for the GGUF's float weights, as `llama-quantize --imatrix`.
+  std::string gguf_imatrix;
   /// Text (random windows), JSONL "text" or token ids (one sample per line, in order). Read only when something
   /// consumes activations (GPTQ, static activations, KV-cache scales); empty then = the evaluation text, and
   /// without one an INVALID_ARGUMENT asking for data.

@@ -65,6 +65,8 @@ void (*Reference(const testing::LlamaCpp& l, GgmlType type))(const float*, void*
     case GgmlType::kQ8_0: return l.quantize_row_q8_0_ref;
     case GgmlType::kQ4_0: return l.quantize_row_q4_0_ref;
     case GgmlType::kQ4_1: return l.quantize_row_q4_1_ref;
+    case GgmlType::kQ5_0: return l.kquants.at(6).quantize_row_ref;
+    case GgmlType::kQ5_1: return l.kquants.at(7).quantize_row_ref;
     default: return nullptr;
   }
 }
@@ -91,6 +93,7 @@ TEST(GgufBlocksTest, EveryTypeMatchesLlamaCppOnRandomRows) {
   int count = 0;
   const TypeTraits* types = AllTypes(&count);
   for (int t = 0; t < count; ++t) {
+    if (types[t].block_size > kBlockSize) continue;  // the K-quants' 256-blocks: gguf_kquants_test.cc
     for (int64_t blocks : {1, 17, 1025}) {
       const auto x = RandomRow(blocks, static_cast<uint32_t>(blocks * 31 + t));
       // ggml_quantize_chunk is what llama-quantize calls; the _ref kernels are what it calls without an imatrix.
@@ -109,6 +112,7 @@ TEST(GgufBlocksTest, EveryTypeMatchesLlamaCppOnEdgeBlocks) {
   int count = 0;
   const TypeTraits* types = AllTypes(&count);
   for (int t = 0; t < count; ++t) {
+    if (types[t].block_size > kBlockSize) continue;
     int i = 0;
     for (const auto& row : EdgeRows()) {
       const std::string ours = OurBytes(types[t].type, row);
@@ -130,7 +134,9 @@ TEST(GgufBlocksTest, DequantizationMatchesLlamaCpp) {
     void (*theirs)(const void*, float*, int64_t);
   } cases[] = {{GgmlType::kQ8_0, l->dequantize_row_q8_0},
                {GgmlType::kQ4_0, l->dequantize_row_q4_0},
-               {GgmlType::kQ4_1, l->dequantize_row_q4_1}};
+               {GgmlType::kQ4_1, l->dequantize_row_q4_1},
+               {GgmlType::kQ5_0, l->kquants.at(6).dequantize_row},
+               {GgmlType::kQ5_1, l->kquants.at(7).dequantize_row}};
   for (const auto& c : cases) {
     const std::string bytes = OurBytes(c.type, x);
     std::vector<float> ours(x.size()), theirs(x.size());
@@ -174,18 +180,22 @@ TEST(GgufBlocksTest, HalfAndBfloat16ConversionsMatchLlamaCpp) {
 TEST(GgufBlocksTest, TraitsTable) {
   int count = 0;
   const TypeTraits* types = AllTypes(&count);
-  ASSERT_EQ(count, 6);
+  ASSERT_EQ(count, 15);
   for (int t = 0; t < count; ++t) {
     EXPECT_EQ(FindType(types[t].type), &types[t]);
     EXPECT_EQ(*ParseGgmlType(types[t].name), types[t].type);
   }
   EXPECT_EQ(*ParseGgmlType("q4_1"), GgmlType::kQ4_1);
-  const auto bad = ParseGgmlType("Q5_K");
+  EXPECT_EQ(*ParseGgmlType("iq4_xs"), GgmlType::kIQ4_XS);
+  const auto bad = ParseGgmlType("Q5_2");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(bad.status().message()).find("Q5_K"), std::string::npos);
+  EXPECT_NE(std::string(bad.status().message()).find("Q5_2"), std::string::npos);
+  EXPECT_NE(std::string(bad.status().message()).find("Q4_K"), std::string::npos);
   EXPECT_EQ(RowBytes(GgmlType::kQ4_1, 64), 40);
   EXPECT_EQ(RowBytes(GgmlType::kQ8_0, 32), 34);
   EXPECT_EQ(RowBytes(GgmlType::kBF16, 3), 6);
+  EXPECT_EQ(RowBytes(GgmlType::kQ4_K, 512), 288);
+  EXPECT_EQ(RowBytes(GgmlType::kIQ4_NL, 64), 36);
 }
 
 }  // namespace

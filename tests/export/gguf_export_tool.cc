@@ -1,6 +1,7 @@
 // gguf_export_tool: writes a GGUF of a model folder for the Node consumer test (tests/node/gguf_consumer_test.mjs)
 // and the results in docs/results.md, until `quark quantize --export gguf` is wired.
-//   gguf_export_tool MODEL_DIR OUT.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1] [--scheme PRESET] [--exclude PATTERN]...
+//   gguf_export_tool MODEL_DIR OUT.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q4_K|...] [--scheme PRESET]
+//                    [--file-type Q4_K_M|Q5_K_M|...] [--pure true|false] [--exclude PATTERN]...
 //                    [--synthetic qwen2|mistral|llama TOKENIZER_MODEL]  (first writes a small seeded model to MODEL_DIR)
 //                    [--transplant mixtral|qwen2_moe|qwen3_moe DONOR_DIR]  (first writes an MoE grown from the dense
 //                                                                          DONOR_DIR to MODEL_DIR: gguf_moe_models.h)
@@ -9,6 +10,7 @@
 #include <iostream>
 
 #include "core/export/gguf_blocks.h"
+#include "core/export/gguf_mixture.h"
 #include "tests/export/gguf_moe_models.h"
 #include "tests/export/gguf_test_util.h"
 
@@ -32,6 +34,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       job.options.type = *type;
+    } else if (flag == "--file-type") {
+      auto file_type = exporter::gguf::ParseFileType(value);
+      if (!file_type.ok()) {
+        std::cerr << file_type.status().message() << "\n";
+        return 2;
+      }
+      job.options.file_type = *file_type;
+    } else if (flag == "--pure") {
+      job.options.pure = value == "true";
     } else if (flag == "--scheme") {
       scheme = value;
     } else if (flag == "--synthetic" && i + 2 < argc) {

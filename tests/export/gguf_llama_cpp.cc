@@ -38,12 +38,35 @@ struct QuantizeParams {
 QuantizeParams (*default_params)() = nullptr;
 uint32_t (*llama_quantize)(const char*, const char*, const QuantizeParams*) = nullptr;
 
-uint32_t ModelQuantize(const std::string& in, const std::string& out, int ftype, bool pure) {
+// llama.h's llama_model_imatrix_data; an entry with a null name ends the array.
+struct ImatrixData {
+  const char* name;
+  const float* data;
+  size_t size;
+};
+
+uint32_t Quantize(const std::string& in, const std::string& out, int ftype, bool pure,
+                  const std::map<std::string, std::vector<float>>* imatrix) {
   QuantizeParams params = default_params();
   params.ftype = ftype;
   params.pure = pure;
   params.nthread = 1;
+  std::vector<ImatrixData> entries;
+  if (imatrix) {
+    for (const auto& [name, w] : *imatrix) entries.push_back({name.c_str(), w.data(), w.size()});
+    entries.push_back({nullptr, nullptr, 0});
+    params.imatrix = entries.data();
+  }
   return llama_quantize(in.c_str(), out.c_str(), &params);
+}
+
+uint32_t ModelQuantize(const std::string& in, const std::string& out, int ftype, bool pure) {
+  return Quantize(in, out, ftype, pure, nullptr);
+}
+
+uint32_t ModelQuantizeImatrix(const std::string& in, const std::string& out, int ftype,
+                              const std::map<std::string, std::vector<float>>& imatrix) {
+  return Quantize(in, out, ftype, false, &imatrix);
 }
 
 template <typename F>
@@ -75,6 +98,16 @@ LlamaCpp* Load(std::string* why) {
             Bind(base, "ggml_fp32_to_fp16_row", l->fp32_to_fp16_row, why) &&
             Bind(base, "ggml_fp16_to_fp32_row", l->fp16_to_fp32_row, why) &&
             Bind(base, "ggml_fp32_to_bf16_row_ref", l->fp32_to_bf16_row_ref, why);
+  // ggml type id and the suffix of its kernels' names.
+  const std::pair<int, const char*> kquants[] = {{6, "q5_0"}, {7, "q5_1"}, {10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
+                                                 {14, "q6_K"}, {20, "iq4_nl"}, {23, "iq4_xs"}};
+  for (const auto& [type, suffix] : kquants) {
+    LlamaCpp::TypeFns& f = l->kquants[type];
+    const std::string s = suffix;
+    ok = ok && Bind(base, ("quantize_row_" + s + "_ref").c_str(), f.quantize_row_ref, why) &&
+         Bind(base, ("quantize_" + s).c_str(), f.quantize, why) &&
+         Bind(base, ("dequantize_row_" + s).c_str(), f.dequantize_row, why);
+  }
   if (!ok) return nullptr;
   void* ggml = dlopen((dir + "/libggml.v0.5.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   void* llama = dlopen((dir + "/libllama.v0.5.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -88,11 +121,17 @@ LlamaCpp* Load(std::string* why) {
     load_all(dir.c_str());
     backend_init();
     l->model_quantize = ModelQuantize;
+    l->model_quantize_imatrix = ModelQuantizeImatrix;
   }
   return l;
 }
 
 }  // namespace
+
+bool InCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
 
 const LlamaCpp* LoadLlamaCpp(std::string* why) {
   static std::string* failure = new std::string();

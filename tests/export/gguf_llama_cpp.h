@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace quark::testing {
 
@@ -23,12 +25,29 @@ struct LlamaCpp {
   void (*fp16_to_fp32_row)(const uint16_t* x, float* y, int64_t n) = nullptr;
   void (*fp32_to_bf16_row_ref)(const float* x, uint16_t* y, int64_t n) = nullptr;
 
+  /// ggml's own kernels of one block type: quantize_row_<t>_ref, quantize_<t> (with quant weights, or null) and
+  /// dequantize_row_<t>.
+  struct TypeFns {
+    void (*quantize_row_ref)(const float* x, void* y, int64_t k) = nullptr;
+    size_t (*quantize)(const float* src, void* dst, int64_t nrow, int64_t n_per_row, const float* qw) = nullptr;
+    void (*dequantize_row)(const void* x, float* y, int64_t k) = nullptr;
+  };
+  /// By ggml type id: Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS.
+  std::map<int, TypeFns> kquants;
+
   /// llama-quantize on a file: `ftype` a llama_ftype (2 Q4_0, 3 Q4_1, 7 Q8_0), `pure` as --pure. Returns 0 on
   /// success (llama_model_quantize's result). Set only when libllama loaded too.
   uint32_t (*model_quantize)(const std::string& in, const std::string& out, int ftype, bool pure) = nullptr;
+  /// The same with an importance matrix (llama_model_imatrix_data: tensor name -> quant weights, experts' slices
+  /// one after another), as llama-quantize --imatrix passes what load_imatrix read.
+  uint32_t (*model_quantize_imatrix)(const std::string& in, const std::string& out, int ftype,
+                                     const std::map<std::string, std::vector<float>>& imatrix) = nullptr;
 };
 
 /// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
 const LlamaCpp* LoadLlamaCpp(std::string* why);
+
+/// True when the environment says CI (CI=true): a test whose llama.cpp is missing fails there instead of skipping.
+bool InCi();
 
 }  // namespace quark::testing
