@@ -11,6 +11,7 @@
 #include "core/cli/command_registry.h"
 #include "core/cli/eval_kld.h"
 #include "core/cli/eval_model.h"
+#include "core/cli/eval_tasks.h"
 #include "core/runtime/compute_device.h"
 #include "core/runtime/perplexity.h"
 
@@ -18,6 +19,7 @@ namespace quark::cli {
 namespace {
 
 int RunEval(const EvalArgs& args) {
+  if (!args.tasks.empty()) return RunTaskEval(args);
   if (args.kld) {
     if (args.text.empty() == args.token_ids.empty()) {
       std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
@@ -90,6 +92,14 @@ void Setup(CLI::App& app) {
   eval->add_flag("--kld", args->kld, "KL divergence against --reference as llama-perplexity --kl-divergence: chunks of "
                  "--seq-len tokens (default 512), --max-windows chunks, the second half of each scored");
   eval->add_option("--reference", args->reference, "the float model --kld compares with (HF folder or GGUF)");
+  eval->add_option("--tasks", args->tasks, "lm-eval tasks, comma separated: arc_easy, arc_challenge, piqa, winogrande, "
+                   "mmlu, lambada_openai (scored as lm-evaluation-harness does)");
+  eval->add_option("--limit", args->limit, "--tasks: the first N examples of each task (mmlu: of each subject)")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--num-fewshot", args->num_fewshot, "--tasks: few-shot examples (default: lm-eval's per task)");
+  eval->add_option("--tasks-dir", args->tasks_dir, "--tasks: the task files (default ../shared/fixtures/tasks)");
+  eval->add_flag("--log-samples", args->log_samples, "--tasks --json: each request's context, continuation, "
+                 "tokens and token log-probs");
   eval->callback([args] { SetExitCode(RunEval(*args)); });
 }
 

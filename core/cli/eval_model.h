@@ -29,7 +29,8 @@ struct EvalArgs {
   std::string tasks;      // --tasks a,b,c
   int64_t limit = 0;
   int64_t num_fewshot = -1;  // -1: each task's default
-  std::string tasks_dir;
+  std::string tasks_dir = "../shared/fixtures/tasks";
+  bool log_samples = false;  // per request: context, continuation, tokens and their log-probs
 };
 
 /// The streamer options of --dtype, or InvalidArgument naming it.
