@@ -28,6 +28,18 @@ absl::StatusOr<std::string> StringField(const Json& row, const std::string& fiel
   return it->get<std::string>();
 }
 
+// The string fields `names` of a row, in order.
+absl::StatusOr<std::vector<std::string>> StringFields(const Json& row, std::initializer_list<const char*> names,
+                                                      const std::string& file, int64_t line) {
+  std::vector<std::string> values;
+  for (const char* name : names) {
+    auto value = StringField(row, name, file, line);
+    if (!value.ok()) return value.status();
+    values.push_back(*std::move(value));
+  }
+  return values;
+}
+
 // Calls on_row(row, line) for the first `limit` JSON objects of a JSONL file (0 = all).
 absl::Status ForEachJsonLine(const std::string& file, int64_t limit,
                              const std::function<absl::Status(const Json&, int64_t)>& on_row) {
@@ -58,12 +70,9 @@ TaskDoc SameContext(std::string id, const std::string& context, std::vector<std:
 
 absl::Status LoadArc(const std::string& file, int64_t limit, std::vector<TaskDoc>& docs) {
   return ForEachJsonLine(file, limit, [&](const Json& row, int64_t line) -> absl::Status {
-    auto question = StringField(row, "question", file, line);
-    if (!question.ok()) return question.status();
-    auto key = StringField(row, "answerKey", file, line);
-    if (!key.ok()) return key.status();
-    auto id = StringField(row, "id", file, line);
-    if (!id.ok()) return id.status();
+    auto fields = StringFields(row, {"id", "question", "answerKey"}, file, line);
+    if (!fields.ok()) return fields.status();
+    const std::string &id = (*fields)[0], &question = (*fields)[1], &key = (*fields)[2];
     const auto choices = row.find("choices");
     if (choices == row.end() || !choices->is_object() || !choices->contains("text") || !choices->contains("label") ||
         !(*choices)["text"].is_array() || !(*choices)["label"].is_array() ||
@@ -79,9 +88,9 @@ absl::Status LoadArc(const std::string& file, int64_t limit, std::vector<TaskDoc
       if (!l.is_string()) return BadField(file, line, "choices.label", "holds a non-string");
       labels.push_back(l.get<std::string>());
     }
-    const auto gold = std::find(labels.begin(), labels.end(), *key);
-    if (gold == labels.end()) return BadField(file, line, "answerKey", StrCat("\"", *key, "\" is not a label"));
-    docs.push_back(SameContext(*id, "Question: " + *question + "\nAnswer:", texts, gold - labels.begin()));
+    const auto gold = std::find(labels.begin(), labels.end(), key);
+    if (gold == labels.end()) return BadField(file, line, "answerKey", StrCat("\"", key, "\" is not a label"));
+    docs.push_back(SameContext(id, "Question: " + question + "\nAnswer:", texts, gold - labels.begin()));
     return absl::OkStatus();
   });
 }
@@ -96,13 +105,9 @@ absl::Status LoadPiqa(const std::string& dir, int64_t limit, std::vector<TaskDoc
     if (!std::getline(labels, label) || (label != "0" && label != "1")) {
       return BadField(labels_file, line, "label", StrCat("\"", label, "\" is not 0 or 1 (or the file ends early)"));
     }
-    auto goal = StringField(row, "goal", file, line);
-    if (!goal.ok()) return goal.status();
-    auto sol1 = StringField(row, "sol1", file, line);
-    if (!sol1.ok()) return sol1.status();
-    auto sol2 = StringField(row, "sol2", file, line);
-    if (!sol2.ok()) return sol2.status();
-    docs.push_back(SameContext(StrCat("piqa:", line), "Question: " + *goal + "\nAnswer:", {*sol1, *sol2},
+    auto f = StringFields(row, {"goal", "sol1", "sol2"}, file, line);
+    if (!f.ok()) return f.status();
+    docs.push_back(SameContext(StrCat("piqa:", line), "Question: " + (*f)[0] + "\nAnswer:", {(*f)[1], (*f)[2]},
                                label == "1" ? 1 : 0));
     return absl::OkStatus();
   });
@@ -112,23 +117,19 @@ absl::Status LoadPiqa(const std::string& dir, int64_t limit, std::vector<TaskDoc
 // rest of the sentence after "_", stripped (" " + it with the target delimiter).
 absl::Status LoadWinogrande(const std::string& file, int64_t limit, std::vector<TaskDoc>& docs) {
   return ForEachJsonLine(file, limit, [&](const Json& row, int64_t line) -> absl::Status {
-    auto sentence = StringField(row, "sentence", file, line);
-    if (!sentence.ok()) return sentence.status();
-    auto option1 = StringField(row, "option1", file, line);
-    if (!option1.ok()) return option1.status();
-    auto option2 = StringField(row, "option2", file, line);
-    if (!option2.ok()) return option2.status();
-    auto answer = StringField(row, "answer", file, line);
-    if (!answer.ok()) return answer.status();
-    if (*answer != "1" && *answer != "2") return BadField(file, line, "answer", StrCat("\"", *answer, "\" is not 1 or 2"));
+    auto f = StringFields(row, {"sentence", "option1", "option2", "answer"}, file, line);
+    if (!f.ok()) return f.status();
+    const std::string* sentence = &(*f)[0];
+    const std::string& answer = (*f)[3];
+    if (answer != "1" && answer != "2") return BadField(file, line, "answer", StrCat("\"", answer, "\" is not 1 or 2"));
     const size_t blank = sentence->find('_');
     if (blank == std::string::npos) return BadField(file, line, "sentence", "has no \"_\"");
     std::string rest = sentence->substr(blank + 1);
     const auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
     while (!rest.empty() && is_space(rest.front())) rest.erase(rest.begin());
     while (!rest.empty() && is_space(rest.back())) rest.pop_back();
-    TaskDoc doc{StrCat("winogrande:", line), {}, {}, *answer == "2" ? 1 : 0};
-    for (const auto& option : {*option1, *option2}) {
+    TaskDoc doc{StrCat("winogrande:", line), {}, {}, answer == "2" ? 1 : 0};
+    for (const auto& option : {(*f)[1], (*f)[2]}) {
       doc.choices.push_back(sentence->substr(0, blank) + option);
       doc.requests.push_back({doc.choices.back(), " " + rest});
     }
