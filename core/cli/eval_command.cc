@@ -1,7 +1,5 @@
 // quark eval: perplexity of a model folder or a GGUF file on a text (the project's protocol, see
 // core/runtime/perplexity.h), streamed layer by layer so that any model size evaluates in about one layer of memory.
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -11,97 +9,24 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cli/command_registry.h"
-#include "core/export/gguf_source.h"
-#include "core/quantize/reload.h"
+#include "core/cli/eval_kld.h"
+#include "core/cli/eval_model.h"
+#include "core/cli/eval_tasks.h"
 #include "core/runtime/compute_device.h"
-#include "core/runtime/layer_streamer.h"
 #include "core/runtime/perplexity.h"
-#include "core/runtime/tokenizer.h"
 
 namespace quark::cli {
 namespace {
 
-struct EvalArgs {
-  std::string model;
-  std::string text;
-  std::string token_ids;
-  int64_t seq_len = 0;
-  int64_t max_windows = 0;
-  std::string dtype = "f32";
-  std::string device = "cpu";
-  bool json = false;
-};
-
-// The model to evaluate and where its tokenizer is: an HF folder holds its tokenizer.model; a GGUF file is read
-// through its weight source (dequantized on load) and takes the tokenizer.model beside it, checked to hold exactly
-// the GGUF's vocabulary.
-struct EvalModel {
-  std::unique_ptr<runtime::LayerStreamer> streamer;
-  runtime::LayerHooks hooks;  // an HF-quark export's activation / KV-cache quantization
-  std::string tokenizer;
-  std::shared_ptr<exporter::GgufWeightSource> gguf;
-};
-
-// An HF folder whose config.json carries quantization_config.quant_method "quark" (our export, or Quark's).
-bool IsQuarkExport(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return false;
-  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) return false;
-  const auto q = config.find("quantization_config");
-  return q != config.end() && q->is_object() && q->value("quant_method", "") == "quark";
-}
-
-absl::StatusOr<EvalModel> OpenModel(const std::string& model, const runtime::StreamerOptions& options) {
-  EvalModel out;
-  if (IsQuarkExport(model)) {
-    // Packed weights dequantized on load, and the exported activation quantization applied as the export says.
-    auto reloaded = quantize::OpenQuantizedExport(model, options);
-    if (!reloaded.ok()) return reloaded.status();
-    out.streamer = std::move(reloaded->streamer);
-    out.hooks = std::move(reloaded->hooks);
-    out.tokenizer = model;
-    return out;
-  }
-  if (!exporter::IsGgufFile(model)) {
-    auto streamer = runtime::LayerStreamer::Open(model, options);
-    if (!streamer.ok()) return streamer.status();
-    out.streamer = *std::move(streamer);
-    out.tokenizer = model;
-    return out;
-  }
-  auto source = exporter::GgufWeightSource::Open(model);
-  if (!source.ok()) return source.status();
-  out.gguf = *source;
-  auto streamer = runtime::LayerStreamer::Create(out.gguf->config(), out.gguf, options);
-  if (!streamer.ok()) return streamer.status();
-  out.streamer = *std::move(streamer);
-  return out;
-}
-
-absl::StatusOr<std::vector<int64_t>> InputIds(const EvalArgs& args, const EvalModel& model) {
-  const checkpoint::ModelConfig& config = model.streamer->config();
-  if (!args.token_ids.empty()) {
-    auto sequences = runtime::ReadTokenIdFile(args.token_ids);
-    if (!sequences.ok()) return sequences.status();
-    std::vector<int64_t> ids;
-    for (const auto& s : *sequences) ids.insert(ids.end(), s.begin(), s.end());
-    return ids;  // pre-tokenized input is taken as is (BOS included by the producer)
-  }
-  std::string tokenizer_path = model.tokenizer;
-  if (model.gguf) {
-    auto path = exporter::GgufTokenizerModel(model.gguf->file());
-    if (!path.ok()) return path.status();
-    tokenizer_path = *path;
-  }
-  auto tokenizer = runtime::Tokenizer::Open(tokenizer_path, config.bos_token_id, config.eos_token_id);
-  if (!tokenizer.ok()) return tokenizer.status();
-  auto text = runtime::ReadTextFile(args.text);
-  if (!text.ok()) return text.status();
-  return (*tokenizer)->EncodeWithBos(*text);
-}
-
 int RunEval(const EvalArgs& args) {
+  if (!args.tasks.empty()) return RunTaskEval(args);
+  if (args.kld) {
+    if (args.text.empty() == args.token_ids.empty()) {
+      std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
+      return kExitBadInput;
+    }
+    return RunKldEval(args);
+  }
   if (args.text.empty() == args.token_ids.empty()) {
     std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
     return kExitBadInput;
@@ -120,12 +45,12 @@ int RunEval(const EvalArgs& args) {
     std::cerr << "quark eval: --dtype \"" << args.dtype << "\" is not one of f32, bf16\n";
     return kExitBadInput;
   }
-  auto model = OpenModel(args.model, options);
+  auto model = OpenEvalModel(args.model, options);
   if (!model.ok()) {
     std::cerr << "quark eval: " << model.status().message() << "\n";
     return kExitBadInput;
   }
-  auto ids = InputIds(args, *model);
+  auto ids = EvalInputIds(args.text, args.token_ids, *model);
   if (!ids.ok()) {
     std::cerr << "quark eval: " << ids.status().message() << "\n";
     return kExitBadInput;
@@ -166,6 +91,17 @@ void Setup(CLI::App& app) {
   eval->add_option("--device", args->device,
                    "where the layers, activations and head live: cpu (default), cuda, cuda:N");
   eval->add_flag("--json", args->json, "print one JSON object {tokens, windows, seq_len, mean_nll, ppl}");
+  eval->add_flag("--kld", args->kld, "KL divergence against --reference as llama-perplexity --kl-divergence: chunks of "
+                 "--seq-len tokens (default 512), --max-windows chunks, the second half of each scored");
+  eval->add_option("--reference", args->reference, "the float model --kld compares with (HF folder or GGUF)");
+  eval->add_option("--tasks", args->tasks, "lm-eval tasks, comma separated: arc_easy, arc_challenge, piqa, winogrande, "
+                   "mmlu, lambada_openai (scored as lm-evaluation-harness does)");
+  eval->add_option("--limit", args->limit, "--tasks: the first N examples of each task (mmlu: of each subject)")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--num-fewshot", args->num_fewshot, "--tasks: few-shot examples (default: lm-eval's per task)");
+  eval->add_option("--tasks-dir", args->tasks_dir, "--tasks: the task files (default ../shared/fixtures/tasks)");
+  eval->add_flag("--log-samples", args->log_samples, "--tasks --json: each request's context, continuation, "
+                 "tokens and token log-probs");
   eval->callback([args] { SetExitCode(RunEval(*args)); });
 }
 

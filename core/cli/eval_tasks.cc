@@ -1,0 +1,112 @@
+#include "core/cli/eval_tasks.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cli/command_registry.h"
+#include "core/eval/task_scoring.h"
+
+namespace quark::cli {
+namespace {
+
+nlohmann::json ToJson(const eval::TaskResult& r, const std::vector<eval::TaskDoc>& docs, bool log_samples) {
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [name, m] : r.metrics) {
+    metrics[name] = {{"value", m.value}, {"stderr", m.has_stderr ? nlohmann::json(m.stderr_value) : nlohmann::json()}};
+  }
+  nlohmann::json samples = nlohmann::json::array();
+  for (size_t d = 0; d < r.examples.size(); ++d) {
+    const eval::ExampleScore& e = r.examples[d];
+    nlohmann::json lls = nlohmann::json::array(), greedy = nlohmann::json::array();
+    for (const auto& q : e.requests) {
+      lls.push_back(q.loglikelihood);
+      greedy.push_back(q.is_greedy);
+    }
+    nlohmann::json s = {{"id", e.id}, {"gold", e.gold}, {"loglikelihoods", lls}, {"is_greedy", greedy}};
+    if (docs[d].requests.size() > 1) {
+      s["pred"] = e.pred;
+      s["pred_norm"] = e.pred_norm;
+    }
+    if (log_samples) {
+      nlohmann::json requests = nlohmann::json::array();
+      for (size_t q = 0; q < e.requests.size(); ++q) {
+        requests.push_back({{"context", docs[d].requests[q].context},
+                            {"continuation", docs[d].requests[q].continuation},
+                            {"tokens", e.requests[q].continuation_tokens},
+                            {"token_logprobs", e.requests[q].token_logprobs},
+                            {"truncated", e.requests[q].truncated}});
+      }
+      s["requests"] = requests;
+    }
+    samples.push_back(s);
+  }
+  return {{"task", r.task},       {"num_fewshot", r.num_fewshot}, {"examples", r.examples.size()},
+          {"metrics", metrics},   {"seconds", r.seconds},         {"truncated_requests", r.truncated},
+          {"max_length", r.max_length}, {"samples", samples}};
+}
+
+std::vector<std::string> SplitNames(const std::string& list) {
+  std::vector<std::string> names;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+int RunTaskEval(const EvalArgs& args) {
+  const std::vector<std::string> names = SplitNames(args.tasks);
+  std::vector<eval::TaskInfo> tasks;
+  for (const auto& name : names) {
+    auto task = eval::FindTask(name);
+    if (!task.ok()) return EvalFailure(task.status());
+    const int64_t fewshot = args.num_fewshot >= 0 ? args.num_fewshot : task->default_fewshot;
+    // Few-shot examples come from a task's training / dev split, which the task folder does not hold.
+    if (fewshot > 0) {
+      return EvalFailure(absl::InvalidArgumentError(
+          "--num-fewshot: " + std::to_string(fewshot) + " for " + name + " (lm-eval's default for it is " +
+          std::to_string(task->default_fewshot) + ") needs its training/dev split, which " + args.tasks_dir +
+          " does not hold; give --num-fewshot 0"));
+    }
+    tasks.push_back(*task);
+  }
+  if (tasks.empty()) return EvalFailure(absl::InvalidArgumentError("--tasks: no task named"));
+  auto options = EvalStreamerOptions(args);
+  if (!options.ok()) return EvalFailure(options.status());
+  auto model = OpenEvalModel(args.model, *options);
+  if (!model.ok()) return EvalFailure(absl::InvalidArgumentError("--model: " + std::string(model.status().message())));
+  auto tokenizer = OpenEvalTokenizer(*model);
+  if (!tokenizer.ok()) return EvalFailure(tokenizer.status());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& task : tasks) {
+    auto docs = eval::LoadTaskDocs(task.name, args.tasks_dir, args.limit);
+    if (!docs.ok()) return EvalFailure(docs.status());
+    eval::TaskScoreOptions score_options;
+    score_options.hooks = model->hooks;
+    auto result = eval::ScoreTask(task, *docs, *model->streamer, **tokenizer, score_options);
+    if (!result.ok()) return EvalFailure(result.status());
+    if (result->truncated > 0) {
+      std::cerr << "quark eval: " << task.name << ": " << result->truncated << " requests longer than the model's "
+                << result->max_length << " tokens were left-truncated (as lm-eval does)\n";
+    }
+    if (args.json) {
+      out.push_back(ToJson(*result, *docs, args.log_samples));
+      continue;
+    }
+    for (const auto& [name, m] : result->metrics) {
+      std::printf("%-16s %-10s %8.4f ± %s  (%zu examples, %.1f s)\n", task.name.c_str(), name.c_str(), m.value,
+                  m.has_stderr ? std::to_string(m.stderr_value).c_str() : "n/a", result->examples.size(),
+                  result->seconds);
+    }
+  }
+  if (args.json) std::cout << nlohmann::json({{"tasks", out}}).dump() << "\n";
+  return kExitOk;
+}
+
+}  // namespace quark::cli

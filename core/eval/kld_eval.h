@@ -1,0 +1,54 @@
+// KL divergence of a model against its reference (the float model) over a text, streamed layer by layer, with
+// llama-perplexity --kl-divergence's chunking: ids = [BOS] + encode(text) cut into floor(n / n_ctx) chunks of n_ctx
+// tokens, each chunk's first token replaced by BOS, and the tokens after the first n_ctx / 2 of each chunk scored
+// (positions n_ctx/2 .. n_ctx - 2 predicting the next token). The reference runs first and its log-probs are
+// written, one compact row per scored token (kld_stats.h), to a scratch file that is read back chunk by chunk while
+// the model runs: memory stays one layer plus the activations plus one block of logits, whatever the text's length.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/eval/kld_stats.h"
+#include "core/runtime/layer_streamer.h"
+
+namespace quark::eval {
+
+struct KldOptions {
+  /// Chunk length n_ctx; 0 = min(512, max_position_embeddings) (llama-perplexity's default context).
+  int64_t n_ctx = 0;
+  /// Score only the first N chunks (llama-perplexity --chunks); 0 = all.
+  int64_t max_chunks = 0;
+  /// BOS id put at the start of each chunk; -1 = the reference's config bos_token_id.
+  int64_t bos_token_id = -1;
+  /// Hidden-state memory per streamed pass (bytes); chunks beyond it go in further passes.
+  int64_t activation_bytes_per_pass = int64_t{256} << 20;
+  /// Positions whose logits are computed at once ([block, vocab] float32).
+  int64_t logits_block = 64;
+  /// Folder of the scratch file with the reference rows (removed when done); empty = the system temp folder.
+  std::string scratch_dir;
+  runtime::LayerHooks reference_hooks;
+  runtime::LayerHooks model_hooks;
+};
+
+struct KldResult {
+  KldSummary summary;
+  int64_t n_ctx = 0;
+  int64_t chunks = 0;
+  int64_t input_tokens = 0;
+  int64_t scratch_bytes = 0;  // size the reference rows took on disk
+  double reference_seconds = 0;
+  double model_seconds = 0;
+  std::vector<float> kld_values;     // per scored token, in text order
+  std::vector<float> p_diff_values;  // per scored token, in text order
+};
+
+/// `ids` with BOS first (the reference's tokenization). InvalidArgument: vocabularies differ, n_ctx below 4 or
+/// above max_position_embeddings, or fewer than n_ctx tokens; streamer errors pass through; Internal when the
+/// scratch file cannot be written or read.
+absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime::LayerStreamer& model,
+                                      const std::vector<int64_t>& ids, const KldOptions& options = {});
+
+}  // namespace quark::eval
