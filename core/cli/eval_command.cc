@@ -12,7 +12,6 @@
 #include "core/cli/eval_kld.h"
 #include "core/cli/eval_model.h"
 #include "core/cli/eval_tasks.h"
-#include "core/runtime/compute_device.h"
 #include "core/runtime/perplexity.h"
 
 namespace quark::cli {
@@ -31,21 +30,9 @@ int RunEval(const EvalArgs& args) {
     std::cerr << "quark eval: give exactly one of --text or --token-ids\n";
     return kExitBadInput;
   }
-  // Evaluation is the layer streamer and the head alone, which place everything on their device (docs/gpu.md).
-  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(args.device, "--device");
-  if (!device.ok()) {
-    std::cerr << "quark eval: " << device.status().message() << "\n";
-    return kExitBadInput;
-  }
-  runtime::StreamerOptions options;
-  options.device = *device;
-  if (args.dtype == "bf16") {
-    options.compute_dtype = at::kBFloat16;
-  } else if (args.dtype != "f32") {
-    std::cerr << "quark eval: --dtype \"" << args.dtype << "\" is not one of f32, bf16\n";
-    return kExitBadInput;
-  }
-  auto model = OpenEvalModel(args.model, options);
+  auto options = EvalStreamerOptions(args);
+  if (!options.ok()) return EvalFailure(options.status());
+  auto model = OpenEvalModel(args.model, *options);
   if (!model.ok()) {
     std::cerr << "quark eval: " << model.status().message() << "\n";
     return kExitBadInput;

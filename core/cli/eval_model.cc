@@ -8,6 +8,7 @@
 
 #include "core/cli/command_registry.h"
 #include "core/quantize/reload.h"
+#include "core/runtime/compute_device.h"
 
 namespace quark::cli {
 namespace {
@@ -26,6 +27,15 @@ bool IsQuarkExport(const std::string& dir) {
 
 absl::StatusOr<runtime::StreamerOptions> EvalStreamerOptions(const EvalArgs& args) {
   runtime::StreamerOptions options;
+  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(args.device, "--device");
+  if (!device.ok()) return absl::InvalidArgumentError(device.status().message());
+  // Perplexity is the layer streamer and the head alone, which place everything on their device (docs/gpu.md); the
+  // KLD and task scorers read logits in host memory.
+  if (!device->is_cpu() && (args.kld || !args.tasks.empty())) {
+    return absl::InvalidArgumentError("--device: --kld and --tasks run on the CPU in this build (perplexity runs on " +
+                                      device->name() + ")");
+  }
+  options.device = *device;
   if (args.dtype == "bf16") {
     options.compute_dtype = at::kBFloat16;
   } else if (args.dtype != "f32") {
