@@ -46,8 +46,9 @@ constexpr EnumTable<RoundMethod, pb::RoundMethod, 3> kRounds{{
     {RoundMethod::kRound, pb::ROUND_METHOD_ROUND},
     {RoundMethod::kFloor, pb::ROUND_METHOD_FLOOR},
 }};
-constexpr EnumTable<ScaleFormat, pb::ScaleFormat, 2> kScaleFormats{{
+constexpr EnumTable<ScaleFormat, pb::ScaleFormat, 3> kScaleFormats{{
     {ScaleFormat::kFloat, pb::SCALE_FORMAT_FLOAT}, {ScaleFormat::kE8M0, pb::SCALE_FORMAT_E8M0},
+    {ScaleFormat::kE4M3, pb::SCALE_FORMAT_E4M3},
 }};
 constexpr EnumTable<ScaleCalculationMode, pb::ScaleCalculationMode, 3> kScaleCalcs{{
     {ScaleCalculationMode::kEven, pb::SCALE_CALCULATION_MODE_EVEN},

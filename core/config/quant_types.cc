@@ -31,7 +31,8 @@ constexpr NameTable<ScaleType, 5> kScaleTypeNames{{
 constexpr NameTable<RoundMethod, 3> kRoundNames{{
     {RoundMethod::kHalfEven, "half_even"}, {RoundMethod::kRound, "round"}, {RoundMethod::kFloor, "floor"},
 }};
-constexpr NameTable<ScaleFormat, 2> kScaleFormatNames{{{ScaleFormat::kFloat, "float"}, {ScaleFormat::kE8M0, "e8m0"}}};
+constexpr NameTable<ScaleFormat, 3> kScaleFormatNames{
+    {{ScaleFormat::kFloat, "float"}, {ScaleFormat::kE8M0, "e8m0"}, {ScaleFormat::kE4M3, "e4m3"}}};
 constexpr NameTable<ScaleCalculationMode, 3> kScaleCalcNames{{
     {ScaleCalculationMode::kEven, "even"}, {ScaleCalculationMode::kFloor, "floor"}, {ScaleCalculationMode::kCeil, "ceil"},
 }};

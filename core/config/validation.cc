@@ -49,6 +49,24 @@ void CheckMx(const QuantSpec& s, const std::string& path, Issues& out) {
   if (!s.symmetric) out.Error(path + ".symmetric", "OCP MX is symmetric only");
 }
 
+void CheckNvfp4(const QuantSpec& s, const std::string& path, Issues& out) {
+  if (s.dtype != DType::kFp4) {
+    out.Error(path + ".dtype", StrCat("NVFP4 (scale_format e4m3) needs fp4 elements, got ", Name(s.dtype)));
+  }
+  if (s.qscheme != QScheme::kPerGroup) {
+    out.Error(path + ".qscheme", StrCat("NVFP4 is per_group (groups of 16), got ", Name(s.qscheme)));
+  }
+  if (s.group_size.value_or(16) != 16) {
+    out.Error(path + ".group_size", StrCat("NVFP4 needs group_size 16, got ", *s.group_size));
+  }
+  if (s.ch_axis && *s.ch_axis != -1 && *s.ch_axis != 1) {
+    out.Error(path + ".ch_axis", StrCat("NVFP4 groups run along the last axis (-1), got ", *s.ch_axis));
+  }
+  if (s.observer != ObserverKind::kMinMax) {
+    out.Error(path + ".observer", StrCat("NVFP4 uses min_max (block and global amax), got ", Name(s.observer)));
+  }
+}
+
 void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) {
   if (s.qscheme == QScheme::kPerGroup) {
     if (!s.group_size) {
@@ -85,6 +103,8 @@ void CheckObserver(const QuantSpec& s, const std::string& path, Issues& out) {
 void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
   if (s.IsMx()) {
     CheckMx(s, path, out);
+  } else if (s.IsNvfp4()) {
+    CheckNvfp4(s, path, out);
   } else if (s.mx_element_dtype) {
     out.Error(path + ".mx_element_dtype", StrCat("only used with dtype mx, dtype is ", Name(s.dtype)));
   }
@@ -222,7 +242,9 @@ void CheckAgainstModel(const Config& c, const std::vector<ModuleInfo>& modules, 
     if (in_features % *w->group_size == 0) continue;
     const std::string path = PathOf(a) + ".weight.group_size";
     if (!reported.insert(StrCat(path, "/", in_features)).second) continue;
-    out.Error(path, StrCat(*w->group_size, " does not divide in_features ", in_features, " of ", m.name));
+    out.Error(path, StrCat(*w->group_size, " does not divide in_features ", in_features, " of ", m.name, " (weight [",
+                           m.weight_shape[0], ", ", in_features, "]; rule: in_features % ",
+                           w->IsNvfp4() ? "16 == 0 for NVFP4" : "group_size == 0", ")"));
   }
   auto matches_any = [&](const std::string& pattern) {
     for (const auto& m : modules) {

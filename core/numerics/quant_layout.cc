@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/mx_kernels.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark {
 namespace {
@@ -62,6 +63,25 @@ absl::StatusOr<QuantLayout> ResolveMx(const QuantSpec& spec, at::IntArrayRef siz
   return layout;
 }
 
+// NVFP4: groups of 16 along the last axis, which must divide (vLLM's QuarkNVFP4 and CT's W4A4 need K % 16 == 0).
+absl::StatusOr<QuantLayout> ResolveNvfp4(const QuantSpec& spec, at::IntArrayRef sizes) {
+  if (sizes.empty()) return Invalid("qscheme", "NVFP4 needs a tensor with at least one dimension");
+  auto axis = NormalizeAxis(spec.ch_axis.value_or(-1), sizes);
+  if (!axis.ok()) return axis.status();
+  const auto last = static_cast<int64_t>(sizes.size()) - 1;
+  if (*axis != last) return Invalid("ch_axis", absl::StrCat(*spec.ch_axis, " is not the last axis (NVFP4 groups run along it)"));
+  if (sizes[last] % kernels::kNvfp4Group != 0) {
+    return Invalid("group_size", absl::StrCat("NVFP4 needs the last dimension to be a multiple of 16 (K % 16 == 0): ",
+                                              sizes[last], " is not (shape ", ShapeString(sizes), ")"));
+  }
+  QuantLayout layout;
+  layout.granularity = Granularity::kPerGroup;
+  layout.axis = last;
+  layout.group_size = kernels::kNvfp4Group;
+  layout.param_shape = MovedShapeWithLast(sizes, last, sizes[last] / kernels::kNvfp4Group);
+  return layout;
+}
+
 absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
   QuantLayout layout;
   if (role == TensorRole::kActivation && spec.is_dynamic) {
@@ -103,6 +123,14 @@ absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
   if (spec.zero_point_type == ZeroPointType::kFloat32 && (!IsIntegerType(el) || spec.symmetric || spec.IsMx())) {
     return Invalid("zero_point_type", "float32 needs an asymmetric integer dtype");
   }
+  if (spec.IsNvfp4()) {
+    if (spec.dtype != DType::kFp4) return Invalid("dtype", absl::StrCat(std::string(Name(spec.dtype)), " with scale_format e4m3 (NVFP4) must be fp4"));
+    if (spec.qscheme != QScheme::kPerGroup) return Invalid("qscheme", "NVFP4 (scale_format e4m3) is per_group");
+    if (spec.group_size && *spec.group_size != 16) {
+      return Invalid("group_size", absl::StrCat(*spec.group_size, " is not NVFP4's group size 16"));
+    }
+    if (spec.observer != ObserverKind::kMinMax) return Invalid("observer", "NVFP4 (scale_format e4m3) uses min_max");
+  }
   const bool histogram = spec.observer == ObserverKind::kPercentile || spec.observer == ObserverKind::kMse;
   if (histogram && (spec.qscheme != QScheme::kPerTensor || spec.IsMx())) {
     return Invalid("observer", absl::StrCat(std::string(Name(spec.observer)), " supports per_tensor only, not ",
@@ -118,6 +146,7 @@ absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role
   if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
   if (IsCastType(spec.dtype)) return QuantLayout{};
   if (spec.IsMx()) return ResolveMx(spec, sizes);
+  if (spec.IsNvfp4()) return ResolveNvfp4(spec, sizes);
   switch (spec.qscheme) {
     case QScheme::kPerTensor:
       return QuantLayout{};
