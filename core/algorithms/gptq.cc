@@ -204,6 +204,8 @@ absl::Status GptqRun::ResolveGranularity(at::IntArrayRef sizes) {
       // A column is a group of one element per row; MX keeps its block spec (a one-element tail block).
       if (layout.granularity == Granularity::kPerGroup) column_spec_.group_size = 1;
       return absl::OkStatus();
+    case Granularity::kPerBlock:
+      return absl::UnimplementedError("weight.qscheme: GPTQ does not run per_block weights (2-D tiles); use RTN");
     case Granularity::kPerToken: break;
   }
   return absl::InvalidArgumentError("weight.qscheme: per_token is for dynamic activations, not GPTQ weights");

@@ -21,6 +21,8 @@ struct QuantSpec {
   std::optional<int> ch_axis;
   /// per_group only (and MX): elements per group; -1 = the whole row.
   std::optional<int> group_size;
+  /// per_block only: [rows, cols] of one weight tile (Quark's block_size, e.g. [128, 128]).
+  std::vector<int> block_size;
   bool symmetric = true;
   bool is_dynamic = false;
   ObserverKind observer = ObserverKind::kMinMax;

@@ -16,8 +16,9 @@ constexpr NameTable<DType, 14> kDTypeNames{{
     {DType::kFp6E2M3, "fp6_e2m3"},  {DType::kFp4, "fp4"},           {DType::kMx, "mx"},
     {DType::kBFloat16, "bfloat16"}, {DType::kFloat16, "float16"},
 }};
-constexpr NameTable<QScheme, 3> kQSchemeNames{{
+constexpr NameTable<QScheme, 4> kQSchemeNames{{
     {QScheme::kPerTensor, "per_tensor"}, {QScheme::kPerChannel, "per_channel"}, {QScheme::kPerGroup, "per_group"},
+    {QScheme::kPerBlock, "per_block"},
 }};
 // Quark writes observer class names; ours are the short forms, the class names parse too (see below).
 constexpr NameTable<ObserverKind, 4> kObserverNames{{
@@ -86,7 +87,7 @@ std::optional<ObserverKind> ParseObserverKind(std::string_view s) {
   if (auto v = Parse(kObserverNames, s)) return v;
   // Quark's observer class names, as they appear in an exported config.json.
   if (s == "PerTensorMinMaxObserver" || s == "PerChannelMinMaxObserver" || s == "PerGroupMinMaxObserver" ||
-      s == "PerTokenMinMaxObserver" || s == "PlaceholderObserver") {
+      s == "PerTokenMinMaxObserver" || s == "PerBlock2DMinMaxObserver" || s == "PlaceholderObserver") {
     return ObserverKind::kMinMax;
   }
   if (s == "PerTensorPercentileObserver") return ObserverKind::kPercentile;

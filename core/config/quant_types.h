@@ -26,7 +26,8 @@ enum class DType {
   kFloat16,
 };
 
-enum class QScheme { kPerTensor, kPerChannel, kPerGroup };
+/// kPerBlock: 2-D tiles of a weight (block_size [rows, cols], e.g. FP8 128x128 blocks).
+enum class QScheme { kPerTensor, kPerChannel, kPerGroup, kPerBlock };
 enum class ObserverKind { kMinMax, kPercentile, kMse, kMxBlock };
 enum class ScaleType { kFloat, kFloat32, kFloat16, kBFloat16, kPof2 };
 enum class RoundMethod { kHalfEven, kRound, kFloor };

@@ -24,6 +24,7 @@ std::string ObserverClassName(const QuantSpec& s) {
   switch (s.qscheme) {
     case QScheme::kPerChannel: return "PerChannelMinMaxObserver";
     case QScheme::kPerGroup: return "PerGroupMinMaxObserver";
+    case QScheme::kPerBlock: return "PerBlock2DMinMaxObserver";
     case QScheme::kPerTensor: break;
   }
   return "PerTensorMinMaxObserver";
@@ -345,6 +346,7 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["symmetric"] = s.symmetric;
   j["ch_axis"] = OptionalInt(s.ch_axis);
   j["group_size"] = OptionalInt(s.group_size);
+  j["block_size"] = s.block_size.empty() ? Json(nullptr) : Json(s.block_size);
   j["round_method"] = std::string(Name(s.round_method));
   j["scale_type"] = std::string(Name(s.scale_type));
   j["scale_format"] = std::string(Name(s.scale_format));
@@ -372,6 +374,12 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   QUARK_RETURN_IF_ERROR(ReadBool(j, "symmetric", path, s.symmetric));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "ch_axis", path, s.ch_axis));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "group_size", path, s.group_size));
+  if (auto it = j.find("block_size"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() || !(*it)[1].is_number_integer()) {
+      return absl::InvalidArgumentError(StrCat(path, ".block_size: expected [rows, cols], got ", it->dump()));
+    }
+    s.block_size = {(*it)[0].get<int>(), (*it)[1].get<int>()};
+  }
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "round_method", path, &ParseRoundMethod, s.round_method));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_type", path, &ParseScaleType, s.scale_type));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_format", path, &ParseScaleFormat, s.scale_format));

@@ -78,6 +78,12 @@ void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) 
     out.Warn(path + ".group_size", StrCat("ignored: only per_group uses a group size (qscheme is ",
                                                 Name(s.qscheme), ")"));
   }
+  if (s.qscheme == QScheme::kPerBlock &&
+      (s.block_size.size() != 2 || s.block_size[0] <= 0 || s.block_size[1] <= 0)) {
+    out.Error(path + ".block_size", "per_block needs block_size [rows, cols] of two positive integers");
+  } else if (s.qscheme != QScheme::kPerBlock && !s.block_size.empty()) {
+    out.Error(path + ".block_size", StrCat("only per_block uses a block size (qscheme is ", Name(s.qscheme), ")"));
+  }
   if (s.ch_axis && (*s.ch_axis < -4 || *s.ch_axis > 3)) {
     out.Error(path + ".ch_axis", StrCat("out of range: ", *s.ch_axis));
   }
@@ -236,6 +242,14 @@ void CheckAgainstModel(const Config& c, const std::vector<ModuleInfo>& modules, 
     const LayerAssignment& a = plan.layers[i];
     const ModuleInfo& m = modules[i];
     const auto& w = a.config.weight;
+    if (w && w->qscheme == QScheme::kPerBlock && w->block_size.size() == 2 && m.weight_shape.size() == 2 &&
+        (m.weight_shape[0] % w->block_size[0] != 0 || m.weight_shape[1] % w->block_size[1] != 0)) {
+      out.Error(PathOf(a) + ".weight.block_size",
+                StrCat("[", w->block_size[0], ", ", w->block_size[1], "] does not tile ", m.name, " (weight [",
+                       m.weight_shape[0], ", ", m.weight_shape[1], "]; rule: out_features % ", w->block_size[0],
+                       " == 0 and in_features % ", w->block_size[1], " == 0)"));
+      continue;
+    }
     if (!w || w->qscheme != QScheme::kPerGroup || w->IsMx() || !w->group_size || *w->group_size <= 0) continue;
     if (m.weight_shape.size() < 2) continue;
     const int64_t in_features = m.weight_shape[1];

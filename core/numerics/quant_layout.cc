@@ -82,6 +82,25 @@ absl::StatusOr<QuantLayout> ResolveNvfp4(const QuantSpec& spec, at::IntArrayRef 
   return layout;
 }
 
+// 2-D tiles of a weight; both dimensions must divide (vLLM's FP8 block loader needs it, so nothing is padded).
+absl::StatusOr<QuantLayout> ResolveBlocks(const QuantSpec& spec, at::IntArrayRef sizes) {
+  if (spec.block_size.size() != 2 || spec.block_size[0] <= 0 || spec.block_size[1] <= 0) {
+    return Invalid("block_size", "per_block needs [rows, cols] of two positive integers");
+  }
+  if (sizes.size() != 2) return Invalid("qscheme", absl::StrCat("per_block needs a 2-D weight, got ", ShapeString(sizes)));
+  const int64_t br = spec.block_size[0], bc = spec.block_size[1];
+  if (sizes[0] % br != 0 || sizes[1] % bc != 0) {
+    return Invalid("block_size", absl::StrCat("[", br, ", ", bc, "] does not tile the weight ", ShapeString(sizes),
+                                              " (rule: out_features % ", br, " == 0 and in_features % ", bc, " == 0)"));
+  }
+  QuantLayout layout;
+  layout.granularity = Granularity::kPerBlock;
+  layout.block_rows = br;
+  layout.group_size = bc;
+  layout.param_shape = {sizes[0] / br, sizes[1] / bc};
+  return layout;
+}
+
 absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
   QuantLayout layout;
   if (role == TensorRole::kActivation && spec.is_dynamic) {
@@ -105,6 +124,7 @@ absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole ro
 std::string ShapeString(at::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
 
 bool QuantLayout::MovesAxisLast(int64_t dim) const {
+  if (granularity == Granularity::kPerBlock) return true;
   return (granularity == Granularity::kPerGroup || granularity == Granularity::kMxBlock) && axis != dim - 1;
 }
 
@@ -154,16 +174,26 @@ absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role
       return ResolveChannels(spec, role, sizes);
     case QScheme::kPerGroup:
       return ResolveGroups(spec, sizes);
+    case QScheme::kPerBlock:
+      return ResolveBlocks(spec, sizes);
   }
   return Invalid("qscheme", "unknown value");
 }
 
 at::Tensor KernelInput(const at::Tensor& x, const QuantLayout& layout) {
+  if (layout.granularity == Granularity::kPerBlock) {
+    return x.reshape({x.size(0) / layout.block_rows, layout.block_rows, x.size(1) / layout.group_size, layout.group_size})
+        .permute({0, 2, 1, 3})
+        .contiguous();
+  }
   if (layout.MovesAxisLast(x.dim())) return x.movedim(layout.axis, -1).contiguous();
   return x.contiguous();
 }
 
 at::Tensor FromKernelLayout(const at::Tensor& y, const QuantLayout& layout, int64_t dim) {
+  if (layout.granularity == Granularity::kPerBlock) {
+    return y.permute({0, 2, 1, 3}).reshape({y.size(0) * y.size(2), y.size(1) * y.size(3)}).contiguous();
+  }
   if (layout.MovesAxisLast(dim)) return y.movedim(-1, layout.axis).contiguous();
   return y;
 }
@@ -186,6 +216,8 @@ kernels::ChannelLayout ChannelLayoutOf(const at::Tensor& kernel_input, const Qua
       const int64_t hidden = kernel_input.size(-1);
       return {1, hidden == 0 ? 0 : n / hidden, hidden};
     }
+    case Granularity::kPerBlock:
+      return {1, n / (layout.block_rows * layout.group_size), layout.block_rows * layout.group_size};
     case Granularity::kMxBlock:
       break;
   }

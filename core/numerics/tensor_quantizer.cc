@@ -1,5 +1,6 @@
 #include "core/numerics/tensor_quantizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/numerics/fake_quant.h"

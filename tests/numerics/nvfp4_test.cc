@@ -21,16 +21,10 @@ namespace {
 using testing::BitEqual;
 using testing::RandomTensor;
 
+// The presets' specs: the static weight's, or the dynamic input's.
 QuantSpec Nvfp4Spec(bool dynamic = false) {
-  QuantSpec s;
-  s.dtype = DType::kFp4;
-  s.qscheme = QScheme::kPerGroup;
-  s.ch_axis = -1;
-  s.group_size = 16;
-  s.is_dynamic = dynamic;
-  s.scale_type = ScaleType::kFloat32;
-  s.scale_format = ScaleFormat::kE4M3;
-  return s;
+  const Config config = *PresetConfig("nvfp4");
+  return dynamic ? *config.global_quant_config.input_tensors : *config.global_quant_config.weight;
 }
 
 // Random rows with outliers, a zero group, tiny values (block scales underflowing e4m3), NaN and +-Inf.
