@@ -34,6 +34,8 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
       plan.group_size = layout.group_size > 0 ? layout.group_size : sizes[1];
       if (layout.granularity == Granularity::kPerGroup) plan.column_spec.group_size = 1;
       break;
+    case Granularity::kPerBlock:
+      return absl::UnimplementedError("weight.qscheme: GPTQ does not run per_block weights (2-D tiles); use RTN");
     case Granularity::kPerToken:
       return absl::InvalidArgumentError("weight.qscheme: per_token is for dynamic activations, not GPTQ weights");
   }

@@ -60,6 +60,38 @@ QuantSpec Mx(DType element, bool dynamic) {
   return s;
 }
 
+// NVFP4 (Quark's nvfp4): fp4 groups of 16 on the last axis, float8_e4m3fn block scales, float32 global scale.
+QuantSpec Nvfp4(bool dynamic) {
+  QuantSpec s;
+  s.dtype = DType::kFp4;
+  s.qscheme = QScheme::kPerGroup;
+  s.ch_axis = -1;
+  s.group_size = 16;
+  s.is_dynamic = dynamic;
+  s.scale_type = ScaleType::kFloat32;
+  s.scale_format = ScaleFormat::kE4M3;
+  return s;
+}
+
+// FP8 with 128x128 weight blocks (the DeepSeek recipe): amax / 448 per block, float32 scales.
+QuantSpec Fp8BlockWeight() {
+  QuantSpec s = Fp8PerTensor();
+  s.qscheme = QScheme::kPerBlock;
+  s.block_size = {128, 128};
+  s.scale_type = ScaleType::kFloat32;
+  return s;
+}
+
+// Dynamic fp8 activations per token-group of 128 along the hidden axis.
+QuantSpec Fp8TokenGroupDynamic() {
+  QuantSpec s = Fp8PerTensor();
+  s.qscheme = QScheme::kPerGroup;
+  s.ch_axis = -1;
+  s.group_size = 128;
+  s.is_dynamic = true;
+  return s;
+}
+
 QuantSpec Cast(DType dtype) {
   QuantSpec s;
   s.dtype = dtype;
@@ -122,6 +154,14 @@ std::vector<Preset> BuildPresets() {
       LlmConfig(Mx(DType::kFp8E4M3, false), Mx(DType::kFp8E4M3, true)));
   add("mxint8", "OCP MXINT8 weights and activations, activations dynamic",
       LlmConfig(Mx(DType::kInt8, false), Mx(DType::kInt8, true)));
+  add("fp8_block", "fp8_e4m3 weights per 128x128 block, activations per token-group of 128 dynamic",
+      LlmConfig(Fp8BlockWeight(), Fp8TokenGroupDynamic()));
+  add("nvfp4",
+      "NVFP4 W4A4: fp4 weights and dynamic activations in groups of 16, fp8_e4m3 block scales, float32 global scale "
+      "per tensor",
+      LlmConfig(Nvfp4(false), Nvfp4(true)));
+  add("nvfp4_weight_only", "NVFP4 W4A16: fp4 weights in groups of 16 (fp8_e4m3 block scales, float32 global scale)",
+      LlmConfig(Nvfp4(false)));
   add("bfloat16", "weights and activations cast to bfloat16 and back", LlmConfig(Cast(DType::kBFloat16),
                                                                                   Cast(DType::kBFloat16)));
 

@@ -25,10 +25,11 @@ constexpr EnumTable<DType, pb::DataType, 14> kDTypes{{
     {DType::kFp4, pb::DATA_TYPE_FP4},           {DType::kMx, pb::DATA_TYPE_MX},
     {DType::kBFloat16, pb::DATA_TYPE_BFLOAT16}, {DType::kFloat16, pb::DATA_TYPE_FLOAT16},
 }};
-constexpr EnumTable<QScheme, pb::QScheme, 3> kQSchemes{{
+constexpr EnumTable<QScheme, pb::QScheme, 4> kQSchemes{{
     {QScheme::kPerTensor, pb::QSCHEME_PER_TENSOR},
     {QScheme::kPerChannel, pb::QSCHEME_PER_CHANNEL},
     {QScheme::kPerGroup, pb::QSCHEME_PER_GROUP},
+    {QScheme::kPerBlock, pb::QSCHEME_PER_BLOCK},
 }};
 constexpr EnumTable<ObserverKind, pb::ObserverType, 4> kObservers{{
     {ObserverKind::kMinMax, pb::OBSERVER_TYPE_MIN_MAX},
@@ -46,8 +47,9 @@ constexpr EnumTable<RoundMethod, pb::RoundMethod, 3> kRounds{{
     {RoundMethod::kRound, pb::ROUND_METHOD_ROUND},
     {RoundMethod::kFloor, pb::ROUND_METHOD_FLOOR},
 }};
-constexpr EnumTable<ScaleFormat, pb::ScaleFormat, 2> kScaleFormats{{
+constexpr EnumTable<ScaleFormat, pb::ScaleFormat, 3> kScaleFormats{{
     {ScaleFormat::kFloat, pb::SCALE_FORMAT_FLOAT}, {ScaleFormat::kE8M0, pb::SCALE_FORMAT_E8M0},
+    {ScaleFormat::kE4M3, pb::SCALE_FORMAT_E4M3},
 }};
 constexpr EnumTable<ScaleCalculationMode, pb::ScaleCalculationMode, 3> kScaleCalcs{{
     {ScaleCalculationMode::kEven, pb::SCALE_CALCULATION_MODE_EVEN},
@@ -177,6 +179,7 @@ pb::QuantizationSpec ToProto(const QuantSpec& s) {
   out.set_qscheme(ToProtoEnum(kQSchemes, s.qscheme));
   if (s.ch_axis) out.set_ch_axis(*s.ch_axis);
   if (s.group_size) out.set_group_size(*s.group_size);
+  for (int b : s.block_size) out.add_block_size(b);
   out.set_symmetric(s.symmetric);
   out.set_is_dynamic(s.is_dynamic);
   out.set_observer(ToProtoEnum(kObservers, s.observer));
@@ -228,6 +231,7 @@ absl::StatusOr<QuantSpec> FromProto(const pb::QuantizationSpec& p, const std::st
   QUARK_RETURN_IF_ERROR(FromProtoEnum(kQSchemes, p.qscheme(), path + ".qscheme", QScheme::kPerTensor, s.qscheme));
   if (p.has_ch_axis()) s.ch_axis = p.ch_axis();
   if (p.has_group_size()) s.group_size = p.group_size();
+  s.block_size.assign(p.block_size().begin(), p.block_size().end());
   s.symmetric = p.has_symmetric() ? p.symmetric() : true;
   s.is_dynamic = p.is_dynamic();
   const ObserverKind default_observer =

@@ -21,6 +21,8 @@ struct QuantSpec {
   std::optional<int> ch_axis;
   /// per_group only (and MX): elements per group; -1 = the whole row.
   std::optional<int> group_size;
+  /// per_block only: [rows, cols] of one weight tile (Quark's block_size, e.g. [128, 128]).
+  std::vector<int> block_size;
   bool symmetric = true;
   bool is_dynamic = false;
   ObserverKind observer = ObserverKind::kMinMax;
@@ -36,6 +38,8 @@ struct QuantSpec {
 
   /// OCP MX: a shared E8M0 scale over blocks (new spelling: scale_format e8m0; legacy: dtype mx).
   bool IsMx() const { return dtype == DType::kMx || scale_format == ScaleFormat::kE8M0; }
+  /// NVFP4: fp4 groups of 16 with float8_e4m3fn block scales under a float32 global scale.
+  bool IsNvfp4() const { return scale_format == ScaleFormat::kE4M3; }
   /// The element type of the grid: mx_element_dtype for legacy MX, else dtype.
   DType ElementType() const {
     return dtype == DType::kMx && mx_element_dtype ? *mx_element_dtype : dtype;

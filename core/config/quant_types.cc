@@ -16,8 +16,9 @@ constexpr NameTable<DType, 14> kDTypeNames{{
     {DType::kFp6E2M3, "fp6_e2m3"},  {DType::kFp4, "fp4"},           {DType::kMx, "mx"},
     {DType::kBFloat16, "bfloat16"}, {DType::kFloat16, "float16"},
 }};
-constexpr NameTable<QScheme, 3> kQSchemeNames{{
+constexpr NameTable<QScheme, 4> kQSchemeNames{{
     {QScheme::kPerTensor, "per_tensor"}, {QScheme::kPerChannel, "per_channel"}, {QScheme::kPerGroup, "per_group"},
+    {QScheme::kPerBlock, "per_block"},
 }};
 // Quark writes observer class names; ours are the short forms, the class names parse too (see below).
 constexpr NameTable<ObserverKind, 4> kObserverNames{{
@@ -31,7 +32,8 @@ constexpr NameTable<ScaleType, 5> kScaleTypeNames{{
 constexpr NameTable<RoundMethod, 3> kRoundNames{{
     {RoundMethod::kHalfEven, "half_even"}, {RoundMethod::kRound, "round"}, {RoundMethod::kFloor, "floor"},
 }};
-constexpr NameTable<ScaleFormat, 2> kScaleFormatNames{{{ScaleFormat::kFloat, "float"}, {ScaleFormat::kE8M0, "e8m0"}}};
+constexpr NameTable<ScaleFormat, 3> kScaleFormatNames{
+    {{ScaleFormat::kFloat, "float"}, {ScaleFormat::kE8M0, "e8m0"}, {ScaleFormat::kE4M3, "e4m3"}}};
 constexpr NameTable<ScaleCalculationMode, 3> kScaleCalcNames{{
     {ScaleCalculationMode::kEven, "even"}, {ScaleCalculationMode::kFloor, "floor"}, {ScaleCalculationMode::kCeil, "ceil"},
 }};
@@ -85,7 +87,7 @@ std::optional<ObserverKind> ParseObserverKind(std::string_view s) {
   if (auto v = Parse(kObserverNames, s)) return v;
   // Quark's observer class names, as they appear in an exported config.json.
   if (s == "PerTensorMinMaxObserver" || s == "PerChannelMinMaxObserver" || s == "PerGroupMinMaxObserver" ||
-      s == "PerTokenMinMaxObserver" || s == "PlaceholderObserver") {
+      s == "PerTokenMinMaxObserver" || s == "PerBlock2DMinMaxObserver" || s == "PlaceholderObserver") {
     return ObserverKind::kMinMax;
   }
   if (s == "PerTensorPercentileObserver") return ObserverKind::kPercentile;

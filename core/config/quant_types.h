@@ -26,11 +26,14 @@ enum class DType {
   kFloat16,
 };
 
-enum class QScheme { kPerTensor, kPerChannel, kPerGroup };
+/// kPerBlock: 2-D tiles of a weight (block_size [rows, cols], e.g. FP8 128x128 blocks).
+enum class QScheme { kPerTensor, kPerChannel, kPerGroup, kPerBlock };
 enum class ObserverKind { kMinMax, kPercentile, kMse, kMxBlock };
 enum class ScaleType { kFloat, kFloat32, kFloat16, kBFloat16, kPof2 };
 enum class RoundMethod { kHalfEven, kRound, kFloor };
-enum class ScaleFormat { kFloat, kE8M0 };
+/// kE4M3: NVFP4's two-level scale (fp4 groups of 16, float8_e4m3fn block scales under one float32 global scale
+/// per tensor: Quark's `nvfp4` scheme and its one-spec `scale_format: "e4m3"` spelling).
+enum class ScaleFormat { kFloat, kE8M0, kE4M3 };
 enum class ScaleCalculationMode { kEven, kFloor, kCeil };
 enum class ZeroPointType { kInt32, kFloat32 };
 enum class QuantMode { kEager, kFxGraph };

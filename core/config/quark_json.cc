@@ -24,6 +24,7 @@ std::string ObserverClassName(const QuantSpec& s) {
   switch (s.qscheme) {
     case QScheme::kPerChannel: return "PerChannelMinMaxObserver";
     case QScheme::kPerGroup: return "PerGroupMinMaxObserver";
+    case QScheme::kPerBlock: return "PerBlock2DMinMaxObserver";
     case QScheme::kPerTensor: break;
   }
   return "PerTensorMinMaxObserver";
@@ -278,6 +279,56 @@ absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<Patt
   return absl::OkStatus();
 }
 
+// NVFP4 as Quark writes it (formats-2026.md 1.6): a two-element list, the fp4 groups of 16 and the fp8 per-tensor
+// second stage that quantizes their scales (`is_scale_quant`), each with Quark's full key set.
+Json Nvfp4ToQuarkJson(const QuantSpec& s) {
+  Json first{{"dtype", "fp4"},          {"is_dynamic", s.is_dynamic},     {"qscheme", "per_group"},
+             {"ch_axis", -1},           {"group_size", 16},               {"symmetric", nullptr},
+             {"round_method", "half_even"}, {"scale_type", "float32"},    {"scale_format", "float32"},
+             {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
+             {"observer_cls", "PerBlockMXObserver"}, {"is_scale_quant", false}, {"block_size", nullptr}};
+  Json second{{"dtype", "fp8_e4m3"},    {"is_dynamic", false},            {"qscheme", "per_tensor"},
+              {"ch_axis", nullptr},     {"group_size", nullptr},          {"symmetric", nullptr},
+              {"round_method", "half_even"}, {"scale_type", "float32"},   {"scale_format", nullptr},
+              {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
+              {"observer_cls", "PerTensorMinMaxObserver"}, {"is_scale_quant", true}, {"block_size", nullptr}};
+  return Json::array({std::move(first), std::move(second)});
+}
+
+bool StringIs(const Json& j, const char* key, const char* value) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() && it->get<std::string>() == value;
+}
+
+// The two-element list of a tensor: NVFP4 is the only one read ([fp4 per_group 16, fp8_e4m3 per_tensor]).
+absl::StatusOr<QuantSpec> TwoStageFromQuarkJson(const Json& list, const std::string& path) {
+  const Json& a = list[0];
+  const Json& b = list[1];
+  const bool nvfp4 = a.is_object() && b.is_object() && StringIs(a, "dtype", "fp4") && StringIs(a, "qscheme", "per_group") &&
+                     a.contains("group_size") && a["group_size"] == 16 && StringIs(b, "dtype", "fp8_e4m3") &&
+                     StringIs(b, "qscheme", "per_tensor");
+  if (!nvfp4) {
+    return absl::InvalidArgumentError(StrCat(path, ": a two-element spec list is read as NVFP4 only ([{dtype fp4, ",
+                                             "qscheme per_group, group_size 16}, {dtype fp8_e4m3, qscheme ",
+                                             "per_tensor}]), got ", list.dump()));
+  }
+  if (auto it = b.find("is_dynamic"); it != b.end() && it->is_boolean() && it->get<bool>()) {
+    return absl::InvalidArgumentError(path + "[1].is_dynamic: the NVFP4 global scale is static");
+  }
+  Json first = a;
+  first.erase("scale_format");  // Quark's first stage says "float32": its scales are what the second stage quantizes
+  first.erase("observer_cls");
+  first.erase("is_scale_quant");
+  first.erase("block_size");
+  auto spec = QuantSpecFromQuarkJson(first, path + "[0]");
+  if (!spec.ok()) return spec.status();
+  spec->scale_format = ScaleFormat::kE4M3;
+  spec->scale_type = ScaleType::kFloat32;
+  spec->observer = ObserverKind::kMinMax;
+  spec->symmetric = true;
+  return spec;
+}
+
 Json PatternConfigsToJson(const std::vector<PatternQuantConfig>& entries) {
   Json out = Json::object();
   for (const auto& e : entries) out[e.pattern] = LayerConfigToQuarkJson(e.config);
@@ -295,6 +346,7 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["symmetric"] = s.symmetric;
   j["ch_axis"] = OptionalInt(s.ch_axis);
   j["group_size"] = OptionalInt(s.group_size);
+  j["block_size"] = s.block_size.empty() ? Json(nullptr) : Json(s.block_size);
   j["round_method"] = std::string(Name(s.round_method));
   j["scale_type"] = std::string(Name(s.scale_type));
   j["scale_format"] = std::string(Name(s.scale_format));
@@ -322,6 +374,12 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   QUARK_RETURN_IF_ERROR(ReadBool(j, "symmetric", path, s.symmetric));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "ch_axis", path, s.ch_axis));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "group_size", path, s.group_size));
+  if (auto it = j.find("block_size"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() || !(*it)[1].is_number_integer()) {
+      return absl::InvalidArgumentError(StrCat(path, ".block_size: expected [rows, cols], got ", it->dump()));
+    }
+    s.block_size = {(*it)[0].get<int>(), (*it)[1].get<int>()};
+  }
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "round_method", path, &ParseRoundMethod, s.round_method));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_type", path, &ParseScaleType, s.scale_type));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_format", path, &ParseScaleFormat, s.scale_format));
@@ -334,6 +392,8 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   }
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "zero_point_type", path, &ParseZeroPointType, s.zero_point_type));
   QUARK_RETURN_IF_ERROR(ReadNumber(j, "percentile", path, s.percentile));
+  // NVFP4 in one spec (Quark's scale_format "e4m3"): block and global amax, whatever observer class is named.
+  if (s.scale_format == ScaleFormat::kE4M3) s.observer = ObserverKind::kMinMax;
   // Quark's MX observer implies the MX layout when a config names only the observer.
   if (s.observer == ObserverKind::kMxBlock && s.dtype != DType::kMx && !j.contains("scale_format")) {
     s.scale_format = ScaleFormat::kE8M0;
@@ -342,7 +402,10 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
 }
 
 Json LayerConfigToQuarkJson(const LayerQuantConfig& c) {
-  auto spec = [](const std::optional<QuantSpec>& s) { return s ? QuantSpecToQuarkJson(*s) : Json(nullptr); };
+  auto spec = [](const std::optional<QuantSpec>& s) {
+    if (!s) return Json(nullptr);
+    return s->IsNvfp4() ? Nvfp4ToQuarkJson(*s) : QuantSpecToQuarkJson(*s);
+  };
   return Json{{"input_tensors", spec(c.input_tensors)},
               {"output_tensors", spec(c.output_tensors)},
               {"weight", spec(c.weight)},
@@ -363,6 +426,12 @@ absl::StatusOr<LayerQuantConfig> LayerConfigFromQuarkJson(const Json& j, const s
     if (it == j.end() || it->is_null()) continue;
     // Quark allows a list of specs for input_tensors (several inputs); one spec per tensor here.
     const Json* spec_json = &*it;
+    if (it->is_array() && it->size() == 2) {
+      auto spec = TwoStageFromQuarkJson(*it, StrCat(path, ".", f.key));
+      if (!spec.ok()) return spec.status();
+      *f.target = *std::move(spec);
+      continue;
+    }
     if (it->is_array()) {
       if (it->size() != 1) {
         return absl::InvalidArgumentError(StrCat(path, ".", f.key, ": a list of ", it->size(),

@@ -49,6 +49,24 @@ void CheckMx(const QuantSpec& s, const std::string& path, Issues& out) {
   if (!s.symmetric) out.Error(path + ".symmetric", "OCP MX is symmetric only");
 }
 
+void CheckNvfp4(const QuantSpec& s, const std::string& path, Issues& out) {
+  if (s.dtype != DType::kFp4) {
+    out.Error(path + ".dtype", StrCat("NVFP4 (scale_format e4m3) needs fp4 elements, got ", Name(s.dtype)));
+  }
+  if (s.qscheme != QScheme::kPerGroup) {
+    out.Error(path + ".qscheme", StrCat("NVFP4 is per_group (groups of 16), got ", Name(s.qscheme)));
+  }
+  if (s.group_size.value_or(16) != 16) {
+    out.Error(path + ".group_size", StrCat("NVFP4 needs group_size 16, got ", *s.group_size));
+  }
+  if (s.ch_axis && *s.ch_axis != -1 && *s.ch_axis != 1) {
+    out.Error(path + ".ch_axis", StrCat("NVFP4 groups run along the last axis (-1), got ", *s.ch_axis));
+  }
+  if (s.observer != ObserverKind::kMinMax) {
+    out.Error(path + ".observer", StrCat("NVFP4 uses min_max (block and global amax), got ", Name(s.observer)));
+  }
+}
+
 void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) {
   if (s.qscheme == QScheme::kPerGroup) {
     if (!s.group_size) {
@@ -59,6 +77,12 @@ void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) 
   } else if (s.group_size && !s.IsMx()) {
     out.Warn(path + ".group_size", StrCat("ignored: only per_group uses a group size (qscheme is ",
                                                 Name(s.qscheme), ")"));
+  }
+  if (s.qscheme == QScheme::kPerBlock &&
+      (s.block_size.size() != 2 || s.block_size[0] <= 0 || s.block_size[1] <= 0)) {
+    out.Error(path + ".block_size", "per_block needs block_size [rows, cols] of two positive integers");
+  } else if (s.qscheme != QScheme::kPerBlock && !s.block_size.empty()) {
+    out.Error(path + ".block_size", StrCat("only per_block uses a block size (qscheme is ", Name(s.qscheme), ")"));
   }
   if (s.ch_axis && (*s.ch_axis < -4 || *s.ch_axis > 3)) {
     out.Error(path + ".ch_axis", StrCat("out of range: ", *s.ch_axis));
@@ -85,6 +109,8 @@ void CheckObserver(const QuantSpec& s, const std::string& path, Issues& out) {
 void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
   if (s.IsMx()) {
     CheckMx(s, path, out);
+  } else if (s.IsNvfp4()) {
+    CheckNvfp4(s, path, out);
   } else if (s.mx_element_dtype) {
     out.Error(path + ".mx_element_dtype", StrCat("only used with dtype mx, dtype is ", Name(s.dtype)));
   }
@@ -216,13 +242,23 @@ void CheckAgainstModel(const Config& c, const std::vector<ModuleInfo>& modules, 
     const LayerAssignment& a = plan.layers[i];
     const ModuleInfo& m = modules[i];
     const auto& w = a.config.weight;
+    if (w && w->qscheme == QScheme::kPerBlock && w->block_size.size() == 2 && m.weight_shape.size() == 2 &&
+        (m.weight_shape[0] % w->block_size[0] != 0 || m.weight_shape[1] % w->block_size[1] != 0)) {
+      out.Error(PathOf(a) + ".weight.block_size",
+                StrCat("[", w->block_size[0], ", ", w->block_size[1], "] does not tile ", m.name, " (weight [",
+                       m.weight_shape[0], ", ", m.weight_shape[1], "]; rule: out_features % ", w->block_size[0],
+                       " == 0 and in_features % ", w->block_size[1], " == 0)"));
+      continue;
+    }
     if (!w || w->qscheme != QScheme::kPerGroup || w->IsMx() || !w->group_size || *w->group_size <= 0) continue;
     if (m.weight_shape.size() < 2) continue;
     const int64_t in_features = m.weight_shape[1];
     if (in_features % *w->group_size == 0) continue;
     const std::string path = PathOf(a) + ".weight.group_size";
     if (!reported.insert(StrCat(path, "/", in_features)).second) continue;
-    out.Error(path, StrCat(*w->group_size, " does not divide in_features ", in_features, " of ", m.name));
+    out.Error(path, StrCat(*w->group_size, " does not divide in_features ", in_features, " of ", m.name, " (weight [",
+                           m.weight_shape[0], ", ", in_features, "]; rule: in_features % ",
+                           w->IsNvfp4() ? "16 == 0 for NVFP4" : "group_size == 0", ")"));
   }
   auto matches_any = [&](const std::string& pattern) {
     for (const auto& m : modules) {

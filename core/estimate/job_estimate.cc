@@ -21,8 +21,9 @@ struct Linear {
   const LayerQuantConfig* config = nullptr;  // nullptr: left in float
 };
 
+// (An NVFP4 input is dynamic per group yet calibrates its global scale.)
 bool StaticActivation(const std::optional<QuantSpec>& spec) {
-  return spec && !spec->is_dynamic && !IsCastType(spec->dtype);
+  return spec && (!spec->is_dynamic || spec->IsNvfp4()) && !IsCastType(spec->dtype);
 }
 
 bool StaticActivations(const LayerQuantConfig& c) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -23,8 +24,31 @@ constexpr const char* kSpecFields[] = {"dtype",         "qscheme",      "is_dyna
                                        "scale_format",  "scale_calculation_mode", "mx_element_dtype", "observer_cls"};
 constexpr const char* kLayerKeys[] = {"weight", "input_tensors", "output_tensors", "bias"};
 
+bool IsStr(const Json& j, const char* key, const char* value) {
+  return j.is_object() && j.contains(key) && j[key].is_string() && j[key].get<std::string>() == value;
+}
+
+// vLLM's `_is_nvfp4` for one tensor (formats-2026.md 1.3): [{fp4, per_group, group_size 16, is_dynamic as given},
+// {fp8_e4m3, per_tensor, static}].
+bool IsVllmNvfp4List(const Json& list, bool dynamic_first) {
+  if (!list.is_array() || list.size() != 2) return false;
+  const Json& a = list[0];
+  const Json& b = list[1];
+  return IsStr(a, "dtype", "fp4") && IsStr(a, "qscheme", "per_group") && a.value("group_size", Json()) == 16 &&
+         a.value("is_dynamic", Json()) == dynamic_first && IsStr(b, "dtype", "fp8_e4m3") &&
+         IsStr(b, "qscheme", "per_tensor") && b.value("is_dynamic", Json()) == false;
+}
+
 void CheckSpec(const Json& spec, const std::string& path, std::vector<std::string>& out) {
   if (spec.is_null()) return;
+  if (spec.is_array()) {  // vLLM unwraps one-element lists; two elements are NVFP4 only (checked per layer)
+    if (spec.size() != 1 && spec.size() != 2) {
+      out.push_back(StrCat(path, ": a list of ", spec.size(), " specs (vLLM: multi-entry only for NVFP4)"));
+      return;
+    }
+    for (size_t i = 0; i < spec.size(); ++i) CheckSpec(spec[i], StrCat(path, "[", i, "]"), out);
+    return;
+  }
   if (!spec.is_object()) {
     out.push_back(StrCat(path, ": expected a tensor spec object or null, got ", spec.dump()));
     return;
@@ -51,6 +75,28 @@ void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer,
   }
   if (layer.contains("bias") && !layer["bias"].is_null()) {
     out.push_back(StrCat(path, ".bias: must be null (vLLM refuses quantized biases)"));
+  }
+  const Json w = layer.value("weight", Json());
+  const Json in = layer.value("input_tensors", Json());
+  // Dispatch steps 2 and 3a: a per_block weight is QuarkW8A8Fp8PerBlock only with fp8 [128, 128] symmetric static
+  // weights and dynamic fp8 inputs per group of 128 (else no scheme matches and vLLM raises).
+  if (IsStr(w, "qscheme", "per_block")) {
+    const bool ok = IsStr(w, "dtype", "fp8_e4m3") && w.value("block_size", Json()) == Json::array({128, 128}) &&
+                    w.value("symmetric", Json()) == true && w.value("is_dynamic", Json()) == false &&
+                    IsStr(in, "dtype", "fp8_e4m3") && IsStr(in, "qscheme", "per_group") &&
+                    in.value("is_dynamic", Json()) == true && in.value("group_size", Json()) == 128 &&
+                    in.value("symmetric", Json()) == true;
+    if (!ok) {
+      out.push_back(StrCat(path, ": a per_block weight loads in vLLM only as QuarkW8A8Fp8PerBlock (weight fp8_e4m3 ",
+                           "block_size [128, 128] symmetric static; input fp8_e4m3 per_group 128 dynamic symmetric)"));
+    }
+  }
+  // Dispatch step 1: a two-element list on either tensor must be NVFP4 on both (QuarkNVFP4), else NotImplementedError.
+  const bool multi = (w.is_array() && w.size() > 1) || (in.is_array() && in.size() > 1);
+  if (multi && !(IsVllmNvfp4List(w, false) && IsVllmNvfp4List(in, true))) {
+    out.push_back(StrCat(path, ": two-element spec lists load in vLLM only as NVFP4 W4A4 (_is_nvfp4: weight [fp4 ",
+                         "per_group 16 static, fp8_e4m3 per_tensor static], input [fp4 per_group 16 dynamic, fp8_e4m3 ",
+                         "per_tensor static]); NVFP4 weight-only loads through compressed-tensors (NVFP4A16)"));
   }
 }
 
@@ -250,6 +296,19 @@ std::optional<float> ScalarF32(const checkpoint::CheckpointReader& reader, const
   return v;
 }
 
+// The vLLM fused module a linear belongs to ("qkv", "gate_up"), or "" for one that is not fused.
+std::string FusedGroupOf(const std::string& relative_name) {
+  if (relative_name.find("experts.") != std::string::npos) return "";  // vLLM keeps one global scale per expert
+  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
+    if (relative_name.size() >= 6 && relative_name.compare(relative_name.size() - 6, 6, p) == 0) return "qkv";
+  }
+  for (const char* p : {"gate_proj", "up_proj"}) {
+    const size_t n = std::strlen(p);
+    if (relative_name.size() >= n && relative_name.compare(relative_name.size() - n, n, p) == 0) return "gate_up";
+  }
+  return "";
+}
+
 void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
                         std::vector<std::string>& out) {
   auto embed = reader.Get(checkpoint::EmbedTokensName(model) + ".weight");
@@ -259,6 +318,7 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
   for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
     const std::string prefix = checkpoint::LayerPrefix(model, i);
     std::vector<float> kv_scales;
+    std::map<std::string, std::vector<std::pair<std::string, float>>> nvfp4_globals;  // fused group -> shards
     for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model)) {
       const std::string name = prefix + linear.relative_name;
       LayerQuantConfig config;
@@ -285,8 +345,20 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
         continue;
       }
       for (const auto& spec : *specs) CheckTensor(reader, spec, out);
+      if (config.weight && config.weight->IsNvfp4()) {
+        if (auto g = ScalarF32(reader, name + ".weight_scale_2")) nvfp4_globals[FusedGroupOf(linear.relative_name)].push_back({name, *g});
+      }
       if (config.output_tensors) {
         if (auto v = ScalarF32(reader, name + ".output_scale")) kv_scales.push_back(*v);
+      }
+    }
+    // vLLM takes the max of the shards' weight_scale_2 ("should be recomputed"): they must be one shared scale.
+    for (const auto& [group, shards] : nvfp4_globals) {
+      for (const auto& [name, g] : shards) {
+        if (!group.empty() && g != shards.front().second) {
+          out.push_back(StrCat(name, ".weight_scale_2: ", g, " differs from ", shards.front().first, "'s ",
+                               shards.front().second, " (NVFP4 fused shards share one global scale)"));
+        }
       }
     }
     for (float s : kv_scales) {

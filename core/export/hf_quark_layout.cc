@@ -54,6 +54,16 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
     t.push_back({m + ".weight", {w.dtype == DType::kBFloat16 ? StDType::kBF16 : StDType::kF16}, {out, in}});
     return absl::OkStatus();
   }
+  if (w.IsNvfp4()) {
+    if (in % 16 != 0) {
+      return absl::InvalidArgumentError(StrCat(m, ".weight: NVFP4 needs in_features % 16 == 0, got shape [", out, ", ",
+                                               in, "]"));
+    }
+    t.push_back({m + ".weight", {StDType::kU8}, {out, in / 2}});
+    t.push_back({m + ".weight_scale", {StDType::kF8E4M3}, {out, in / 16}});
+    t.push_back({m + ".weight_scale_2", {StDType::kF32}, {}});
+    return absl::OkStatus();
+  }
   if (w.IsMx()) {
     auto packed = PackedLength(m, element, in, "in_features");
     if (!packed.ok()) return packed.status();
@@ -66,6 +76,12 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
   if (w.qscheme == QScheme::kPerChannel) {
     const int axis = w.ch_axis.value_or(0);
     scale_shape = {axis == 0 || axis == -2 ? out : in};
+  } else if (w.qscheme == QScheme::kPerBlock) {
+    if (w.block_size.size() != 2 || out % w.block_size[0] != 0 || in % w.block_size[1] != 0) {
+      return absl::InvalidArgumentError(StrCat(m, ".weight: per_block needs block_size [rows, cols] tiling [", out,
+                                               ", ", in, "] (rule: out_features % rows == 0, in_features % cols == 0)"));
+    }
+    scale_shape = {out / w.block_size[0], in / w.block_size[1]};  // vLLM's BlockQuantScaleParameter
   } else if (w.qscheme == QScheme::kPerGroup) {
     group = w.group_size.value_or(-1) == -1 ? in : *w.group_size;
     if (group <= 0 || in % group != 0) {
@@ -95,6 +111,11 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
 // Static activation scales: integer per tensor [1] with a zero point, float formats per tensor a scalar.
 absl::Status AddActivationTensors(const std::string& m, const QuantSpec& a, const char* prefix, int64_t channels,
                                   std::vector<ExportTensorSpec>& t) {
+  // NVFP4: dynamic groups under the calibrated global scale (Quark writes only `input_scale_2`).
+  if (a.IsNvfp4()) {
+    t.push_back({StrCat(m, ".", prefix, "_scale_2"), {StDType::kF32}, {}});
+    return absl::OkStatus();
+  }
   if (a.is_dynamic || IsCastType(a.dtype)) return absl::OkStatus();
   const bool integer = IsIntegerType(a.dtype) && !a.IsMx();
   std::vector<int64_t> shape;
@@ -203,6 +224,13 @@ absl::StatusOr<std::vector<ExportTensor>> LinearExportTensors(const LinearExport
       t = packed.scale;
     } else if (suffix == "weight_zero_point") {
       t = packed.zero_point;
+    } else if (suffix == "weight_scale_2") {
+      t = packed.global_scale;
+    } else if (suffix == "input_scale_2") {
+      if (!data.input_params || !data.input_params->global_scale.defined()) {
+        return absl::InternalError(StrCat(spec.name, ": the NVFP4 input of ", data.module, " was never calibrated"));
+      }
+      t = data.input_params->global_scale;
     } else if (suffix == "bias") {
       t = data.bias;
     } else {

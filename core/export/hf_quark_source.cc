@@ -58,7 +58,12 @@ absl::StatusOr<at::Tensor> HfQuarkWeightSource::Dequantized(const std::string& m
   auto scale = view(module + ".weight_scale");
   if (!scale.ok()) return scale.status();
   packed.codes = *codes;
-  packed.scale = spec.IsMx() ? *scale : scale->to(ScaleDtypeFor(spec, compute_dtype_));
+  packed.scale = spec.IsMx() || spec.IsNvfp4() ? *scale : scale->to(ScaleDtypeFor(spec, compute_dtype_));
+  if (spec.IsNvfp4()) {  // the F8_E4M3 block scales stay bytes; the global scale is weight_scale_2
+    auto global = view(module + ".weight_scale_2");
+    if (!global.ok()) return global.status();
+    packed.global_scale = global->to(at::kFloat).reshape({});
+  }
   if (reader_->Has(module + ".weight_zero_point")) {
     auto zp = view(module + ".weight_zero_point");
     if (!zp.ok()) return zp.status();
@@ -94,6 +99,13 @@ absl::StatusOr<at::Tensor> HfQuarkWeightSource::GetStored(const std::string& nam
 absl::StatusOr<std::optional<QuantParams>> HfQuarkWeightSource::StaticParams(const std::string& module,
                                                                              const std::optional<QuantSpec>& spec,
                                                                              const char* prefix) const {
+  if (spec && spec->IsNvfp4()) {  // dynamic groups under the exported global scale
+    auto ref = reader_->Get(StrCat(module, ".", prefix, "_scale_2"));
+    if (!ref.ok()) return ref.status();
+    auto global = runtime::ViewTensor(*ref);
+    if (!global.ok()) return global.status();
+    return std::optional<QuantParams>(QuantParams{at::Tensor(), at::Tensor(), global->to(at::kFloat).reshape({})});
+  }
   if (!spec || spec->is_dynamic || IsCastType(spec->dtype)) return std::optional<QuantParams>();
   const std::string scale_name = StrCat(module, ".", prefix, "_scale");
   auto ref = reader_->Get(scale_name);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/numerics/dispatch.h"
 #include "core/numerics/format_map.h"
+#include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/observer.h"
 #include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_layout.h"
@@ -120,12 +121,24 @@ absl::Status CheckParams(const QuantParams& params, const std::vector<int64_t>& 
   return absl::OkStatus();
 }
 
+absl::Status CheckNvfp4Params(const QuantParams& params, const std::vector<int64_t>& param_shape) {
+  if (!params.global_scale.defined() || params.global_scale.numel() != 1) {
+    return absl::InvalidArgumentError("global_scale: NVFP4 needs one float32 global scale");
+  }
+  if (!params.scale.defined()) return absl::OkStatus();  // dynamic groups
+  return CheckParams(QuantParams{params.scale, params.scale}, param_shape);
+}
+
 absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
                                         TensorRole role) {
   if (auto st = CheckInput(x); !st.ok()) return st;
   auto layout = ResolveLayout(spec, role, x.sizes());
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
+  if (spec.IsNvfp4()) {
+    if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
+    return Nvfp4FakeQuantize(x, &params);
+  }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
   if (x.numel() == 0) return x.contiguous().clone();
   if (spec.IsMx()) return RunMx(x, spec, *layout, &params.scale);
@@ -145,6 +158,11 @@ absl::Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const 
     out.copy_(CastRoundTrip(x, spec.dtype));
     return absl::OkStatus();
   }
+  if (spec.IsNvfp4()) {
+    if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
+    Nvfp4FakeQuantize(x, &params, &out);
+    return absl::OkStatus();
+  }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
   if (x.numel() == 0) return absl::OkStatus();
   if (spec.IsMx()) {
@@ -161,6 +179,7 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
   if (x.numel() == 0) return x.contiguous().clone();
+  if (spec.IsNvfp4()) return Nvfp4FakeQuantize(x, nullptr);
   // MX computes each block's scale inside the kernel: one pass.
   if (spec.IsMx()) return RunMx(x, spec, *layout, nullptr);
   auto params = ParamsOf(x, spec, role);

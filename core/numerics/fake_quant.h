@@ -34,6 +34,9 @@ absl::Status CheckInput(const at::Tensor& x);
 /// CheckInput, and on the CPU: for what reads tensor memory directly (real quantization, histogram observers).
 absl::Status CheckCpuInput(const at::Tensor& x);
 
+/// NVFP4 parameters: a global scale, and block scales of param_shape or none (a dynamic input's).
+absl::Status CheckNvfp4Params(const QuantParams& params, const std::vector<int64_t>& param_shape);
+
 /// Checks params against the layout's param_shape; the message names the tensor ("scale") and both shapes.
 absl::Status CheckParams(const QuantParams& params, const std::vector<int64_t>& param_shape);
 

@@ -135,7 +135,7 @@ absl::StatusOr<RealQuantized> PackForExport(const RealQuantized& q, const QuantS
   if (IsFloatFormat(el)) {
     auto codes = PackElements(q.codes, el);
     if (!codes.ok()) return codes.status();
-    return RealQuantized{*codes, q.scale, at::Tensor()};
+    return RealQuantized{*codes, q.scale, at::Tensor(), q.global_scale};  // NVFP4 keeps its global scale
   }
   const at::Tensor zp = q.zero_point.to(at::kInt);
   if (!IsInt4(el)) return RealQuantized{q.codes, q.scale, zp};
@@ -162,7 +162,7 @@ absl::StatusOr<RealQuantized> UnpackFromExport(const RealQuantized& packed, cons
     if (!codes.ok()) return codes.status();
     at::Tensor c = *codes;
     if (spec.IsMx() && el == DType::kInt8) c = c.view(at::kChar);
-    return RealQuantized{c, packed.scale, at::zeros(packed.scale.sizes(), at::kInt)};
+    return RealQuantized{c, packed.scale, at::zeros(packed.scale.sizes(), at::kInt), packed.global_scale};
   }
   if (!IsInt4(el)) return packed;
   const bool is_signed = !IsUnsigned(el);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/mx_kernels.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark {
 namespace {
@@ -62,6 +63,44 @@ absl::StatusOr<QuantLayout> ResolveMx(const QuantSpec& spec, at::IntArrayRef siz
   return layout;
 }
 
+// NVFP4: groups of 16 along the last axis, which must divide (vLLM's QuarkNVFP4 and CT's W4A4 need K % 16 == 0).
+absl::StatusOr<QuantLayout> ResolveNvfp4(const QuantSpec& spec, at::IntArrayRef sizes) {
+  if (sizes.empty()) return Invalid("qscheme", "NVFP4 needs a tensor with at least one dimension");
+  auto axis = NormalizeAxis(spec.ch_axis.value_or(-1), sizes);
+  if (!axis.ok()) return axis.status();
+  const auto last = static_cast<int64_t>(sizes.size()) - 1;
+  if (*axis != last) return Invalid("ch_axis", absl::StrCat(*spec.ch_axis, " is not the last axis (NVFP4 groups run along it)"));
+  if (sizes[last] % kernels::kNvfp4Group != 0) {
+    return Invalid("group_size", absl::StrCat("NVFP4 needs the last dimension to be a multiple of 16 (K % 16 == 0): ",
+                                              sizes[last], " is not (shape ", ShapeString(sizes), ")"));
+  }
+  QuantLayout layout;
+  layout.granularity = Granularity::kPerGroup;
+  layout.axis = last;
+  layout.group_size = kernels::kNvfp4Group;
+  layout.param_shape = MovedShapeWithLast(sizes, last, sizes[last] / kernels::kNvfp4Group);
+  return layout;
+}
+
+// 2-D tiles of a weight; both dimensions must divide (vLLM's FP8 block loader needs it, so nothing is padded).
+absl::StatusOr<QuantLayout> ResolveBlocks(const QuantSpec& spec, at::IntArrayRef sizes) {
+  if (spec.block_size.size() != 2 || spec.block_size[0] <= 0 || spec.block_size[1] <= 0) {
+    return Invalid("block_size", "per_block needs [rows, cols] of two positive integers");
+  }
+  if (sizes.size() != 2) return Invalid("qscheme", absl::StrCat("per_block needs a 2-D weight, got ", ShapeString(sizes)));
+  const int64_t br = spec.block_size[0], bc = spec.block_size[1];
+  if (sizes[0] % br != 0 || sizes[1] % bc != 0) {
+    return Invalid("block_size", absl::StrCat("[", br, ", ", bc, "] does not tile the weight ", ShapeString(sizes),
+                                              " (rule: out_features % ", br, " == 0 and in_features % ", bc, " == 0)"));
+  }
+  QuantLayout layout;
+  layout.granularity = Granularity::kPerBlock;
+  layout.block_rows = br;
+  layout.group_size = bc;
+  layout.param_shape = {sizes[0] / br, sizes[1] / bc};
+  return layout;
+}
+
 absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
   QuantLayout layout;
   if (role == TensorRole::kActivation && spec.is_dynamic) {
@@ -85,6 +124,7 @@ absl::StatusOr<QuantLayout> ResolveChannels(const QuantSpec& spec, TensorRole ro
 std::string ShapeString(at::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
 
 bool QuantLayout::MovesAxisLast(int64_t dim) const {
+  if (granularity == Granularity::kPerBlock) return true;
   return (granularity == Granularity::kPerGroup || granularity == Granularity::kMxBlock) && axis != dim - 1;
 }
 
@@ -103,6 +143,14 @@ absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
   if (spec.zero_point_type == ZeroPointType::kFloat32 && (!IsIntegerType(el) || spec.symmetric || spec.IsMx())) {
     return Invalid("zero_point_type", "float32 needs an asymmetric integer dtype");
   }
+  if (spec.IsNvfp4()) {
+    if (spec.dtype != DType::kFp4) return Invalid("dtype", absl::StrCat(std::string(Name(spec.dtype)), " with scale_format e4m3 (NVFP4) must be fp4"));
+    if (spec.qscheme != QScheme::kPerGroup) return Invalid("qscheme", "NVFP4 (scale_format e4m3) is per_group");
+    if (spec.group_size && *spec.group_size != 16) {
+      return Invalid("group_size", absl::StrCat(*spec.group_size, " is not NVFP4's group size 16"));
+    }
+    if (spec.observer != ObserverKind::kMinMax) return Invalid("observer", "NVFP4 (scale_format e4m3) uses min_max");
+  }
   const bool histogram = spec.observer == ObserverKind::kPercentile || spec.observer == ObserverKind::kMse;
   if (histogram && (spec.qscheme != QScheme::kPerTensor || spec.IsMx())) {
     return Invalid("observer", absl::StrCat(std::string(Name(spec.observer)), " supports per_tensor only, not ",
@@ -118,6 +166,7 @@ absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role
   if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
   if (IsCastType(spec.dtype)) return QuantLayout{};
   if (spec.IsMx()) return ResolveMx(spec, sizes);
+  if (spec.IsNvfp4()) return ResolveNvfp4(spec, sizes);
   switch (spec.qscheme) {
     case QScheme::kPerTensor:
       return QuantLayout{};
@@ -125,16 +174,26 @@ absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role
       return ResolveChannels(spec, role, sizes);
     case QScheme::kPerGroup:
       return ResolveGroups(spec, sizes);
+    case QScheme::kPerBlock:
+      return ResolveBlocks(spec, sizes);
   }
   return Invalid("qscheme", "unknown value");
 }
 
 at::Tensor KernelInput(const at::Tensor& x, const QuantLayout& layout) {
+  if (layout.granularity == Granularity::kPerBlock) {
+    return x.reshape({x.size(0) / layout.block_rows, layout.block_rows, x.size(1) / layout.group_size, layout.group_size})
+        .permute({0, 2, 1, 3})
+        .contiguous();
+  }
   if (layout.MovesAxisLast(x.dim())) return x.movedim(layout.axis, -1).contiguous();
   return x.contiguous();
 }
 
 at::Tensor FromKernelLayout(const at::Tensor& y, const QuantLayout& layout, int64_t dim) {
+  if (layout.granularity == Granularity::kPerBlock) {
+    return y.permute({0, 2, 1, 3}).reshape({y.size(0) * y.size(2), y.size(1) * y.size(3)}).contiguous();
+  }
   if (layout.MovesAxisLast(dim)) return y.movedim(-1, layout.axis).contiguous();
   return y;
 }
@@ -157,6 +216,8 @@ kernels::ChannelLayout ChannelLayoutOf(const at::Tensor& kernel_input, const Qua
       const int64_t hidden = kernel_input.size(-1);
       return {1, hidden == 0 ? 0 : n / hidden, hidden};
     }
+    case Granularity::kPerBlock:
+      return {1, n / (layout.block_rows * layout.group_size), layout.block_rows * layout.group_size};
     case Granularity::kMxBlock:
       break;
   }

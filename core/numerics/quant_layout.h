@@ -21,15 +21,18 @@ enum class Granularity {
   kPerGroup,    // `axis` moved last, groups of `group_size`; shape (moved sizes without the last..., len / group)
   kPerToken,    // dynamic activations: one scale per row of [-1, sizes.back()]; shape (sizes without last..., 1)
   kMxBlock,     // `axis` moved last, blocks of 32 (tail allowed); shape (moved sizes without last..., ceil(len/32))
+  kPerBlock,    // 2-D tiles [block_rows, group_size] of a [rows, cols] tensor (both divide); shape (rows/br, cols/bc)
 };
 
 struct QuantLayout {
   Granularity granularity = Granularity::kPerTensor;
   int64_t axis = -1;        // normalized to [0, dim); -1 when unused
-  int64_t group_size = 0;   // per_group: resolved (-1 = the whole axis); MX: 32
+  int64_t group_size = 0;   // per_group: resolved (-1 = the whole axis); MX: 32; per_block: tile columns
+  int64_t block_rows = 0;   // per_block: tile rows
   std::vector<int64_t> param_shape;
 
-  /// Whether the kernels work on x with `axis` moved last (per_group and MX on a non-last axis).
+  /// Whether the kernels work on another arrangement of x: per_group and MX on a non-last axis (`axis` moved last),
+  /// per_block (tiles made contiguous: [rows/br, cols/bc, br, bc]).
   bool MovesAxisLast(int64_t dim) const;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/quant_layout.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/scalar_convert.h"
 
 namespace quark {
@@ -77,8 +78,18 @@ ScalarParams OneParams(float lo, float hi, const QuantSpec& spec, Rounder r) {
 
 }  // namespace
 
+QuantParams Nvfp4Params(const at::Tensor& block_amax, float global_amax) {
+  const at::Tensor a = block_amax.to(at::kFloat).contiguous();
+  const float g = kernels::Nvfp4GlobalScale(global_amax);
+  at::Tensor scale = at::empty(a.sizes(), at::kFloat);
+  const float* ap = a.data_ptr<float>();
+  float* sp = scale.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) sp[i] = kernels::element::Nvfp4BlockScale(ap[i], g);
+  return QuantParams{scale, at::zeros(a.sizes(), at::kInt), at::scalar_tensor(g, at::kFloat)};
+}
+
 at::ScalarType ScaleDtypeFor(const QuantSpec& spec, at::ScalarType observed) {
-  if (spec.IsMx()) return at::kFloat;
+  if (spec.IsMx() || spec.IsNvfp4()) return at::kFloat;
   switch (spec.scale_type) {
     case ScaleType::kFloat:
       return observed;
@@ -105,6 +116,12 @@ absl::StatusOr<QuantParams> ComputeQuantParams(const at::Tensor& min, const at::
   if (!IsSupportedInputDtype(min.scalar_type()) || min.scalar_type() != max.scalar_type()) {
     return absl::InvalidArgumentError(absl::StrCat("min/max: dtype ", c10::toString(min.scalar_type()),
                                                    " is not float32, bfloat16 or float16"));
+  }
+  if (spec.IsNvfp4()) {
+    // The global amax is the largest block amax (the tensor's own: fused shards share theirs via Nvfp4Params).
+    const at::Tensor amax = at::maximum(min.to(at::kFloat).abs(), max.to(at::kFloat).abs());
+    const at::Tensor finite = at::where(at::isnan(amax), at::zeros_like(amax), amax);
+    return Nvfp4Params(finite, finite.numel() == 0 ? 0.0f : finite.max().item<float>());
   }
   const at::ScalarType scale_dtype = ScaleDtypeFor(spec, min.scalar_type());
   // scale_type float computes in the model's dtype; explicit types compute in float32 and cast at the end.

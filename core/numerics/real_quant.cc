@@ -4,6 +4,7 @@
 #include "core/numerics/dispatch.h"
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/format_map.h"
+#include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/quant_layout.h"
 #include "kernels/cpu/affine_kernels.h"
 #include "kernels/cpu/float_kernels.h"
@@ -94,6 +95,10 @@ absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& x, const QuantSpec&
   auto layout = ResolveLayout(spec, role, x.sizes());
   if (!layout.ok()) return layout.status();
   if (spec.IsMx()) return QuantizeMx(x, spec, *layout);
+  if (spec.IsNvfp4()) {
+    if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
+    return Nvfp4QuantizeReal(x, &params);
+  }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
   return RealQuantized{QuantizeScaled(x, spec, *layout, params), params.scale.reshape(layout->param_shape),
                        params.zero_point.reshape(layout->param_shape)};
@@ -108,6 +113,16 @@ absl::StatusOr<at::Tensor> Dequantize(const RealQuantized& q, const QuantSpec& s
   auto layout = ResolveLayout(spec, role, q.codes.sizes());
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return absl::InvalidArgumentError("dtype: a cast has no codes");
+  if (spec.IsNvfp4()) {
+    if (q.codes.scalar_type() != at::kByte || !q.scale.defined() || q.scale.scalar_type() != at::kByte) {
+      return absl::InvalidArgumentError("codes / scale: NVFP4 needs uint8 codes and uint8 float8_e4m3fn scales");
+    }
+    if (!q.global_scale.defined() || q.global_scale.numel() != 1) {
+      return absl::InvalidArgumentError("global_scale: NVFP4 needs one float32 global scale");
+    }
+    if (auto st = CheckParams(QuantParams{q.scale, q.scale}, layout->param_shape); !st.ok()) return st;
+    return Nvfp4DequantizeReal(q, dtype);
+  }
   if (auto st = CheckParams(QuantParams{q.scale, q.zero_point}, layout->param_shape); !st.ok()) return st;
   const bool want_byte = spec.IsMx() || IsFloatFormat(spec.ElementType()) || IsUnsigned(spec.ElementType());
   const bool is_byte = q.codes.scalar_type() == at::kByte;

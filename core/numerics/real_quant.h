@@ -19,6 +19,8 @@ struct RealQuantized {
   at::Tensor codes;
   at::Tensor scale;
   at::Tensor zero_point;
+  /// NVFP4 only: float32 global scale, shape (); `scale` is then the uint8 bytes of the float8_e4m3fn block scales.
+  at::Tensor global_scale;
 };
 
 /// q = clamp(round(x * (1/s) + z), qmin, qmax) (integers) or the format codes of clamp(x / s, +-fmax) (floats).

@@ -1,13 +1,27 @@
 #include "core/numerics/tensor_quantizer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/quant_layout.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark {
 
 absl::StatusOr<std::unique_ptr<TensorQuantizer>> TensorQuantizer::Create(const QuantSpec& spec, TensorRole role) {
   if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
   std::unique_ptr<TensorQuantizer> q(new TensorQuantizer(spec, role));
+  if (spec.IsNvfp4() && spec.is_dynamic) {
+    // NVFP4 input: dynamic groups under a static global scale, from the calibration amax (Quark's input_scale_2).
+    QuantSpec amax_spec;
+    amax_spec.dtype = DType::kFp8E4M3;
+    amax_spec.qscheme = QScheme::kPerTensor;
+    auto observer = MakeObserver(amax_spec, role);
+    if (!observer.ok()) return observer.status();
+    q->observer_ = std::move(*observer);
+    return q;
+  }
   if (!spec.is_dynamic && !IsCastType(spec.dtype)) {
     auto observer = MakeObserver(spec, role);
     if (!observer.ok()) return observer.status();
@@ -24,6 +38,14 @@ absl::Status TensorQuantizer::Observe(const at::Tensor& x) {
 
 absl::Status TensorQuantizer::Freeze() {
   if (!observer_ || params_) return absl::OkStatus();
+  if (spec_.IsNvfp4() && spec_.is_dynamic) {
+    auto range = observer_->Range();
+    if (!range.ok()) return range.status();
+    const float amax = std::max(std::fabs(range->first.to(at::kFloat).item<float>()),
+                                std::fabs(range->second.to(at::kFloat).item<float>()));
+    params_ = QuantParams{at::Tensor(), at::Tensor(), at::scalar_tensor(kernels::Nvfp4GlobalScale(amax), at::kFloat)};
+    return absl::OkStatus();
+  }
   auto params = observer_->ComputeParams();
   if (!params.ok()) return params.status();
   params_ = std::move(*params);

@@ -62,6 +62,10 @@ class LayerQuantizer {
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
  private:
+  /// Per fused group of the layer (q/k/v, gate/up; else the linear itself): the largest weight amax of its NVFP4
+  /// linears, for their shared global scale.
+  std::map<std::string, float> SharedNvfp4Amax(runtime::DecoderLayer& layer) const;
+
   Config config_;
   LayerPlan plan_;
   int64_t min_expert_tokens_ = kDefaultMinExpertTokens;

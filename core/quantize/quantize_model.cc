@@ -359,7 +359,10 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
   if (gptq_ || scaling_) return true;
-  const auto is_static = [](const std::optional<QuantSpec>& s) { return s && !s->is_dynamic && !IsCastType(s->dtype); };
+  // An NVFP4 input is dynamic per group yet calibrates its global scale.
+  const auto is_static = [](const std::optional<QuantSpec>& s) {
+    return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);
+  };
   for (const LayerAssignment& a : quantizer_->plan().layers) {
     if (a.source == ConfigSource::kExcluded) continue;
     if (is_static(a.config.input_tensors) || is_static(a.config.output_tensors)) return true;

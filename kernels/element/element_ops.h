@@ -205,6 +205,36 @@ QUARK_HD float MxIntValue(float x, float inv) {
   return Clamp(RoundKeepSign<kMode>(Clamp(x * inv, -128.0f, 128.0f)), -127.0f, 127.0f);
 }
 
+/// NVFP4 (formats-2026.md 1.6): fp4 e2m1 elements in groups of 16, each group's scale a float8_e4m3fn value times
+/// one float32 global scale per tensor (Quark's `weight_scale_2`, a dequant multiplier).
+inline constexpr int kNvfp4Group = 16;
+/// 6 * 448: fp4's largest value times e4m3's.
+inline constexpr float kNvfp4GlobalDivisor = 2688.0f;
+
+/// Global scale of a tensor (or of fused shards) with the given amax: amax / (6 * 448) in one division; a zero amax
+/// gives float32 epsilon and a non-finite one 1 (numerics.md: a zero scale is replaced by eps; min or max not
+/// finite gives s = 1).
+QUARK_HD float Nvfp4GlobalScale(float amax) {
+  if (!(amax - amax == 0.0f)) return 1.0f;  // Inf or NaN
+  const float g = amax / kNvfp4GlobalDivisor;
+  return g == 0.0f ? 1.1920929e-07f : g;
+}
+
+/// The float8_e4m3fn block scale (as its float32 value) of a group with amax `amax_blk` under global scale `g`:
+/// e4m3_RNE(amax_blk / (g * 6)), saturating at 448; a block that underflows to 0 gets 1.0 (Quark's realign).
+QUARK_HD float Nvfp4BlockScale(float amax_blk, float g) {
+  const float q = GridSat(amax_blk / (g * 6.0f), GridArgs{3, -6, 448.0f});
+  return q == 0.0f || q != q ? 1.0f : q;
+}
+
+/// The fp4 grid value of one element: e2m1_RNE(clamp(x / (blk * g), -6, 6)); NaN stays NaN.
+QUARK_HD float Nvfp4Value(float x, float blk, float g) {
+  return GridSat(Clamp(x / (blk * g), -6.0f, 6.0f), GridArgs{1, 0, 6.0f});
+}
+
+/// Dequantized element: (value * blk) * g, in that order (what `e2m1 * weight_scale * weight_scale_2` computes).
+QUARK_HD float Nvfp4Dequant(float value, float blk, float g) { return (value * blk) * g; }
+
 /// One packed int4 word: nibble i (bits 4i..4i+3) holds code c[order[i]] of its 8 codes (numerics.md, "Packing for
 /// export"); codes are masked to their low 4 bits (int4 two's complement).
 QUARK_HD int32_t PackInt4Word(const uint8_t* c, const int* order) {

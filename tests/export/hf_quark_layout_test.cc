@@ -49,6 +49,12 @@ TEST(HfQuarkLayoutTest, TensorsPerScheme) {
   ExpectTensors("mxfp4", {{"weight", StDType::kU8, {64, 64}}, {"weight_scale", StDType::kU8, {64, 4}}});
   ExpectTensors("mxfp6_e2m3", {{"weight", StDType::kU8, {64, 96}}, {"weight_scale", StDType::kU8, {64, 4}}});
   ExpectTensors("bfloat16", {{"weight", StDType::kBF16, {64, 128}}});
+  // FP8 128x128 blocks: the scale is [out / 128, in / 128] (vLLM's BlockQuantScaleParameter); dynamic input.
+  ExpectTensors("fp8_block", {{"weight", StDType::kF8E4M3, {256, 384}}, {"weight_scale", StDType::kF32, {2, 3}}}, 256,
+                384);
+  // NVFP4: fp4 pairs per byte, F8_E4M3 block scales of 16, F32 scalar global scales (weight and calibrated input).
+  ExpectTensors("nvfp4", {{"weight", StDType::kU8, {64, 64}}, {"weight_scale", StDType::kF8E4M3, {64, 8}},
+                          {"weight_scale_2", StDType::kF32, {}}, {"input_scale_2", StDType::kF32, {}}});
   // A 172-wide input: MX pads its last block, fp4 packs two per byte.
   ExpectTensors("mxfp4_weight_only", {{"weight", StDType::kU8, {64, 86}}, {"weight_scale", StDType::kU8, {64, 6}}}, 64, 172);
 }

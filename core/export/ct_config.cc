@@ -1,0 +1,165 @@
+#include "core/export/ct_config.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/base/strings.h"
+
+namespace quark::exporter {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Refuse(const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(StrCat(path, ": ", why, " (compressed-tensors cannot express it)"));
+}
+
+// strategy of a spec: tensor / channel / group / block / token / tensor_group.
+absl::StatusOr<std::string> StrategyOf(const QuantSpec& s, bool is_weight, const std::string& path) {
+  if (s.IsNvfp4()) return std::string("tensor_group");
+  switch (s.qscheme) {
+    case QScheme::kPerTensor: return std::string("tensor");
+    case QScheme::kPerChannel:
+      if (!is_weight) {
+        if (s.is_dynamic) return std::string("token");
+        return Refuse(path + ".qscheme", "a static per_channel activation");
+      }
+      if (s.ch_axis.value_or(0) != 0) return Refuse(path + ".ch_axis", "per_channel weights on an axis other than 0");
+      return std::string("channel");
+    case QScheme::kPerGroup:
+      if (s.ch_axis && *s.ch_axis != -1 && *s.ch_axis != 1) {
+        return Refuse(path + ".ch_axis", "groups along an axis other than the input features");
+      }
+      return std::string(s.group_size.value_or(-1) == -1 ? "channel" : "group");
+    case QScheme::kPerBlock: return std::string("block");
+  }
+  return Refuse(path + ".qscheme", "an unknown granularity");
+}
+
+}  // namespace
+
+absl::StatusOr<Json> CtQuantizationArgs(const QuantSpec& s, bool is_weight, const std::string& path) {
+  const DType el = s.ElementType();
+  if (IsCastType(s.dtype)) return Refuse(path + ".dtype", StrCat(Name(s.dtype), " is a cast, not a quantization"));
+  if (el == DType::kFp8E5M2 || el == DType::kFp6E3M2 || el == DType::kFp6E2M3) {
+    return Refuse(path + ".dtype", StrCat(Name(el), " (its float types are fp8_e4m3 and fp4_e2m1)"));
+  }
+  if (IsUnsigned(el) && s.symmetric) {
+    return Refuse(path + ".symmetric", StrCat("true with ", Name(el), " (unsigned symmetric clips negatives)"));
+  }
+  if (s.IsMx() && el != DType::kFp4 && el != DType::kFp8E4M3) return Refuse(path + ".dtype", StrCat("MX ", Name(el)));
+  if (s.round_method != RoundMethod::kHalfEven) return Refuse(path + ".round_method", "rounding other than half_even");
+  if (s.scale_type == ScaleType::kPof2) return Refuse(path + ".scale_type", "pof2 scales");
+  if (s.zero_point_type == ZeroPointType::kFloat32) return Refuse(path + ".zero_point_type", "float zero points");
+  if (s.observer == ObserverKind::kPercentile || s.observer == ObserverKind::kMse) {
+    return Refuse(path + ".observer", StrCat(Name(s.observer), " (llm-compressor's observers are min-max)"));
+  }
+  if (s.IsMx() && s.scale_calculation_mode != ScaleCalculationMode::kEven) {
+    return Refuse(path + ".scale_calculation_mode", StrCat(Name(s.scale_calculation_mode), " (E8M0 scales round up)"));
+  }
+  auto strategy = StrategyOf(s, is_weight, path);
+  if (!strategy.ok()) return strategy.status();
+  Json a;
+  a["num_bits"] = IsIntegerType(el) ? IntegerBits(el) : (el == DType::kFp4 ? 4 : 8);
+  a["type"] = IsIntegerType(el) ? "int" : "float";
+  a["symmetric"] = s.symmetric;
+  a["strategy"] = *strategy;
+  a["group_size"] = nullptr;
+  if (*strategy == "group" || *strategy == "tensor_group") a["group_size"] = s.IsMx() ? 32 : *s.group_size;
+  a["block_structure"] = s.block_size.empty() ? Json(nullptr) : Json(s.block_size);
+  a["dynamic"] = s.IsNvfp4() && s.is_dynamic ? Json("local") : Json(s.is_dynamic);
+  a["actorder"] = nullptr;
+  a["observer"] = s.is_dynamic && !s.IsNvfp4() ? Json(nullptr) : Json(s.IsNvfp4() && !is_weight ? "static_minmax" : "minmax");
+  a["observer_kwargs"] = Json::object();
+  if (s.IsNvfp4()) {
+    a["scale_dtype"] = "torch.float8_e4m3fn";
+    a["zp_dtype"] = "torch.float8_e4m3fn";
+  } else if (s.IsMx()) {
+    a["scale_dtype"] = "torch.uint8";
+  }
+  if (!s.symmetric && !a.contains("zp_dtype")) a["zp_dtype"] = "torch.int8";
+  return a;
+}
+
+absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& c, const std::string& path) {
+  if (!c.weight) return Refuse(path + ".weight", "activation-only quantization (no weight spec)");
+  const QuantSpec& w = *c.weight;
+  const DType el = w.ElementType();
+  if (w.IsMx()) return std::string(el == DType::kFp4 ? "mxfp4-pack-quantized" : "mxfp8-quantized");
+  if (w.IsNvfp4()) return std::string("nvfp4-pack-quantized");
+  if (IsIntegerType(el)) return std::string(c.input_tensors ? "int-quantized" : "pack-quantized");
+  if (c.input_tensors && IsIntegerType(c.input_tensors->ElementType())) {
+    return Refuse(path + ".input_tensors", "int activations with float weights");
+  }
+  return std::string("float-quantized");
+}
+
+absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPlan& plan) {
+  // Distinct layer configs (KV output specs aside) in plan order, with their modules.
+  std::vector<std::pair<LayerQuantConfig, std::vector<std::string>>> groups;
+  std::vector<std::string> ignore;
+  for (const LayerAssignment& a : plan.layers) {
+    if (a.module_type != "Linear") continue;
+    if (a.source == ConfigSource::kExcluded || a.config.Empty()) {
+      ignore.push_back(a.module);
+      continue;
+    }
+    LayerQuantConfig c = a.config;
+    const std::string path = a.SourceLabel();
+    if (c.bias) return Refuse(path + ".bias", "a quantized bias");
+    if (c.output_tensors && !KvCacheSpecFor(config, a.module)) return Refuse(path + ".output_tensors", "output quantization");
+    c.output_tensors.reset();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == c; });
+    if (it == groups.end()) {
+      groups.push_back({c, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(a.module);
+  }
+  Json config_groups = Json::object();
+  std::set<std::string> formats;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& [c, modules] = groups[i];
+    const std::string path = plan.Find(modules.front())->SourceLabel();
+    auto format = CtFormatOf(c, path);
+    if (!format.ok()) return format.status();
+    Json g;
+    g["targets"] = groups.size() == 1 ? Json::array({"Linear"}) : Json(modules);
+    auto w = CtQuantizationArgs(*c.weight, true, path + ".weight");
+    if (!w.ok()) return w.status();
+    g["weights"] = *w;
+    g["input_activations"] = nullptr;
+    if (c.input_tensors) {
+      auto in = CtQuantizationArgs(*c.input_tensors, false, path + ".input_tensors");
+      if (!in.ok()) return in.status();
+      g["input_activations"] = *in;
+    }
+    g["output_activations"] = nullptr;
+    g["format"] = *format;
+    formats.insert(*format);
+    config_groups[StrCat("group_", i)] = std::move(g);
+  }
+  Json qc;
+  qc["config_groups"] = std::move(config_groups);
+  qc["format"] = formats.size() == 1 ? Json(*formats.begin()) : Json(formats.empty() ? "dense" : "mixed-precision");
+  qc["global_compression_ratio"] = nullptr;
+  qc["ignore"] = ignore;
+  qc["kv_cache_scheme"] = nullptr;
+  if (!config.kv_cache_quant_config.empty()) {
+    const auto& kv = config.kv_cache_quant_config.front().config.output_tensors;
+    if (kv && kv->dtype != DType::kFp8E4M3) {
+      return Refuse("kv_cache_dtype", StrCat(Name(kv->dtype), " KV cache (vLLM reads an fp8 kv_cache_scheme)"));
+    }
+    qc["kv_cache_scheme"] = Json{{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false},
+                                 {"symmetric", true}, {"group_size", nullptr}, {"block_structure", nullptr},
+                                 {"actorder", nullptr}, {"observer", "minmax"}, {"observer_kwargs", Json::object()}};
+  }
+  qc["quant_method"] = "compressed-tensors";
+  qc["quantization_status"] = "compressed";
+  qc["sparsity_config"] = Json::object();
+  qc["transform_config"] = Json::object();
+  qc["version"] = kCompressedTensorsVersion;
+  return qc;
+}
+
+}  // namespace quark::exporter

@@ -1,0 +1,31 @@
+// compressed-tensors' `quantization_config` (formats-2026.md 2.1-2.2) as llm-compressor writes it for a Config: one
+// config group per distinct layer config (targets "Linear" when one config covers every quantized linear, else the
+// exact module names), the format each group's tensors are stored in, `ignore`, `kv_cache_scheme`. Schemes
+// compressed-tensors cannot express are refused before any work, naming the field.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/config/layer_plan.h"
+#include "core/config/quant_spec.h"
+#include <nlohmann/json.hpp>
+
+namespace quark::exporter {
+
+/// The library version written as `version` (the compressed-tensors checkout the formats were read from).
+inline constexpr const char* kCompressedTensorsVersion = "0.12.2";
+
+/// QuantizationArgs of one tensor spec (num_bits, type, symmetric, strategy, group_size, block_structure, dynamic,
+/// actorder, observer, scale_dtype / zp_dtype where the format needs them). `path` names the field in errors.
+absl::StatusOr<nlohmann::json> CtQuantizationArgs(const QuantSpec& spec, bool is_weight, const std::string& path);
+
+/// The compression format of a layer config: pack-quantized, int-quantized, float-quantized, nvfp4-pack-quantized,
+/// mxfp4-pack-quantized or mxfp8-quantized (compressed-tensors' infer_module_format order).
+absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& config, const std::string& path);
+
+/// The whole quantization_config (keys sorted, as json.dump(sort_keys=True) writes them) for the plan's quantized
+/// linears. INVALID_ARGUMENT naming the field for what compressed-tensors cannot carry.
+absl::StatusOr<nlohmann::json> CompressedTensorsConfig(const Config& config, const LayerPlan& plan);
+
+}  // namespace quark::exporter

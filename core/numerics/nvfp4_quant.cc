@@ -1,0 +1,88 @@
+#include "core/numerics/nvfp4_quant.h"
+
+#include "core/numerics/dispatch.h"
+#include "core/numerics/quant_layout.h"
+#include "core/numerics/range_reduce.h"
+#include "kernels/cpu/nvfp4_kernels.h"
+
+namespace quark {
+namespace {
+
+int64_t RowsOf(const at::Tensor& x) {
+  const int64_t len = x.dim() == 0 ? 1 : x.size(-1);
+  return len == 0 ? 0 : x.numel() / len;
+}
+
+// The global scale and (or undefined) float32 block scales to use for x (contiguous CPU).
+std::pair<float, at::Tensor> ScalesFor(const at::Tensor& x, const QuantParams* params) {
+  const float g = params && params->global_scale.defined() ? params->global_scale.item<float>()
+                                                            : kernels::Nvfp4GlobalScale(Nvfp4AmaxOf(x));
+  at::Tensor blk;
+  if (params && params->scale.defined()) blk = params->scale.to(at::kCPU, at::kFloat).contiguous();
+  return {g, blk};
+}
+
+}  // namespace
+
+float Nvfp4AmaxOf(const at::Tensor& x) {
+  const at::Tensor c = x.to(at::kCPU).contiguous();
+  return DispatchFloating(c.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return kernels::Nvfp4Amax<T>(c.data_ptr<T>(), c.numel());
+  });
+}
+
+absl::StatusOr<QuantParams> Nvfp4ParamsOf(const at::Tensor& w, const QuantSpec& spec, float global_amax) {
+  auto layout = ResolveLayout(spec, TensorRole::kWeight, w.sizes());
+  if (!layout.ok()) return layout.status();
+  auto [mn, mx] = MinMaxOf(w, *layout);
+  const at::Tensor amax = at::maximum(mn.to(at::kCPU, at::kFloat).abs(), mx.to(at::kCPU, at::kFloat).abs());
+  return Nvfp4Params(at::where(at::isnan(amax), at::zeros_like(amax), amax), global_amax);
+}
+
+at::Tensor Nvfp4FakeQuantize(const at::Tensor& x, const QuantParams* params, at::Tensor* dest) {
+  const at::Tensor in = x.to(at::kCPU).contiguous();
+  const auto [g, blk] = ScalesFor(in, params);
+  const bool direct = dest && dest->device().is_cpu();
+  at::Tensor out = direct ? *dest : at::empty(in.sizes(), in.options());
+  const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
+  DispatchFloating(in.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::Nvfp4FakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), RowsOf(in), len, g,
+                               blk.defined() ? blk.data_ptr<float>() : nullptr);
+  });
+  if (dest && !direct) dest->copy_(out);
+  return dest ? *dest : out.to(x.device());
+}
+
+RealQuantized Nvfp4QuantizeReal(const at::Tensor& x, const QuantParams* params) {
+  const at::Tensor in = x.to(at::kCPU).contiguous();
+  const auto [g, blk] = ScalesFor(in, params);
+  const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
+  std::vector<int64_t> scale_shape(in.sizes().begin(), in.sizes().end());
+  scale_shape.back() = len / kernels::kNvfp4Group;
+  at::Tensor codes = at::empty(in.sizes(), at::kByte);
+  at::Tensor scale = at::empty(scale_shape, at::kByte);
+  DispatchFloating(in.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::Nvfp4Quantize<T>(in.data_ptr<T>(), codes.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), RowsOf(in), len,
+                              g, blk.defined() ? blk.data_ptr<float>() : nullptr);
+  });
+  return RealQuantized{codes, scale, at::zeros(scale_shape, at::kInt), at::scalar_tensor(g, at::kFloat)};
+}
+
+at::Tensor Nvfp4DequantizeReal(const RealQuantized& q, at::ScalarType dtype) {
+  const at::Tensor codes = q.codes.contiguous();
+  const at::Tensor scale = q.scale.contiguous();
+  at::Tensor out = at::empty(codes.sizes(), at::TensorOptions().dtype(dtype));
+  const int64_t len = codes.dim() == 0 ? 1 : codes.size(-1);
+  const float g = q.global_scale.item<float>();
+  DispatchFloating(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::Nvfp4Dequantize<T>(codes.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), out.data_ptr<T>(), RowsOf(codes),
+                                len, g);
+  });
+  return out;
+}
+
+}  // namespace quark
