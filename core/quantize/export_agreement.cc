@@ -28,7 +28,8 @@ bool ParamsFollowRows(const RealQuantized& q, const QuantSpec& spec, int64_t row
 
 RealQuantized RowsOf(const RealQuantized& q, int64_t begin, int64_t end, bool per_tensor) {
   const auto rows = [&](const at::Tensor& t) { return per_tensor || !t.defined() ? t : t.slice(0, begin, end); };
-  return RealQuantized{q.codes.slice(0, begin, end), rows(q.scale), rows(q.zero_point)};
+  // NVFP4's global scale is one value for the whole tensor: every row range keeps it.
+  return RealQuantized{q.codes.slice(0, begin, end), rows(q.scale), rows(q.zero_point), q.global_scale};
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ void AddParams(const std::string& module, const char* role, const std::optional<
   const std::string base = StrCat(kParamPrefix, module, "/", role, "/");
   if (params->scale.defined()) out.push_back({base + "scale", params->scale});
   if (params->zero_point.defined()) out.push_back({base + "zero_point", params->zero_point});
+  if (params->global_scale.defined()) out.push_back({base + "global_scale", params->global_scale});
 }
 
 // Splits "param/<module>/<role>/<field>" (the module name holds dots, never slashes).
@@ -181,6 +182,7 @@ absl::Status LayerCheckpoint::Write(int64_t index, const LayerCheckpointData& da
     tensors.push_back({base + "codes", weight.real.codes});
     if (weight.real.scale.defined()) tensors.push_back({base + "scale", weight.real.scale});
     if (weight.real.zero_point.defined()) tensors.push_back({base + "zero_point", weight.real.zero_point});
+    if (weight.real.global_scale.defined()) tensors.push_back({base + "global_scale", weight.real.global_scale});
     const std::string dtype = GridDtypeName(weight.dtype);
     if (dtype.empty()) return absl::InternalError(StrCat("checkpoint: ", name, ": grid weights restore to float types only"));
     grid[name] = dtype;
@@ -244,12 +246,13 @@ absl::StatusOr<LayerCheckpointData> LayerCheckpoint::Read(int64_t index) const {
       if (field == "codes") real.codes = std::move(tensor);
       else if (field == "scale") real.scale = std::move(tensor);
       else if (field == "zero_point") real.zero_point = std::move(tensor);
+      else if (field == "global_scale") real.global_scale = std::move(tensor);
       else return damaged(absl::DataLossError(StrCat("unexpected tensor \"", name, "\"")));
       continue;
     }
     std::string module, role, field;
     if (name.rfind(kParamPrefix, 0) != 0 || !ParseParamName(name, module, role, field) ||
-        (field != "scale" && field != "zero_point")) {
+        (field != "scale" && field != "zero_point" && field != "global_scale")) {
       return damaged(absl::DataLossError(StrCat("unexpected tensor \"", name, "\"")));
     }
     ModuleParams& params = data.params[module];
@@ -257,7 +260,8 @@ absl::StatusOr<LayerCheckpointData> LayerCheckpoint::Read(int64_t index) const {
                                        : role == "weight" ? &params.weight : nullptr;
     if (slot == nullptr) return damaged(absl::DataLossError(StrCat("unexpected tensor \"", name, "\"")));
     if (!*slot) slot->emplace();
-    (field == "scale" ? (*slot)->scale : (*slot)->zero_point) = std::move(tensor);
+    (field == "scale" ? (*slot)->scale : field == "zero_point" ? (*slot)->zero_point : (*slot)->global_scale) =
+        std::move(tensor);
   }
   auto log_text = ReadFile(layer_dir + ".json");
   if (!log_text.ok()) return damaged(log_text.status());

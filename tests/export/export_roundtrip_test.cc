@@ -51,7 +51,7 @@ class ExportRoundTripTest : public ::testing::Test {
 std::string* ExportRoundTripTest::model_ = nullptr;
 
 TEST_F(ExportRoundTripTest, ReloadedModelEqualsFakeQuantizedModel) {
-  for (const char* preset : {"fp8", "int8", "ptpc_fp8", "uint4_wo_32", "int4_wo_64", "mxfp4", "bfloat16"}) {
+  for (const char* preset : {"fp8", "int8", "ptpc_fp8", "uint4_wo_32", "int4_wo_64", "mxfp4", "nvfp4", "bfloat16"}) {
     std::string out;
     auto report = Export(preset, "", &out);
     ASSERT_TRUE(report.ok()) << preset << ": " << report.status();
