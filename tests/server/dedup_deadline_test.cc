@@ -13,6 +13,7 @@
 #include "tests/server/postgres_fixture.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/test_util.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -33,7 +34,7 @@ class DedupDeadlineTest : public ::testing::TestWithParam<bool> {
 
   void SetUp() override {
     if (postgres()) {
-      if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+      if (TestPostgres::BinDir().empty()) QUARK_PEER_MISSING() << "PostgreSQL is not installed (scripts/install-deps.sh)";
       ASSERT_EQ(pg_.Start(), "");
     }
     std::filesystem::create_directories(dir_.File("models/m/sub"));
