@@ -20,7 +20,7 @@
 #include "tests/storage/support/s3rver.h"
 #include "tests/support/require_peer.h"
 #include "tests/worker/support/quarkd.h"
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 #include "worker/storage/s3_object_store.h"
 
 namespace quark::worker {
@@ -43,7 +43,7 @@ std::string Fixtures() {
 }
 
 std::string TokenEntry(const std::string& name, const std::string& token, const std::string& tenant) {
-  return nlohmann::json{{"name", name}, {"sha256", storage::Sha256Hex(token)}, {"tenant", tenant}, {"role", "submitter"}}
+  return nlohmann::json{{"name", name}, {"sha256", quark::Sha256Hex(token)}, {"tenant", tenant}, {"role", "submitter"}}
       .dump();
 }
 
