@@ -5,4 +5,14 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 if [ -f scripts/install-test-peers.sh ]; then bash scripts/install-test-peers.sh; fi
 bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
+# The summary (tests run / passed / skipped and each skip's reason) comes from ctest's JUnit file; with CI=true or
+# QUARK_REQUIRE_PEERS=1 a missing test peer fails its test, and a skip not in tests/support/legitimate_skips.txt
+# fails the run.
+junit="$PWD/build/Testing/quark-junit.xml"
+rm -f "$junit"
+status=0
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900 --output-junit "$junit" || status=$?
+summary=0
+python3 scripts/test_summary.py "$junit" || summary=$?
+if [ "$status" -eq 0 ]; then status=$summary; fi
+exit "$status"

@@ -14,7 +14,7 @@
 #include "quark/version.h"
 #include "server/api/spec_validation.h"
 #include "server/api/uri_policy.h"
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 
 namespace quark::server {
 namespace {
@@ -149,7 +149,7 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
       !ModelFields(&text, spec.model_uri(), cache, &result.not_keyed)) {
     return result;
   }
-  result.key = storage::Sha256Hex(text);
+  result.key = quark::Sha256Hex(text);
   return result;
 }
 

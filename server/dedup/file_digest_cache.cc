@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
 #include "server/log_text.h"
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 
 namespace quark::server {
 
@@ -29,7 +29,7 @@ absl::StatusOr<std::string> FileDigestCache::Sha256(const std::string& path, uin
       return it->second.sha256;
     }
   }
-  absl::StatusOr<std::string> digest = storage::Sha256FileHex(path);
+  absl::StatusOr<std::string> digest = quark::Sha256FileHex(path);
   if (!digest.ok()) return digest.status();
   files_hashed_.fetch_add(1);
   log::Get("server")->info("job=- hashed {} ({} bytes) for content keys", ForLog(path), key.size);

@@ -9,6 +9,7 @@
 
 #include "tests/algorithms/cli_run.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark {
 namespace {
@@ -27,7 +28,7 @@ double Number(const std::string& output, const std::string& label) {
 class ExportsCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::QuarkBinary().empty() || !fs::exists(testing::QuarkBinary())) GTEST_SKIP() << "quark CLI not built";
+    if (testing::QuarkBinary().empty() || !fs::exists(testing::QuarkBinary())) QUARK_PEER_MISSING() << "quark CLI not built";
   }
   const std::string eval_ = testing::SmallEvalText(20000);
   const std::string eval_args_ = " --text " + eval_ + " --seq-len 128 --max-windows 8";

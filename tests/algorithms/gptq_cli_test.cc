@@ -15,6 +15,7 @@
 
 #include "tests/algorithms/cli_run.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark {
 namespace {
@@ -28,7 +29,7 @@ using testing::QuarkBinary;
 class GptqCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (QuarkBinary().empty() || !fs::exists(QuarkBinary())) GTEST_SKIP() << "quark CLI not built";
+    if (QuarkBinary().empty() || !fs::exists(QuarkBinary())) QUARK_PEER_MISSING() << "quark CLI not built";
   }
 };
 

@@ -12,6 +12,7 @@
 
 #include "core/export/gguf_blocks.h"
 #include "tests/export/gguf_llama_cpp.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::exporter::gguf {
 namespace {
@@ -26,7 +27,7 @@ const testing::LlamaCpp* LlamaCppOrSkip() {
   if (l == nullptr) {                                            \
     std::string why;                                             \
     testing::LoadLlamaCpp(&why);                                 \
-    GTEST_SKIP() << why;                                         \
+    QUARK_PEER_MISSING() << why;                                         \
   }
 
 // Rows whose blocks exercise the kernels' branches.

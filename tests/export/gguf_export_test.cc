@@ -22,6 +22,7 @@
 #include "tests/export/gguf_llama_cpp.h"
 #include "tests/export/gguf_test_util.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::exporter {
 namespace {
@@ -55,7 +56,7 @@ std::string Bytes(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
 TEST(GgufExportTest, FloatWayIsByteIdenticalToLlamaQuantizePure) {
   std::string why;
   const testing::LlamaCpp* l = testing::LoadLlamaCpp(&why);
-  if (l == nullptr || l->model_quantize == nullptr) GTEST_SKIP() << "libllama not loaded: " << why;
+  if (l == nullptr || l->model_quantize == nullptr) QUARK_PEER_MISSING() << "libllama not loaded: " << why;
   for (const std::string& model : {Stories(), TinyLlama()}) {
     const std::string f32 = Export(model, GgmlType::kF32);
     for (const auto& [type, ftype] : std::map<GgmlType, int>{{GgmlType::kQ8_0, 7}, {GgmlType::kQ4_0, 2},

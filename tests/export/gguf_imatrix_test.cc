@@ -19,6 +19,7 @@
 #include "tests/export/gguf_moe_models.h"
 #include "tests/export/gguf_test_util.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::exporter {
 namespace {
@@ -75,8 +76,7 @@ TEST(GgufImatrixTest, ExportsMatchLlamaQuantizeWithTheSameImatrix) {
   std::string why;
   const testing::LlamaCpp* l = testing::LoadLlamaCpp(&why);
   if (l == nullptr || l->model_quantize_imatrix == nullptr) {
-    if (testing::InCi()) FAIL() << "libllama not loaded: " << why;
-    GTEST_SKIP() << "libllama not loaded: " << why;
+    QUARK_PEER_MISSING() << "libllama not loaded: " << why;
   }
   const std::string moe = testing::TempPath("quark_imatrix_mixtral");
   ASSERT_TRUE(testing::WriteTransplantedMoeModel("mixtral", testing::FixturePath("tinyllama-a"), moe).ok());

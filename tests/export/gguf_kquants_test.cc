@@ -16,6 +16,7 @@
 #include "core/export/gguf_kquants.h"
 #include "tests/export/gguf_llama_cpp.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::exporter::gguf {
 namespace {
@@ -24,8 +25,7 @@ namespace {
   std::string why_##l;                                          \
   const testing::LlamaCpp* l = testing::LoadLlamaCpp(&why_##l); \
   if (l == nullptr) {                                           \
-    if (testing::InCi()) FAIL() << why_##l;                     \
-    GTEST_SKIP() << why_##l;                                    \
+    QUARK_PEER_MISSING() << why_##l;                            \
   }
 
 const GgmlType kKTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,

@@ -128,11 +128,6 @@ LlamaCpp* Load(std::string* why) {
 
 }  // namespace
 
-bool InCi() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
-}
-
 const LlamaCpp* LoadLlamaCpp(std::string* why) {
   static std::string* failure = new std::string();
   static const LlamaCpp* loaded = Load(failure);

@@ -47,7 +47,4 @@ struct LlamaCpp {
 /// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
 const LlamaCpp* LoadLlamaCpp(std::string* why);
 
-/// True when the environment says CI (CI=true): a test whose llama.cpp is missing fails there instead of skipping.
-bool InCi();
-
 }  // namespace quark::testing

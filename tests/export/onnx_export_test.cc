@@ -35,6 +35,7 @@
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_peer.h"
 
 namespace quark {
 namespace {
@@ -377,7 +378,7 @@ bool OrtMissing() { return !fs::exists(SourceDir() + "/tests/peers/node_modules/
 class OnnxExportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (OrtMissing()) GTEST_SKIP() << "onnxruntime-node not installed (scripts/install-test-peers.sh)";
+    if (OrtMissing()) QUARK_PEER_MISSING() << "onnxruntime-node not installed (scripts/install-test-peers.sh)";
   }
 };
 

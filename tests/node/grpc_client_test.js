@@ -7,13 +7,13 @@ const childProcess = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const {peerMissing} = require('./peer_missing.cjs');
 
 const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(__dirname, '../..');
 const binaryDir = process.env.QUARK_BINARY_DIR || path.resolve(sourceDir, 'build');
 const modules = path.join(sourceDir, 'tests/peers/node_modules');
 if (!fs.existsSync(path.join(modules, '@grpc/grpc-js'))) {
-  console.error('SKIP: @grpc/grpc-js is not installed: run scripts/install-test-peers.sh');
-  process.exit(77);
+  peerMissing('@grpc/grpc-js is not installed: run scripts/install-test-peers.sh');
 }
 const grpc = require(path.join(modules, '@grpc/grpc-js'));
 const protoLoader = require(path.join(modules, '@grpc/proto-loader'));

@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import assert from "node:assert/strict";
+import { peerMissing } from "./peer_missing.cjs";
 
 const root = process.env.QUARK_SOURCE_DIR ?? path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
 const build = process.env.QUARK_BINARY_DIR ?? path.join(root, "build");
@@ -19,8 +20,7 @@ try {
   YAML = require("yaml");
   if (!existsSync(path.join(peers, "node_modules/kubernetes-models/v1/index.js"))) throw new Error("no kubernetes-models");
 } catch (error) {
-  console.log(`SKIP: tests/peers not installed (bash scripts/install-test-peers.sh): ${error.message}`);
-  process.exit(77);
+  peerMissing(`tests/peers not installed (bash scripts/install-test-peers.sh): ${error.message}`);
 }
 
 // kubernetes-models is ESM only: its per-group modules are imported by path.

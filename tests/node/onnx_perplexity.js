@@ -15,12 +15,12 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
+const {peerMissing} = require('./peer_missing.cjs');
 
 const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(__dirname, '../..');
 const ortPath = path.join(sourceDir, 'tests/peers/node_modules/onnxruntime-node');
 if (!fs.existsSync(ortPath)) {
-  console.error('SKIP: onnxruntime-node is not installed: run scripts/install-test-peers.sh');
-  process.exit(77);
+  peerMissing('onnxruntime-node is not installed: run scripts/install-test-peers.sh');
 }
 const ort = require(ortPath);
 
@@ -134,8 +134,7 @@ async function main() {
     const files = fs.existsSync(args.manifestDir) ?
         fs.readdirSync(args.manifestDir).filter((f) => f.endsWith('.json')).sort() : [];
     if (!files.length) {
-      console.error(`SKIP: no manifest in ${args.manifestDir} (run onnx_export_test first: it writes them)`);
-      process.exit(77);
+      peerMissing(`no manifest in ${args.manifestDir} (run onnx_export_test first: it writes them)`);
     }
     entries = [];
     for (const file of files) {

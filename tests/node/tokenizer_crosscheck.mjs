@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { peerMissing } from './peer_missing.cjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourceDir = process.env.QUARK_SOURCE_DIR ?? path.resolve(here, '../..');
@@ -94,7 +95,7 @@ function firstDifference(a, b) {
 
 async function printMode(args) {
   const transformers = await loadTransformers();
-  if (!transformers) process.exit(77);
+  if (!transformers) peerMissing('tests/peers/node_modules lacks @huggingface/transformers');
   const [dir, file] = args;
   const tokenizer = await referenceTokenizer(transformers, path.resolve(dir));
   const ids = tokenizer.encode(fs.readFileSync(file, 'utf8'), { add_special_tokens: args.includes('--special') });
@@ -104,15 +105,13 @@ async function printMode(args) {
 async function compareMode() {
   const transformers = await loadTransformers();
   if (!transformers) {
-    console.log('SKIP: tests/peers/node_modules lacks @huggingface/transformers (run scripts/install-test-peers.sh)');
-    process.exit(77);
+    peerMissing('tests/peers/node_modules lacks @huggingface/transformers (run scripts/install-test-peers.sh)');
   }
   const quark = path.join(binaryDir, 'core/cli/quark');
   const texts = [path.join(sharedDir, 'fixtures/eval/wiki.test.raw'),
                  path.join(sharedDir, 'fixtures/eval/tinystories_validation_prefix.txt')];
   if (!fs.existsSync(quark) || !texts.every((t) => fs.existsSync(t))) {
-    console.log(`SKIP: needs ${quark} and the eval fixtures under ${sharedDir}`);
-    process.exit(77);
+    peerMissing(`needs ${quark} and the eval fixtures under ${sharedDir}`);
   }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quark-tok-'));
   const families = fs.readdirSync(fixtures, { withFileTypes: true })

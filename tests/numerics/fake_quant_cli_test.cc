@@ -11,6 +11,7 @@
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/numerics/fake_quant.h"
 #include "tests/numerics/test_util.h"
+#include "tests/support/require_peer.h"
 
 namespace quark {
 namespace {
@@ -33,7 +34,7 @@ at::Tensor ReadTensor(const std::string& file, const std::string& name, at::Scal
 
 TEST(FakeQuantCliTest, WritesFakeQuantizedTensorsAndCodes) {
   const std::string quark = QuarkBinary();
-  if (quark.empty() || !fs::exists(quark)) GTEST_SKIP() << "quark CLI not built";
+  if (quark.empty() || !fs::exists(quark)) QUARK_PEER_MISSING() << "quark CLI not built";
   const fs::path dir = fs::temp_directory_path() / ("quark_fq_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const at::Tensor w = testing::RandomTensor({8, 64}, 77).to(at::kBFloat16);

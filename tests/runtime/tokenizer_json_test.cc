@@ -22,6 +22,7 @@
 
 #include "core/runtime/tokenizer.h"
 #include "core/runtime/tokenizer_json_text.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::runtime {
 namespace {
@@ -326,12 +327,12 @@ TEST(TokenizerJsonTest, EveryIdEqualsTheHuggingFaceReferenceOnTheFixtures) {
                                           SharedDir() + "/fixtures/eval/tinystories_validation_prefix.txt"};
   int status = 0;
   RunCommand("node --version", &status);
-  if (status != 0) GTEST_SKIP() << "node not found";
+  if (status != 0) QUARK_PEER_MISSING() << "node not found";
   if (!std::filesystem::exists(SourceDir() + "/tests/peers/node_modules/@huggingface/transformers")) {
-    GTEST_SKIP() << "@huggingface/transformers missing (scripts/install-test-peers.sh)";
+    QUARK_PEER_MISSING() << "@huggingface/transformers missing (scripts/install-test-peers.sh)";
   }
   for (const auto& text : texts) {
-    if (!std::filesystem::exists(text)) GTEST_SKIP() << text << " missing";
+    if (!std::filesystem::exists(text)) QUARK_PEER_MISSING() << text << " missing";
   }
   std::vector<std::string> dirs;
   for (const auto& entry : std::filesystem::directory_iterator(SourceDir() + "/tests/fixtures/tokenizers")) {

@@ -12,6 +12,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -22,7 +23,7 @@ using testing::TestPostgres;
 class PostgresJobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+    if (TestPostgres::BinDir().empty()) QUARK_PEER_MISSING() << "PostgreSQL is not installed (scripts/install-deps.sh)";
     std::string error = pg_.Start();
     ASSERT_EQ(error, "");
     auto a = PostgresJobStore::Open(pg_.Dsn());

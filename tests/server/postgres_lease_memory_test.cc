@@ -14,6 +14,7 @@
 #include "server/scheduler/worker_fit.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -26,7 +27,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 class PostgresLeaseMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+    if (TestPostgres::BinDir().empty()) QUARK_PEER_MISSING() << "PostgreSQL is not installed (scripts/install-deps.sh)";
     ASSERT_EQ(pg_.Start(), "");
     Open();
   }

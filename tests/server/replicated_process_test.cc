@@ -19,6 +19,7 @@
 #include "tests/server/postgres_fixture.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/test_util.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -37,7 +38,7 @@ int64_t NowMs() {
 class ReplicatedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+    if (TestPostgres::BinDir().empty()) QUARK_PEER_MISSING() << "PostgreSQL is not installed (scripts/install-deps.sh)";
     ASSERT_EQ(pg_.Start(), "");
     std::filesystem::create_directories(dir_.File("models/m"));
     setenv("QUARK_TEST_WORKER_RUNS_FILE", dir_.File("runs.txt").c_str(), 1);

@@ -11,6 +11,7 @@
 #include "server/scheduler/replicated_scheduler.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -21,7 +22,7 @@ using testing::TestPostgres;
 class ReplicatedTenantLimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (TestPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed (scripts/install-deps.sh)";
+    if (TestPostgres::BinDir().empty()) QUARK_PEER_MISSING() << "PostgreSQL is not installed (scripts/install-deps.sh)";
     ASSERT_EQ(pg_.Start(), "");
     for (int i = 0; i < 2; ++i) {
       auto store = PostgresJobStore::Open(pg_.Dsn());

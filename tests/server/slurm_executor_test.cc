@@ -21,6 +21,7 @@
 #include "tests/server/quarkd_process.h"
 #include "tests/server/slurm_fixture.h"
 #include "tests/server/test_util.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::server {
 namespace {
@@ -45,7 +46,7 @@ class SlurmExecutorTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (slurm_ == nullptr) GTEST_SKIP() << "Slurm (slurmctld, slurmd, munged, sbatch) is not installed";
+    if (slurm_ == nullptr) QUARK_PEER_MISSING() << "Slurm (slurmctld, slurmd, munged, sbatch) is not installed";
     ASSERT_EQ(*start_error_, "") << "the test's Slurm cluster did not start";
     ASSERT_EQ(TestSlurm::Run({"squeue", "--noheader", "--format=%i"}), "") << "a previous test left Slurm jobs";
   }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/storage/support/s3_test_base.h"
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 
 namespace quark::storage {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 
 namespace quark::storage {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <vector>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 #include "worker/storage/object_uri.h"
 
 namespace quark::storage {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 #include "worker/storage/object_uri.h"
 
 namespace quark::storage {

@@ -1,7 +1,7 @@
 // Multipart uploads: create, upload parts in order, complete; abort on any failure.
 #include <fstream>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 #include "worker/storage/strings.h"
 #include "worker/storage/s3_object_store.h"
 #include "worker/storage/s3_xml.h"

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 #include "worker/storage/file_object_store.h"
 #include "worker/storage/s3_xml.h"
 #include "worker/storage/sigv4.h"

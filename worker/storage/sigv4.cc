@@ -5,7 +5,7 @@
 #include <cctype>
 #include <ctime>
 
-#include "worker/storage/digest.h"
+#include "core/base/digest.h"
 
 namespace quark::storage {
 namespace {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "tests/storage/support/s3rver.h"
+#include "tests/support/require_peer.h"
 
 namespace quark::testing {
 
@@ -28,7 +29,7 @@ class S3TestBase : public ::testing::Test {
   }
   void SetUp() override {
     if (server_ == nullptr) {
-      if (start_error_ && start_error_->find("FAILED_PRECONDITION") != std::string::npos) GTEST_SKIP() << *start_error_;
+      if (start_error_ && start_error_->find("FAILED_PRECONDITION") != std::string::npos) QUARK_PEER_MISSING() << *start_error_;
       FAIL() << (start_error_ ? *start_error_ : "s3rver did not start");
     }
   }

@@ -1,5 +1,4 @@
-#include "worker/storage/digest.h"
-#include "worker/storage/strings.h"
+#include "core/base/digest.h"
 
 #include <fstream>
 #include <vector>
@@ -7,8 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-
-namespace quark::storage {
+namespace quark {
 namespace {
 
 struct MdCtxDeleter {
@@ -38,14 +36,14 @@ std::string FinishHex(EVP_MD_CTX* ctx) {
 
 absl::StatusOr<std::string> FileDigestHex(const EVP_MD* md, const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str::Cat(path.string(), ": cannot open for reading"));
+  if (!in) return absl::NotFoundError(path.string() + ": cannot open for reading");
   MdCtx ctx = NewCtx(md);
   std::vector<char> buffer(1 << 20);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(in.gcount()));
   }
-  if (in.bad()) return absl::InternalError(str::Cat(path.string(), ": read error"));
+  if (in.bad()) return absl::InternalError(path.string() + ": read error");
   return FinishHex(ctx.get());
 }
 
@@ -108,4 +106,4 @@ void StreamingDigest::Finish(std::string* sha256_hex, std::string* md5_hex) {
   if (md5_hex) *md5_hex = std::move(md5);
 }
 
-}  // namespace quark::storage
+}  // namespace quark

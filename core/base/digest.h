@@ -1,5 +1,6 @@
-// Hashes the storage layer needs: SHA-256 (manifests, SigV4 payloads), HMAC-SHA256 (SigV4 keys), MD5 (S3 ETags
-// and Content-MD5). OpenSSL underneath.
+// Hashes the storage layer and the server need: SHA-256 (manifests, SigV4 payloads, content keys), HMAC-SHA256
+// (SigV4 keys), MD5 (S3 ETags and Content-MD5). OpenSSL underneath; its own library (quark_digest), so that the
+// server takes it without the worker's storage code.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace quark::storage {
+namespace quark {
 
 /// Lower-case hex of `bytes`.
 std::string HexEncode(std::string_view bytes);
@@ -50,4 +51,4 @@ class StreamingDigest {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace quark::storage
+}  // namespace quark
