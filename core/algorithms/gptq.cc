@@ -428,20 +428,8 @@ absl::StatusOr<GptqFactor> GptqFactorOf(at::Tensor hessian, const GptqOptions& o
   if (options.tensor_ops || !hessian.device().is_cpu()) return GptqFactorByTensorOps(std::move(hessian), options);
   try {
     const auto start = std::chrono::steady_clock::now();
-    // A Hessian nobody else holds is worked on in place (it is K x K: 0.5 GB for an 11008-wide input).
-    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
-    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
-    // No damping makes a NaN or an infinity positive definite, and LAPACK reports them only by chance (OpenBLAS
-    // 0.3.21's spotri/spotrf('U') happened to, 0.3.29's do not: GPTQ then "succeeded" with NaN weights). The extremes
-    // are finite exactly when every entry is (NaN propagates through aminmax), and take no [K, K] temporary: a sum
-    // in double converted the whole Hessian first (+537 MB at K = 8192, EstimateTest caught it).
-    const auto [lowest, highest] = at::aminmax(h);
-    if (!std::isfinite(lowest.item<float>()) || !std::isfinite(highest.item<float>())) {
-      return absl::FailedPreconditionError("hessian: has NaN or infinite entries");
-    }
     GptqFactor factor;
-    factor.dead = h.diagonal() == 0;
-    h.diagonal().masked_fill_(factor.dead, 1);
+    QUARK_ASSIGN_OR_RETURN(at::Tensor h, WorkingHessian(std::move(hessian), factor.dead));
     if (options.act_order) {
       factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);  // Quark's call (ties as torch has them)
       PermuteSymmetricInPlace(h, factor.perm);

@@ -15,6 +15,22 @@ constexpr int kCholeskyRetries = 5;
 
 }  // namespace
 
+absl::StatusOr<at::Tensor> WorkingHessian(at::Tensor hessian, at::Tensor& dead) {
+  const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
+  at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
+  // No damping makes a NaN or an infinity positive definite, and LAPACK reports them only by chance (OpenBLAS
+  // 0.3.21's spotri/spotrf('U') happened to, 0.3.29's do not: GPTQ then "succeeded" with NaN weights). The extremes
+  // are finite exactly when every entry is (NaN propagates through aminmax), and take no [K, K] temporary: a sum
+  // in double converted the whole Hessian first (+537 MB at K = 8192, EstimateTest caught it).
+  const auto [lowest, highest] = at::aminmax(h);
+  if (!std::isfinite(lowest.item<float>()) || !std::isfinite(highest.item<float>())) {
+    return absl::FailedPreconditionError("hessian: has NaN or infinite entries");
+  }
+  dead = h.diagonal() == 0;
+  h.diagonal().masked_fill_(dead, 1);
+  return h;
+}
+
 absl::StatusOr<at::Tensor> DampedInverseFactor(at::Tensor& h, double damp_percent, const TwoStepFactorisation& steps,
                                                double& extra_damp) {
   // As Quark: a float32 product of the float32 mean, added as a tensor (a double product would round differently).

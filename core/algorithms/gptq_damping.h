@@ -1,5 +1,6 @@
-// Quark's damping of the GPTQ Hessian and its retries, around a factorisation in two steps that both GPTQ paths
-// supply (gptq.cc: LAPACK on host memory; gptq_tensor_ops.cc: LibTorch's linalg on any device).
+// What both GPTQ paths (gptq.cc: LAPACK on host memory; gptq_tensor_ops.cc: LibTorch's linalg on any device) do to a
+// Hessian before and around its factorisation: the working copy with its checks and dead inputs, and Quark's damping
+// and retries around the two factorisation steps each path supplies.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,11 @@
 #include "absl/status/statusor.h"
 
 namespace quark::algorithms {
+
+/// The Hessian GPTQ factors in place: `hessian` itself when nobody else holds it (float32, contiguous: K x K is 0.5 GB
+/// for an 11008-wide input), else a float32 copy. FAILED_PRECONDITION when an entry is NaN or infinite. Inputs no
+/// calibration token reached (a zero diagonal) are returned in `dead` and get 1 on the diagonal, as in Quark.
+absl::StatusOr<at::Tensor> WorkingHessian(at::Tensor hessian, at::Tensor& dead);
 
 /// `first(h)`: factors h; on success it may consume h, on failure (FAILED_PRECONDITION: not positive definite) it
 /// leaves h as it was. `second(factor)`: the upper factor of the inverse from the first step's factor.

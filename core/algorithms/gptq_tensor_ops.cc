@@ -156,15 +156,8 @@ absl::StatusOr<GptqFactor> GptqFactorByTensorOps(at::Tensor hessian, const GptqO
   }
   try {
     const auto start = Clock::now();
-    const bool owned = hessian.use_count() == 1 && hessian.scalar_type() == at::kFloat && hessian.is_contiguous();
-    at::Tensor h = owned ? std::move(hessian) : hessian.to(at::kFloat).clone().contiguous();
-    const auto [lowest, highest] = at::aminmax(h);
-    if (!std::isfinite(lowest.item<float>()) || !std::isfinite(highest.item<float>())) {
-      return absl::FailedPreconditionError("hessian: has NaN or infinite entries");
-    }
     GptqFactor factor;
-    factor.dead = h.diagonal() == 0;
-    h.diagonal().masked_fill_(factor.dead, 1);
+    QUARK_ASSIGN_OR_RETURN(at::Tensor h, WorkingHessian(std::move(hessian), factor.dead));
     if (options.act_order) {
       factor.perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);
       h = h.index_select(0, factor.perm).index_select(1, factor.perm);
