@@ -15,6 +15,7 @@ import path from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
 
 import {klDivergence, llamaCppChunkLogits} from './llama_cpp_kld.mjs';
+import {peerMissing} from './peer_missing.cjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
@@ -23,8 +24,7 @@ const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../sh
 const modules = path.join(sourceDir, 'tests/peers/node_modules');
 const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
 if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
-  console.error('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
-  process.exit(process.env.CI === 'true' ? 1 : 77);
+  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
 }
 const quark = path.join(binaryDir, 'core/cli/quark');
 const tool = path.join(binaryDir, 'tests/export/gguf_export_tool');
