@@ -8,6 +8,14 @@
 # from source (QUARK_GTEST_SOURCE_DIR: /usr/src/googletest of Debian's `googletest` package, unpacked by
 # scripts/gpu/run.sh) with the machine's compiler and LibTorch's C++ ABI; without it an installed GTest is used.
 # No gRPC, protobuf, abseil or spdlog: scripts/gpu/prepare.sh carries only what this file needs.
+#
+# QUARK_GPU_KIT_ENGINE=ON adds the engine (core/, the `quark` command, algo_bench) and the tests that run it on a
+# device (QUARK_KIT_ENGINE_TESTS), against the engine's other dependencies (QuarkEngineDependencies.cmake) found
+# through CMAKE_PREFIX_PATH / PKG_CONFIG_PATH: bookworm's packages, unpacked by run.sh (their shared libraries need
+# glibc >= 2.36 and the C++11 ABI; run.sh checks the first, this file the second).
+option(QUARK_GPU_KIT_ENGINE "The GPU kit also builds the engine and its device tests" OFF)
+set(QUARK_KIT_ENGINE_TESTS gptq_tensor_ops_test gptq_cuda_test device_streaming_cuda_test
+  CACHE STRING "The engine tests the GPU kit builds (names of quark_add_test targets)")
 set(QUARK_GTEST_SOURCE_DIR "" CACHE PATH "GoogleTest source tree (googletest package's /usr/src/googletest)")
 
 # Stock CMake 3.25.1 (bookworm's) fails in FindCUDAToolkit on CUDA 13 (no nvToolsExt) for projects requiring 3.25
@@ -44,8 +52,10 @@ endif()
 
 # Everything in the kit, GoogleTest included, is compiled with LibTorch's C++ ABI (pip wheels and Debian differ).
 string(REGEX MATCH "_GLIBCXX_USE_CXX11_ABI=([01])" abi "${TORCH_CXX_FLAGS}")
+set(quark_torch_cxx11_abi "")
 if(abi)
-  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=${CMAKE_MATCH_1})
+  set(quark_torch_cxx11_abi ${CMAKE_MATCH_1})
+  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=${quark_torch_cxx11_abi})
 endif()
 
 enable_testing()
@@ -69,9 +79,30 @@ include(GoogleTest)
 include(QuarkHelpers)
 
 include_directories(${PROJECT_SOURCE_DIR})
+if(NOT QUARK_GPU_KIT_ENGINE)
+  add_subdirectory(kernels)
+  add_subdirectory(core/numerics)
+  if(QUARK_BUILD_TESTS)
+    add_subdirectory(tests)
+  endif()
+  add_subdirectory(bench/kernels)
+  return()
+endif()
+
+# The engine: Debian's libraries are built with the C++11 ABI; a LibTorch without it cannot share std::string with
+# them (every absl::Status message would cross that line).
+if(quark_torch_cxx11_abi STREQUAL "0")
+  message(FATAL_ERROR "GPU kit engine: LibTorch ${Torch_VERSION} uses the pre-C++11 ABI (_GLIBCXX_USE_CXX11_ABI=0); "
+                      "the engine's Debian libraries need the C++11 one: build the kernels-only kit instead")
+endif()
+include(QuarkEngineDependencies)
+include_directories(${PROJECT_BINARY_DIR}/proto ${PROJECT_BINARY_DIR}/generated)
+configure_file(cmake/quark_version.h.in ${PROJECT_BINARY_DIR}/generated/quark/version.h @ONLY)
+add_subdirectory(proto)
 add_subdirectory(kernels)
-add_subdirectory(core/numerics)
+add_subdirectory(core)
 if(QUARK_BUILD_TESTS)
   add_subdirectory(tests)
 endif()
 add_subdirectory(bench/kernels)
+add_subdirectory(bench/algorithms)

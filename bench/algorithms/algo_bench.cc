@@ -1,10 +1,14 @@
 // algo_bench gptq --input IN.safetensors --bits 4 --group-size 128 [--asym] [--act-order] [--static-groups]
 //                 [--damp 0.01] [--block-size 128] [--spec SPEC.json] [--threads N] [--fast-linalg] [--tensor-ops]
-//                 [--out OUT.safetensors]
+//                 [--device cpu|cuda:N] [--out OUT.safetensors]
+// algo_bench gptq --random N,K,T [--seed S] ...   (a seeded layer instead of a file: the GPU kit carries no layer)
 //
 // One linear through the engine's GPTQ, timed: IN holds float32 `weight` [N, K] and calibration `inputs` [T, K] (one
-// sequence). Prints one JSON line: hessian_s, quantize_s, total_s, rel_output_error = |XW^T - XQ^T|^2 / |XW^T|^2 and
-// rtn_rel_output_error (round to nearest with the same spec). OUT gets the dequantized `weight`. The same layer
+// sequence); --random makes them (weights ~ N(0, 0.02), inputs with correlated columns and log-normal channel scales,
+// as tests/algorithms/gptq_cuda_test.cc). --device runs the Hessian and GPTQ on that device (the tensor-op path on a
+// GPU; timings wait for the device); the errors are computed on the host. Prints one JSON line: hessian_s,
+// quantize_s, total_s, rel_output_error = |XW^T - XQ^T|^2 / |XW^T|^2 and rtn_rel_output_error (round to nearest
+// with the same spec). OUT gets the dequantized `weight`. The same layer
 // through IST-DASLab's and Quark's Python GPTQ: bench/algorithms/peers/gptq_peers.py (side by side in docs/results.md).
 //
 // algo_bench awq --input MLP.safetensors [--bits 4] [--group-size 128] [--sym] [--eps 1e-5] [--out OUT.safetensors]
@@ -38,6 +42,7 @@
 #include "core/config/quark_json.h"
 #include "core/engine/engine_init.h"
 #include "core/numerics/fake_quant.h"
+#include "core/runtime/compute_device.h"
 #include "core/runtime/weight_source.h"
 
 namespace {
@@ -57,6 +62,9 @@ struct Flags {
   int threads = 0;
   bool fast_linalg = false;
   bool tensor_ops = false;
+  std::string device = "cpu";
+  std::string random;
+  uint64_t seed = 0;
 };
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
@@ -110,22 +118,52 @@ absl::Status WriteWeight(const std::string& path, const at::Tensor& weight) {
   return absl::OkStatus();
 }
 
-int RunGptq(const Flags& f) {
-  auto spec = SpecFromFlags(f);
-  if (!spec.ok()) return std::cerr << spec.status().message() << "\n", 2;
-  auto reader = ckpt::CheckpointReader::OpenFile(f.input);
-  if (!reader.ok()) return std::cerr << "--input: " << reader.status().message() << "\n", 2;
+struct Layer {
+  at::Tensor weight, inputs;  // [N, K] and [T, K], float32, contiguous, in host memory
+};
+
+absl::StatusOr<Layer> RandomLayer(const std::string& shape, uint64_t seed) {
+  int64_t n = 0, k = 0, t = 0;
+  if (std::sscanf(shape.c_str(), "%ld,%ld,%ld", &n, &k, &t) != 3 || n <= 0 || k < 8 || t <= 0 ||
+      n * k > (int64_t{1} << 28) || t * k > (int64_t{1} << 28)) {
+    return absl::InvalidArgumentError("--random: '" + shape + "' is not N,K,T with K >= 8 and N*K, T*K <= 2^28");
+  }
+  at::manual_seed(seed);
+  const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
+  at::Tensor x = (at::matmul(at::randn({t, k / 8}), at::randn({k / 8, k})) + 0.3 * at::randn({t, k})) * channel_scale;
+  return Layer{at::randn({n, k}) * 0.02, x.contiguous()};
+}
+
+absl::StatusOr<Layer> LayerFromFile(const std::string& path) {
+  auto reader = ckpt::CheckpointReader::OpenFile(path);
+  if (!reader.ok()) return absl::InvalidArgumentError("--input: " + std::string(reader.status().message()));
   quark::runtime::CheckpointWeightSource source(std::shared_ptr<const ckpt::CheckpointReader>(std::move(*reader)));
   auto weight = source.Get("weight", at::kFloat);
   auto inputs = source.Get("inputs", at::kFloat);
-  if (!weight.ok() || !inputs.ok()) return std::cerr << "--input: needs float `weight` [N, K] and `inputs` [T, K]\n", 2;
+  if (!weight.ok() || !inputs.ok()) {
+    return absl::InvalidArgumentError("--input: needs float `weight` [N, K] and `inputs` [T, K]");
+  }
   // Copied out of the file's mapping before the clock starts: the layer is in memory, as a layer pass holds it and as
   // the peers' harness holds it (it reads the file into memory first). Timing the first touch of each mapped page
   // would add the file's page faults to ours alone.
-  const at::Tensor w = weight->clone(at::MemoryFormat::Contiguous), x = inputs->clone(at::MemoryFormat::Contiguous);
+  return Layer{weight->clone(at::MemoryFormat::Contiguous), inputs->clone(at::MemoryFormat::Contiguous)};
+}
+
+int RunGptq(const Flags& f) {
+  auto spec = SpecFromFlags(f);
+  if (!spec.ok()) return std::cerr << spec.status().message() << "\n", 2;
+  if (f.random.empty() == f.input.empty()) return std::cerr << "gptq: give either --input or --random\n", 2;
+  auto device = quark::runtime::ComputeDevice::Open(f.device, "--device");
+  if (!device.ok()) return std::cerr << device.status().message() << "\n", 2;
+  auto layer = f.random.empty() ? LayerFromFile(f.input) : RandomLayer(f.random, f.seed);
+  if (!layer.ok()) return std::cerr << layer.status().message() << "\n", 2;
+  const at::Tensor w = layer->weight, x = layer->inputs;
   if (w.dim() != 2 || x.dim() != 2 || w.size(1) != x.size(1)) {
     return std::cerr << "--input: `weight` [N, K] and `inputs` [T, K] must share K\n", 2;
   }
+  // On a device the layer is placed before the clock starts, as the layer streamer has it there before GPTQ runs.
+  const at::Tensor w_on = device->Place(w), x_on = device->Place(x);
+  device->Synchronize();
   quark::algorithms::GptqOptions options;
   options.damp_percent = f.damp;
   options.block_size = f.block_size;
@@ -136,16 +174,19 @@ int RunGptq(const Flags& f) {
 
   const auto start = Clock::now();
   quark::algorithms::HessianAccumulator accumulator(w.size(1), f.fast_linalg, f.tensor_ops);
-  if (auto s = accumulator.Add(x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  if (auto s = accumulator.Add(x_on.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
   auto hessian = std::move(accumulator).Finish();
+  device->Synchronize();
 
   if (!hessian.ok()) return std::cerr << hessian.status().message() << "\n", 1;
   const double hessian_s = Seconds(start);
   const auto quantize_start = Clock::now();
   // Handed over, as the layer pass hands over its Hessians: GPTQ factors it in place instead of copying it.
-  auto result = quark::algorithms::GptqQuantizeWeight(w, *std::move(hessian), *spec, options);
+  auto result = quark::algorithms::GptqQuantizeWeight(w_on, *std::move(hessian), *spec, options);
   if (!result.ok()) return std::cerr << "gptq: " << result.status().message() << "\n", 2;
+  device->Synchronize();
   const double quantize_s = Seconds(quantize_start);
+  const at::Tensor quantized = device->ToHost(result->weight);
   const double total_s = Seconds(start);
 
   auto rtn = quark::FakeQuantizeDynamic(w, *spec, quark::TensorRole::kWeight);
@@ -160,15 +201,16 @@ int RunGptq(const Flags& f) {
       {"total_s", total_s},
       {"factor_s", result->factor_seconds},
       {"columns_s", result->columns_seconds},
-      {"rel_output_error", RelativeOutputError(x, w, result->weight)},
+      {"rel_output_error", RelativeOutputError(x, w, quantized)},
       {"rtn_rel_output_error", RelativeOutputError(x, w, *rtn)},
       {"extra_damp", result->extra_damp},
       {"linalg", f.fast_linalg ? "fast" : "quark"},
-      {"path", f.tensor_ops ? "tensor_ops" : "cpu"},
+      {"path", f.tensor_ops || !device->is_cpu() ? "tensor_ops" : "cpu"},
+      {"device", device->name()},
   };
   std::cout << line.dump() << std::endl;
   if (!f.out.empty()) {
-    if (auto s = WriteWeight(f.out, result->weight); !s.ok()) return std::cerr << s.message() << "\n", 1;
+    if (auto s = WriteWeight(f.out, quantized); !s.ok()) return std::cerr << s.message() << "\n", 1;
   }
   return 0;
 }
@@ -180,7 +222,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Flags f;
   CLI::App* gptq = app.add_subcommand("gptq", "GPTQ on weight [N, K] with calibration inputs [T, K]");
-  gptq->add_option("--input", f.input, "safetensors with `weight` and `inputs`")->required();
+  gptq->add_option("--input", f.input, "safetensors with `weight` and `inputs`");
+  gptq->add_option("--random", f.random, "N,K,T: a seeded random layer instead of --input");
+  gptq->add_option("--seed", f.seed, "seed of --random (default 0)");
+  gptq->add_option("--device", f.device, "cpu (default) or cuda:N: where the Hessian and GPTQ run");
   gptq->add_option("--out", f.out, "writes the dequantized `weight` here");
   gptq->add_option("--bits", f.bits, "8, 4, 3 or 2");
   gptq->add_option("--group-size", f.group_size, "columns per group; -1 = per output channel");

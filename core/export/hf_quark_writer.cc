@@ -13,6 +13,7 @@
 #include "core/export/hf_quark_checker.h"
 #include "core/export/scale_dtype.h"
 #include "core/numerics/quant_params.h"
+#include "core/runtime/tensor_view.h"
 
 namespace quark::exporter {
 namespace {
@@ -138,8 +139,9 @@ absl::Status HfQuarkExporter::WriteLinear(const LinearExportData& data) {
   auto tensors = LinearExportTensors(data, config_.pack_method, model_dtype_, FloatScaleDType(data.config));
   if (!tensors.ok()) return tensors.status();
   for (const ExportTensor& t : *tensors) {
-    const std::string_view bytes(static_cast<const char*>(t.data.data_ptr()), t.data.nbytes());
-    if (auto s = writer_->Write(t.name, bytes); !s.ok()) return s;
+    auto bytes = runtime::HostBytes(t.data, t.name);
+    if (!bytes.ok()) return bytes.status();
+    if (auto s = writer_->Write(t.name, *bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -157,7 +159,9 @@ absl::Status HfQuarkExporter::WriteUnquantized(const std::string& prefix, const 
       auto tensor = weights.Get(*it, *dtype);
       if (!tensor.ok()) return tensor.status();
       const at::Tensor t = tensor->contiguous();
-      if (auto s = writer_->Write(*it, {static_cast<const char*>(t.data_ptr()), t.nbytes()}); !s.ok()) return s;
+      auto bytes = runtime::HostBytes(t, *it);
+      if (!bytes.ok()) return bytes.status();
+      if (auto s = writer_->Write(*it, *bytes); !s.ok()) return s;
       it = pending_copies_.erase(it);
       continue;
     }
@@ -170,7 +174,9 @@ absl::Status HfQuarkExporter::WriteUnquantized(const std::string& prefix, const 
       auto tensor = weights.Get(*it, *float_dtype);
       if (!tensor.ok()) return tensor.status();
       const at::Tensor t = tensor->contiguous();
-      if (auto s = writer_->Write(*it, {static_cast<const char*>(t.data_ptr()), t.nbytes()}); !s.ok()) return s;
+      auto bytes = runtime::HostBytes(t, *it);
+      if (!bytes.ok()) return bytes.status();
+      if (auto s = writer_->Write(*it, *bytes); !s.ok()) return s;
     }
     ref->Release();  // its pages leave the resident set: memory stays at one layer
     it = pending_copies_.erase(it);

@@ -100,14 +100,6 @@ absl::Status CheckInput(const at::Tensor& x) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCpuInput(const at::Tensor& x) {
-  if (auto st = CheckInput(x); !st.ok()) return st;
-  if (!x.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat("input: on ", x.device().str(), "; this operation runs on the CPU only"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckParams(const QuantParams& params, const std::vector<int64_t>& param_shape) {
   int64_t expected = 1;
   for (int64_t d : param_shape) expected *= d;

@@ -29,10 +29,9 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
 absl::StatusOr<QuantParams> ParamsOf(const at::Tensor& x, const QuantSpec& spec, TensorRole role);
 
 /// Checks that x can be quantized (defined, float32 / bfloat16 / float16). FakeQuantize*, ParamsOf with the MinMax
-/// or MX observer and MinMaxOf run on the tensor's own device (quant_kernels.h).
+/// or MX observer and MinMaxOf run on the tensor's own device (quant_kernels.h); what reads tensor memory directly
+/// (real quantization, histogram observers) copies a device tensor to the host first.
 absl::Status CheckInput(const at::Tensor& x);
-/// CheckInput, and on the CPU: for what reads tensor memory directly (real quantization, histogram observers).
-absl::Status CheckCpuInput(const at::Tensor& x);
 
 /// NVFP4 parameters: a global scale, and block scales of param_shape or none (a dynamic input's).
 absl::Status CheckNvfp4Params(const QuantParams& params, const std::vector<int64_t>& param_shape);

@@ -9,9 +9,10 @@
 namespace quark {
 namespace {
 
-// Finite values of x as float32, |x| when `absolute`, zeros dropped when `skip_zeros`.
+// Finite values of x as float32, |x| when `absolute`, zeros dropped when `skip_zeros`. The histogram is counted on
+// the host: a batch on a device is copied over (a copy per calibration batch, for these observers alone).
 std::vector<float> Values(const at::Tensor& x, bool absolute, bool skip_zeros) {
-  const at::Tensor f = x.to(at::kFloat).contiguous();
+  const at::Tensor f = x.to(at::kCPU, at::kFloat).contiguous();
   const float* p = f.data_ptr<float>();
   std::vector<float> out;
   out.reserve(static_cast<size_t>(f.numel()));
@@ -26,7 +27,7 @@ std::vector<float> Values(const at::Tensor& x, bool absolute, bool skip_zeros) {
 at::Tensor Scalar(double v, at::ScalarType dtype) { return at::scalar_tensor(v, at::kFloat).to(dtype); }
 
 absl::Status CheckBatch(const at::Tensor& x, at::ScalarType* dtype, int64_t batches) {
-  if (auto st = CheckCpuInput(x); !st.ok()) return st;
+  if (auto st = CheckInput(x); !st.ok()) return st;
   if (batches > 0 && x.scalar_type() != *dtype) {
     return absl::InvalidArgumentError(absl::StrCat("input: dtype ", c10::toString(x.scalar_type()),
                                                    " differs from earlier batches (", c10::toString(*dtype), ")"));

@@ -143,4 +143,9 @@ absl::StatusOr<QuantParams> ComputeQuantParams(const at::Tensor& min, const at::
   return QuantParams{scale.to(scale_dtype), float_zp ? zp : zp.to(at::kInt)};
 }
 
+QuantParams OnHost(const QuantParams& params) {
+  const auto host = [](const at::Tensor& t) { return t.defined() ? t.cpu() : t; };
+  return QuantParams{host(params.scale), host(params.zero_point), host(params.global_scale)};
+}
+
 }  // namespace quark

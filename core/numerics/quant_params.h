@@ -22,6 +22,9 @@ struct QuantParams {
   at::Tensor global_scale;
 };
 
+/// `params` with every tensor in host memory (the same tensors when they are there already).
+QuantParams OnHost(const QuantParams& params);
+
 /// Computes the parameters elementwise from `min` and `max` (same shape, float32 / bfloat16 / float16). For MX the
 /// block amax is max(|min|, |max|). Scale math runs in the scale dtype for scale_type float (each operation rounded
 /// to it, as LibTorch does for a bfloat16 model), else in float32 with the scale cast at the end.

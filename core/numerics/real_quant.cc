@@ -86,9 +86,12 @@ void DequantizeInto(const at::Tensor& codes, at::Tensor& out, const QuantSpec& s
 
 }  // namespace
 
-absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& x, const QuantSpec& spec, const QuantParams& params,
-                                           TensorRole role) {
-  if (auto st = CheckCpuInput(x); !st.ok()) return st;
+absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& device_x, const QuantSpec& spec,
+                                           const QuantParams& device_params, TensorRole role) {
+  if (auto st = CheckInput(device_x); !st.ok()) return st;
+  // Codes are what the exports write: they are made in host memory, from a host copy of a tensor on a device.
+  const at::Tensor x = device_x.cpu();
+  const QuantParams params = OnHost(device_params);
   if (IsCastType(spec.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("dtype: ", std::string(Name(spec.dtype)), " is a cast; it has no codes"));
   }

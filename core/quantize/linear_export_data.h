@@ -8,7 +8,8 @@
 
 namespace quark::quantize {
 
-/// `q` as exporter::LinearExportData; the codes only for a weight spec that is not a cast (errors of ExportWeight).
+/// `q` as exporter::LinearExportData, in host memory whatever device `q` computes on; the codes only for a weight
+/// spec that is not a cast (errors of ExportWeight).
 absl::StatusOr<exporter::LinearExportData> LinearExportDataOf(const QuantLinear& q);
 
 }  // namespace quark::quantize

@@ -23,6 +23,9 @@
 #include "core/config/quant_spec.h"
 
 namespace quark {
+namespace runtime {
+class ComputeDevice;  // core/runtime/compute_device.h
+}  // namespace runtime
 
 /// One progress report: phases "prepare", "evaluate_float", "quantize" (layer i of N, calibrated and written),
 /// "finish", "evaluate_quantized", "evaluate_reloaded", "done". `fraction` is of the whole run, in [0, 1];
@@ -38,8 +41,9 @@ struct QuantizeProgress {
 
 struct QuantizeModelOptions {
   quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
-  /// Where the passes run: "cpu", "cuda", "cuda:N" (runtime/compute_device.h). A device this process cannot use, or
-  /// one the passes do not run on yet, fails at once with FAILED_PRECONDITION naming it.
+  /// Where the passes run: "cpu", "cuda", "cuda:N" (runtime/compute_device.h); exports and checkpoints are written
+  /// from host memory. A device this process cannot use fails at once with FAILED_PRECONDITION naming it, and so do
+  /// AWQ and AutoSmoothQuant on a device other than the CPU (naming algo_config[i]).
   std::string device = "cpu";
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
@@ -109,5 +113,9 @@ struct QuantizeModelReport {
 /// ALREADY_EXISTS for a non-empty output_dir; CANCELLED when `cancelled` returned true; FAILED_PRECONDITION when
 /// the export breaks a consumer rule (nothing is published then); file errors name the file.
 absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options);
+/// The same run on a device handle (options.device is not read): the passes compute on `device`, the exports and
+/// checkpoints receive host tensors. Tests pass devices QuantizeModel does not open (tests/support/lazy_device.h).
+absl::StatusOr<QuantizeModelReport> QuantizeModelOn(const runtime::ComputeDevice& device, const std::string& model_dir,
+                                                    const QuantizeModelOptions& options);
 
 }  // namespace quark

@@ -48,7 +48,7 @@ absl::Status WeightSpill::WriteLayer(int64_t index, const std::vector<std::pair<
   std::vector<checkpoint::PlannedTensor> plan;
   std::vector<at::Tensor> contiguous;
   for (const auto& [name, tensor] : tensors) {
-    contiguous.push_back(tensor.to(at::kFloat).contiguous());
+    contiguous.push_back(tensor.to(at::kCPU, at::kFloat).contiguous());  // the spill is host storage
     plan.push_back({name, checkpoint::StDType::kF32, tensor.sizes().vec()});
   }
   const std::string dir = (fs::path(dir_) / StrCat("layer-", index)).string();

@@ -97,12 +97,4 @@ void ComputeDevice::Synchronize() const {
 
 ComputeDevice ComputeDeviceForTesting(at::Device device) { return ComputeDevice(device); }
 
-absl::Status CheckPassesRunOn(const ComputeDevice& device, const std::string& what) {
-  if (device.is_cpu()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, ": ", device.name(),
-      " is available, but this engine's quantization passes run on the CPU only: export packing, histogram "
-      "observers and checkpoints read host memory (evaluation runs on it: quark eval --device; docs/gpu.md)"));
-}
-
 }  // namespace quark::runtime

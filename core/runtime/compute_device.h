@@ -56,11 +56,4 @@ class ComputeDevice {
 /// tensor left behind on the CPU makes the forward fail.
 ComputeDevice ComputeDeviceForTesting(at::Device device);
 
-/// Whether the quantization passes (calibration observers, algorithms, export packing, checkpoints) run on `device`
-/// in this build: on the CPU. The numerics, the layer streamer, GPTQ and evaluation run on any device (docs/gpu.md),
-/// but histogram observers, export packing and checkpoints still read host memory and the quantize pipeline does not
-/// move their tensors yet, so a GPU is refused with FAILED_PRECONDITION naming `what` and the device rather than
-/// silently computed on the CPU. `quark eval` does not ask: it runs on any device.
-absl::Status CheckPassesRunOn(const ComputeDevice& device, const std::string& what);
-
 }  // namespace quark::runtime

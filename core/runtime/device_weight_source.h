@@ -28,6 +28,8 @@ class DeviceWeightSource : public WeightSource {
   std::string Location() const override { return host_->Location(); }
 
   const ComputeDevice& device() const { return device_; }
+  /// The source this one places from (host memory).
+  const std::shared_ptr<const WeightSource>& host() const { return host_; }
   /// Bytes of the tensors placed so far (counted on every device, the CPU included).
   int64_t placed_bytes() const { return placed_bytes_.load(); }
 

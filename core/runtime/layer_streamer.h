@@ -75,6 +75,9 @@ class LayerStreamer {
   /// Whether the last run staged each next layer beside the current one (a GPU with room for both).
   bool double_buffered() const { return double_buffered_; }
   TransformerModel& model() { return *model_; }
+  /// The weights as the streamer reads them, in host memory (model().shared_weights() places them on the device):
+  /// what exports and other host readers take.
+  std::shared_ptr<const WeightSource> host_weights() const { return placed_->host(); }
 
   /// Runs every sample (token ids, [T] or [1, T] int64, lengths may differ) through embeddings and all
   /// decoder layers. Returns each sample's hidden state after the last layer, [1, T, hidden], before the final

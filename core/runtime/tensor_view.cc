@@ -60,4 +60,13 @@ absl::StatusOr<at::Tensor> LoadAs(const checkpoint::TensorRef& ref, at::ScalarTy
   return converted;
 }
 
+absl::StatusOr<std::string_view> HostBytes(const at::Tensor& t, const std::string& name) {
+  if (!t.defined()) return absl::InternalError(name + ": undefined tensor");
+  if (!t.device().is_cpu()) {
+    return absl::InternalError(name + ": on " + t.device().str() + ", not in host memory (writers take host tensors)");
+  }
+  if (!t.is_contiguous()) return absl::InternalError(name + ": not contiguous");
+  return std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes());
+}
+
 }  // namespace quark::runtime

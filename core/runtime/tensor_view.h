@@ -3,6 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <string_view>
+
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_reader.h"
 
@@ -21,5 +24,9 @@ absl::StatusOr<at::Tensor> ViewTensor(const checkpoint::TensorRef& ref);
 /// ViewTensor converted to `dtype` (float types only: F32/F16/BF16/F64 sources). When the source already has
 /// `dtype` this is the zero-copy view; otherwise a new tensor, and the source pages are released at once.
 absl::StatusOr<at::Tensor> LoadAs(const checkpoint::TensorRef& ref, at::ScalarType dtype);
+
+/// The bytes of a contiguous tensor in host memory, for a writer. A tensor on a device (whose data pointer is no
+/// host address) or a strided one is INTERNAL naming `name`: the caller forgot its hand-off to the host.
+absl::StatusOr<std::string_view> HostBytes(const at::Tensor& t, const std::string& name);
 
 }  // namespace quark::runtime

@@ -48,6 +48,7 @@ rc=0
 chroot "$chroot_dir" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
   OUT=/work/out QUARK_JOBS="$jobs" QUARK_TORCH_DIR=/usr/lib/x86_64-linux-gnu/cmake/Torch \
   QUARK_BUILD_TIMEOUT="${QUARK_BUILD_TIMEOUT:-1800}" QUARK_TEST_TIMEOUT="${QUARK_TEST_TIMEOUT:-600}" \
+  QUARK_ENGINE_BENCH_TIMEOUT="${QUARK_ENGINE_BENCH_TIMEOUT:-600}" QUARK_KIT_ENGINE="${QUARK_KIT_ENGINE:-1}" \
   nice -n 10 bash /work/quarkd/scripts/gpu/run.sh || rc=$?
 cp "$chroot_dir"/work/out/* "$out/"
 echo "prove-in-chroot.sh: run.sh ended with status $rc after $((SECONDS - start)) s; \$OUT copied to $out:"

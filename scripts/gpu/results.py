@@ -120,6 +120,13 @@ def results(args):
             doc["bench"] = json.load(open(bench))
         except ValueError as e:
             doc["bench"] = {"error": f"bench.json unreadable: {e}"}
+    engine = os.path.join(args.out, "engine_bench.jsonl")
+    if os.path.exists(engine):
+        lines = [line for line in open(engine) if line.startswith("{")]
+        try:
+            doc["engine_bench"] = [json.loads(line) for line in lines]
+        except ValueError as e:
+            doc["engine_bench"] = {"error": f"engine_bench.jsonl unreadable: {e}"}
     json.dump(doc, sys.stdout, indent=1)
     print()
 

@@ -6,7 +6,11 @@
 #   run.log        every step: what ran, how long, and how it ended
 #   configure.log  build.log  ctest.log  bench.log
 #   bench.json     cuda_kernels_bench's figures
+#   engine_bench.jsonl  the engine's figures (scripts/gpu/engine_bench.sh: GPTQ and perplexity, GPU and CPU)
 #   results.json   the machine, each step's status and time, test counts and failures, the bench's figures
+# The engine tier (QUARK_GPU_KIT_ENGINE: core/, `quark`, algo_bench, the GPTQ and streaming device tests) is built
+# when prepare.sh carried its packages and this machine's glibc and libstdc++ are at least what they need
+# (gpu-kit/glibc-needed, glibcxx-needed); otherwise the kernels tier alone, saying why.
 # Each step that fails says so on stderr and in run.log; later steps still run on what was built, and results.json is
 # rewritten after every step, so a run cut short still returns what it got. Exit status 0 only if every step passed.
 #
@@ -16,7 +20,9 @@
 #   QUARK_NVCC           nvcc (else nvcc on PATH, else /usr/local/cuda/bin/nvcc); none: CUDA kernels not built
 #   QUARK_JOBS           build and test parallelism (default: nproc)
 #   QUARK_KIT_BUILD_DIR  build folder (default build-gpu-kit; kept between runs on the same machine)
-#   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 240, 100, 60)
+#   QUARK_KIT_ENGINE     0: the kernels tier only, even where the engine's packages are carried
+#   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 240, 100, 60; with the engine
+#                        300, 120, 60, and 90 for its figures: QUARK_ENGINE_BENCH_TIMEOUT)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -54,7 +60,7 @@ step() {
   return $rc
 }
 results() {
-  python3 "$root/scripts/gpu/results.py" --steps "$steps" --build "$build" --out "$out" > "$out/results.json" 2>> "$log" ||
+  env -u LD_LIBRARY_PATH python3 "$root/scripts/gpu/results.py" --steps "$steps" --build "$build" --out "$out" > "$out/results.json" 2>> "$log" ||
     say "results.py failed (see run.log)"
 }
 
@@ -91,6 +97,50 @@ unpack() {
 }
 step unpack "$out/configure.log" unpack
 
+# The engine tier: its packages are there, and this machine runs bookworm's shared libraries.
+engine=0
+engine_why=""
+version_at_least() { [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1) == "$2" ]]; }
+choose_tier() {
+  if [[ ${QUARK_KIT_ENGINE:-1} != 1 ]]; then
+    engine_why="QUARK_KIT_ENGINE=${QUARK_KIT_ENGINE}"
+  elif [[ ! -d $prefix/usr/lib/x86_64-linux-gnu/cmake/absl || ! -f $kit/glibc-needed ]]; then
+    engine_why="the engine's packages were not carried (prepare.sh with QUARK_KIT_ENGINE=0?)"
+  else
+    local have_glibc need_glibc need_cxx stdcxx
+    have_glibc=$(ldd --version 2> /dev/null | head -1 | awk '{print $NF}')
+    need_glibc=$(cat "$kit/glibc-needed")
+    need_cxx=$(cat "$kit/glibcxx-needed" 2> /dev/null || echo 0)
+    stdcxx=$(c++ -print-file-name=libstdc++.so.6 2> /dev/null)
+    if ! version_at_least "${have_glibc:-0}" "$need_glibc"; then
+      engine_why="glibc ${have_glibc:-unknown} here, the engine's packages need $need_glibc"
+    elif [[ $need_cxx != 0 ]] && ! grep -aq "GLIBCXX_$need_cxx" "$(readlink -f "$stdcxx")" 2> /dev/null; then
+      engine_why="the compiler's libstdc++ ($stdcxx) has no GLIBCXX_$need_cxx, which the engine's packages need"
+    else
+      engine=1
+    fi
+  fi
+}
+choose_tier
+if ((engine)); then
+  say "engine tier: on (glibc $(ldd --version 2> /dev/null | head -1 | awk '{print $NF}'), needs $(cat "$kit/glibc-needed"))"
+else
+  say "engine tier: off: $engine_why (the kernels tier only)"
+fi
+engine_args=(-DQUARK_GPU_KIT_ENGINE=OFF)
+if ((engine)); then
+  libdir=$prefix/usr/lib/x86_64-linux-gnu
+  # The packages' pkg-config files name /usr: point them at the prefix.
+  find "$libdir/pkgconfig" "$prefix/usr/share/pkgconfig" -name '*.pc' -exec sed -i "s#=/usr#=$prefix/usr#g" {} + \
+    2> /dev/null
+  export PKG_CONFIG_PATH=$libdir/pkgconfig:$prefix/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  # protoc and the programs built here load the packages' libraries (a RUNPATH does not reach their own needs).
+  export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  pkg_config=$(command -v pkg-config || command -v pkgconf || echo "$prefix/usr/bin/pkgconf")
+  engine_args=(-DQUARK_GPU_KIT_ENGINE=ON "-DCMAKE_PREFIX_PATH=$prefix/usr;$libdir/cmake;$prefix/usr/share/cmake"
+    "-DOPENSSL_ROOT_DIR=$prefix/usr" "-DPKG_CONFIG_EXECUTABLE=$pkg_config" "-DQUARK_SHARED_DIR=$kit/shared")
+fi
+
 # 2. The machine's LibTorch and nvcc.
 torch_dir=${QUARK_TORCH_DIR:-}
 if [[ -z $torch_dir ]]; then
@@ -126,13 +176,13 @@ cuda_args=(-DQUARK_WITH_CUDA=OFF)
 [[ -n $nvcc ]] && cuda_args=(-DQUARK_WITH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
 step configure "$out/configure.log" cmake -S "$root" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
   -DQUARK_GPU_KIT=ON "-DCMAKE_CUDA_ARCHITECTURES=${QUARK_CUDA_ARCH:-90}" "-DTorch_DIR=$torch_dir" \
-  "-DQUARK_GTEST_SOURCE_DIR=$prefix/usr/src/googletest" "${cuda_args[@]}"
+  "-DQUARK_GTEST_SOURCE_DIR=$prefix/usr/src/googletest" "${cuda_args[@]}" "${engine_args[@]}"
 keep_going=()
 [[ $generator == Ninja ]] && keep_going=(-- -k 0)
-step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-240}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
+step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-$((engine ? 300 : 240))}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
 
 # 4. The tests: every test of the kit, the gpu-labelled ones included (they skip, saying so, without a device).
-step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-100}" ctest --test-dir "$build" --output-on-failure \
+step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-$((engine ? 120 : 100))}" ctest --test-dir "$build" --output-on-failure \
   --no-tests=error -j "$jobs" --timeout 120 --output-junit "$build/ctest.xml"
 sed -n '/tests passed/,$p' "$out/ctest.log" | head -n 40 | tee -a "$log"  # ctest's summary: counts, skips, failures
 
@@ -145,6 +195,14 @@ else
   say "== bench: FAILED: $bench was not built (see build.log)"
   printf 'bench\t127\t0\tbuild.log\n' >> "$steps"
   failed=1
+fi
+
+# 6. The engine's figures.
+if ((engine)); then
+  # Its log joins the kernel bench's (the device tool brings back at most 8 files).
+  step engine-bench "$out/bench.log" timeout "${QUARK_ENGINE_BENCH_TIMEOUT:-90}" \
+    bash "$root/scripts/gpu/engine_bench.sh" "$build" "$kit/shared" "$out/engine_bench.jsonl"
+  grep '^{' "$out/engine_bench.jsonl" 2> /dev/null | tee -a "$log"
 fi
 
 results

@@ -9,6 +9,7 @@
 
 #include "core/runtime/layer_streamer.h"
 #include "tests/runtime/test_paths.h"
+#include "tests/support/lazy_device.h"
 
 namespace quark::runtime {
 namespace {
@@ -45,6 +46,38 @@ TEST(DeviceStreamingTest, EveryLayerComputesOnTheDeviceItNames) {
   EXPECT_EQ((*hidden)[0].size(1), 24);
   // The meta device runs its work synchronously: nothing to overlap, no second layer held.
   EXPECT_FALSE((*streamer)->double_buffered());
+}
+
+double MeanNll(const StreamerOptions& options) {
+  auto streamer = LayerStreamer::Open(testing::Stories260K(), options);
+  EXPECT_TRUE(streamer.ok()) << streamer.status();
+  if (!streamer.ok()) return -1;
+  const std::vector<at::Tensor> samples = Samples();
+  auto hidden = (*streamer)->Run(samples);
+  EXPECT_TRUE(hidden.ok()) << hidden.status();
+  if (!hidden.ok()) return -1;
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_EQ((*hidden)[i].device(), options.device.device());
+    auto nll = (*streamer)->model().NextTokenNll((*hidden)[i], samples[i]);
+    EXPECT_TRUE(nll.ok()) << nll.status();
+    if (!nll.ok()) return -1;
+    EXPECT_TRUE(nll->device().is_cpu());
+    sum += nll->sum().item<double>();
+    count += nll->numel();
+  }
+  return sum / static_cast<double>(count);
+}
+
+TEST(DeviceStreamingTest, PerplexityOnAComputingDeviceIsTheCpus) {
+  testing::InitTestEngine();
+  const double cpu = MeanNll({});
+  StreamerOptions lazy;
+  lazy.device = quark::testing::LazyComputeDevice();
+  const double on_device = MeanNll(lazy);
+  EXPECT_NEAR(on_device, cpu, 1e-6 * cpu);
+  std::printf("mean NLL cpu=%.9f lazy=%.9f\n", cpu, on_device);
 }
 
 TEST(DeviceStreamingTest, TheCpuStreamerIsUnchanged) {

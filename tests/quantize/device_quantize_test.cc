@@ -1,0 +1,141 @@
+// The quantize pipeline on a compute device that is not the CPU (#27): calibration, the algorithms, the fake-quantized
+// evaluation and the read-back run on the device, the exports and checkpoints receive host tensors, and the result is
+// the CPU run's: every exported file byte for byte and every perplexity equal. The device is LibTorch's lazy-tensor
+// device (tests/support/lazy_device.h): it computes real values, and a CPU tensor left beside a device tensor stops
+// the process, so a pass that forgets a hand-off fails here as it would on a GPU.
+//
+// Not here: GPTQ, whose column loop (about ten operations a column, no host sync by design) the lazy backend traces
+// into one graph per weight that outgrows memory (std::bad_alloc); its device path is gptq_tensor_ops_test (bit for
+// bit on CPU tensors) and gptq_cuda_test. AWQ chose other ratios on this device than on the CPU (ppl 743.9 vs 748.2
+// on this model), not understood yet: the engine refuses AWQ and AutoSmoothQuant on a device (tested below).
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+#include "core/runtime/compute_device.h"
+#include "tests/quantize/test_model.h"
+#include "tests/support/lazy_device.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every file under `dir` (relative path -> bytes).
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    files[fs::relative(entry.path(), dir).string()] = bytes.str();
+  }
+  return files;
+}
+
+struct Scenario {
+  std::string name;
+  std::string preset;
+  std::vector<AlgoConfig> algos;
+  std::vector<std::string> formats;
+};
+
+class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
+ protected:
+  static void SetUpTestSuite() {
+    testing::SyntheticLlamaOptions model;
+    model.hidden = 128;  // group size 128 divides every input dimension
+    model.intermediate = 256;
+    model.layers = 2;
+    model_dir_ = new std::string(testing::WriteSyntheticLlama(model));
+    text_ = new std::string(testing::SmallEvalText());
+  }
+
+  QuantizeModelOptions Options(const std::string& output, const std::string& checkpoint = "") const {
+    QuantizeModelOptions o;
+    auto config = PresetConfig(GetParam().preset);
+    EXPECT_TRUE(config.ok()) << config.status();
+    o.config = *config;
+    o.config.algo_config = GetParam().algos;
+    o.export_formats = GetParam().formats;
+    o.calibration_file = *text_;
+    o.num_calibration_samples = 4;
+    o.seq_len = 32;
+    o.eval_text_file = *text_;
+    o.eval_seq_len = 64;
+    o.eval_max_windows = 2;
+    o.output_dir = output;
+    o.checkpoint_dir = checkpoint;
+    return o;
+  }
+
+  static std::string* model_dir_;
+  static std::string* text_;
+};
+std::string* DeviceQuantizeTest::model_dir_ = nullptr;
+std::string* DeviceQuantizeTest::text_ = nullptr;
+
+void ExpectSameRun(const QuantizeModelReport& cpu, const std::string& cpu_dir, const QuantizeModelReport& device,
+                   const std::string& device_dir) {
+  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded", "ppl_gguf", "export_weight_differences"}) {
+    if (!cpu.metrics.count(metric)) continue;
+    ASSERT_TRUE(device.metrics.count(metric)) << metric;
+    EXPECT_EQ(device.metrics.at(metric), cpu.metrics.at(metric)) << metric;
+  }
+  EXPECT_EQ(device.algorithm_log, cpu.algorithm_log);
+  const auto cpu_files = Files(cpu_dir), device_files = Files(device_dir);
+  ASSERT_FALSE(cpu_files.empty());
+  ASSERT_EQ(device_files.size(), cpu_files.size());
+  for (const auto& [name, bytes] : cpu_files) {
+    auto it = device_files.find(name);
+    ASSERT_NE(it, device_files.end()) << name;
+    EXPECT_TRUE(it->second == bytes) << name << " differs between the CPU run and the device run";
+  }
+}
+
+TEST_P(DeviceQuantizeTest, TheDeviceRunIsTheCpuRun) {
+  const std::string cpu_out = testing::TempPath("cpu_out"), device_out = testing::TempPath("device_out");
+  auto cpu = QuantizeModel(*model_dir_, Options(cpu_out));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto device = QuantizeModelOn(quark::testing::LazyComputeDevice(), *model_dir_, Options(device_out));
+  ASSERT_TRUE(device.ok()) << device.status();
+  ExpectSameRun(*cpu, cpu_out, *device, device_out);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, DeviceQuantizeTest,
+    ::testing::Values(Scenario{"rtn_weight_only", "uint4_wo_128", {}, {}},
+                      Scenario{"rtn_static_int8", "int8", {}, {}},
+                      Scenario{"fp8", "fp8", {}, {}},
+                      Scenario{"mxfp4", "mxfp4", {}, {}},
+                      Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
+                      Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
+                      Scenario{"rotation_all_formats", "uint4_wo_32", {RotationAlgo{}},
+                               {"hf_quark", "gguf", "onnx"}}),
+    [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+class DeviceRefusalTest : public DeviceQuantizeTest {};
+
+TEST_P(DeviceRefusalTest, SearchesNotShownOnADeviceAreRefusedNamingTheAlgorithm) {
+  const std::string out = testing::TempPath("refused_out");
+  auto report = QuantizeModelOn(quark::testing::LazyComputeDevice(), *model_dir_, Options(out));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition) << report.status();
+  EXPECT_NE(std::string(report.status().message()).find("algo_config[0] (" + GetParam().name + ")"), std::string::npos)
+      << report.status();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+INSTANTIATE_TEST_SUITE_P(Searches, DeviceRefusalTest,
+                         ::testing::Values(Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                                           Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}}),
+                         [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace quark
