@@ -1,6 +1,10 @@
 #include "server/dedup/content_key.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
@@ -86,8 +90,9 @@ bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache
   std::vector<std::string> files;
   for (fs::recursive_directory_iterator it(pinned, fs::directory_options::none, error), end; !error && it != end;
        it.increment(error)) {
-    // The view holds folders and, for each pinned file, a link to its descriptor (not followed into folders).
-    if (!it->is_directory(error)) files.push_back(fs::relative(it->path(), pinned, error).generic_string());
+    // The view holds folders and, for each pinned file, a link to its descriptor: names are taken lexically
+    // (fs::relative would resolve the link to the file's own path).
+    if (!it->is_directory(error)) files.push_back(it->path().lexically_relative(pinned).generic_string());
   }
   if (error) {
     *not_keyed = absl::StrCat("model_uri: cannot list \"", root, "\": ", error.message());
@@ -100,8 +105,14 @@ bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache
   std::sort(files.begin(), files.end());
   Field(out, "model.files", std::to_string(files.size()));
   for (const std::string& relative : files) {
+    // Opening the view's name reopens the pinned inode; the log and errors name the tenant's path.
+    storage::UniqueFd file(open((pinned / relative).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!file) {
+      *not_keyed = absl::StrCat("model_uri: ", relative, ": ", std::strerror(errno));
+      return false;
+    }
     uint64_t size = 0;
-    absl::StatusOr<std::string> digest = cache->Sha256((pinned / relative).string(), &size);
+    absl::StatusOr<std::string> digest = cache->Sha256Of(file.get(), (fs::path(root) / relative).string(), &size);
     if (!digest.ok()) {
       *not_keyed = absl::StrCat("model_uri: ", relative, ": ", digest.status().message());
       return false;

@@ -1,8 +1,6 @@
 #include "server/dedup/file_digest_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,14 +11,6 @@
 #include "core/base/digest.h"
 
 namespace quark::server {
-
-absl::StatusOr<std::string> FileDigestCache::Sha256(const std::string& path, uint64_t* size) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("\"", path, "\": ", std::strerror(errno)));
-  absl::StatusOr<std::string> digest = Sha256Of(fd, path, size);
-  close(fd);
-  return digest;
-}
 
 absl::StatusOr<std::string> FileDigestCache::Sha256Of(int fd, const std::string& label, uint64_t* size) {
   struct stat info;

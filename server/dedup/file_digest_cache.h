@@ -18,12 +18,11 @@ namespace quark::server {
 /// file asked for twice at once may be hashed twice; both give the same digest).
 class FileDigestCache {
  public:
-  /// Lower-case hex SHA-256 of the regular file at `path`, with its size. A file rewritten in place keeping
-  /// both its size and its mtime to the nanosecond is not noticed (the trade make and rsync make as well).
-  /// NOT_FOUND / INTERNAL naming the path.
-  absl::StatusOr<std::string> Sha256(const std::string& path, uint64_t* size = nullptr);
-  /// The same of the open file `fd` (read through its descriptor, never by a name; `label` names it in errors).
-  /// Remembered by device and inode, so a file reached by another name (a pinned view) is not hashed again.
+  /// Lower-case hex SHA-256 of the open regular file `fd` (read through its descriptor, never by a name, so
+  /// callers open it inside the caller's roots first), with its size; `label` (its path) names it in the log and
+  /// errors. Remembered by device and inode, so a file reached by another name (a pinned view) is not hashed again.
+  /// A file rewritten in place keeping both its size and its mtime to the nanosecond is not noticed (the trade make
+  /// and rsync make as well). NOT_FOUND / INVALID_ARGUMENT / INTERNAL naming `label`.
   absl::StatusOr<std::string> Sha256Of(int fd, const std::string& label, uint64_t* size = nullptr);
 
   /// Files actually read and hashed so far (cache misses): the tests count re-hashing with it.
