@@ -30,13 +30,13 @@ while [ $# -gt 0 ]; do
 done
 
 all_targets=(safetensors_fuzz config_json_fuzz job_file_fuzz model_config_fuzz gguf_fuzz tokenizer_json_fuzz
-             s3_xml_fuzz uri_fuzz)
+             s3_xml_fuzz uri_fuzz tokens_file_fuzz request_limits_fuzz)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
 # The longest input each target gets: a little over its largest real input of interest (headers, configs, URIs).
 max_len() {
   case "$1" in
-    gguf_fuzz|tokenizer_json_fuzz) echo 8192 ;;
+    gguf_fuzz|tokenizer_json_fuzz|request_limits_fuzz) echo 8192 ;;
     uri_fuzz) echo 1024 ;;
     *) echo 4096 ;;
   esac

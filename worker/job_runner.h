@@ -1,8 +1,6 @@
 // How a worker executes one leased job. The agent (worker_agent.h) owns the protocol; a JobRunner owns the work.
 #pragma once
 
-#include <string>
-
 #include <map>
 #include <string>
 
@@ -32,6 +30,9 @@ struct LeaseContext {
   /// The job's tenant's storage keys (LeaseResponse.storage_credentials): when any key is set the job reads and
   /// writes s3:// URIs with them instead of the worker's own. Secret: never logged, reported or stored.
   quark::v1::internal::StorageCredentials storage_credentials;
+  /// The job's tenant's model_roots and output_prefixes (LeaseResponse.tenant_roots): the job's reads and writes
+  /// are confined to them besides the worker's own roots (storage::TenantObjectStore). Empty: the worker's only.
+  quark::v1::internal::TenantRoots tenant_roots;
 };
 
 class JobRunner {

@@ -6,6 +6,7 @@
 
 #include "worker/storage/file_object_store.h"
 #include "worker/storage/s3_object_store.h"
+#include "worker/storage/tenant_object_store.h"
 #include "worker/storage/strings.h"
 
 namespace quark::worker {
@@ -48,6 +49,26 @@ absl::StatusOr<std::shared_ptr<storage::ObjectStore>> LeaseStoreFactory::ForCred
 
 std::string LeaseStoreFactory::CacheScope(const internal::StorageCredentials& credentials) const {
   return str::Cat(LeaseS3Config(worker_, credentials).EffectiveEndpoint(), " ", credentials.access_key_id());
+}
+
+absl::StatusOr<std::shared_ptr<storage::ObjectStore>> LeaseStoreFactory::ForTenant(
+    std::shared_ptr<storage::ObjectStore> base, const internal::TenantRoots& roots,
+    const quark::v1::JobSpec& spec) const {
+  storage::TenantRoots tenant{{roots.model_roots().begin(), roots.model_roots().end()},
+                              {roots.output_prefixes().begin(), roots.output_prefixes().end()}};
+  if (tenant.empty()) return base;
+  auto store = std::make_shared<storage::TenantObjectStore>(std::move(base), std::move(tenant), worker_.file_roots);
+  struct Read {
+    const char* field;
+    const std::string& uri;
+  };
+  for (const Read& read : {Read{"spec.model_uri", spec.model_uri()}, Read{"spec.calibration.uri", spec.calibration().uri()},
+                           Read{"spec.evaluation.uri", spec.evaluation().uri()}}) {
+    if (read.uri.empty()) continue;
+    if (absl::Status status = store->CheckRead(read.field, read.uri); !status.ok()) return status;
+  }
+  if (absl::Status status = store->CheckWrite("spec.output_uri", spec.output_uri()); !status.ok()) return status;
+  return std::shared_ptr<storage::ObjectStore>(std::move(store));
 }
 
 std::string Redact(std::string text, const internal::StorageCredentials& credentials) {

@@ -33,6 +33,13 @@ class LeaseStoreFactory {
   /// cache to keep one tenant's downloads apart from another's.
   std::string CacheScope(const quark::v1::internal::StorageCredentials& credentials) const;
 
+  /// `base` (the worker's store or ForCredentials's) confined to the job's tenant's roots within the worker's
+  /// file roots, after the lexical check of the job's URIs: PERMISSION_DENIED naming the spec field and the
+  /// tenant's roots when one lies outside them. `base` itself when `roots` is empty.
+  absl::StatusOr<std::shared_ptr<storage::ObjectStore>> ForTenant(std::shared_ptr<storage::ObjectStore> base,
+                                                                  const quark::v1::internal::TenantRoots& roots,
+                                                                  const quark::v1::JobSpec& spec) const;
+
  private:
   storage::StorageOptions worker_;
 };

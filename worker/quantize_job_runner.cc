@@ -72,16 +72,27 @@ QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shar
   RemoveStaleCheckpoints();
 }
 
-absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const LeaseContext& lease) const {
-  if (!HasStorageCredentials(lease.storage_credentials)) return JobStorage{store_, ""};
+absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const quark::v1::Job& job,
+                                                                            const LeaseContext& lease) const {
+  const bool has_roots = lease.tenant_roots.model_roots_size() > 0 || lease.tenant_roots.output_prefixes_size() > 0;
+  if (!HasStorageCredentials(lease.storage_credentials) && !has_roots) return JobStorage{store_, ""};
   if (!options_.lease_stores) {
-    return absl::FailedPreconditionError(
-        "storage_credentials: the lease carries storage credentials but this worker cannot build a store for them");
+    return absl::FailedPreconditionError(str::Cat(
+        has_roots ? "tenant_roots" : "storage_credentials",
+        ": the lease carries them but this worker cannot build a store for them (no lease store factory)"));
   }
-  absl::StatusOr<std::shared_ptr<storage::ObjectStore>> store =
-      options_.lease_stores->ForCredentials(lease.storage_credentials);
-  if (!store.ok()) return store.status();
-  return JobStorage{*std::move(store), options_.lease_stores->CacheScope(lease.storage_credentials)};
+  JobStorage storage{store_, ""};
+  if (HasStorageCredentials(lease.storage_credentials)) {
+    absl::StatusOr<std::shared_ptr<storage::ObjectStore>> store =
+        options_.lease_stores->ForCredentials(lease.storage_credentials);
+    if (!store.ok()) return store.status();
+    storage = JobStorage{*std::move(store), options_.lease_stores->CacheScope(lease.storage_credentials)};
+  }
+  absl::StatusOr<std::shared_ptr<storage::ObjectStore>> confined =
+      options_.lease_stores->ForTenant(storage.store, lease.tenant_roots, job.spec());
+  if (!confined.ok()) return confined.status();
+  storage.store = *std::move(confined);
+  return storage;
 }
 
 absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, JobStorage& storage,
@@ -133,7 +144,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
     return absl::InvalidArgumentError(str::Cat("spec.output_uri: ", out.status().message()));
   }
   // The lease's store (and the keys inside it) is dropped when this job ends.
-  absl::StatusOr<JobStorage> storage = StorageFor(lease);
+  absl::StatusOr<JobStorage> storage = StorageFor(job, lease);
   if (!storage.ok()) return storage.status();
   TempFolder temp(options_.work_dir / "jobs" / job.id());
   PipelineRequest request;

@@ -51,7 +51,8 @@ class QuantizeJobRunner : public JobRunner {
     /// A file:// model's files, held open from the fetch to the end of the job.
     std::shared_ptr<storage::PinnedFolder> pinned_model;
   };
-  absl::StatusOr<JobStorage> StorageFor(const LeaseContext& lease) const;
+  /// The lease's store (its credentials', else the worker's), confined to the tenant's roots when it has any.
+  absl::StatusOr<JobStorage> StorageFor(const quark::v1::Job& job, const LeaseContext& lease) const;
   absl::Status FetchInputs(const quark::v1::Job& job, JobStorage& storage, PipelineRequest& request,
                            ProgressSink& progress, const CancelToken& cancel);
   absl::StatusOr<quark::v1::JobResult> Publish(const quark::v1::Job& job, storage::ObjectStore& store,

@@ -88,6 +88,7 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   log::Get("worker")->info("job={} leased (lease {}, attempt {})", job.id(), lease.lease_id(), lease.attempt());
   LeaseContext context;
   context.storage_credentials = lease.storage_credentials();
+  context.tenant_roots = lease.tenant_roots();
   LeaseRun run(*this, lease.lease_id(), job.id(), context.storage_credentials);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/config/proto_convert.h"
 #include "core/estimate/job_estimate.h"
+#include "server/api/model_view.h"
 #include "server/api/spec_validation.h"
 #include "server/api/uri_policy.h"
 #include "server/scheduler/worker_fit.h"
@@ -67,7 +68,7 @@ quark::v1::ExportFormat ToProto(estimate::ExportKind kind) {
 // The job's sizes as the engine will see them. Evaluation tokens come from the text file's size (file:// only).
 estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::CalibrationSpec& calibration,
                            const google::protobuf::RepeatedField<int>& formats, const quark::v1::EvaluationSpec& eval,
-                           const std::string& gguf_type) {
+                           const std::string& gguf_type, const std::vector<std::string>& read_roots) {
   estimate::JobInputs job;
   job.config = config;
   job.calibration_samples = calibration.num_samples() > 0 ? calibration.num_samples() : kDefaultSamples;
@@ -80,13 +81,13 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
   }
   if (job.formats.empty()) job.formats.push_back(estimate::ExportKind::kHfQuark);
   job.gguf_type = gguf_type;
+  // Measured through the walk confined to the caller's roots: the name may lead elsewhere since the URI checks.
   const std::string eval_path = UriPolicy::FilePath(eval.uri());
-  std::error_code ec;
   if (!eval_path.empty()) {
-    const uintmax_t bytes = std::filesystem::file_size(eval_path, ec);
-    if (!ec) {
+    const absl::StatusOr<int64_t> bytes = ConfinedFileSize(read_roots, eval_path);
+    if (bytes.ok()) {
       job.evaluation_seq_len = eval.seq_len() > 0 ? eval.seq_len() : kDefaultEvalSeqLen;
-      job.evaluation_tokens = static_cast<int64_t>(bytes) / kBytesPerToken;
+      job.evaluation_tokens = *bytes / kBytesPerToken;
       if (eval.max_windows() > 0) {
         job.evaluation_tokens = std::min<int64_t>(job.evaluation_tokens, int64_t{eval.max_windows()} * job.evaluation_seq_len);
       }
@@ -146,8 +147,8 @@ void FillEstimate(const estimate::JobEstimate& e, const Kind& kind, quark::v1::E
 }  // namespace
 
 void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::Config& config,
-                  const std::string& model_dir, const std::vector<WorkerProfile>& workers,
-                  quark::v1::ValidateConfigResponse* response) {
+                  const std::string& model_dir, const std::vector<std::string>& read_roots,
+                  const std::vector<WorkerProfile>& workers, quark::v1::ValidateConfigResponse* response) {
   if (model_dir.empty()) {
     response->add_errors("estimate: needs a file:// model_uri (the server reads its config.json and safetensors headers)");
     return;
@@ -163,7 +164,7 @@ void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::
     return;
   }
   const estimate::JobInputs job = Inputs(*full, request.calibration(), request.export_formats(), request.evaluation(),
-                                         request.gguf_type());
+                                         request.gguf_type(), read_roots);
   std::vector<Kind> kinds = KindsOf(workers);
   if (kinds.empty()) {
     response->add_warnings("estimate: no worker is registered; the estimate is for the reference rates (2-core VM, "
@@ -185,7 +186,8 @@ void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::
   }
 }
 
-JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir) {
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir,
+                                const std::vector<std::string>& read_roots) {
   JobMemoryNeeds needs;
   const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
@@ -198,7 +200,7 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::strin
         config.ok() ? estimate::ReadModelShape(model_dir) : absl::StatusOr<estimate::ModelShape>(config.status());
     if (model.ok()) {
       const estimate::JobInputs inputs =
-          Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type());
+          Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type(), read_roots);
       estimate::Throughput rates = estimate::ReferenceThroughput();
       absl::StatusOr<estimate::JobEstimate> cpu = estimate::EstimateJob(*model, inputs, rates);
       if (cpu.ok()) {

@@ -16,9 +16,11 @@ namespace quark::server {
 /// Fills response->estimates for `config` (resolved, without the request's algo_config, which this appends) on
 /// the model in `model_dir`, one per kind of `workers` (a reference one, with a warning, when there are none).
 /// Problems with the request (an unknown algorithm, an unreadable model) go to response->errors.
+/// The evaluation file's size (its token estimate) is read through the walk confined to `read_roots` (the
+/// caller's tenant's roots): nothing outside them is measured.
 void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::Config& config,
-                  const std::string& model_dir, const std::vector<WorkerProfile>& workers,
-                  quark::v1::ValidateConfigResponse* response);
+                  const std::string& model_dir, const std::vector<std::string>& read_roots,
+                  const std::vector<WorkerProfile>& workers, quark::v1::ValidateConfigResponse* response);
 
 /// What a job needs of its worker's memory, recorded in the job (Job.needs_*_memory_bytes) and matched against
 /// each worker's announced memory at lease time (worker_fit.h). 0 = unknown (any worker).
@@ -39,7 +41,9 @@ struct JobMemoryNeeds {
 /// spec.resources.memory_mb (the size a job asks a Slurm worker for). Zeros when the model cannot be inspected
 /// here (not file://, unreadable: the worker finds out) or the job is llama.cpp's own GGUF quantization (not
 /// modelled).
-JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir);
+/// The evaluation file is measured as in AddEstimates, inside `read_roots`.
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir,
+                                const std::vector<std::string>& read_roots);
 
 /// What can bring a worker with GPUs besides the workers registered now. A job asking for GPUs that neither the
 /// registered workers nor these can ever provide is refused at submit (CheckJobFits).

@@ -34,4 +34,12 @@ class ModelView {
   std::shared_ptr<storage::PinnedFolder> pinned_;
 };
 
+/// The regular file at `path` (absolute) opened by the O_NOFOLLOW walk inside `roots` (as ModelView::Open), so a
+/// data file swapped for a symlink into another tenant's folder after the URI checks is never read nor measured.
+/// NOT_FOUND when missing; PERMISSION_DENIED naming the URI when it resolves outside `roots`.
+absl::StatusOr<storage::UniqueFd> OpenConfinedFile(const std::vector<std::string>& roots, const std::string& path);
+
+/// The size of that file (OpenConfinedFile, then fstat).
+absl::StatusOr<int64_t> ConfinedFileSize(const std::vector<std::string>& roots, const std::string& path);
+
 }  // namespace quark::server

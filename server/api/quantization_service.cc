@@ -67,6 +67,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
   JobMemoryNeeds needs;
+  const std::vector<std::string> read_roots = access_->ModelReadRoots(*principal, policy_->roots());
   if (status.ok()) {
     // The estimate reads config.json and the tensors' headers: through a view pinned inside the tenant's roots, so
     // a symlink to another tenant's model is refused here rather than read (a missing folder keeps the estimate's
@@ -75,7 +76,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
     std::unique_ptr<ModelView> view;
     if (!model_dir.empty()) {
       absl::StatusOr<std::unique_ptr<ModelView>> opened =
-          ModelView::Open(access_->ModelReadRoots(*principal, policy_->roots()), model_dir);
+          ModelView::Open(read_roots, model_dir);
       if (opened.ok()) {
         view = *std::move(opened);
         model_dir = view->path();
@@ -83,7 +84,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
         status = absl::PermissionDeniedError(absl::StrCat("spec.model_uri: ", opened.status().message()));
       }
     }
-    if (status.ok()) needs = EstimateJobNeeds(request->spec(), model_dir);
+    if (status.ok()) needs = EstimateJobNeeds(request->spec(), model_dir, read_roots);
   }
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
@@ -96,7 +97,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   options.needs_host_memory_bytes = needs.host_bytes;
   options.needs_gpu_memory_bytes = needs.gpu_bytes;
   // Keyed even with force (a later submit may reuse this run); hashing happens here, on a cache miss only.
-  absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_);
+  absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_, read_roots);
   if (key.ok()) options.content_key = key->key;
   if (!key.ok() || key->key.empty()) {
     log::Get("server")->info("job=- not deduplicated: {}",
@@ -219,7 +220,9 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::ListPresets(grpc::CallbackSer
 
 absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, const UriPolicy& policy,
                                quark::v1::ValidateConfigResponse* response, const std::vector<WorkerProfile>& workers,
-                               const std::vector<std::string>& read_roots) {
+                               const std::vector<std::string>& caller_roots) {
+  // Every file this call reads or measures is opened inside these (the caller's tenant's, else the global roots).
+  const std::vector<std::string>& read_roots = caller_roots.empty() ? policy.roots() : caller_roots;
   absl::Status status = policy.Check("model_uri", request.model_uri(), false);
   // The estimate reads the data files' sizes: the same roots apply as to a submitted job's.
   if (status.ok()) status = policy.Check("calibration.uri", request.calibration().uri(), false);
@@ -244,7 +247,7 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
   // listing's own error.
   std::unique_ptr<ModelView> view;
   if (!path.empty()) {
-    absl::StatusOr<std::unique_ptr<ModelView>> opened = ModelView::Open(read_roots.empty() ? policy.roots() : read_roots, path);
+    absl::StatusOr<std::unique_ptr<ModelView>> opened = ModelView::Open(read_roots, path);
     if (!opened.ok() && opened.status().code() != absl::StatusCode::kNotFound) {
       response->set_valid(false);
       response->add_errors(absl::StrCat("model_uri: ", opened.status().message()));
@@ -272,7 +275,7 @@ absl::Status RunValidateConfig(const quark::v1::ValidateConfigRequest& request, 
         ->assign(issue.ToString());
   }
   if (have_modules) FillLayers(BuildLayerPlan(*config, modules), response);
-  if (request.estimate()) AddEstimates(request, *config, path, workers, response);
+  if (request.estimate()) AddEstimates(request, *config, path, read_roots, workers, response);
   response->set_valid(response->errors_size() == 0);
   return absl::OkStatus();
 }

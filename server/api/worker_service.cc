@@ -66,6 +66,12 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
       if (auto credentials = access_->StorageCredentialsFor(answer.job().tenant())) {
         *answer.mutable_storage_credentials() = *std::move(credentials);
       }
+      // The worker holds the job to its tenant's roots where it opens the files (names may change after submit).
+      if (std::optional<TenantPolicy> policy = access_->authenticator()->Tenant(answer.job().tenant())) {
+        quark::v1::internal::TenantRoots* roots = answer.mutable_tenant_roots();
+        for (const std::string& root : policy->model_roots) roots->add_model_roots(root);
+        for (const std::string& prefix : policy->output_prefixes) roots->add_output_prefixes(prefix);
+      }
     }
     *response_ = std::move(answer);
     // Last touch of this reactor: OnDone (and delete) may follow at once on another thread.

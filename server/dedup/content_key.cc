@@ -1,6 +1,10 @@
 #include "server/dedup/content_key.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <utility>
@@ -12,6 +16,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "quark/version.h"
+#include "server/api/model_view.h"
 #include "server/api/spec_validation.h"
 #include "server/api/uri_policy.h"
 #include "core/base/digest.h"
@@ -42,7 +47,7 @@ void Field(std::string* out, const std::string& name, const std::string& value) 
 
 // The digest line of a data file URI: "" (none), the file's digest, or not keyed (s3://, unreadable).
 bool DataField(std::string* out, const std::string& name, const std::string& uri, FileDigestCache* cache,
-               std::string* not_keyed) {
+               const std::vector<std::string>& read_roots, std::string* not_keyed) {
   Field(out, name, uri.empty() ? "" : "file");
   if (uri.empty()) return true;
   std::string path = UriPolicy::FilePath(uri);
@@ -50,8 +55,14 @@ bool DataField(std::string* out, const std::string& name, const std::string& uri
     *not_keyed = absl::StrCat(name, ": only file:// data is digested by quarkd");
     return false;
   }
+  // Read through the walk confined to the caller's roots: the name may lead elsewhere since the URI checks.
+  absl::StatusOr<storage::UniqueFd> file = OpenConfinedFile(read_roots, path);
+  if (!file.ok()) {
+    *not_keyed = absl::StrCat(name, ": ", file.status().message());
+    return false;
+  }
   uint64_t size = 0;
-  absl::StatusOr<std::string> digest = cache->Sha256(path, &size);
+  absl::StatusOr<std::string> digest = cache->Sha256Of(file->get(), path, &size);
   if (!digest.ok()) {
     *not_keyed = absl::StrCat(name, ": ", digest.status().message());
     return false;
@@ -60,23 +71,28 @@ bool DataField(std::string* out, const std::string& name, const std::string& uri
   return true;
 }
 
-bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache* cache, std::string* not_keyed) {
+// The model's files as the job will read them: pinned inside the caller's roots (ModelView), a symlink inside
+// the folder followed only to a target inside them, every digest read from the pinned file.
+bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache* cache,
+                 const std::vector<std::string>& read_roots, std::string* not_keyed) {
   std::string root = UriPolicy::FilePath(model_uri);
   if (root.empty()) {
     *not_keyed = "model_uri: s3:// models are not digested by quarkd";
     return false;
   }
+  absl::StatusOr<std::unique_ptr<ModelView>> view = ModelView::Open(read_roots, root);
+  if (!view.ok()) {
+    *not_keyed = absl::StrCat("model_uri: ", view.status().message());
+    return false;
+  }
+  const fs::path pinned = (*view)->path();
   std::error_code error;
   std::vector<std::string> files;
-  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, error), end; !error && it != end;
+  for (fs::recursive_directory_iterator it(pinned, fs::directory_options::none, error), end; !error && it != end;
        it.increment(error)) {
-    // A link is not followed here (it may point anywhere) nor skipped (two models differing only behind links
-    // would share a key): such a folder (a Hugging Face cache snapshot, say) is not keyed.
-    if (it->is_symlink(error)) {
-      *not_keyed = absl::StrCat("model_uri: \"", it->path().string(), "\" is a symbolic link");
-      return false;
-    }
-    if (it->is_regular_file(error)) files.push_back(fs::relative(it->path(), root, error).generic_string());
+    // The view holds folders and, for each pinned file, a link to its descriptor: names are taken lexically
+    // (fs::relative would resolve the link to the file's own path).
+    if (!it->is_directory(error)) files.push_back(it->path().lexically_relative(pinned).generic_string());
   }
   if (error) {
     *not_keyed = absl::StrCat("model_uri: cannot list \"", root, "\": ", error.message());
@@ -89,10 +105,16 @@ bool ModelFields(std::string* out, const std::string& model_uri, FileDigestCache
   std::sort(files.begin(), files.end());
   Field(out, "model.files", std::to_string(files.size()));
   for (const std::string& relative : files) {
+    // Opening the view's name reopens the pinned inode; the log and errors name the tenant's path.
+    storage::UniqueFd file(open((pinned / relative).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!file) {
+      *not_keyed = absl::StrCat("model_uri: ", relative, ": ", std::strerror(errno));
+      return false;
+    }
     uint64_t size = 0;
-    absl::StatusOr<std::string> digest = cache->Sha256((fs::path(root) / relative).string(), &size);
+    absl::StatusOr<std::string> digest = cache->Sha256Of(file.get(), (fs::path(root) / relative).string(), &size);
     if (!digest.ok()) {
-      *not_keyed = absl::StrCat("model_uri: ", digest.status().message());
+      *not_keyed = absl::StrCat("model_uri: ", relative, ": ", digest.status().message());
       return false;
     }
     Field(out, absl::StrCat("model.file ", relative), absl::StrCat(size, " ", *digest));
@@ -122,7 +144,8 @@ absl::Status ConfigFields(std::string* out, const quark::v1::JobSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache) {
+absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache,
+                                             const std::vector<std::string>& read_roots) {
   ContentKey result;
   std::string text;
   Field(&text, "engine", QUARK_ENGINE_VERSION);
@@ -144,9 +167,9 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
         absl::StrCat(evaluation.seq_len(), " ", evaluation.max_windows(), " ",
                      evaluation.has_max_ppl_increase() ? absl::StrFormat("%.17g", evaluation.max_ppl_increase()) : "-"));
   // Files last: a spec that is not keyed stops before reading gigabytes.
-  if (!DataField(&text, "calibration.uri", calibration.uri(), cache, &result.not_keyed) ||
-      !DataField(&text, "evaluation.uri", evaluation.uri(), cache, &result.not_keyed) ||
-      !ModelFields(&text, spec.model_uri(), cache, &result.not_keyed)) {
+  if (!DataField(&text, "calibration.uri", calibration.uri(), cache, read_roots, &result.not_keyed) ||
+      !DataField(&text, "evaluation.uri", evaluation.uri(), cache, read_roots, &result.not_keyed) ||
+      !ModelFields(&text, spec.model_uri(), cache, read_roots, &result.not_keyed)) {
     return result;
   }
   result.key = quark::Sha256Hex(text);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "quark/v1/service.pb.h"
@@ -24,7 +25,12 @@ struct ContentKey {
 /// job put them), labels, priority, max_attempts, deadline_seconds, force.
 /// Not keyed (key ""): s3:// models or data (quarkd does not list or read buckets; their ETags would need
 /// credentials only workers hold), a model folder that is missing or has no files (the job fails in the worker;
-/// nothing to share) or holds a symbolic link, an unreadable file. Errors only for a spec ValidateSubmitRequest would refuse.
-absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache);
+/// nothing to share), an unreadable file, or a file or folder (or a symlink in it) leading outside `read_roots`.
+/// Every file is read as the job's worker will read it: opened by the O_NOFOLLOW walk inside `read_roots` (the
+/// caller's tenant's roots; ModelView for the model, a symlink in it followed only to a target inside them), so a
+/// name swapped after the URI checks never makes quarkd read another tenant's file. Errors only for a spec
+/// ValidateSubmitRequest would refuse.
+absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, FileDigestCache* cache,
+                                             const std::vector<std::string>& read_roots);
 
 }  // namespace quark::server

@@ -12,30 +12,30 @@
 
 namespace quark::server {
 
-absl::StatusOr<std::string> FileDigestCache::Sha256(const std::string& path, uint64_t* size) {
+absl::StatusOr<std::string> FileDigestCache::Sha256Of(int fd, const std::string& label, uint64_t* size) {
   struct stat info;
-  if (stat(path.c_str(), &info) != 0) {
-    return absl::NotFoundError(absl::StrCat("\"", path, "\": ", std::strerror(errno)));
-  }
-  if (!S_ISREG(info.st_mode)) return absl::InvalidArgumentError(absl::StrCat("\"", path, "\": not a regular file"));
+  if (fstat(fd, &info) != 0) return absl::NotFoundError(absl::StrCat("\"", label, "\": ", std::strerror(errno)));
+  if (!S_ISREG(info.st_mode)) return absl::InvalidArgumentError(absl::StrCat("\"", label, "\": not a regular file"));
+  const std::pair<uint64_t, uint64_t> id{static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino)};
   Entry key;
   key.size = static_cast<uint64_t>(info.st_size);
   key.mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
   if (size != nullptr) *size = key.size;
   {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(path);
+    auto it = entries_.find(id);
     if (it != entries_.end() && it->second.size == key.size && it->second.mtime_ns == key.mtime_ns) {
       return it->second.sha256;
     }
   }
-  absl::StatusOr<std::string> digest = quark::Sha256FileHex(path);
-  if (!digest.ok()) return digest.status();
+  // Reopening the descriptor's /proc link reads the inode it holds, whatever its names are now.
+  absl::StatusOr<std::string> digest = quark::Sha256FileHex(absl::StrCat("/proc/self/fd/", fd));
+  if (!digest.ok()) return absl::InternalError(absl::StrCat("\"", label, "\": ", digest.status().message()));
   files_hashed_.fetch_add(1);
-  log::Get("server")->info("job=- hashed {} ({} bytes) for content keys", ForLog(path), key.size);
+  log::Get("server")->info("job=- hashed {} ({} bytes) for content keys", ForLog(label), key.size);
   key.sha256 = *digest;
   absl::MutexLock lock(&mu_);
-  entries_[path] = std::move(key);
+  entries_[id] = std::move(key);
   return *digest;
 }
 

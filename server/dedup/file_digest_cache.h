@@ -1,10 +1,11 @@
 // SHA-256 of files the server reads to build content keys (model weights, calibration and evaluation text),
-// remembered by (path, size, mtime in ns) so a multi-GB model is hashed once per quarkd process, not per submit.
+// remembered by (device and inode, size, mtime in ns) so a multi-GB model is hashed once per quarkd process, not per submit.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -17,10 +18,12 @@ namespace quark::server {
 /// file asked for twice at once may be hashed twice; both give the same digest).
 class FileDigestCache {
  public:
-  /// Lower-case hex SHA-256 of the regular file at `path`, with its size. A file rewritten in place keeping
-  /// both its size and its mtime to the nanosecond is not noticed (the trade make and rsync make as well).
-  /// NOT_FOUND / INTERNAL naming the path.
-  absl::StatusOr<std::string> Sha256(const std::string& path, uint64_t* size = nullptr);
+  /// Lower-case hex SHA-256 of the open regular file `fd` (read through its descriptor, never by a name, so
+  /// callers open it inside the caller's roots first), with its size; `label` (its path) names it in the log and
+  /// errors. Remembered by device and inode, so a file reached by another name (a pinned view) is not hashed again.
+  /// A file rewritten in place keeping both its size and its mtime to the nanosecond is not noticed (the trade make
+  /// and rsync make as well). NOT_FOUND / INVALID_ARGUMENT / INTERNAL naming `label`.
+  absl::StatusOr<std::string> Sha256Of(int fd, const std::string& label, uint64_t* size = nullptr);
 
   /// Files actually read and hashed so far (cache misses): the tests count re-hashing with it.
   int64_t files_hashed() const { return files_hashed_.load(); }
@@ -33,7 +36,7 @@ class FileDigestCache {
   };
 
   absl::Mutex mu_;
-  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, Entry> entries_ ABSL_GUARDED_BY(mu_);  // (device, inode) -> digest
   std::atomic<int64_t> files_hashed_{0};
 };
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/store/audit_retention.h"
 #include "server/store/sqlite_util.h"
 
 namespace quark::server {
@@ -64,6 +65,15 @@ const std::vector<std::string>& Migrations() {
       ALTER TABLE jobs ADD COLUMN host_memory_bytes INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE jobs ADD COLUMN gpu_memory_bytes INTEGER NOT NULL DEFAULT 0;
       )sql",
+      // 5 (#29): the audit log bounded (audit_retention.h): only records kAuditLogMaxRecords or more below the
+      // newest may be deleted; the newest stay append-only.
+      absl::StrCat(R"sql(
+      DROP TRIGGER audit_log_no_delete;
+      CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+        WHEN OLD.sequence > (SELECT MAX(sequence) FROM audit_log) - )sql",
+                   kAuditLogMaxRecords, R"sql(
+        BEGIN SELECT RAISE(ABORT, 'audit_log is append-only (records below the newest may only expire)'); END;
+      )sql"),
   };
   return migrations;
 }

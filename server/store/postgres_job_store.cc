@@ -11,6 +11,7 @@
 #include "core/base/log.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/log_text.h"
+#include "server/store/audit_retention.h"
 
 namespace quark::server {
 namespace {
@@ -95,6 +96,14 @@ const std::vector<std::string>& PgMigrations() {
       ALTER TABLE jobs ADD COLUMN host_memory_bytes BIGINT NOT NULL DEFAULT 0,
                        ADD COLUMN gpu_memory_bytes BIGINT NOT NULL DEFAULT 0;
       )sql",
+      // 5 (#29): the audit log bounded (audit_retention.h): a DELETE of a record kAuditLogMaxRecords or more below
+      // the newest passes; UPDATE, TRUNCATE and any DELETE of the newest still raise.
+      absl::StrCat(R"sql(
+      CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF TG_OP = 'DELETE' AND OLD.sequence <= (SELECT MAX(sequence) FROM audit_log) - )sql",
+                   kAuditLogMaxRecords, R"sql( THEN RETURN OLD; END IF;
+        RAISE EXCEPTION 'audit_log is append-only (records below the newest may only expire)'; END $$;
+      )sql"),
   };
   return migrations;
 }
@@ -455,7 +464,10 @@ absl::Status PostgresJobStore::AppendAudit(quark::v1::AuditRecord* record) {
             .AddBytes(record->SerializeAsString()));
     if (!result.ok()) return result.status();
     record->set_sequence(result->Int(0, 0));
-    return absl::OkStatus();
+    // The retention rule (audit_retention.h): records kAuditLogMaxRecords below the new one expire.
+    if (record->sequence() <= kAuditLogMaxRecords) return absl::OkStatus();
+    return PgExec(conn, "DELETE FROM audit_log WHERE sequence <= $1",
+                  PgParams().Add(record->sequence() - kAuditLogMaxRecords)).status();
   });
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/store/audit_retention.h"
 #include "server/store/job_store_schema.h"
 
 namespace quark::server {
@@ -77,6 +78,7 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
       {&s.load_state, "SELECT seq, job FROM jobs WHERE state = ? ORDER BY seq"},
       {&s.count, "SELECT state, preset, COUNT(*) FROM jobs GROUP BY state, preset"},
       {&s.insert_audit, "INSERT INTO audit_log (time_unix_ms, tenant, record) VALUES (?,?,?)"},
+      {&s.expire_audit, "DELETE FROM audit_log WHERE sequence <= ?"},
       {&s.list_audit, "SELECT sequence, record FROM audit_log WHERE sequence > ? ORDER BY sequence LIMIT ?"},
       {&s.list_audit_tenant,
        "SELECT sequence, record FROM audit_log WHERE sequence > ? AND tenant = ? ORDER BY sequence LIMIT ?"},
@@ -365,7 +367,15 @@ absl::Status SqliteJobStore::AppendAudit(quark::v1::AuditRecord* record) {
   insert.BindBlob(3, record->SerializeAsString());
   absl::Status status = insert.Run();
   insert.Reset();
-  if (status.ok()) record->set_sequence(sqlite3_last_insert_rowid(db_.get()));
+  if (!status.ok()) return status;
+  record->set_sequence(sqlite3_last_insert_rowid(db_.get()));
+  // The retention rule (audit_retention.h): records kAuditLogMaxRecords below the new one expire.
+  if (record->sequence() <= kAuditLogMaxRecords) return absl::OkStatus();
+  Statement& expire = stmts_.expire_audit;
+  expire.Reset();
+  expire.Bind(1, record->sequence() - kAuditLogMaxRecords);
+  status = expire.Run();
+  expire.Reset();
   return status;
 }
 

@@ -37,7 +37,7 @@ class SqliteJobStore : public JobStore {
  private:
   struct Statements {
     Statement insert_job, update_job, get_job, get_by_request, max_sequence, insert_event, list_events,
-        upsert_attempt, list_page, load_state, count, insert_audit, list_audit, list_audit_tenant,
+        upsert_attempt, list_page, load_state, count, insert_audit, expire_audit, list_audit, list_audit_tenant,
         by_content_key;
   };
   SqliteJobStore(SqliteDb db, Statements statements);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "server/api/model_view.h"
 #include "tests/server/test_util.h"
 
 namespace quark::server {
@@ -21,6 +22,9 @@ class ContentKeyTest : public ::testing::Test {
     Write("m/config.json", "{}");
     Write("m/sub/w.bin", "weights");
     Write("calib.txt", "text");
+    std::filesystem::create_directories(other_.File("model"));
+    std::ofstream(other_.File("theirs.txt")) << "another tenant's text";
+    std::ofstream(other_.File("model/config.json")) << "{\"theirs\": true}";
   }
   void Write(const std::string& name, const std::string& text) { std::ofstream(dir_.File(name)) << text; }
 
@@ -33,18 +37,19 @@ class ContentKeyTest : public ::testing::Test {
     return spec;
   }
   std::string Key(const pb::JobSpec& spec) {
-    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_);
+    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_, {dir_.path()});
     EXPECT_TRUE(key.ok()) << key.status();
     return key.ok() ? key->key : "";
   }
   std::string NotKeyed(const pb::JobSpec& spec) {
-    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_);
+    absl::StatusOr<ContentKey> key = ComputeContentKey(spec, &cache_, {dir_.path()});
     EXPECT_TRUE(key.ok()) << key.status();
     EXPECT_TRUE(key.ok() && key->key.empty());
     return key.ok() ? key->not_keyed : "";
   }
 
   testing::TempDir dir_;
+  testing::TempDir other_;  // another tenant's files, outside the caller's roots
   FileDigestCache cache_;
 };
 
@@ -116,8 +121,37 @@ TEST_F(ContentKeyTest, WhatQuarkdCannotDigestIsNotKeyed) {
   pb::JobSpec missing = Spec();
   missing.set_model_uri("file://" + dir_.File("nowhere"));
   EXPECT_FALSE(NotKeyed(missing).empty());
+  std::filesystem::create_symlink(other_.File("theirs.txt"), dir_.File("m/linked.txt"));
+  EXPECT_NE(NotKeyed(Spec()).find("outside the allowed roots"), std::string::npos);
+}
+
+// #29 item 2: the digests are read as the worker reads the files. A symlink inside the caller's roots is followed
+// (the key covers the content read); one leading to another tenant's file, a data file swapped for such a link,
+// or a model folder swapped for one, is never read: the job is not keyed, and no digest of the other file exists.
+TEST_F(ContentKeyTest, FilesAreReadOnlyInsideTheCallersRoots) {
+  const std::string base = Key(Spec());
+  const int64_t hashed = cache_.files_hashed();
   std::filesystem::create_symlink(dir_.File("calib.txt"), dir_.File("m/linked.txt"));
-  EXPECT_NE(NotKeyed(Spec()).find("symbolic link"), std::string::npos);
+  const std::string linked = Key(Spec());
+  EXPECT_NE(linked, base) << "a linked file inside the roots is part of the model";
+  EXPECT_EQ(cache_.files_hashed(), hashed) << "the linked file is calib.txt, hashed already (same inode)";
+  std::filesystem::remove(dir_.File("m/linked.txt"));
+
+  std::filesystem::rename(dir_.File("calib.txt"), dir_.File("calib.real"));
+  std::filesystem::create_symlink(other_.File("theirs.txt"), dir_.File("calib.txt"));
+  EXPECT_NE(NotKeyed(Spec()).find("calibration.uri"), std::string::npos);
+  std::filesystem::remove(dir_.File("calib.txt"));
+  std::filesystem::rename(dir_.File("calib.real"), dir_.File("calib.txt"));
+
+  std::filesystem::rename(dir_.File("m"), dir_.File("m.real"));
+  std::filesystem::create_directory_symlink(other_.File("model"), dir_.File("m"));
+  EXPECT_NE(NotKeyed(Spec()).find("model_uri"), std::string::npos);
+  EXPECT_EQ(cache_.files_hashed(), hashed) << "nothing of the other tenant's was hashed";
+
+  // The evaluation estimate's size comes through the same walk: a swapped file is not measured.
+  EXPECT_EQ(*ConfinedFileSize({dir_.path()}, dir_.File("m.real/sub/w.bin")), 7);
+  std::filesystem::create_symlink(other_.File("theirs.txt"), dir_.File("eval.txt"));
+  EXPECT_EQ(ConfinedFileSize({dir_.path()}, dir_.File("eval.txt")).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "server/store/audit_retention.h"
 #include "tests/server/test_util.h"
 
 namespace quark::server {
@@ -212,6 +214,44 @@ TEST(SqliteJobStoreTest, RefusesAStoreFromANewerSchema) {
   absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(path);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("99"), std::string::npos);
+}
+
+// #29: the audit log is bounded (audit_retention.h). A million records written straight into the table stand for
+// a flood of refused calls; each append then expires the oldest, and the newest kAuditLogMaxRecords stay append-only.
+TEST(SqliteJobStoreTest, AuditLogKeepsItsNewestRecordsAndOnlyThoseAreAppendOnly) {
+  TempDir dir;
+  std::unique_ptr<SqliteJobStore> store = OpenOrDie(dir.File("q.db"));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("q.db").c_str(), &db), SQLITE_OK);
+  auto exec = [&](const std::string& sql) {
+    char* error = nullptr;
+    const bool ok = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) == SQLITE_OK;
+    sqlite3_free(error);
+    return ok;
+  };
+  ASSERT_TRUE(exec(absl::StrCat("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ",
+                                kAuditLogMaxRecords, ") INSERT INTO audit_log (time_unix_ms, tenant, record) ",
+                                "SELECT 0, 'old', x'' FROM n")));
+  for (int64_t expected_first : {2, 3}) {
+    quark::v1::AuditRecord record;
+    record.set_tenant("t");
+    record.set_action("submit");
+    ASSERT_TRUE(store->AppendAudit(&record).ok());
+    EXPECT_EQ(record.sequence(), kAuditLogMaxRecords + expected_first - 1);
+    absl::StatusOr<std::vector<quark::v1::AuditRecord>> first = store->ListAudit(0, 1, "");
+    ASSERT_TRUE(first.ok() && first->size() == 1u);
+    EXPECT_EQ((*first)[0].sequence(), expected_first) << "the oldest records expire, one per append";
+  }
+  // Every kept record, the oldest included, is still append-only.
+  EXPECT_FALSE(exec("DELETE FROM audit_log WHERE sequence = 3"));
+  EXPECT_FALSE(exec(absl::StrCat("DELETE FROM audit_log WHERE sequence = ", kAuditLogMaxRecords + 2)));
+  EXPECT_FALSE(exec("UPDATE audit_log SET tenant = 'x' WHERE sequence = 3"));
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM audit_log", -1, &count, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(count, 0), kAuditLogMaxRecords);
+  sqlite3_finalize(count);
+  sqlite3_close(db);
 }
 
 TEST(SqliteJobStoreTest, AuditLogIsAppendOnlyAndRequestIdsArePerTenant) {

@@ -9,7 +9,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/store/audit_retention.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
 #include "tests/support/require_peer.h"
@@ -360,6 +362,29 @@ TEST_F(PostgresJobStoreTest, ContentKeysFollowersAndDeadlines) {
   ASSERT_EQ(passed->size(), 1u);
   EXPECT_EQ((*passed)[0].job.id(), "job-late");
   EXPECT_TRUE(pick()->empty()) << "its stop was asked for";
+}
+
+// #29: the audit log is bounded (audit_retention.h), as in the SQLite store.
+TEST_F(PostgresJobStoreTest, AuditLogKeepsItsNewestRecordsAndOnlyThoseAreAppendOnly) {
+  ASSERT_TRUE(pg_.Psql(absl::StrCat("INSERT INTO audit_log (time_unix_ms, tenant, record) SELECT 0, 'old', ''::bytea ",
+                                    "FROM generate_series(1, ", kAuditLogMaxRecords, ")")));
+  for (int64_t expected_first : {2, 3}) {
+    pb::AuditRecord record;
+    record.set_tenant("t");
+    record.set_action("submit");
+    ASSERT_TRUE(a_->AppendAudit(&record).ok());
+    EXPECT_EQ(record.sequence(), kAuditLogMaxRecords + expected_first - 1);
+    auto first = b_->ListAudit(0, 1, "");
+    ASSERT_TRUE(first.ok() && first->size() == 1u);
+    EXPECT_EQ((*first)[0].sequence(), expected_first) << "the oldest records expire, one per append";
+  }
+  EXPECT_FALSE(pg_.Psql("DELETE FROM audit_log WHERE sequence = 3"));
+  EXPECT_FALSE(pg_.Psql(absl::StrCat("DELETE FROM audit_log WHERE sequence = ", kAuditLogMaxRecords + 2)));
+  EXPECT_FALSE(pg_.Psql("UPDATE audit_log SET tenant = 'x' WHERE sequence = 3"));
+  EXPECT_FALSE(pg_.Psql("TRUNCATE audit_log"));
+  auto kept = b_->ListAudit(kAuditLogMaxRecords, 10, "");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->size(), 2u);
 }
 
 TEST_F(PostgresJobStoreTest, AuditLogIsAppendOnlyAndNotificationsArrive) {

@@ -294,6 +294,31 @@ TEST_F(QuantizeJobRunnerTest, LeaseCredentialsWithoutAFactoryOrHalfAPairAreRefus
   EXPECT_NE(factory.CacheScope(Keys("AKIA-A", "s")), factory.CacheScope(Keys("AKIA-B", "s")));
 }
 
+// #29: a lease with its tenant's roots confines the job to them (TenantObjectStore); such a lease is never run
+// unconfined by a runner without a lease store factory.
+TEST_F(QuantizeJobRunnerTest, TenantRootsConfineTheJobAndNeedAFactory) {
+  LeaseContext lease;
+  lease.tenant_roots.add_model_roots(FileUri(root_ / "models"));
+  lease.tenant_roots.add_output_prefixes(FileUri(root_ / "out"));
+  RecordingSink sink;
+  CancelToken cancel;
+  quark::v1::Job job = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  absl::Status unconfined = Runner().Run(job, lease, sink, cancel).status();
+  EXPECT_EQ(unconfined.code(), absl::StatusCode::kFailedPrecondition) << unconfined;
+  EXPECT_NE(unconfined.message().find("tenant_roots"), std::string::npos) << unconfined;
+
+  QuantizeJobRunnerOptions options{dir_.path() / "work"};
+  options.lease_stores = std::make_shared<const LeaseStoreFactory>(storage::StorageOptions{{root_}, server_->Config()});
+  QuantizeJobRunner runner(options, store_, cache_, pipeline_);
+  absl::StatusOr<quark::v1::JobResult> result = runner.Run(job, lease, sink, cancel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // calib.txt lies in the worker's root but outside the tenant's: refused before anything is fetched.
+  job.mutable_spec()->mutable_calibration()->set_uri(FileUri(root_ / "calib.txt"));
+  absl::Status outside = runner.Run(job, lease, sink, cancel).status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kPermissionDenied) << outside;
+  EXPECT_NE(outside.message().find("spec.calibration.uri"), std::string::npos) << outside;
+}
+
 TEST(RedactTest, EveryKeyFieldIsReplaced) {
   quark::v1::internal::StorageCredentials credentials = Keys("AKIA", "AKIA-and-more-secret");
   credentials.set_session_token("token-123");

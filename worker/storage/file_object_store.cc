@@ -134,10 +134,10 @@ absl::Status CopyFileAtomically(const fs::path& from, const fs::path& to) {
   });
 }
 
-FileObjectStore::FileObjectStore(std::vector<fs::path> allowed_roots) {
+FileObjectStore::FileObjectStore(std::vector<fs::path> allowed_roots, Roots missing) {
   for (const fs::path& root : allowed_roots) {
     std::error_code ec;
-    fs::create_directories(root, ec);
+    if (missing == Roots::kCreateMissing) fs::create_directories(root, ec);
     fs::path canonical = fs::weakly_canonical(fs::absolute(root), ec);
     if (!ec) roots_.push_back(canonical);
   }

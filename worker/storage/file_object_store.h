@@ -21,8 +21,11 @@ namespace quark::storage {
 /// a symlink leading out of the roots is PERMISSION_DENIED naming the URI and the entry.
 class FileObjectStore : public ObjectStore {
  public:
-  /// `allowed_roots` are absolute folders (created if missing); an empty list allows nothing.
-  explicit FileObjectStore(std::vector<std::filesystem::path> allowed_roots);
+  /// Whether the constructor creates missing roots (the worker's own) or leaves them (a tenant's, made on the
+  /// first write below them, through the confined walk).
+  enum class Roots { kCreateMissing, kKeepMissing };
+  /// `allowed_roots` are absolute folders; an empty list allows nothing.
+  explicit FileObjectStore(std::vector<std::filesystem::path> allowed_roots, Roots missing = Roots::kCreateMissing);
 
   absl::Status PutFile(std::string_view uri, const std::filesystem::path& file) override;
   absl::Status PutBytes(std::string_view uri, std::string_view bytes) override;
