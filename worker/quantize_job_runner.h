@@ -11,6 +11,10 @@
 #include "worker/storage/model_cache.h"
 #include "worker/storage/object_store.h"
 
+namespace quark {
+class Ed25519Signer;
+}  // namespace quark
+
 namespace quark::worker {
 
 struct QuantizeJobRunnerOptions {
@@ -26,6 +30,8 @@ struct QuantizeJobRunnerOptions {
   /// Builds the store of a lease that carries storage credentials; null = such leases fail with
   /// FAILED_PRECONDITION (never silently run with the worker's own keys).
   std::shared_ptr<const LeaseStoreFactory> lease_stores;
+  /// Signs every published manifest.json (--signing-key; storage/manifest_signature.h); null = unsigned.
+  std::shared_ptr<const Ed25519Signer> signer;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own
