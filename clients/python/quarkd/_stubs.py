@@ -14,10 +14,11 @@ try:
     from quark.v1 import config_pb2  # noqa: E402  (generated)
     from quark.v1 import service_pb2  # noqa: E402
     from quark.v1 import service_pb2_grpc  # noqa: E402
+    from quark.v1 import provenance_pb2, provenance_pb2_grpc  # noqa: E402
 except ImportError as error:  # pragma: no cover - reported to the user as is
     raise ImportError(
         "quarkd: the generated stubs (quark.v1.service_pb2) were not found: build the quarkd_python target "
         "(ninja quarkd_python) and set QUARKD_PYTHON_STUBS=<build>/clients/python/gen, or put them on sys.path"
     ) from error
 
-__all__ = ["config_pb2", "service_pb2", "service_pb2_grpc"]
+__all__ = ["config_pb2", "service_pb2", "service_pb2_grpc", "provenance_pb2", "provenance_pb2_grpc"]

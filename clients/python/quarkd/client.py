@@ -5,7 +5,7 @@ import uuid
 
 import grpc
 
-from ._stubs import service_pb2, service_pb2_grpc
+from ._stubs import provenance_pb2, provenance_pb2_grpc, service_pb2, service_pb2_grpc
 from .errors import JobFailed, QuarkdError
 from .spec import build_spec, job_state
 
@@ -136,6 +136,7 @@ class Client:
         else:
             self._channel = grpc.secure_channel(self.address, tls.credentials())
         self._stub = service_pb2_grpc.QuantizationServiceStub(self._channel)
+        self._provenance = provenance_pb2_grpc.ProvenanceServiceStub(self._channel)
 
     def close(self):
         self._channel.close()
@@ -149,9 +150,9 @@ class Client:
     def _metadata(self):
         return (("authorization", f"Bearer {self._token}"),) if self._token else ()
 
-    def _call(self, method, request):
+    def _call(self, method, request, stub=None):
         try:
-            return getattr(self._stub, method)(request, timeout=self.timeout, metadata=self._metadata())
+            return getattr(stub or self._stub, method)(request, timeout=self.timeout, metadata=self._metadata())
         except grpc.RpcError as error:
             raise QuarkdError.from_rpc_error(error, method) from None
 
@@ -209,3 +210,8 @@ class Client:
         if preset:
             request.preset = preset
         return self._call("ValidateConfig", request)
+
+    def signing_key(self):
+        """The quark.v1.SigningKey quarkd's workers sign manifest.json with (key_id, public_key base64, PEM);
+        QuarkdError NOT_FOUND when quarkd signs nothing. `quarkctl verify` checks manifests against it."""
+        return self._call("GetSigningKey", provenance_pb2.GetSigningKeyRequest(), stub=self._provenance)

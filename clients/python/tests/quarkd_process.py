@@ -43,13 +43,16 @@ def write_tokens(path):
 class Quarkd:
     """quarkd with TLS and tokens. test_mode: "" = the real quark-worker, else quark-test-worker --test-mode."""
 
-    def __init__(self, test_mode="", extra_args=()):
+    def __init__(self, test_mode="", extra_args=(), signing_key=False):
         self.dir = tempfile.mkdtemp(prefix="quarkd-py-")
         os.makedirs(os.path.join(self.dir, "out"))
         os.makedirs(os.path.join(self.dir, "models", "m"))
         make_certificates(self.dir)
         write_tokens(os.path.join(self.dir, "tokens.json"))
         self.ca = os.path.join(self.dir, "ca.pem")
+        if signing_key:  # manifests signed by the workers (quarkd --signing-key)
+            _openssl("genpkey", "-algorithm", "ed25519", "-out", "signing.pem", cwd=self.dir)
+            extra_args = (*extra_args, "--signing-key", os.path.join(self.dir, "signing.pem"))
         roots = f"{self.dir},{FIXTURES}"
         worker = "worker/quark-worker" if not test_mode else "tests/worker/quark-test-worker"
         ready = os.path.join(self.dir, "ready.json")

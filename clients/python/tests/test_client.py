@@ -31,7 +31,7 @@ class RealWorkerTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Quarkd()
+        cls.server = Quarkd(signing_key=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -56,6 +56,11 @@ class RealWorkerTest(unittest.TestCase):
             listed = [j.id for j in client.list(states=["succeeded"], labels={"client": "python"})]
             self.assertIn(job.id, listed)
             self.assertEqual(client.get(job.id).proto.spec.labels["client"], "python")
+            # Signed provenance: the manifest names the key quarkd serves.
+            key = client.signing_key()
+            self.assertEqual(key.algorithm, "ed25519")
+            with open(urlparse(job.manifest_uri).path) as f:
+                self.assertEqual(json.load(f)["signature"]["key_id"], key.key_id)
 
     def test_refused_submit_names_the_field(self):
         with self.client() as client:
@@ -139,6 +144,10 @@ class CancelTest(unittest.TestCase):
             self.assertEqual(failed.exception.job.state_name, "CANCELLED")
             events = list(client.watch(job.id))
             self.assertEqual(events[-1].state, quarkd.service_pb2.JOB_STATE_CANCELLED)
+            with self.assertRaises(quarkd.QuarkdError) as unsigned:
+                client.signing_key()
+            self.assertEqual(unsigned.exception.code, grpc.StatusCode.NOT_FOUND)
+            self.assertIn("started without --signing-key", unsigned.exception.details)
 
 
 if __name__ == "__main__":
