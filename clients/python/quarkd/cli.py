@@ -11,6 +11,7 @@ from google.protobuf import json_format
 
 from .client import Client
 from .errors import QuarkdError
+from .spec import parse_labels
 from ._stubs import service_pb2
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RPC_ERROR = 0, 1, 2, 3, 4
@@ -88,23 +89,13 @@ def _load_document(flag, path):
     return document
 
 
-def _labels(flag, labels):
-    out = {}
-    for label in labels:
-        key, eq, value = label.partition("=")
-        if not eq or not key:
-            raise ValueError(f'{flag}: "{label}" is not KEY=VALUE')
-        out[key] = value
-    return out
-
-
 def _submit_kwargs(args):
     return dict(
         spec=_load_document("--job-file", args.job_file) if args.job_file else None,
         preset=args.scheme, config=_load_document("--config", args.config) if args.config else None,
         kv_cache_dtype=args.kv_cache_dtype, exclude=args.exclude, calib=args.calib,
         num_calib_samples=args.num_calib_samples, seq_len=args.seq_len, seed=args.seed, eval=args.eval,
-        output=args.output, exports=args.export, labels=_labels("--label", args.label), gguf_type=args.gguf_type,
+        output=args.output, exports=args.export, labels=parse_labels(args.label, "--label"), gguf_type=args.gguf_type,
         max_ppl_increase=args.max_ppl_increase, quant_algo=args.quant_algo, priority=args.priority,
         max_attempts=args.max_attempts, deadline_seconds=args.deadline, force=args.force)
 
@@ -148,7 +139,7 @@ def _run(args, client, out, err):
         _print_job(client.get(args.id), args.output_format, out)
         return EXIT_OK
     if args.command == "list":
-        jobs = client.list(states=args.state, labels=_labels("--label", args.label), page_size=args.page_size)
+        jobs = client.list(states=args.state, labels=parse_labels(args.label, "--label"), page_size=args.page_size)
         for job in jobs:
             if args.output_format == "json":
                 _print_job(job, "json", out)

@@ -51,21 +51,32 @@ def _positive(name, value):
     return value
 
 
+def _parse_dict(name, value, message):
+    """`value` (a dict in protobuf's JSON form) parsed into `message`; ValueError naming `name`."""
+    try:
+        return json_format.ParseDict(value, message)
+    except json_format.ParseError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
+def _json_object(name, text):
+    """JSON text of an object as a dict; ValueError naming `name`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{name}: not JSON: {error}") from None
+    return value if isinstance(value, dict) else None
+
+
 def _config(config):
     """A quark.v1.Config from a Config, a dict, or JSON text."""
     if isinstance(config, config_pb2.Config):
         return config
     if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"config: not JSON: {error}") from None
+        config = _json_object("config", config)
     if not isinstance(config, dict):
-        raise ValueError(f"config: expected a quark.v1.Config, a dict or JSON text, not {type(config).__name__}")
-    try:
-        return json_format.ParseDict(config, config_pb2.Config())
-    except json_format.ParseError as error:
-        raise ValueError(f"config: {error}") from None
+        raise ValueError("config: expected a quark.v1.Config, a dict or JSON text of an object")
+    return _parse_dict("config", config, config_pb2.Config())
 
 
 def _algorithms(names):
@@ -82,7 +93,8 @@ def _algorithms(names):
     return algos
 
 
-def _labels(labels):
+def parse_labels(labels, name="labels"):
+    """A dict of labels from a dict or "KEY=VALUE" strings (as quarkctl --label); ValueError naming `name`."""
     if labels is None:
         return {}
     if isinstance(labels, dict):
@@ -91,7 +103,7 @@ def _labels(labels):
     for label in labels:  # "KEY=VALUE" strings, as quarkctl --label
         key, eq, value = str(label).partition("=")
         if not eq or not key:
-            raise ValueError(f'labels: "{label}" is not KEY=VALUE')
+            raise ValueError(f'{name}: "{label}" is not KEY=VALUE')
         out[key] = value
     return out
 
@@ -109,10 +121,7 @@ def build_spec(model=None, *, preset=None, config=None, kv_cache_dtype=None, exc
         out = service_pb2.JobSpec()
         out.CopyFrom(spec)
     elif isinstance(spec, dict):
-        try:
-            out = json_format.ParseDict(spec, service_pb2.JobSpec())
-        except json_format.ParseError as error:
-            raise ValueError(f"spec: {error}") from None
+        out = _parse_dict("spec", spec, service_pb2.JobSpec())
     else:
         raise ValueError(f"spec: expected a quark.v1.JobSpec or a dict, not {type(spec).__name__}")
     if model:
@@ -141,7 +150,7 @@ def build_spec(model=None, *, preset=None, config=None, kv_cache_dtype=None, exc
     if exports:
         del out.export_formats[:]
         out.export_formats.extend(export_format(e) for e in exports)
-    for key, value in _labels(labels).items():
+    for key, value in parse_labels(labels).items():
         out.labels[key] = value
     if gguf_type:
         out.gguf_type = gguf_type

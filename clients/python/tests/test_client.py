@@ -76,6 +76,10 @@ class RealWorkerTest(unittest.TestCase):
             quarkd.build_spec("file:///m", preset="fp8", exports=["safetensors"])
         with self.assertRaisesRegex(ValueError, "^max_attempts: 0 is not an integer >= 1"):
             quarkd.build_spec("file:///m", preset="fp8", max_attempts=0)
+        with self.assertRaisesRegex(ValueError, "^config: not JSON"):
+            quarkd.build_spec("file:///m", config="{global_quant_config")
+        with self.assertRaisesRegex(ValueError, "^labels: \"novalue\" is not KEY=VALUE"):
+            quarkd.build_spec("file:///m", preset="fp8", labels=["novalue"])
 
     def test_tokens_and_tls_are_enforced(self):
         with self.client(token="") as anonymous:
