@@ -211,6 +211,8 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
                     {"engine_version", QUARK_ENGINE_VERSION}};
   // The digest quarkd took over the model files, resolved config, calibration and evaluation data and engine.
   if (!job.content_key().empty()) manifest.extra["content_key"] = job.content_key();
+  // Who made it: the worker the job was leased to, its attempt, the devices that worker announced.
+  manifest.extra["worker"] = {{"id", job.worker_id()}, {"attempt", job.attempts_size()}, {"devices", options_.devices}};
   manifest.signer = options_.signer.get();
   std::string prefix = storage::JoinUri(job.spec().output_uri(), job.id());
   double lo = options_.pipeline_fraction;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "worker/job_runner.h"
 #include "worker/lease_storage.h"
@@ -32,6 +34,8 @@ struct QuantizeJobRunnerOptions {
   std::shared_ptr<const LeaseStoreFactory> lease_stores;
   /// Signs every published manifest.json (--signing-key; storage/manifest_signature.h); null = unsigned.
   std::shared_ptr<const Ed25519Signer> signer;
+  /// The devices this worker announced ("cpu", "cuda:0"), recorded in the manifest.
+  std::vector<std::string> devices;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own

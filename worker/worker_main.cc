@@ -98,6 +98,7 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
       store, fs::path(f.data_dir) / "cache", static_cast<int64_t>(f.cache_max_gb * (1 << 30)));
   quark::worker::QuantizeJobRunnerOptions options;
   options.work_dir = f.data_dir;
+  options.devices = f.agent.devices;
   // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
   options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
   if (!f.signing_key.empty()) {

@@ -91,6 +91,9 @@ TEST_F(QuarkctlProvenanceTest, SignedManifestVerifiesAndTamperingIsNamed) {
   EXPECT_EQ(manifest["signature"]["key_id"], key_id);
   EXPECT_EQ(manifest["engine_version"], QUARK_ENGINE_VERSION);
   EXPECT_EQ(manifest["content_key"], job.content_key());
+  EXPECT_EQ(manifest["worker"]["id"], job.worker_id());
+  EXPECT_EQ(manifest["worker"]["attempt"], 1);
+  EXPECT_EQ(manifest["worker"]["devices"], nlohmann::json::array({"cpu"}));
 
   CtlRun verified = Verify(manifest_uri);
   EXPECT_EQ(verified.code, kExitOk) << verified.out << verified.err;
