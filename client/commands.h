@@ -10,6 +10,7 @@
 #include "client/submit_spec.h"
 #include <grpcpp/grpcpp.h>
 
+#include "quark/v1/provenance.grpc.pb.h"
 #include "quark/v1/service.grpc.pb.h"
 
 namespace quark::client {
@@ -17,6 +18,7 @@ namespace quark::client {
 struct CommandContext {
   std::unique_ptr<quark::v1::QuantizationService::Stub> stub;
   std::unique_ptr<quark::v1::AdminService::Stub> admin_stub;
+  std::unique_ptr<quark::v1::ProvenanceService::Stub> provenance_stub;
   std::string server;
   bool json = false;
   std::chrono::seconds timeout{30};
@@ -39,5 +41,9 @@ int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags);
 /// Admin role: the audit log after sequence `after` (only `tenant`'s when set); drain or resume a worker.
 int AuditCommand(CommandContext& ctx, int64_t after, const std::string& tenant, int page_size);
 int DrainCommand(CommandContext& ctx, const std::string& worker_id, bool drain);
+/// #34 signed provenance (provenance_commands.cc): quarkd's manifest signing key; verify a manifest's signature
+/// (against `key_files`, PEM public keys or base64, else quarkd's key) and every artifact's SHA-256.
+int KeyCommand(CommandContext& ctx);
+int VerifyCommand(CommandContext& ctx, const std::string& manifest_uri, const std::vector<std::string>& key_files);
 
 }  // namespace quark::client

@@ -18,6 +18,7 @@ enum ExitCode : int {
   kExitCancelled = 3,   // the job ended CANCELLED
   kExitRpcError = 4,    // quarkd unreachable or refused the call (the gRPC status is printed)
   kExitInvalid = 5,     // validate: the config is not valid
+  kExitNotVerified = 6, // verify: a bad or unknown signature, or an artifact that differs from the manifest
 };
 
 /// The exit code for a job that ended in `state` (kExitOk for SUCCEEDED and for unfinished states).

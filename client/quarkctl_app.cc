@@ -34,6 +34,8 @@ struct Parsed {
   bool all = false;
   int64_t after = 0;
   std::string tenant;
+  std::string manifest_uri;
+  std::vector<std::string> key_files;
 };
 
 void AddCommands(CLI::App& app, Parsed& p) {
@@ -94,6 +96,10 @@ void AddCommands(CLI::App& app, Parsed& p) {
       ->required();
   app.add_subcommand("resume", "Admin: lease jobs to a drained worker again")->add_option("worker", p.id, "Worker id")
       ->required();
+  app.add_subcommand("key", "The public key quarkd's workers sign manifest.json with");
+  CLI::App* verify = app.add_subcommand("verify", "Check a manifest's signature and every artifact's SHA-256");
+  verify->add_option("manifest", p.manifest_uri, "manifest.json URI (file:// or s3://)")->required();
+  verify->add_option("--key", p.key_files, "Trusted public key: PEM file or base64 (repeatable; default quarkd's key)");
   app.require_subcommand(1);
 }
 
@@ -107,6 +113,8 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);
   if (app.got_subcommand("drain")) return DrainCommand(ctx, p.id, true);
   if (app.got_subcommand("resume")) return DrainCommand(ctx, p.id, false);
+  if (app.got_subcommand("key")) return KeyCommand(ctx);
+  if (app.got_subcommand("verify")) return VerifyCommand(ctx, p.manifest_uri, p.key_files);
   return ValidateCommand(ctx, p.spec);
 }
 
@@ -149,6 +157,7 @@ int RunQuarkctl(int argc, const char* const* argv, std::ostream& out, std::ostre
   ctx.server = p.channel.server;
   ctx.stub = quark::v1::QuantizationService::NewStub(*channel);
   ctx.admin_stub = quark::v1::AdminService::NewStub(*channel);
+  ctx.provenance_stub = quark::v1::ProvenanceService::NewStub(*channel);
   ctx.json = p.output == "json";
   ctx.timeout = std::chrono::seconds(p.timeout_s);
   ctx.out = &out;

@@ -12,6 +12,8 @@ packages=(
   libpcre2-dev libicu-dev
   # RPC and messages
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
+  # the Python client (clients/python): grpcio and protobuf for Debian's python3
+  python3-grpcio python3-protobuf
   # plumbing
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libsqlite3-dev libcurl4-openssl-dev libpq-dev

@@ -106,6 +106,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--tls-cert", f.server.tls_cert, "PEM certificate chain of the gRPC port (TLS; SIGHUP reloads it)")
       ->envname("QUARKD_TLS_CERT");
   app.add_option("--tls-key", f.server.tls_key, "PEM private key of --tls-cert")->envname("QUARKD_TLS_KEY");
+  app.add_option("--signing-key", f.server.signing_key,
+                 "Ed25519 private key (PEM): local workers sign manifest.json with it; quarkctl key prints its public half")
+      ->envname("QUARKD_SIGNING_KEY");
   app.add_option("--tls-client-ca", f.server.tls_client_ca, "PEM CAs: require client certificates (mutual TLS)")
       ->envname("QUARKD_TLS_CLIENT_CA");
   app.add_flag("--insecure", f.server.insecure, "Allow plaintext gRPC on a non-loopback --listen address")

@@ -18,6 +18,7 @@
 #include "server/log_text.h"
 #include "server/api/access_control.h"
 #include "server/api/admin_service.h"
+#include "server/api/provenance_service.h"
 #include "server/api/quantization_service.h"
 #include "server/api/uri_policy.h"
 #include "server/api/worker_service.h"
@@ -241,6 +242,13 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
                                                                     gpu_sources);
   worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get(), worker_profiles_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(scheduler_.get(), store_.get(), access_.get());
+  std::optional<Ed25519PublicKey> signing_key;
+  if (!options.signing_key.empty()) {
+    absl::StatusOr<std::unique_ptr<Ed25519Signer>> signer = Ed25519Signer::FromPemFile(options.signing_key);
+    if (!signer.ok()) return absl::InvalidArgumentError(absl::StrCat("signing-key: ", signer.status().message()));
+    signing_key = (*signer)->public_key();
+  }
+  provenance_service_ = std::make_unique<ProvenanceServiceImpl>(std::move(signing_key), access_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -267,6 +275,7 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(admin_service_.get());
+  builder.RegisterService(provenance_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -304,6 +313,10 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
   }
   // The environment, not the command line: other users can read a process's arguments.
   if (!local_worker_token_.empty()) pool.env.push_back("QUARK_WORKER_TOKEN=" + local_worker_token_);
+  if (!options.signing_key.empty()) {
+    std::error_code error;
+    pool.env.push_back("QUARK_WORKER_SIGNING_KEY=" + std::filesystem::absolute(options.signing_key, error).string());
+  }
   pool.env.push_back("QUARK_WORKER_DATA_DIR=" +
                      (std::filesystem::path(options.data_dir) / "workers" / "{id}").string());
   ServerMetrics* server_metrics = metrics_.get();

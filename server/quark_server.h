@@ -25,6 +25,7 @@ class Registry;
 }  // namespace metrics
 class AccessControl;
 class AdminServiceImpl;
+class ProvenanceServiceImpl;
 class Authenticator;
 class EventHub;
 class ReloadableTlsCredentials;
@@ -71,6 +72,9 @@ struct ServerOptions {
   bool expect_gpu_workers = false;
   SlurmExecutorOptions slurm;
   SchedulerOptions scheduler;
+  /// #34 signed provenance: Ed25519 private key (PEM). Local workers sign manifest.json with it (passed as
+  /// QUARK_WORKER_SIGNING_KEY); quarkd serves its public half (ProvenanceService). "" = unsigned manifests.
+  std::string signing_key;
 };
 
 /// Thread-safe after Start. Shutdown (or destruction) stops accepting calls, answers parked long polls,
@@ -132,6 +136,7 @@ class QuarkServer {
   std::unique_ptr<QuantizationServiceImpl> quantization_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<ProvenanceServiceImpl> provenance_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<metrics::HttpExposer> exposer_;
   std::unique_ptr<WorkerPool> worker_pool_;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <system_error>
 
+#include "quark/version.h"
 #include "worker/progress_util.h"
 #include "worker/storage/object_uri.h"
 #include "worker/storage/publish.h"
@@ -217,7 +218,13 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   manifest.config = ManifestConfig(job.spec(), pipeline);
   manifest.metrics = pipeline.metrics;
   manifest.metrics["seconds_total"] = seconds;
-  manifest.extra = {{"model_uri", job.spec().model_uri()}, {"spec", ProtoToJson(job.spec())}};
+  manifest.extra = {{"model_uri", job.spec().model_uri()}, {"spec", ProtoToJson(job.spec())},
+                    {"engine_version", QUARK_ENGINE_VERSION}};
+  // The digest quarkd took over the model files, resolved config, calibration and evaluation data and engine.
+  if (!job.content_key().empty()) manifest.extra["content_key"] = job.content_key();
+  // Who made it: the worker the job was leased to, its attempt, the devices that worker announced.
+  manifest.extra["worker"] = {{"id", job.worker_id()}, {"attempt", job.attempts_size()}, {"devices", options_.devices}};
+  manifest.signer = options_.signer.get();
   std::string prefix = storage::JoinUri(job.spec().output_uri(), job.id());
   double lo = options_.pipeline_fraction;
   progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));

@@ -4,12 +4,18 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "worker/job_runner.h"
 #include "worker/lease_storage.h"
 #include "worker/quantize_pipeline.h"
 #include "worker/storage/model_cache.h"
 #include "worker/storage/object_store.h"
+
+namespace quark {
+class Ed25519Signer;
+}  // namespace quark
 
 namespace quark::worker {
 
@@ -26,6 +32,10 @@ struct QuantizeJobRunnerOptions {
   /// Builds the store of a lease that carries storage credentials; null = such leases fail with
   /// FAILED_PRECONDITION (never silently run with the worker's own keys).
   std::shared_ptr<const LeaseStoreFactory> lease_stores;
+  /// Signs every published manifest.json (--signing-key; storage/manifest_signature.h); null = unsigned.
+  std::shared_ptr<const Ed25519Signer> signer;
+  /// The devices this worker announced ("cpu", "cuda:0"), recorded in the manifest.
+  std::vector<std::string> devices;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/base/ed25519.h"
 #include "core/base/log.h"
 #include "worker/quantize_job_runner.h"
 #include "worker/storage/model_cache.h"
@@ -37,6 +38,7 @@ struct Flags {
   int64_t lease_wait_ms = 10000;
   double exit_when_idle_s = 0;
   bool skip_throughput_probe = false;
+  std::string signing_key;  // #34: Ed25519 private key (PEM) that signs every published manifest
 };
 
 std::string DefaultDataDir() {
@@ -74,6 +76,8 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname(env("SKIP_THROUGHPUT_PROBE"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
+  app.add_option("--signing-key", f.signing_key, "Ed25519 private key (PEM): sign every published manifest.json")
+      ->envname(env("SIGNING_KEY"));
 }
 
 // The real runner: storage for file:// (confined) and s3:// URIs, the model cache, the engine pipeline.
@@ -94,8 +98,15 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
       store, fs::path(f.data_dir) / "cache", static_cast<int64_t>(f.cache_max_gb * (1 << 30)));
   quark::worker::QuantizeJobRunnerOptions options;
   options.work_dir = f.data_dir;
+  options.devices = f.agent.devices;
   // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
   options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
+  if (!f.signing_key.empty()) {
+    absl::StatusOr<std::unique_ptr<quark::Ed25519Signer>> signer = quark::Ed25519Signer::FromPemFile(f.signing_key);
+    if (!signer.ok()) return absl::InvalidArgumentError("--signing-key: " + std::string(signer.status().message()));
+    options.signer = std::move(*signer);
+    quark::log::Get("worker")->info("signing manifests with key {}", options.signer->public_key().key_id());
+  }
   return std::shared_ptr<JobRunner>(std::make_shared<quark::worker::QuantizeJobRunner>(
       options, store, cache, pipeline()));
 }

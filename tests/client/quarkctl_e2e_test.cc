@@ -7,28 +7,13 @@
 
 #include "client/output.h"
 #include "client/quarkctl_app.h"
+#include "tests/client/run_ctl.h"
 #include "tests/worker/support/quarkd.h"
 
 namespace quark::client {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result RunCtl(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"quarkctl"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  Result r;
-  r.code = RunQuarkctl(static_cast<int>(argv.size()), argv.data(), out, err, false);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using Result = CtlRun;
 
 std::string LastLine(const std::string& text) {
   std::string trimmed = text.substr(0, text.find_last_not_of('\n') + 1);

@@ -9,27 +9,13 @@
 
 #include "client/output.h"
 #include "client/quarkctl_app.h"
+#include "tests/client/run_ctl.h"
 #include "tests/worker/support/quarkd.h"
 
 namespace quark::client {
 namespace {
 
-struct Ctl {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Ctl RunCtl(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"quarkctl"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  Ctl r;
-  r.code = RunQuarkctl(static_cast<int>(argv.size()), argv.data(), out, err, false);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using Ctl = CtlRun;
 
 bool Shell(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 

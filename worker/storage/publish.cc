@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "core/base/digest.h"
+#include "worker/storage/manifest_signature.h"
 #include "worker/storage/object_uri.h"
 
 namespace quark::storage {
@@ -94,8 +95,9 @@ absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const fs::pat
     bytes_done += file.size_bytes;
     if (progress) progress(static_cast<int>(i + 1), static_cast<int>(files->size()), bytes_done, bytes_total);
   }
-  std::string doc = BuildManifest(*files, manifest).dump(2);
-  if (absl::Status status = store.PutBytes(result.manifest_uri, doc); !status.ok()) return status;
+  nlohmann::json doc = BuildManifest(*files, manifest);
+  if (manifest.signer != nullptr) SignManifest(doc, *manifest.signer);
+  if (absl::Status status = store.PutBytes(result.manifest_uri, doc.dump(2)); !status.ok()) return status;
   result.files = std::move(*files);
   return result;
 }

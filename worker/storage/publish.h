@@ -14,6 +14,10 @@
 #include "absl/status/statusor.h"
 #include "worker/storage/object_store.h"
 
+namespace quark {
+class Ed25519Signer;
+}  // namespace quark
+
 namespace quark::storage {
 
 /// The parts of manifest.json that the caller knows (the file list is computed).
@@ -25,6 +29,8 @@ struct ManifestInfo {
   std::map<std::string, double> metrics;
   /// Further top-level fields (model_uri, export formats, versions); must not reuse the names above.
   nlohmann::json extra = nlohmann::json::object();
+  /// Signs the manifest (a "signature" field, manifest_signature.h) when set; not owned, outlives the call.
+  const Ed25519Signer* signer = nullptr;
 };
 
 struct PublishedFile {
@@ -45,7 +51,7 @@ using PublishProgress = std::function<void(int, int, int64_t, int64_t)>;
 /// Uploads every regular file under `dir` (recursively) to `output_prefix`/<relative path>, checks each arrived
 /// with its size (Head), then writes `output_prefix`/manifest.json:
 ///   {"format_version": 1, "job_id", "created_at" (RFC 3339 UTC), "files": [{"path", "size_bytes", "sha256"}],
-///    "config", "metrics", ...extra}
+///    "config", "metrics", ...extra, "signature" (with manifest.signer)}
 /// A manifest.json already under the prefix is deleted first, and none is written unless every file arrived, so
 /// a reader that sees a manifest sees a complete artifact. `cancelled` (optional) is polled between files:
 /// CANCELLED. Errors name the file and the store's error; a file named manifest.json in `dir` is INVALID_ARGUMENT.
