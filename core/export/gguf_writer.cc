@@ -316,7 +316,9 @@ absl::Status GgufExporter::CheckImatrix() const {
     }
   }
   for (const PlannedTensor& t : tensors_) {
-    if (t.from_codes || !options_.imatrix->entries.count(t.info.name)) continue;
+    const bool covered = options_.imatrix->entries.count(t.info.name) > 0 ||
+                         (options_.imatrix_streamed && t.info.name.rfind("blk.", 0) == 0);
+    if (t.from_codes || !covered) continue;
     const GgmlType type = t.info.type;
     if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) {
       return absl::InvalidArgumentError(StrCat("imatrix: ", t.info.name, " is typed ", gguf::FindType(type)->name,

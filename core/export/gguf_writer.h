@@ -45,6 +45,10 @@ struct GgufExportOptions {
   /// whose size is not the tensor's columns × experts, and one for a tensor typed Q4_0/Q4_1/Q5_0/Q5_1 (their
   /// imatrix quantizers are not implemented here). Engine codes ignore it.
   std::shared_ptr<const gguf::ImatrixStats> imatrix;
+  /// The imatrix fills while the export runs (the calibration pass's, each layer's entries before the layer is
+  /// written): Create checks the type rule above for every float weight of the decoder layers, not only the
+  /// entries it holds then.
+  bool imatrix_streamed = false;
   /// general.name; empty = the model folder's name.
   std::string name;
   /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to

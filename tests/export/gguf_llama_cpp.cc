@@ -8,12 +8,6 @@
 namespace quark::testing {
 namespace {
 
-std::string LibDir() {
-  const char* source = std::getenv("QUARK_SOURCE_DIR");
-  const std::string root = source ? source : ".";
-  return root + "/tests/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
-}
-
 // llama.h's llama_model_quantize_params of the llama.cpp node-llama-cpp 3.22.1 was built from (its
 // llama/gitRelease.bundle), filled by llama_model_quantize_default_params; spare room in case of a larger struct.
 struct QuantizeParams {
@@ -77,7 +71,7 @@ bool Bind(void* lib, const char* name, F& f, std::string* why) {
 }
 
 LlamaCpp* Load(std::string* why) {
-  const std::string dir = LibDir();
+  const std::string dir = LlamaCppLibDir();
   if (!std::filesystem::exists(dir + "/libggml-base.so")) {
     *why = "node-llama-cpp's prebuilt llama.cpp is not installed (" + dir + "): run scripts/install-test-peers.sh";
     return nullptr;
@@ -127,6 +121,12 @@ LlamaCpp* Load(std::string* why) {
 }
 
 }  // namespace
+
+std::string LlamaCppLibDir() {
+  const char* source = std::getenv("QUARK_SOURCE_DIR");
+  const std::string root = source ? source : ".";
+  return root + "/tests/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
+}
 
 const LlamaCpp* LoadLlamaCpp(std::string* why) {
   static std::string* failure = new std::string();

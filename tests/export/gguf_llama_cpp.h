@@ -47,4 +47,7 @@ struct LlamaCpp {
 /// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
 const LlamaCpp* LoadLlamaCpp(std::string* why);
 
+/// The folder of node-llama-cpp's prebuilt libraries ($QUARK_SOURCE_DIR/tests/peers/...).
+std::string LlamaCppLibDir();
+
 }  // namespace quark::testing
