@@ -305,10 +305,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
           if (!imatrix.ok()) return imatrix.status();
           gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
         }
-        if (imatrix_) {
-          gguf.imatrix = imatrix_->stats();
-          gguf.imatrix_streamed = true;
-        }
+        if (imatrix_) gguf.imatrix = imatrix_->stats();
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);

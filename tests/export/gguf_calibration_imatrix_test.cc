@@ -206,13 +206,6 @@ TEST(GgufCalibrationImatrixTest, BadRequestsNameTheField) {
   auto no_gguf = QuantizeModel(model, job);
   EXPECT_NE(no_gguf.status().message().find("gguf_imatrix_from_calibration: set, but gguf"), std::string::npos)
       << no_gguf.status();
-
-  // Q4_0 with an imatrix: llama-quantize's quantize_q4_0 with quant weights is not implemented here.
-  job = CalibrationImatrixJob(testing::SmallEvalText(1500), 2, work + "/d");
-  job.gguf_type = "Q4_0";
-  auto legacy = QuantizeModel(model, job);
-  EXPECT_EQ(legacy.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(legacy.status().message().find("imatrix: blk."), std::string::npos) << legacy.status();
 }
 
 }  // namespace
