@@ -90,25 +90,15 @@ class EngineE2eTest : public quark::testing::S3TestBase {
 // GPTQ through the whole house: a job asks for it in algo_config on top of a preset, the worker runs it layer by
 // layer (progress per module), and the published export records it.
 TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
-  const std::string fixtures = Fixtures();
   absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
   ASSERT_TRUE(quarkd.ok()) << quarkd.status();
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
 
-  quark::v1::SubmitJobRequest request;
+  quark::v1::SubmitJobRequest request = SmallTinyllamaJob("s3://test/gptq");
   quark::v1::JobSpec* spec = request.mutable_spec();
-  spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
   spec->set_preset("uint4_wo_128");
   spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
-  spec->set_output_uri("s3://test/gptq");
-  spec->set_max_attempts(1);
-  spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
-  spec->mutable_calibration()->set_num_samples(4);
-  spec->mutable_calibration()->set_seq_len(64);
-  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
-  spec->mutable_evaluation()->set_seq_len(128);
-  spec->mutable_evaluation()->set_max_windows(2);
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = RunJob(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
