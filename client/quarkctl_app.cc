@@ -50,7 +50,15 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--output", p.spec.output, "Output prefix URI; artifacts land under OUTPUT/<job id>/");
   submit->add_option("--label", p.spec.labels, "KEY=VALUE label (repeatable)");
   submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable)");
-  submit->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights: F32 F16 BF16 Q8_0 Q4_0 Q4_1");
+  submit->add_option("--gguf-type", p.spec.gguf_type,
+                     "llama-quantize's file type of the float weights, with its mixture: F32 F16 BF16 Q8_0 Q4_0 Q4_1 "
+                     "Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS");
+  submit->add_flag("--gguf-pure", p.spec.gguf_pure, "With --gguf-type: every float weight in its type (--pure)");
+  submit->add_option("--imatrix", p.spec.gguf_imatrix,
+                     "With --gguf-type: importance matrix URI (imatrix.gguf or .dat), as llama-quantize --imatrix");
+  submit->add_flag("--imatrix-from-calibration", p.spec.gguf_imatrix_from_calibration,
+                   "With --gguf-type: gather the importance matrix in the calibration pass (--calib), published as "
+                   "imatrix.gguf");
   submit->add_option("--max-ppl-increase", p.spec.max_ppl_increase,
                      "Accuracy gate (needs --eval): fail without publishing when perplexity rises more, e.g. 0.02");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");

@@ -44,6 +44,9 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
     spec.add_export_formats(*format);
   }
   if (!flags.gguf_type.empty()) spec.set_gguf_type(flags.gguf_type);
+  if (flags.gguf_pure) spec.set_gguf_pure(true);
+  if (!flags.gguf_imatrix.empty()) spec.set_gguf_imatrix_uri(flags.gguf_imatrix);
+  if (flags.gguf_imatrix_from_calibration) spec.set_gguf_imatrix_from_calibration(true);
   if (flags.max_ppl_increase) spec.mutable_evaluation()->set_max_ppl_increase(*flags.max_ppl_increase);
   if (flags.priority) spec.set_priority(*flags.priority);
   if (flags.max_attempts) {

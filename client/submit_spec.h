@@ -25,7 +25,10 @@ struct SubmitFlags {
   std::vector<std::string> exclude;
   std::vector<std::string> labels;   // KEY=VALUE
   std::vector<std::string> exports;  // hf_quark, gguf, onnx
-  std::string gguf_type;             // --gguf-type: F32 F16 BF16 Q8_0 Q4_0 Q4_1
+  std::string gguf_type;             // --gguf-type: llama-quantize's file types (F16 ... Q4_K_M ... IQ4_XS)
+  bool gguf_pure = false;            // --gguf-pure
+  std::string gguf_imatrix;          // --imatrix URI
+  bool gguf_imatrix_from_calibration = false;  // --imatrix-from-calibration
   std::optional<double> max_ppl_increase;  // --max-ppl-increase: the accuracy gate
   std::vector<std::string> quant_algo;  // --quant-algo gptq,...
   std::string quant_algo_config_file;   // --quant-algo-config-file: Quark's algo_config (YAML/JSON)

@@ -92,6 +92,9 @@ class EnginePipeline : public QuantizePipeline {
     QuantizeModelOptions options = Options(request, *std::move(config));
     options.export_formats = *std::move(formats);
     options.gguf_type = request.spec.gguf_type();
+    options.gguf_pure = request.spec.gguf_pure();
+    options.gguf_imatrix = request.gguf_imatrix_file.string();
+    options.gguf_imatrix_from_calibration = request.spec.gguf_imatrix_from_calibration();
     if (!options.gguf_type.empty() &&
         std::find(options.export_formats.begin(), options.export_formats.end(), "gguf") == options.export_formats.end()) {
       return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");

@@ -118,7 +118,8 @@ absl::Status QuantizeJobRunner::FetchInputs(const quark::v1::Job& job, JobStorag
     fs::path* target;
   };
   for (const Input& input : {Input{spec.calibration().uri(), "calibration.uri", &request.calibration_file},
-                             Input{spec.evaluation().uri(), "evaluation.uri", &request.evaluation_file}}) {
+                             Input{spec.evaluation().uri(), "evaluation.uri", &request.evaluation_file},
+                             Input{spec.gguf_imatrix_uri(), "gguf_imatrix_uri", &request.gguf_imatrix_file}}) {
     if (input.uri.empty()) continue;
     if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled while fetching"));
     absl::StatusOr<storage::ObjectUri> parsed = storage::ParseObjectUri(input.uri);

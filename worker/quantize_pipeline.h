@@ -27,6 +27,8 @@ struct PipelineRequest {
   std::filesystem::path calibration_file;
   /// Local copy of spec.evaluation.uri; empty = no perplexity evaluation.
   std::filesystem::path evaluation_file;
+  /// Local copy of spec.gguf_imatrix_uri; empty = none.
+  std::filesystem::path gguf_imatrix_file;
   /// An empty folder that receives the exported artifact(s); everything in it is published as is.
   /// It must not contain a file named manifest.json (the worker writes that one).
   std::filesystem::path output_dir;

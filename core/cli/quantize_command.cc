@@ -1,7 +1,7 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
 //   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
 //   [--output DIR] [--export hf_quark|gguf|onnx]... [--gguf-type Q4_1]
-// quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F] --output DIR   (no scheme: llama-quantize's)
+// quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration] --output DIR   (no scheme: llama-quantize's)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
 // and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
@@ -40,6 +40,7 @@ struct QuantizeCommandOptions {
   std::string gguf_type;
   bool gguf_pure = false;
   std::string gguf_imatrix;
+  bool gguf_imatrix_from_calibration = false;
   std::optional<double> max_ppl_increase;
   std::string checkpoint_dir;
   std::string device = "cpu";
@@ -85,6 +86,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.gguf_type = o.gguf_type;
   options.gguf_pure = o.gguf_pure;
   options.gguf_imatrix = o.gguf_imatrix;
+  options.gguf_imatrix_from_calibration = o.gguf_imatrix_from_calibration;
   options.max_ppl_increase = o.max_ppl_increase;
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
@@ -170,6 +172,10 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--imatrix", o->gguf_imatrix,
                       "with --gguf-type: llama.cpp importance matrix (imatrix.gguf or legacy .dat) for the K-quant "
                       "and IQ4 weights, as llama-quantize --imatrix");
+  command->add_flag("--imatrix-from-calibration", o->gguf_imatrix_from_calibration,
+                    "with --export gguf: the importance matrix of this run's calibration (--calib, else --eval) as "
+                    "llama-imatrix gathers it, for the K-quant and IQ4 weights; written as imatrix.gguf beside "
+                    "model.gguf");
   command->callback([o] { SetExitCode(RunQuantize(*o)); });
 });
 

@@ -7,6 +7,7 @@
 
 #include "core/base/strings.h"
 #include "core/export/gguf_kquants.h"
+#include "core/export/gguf_legacy_imatrix.h"
 
 // Built with -ffp-contract=off (core/export/CMakeLists.txt): a fused multiply-add in `x * id + 8.5f` would round
 // once instead of twice and change codes at the rounding boundary, where llama.cpp's kernels round twice.
@@ -108,10 +109,10 @@ QUARK_GGUF_KQUANT_ROW_FUNCS(Iq4Xs, BlockIq4Xs)
 constexpr TypeTraits kTypes[] = {
     {GgmlType::kF32, "F32", 1, 4, false, 0, F32FromFloat, F32ToFloat, nullptr},
     {GgmlType::kF16, "F16", 1, 2, false, 1, F16FromFloat, F16ToFloat, nullptr},
-    {GgmlType::kQ4_0, "Q4_0", kBlockSize, sizeof(BlockQ4_0), true, 2, Q4_0FromFloat, Q4_0ToFloat, nullptr},
-    {GgmlType::kQ4_1, "Q4_1", kBlockSize, sizeof(BlockQ4_1), true, 3, Q4_1FromFloat, Q4_1ToFloat, nullptr},
-    {GgmlType::kQ5_0, "Q5_0", kBlockSize, sizeof(BlockQ5_0), true, 8, Q5_0FromFloat, Q5_0ToFloat, nullptr},
-    {GgmlType::kQ5_1, "Q5_1", kBlockSize, sizeof(BlockQ5_1), true, 9, Q5_1FromFloat, Q5_1ToFloat, nullptr},
+    {GgmlType::kQ4_0, "Q4_0", kBlockSize, sizeof(BlockQ4_0), true, 2, Q4_0FromFloat, Q4_0ToFloat, QuantizeQ4_0},
+    {GgmlType::kQ4_1, "Q4_1", kBlockSize, sizeof(BlockQ4_1), true, 3, Q4_1FromFloat, Q4_1ToFloat, QuantizeQ4_1},
+    {GgmlType::kQ5_0, "Q5_0", kBlockSize, sizeof(BlockQ5_0), true, 8, Q5_0FromFloat, Q5_0ToFloat, QuantizeQ5_0},
+    {GgmlType::kQ5_1, "Q5_1", kBlockSize, sizeof(BlockQ5_1), true, 9, Q5_1FromFloat, Q5_1ToFloat, QuantizeQ5_1},
     {GgmlType::kQ8_0, "Q8_0", kBlockSize, sizeof(BlockQ8_0), true, 7, Q8_0FromFloat, Q8_0ToFloat, nullptr},
     {GgmlType::kQ2_K, "Q2_K", kQkK, sizeof(BlockQ2_K), true, 10, Q2_KFromFloat, Q2_KToFloat, QuantizeQ2_K},
     {GgmlType::kQ3_K, "Q3_K", kQkK, sizeof(BlockQ3_K), true, 12, Q3_KFromFloat, Q3_KToFloat, QuantizeQ3_K},

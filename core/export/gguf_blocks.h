@@ -84,8 +84,8 @@ struct TypeTraits {
   uint32_t file_type;   // llama_ftype of a file whose weights are mostly this type (general.file_type)
   void (*from_float)(const float* x, void* y, int64_t n);
   void (*to_float)(const void* x, float* y, int64_t n);
-  /// quantize_<type> with importance weights `qw` (n_per_row, one per column) for `nrow` rows; null where the
-  /// imatrix is not supported here (the legacy types), so callers quantize those with from_float.
+  /// quantize_<type> with importance weights `qw` (n_per_row, one per column) for `nrow` rows; null where ggml's
+  /// quantizer ignores them (the float types, Q8_0), so callers quantize those with from_float.
   int64_t (*quantize)(const float* src, void* dst, int64_t nrow, int64_t n_per_row, const float* qw);
 };
 

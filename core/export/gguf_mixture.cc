@@ -1,10 +1,13 @@
 #include "core/export/gguf_mixture.h"
 
 #include <cctype>
+#include <iterator>
+#include <string_view>
 #include <cstdio>
 #include <vector>
 
 #include "core/base/strings.h"
+#include "core/export/gguf_file_type_names.h"
 
 // The rules of llama_tensor_get_type / tensor_type_fallback in llama.cpp's src/llama-quant.cpp (the build in
 // node-llama-cpp 3.22.1's llama/gitRelease.bundle), for the file types accepted here; Falcon's branches and the
@@ -22,6 +25,15 @@ constexpr FileType kFileTypes[] = {
     {"Q5_K_M", 17, GgmlType::kQ5_K},  {"Q6_K", 18, GgmlType::kQ6_K},    {"IQ4_NL", 25, GgmlType::kIQ4_NL},
     {"IQ4_XS", 30, GgmlType::kIQ4_XS},
 };
+
+constexpr bool NamesAreTheHeaders() {
+  if (std::size(kFileTypes) != std::size(kFileTypeNames)) return false;
+  for (size_t i = 0; i < std::size(kFileTypes); ++i) {
+    if (std::string_view(kFileTypes[i].name) != kFileTypeNames[i]) return false;
+  }
+  return true;
+}
+static_assert(NamesAreTheHeaders(), "gguf_file_type_names.h must list kFileTypes' names in order");
 
 enum Ftype : uint32_t {
   kQ4_0 = 2, kQ5_0 = 8, kQ2_K = 10, kQ3_K_S = 11, kQ3_K_M = 12, kQ3_K_L = 13, kQ4_K_S = 14, kQ4_K_M = 15,

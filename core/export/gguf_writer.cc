@@ -315,15 +315,6 @@ absl::Status GgufExporter::CheckImatrix() const {
                                                " columns x ", slices, " experts"));
     }
   }
-  for (const PlannedTensor& t : tensors_) {
-    if (t.from_codes || !options_.imatrix->entries.count(t.info.name)) continue;
-    const GgmlType type = t.info.type;
-    if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) {
-      return absl::InvalidArgumentError(StrCat("imatrix: ", t.info.name, " is typed ", gguf::FindType(type)->name,
-                                               ", whose importance-matrix quantizer is not implemented here; use a "
-                                               "K-quant or IQ4 type, or leave the imatrix out"));
-    }
-  }
   return absl::OkStatus();
 }
 

@@ -40,10 +40,11 @@ struct GgufExportOptions {
   const gguf::FileType* file_type = nullptr;
   /// With file_type: every float weight in its default type (llama-quantize --pure), fallbacks aside.
   bool pure = false;
-  /// Importance matrix (llama-quantize --imatrix) for the float weights: the mixture rules see it, and K-quant / IQ4
-  /// tensors named in it are quantized with its weights. Create refuses an entry naming no tensor of the model, one
-  /// whose size is not the tensor's columns × experts, and one for a tensor typed Q4_0/Q4_1/Q5_0/Q5_1 (their
-  /// imatrix quantizers are not implemented here). Engine codes ignore it.
+  /// Importance matrix (llama-quantize --imatrix) for the float weights: the mixture rules see it, and the quantized
+  /// tensors named in it (every block type but Q8_0, whose ggml quantizer ignores it) are quantized with its
+  /// weights. Create refuses an entry naming no tensor of the model and one whose size is not the tensor's
+  /// columns × experts. Entries may be added after Create, before their tensor is written (the calibration pass's
+  /// imatrix, quantize/imatrix_collector.h). Engine codes ignore it.
   std::shared_ptr<const gguf::ImatrixStats> imatrix;
   /// general.name; empty = the model folder's name.
   std::string name;

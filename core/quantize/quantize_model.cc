@@ -26,6 +26,7 @@
 #include "core/quantize/export_agreement.h"
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/grid_weights.h"
+#include "core/quantize/imatrix_collector.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/linear_export_data.h"
@@ -187,6 +188,9 @@ class QuantizeRun {
   std::map<std::string, at::Tensor> layer_tensors_;
   std::vector<std::string> layer_log_;
   std::unique_ptr<quantize::LayerCheckpoint> checkpoint_;  // null without options_.checkpoint_dir
+  // The calibration pass's importance matrix (options_.gguf_imatrix_from_calibration), else null.
+  std::unique_ptr<quantize::ImatrixCollector> imatrix_;
+  absl::Status WriteImatrix(const std::string& gguf_path);
   int64_t resume_layers_ = 0;  // layers restored from the checkpoint instead of quantized
   CalibratedParams params_;
   Clock::time_point quantize_start_;
@@ -257,6 +261,16 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
   if (!options_.gguf_type.empty() && std::find(formats.begin(), formats.end(), "gguf") == formats.end()) {
     return absl::InvalidArgumentError("gguf_type: set, but gguf is not among the export formats");
   }
+  if (options_.gguf_imatrix_from_calibration) {
+    if (std::find(formats.begin(), formats.end(), "gguf") == formats.end()) {
+      return absl::InvalidArgumentError("gguf_imatrix_from_calibration: set, but gguf is not among the export formats");
+    }
+    if (!options_.gguf_imatrix.empty()) {
+      return absl::InvalidArgumentError(StrCat("gguf_imatrix_from_calibration: set together with gguf_imatrix \"",
+                                               options_.gguf_imatrix, "\"; give one of them"));
+    }
+    imatrix_ = std::make_unique<quantize::ImatrixCollector>(model_);
+  }
   const bool single = formats.size() == 1;
   std::error_code ec;
   if (!single) {
@@ -299,6 +313,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
           if (!imatrix.ok()) return imatrix.status();
           gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
         }
+        if (imatrix_) gguf.imatrix = imatrix_->stats();
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);
@@ -366,7 +381,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_ || scaling_) return true;
+  if (gptq_ || scaling_ || imatrix_) return true;
   // An NVFP4 input is dynamic per group yet calibrates its global scale.
   const auto is_static = [](const std::optional<QuantSpec>& s) {
     return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);
@@ -386,7 +401,8 @@ absl::Status QuantizeRun::LoadInputs() {
     // Random token ids calibrate nothing real: the evaluation text is the next best thing, else ask for data.
     if (options_.eval_text_file.empty()) {
       return absl::InvalidArgumentError(StrCat(
-          "calibration_file: ", gptq_ || scaling_ ? "the algorithms" : "static activation / KV-cache scales",
+          "calibration_file: ",
+          gptq_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
           " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
     }
     calib = options_.eval_text_file;
@@ -608,11 +624,18 @@ absl::Status QuantizeRun::QuantizeLayers() {
   if (!streamer.ok()) return streamer.status();
   streamer_ = *std::move(streamer);
   runtime::LayerHooks hooks;
+  // The importance matrix observes the forward that computes the layer's outputs (through the layer as quantized).
   hooks.before = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
-    return CalibrateLayer(i, layer, inputs);
+    if (auto s = CalibrateLayer(i, layer, inputs); !s.ok() || !imatrix_) return s;
+    return imatrix_->Attach(layer);
   };
   hooks.after = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
-                       const std::vector<at::Tensor>&) { return FinishLayer(i, layer); };
+                       const std::vector<at::Tensor>&) {
+    if (imatrix_) {
+      if (auto s = imatrix_->Detach(layer); !s.ok()) return s;
+    }
+    return FinishLayer(i, layer);
+  };
   quantize_start_ = Clock::now();
   if (resume_layers_ > 0) {
     report_.metrics["resumed_at_layer"] = static_cast<double>(resume_layers_);
@@ -622,6 +645,15 @@ absl::Status QuantizeRun::QuantizeLayers() {
   }
   auto outputs = streamer_->Run(samples_, hooks);
   if (!outputs.ok()) return outputs.status();
+  int64_t chunk_size = 0;
+  for (const auto& s : samples_) chunk_size = std::max<int64_t>(chunk_size, s.size(-1));
+  if (imatrix_) {
+    auto stats = imatrix_->stats();
+    stats->chunk_count = static_cast<uint32_t>(samples_.size());
+    stats->chunk_size = static_cast<uint32_t>(chunk_size);
+    const std::string& data = options_.calibration_file.empty() ? options_.eval_text_file : options_.calibration_file;
+    stats->datasets = {std::filesystem::path(data).filename().string()};
+  }
   samples_.clear();
   report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
   for (auto& e : exports_) {
@@ -631,6 +663,9 @@ absl::Status QuantizeRun::QuantizeLayers() {
     if (!files.ok()) return files.status();
     for (const std::string& file : *files) {
       report_.files.push_back(exports_.size() == 1 || e.format == "gguf" ? file : StrCat(e.format, "/", file));
+    }
+    if (e.format == "gguf" && imatrix_) {
+      if (auto s = WriteImatrix(e.path); !s.ok()) return s;
     }
     if (e.format == "gguf") {
       // The tokenizer.model beside the GGUF: `quark eval --model model.gguf --text` encodes with it (checked there
@@ -646,6 +681,14 @@ absl::Status QuantizeRun::QuantizeLayers() {
     }
   }
   report_.quantization_config = hf_ ? hf_->quantization_config() : ConfigToQuarkJson(config_);
+  return absl::OkStatus();
+}
+
+// imatrix.gguf beside the GGUF (llama-imatrix's layout): llama-quantize --imatrix takes it for other file types.
+absl::Status QuantizeRun::WriteImatrix(const std::string& gguf_path) {
+  const std::filesystem::path path = std::filesystem::path(gguf_path).parent_path() / "imatrix.gguf";
+  if (auto s = exporter::gguf::WriteImatrixGguf(*imatrix_->stats(), path.string()); !s.ok()) return s;
+  report_.files.push_back("imatrix.gguf");
   return absl::OkStatus();
 }
 

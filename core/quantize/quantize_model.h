@@ -59,6 +59,11 @@ struct QuantizeModelOptions {
   bool gguf_pure = false;
   /// llama.cpp importance matrix (GGUF or legacy .dat) for the GGUF's float weights, as `llama-quantize --imatrix`.
   std::string gguf_imatrix;
+  /// Instead of gguf_imatrix: the importance matrix of this run's calibration pass (imatrix_collector.h: the inputs
+  /// of every decoder-layer matrix, per expert for MoE, as llama-imatrix gathers them), used by the GGUF's K-quant
+  /// and IQ4 weights and written as imatrix.gguf beside model.gguf. Needs calibration data (calibration_file, else
+  /// the evaluation text).
+  bool gguf_imatrix_from_calibration = false;
   /// Text (random windows), JSONL "text" or token ids (one sample per line, in order). Read only when something
   /// consumes activations (GPTQ, static activations, KV-cache scales); empty then = the evaluation text, and
   /// without one an INVALID_ARGUMENT asking for data.

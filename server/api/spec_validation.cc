@@ -1,5 +1,7 @@
 #include "server/api/spec_validation.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +9,7 @@
 #include "core/config/presets.h"
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
+#include "core/export/gguf_file_type_names.h"
 #include "server/api/request_limits.h"
 
 namespace quark::server {
@@ -75,14 +78,29 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   return absl::OkStatus();
 }
 
-// The GGUF types the engine writes (core/export/gguf_blocks.h; the server does not link the engine), and only with a
-// GGUF export.
+// llama-quantize's file types the engine writes (core/export/gguf_file_type_names.h: the server does not link the
+// engine), and only with a GGUF export; --pure and the importance matrix only with one of them.
 absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
-  if (spec.gguf_type().empty()) return absl::OkStatus();
-  static const std::set<std::string> kTypes = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"};
-  if (!kTypes.count(spec.gguf_type())) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.gguf_type: \"", Excerpt(spec.gguf_type()),
-                                                   "\" is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
+  const auto& names = exporter::gguf::kFileTypeNames;
+  if (spec.gguf_type().empty()) {
+    if (spec.gguf_pure()) return absl::InvalidArgumentError("spec.gguf_pure: set, but spec.gguf_type is empty");
+    if (!spec.gguf_imatrix_uri().empty()) {
+      return absl::InvalidArgumentError("spec.gguf_imatrix_uri: set, but spec.gguf_type is empty");
+    }
+    if (spec.gguf_imatrix_from_calibration()) {
+      return absl::InvalidArgumentError("spec.gguf_imatrix_from_calibration: set, but spec.gguf_type is empty");
+    }
+    return absl::OkStatus();
+  }
+  if (std::find(std::begin(names), std::end(names), spec.gguf_type()) == std::end(names)) {
+    std::string accepted;
+    for (std::string_view name : names) accepted.append(accepted.empty() ? "" : ", ").append(name);
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.gguf_type: \"", Excerpt(spec.gguf_type()), "\" is not one of ", accepted));
+  }
+  if (!spec.gguf_imatrix_uri().empty() && spec.gguf_imatrix_from_calibration()) {
+    return absl::InvalidArgumentError(
+        "spec.gguf_imatrix_from_calibration: set together with spec.gguf_imatrix_uri; give one of them");
   }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
     if (spec.export_formats(i) == quark::v1::EXPORT_FORMAT_GGUF) return absl::OkStatus();
@@ -141,6 +159,7 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
   if (status.ok()) status = policy.Check("spec.output_uri", spec.output_uri(), true);
   if (status.ok()) status = policy.Check("spec.calibration.uri", spec.calibration().uri(), false);
   if (status.ok()) status = policy.Check("spec.evaluation.uri", spec.evaluation().uri(), false);
+  if (status.ok()) status = policy.Check("spec.gguf_imatrix_uri", spec.gguf_imatrix_uri(), false);
   if (!status.ok()) return status;
   bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;

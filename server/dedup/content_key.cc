@@ -139,6 +139,8 @@ absl::Status ConfigFields(std::string* out, const quark::v1::JobSpec& spec) {
   // The spec's algorithms run after the config's, in order: order matters, so it is kept.
   for (const quark::v1::AlgoConfig& algo : spec.algo_config()) Field(out, "algo_config", Deterministic(algo));
   Field(out, "gguf_type", spec.gguf_type());
+  if (spec.gguf_pure()) Field(out, "gguf_pure", "true");
+  if (spec.gguf_imatrix_from_calibration()) Field(out, "gguf_imatrix_from_calibration", "true");
   return absl::OkStatus();
 }
 
@@ -169,6 +171,8 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
   // Files last: a spec that is not keyed stops before reading gigabytes.
   if (!DataField(&text, "calibration.uri", calibration.uri(), cache, read_roots, &result.not_keyed) ||
       !DataField(&text, "evaluation.uri", evaluation.uri(), cache, read_roots, &result.not_keyed) ||
+      !(spec.gguf_imatrix_uri().empty() ||
+        DataField(&text, "gguf_imatrix_uri", spec.gguf_imatrix_uri(), cache, read_roots, &result.not_keyed)) ||
       !ModelFields(&text, spec.model_uri(), cache, read_roots, &result.not_keyed)) {
     return result;
   }

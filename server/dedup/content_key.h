@@ -20,7 +20,7 @@ struct ContentKey {
 /// SHA-256 over a canonical listing of: the engine version (QUARK_ENGINE_VERSION); every regular file of a
 /// file:// model folder (relative path, size, SHA-256; sorted by path); the resolved Config (preset or inline,
 /// kv_cache_dtype, the exclude list sorted, the spec's algo_config appended) serialized deterministically; the
-/// gguf_type; the calibration spec (defaults filled in) and its file's digest; the evaluation spec and its file's
+/// gguf_type (gguf_pure, gguf_imatrix_from_calibration and the gguf_imatrix_uri file's digest when set); the calibration spec (defaults filled in) and its file's digest; the evaluation spec and its file's
 /// digest; the export formats (sorted, hf_quark when empty). Not in it: output_uri (artifacts stay where the first
 /// job put them), labels, priority, max_attempts, deadline_seconds, force.
 /// Not keyed (key ""): s3:// models or data (quarkd does not list or read buckets; their ETags would need

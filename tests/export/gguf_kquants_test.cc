@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <iterator>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -30,6 +31,8 @@ namespace {
 
 const GgmlType kKTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
                             GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+// The legacy blocks' quantize_<t> (with an importance matrix since #37 item 4; their reference rows otherwise).
+const GgmlType kLegacyTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1};
 
 // nrow × ncols row-major floats.
 struct Rows {
@@ -106,7 +109,9 @@ std::string FirstDiff(GgmlType type, const std::string& a, const std::string& b)
 
 void ExpectSameBlocks(const testing::LlamaCpp& l, const Rows& r, bool with_imatrix) {
   const std::vector<float> qw = Imatrix(r.ncols, static_cast<uint32_t>(r.ncols + r.nrow));
-  for (GgmlType type : kKTypes) {
+  std::vector<GgmlType> types(std::begin(kKTypes), std::end(kKTypes));
+  types.insert(types.end(), std::begin(kLegacyTypes), std::end(kLegacyTypes));
+  for (GgmlType type : types) {
     if (r.ncols % FindType(type)->block_size != 0) continue;
     const float* w = with_imatrix ? qw.data() : nullptr;
     const std::string ours = Ours(type, r, w), theirs = Theirs(l, type, r, w);

@@ -8,12 +8,6 @@
 namespace quark::testing {
 namespace {
 
-std::string LibDir() {
-  const char* source = std::getenv("QUARK_SOURCE_DIR");
-  const std::string root = source ? source : ".";
-  return root + "/tests/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
-}
-
 // llama.h's llama_model_quantize_params of the llama.cpp node-llama-cpp 3.22.1 was built from (its
 // llama/gitRelease.bundle), filled by llama_model_quantize_default_params; spare room in case of a larger struct.
 struct QuantizeParams {
@@ -36,6 +30,24 @@ struct QuantizeParams {
 };
 
 QuantizeParams (*default_params)() = nullptr;
+
+// llama.h's llama_model_params, passed through as llama_model_default_params fills it (never read here): bytes
+// enough for the struct, which is returned and passed in memory (larger than 16 bytes) either way.
+struct alignas(8) ModelParams {
+  char bytes[512];
+};
+ModelParams (*model_default_params)() = nullptr;
+void* (*model_load_from_file)(const char*, ModelParams) = nullptr;
+uint64_t (*model_n_params)(const void*) = nullptr;
+void (*model_free)(void*) = nullptr;
+
+std::string LoadModel(const std::string& path, uint64_t* n_params) {
+  void* model = model_load_from_file(path.c_str(), model_default_params());
+  if (model == nullptr) return "llama_model_load_from_file failed on " + path + " (its log is on stderr)";
+  *n_params = model_n_params(model);
+  model_free(model);
+  return "";
+}
 uint32_t (*llama_quantize)(const char*, const char*, const QuantizeParams*) = nullptr;
 
 // llama.h's llama_model_imatrix_data; an entry with a null name ends the array.
@@ -77,7 +89,7 @@ bool Bind(void* lib, const char* name, F& f, std::string* why) {
 }
 
 LlamaCpp* Load(std::string* why) {
-  const std::string dir = LibDir();
+  const std::string dir = LlamaCppLibDir();
   if (!std::filesystem::exists(dir + "/libggml-base.so")) {
     *why = "node-llama-cpp's prebuilt llama.cpp is not installed (" + dir + "): run scripts/install-test-peers.sh";
     return nullptr;
@@ -99,7 +111,7 @@ LlamaCpp* Load(std::string* why) {
             Bind(base, "ggml_fp16_to_fp32_row", l->fp16_to_fp32_row, why) &&
             Bind(base, "ggml_fp32_to_bf16_row_ref", l->fp32_to_bf16_row_ref, why);
   // ggml type id and the suffix of its kernels' names.
-  const std::pair<int, const char*> kquants[] = {{6, "q5_0"}, {7, "q5_1"}, {10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
+  const std::pair<int, const char*> kquants[] = {{2, "q4_0"}, {3, "q4_1"}, {6, "q5_0"}, {7, "q5_1"}, {10, "q2_K"}, {11, "q3_K"},   {12, "q4_K"},  {13, "q5_K"},
                                                  {14, "q6_K"}, {20, "iq4_nl"}, {23, "iq4_xs"}};
   for (const auto& [type, suffix] : kquants) {
     LlamaCpp::TypeFns& f = l->kquants[type];
@@ -122,11 +134,23 @@ LlamaCpp* Load(std::string* why) {
     backend_init();
     l->model_quantize = ModelQuantize;
     l->model_quantize_imatrix = ModelQuantizeImatrix;
+    if (Bind(llama, "llama_model_default_params", model_default_params, &ignored) &&
+        Bind(llama, "llama_model_load_from_file", model_load_from_file, &ignored) &&
+        Bind(llama, "llama_model_n_params", model_n_params, &ignored) &&
+        Bind(llama, "llama_model_free", model_free, &ignored)) {
+      l->load_model = LoadModel;
+    }
   }
   return l;
 }
 
 }  // namespace
+
+std::string LlamaCppLibDir() {
+  const char* source = std::getenv("QUARK_SOURCE_DIR");
+  const std::string root = source ? source : ".";
+  return root + "/tests/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
+}
 
 const LlamaCpp* LoadLlamaCpp(std::string* why) {
   static std::string* failure = new std::string();

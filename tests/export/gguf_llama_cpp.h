@@ -32,7 +32,7 @@ struct LlamaCpp {
     size_t (*quantize)(const float* src, void* dst, int64_t nrow, int64_t n_per_row, const float* qw) = nullptr;
     void (*dequantize_row)(const void* x, float* y, int64_t k) = nullptr;
   };
-  /// By ggml type id: Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS.
+  /// By ggml type id: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS.
   std::map<int, TypeFns> kquants;
 
   /// llama-quantize on a file: `ftype` a llama_ftype (2 Q4_0, 3 Q4_1, 7 Q8_0), `pure` as --pure. Returns 0 on
@@ -42,9 +42,15 @@ struct LlamaCpp {
   /// one after another), as llama-quantize --imatrix passes what load_imatrix read.
   uint32_t (*model_quantize_imatrix)(const std::string& in, const std::string& out, int ftype,
                                      const std::map<std::string, std::vector<float>>& imatrix) = nullptr;
+  /// llama.cpp's loader on a GGUF file (llama_model_load_from_file, default params, CPU): "" when the model loads,
+  /// else why; `n_params` gets llama_model_n_params. Set only when libllama loaded.
+  std::string (*load_model)(const std::string& path, uint64_t* n_params) = nullptr;
 };
 
 /// The loaded libraries, or nullptr with `why` set (not installed, or a symbol missing).
 const LlamaCpp* LoadLlamaCpp(std::string* why);
+
+/// The folder of node-llama-cpp's prebuilt libraries ($QUARK_SOURCE_DIR/tests/peers/...).
+std::string LlamaCppLibDir();
 
 }  // namespace quark::testing

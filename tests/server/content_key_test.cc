@@ -85,7 +85,7 @@ TEST_F(ContentKeyTest, SameContentSameKeyWhateverTheOutputLabelsAndOrder) {
 
 TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   std::string base = Key(Spec());
-  std::vector<pb::JobSpec> variants(8, Spec());
+  std::vector<pb::JobSpec> variants(11, Spec());
   variants[0].set_preset("int8");
   variants[1].set_kv_cache_dtype("fp8");
   variants[2].mutable_calibration()->set_seed(7);
@@ -95,6 +95,13 @@ TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   variants[6].add_export_formats(pb::EXPORT_FORMAT_GGUF);
   variants[7].set_gguf_type("Q8_0");
   variants[7].add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  for (int i = 8; i < 11; ++i) {  // the K-quant options (#37)
+    variants[i].set_gguf_type("Q8_0");
+    variants[i].add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  }
+  variants[8].set_gguf_pure(true);
+  variants[9].set_gguf_imatrix_from_calibration(true);
+  variants[10].set_gguf_imatrix_uri(variants[10].calibration().uri());  // a file's digest, as the calibration's
   std::set<std::string> keys = {base};
   for (const pb::JobSpec& spec : variants) keys.insert(Key(spec));
   EXPECT_EQ(keys.size(), variants.size() + 1);

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <utility>
 #include <thread>
 
 #include "core/config/presets.h"
@@ -110,6 +112,41 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   status = Submit(gguf, &job);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("spec.gguf_type: \"Q5_K\""), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("Q4_K_M"), std::string::npos) << "lists the accepted names";
+  // The K-quant options (#37): each needs a gguf_type, one importance matrix at a time, none for the legacy types.
+  const std::pair<std::function<void(pb::JobSpec&)>, std::string> bad_gguf[] = {
+      {[](pb::JobSpec& s) { s.set_gguf_pure(true); }, "spec.gguf_pure: set, but spec.gguf_type is empty"},
+      {[](pb::JobSpec& s) { s.set_gguf_imatrix_from_calibration(true); },
+       "spec.gguf_imatrix_from_calibration: set, but spec.gguf_type is empty"},
+      {[&](pb::JobSpec& s) { s.set_gguf_imatrix_uri("file://" + dir_.File("models/m")); },
+       "spec.gguf_imatrix_uri: set, but spec.gguf_type is empty"},
+      {[&](pb::JobSpec& s) {
+         s.set_gguf_type("Q4_K_M");
+         s.set_gguf_imatrix_from_calibration(true);
+         s.set_gguf_imatrix_uri("file://" + dir_.File("models/m"));
+       },
+       "spec.gguf_imatrix_from_calibration: set together with spec.gguf_imatrix_uri"},
+      {[](pb::JobSpec& s) {
+         s.set_gguf_type("Q4_K_M");
+         s.set_gguf_imatrix_uri("file:///etc/passwd");
+       },
+       "spec.gguf_imatrix_uri"},
+  };
+  for (const auto& [mutate, message] : bad_gguf) {
+    pb::SubmitJobRequest k = ValidRequest();
+    k.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_GGUF);
+    mutate(*k.mutable_spec());
+    status = Submit(k, &job);
+    EXPECT_NE(status.error_code(), grpc::StatusCode::OK) << message;
+    EXPECT_NE(status.error_message().find(message), std::string::npos) << status.error_message();
+  }
+  pb::SubmitJobRequest kquant = ValidRequest();
+  kquant.mutable_spec()->clear_preset();
+  kquant.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  kquant.mutable_spec()->set_gguf_type("Q4_K_M");
+  kquant.mutable_spec()->set_gguf_imatrix_from_calibration(true);
+  status = Submit(kquant, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 
   // A scaling algorithm after GPTQ is refused by name (it would rescale weights GPTQ already rounded).
   pb::SubmitJobRequest late = ValidRequest();

@@ -2,6 +2,8 @@
 // fixture (fp8, a few calibration samples) and publishes the HF-quark export into a real s3rver bucket, with
 // manifest.json last.
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <vector>
 #include <string>
@@ -12,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "quark/v1/service.grpc.pb.h"
+#include "tests/export/gguf_llama_cpp.h"
 #include "tests/storage/support/s3_test_base.h"
+#include "tests/support/require_peer.h"
 #include "tests/worker/support/quarkd.h"
 #include "worker/storage/s3_object_store.h"
 
@@ -34,6 +38,24 @@ class EngineE2eTest : public quark::testing::S3TestBase {
     options.extra_roots = {Fixtures()};
     options.env = server_->Env();
     return quark::testing::Quarkd::Start(options);
+  }
+
+  // A job on tinyllama-a with 4 calibration samples of 64 tokens (TinyStories train) and 2 evaluation windows of 128
+  // (held-out), one attempt, artifacts under `output_uri`; the test adds the quantization and the exports.
+  static quark::v1::SubmitJobRequest SmallTinyllamaJob(const std::string& output_uri) {
+    const std::string fixtures = Fixtures();
+    quark::v1::SubmitJobRequest request;
+    quark::v1::JobSpec* spec = request.mutable_spec();
+    spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
+    spec->set_output_uri(output_uri);
+    spec->set_max_attempts(1);
+    spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
+    spec->mutable_calibration()->set_num_samples(4);
+    spec->mutable_calibration()->set_seq_len(64);
+    spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
+    spec->mutable_evaluation()->set_seq_len(128);
+    spec->mutable_evaluation()->set_max_windows(2);
+    return request;
   }
 
   // Submits `request`, follows its events to the end (into `events`) and returns the finished job.
@@ -68,25 +90,15 @@ class EngineE2eTest : public quark::testing::S3TestBase {
 // GPTQ through the whole house: a job asks for it in algo_config on top of a preset, the worker runs it layer by
 // layer (progress per module), and the published export records it.
 TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
-  const std::string fixtures = Fixtures();
   absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
   ASSERT_TRUE(quarkd.ok()) << quarkd.status();
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
 
-  quark::v1::SubmitJobRequest request;
+  quark::v1::SubmitJobRequest request = SmallTinyllamaJob("s3://test/gptq");
   quark::v1::JobSpec* spec = request.mutable_spec();
-  spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
   spec->set_preset("uint4_wo_128");
   spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
-  spec->set_output_uri("s3://test/gptq");
-  spec->set_max_attempts(1);
-  spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
-  spec->mutable_calibration()->set_num_samples(4);
-  spec->mutable_calibration()->set_seq_len(64);
-  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
-  spec->mutable_evaluation()->set_seq_len(128);
-  spec->mutable_evaluation()->set_max_windows(2);
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = RunJob(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
@@ -110,27 +122,17 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
 // AWQ and every export format in one job: the worker writes HF-quark, GGUF and ONNX in one pass over the model and
 // publishes all three under one manifest; the GGUF read back gives the fake-quantized model's perplexity.
 TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
-  const std::string fixtures = Fixtures();
   absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
   ASSERT_TRUE(quarkd.ok()) << quarkd.status();
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
-  quark::v1::SubmitJobRequest request;
+  quark::v1::SubmitJobRequest request = SmallTinyllamaJob("s3://test/formats");
   quark::v1::JobSpec* spec = request.mutable_spec();
-  spec->set_model_uri("file://" + fixtures + "/tinyllama-a");
   spec->set_preset("uint4_wo_32");
   spec->add_algo_config()->mutable_awq();
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_ONNX);
-  spec->set_output_uri("s3://test/formats");
-  spec->set_max_attempts(1);
-  spec->mutable_calibration()->set_uri("file://" + fixtures + "/eval/tinystories_train_split.txt");
-  spec->mutable_calibration()->set_num_samples(4);
-  spec->mutable_calibration()->set_seq_len(64);
-  spec->mutable_evaluation()->set_uri("file://" + fixtures + "/eval/tinystories_heldout_split.txt");
-  spec->mutable_evaluation()->set_seq_len(128);
-  spec->mutable_evaluation()->set_max_windows(2);
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = RunJob(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
@@ -146,6 +148,43 @@ TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
   absl::StatusOr<std::string> config = bucket.GetBytes(root + "hf_quark/config.json");
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(nlohmann::json::parse(*config)["quantization_config"]["algo_config"][0]["name"], "awq");
+}
+
+// A K-quant GGUF job over RPC (#37): llama.cpp's Q4_K_M of the float model (no scheme) with the importance matrix
+// of the job's own calibration; the worker publishes model.gguf and imatrix.gguf, and llama.cpp loads the GGUF.
+TEST_F(EngineE2eTest, KQuantJobWithCalibrationImatrixGivesAGgufLlamaCppLoads) {
+  std::string why;
+  const quark::testing::LlamaCpp* llama = quark::testing::LoadLlamaCpp(&why);
+  if (llama == nullptr || llama->load_model == nullptr) QUARK_PEER_MISSING() << "libllama not loaded: " << why;
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+  quark::v1::SubmitJobRequest request = SmallTinyllamaJob("s3://test/kquant");
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
+  spec->set_gguf_type("Q4_K_M");
+  spec->set_gguf_imatrix_from_calibration(true);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+  const auto& metrics = done.result().metrics();
+  ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_before")) << done.DebugString();
+  EXPECT_LT(metrics.at("ppl_gguf") / metrics.at("ppl_before"), 1.1) << "Q4_K_M of tinyllama-a";
+  storage::S3ObjectStore bucket(server_->Config());
+  const std::string root = "s3://test/kquant/" + done.id() + "/";
+  absl::StatusOr<std::string> imatrix = bucket.GetBytes(root + "imatrix.gguf");
+  ASSERT_TRUE(imatrix.ok()) << imatrix.status();
+  EXPECT_EQ(imatrix->substr(0, 4), "GGUF");
+  EXPECT_NE(imatrix->find("blk.0.ffn_down.weight.in_sum2"), std::string::npos);
+  absl::StatusOr<std::string> gguf = bucket.GetBytes(root + "model.gguf");
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const std::string local = ::testing::TempDir() + "/kquant_" + done.id() + ".gguf";
+  std::ofstream(local, std::ios::binary) << *gguf;
+  uint64_t n_params = 0;
+  EXPECT_EQ(llama->load_model(local, &n_params), "");
+  EXPECT_GT(n_params, 0u);
+  std::remove(local.c_str());
 }
 
 // The accuracy gate through the whole house: a bound of 0 (no perplexity increase at all) fails the job with

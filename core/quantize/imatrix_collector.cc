@@ -1,0 +1,133 @@
+#include "core/quantize/imatrix_collector.h"
+
+#include <utility>
+#include <vector>
+
+#include "core/base/strings.h"
+#include "core/checkpoint/moe_layout.h"
+#include "core/export/gguf_gemma.h"
+#include "core/export/gguf_moe.h"
+#include "core/runtime/moe_layer.h"
+
+namespace quark::quantize {
+
+// Σx² per input column (float64, on the input's device) and the rows seen.
+struct ImatrixCollector::Sink {
+  at::Tensor sum2;  // [in] float64, undefined before the first rows
+  int64_t rows = 0;
+
+  void Add(const at::Tensor& input) {  // [..., in]
+    const at::Tensor flat = input.reshape({-1, input.size(-1)});
+    const at::Tensor s = flat.to(at::kDouble).square().sum(0);
+    sum2 = sum2.defined() ? sum2 + s : s;
+    rows += flat.size(0);
+  }
+};
+
+namespace {
+
+// A linear that adds its inputs to a sink and computes as the linear it wraps.
+class ObservedLinear : public runtime::LinearLike {
+ public:
+  ObservedLinear(std::shared_ptr<runtime::LinearLike> inner, std::shared_ptr<ImatrixCollector::Sink> sink)
+      : inner_(std::move(inner)), sink_(std::move(sink)) {}
+  at::Tensor forward(const at::Tensor& input) override {
+    sink_->Add(input);
+    return inner_->forward(input);
+  }
+  int64_t in_features() const override { return inner_->in_features(); }
+  int64_t out_features() const override { return inner_->out_features(); }
+  at::Tensor weight() const override { return inner_->weight(); }
+  at::Tensor bias() const override { return inner_->bias(); }
+
+ private:
+  std::shared_ptr<runtime::LinearLike> inner_;
+  std::shared_ptr<ImatrixCollector::Sink> sink_;
+};
+
+runtime::MoeBlock* MoeBlockOf(runtime::DecoderLayer& layer) {
+  auto* moe = dynamic_cast<runtime::MoeDecoderLayer*>(&layer);
+  return moe == nullptr ? nullptr : moe->moe.get();
+}
+
+}  // namespace
+
+struct ImatrixCollector::Wrapped {
+  std::string weight;  // full HF weight name
+  std::shared_ptr<runtime::LinearLike> original;
+  std::shared_ptr<Sink> sink;
+};
+
+ImatrixCollector::ImatrixCollector(checkpoint::ModelConfig model)
+    : model_(std::move(model)), stats_(std::make_shared<exporter::gguf::ImatrixStats>()) {}
+
+ImatrixCollector::~ImatrixCollector() = default;
+
+ImatrixCollector::Slot ImatrixCollector::GgufSlotOf(const std::string& hf_weight) const {
+  std::string gemma = exporter::gguf::GemmaGgufTensorName(model_, hf_weight);
+  if (!gemma.empty()) return {std::move(gemma), -1};
+  const exporter::gguf::GgufSlot slot = exporter::gguf::GgufTensorSlot(hf_weight);
+  if (slot.name.rfind("blk.", 0) != 0) return {};  // llama-imatrix collects the decoder layers' matrices only
+  return {slot.name, slot.expert};
+}
+
+absl::Status ImatrixCollector::Attach(runtime::DecoderLayer& layer) {
+  if (attached_ != nullptr) {
+    return absl::InvalidArgumentError(StrCat("imatrix: ", layer.prefix(), " attached while ", attached_->prefix(),
+                                             " still is"));
+  }
+  for (const runtime::NamedLinear& l : layer.NamedLinears()) {
+    const std::string weight = l.name + ".weight";
+    if (GgufSlotOf(weight).name.empty()) continue;
+    auto wrapped = std::make_unique<Wrapped>(Wrapped{weight, l.linear, std::make_shared<Sink>()});
+    auto observed = std::make_shared<ObservedLinear>(l.linear, wrapped->sink);
+    if (auto s = layer.ReplaceLinear(l.relative_name, observed); !s.ok()) return s;
+    wrapped_[l.relative_name] = std::move(wrapped);
+  }
+  if (runtime::MoeBlock* block = MoeBlockOf(layer)) {
+    // llama.cpp multiplies the block's input by the router (ffn_gate_inp) and by qwen2_moe's shared-expert gate
+    // (ffn_gate_inp_shexp): both see every token.
+    const std::string name = layer.prefix() + checkpoint::MoeBlockName(model_);
+    auto sink = std::make_shared<Sink>();
+    routers_[name + ".gate.weight"] = sink;
+    if (block->shared_gate().defined()) routers_[name + ".shared_expert_gate.weight"] = sink;
+    block->set_input_observer([sink](const at::Tensor& flat) { sink->Add(flat); });
+  }
+  attached_ = &layer;
+  return absl::OkStatus();
+}
+
+void ImatrixCollector::Add(const Slot& slot, const Sink& sink, int64_t ncols) {
+  exporter::gguf::ImatrixEntry& e = stats_->entries[slot.name];
+  if (e.ncols == 0) {
+    const int64_t n_mat = slot.expert >= 0 ? model_.num_experts : 1;
+    e.ncols = ncols;
+    e.sum2.assign(ncols * n_mat, 0.0f);
+    e.counts.assign(n_mat, 0.0f);
+  }
+  const int64_t slice = slot.expert >= 0 ? slot.expert : 0;
+  e.counts[slice] += static_cast<float>(sink.rows);
+  if (!sink.sum2.defined()) return;  // an expert no token reached keeps zeros, as in llama-imatrix
+  const at::Tensor sums = sink.sum2.to(at::kCPU).contiguous();
+  const double* s = sums.data_ptr<double>();
+  float* out = e.sum2.data() + slice * e.ncols;
+  for (int64_t j = 0; j < e.ncols; ++j) out[j] = static_cast<float>(out[j] + s[j]);
+}
+
+absl::Status ImatrixCollector::Detach(runtime::DecoderLayer& layer) {
+  if (attached_ != &layer) {
+    return absl::FailedPreconditionError(StrCat("imatrix: ", layer.prefix(), " is not the attached layer"));
+  }
+  attached_ = nullptr;
+  for (auto& [relative, w] : wrapped_) {
+    if (auto s = layer.ReplaceLinear(relative, w->original); !s.ok()) return s;
+  }
+  if (runtime::MoeBlock* block = MoeBlockOf(layer)) block->set_input_observer(nullptr);
+  for (const auto& [relative, w] : wrapped_) Add(GgufSlotOf(w->weight), *w->sink, w->original->in_features());
+  for (const auto& [weight, sink] : routers_) Add(GgufSlotOf(weight), *sink, model_.hidden_size);
+  wrapped_.clear();
+  routers_.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace quark::quantize
