@@ -24,7 +24,7 @@ struct SubmitFlags {
   std::string output;     // --output URI
   std::vector<std::string> exclude;
   std::vector<std::string> labels;   // KEY=VALUE
-  std::vector<std::string> exports;  // hf_quark, gguf, onnx
+  std::vector<std::string> exports;  // hf_quark, gguf, onnx, compressed_tensors
   std::string gguf_type;             // --gguf-type: F32 F16 BF16 Q8_0 Q4_0 Q4_1
   std::optional<double> max_ppl_increase;  // --max-ppl-increase: the accuracy gate
   std::vector<std::string> quant_algo;  // --quant-algo gptq,...
@@ -58,7 +58,7 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
 
-/// "hf_quark" / "gguf" / "onnx" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
+/// "hf_quark" / "gguf" / "onnx" / "compressed_tensors" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
 absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name);
 
 /// "queued", "RUNNING", "JOB_STATE_FAILED", ... to the enum; INVALID_ARGUMENT otherwise.

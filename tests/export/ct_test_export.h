@@ -1,0 +1,45 @@
+// Shared by the compressed-tensors tests: a synthetic Llama quantized with a preset and exported as HF-quark and
+// compressed-tensors in one pass (the HF-quark export, whose read-back equals the fake-quantized model per
+// ExportRoundTripTest, is the reference the compressed-tensors tensors are compared with).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark::testing {
+
+struct CtTestExport {
+  std::string hf_quark;            // output/hf_quark
+  std::string compressed_tensors;  // output/compressed_tensors
+};
+
+inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
+  QuantizeModelOptions o;
+  auto config = PresetConfig(preset);
+  if (!config.ok()) return config.status();
+  o.config = *config;
+  o.num_calibration_samples = 2;
+  o.seq_len = 32;
+  o.calibration_file = SmallEvalText();
+  o.output_dir = TempPath("quark_ct_" + preset);
+  o.export_formats = {"hf_quark", "compressed_tensors"};
+  auto report = QuantizeModel(model, o);
+  if (!report.ok()) return report.status();
+  return CtTestExport{o.output_dir + "/hf_quark", o.output_dir + "/compressed_tensors"};
+}
+
+/// Dense shapes every scheme tiles: 128-multiples for fp8_block (k/v 128 wide: as many KV heads as heads).
+inline SyntheticLlamaOptions BlockTiledLlama() {
+  SyntheticLlamaOptions o;
+  o.hidden = 128;
+  o.intermediate = 256;
+  o.heads = 4;
+  o.kv_heads = 4;
+  return o;
+}
+
+}  // namespace quark::testing
