@@ -32,13 +32,15 @@ inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const s
   return CtTestExport{o.output_dir + "/hf_quark", o.output_dir + "/compressed_tensors"};
 }
 
-/// Dense shapes every scheme tiles: 128-multiples for fp8_block (k/v 128 wide: as many KV heads as heads).
+/// Dense shapes every scheme tiles: 128-multiples for fp8_block (k/v as wide as q: as many KV heads as heads), at
+/// least two blocks along every axis: compressed-tensors' naive decompressor infers the strategy from the scale's
+/// shape, and reads a [rows, 1] block scale (in_features 128) as per channel.
 inline SyntheticLlamaOptions BlockTiledLlama() {
   SyntheticLlamaOptions o;
-  o.hidden = 128;
-  o.intermediate = 256;
-  o.heads = 4;
-  o.kv_heads = 4;
+  o.hidden = 256;
+  o.intermediate = 512;
+  o.heads = 8;
+  o.kv_heads = 8;
   return o;
 }
 

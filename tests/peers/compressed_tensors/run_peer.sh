@@ -42,8 +42,11 @@ trap 'rm -rf "$work"' EXIT
 git --git-dir="$git_dir" archive "$commit" src | tar -x -C "$work"
 # setuptools_scm writes version.py at install time; a release build of a tagged commit uses the tag.
 version="$(git --git-dir="$git_dir" describe --tags "$commit")"
-printf '__version__ = version = "%s"\n__version_tuple__ = version_tuple = tuple(%s.split("."))\n' "$version" \
-  "'$version'" >"$work/src/compressed_tensors/version.py"
+cat >"$work/src/compressed_tensors/version.py" <<PY
+__all__ = ["__version__", "__version_tuple__", "version", "version_tuple"]
+__version__ = version = "$version"
+__version_tuple__ = version_tuple = tuple("$version".split("."))
+PY
 cp "$here/ct_decompress.py" "$work/"
 mkdir "$work/export"
 cp "$export_dir"/config.json "$export_dir"/*.safetensors "$work/export/"
