@@ -3,6 +3,7 @@
 #include "core/base/strings.h"
 #include "core/export/ct_config.h"
 #include "core/export/ct_families.h"
+#include "core/export/storage_dtype.h"
 
 namespace quark::exporter {
 namespace {
@@ -10,18 +11,6 @@ namespace {
 using checkpoint::StDType;
 
 const CtFamily* const kFamilies[] = {&kCtPackQuantized, &kCtNaiveQuantized, &kCtNvfp4};
-
-at::ScalarType AtenStorageOf(StDType dtype) {
-  switch (dtype) {
-    case StDType::kF32: return at::kFloat;
-    case StDType::kF16: return at::kHalf;
-    case StDType::kBF16: return at::kBFloat16;
-    case StDType::kI8: return at::kChar;
-    case StDType::kI32: return at::kInt;
-    case StDType::kI64: return at::kLong;
-    default: return at::kByte;  // U8 and the F8 bit patterns
-  }
-}
 
 // Static activation tensors (formats-2026.md 2.3): input_scale F32 [1] (+ input_zero_point int8 [1] for an
 // asymmetric int), NVFP4 inputs input_global_scale F32 [1]; the KV cache's output_scale F32 [1] (vLLM maps

@@ -21,6 +21,7 @@
 #include "core/export/gguf_source.h"
 #include "core/export/gguf_writer.h"
 #include "core/export/ct_writer.h"
+#include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_writer.h"
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
@@ -272,6 +273,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
       if (!exporter.ok()) return exporter.status();
       hf_ = exporter->get();
+      for (const std::string& warning : exporter::VllmQuarkLoadWarnings(hf_->quantization_config())) {
+        Notice("prepare", 0, StrCat("hf_quark export: ", warning));
+      }
       e.exporter = *std::move(exporter);
     } else if (format == "compressed_tensors") {
       e.path = single ? root.string() : (root / "compressed_tensors").string();

@@ -15,6 +15,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_checker.h"
 #include "core/export/ct_layout.h"
+#include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_source.h"
 #include "tests/export/ct_test_export.h"
 
@@ -58,22 +59,7 @@ TEST(CtPackTest, ACodeOutsideTheWidthIsNamed) {
   EXPECT_NE(packed.status().message().find("code 8 at [0, 1]"), std::string::npos) << packed.status();
 }
 
-class CtExportTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    model_ = new std::string(testing::WriteSyntheticLlama());
-    tiled_ = new std::string(testing::WriteSyntheticLlama(testing::BlockTiledLlama()));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete tiled_;
-  }
-  static std::string* model_;
-  static std::string* tiled_;
-};
-
-std::string* CtExportTest::model_ = nullptr;
-std::string* CtExportTest::tiled_ = nullptr;
+class CtExportTest : public testing::CtModelsTest {};
 
 std::string Bytes(const CheckpointReader& r, const std::string& name) {
   auto ref = r.Get(name);
@@ -140,11 +126,6 @@ TEST_F(CtExportTest, EveryFormatPassesItsCheckerAndHoldsTheEnginesCodes) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);
     auto e = testing::ExportBoth(*c.model, c.preset);
-    if (!e.ok() && std::string(c.preset) == "nvfp4_weight_only") {
-      // The HF-quark export refuses it on dense layers (vLLM's quark path cannot load it); compressed-tensors alone.
-      GTEST_LOG_(INFO) << "nvfp4_weight_only with hf_quark: " << e.status();
-      continue;
-    }
     ASSERT_TRUE(e.ok()) << e.status();
     EXPECT_TRUE(exporter::CheckCompressedTensorsExport(e->compressed_tensors).ok());
     auto ct = CheckpointReader::Open(e->compressed_tensors);
@@ -200,6 +181,22 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
     EXPECT_NE(report.status().message().find(c.message), std::string::npos) << report.status();
     EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
   }
+}
+
+TEST_F(CtExportTest, Nvfp4WeightOnlyGoesToHfQuarkWithAWarningNotARefusal) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("nvfp4_weight_only");
+  o.output_dir = testing::TempPath("quark_nvfp4_wo");
+  std::vector<std::string> notices;
+  o.on_notice = [&](const std::string& message) { notices.push_back(message); };
+  auto report = QuantizeModel(*model_, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(exporter::CheckHfQuarkExport(o.output_dir).ok());
+  const std::string all = StrJoin(notices, "\n");
+  EXPECT_NE(all.find("hf_quark export: global_quant_config: NVFP4 weight-only loads in vLLM's quark path only for MoE "
+                     "experts"),
+            std::string::npos)
+      << all;
 }
 
 TEST(CtCheckerTest, ForbiddenKeysAndUnloadableSchemesAreNamed) {

@@ -49,28 +49,14 @@ int64_t DifferingElements(const at::Tensor& peer, const at::Tensor& ours) {
   return (peer.contiguous().view(bits) != ours.contiguous().view(bits)).sum().item<int64_t>();
 }
 
-class CtPeerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    model_ = new std::string(testing::WriteSyntheticLlama());
-    tiled_ = new std::string(testing::WriteSyntheticLlama(testing::BlockTiledLlama()));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete tiled_;
-  }
-  static std::string* model_;
-  static std::string* tiled_;
-};
-
-std::string* CtPeerTest::model_ = nullptr;
-std::string* CtPeerTest::tiled_ = nullptr;
+class CtPeerTest : public testing::CtModelsTest {};
 
 TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
   const std::vector<std::pair<const char*, const std::string*>> cases = {
       {"uint4_wo_32", model_}, {"int4_wo_64", model_}, {"uint4_wo_per_channel", model_},
       {"int8", model_}, {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
-      {"fp8", model_}, {"ptpc_fp8", model_}, {"fp8_block", tiled_}, {"nvfp4", model_}};
+      {"fp8", model_}, {"ptpc_fp8", model_}, {"fp8_block", tiled_}, {"nvfp4", model_},
+      {"nvfp4_weight_only", model_}};
   for (const auto& [preset, model] : cases) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);

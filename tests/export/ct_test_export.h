@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "absl/status/statusor.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
@@ -43,5 +45,21 @@ inline SyntheticLlamaOptions BlockTiledLlama() {
   o.kv_heads = 8;
   return o;
 }
+
+/// The synthetic Llama and its block-tiled twin, written once per suite.
+class CtModelsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(WriteSyntheticLlama());
+    tiled_ = new std::string(WriteSyntheticLlama(BlockTiledLlama()));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete tiled_;
+    model_ = tiled_ = nullptr;
+  }
+  static inline std::string* model_ = nullptr;
+  static inline std::string* tiled_ = nullptr;
+};
 
 }  // namespace quark::testing
