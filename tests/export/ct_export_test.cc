@@ -18,6 +18,7 @@
 #include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_source.h"
 #include "tests/export/ct_test_export.h"
+#include "tests/export/gguf_moe_models.h"
 
 namespace quark {
 namespace {
@@ -181,6 +182,19 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
     EXPECT_NE(report.status().message().find(c.message), std::string::npos) << report.status();
     EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
   }
+}
+
+TEST_F(CtExportTest, AnMoeModelIsRefusedBeforeAnyWork) {
+  const std::string dir = testing::TempPath("quark_ct_moe");
+  ASSERT_TRUE(testing::WriteSmallMoeModel("mixtral", dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("uint4_wo_32");
+  o.output_dir = testing::TempPath("quark_ct_moe_out");
+  o.export_formats = {"compressed_tensors"};
+  auto report = QuantizeModel(dir, o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnimplemented) << report.status();
+  EXPECT_NE(report.status().message().find("compressed_tensors of an MoE model"), std::string::npos) << report.status();
 }
 
 TEST_F(CtExportTest, Nvfp4WeightOnlyGoesToHfQuarkWithAWarningNotARefusal) {
