@@ -184,6 +184,36 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
   }
 }
 
+TEST_F(CtExportTest, AnFp8KvCacheIsTheKvCacheSchemeWithItsLegacyScaleNames) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("fp8");
+  ASSERT_TRUE(ApplyKvCacheDtype("fp8", o.config).ok());
+  o.num_calibration_samples = 2;
+  o.seq_len = 32;
+  o.calibration_file = testing::SmallEvalText();
+  o.output_dir = testing::TempPath("quark_ct_kv");
+  o.export_formats = {"compressed_tensors"};
+  auto report = QuantizeModel(*model_, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto qc = nlohmann::json::parse(std::ifstream(o.output_dir + "/config.json"))["quantization_config"];
+  EXPECT_EQ(qc["kv_cache_scheme"]["num_bits"], 8);
+  EXPECT_EQ(qc["kv_cache_scheme"]["type"], "float");
+  EXPECT_EQ(qc["kv_cache_scheme"]["strategy"], "tensor");
+  auto reader = CheckpointReader::Open(o.output_dir);
+  ASSERT_TRUE(reader.ok());
+  // vLLM maps `k_proj.output_scale` / `v_proj.output_scale` to the attention's k_scale / v_scale.
+  for (const char* p : {"k_proj", "v_proj"}) {
+    const std::string name = StrCat("model.layers.1.self_attn.", p, ".output_scale");
+    auto ref = (*reader)->Get(name);
+    ASSERT_TRUE(ref.ok()) << name;
+    EXPECT_EQ(ref->info->dtype, checkpoint::StDType::kF32);
+    EXPECT_EQ(ref->info->shape, std::vector<int64_t>{1});
+  }
+  EXPECT_EQ(Bytes(**reader, "model.layers.1.self_attn.k_proj.output_scale"),
+            Bytes(**reader, "model.layers.1.self_attn.v_proj.output_scale"));  // one scale per layer: max(k, v)
+  EXPECT_FALSE((*reader)->Has("model.layers.1.self_attn.q_proj.output_scale"));
+}
+
 TEST_F(CtExportTest, AnMoeModelIsRefusedBeforeAnyWork) {
   const std::string dir = testing::TempPath("quark_ct_moe");
   ASSERT_TRUE(testing::WriteSmallMoeModel("mixtral", dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
