@@ -56,7 +56,7 @@ TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
       {"uint4_wo_32", model_}, {"int4_wo_64", model_}, {"uint4_wo_per_channel", model_},
       {"int8", model_}, {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
       {"fp8", model_}, {"ptpc_fp8", model_}, {"fp8_block", tiled_}, {"nvfp4", model_},
-      {"nvfp4_weight_only", model_}};
+      {"nvfp4_weight_only", model_}, {"uint4_wo_32+gptq", model_}, {"uint4_wo_32+awq", model_}};
   for (const auto& [preset, model] : cases) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);

@@ -19,15 +19,22 @@ struct CtTestExport {
   std::string compressed_tensors;  // output/compressed_tensors
 };
 
+/// `preset` may end in "+gptq" or "+awq": the algorithm's codes go into both exports.
 inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
   QuantizeModelOptions o;
-  auto config = PresetConfig(preset);
+  const size_t plus = preset.find('+');
+  auto config = PresetConfig(preset.substr(0, plus));
   if (!config.ok()) return config.status();
   o.config = *config;
+  if (plus != std::string::npos) {
+    const std::string algo = preset.substr(plus + 1);
+    if (algo == "gptq") o.config.algo_config.push_back(GptqAlgo{});
+    if (algo == "awq") o.config.algo_config.push_back(AwqAlgo{});
+  }
   o.num_calibration_samples = 2;
   o.seq_len = 32;
   o.calibration_file = SmallEvalText();
-  o.output_dir = TempPath("quark_ct_" + preset);
+  o.output_dir = TempPath("quark_ct_" + preset.substr(0, plus));
   o.export_formats = {"hf_quark", "compressed_tensors"};
   auto report = QuantizeModel(model, o);
   if (!report.ok()) return report.status();
