@@ -19,13 +19,14 @@ namespace {
 using Json = nlohmann::json;
 using checkpoint::StDType;
 
-const std::set<std::string> kArgsKeys = {"num_bits", "type",     "symmetric", "group_size",      "strategy",
-                                         "block_structure", "dynamic", "actorder", "scale_dtype", "zp_dtype",
-                                         "observer", "observer_kwargs"};
+const std::set<std::string> kArgsKeys = {"num_bits",        "type",           "symmetric", "group_size",  "strategy",
+                                         "block_structure", "dynamic",        "actorder",  "scale_dtype", "zp_dtype",
+                                         "observer",        "observer_kwargs"};
 const std::set<std::string> kSchemeKeys = {"targets", "weights", "input_activations", "output_activations", "format"};
 const std::set<std::string> kStrategies = {"tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"};
-const std::set<std::string> kFormats = {"pack-quantized", "int-quantized", "float-quantized", "naive-quantized",
-                                        "nvfp4-pack-quantized", "mxfp4-pack-quantized", "mxfp8-quantized", "dense"};
+const std::set<std::string> kFormats = {
+    "pack-quantized",       "int-quantized",        "float-quantized", "naive-quantized",
+    "nvfp4-pack-quantized", "mxfp4-pack-quantized", "mxfp8-quantized", "dense"};
 
 std::string Str(const Json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
@@ -103,7 +104,8 @@ std::vector<Expected> ExpectedTensors(const std::string& m, const Json& g, const
     t.push_back({m + ".weight_shape", {StDType::kI64}, {2}});
     if (!w.value("symmetric", true)) {
       const bool packed = Str(w, "strategy") == "group" || Str(w, "strategy") == "channel";
-      t.push_back({m + ".weight_zero_point", {packed ? StDType::kI32 : StDType::kI8},
+      t.push_back({m + ".weight_zero_point",
+                   {packed ? StDType::kI32 : StDType::kI8},
                    packed ? std::vector<int64_t>{(out * bits + 31) / 32, scale.back()} : scale});
     }
   } else if (format == "int-quantized" || format == "float-quantized") {
@@ -150,8 +152,8 @@ void CheckTensors(const std::vector<Expected>& expected, const checkpoint::Check
                            checkpoint::StDTypeName(e.dtypes[0])));
     }
     if (ref->info->shape != e.shape) {
-      out.push_back(StrCat(e.name, ": shape [", StrJoin(ref->info->shape, ", "), "], expected [",
-                           StrJoin(e.shape, ", "), "]"));
+      out.push_back(
+          StrCat(e.name, ": shape [", StrJoin(ref->info->shape, ", "), "], expected [", StrJoin(e.shape, ", "), "]"));
     }
   }
 }
@@ -161,7 +163,8 @@ std::string FusedGroupOf(const std::string& relative) {
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
     if (relative.size() >= 6 && relative.compare(relative.size() - 6, 6, p) == 0) return "qkv";
   }
-  if (relative.find("gate_proj") != std::string::npos || relative.find("up_proj") != std::string::npos) return "gate_up";
+  if (relative.find("gate_proj") != std::string::npos || relative.find("up_proj") != std::string::npos)
+    return "gate_up";
   return "";
 }
 
@@ -188,14 +191,15 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
       if (!reader.Has(name + ".weight")) out.push_back(StrCat(name, ".weight: an ignored linear without its weight"));
       continue;
     }
-    const std::string format = g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>()
-                                                                               : Str(qc, "format");
+    const std::string format =
+        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : Str(qc, "format");
     auto scheme = VllmCtScheme(g, format);
     if (!scheme.ok()) out.push_back(StrCat(name, ": ", std::string(scheme.status().message())));
     CheckTensors(ExpectedTensors(name, g, format, linear.out_features, linear.in_features, out), reader, out);
     if (linear.has_bias && !reader.Has(name + ".bias")) out.push_back(StrCat(name, ".bias: missing"));
     if (format == "nvfp4-pack-quantized") {
-      if (auto v = ScalarF32(reader, name + ".weight_global_scale")) globals[FusedGroupOf(linear.relative_name)].push_back({name, *v});
+      if (auto v = ScalarF32(reader, name + ".weight_global_scale"))
+        globals[FusedGroupOf(linear.relative_name)].push_back({name, *v});
     }
     if (format == "pack-quantized") {
       auto shape = reader.Get(name + ".weight_shape");
@@ -203,8 +207,8 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
         int64_t nk[2];
         std::memcpy(nk, shape->bytes().data(), sizeof(nk));
         if (nk[0] != linear.out_features || nk[1] != linear.in_features) {
-          out.push_back(StrCat(name, ".weight_shape: (", nk[0], ", ", nk[1], "), expected (", linear.out_features,
-                               ", ", linear.in_features, ")"));
+          out.push_back(StrCat(name, ".weight_shape: (", nk[0], ", ", nk[1], "), expected (", linear.out_features, ", ",
+                               linear.in_features, ")"));
         }
       }
     }
@@ -246,14 +250,16 @@ std::vector<std::string> CtQuantizationConfigProblems(const Json& qc) {
       continue;
     }
     for (const auto& [key, v] : g.items()) {
-      if (!kSchemeKeys.count(key)) out.push_back(StrCat(path, ".", key, ": not a QuantizationScheme field (extra=forbid)"));
+      if (!kSchemeKeys.count(key))
+        out.push_back(StrCat(path, ".", key, ": not a QuantizationScheme field (extra=forbid)"));
     }
     if (!g.contains("targets") || !g["targets"].is_array()) out.push_back(StrCat(path, ".targets: missing"));
     if (g.contains("weights") && !g["weights"].is_null()) ArgsProblems(g["weights"], path + ".weights", false, out);
     for (const char* a : {"input_activations", "output_activations"}) {
       if (g.contains(a) && !g[a].is_null()) ArgsProblems(g[a], StrCat(path, ".", a), true, out);
     }
-    const std::string format = g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : global;
+    const std::string format =
+        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : global;
     if (!kFormats.count(format)) out.push_back(StrCat(path, ".format: \"", format, "\" is not a compression format"));
   }
   return out;
@@ -288,13 +294,16 @@ absl::StatusOr<std::string> VllmCtScheme(const Json& g, const std::string& forma
   };
   if (!has_input && nvfp4(w) && w_static) return std::string("CompressedTensorsW4A16Fp4");
   if (!has_input && wt == "int" && w_static && (ws == "channel" || ws == "group")) {
-    if (format != "pack-quantized") return absl::FailedPreconditionError(StrCat("WNA16 needs pack-quantized, not ", format));
+    if (format != "pack-quantized")
+      return absl::FailedPreconditionError(StrCat("WNA16 needs pack-quantized, not ", format));
     const bool supported = w_sym ? (wb >= 2 && wb <= 8) : (wb == 4 || wb == 8);
-    if (!supported) return absl::FailedPreconditionError(StrCat("WNA16: ", wb, "-bit ", w_sym ? "symmetric" : "asymmetric"));
+    if (!supported)
+      return absl::FailedPreconditionError(StrCat("WNA16: ", wb, "-bit ", w_sym ? "symmetric" : "asymmetric"));
     return std::string("CompressedTensorsWNA16");
   }
   if (has_input && nvfp4(w) && nvfp4(a)) return std::string("CompressedTensorsW4A4Fp4");
-  const bool fp8_w = wt == "float" && wb == 8 && w_sym && w_static && (ws == "tensor" || ws == "channel" || ws == "block");
+  const bool fp8_w =
+      wt == "float" && wb == 8 && w_sym && w_static && (ws == "tensor" || ws == "channel" || ws == "block");
   if (fp8_w && has_input && at == "float" && ab == 8 &&
       (Dynamic(a) || (a.value("symmetric", false) && as == "tensor"))) {
     return std::string("CompressedTensorsW8A8Fp8");
@@ -324,14 +333,14 @@ absl::Status CheckCompressedTensorsExport(const std::string& dir) {
     }
     auto reader = checkpoint::CheckpointReader::Open(dir);
     if (!reader.ok()) return reader.status();
-    for (int64_t i = 0; i < model->num_hidden_layers && problems.empty(); ++i) CheckLayer(qc, *model, **reader, i, problems);
+    for (int64_t i = 0; i < model->num_hidden_layers && problems.empty(); ++i)
+      CheckLayer(qc, *model, **reader, i, problems);
   }
   if (problems.empty()) return absl::OkStatus();
   const size_t shown = std::min<size_t>(problems.size(), 20);
-  return absl::FailedPreconditionError(StrCat("compressed-tensors export ", dir, " breaks ", problems.size(),
-                                              " consumer rule(s): ",
-                                              StrJoin(std::vector<std::string>(problems.begin(), problems.begin() + shown),
-                                                      "; ")));
+  return absl::FailedPreconditionError(StrCat(
+      "compressed-tensors export ", dir, " breaks ", problems.size(),
+      " consumer rule(s): ", StrJoin(std::vector<std::string>(problems.begin(), problems.begin() + shown), "; ")));
 }
 
 }  // namespace quark::exporter

@@ -3,10 +3,9 @@
 // expected tensors follow from the config.json alone. The exporter runs CheckCompressedTensorsExport before publishing.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

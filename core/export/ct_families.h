@@ -3,11 +3,11 @@
 // real-quantized codes, in the same order.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/dtype.h"
@@ -38,7 +38,7 @@ extern const CtFamily kCtNvfp4;           // ct_nvfp4.cc
 /// compressed-tensors' scale shape of a weight spec: tensor (1), channel (out, 1), group (out, in / G),
 /// block (out / rows, in / cols). INVALID_ARGUMENT naming the module when G or the block does not divide.
 absl::StatusOr<std::vector<int64_t>> CtWeightScaleShape(const std::string& m, const QuantSpec& w, int64_t out,
-                                                       int64_t in);
+                                                        int64_t in);
 
 /// Codes and zero points of an unsigned integer spec moved to compressed-tensors' signed range (u - 2^(b-1));
 /// signed ones unchanged. int32 result.

@@ -56,22 +56,23 @@ const CtFamily* FindCtFamily(std::string_view format) {
 }
 
 absl::StatusOr<std::vector<int64_t>> CtWeightScaleShape(const std::string& m, const QuantSpec& w, int64_t out,
-                                                       int64_t in) {
+                                                        int64_t in) {
   switch (w.qscheme) {
     case QScheme::kPerTensor: return std::vector<int64_t>{1};
     case QScheme::kPerChannel: return std::vector<int64_t>{out, 1};
     case QScheme::kPerGroup: {
       const int64_t g = w.group_size.value_or(-1) == -1 ? in : *w.group_size;
       if (g <= 0 || in % g != 0) {
-        return absl::InvalidArgumentError(StrCat(m, ".weight: group_size ", g, " does not divide in_features of shape [",
-                                                 out, ", ", in, "]"));
+        return absl::InvalidArgumentError(
+            StrCat(m, ".weight: group_size ", g, " does not divide in_features of shape [", out, ", ", in, "]"));
       }
       return g == in ? std::vector<int64_t>{out, 1} : std::vector<int64_t>{out, in / g};
     }
     case QScheme::kPerBlock:
       if (w.block_size.size() != 2 || out % w.block_size[0] != 0 || in % w.block_size[1] != 0) {
-        return absl::InvalidArgumentError(StrCat(m, ".weight: per_block needs block_size [rows, cols] tiling [", out, ", ",
-                                                 in, "] (rule: out_features % rows == 0, in_features % cols == 0)"));
+        return absl::InvalidArgumentError(StrCat(m, ".weight: per_block needs block_size [rows, cols] tiling [", out,
+                                                 ", ", in,
+                                                 "] (rule: out_features % rows == 0, in_features % cols == 0)"));
       }
       return std::vector<int64_t>{out / w.block_size[0], in / w.block_size[1]};
   }
@@ -84,8 +85,8 @@ at::Tensor CtSignedCodes(const at::Tensor& codes, DType element) {
 }
 
 absl::StatusOr<std::vector<ExportTensorSpec>> CtLinearTensors(const std::string& module, const LayerQuantConfig& config,
-                                                             int64_t out, int64_t in, bool has_bias,
-                                                             StDType model_dtype, StDType float_scale_dtype) {
+                                                              int64_t out, int64_t in, bool has_bias,
+                                                              StDType model_dtype, StDType float_scale_dtype) {
   if (!config.weight || IsCastType(config.weight->dtype)) {
     return absl::InvalidArgumentError(StrCat(module, ".weight: compressed-tensors exports quantized weights only (",
                                              config.weight ? "a cast" : "no weight spec", ")"));
@@ -109,7 +110,7 @@ absl::StatusOr<std::vector<ExportTensorSpec>> CtLinearTensors(const std::string&
 }
 
 absl::StatusOr<std::vector<ExportTensor>> CtLinearExportTensors(const LinearExportData& data, StDType model_dtype,
-                                                               StDType float_scale_dtype) {
+                                                                StDType float_scale_dtype) {
   const LayerQuantConfig& c = data.config;
   const at::Tensor& codes = data.weight_codes.codes;
   if (!codes.defined() || codes.dim() != 2) {
@@ -122,7 +123,8 @@ absl::StatusOr<std::vector<ExportTensor>> CtLinearExportTensors(const LinearExpo
   if (!format.ok()) return format.status();
   auto weight = FindCtFamily(*format)->values(data.weight_codes, *c.weight, out, in);
   if (!weight.ok()) {
-    return absl::Status(weight.status().code(), StrCat(data.module, ".weight: ", std::string(weight.status().message())));
+    return absl::Status(weight.status().code(),
+                        StrCat(data.module, ".weight: ", std::string(weight.status().message())));
   }
   std::vector<ExportTensor> result;
   for (size_t i = 0; i < specs->size(); ++i) {
@@ -144,8 +146,8 @@ absl::StatusOr<std::vector<ExportTensor>> CtLinearExportTensors(const LinearExpo
     int64_t expected = 1;
     for (int64_t d : spec.shape) expected *= d;
     if (t.numel() != expected) {
-      return absl::InternalError(StrCat(spec.name, ": ", t.numel(), " values for the planned [",
-                                        StrJoin(spec.shape, ", "), "]"));
+      return absl::InternalError(
+          StrCat(spec.name, ": ", t.numel(), " values for the planned [", StrJoin(spec.shape, ", "), "]"));
     }
     t = t.to(AtenStorageOf(spec.dtypes[0])).contiguous().reshape(spec.shape);
     result.push_back({spec.name, spec.dtypes[0], t});

@@ -22,15 +22,15 @@ namespace quark::exporter {
 /// INVALID_ARGUMENT naming the module, its shape and the rule when the format cannot hold this shape; UNIMPLEMENTED
 /// naming the field for a format this writer does not produce (MX).
 absl::StatusOr<std::vector<ExportTensorSpec>> CtLinearTensors(const std::string& module, const LayerQuantConfig& config,
-                                                             int64_t out_features, int64_t in_features, bool has_bias,
-                                                             checkpoint::StDType model_dtype,
-                                                             checkpoint::StDType float_scale_dtype);
+                                                              int64_t out_features, int64_t in_features, bool has_bias,
+                                                              checkpoint::StDType model_dtype,
+                                                              checkpoint::StDType float_scale_dtype);
 
 /// Packs `data` (the engine's codes and parameters) into the tensors CtLinearTensors lists, in that order, with the
 /// same dtypes and shapes (checked: INTERNAL naming the tensor). GPTQ/AWQ codes go in as they are (no re-rounding).
 absl::StatusOr<std::vector<ExportTensor>> CtLinearExportTensors(const LinearExportData& data,
-                                                               checkpoint::StDType model_dtype,
-                                                               checkpoint::StDType float_scale_dtype);
+                                                                checkpoint::StDType model_dtype,
+                                                                checkpoint::StDType float_scale_dtype);
 
 /// compressed-tensors' pack_to_int32: codes [rows, n] (int8 values in [-2^(b-1), 2^(b-1)-1] for `is_signed`, else
 /// unsigned values in [0, 2^b - 1]) -> int32 [rows, ceil(n * b / 32)], element i at bits i*b of the row's bit string

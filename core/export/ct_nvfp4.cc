@@ -14,8 +14,8 @@ using checkpoint::StDType;
 absl::Status Specs(const std::string& m, const QuantSpec&, int64_t out, int64_t in, StDType,
                    std::vector<ExportTensorSpec>& t) {
   if (in % 16 != 0) {
-    return absl::InvalidArgumentError(StrCat(m, ".weight: NVFP4 needs in_features % 16 == 0, got shape [", out, ", ",
-                                             in, "]"));
+    return absl::InvalidArgumentError(
+        StrCat(m, ".weight: NVFP4 needs in_features % 16 == 0, got shape [", out, ", ", in, "]"));
   }
   t.push_back({m + ".weight_packed", {StDType::kU8}, {out, in / 2}});
   t.push_back({m + ".weight_scale", {StDType::kF8E4M3}, {out, in / 16}});

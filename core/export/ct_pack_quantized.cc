@@ -68,8 +68,8 @@ absl::StatusOr<at::Tensor> CtPackToInt32(const at::Tensor& codes, int bits, bool
     for (int64_t i = 0; i < n; ++i) {
       const int32_t stored = src[r * n + i] + offset;
       if (stored < 0 || static_cast<uint32_t>(stored) > mask) {
-        return absl::InvalidArgumentError(StrCat("pack_to_int32: code ", src[r * n + i], " at [", r, ", ", i,
-                                                 "] outside the ", bits, "-bit range"));
+        return absl::InvalidArgumentError(
+            StrCat("pack_to_int32: code ", src[r * n + i], " at [", r, ", ", i, "] outside the ", bits, "-bit range"));
       }
       const int64_t bit = i * bits;
       const uint64_t shifted = static_cast<uint64_t>(stored) << (bit % 32);
@@ -81,9 +81,11 @@ absl::StatusOr<at::Tensor> CtPackToInt32(const at::Tensor& codes, int bits, bool
 }
 
 absl::StatusOr<at::Tensor> CtUnpackFromInt32(const at::Tensor& words, int bits, int64_t n) {
-  if (bits < 1 || bits > 8) return absl::InvalidArgumentError(StrCat("unpack_from_int32: bits ", bits, " outside 1..8"));
+  if (bits < 1 || bits > 8)
+    return absl::InvalidArgumentError(StrCat("unpack_from_int32: bits ", bits, " outside 1..8"));
   if (words.dim() != 2 || words.scalar_type() != at::kInt || words.size(1) != PackedWords(n, bits)) {
-    return absl::InvalidArgumentError(StrCat("unpack_from_int32: words must be int32 [rows, ", PackedWords(n, bits), "]"));
+    return absl::InvalidArgumentError(
+        StrCat("unpack_from_int32: words must be int32 [rows, ", PackedWords(n, bits), "]"));
   }
   const at::Tensor w = words.contiguous();
   const int64_t rows = w.size(0), per_row = w.size(1);

@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<CompressedTensorsExporter>> CompressedTensorsExpo
   auto model = checkpoint::LoadModelConfig(model_dir);
   if (!model.ok()) return model.status();
   if (model->family == checkpoint::ArchFamily::kMoe) {
-    return absl::UnimplementedError("export_formats: compressed_tensors of an MoE model (per-expert names and the "
-                                    "fused-experts rules are not written yet)");
+    return absl::UnimplementedError(
+        "export_formats: compressed_tensors of an MoE model (per-expert names and the "
+        "fused-experts rules are not written yet)");
   }
   std::unique_ptr<CompressedTensorsExporter> e(new CompressedTensorsExporter());
   if (auto s = e->Init(model_dir, output_dir, config, plan, options); !s.ok()) return s;

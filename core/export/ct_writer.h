@@ -16,9 +16,9 @@ class CompressedTensorsExporter : public HfQuarkExporter {
   /// As HfQuarkExporter::Create; a scheme compressed-tensors cannot express is refused here, before any work,
   /// naming the field (INVALID_ARGUMENT) or the format not written yet (UNIMPLEMENTED).
   static absl::StatusOr<std::unique_ptr<CompressedTensorsExporter>> Create(const std::string& model_dir,
-                                                                          const std::string& output_dir,
-                                                                          const Config& config, const LayerPlan& plan,
-                                                                          HfQuarkExportOptions options = {});
+                                                                           const std::string& output_dir,
+                                                                           const Config& config, const LayerPlan& plan,
+                                                                           HfQuarkExportOptions options = {});
 
   std::string_view format() const override { return "compressed_tensors"; }
 

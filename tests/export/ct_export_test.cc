@@ -1,13 +1,13 @@
 // The compressed-tensors export: compressed-tensors' int32 packing, every written format through its consumer-rule
 // checker, its tensors holding exactly the engine's codes and parameters (against the HF-quark export of the same
 // pass), and the schemes it cannot carry refused before any work naming the field.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
@@ -151,7 +151,8 @@ TEST_F(CtExportTest, EveryFormatPassesItsCheckerAndHoldsTheEnginesCodes) {
           EXPECT_TRUE(at::equal(Float(**ct, m + ".weight_global_scale").reshape({}), at::reciprocal(quark_scale_2)));
         } else {
           EXPECT_EQ(Bytes(**ct, m + ".weight"), Bytes(**hf, m + ".weight"));
-          EXPECT_TRUE(at::equal(Float(**ct, m + ".weight_scale").flatten(), Float(**hf, m + ".weight_scale").flatten()));
+          EXPECT_TRUE(
+              at::equal(Float(**ct, m + ".weight_scale").flatten(), Float(**hf, m + ".weight_scale").flatten()));
         }
       }
     }
@@ -168,8 +169,7 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
     const char* message;
   };
   for (const Case& c : {Case{"mxfp4", "mxfp4-pack-quantized format is not written yet"},
-                        Case{"int4_wa_64", "int-quantized stores int8 codes"},
-                        Case{"bfloat16", "a cast"},
+                        Case{"int4_wa_64", "int-quantized stores int8 codes"}, Case{"bfloat16", "a cast"},
                         Case{"w_int8_per_tensor_sym", "No compressed-tensors compatible scheme was found."}}) {
     QuantizeModelOptions o;
     o.config = *PresetConfig(c.preset);
@@ -244,10 +244,13 @@ TEST_F(CtExportTest, Nvfp4WeightOnlyGoesToHfQuarkWithAWarningNotARefusal) {
 }
 
 TEST(CtCheckerTest, ForbiddenKeysAndUnloadableSchemesAreNamed) {
-  nlohmann::json w = {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"},
+  nlohmann::json w = {{"num_bits", 4},    {"type", "int"},    {"symmetric", true},   {"strategy", "group"},
                       {"group_size", 32}, {"dynamic", false}, {"observer", "minmax"}};
-  nlohmann::json qc = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}, {"ignore", {"lm_head"}},
-                       {"quantization_status", "compressed"}, {"version", "0.18.0"},
+  nlohmann::json qc = {{"quant_method", "compressed-tensors"},
+                       {"format", "pack-quantized"},
+                       {"ignore", {"lm_head"}},
+                       {"quantization_status", "compressed"},
+                       {"version", "0.18.0"},
                        {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", w}}}}}};
   EXPECT_TRUE(exporter::CtQuantizationConfigProblems(qc).empty());
   EXPECT_EQ(exporter::VllmCtScheme(qc["config_groups"]["group_0"], "pack-quantized").value(), "CompressedTensorsWNA16");
@@ -268,10 +271,11 @@ TEST(CtCheckerTest, ForbiddenKeysAndUnloadableSchemesAreNamed) {
   asym3["weights"]["symmetric"] = false;
   auto scheme = exporter::VllmCtScheme(asym3, "pack-quantized");
   EXPECT_FALSE(scheme.ok());  // vLLM's WNA16 takes asymmetric 4 and 8 bits only
-  nlohmann::json fp8 = {{"weights", {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"},
-                                     {"dynamic", false}}},
-                        {"input_activations", {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
-                                               {"strategy", "token"}, {"dynamic", true}}}};
+  nlohmann::json fp8 = {
+      {"weights",
+       {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"}, {"dynamic", false}}},
+      {"input_activations",
+       {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "token"}, {"dynamic", true}}}};
   EXPECT_EQ(exporter::VllmCtScheme(fp8, "float-quantized").value(), "CompressedTensorsW8A8Fp8");
 }
 

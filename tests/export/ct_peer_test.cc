@@ -4,10 +4,10 @@
 // engine's dequantized weights (the HF-quark export of the same pass read back, which equals the fake-quantized
 // model) bit for bit in the dtype the library returns. Also checked against the library: `version`, the format it
 // infers per group, and its own serialisation of our QuantizationArgs (scale_dtype, zp_dtype, ...).
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstring>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
@@ -27,8 +27,8 @@ std::string SourceDir() {
 
 // Runs the peer; stdout only (its stderr goes to the test log).
 std::string RunPeer(const std::string& export_dir, const std::string& out, int* exit_code) {
-  const std::string cmd = StrCat("bash ", SourceDir(), "/tests/peers/compressed_tensors/run_peer.sh ", export_dir, " ",
-                                 out);
+  const std::string cmd =
+      StrCat("bash ", SourceDir(), "/tests/peers/compressed_tensors/run_peer.sh ", export_dir, " ", out);
   std::string text;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) {
@@ -53,10 +53,18 @@ class CtPeerTest : public testing::CtModelsTest {};
 
 TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
   const std::vector<std::pair<const char*, const std::string*>> cases = {
-      {"uint4_wo_32", model_}, {"int4_wo_64", model_}, {"uint4_wo_per_channel", model_},
-      {"int8", model_}, {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
-      {"fp8", model_}, {"ptpc_fp8", model_}, {"fp8_block", tiled_}, {"nvfp4", model_},
-      {"nvfp4_weight_only", model_}, {"uint4_wo_32+gptq", model_}, {"uint4_wo_32+awq", model_}};
+      {"uint4_wo_32", model_},
+      {"int4_wo_64", model_},
+      {"uint4_wo_per_channel", model_},
+      {"int8", model_},
+      {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
+      {"fp8", model_},
+      {"ptpc_fp8", model_},
+      {"fp8_block", tiled_},
+      {"nvfp4", model_},
+      {"nvfp4_weight_only", model_},
+      {"uint4_wo_32+gptq", model_},
+      {"uint4_wo_32+awq", model_}};
   for (const auto& [preset, model] : cases) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);
@@ -66,8 +74,8 @@ TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
     const std::string stdout_text = RunPeer(e->compressed_tensors, out, &rc);
     if (rc == 77) QUARK_PEER_MISSING() << "compressed-tensors peer (see tests/peers/compressed_tensors/run_peer.sh)";
     ASSERT_EQ(rc, 0) << stdout_text;
-    const auto report = nlohmann::json::parse(stdout_text.substr(stdout_text.rfind('{', stdout_text.find("\"library_version\""))),
-                                              nullptr, false);
+    const auto report = nlohmann::json::parse(
+        stdout_text.substr(stdout_text.rfind('{', stdout_text.find("\"library_version\""))), nullptr, false);
     ASSERT_FALSE(report.is_discarded()) << stdout_text;
     EXPECT_EQ(report["library_version"], report["config_version"]);
     for (const auto& [group, f] : report["formats"].items()) EXPECT_EQ(f["written"], f["inferred"]) << group;

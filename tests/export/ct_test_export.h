@@ -3,9 +3,9 @@
 // ExportRoundTripTest, is the reference the compressed-tensors tensors are compared with).
 #pragma once
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/config/presets.h"
