@@ -49,7 +49,7 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--eval", p.spec.eval, "Perplexity evaluation text URI");
   submit->add_option("--output", p.spec.output, "Output prefix URI; artifacts land under OUTPUT/<job id>/");
   submit->add_option("--label", p.spec.labels, "KEY=VALUE label (repeatable)");
-  submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable)");
+  submit->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx, compressed_tensors (repeatable)");
   submit->add_option("--gguf-type", p.spec.gguf_type,
                      "llama-quantize's file type of the float weights, with its mixture: F32 F16 BF16 Q8_0 Q4_0 Q4_1 "
                      "Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS");
@@ -91,7 +91,7 @@ void AddCommands(CLI::App& app, Parsed& p) {
   validate->add_option("--num-calib-samples", p.spec.num_calib_samples, "Calibration samples (estimate; default 128)");
   validate->add_option("--seq-len", p.spec.seq_len, "Calibration sequence length (estimate; default 512)");
   validate->add_option("--eval", p.spec.eval, "Perplexity evaluation text URI (estimate: its size sets the tokens)");
-  validate->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable; estimate)");
+  validate->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx, compressed_tensors (repeatable; estimate)");
   validate->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights (estimate)");
   validate->add_option("--max-ppl-increase", p.spec.max_ppl_increase, "Accuracy gate (estimate: exports read back)");
   validate->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (estimate)");

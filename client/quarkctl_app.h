@@ -3,7 +3,7 @@
 //            [-o table|json] [--timeout SECONDS] COMMAND ...
 //   submit (-f JOB_FILE | --model URI (--scheme NAME | --config FILE) --output URI) [--kv-cache-dtype fp8]
 //          [--calib URI] [--num-calib-samples N] [--seq-len L] [--seed S] [--eval URI] [--exclude NAME]...
-//          [--label K=V]... [--export hf_quark|gguf|onnx]... [--priority P] [--max-attempts N]
+//          [--label K=V]... [--export hf_quark|gguf|onnx|compressed_tensors]... [--priority P] [--max-attempts N]
 //          [--deadline S] [--force]
 //          [--request-id ID] [--wait]
 //   get ID | list [--state S]... [--label K=V]... [--page-size N] [--all] | watch ID [--after SEQ]

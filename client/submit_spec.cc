@@ -72,7 +72,9 @@ absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& nam
   if (n == "hf_quark" || n == "hf" || n == "quark") return quark::v1::EXPORT_FORMAT_HF_QUARK;
   if (n == "gguf") return quark::v1::EXPORT_FORMAT_GGUF;
   if (n == "onnx") return quark::v1::EXPORT_FORMAT_ONNX;
-  return absl::InvalidArgumentError(absl::StrCat("--export: \"", name, "\" is not one of hf_quark, gguf, onnx"));
+  if (n == "compressed_tensors" || n == "ct") return quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--export: \"", name, "\" is not one of hf_quark, gguf, onnx, compressed_tensors"));
 }
 
 absl::StatusOr<quark::v1::JobState> ParseJobState(const std::string& name) {

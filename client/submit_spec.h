@@ -24,7 +24,7 @@ struct SubmitFlags {
   std::string output;     // --output URI
   std::vector<std::string> exclude;
   std::vector<std::string> labels;   // KEY=VALUE
-  std::vector<std::string> exports;  // hf_quark, gguf, onnx
+  std::vector<std::string> exports;  // hf_quark, gguf, onnx, compressed_tensors
   std::string gguf_type;             // --gguf-type: llama-quantize's file types (F16 ... Q4_K_M ... IQ4_XS)
   bool gguf_pure = false;            // --gguf-pure
   std::string gguf_imatrix;          // --imatrix URI
@@ -61,7 +61,7 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
 
-/// "hf_quark" / "gguf" / "onnx" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
+/// "hf_quark" / "gguf" / "onnx" / "compressed_tensors" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
 absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name);
 
 /// "queued", "RUNNING", "JOB_STATE_FAILED", ... to the enum; INVALID_ARGUMENT otherwise.

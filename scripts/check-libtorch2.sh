@@ -50,6 +50,9 @@ cpu_packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libsqlite3-dev libcurl4-openssl-dev libpq-dev postgresql libonnx-dev python3-onnx
   munge slurmctld slurmd slurm-client libgtest-dev libgmock-dev prometheus nodejs
+  # #30: compressed-tensors' decompressors, the peer of ct_export_test (tests/peers/compressed_tensors/run_peer.sh);
+  # python3-torch needs libtorch2.6, which the cuda part swaps out: the cpu part puts it back.
+  python3-torch python3-pydantic python3-safetensors python3-loguru python3-psutil python3-tqdm
 )
 # libtorch-cuda-dev conflicts with libtorch-dev: apt swaps them (and back for the cpu part).
 cuda_packages=(libtorch-cuda-dev nvidia-cuda-toolkit)

@@ -42,6 +42,7 @@ absl::StatusOr<std::vector<std::string>> ExportFormats(const quark::v1::JobSpec&
       case quark::v1::EXPORT_FORMAT_HF_QUARK: formats.push_back("hf_quark"); break;
       case quark::v1::EXPORT_FORMAT_GGUF: formats.push_back("gguf"); break;
       case quark::v1::EXPORT_FORMAT_ONNX: formats.push_back("onnx"); break;
+      case quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS: formats.push_back("compressed_tensors"); break;
       default:
         return absl::InvalidArgumentError(str::Cat("spec.export_formats[", i, "]: unknown value ",
                                                    static_cast<int>(spec.export_formats(i))));

@@ -1,6 +1,6 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
 //   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
-//   [--output DIR] [--export hf_quark|gguf|onnx]... [--gguf-type Q4_1]
+//   [--output DIR] [--export hf_quark|gguf|onnx|compressed_tensors]... [--gguf-type Q4_1]
 // quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration] --output DIR   (no scheme: llama-quantize's)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
@@ -159,7 +159,8 @@ const CommandRegistration kQuantize([](CLI::App& app) {
                       "the last finished layer (removed on success)");
   command->add_option("--device", o->device, "where the passes run: cpu (default), cuda, cuda:N");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
-  command->add_option("--export", o->exports, "hf_quark (default), gguf, onnx; repeat for several in one pass");
+  command->add_option("--export", o->exports,
+                      "hf_quark (default), gguf, onnx, compressed_tensors; repeat for several in one pass");
   command->add_option("--max-ppl-increase", o->max_ppl_increase,
                       "accuracy gate with --eval: fail (and remove --output) when perplexity rises more than this, "
                       "e.g. 0.02 = +2%");

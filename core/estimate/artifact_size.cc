@@ -47,8 +47,36 @@ std::string_view ExportKindName(ExportKind kind) {
     case ExportKind::kHfQuark: return "hf_quark";
     case ExportKind::kGguf: return "gguf";
     case ExportKind::kOnnx: return "onnx";
+    case ExportKind::kCompressedTensors: return "compressed_tensors";
   }
   return "?";
+}
+
+// Scales of a weight spec: one per tensor, channel or group.
+uint64_t WeightScaleCount(const QuantSpec& w, int64_t out, int64_t in) {
+  if (w.qscheme == QScheme::kPerChannel) {
+    const int axis = w.ch_axis.value_or(0);
+    return axis == 0 || axis == -2 ? out : in;
+  }
+  if (w.qscheme == QScheme::kPerGroup) {
+    const int64_t group = w.group_size.value_or(-1) == -1 ? in : *w.group_size;
+    return static_cast<uint64_t>(out) * (group > 0 ? in / group : 1);
+  }
+  return 1;
+}
+
+// Zero-point bytes HF-quark writes and compressed-tensors does not: none for symmetric integers (Quark writes zeros),
+// and an asymmetric per-channel int4 zero point packed eight per int32 instead of one int32 each.
+uint64_t CtZeroPointSavings(const LayerQuantConfig& config, int64_t out, int64_t in) {
+  if (!config.weight || IsCastType(config.weight->dtype) || config.weight->IsMx()) return 0;
+  const QuantSpec& w = *config.weight;
+  const DType element = w.ElementType();
+  if (!IsIntegerType(element)) return 0;
+  const uint64_t scales = WeightScaleCount(w, out, in);
+  const bool grouped_int4 = IsInt4(element) && w.qscheme == QScheme::kPerGroup;
+  const uint64_t quark = grouped_int4 ? scales / 2 : scales * (IsInt4(element) ? 4 : 1);
+  if (w.symmetric) return quark;
+  return IsInt4(element) && !grouped_int4 ? quark - scales / 2 : 0;
 }
 
 uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t in, bool has_bias,
@@ -63,14 +91,8 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
   const DType element = w.ElementType();
   bytes += PackedBytes(element, elements);
   if (w.IsMx()) return bytes + static_cast<uint64_t>(out) * ((in + 31) / 32);
-  uint64_t scales = 1;
-  if (w.qscheme == QScheme::kPerChannel) {
-    const int axis = w.ch_axis.value_or(0);
-    scales = axis == 0 || axis == -2 ? out : in;
-  } else if (w.qscheme == QScheme::kPerGroup) {
-    const int64_t group = w.group_size.value_or(-1) == -1 ? in : *w.group_size;
-    scales = static_cast<uint64_t>(out) * (group > 0 ? in / group : 1);
-  }
+  if (w.IsNvfp4()) return bytes + elements / 16 + 4 + 4;  // float8 block scales, weight and input global scales
+  const uint64_t scales = WeightScaleCount(w, out, in);
   if (IsInt4(element) && w.qscheme == QScheme::kPerGroup) {
     return bytes + scales * 2 + scales / 2;  // 16-bit scales; zero points eight per int32
   }
@@ -98,7 +120,7 @@ absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan&
     if (!module.empty() && quantized.count(module + ".weight")) continue;  // counted with its weight
     auto q = quantized.find(t.name);
     const uint64_t elements = t.shape.empty() ? 1 : t.bytes / checkpoint::StDTypeSize(t.dtype);
-    if (kind == ExportKind::kHfQuark) {
+    if (kind == ExportKind::kHfQuark || kind == ExportKind::kCompressedTensors) {
       if (q == quantized.end()) {
         bytes += t.bytes;
         ++tensors;
@@ -107,6 +129,9 @@ absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan&
       const std::string base = t.name.substr(0, t.name.size() - 7);
       const bool has_bias = by_name.count(base + ".bias") > 0;
       bytes += HfQuarkLinearBytes(q->second->config, t.shape[0], t.shape[1], has_bias, model.model_dtype);
+      if (kind == ExportKind::kCompressedTensors) {
+        bytes += 16 - CtZeroPointSavings(q->second->config, t.shape[0], t.shape[1]);  // + weight_shape int64 [2]
+      }
       tensors += 4;
       continue;
     }

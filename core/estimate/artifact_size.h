@@ -21,7 +21,7 @@
 
 namespace quark::estimate {
 
-enum class ExportKind { kHfQuark, kGguf, kOnnx };
+enum class ExportKind { kHfQuark, kGguf, kOnnx, kCompressedTensors };
 
 std::string_view ExportKindName(ExportKind kind);
 
@@ -29,7 +29,8 @@ std::string_view ExportKindName(ExportKind kind);
 uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t in, bool has_bias,
                             checkpoint::StDType model_dtype);
 
-/// Bytes of the artifact of `kind` for the model under `plan`. `gguf_type` as JobSpec.gguf_type ("" = none).
+/// Bytes of the artifact of `kind` for the model under `plan` (compressed_tensors: HF-quark's tensors per linear plus
+/// weight_shape, without symmetric zero points). `gguf_type` as JobSpec.gguf_type ("" = none).
 /// UNIMPLEMENTED for ONNX (its graph size is not modelled).
 absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan& plan, ExportKind kind,
                                        const std::string& gguf_type);

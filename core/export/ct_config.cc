@@ -71,13 +71,10 @@ absl::StatusOr<Json> CtQuantizationArgs(const QuantSpec& s, bool is_weight, cons
   a["actorder"] = nullptr;
   a["observer"] = s.is_dynamic && !s.IsNvfp4() ? Json(nullptr) : Json(s.IsNvfp4() && !is_weight ? "static_minmax" : "minmax");
   a["observer_kwargs"] = Json::object();
-  if (s.IsNvfp4()) {
-    a["scale_dtype"] = "torch.float8_e4m3fn";
-    a["zp_dtype"] = "torch.float8_e4m3fn";
-  } else if (s.IsMx()) {
-    a["scale_dtype"] = "torch.uint8";
-  }
-  if (!s.symmetric && !a.contains("zp_dtype")) a["zp_dtype"] = "torch.int8";
+  // As the library serialises QuantizationArgs (checked by ct_peer_test against its model_dump): scale_dtype always
+  // (null unless the format fixes it), zp_dtype null for symmetric schemes (its field_serializer), else the dtype.
+  a["scale_dtype"] = s.IsNvfp4() ? Json("torch.float8_e4m3fn") : s.IsMx() ? Json("torch.uint8") : Json(nullptr);
+  a["zp_dtype"] = s.symmetric ? Json(nullptr) : Json("torch.int8");
   return a;
 }
 
@@ -152,7 +149,8 @@ absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPl
     }
     qc["kv_cache_scheme"] = Json{{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false},
                                  {"symmetric", true}, {"group_size", nullptr}, {"block_structure", nullptr},
-                                 {"actorder", nullptr}, {"observer", "minmax"}, {"observer_kwargs", Json::object()}};
+                                 {"actorder", nullptr}, {"scale_dtype", nullptr}, {"zp_dtype", nullptr},
+                                 {"observer", "minmax"}, {"observer_kwargs", Json::object()}};
   }
   qc["quant_method"] = "compressed-tensors";
   qc["quantization_status"] = "compressed";

@@ -13,8 +13,9 @@
 
 namespace quark::exporter {
 
-/// The library version written as `version` (the compressed-tensors checkout the formats were read from).
-inline constexpr const char* kCompressedTensorsVersion = "0.12.2";
+/// The library version written as `version`: compressed-tensors @ ac8e2ba8 (formats-2026.md), tagged 0.18.0 (a release
+/// build of it reports that; ct_peer_test compares it with the library's __version__).
+inline constexpr const char* kCompressedTensorsVersion = "0.18.0";
 
 /// QuantizationArgs of one tensor spec (num_bits, type, symmetric, strategy, group_size, block_structure, dynamic,
 /// actorder, observer, scale_dtype / zp_dtype where the format needs them). `path` names the field in errors.

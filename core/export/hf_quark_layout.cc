@@ -2,6 +2,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/export/storage_dtype.h"
 #include "core/numerics/packing.h"
 
 namespace quark::exporter {
@@ -173,8 +174,6 @@ absl::StatusOr<std::vector<ExportTensorSpec>> QuantizedLinearTensors(const std::
   return t;
 }
 
-namespace {
-
 at::ScalarType AtenStorageOf(StDType dtype) {
   switch (dtype) {
     case StDType::kF32: return at::kFloat;
@@ -182,9 +181,12 @@ at::ScalarType AtenStorageOf(StDType dtype) {
     case StDType::kBF16: return at::kBFloat16;
     case StDType::kI8: return at::kChar;
     case StDType::kI32: return at::kInt;
+    case StDType::kI64: return at::kLong;
     default: return at::kByte;  // U8 and the F8 bit patterns
   }
 }
+
+namespace {
 
 absl::StatusOr<at::Tensor> ActivationTensor(const std::optional<QuantParams>& params, bool zero_point,
                                             const ExportTensorSpec& spec, const std::string& module) {

@@ -42,30 +42,56 @@ absl::StatusOr<std::unique_ptr<HfQuarkExporter>> HfQuarkExporter::Create(const s
                                                                          const std::string& output_dir,
                                                                          const Config& config, const LayerPlan& plan,
                                                                          HfQuarkExportOptions options) {
-  if (auto s = CheckOutputDir(output_dir); !s.ok()) return s;
   std::unique_ptr<HfQuarkExporter> e(new HfQuarkExporter());
-  e->model_dir_ = model_dir;
-  e->output_dir_ = output_dir;
-  e->staging_dir_ = output_dir + ".partial";
-  e->options_ = options;
-  e->config_ = config;
-  auto model = checkpoint::LoadModelConfig(model_dir);
-  if (!model.ok()) return model.status();
-  e->model_ = *std::move(model);
-  auto reader = checkpoint::CheckpointReader::Open(model_dir);
-  if (!reader.ok()) return reader.status();
-  e->reader_ = *std::move(reader);
-  std::vector<checkpoint::PlannedTensor> planned;
-  if (auto s = e->PlanTensors(plan, planned); !s.ok()) return s;
-  std::error_code ec;
-  fs::remove_all(e->staging_dir_, ec);  // a leftover of an interrupted run
-  checkpoint::CheckpointWriterOptions writer_options;
-  writer_options.max_shard_bytes = options.max_shard_bytes;
-  auto writer = checkpoint::CheckpointWriter::Create(e->staging_dir_, std::move(planned), writer_options);
-  if (!writer.ok()) return writer.status();
-  e->writer_ = *std::move(writer);
+  if (auto s = e->Init(model_dir, output_dir, config, plan, options); !s.ok()) return s;
   return e;
 }
+
+absl::Status HfQuarkExporter::Init(const std::string& model_dir, const std::string& output_dir, const Config& config,
+                                   const LayerPlan& plan, HfQuarkExportOptions options) {
+  if (auto s = CheckOutputDir(output_dir); !s.ok()) return s;
+  model_dir_ = model_dir;
+  output_dir_ = output_dir;
+  staging_dir_ = output_dir + ".partial";
+  options_ = options;
+  config_ = config;
+  auto model = checkpoint::LoadModelConfig(model_dir);
+  if (!model.ok()) return model.status();
+  model_ = *std::move(model);
+  auto reader = checkpoint::CheckpointReader::Open(model_dir);
+  if (!reader.ok()) return reader.status();
+  reader_ = *std::move(reader);
+  std::vector<checkpoint::PlannedTensor> planned;
+  if (auto s = PlanTensors(plan, planned); !s.ok()) return s;
+  std::error_code ec;
+  fs::remove_all(staging_dir_, ec);  // a leftover of an interrupted run
+  checkpoint::CheckpointWriterOptions writer_options;
+  writer_options.max_shard_bytes = options.max_shard_bytes;
+  auto writer = checkpoint::CheckpointWriter::Create(staging_dir_, std::move(planned), writer_options);
+  if (!writer.ok()) return writer.status();
+  writer_ = *std::move(writer);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ExportTensorSpec>> HfQuarkExporter::LinearTensors(const std::string& module,
+                                                                             const LayerQuantConfig& config,
+                                                                             int64_t out, int64_t in,
+                                                                             bool has_bias) const {
+  return QuantizedLinearTensors(module, config, out, in, has_bias, model_dtype_, FloatScaleDType(config));
+}
+
+absl::StatusOr<std::vector<ExportTensor>> HfQuarkExporter::PackLinear(const LinearExportData& data) const {
+  return LinearExportTensors(data, config_.pack_method, model_dtype_, FloatScaleDType(data.config));
+}
+
+absl::StatusOr<nlohmann::ordered_json> HfQuarkExporter::MakeQuantizationConfig(
+    const LayerPlan&, const std::vector<std::string>& excluded) const {
+  nlohmann::ordered_json qc = ConfigToQuarkJson(config_);
+  qc["exclude"] = excluded;  // exact names: vLLM does no glob matching here
+  return qc;
+}
+
+absl::Status HfQuarkExporter::CheckExport(const std::string& dir) const { return CheckHfQuarkExport(dir); }
 
 HfQuarkExporter::~HfQuarkExporter() {
   writer_.reset();
@@ -100,8 +126,7 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
     if (weight.empty()) return absl::NotFoundError(StrCat(a.module, ".weight: not in ", reader_->location()));
     const auto& shape = reader_->Get(weight)->info->shape;
     const std::string bias = checkpoint::ResolveTensorName(*reader_, a.module + ".bias");
-    auto specs = QuantizedLinearTensors(a.module, a.config, shape[0], shape[1], !bias.empty(), model_dtype_,
-                                        FloatScaleDType(a.config));
+    auto specs = LinearTensors(a.module, a.config, shape[0], shape[1], !bias.empty());
     if (!specs.ok()) return specs.status();
     for (const auto& spec : *specs) planned.push_back({spec.name, spec.dtypes[0], spec.shape});
     replaced.insert(weight);
@@ -118,7 +143,6 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
     planned.push_back({"lm_head.weight", model_dtype_, {model_.vocab_size, model_.hidden_size}});
     pending_copies_.insert("lm_head.weight");
   }
-  quantization_config_ = ConfigToQuarkJson(config_);
   // MoE routers are no module of the plan (never quantized): vLLM builds them unquantized anyway, but HF transformers'
   // Quark loader replaces every Linear that exclude does not name.
   if (model_.family == checkpoint::ArchFamily::kMoe) {
@@ -128,7 +152,9 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
       }
     }
   }
-  quantization_config_["exclude"] = excluded;  // exact names: vLLM does no glob matching here
+  auto qc = MakeQuantizationConfig(plan, excluded);
+  if (!qc.ok()) return qc.status();
+  quantization_config_ = *std::move(qc);
   return absl::OkStatus();
 }
 
@@ -136,7 +162,7 @@ absl::Status HfQuarkExporter::WriteLinear(const LinearExportData& data) {
   if (!quantized_modules_.count(data.module)) {
     return absl::InvalidArgumentError(StrCat(data.module, ": not a quantized linear of the export plan"));
   }
-  auto tensors = LinearExportTensors(data, config_.pack_method, model_dtype_, FloatScaleDType(data.config));
+  auto tensors = PackLinear(data);
   if (!tensors.ok()) return tensors.status();
   for (const ExportTensor& t : *tensors) {
     auto bytes = runtime::HostBytes(t.data, t.name);
@@ -216,7 +242,7 @@ absl::StatusOr<std::vector<std::string>> HfQuarkExporter::Finish(const runtime::
   if (auto s = writer_->Finish(); !s.ok()) return s;
   writer_.reset();
   if (auto s = WriteConfigAndFiles(); !s.ok()) return s;
-  if (auto s = CheckHfQuarkExport(staging_dir_); !s.ok()) return s;  // refused: the destructor removes the folder
+  if (auto s = CheckExport(staging_dir_); !s.ok()) return s;  // refused: the destructor removes the folder
   std::error_code ec;
   fs::remove(output_dir_, ec);  // an empty folder may stand in the way of the rename
   fs::rename(staging_dir_, output_dir_, ec);

@@ -59,8 +59,25 @@ class HfQuarkExporter : public ModelExporter {
   /// The dtype of per-group int4 weight scales for `spec` (see QuantizedLinearTensors).
   checkpoint::StDType FloatScaleDType(const LayerQuantConfig& config) const;
 
- private:
+ protected:
+  // The streamed safetensors folder (planning, copies of the unquantized tensors, config.json and the model's other
+  // files, staging and publishing) is shared with the other HF-style layouts (compressed-tensors, ct_writer.h), which
+  // replace the per-linear tensors, the quantization_config and the consumer check.
   HfQuarkExporter() = default;
+  /// Opens the model, plans every tensor and creates the staging writer; Create calls it on a fresh exporter.
+  absl::Status Init(const std::string& model_dir, const std::string& output_dir, const Config& config,
+                    const LayerPlan& plan, HfQuarkExportOptions options);
+  virtual absl::StatusOr<std::vector<ExportTensorSpec>> LinearTensors(const std::string& module,
+                                                                      const LayerQuantConfig& config, int64_t out,
+                                                                      int64_t in, bool has_bias) const;
+  virtual absl::StatusOr<std::vector<ExportTensor>> PackLinear(const LinearExportData& data) const;
+  /// The quantization_config of config.json; `excluded` are the exact names of the linears left in float.
+  virtual absl::StatusOr<nlohmann::ordered_json> MakeQuantizationConfig(const LayerPlan& plan,
+                                                                        const std::vector<std::string>& excluded) const;
+  virtual absl::Status CheckExport(const std::string& dir) const;
+  const Config& config() const { return config_; }
+
+ private:
   absl::Status PlanTensors(const LayerPlan& plan, std::vector<checkpoint::PlannedTensor>& planned);
   absl::Status WriteConfigAndFiles() const;
 

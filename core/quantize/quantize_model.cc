@@ -20,6 +20,8 @@
 #include "core/export/gguf_blocks.h"
 #include "core/export/gguf_source.h"
 #include "core/export/gguf_writer.h"
+#include "core/export/ct_writer.h"
+#include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_writer.h"
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
@@ -251,8 +253,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
   if (formats.empty()) formats = {"hf_quark"};
   for (size_t i = 0; i < formats.size(); ++i) {
     const std::string& f = formats[i];
-    if (f != "hf_quark" && f != "gguf" && f != "onnx") {
-      return absl::InvalidArgumentError(StrCat("export_formats[", i, "]: \"", f, "\" is not hf_quark, gguf or onnx"));
+    if (f != "hf_quark" && f != "gguf" && f != "onnx" && f != "compressed_tensors") {
+      return absl::InvalidArgumentError(
+          StrCat("export_formats[", i, "]: \"", f, "\" is not hf_quark, gguf, onnx or compressed_tensors"));
     }
     if (std::count(formats.begin(), formats.end(), f) > 1) {
       return absl::InvalidArgumentError(StrCat("export_formats[", i, "]: ", f, " appears twice"));
@@ -292,6 +295,19 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
       if (!exporter.ok()) return exporter.status();
       hf_ = exporter->get();
+      for (const std::string& warning : exporter::VllmQuarkLoadWarnings(hf_->quantization_config())) {
+        Notice("prepare", 0, StrCat("hf_quark export: ", warning));
+      }
+      e.exporter = *std::move(exporter);
+    } else if (format == "compressed_tensors") {
+      e.path = single ? root.string() : (root / "compressed_tensors").string();
+      exporter::HfQuarkExportOptions export_options;
+      export_options.max_shard_bytes = static_cast<uint64_t>(options_.max_shard_bytes);
+      export_options.untie_embeddings = rotated_ && model_.tie_word_embeddings;
+      auto exporter = exporter::CompressedTensorsExporter::Create(model_dir_, e.path, config_, plan, export_options);
+      if (!exporter.ok()) return absl::Status(exporter.status().code(), StrCat("export_formats[", std::find(formats.begin(), formats.end(), format) - formats.begin(),
+                                                                               "] (compressed_tensors): ",
+                                                                               std::string(exporter.status().message())));
       e.exporter = *std::move(exporter);
     } else {
       // A rotation unties tied embeddings (it folds the final norm into the LM head): GGUF then writes output.weight

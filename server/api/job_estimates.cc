@@ -61,6 +61,7 @@ quark::v1::ExportFormat ToProto(estimate::ExportKind kind) {
   switch (kind) {
     case estimate::ExportKind::kGguf: return quark::v1::EXPORT_FORMAT_GGUF;
     case estimate::ExportKind::kOnnx: return quark::v1::EXPORT_FORMAT_ONNX;
+    case estimate::ExportKind::kCompressedTensors: return quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS;
     default: return quark::v1::EXPORT_FORMAT_HF_QUARK;
   }
 }
@@ -77,7 +78,9 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
   for (int f : formats) {
     job.formats.push_back(f == quark::v1::EXPORT_FORMAT_GGUF   ? estimate::ExportKind::kGguf
                           : f == quark::v1::EXPORT_FORMAT_ONNX ? estimate::ExportKind::kOnnx
-                                                               : estimate::ExportKind::kHfQuark);
+                          : f == quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS
+                              ? estimate::ExportKind::kCompressedTensors
+                              : estimate::ExportKind::kHfQuark);
   }
   if (job.formats.empty()) job.formats.push_back(estimate::ExportKind::kHfQuark);
   job.gguf_type = gguf_type;

@@ -75,7 +75,7 @@ TEST(SubmitSpecTest, FlagsOverrideJobFile) {
   flags.num_calib_samples = 32;
   flags.seq_len = 128;
   flags.labels = {"a=b=c"};
-  flags.exports = {"gguf", "HF-Quark"};
+  flags.exports = {"gguf", "HF-Quark", "compressed-tensors"};
   flags.exclude = {"lm_head"};
   absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -85,8 +85,9 @@ TEST(SubmitSpecTest, FlagsOverrideJobFile) {
   EXPECT_EQ(spec->kv_cache_dtype(), "fp8");
   EXPECT_EQ(spec->calibration().num_samples(), 32);
   EXPECT_EQ(spec->labels().at("a"), "b=c");
-  ASSERT_EQ(spec->export_formats_size(), 2);
+  ASSERT_EQ(spec->export_formats_size(), 3);
   EXPECT_EQ(spec->export_formats(1), quark::v1::EXPORT_FORMAT_HF_QUARK);
+  EXPECT_EQ(spec->export_formats(2), quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS);
 }
 
 TEST(SubmitSpecTest, DeadlineAndForceFromFlagsAndJobFiles) {

@@ -178,6 +178,29 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   }
 }
 
+// compressed_tensors: the same packing density as hf_quark, without symmetric zero points, with weight_shape.
+TEST_F(EstimateTest, CompressedTensorsBytesMatchTheExportWritten) {
+  const std::string model_dir = Track(WriteModel(256, 768, 2));
+  const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
+  absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const std::string preset : {"uint4_wo_128", "int4_wo_32", "uint4_wo_per_channel", "fp8", "int8", "nvfp4"}) {
+    SCOPED_TRACE(preset);
+    const std::string out = Track(TempDir("estimate_ct"));
+    ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--export", "compressed_tensors",
+                             "--output", out, "--calib", calib, "--num-calib-samples", "2", "--seq-len", "16"});
+    ASSERT_EQ(run.exit_code, 0);
+    JobInputs job = Job(preset, false);
+    job.formats = {ExportKind::kCompressedTensors};
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, ReferenceThroughput());
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_EQ(e->artifacts.size(), 1u);
+    const double measured = static_cast<double>(DirBytes(out));
+    const double estimated = static_cast<double>(e->artifacts[0].bytes);
+    EXPECT_NEAR(estimated / measured, 1.0, 0.01) << "estimated " << estimated << " measured " << measured;
+  }
+}
+
 // GGUF: quantized linears in their llama.cpp block type (Q4_1, Q4_0), the rest in its own dtype; the metadata
 // (vocabulary, hyperparameters) is not counted, hence a looser bound.
 TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {

@@ -1,0 +1,36 @@
+// The consumer rules of a compressed-tensors export (formats-2026.md 2), checked in code as the library's pydantic
+// models (`extra="forbid"`) and vLLM's compressed_tensors loader read the folder. Independent of the writer: the
+// expected tensors follow from the config.json alone. The exporter runs CheckCompressedTensorsExport before publishing.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace quark::exporter {
+
+/// Problems of a `quantization_config` alone, each naming the key path: keys the library's QuantizationScheme /
+/// QuantizationArgs forbid, missing required keys, values outside their enums, and QuantizationArgs' validators
+/// (strategy vs group_size, token needs dynamic, block <=> block_structure, dynamic only for token/tensor/group/
+/// tensor_group, "local" only for tensor_group), a group format other than the compressed ones.
+std::vector<std::string> CtQuantizationConfigProblems(const nlohmann::json& qc);
+
+/// The config group vLLM applies to linear `module` (null JSON when `ignore` names it: exact or "re:" regex; or when no
+/// group targets it): targets "Linear" (any linear), the exact name or a "re:" regex, first group in key order.
+nlohmann::json CtGroupFor(const nlohmann::json& qc, const std::string& module);
+
+/// The scheme class vLLM's `_get_scheme_from_parts` picks for a group (formats-2026.md 2.5): CompressedTensorsWNA16,
+/// CompressedTensorsW4A16Fp4, CompressedTensorsW4A4Fp4, CompressedTensorsW8A8Fp8, CompressedTensorsW8A16Fp8,
+/// CompressedTensorsW8A8Int8; FAILED_PRECONDITION ("No compressed-tensors compatible scheme was found.") otherwise.
+/// `format` is the group's format, else the global one.
+absl::StatusOr<std::string> VllmCtScheme(const nlohmann::json& group, const std::string& format);
+
+/// Everything above plus the files: every linear of every decoder layer either ignored (float `weight`) or with
+/// exactly its format's tensors (names, dtypes, shapes; weight_shape's values), fused shards (q/k/v, gate/up) in one
+/// group, NVFP4 weight global scales equal across fused shards. FAILED_PRECONDITION listing every problem.
+absl::Status CheckCompressedTensorsExport(const std::string& dir);
+
+}  // namespace quark::exporter

@@ -1,0 +1,105 @@
+// compressed-tensors' own decompressors as the peer of our compressed-tensors export: the library (fetched at run
+// time, run in the Debian trixie chroot by tests/peers/compressed_tensors/run_peer.sh) validates our
+// quantization_config with its pydantic models, decompresses every quantized linear, and its weights must equal the
+// engine's dequantized weights (the HF-quark export of the same pass read back, which equals the fake-quantized
+// model) bit for bit in the dtype the library returns. Also checked against the library: `version`, the format it
+// infers per group, and its own serialisation of our QuantizationArgs (scale_dtype, zp_dtype, ...).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/export/hf_quark_layout.h"
+#include "core/export/hf_quark_source.h"
+#include "tests/export/ct_test_export.h"
+#include "tests/support/require_peer.h"
+
+namespace quark {
+namespace {
+
+std::string SourceDir() {
+  const char* dir = std::getenv("QUARK_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+// Runs the peer; stdout only (its stderr goes to the test log).
+std::string RunPeer(const std::string& export_dir, const std::string& out, int* exit_code) {
+  const std::string cmd =
+      StrCat("bash ", SourceDir(), "/tests/peers/compressed_tensors/run_peer.sh ", export_dir, " ", out);
+  std::string text;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) {
+    *exit_code = -1;
+    return text;
+  }
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) text.append(buffer, n);
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return text;
+}
+
+// Elements whose bytes differ between the peer's tensor and ours in the peer's dtype (-1: other shape or dtype).
+int64_t DifferingElements(const at::Tensor& peer, const at::Tensor& ours) {
+  if (peer.sizes() != ours.sizes() || peer.scalar_type() != ours.scalar_type()) return -1;
+  const at::ScalarType bits = peer.element_size() == 4 ? at::kInt : at::kShort;
+  return (peer.contiguous().view(bits) != ours.contiguous().view(bits)).sum().item<int64_t>();
+}
+
+class CtPeerTest : public testing::CtModelsTest {};
+
+TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
+  const std::vector<std::pair<const char*, const std::string*>> cases = {
+      {"uint4_wo_32", model_},
+      {"int4_wo_64", model_},
+      {"uint4_wo_per_channel", model_},
+      {"int8", model_},
+      {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
+      {"fp8", model_},
+      {"ptpc_fp8", model_},
+      {"fp8_block", tiled_},
+      {"nvfp4", model_},
+      {"nvfp4_weight_only", model_},
+      {"uint4_wo_32+gptq", model_},
+      {"uint4_wo_32+awq", model_}};
+  for (const auto& [preset, model] : cases) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(*model, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const std::string out = testing::TempPath("quark_ct_peer") + ".safetensors";
+    int rc = 0;
+    const std::string stdout_text = RunPeer(e->compressed_tensors, out, &rc);
+    if (rc == 77) QUARK_PEER_MISSING() << "compressed-tensors peer (see tests/peers/compressed_tensors/run_peer.sh)";
+    ASSERT_EQ(rc, 0) << stdout_text;
+    const auto report = nlohmann::json::parse(
+        stdout_text.substr(stdout_text.rfind('{', stdout_text.find("\"library_version\""))), nullptr, false);
+    ASSERT_FALSE(report.is_discarded()) << stdout_text;
+    EXPECT_EQ(report["library_version"], report["config_version"]);
+    for (const auto& [group, f] : report["formats"].items()) EXPECT_EQ(f["written"], f["inferred"]) << group;
+    EXPECT_TRUE(report["args_diffs"].empty()) << report["args_diffs"].dump();
+    auto peer = checkpoint::CheckpointReader::OpenFile(out);
+    auto ours = exporter::HfQuarkWeightSource::Open(e->hf_quark);
+    ASSERT_TRUE(peer.ok() && ours.ok());
+    const auto names = (*peer)->Names();
+    EXPECT_EQ(static_cast<int64_t>(names.size()), report["modules"].get<int64_t>());
+    EXPECT_GT(names.size(), 0u);
+    for (const std::string& name : names) {
+      auto ref = (*peer)->Get(name);
+      auto dtype = exporter::AtenFloatOf(ref->info->dtype);
+      ASSERT_TRUE(dtype.ok()) << name;
+      const std::string_view bytes = ref->bytes();
+      const at::Tensor theirs = at::from_blob(const_cast<char*>(bytes.data()), ref->info->shape, *dtype).clone();
+      auto mine = (*ours)->Get(name, at::kFloat);
+      ASSERT_TRUE(mine.ok()) << name << ": " << mine.status();
+      EXPECT_EQ(DifferingElements(theirs, mine->to(*dtype)), 0)
+          << name << " (" << c10::toString(*dtype) << "): max |diff| "
+          << (theirs.to(at::kFloat) - *mine).abs().max().item<float>();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quark
