@@ -13,6 +13,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/deepseek_config.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/estimate/deepseek_shape.h"
 #include "core/runtime/deepseek_attention.h"
 #include "core/runtime/deepseek_layer.h"
 #include "core/runtime/deepseek_model.h"
@@ -181,6 +182,21 @@ TEST(DeepseekLayoutTest, DenseAndMoeLayersAndTheMtpLayerApart) {
   // DeepSeek-V3: 671B parameters in the main model, 14B in the MTP module (its report's figures).
   EXPECT_NEAR(params / 1e9, 671.0, 1.0);
   EXPECT_NEAR(mtp / 1e9, 14.0, 2.0);
+}
+
+TEST(DeepseekEstimateTest, TheEstimatorSeesTheMoeLayerAsTheLargestAndNotTheMtpLayer) {
+  auto c = checkpoint::ParseDeepseekConfig(kDeepseekV3Config);
+  ASSERT_TRUE(c.ok());
+  const estimate::ModelShape shape = estimate::DeepseekModelShape(*c, checkpoint::StDType::kBF16);
+  EXPECT_EQ(shape.num_layers, 61);
+  EXPECT_EQ(shape.config.num_experts, 256);
+  // One MoE layer: attention 187M + shared expert 44M + 256 x 44M experts + router.
+  const int64_t attention = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168;
+  const int64_t expert = 3 * 7168 * 2048;
+  EXPECT_EQ(shape.max_layer_params, attention + 257 * expert + 256 * 7168 + 256 + 2 * 7168 + 1536 + 512);
+  EXPECT_EQ(shape.weight_bytes, static_cast<uint64_t>(shape.params_total) * 2);
+  for (const auto& m : shape.modules) EXPECT_EQ(m.name.find("layers.61."), std::string::npos) << m.name;
+  EXPECT_EQ(shape.modules.back().name, "lm_head");
 }
 
 TEST_F(DeepseekTest, LogitsMatchTheFloat64Reference) {
