@@ -1,0 +1,75 @@
+// DeepSeek-V3's GGUF export (#32: llama.cpp's deepseek2 layout, core/export/gguf_deepseek.h) checked by its real
+// consumer: llama.cpp (node-llama-cpp 3.22.1's prebuilt) loads the F32 and Q8_0 files tests/export/deepseek_gguf_tool
+// writes for the tiny synthetic DeepSeek-V3 (MLA with YaRN, 16 experts in 4 groups with 2 kept, top-4 sigmoid routing
+// with the correction bias, a shared expert, a dense first layer), and its mean NLL over the same token windows equals
+// the engine's on the GGUF's own weights within the issue's 5e-3. A control: the engine with group-limited routing
+// turned off lands more than 5x the bound away, so the check sees the routing. llama.cpp runs with flash attention off
+// and an F32 KV cache.
+//
+// Usage: node gguf_deepseek_consumer_test.mjs  (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR, QUARK_SHARED_DIR).
+// Exit 0 = pass, 1 = fail, 77 = skipped (peers not installed; a failure under CI=true).
+import {execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {fileURLToPath, pathToFileURL} from 'node:url';
+
+import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
+import {peerMissing} from './peer_missing.cjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
+const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
+const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
+const modules = path.join(sourceDir, 'tests/peers/node_modules');
+const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
+if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
+  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
+}
+const tool = path.join(binaryDir, 'tests/export/deepseek_gguf_tool');
+if (!fs.existsSync(tool)) {
+  console.error(`FAIL: ${tool} is not built`);
+  process.exit(1);
+}
+const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+
+const kSeqLen = 64;
+const kWindows = 2;
+const kBound = 5e-3;
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_deepseek_'));
+let failures = 0;
+try {
+  const lines = execFileSync(tool, [work, sharedDir, '--seq-len', String(kSeqLen), '--windows', String(kWindows),
+    '--control'], {encoding: 'utf8'}).trim().split('\n').map((l) => JSON.parse(l));
+  const ids = JSON.parse(fs.readFileSync(path.join(work, 'ids.json'), 'utf8'));
+  const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
+  const results = [];
+  for (const row of lines.filter((l) => l.type)) {
+    const model = await llama.loadModel({modelPath: row.file, gpuLayers: 0});
+    const theirs = await llamaCppMeanNll(model, ids, kSeqLen, kWindows);
+    await model.dispose();
+    const result = {model: 'deepseek_v3 tiny (seed 5)', type: row.type, bytes: fs.statSync(row.file).size,
+      llama_cpp_mean_nll: theirs, quark_mean_nll: row.quark_mean_nll, diff: Math.abs(theirs - row.quark_mean_nll),
+      log_vocab: Math.log(row.vocab)};
+    results.push(result);
+    console.log(JSON.stringify(result));
+    if (!(result.diff <= kBound)) {
+      console.error(`FAIL: ${row.type}: llama.cpp ${theirs} vs quark ${row.quark_mean_nll}`);
+      ++failures;
+    }
+  }
+  const control = lines.find((l) => l.control);
+  const f32 = results.find((r) => r.type === 'F32');
+  const gap = Math.abs(control.quark_mean_nll - f32.llama_cpp_mean_nll);
+  console.log(JSON.stringify({control: control.control, quark_mean_nll: control.quark_mean_nll,
+    llama_cpp_mean_nll: f32.llama_cpp_mean_nll, gap}));
+  if (!(gap > 5 * kBound)) {
+    console.error(`FAIL: group-limited routing off moves the NLL by only ${gap}: the check cannot see routing`);
+    ++failures;
+  }
+  if (results.length !== 2) ++failures;
+} finally {
+  fs.rmSync(work, {recursive: true, force: true});
+}
+process.exit(failures === 0 ? 0 : 1);
