@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/config_fields.h"
 #include "core/checkpoint/config_limits.h"
 
 namespace quark::checkpoint {
@@ -14,24 +15,12 @@ namespace {
 using nlohmann::json;
 
 absl::Status FieldError(const std::string& label, const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(quark::StrCat(label, ": field \"", field, "\" ", what));
+  return ConfigFieldError(label, field, what);
 }
 
-// A positive integer no larger than `limit`; `fallback` when absent or null (0 = required).
 absl::Status ReadSize(const json& root, const std::string& label, const std::string& field, int64_t fallback,
                       int64_t limit, int64_t* out) {
-  auto it = root.find(field);
-  if (it == root.end() || it->is_null()) {
-    if (fallback <= 0) return FieldError(label, field, "is missing");
-    *out = fallback;
-    return absl::OkStatus();
-  }
-  if (!it->is_number_integer()) return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not an integer"));
-  const int64_t value = it->get<int64_t>();
-  if (value <= 0) return FieldError(label, field, quark::StrCat("= ", value, " must be positive"));
-  if (value > limit) return FieldError(label, field, quark::StrCat("= ", value, " is above the limit ", limit));
-  *out = value;
-  return absl::OkStatus();
+  return ReadPositiveField(root, label, field, fallback, limit, out);
 }
 
 // A string field that must equal `only` when present (DeepSeek-V3's scoring_func, topk_method).

@@ -12,26 +12,12 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {fileURLToPath, pathToFileURL} from 'node:url';
 
+import {builtFile, importNodeLlamaCpp, sharedDir} from './llama_cpp_peer.mjs';
 import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
-import {peerMissing} from './peer_missing.cjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
-const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
-const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
-const modules = path.join(sourceDir, 'tests/peers/node_modules');
-const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
-if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
-  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
-}
-const tool = path.join(binaryDir, 'tests/export/deepseek_gguf_tool');
-if (!fs.existsSync(tool)) {
-  console.error(`FAIL: ${tool} is not built`);
-  process.exit(1);
-}
-const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+const tool = builtFile('tests/export/deepseek_gguf_tool');
 
 const kSeqLen = 64;
 const kWindows = 2;
