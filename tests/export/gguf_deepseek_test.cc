@@ -9,6 +9,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/deepseek_layout.h"
 #include "core/export/gguf_deepseek.h"
+#include "core/export/hf_quark_moe_rules.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/synthetic_model.h"
 #include "tests/runtime/test_paths.h"
@@ -100,6 +101,26 @@ TEST_F(GgufDeepseekTest, F32ReadsBackBitForBitWithoutTheMtpLayer) {
   wrong.v_head_dim = 8;
   EXPECT_THAT(std::string(DeepseekWeightsFromGguf(wrong, **gguf).status().message()),
               HasSubstr("\"model.layers.0.self_attn.kv_b_proj.weight\" reads as [128, 32] but config.json implies [96, 32]"));
+}
+
+TEST(DeepseekVllmRulesTest, FusedGroupsAndExpertsMustAgree) {
+  const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("tiny", "float32");
+  const nlohmann::ordered_json int4 = {{"weight", {{"dtype", "uint4"}, {"group_size", 128}}}};
+  const nlohmann::ordered_json fp8 = {{"weight", {{"dtype", "fp8_e4m3"}}}};
+  nlohmann::ordered_json qc = {{"global_quant_config", fp8}, {"layer_quant_config", nlohmann::ordered_json::object()},
+                               {"exclude", {"lm_head"}}};
+  EXPECT_THAT(DeepseekConfigProblems(qc, config), ::testing::IsEmpty());
+  qc["layer_quant_config"]["*q_a_proj"] = int4;
+  qc["layer_quant_config"]["*mlp.experts.5.down_proj"] = int4;
+  qc["exclude"].push_back("model.layers.0.mlp.up_proj");
+  const auto problems = DeepseekConfigProblems(qc, config);
+  // Every layer's kv_a_proj_with_mqa, the dense layer's up_proj, expert 5's down_proj in each of the two MoE layers.
+  ASSERT_EQ(problems.size(), 3u + 1 + 2) << ::testing::PrintToString(problems);
+  EXPECT_THAT(problems[0], HasSubstr("model.layers.0.self_attn.kv_a_proj_with_mqa: resolves to a config different from "
+                                     "model.layers.0.self_attn.q_a_proj (vLLM fuses them into fused_qkv_a_proj)"));
+  EXPECT_THAT(problems[1], HasSubstr("model.layers.0.mlp.up_proj: excluded differently from model.layers.0.mlp.gate_proj"));
+  EXPECT_THAT(::testing::PrintToString(problems), HasSubstr("model.layers.1.mlp.experts.5.down_proj: resolves to a config "
+                                                            "different from model.layers.1.mlp.experts.0.down_proj"));
 }
 
 }  // namespace
