@@ -55,6 +55,15 @@ absl::Status CheckExpressible(const DeepseekConfig& c) {
     return absl::InvalidArgumentError("gguf deepseek2: field \"rope_interleave\" = false is not supported (llama.cpp "
                                       "rotates adjacent pairs: the checkpoint's interleaved order)");
   }
+  // llama.cpp (llama-model.cpp, LLM_ARCH_DEEPSEEK2) takes a model of 26 or 27 layers for a "lite" one, with a plain
+  // attn_q and no q_lora_rank key, and every other model for one with q_a/q_b: it does not read q_lora_rank's absence.
+  const bool lite = c.base.num_hidden_layers == 26 || c.base.num_hidden_layers == 27;
+  if (lite != (c.q_lora_rank == 0)) {
+    return absl::InvalidArgumentError(StrCat(
+        "gguf deepseek2: field \"q_lora_rank\" = ", c.q_lora_rank > 0 ? std::to_string(c.q_lora_rank) : "null",
+        " with num_hidden_layers = ", c.base.num_hidden_layers, " is not what llama.cpp reads (a null q_lora_rank only "
+        "with 26 or 27 layers, as DeepSeek-V2-Lite; otherwise q_a_proj/q_b_proj)"));
+  }
   if (c.yarn && (c.yarn->attention_factor > 0 || c.yarn->mscale != c.yarn->mscale_all_dim)) {
     return absl::InvalidArgumentError(StrCat(
         "gguf deepseek2: field \"rope_scaling.mscale\" = ", c.yarn->mscale, " with mscale_all_dim = ",

@@ -25,7 +25,9 @@ namespace quark::exporter::gguf {
 
 /// Writes `weights` (a deepseek_v3 checkpoint) to `path` in `type` (kF32 or kQ8_0). INVALID_ARGUMENT naming the field
 /// for what deepseek2 cannot express: YaRN's attention_factor other than 1 (rope_scaling.mscale differing from
-/// mscale_all_dim, or an explicit attention_factor), rope_interleave false; a vocabulary larger than vocab_size.
+/// mscale_all_dim, or an explicit attention_factor), rope_interleave false, q_lora_rank null except with 26 or 27
+/// layers (llama.cpp tells DeepSeek-V2-Lite's plain q_proj by its layer count) or set with them; a vocabulary larger
+/// than vocab_size.
 absl::Status WriteDeepseekGguf(const checkpoint::DeepseekConfig& config, const runtime::WeightSource& weights,
                                const SentencePieceVocab& vocab, GgmlType type, const std::string& path);
 

@@ -22,6 +22,8 @@ struct DeepseekShape {
 // mscale_all_dim (so YaRN's attention_factor is not 1), groups that leave some experts unreachable per token.
 constexpr DeepseekShape kShapes[] = {
     {"tiny", 64, 128, 3, 4, 512, 2048, 32, 32, 16, 8, 16, 16, 1, 4, 4, 2, 32, 1, 1, 2.5, 4.0, 512, 1.0, 0.8, 0, 1},
+    // q_lora_rank null (a plain q_proj, as DeepSeek-V2-Lite), 2 shared experts, 8 experts in 2 groups of which 1 kept.
+    {"tiny-q-proj", 64, 128, 3, 4, 512, 2048, 0, 32, 16, 8, 32, 8, 2, 2, 2, 1, 32, 1, 0, 1.5, 4.0, 512, 1.0, 1.0, 0, 1},
     {"deepseek-v3", 7168, 18432, 61, 128, 129280, 163840, 1536, 512, 128, 64, 128, 256, 1, 8, 8, 4, 2048, 3, 1, 2.5,
      40.0, 4096, 1.0, 1.0, 0, 1},
     {"deepseek-v3-4l", 7168, 18432, 4, 128, 129280, 163840, 1536, 512, 128, 64, 128, 256, 1, 8, 8, 4, 2048, 3, 0, 2.5,

@@ -10,7 +10,8 @@
 namespace quark::runtime {
 
 /// "tiny" (3 layers, the first dense, 16 experts in 4 groups, YaRN with distinct mscale / mscale_all_dim, one MTP
-/// layer), "deepseek-v3" (the released 671B config) and "deepseek-v3-4l" (its first four layers: three dense, one MoE
+/// layer), "tiny-q-proj" (q_lora_rank null, v_head_dim above the q/k head size, two shared experts, one of two groups
+/// kept, no MTP layer), "deepseek-v3" (the released 671B config) and "deepseek-v3-4l" (its first four layers: three dense, one MoE
 /// layer of 256 experts, for speed and memory runs); empty for another arch.
 std::vector<std::string> DeepseekSyntheticShapes(const std::string& arch);
 

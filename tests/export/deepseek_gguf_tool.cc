@@ -6,7 +6,7 @@
 // logits otherwise, where every NLL is log(vocab)), and rope_scaling.mscale_all_dim is set to mscale (as DeepSeek-V3's
 // own config has it: llama.cpp's deepseek2 cannot express cos/sin scaling, WriteDeepseekGguf refuses it).
 //
-//   deepseek_gguf_tool OUT_DIR SHARED_DIR [--seed N] [--seq-len L] [--windows W] [--control]
+//   deepseek_gguf_tool OUT_DIR SHARED_DIR [--shape tiny] [--seed N] [--seq-len L] [--windows W] [--control]
 // --control: the engine's NLL with group-limited routing off (topk_group = n_group) on the F32 file, to show the
 // comparison sees routing. Prints one JSON object per line.
 #include <filesystem>
@@ -49,12 +49,14 @@ int main(int argc, char** argv) {
   uint64_t seed = 5;
   int64_t seq_len = 64, windows = 2;
   bool control = false;
+  std::string shape = "tiny";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--seq-len" && i + 1 < argc) seq_len = std::stoll(argv[++i]);
     else if (a == "--windows" && i + 1 < argc) windows = std::stoll(argv[++i]);
     else if (a == "--control") control = true;
+    else if (a == "--shape" && i + 1 < argc) shape = argv[++i];
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
   std::cout << std::setprecision(10);
@@ -64,12 +66,12 @@ int main(int argc, char** argv) {
   fs::create_directories(out);
   runtime::SyntheticModelOptions options;
   options.arch = "deepseek_v3";
-  options.shape = "tiny";
+  options.shape = shape;
   options.dtype = "f32";
   options.seed = seed;
   options.out_dir = (out / "hf").string();
   if (auto s = runtime::MakeSyntheticModel(options); !s.ok()) return Fail(s);
-  auto config = runtime::DeepseekSyntheticConfig("tiny", "float32");
+  auto config = runtime::DeepseekSyntheticConfig(shape, "float32");
   if (!config.ok()) return Fail(config.status());
   config->yarn->mscale_all_dim = config->yarn->mscale;
   auto reader = checkpoint::CheckpointReader::Open(options.out_dir);
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
   }() << "]\n";
   for (const auto& [label, type] : {std::pair{"F32", exporter::gguf::GgmlType::kF32},
                                     std::pair{"Q8_0", exporter::gguf::GgmlType::kQ8_0}}) {
-    const std::string file = (out / (std::string("deepseek_tiny_") + label + ".gguf")).string();
+    const std::string file = (out / ("deepseek_" + shape + "_" + label + ".gguf")).string();
     if (auto s = exporter::gguf::WriteDeepseekGguf(*config, weights, *vocab, type, file); !s.ok()) return Fail(s);
     auto gguf = exporter::gguf::GgufFile::Open(file);
     if (!gguf.ok()) return Fail(gguf.status());
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
     if (!read.ok()) return Fail(read.status());
     auto logits = runtime::DeepseekLogits(*config, **read, ids, at::kFloat);
     if (!logits.ok()) return Fail(logits.status());
-    const std::string logits_file = (out / (std::string("logits_") + label + ".f32")).string();
+    const std::string logits_file = (out / ("logits_" + shape + "_" + label + ".f32")).string();
     const at::Tensor l = logits->contiguous();
     std::ofstream(logits_file, std::ios::binary).write(static_cast<const char*>(l.data_ptr()), l.numel() * 4);
     std::cout << "{\"type\": \"" << label << "\", \"file\": \"" << file << "\", \"quark_mean_nll\": " << MeanNll(l, ids)

@@ -62,6 +62,9 @@ TEST_F(GgufDeepseekTest, RefusesWhatDeepseek2CannotExpressNamingTheField) {
   config_.rope_interleave = true;
   EXPECT_THAT(std::string(WriteDeepseekGguf(config_, *weights_, vocab_, GgmlType::kQ4_0, file).message()),
               HasSubstr("F32 or Q8_0"));
+  checkpoint::DeepseekConfig plain_q = *runtime::DeepseekSyntheticConfig("tiny-q-proj", "float32");
+  EXPECT_THAT(std::string(WriteDeepseekGguf(plain_q, *weights_, vocab_, GgmlType::kF32, file).message()),
+              HasSubstr("\"q_lora_rank\" = null with num_hidden_layers = 3"));
   checkpoint::DeepseekConfig narrow = config_;
   narrow.base.vocab_size = 256;
   EXPECT_THAT(std::string(WriteDeepseekGguf(narrow, *weights_, vocab_, GgmlType::kF32, file).message()),
