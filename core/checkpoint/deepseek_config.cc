@@ -14,21 +14,12 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status FieldError(const std::string& label, const std::string& field, const std::string& what) {
-  return ConfigFieldError(label, field, what);
-}
-
-absl::Status ReadSize(const json& root, const std::string& label, const std::string& field, int64_t fallback,
-                      int64_t limit, int64_t* out) {
-  return ReadPositiveField(root, label, field, fallback, limit, out);
-}
-
 // A string field that must equal `only` when present (DeepSeek-V3's scoring_func, topk_method).
 absl::Status RequireString(const json& root, const std::string& label, const std::string& field, const std::string& only) {
   auto it = root.find(field);
   if (it == root.end() || it->is_null()) return absl::OkStatus();
   if (it->is_string() && it->get<std::string>() == only) return absl::OkStatus();
-  return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not supported (only \"", only, "\")"));
+  return ConfigFieldError(label, field, quark::StrCat("= ", it->dump(), " is not supported (only \"", only, "\")"));
 }
 
 // The number `key` of `root` (called `field` in messages); `fallback` when absent or null.
@@ -36,18 +27,18 @@ absl::StatusOr<double> NumberOr(const json& root, const std::string& label, cons
                                 const std::string& field, double fallback) {
   auto it = root.find(key);
   if (it == root.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not a number"));
+  if (!it->is_number()) return ConfigFieldError(label, field, quark::StrCat("= ", it->dump(), " is not a number"));
   return it->get<double>();
 }
 
 absl::Status ParseYarn(const json& root, const std::string& label, DeepseekConfig& c) {
   auto it = root.find("rope_scaling");
   if (it == root.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_object()) return FieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " is not an object"));
+  if (!it->is_object()) return ConfigFieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " is not an object"));
   const json& s = *it;
   const auto type = s.find("rope_type") != s.end() ? s.find("rope_type") : s.find("type");
   if (type == s.end() || !type->is_string() || type->get<std::string>() != "yarn") {
-    return FieldError(label, "rope_scaling.type", quark::StrCat("= ", type == s.end() ? "null" : type->dump(),
+    return ConfigFieldError(label, "rope_scaling.type", quark::StrCat("= ", type == s.end() ? "null" : type->dump(),
                       " is not supported for deepseek_v3 (only \"yarn\")"));
   }
   YarnScaling y;
@@ -63,29 +54,29 @@ absl::Status ParseYarn(const json& root, const std::string& label, DeepseekConfi
                           Number{"attention_factor", &y.attention_factor, 0}}) {
     auto value = NumberOr(s, label, n.name, p + n.name, n.fallback);
     if (!value.ok()) return value.status();
-    if (*value < 0) return FieldError(label, p + n.name, quark::StrCat("= ", *value, " must not be negative"));
+    if (*value < 0) return ConfigFieldError(label, p + n.name, quark::StrCat("= ", *value, " must not be negative"));
     *n.target = *value;
   }
-  if (y.factor <= 0) return FieldError(label, p + "factor", "must be a positive number");
+  if (y.factor <= 0) return ConfigFieldError(label, p + "factor", "must be a positive number");
   if (y.beta_fast <= 0 || y.beta_slow <= 0) {
-    return FieldError(label, p + "beta_fast", quark::StrCat("= ", y.beta_fast, " and beta_slow = ", y.beta_slow,
+    return ConfigFieldError(label, p + "beta_fast", quark::StrCat("= ", y.beta_fast, " and beta_slow = ", y.beta_slow,
                                                            " must be positive"));
   }
-  if (auto status = ReadSize(s, label, "original_max_position_embeddings", c.base.max_position_embeddings,
+  if (auto status = ReadPositiveField(s, label, "original_max_position_embeddings", c.base.max_position_embeddings,
                              kMaxPositions, &y.original_max_position_embeddings);
       !status.ok()) {
-    return FieldError(label, p + "original_max_position_embeddings", std::string(status.message()));
+    return ConfigFieldError(label, p + "original_max_position_embeddings", std::string(status.message()));
   }
   // HF's yarn takes the factor as max_position_embeddings / original_max_position_embeddings where the latter is
   // given, its attention scale rope_scaling.factor: a config where they differ is read two ways, so it is refused.
   const double ratio = static_cast<double>(c.base.max_position_embeddings) / y.original_max_position_embeddings;
   if (s.contains("original_max_position_embeddings") && std::abs(ratio - y.factor) > 1e-9 * y.factor) {
-    return FieldError(label, p + "factor", quark::StrCat("= ", y.factor, " differs from max_position_embeddings / "
+    return ConfigFieldError(label, p + "factor", quark::StrCat("= ", y.factor, " differs from max_position_embeddings / "
                       "rope_scaling.original_max_position_embeddings = ", ratio));
   }
   auto truncate = s.find("truncate");
   if (truncate != s.end() && !truncate->is_null()) {
-    if (!truncate->is_boolean()) return FieldError(label, p + "truncate", quark::StrCat("= ", truncate->dump(), " is not a boolean"));
+    if (!truncate->is_boolean()) return ConfigFieldError(label, p + "truncate", quark::StrCat("= ", truncate->dump(), " is not a boolean"));
     y.truncate = truncate->get<bool>();
   }
   c.yarn = y;
@@ -105,29 +96,29 @@ absl::Status ParseBase(const json& root, const std::string& label, DeepseekConfi
   c.base = *std::move(base);
   c.base.model_type = "deepseek_v3";
   if (c.base.num_key_value_heads != c.base.num_attention_heads) {
-    return FieldError(label, "num_key_value_heads", quark::StrCat("= ", c.base.num_key_value_heads,
+    return ConfigFieldError(label, "num_key_value_heads", quark::StrCat("= ", c.base.num_key_value_heads,
                       " differs from num_attention_heads = ", c.base.num_attention_heads, " (MLA has one KV head per query head)"));
   }
-  if (c.base.mlp_bias) return FieldError(label, "mlp_bias", "= true is not supported for deepseek_v3");
+  if (c.base.mlp_bias) return ConfigFieldError(label, "mlp_bias", "= true is not supported for deepseek_v3");
   return absl::OkStatus();
 }
 
 absl::Status ParseAttention(const json& root, const std::string& label, DeepseekConfig& c) {
   auto q_lora = root.find("q_lora_rank");
   if (q_lora != root.end() && !q_lora->is_null()) {
-    if (auto s = ReadSize(root, label, "q_lora_rank", 0, kMaxHiddenSize, &c.q_lora_rank); !s.ok()) return s;
+    if (auto s = ReadPositiveField(root, label, "q_lora_rank", 0, kMaxHiddenSize, &c.q_lora_rank); !s.ok()) return s;
   }
-  if (auto s = ReadSize(root, label, "kv_lora_rank", 0, kMaxHiddenSize, &c.kv_lora_rank); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "qk_nope_head_dim", 0, kMaxHeadDim, &c.qk_nope_head_dim); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "qk_rope_head_dim", 0, kMaxHeadDim, &c.qk_rope_head_dim); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "v_head_dim", 0, kMaxHeadDim, &c.v_head_dim); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "kv_lora_rank", 0, kMaxHiddenSize, &c.kv_lora_rank); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "qk_nope_head_dim", 0, kMaxHeadDim, &c.qk_nope_head_dim); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "qk_rope_head_dim", 0, kMaxHeadDim, &c.qk_rope_head_dim); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "v_head_dim", 0, kMaxHeadDim, &c.v_head_dim); !s.ok()) return s;
   if (c.qk_rope_head_dim % 2 != 0) {
-    return FieldError(label, "qk_rope_head_dim", quark::StrCat("= ", c.qk_rope_head_dim, " must be even for RoPE"));
+    return ConfigFieldError(label, "qk_rope_head_dim", quark::StrCat("= ", c.qk_rope_head_dim, " must be even for RoPE"));
   }
   auto interleave = root.find("rope_interleave");
   if (interleave != root.end() && !interleave->is_null()) {
     if (!interleave->is_boolean()) {
-      return FieldError(label, "rope_interleave", quark::StrCat("= ", interleave->dump(), " is not a boolean"));
+      return ConfigFieldError(label, "rope_interleave", quark::StrCat("= ", interleave->dump(), " is not a boolean"));
     }
     c.rope_interleave = interleave->get<bool>();
   }
@@ -137,56 +128,56 @@ absl::Status ParseAttention(const json& root, const std::string& label, Deepseek
 absl::Status ParseMoe(const json& root, const std::string& label, DeepseekConfig& c) {
   if (auto s = RequireString(root, label, "scoring_func", "sigmoid"); !s.ok()) return s;
   if (auto s = RequireString(root, label, "topk_method", "noaux_tc"); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "n_routed_experts", 0, kMaxExperts, &c.n_routed_experts); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "n_routed_experts", 0, kMaxExperts, &c.n_routed_experts); !s.ok()) return s;
   if (c.base.num_hidden_layers * c.n_routed_experts > kMaxLayerExperts) {
-    return FieldError(label, "n_routed_experts", quark::StrCat("= ", c.n_routed_experts, " in each of ",
+    return ConfigFieldError(label, "n_routed_experts", quark::StrCat("= ", c.n_routed_experts, " in each of ",
                       c.base.num_hidden_layers, " layers is above the limit of ", kMaxLayerExperts, " experts in all"));
   }
-  if (auto s = ReadSize(root, label, "n_shared_experts", 0, kMaxExperts, &c.n_shared_experts); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "num_experts_per_tok", 0, kMaxExperts, &c.num_experts_per_tok); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "moe_intermediate_size", 0, kMaxIntermediateSize, &c.moe_intermediate_size); !s.ok()) {
+  if (auto s = ReadPositiveField(root, label, "n_shared_experts", 0, kMaxExperts, &c.n_shared_experts); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "num_experts_per_tok", 0, kMaxExperts, &c.num_experts_per_tok); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "moe_intermediate_size", 0, kMaxIntermediateSize, &c.moe_intermediate_size); !s.ok()) {
     return s;
   }
   if (c.moe_intermediate_size * c.n_shared_experts > kMaxIntermediateSize) {
-    return FieldError(label, "n_shared_experts", quark::StrCat("= ", c.n_shared_experts, " makes the shared expert ",
+    return ConfigFieldError(label, "n_shared_experts", quark::StrCat("= ", c.n_shared_experts, " makes the shared expert ",
                       c.moe_intermediate_size * c.n_shared_experts, " wide, above the limit ", kMaxIntermediateSize));
   }
-  if (auto s = ReadSize(root, label, "n_group", 1, kMaxExperts, &c.n_group); !s.ok()) return s;
-  if (auto s = ReadSize(root, label, "topk_group", 1, kMaxExperts, &c.topk_group); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "n_group", 1, kMaxExperts, &c.n_group); !s.ok()) return s;
+  if (auto s = ReadPositiveField(root, label, "topk_group", 1, kMaxExperts, &c.topk_group); !s.ok()) return s;
   if (c.n_routed_experts % c.n_group != 0) {
-    return FieldError(label, "n_group", quark::StrCat("= ", c.n_group, " does not divide n_routed_experts = ",
+    return ConfigFieldError(label, "n_group", quark::StrCat("= ", c.n_group, " does not divide n_routed_experts = ",
                                                      c.n_routed_experts));
   }
   const int64_t per_group = c.n_routed_experts / c.n_group;
   if (c.topk_group > c.n_group) {
-    return FieldError(label, "topk_group", quark::StrCat("= ", c.topk_group, " exceeds n_group = ", c.n_group));
+    return ConfigFieldError(label, "topk_group", quark::StrCat("= ", c.topk_group, " exceeds n_group = ", c.n_group));
   }
   // HF scores a group by its two best experts (topk(2)); a group of one expert cannot be scored that way.
   if (per_group < 2) {
-    return FieldError(label, "n_group", quark::StrCat("= ", c.n_group, " leaves ", per_group,
+    return ConfigFieldError(label, "n_group", quark::StrCat("= ", c.n_group, " leaves ", per_group,
                       " expert per group (the group score sums each group's best two)"));
   }
   if (c.num_experts_per_tok > c.topk_group * per_group) {
-    return FieldError(label, "num_experts_per_tok", quark::StrCat("= ", c.num_experts_per_tok, " exceeds the ",
+    return ConfigFieldError(label, "num_experts_per_tok", quark::StrCat("= ", c.num_experts_per_tok, " exceeds the ",
                       c.topk_group * per_group, " experts of the topk_group = ", c.topk_group, " chosen groups"));
   }
   auto factor = NumberOr(root, label, "routed_scaling_factor", "routed_scaling_factor", 1.0);
   if (!factor.ok()) return factor.status();
-  if (*factor <= 0) return FieldError(label, "routed_scaling_factor", quark::StrCat("= ", *factor, " must be positive"));
+  if (*factor <= 0) return ConfigFieldError(label, "routed_scaling_factor", quark::StrCat("= ", *factor, " must be positive"));
   c.routed_scaling_factor = *factor;
   auto norm = root.find("norm_topk_prob");
   if (norm != root.end() && !norm->is_null()) {
-    if (!norm->is_boolean()) return FieldError(label, "norm_topk_prob", quark::StrCat("= ", norm->dump(), " is not a boolean"));
+    if (!norm->is_boolean()) return ConfigFieldError(label, "norm_topk_prob", quark::StrCat("= ", norm->dump(), " is not a boolean"));
     c.norm_topk_prob = norm->get<bool>();
   }
   auto freq = root.find("moe_layer_freq");
   if (freq != root.end() && !freq->is_null() && !(freq->is_number_integer() && freq->get<int64_t>() == 1)) {
-    return FieldError(label, "moe_layer_freq", quark::StrCat("= ", freq->dump(), " is not supported (only 1)"));
+    return ConfigFieldError(label, "moe_layer_freq", quark::StrCat("= ", freq->dump(), " is not supported (only 1)"));
   }
   auto dense = root.find("first_k_dense_replace");
   if (dense != root.end() && !dense->is_null()) {
     if (!dense->is_number_integer() || dense->get<int64_t>() < 0 || dense->get<int64_t>() > c.base.num_hidden_layers) {
-      return FieldError(label, "first_k_dense_replace", quark::StrCat("= ", dense->dump(), " is not an integer in [0, ",
+      return ConfigFieldError(label, "first_k_dense_replace", quark::StrCat("= ", dense->dump(), " is not an integer in [0, ",
                         c.base.num_hidden_layers, "]"));
     }
     c.first_k_dense_replace = dense->get<int64_t>();
@@ -194,7 +185,7 @@ absl::Status ParseMoe(const json& root, const std::string& label, DeepseekConfig
   auto mtp = root.find("num_nextn_predict_layers");
   if (mtp != root.end() && !mtp->is_null()) {
     if (!mtp->is_number_integer() || mtp->get<int64_t>() < 0 || mtp->get<int64_t>() > 16) {
-      return FieldError(label, "num_nextn_predict_layers", quark::StrCat("= ", mtp->dump(), " is not an integer in [0, 16]"));
+      return ConfigFieldError(label, "num_nextn_predict_layers", quark::StrCat("= ", mtp->dump(), " is not an integer in [0, 16]"));
     }
     c.num_nextn_predict_layers = mtp->get<int64_t>();
   }
@@ -210,7 +201,7 @@ absl::StatusOr<DeepseekConfig> ParseDeepseekConfig(const std::string& json_text,
   if (root.is_discarded() || !root.is_object()) return absl::InvalidArgumentError(quark::StrCat(label, ": not a JSON object"));
   auto type = root.find("model_type");
   if (type == root.end() || !type->is_string() || !IsDeepseekModelType(type->get<std::string>())) {
-    return FieldError(label, "model_type", quark::StrCat("= ", type == root.end() ? "null" : type->dump(),
+    return ConfigFieldError(label, "model_type", quark::StrCat("= ", type == root.end() ? "null" : type->dump(),
                                                         " is not deepseek_v3"));
   }
   DeepseekConfig c;
