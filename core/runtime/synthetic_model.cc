@@ -229,7 +229,23 @@ absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
   const auto dtypes = *ParseDtype(options.dtype);
   const auto& tensors = synthetic->tensors;
   std::vector<checkpoint::PlannedTensor> plan;
-  for (const auto& t : tensors) plan.push_back({t.name, dtypes.first, t.shape});
+  uint64_t bytes = 0;
+  for (const auto& t : tensors) {
+    plan.push_back({t.name, dtypes.first, t.shape});
+    uint64_t n = checkpoint::StDTypeSize(dtypes.first);
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    bytes += n;
+  }
+  // A real shape can be larger than the disk (deepseek-v3: 1.37 TB in bf16): refused before anything is written.
+  std::error_code ec;
+  const fs::path existing = fs::exists(options.out_dir, ec) ? fs::path(options.out_dir)
+                                                             : fs::absolute(options.out_dir, ec).parent_path();
+  const fs::space_info space = fs::space(existing, ec);
+  if (!ec && bytes > space.available) {
+    return absl::ResourceExhaustedError(StrCat("shape ", options.shape, " of ", options.arch, " needs ", bytes,
+                                               " bytes of weights; ", existing.string(), " has ", space.available,
+                                               " bytes free"));
+  }
   checkpoint::CheckpointWriterOptions writer_options;
   writer_options.max_shard_bytes = options.max_shard_bytes;
   auto writer = checkpoint::CheckpointWriter::Create(options.out_dir, std::move(plan), writer_options);
