@@ -16,7 +16,7 @@ LayerContext DeepseekLayerContext(const checkpoint::DeepseekConfig& config, int6
 }
 
 absl::StatusOr<at::Tensor> DeepseekLogits(const checkpoint::DeepseekConfig& config, const WeightSource& weights,
-                                          const at::Tensor& ids, at::ScalarType dtype) {
+                                          const at::Tensor& ids, at::ScalarType dtype, const DeepseekLayerHook& prepare) {
   const checkpoint::ModelConfig& base = config.base;
   if (ids.dim() != 2 || ids.scalar_type() != at::kLong) {
     return absl::InvalidArgumentError("token ids must be [batch, tokens] int64");
@@ -31,6 +31,9 @@ absl::StatusOr<at::Tensor> DeepseekLogits(const checkpoint::DeepseekConfig& conf
   for (int64_t i = 0; i < base.num_hidden_layers; ++i) {
     auto layer = DeepseekDecoderLayer::Load(config, i, weights, dtype);
     if (!layer.ok()) return layer.status();
+    if (prepare) {
+      if (auto status = prepare(**layer); !status.ok()) return status;
+    }
     hidden = (*layer)->forward(hidden, context);
   }
   auto norm = LoadChecked(weights, "model.norm.weight", {base.hidden_size}, dtype);
