@@ -12,6 +12,7 @@
 #include "core/export/hf_quark_moe_rules.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/runtime/deepseek_test_models.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::exporter::gguf {
@@ -24,26 +25,15 @@ class GgufDeepseekTest : public ::testing::Test {
  protected:
   void SetUp() override {
     runtime::testing::InitTestEngine();
-    dir_ = fs::temp_directory_path() / ("quark_gguf_deepseek_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    runtime::SyntheticModelOptions options;
-    options.arch = "deepseek_v3";
-    options.shape = "tiny";
-    options.dtype = "f32";
-    options.seed = 2;
-    options.out_dir = (dir_ / "hf").string();
-    ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
-    auto reader = checkpoint::CheckpointReader::Open(options.out_dir);
-    ASSERT_TRUE(reader.ok());
-    weights_ = std::make_shared<runtime::CheckpointWeightSource>(
-        std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
-    config_ = *runtime::DeepseekSyntheticConfig("tiny", "float32");
+    dir_ = model_.dir;
+    weights_ = model_.weights;
+    config_ = model_.config;
     auto vocab = ReadSentencePieceVocab(runtime::testing::Stories260K() + "/tokenizer.model");
     ASSERT_TRUE(vocab.ok()) << vocab.status();
     vocab_ = *vocab;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
+  const runtime::testing::TinyDeepseek model_{"gguf", 2};
   fs::path dir_;
   std::shared_ptr<runtime::CheckpointWeightSource> weights_;
   checkpoint::DeepseekConfig config_;

@@ -22,34 +22,26 @@
 #include "core/runtime/deepseek_model.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/runtime/deepseek_test_models.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::quantize {
 namespace {
 
-namespace fs = std::filesystem;
+// uint4 g32 weight-only RTN with the plan the pipeline builds from the model's modules, lm_head excluded.
+LayerQuantizer Uint4Rtn(const checkpoint::DeepseekConfig& config) {
+  Config preset = *PresetConfig("uint4_wo_32");
+  preset.exclude = {"lm_head"};
+  return LayerQuantizer(preset, BuildLayerPlan(preset, estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules));
+}
 
 TEST(DeepseekRtnTest, EveryLinearIsQuantizedUnderItsNameAndTheLogitsStayClose) {
   runtime::testing::InitTestEngine();
-  const fs::path dir = fs::temp_directory_path() / ("quark_deepseek_rtn_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  runtime::SyntheticModelOptions options;
-  options.arch = "deepseek_v3";
-  options.shape = "tiny";
-  options.dtype = "f32";
-  options.seed = 9;
-  options.out_dir = dir.string();
-  ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
-  const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("tiny", "float32");
-  auto reader = checkpoint::CheckpointReader::Open(dir.string());
-  ASSERT_TRUE(reader.ok());
-  runtime::CheckpointWeightSource weights(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+  const runtime::testing::TinyDeepseek model("rtn", 9);
+  const checkpoint::DeepseekConfig& config = model.config;
+  const runtime::WeightSource& weights = *model.weights;
 
-  auto preset = PresetConfig("uint4_wo_32");
-  ASSERT_TRUE(preset.ok());
-  preset->exclude = {"lm_head"};
-  const auto modules = estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules;
-  const LayerQuantizer quantizer(*preset, BuildLayerPlan(*preset, modules));
+  const LayerQuantizer quantizer = Uint4Rtn(config);
   int64_t quantized = 0, linears = 0;
   const auto rtn = [&](runtime::DecoderLayer& layer) -> absl::Status {
     // Weight-only: nothing to calibrate, so Apply with no parameters installs and freezes (fake-quantized weights).
@@ -75,27 +67,14 @@ TEST(DeepseekRtnTest, EveryLinearIsQuantizedUnderItsNameAndTheLogitsStayClose) {
   EXPECT_GT(moved, 1e-4 * scale);  // the weights were quantized
   EXPECT_LT(moved, 0.25 * scale);  // by 4-bit RTN's error, not a broken layer
   std::cout << "uint4_wo_32 RTN: max |logit change| " << moved << " of max |logit| " << scale << "\n";
-  fs::remove_all(dir);
 }
 
 TEST(DeepseekGptqTest, EveryLayerIsCloserToTheFloatLayerThanRtnOnItsSamples) {
   runtime::testing::InitTestEngine();
-  const fs::path dir = fs::temp_directory_path() / ("quark_deepseek_gptq_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  runtime::SyntheticModelOptions options;
-  options.arch = "deepseek_v3";
-  options.shape = "tiny";
-  options.dtype = "f32";
-  options.seed = 4;
-  options.out_dir = dir.string();
-  ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
-  const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("tiny", "float32");
-  auto reader = checkpoint::CheckpointReader::Open(dir.string());
-  ASSERT_TRUE(reader.ok());
-  runtime::CheckpointWeightSource weights(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
-  auto preset = PresetConfig("uint4_wo_32");
-  ASSERT_TRUE(preset.ok());
-  const LayerQuantizer rtn(*preset, BuildLayerPlan(*preset, estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules));
+  const runtime::testing::TinyDeepseek model("gptq", 4);
+  const checkpoint::DeepseekConfig& config = model.config;
+  const runtime::WeightSource& weights = *model.weights;
+  const LayerQuantizer rtn = Uint4Rtn(config);
 
   at::manual_seed(5);
   const at::Tensor table = *weights.Get("model.embed_tokens.weight", at::kFloat);
@@ -123,7 +102,7 @@ TEST(DeepseekGptqTest, EveryLayerIsCloserToTheFloatLayerThanRtnOnItsSamples) {
         plan.input_order.push_back(linear.input);
         plan.steps.emplace_back();
       }
-      plan.steps.back().push_back({linear.relative_name, linear.input, *preset->global_quant_config.weight, linear.routed});
+      plan.steps.back().push_back({linear.relative_name, linear.input, *rtn.config().global_quant_config.weight, linear.routed});
     }
     const algorithms::LayerForward forward = [&](const at::Tensor& x) { gptq_layer->forward(x, context); };
     auto params = algorithms::GptqQuantizeLayer(*gptq_layer, samples, forward, plan, algorithms::GptqOptions{});
@@ -136,7 +115,6 @@ TEST(DeepseekGptqTest, EveryLayerIsCloserToTheFloatLayerThanRtnOnItsSamples) {
     // The next layer calibrates on the float model's hidden states.
     for (at::Tensor& x : samples) x = float_layer->forward(x, context);
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "core/runtime/deepseek_model.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/runtime/deepseek_test_models.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::runtime {
@@ -55,37 +56,6 @@ at::Tensor ReferenceLogits(const std::string& shape) {
   in.read(static_cast<char*>(logits.data_ptr()), logits.numel() * 8);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
   return logits;
-}
-
-fs::path TempDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("quark_deepseek_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
-
-absl::Status WriteTinyModel(const fs::path& dir, uint64_t seed, const std::string& shape = "tiny") {
-  SyntheticModelOptions options;
-  options.arch = "deepseek_v3";
-  options.shape = shape;
-  options.dtype = "f32";
-  options.seed = seed;
-  options.out_dir = dir.string();
-  return MakeSyntheticModel(options);
-}
-
-struct LoadedModel {
-  checkpoint::DeepseekConfig config;
-  std::shared_ptr<CheckpointWeightSource> weights;
-};
-
-LoadedModel Load(const fs::path& dir) {
-  std::ifstream in(dir / "config.json");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto config = checkpoint::ParseDeepseekConfig(text);
-  EXPECT_TRUE(config.ok()) << config.status();
-  auto reader = checkpoint::CheckpointReader::Open(dir.string());
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  return {*config, std::make_shared<CheckpointWeightSource>(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)))};
 }
 
 class DeepseekTest : public ::testing::Test {
@@ -209,9 +179,7 @@ class DeepseekReferenceTest : public ::testing::TestWithParam<std::string> {
 INSTANTIATE_TEST_SUITE_P(Shapes, DeepseekReferenceTest, ::testing::Values("tiny", "tiny-q-proj"));
 
 TEST_P(DeepseekReferenceTest, LogitsMatchTheFloat64Reference) {
-  const fs::path dir = TempDir("reference");
-  ASSERT_TRUE(WriteTinyModel(dir, 7, GetParam()).ok());
-  const LoadedModel model = Load(dir);
+  const testing::TinyDeepseek model("reference", 7, GetParam());
   const auto windows = ReferenceWindows();
   const at::Tensor ids = at::stack({at::tensor(windows[0], at::kLong), at::tensor(windows[1], at::kLong)});
   const at::Tensor reference = ReferenceLogits(GetParam());
@@ -253,7 +221,6 @@ TEST_P(DeepseekReferenceTest, LogitsMatchTheFloat64Reference) {
   changed = model.config;
   changed.norm_topk_prob = false;
   EXPECT_GT(moved(changed), 2e-5) << "norm_topk_prob";
-  fs::remove_all(dir);
 }
 
 TEST_F(DeepseekTest, RoutingKeepsToTheBestGroupsAndScalesTheWeights) {
@@ -279,9 +246,7 @@ TEST_F(DeepseekTest, RoutingKeepsToTheBestGroupsAndScalesTheWeights) {
 }
 
 TEST_F(DeepseekTest, CalibrationCoversEveryExpertAndMisShapedTensorsAreNamed) {
-  const fs::path dir = TempDir("coverage");
-  ASSERT_TRUE(WriteTinyModel(dir, 3).ok());
-  const LoadedModel model = Load(dir);
+  const testing::TinyDeepseek model("coverage", 3);
   auto layer = DeepseekDecoderLayer::Load(model.config, 1, *model.weights, at::kFloat);
   ASSERT_TRUE(layer.ok()) << layer.status();
   // Named slots in DeepseekLayerLinears' order; the router is not one.
@@ -321,7 +286,6 @@ TEST_F(DeepseekTest, CalibrationCoversEveryExpertAndMisShapedTensorsAreNamed) {
   auto refused = DeepseekDecoderLayer::Load(wrong, 0, *model.weights, at::kFloat);
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("tensor \"model.layers.0.self_attn.kv_a_layernorm.weight\" has shape [32] but config.json implies [24]"));
-  fs::remove_all(dir);
 }
 
 }  // namespace
