@@ -6,6 +6,9 @@
 //
 //   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--extrapolate-layers N]
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
+//                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
+//                  of --dir's model: estimate/deepseek_shape.h; --dir is then only where the disk probe writes)
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -14,7 +17,9 @@
 
 #include "core/config/presets.h"
 #include "core/engine/engine_init.h"
+#include "core/estimate/deepseek_shape.h"
 #include "core/estimate/job_estimate.h"
+#include "core/runtime/deepseek_synthetic.h"
 #include "worker/throughput_probe.h"
 
 namespace {
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp/quark_bench_llama7b", presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";
   int samples = 1, seq_len = 32;
   int64_t extrapolate = 0;
+  std::string deepseek;      // a DeepSeek-V3 shape name: estimate it instead of --dir's model
   std::string device_rates;  // "h200": the nominal H200 rates (throughput.h) instead of this machine's probe
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -100,9 +106,18 @@ int main(int argc, char** argv) {
     else if (a == "--presets") presets = next();
     else if (a == "--extrapolate-layers") extrapolate = std::stoll(next());
     else if (a == "--device-rates") device_rates = next();
+    else if (a == "--deepseek") deepseek = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
-  auto model = quark::estimate::ReadModelShape(dir);
+  absl::StatusOr<ModelShape> model;
+  if (deepseek.empty()) {
+    model = quark::estimate::ReadModelShape(dir);
+  } else {
+    auto config = quark::runtime::DeepseekSyntheticConfig(deepseek, "bfloat16");
+    if (!config.ok()) return std::cerr << config.status() << "\n", 2;
+    model = quark::estimate::DeepseekModelShape(*config, quark::checkpoint::StDType::kBF16);
+    dir = std::filesystem::temp_directory_path().string();
+  }
   if (!model.ok()) return std::cerr << model.status() << "\n", 1;
   const auto t = quark::worker::MeasureThroughput(dir);
   quark::estimate::Throughput rates = quark::estimate::ReferenceThroughput();
@@ -127,7 +142,9 @@ int main(int argc, char** argv) {
   } else if (!device_rates.empty()) {
     return std::cerr << "--device-rates: unknown \"" << device_rates << "\" (h200)\n", 2;
   }
-  fmt::print("model: {} ({} layers), {} sample(s) x {} tokens\n", dir, model->num_layers, samples, seq_len);
+  fmt::print("model: {} ({} layers, {:.1f}B parameters, largest layer {:.2f}B), {} sample(s) x {} tokens\n",
+             deepseek.empty() ? dir : deepseek, model->num_layers, model->params_total / 1e9,
+             model->max_layer_params / 1e9, samples, seq_len);
   PrintTable(*model, presets, samples, seq_len, rates);
   if (extrapolate > 0) {
     fmt::print("\nextrapolated to {} layers (layer 0 repeated):\n", extrapolate);

@@ -1,6 +1,7 @@
 #include "core/checkpoint/moe_config.h"
 
 #include "core/base/strings.h"
+#include "core/checkpoint/config_fields.h"
 #include "core/checkpoint/config_limits.h"
 
 namespace quark::checkpoint {
@@ -9,24 +10,13 @@ namespace {
 using nlohmann::json;
 
 absl::Status FieldError(const std::string& label, const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(quark::StrCat(label, ": field \"", field, "\" ", what));
+  return ConfigFieldError(label, field, what);
 }
 
-// A positive integer field; `fallback` when absent or null (0 = required).
+// A positive integer field within its SizeLimitOf; `fallback` when absent or null (0 = required).
 absl::Status ReadPositive(const json& root, const std::string& label, const std::string& field, int64_t fallback,
                           int64_t* out) {
-  auto it = root.find(field);
-  if (it == root.end() || it->is_null()) {
-    if (fallback <= 0) return FieldError(label, field, "is missing");
-    *out = fallback;
-    return absl::OkStatus();
-  }
-  if (!it->is_number_integer()) return FieldError(label, field, quark::StrCat("= ", it->dump(), " is not an integer"));
-  const int64_t value = it->get<int64_t>();
-  if (value <= 0) return FieldError(label, field, quark::StrCat("= ", value, " must be positive"));
-  if (auto limit = CheckSizeLimit(label, field, value); !limit.ok()) return limit;
-  *out = value;
-  return absl::OkStatus();
+  return ReadPositiveField(root, label, field, fallback, /*limit=*/0, out);
 }
 
 bool BoolOr(const json& root, const std::string& field, bool fallback) {

@@ -142,9 +142,16 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
   md.emplace_back("general.file_type", Value::U32(file_type));
   if (quantized) md.emplace_back("general.quantization_version", Value::U32(2));
 
+  AppendTokenizerMetadata(config.vocab_size, config.bos_token_id, config.eos_token_id, vocab, md);
+  return md;
+}
+
+void AppendTokenizerMetadata(int64_t vocab_size, int64_t bos_token_id, int64_t eos_token_id,
+                             const SentencePieceVocab& vocab, Metadata& md) {
+  auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   std::vector<std::string> tokens;
   std::vector<double> scores, types;
-  for (int64_t i = 0; i < config.vocab_size; ++i) {
+  for (int64_t i = 0; i < vocab_size; ++i) {
     if (i < static_cast<int64_t>(vocab.pieces.size())) {
       tokens.push_back(vocab.pieces[i]);
       scores.push_back(vocab.scores[i]);
@@ -161,15 +168,14 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
   md.emplace_back("tokenizer.ggml.scores", Value::Numbers(ValueType::kFloat32, std::move(scores)));
   md.emplace_back("tokenizer.ggml.token_type", Value::Numbers(ValueType::kInt32, std::move(types)));
   // config.json's ids win over the tokenizer's, as the converter's SpecialVocab reads config.json.
-  const int64_t bos = config.bos_token_id >= 0 ? config.bos_token_id : vocab.bos_id;
-  const int64_t eos = config.eos_token_id >= 0 ? config.eos_token_id : vocab.eos_id;
+  const int64_t bos = bos_token_id >= 0 ? bos_token_id : vocab.bos_id;
+  const int64_t eos = eos_token_id >= 0 ? eos_token_id : vocab.eos_id;
   if (bos >= 0) md.emplace_back("tokenizer.ggml.bos_token_id", u32(bos));
   if (eos >= 0) md.emplace_back("tokenizer.ggml.eos_token_id", u32(eos));
   if (vocab.unk_id >= 0) md.emplace_back("tokenizer.ggml.unknown_token_id", u32(vocab.unk_id));
   if (vocab.pad_id >= 0) md.emplace_back("tokenizer.ggml.padding_token_id", u32(vocab.pad_id));
   md.emplace_back("tokenizer.ggml.add_bos_token", Value::Bool(true));
   md.emplace_back("tokenizer.ggml.add_eos_token", Value::Bool(false));
-  return md;
 }
 
 absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file) {

@@ -42,6 +42,11 @@ at::Tensor UnpermuteRows(const at::Tensor& rows, int64_t heads);
 absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const SentencePieceVocab& vocab,
                                        const std::string& name, uint32_t file_type, bool quantized);
 
+/// tokenizer.ggml.* of a SentencePiece ("llama") vocabulary padded to `vocab_size` with unused "[PAD<i>]" pieces;
+/// the bos/eos ids given (>= 0) win over the tokenizer's, as convert_hf_to_gguf.py's SpecialVocab reads config.json.
+void AppendTokenizerMetadata(int64_t vocab_size, int64_t bos_token_id, int64_t eos_token_id,
+                             const SentencePieceVocab& vocab, Metadata& md);
+
 /// The ModelConfig a GGUF describes (architecture llama or qwen2; tied embeddings when it has no output.weight).
 /// INVALID_ARGUMENT naming the key for a missing or inconsistent hyperparameter.
 absl::StatusOr<checkpoint::ModelConfig> ModelConfigFromGguf(const GgufFile& file);

@@ -79,4 +79,31 @@ std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model,
   return out;
 }
 
+std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::DeepseekConfig& model) {
+  std::vector<std::string> out;
+  const char* const kGateUp = "vLLM fuses them into gate_up_proj";
+  for (int64_t i = 0; i < model.base.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model.base, i);
+    if (model.q_lora_rank > 0) {
+      Agree(qc, prefix + "self_attn.kv_a_proj_with_mqa", prefix + "self_attn.q_a_proj", "vLLM fuses them into fused_qkv_a_proj",
+            out);
+    }
+    if (!model.IsMoeLayer(i)) {
+      Agree(qc, prefix + "mlp.up_proj", prefix + "mlp.gate_proj", kGateUp, out);
+      continue;
+    }
+    Agree(qc, prefix + "mlp.shared_experts.up_proj", prefix + "mlp.shared_experts.gate_proj", kGateUp, out);
+    const std::string first = prefix + "mlp.experts.0.";
+    for (int64_t e = 0; e < model.n_routed_experts; ++e) {
+      const std::string expert = StrCat(prefix, "mlp.experts.", e, ".");
+      Agree(qc, expert + "up_proj", expert + "gate_proj", "vLLM fuses an expert's gate and up into w13", out);
+      if (e == 0) continue;
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        Agree(qc, expert + proj, first + proj, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace quark::exporter

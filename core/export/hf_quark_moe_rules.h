@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/deepseek_config.h"
 #include "core/checkpoint/model_config.h"
 
 namespace quark::exporter {
@@ -24,5 +25,13 @@ std::vector<std::string> MoeConfigProblems(const nlohmann::ordered_json& qc, con
 
 /// Problems with the routers' tensors in `reader`: missing, not float, wrong shape, or carrying scales.
 std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader);
+
+/// DeepSeek-V3 (#32) as vLLM's deepseek_v2.py loads it with quantization="quark": q_a_proj and kv_a_proj_with_mqa
+/// become fused_qkv_a_proj (with q_lora_rank), the dense MLP's and the shared experts' gate and up become gate_up_proj,
+/// the routed experts one FusedMoE per layer (an expert's up agrees with its gate, every expert with expert 0). The
+/// router mlp.gate is a ReplicatedLinear built without quantization and the MTP layers (model.layers.<i> with i >=
+/// num_hidden_layers) are skipped by the main model's load_weights, so neither constrains the config. One line per
+/// problem, naming the module.
+std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::DeepseekConfig& model);
 
 }  // namespace quark::exporter

@@ -17,22 +17,29 @@ at::Tensor MoeExpert::forward(const at::Tensor& x) {
 MoeBlock::MoeBlock(at::Tensor router, int64_t top_k, bool norm_topk_prob, at::Tensor shared_gate)
     : router_(std::move(router)), shared_gate_(std::move(shared_gate)), top_k_(top_k), norm_topk_prob_(norm_topk_prob) {}
 
-at::Tensor MoeBlock::forward(const at::Tensor& x) {
-  const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, hidden]
-  if (input_observer_) input_observer_(flat);
+MoeBlock::Routing MoeBlock::SoftmaxTopK(const at::Tensor& flat) const {
   // HF: router_logits = gate(hidden) in the hidden dtype; softmax in float32; top-k; optional renormalization;
   // the weights cast back to the hidden dtype.
   const at::Tensor probs = at::softmax(ComputeLinear(flat, router_, at::Tensor()).to(at::kFloat), -1);  // [N, E]
   auto [weights, selected] = probs.topk(top_k_, -1);  // [N, k]
   if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  weights = weights.to(x.scalar_type());
-  if (recording_) Record(flat, probs, selected);
+  return {probs, weights.to(flat.scalar_type()), selected};
+}
+
+at::Tensor MoeBlock::forward(const at::Tensor& x) {
+  const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, hidden]
+  if (input_observer_) input_observer_(flat);
+  const Routing routing = routing_ ? routing_(flat, router_) : SoftmaxTopK(flat);
+  const at::Tensor& weights = routing.weights;
+  const at::Tensor& selected = routing.selected;
+  if (recording_) Record(flat, routing.scores, selected);
   // The shared expert first: it reads every token, as the router does (a capture pass for it stops here).
   at::Tensor shared;
   if (shared_expert) {
-    shared = at::sigmoid(ComputeLinear(flat, shared_gate_, at::Tensor())) * shared_expert->forward(flat);
+    shared = shared_expert->forward(flat);
+    if (shared_gate_.defined()) shared = at::sigmoid(ComputeLinear(flat, shared_gate_, at::Tensor())) * shared;
   }
-  at::Tensor out = at::zeros_like(flat);
+  at::Tensor out = at::zeros_like(flat, weights.scalar_type());
   for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
     const at::Tensor hits = (selected == e).nonzero();  // [n, 2]: token, slot (a token picks an expert at most once)
     if (hits.size(0) == 0) continue;
@@ -42,6 +49,7 @@ at::Tensor MoeBlock::forward(const at::Tensor& x) {
     const at::Tensor w = weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
     out.index_add_(0, tokens, (routed * w).to(out.scalar_type()));
   }
+  out = out.to(flat.scalar_type());
   if (shared.defined()) out = out + shared;
   return out.view(x.sizes());
 }

@@ -35,8 +35,19 @@ class MoeExpert : public torch::nn::Module {
 
 class MoeBlock : public torch::nn::Module {
  public:
-  /// `router` [E, hidden] and `shared_gate` [1, hidden] (undefined without a shared expert) in the compute dtype.
+  /// `router` [E, hidden] and `shared_gate` [1, hidden] in the compute dtype. `shared_gate` undefined: a shared expert
+  /// (when set) is added ungated (DeepSeek-V3's shared_experts).
   MoeBlock(at::Tensor router, int64_t top_k, bool norm_topk_prob, at::Tensor shared_gate);
+
+  /// A router's decision for flat [N, hidden]: `scores` [N, E] float32 (what ranks the experts of a token, for the
+  /// coverage top-up), `weights` [N, k] (the experts' outputs are summed in this dtype, then cast to the hidden
+  /// dtype) and `selected` [N, k] int64. `router` is the block's current router() [E, hidden].
+  struct Routing {
+    at::Tensor scores, weights, selected;
+  };
+  using RoutingFunction = std::function<Routing(const at::Tensor& flat, const at::Tensor& router)>;
+  /// Replaces the softmax top-k routing (DeepSeek-V3's sigmoid, group-limited top-k: deepseek_layer.h).
+  void set_routing(RoutingFunction routing) { routing_ = std::move(routing); }
 
   /// The experts, in index order, and the shared expert (null when none); the layer fills their slots.
   std::vector<std::shared_ptr<MoeExpert>> experts;
@@ -72,10 +83,12 @@ class MoeBlock : public torch::nn::Module {
     at::Tensor keys;
   };
   void Record(const at::Tensor& flat, const at::Tensor& probs, const at::Tensor& selected);
+  Routing SoftmaxTopK(const at::Tensor& flat) const;
 
   at::Tensor router_;
   at::Tensor shared_gate_;
   InputObserver input_observer_;
+  RoutingFunction routing_;
   int64_t top_k_;
   bool norm_topk_prob_;
   bool recording_ = false;

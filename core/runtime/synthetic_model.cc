@@ -8,7 +8,9 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_writer.h"
+#include "core/checkpoint/deepseek_layout.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/gemma_synthetic.h"
 #include "core/runtime/moe_synthetic.h"
 #include "core/runtime/tokenizer.h"
@@ -137,6 +139,7 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
   }
   for (std::string& name : GemmaSyntheticShapes(arch)) names.push_back(std::move(name));
   for (std::string& name : MoeSyntheticShapes(arch)) names.push_back(std::move(name));
+  for (std::string& name : DeepseekSyntheticShapes(arch)) names.push_back(std::move(name));
   return names;
 }
 
@@ -186,25 +189,74 @@ absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::
                                            StrJoin(SyntheticShapes(arch), ", "), ")"));
 }
 
-absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
-  if (options.out_dir.empty()) return absl::InvalidArgumentError("out_dir is empty");
+namespace {
+
+// What MakeSyntheticModel writes: the tensors in order, config.json's text, the vocabulary, Gemma's norms.
+struct SyntheticPlan {
+  std::vector<checkpoint::TensorSpec> tensors;
+  std::string config_json;
+  ModelConfig base;
+  bool unit_offset_norms = false;
+};
+
+absl::StatusOr<SyntheticPlan> PlanSyntheticModel(const SyntheticModelOptions& options) {
+  SyntheticPlan plan;
+  if (!DeepseekSyntheticShapes(options.arch).empty()) {
+    auto dtypes = ParseDtype(options.dtype);
+    if (!dtypes.ok()) return dtypes.status();
+    auto config = DeepseekSyntheticConfig(options.shape, TorchDtypeName(dtypes->first));
+    if (!config.ok()) return config.status();
+    plan.tensors = checkpoint::DeepseekModelTensors(*config);
+    plan.config_json = checkpoint::DeepseekConfigToJson(*config);
+    plan.base = config->base;
+    return plan;
+  }
   auto config = SyntheticConfig(options.arch, options.shape, options.dtype);
   if (!config.ok()) return config.status();
+  plan.tensors = checkpoint::ModelTensors(*config);
+  plan.config_json = checkpoint::ModelConfigToJson(*config);
+  plan.base = *config;
+  plan.unit_offset_norms = config->family == ArchFamily::kGemma;
+  return plan;
+}
+
+}  // namespace
+
+absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
+  if (options.out_dir.empty()) return absl::InvalidArgumentError("out_dir is empty");
+  auto synthetic = PlanSyntheticModel(options);
+  if (!synthetic.ok()) return synthetic.status();
   const auto dtypes = *ParseDtype(options.dtype);
-  const auto tensors = checkpoint::ModelTensors(*config);
+  const auto& tensors = synthetic->tensors;
   std::vector<checkpoint::PlannedTensor> plan;
-  for (const auto& t : tensors) plan.push_back({t.name, dtypes.first, t.shape});
+  uint64_t bytes = 0;
+  for (const auto& t : tensors) {
+    plan.push_back({t.name, dtypes.first, t.shape});
+    uint64_t n = checkpoint::StDTypeSize(dtypes.first);
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    bytes += n;
+  }
+  // A real shape can be larger than the disk (deepseek-v3: 1.37 TB in bf16): refused before anything is written.
+  std::error_code ec;
+  const fs::path existing = fs::exists(options.out_dir, ec) ? fs::path(options.out_dir)
+                                                             : fs::absolute(options.out_dir, ec).parent_path();
+  const fs::space_info space = fs::space(existing, ec);
+  if (!ec && bytes > space.available) {
+    return absl::ResourceExhaustedError(StrCat("shape ", options.shape, " of ", options.arch, " needs ", bytes,
+                                               " bytes of weights; ", existing.string(), " has ", space.available,
+                                               " bytes free"));
+  }
   checkpoint::CheckpointWriterOptions writer_options;
   writer_options.max_shard_bytes = options.max_shard_bytes;
   auto writer = checkpoint::CheckpointWriter::Create(options.out_dir, std::move(plan), writer_options);
   if (!writer.ok()) return writer.status();
   if (!options.tokenizer_path.empty()) {
-    if (auto status = CopyTokenizer(options, *config); !status.ok()) return status;
+    if (auto status = CopyTokenizer(options, synthetic->base); !status.ok()) return status;
   }
   try {
     for (size_t k = 0; k < tensors.size(); ++k) {
       if (auto status = WriteTensor(**writer, tensors[k], dtypes.second, options.seed, static_cast<int64_t>(k),
-                                    config->family == ArchFamily::kGemma);
+                                    synthetic->unit_offset_norms);
           !status.ok()) {
         return status;
       }
@@ -214,7 +266,7 @@ absl::Status MakeSyntheticModel(const SyntheticModelOptions& options) {
   }
   if (auto status = (*writer)->Finish(); !status.ok()) return status;
   std::ofstream out(fs::path(options.out_dir) / "config.json", std::ios::trunc);
-  out << checkpoint::ModelConfigToJson(*config);
+  out << synthetic->config_json;
   if (!out) return absl::InternalError(StrCat("cannot write ", options.out_dir, "/config.json"));
   return absl::OkStatus();
 }

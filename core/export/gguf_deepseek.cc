@@ -1,0 +1,305 @@
+#include "core/export/gguf_deepseek.h"
+
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/deepseek_layout.h"
+#include "core/export/gguf_model.h"
+
+namespace quark::exporter::gguf {
+namespace {
+
+using checkpoint::DeepseekConfig;
+
+// llama.cpp's expert_gating_func for sigmoid (LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID).
+constexpr uint32_t kGatingSigmoid = 2;
+// general.file_type: LLAMA_FTYPE_ALL_F32 / LLAMA_FTYPE_MOSTLY_Q8_0.
+constexpr uint32_t kFileTypeF32 = 0, kFileTypeQ8_0 = 7;
+
+// One GGUF tensor: its name, the float data in ggml order (torch's row-major with ne reversed) and its type.
+struct GgufTensor {
+  std::string name;
+  at::Tensor data;  // float32, contiguous; sizes = ne reversed
+  GgmlType type = GgmlType::kF32;
+};
+
+// The per-layer names: HF relative name -> llama.cpp's (blk.N. prefix added by the caller).
+const std::vector<std::pair<std::string, std::string>>& LayerNames() {
+  static const std::vector<std::pair<std::string, std::string>> kNames = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+      {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+  };
+  return kNames;
+}
+
+absl::Status CheckExpressible(const DeepseekConfig& c) {
+  if (!c.rope_interleave) {
+    return absl::InvalidArgumentError("gguf deepseek2: field \"rope_interleave\" = false is not supported (llama.cpp "
+                                      "rotates adjacent pairs: the checkpoint's interleaved order)");
+  }
+  // llama.cpp (llama-model.cpp, LLM_ARCH_DEEPSEEK2) takes a model of 26 or 27 layers for a "lite" one, with a plain
+  // attn_q and no q_lora_rank key, and every other model for one with q_a/q_b: it does not read q_lora_rank's absence.
+  const bool lite = c.base.num_hidden_layers == 26 || c.base.num_hidden_layers == 27;
+  if (lite != (c.q_lora_rank == 0)) {
+    return absl::InvalidArgumentError(StrCat(
+        "gguf deepseek2: field \"q_lora_rank\" = ", c.q_lora_rank > 0 ? std::to_string(c.q_lora_rank) : "null",
+        " with num_hidden_layers = ", c.base.num_hidden_layers, " is not what llama.cpp reads (a null q_lora_rank only "
+        "with 26 or 27 layers, as DeepSeek-V2-Lite; otherwise q_a_proj/q_b_proj)"));
+  }
+  if (c.yarn && (c.yarn->attention_factor > 0 || c.yarn->mscale != c.yarn->mscale_all_dim)) {
+    return absl::InvalidArgumentError(StrCat(
+        "gguf deepseek2: field \"rope_scaling.mscale\" = ", c.yarn->mscale, " with mscale_all_dim = ",
+        c.yarn->mscale_all_dim, (c.yarn->attention_factor > 0 ? " and an attention_factor" : ""),
+        " scales RoPE's cos/sin, which llama.cpp's deepseek2 cannot express (it assumes mscale = mscale_all_dim)"));
+  }
+  return absl::OkStatus();
+}
+
+Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& vocab, GgmlType type) {
+  const checkpoint::ModelConfig& b = c.base;
+  const std::string a = "deepseek2";
+  auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
+  auto f32 = [](double v) { return Value::F32(static_cast<float>(v)); };
+  Metadata md = {
+      {"general.architecture", Value::Str(a)},
+      {"general.type", Value::Str("model")},
+      {"general.name", Value::Str("deepseek_v3")},
+      {"general.alignment", u32(kGgufAlignment)},
+      {a + ".block_count", u32(b.num_hidden_layers)},
+      {a + ".context_length", u32(b.max_position_embeddings)},
+      {a + ".embedding_length", u32(b.hidden_size)},
+      {a + ".feed_forward_length", u32(b.intermediate_size)},
+      {a + ".attention.head_count", u32(b.num_attention_heads)},
+      {a + ".attention.head_count_kv", u32(1)},
+      {a + ".rope.freq_base", f32(b.rope_theta)},
+      {a + ".attention.layer_norm_rms_epsilon", f32(b.rms_norm_eps)},
+      {a + ".expert_used_count", u32(c.num_experts_per_tok)},
+      {a + ".leading_dense_block_count", u32(c.first_k_dense_replace)},
+      {a + ".vocab_size", u32(b.vocab_size)},
+      {a + ".attention.kv_lora_rank", u32(c.kv_lora_rank)},
+      {a + ".attention.key_length", u32(c.kv_lora_rank + c.qk_rope_head_dim)},
+      {a + ".attention.value_length", u32(c.kv_lora_rank)},
+      {a + ".attention.key_length_mla", u32(c.qk_head_dim())},
+      {a + ".attention.value_length_mla", u32(c.v_head_dim)},
+      {a + ".expert_feed_forward_length", u32(c.moe_intermediate_size)},
+      {a + ".expert_count", u32(c.n_routed_experts)},
+      {a + ".expert_shared_count", u32(c.n_shared_experts)},
+      {a + ".expert_weights_scale", f32(c.routed_scaling_factor)},
+      {a + ".expert_weights_norm", Value::Bool(c.norm_topk_prob)},
+      {a + ".expert_gating_func", u32(kGatingSigmoid)},
+      {a + ".expert_group_count", u32(c.n_group)},
+      {a + ".expert_group_used_count", u32(c.topk_group)},
+      {a + ".rope.dimension_count", u32(c.qk_rope_head_dim)},
+  };
+  if (c.q_lora_rank > 0) md.emplace_back(a + ".attention.q_lora_rank", u32(c.q_lora_rank));
+  if (c.yarn) {
+    md.emplace_back(a + ".rope.scaling.type", Value::Str("yarn"));
+    md.emplace_back(a + ".rope.scaling.factor", f32(c.yarn->factor));
+    md.emplace_back(a + ".rope.scaling.original_context_length", u32(c.yarn->original_max_position_embeddings));
+    md.emplace_back(a + ".rope.scaling.yarn_log_multiplier", f32(0.1 * c.yarn->mscale_all_dim));
+  }
+  md.emplace_back("general.file_type", Value::U32(type == GgmlType::kQ8_0 ? kFileTypeQ8_0 : kFileTypeF32));
+  if (type == GgmlType::kQ8_0) md.emplace_back("general.quantization_version", Value::U32(2));
+  AppendTokenizerMetadata(b.vocab_size, b.bos_token_id, b.eos_token_id, vocab, md);
+  return md;
+}
+
+// A weight's type: Q8_0 where asked and its rows allow; F32 for 1-D tensors, the router and short rows.
+GgmlType TypeOf(const std::string& name, const at::Tensor& data, GgmlType asked) {
+  if (asked != GgmlType::kQ8_0 || data.dim() < 2 || data.size(-1) % 32 != 0) return GgmlType::kF32;
+  if (name.find("ffn_gate_inp") != std::string::npos) return GgmlType::kF32;
+  return GgmlType::kQ8_0;
+}
+
+absl::StatusOr<at::Tensor> Get(const runtime::WeightSource& weights, const std::string& name) {
+  auto t = weights.Get(name, at::kFloat);
+  if (!t.ok()) return t.status();
+  return t->contiguous();
+}
+
+// Every GGUF tensor of decoder layer `i`.
+absl::Status AddLayer(const DeepseekConfig& c, const runtime::WeightSource& weights, int64_t i, GgmlType type,
+                      std::vector<GgufTensor>& out) {
+  const std::string hf = StrCat("model.layers.", i, "."), blk = StrCat("blk.", i, ".");
+  for (const auto& [from, to] : LayerNames()) {
+    if (!weights.Has(hf + from)) continue;  // the other kind of layer, or q_proj vs q_a/q_b
+    QUARK_ASSIGN_OR_RETURN(at::Tensor t, Get(weights, hf + from));
+    out.push_back({blk + to, t, TypeOf(to, t, type)});
+  }
+  const int64_t heads = c.base.num_attention_heads, nope = c.qk_nope_head_dim, v = c.v_head_dim;
+  QUARK_ASSIGN_OR_RETURN(at::Tensor kv_b, Get(weights, hf + "self_attn.kv_b_proj.weight"));
+  if (kv_b.sizes() != at::IntArrayRef({heads * (nope + v), c.kv_lora_rank})) {
+    return absl::InvalidArgumentError(StrCat("tensor \"", hf, "self_attn.kv_b_proj.weight\" has shape [",
+                                             StrJoin(kv_b.sizes(), ", "), "], config.json implies [", heads * (nope + v),
+                                             ", ", c.kv_lora_rank, "]"));
+  }
+  const at::Tensor per_head = kv_b.view({heads, nope + v, c.kv_lora_rank});
+  const at::Tensor k_b = per_head.narrow(1, 0, nope).transpose(1, 2).contiguous();  // [H, kv_lora, nope]
+  const at::Tensor v_b = per_head.narrow(1, nope, v).contiguous();                  // [H, v, kv_lora]
+  out.push_back({blk + "attn_k_b.weight", k_b, TypeOf("attn_k_b", k_b, type)});
+  out.push_back({blk + "attn_v_b.weight", v_b, TypeOf("attn_v_b", v_b, type)});
+  if (!c.IsMoeLayer(i)) return absl::OkStatus();
+  for (const char* proj : {"gate", "up", "down"}) {
+    std::vector<at::Tensor> experts;
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      QUARK_ASSIGN_OR_RETURN(at::Tensor t, Get(weights, StrCat(hf, "mlp.experts.", e, ".", proj, "_proj.weight")));
+      experts.push_back(t);
+    }
+    const at::Tensor stacked = at::stack(experts);  // [E, out, in]
+    out.push_back({StrCat(blk, "ffn_", proj, "_exps.weight"), stacked, TypeOf("exps", stacked, type)});
+  }
+  return absl::OkStatus();
+}
+
+// The bytes of `t` in its GGUF type.
+std::string Encode(const GgufTensor& t) {
+  const int64_t row = t.data.size(-1), rows = t.data.numel() / row;
+  const float* src = t.data.data_ptr<float>();
+  const int64_t row_bytes = RowBytes(t.type, row);
+  std::string bytes(static_cast<size_t>(rows * row_bytes), '\0');
+  const TypeTraits* traits = FindType(t.type);
+  for (int64_t r = 0; r < rows; ++r) traits->from_float(src + r * row, bytes.data() + r * row_bytes, row);
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSource& weights,
+                               const SentencePieceVocab& vocab, GgmlType type, const std::string& path) {
+  if (type != GgmlType::kF32 && type != GgmlType::kQ8_0) {
+    return absl::InvalidArgumentError("gguf deepseek2: type must be F32 or Q8_0");
+  }
+  if (auto s = CheckExpressible(c); !s.ok()) return s;
+  if (static_cast<int64_t>(vocab.pieces.size()) > c.base.vocab_size) {
+    return absl::InvalidArgumentError(StrCat("gguf deepseek2: the tokenizer has ", vocab.pieces.size(),
+                                             " pieces, more than vocab_size = ", c.base.vocab_size));
+  }
+  std::vector<GgufTensor> tensors;
+  try {
+    QUARK_ASSIGN_OR_RETURN(at::Tensor embed, Get(weights, "model.embed_tokens.weight"));
+    tensors.push_back({"token_embd.weight", embed, TypeOf("token_embd", embed, type)});
+    for (int64_t i = 0; i < c.base.num_hidden_layers; ++i) {
+      if (auto s = AddLayer(c, weights, i, type, tensors); !s.ok()) return s;
+    }
+    QUARK_ASSIGN_OR_RETURN(at::Tensor norm, Get(weights, "model.norm.weight"));
+    tensors.push_back({"output_norm.weight", norm, GgmlType::kF32});
+    if (!c.base.tie_word_embeddings) {
+      QUARK_ASSIGN_OR_RETURN(at::Tensor head, Get(weights, "lm_head.weight"));
+      tensors.push_back({"output.weight", head, TypeOf("output", head, type)});
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(StrCat("gguf deepseek2: ", e.what_without_backtrace()));
+  }
+  std::vector<TensorInfo> infos;
+  for (const GgufTensor& t : tensors) {
+    std::vector<int64_t> ne(t.data.sizes().rbegin(), t.data.sizes().rend());
+    infos.push_back({t.name, ne, t.type});
+  }
+  AssignOffsets(infos);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::string header = SerializeHeader(DeepseekMetadata(c, vocab, type), infos);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  uint64_t written = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const std::string pad(static_cast<size_t>(infos[k].offset - written), '\0');
+    out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+    const std::string bytes = Encode(tensors[k]);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    written = infos[k].offset + bytes.size();
+  }
+  if (!out) return absl::InternalError(StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The GGUF tensor `name` in float32, shaped as ne reversed; NOT_FOUND naming it when absent.
+absl::StatusOr<at::Tensor> Dequantized(const GgufFile& file, const std::string& name) {
+  const TensorInfo* info = file.FindTensor(name);
+  if (info == nullptr) return absl::NotFoundError(StrCat(file.path(), ": tensor \"", name, "\" is missing"));
+  const TypeTraits* traits = FindType(info->type);
+  if (traits == nullptr || traits->to_float == nullptr) {
+    return absl::InvalidArgumentError(StrCat(file.path(), ": tensor \"", name, "\" has a type this reader lacks"));
+  }
+  std::vector<int64_t> sizes(info->ne.rbegin(), info->ne.rend());
+  at::Tensor out = at::empty(sizes, at::kFloat);
+  const int64_t row = info->RowLength(), rows = info->Rows(), row_bytes = RowBytes(info->type, row);
+  const uint8_t* data = file.TensorData(*info);
+  for (int64_t r = 0; r < rows; ++r) traits->to_float(data + r * row_bytes, out.data_ptr<float>() + r * row, row);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsFromGguf(const DeepseekConfig& c,
+                                                                                        const GgufFile& file) {
+  auto weights = std::make_shared<runtime::TensorMapWeightSource>();
+  std::map<std::string, std::string> names = {{"model.embed_tokens.weight", "token_embd.weight"},
+                                              {"model.norm.weight", "output_norm.weight"},
+                                              {"lm_head.weight", "output.weight"}};
+  std::map<std::string, at::Tensor> stacked;  // GGUF expert stacks, read once per layer
+  for (const checkpoint::TensorSpec& spec : checkpoint::DeepseekModelTensors(c)) {
+    if (checkpoint::IsDeepseekMtpTensor(c, spec.name)) continue;
+    at::Tensor t;
+    const int64_t layer = spec.name.rfind("model.layers.", 0) == 0 ? std::stoll(spec.name.substr(13)) : -1;
+    const std::string hf = StrCat("model.layers.", layer, "."), blk = StrCat("blk.", layer, ".");
+    const std::string relative = layer >= 0 ? spec.name.substr(hf.size()) : spec.name;
+    std::string gguf_name;
+    if (layer < 0) {
+      gguf_name = names[spec.name];
+    } else {
+      for (const auto& [from, to] : LayerNames()) {
+        if (from == relative) gguf_name = blk + to;
+      }
+    }
+    if (!gguf_name.empty()) {
+      QUARK_ASSIGN_OR_RETURN(t, Dequantized(file, gguf_name));
+    } else if (relative == "self_attn.kv_b_proj.weight") {
+      QUARK_ASSIGN_OR_RETURN(at::Tensor k_b, Dequantized(file, blk + "attn_k_b.weight"));  // [H, kv_lora, nope]
+      QUARK_ASSIGN_OR_RETURN(at::Tensor v_b, Dequantized(file, blk + "attn_v_b.weight"));  // [H, v, kv_lora]
+      if (k_b.dim() != 3 || v_b.dim() != 3) return absl::InvalidArgumentError(StrCat(blk, "attn_k_b/attn_v_b are not 3-D"));
+      t = at::cat({k_b.transpose(1, 2), v_b}, 1).reshape({-1, k_b.size(1)});
+    } else if (relative.rfind("mlp.experts.", 0) == 0) {
+      const size_t dot = relative.find('.', 12);
+      const int64_t expert = std::stoll(relative.substr(12, dot - 12));
+      const std::string proj = relative.substr(dot + 1, relative.find('_', dot) - dot - 1);  // gate, up, down
+      const std::string key = StrCat(blk, "ffn_", proj, "_exps.weight");
+      if (!stacked.count(key)) {
+        QUARK_ASSIGN_OR_RETURN(stacked[key], Dequantized(file, key));
+      }
+      if (stacked[key].dim() != 3 || stacked[key].size(0) != c.n_routed_experts) {
+        return absl::InvalidArgumentError(StrCat(file.path(), ": tensor \"", key, "\" does not hold ", c.n_routed_experts,
+                                                 " experts"));
+      }
+      t = stacked[key].select(0, expert);
+    } else {
+      return absl::InternalError(StrCat("no GGUF name for ", spec.name));
+    }
+    if (t.sizes() != at::IntArrayRef(spec.shape)) {
+      return absl::InvalidArgumentError(StrCat(file.path(), ": \"", spec.name, "\" reads as [", StrJoin(t.sizes(), ", "),
+                                               "] but config.json implies [", StrJoin(spec.shape, ", "), "]"));
+    }
+    weights->Set(spec.name, t.contiguous());
+  }
+  return weights;
+}
+
+}  // namespace quark::exporter::gguf
