@@ -27,6 +27,12 @@ struct SubmitFlags {
   std::vector<std::string> exports;  // hf_quark, gguf, onnx
   std::string gguf_type;             // --gguf-type: F32 F16 BF16 Q8_0 Q4_0 Q4_1
   std::optional<double> max_ppl_increase;  // --max-ppl-increase: the accuracy gate
+  // #31: --tasks arc_easy,piqa [--task-limit N] --kld [--max-kld X] [--max-task-drop TASK=X ...]
+  std::vector<std::string> tasks;
+  std::optional<int> task_limit;
+  bool kld = false;
+  std::optional<double> max_kld;
+  std::vector<std::string> max_task_drop;  // TASK=DROP
   std::vector<std::string> quant_algo;  // --quant-algo gptq,...
   std::string quant_algo_config_file;   // --quant-algo-config-file: Quark's algo_config (YAML/JSON)
   std::optional<int> priority;

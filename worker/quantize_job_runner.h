@@ -26,6 +26,8 @@ struct QuantizeJobRunnerOptions {
   /// Builds the store of a lease that carries storage credentials; null = such leases fail with
   /// FAILED_PRECONDITION (never silently run with the worker's own keys).
   std::shared_ptr<const LeaseStoreFactory> lease_stores;
+  /// lm-eval task files for spec.evaluation.tasks (quark-worker --tasks-dir).
+  std::filesystem::path tasks_dir;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own

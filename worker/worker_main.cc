@@ -37,6 +37,7 @@ struct Flags {
   int64_t lease_wait_ms = 10000;
   double exit_when_idle_s = 0;
   bool skip_throughput_probe = false;
+  std::string tasks_dir;
 };
 
 std::string DefaultDataDir() {
@@ -72,6 +73,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--skip-throughput-probe", f.skip_throughput_probe,
                "Do not measure GEMM/Cholesky/fake-quant/disk rates at start (quarkd's estimates then use a reference)")
       ->envname(env("SKIP_THROUGHPUT_PROBE"));
+  app.add_option("--tasks-dir", f.tasks_dir, "lm-eval task files for jobs' evaluation.tasks (core/eval/task_docs.h)")
+      ->envname(env("TASKS_DIR"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
 }
@@ -94,6 +97,7 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
       store, fs::path(f.data_dir) / "cache", static_cast<int64_t>(f.cache_max_gb * (1 << 30)));
   quark::worker::QuantizeJobRunnerOptions options;
   options.work_dir = f.data_dir;
+  options.tasks_dir = f.tasks_dir;
   // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
   options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
   return std::shared_ptr<JobRunner>(std::make_shared<quark::worker::QuantizeJobRunner>(
