@@ -39,5 +39,9 @@ int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags);
 /// Admin role: the audit log after sequence `after` (only `tenant`'s when set); drain or resume a worker.
 int AuditCommand(CommandContext& ctx, int64_t after, const std::string& tenant, int page_size);
 int DrainCommand(CommandContext& ctx, const std::string& worker_id, bool drain);
+/// The job's report (job_report.h): text tables, Markdown with `markdown`, JSON with -o json; an SVG plot to
+/// `svg_file` when set; the manifest from `manifest_file` or a file:// manifest_uri for the Δp histograms.
+int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const std::string& svg_file,
+                  const std::string& manifest_file);
 
 }  // namespace quark::client

@@ -34,6 +34,9 @@ struct Parsed {
   bool all = false;
   int64_t after = 0;
   std::string tenant;
+  bool markdown = false;     // report --markdown
+  std::string svg_file;      // report --svg FILE
+  std::string manifest_file; // report --manifest FILE
 };
 
 void AddCommands(CLI::App& app, Parsed& p) {
@@ -78,6 +81,11 @@ void AddCommands(CLI::App& app, Parsed& p) {
   CLI::App* watch = app.add_subcommand("watch", "Stream a job's events until it ends");
   watch->add_option("id", p.id, "Job id")->required();
   watch->add_option("--after", p.after, "Resume after this event sequence number");
+  CLI::App* report = app.add_subcommand("report", "A job's evaluation: perplexity, KLD, tasks, sizes and times");
+  report->add_option("id", p.id, "Job id")->required();
+  report->add_flag("--markdown", p.markdown, "Markdown tables instead of text");
+  report->add_option("--svg", p.svg_file, "Also write the plot (task accuracy, Δp histograms) as SVG to this file");
+  report->add_option("--manifest", p.manifest_file, "The job's manifest.json when its manifest_uri is not file://");
   app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
@@ -108,6 +116,7 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("get")) return GetCommand(ctx, p.id);
   if (app.got_subcommand("list")) return ListCommand(ctx, p.states, p.labels, p.page_size, p.all);
   if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
+  if (app.got_subcommand("report")) return ReportCommand(ctx, p.id, p.markdown, p.svg_file, p.manifest_file);
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);

@@ -5,6 +5,8 @@
 // and the gates fail the job FAILED_PRECONDITION with the artifacts kept and the manifest marked.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "client/quarkctl_app.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/algorithms/cli_run.h"
 #include "tests/storage/support/subprocess.h"
@@ -143,6 +146,24 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
   EXPECT_EQ(manifest["gate"]["passed"], true);
   EXPECT_EQ(manifest["evaluation"]["tasks"]["arc_easy"]["examples"], 3);
   EXPECT_EQ(manifest["evaluation"]["kld"]["reloaded"]["chunks"], 2);
+
+  // quarkctl report through quarkd: the tables, the JSON and the SVG plot (histogram from the file:// manifest).
+  const std::string svg = (quarkd_->root() / "report.svg").string();
+  const std::string address = quarkd_->address();
+  std::ostringstream out, err;
+  const char* report_argv[] = {"quarkctl", "--server", address.c_str(), "report", done.id().c_str(), "--svg", svg.c_str()};
+  ASSERT_EQ(client::RunQuarkctl(7, report_argv, out, err, false), 0) << err.str();
+  EXPECT_NE(out.str().find("KL divergence against the float model"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("Δp histogram (reloaded - float"), std::string::npos) << out.str();
+  std::ifstream svg_in(svg);
+  const std::string svg_text((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg_text.find("<title>piqa reloaded "), std::string::npos) << svg_text;
+  std::ostringstream json_out;
+  const char* json_argv[] = {"quarkctl", "--server", address.c_str(), "-o", "json", "report", done.id().c_str()};
+  ASSERT_EQ(client::RunQuarkctl(7, json_argv, json_out, err, false), 0) << err.str();
+  const nlohmann::json report = nlohmann::json::parse(json_out.str());
+  EXPECT_EQ(report["kld"]["reloaded"]["mean"].get<double>(), metrics.at("kld_mean_reloaded"));
+  EXPECT_EQ(report["tasks"]["arc_easy"]["acc"]["float"].get<double>(), metrics.at("arc_easy_acc_float"));
 
   // `quark eval` on the published export gives the same figures.
   const std::string text = Fixtures() + "/eval/tinystories_validation_prefix.txt";
