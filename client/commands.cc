@@ -136,6 +136,9 @@ int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags) {
   if (flags.seq_len) request.mutable_calibration()->set_seq_len(*flags.seq_len);
   request.mutable_evaluation()->set_uri(flags.eval);
   if (flags.max_ppl_increase) request.mutable_evaluation()->set_max_ppl_increase(*flags.max_ppl_increase);
+  if (absl::Status status = ApplyEvaluation(flags, *request.mutable_evaluation()); !status.ok()) {
+    return UsageError(ctx, status);
+  }
   for (const std::string& name : flags.exports) {
     absl::StatusOr<quark::v1::ExportFormat> format = ParseExportFormat(name);
     if (!format.ok()) return UsageError(ctx, format.status());

@@ -98,6 +98,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   validate->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx (repeatable; estimate)");
   validate->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights (estimate)");
   validate->add_option("--max-ppl-increase", p.spec.max_ppl_increase, "Accuracy gate (estimate: exports read back)");
+  validate->add_option("--tasks", p.spec.tasks, "lm-eval tasks after the export (estimate: evaluate_tasks)");
+  validate->add_option("--task-limit", p.spec.task_limit, "Examples per task (estimate)");
+  validate->add_flag("--kld", p.spec.kld, "KLD of each export against the float model (estimate: evaluate_kld)");
   validate->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (estimate)");
   validate->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file, "Quark algo_config (YAML/JSON)");
   CLI::App* audit = app.add_subcommand("audit", "Admin: the audit log (who submitted, cancelled, drained what)");

@@ -64,6 +64,9 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
 
+/// --tasks, --task-limit, --kld, --max-kld, --max-task-drop into `evaluation`; INVALID_ARGUMENT naming the flag.
+absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec& evaluation);
+
 /// "hf_quark" / "gguf" / "onnx" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
 absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name);
 
