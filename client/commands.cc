@@ -6,7 +6,6 @@
 #include "client/job_file.h"
 
 namespace quark::client {
-namespace {
 
 std::unique_ptr<grpc::ClientContext> Unary(const CommandContext& ctx) {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -19,6 +18,8 @@ int RpcError(const CommandContext& ctx, const char* what, const grpc::Status& st
            << status.error_message() << "\n";
   return kExitRpcError;
 }
+
+namespace {
 
 int UsageError(const CommandContext& ctx, const absl::Status& status) {
   *ctx.err << "quarkctl: " << status.message() << "\n";

@@ -28,6 +28,12 @@ struct CommandContext {
 /// "UNAVAILABLE", "NOT_FOUND", ...
 std::string StatusCodeName(grpc::StatusCode code);
 
+/// A unary call's context with ctx.timeout as its deadline.
+std::unique_ptr<grpc::ClientContext> Unary(const CommandContext& ctx);
+
+/// Prints "quarkctl: WHAT on SERVER: CODE: message" and returns kExitRpcError.
+int RpcError(const CommandContext& ctx, const char* what, const grpc::Status& status);
+
 int SubmitCommand(CommandContext& ctx, const SubmitFlags& flags, const std::string& request_id, bool wait);
 int GetCommand(CommandContext& ctx, const std::string& id);
 int ListCommand(CommandContext& ctx, const std::vector<std::string>& states, const std::vector<std::string>& labels,

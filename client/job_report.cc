@@ -35,9 +35,9 @@ void AddPerplexity(const std::map<std::string, double>& m, Json& report) {
 }
 
 void AddKld(const std::map<std::string, double>& m, Json& report) {
-  const std::pair<const char*, const char*> figures[] = {{"kld_mean_stderr_", "mean_stderr"}, {"kld_mean_", "mean"},
-                                                         {"kld_median_", "median"},           {"kld_p99_", "p99"},
-                                                         {"kld_same_top_", "same_top"},       {"kld_delta_p_", "delta_p"}};
+  const std::pair<const char*, const char*> figures[] = {
+      {"kld_mean_stderr_", "mean_stderr"}, {"kld_mean_", "mean"},      {"kld_median_", "median"}, {"kld_p99_", "p99"},
+      {"kld_same_top_", "same_top"},       {"kld_delta_p_", "delta_p"}};
   for (const auto& [name, value] : m) {
     for (const auto& [prefix, figure] : figures) {
       if (!absl::StartsWith(name, prefix)) continue;

@@ -3,9 +3,8 @@
 // job's metrics (names: core/eval/evaluation_plan.h) and, when the manifest is readable, its Δp histograms.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "quark/v1/service.pb.h"
 

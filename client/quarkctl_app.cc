@@ -54,8 +54,8 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights: F32 F16 BF16 Q8_0 Q4_0 Q4_1");
   submit->add_option("--max-ppl-increase", p.spec.max_ppl_increase,
                      "Accuracy gate (needs --eval): fail without publishing when perplexity rises more, e.g. 0.02");
-  submit->add_option("--tasks", p.spec.tasks, "lm-eval tasks scored on the float model and each export, e.g. arc_easy,piqa");
-  submit->add_option("--task-limit", p.spec.task_limit, "Score only the first N examples of each task (lm-eval's --limit)");
+  submit->add_option("--tasks", p.spec.tasks, "lm-eval tasks scored on the float model and each export: arc_easy,piqa");
+  submit->add_option("--task-limit", p.spec.task_limit, "Only the first N examples of each task (lm-eval's --limit)");
   submit->add_flag("--kld", p.spec.kld, "KL divergence of each export against the float model over --eval's text");
   submit->add_option("--max-kld", p.spec.max_kld, "Gate (needs --kld): fail when an export's mean KLD is larger");
   submit->add_option("--max-task-drop", p.spec.max_task_drop,

@@ -1,7 +1,7 @@
 // quarkctl report JOB [--markdown] [--svg FILE] [--manifest FILE] (-o json: the report as JSON).
-#include <fstream>
-
 #include <grpcpp/grpcpp.h>
+
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "client/commands.h"
@@ -18,7 +18,8 @@ nlohmann::json ReadManifest(const CommandContext& ctx, const quark::v1::Job& job
   const std::string& uri = job.result().manifest_uri();
   if (path.empty() && absl::StartsWith(uri, "file://")) path = uri.substr(7);
   if (path.empty()) {
-    if (!uri.empty()) *ctx.err << "quarkctl: report: " << uri << " is not local; give --manifest FILE for the Δp plot\n";
+    if (!uri.empty())
+      *ctx.err << "quarkctl: report: " << uri << " is not local; give --manifest FILE for the Δp plot\n";
     return nullptr;
   }
   std::ifstream in(path);
@@ -37,14 +38,9 @@ int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, con
   quark::v1::GetJobRequest request;
   request.set_id(id);
   quark::v1::Job job;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + ctx.timeout);
-  grpc::Status status = ctx.stub->GetJob(&context, request, &job);
-  if (!status.ok()) {
-    *ctx.err << "quarkctl: GetJob on " << ctx.server << ": " << StatusCodeName(status.error_code()) << ": "
-             << status.error_message() << "\n";
-    return kExitRpcError;
-  }
+  auto context = Unary(ctx);
+  grpc::Status status = ctx.stub->GetJob(context.get(), request, &job);
+  if (!status.ok()) return RpcError(ctx, "GetJob", status);
   const nlohmann::json report = BuildJobReport(job, ReadManifest(ctx, job, manifest_file));
   if (!svg_file.empty()) {
     std::ofstream svg(svg_file);

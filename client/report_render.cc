@@ -41,7 +41,8 @@ std::vector<Table> Tables(const Json& r) {
   }
   if (!r["kld"].empty()) {
     Table t{"KL divergence against the float model",
-            {"model", "mean KLD", "± stderr", "median", "p99", "same top", "mean Δp"}, {}};
+            {"model", "mean KLD", "± stderr", "median", "p99", "same top", "mean Δp"},
+            {}};
     for (const auto& [label, k] : r["kld"].items()) {
       t.rows.push_back({label, Cell(k, "mean"), Cell(k, "mean_stderr"), Cell(k, "median"), Cell(k, "p99"),
                         Cell(k, "same_top"), Cell(k, "delta_p")});
@@ -73,7 +74,8 @@ std::vector<Table> Tables(const Json& r) {
     tables.push_back(t);
   }
   Table size{"Artifacts and time", {"what", "value"}, {}};
-  size.rows.push_back({"artifacts", absl::StrCat(r["artifacts"].size(), " files, ", r["size_bytes"].get<int64_t>(), " bytes")});
+  size.rows.push_back(
+      {"artifacts", absl::StrCat(r["artifacts"].size(), " files, ", r["size_bytes"].get<int64_t>(), " bytes")});
   for (const auto& [name, seconds] : r["seconds"].items()) size.rows.push_back({"seconds " + name, Num(seconds)});
   tables.push_back(size);
   return tables;
@@ -173,14 +175,16 @@ std::string ReportSvg(const Json& r) {
       for (const auto& [label, value] : tasks[t].second.items()) {
         const double bar = group / (tasks[t].second.size() + 1), x = 40 + t * group + k * bar;
         const double h = (panel_h - 60) * value.get<double>();
-        svg << absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s %.4f"
-                               "</title></rect>\n",
-                               x, top + panel_h - 30 - h, bar * 0.9, h, colors[k % colors.size()], tasks[t].first,
-                               label, value.get<double>());
+        svg << absl::StrFormat(
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s %.4f"
+            "</title></rect>\n",
+            x, top + panel_h - 30 - h, bar * 0.9, h, colors[k % colors.size()], tasks[t].first, label,
+            value.get<double>());
         svg << absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"9\">%s</text>\n", x, top + panel_h - 18, label);
         ++k;
       }
-      svg << absl::StrFormat("<text x=\"%.1f\" y=\"%d\">%s</text>\n", 40 + t * group, top + panel_h - 5, tasks[t].first);
+      svg << absl::StrFormat("<text x=\"%.1f\" y=\"%d\">%s</text>\n", 40 + t * group, top + panel_h - 5,
+                             tasks[t].first);
     }
     top += panel_h;
   }
@@ -191,9 +195,10 @@ std::string ReportSvg(const Json& r) {
     const double bar = (width - 60.0) / counts.size();
     for (size_t i = 0; i < counts.size(); ++i) {
       const double hgt = (panel_h - 50.0) * counts[i] / most;
-      svg << absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4c72b0\"><title>%d"
-                             "</title></rect>\n",
-                             40 + i * bar, top + panel_h - 20 - hgt, bar * 0.9, hgt, counts[i]);
+      svg << absl::StrFormat(
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4c72b0\"><title>%d"
+          "</title></rect>\n",
+          40 + i * bar, top + panel_h - 20 - hgt, bar * 0.9, hgt, counts[i]);
     }
     top += panel_h;
   }

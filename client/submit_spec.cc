@@ -66,8 +66,8 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
 
 }  // namespace
 
-// --tasks (comma-separated lists allowed), --task-limit, --kld, --max-kld, --max-task-drop TASK=DROP. The names
-// and gates are checked by quarkd at SubmitJob (core/eval/evaluation_plan.h); here only the flags' own form.
+// --tasks (comma-separated lists allowed), --task-limit, --kld, --max-kld, --max-task-drop TASK=DROP. The names and
+// gates are checked by quarkd at SubmitJob (core/eval/evaluation_plan.h); here only the flags' own form.
 absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec& evaluation) {
   for (const std::string& list : flags.tasks) {
     std::stringstream in(list);

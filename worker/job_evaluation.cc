@@ -36,7 +36,8 @@ absl::Status CheckJobEvaluation(const PipelineRequest& request, const std::vecto
 }
 
 absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::string>& formats,
-                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo, PipelineResult& result) {
+                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo,
+                         PipelineResult& result) {
   const quark::v1::EvaluationSpec& spec = request.spec.evaluation();
   eval::ModelEvaluationOptions options;
   options.plan = eval::PlanFromProto(spec);

@@ -225,7 +225,8 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                                   4ull * mc.num_attention_heads * window * window;
   // One streamed pass of a model over `tokens` in windows of `span`: its GEMMs and attention, and its weights read.
   auto stream_seconds = [&](double tokens, int64_t span) {
-    const double flops = 2.0 * (params - inactive_expert_params) * tokens + 4.0 * span * mc.hidden_size * tokens * model.num_layers;
+    const double flops = 2.0 * (params - inactive_expert_params) * tokens +
+                         4.0 * span * mc.hidden_size * tokens * model.num_layers;
     return flops / rates.gemm_flops + model.weight_bytes / rates.disk_read_bytes_per_s;
   };
   if (job.evaluation_tokens > 0) {
@@ -234,7 +235,8 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   }
   if (job.task_streams > 0) {
     const double per_stream_tokens = static_cast<double>(job.task_tokens) * job.task_models / job.task_streams;
-    e.phases.push_back(Phase(c, "evaluate_tasks", job.task_streams * stream_seconds(per_stream_tokens, kTaskRequestSpan),
+    e.phases.push_back(Phase(c, "evaluate_tasks",
+                             job.task_streams * stream_seconds(per_stream_tokens, kTaskRequestSpan),
                              c.layer_f32 + kTaskActivationBytes + 4ull * 64 * mc.vocab_size));
   }
   if (job.kld_exports > 0 && job.evaluation_tokens > 0) {

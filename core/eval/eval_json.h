@@ -1,9 +1,8 @@
 // The JSON forms of evaluation results, shared by `quark eval --json` and a job's manifest ("evaluation").
 #pragma once
 
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/eval/kld_eval.h"
 #include "core/eval/task_scoring.h"

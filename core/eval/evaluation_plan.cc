@@ -42,8 +42,8 @@ absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::strin
   for (const auto& [task, bound] : plan.max_task_drop) {
     const std::string field = StrCat(prefix, ".max_task_drop[", task, "]");
     if (!seen.count(task)) {
-      return Bad(field, StrCat("a gate on task \"", task, "\", which is not evaluated (", prefix, ".tasks: ",
-                               plan.tasks.empty() ? std::string("none") : StrJoin(plan.tasks, ", "), ")"));
+      return Bad(field, StrCat("a gate on task \"", task, "\", which is not evaluated (", prefix,
+                               ".tasks: ", plan.tasks.empty() ? std::string("none") : StrJoin(plan.tasks, ", "), ")"));
     }
     if (!(bound >= 0)) return Bad(field, StrCat(bound, " must be a number not below 0"));
   }
@@ -58,9 +58,9 @@ int64_t EstimatedTaskTokens(const EvaluationPlan& plan) {
     int64_t chars_per_request;  // prompt + continuation
     int64_t subjects;           // --limit applies per subject
   };
-  static constexpr TaskSize kSizes[] = {{"arc_easy", 2376, 4, 155, 1},   {"arc_challenge", 1172, 4, 180, 1},
-                                        {"piqa", 1838, 2, 153, 1},       {"winogrande", 1267, 2, 101, 1},
-                                        {"mmlu", 14042, 4, 548, 57},     {"lambada_openai", 5153, 1, 323, 1}};
+  static constexpr TaskSize kSizes[] = {{"arc_easy", 2376, 4, 155, 1}, {"arc_challenge", 1172, 4, 180, 1},
+                                        {"piqa", 1838, 2, 153, 1},     {"winogrande", 1267, 2, 101, 1},
+                                        {"mmlu", 14042, 4, 548, 57},   {"lambada_openai", 5153, 1, 323, 1}};
   constexpr double kCharsPerToken = 3.5;
   double tokens = 0;
   for (const std::string& name : plan.tasks) {

@@ -21,8 +21,8 @@ struct EvaluationPlan {
   std::vector<std::string> tasks;  // names from KnownTasks(), scored zero-shot
   int64_t task_limit = 0;          // first N examples per task (mmlu: per subject); 0 = all
   bool kld = false;
-  bool has_text = false;           // evaluation text is given (KLD reads it)
-  std::optional<double> max_kld;   // gate on each export's mean KLD
+  bool has_text = false;                        // evaluation text is given (KLD reads it)
+  std::optional<double> max_kld;                // gate on each export's mean KLD
   std::map<std::string, double> max_task_drop;  // gate: task -> largest accuracy drop (float acc - export acc)
 
   bool empty() const { return tasks.empty() && !kld; }

@@ -13,9 +13,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Counts steps, reports each as it starts with the estimate of the time left, and checks for a cancel.
 class StepCounter {
@@ -24,7 +22,8 @@ class StepCounter {
       : options_(options), total_(EvaluationSteps(options.plan, options.exports.size())), start_(Clock::now()) {}
 
   absl::Status Start(const std::string& message) {
-    if (options_.cancelled && options_.cancelled()) return absl::CancelledError(StrCat("evaluation cancelled at ", message));
+    if (options_.cancelled && options_.cancelled())
+      return absl::CancelledError(StrCat("evaluation cancelled at ", message));
     if (options_.on_progress) {
       const double eta = done_ > 0 ? SecondsSince(start_) / done_ * (total_ - done_) : 0;
       options_.on_progress({StrCat(message, " (", done_ + 1, "/", total_, ")"), done_, total_, eta});
@@ -42,7 +41,9 @@ class StepCounter {
 
 absl::StatusOr<OpenedModel> Open(const std::string& label, const std::string& path) {
   auto model = OpenModel(path);
-  if (!model.ok()) return absl::Status(model.status().code(), StrCat(label, " model ", path, ": ", std::string(model.status().message())));
+  if (!model.ok())
+    return absl::Status(model.status().code(),
+                        StrCat(label, " model ", path, ": ", std::string(model.status().message())));
   return model;
 }
 
@@ -56,7 +57,9 @@ absl::Status ScoreOn(const TaskInfo& task, const std::vector<TaskDoc>& docs, con
   TaskScoreOptions options;
   options.hooks = model->hooks;
   auto result = ScoreTask(task, docs, *model->streamer, **tokenizer, options);
-  if (!result.ok()) return absl::Status(result.status().code(), StrCat(task.name, " on ", label, ": ", std::string(result.status().message())));
+  if (!result.ok())
+    return absl::Status(result.status().code(),
+                        StrCat(task.name, " on ", label, ": ", std::string(result.status().message())));
   for (const auto& [metric, m] : result->metrics) {
     report.metrics[TaskMetricName(task.name, metric, label)] = m.value;
     if (m.has_stderr) report.metrics[TaskMetricName(task.name, metric + "_stderr", label)] = m.stderr_value;
@@ -108,7 +111,9 @@ absl::Status RunKld(const ModelEvaluationOptions& options, StepCounter& steps, M
     kld.reference_hooks = reference->hooks;
     kld.model_hooks = model->hooks;
     auto result = EvaluateKld(*reference->streamer, *model->streamer, *ids, kld);
-    if (!result.ok()) return absl::Status(result.status().code(), StrCat("kld of ", label, ": ", std::string(result.status().message())));
+    if (!result.ok())
+      return absl::Status(result.status().code(),
+                          StrCat("kld of ", label, ": ", std::string(result.status().message())));
     const KldSummary& s = result->summary;
     report.metrics["kld_mean_" + label] = s.kld.value;
     report.metrics["kld_mean_stderr_" + label] = s.kld.error;
@@ -133,7 +138,8 @@ int EvaluationSteps(const EvaluationPlan& plan, size_t exports) {
 absl::StatusOr<ModelEvaluationReport> EvaluateModels(const ModelEvaluationOptions& options) {
   if (auto s = ValidateEvaluationPlan(options.plan, "evaluation"); !s.ok()) return s;
   if (options.exports.empty() && (options.plan.kld || !options.plan.max_task_drop.empty())) {
-    return absl::FailedPreconditionError("evaluation: no export the engine can read back (hf_quark or gguf) to compare");
+    return absl::FailedPreconditionError(
+        "evaluation: no export the engine can read back (hf_quark or gguf) to compare");
   }
   ModelEvaluationReport report;
   report.details = {{"labels", nlohmann::json::array({"float"})}};

@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "core/eval/evaluation_plan.h"
@@ -31,11 +30,11 @@ struct ModelEvaluationOptions {
   std::string float_model;  // the HF folder the job quantized
   /// (label, path) of each export read back: an HF-quark folder or a GGUF file (opened_model.h).
   std::vector<std::pair<std::string, std::string>> exports;
-  std::string text_file;      // the evaluation text (KLD), tokenized by the float model's tokenizer with BOS
-  int64_t kld_n_ctx = 0;      // 0 = min(512, max_position_embeddings)
-  int64_t kld_max_chunks = 0; // 0 = all
-  std::string tasks_dir;      // the task files (task_docs.h)
-  std::string scratch_dir;    // the KLD's reference rows; empty = the system temp folder
+  std::string text_file;       // the evaluation text (KLD), tokenized by the float model's tokenizer with BOS
+  int64_t kld_n_ctx = 0;       // 0 = min(512, max_position_embeddings)
+  int64_t kld_max_chunks = 0;  // 0 = all
+  std::string tasks_dir;       // the task files (task_docs.h)
+  std::string scratch_dir;     // the KLD's reference rows; empty = the system temp folder
   std::function<void(const EvaluationProgress&)> on_progress;  // may be empty
   std::function<bool()> cancelled;                             // checked between steps -> CANCELLED
 };

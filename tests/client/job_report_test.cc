@@ -35,7 +35,8 @@ quark::v1::Job EvaluatedJob() {
 TEST(JobReportTest, MetricsBecomeTablesPerModel) {
   const nlohmann::json manifest = {
       {"gate", {{"passed", true}, {"failure", ""}}},
-      {"evaluation", {{"kld", {{"reloaded", {{"delta_p_histogram", {{"lo", -1}, {"hi", 1}, {"counts", {0, 3, 1, 0}}}}}}}}}}};
+      {"evaluation",
+       {{"kld", {{"reloaded", {{"delta_p_histogram", {{"lo", -1}, {"hi", 1}, {"counts", {0, 3, 1, 0}}}}}}}}}}};
   const nlohmann::json r = BuildJobReport(EvaluatedJob(), manifest);
   EXPECT_EQ(r["models"], nlohmann::json({"float", "fake_quant", "reloaded"}));
   EXPECT_EQ(r["perplexity"]["fake_quant"], 10.5);

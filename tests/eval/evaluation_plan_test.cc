@@ -26,8 +26,9 @@ TEST(EvaluationPlanTest, BadPlansNameTheField) {
   plan.has_text = true;
   EXPECT_EQ(Check(plan), "");
   plan.max_task_drop["arc_easy"] = 0.02;
-  EXPECT_EQ(Check(plan), "spec.evaluation.max_task_drop[arc_easy]: a gate on task \"arc_easy\", which is not "
-                         "evaluated (spec.evaluation.tasks: piqa)");
+  EXPECT_EQ(Check(plan),
+            "spec.evaluation.max_task_drop[arc_easy]: a gate on task \"arc_easy\", which is not "
+            "evaluated (spec.evaluation.tasks: piqa)");
   plan.max_task_drop = {{"piqa", -0.5}};
   EXPECT_EQ(Check(plan), "spec.evaluation.max_task_drop[piqa]: -0.5 must be a number not below 0");
   plan.max_task_drop = {{"piqa", 0.02}};
@@ -45,8 +46,10 @@ TEST(EvaluationPlanTest, GatesJudgeEveryExportAndNameTheFigure) {
   plan.has_text = true;
   plan.max_kld = 0.01;
   plan.max_task_drop["arc_easy"] = 0.02;
-  std::map<std::string, double> metrics = {{"kld_mean_reloaded", 0.005}, {"kld_mean_gguf", 0.009},
-                                           {"arc_easy_acc_float", 0.5},  {"arc_easy_acc_reloaded", 0.49},
+  std::map<std::string, double> metrics = {{"kld_mean_reloaded", 0.005},
+                                           {"kld_mean_gguf", 0.009},
+                                           {"arc_easy_acc_float", 0.5},
+                                           {"arc_easy_acc_reloaded", 0.49},
                                            {"arc_easy_acc_gguf", 0.48}};  // 0.5 - 0.48 = 0.02 + 2e-17
   EXPECT_EQ(CheckEvaluationGates(plan, {"reloaded", "gguf"}, metrics), "");
   metrics["kld_mean_gguf"] = 0.0125;

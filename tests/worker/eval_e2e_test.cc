@@ -3,17 +3,16 @@
 // the export's KL divergence against the float model. The job's figures are checked against `quark eval` on the
 // published export (the same definitions run by the CLI: equal to the last bit), the progress reports each step,
 // and the gates fail the job FAILED_PRECONDITION with the artifacts kept and the manifest marked.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 
 #include "client/quarkctl_app.h"
 #include "quark/v1/service.grpc.pb.h"
@@ -21,6 +20,7 @@
 #include "tests/storage/support/subprocess.h"
 #include "tests/support/require_peer.h"
 #include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
 
 namespace quark::worker {
 namespace {
@@ -62,30 +62,7 @@ class EvalE2eTest : public ::testing::Test {
   }
 
   quark::v1::Job RunJob(const quark::v1::SubmitJobRequest& request, std::vector<quark::v1::JobEvent>& events) {
-    quark::v1::Job job;
-    {
-      grpc::ClientContext context;
-      grpc::Status status = stub_->SubmitJob(&context, request, &job);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-    }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(240));
-    quark::v1::WatchJobRequest watch;
-    watch.set_id(job.id());
-    auto reader = stub_->WatchJob(&context, watch);
-    quark::v1::JobEvent event;
-    while (reader->Read(&event)) {
-      events.push_back(event);
-      if (event.has_state() && event.state() >= quark::v1::JOB_STATE_SUCCEEDED) break;
-    }
-    context.TryCancel();
-    reader->Finish();
-    quark::v1::GetJobRequest get;
-    get.set_id(job.id());
-    quark::v1::Job done;
-    grpc::ClientContext get_context;
-    EXPECT_TRUE(stub_->GetJob(&get_context, get, &done).ok());
-    return done;
+    return quark::testing::RunJobToEnd(*stub_, request, events);
   }
 
   fs::path JobFolder(const quark::v1::Job& job) const { return quarkd_->root() / "out" / job.id(); }
@@ -120,10 +97,10 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
   const quark::v1::Job done = RunJob(request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << quarkd_->Log();
   const auto& metrics = done.result().metrics();
-  for (const char* name : {"arc_easy_acc_float", "arc_easy_acc_reloaded", "arc_easy_acc_norm_float",
-                           "arc_easy_acc_stderr_float", "piqa_acc_float", "piqa_acc_reloaded", "kld_mean_reloaded",
-                           "kld_p99_reloaded", "kld_same_top_reloaded", "seconds_eval_tasks", "seconds_eval_kld",
-                           "ppl_before", "ppl_reloaded"}) {
+  for (const char* name :
+       {"arc_easy_acc_float", "arc_easy_acc_reloaded", "arc_easy_acc_norm_float", "arc_easy_acc_stderr_float",
+        "piqa_acc_float", "piqa_acc_reloaded", "kld_mean_reloaded", "kld_p99_reloaded", "kld_same_top_reloaded",
+        "seconds_eval_tasks", "seconds_eval_kld", "ppl_before", "ppl_reloaded"}) {
     EXPECT_TRUE(metrics.count(name)) << name << "\n" << done.DebugString();
   }
   EXPECT_GT(metrics.at("kld_mean_reloaded"), 0);
@@ -151,7 +128,8 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
   const std::string svg = (quarkd_->root() / "report.svg").string();
   const std::string address = quarkd_->address();
   std::ostringstream out, err;
-  const char* report_argv[] = {"quarkctl", "--server", address.c_str(), "report", done.id().c_str(), "--svg", svg.c_str()};
+  const char* report_argv[] = {"quarkctl",        "--server", address.c_str(), "report",
+                               done.id().c_str(), "--svg",    svg.c_str()};
   ASSERT_EQ(client::RunQuarkctl(7, report_argv, out, err, false), 0) << err.str();
   EXPECT_NE(out.str().find("KL divergence against the float model"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("Δp histogram (reloaded - float"), std::string::npos) << out.str();
@@ -167,17 +145,19 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
 
   // `quark eval` on the published export gives the same figures.
   const std::string text = Fixtures() + "/eval/tinystories_validation_prefix.txt";
-  quark::testing::CliRun kld = quark::testing::Quark(
-      "eval --model " + folder.string() + " --reference " + Fixtures() + "/stories260K --kld --text " + text +
-      " --seq-len 128 --max-windows 2 --json");
+  quark::testing::CliRun kld =
+      quark::testing::Quark("eval --model " + folder.string() + " --reference " + Fixtures() +
+                            "/stories260K --kld --text " + text + " --seq-len 128 --max-windows 2 --json");
   ASSERT_EQ(kld.exit_code, 0) << kld.output;
   const nlohmann::json kld_json = nlohmann::json::parse(kld.output);
   EXPECT_EQ(kld_json["kld_mean"]["value"].get<double>(), metrics.at("kld_mean_reloaded"));
   EXPECT_EQ(kld_json["kld_p99"].get<double>(), metrics.at("kld_p99_reloaded"));
-  for (const auto& [model, label] : {std::pair<std::string, std::string>{Fixtures() + "/stories260K", "float"},
-                                     {folder.string(), "reloaded"}}) {
-    quark::testing::CliRun tasks = quark::testing::Quark("eval --model " + model + " --tasks arc_easy,piqa --limit 3 "
-                                                         "--tasks-dir " + Fixtures() + "/tasks --json");
+  for (const auto& [model, label] :
+       {std::pair<std::string, std::string>{Fixtures() + "/stories260K", "float"}, {folder.string(), "reloaded"}}) {
+    quark::testing::CliRun tasks = quark::testing::Quark("eval --model " + model +
+                                                         " --tasks arc_easy,piqa --limit 3 "
+                                                         "--tasks-dir " +
+                                                         Fixtures() + "/tasks --json");
     ASSERT_EQ(tasks.exit_code, 0) << tasks.output;
     for (const auto& task : nlohmann::json::parse(tasks.output)["tasks"]) {
       const std::string name = task["task"];
@@ -194,7 +174,8 @@ TEST_F(EvalE2eTest, ABrokenKldGateFailsTheJobAndMarksThePublishedArtifacts) {
   const quark::v1::Job done = RunJob(request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_FAILED) << done.DebugString() << quarkd_->Log();
   EXPECT_NE(done.error().find("FAILED_PRECONDITION: evaluation gate: max_kld 0 < kld_mean_reloaded "),
-            std::string::npos) << done.error();
+            std::string::npos)
+      << done.error();
   EXPECT_NE(done.error().find("artifacts kept, marked failed in file://"), std::string::npos) << done.error();
   EXPECT_GT(done.result().metrics().at("kld_mean_reloaded"), 0);
   const nlohmann::json manifest = Manifest(JobFolder(done));
@@ -225,7 +206,8 @@ TEST_F(EvalE2eTest, SubmitRefusesUnknownTasksAndGatesOnFiguresNotComputed) {
   status = Submit(kld);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("spec.evaluation.max_kld: a gate on KLD, which is not computed"),
-            std::string::npos) << status.error_message();
+            std::string::npos)
+      << status.error_message();
 }
 
 }  // namespace
