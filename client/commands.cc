@@ -6,7 +6,6 @@
 #include "client/job_file.h"
 
 namespace quark::client {
-namespace {
 
 std::unique_ptr<grpc::ClientContext> Unary(const CommandContext& ctx) {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -19,6 +18,8 @@ int RpcError(const CommandContext& ctx, const char* what, const grpc::Status& st
            << status.error_message() << "\n";
   return kExitRpcError;
 }
+
+namespace {
 
 int UsageError(const CommandContext& ctx, const absl::Status& status) {
   *ctx.err << "quarkctl: " << status.message() << "\n";
@@ -136,6 +137,9 @@ int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags) {
   if (flags.seq_len) request.mutable_calibration()->set_seq_len(*flags.seq_len);
   request.mutable_evaluation()->set_uri(flags.eval);
   if (flags.max_ppl_increase) request.mutable_evaluation()->set_max_ppl_increase(*flags.max_ppl_increase);
+  if (absl::Status status = ApplyEvaluation(flags, *request.mutable_evaluation()); !status.ok()) {
+    return UsageError(ctx, status);
+  }
   for (const std::string& name : flags.exports) {
     absl::StatusOr<quark::v1::ExportFormat> format = ParseExportFormat(name);
     if (!format.ok()) return UsageError(ctx, format.status());

@@ -30,6 +30,12 @@ struct CommandContext {
 /// "UNAVAILABLE", "NOT_FOUND", ...
 std::string StatusCodeName(grpc::StatusCode code);
 
+/// A unary call's context with ctx.timeout as its deadline.
+std::unique_ptr<grpc::ClientContext> Unary(const CommandContext& ctx);
+
+/// Prints "quarkctl: WHAT on SERVER: CODE: message" and returns kExitRpcError.
+int RpcError(const CommandContext& ctx, const char* what, const grpc::Status& status);
+
 int SubmitCommand(CommandContext& ctx, const SubmitFlags& flags, const std::string& request_id, bool wait);
 int GetCommand(CommandContext& ctx, const std::string& id);
 int ListCommand(CommandContext& ctx, const std::vector<std::string>& states, const std::vector<std::string>& labels,
@@ -45,5 +51,9 @@ int DrainCommand(CommandContext& ctx, const std::string& worker_id, bool drain);
 /// (against `key_files`, PEM public keys or base64, else quarkd's key) and every artifact's SHA-256.
 int KeyCommand(CommandContext& ctx);
 int VerifyCommand(CommandContext& ctx, const std::string& manifest_uri, const std::vector<std::string>& key_files);
+/// The job's report (job_report.h): text tables, Markdown with `markdown`, JSON with -o json; an SVG plot to
+/// `svg_file` when set; the manifest from `manifest_file` or a file:// manifest_uri for the Δp histograms.
+int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const std::string& svg_file,
+                  const std::string& manifest_file);
 
 }  // namespace quark::client

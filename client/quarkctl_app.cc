@@ -36,6 +36,9 @@ struct Parsed {
   std::string tenant;
   std::string manifest_uri;
   std::vector<std::string> key_files;
+  bool markdown = false;     // report --markdown
+  std::string svg_file;      // report --svg FILE
+  std::string manifest_file; // report --manifest FILE
 };
 
 void AddCommands(CLI::App& app, Parsed& p) {
@@ -61,6 +64,12 @@ void AddCommands(CLI::App& app, Parsed& p) {
                    "imatrix.gguf");
   submit->add_option("--max-ppl-increase", p.spec.max_ppl_increase,
                      "Accuracy gate (needs --eval): fail without publishing when perplexity rises more, e.g. 0.02");
+  submit->add_option("--tasks", p.spec.tasks, "lm-eval tasks scored on the float model and each export: arc_easy,piqa");
+  submit->add_option("--task-limit", p.spec.task_limit, "Only the first N examples of each task (lm-eval's --limit)");
+  submit->add_flag("--kld", p.spec.kld, "KL divergence of each export against the float model over --eval's text");
+  submit->add_option("--max-kld", p.spec.max_kld, "Gate (needs --kld): fail when an export's mean KLD is larger");
+  submit->add_option("--max-task-drop", p.spec.max_task_drop,
+                     "Gate TASK=DROP (repeatable; needs the task): fail when an export's accuracy drops more");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
   submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");
@@ -82,6 +91,11 @@ void AddCommands(CLI::App& app, Parsed& p) {
   CLI::App* watch = app.add_subcommand("watch", "Stream a job's events until it ends");
   watch->add_option("id", p.id, "Job id")->required();
   watch->add_option("--after", p.after, "Resume after this event sequence number");
+  CLI::App* report = app.add_subcommand("report", "A job's evaluation: perplexity, KLD, tasks, sizes and times");
+  report->add_option("id", p.id, "Job id")->required();
+  report->add_flag("--markdown", p.markdown, "Markdown tables instead of text");
+  report->add_option("--svg", p.svg_file, "Also write the plot (task accuracy, Δp histograms) as SVG to this file");
+  report->add_option("--manifest", p.manifest_file, "The job's manifest.json when its manifest_uri is not file://");
   app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
@@ -94,6 +108,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   validate->add_option("--export", p.spec.exports, "Export format: hf_quark, gguf, onnx, compressed_tensors (repeatable; estimate)");
   validate->add_option("--gguf-type", p.spec.gguf_type, "GGUF type of the float weights (estimate)");
   validate->add_option("--max-ppl-increase", p.spec.max_ppl_increase, "Accuracy gate (estimate: exports read back)");
+  validate->add_option("--tasks", p.spec.tasks, "lm-eval tasks after the export (estimate: evaluate_tasks)");
+  validate->add_option("--task-limit", p.spec.task_limit, "Examples per task (estimate)");
+  validate->add_flag("--kld", p.spec.kld, "KLD of each export against the float model (estimate: evaluate_kld)");
   validate->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (estimate)");
   validate->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file, "Quark algo_config (YAML/JSON)");
   CLI::App* audit = app.add_subcommand("audit", "Admin: the audit log (who submitted, cancelled, drained what)");
@@ -116,6 +133,7 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("get")) return GetCommand(ctx, p.id);
   if (app.got_subcommand("list")) return ListCommand(ctx, p.states, p.labels, p.page_size, p.all);
   if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
+  if (app.got_subcommand("report")) return ReportCommand(ctx, p.id, p.markdown, p.svg_file, p.manifest_file);
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);

@@ -6,6 +6,7 @@
 
 #include "client/job_file.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -48,6 +49,7 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (!flags.gguf_imatrix.empty()) spec.set_gguf_imatrix_uri(flags.gguf_imatrix);
   if (flags.gguf_imatrix_from_calibration) spec.set_gguf_imatrix_from_calibration(true);
   if (flags.max_ppl_increase) spec.mutable_evaluation()->set_max_ppl_increase(*flags.max_ppl_increase);
+  if (absl::Status status = ApplyEvaluation(flags, *spec.mutable_evaluation()); !status.ok()) return status;
   if (flags.priority) spec.set_priority(*flags.priority);
   if (flags.max_attempts) {
     if (*flags.max_attempts < 1) {
@@ -66,6 +68,36 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
 }
 
 }  // namespace
+
+// --tasks (comma-separated lists allowed), --task-limit, --kld, --max-kld, --max-task-drop TASK=DROP. The names and
+// gates are checked by quarkd at SubmitJob (core/eval/evaluation_plan.h); here only the flags' own form.
+absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec& evaluation) {
+  for (const std::string& list : flags.tasks) {
+    std::stringstream in(list);
+    std::string name;
+    while (std::getline(in, name, ',')) {
+      if (!name.empty()) evaluation.add_tasks(name);
+    }
+  }
+  if (flags.task_limit) {
+    if (*flags.task_limit < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--task-limit: ", *flags.task_limit, " is not >= 1"));
+    }
+    evaluation.set_task_limit(*flags.task_limit);
+  }
+  if (flags.kld) evaluation.set_kld(true);
+  if (flags.max_kld) evaluation.set_max_kld(*flags.max_kld);
+  for (const std::string& entry : flags.max_task_drop) {
+    const size_t eq = entry.find('=');
+    double bound = 0;
+    if (eq == std::string::npos || eq == 0 || !absl::SimpleAtod(entry.substr(eq + 1), &bound)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-task-drop: \"", entry, "\" is not TASK=DROP (e.g. arc_easy=0.02)"));
+    }
+    (*evaluation.mutable_max_task_drop())[entry.substr(0, eq)] = bound;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name) {
   std::string n = Normalize(name);

@@ -30,6 +30,12 @@ struct SubmitFlags {
   std::string gguf_imatrix;          // --imatrix URI
   bool gguf_imatrix_from_calibration = false;  // --imatrix-from-calibration
   std::optional<double> max_ppl_increase;  // --max-ppl-increase: the accuracy gate
+  // #31: --tasks arc_easy,piqa [--task-limit N] --kld [--max-kld X] [--max-task-drop TASK=X ...]
+  std::vector<std::string> tasks;
+  std::optional<int> task_limit;
+  bool kld = false;
+  std::optional<double> max_kld;
+  std::vector<std::string> max_task_drop;  // TASK=DROP
   std::vector<std::string> quant_algo;  // --quant-algo gptq,...
   std::string quant_algo_config_file;   // --quant-algo-config-file: Quark's algo_config (YAML/JSON)
   std::optional<int> priority;
@@ -60,6 +66,9 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 /// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, neither (nor in the job file),
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
+
+/// --tasks, --task-limit, --kld, --max-kld, --max-task-drop into `evaluation`; INVALID_ARGUMENT naming the flag.
+absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec& evaluation);
 
 /// "hf_quark" / "gguf" / "onnx" / "compressed_tensors" (any case, '-' or '_') to the enum; INVALID_ARGUMENT otherwise.
 absl::StatusOr<quark::v1::ExportFormat> ParseExportFormat(const std::string& name);

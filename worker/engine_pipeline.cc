@@ -6,6 +6,7 @@
 #include "core/config/config_choice.h"
 #include "core/config/proto_convert.h"
 #include "core/quantize/quantize_model.h"
+#include "worker/job_evaluation.h"
 #include "worker/storage/strings.h"
 
 namespace quark::worker {
@@ -77,6 +78,9 @@ QuantizeModelOptions Options(const PipelineRequest& request, quark::Config confi
   return options;
 }
 
+// The share of the pipeline's progress the quantization takes when tasks or KLD follow it.
+constexpr double kQuantizeShareWithEvaluation = 0.6;
+
 class EnginePipeline : public QuantizePipeline {
  public:
   absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
@@ -100,12 +104,16 @@ class EnginePipeline : public QuantizePipeline {
         std::find(options.export_formats.begin(), options.export_formats.end(), "gguf") == options.export_formats.end()) {
       return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
     }
-    options.on_progress = [&progress](const QuantizeProgress& p) {
+    if (absl::Status s = CheckJobEvaluation(request, options.export_formats); !s.ok()) return s;
+    // With tasks or KLD after the export, QuantizeModel's run fills the first part of the pipeline's progress.
+    const bool evaluates = !request.spec.evaluation().tasks().empty() || request.spec.evaluation().kld();
+    const double quantize_share = evaluates ? kQuantizeShareWithEvaluation : 1.0;
+    options.on_progress = [&progress, quantize_share](const QuantizeProgress& p) {
       quark::v1::Progress out;
       out.set_phase(JobPhase(p.phase));
       out.set_layer(p.layer);
       out.set_num_layers(p.num_layers);
-      out.set_fraction(p.fraction);
+      out.set_fraction(p.fraction * quantize_share);
       out.set_eta_seconds(p.eta_seconds);
       out.set_message(p.message.empty() ? p.phase : str::Cat(p.phase, ": ", p.message));
       progress.Report(out);
@@ -125,6 +133,14 @@ class EnginePipeline : public QuantizePipeline {
     PipelineResult result;
     result.metrics = report->metrics;
     result.resolved_config = nlohmann::json::parse(report->quantization_config.dump());
+    if (!evaluates) return result;
+    absl::Status evaluated;
+    try {
+      evaluated = EvaluateJob(request, options.export_formats, progress, cancel, quantize_share, result);
+    } catch (const std::exception& e) {
+      evaluated = absl::InternalError(str::Cat("evaluate: ", e.what()));
+    }
+    if (!evaluated.ok()) return evaluated;
     return result;
   }
 };

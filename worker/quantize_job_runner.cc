@@ -155,6 +155,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   request.output_dir = temp.path() / "out";
   request.scratch_dir = temp.path() / "scratch";
   request.checkpoint_dir = CheckpointDir(job.id());
+  request.tasks_dir = options_.tasks_dir;
   fs::create_directories(request.output_dir);
   fs::create_directories(request.scratch_dir);
 
@@ -172,6 +173,12 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   absl::StatusOr<quark::v1::JobResult> published = Publish(job, *storage->store, request, *result, seconds, progress, cancel);
   if (published.ok() || !MayResume(published.status())) RemoveCheckpoint(job.id());
+  if (published.ok() && !result->gate_failure.empty()) {
+    // Published and marked (manifest "gate"); the job fails with the figures kept in its result.
+    progress.Metrics(result->metrics);
+    return absl::FailedPreconditionError(str::Cat(result->gate_failure, " (artifacts kept, marked failed in ",
+                                                  published->manifest_uri(), ")"));
+  }
   return published;
 }
 
@@ -226,6 +233,10 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   // Who made it: the worker the job was leased to, its attempt, the devices that worker announced.
   manifest.extra["worker"] = {{"id", job.worker_id()}, {"attempt", job.attempts_size()}, {"devices", options_.devices}};
   manifest.signer = options_.signer.get();
+  if (!pipeline.evaluation.is_null()) manifest.extra["evaluation"] = pipeline.evaluation;
+  if (!pipeline.evaluation.is_null() || !pipeline.gate_failure.empty()) {
+    manifest.extra["gate"] = {{"passed", pipeline.gate_failure.empty()}, {"failure", pipeline.gate_failure}};
+  }
   std::string prefix = storage::JoinUri(job.spec().output_uri(), job.id());
   double lo = options_.pipeline_fraction;
   progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));

@@ -36,6 +36,8 @@ struct QuantizeJobRunnerOptions {
   std::shared_ptr<const Ed25519Signer> signer;
   /// The devices this worker announced ("cpu", "cuda:0"), recorded in the manifest.
   std::vector<std::string> devices;
+  /// lm-eval task files for spec.evaluation.tasks (quark-worker --tasks-dir).
+  std::filesystem::path tasks_dir;
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own

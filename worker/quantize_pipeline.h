@@ -37,6 +37,8 @@ struct PipelineRequest {
   /// Per-layer checkpoints of this job, kept across attempts on this worker (a killed attempt's successor resumes
   /// from its last finished layer); empty = none. The runner removes it once the job is over.
   std::filesystem::path checkpoint_dir;
+  /// The worker's lm-eval task files (quark-worker --tasks-dir) for spec.evaluation.tasks.
+  std::filesystem::path tasks_dir;
 };
 
 struct PipelineResult {
@@ -45,6 +47,12 @@ struct PipelineResult {
   /// The fully resolved quantization Config (preset expanded, kv-cache and exclude applied), as Quark JSON;
   /// written to manifest.json's "config". null = the worker writes the submitted spec's config instead.
   nlohmann::json resolved_config;
+  /// spec.evaluation's tasks and KLD in detail (core/eval/model_evaluation.h); written to manifest.json's
+  /// "evaluation". null = none asked.
+  nlohmann::json evaluation;
+  /// Non-empty when an evaluation gate broke ("evaluation gate: ..."): the runner publishes the artifacts with the
+  /// manifest marked, then fails the job FAILED_PRECONDITION with this.
+  std::string gate_failure;
 };
 
 class QuantizePipeline {

@@ -39,6 +39,7 @@ struct Flags {
   double exit_when_idle_s = 0;
   bool skip_throughput_probe = false;
   std::string signing_key;  // #34: Ed25519 private key (PEM) that signs every published manifest
+  std::string tasks_dir;
 };
 
 std::string DefaultDataDir() {
@@ -74,6 +75,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--skip-throughput-probe", f.skip_throughput_probe,
                "Do not measure GEMM/Cholesky/fake-quant/disk rates at start (quarkd's estimates then use a reference)")
       ->envname(env("SKIP_THROUGHPUT_PROBE"));
+  app.add_option("--tasks-dir", f.tasks_dir, "lm-eval task files for jobs' evaluation.tasks (core/eval/task_docs.h)")
+      ->envname(env("TASKS_DIR"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
   app.add_option("--signing-key", f.signing_key, "Ed25519 private key (PEM): sign every published manifest.json")
@@ -99,6 +102,7 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
   quark::worker::QuantizeJobRunnerOptions options;
   options.work_dir = f.data_dir;
   options.devices = f.agent.devices;
+  options.tasks_dir = f.tasks_dir;
   // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
   options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
   if (!f.signing_key.empty()) {

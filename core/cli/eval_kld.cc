@@ -6,40 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cli/command_registry.h"
+#include "core/eval/eval_json.h"
 #include "core/eval/kld_eval.h"
 
 namespace quark::cli {
 namespace {
-
-nlohmann::json ToJson(const eval::MeanAndError& m) { return {{"value", m.value}, {"stderr", m.error}}; }
-
-nlohmann::json ToJson(const eval::KldResult& r) {
-  const eval::KldSummary& s = r.summary;
-  return {{"n_ctx", r.n_ctx},
-          {"chunks", r.chunks},
-          {"input_tokens", r.input_tokens},
-          {"tokens_scored", s.tokens},
-          {"scratch_bytes", r.scratch_bytes},
-          {"reference_seconds", r.reference_seconds},
-          {"model_seconds", r.model_seconds},
-          {"ppl", ToJson(s.ppl)},
-          {"ppl_base", ToJson(s.ppl_base)},
-          {"ln_ppl_ratio", ToJson(s.ln_ppl_ratio)},
-          {"kld_mean", ToJson(s.kld)},
-          {"kld_median", s.kld_median},
-          {"kld_p90", s.kld_p90},
-          {"kld_p95", s.kld_p95},
-          {"kld_p99", s.kld_p99},
-          {"kld_p99_9", s.kld_p999},
-          {"kld_max", s.kld_max},
-          {"kld_min", s.kld_min},
-          {"same_top", ToJson(s.same_top)},
-          {"delta_p_mean", ToJson(s.p_diff)},
-          {"delta_p_median", s.p_diff_median},
-          {"delta_p_max", s.p_diff_max},
-          {"delta_p_min", s.p_diff_min},
-          {"delta_p_rms", ToJson(s.p_diff_rms)}};
-}
 
 void PrintTable(const eval::KldResult& r) {
   const eval::KldSummary& s = r.summary;
@@ -81,7 +52,7 @@ int RunKldEval(const EvalArgs& args) {
   auto result = eval::EvaluateKld(*reference->streamer, *model->streamer, *ids, kld);
   if (!result.ok()) return EvalFailure(result.status());
   if (args.json) {
-    std::cout << ToJson(*result).dump() << "\n";
+    std::cout << eval::KldJson(*result).dump() << "\n";
   } else {
     PrintTable(*result);
   }

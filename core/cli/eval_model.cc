@@ -1,29 +1,11 @@
 #include "core/cli/eval_model.h"
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
-#include <nlohmann/json.hpp>
-
 #include "core/cli/command_registry.h"
-#include "core/quantize/reload.h"
 #include "core/runtime/compute_device.h"
 
 namespace quark::cli {
-namespace {
-
-// An HF folder whose config.json carries quantization_config.quant_method "quark" (our export, or Quark's).
-bool IsQuarkExport(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return false;
-  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) return false;
-  const auto q = config.find("quantization_config");
-  return q != config.end() && q->is_object() && q->value("quant_method", "") == "quark";
-}
-
-}  // namespace
 
 absl::StatusOr<runtime::StreamerOptions> EvalStreamerOptions(const EvalArgs& args) {
   runtime::StreamerOptions options;
@@ -49,44 +31,6 @@ int EvalFailure(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound
              ? kExitBadInput
              : kExitFailure;
-}
-
-absl::StatusOr<EvalModel> OpenEvalModel(const std::string& model, const runtime::StreamerOptions& options) {
-  EvalModel out;
-  if (IsQuarkExport(model)) {
-    // Packed weights dequantized on load, and the exported activation quantization applied as the export says.
-    auto reloaded = quantize::OpenQuantizedExport(model, options);
-    if (!reloaded.ok()) return reloaded.status();
-    out.streamer = std::move(reloaded->streamer);
-    out.hooks = std::move(reloaded->hooks);
-    out.tokenizer = model;
-    return out;
-  }
-  if (!exporter::IsGgufFile(model)) {
-    auto streamer = runtime::LayerStreamer::Open(model, options);
-    if (!streamer.ok()) return streamer.status();
-    out.streamer = *std::move(streamer);
-    out.tokenizer = model;
-    return out;
-  }
-  auto source = exporter::GgufWeightSource::Open(model);
-  if (!source.ok()) return source.status();
-  out.gguf = *source;
-  auto streamer = runtime::LayerStreamer::Create(out.gguf->config(), out.gguf, options);
-  if (!streamer.ok()) return streamer.status();
-  out.streamer = *std::move(streamer);
-  return out;
-}
-
-absl::StatusOr<std::unique_ptr<runtime::Tokenizer>> OpenEvalTokenizer(const EvalModel& model) {
-  const checkpoint::ModelConfig& config = model.streamer->config();
-  std::string tokenizer_path = model.tokenizer;
-  if (model.gguf) {
-    auto path = exporter::GgufTokenizerModel(model.gguf->file());
-    if (!path.ok()) return path.status();
-    tokenizer_path = *path;
-  }
-  return runtime::Tokenizer::Open(tokenizer_path, config.bos_token_id, config.eos_token_id);
 }
 
 absl::StatusOr<std::vector<int64_t>> EvalInputIds(const std::string& text_file, const std::string& token_ids_file,

@@ -8,9 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/export/gguf_source.h"
-#include "core/runtime/layer_streamer.h"
-#include "core/runtime/tokenizer.h"
+#include "core/eval/opened_model.h"
 
 namespace quark::cli {
 
@@ -39,19 +37,16 @@ absl::StatusOr<runtime::StreamerOptions> EvalStreamerOptions(const EvalArgs& arg
 /// Prints `quark eval: MESSAGE` and returns the exit code for `status` (bad input 2, otherwise 1).
 int EvalFailure(const absl::Status& status);
 
-/// An HF folder holds its tokenizer.model; a GGUF file takes the tokenizer.model beside it, checked to hold exactly
-/// the GGUF's vocabulary.
-struct EvalModel {
-  std::unique_ptr<runtime::LayerStreamer> streamer;
-  runtime::LayerHooks hooks;  // an HF-quark export's activation / KV-cache quantization
-  std::string tokenizer;
-  std::shared_ptr<exporter::GgufWeightSource> gguf;
-};
+/// The model --model / --reference names (core/eval/opened_model.h).
+using EvalModel = eval::OpenedModel;
 
-absl::StatusOr<EvalModel> OpenEvalModel(const std::string& model, const runtime::StreamerOptions& options);
+inline absl::StatusOr<EvalModel> OpenEvalModel(const std::string& model, const runtime::StreamerOptions& options) {
+  return eval::OpenModel(model, options);
+}
 
-/// The model's tokenizer (config.json's BOS / EOS).
-absl::StatusOr<std::unique_ptr<runtime::Tokenizer>> OpenEvalTokenizer(const EvalModel& model);
+inline absl::StatusOr<std::unique_ptr<runtime::Tokenizer>> OpenEvalTokenizer(const EvalModel& model) {
+  return eval::OpenModelTokenizer(model);
+}
 
 /// Token ids of a --token-ids file (taken as they are) or of a --text file ([BOS] + encode(text)).
 absl::StatusOr<std::vector<int64_t>> EvalInputIds(const std::string& text_file, const std::string& token_ids_file,

@@ -7,46 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cli/command_registry.h"
+#include "core/eval/eval_json.h"
 #include "core/eval/task_scoring.h"
 
 namespace quark::cli {
 namespace {
-
-nlohmann::json ToJson(const eval::TaskResult& r, const std::vector<eval::TaskDoc>& docs, bool log_samples) {
-  nlohmann::json metrics = nlohmann::json::object();
-  for (const auto& [name, m] : r.metrics) {
-    metrics[name] = {{"value", m.value}, {"stderr", m.has_stderr ? nlohmann::json(m.stderr_value) : nlohmann::json()}};
-  }
-  nlohmann::json samples = nlohmann::json::array();
-  for (size_t d = 0; d < r.examples.size(); ++d) {
-    const eval::ExampleScore& e = r.examples[d];
-    nlohmann::json lls = nlohmann::json::array(), greedy = nlohmann::json::array();
-    for (const auto& q : e.requests) {
-      lls.push_back(q.loglikelihood);
-      greedy.push_back(q.is_greedy);
-    }
-    nlohmann::json s = {{"id", e.id}, {"gold", e.gold}, {"loglikelihoods", lls}, {"is_greedy", greedy}};
-    if (docs[d].requests.size() > 1) {
-      s["pred"] = e.pred;
-      s["pred_norm"] = e.pred_norm;
-    }
-    if (log_samples) {
-      nlohmann::json requests = nlohmann::json::array();
-      for (size_t q = 0; q < e.requests.size(); ++q) {
-        requests.push_back({{"context", docs[d].requests[q].context},
-                            {"continuation", docs[d].requests[q].continuation},
-                            {"tokens", e.requests[q].continuation_tokens},
-                            {"token_logprobs", e.requests[q].token_logprobs},
-                            {"truncated", e.requests[q].truncated}});
-      }
-      s["requests"] = requests;
-    }
-    samples.push_back(s);
-  }
-  return {{"task", r.task},       {"num_fewshot", r.num_fewshot}, {"examples", r.examples.size()},
-          {"metrics", metrics},   {"seconds", r.seconds},         {"truncated_requests", r.truncated},
-          {"max_length", r.max_length}, {"samples", samples}};
-}
 
 std::vector<std::string> SplitNames(const std::string& list) {
   std::vector<std::string> names;
@@ -96,7 +61,7 @@ int RunTaskEval(const EvalArgs& args) {
                 << result->max_length << " tokens were left-truncated (as lm-eval does)\n";
     }
     if (args.json) {
-      out.push_back(ToJson(*result, *docs, args.log_samples));
+      out.push_back(eval::TaskResultJson(*result, *docs, args.log_samples));
       continue;
     }
     for (const auto& [name, m] : result->metrics) {

@@ -220,15 +220,28 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                                     : 0) +
                                write_bytes / rates.disk_write_bytes_per_s,
                            working));
+  const int64_t window = std::max<int64_t>(1, std::min(job.evaluation_seq_len, job.evaluation_tokens));
+  const uint64_t window_working = c.layer_f32 + 4ull * window * (mc.hidden_size * 4 + mc.vocab_size) +
+                                  4ull * mc.num_attention_heads * window * window;
+  // One streamed pass of a model over `tokens` in windows of `span`: its GEMMs and attention, and its weights read.
+  auto stream_seconds = [&](double tokens, int64_t span) {
+    const double flops = 2.0 * (params - inactive_expert_params) * tokens +
+                         4.0 * span * mc.hidden_size * tokens * model.num_layers;
+    return flops / rates.gemm_flops + model.weight_bytes / rates.disk_read_bytes_per_s;
+  };
   if (job.evaluation_tokens > 0) {
     const int runs = 2 + (job.accuracy_gate ? static_cast<int>(e.artifacts.size()) : 0);
-    const int64_t window = std::max<int64_t>(1, std::min(job.evaluation_seq_len, job.evaluation_tokens));
-    const double flops = 2.0 * (params - inactive_expert_params) * job.evaluation_tokens +
-                         4.0 * window * mc.hidden_size * job.evaluation_tokens * model.num_layers;
-    const double seconds = runs * (flops / rates.gemm_flops + model.weight_bytes / rates.disk_read_bytes_per_s);
-    e.phases.push_back(Phase(c, "evaluate", seconds,
-                             c.layer_f32 + 4ull * window * (mc.hidden_size * 4 + mc.vocab_size) +
-                                 4ull * mc.num_attention_heads * window * window));
+    e.phases.push_back(Phase(c, "evaluate", runs * stream_seconds(job.evaluation_tokens, window), window_working));
+  }
+  if (job.task_streams > 0) {
+    const double per_stream_tokens = static_cast<double>(job.task_tokens) * job.task_models / job.task_streams;
+    e.phases.push_back(Phase(c, "evaluate_tasks",
+                             job.task_streams * stream_seconds(per_stream_tokens, kTaskRequestSpan),
+                             c.layer_f32 + kTaskActivationBytes + 4ull * 64 * mc.vocab_size));
+  }
+  if (job.kld_exports > 0 && job.evaluation_tokens > 0) {
+    e.phases.push_back(Phase(c, "evaluate_kld", 2.0 * job.kld_exports * stream_seconds(job.evaluation_tokens, window),
+                             window_working));
   }
   for (const PhaseEstimate& p : e.phases) {
     e.total_seconds += p.seconds;

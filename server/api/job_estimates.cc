@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/config/proto_convert.h"
+#include "core/eval/evaluation_plan_proto.h"
 #include "core/estimate/job_estimate.h"
 #include "server/api/model_view.h"
 #include "server/api/spec_validation.h"
@@ -97,6 +98,14 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
     }
   }
   job.accuracy_gate = eval.has_max_ppl_increase();
+  // #31: tasks on the float model and each export the engine reads back (hf_quark, gguf); KLD of each of those.
+  int64_t readable = 0;
+  for (estimate::ExportKind kind : job.formats) readable += kind == estimate::ExportKind::kOnnx ? 0 : 1;
+  const quark::eval::EvaluationPlan plan = quark::eval::PlanFromProto(eval);
+  job.task_tokens = quark::eval::EstimatedTaskTokens(plan);
+  job.task_models = 1 + readable;
+  job.task_streams = static_cast<int64_t>(plan.tasks.size()) * job.task_models;
+  job.kld_exports = plan.kld ? readable : 0;
   return job;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/config/presets.h"
+#include "core/eval/evaluation_plan_proto.h"
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
 #include "core/export/gguf_file_type_names.h"
@@ -173,6 +174,11 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
     if (spec.evaluation().uri().empty()) {
       return absl::InvalidArgumentError("spec.evaluation.max_ppl_increase: the accuracy gate needs spec.evaluation.uri");
     }
+  }
+  // Tasks, KLD and their gates: unknown tasks and gates on figures the job does not compute are refused here.
+  if (absl::Status s = eval::ValidateEvaluationPlan(eval::PlanFromProto(spec.evaluation()), "spec.evaluation");
+      !s.ok()) {
+    return s;
   }
   // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed.
   if (!has_preset && !has_config && !spec.gguf_type().empty() && spec.export_formats_size() == 1 &&

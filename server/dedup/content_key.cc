@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/config/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -168,6 +170,16 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
   Field(&text, "evaluation",
         absl::StrCat(evaluation.seq_len(), " ", evaluation.max_windows(), " ",
                      evaluation.has_max_ppl_increase() ? absl::StrFormat("%.17g", evaluation.max_ppl_increase()) : "-"));
+  if (evaluation.tasks_size() > 0 || evaluation.kld()) {
+    // #31: tasks and KLD (and their gates) change what the job reports and whether it succeeds. The task files are
+    // the worker's (--tasks-dir), keyed by name only.
+    std::string gates = evaluation.has_max_kld() ? absl::StrFormat("%.17g", evaluation.max_kld()) : "-";
+    const std::map<std::string, double> drops(evaluation.max_task_drop().begin(), evaluation.max_task_drop().end());
+    for (const auto& [task, bound] : drops) absl::StrAppend(&gates, " ", task, "=", absl::StrFormat("%.17g", bound));
+    Field(&text, "evaluation_plan",
+          absl::StrCat(absl::StrJoin(evaluation.tasks(), ","), " ", evaluation.task_limit(), " ",
+                       evaluation.kld() ? "kld" : "-", " ", gates));
+  }
   // Files last: a spec that is not keyed stops before reading gigabytes.
   if (!DataField(&text, "calibration.uri", calibration.uri(), cache, read_roots, &result.not_keyed) ||
       !DataField(&text, "evaluation.uri", evaluation.uri(), cache, read_roots, &result.not_keyed) ||

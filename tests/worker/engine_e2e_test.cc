@@ -18,6 +18,7 @@
 #include "tests/storage/support/s3_test_base.h"
 #include "tests/support/require_peer.h"
 #include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
 #include "worker/storage/s3_object_store.h"
 
 namespace quark::worker {
@@ -57,34 +58,6 @@ class EngineE2eTest : public quark::testing::S3TestBase {
     spec->mutable_evaluation()->set_max_windows(2);
     return request;
   }
-
-  // Submits `request`, follows its events to the end (into `events`) and returns the finished job.
-  static quark::v1::Job RunJob(quark::v1::QuantizationService::Stub& stub, const quark::v1::SubmitJobRequest& request,
-                               std::vector<quark::v1::JobEvent>& events) {
-    quark::v1::Job job;
-    {
-      grpc::ClientContext context;
-      EXPECT_TRUE(stub.SubmitJob(&context, request, &job).ok());
-    }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(240));
-    quark::v1::WatchJobRequest watch;
-    watch.set_id(job.id());
-    auto reader = stub.WatchJob(&context, watch);
-    quark::v1::JobEvent event;
-    while (reader->Read(&event)) {
-      events.push_back(event);
-      if (event.has_state() && event.state() >= quark::v1::JOB_STATE_SUCCEEDED) break;
-    }
-    context.TryCancel();
-    reader->Finish();
-    quark::v1::GetJobRequest get;
-    get.set_id(job.id());
-    quark::v1::Job done;
-    grpc::ClientContext get_context;
-    EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
-    return done;
-  }
 };
 
 // GPTQ through the whole house: a job asks for it in algo_config on top of a preset, the worker runs it layer by
@@ -100,7 +73,7 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
   spec->set_preset("uint4_wo_128");
   spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
   std::vector<quark::v1::JobEvent> events;
-  const quark::v1::Job done = RunJob(*stub, request, events);
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
   // Quantize progress streams (per-module "gptq ..." messages are checked in GptqPipelineTest: the worker coalesces
   // events closer together than its interval, so which of them reach a client depends on timing).
@@ -134,7 +107,7 @@ TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_ONNX);
   std::vector<quark::v1::JobEvent> events;
-  const quark::v1::Job done = RunJob(*stub, request, events);
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
   const auto& metrics = done.result().metrics();
   ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_reloaded")) << done.DebugString();
@@ -166,7 +139,7 @@ TEST_F(EngineE2eTest, KQuantJobWithCalibrationImatrixGivesAGgufLlamaCppLoads) {
   spec->set_gguf_type("Q4_K_M");
   spec->set_gguf_imatrix_from_calibration(true);
   std::vector<quark::v1::JobEvent> events;
-  const quark::v1::Job done = RunJob(*stub, request, events);
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
   const auto& metrics = done.result().metrics();
   ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_before")) << done.DebugString();
@@ -206,7 +179,7 @@ TEST_F(EngineE2eTest, AccuracyGateFailsTheJobAndKeepsItsFigures) {
   spec->mutable_evaluation()->set_max_windows(2);
   spec->mutable_evaluation()->set_max_ppl_increase(0.0);
   std::vector<quark::v1::JobEvent> events;
-  const quark::v1::Job done = RunJob(*stub, request, events);
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_FAILED) << done.DebugString() << (*quarkd)->Log();
   EXPECT_NE(done.error().find("FAILED_PRECONDITION: accuracy gate: perplexity +"), std::string::npos) << done.error();
   const auto& metrics = done.result().metrics();
@@ -239,7 +212,7 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   spec->mutable_evaluation()->set_seq_len(128);
   spec->mutable_evaluation()->set_max_windows(2);
   std::vector<quark::v1::JobEvent> events;
-  const quark::v1::Job done = RunJob(*stub, request, events);
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
   EXPECT_TRUE(std::any_of(events.begin(), events.end(),
                           [](const quark::v1::JobEvent& e) { return e.progress().phase() == "quantize"; }));

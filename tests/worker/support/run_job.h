@@ -1,0 +1,44 @@
+// Test helper: submits a job to quarkd, follows its events until it ends and returns it as GetJob has it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "quark/v1/service.grpc.pb.h"
+
+namespace quark::testing {
+
+/// Every event WatchJob streams lands in `events`; the watch gives up after `deadline`.
+inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
+                                  const quark::v1::SubmitJobRequest& request, std::vector<quark::v1::JobEvent>& events,
+                                  std::chrono::seconds deadline = std::chrono::seconds(240)) {
+  quark::v1::Job job;
+  {
+    grpc::ClientContext context;
+    grpc::Status status = stub.SubmitJob(&context, request, &job);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  quark::v1::WatchJobRequest watch;
+  watch.set_id(job.id());
+  auto reader = stub.WatchJob(&context, watch);
+  quark::v1::JobEvent event;
+  while (reader->Read(&event)) {
+    events.push_back(event);
+    if (event.has_state() && event.state() >= quark::v1::JOB_STATE_SUCCEEDED) break;
+  }
+  context.TryCancel();
+  reader->Finish();
+  quark::v1::GetJobRequest get;
+  get.set_id(job.id());
+  quark::v1::Job done;
+  grpc::ClientContext get_context;
+  EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
+  return done;
+}
+
+}  // namespace quark::testing

@@ -1,0 +1,32 @@
+// The job's evaluation beyond perplexity (spec.evaluation.tasks / kld and their gates), run by the engine pipeline
+// after QuantizeModel has written the exports: the float model and each export the engine reads back (hf_quark,
+// gguf) are scored (core/eval/model_evaluation.h); progress phase "evaluate" per step with the time left.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/cancel_token.h"
+#include "worker/quantize_pipeline.h"
+
+namespace quark::worker {
+
+/// (label, path) of the exports the engine reads back, in output_dir's layout for `formats` (engine names):
+/// one format = output_dir itself (GGUF: output_dir/model.gguf), several = output_dir/hf_quark, output_dir/model.gguf.
+/// "reloaded" is the HF-quark export, "gguf" the GGUF; ONNX is not read back.
+std::vector<std::pair<std::string, std::string>> ReadableExports(const std::filesystem::path& output_dir,
+                                                                 const std::vector<std::string>& formats);
+
+/// Before any work: spec.evaluation's plan is valid (eval::ValidateEvaluationPlan, naming spec.evaluation.<field>)
+/// and, when it compares exports (kld, max_task_drop), `formats` hold one the engine reads back; tasks need the
+/// worker's tasks_dir (FAILED_PRECONDITION without one).
+absl::Status CheckJobEvaluation(const PipelineRequest& request, const std::vector<std::string>& formats);
+
+/// Runs spec.evaluation's tasks and KLD, merging the figures into result.metrics, the details into
+/// result.evaluation and a broken gate into result.gate_failure. Progress fractions run from `fraction_lo` to 1.
+absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::string>& formats,
+                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo, PipelineResult& result);
+
+}  // namespace quark::worker
