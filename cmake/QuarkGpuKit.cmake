@@ -96,6 +96,12 @@ if(quark_torch_cxx11_abi STREQUAL "0")
                       "the engine's Debian libraries need the C++11 one: build the kernels-only kit instead")
 endif()
 include(QuarkEngineDependencies)
+# Debian keeps OpenSSL's configuration headers (opensslconf.h, configuration.h) under the multiarch folder, which the
+# compiler searches by itself only under /usr: in the kit's prefix it has to be named.
+file(GLOB quark_openssl_multiarch LIST_DIRECTORIES true "${OPENSSL_INCLUDE_DIR}/*-linux-gnu")
+if(quark_openssl_multiarch)
+  set_property(TARGET OpenSSL::Crypto APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES ${quark_openssl_multiarch})
+endif()
 include_directories(${PROJECT_BINARY_DIR}/proto ${PROJECT_BINARY_DIR}/generated)
 configure_file(cmake/quark_version.h.in ${PROJECT_BINARY_DIR}/generated/quark/version.h @ONLY)
 add_subdirectory(proto)

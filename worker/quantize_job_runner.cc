@@ -156,6 +156,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   request.scratch_dir = temp.path() / "scratch";
   request.checkpoint_dir = CheckpointDir(job.id());
   request.tasks_dir = options_.tasks_dir;
+  request.device = EngineDevice(job.spec(), options_.devices);
   fs::create_directories(request.output_dir);
   fs::create_directories(request.scratch_dir);
 

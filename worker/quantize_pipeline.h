@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,7 +40,19 @@ struct PipelineRequest {
   std::filesystem::path checkpoint_dir;
   /// The worker's lm-eval task files (quark-worker --tasks-dir) for spec.evaluation.tasks.
   std::filesystem::path tasks_dir;
+  /// Where the engine computes ("cpu", "cuda:N"): EngineDevice of the job and the worker's devices.
+  std::string device = "cpu";
 };
+
+/// A job that asks for GPUs (spec.resources.gpus > 0) computes on the first CUDA device the worker announced
+/// (quark-worker --devices); every other job on the CPU. quarkd leases GPU jobs only to workers with GPUs.
+inline std::string EngineDevice(const quark::v1::JobSpec& spec, const std::vector<std::string>& worker_devices) {
+  if (spec.resources().gpus() <= 0) return "cpu";
+  for (const std::string& device : worker_devices) {
+    if (device.rfind("cuda", 0) == 0) return device;
+  }
+  return "cpu";
+}
 
 struct PipelineResult {
   /// e.g. ppl_before, ppl_after, seconds_calibrate; copied into manifest.json and JobResult.metrics.

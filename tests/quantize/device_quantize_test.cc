@@ -9,15 +9,12 @@
 // bit on CPU tensors) and gptq_cuda_test. AWQ chose other ratios on this device than on the CPU (ppl 743.9 vs 748.2
 // on this model), not understood yet: the engine refuses AWQ and AutoSmoothQuant on a device (tested below).
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
-#include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/compute_device.h"
+#include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 #include "tests/support/lazy_device.h"
 
@@ -26,25 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every file under `dir` (relative path -> bytes).
-std::map<std::string, std::string> Files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file()) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    files[fs::relative(entry.path(), dir).string()] = bytes.str();
-  }
-  return files;
-}
-
-struct Scenario {
-  std::string name;
-  std::string preset;
-  std::vector<AlgoConfig> algos;
-  std::vector<std::string> formats;
-};
+using testing::FilesUnder;
+using testing::Scenario;
 
 class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
  protected:
@@ -57,22 +37,8 @@ class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
     text_ = new std::string(testing::SmallEvalText());
   }
 
-  QuantizeModelOptions Options(const std::string& output, const std::string& checkpoint = "") const {
-    QuantizeModelOptions o;
-    auto config = PresetConfig(GetParam().preset);
-    EXPECT_TRUE(config.ok()) << config.status();
-    o.config = *config;
-    o.config.algo_config = GetParam().algos;
-    o.export_formats = GetParam().formats;
-    o.calibration_file = *text_;
-    o.num_calibration_samples = 4;
-    o.seq_len = 32;
-    o.eval_text_file = *text_;
-    o.eval_seq_len = 64;
-    o.eval_max_windows = 2;
-    o.output_dir = output;
-    o.checkpoint_dir = checkpoint;
-    return o;
+  QuantizeModelOptions Options(const std::string& output) const {
+    return testing::ScenarioOptions(GetParam(), *text_, output, "");
   }
 
   static std::string* model_dir_;
@@ -89,7 +55,7 @@ void ExpectSameRun(const QuantizeModelReport& cpu, const std::string& cpu_dir, c
     EXPECT_EQ(device.metrics.at(metric), cpu.metrics.at(metric)) << metric;
   }
   EXPECT_EQ(device.algorithm_log, cpu.algorithm_log);
-  const auto cpu_files = Files(cpu_dir), device_files = Files(device_dir);
+  const auto cpu_files = FilesUnder(cpu_dir), device_files = FilesUnder(device_dir);
   ASSERT_FALSE(cpu_files.empty());
   ASSERT_EQ(device_files.size(), cpu_files.size());
   for (const auto& [name, bytes] : cpu_files) {

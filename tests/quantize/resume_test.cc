@@ -14,28 +14,16 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
+#include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// Every file under `dir` (relative path -> bytes).
-std::map<std::string, std::string> Files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file()) files[fs::relative(entry.path(), dir).string()] = ReadBytes(entry.path());
-  }
-  return files;
-}
+using testing::FilesUnder;
+using testing::ReadBytes;
+using testing::Scenario;
 
 void SetFinishedLayers(const std::string& checkpoint_dir, int64_t layers) {
   const fs::path path = fs::path(checkpoint_dir) / "state.json";
@@ -43,13 +31,6 @@ void SetFinishedLayers(const std::string& checkpoint_dir, int64_t layers) {
   state["finished_layers"] = layers;
   std::ofstream(path, std::ios::trunc) << state.dump();
 }
-
-struct Scenario {
-  std::string name;
-  std::string preset;
-  std::vector<AlgoConfig> algos;
-  std::vector<std::string> formats;
-};
 
 class ResumeTest : public ::testing::TestWithParam<Scenario> {
  protected:
@@ -66,20 +47,7 @@ class ResumeTest : public ::testing::TestWithParam<Scenario> {
 
   QuantizeModelOptions Options(const std::string& output, const std::string& checkpoint,
                                std::vector<std::string>* messages = nullptr) const {
-    QuantizeModelOptions o;
-    auto config = PresetConfig(GetParam().preset);
-    EXPECT_TRUE(config.ok()) << config.status();
-    o.config = *config;
-    o.config.algo_config = GetParam().algos;
-    o.export_formats = GetParam().formats;
-    o.calibration_file = *text_;
-    o.num_calibration_samples = 4;
-    o.seq_len = 32;
-    o.eval_text_file = *text_;
-    o.eval_seq_len = 64;
-    o.eval_max_windows = 2;
-    o.output_dir = output;
-    o.checkpoint_dir = checkpoint;
+    QuantizeModelOptions o = testing::ScenarioOptions(GetParam(), *text_, output, checkpoint);
     if (messages) o.on_progress = [messages](const QuantizeProgress& p) { messages->push_back(p.message); };
     return o;
   }
@@ -133,8 +101,8 @@ TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   const std::string output = testing::TempPath("resume_b"), checkpoint = testing::TempPath("resume_ckpt");
   auto b = QuantizeModel(*model_dir_, Options(output, checkpoint));
   ASSERT_TRUE(b.ok()) << b.status();
-  const auto expected = Files(uninterrupted);
-  EXPECT_EQ(Files(output), expected);
+  const auto expected = FilesUnder(uninterrupted);
+  EXPECT_EQ(FilesUnder(output), expected);
   EXPECT_EQ(nlohmann::json::parse(ReadBytes(fs::path(checkpoint) / "state.json"))["finished_layers"], 4);
   ExpectGptqWeightsStoredAsCodes(checkpoint, GetParam());
 
@@ -148,7 +116,7 @@ TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   EXPECT_TRUE(AnyContains(messages, "resumed at layer 2 of 4")) << GetParam().name;
   EXPECT_TRUE(AnyContains(messages, "restoring model.layers.1. from the checkpoint"));
   EXPECT_FALSE(AnyContains(messages, "restoring model.layers.2."));
-  const auto resumed = Files(output);
+  const auto resumed = FilesUnder(output);
   ASSERT_EQ(resumed.size(), expected.size());
   for (const auto& [file, bytes] : expected) {
     ASSERT_TRUE(resumed.count(file)) << file;
@@ -178,7 +146,7 @@ TEST_P(ResumeDiscardTest, OtherInputsOrDamageStartOver) {
   const std::string output = testing::TempPath("discard_out"), checkpoint = testing::TempPath("discard_ckpt");
   auto first = QuantizeModel(*model_dir_, Options(output, checkpoint));
   ASSERT_TRUE(first.ok()) << first.status();
-  const auto expected = Files(output);
+  const auto expected = FilesUnder(output);
 
   // A damaged layer file: found when the checkpoint is opened; the run starts over and still succeeds.
   SetFinishedLayers(checkpoint, 3);
@@ -189,7 +157,7 @@ TEST_P(ResumeDiscardTest, OtherInputsOrDamageStartOver) {
   ASSERT_TRUE(damaged.ok()) << damaged.status();
   EXPECT_EQ(damaged->metrics.count("resumed_at_layer"), 0u);
   EXPECT_TRUE(AnyContains(messages, "checkpoint discarded, starting at layer 0: layer 1:"));
-  EXPECT_EQ(Files(output), expected);
+  EXPECT_EQ(FilesUnder(output), expected);
 
   // Other calibration inputs (the seed picks other windows): the checkpoint is not this run's.
   SetFinishedLayers(checkpoint, 2);

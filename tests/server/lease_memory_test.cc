@@ -12,6 +12,7 @@
 
 #include "server/metrics/registry.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/store/job_store_schema.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/server/test_util.h"
 
@@ -204,7 +205,7 @@ TEST_F(LeaseMemoryTest, JobsOfAStoreFromThePreviousSchemaStayLeasable) {
   char* error = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
                          "ALTER TABLE jobs DROP COLUMN gpus; ALTER TABLE jobs DROP COLUMN host_memory_bytes; "
-                         "ALTER TABLE jobs DROP COLUMN gpu_memory_bytes; DELETE FROM schema_version WHERE version = 4",
+                         "ALTER TABLE jobs DROP COLUMN gpu_memory_bytes; DELETE FROM schema_version WHERE version >= 4",
                          nullptr, nullptr, &error),
             SQLITE_OK)
       << (error != nullptr ? error : "");
@@ -212,7 +213,7 @@ TEST_F(LeaseMemoryTest, JobsOfAStoreFromThePreviousSchemaStayLeasable) {
   ASSERT_EQ(ColumnOf(path, "SELECT MAX(version) FROM schema_version"), 3);
 
   Open();
-  EXPECT_EQ(ColumnOf(path, "SELECT MAX(version) FROM schema_version"), 4);
+  EXPECT_EQ(ColumnOf(path, "SELECT MAX(version) FROM schema_version"), kJobStoreSchemaVersion);
   EXPECT_EQ(ColumnOf(path, "SELECT host_memory_bytes FROM jobs WHERE id = '" + old.id() + "'"), 0);
   Job big = Submit(60 * kGiB, 1, 30 * kGiB);
   EXPECT_EQ(ColumnOf(path, "SELECT host_memory_bytes FROM jobs WHERE id = '" + big.id() + "'"), 60 * kGiB);

@@ -319,6 +319,22 @@ TEST_F(QuantizeJobRunnerTest, TenantRootsConfineTheJobAndNeedAFactory) {
   EXPECT_NE(outside.message().find("spec.calibration.uri"), std::string::npos) << outside;
 }
 
+TEST_F(QuantizeJobRunnerTest, AGpuJobComputesOnTheWorkersFirstCudaDevice) {
+  QuantizeJobRunnerOptions options{dir_.path() / "work"};
+  options.devices = {"cpu", "cuda:1", "cuda:0"};
+  QuantizeJobRunner runner(options, store_, cache_, pipeline_);
+  RecordingSink sink;
+  CancelToken cancel;
+  quark::v1::Job job = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  ASSERT_TRUE(runner.Run(job, sink, cancel).ok());
+  EXPECT_EQ(pipeline_->seen.device, "cpu");  // no GPUs asked for
+  job.set_id("job-8");
+  job.mutable_spec()->mutable_resources()->set_gpus(1);
+  ASSERT_TRUE(runner.Run(job, sink, cancel).ok());
+  EXPECT_EQ(pipeline_->seen.device, "cuda:1");
+  EXPECT_EQ(EngineDevice(job.spec(), {"cpu"}), "cpu");
+}
+
 TEST(RedactTest, EveryKeyFieldIsReplaced) {
   quark::v1::internal::StorageCredentials credentials = Keys("AKIA", "AKIA-and-more-secret");
   credentials.set_session_token("token-123");

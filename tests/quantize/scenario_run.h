@@ -1,0 +1,64 @@
+// Whole quantize runs as the resume and device tests compare them: a preset with algorithms and exports (a
+// Scenario), the options of a small run on the synthetic Llama, and an output folder's files as bytes.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+
+namespace quark::testing {
+
+struct Scenario {
+  std::string name;
+  std::string preset;
+  std::vector<AlgoConfig> algos;
+  std::vector<std::string> formats;
+};
+
+inline std::string ReadBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+/// Every file under `dir` (relative path -> bytes).
+inline std::map<std::string, std::string> FilesUnder(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) {
+      files[std::filesystem::relative(entry.path(), dir).string()] = ReadBytes(entry.path());
+    }
+  }
+  return files;
+}
+
+/// 4 calibration samples of 32 tokens and 2 evaluation windows of 64 from `text`, into `output` (and `checkpoint`).
+inline QuantizeModelOptions ScenarioOptions(const Scenario& scenario, const std::string& text, const std::string& output,
+                                            const std::string& checkpoint) {
+  QuantizeModelOptions o;
+  auto config = PresetConfig(scenario.preset);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (config.ok()) o.config = *config;
+  o.config.algo_config = scenario.algos;
+  o.export_formats = scenario.formats;
+  o.calibration_file = text;
+  o.num_calibration_samples = 4;
+  o.seq_len = 32;
+  o.eval_text_file = text;
+  o.eval_seq_len = 64;
+  o.eval_max_windows = 2;
+  o.output_dir = output;
+  o.checkpoint_dir = checkpoint;
+  return o;
+}
+
+}  // namespace quark::testing
