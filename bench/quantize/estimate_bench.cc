@@ -8,6 +8,8 @@
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 //                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
 //                  of --dir's model: estimate/deepseek_shape.h; --dir is then only where the disk probe writes)
+//                  [--gguf-types Q4_K_M,Q2_K,...]  (also the GGUF sizes of llama-quantize's file types with no scheme:
+//                  every float weight by the type's mixture; bits per weight over all parameters)
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "core/config/presets.h"
 #include "core/engine/engine_init.h"
 #include "core/estimate/deepseek_shape.h"
+#include "core/estimate/artifact_size.h"
 #include "core/estimate/job_estimate.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "worker/throughput_probe.h"
@@ -88,6 +91,25 @@ void PrintTable(const ModelShape& model, const std::string& presets, int samples
   }
 }
 
+// The GGUF artifact of each llama-quantize file type in `types` with no engine scheme (the writer's own type plan).
+void PrintGgufSizes(const ModelShape& model, const std::string& types) {
+  fmt::print("| GGUF file type | est. size (GB) | tensor data (GiB) | bits per weight |\n");
+  fmt::print("|----------------|----------------|-------------------|-----------------|\n");
+  const quark::LayerPlan plan = quark::BuildLayerPlan(quark::Config{}, model.modules);
+  std::stringstream list(types);
+  for (std::string type; std::getline(list, type, ',');) {
+    quark::estimate::GgufArtifactOptions options;
+    options.type = type;
+    auto size = quark::estimate::GgufArtifactSize(model, plan, options);
+    if (!size.ok()) {
+      std::cerr << type << ": " << size.status() << "\n";
+      continue;
+    }
+    fmt::print("| {:<14} | {:>14.3f} | {:>17.3f} | {:>15.3f} |\n", type, (size->data_bytes + size->header_bytes) / 1e9,
+               size->data_bytes / 1024.0 / 1024.0 / 1024.0, size->data_bytes * 8.0 / model.params_total);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +119,7 @@ int main(int argc, char** argv) {
   int64_t extrapolate = 0;
   std::string deepseek;      // a DeepSeek-V3 shape name: estimate it instead of --dir's model
   std::string device_rates;  // "h200": the nominal H200 rates (throughput.h) instead of this machine's probe
+  std::string gguf_types;    // llama-quantize file types whose GGUF sizes to print
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -107,6 +130,7 @@ int main(int argc, char** argv) {
     else if (a == "--extrapolate-layers") extrapolate = std::stoll(next());
     else if (a == "--device-rates") device_rates = next();
     else if (a == "--deepseek") deepseek = next();
+    else if (a == "--gguf-types") gguf_types = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
   absl::StatusOr<ModelShape> model;
@@ -149,6 +173,10 @@ int main(int argc, char** argv) {
   if (extrapolate > 0) {
     fmt::print("\nextrapolated to {} layers (layer 0 repeated):\n", extrapolate);
     PrintTable(WithLayers(*model, extrapolate), presets, samples, seq_len, rates);
+  }
+  if (!gguf_types.empty()) {
+    fmt::print("\n");
+    PrintGgufSizes(extrapolate > 0 ? WithLayers(*model, extrapolate) : *model, gguf_types);
   }
   return 0;
 }

@@ -1,8 +1,14 @@
 #include "core/estimate/artifact_size.h"
 
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/export/gguf_arch_names.h"
+#include "core/export/gguf_moe.h"
+#include "core/export/gguf_tensor_plan.h"
 
 namespace quark::estimate {
 namespace {
@@ -28,16 +34,6 @@ uint64_t ActivationBytes(const std::optional<QuantSpec>& spec, int64_t channels)
   const uint64_t n = spec->qscheme == QScheme::kPerChannel ? channels : 1;
   const bool integer = IsIntegerType(spec->dtype);
   return n * 4 + (integer ? n : 0);
-}
-
-// llama.cpp bytes of `elements` weights of GGUF type `type`.
-uint64_t GgufBytes(const std::string& type, uint64_t elements, uint64_t fallback_element_bytes) {
-  if (type == "F32") return elements * 4;
-  if (type == "F16" || type == "BF16") return elements * 2;
-  if (type == "Q8_0") return elements / 32 * 34;
-  if (type == "Q4_0") return elements / 32 * 18;
-  if (type == "Q4_1") return elements / 32 * 20;
-  return elements * fallback_element_bytes;
 }
 
 }  // namespace
@@ -101,9 +97,52 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
   return bytes;
 }
 
+// The GGUF writer's plan of the model's tensors (their types), sized; the header as the other files' bytes (the
+// vocabulary dominates it) and 64 bytes a tensor-table entry.
+absl::StatusOr<GgufSize> GgufArtifactSize(const ModelShape& model, const LayerPlan& plan,
+                                           const GgufArtifactOptions& options) {
+  namespace gguf = exporter::gguf;
+  checkpoint::ModelConfig config = model.config;
+  QUARK_ASSIGN_OR_RETURN(const std::string arch, gguf::GgufArchitecture(config));
+  bool head_from_embedding = false;
+  if (config.tie_word_embeddings && (options.untie_embeddings || gguf::RequiresOutputTensor(arch))) {
+    config.tie_word_embeddings = false;
+    head_from_embedding = true;
+  }
+  gguf::GgufTypeRequest request;
+  if (!options.type.empty()) {
+    QUARK_ASSIGN_OR_RETURN(request.file_type, gguf::ParseFileType(options.type));
+    request.pure = options.pure;
+  }
+  request.has_imatrix = options.imatrix;
+  std::map<std::string, StDType> dtypes;
+  for (const TensorShape& t : model.tensors) dtypes[t.name] = t.dtype;
+  auto source_dtype = [&](const std::string& hf_name) -> absl::StatusOr<StDType> {
+    auto it = dtypes.find(hf_name);
+    if (it == dtypes.end() && head_from_embedding && hf_name == "lm_head.weight") {
+      it = dtypes.find(checkpoint::EmbedTokensName(config) + ".weight");
+    }
+    if (it == dtypes.end()) return absl::NotFoundError(absl::StrCat(hf_name, ": not in the model's safetensors"));
+    return it->second;
+  };
+  QUARK_ASSIGN_OR_RETURN(const auto coded, gguf::CodedGgufTypes(plan));
+  QUARK_ASSIGN_OR_RETURN(const auto tensors, gguf::PlanGgufTensors(config, coded, request, source_dtype));
+  std::set<std::string> table;
+  for (const gguf::PlannedGgufTensor& t : tensors) table.insert(t.info.name);
+  GgufSize size;
+  size.data_bytes = gguf::PlannedDataBytes(tensors);
+  size.header_bytes = model.other_file_bytes + table.size() * kHeaderBytesPerTensor;
+  return size;
+}
+
+
 absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan& plan, ExportKind kind,
-                                       const std::string& gguf_type) {
+                                       const GgufArtifactOptions& gguf) {
   if (kind == ExportKind::kOnnx) return absl::UnimplementedError("onnx: the size of an ONNX export is not estimated");
+  if (kind == ExportKind::kGguf) {
+    QUARK_ASSIGN_OR_RETURN(const GgufSize size, GgufArtifactSize(model, plan, gguf));
+    return size.data_bytes + size.header_bytes;
+  }
   std::map<std::string, const LayerAssignment*> quantized;  // weight tensor name -> assignment
   for (const LayerAssignment& a : plan.layers) {
     // The exporters quantize the linears of decoder layers only (lm_head and embeddings stay float).
@@ -119,33 +158,18 @@ absl::StatusOr<uint64_t> ArtifactBytes(const ModelShape& model, const LayerPlan&
     const std::string module = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0 ? t.name.substr(0, t.name.size() - 5) : "";
     if (!module.empty() && quantized.count(module + ".weight")) continue;  // counted with its weight
     auto q = quantized.find(t.name);
-    const uint64_t elements = t.shape.empty() ? 1 : t.bytes / checkpoint::StDTypeSize(t.dtype);
-    if (kind == ExportKind::kHfQuark || kind == ExportKind::kCompressedTensors) {
-      if (q == quantized.end()) {
-        bytes += t.bytes;
-        ++tensors;
-        continue;
-      }
-      const std::string base = t.name.substr(0, t.name.size() - 7);
-      const bool has_bias = by_name.count(base + ".bias") > 0;
-      bytes += HfQuarkLinearBytes(q->second->config, t.shape[0], t.shape[1], has_bias, model.model_dtype);
-      if (kind == ExportKind::kCompressedTensors) {
-        bytes += 16 - CtZeroPointSavings(q->second->config, t.shape[0], t.shape[1]);  // + weight_shape int64 [2]
-      }
-      tensors += 4;
+    if (q == quantized.end()) {
+      bytes += t.bytes;
+      ++tensors;
       continue;
     }
-    // GGUF.
-    ++tensors;
-    if (q != quantized.end() && q->second->config.weight && !IsCastType(q->second->config.weight->dtype)) {
-      const QuantSpec& w = *q->second->config.weight;
-      const std::string block = w.dtype == DType::kInt8 ? "Q8_0" : w.symmetric ? "Q4_0" : "Q4_1";
-      bytes += GgufBytes(block, elements, 1);
-    } else if (t.shape.size() >= 2) {
-      bytes += GgufBytes(gguf_type, elements, checkpoint::StDTypeSize(t.dtype));
-    } else {
-      bytes += elements * 4;
+    const std::string base = t.name.substr(0, t.name.size() - 7);
+    const bool has_bias = by_name.count(base + ".bias") > 0;
+    bytes += HfQuarkLinearBytes(q->second->config, t.shape[0], t.shape[1], has_bias, model.model_dtype);
+    if (kind == ExportKind::kCompressedTensors) {
+      bytes += 16 - CtZeroPointSavings(q->second->config, t.shape[0], t.shape[1]);  // + weight_shape int64 [2]
     }
+    tensors += 4;
   }
   return bytes + tensors * kHeaderBytesPerTensor;
 }

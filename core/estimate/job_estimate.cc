@@ -203,9 +203,14 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       e.phases.push_back(Phase(c, "rotation", flops / rates.gemm_flops, working));
     }
   }
+  GgufArtifactOptions gguf;
+  gguf.type = job.gguf_type;
+  gguf.pure = job.gguf_pure;
+  gguf.imatrix = job.gguf_imatrix;
+  for (const AlgoConfig& algo : job.config.algo_config) gguf.untie_embeddings |= std::holds_alternative<RotationAlgo>(algo);
   double write_bytes = 0;
   for (ExportKind kind : job.formats) {
-    absl::StatusOr<uint64_t> bytes = ArtifactBytes(model, plan, kind, job.gguf_type);
+    absl::StatusOr<uint64_t> bytes = ArtifactBytes(model, plan, kind, gguf);
     if (!bytes.ok()) {
       e.notes.push_back(std::string(bytes.status().message()));
       continue;

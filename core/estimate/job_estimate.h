@@ -78,7 +78,9 @@ struct JobInputs {
   int64_t calibration_samples = 128;
   int64_t calibration_seq_len = 512;
   std::vector<ExportKind> formats = {ExportKind::kHfQuark};
-  std::string gguf_type;
+  std::string gguf_type;           // JobSpec.gguf_type, gguf_pure, and an importance matrix given or gathered
+  bool gguf_pure = false;
+  bool gguf_imatrix = false;
   int64_t evaluation_tokens = 0;  // 0 = no evaluate phase
   int64_t evaluation_seq_len = 2048;
   bool accuracy_gate = false;     // the exports are read back and evaluated too

@@ -10,26 +10,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
+#include "core/export/gguf_arch_names.h"
 #include "core/export/gguf_file.h"
 #include "core/export/gguf_vocab.h"
 
 namespace quark::exporter::gguf {
 
-/// "llama" (model_type llama, mistral) or "qwen2"; INVALID_ARGUMENT naming model_type for others (OPT), and for
-/// rope_scaling llama3 (llama.cpp needs a rope_freqs tensor this exporter does not write). The MoE types: "llama"
-/// (mixtral), "qwen2moe", "qwen3moe", with their own refusals (gguf_moe.h).
-absl::StatusOr<std::string> GgufArchitecture(const checkpoint::ModelConfig& config);
-
-/// llama.cpp's name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"; an MoE
-/// expert's weight -> the stacked tensor holding it, GgufTensorSlot also gives the expert); "" for a
-/// tensor llama.cpp has no name for.
-std::string GgufTensorName(const std::string& hf_name);
-/// The inverse; "" for an unknown name.
-std::string HfTensorName(const std::string& gguf_name);
-
-/// The heads whose rows `hf_name` permutes (q_proj: attention heads, k_proj: KV heads; weight and bias), or 0 when
-/// it keeps its order (every other tensor, and every tensor of qwen2).
-int64_t PermutedHeads(const checkpoint::ModelConfig& config, const std::string& hf_name);
 /// HF rotate-half row order -> llama.cpp's interleaved order, on dim 0 of `rows` ([out, ...]: weights, codes,
 /// per-group scales, biases). `heads` divides rows.size(0) into heads of an even size.
 at::Tensor PermuteRows(const at::Tensor& rows, int64_t heads);

@@ -5,7 +5,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
-#include "core/export/gguf_model.h"
+#include "core/export/gguf_arch_names.h"
 
 namespace quark::exporter::gguf {
 namespace {

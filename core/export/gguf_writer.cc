@@ -20,6 +20,7 @@
 #include "core/export/gguf_gemma.h"
 #include "core/export/gguf_model.h"
 #include "core/export/gguf_moe.h"
+#include "core/export/gguf_tensor_plan.h"
 #include "core/export/gguf_vocab.h"
 
 namespace quark::exporter {
@@ -28,15 +29,11 @@ namespace {
 namespace fs = std::filesystem;
 using gguf::GgmlType;
 
-// One HF tensor. `info` is its part of the file: a whole GGUF tensor, or (an MoE expert's weight) the slice
-// `expert` of the stacked tensor table_[table], at the stacked tensor's offset + expert * the slice's bytes.
-struct PlannedTensor {
-  gguf::TensorInfo info;
-  std::string hf_name;
-  size_t table = 0;     // the GGUF tensor (index in table_) it is or is part of
-  int64_t expert = -1;  // -1 = a tensor of its own
-  int64_t permute_heads = 0;  // 0 = rows keep their order
-  bool from_codes = false;    // a quantized linear's weight: only WriteLinear's codes may fill it
+// One HF tensor as gguf_tensor_plan.h planned it, placed in the file: its part is a whole GGUF tensor, or (an MoE
+// expert's weight) the slice `expert` of the stacked tensor table_[table], at the stacked tensor's offset + expert *
+// the slice's bytes.
+struct PlannedTensor : gguf::PlannedGgufTensor {
+  size_t table = 0;  // the GGUF tensor (index in table_) it is or is part of
   bool written = false;
 };
 
@@ -181,71 +178,27 @@ GgufExporter::~GgufExporter() {
 }
 
 absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::CheckpointReader& reader) {
-  for (const LayerAssignment& a : plan.layers) {
-    if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
-    // MoE routers: the engine never quantizes them (not linears of the layer) and llama.cpp reads them in F32.
-    if (gguf::KeptInF32(gguf::GgufTensorName(a.module + ".weight"))) continue;
-    const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
-    if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
-      return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
-                                                      "add it to exclude or give --gguf-type for it"));
+  QUARK_ASSIGN_OR_RETURN(coded_, gguf::CodedGgufTypes(plan));
+  gguf::GgufTypeRequest request;
+  request.file_type = options_.file_type;
+  request.type = options_.type;
+  request.pure = options_.pure;
+  request.has_imatrix = options_.imatrix != nullptr;
+  auto source_dtype = [&](const std::string& hf_name) -> absl::StatusOr<checkpoint::StDType> {
+    std::string stored = checkpoint::ResolveTensorName(reader, hf_name);
+    // An untied lm_head the checkpoint does not hold is made from the embedding: it takes the embedding's dtype.
+    if (stored.empty() && hf_name == "lm_head.weight" && (options_.untie_embeddings || head_from_embedding_)) {
+      stored = checkpoint::ResolveTensorName(reader, checkpoint::EmbedTokensName(model_) + ".weight");
     }
-    if (a.config.input_tensors || a.config.output_tensors) {
-      return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
-                                               " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
-    }
-    if (a.config.weight && !IsCastType(a.config.weight->dtype)) {
-      QUARK_ASSIGN_OR_RETURN(coded_[a.module], GgufTypeForScheme(where, *a.config.weight));
-    }
-  }
-  gguf::MixtureModel mixture;
-  mixture.n_layer = static_cast<int>(model_.num_hidden_layers);
-  mixture.n_head = static_cast<int>(model_.num_attention_heads);
-  mixture.n_head_kv = static_cast<int>(model_.num_key_value_heads);
-  mixture.n_expert = static_cast<int>(model_.num_experts);
-  mixture.tied_embeddings = model_.tie_word_embeddings;  // no output.weight in the file
-  for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(model_)) {
+    if (stored.empty()) return absl::NotFoundError(StrCat(hf_name, ": not in ", reader.location()));
+    return reader.Get(stored)->info->dtype;
+  };
+  QUARK_ASSIGN_OR_RETURN(std::vector<gguf::PlannedGgufTensor> planned,
+                         gguf::PlanGgufTensors(model_, coded_, request, source_dtype));
+  for (gguf::PlannedGgufTensor& p : planned) {
+    if (!p.fallback.empty()) log::Get("export")->warn("gguf: {}", p.fallback);
     PlannedTensor t;
-    t.hf_name = spec.name;
-    const gguf::GgufSlot slot = gguf::GgufTensorSlot(spec.name);
-    t.info.name = slot.name;
-    if (std::string gemma = gguf::GemmaGgufTensorName(model_, spec.name); !gemma.empty()) t.info.name = std::move(gemma);
-    t.expert = slot.expert;
-    if (t.info.name.empty()) return absl::InternalError(StrCat(spec.name, ": no llama.cpp tensor name"));
-    t.info.ne.assign(spec.shape.rbegin(), spec.shape.rend());
-    t.permute_heads = gguf::PermutedHeads(model_, spec.name);
-    const std::string module = spec.name.substr(0, spec.name.rfind('.'));
-    const bool is_weight = spec.name.size() > 7 && spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0;
-    if (spec.shape.size() == 1 || gguf::KeptInF32(t.info.name)) {
-      t.info.type = GgmlType::kF32;
-    } else if (auto it = coded_.find(module); it != coded_.end() && is_weight) {
-      t.info.type = it->second;
-      t.from_codes = true;
-    } else if (options_.file_type) {
-      const gguf::TensorTypeChoice choice = gguf::ChooseTensorType(*options_.file_type, options_.pure,
-                                                                   options_.imatrix != nullptr, mixture, t.info.name,
-                                                                   t.info.ne[0]);
-      t.info.type = choice.type;
-      if (!choice.fallback.empty()) log::Get("export")->warn("gguf: {}", choice.fallback);
-    } else if (options_.type) {
-      t.info.type = *options_.type;
-    } else {
-      std::string stored = checkpoint::ResolveTensorName(reader, spec.name);
-      // An untied lm_head the checkpoint does not hold is made from the embedding: it takes the embedding's dtype.
-      if (stored.empty() && spec.name == "lm_head.weight" && (options_.untie_embeddings || head_from_embedding_)) {
-        stored = checkpoint::ResolveTensorName(reader, checkpoint::EmbedTokensName(model_) + ".weight");
-      }
-      if (stored.empty()) return absl::NotFoundError(StrCat(spec.name, ": not in ", reader.location()));
-      const auto dtype = reader.Get(stored)->info->dtype;
-      t.info.type = dtype == checkpoint::StDType::kF16    ? GgmlType::kF16
-                    : dtype == checkpoint::StDType::kBF16 ? GgmlType::kBF16
-                                                          : GgmlType::kF32;
-    }
-    // llama-quantize's fallback for rows its blocks cannot cover (stories260K's 172-wide ffn_down).
-    if (!t.from_codes && gguf::FindType(t.info.type)->quantized &&
-        t.info.ne[0] % gguf::FindType(t.info.type)->block_size != 0) {
-      t.info.type = GgmlType::kF16;
-    }
+    static_cast<gguf::PlannedGgufTensor&>(t) = std::move(p);
     index_[t.hf_name] = tensors_.size();
     tensors_.push_back(std::move(t));
   }
@@ -467,21 +420,6 @@ absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::Wei
 }
 
 }  // namespace
-
-absl::StatusOr<GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& w) {
-  const std::string why = StrCat(module, ": weight ", Name(w.dtype), " ", Name(w.qscheme),
-                                 w.group_size ? StrCat(" group_size ", *w.group_size) : std::string(), " ",
-                                 w.symmetric ? "symmetric" : "asymmetric",
-                                 " cannot be held by GGUF (uint4 asymmetric, int4 symmetric or int8 symmetric per "
-                                 "group of 32 along the input: Q4_1, Q4_0, Q8_0)");
-  const bool group32 = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size == gguf::kBlockSize &&
-                       (!w.ch_axis || *w.ch_axis == -1 || *w.ch_axis == 1) && !w.IsMx();
-  if (!group32) return absl::InvalidArgumentError(why);
-  if (w.dtype == DType::kUInt4 && !w.symmetric) return GgmlType::kQ4_1;
-  if (w.dtype == DType::kInt4 && w.symmetric) return GgmlType::kQ4_0;
-  if (w.dtype == DType::kInt8 && w.symmetric) return GgmlType::kQ8_0;
-  return absl::InvalidArgumentError(why);
-}
 
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::string& model_dir,
                                                                  const std::string& output_file, const Config& config,

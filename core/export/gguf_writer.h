@@ -61,8 +61,4 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::str
                                                                  const std::string& output_file, const Config& config,
                                                                  const LayerPlan& plan, GgufExportOptions options = {});
 
-/// The GGUF type an engine weight scheme maps to (Q4_1 / Q4_0 / Q8_0), or INVALID_ARGUMENT naming `module` and why
-/// GGUF cannot hold it.
-absl::StatusOr<gguf::GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& weight);
-
 }  // namespace quark::exporter

@@ -211,8 +211,10 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::strin
     absl::StatusOr<estimate::ModelShape> model =
         config.ok() ? estimate::ReadModelShape(model_dir) : absl::StatusOr<estimate::ModelShape>(config.status());
     if (model.ok()) {
-      const estimate::JobInputs inputs =
+      estimate::JobInputs inputs =
           Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type(), read_roots);
+      inputs.gguf_pure = spec.gguf_pure();
+      inputs.gguf_imatrix = !spec.gguf_imatrix_uri().empty() || spec.gguf_imatrix_from_calibration();
       estimate::Throughput rates = estimate::ReferenceThroughput();
       absl::StatusOr<estimate::JobEstimate> cpu = estimate::EstimateJob(*model, inputs, rates);
       if (cpu.ok()) {

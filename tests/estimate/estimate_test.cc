@@ -19,6 +19,7 @@
 
 #include "core/config/presets.h"
 #include "core/estimate/job_estimate.h"
+#include "core/export/gguf_file.h"
 #include "tests/estimate/synthetic_model.h"
 
 extern char** environ;
@@ -225,6 +226,57 @@ TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {
     const double estimated = static_cast<double>(e->artifacts[0].bytes);
     EXPECT_NEAR(estimated / measured, 1.0, 0.03) << "estimated " << estimated << " measured " << measured;
   }
+}
+
+// K-quant files (#37): the float weights take llama-quantize's per-tensor mixture for the file type (or its default
+// type everywhere with --pure), engine codes keep their block type. The estimate's tensor data is the writer's, byte
+// for byte: the GGUF's data section (its size after the header) equals GgufArtifactSize's data_bytes.
+TEST_F(EstimateTest, KQuantGgufDataIsTheWritersByteForByte) {
+  const std::string model_dir = Track(WriteModel(256, 768, 2));
+  const char* shared = std::getenv("QUARK_SHARED_DIR");
+  fs::copy_file(std::string(shared ? shared : "/work/shared") + "/fixtures/stories260K/tokenizer.model",
+                model_dir + "/tokenizer.model");
+  absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  struct Case {
+    std::string preset;  // "" = no scheme: llama-quantize's rules for every weight
+    std::string type;
+    bool pure;
+  };
+  const Case cases[] = {{"", "Q4_K_M", false}, {"", "Q4_K_M", true}, {"", "Q2_K", false}, {"", "Q3_K_S", false},
+                        {"", "Q5_K_M", false}, {"", "Q6_K", false},  {"", "IQ4_XS", false}, {"", "Q8_0", false},
+                        {"uint4_wo_32", "Q4_K_M", false}, {"int4_wo_32", "Q6_K", true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.preset + " " + c.type + (c.pure ? " pure" : ""));
+    const std::string out = Track(TempDir("estimate_kquant"));
+    std::vector<std::string> args = {"quantize", "--model", model_dir, "--export", "gguf", "--gguf-type", c.type,
+                                     "--output", out};
+    if (!c.preset.empty()) args.insert(args.end(), {"--scheme", c.preset});
+    if (c.pure) args.push_back("--gguf-pure");
+    ASSERT_EQ(RunQuark(args).exit_code, 0);
+    JobInputs job;
+    if (!c.preset.empty()) job.config = *PresetConfig(c.preset);
+    GgufArtifactOptions options;
+    options.type = c.type;
+    options.pure = c.pure;
+    absl::StatusOr<GgufSize> size = GgufArtifactSize(*model, BuildLayerPlan(job.config, model->modules), options);
+    ASSERT_TRUE(size.ok()) << size.status();
+    absl::StatusOr<std::unique_ptr<exporter::gguf::GgufFile>> file = exporter::gguf::GgufFile::Open(out + "/model.gguf");
+    ASSERT_TRUE(file.ok()) << file.status();
+    const uint64_t measured = fs::file_size(out + "/model.gguf");
+    EXPECT_EQ(size->data_bytes, measured - (*file)->data_offset());
+    EXPECT_NEAR(static_cast<double>(size->data_bytes + size->header_bytes) / measured, 1.0, 0.03);
+  }
+  // What the writer refuses, the estimate refuses: a scheme of no GGUF block type, an unknown file type.
+  GgufArtifactOptions options;
+  options.type = "Q4_K_M";
+  const absl::StatusOr<GgufSize> g128 =
+      GgufArtifactSize(*model, BuildLayerPlan(*PresetConfig("uint4_wo_128"), model->modules), options);
+  EXPECT_EQ(g128.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g128.status().message().find("cannot be held by GGUF"), std::string::npos) << g128.status();
+  options.type = "Q4_K_X";
+  EXPECT_EQ(GgufArtifactSize(*model, BuildLayerPlan(Config{}, model->modules), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Peak RSS of real runs: within 25% of the estimate, and GPTQ's extra memory (the Hessian, factored and permuted in
