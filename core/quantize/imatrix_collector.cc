@@ -11,13 +11,20 @@
 
 namespace quark::quantize {
 
+// llama-imatrix's collect_imatrix skips a plain matrix multiplication (GGML_OP_MUL_MAT: the dense linears, the
+// router) of fewer than 16 rows; the experts' indirect one (MUL_MAT_ID) counts whatever its size.
+constexpr int64_t kSmallestCountedDenseBatch = 16;
+
 // Σx² per input column (float64, on the input's device) and the rows seen.
 struct ImatrixCollector::Sink {
-  at::Tensor sum2;  // [in] float64, undefined before the first rows
+  explicit Sink(bool expert) : expert(expert) {}
+  const bool expert;  // an expert's slice of a stacked tensor: small batches count
+  at::Tensor sum2;    // [in] float64, undefined before the first rows
   int64_t rows = 0;
 
   void Add(const at::Tensor& input) {  // [..., in]
     const at::Tensor flat = input.reshape({-1, input.size(-1)});
+    if (!expert && flat.size(0) < kSmallestCountedDenseBatch) return;
     const at::Tensor s = flat.to(at::kDouble).square().sum(0);
     sum2 = sum2.defined() ? sum2 + s : s;
     rows += flat.size(0);
@@ -79,7 +86,8 @@ absl::Status ImatrixCollector::Attach(runtime::DecoderLayer& layer) {
   for (const runtime::NamedLinear& l : layer.NamedLinears()) {
     const std::string weight = l.name + ".weight";
     if (GgufSlotOf(weight).name.empty()) continue;
-    auto wrapped = std::make_unique<Wrapped>(Wrapped{weight, l.linear, std::make_shared<Sink>()});
+    auto wrapped =
+        std::make_unique<Wrapped>(Wrapped{weight, l.linear, std::make_shared<Sink>(GgufSlotOf(weight).expert >= 0)});
     auto observed = std::make_shared<ObservedLinear>(l.linear, wrapped->sink);
     if (auto s = layer.ReplaceLinear(l.relative_name, observed); !s.ok()) return s;
     wrapped_[l.relative_name] = std::move(wrapped);
@@ -88,7 +96,7 @@ absl::Status ImatrixCollector::Attach(runtime::DecoderLayer& layer) {
     // llama.cpp multiplies the block's input by the router (ffn_gate_inp) and by qwen2_moe's shared-expert gate
     // (ffn_gate_inp_shexp): both see every token.
     const std::string name = layer.prefix() + checkpoint::MoeBlockName(model_);
-    auto sink = std::make_shared<Sink>();
+    auto sink = std::make_shared<Sink>(false);
     routers_[name + ".gate.weight"] = sink;
     if (block->shared_gate().defined()) routers_[name + ".shared_expert_gate.weight"] = sink;
     block->set_input_observer([sink](const at::Tensor& flat) { sink->Add(flat); });
@@ -98,6 +106,8 @@ absl::Status ImatrixCollector::Attach(runtime::DecoderLayer& layer) {
 }
 
 void ImatrixCollector::Add(const Slot& slot, const Sink& sink, int64_t ncols) {
+  // A dense matrix llama-imatrix never counted has no entry; a stacked one has from its first multiplication on.
+  if (slot.expert < 0 && sink.rows == 0 && !stats_->entries.count(slot.name)) return;
   exporter::gguf::ImatrixEntry& e = stats_->entries[slot.name];
   if (e.ncols == 0) {
     const int64_t n_mat = slot.expert >= 0 ? model_.num_experts : 1;

@@ -7,7 +7,8 @@
 // Use: Attach(layer) before the layer's forwards, Detach(layer) after them (LayerHooks' before / after): the
 // layer's entries are in stats() from then on, which the GGUF exporter of the same run reads when it writes the
 // layer. Sums accumulate in float64 and are stored as float32 (llama-imatrix accumulates in float32, row by row).
-// Unlike llama-imatrix, forwards of fewer than 16 rows count too (it skips such dense batches).
+// As llama-imatrix does, a forward of fewer than 16 rows does not count for a dense matrix or the router (it does
+// for an expert's routed tokens), and a dense matrix no counted forward reached has no entry.
 #pragma once
 
 #include <cstdint>

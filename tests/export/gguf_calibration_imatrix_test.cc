@@ -182,6 +182,36 @@ TEST(GgufCalibrationImatrixTest, ExpertsCountOnlyTheirRoutedTokens) {
   }
 }
 
+// llama-imatrix's collect_imatrix skips a plain matrix multiplication of fewer than 16 rows (the dense linears and
+// the router) but counts the experts' indirect one whatever its size: windows of 8 tokens leave no dense entry and
+// count every routed token.
+TEST(GgufCalibrationImatrixTest, ForwardsOfFewerThan16RowsCountOnlyForExperts) {
+  const std::string moe = testing::TempPath("quark_calib_imatrix_mixtral_short");
+  ASSERT_TRUE(testing::WriteTransplantedMoeModel("mixtral", testing::FixturePath("tinyllama-a"), moe).ok());
+  const std::string work = testing::TempPath("quark_calib_imatrix_short");
+  fs::create_directories(work);
+  auto chunks = WriteChunkIds(moe, testing::SmallEvalText(1500), work + "/calib.ids");
+  ASSERT_TRUE(chunks.ok()) << chunks.status();
+  QuantizeModelOptions job = CalibrationImatrixJob(work + "/calib.ids", *chunks, work + "/ours");
+  constexpr int kShort = 8;
+  job.seq_len = kShort;
+  auto report = QuantizeModel(moe, job);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto stats = exporter::gguf::ReadImatrix(work + "/ours/imatrix.gguf");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const auto& [name, entry] : stats->entries) {
+    EXPECT_NE(name.find("_exps."), std::string::npos) << name << ": a dense matrix counted a batch of " << kShort;
+  }
+  const float tokens = static_cast<float>(*chunks * kShort);
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    ASSERT_EQ(stats->entries.count(blk + "ffn_down_exps.weight"), 1u) << blk;
+    float routed = 0;
+    for (float c : stats->entries.at(blk + "ffn_down_exps.weight").counts) routed += c;
+    EXPECT_EQ(routed, 2 * tokens) << blk << ": top-2 routing, every token counted twice";
+  }
+}
+
 TEST(GgufCalibrationImatrixTest, BadRequestsNameTheField) {
   const std::string model = testing::FixturePath("tinyllama-a");
   const std::string work = testing::TempPath("quark_calib_imatrix_bad");
