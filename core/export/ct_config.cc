@@ -91,6 +91,27 @@ absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& c, const std::str
   return std::string("float-quantized");
 }
 
+bool CtFormatIsWritten(std::string_view format) {
+  for (std::string_view written : {"pack-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized"}) {
+    if (format == written) return true;
+  }
+  return false;
+}
+
+absl::Status CheckCtLayerConfig(const LayerQuantConfig& c, const std::string& path) {
+  if (c.bias) return Refuse(path + ".bias", "a quantized bias");
+  auto format = CtFormatOf(c, path);
+  if (!format.ok()) return format.status();
+  if (!CtFormatIsWritten(*format)) {
+    return absl::UnimplementedError(StrCat(path, ".weight: the ", *format, " format is not written yet"));
+  }
+  if (auto w = CtQuantizationArgs(*c.weight, true, path + ".weight"); !w.ok()) return w.status();
+  if (c.input_tensors) {
+    if (auto in = CtQuantizationArgs(*c.input_tensors, false, path + ".input_tensors"); !in.ok()) return in.status();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPlan& plan) {
   // Distinct layer configs (KV output specs aside) in plan order, with their modules.
   std::vector<std::pair<LayerQuantConfig, std::vector<std::string>>> groups;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "core/config/layer_plan.h"
@@ -24,6 +25,16 @@ absl::StatusOr<nlohmann::json> CtQuantizationArgs(const QuantSpec& spec, bool is
 /// The compression format of a layer config: pack-quantized, int-quantized, float-quantized, nvfp4-pack-quantized,
 /// mxfp4-pack-quantized or mxfp8-quantized (compressed-tensors' infer_module_format order).
 absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& config, const std::string& path);
+
+/// Whether this engine writes tensors of `format` (one of ct_layout.cc's families; ct_export_test checks the two
+/// lists agree). mxfp4-pack-quantized and mxfp8-quantized are not written yet.
+bool CtFormatIsWritten(std::string_view format);
+
+/// The rules of one layer config that need no model, as SubmitJob checks them: its format (UNIMPLEMENTED naming
+/// `path` when the engine does not write it), the QuantizationArgs of its weight and input, no quantized bias.
+/// INVALID_ARGUMENT naming the field for what compressed-tensors cannot express. Output quantization (only the KV
+/// cache may have it) and the model's own rules (MoE) are checked when the export starts.
+absl::Status CheckCtLayerConfig(const LayerQuantConfig& config, const std::string& path);
 
 /// The whole quantization_config (keys sorted, as json.dump(sort_keys=True) writes them) for the plan's quantized
 /// linears. INVALID_ARGUMENT naming the field for what compressed-tensors cannot carry.

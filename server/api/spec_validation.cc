@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/config/presets.h"
+#include "core/export/ct_config.h"
 #include "core/eval/evaluation_plan_proto.h"
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
@@ -109,6 +111,29 @@ absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
   return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
 }
 
+// A compressed-tensors export of a scheme the library cannot express, or one the engine does not write yet, is
+// refused at submit rather than when the worker starts the export.
+absl::Status CheckCompressedTensorsSchemes(const quark::v1::JobSpec& spec, const quark::Config& config) {
+  for (int i = 0; i < spec.export_formats_size(); ++i) {
+    if (spec.export_formats(i) != quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS) continue;
+    auto check = [&](const LayerQuantConfig& c, const std::string& path) {
+      if (c.Empty()) return absl::OkStatus();
+      absl::Status s = exporter::CheckCtLayerConfig(c, path);
+      if (s.ok()) return s;
+      return absl::Status(s.code(), absl::StrCat("spec.export_formats[", i, "] (compressed_tensors): ", s.message()));
+    };
+    QUARK_RETURN_IF_ERROR(check(config.global_quant_config, "spec.config.global_quant_config"));
+    if (auto linear = config.layer_type_quant_config.find("Linear"); linear != config.layer_type_quant_config.end()) {
+      QUARK_RETURN_IF_ERROR(check(linear->second, "spec.config.layer_type_quant_config[Linear]"));
+    }
+    for (size_t j = 0; j < config.layer_quant_config.size(); ++j) {
+      QUARK_RETURN_IF_ERROR(check(config.layer_quant_config[j].config,
+                                  absl::StrCat("spec.config.layer_quant_config[", config.layer_quant_config[j].pattern, "]")));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckJobShape(const std::string& prefix, const quark::v1::CalibrationSpec& calibration,
@@ -198,8 +223,8 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
   for (const ValidationIssue& issue : ValidateConfig(*config)) {
     if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(absl::StrCat("spec.config.", issue.ToString()));
   }
-  if (errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
+  return CheckCompressedTensorsSchemes(spec, *config);
 }
 
 }  // namespace quark::server

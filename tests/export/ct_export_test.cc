@@ -14,6 +14,8 @@
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_checker.h"
+#include "core/export/ct_config.h"
+#include "core/export/ct_families.h"
 #include "core/export/ct_layout.h"
 #include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_source.h"
@@ -181,6 +183,14 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
         << report.status();
     EXPECT_NE(report.status().message().find(c.message), std::string::npos) << report.status();
     EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
+  }
+}
+
+// quarkd refuses unwritten formats at submit by CtFormatIsWritten (LibTorch-free); the writer by its family table.
+TEST(CtFormatsTest, TheSubmitCheckKnowsTheFormatsTheWriterWrites) {
+  for (const char* format : {"pack-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized",
+                             "mxfp4-pack-quantized", "mxfp8-quantized", "naive-quantized", "dense"}) {
+    EXPECT_EQ(exporter::CtFormatIsWritten(format), exporter::FindCtFamily(format) != nullptr) << format;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <utility>
 #include <thread>
+#include <tuple>
 
 #include "core/config/presets.h"
 #include "quark/v1/service.grpc.pb.h"
@@ -146,6 +147,27 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   kquant.mutable_spec()->set_gguf_type("Q4_K_M");
   kquant.mutable_spec()->set_gguf_imatrix_from_calibration(true);
   status = Submit(kquant, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  // A compressed-tensors export of a scheme the engine does not write, or that the format cannot express, is refused
+  // at submit (not when the worker starts the export), naming the export and the config field.
+  const std::tuple<std::string, grpc::StatusCode, std::string> bad_ct[] = {
+      {"mxfp4", grpc::StatusCode::UNIMPLEMENTED,
+       "spec.export_formats[1] (compressed_tensors): spec.config.global_quant_config.weight: the mxfp4-pack-quantized "
+       "format is not written yet"},
+      {"bfloat16", grpc::StatusCode::INVALID_ARGUMENT, "spec.config.global_quant_config.weight.dtype: bfloat16 is a cast"},
+  };
+  for (const auto& [preset, code, message] : bad_ct) {
+    pb::SubmitJobRequest ct = ValidRequest(preset);
+    ct.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_HF_QUARK);
+    ct.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_COMPRESSED_TENSORS);
+    status = Submit(ct, &job);
+    EXPECT_EQ(status.error_code(), code) << preset << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(message), std::string::npos) << status.error_message();
+  }
+  pb::SubmitJobRequest ct = ValidRequest("uint4_wo_128");
+  ct.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_COMPRESSED_TENSORS);
+  status = Submit(ct, &job);
   EXPECT_TRUE(status.ok()) << status.error_message();
 
   // A scaling algorithm after GPTQ is refused by name (it would rescale weights GPTQ already rounded).
