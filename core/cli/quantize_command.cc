@@ -1,7 +1,8 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
 //   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
 //   [--output DIR] [--export hf_quark|gguf|onnx|compressed_tensors]... [--gguf-type Q4_1]
-// quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration] --output DIR   (no scheme: llama-quantize's)
+// quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration]
+//   [--quant-algo rotation] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
 // and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
@@ -11,12 +12,16 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "core/cli/command_registry.h"
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
 #include "core/cli/config_options.h"
+#include "core/config/config_choice.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/quantize_model.h"
 
@@ -66,15 +71,30 @@ void ShowProgress(const QuantizeProgress& p, bool terminal) {
             << (p.phase == "done" ? "\n" : "") << std::flush;
 }
 
+// The Config of a GGUF quantized by llama.cpp's rules: no scheme, and at most a rotation of the float weights.
+absl::StatusOr<Config> LlamaCppRulesConfig(const ConfigOptions& options) {
+  Config config;
+  QUARK_ASSIGN_OR_RETURN(config.algo_config, AlgorithmsFromFlags(options.quant_algo, options.quant_algo_config_file));
+  for (const AlgoConfig& algo : config.algo_config) {
+    if (!std::holds_alternative<RotationAlgo>(algo)) {
+      return absl::InvalidArgumentError(StrCat("--quant-algo: ", AlgoName(algo),
+                                               " needs --scheme or --config (with --gguf-type alone llama.cpp's rules "
+                                               "quantize the weights; only a rotation may come before them)"));
+    }
+  }
+  return config;
+}
+
 int RunQuantize(const QuantizeCommandOptions& o) {
   if (o.output.empty() && o.eval.empty()) {
     std::cerr << "quark quantize: --output or --eval: give at least one (an export, or a perplexity to measure)\n";
     return kExitBadInput;
   }
-  // `--export gguf --gguf-type T` alone quantizes the float weights by llama.cpp's rules: no scheme needed.
+  // `--export gguf --gguf-type T` alone quantizes the float weights by llama.cpp's rules: no scheme needed. A rotation
+  // may come first (it transforms the float weights; the other algorithms need the engine's own scheme).
   const bool llama_cpp_rules_only = o.config.scheme.empty() && o.config.config_file.empty() && !o.gguf_type.empty() &&
-                                    o.exports == std::vector<std::string>{"gguf"} && o.config.quant_algo.empty();
-  auto config = llama_cpp_rules_only ? absl::StatusOr<Config>(Config{}) : o.config.Resolve();
+                                    o.exports == std::vector<std::string>{"gguf"};
+  auto config = llama_cpp_rules_only ? LlamaCppRulesConfig(o.config) : o.config.Resolve();
   if (!config.ok()) {
     std::cerr << "quark quantize: " << config.status().message() << "\n";
     return kExitBadInput;

@@ -224,8 +224,14 @@ absl::Status QuantizeRun::Prepare() {
   model_ = *std::move(model);
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
-  // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme) has no Config to validate.
-  const bool llama_cpp_rules_only = options_.config == Config{} && !options_.gguf_type.empty() &&
+  // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme, at most a rotation of the float
+  // weights first) has no Config to validate.
+  Config scheme_only = options_.config;
+  scheme_only.algo_config.clear();
+  const bool only_rotations =
+      std::all_of(options_.config.algo_config.begin(), options_.config.algo_config.end(),
+                  [](const AlgoConfig& a) { return std::holds_alternative<RotationAlgo>(a); });
+  const bool llama_cpp_rules_only = scheme_only == Config{} && only_rotations && !options_.gguf_type.empty() &&
                                     options_.export_formats == std::vector<std::string>{"gguf"};
   if (!llama_cpp_rules_only) {
     if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;

@@ -62,6 +62,46 @@ TEST_F(ExportsCliTest, GgufWithoutASchemeIsLlamaCppsQuantizationAndEvaluates) {
   EXPECT_NEAR(Number(eval.output, "perplexity:"), gguf, 1e-4 * gguf) << eval.output;
 }
 
+// The outlier twin computes the float model's function; its outlier channels cost llama.cpp's K-quants accuracy, which
+// a rotation of the float weights before llama-quantize's mixture wins back (#37 item 4).
+TEST_F(ExportsCliTest, RotationBeforeLlamaCppsKQuantsOnAnOutlierTwin) {
+  const std::string twin = testing::TempPath("cli_twin");
+  const CliRun made = Quark("outlier-twin --model " + testing::FixturePath("tinyllama-a") + " --output " + twin);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const CliRun original = Quark("eval --model " + testing::FixturePath("tinyllama-a") + eval_args_);
+  const CliRun twin_float = Quark("eval --model " + twin + eval_args_);
+  ASSERT_EQ(original.exit_code, 0) << original.output;
+  ASSERT_EQ(twin_float.exit_code, 0) << twin_float.output;
+  const double float_ppl = Number(original.output, "perplexity:");
+  EXPECT_NEAR(Number(twin_float.output, "perplexity:"), float_ppl, 1e-5 * float_ppl) << twin_float.output;
+
+  auto kquant_ppl = [&](const std::string& algo) {
+    const std::string out = testing::TempPath("cli_twin_q3km");
+    const CliRun run = Quark("quantize --model " + twin + " --export gguf --gguf-type Q3_K_M" + algo + " --output " + out);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    const CliRun eval = Quark("eval --model " + (fs::path(out) / "model.gguf").string() + eval_args_);
+    EXPECT_EQ(eval.exit_code, 0) << eval.output;
+    return Number(eval.output, "perplexity:");
+  };
+  const double plain = kquant_ppl("");
+  const double rotated = kquant_ppl(" --quant-algo rotation");
+  EXPECT_LT(rotated - float_ppl, 0.5 * (plain - float_ppl)) << "float " << float_ppl << ", Q3_K_M " << plain
+                                                             << ", rotation + Q3_K_M " << rotated;
+
+  // Without the engine's scheme only a rotation may precede llama.cpp's rules.
+  const CliRun gptq = Quark("quantize --model " + twin + " --export gguf --gguf-type Q4_K_M --quant-algo gptq --output " +
+                            testing::TempPath("cli_twin_gptq"));
+  EXPECT_EQ(gptq.exit_code, 2) << gptq.output;
+  EXPECT_NE(gptq.output.find("--quant-algo: gptq needs --scheme or --config"), std::string::npos) << gptq.output;
+  const CliRun again = Quark("outlier-twin --model " + testing::FixturePath("stories260K") + " --output " + twin);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("--output: " + twin + " exists"), std::string::npos) << again.output;
+  const CliRun none = Quark("outlier-twin --model " + testing::FixturePath("stories260K") + " --channels 0 --output " +
+                            testing::TempPath("cli_twin_none"));
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("--channels: 0 is not in [1, hidden_size"), std::string::npos) << none.output;
+}
+
 TEST_F(ExportsCliTest, WindowsPastTheContextAndUnknownTypesAreRefused) {
   const CliRun eval = Quark("eval --model " + testing::FixturePath("tinyllama-a") + " --text " + eval_ + " --seq-len 1024");
   EXPECT_EQ(eval.exit_code, 2) << eval.output;
