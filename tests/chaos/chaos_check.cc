@@ -207,15 +207,17 @@ void PrintRecovery(const Args& args, const std::map<std::string, JobTimeline>& t
   for (const auto& fault : faults) by_kind[fault.kind].push_back(quark::chaos::RecoveryOf(fault, timelines));
   for (auto& [kind, list] : by_kind) {
     std::vector<int64_t> ms;
-    int hit = 0, stuck = 0;
+    int hit = 0, stuck = 0, ended = 0;
     for (const auto& r : list) {
-      if (r.affected_jobs > 0) ms.push_back(r.recovery_ms);
+      if (r.affected_jobs > r.not_recovered) ms.push_back(r.recovery_ms);
       hit += r.affected_jobs;
       stuck += r.not_recovered;
+      ended += r.ended_during;
     }
     std::sort(ms.begin(), ms.end());
-    std::cout << "recovery " << kind << ": faults " << list.size() << ", with running jobs hit " << ms.size()
-              << ", jobs hit " << hit << ", never moved again " << stuck;
+    std::cout << "recovery " << kind << ": faults " << list.size() << ", that held up running jobs " << ms.size()
+              << ", jobs held up " << hit << " (and " << ended << " ended inside the window), never moved again "
+              << stuck;
     if (!ms.empty()) std::cout << ", ms median " << ms[ms.size() / 2] << " max " << ms.back();
     std::cout << "\n";
     if (stuck > 0) Violation(absl::StrCat(kind, ": ", stuck, " hit jobs never made progress again"));

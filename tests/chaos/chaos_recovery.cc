@@ -31,8 +31,12 @@ Recovery RecoveryOf(const Fault& fault, const std::map<std::string, JobTimeline>
       return open && (fault.target.empty() || a.worker_id == fault.target);
     });
     if (!hit) continue;
-    ++recovery.affected_jobs;
     auto next = std::upper_bound(job.event_ms.begin(), job.event_ms.end(), fault.end_ms);
+    if (next == job.event_ms.end() && !job.event_ms.empty() && job.event_ms.back() > fault.start_ms) {
+      ++recovery.ended_during;  // its last event (the end) came while the fault lasted: it was not held up
+      continue;
+    }
+    ++recovery.affected_jobs;
     if (next == job.event_ms.end()) {
       ++recovery.not_recovered;
       continue;

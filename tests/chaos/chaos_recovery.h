@@ -33,9 +33,11 @@ struct JobTimeline {
 
 /// The recovery of one fault: the jobs it hit (an attempt open at start_ms on the target, or anywhere for an
 /// untargeted fault) and, over them, the longest wait from start_ms to the job's first event after end_ms. A hit
-/// job with no later event (it never moved again) counts as not recovered.
+/// job whose events all end inside the fault's window finished during it (not held up: counted apart); one with no
+/// event after start_ms never moved again (not recovered).
 struct Recovery {
   int affected_jobs = 0;
+  int ended_during = 0;
   int not_recovered = 0;
   int64_t recovery_ms = 0;  // 0 when no job was hit
 };

@@ -32,9 +32,11 @@ TEST(ChaosRecoveryTest, AWindowedFaultCountsFromItsStartToTheFirstEventAfterItsE
   std::map<std::string, JobTimeline> jobs;
   jobs["a"] = {{{"w1", 0, 0}}, {0, 150, 2100}};   // an event inside the window does not count
   jobs["b"] = {{{"w2", 0, 2500}}, {0, 2500}};
-  jobs["stuck"] = {{{"w3", 0, 0}}, {0, 50}};      // nothing after the window
+  jobs["stuck"] = {{{"w3", 0, 0}}, {0, 50}};      // nothing after the fault began
+  jobs["done"] = {{{"w4", 0, 1500}}, {0, 1500}};  // ended inside the window: not held up
   Recovery r = RecoveryOf(Fault{"s3-500", 100, 2000, ""}, jobs);
   EXPECT_EQ(r.affected_jobs, 3);
+  EXPECT_EQ(r.ended_during, 1);
   EXPECT_EQ(r.not_recovered, 1);
   EXPECT_EQ(r.recovery_ms, 2400);
 }

@@ -130,6 +130,45 @@ start_worker() {
 }
 for w in 0 1 2 3; do start_worker "$w"; done
 
+# The fault driver: rounds of the seven kinds in a seeded order; each fault logged "KIND START_MS END_MS [TARGET]".
+rules() { echo "$1" >"$dir/rules.tmp" && mv "$dir/rules.tmp" "$dir/rules.json"; }
+busy_worker() {  # a worker running a job now (seeded pick among them), else any
+  local busy; busy=($(sql "SELECT DISTINCT worker_id FROM job_attempts WHERE ended_unix_ms IS NULL ORDER BY 1" 2>/dev/null || true))
+  if [ "${#busy[@]}" -gt 0 ]; then echo "${busy[$((RANDOM % ${#busy[@]}))]}"; else echo "w$((RANDOM % 4))"; fi
+}
+fault() {
+  local kind=$1 start end target=""
+  start=$(now_ms)
+  case $kind in
+    kill-worker) target=$(busy_worker); kill -9 "$(cat "$dir/$target.pid")"; end=$(now_ms)
+                 sleep 1; start_worker "${target#w}" ;;
+    kill-replica) local r=$((RANDOM % 2)); kill -9 "$(cat "$dir/r$r.pid")"; end=$(now_ms); sleep 0.3; start_replica "$r" ;;
+    restart-postgres) $as "$pg_bin/pg_ctl" -D "$dir/pg/data" -m immediate stop >/dev/null; sleep 1; pg_start; end=$(now_ms) ;;
+    s3-500) rules '[{"status":500,"times":-1}]'; sleep 1.5; rules '[]'; end=$(now_ms) ;;
+    s3-reset) rules '[{"reset":true,"every":2,"times":-1}]'; sleep 2; rules '[]'; end=$(now_ms) ;;
+    s3-slow) rules '[{"delay_ms":1000,"times":-1}]'; sleep 3; rules '[]'; end=$(now_ms) ;;
+    disk-full) target=$(busy_worker); dd if=/dev/zero of="$dir/$target/fill" bs=1M 2>/dev/null || true
+               sleep 3; rm -f "$dir/$target/fill"; end=$(now_ms) ;;
+  esac
+  echo "$kind $start $end $target" >>"$dir/faults.log"
+}
+driver() {
+  RANDOM=$seed
+  local kinds=(kill-worker kill-replica restart-postgres s3-500 s3-reset s3-slow disk-full)
+  while true; do
+    local order=("${kinds[@]}")
+    for ((i = ${#order[@]} - 1; i > 0; i--)); do local j=$((RANDOM % (i + 1))) t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
+    for kind in "${order[@]}"; do
+      sleep "$(printf '%d.%03d' $(((pause_ms + RANDOM % 1000) / 1000)) $(((pause_ms + RANDOM % 1000) % 1000)))"
+      fault "$kind"
+    done
+  done
+}
+
+touch "$dir/faults.log"
+# The faults begin with the submissions, so the first ones meet the queue full.
+if [ "$faults_on" = 1 ]; then driver >>"$dir/driver.log" 2>&1 & driver_pid=$!; fi
+
 # Submit everything at once, each job retried on the other replica (same request id) while one is down.
 submit() {  # REQUEST_ID quarkctl-submit-args...
   local id=$1; shift
@@ -156,39 +195,6 @@ for p in "${submitters[@]}"; do wait "$p"; done
 total=$((jobs + real_jobs))
 echo "submitted $total jobs in $(( $(now_ms) - t0 )) ms"
 
-# The fault driver: rounds of the seven kinds in a seeded order; each fault logged "KIND START_MS END_MS [TARGET]".
-rules() { echo "$1" >"$dir/rules.tmp" && mv "$dir/rules.tmp" "$dir/rules.json"; }
-fault() {
-  local kind=$1 start end target=""
-  start=$(now_ms)
-  case $kind in
-    kill-worker) target="w$((RANDOM % 4))"; kill -9 "$(cat "$dir/$target.pid")"; end=$(now_ms)
-                 sleep 1; start_worker "${target#w}" ;;
-    kill-replica) local r=$((RANDOM % 2)); kill -9 "$(cat "$dir/r$r.pid")"; end=$(now_ms); sleep 0.3; start_replica "$r" ;;
-    restart-postgres) $as "$pg_bin/pg_ctl" -D "$dir/pg/data" -m immediate stop >/dev/null; sleep 1; pg_start; end=$(now_ms) ;;
-    s3-500) rules '[{"status":500,"times":-1}]'; sleep 1.5; rules '[]'; end=$(now_ms) ;;
-    s3-reset) rules '[{"reset":true,"every":2,"times":-1}]'; sleep 2; rules '[]'; end=$(now_ms) ;;
-    s3-slow) rules '[{"delay_ms":1000,"times":-1}]'; sleep 3; rules '[]'; end=$(now_ms) ;;
-    disk-full) target="w$((RANDOM % 4))"; dd if=/dev/zero of="$dir/$target/fill" bs=1M 2>/dev/null || true
-               sleep 3; rm -f "$dir/$target/fill"; end=$(now_ms) ;;
-  esac
-  echo "$kind $start $end $target" >>"$dir/faults.log"
-}
-driver() {
-  RANDOM=$seed
-  local kinds=(kill-worker kill-replica restart-postgres s3-500 s3-reset s3-slow disk-full)
-  while true; do
-    local order=("${kinds[@]}")
-    for ((i = ${#order[@]} - 1; i > 0; i--)); do local j=$((RANDOM % (i + 1))) t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
-    for kind in "${order[@]}"; do
-      sleep "$(printf '%d.%03d' $(((pause_ms + RANDOM % 1000) / 1000)) $(((pause_ms + RANDOM % 1000) % 1000)))"
-      fault "$kind"
-    done
-  done
-}
-touch "$dir/faults.log"
-if [ "$faults_on" = 1 ]; then driver >>"$dir/driver.log" 2>&1 & driver_pid=$!; fi
-
 # Until every job is terminal (SUCCEEDED 3, FAILED 4, CANCELLED 5) or the deadline; the driver keeps going meanwhile.
 deadline=$(( $(date +%s) + deadline_s ))
 while [ "$(date +%s)" -lt "$deadline" ]; do
@@ -213,6 +219,9 @@ echo "proxy: $(grep -c '^fault .* 500$' "$dir/proxy.log" || true) answered 500, 
 echo "disk full: $(cat "$dir"/w*.log | grep -c 'No space left on device' || true) worker log lines name ENOSPC"
 sql "SELECT 'jobs/s (first submit to last completion) ' || ROUND($total / GREATEST(0.001, (MAX(a.ended_unix_ms) - MIN(j.created_unix_ms)) / 1000.0), 2)
      FROM jobs j JOIN job_attempts a ON a.job_id = j.id"
+echo "attempts that did not succeed, by cause:"
+sql "SELECT '  ' || COUNT(*) || ' x ' || cause FROM (SELECT LEFT(REGEXP_REPLACE(error, 'job-[0-9a-f]+', 'JOB', 'g'), 160)
+     AS cause FROM job_attempts WHERE error <> '') x GROUP BY cause ORDER BY COUNT(*) DESC"
 n=$(sql "SELECT COUNT(*) FROM jobs WHERE lease_id IS NOT NULL OR lease_worker IS NOT NULL"); [ "$n" = 0 ] || fail "$n jobs still hold a lease"
 n=$(sql "SELECT COUNT(*) FROM job_attempts WHERE ended_unix_ms IS NULL"); [ "$n" = 0 ] || fail "$n attempts still open"
 # The stored event log of every job is 1..n without a gap or a repeat (WatchJob, which chaos_check reads, may
@@ -224,7 +233,7 @@ n=$(sql "SELECT COUNT(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM job_events 
 [ "$n" = 0 ] || fail "$n jobs without events"
 sleep 1  # a worker that just completed removes its job folder right after Complete
 for w in 0 1 2 3; do
-  left=$(find "$dir/w$w/jobs" "$dir/w$w/checkpoints" -mindepth 1 -maxdepth 1 2>/dev/null | head -5 || true)
+  left=$(find "$dir/w$w/jobs" -mindepth 1 -maxdepth 1 2>/dev/null | head -5 || true)
   [ -z "$left" ] || fail "w$w keeps job folders: $left"
 done
 copy_files=$(find "$dir/small" -type f | wc -l)
