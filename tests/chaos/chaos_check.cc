@@ -3,6 +3,7 @@
 //   - the expected number of jobs, each in one terminal state, its event log in order (sequences increasing,
 //     QUEUED first, RUNNING once per attempt, each attempt ended by QUEUED or the terminal state, the terminal
 //     state exactly once and last, times non-decreasing);
+//   - every job SUCCEEDED (the faults are transient and the run gives jobs 10 attempts);
 //   - every SUCCEEDED job's manifest verifies (signature with --key, every file's size and SHA-256), lists what the
 //     job's result lists, names the job and was written by the job's last attempt (not a superseded one), and
 //     holds --copy-files files for a copy job;
@@ -283,8 +284,9 @@ int main(int argc, char** argv) {
     if (job.state() == pb::JOB_STATE_SUCCEEDED) {
       std::set<std::string> listed = CheckSucceeded(job, *store, *key, args, &stale);
       accounted.insert(listed.begin(), listed.end());
-    } else if (job.state() == pb::JOB_STATE_FAILED) {
-      std::cout << "failed " << job.id() << ": " << job.error().substr(0, 300) << "\n";
+    } else {
+      // Every fault is transient and jobs have 10 attempts: a job that did not succeed is a finding.
+      Violation(absl::StrCat(job.id(), ": ", pb::JobState_Name(job.state()), ": ", job.error().substr(0, 300)));
     }
   }
   absl::StatusOr<std::vector<quark::storage::ObjectInfo>> objects = store->List(args.output);

@@ -27,7 +27,8 @@ Recovery RecoveryOf(const Fault& fault, const std::map<std::string, JobTimeline>
   Recovery recovery;
   for (const auto& [id, job] : jobs) {
     const bool hit = std::any_of(job.attempts.begin(), job.attempts.end(), [&](const AttemptSpan& a) {
-      const bool open = a.start_ms <= fault.start_ms && (a.end_ms == 0 || a.end_ms > fault.start_ms);
+      // Running when the fault began, or started while it lasted (a lease taken on a full disk).
+      const bool open = a.start_ms <= fault.end_ms && (a.end_ms == 0 || a.end_ms > fault.start_ms);
       return open && (fault.target.empty() || a.worker_id == fault.target);
     });
     if (!hit) continue;

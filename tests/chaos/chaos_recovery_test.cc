@@ -28,6 +28,15 @@ TEST(ChaosRecoveryTest, ATargetedFaultHitsOnlyJobsRunningOnItsTarget) {
   EXPECT_EQ(r.recovery_ms, 300);
 }
 
+TEST(ChaosRecoveryTest, AJobLeasedInsideAWindowIsHitToo) {
+  std::map<std::string, JobTimeline> jobs;
+  // Leased on the full disk at 1200, handed back at 1300, run again elsewhere: next event 3600.
+  jobs["handed-back"] = {{{"w0", 1200, 1300}, {"w1", 3600, 0}}, {0, 1200, 1300, 3600}};
+  Recovery r = RecoveryOf(Fault{"disk-full", 1000, 3000, "w0"}, jobs);
+  EXPECT_EQ(r.affected_jobs, 1);
+  EXPECT_EQ(r.recovery_ms, 2600);
+}
+
 TEST(ChaosRecoveryTest, AWindowedFaultCountsFromItsStartToTheFirstEventAfterItsEnd) {
   std::map<std::string, JobTimeline> jobs;
   jobs["a"] = {{{"w1", 0, 0}}, {0, 150, 2100}};   // an event inside the window does not count

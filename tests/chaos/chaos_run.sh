@@ -15,6 +15,7 @@
 # The worker disks are tmpfs mounts in a private mount namespace (root or an unprivileged user namespace); without
 # one the disk-full fault cannot run: skipped (77), or a failure with CI=true or QUARK_REQUIRE_PEERS=1.
 set -euo pipefail
+trap 'echo "chaos_run: line $LINENO: a command failed (exit $?)" >&2' ERR
 build="$(cd "${1:?usage: chaos_run.sh BUILD_DIR}" && pwd)"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 seed=${CHAOS_SEED:-33}; jobs=${CHAOS_JOBS:-60}; real_jobs=${CHAOS_REAL_JOBS:-2}; copy_ms=${CHAOS_COPY_MS:-300}
@@ -216,7 +217,6 @@ fail() { echo "VIOLATION $*"; violations=$((violations + 1)); }
 [ "$(sql "SELECT COUNT(*) FROM jobs WHERE state >= 3")" -ge "$total" ] || fail "jobs not terminal after ${deadline_s} s"
 echo "faults: $(wc -l <"$dir/faults.log") ($(cut -d' ' -f1 "$dir/faults.log" | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}'))"
 echo "proxy: $(grep -c '^fault .* 500$' "$dir/proxy.log" || true) answered 500, $(grep -c '^fault .* reset$' "$dir/proxy.log" || true) reset, $(grep -c '^fault .* delay' "$dir/proxy.log" || true) delayed"
-echo "disk full: $(cat "$dir"/w*.log | grep -c 'No space left on device' || true) worker log lines name ENOSPC"
 sql "SELECT 'jobs/s (first submit to last completion) ' || ROUND($total / GREATEST(0.001, (MAX(a.ended_unix_ms) - MIN(j.created_unix_ms)) / 1000.0), 2)
      FROM jobs j JOIN job_attempts a ON a.job_id = j.id"
 echo "attempts that did not succeed, by cause:"
