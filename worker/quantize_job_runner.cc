@@ -52,6 +52,7 @@ QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shar
       cache_(std::move(cache)),
       pipeline_(std::move(pipeline)) {
   RemoveStaleCheckpoints();
+  RemoveAbandonedJobFolders(options_.work_dir / "jobs");  // what a killed worker on this data dir left
 }
 
 absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const quark::v1::Job& job,

@@ -14,8 +14,11 @@ rc=0
 declare -A rate
 for faults in 0 1; do
   echo "== faults $([ "$faults" = 1 ] && echo on || echo off): $CHAOS_JOBS copy jobs + $CHAOS_REAL_JOBS stories260K jobs, seed $CHAOS_SEED"
-  out=$(CHAOS_FAULTS=$faults bash "$here/../../tests/chaos/chaos_run.sh" "$build" 2>/dev/null) || rc=1
+  err=$(mktemp /tmp/quark-chaos-bench-XXXXXX.err)
+  out=$(CHAOS_FAULTS=$faults bash "$here/../../tests/chaos/chaos_run.sh" "$build" 2>"$err") || rc=1
   echo "$out"
+  grep -E '^(chaos_run|chaos_check):' "$err" || true  # the components' warnings stay in the file
+  rm -f "$err"
   rate[$faults]=$(echo "$out" | sed -n 's/^jobs\/s (first submit to last completion) //p')
 done
 echo "== summary: jobs/s without faults ${rate[0]:-?}, with faults ${rate[1]:-?}"
