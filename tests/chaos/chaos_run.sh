@@ -236,6 +236,9 @@ for w in 0 1 2 3; do
   left=$(find "$dir/w$w/jobs" -mindepth 1 -maxdepth 1 2>/dev/null | head -5 || true)
   [ -z "$left" ] || fail "w$w keeps job folders: $left"
 done
+# Folders under the output prefix that belong to no job (s3rver keeps objects as files under its data folder).
+unknown=$(comm -23 <(ls "$dir/s3/chaos/out" 2>/dev/null | sort) <(sql "SELECT id FROM jobs" | sort) | head -5)
+[ -z "$unknown" ] || fail "output folders of no job: $unknown"
 copy_files=$(find "$dir/small" -type f | wc -l)
 AWS_ENDPOINT_URL=$direct_s3 "$build/tests/chaos/chaos_check" --server "127.0.0.1:${ports[0]}" --output s3://chaos/out \
     --key "$dir/signing.pub.pem" --jobs "$total" --copy-files "$copy_files" --faults "$dir/faults.log" || violations=$((violations + 1))
