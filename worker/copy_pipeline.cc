@@ -20,8 +20,8 @@ absl::StatusOr<int64_t> CopyMs(const std::string& value) {
   errno = 0;
   const long long ms = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || errno != 0 || end != value.c_str() + value.size() || ms < 0 || ms > kMaxCopyMs) {
-    return absl::InvalidArgumentError(
-        str::Cat("spec.labels[\"", kTestCopyLabel, "\"]: \"", value, "\" is not a whole number of ms in 0..", kMaxCopyMs));
+    return absl::InvalidArgumentError(str::Cat("spec.labels[\"", kTestCopyLabel, "\"]: \"", value,
+                                               "\" is not a whole number of ms in 0..", kMaxCopyMs));
   }
   return static_cast<int64_t>(ms);
 }
@@ -49,14 +49,15 @@ absl::StatusOr<PipelineResult> CopyPipeline::Run(const PipelineRequest& request,
   if (!total_ms.ok()) return total_ms.status();
   std::vector<fs::path> files;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(request.model_dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(request.model_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file()) files.push_back(it->path().lexically_relative(request.model_dir));
   }
   if (ec) return absl::InternalError(str::Cat("listing ", request.model_dir.string(), ": ", ec.message()));
   const auto step = std::chrono::milliseconds(*total_ms / kSteps);
   for (int i = 1; i <= kSteps; ++i) {
-    if (cancel.WaitFor(step)) return absl::CancelledError(str::Cat("job ", request.job_id, " cancelled at step ", i - 1));
+    if (cancel.WaitFor(step))
+      return absl::CancelledError(str::Cat("job ", request.job_id, " cancelled at step ", i - 1));
     // The files are spread over the steps, so a disk that fills mid-run fails the step that writes.
     for (size_t f = (i - 1) * files.size() / kSteps; f < i * files.size() / kSteps; ++f) {
       if (absl::Status copied = CopyOne(request.model_dir / files[f], request.output_dir / files[f]); !copied.ok()) {

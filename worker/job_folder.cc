@@ -20,8 +20,10 @@ int LockFolder(const fs::path& path, bool wait) {
     close(fd);
     return -1;
   }
-  struct stat held {}, now {};
-  if (fstat(fd, &held) != 0 || lstat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino || held.st_dev != now.st_dev) {
+  struct stat held {
+  }, now{};
+  if (fstat(fd, &held) != 0 || lstat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+      held.st_dev != now.st_dev) {
     close(fd);
     return -1;
   }

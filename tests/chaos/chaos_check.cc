@@ -19,12 +19,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/ed25519.h"
@@ -96,7 +95,8 @@ std::vector<pb::JobEvent> Events(pb::QuantizationService::Stub& stub, const std:
   std::vector<pb::JobEvent> events;
   pb::JobEvent event;
   while (reader->Read(&event)) events.push_back(event);
-  if (grpc::Status s = reader->Finish(); !s.ok()) Violation(absl::StrCat(id, ": WatchJob ended with ", s.error_message()));
+  if (grpc::Status s = reader->Finish(); !s.ok())
+    Violation(absl::StrCat(id, ": WatchJob ended with ", s.error_message()));
   return events;
 }
 
@@ -127,7 +127,8 @@ void CheckEvents(const pb::Job& job, const std::vector<pb::JobEvent>& events) {
     states.push_back(e.state());
   }
   if (events.empty() || !events.back().has_state() || events.back().state() != job.state()) {
-    return Violation(absl::StrCat(id, ": the event log does not end in the job's state ", pb::JobState_Name(job.state())));
+    return Violation(
+        absl::StrCat(id, ": the event log does not end in the job's state ", pb::JobState_Name(job.state())));
   }
   const auto running = std::count(states.begin(), states.end(), pb::JOB_STATE_RUNNING);
   if (running != job.attempts_size()) {
@@ -144,11 +145,13 @@ std::set<std::string> CheckSucceeded(const pb::Job& job, quark::storage::ObjectS
   const std::string prefix = absl::StrCat(args.output, "/", id, "/");
   std::set<std::string> listed;
   if (job.result().manifest_uri() != prefix + "manifest.json") {
-    Violation(absl::StrCat(id, ": manifest_uri \"", job.result().manifest_uri(), "\" is not ", prefix, "manifest.json"));
+    Violation(
+        absl::StrCat(id, ": manifest_uri \"", job.result().manifest_uri(), "\" is not ", prefix, "manifest.json"));
     return listed;
   }
   listed.insert(job.result().manifest_uri());
-  absl::StatusOr<quark::storage::ManifestCheck> check = quark::storage::VerifyManifest(store, job.result().manifest_uri(), {key});
+  absl::StatusOr<quark::storage::ManifestCheck> check =
+      quark::storage::VerifyManifest(store, job.result().manifest_uri(), {key});
   if (!check.ok()) {
     Violation(absl::StrCat(id, ": manifest unreadable: ", check.status().ToString()));
     return listed;
@@ -160,7 +163,8 @@ std::set<std::string> CheckSucceeded(const pb::Job& job, quark::storage::ObjectS
   absl::StatusOr<std::string> text = store.GetBytes(job.result().manifest_uri());
   nlohmann::json manifest = nlohmann::json::parse(text.ok() ? *text : "{}", nullptr, false);
   if (manifest.is_discarded() || manifest.value("job_id", "") != id) {
-    Violation(absl::StrCat(id, ": manifest names job \"", manifest.is_object() ? manifest.value("job_id", "") : "", "\""));
+    Violation(
+        absl::StrCat(id, ": manifest names job \"", manifest.is_object() ? manifest.value("job_id", "") : "", "\""));
     return listed;
   }
   std::set<std::string> in_manifest;
@@ -168,7 +172,8 @@ std::set<std::string> CheckSucceeded(const pb::Job& job, quark::storage::ObjectS
   std::set<std::string> in_result;
   for (const pb::Artifact& a : job.result().artifacts()) in_result.insert(a.uri());
   if (in_manifest != in_result) {
-    Violation(absl::StrCat(id, ": the result lists ", in_result.size(), " artifacts, the manifest ", in_manifest.size()));
+    Violation(
+        absl::StrCat(id, ": the result lists ", in_result.size(), " artifacts, the manifest ", in_manifest.size()));
   }
   const int attempt = manifest.contains("worker") ? manifest["worker"].value("attempt", 0) : 0;
   if (attempt != job.attempts_size()) {
@@ -228,13 +233,20 @@ void PrintRecovery(const Args& args, const std::map<std::string, JobTimeline>& t
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--server") a->server = value;
-    else if (flag == "--output") a->output = value;
-    else if (flag == "--key") a->key_file = value;
-    else if (flag == "--faults") a->faults_file = value;
-    else if (flag == "--jobs") a->jobs = std::atoi(value.c_str());
-    else if (flag == "--copy-files") a->copy_files = std::atoi(value.c_str());
-    else return false;
+    if (flag == "--server")
+      a->server = value;
+    else if (flag == "--output")
+      a->output = value;
+    else if (flag == "--key")
+      a->key_file = value;
+    else if (flag == "--faults")
+      a->faults_file = value;
+    else if (flag == "--jobs")
+      a->jobs = std::atoi(value.c_str());
+    else if (flag == "--copy-files")
+      a->copy_files = std::atoi(value.c_str());
+    else
+      return false;
   }
   while (!a->output.empty() && a->output.back() == '/') a->output.pop_back();
   return !a->server.empty() && !a->output.empty() && !a->key_file.empty() && a->jobs >= 0 && argc % 2 == 1;
@@ -277,7 +289,8 @@ int main(int argc, char** argv) {
     CheckEvents(job, events);
     JobTimeline& timeline = timelines[job.id()];
     for (const pb::Attempt& a : job.attempts()) {
-      timeline.attempts.push_back(AttemptSpan{a.worker_id(), Ms(a.started_at()), a.has_ended_at() ? Ms(a.ended_at()) : 0});
+      timeline.attempts.push_back(
+          AttemptSpan{a.worker_id(), Ms(a.started_at()), a.has_ended_at() ? Ms(a.ended_at()) : 0});
     }
     for (const pb::JobEvent& e : events) timeline.event_ms.push_back(Ms(e.time()));
     std::sort(timeline.event_ms.begin(), timeline.event_ms.end());
@@ -310,8 +323,8 @@ int main(int argc, char** argv) {
             << "\n";
   std::cout << "objects under " << args.output << " in the jobs' folders: " << objects.size() << "\n";
   PrintRecovery(args, timelines);
-  std::cout << (violations.empty() ? "invariants: all hold" : absl::StrCat("invariants: ", violations.size(),
-                                                                           " violations"))
+  std::cout << (violations.empty() ? "invariants: all hold"
+                                   : absl::StrCat("invariants: ", violations.size(), " violations"))
             << "\n";
   return violations.empty() ? 0 : 1;
 }

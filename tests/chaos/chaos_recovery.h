@@ -32,9 +32,9 @@ struct JobTimeline {
 };
 
 /// The recovery of one fault: the jobs it hit (an attempt running at some time in [start_ms, end_ms] on the
-/// target, or anywhere for an untargeted fault) and, over them, the longest wait from start_ms to the job's first event after end_ms. A hit
-/// job whose events all end inside the fault's window finished during it (not held up: counted apart); one with no
-/// event after start_ms never moved again (not recovered).
+/// target, or anywhere for an untargeted fault) and, over them, the longest wait from start_ms to the job's first event
+/// after end_ms. A hit job whose events all end inside the fault's window finished during it (not held up: counted
+/// apart); one with no event after start_ms never moved again (not recovered).
 struct Recovery {
   int affected_jobs = 0;
   int ended_during = 0;

@@ -7,7 +7,8 @@ namespace {
 
 TEST(ChaosRecoveryTest, ParsesFaultLinesAndNamesTheBadOnes) {
   std::vector<std::string> bad;
-  std::vector<Fault> faults = ParseFaults("kill-worker 100 100 w1\ns3-500 200 1700\nnonsense\ndisk-full 5 3 w0\n", &bad);
+  std::vector<Fault> faults =
+      ParseFaults("kill-worker 100 100 w1\ns3-500 200 1700\nnonsense\ndisk-full 5 3 w0\n", &bad);
   ASSERT_EQ(faults.size(), 2u);
   EXPECT_EQ(faults[0].kind, "kill-worker");
   EXPECT_EQ(faults[0].target, "w1");
@@ -18,10 +19,10 @@ TEST(ChaosRecoveryTest, ParsesFaultLinesAndNamesTheBadOnes) {
 
 TEST(ChaosRecoveryTest, ATargetedFaultHitsOnlyJobsRunningOnItsTarget) {
   std::map<std::string, JobTimeline> jobs;
-  jobs["on-w1"] = {{{"w1", 50, 0}}, {40, 60, 400}};       // open at the fault on w1: next event 400
-  jobs["on-w2"] = {{{"w2", 50, 0}}, {40, 60, 900}};       // another worker
-  jobs["ended"] = {{{"w1", 10, 90}}, {5, 10, 90}};        // its attempt ended before the fault
-  jobs["later"] = {{{"w1", 150, 0}}, {150, 160}};         // started after it
+  jobs["on-w1"] = {{{"w1", 50, 0}}, {40, 60, 400}};  // open at the fault on w1: next event 400
+  jobs["on-w2"] = {{{"w2", 50, 0}}, {40, 60, 900}};  // another worker
+  jobs["ended"] = {{{"w1", 10, 90}}, {5, 10, 90}};   // its attempt ended before the fault
+  jobs["later"] = {{{"w1", 150, 0}}, {150, 160}};    // started after it
   Recovery r = RecoveryOf(Fault{"kill-worker", 100, 100, "w1"}, jobs);
   EXPECT_EQ(r.affected_jobs, 1);
   EXPECT_EQ(r.not_recovered, 0);
@@ -39,7 +40,7 @@ TEST(ChaosRecoveryTest, AJobLeasedInsideAWindowIsHitToo) {
 
 TEST(ChaosRecoveryTest, AWindowedFaultCountsFromItsStartToTheFirstEventAfterItsEnd) {
   std::map<std::string, JobTimeline> jobs;
-  jobs["a"] = {{{"w1", 0, 0}}, {0, 150, 2100}};   // an event inside the window does not count
+  jobs["a"] = {{{"w1", 0, 0}}, {0, 150, 2100}};  // an event inside the window does not count
   jobs["b"] = {{{"w2", 0, 2500}}, {0, 2500}};
   jobs["stuck"] = {{{"w3", 0, 0}}, {0, 50}};      // nothing after the fault began
   jobs["done"] = {{{"w4", 0, 1500}}, {0, 1500}};  // ended inside the window: not held up

@@ -1,7 +1,6 @@
 // A job that fails for a cause outside it (a full disk, a store that did not answer) is handed back to quarkd
 // (the real executable) and runs again; a job's own error still fails it at once.
 #include <grpcpp/grpcpp.h>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
