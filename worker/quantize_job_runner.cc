@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "quark/version.h"
+#include "worker/job_folder.h"
 #include "worker/progress_util.h"
 #include "worker/storage/object_uri.h"
 #include "worker/storage/publish.h"
@@ -14,26 +15,6 @@
 namespace quark::worker {
 namespace fs = std::filesystem;
 namespace {
-
-// Removes a job's temp folder however the job ends.
-class TempFolder {
- public:
-  explicit TempFolder(fs::path path) : path_(std::move(path)) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-    fs::create_directories(path_, ec);
-  }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempFolder(const TempFolder&) = delete;
-  TempFolder& operator=(const TempFolder&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 quark::v1::Progress Phase(const std::string& phase, double fraction, const std::string& message) {
   quark::v1::Progress p;
@@ -71,6 +52,7 @@ QuantizeJobRunner::QuantizeJobRunner(QuantizeJobRunnerOptions options, std::shar
       cache_(std::move(cache)),
       pipeline_(std::move(pipeline)) {
   RemoveStaleCheckpoints();
+  RemoveAbandonedJobFolders(options_.work_dir / "jobs");  // what a killed worker on this data dir left
 }
 
 absl::StatusOr<QuantizeJobRunner::JobStorage> QuantizeJobRunner::StorageFor(const quark::v1::Job& job,
@@ -148,7 +130,9 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   // The lease's store (and the keys inside it) is dropped when this job ends.
   absl::StatusOr<JobStorage> storage = StorageFor(job, lease);
   if (!storage.ok()) return storage.status();
-  TempFolder temp(options_.work_dir / "jobs" / job.id());
+  // Folders of jobs whose process died here (kill -9) are nobody's: clear them before taking disk for this one.
+  RemoveAbandonedJobFolders(options_.work_dir / "jobs");
+  JobFolder temp(options_.work_dir / "jobs" / job.id());
   PipelineRequest request;
   request.job_id = job.id();
   request.spec = job.spec();

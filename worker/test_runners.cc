@@ -67,7 +67,7 @@ absl::StatusOr<std::unique_ptr<JobRunner>> MakeTestRunner(std::string_view mode)
     }
   }
   return absl::InvalidArgumentError(
-      str::Cat("--test-mode: \"", mode, "\" is not one of noop, sleep:SECONDS (0..86400)"));
+      str::Cat("--test-mode: \"", mode, "\" is not one of noop, sleep:SECONDS (0..86400), copy"));
 }
 
 }  // namespace quark::worker

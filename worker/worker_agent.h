@@ -47,6 +47,11 @@ struct WorkerAgentOptions {
   std::chrono::milliseconds exit_when_idle{0};
   /// Complete is retried this many times (a lost Complete loses the job's work).
   int complete_attempts = 5;
+  /// A job that failed for a cause outside it (RESOURCE_EXHAUSTED: this worker's disk is full; UNAVAILABLE: the
+  /// store did not answer after its retries) is handed back to quarkd (re-queued, counted as an attempt against
+  /// spec.max_attempts) instead of failing, and this slot waits this long before it leases again, so a worker with
+  /// a full disk does not drain the queue by failing job after job.
+  std::chrono::milliseconds transient_failure_pause{2000};
   /// Bearer token sent with every call ("authorization: Bearer ..."); quarkd with a tokens file requires one of
   /// role worker (or a listed mTLS identity). Empty = none.
   std::string token;
@@ -90,7 +95,8 @@ class WorkerAgent {
 
   absl::Status Register();
   void LeaseLoop(int slot);
-  void RunLease(const quark::v1::internal::LeaseResponse& lease);
+  /// True when the job was handed back for a transient cause (see transient_failure_pause).
+  bool RunLease(const quark::v1::internal::LeaseResponse& lease);
   void Complete(const quark::v1::internal::CompleteRequest& request, const std::string& job_id);
   /// Sleeps up to `wait` unless stopping; false when stopping.
   bool Backoff(std::chrono::milliseconds wait);
@@ -125,5 +131,9 @@ std::string DefaultWorkerId();
 
 /// UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED: worth another try after a pause.
 bool IsTransientRpcError(const grpc::Status& status);
+
+/// Whether a job's failure came from outside the job (RESOURCE_EXHAUSTED: a full disk; UNAVAILABLE: a store that
+/// did not answer after its retries), so another attempt may succeed: the agent hands such a job back.
+bool IsTransientJobFailure(const absl::Status& status);
 
 }  // namespace quark::worker

@@ -31,6 +31,10 @@ int64_t WorkerAgent::SteadyMs() {
       .count();
 }
 
+bool IsTransientJobFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted || status.code() == absl::StatusCode::kUnavailable;
+}
+
 bool WorkerAgent::IdleTooLong() const {
   return options_.exit_when_idle.count() > 0 && jobs_running_.load() == 0 &&
          SteadyMs() - idle_since_ms_.load() >= options_.exit_when_idle.count();
@@ -77,13 +81,14 @@ void WorkerAgent::LeaseLoop(int slot) {
       continue;
     }
     jobs_running_.fetch_add(1);
-    RunLease(response);
+    const bool handed_back = RunLease(response);
     idle_since_ms_.store(SteadyMs());
     jobs_running_.fetch_sub(1);
+    if (handed_back && !Backoff(options_.transient_failure_pause)) break;
   }
 }
 
-void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
+bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   const quark::v1::Job& job = lease.job();
   log::Get("worker")->info("job={} leased (lease {}, attempt {})", job.id(), lease.lease_id(), lease.attempt());
   LeaseContext context;
@@ -106,7 +111,7 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   CancelToken::Reason reason = run.token().reason();
   if (reason == CancelToken::Reason::kLeaseLost) {
     jobs_finished_.fetch_add(1);
-    return;  // the lease belongs to nobody now; quarkd already re-queued the job
+    return false;  // the lease belongs to nobody now; quarkd already re-queued the job
   }
   internal::CompleteRequest complete;
   complete.set_lease_id(lease.lease_id());
@@ -119,6 +124,9 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   } else if (reason == CancelToken::Reason::kShutdown) {
     complete.set_error(str::Cat("worker ", options_.worker_id, " shutting down: ", result.status().message()));
     complete.set_handed_back(true);  // quarkd requeues it for another worker
+  } else if (IsTransientJobFailure(result.status())) {
+    complete.set_error(str::Cat("worker ", options_.worker_id, ": ", result.status().ToString()));
+    complete.set_handed_back(true);  // another attempt, maybe on another worker, may well succeed
   } else {
     complete.set_error(result.status().ToString());
     // A run the accuracy gate failed still tells its figures (ppl_before, ppl_after, ...).
@@ -131,6 +139,7 @@ void WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
                            complete.error());
   Complete(complete, job.id());
   jobs_finished_.fetch_add(1);
+  return complete.handed_back() && reason == CancelToken::Reason::kNone;
 }
 
 void WorkerAgent::Complete(const internal::CompleteRequest& request, const std::string& job_id) {

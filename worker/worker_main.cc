@@ -1,6 +1,6 @@
 // The whole of quark-worker's main() but the engine: flags, storage, runners, the agent, signals.
 //   quark-worker --server HOST:PORT [--worker-id ID] [--slots N] [--devices cpu,cuda:0] [--data-dir DIR]
-//                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS]
+//                [--allowed-roots DIR[,DIR]] [--cache-max-gb G] [--test-mode noop|sleep:SECONDS|copy]
 //                [--token TOKEN] [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]
 // Every flag also reads QUARK_WORKER_<FLAG> from the environment. S3 settings come from the AWS environment
 // variables or ~/.aws files (worker/storage/s3_config.h); a lease carrying its tenant's storage credentials
@@ -15,6 +15,7 @@
 
 #include "core/base/ed25519.h"
 #include "core/base/log.h"
+#include "worker/copy_pipeline.h"
 #include "worker/quantize_job_runner.h"
 #include "worker/storage/model_cache.h"
 #include "worker/storage/routing_object_store.h"
@@ -60,7 +61,8 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->delimiter(',')->envname(env("ALLOWED_ROOTS"));
   app.add_option("--cache-max-gb", f.cache_max_gb, "Bound of the s3:// model download cache")
       ->check(CLI::PositiveNumber)->envname(env("CACHE_MAX_GB"));
-  app.add_option("--test-mode", f.test_mode, "noop | sleep:SECONDS: run jobs without the engine (tests)")
+  app.add_option("--test-mode", f.test_mode, "noop | sleep:SECONDS: run jobs without the engine; copy: jobs labelled test-copy-ms run the "
+                 "real runner with a copying pipeline (worker/copy_pipeline.h), others the engine (tests)")
       ->envname(env("TEST_MODE"));
   app.add_option("--lease-wait-ms", f.lease_wait_ms, "Long-poll time of one Lease call")
       ->check(CLI::Range(int64_t{1}, int64_t{600000}))->envname(env("LEASE_WAIT_MS"));
@@ -115,6 +117,16 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
       options, store, cache, pipeline()));
 }
 
+absl::StatusOr<std::shared_ptr<JobRunner>> MakeRunner(const Flags& f, const quark::worker::PipelineFactory& pipeline) {
+  if (f.test_mode.empty()) return MakeQuantizeRunner(f, pipeline);
+  if (f.test_mode == "copy") {
+    return MakeQuantizeRunner(f, [&pipeline] {
+      return std::make_shared<quark::worker::CopyPipeline>(pipeline ? pipeline() : nullptr);
+    });
+  }
+  return absl::StatusOr<std::shared_ptr<JobRunner>>(quark::worker::MakeTestRunner(f.test_mode));
+}
+
 // SIGTERM/SIGINT are blocked in every thread and taken by this one, which stops the agent outside signal context.
 std::thread StartSignalThread(quark::worker::WorkerAgent& agent, const sigset_t& signals) {
   return std::thread([&agent, signals] {
@@ -152,9 +164,7 @@ int WorkerMain(int argc, char** argv, const PipelineFactory& pipeline, const Thr
     }
   }
 
-  absl::StatusOr<std::shared_ptr<JobRunner>> runner =
-      f.test_mode.empty() ? MakeQuantizeRunner(f, pipeline)
-                          : absl::StatusOr<std::shared_ptr<JobRunner>>(quark::worker::MakeTestRunner(f.test_mode));
+  absl::StatusOr<std::shared_ptr<JobRunner>> runner = MakeRunner(f, pipeline);
   if (!runner.ok()) {
     std::cerr << "quark-worker: " << runner.status().message() << "\n";
     return 2;

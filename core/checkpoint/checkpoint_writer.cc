@@ -16,6 +16,16 @@
 
 namespace quark::checkpoint {
 namespace fs = std::filesystem;
+namespace {
+
+// A failed write or flush: RESOURCE_EXHAUSTED when the disk (or quota) is full, so a job runner can tell a full
+// disk (another attempt elsewhere may succeed) from a broken checkpoint; INTERNAL otherwise.
+absl::Status WriteError(const std::string& message, int err) {
+  std::string text = quark::StrCat(message, ": ", std::strerror(err));
+  return err == ENOSPC || err == EDQUOT ? absl::ResourceExhaustedError(text) : absl::InternalError(text);
+}
+
+}  // namespace
 
 struct CheckpointWriter::Shard {
   std::string file_name;
@@ -82,7 +92,7 @@ absl::Status CheckpointWriter::OpenShards() {
     shard->data_offset = header.size();
     if (::pwrite(shard->fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size()) ||
         ::ftruncate(shard->fd, static_cast<off_t>(header.size() + shard->data_bytes)) != 0) {
-      return absl::InternalError(quark::StrCat("cannot write the header of ", path, ": ", std::strerror(errno)));
+      return WriteError(quark::StrCat("cannot write the header of ", path), errno);
     }
   }
   return absl::OkStatus();
@@ -128,8 +138,8 @@ absl::Status CheckpointWriter::WritePart(std::string_view name, uint64_t byte_of
   while (done < bytes.size()) {
     const ssize_t n = ::pwrite(slot.shard->fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(base + done));
     if (n <= 0) {
-      return absl::InternalError(quark::StrCat("writing tensor \"", name, "\" to ", slot.shard->file_name, " at byte ",
-                                               base + done, ": ", std::strerror(errno)));
+      return WriteError(quark::StrCat("writing tensor \"", name, "\" to ", slot.shard->file_name, " at byte ", base + done),
+                        n == 0 ? ENOSPC : errno);
     }
     done += static_cast<uint64_t>(n);
   }
@@ -147,7 +157,7 @@ absl::Status CheckpointWriter::Finish() {
   for (auto& shard : shards_) {
     if (::fsync(shard->fd) != 0 || ::close(shard->fd) != 0) {
       shard->fd = -1;
-      return absl::InternalError(quark::StrCat("cannot flush ", shard->file_name, ": ", std::strerror(errno)));
+      return WriteError(quark::StrCat("cannot flush ", shard->file_name), errno);
     }
     shard->fd = -1;
     const fs::path final_path = fs::path(out_dir_) / shard->file_name;

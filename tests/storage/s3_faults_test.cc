@@ -78,5 +78,31 @@ TEST_F(S3FaultsTest, MultipartPartRetriedAndFailedUploadAborted) {
   EXPECT_GE(proxy->CountLines("forward DELETE"), 1) << "the failed upload was not aborted:\n" << proxy->Log();
 }
 
+// The chaos driver's way (tests/chaos/chaos_run.sh): the proxy reads its rules file again whenever it changes;
+// "every" spaces the faults out and "delay_ms" forwards late instead of failing.
+TEST_F(S3FaultsTest, RulesFromAFileThatChangesWhileTheProxyRuns) {
+  quark::testing::TempDir dir;
+  const std::filesystem::path rules = dir.path() / "rules.json";
+  quark::testing::WriteFile(rules, R"([{"method":"PUT","status":500,"times":-1}])");
+  auto proxy = Proxy("@" + rules.string());
+  ASSERT_NE(proxy, nullptr);
+  S3Config config = quark::testing::S3rver::ConfigFor(proxy->endpoint());
+  config.max_attempts = 1;
+  S3ObjectStore store(config);
+  EXPECT_EQ(store.PutBytes("s3://test/faults/file1", "x").code(), absl::StatusCode::kUnavailable);
+  // Replaced, as the driver does it (a new file renamed over the old one).
+  quark::testing::WriteFile(dir.path() / "next.json", R"([{"method":"PUT","delay_ms":50,"every":2,"times":-1}])");
+  std::filesystem::rename(dir.path() / "next.json", rules);
+  for (const char* key : {"file2", "file3", "file4"}) {
+    EXPECT_TRUE(store.PutBytes(std::string("s3://test/faults/") + key, "x").ok()) << key << proxy->Log();
+  }
+  EXPECT_EQ(proxy->CountLines("fault PUT /test/faults/file1 500"), 1) << proxy->Log();
+  EXPECT_EQ(proxy->CountLines("fault PUT /test/faults/file2 delay 50"), 1) << proxy->Log();
+  EXPECT_EQ(proxy->CountLines("forward PUT /test/faults/file3"), 1) << proxy->Log();
+  EXPECT_EQ(proxy->CountLines("fault PUT /test/faults/file4 delay 50"), 1) << proxy->Log();
+  std::filesystem::remove(rules);  // no file: no rules
+  EXPECT_TRUE(store.PutBytes("s3://test/faults/file5", "x").ok()) << proxy->Log();
+}
+
 }  // namespace
 }  // namespace quark::storage

@@ -13,6 +13,7 @@
 
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
 #include "worker/job_runner.h"
 #include "worker/worker_agent.h"
 
@@ -74,11 +75,7 @@ TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpir
 
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
-  quark::v1::SubmitJobRequest submit;
-  submit.mutable_spec()->set_model_uri("file://" + root + "/models/m");
-  submit.mutable_spec()->set_output_uri("file://" + root + "/out");
-  submit.mutable_spec()->set_preset("int4_wo_128");
-  submit.mutable_spec()->set_max_attempts(3);
+  quark::v1::SubmitJobRequest submit = quark::testing::EmptyModelJob(root, 3);
   Job job;
   {
     grpc::ClientContext context;

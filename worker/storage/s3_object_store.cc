@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -15,6 +17,12 @@
 namespace quark::storage {
 namespace fs = std::filesystem;
 namespace {
+
+// A download's local write failed: RESOURCE_EXHAUSTED for a full disk or quota, INTERNAL otherwise; names the file.
+absl::Status LocalWriteError(const std::string& what, const fs::path& file, int error) {
+  std::string message = str::Cat(what, ": writing ", file.string(), ": ", std::strerror(error));
+  return error == ENOSPC || error == EDQUOT ? absl::ResourceExhaustedError(message) : absl::InternalError(message);
+}
 
 bool Retryable(long status) { return status >= 500 || status == 429; }
 
@@ -183,15 +191,19 @@ absl::Status S3ObjectStore::GetFile(std::string_view uri, const fs::path& file) 
     digest = std::make_unique<StreamingDigest>();
     size = 0;
   };
+  int write_errno = 0;  // a local write that failed (a full disk): the download stops with this, not retried
   call.body_sink = [&](std::string_view chunk) {
+    errno = 0;
     out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     digest->Update(chunk);
     size += static_cast<int64_t>(chunk.size());
+    if (!out) write_errno = errno != 0 ? errno : EIO;
     return static_cast<bool>(out);
   };
   absl::StatusOr<HttpResponse> response = Send(call, what);
   out.close();
   absl::Status status = response.ok() ? absl::OkStatus() : response.status();
+  if (write_errno != 0) status = LocalWriteError(what, temp, write_errno);
   if (status.ok() && response->status / 100 != 2) status = S3ErrorStatus(*response, what);
   if (status.ok()) {
     std::string md5;

@@ -5,11 +5,23 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "quark/v1/service.grpc.pb.h"
 
 namespace quark::testing {
+
+/// A job on the empty model folder <root>/models/m (created by the caller) with output <root>/out, for agents whose
+/// runner ignores the model: preset int4_wo_128, `max_attempts` attempts.
+inline quark::v1::SubmitJobRequest EmptyModelJob(const std::string& root, int max_attempts) {
+  quark::v1::SubmitJobRequest submit;
+  submit.mutable_spec()->set_model_uri("file://" + root + "/models/m");
+  submit.mutable_spec()->set_output_uri("file://" + root + "/out");
+  submit.mutable_spec()->set_preset("int4_wo_128");
+  submit.mutable_spec()->set_max_attempts(max_attempts);
+  return submit;
+}
 
 /// Every event WatchJob streams lands in `events`; the watch gives up after `deadline`.
 inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
