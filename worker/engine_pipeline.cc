@@ -34,6 +34,17 @@ absl::StatusOr<quark::Config> ResolveSpecConfig(const quark::v1::JobSpec& spec) 
   return resolved;
 }
 
+// A GGUF by llama.cpp's rules: no scheme, only the spec's algorithms (quarkd lets a rotation through alone).
+absl::StatusOr<quark::Config> LlamaCppRulesConfig(const quark::v1::JobSpec& spec) {
+  quark::Config config;
+  for (int i = 0; i < spec.algo_config_size(); ++i) {
+    absl::StatusOr<quark::AlgoConfig> algo = FromProto(spec.algo_config(i), str::Cat("spec.algo_config[", i, "]"));
+    if (!algo.ok()) return algo.status();
+    config.algo_config.push_back(*std::move(algo));
+  }
+  return config;
+}
+
 // The JobSpec's export formats in the engine's names (empty = HF-quark alone).
 absl::StatusOr<std::vector<std::string>> ExportFormats(const quark::v1::JobSpec& spec) {
   std::vector<std::string> formats;
@@ -93,7 +104,7 @@ class EnginePipeline : public QuantizePipeline {
                                       !request.spec.gguf_type().empty() &&
                                       *formats == std::vector<std::string>{"gguf"};
     absl::StatusOr<quark::Config> config =
-        llama_cpp_rules_only ? absl::StatusOr<quark::Config>(quark::Config{}) : ResolveSpecConfig(request.spec);
+        llama_cpp_rules_only ? LlamaCppRulesConfig(request.spec) : ResolveSpecConfig(request.spec);
     if (!config.ok()) return config.status();
     QuantizeModelOptions options = Options(request, *std::move(config));
     options.export_formats = *std::move(formats);

@@ -205,9 +205,17 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
       !s.ok()) {
     return s;
   }
-  // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed.
+  // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed,
+  // and only a rotation of the float weights may come first (the other algorithms tune the engine's own scheme).
   if (!has_preset && !has_config && !spec.gguf_type().empty() && spec.export_formats_size() == 1 &&
-      spec.algo_config_size() == 0 && spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) {
+      spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) {
+    for (int i = 0; i < spec.algo_config_size(); ++i) {
+      if (!spec.algo_config(i).has_rotation()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.algo_config[", i, "]: needs spec.preset or spec.config (with gguf_type alone llama.cpp's rules "
+            "quantize the weights; only a rotation may come before them)"));
+      }
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<quark::Config> config =

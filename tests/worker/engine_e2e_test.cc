@@ -123,8 +123,9 @@ TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
   EXPECT_EQ(nlohmann::json::parse(*config)["quantization_config"]["algo_config"][0]["name"], "awq");
 }
 
-// A K-quant GGUF job over RPC (#37): llama.cpp's Q4_K_M of the float model (no scheme) with the importance matrix
-// of the job's own calibration; the worker publishes model.gguf and imatrix.gguf, and llama.cpp loads the GGUF.
+// A K-quant GGUF job over RPC (#37): a rotation of the float weights, then llama.cpp's Q4_K_M (no scheme) with the
+// importance matrix of the job's own calibration (of the rotated model); the worker publishes model.gguf and
+// imatrix.gguf, and llama.cpp loads the GGUF (with output.weight: the rotation unties the embeddings).
 TEST_F(EngineE2eTest, KQuantJobWithCalibrationImatrixGivesAGgufLlamaCppLoads) {
   std::string why;
   const quark::testing::LlamaCpp* llama = quark::testing::LoadLlamaCpp(&why);
@@ -138,6 +139,7 @@ TEST_F(EngineE2eTest, KQuantJobWithCalibrationImatrixGivesAGgufLlamaCppLoads) {
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
   spec->set_gguf_type("Q4_K_M");
   spec->set_gguf_imatrix_from_calibration(true);
+  spec->add_algo_config()->mutable_rotation();
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
