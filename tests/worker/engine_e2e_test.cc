@@ -230,7 +230,8 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   for (const auto& file : manifest["files"]) {
     has_weights |= file["path"].get<std::string>().find(".safetensors") != std::string::npos;
     has_config |= file["path"] == "config.json";
-    absl::StatusOr<storage::ObjectInfo> info = bucket.Head("s3://test/engine/" + job.id() + "/" + file["path"].get<std::string>());
+    absl::StatusOr<storage::ObjectInfo> info =
+        bucket.Head("s3://test/engine/" + job.id() + "/attempt-1/" + file["path"].get<std::string>());
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->size_bytes, file["size_bytes"].get<int64_t>());
   }

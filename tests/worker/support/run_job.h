@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "quark/v1/service.grpc.pb.h"
@@ -39,6 +41,12 @@ inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
   grpc::ClientContext get_context;
   EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
   return done;
+}
+
+/// The folder the job's last attempt published into under a file:// output folder: <output_dir>/<id>/attempt-<N>
+/// (each attempt its own, worker/storage/publish.h).
+inline std::filesystem::path AttemptFolder(const std::filesystem::path& output_dir, const quark::v1::Job& job) {
+  return output_dir / job.id() / ("attempt-" + std::to_string(job.attempts_size()));
 }
 
 }  // namespace quark::testing
