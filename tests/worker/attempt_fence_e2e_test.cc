@@ -32,6 +32,8 @@ namespace quark::worker {
 namespace {
 namespace fs = std::filesystem;
 
+using quark::testing::GetJob;
+using quark::testing::WaitUntil;
 using quark::v1::Job;
 
 std::string Read(const fs::path& path) {
@@ -39,15 +41,6 @@ std::string Read(const fs::path& path) {
   std::ostringstream bytes;
   bytes << in.rdbuf();
   return bytes.str();
-}
-
-bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
 }
 
 // The engine's place: one weights file that says which agent made it, and the model's config.json.
@@ -116,15 +109,6 @@ class AttemptFenceE2eTest : public ::testing::Test {
     return std::make_unique<WorkerAgent>(options, std::move(runner));
   }
 
-  Job Get(quark::v1::QuantizationService::Stub& stub, const std::string& id) {
-    grpc::ClientContext context;
-    quark::v1::GetJobRequest get;
-    get.set_id(id);
-    Job job;
-    EXPECT_TRUE(stub.GetJob(&context, get, &job).ok());
-    return job;
-  }
-
   std::unique_ptr<quark::testing::Quarkd> quarkd_;
 };
 
@@ -168,7 +152,7 @@ TEST_F(AttemptFenceE2eTest, AStaleAttemptPublishingAfterTheNewerOneChangesNothin
   std::unique_ptr<WorkerAgent> newer_agent = Agent("newer-agent", Runner("newer"));
   std::thread newer_thread([&] { EXPECT_TRUE(newer_agent->Run().ok()); });
   Job done;
-  ASSERT_TRUE(WaitUntil([&] { return (done = Get(*stub, job.id())).state() == quark::v1::JOB_STATE_SUCCEEDED; },
+  ASSERT_TRUE(WaitUntil([&] { return (done = GetJob(*stub, job.id())).state() == quark::v1::JOB_STATE_SUCCEEDED; },
                         std::chrono::seconds(60)))
       << done.DebugString() << quarkd_->Log();
   ASSERT_EQ(done.attempts_size(), 2) << done.DebugString();
@@ -196,7 +180,7 @@ TEST_F(AttemptFenceE2eTest, AStaleAttemptPublishingAfterTheNewerOneChangesNothin
     ASSERT_TRUE(sha.ok()) << sha.status();
     EXPECT_EQ(*sha, artifact.sha256()) << artifact.uri();
   }
-  const Job after = Get(*stub, job.id());
+  const Job after = GetJob(*stub, job.id());
   EXPECT_EQ(after.state(), quark::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(after.attempts_size(), 2);
   EXPECT_EQ(after.result().SerializeAsString(), done.result().SerializeAsString());

@@ -13,12 +13,15 @@
 
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
 #include "worker/job_runner.h"
 #include "worker/worker_agent.h"
 
 namespace quark::worker {
 namespace {
 
+using quark::testing::GetJob;
+using quark::testing::WaitUntil;
 using quark::v1::Job;
 
 // The first run waits until it is cancelled and remembers why; later runs succeed at once.
@@ -44,15 +47,6 @@ class WaitForCancelRunner : public JobRunner {
   std::atomic<bool> first_run_ended_{false};
   std::atomic<CancelToken::Reason> first_run_reason_{CancelToken::Reason::kNone};
 };
-
-bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
 
 TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpire) {
   quark::testing::QuarkdOptions options;
@@ -98,14 +92,8 @@ TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpir
 
   // Thawed, quarkd expires the lease and hands the job out again: the second run succeeds.
   Job done;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        grpc::ClientContext context;
-        quark::v1::GetJobRequest get;
-        get.set_id(job.id());
-        return stub->GetJob(&context, get, &done).ok() && done.state() == quark::v1::JOB_STATE_SUCCEEDED;
-      },
-      std::chrono::seconds(60)))
+  ASSERT_TRUE(WaitUntil([&] { return (done = GetJob(*stub, job.id())).state() == quark::v1::JOB_STATE_SUCCEEDED; },
+                        std::chrono::seconds(60)))
       << done.DebugString() << (*quarkd)->Log();
   EXPECT_EQ(done.attempts_size(), 2) << done.DebugString();
   EXPECT_EQ(runner->runs_.load(), 2);

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,26 @@ inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
   grpc::ClientContext get_context;
   EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
   return done;
+}
+
+/// Polls `done` every 20 ms until it is true or `limit` has passed; its last answer.
+inline bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+/// The job as GetJob has it (an empty Job, and a failed expectation, when the call fails).
+inline quark::v1::Job GetJob(quark::v1::QuantizationService::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  quark::v1::GetJobRequest get;
+  get.set_id(id);
+  quark::v1::Job job;
+  EXPECT_TRUE(stub.GetJob(&context, get, &job).ok());
+  return job;
 }
 
 /// The folder the job's last attempt published into under a file:// output folder: <output_dir>/<id>/attempt-<N>
