@@ -134,12 +134,8 @@ TEST_F(AttemptFenceE2eTest, AStaleAttemptPublishingAfterTheNewerOneChangesNothin
   submit.mutable_spec()->set_output_uri("file://" + (root / "out").string());
   submit.mutable_spec()->set_preset("int4_wo_128");
   submit.mutable_spec()->set_max_attempts(3);
-  Job job;
-  {
-    grpc::ClientContext context;
-    grpc::Status status = stub->SubmitJob(&context, submit, &job);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  const Job job = quark::testing::SubmitJob(*stub, submit);
+  ASSERT_FALSE(job.id().empty());
   ASSERT_TRUE(WaitUntil([&] { return stale->running_.load(); }, std::chrono::seconds(60))) << quarkd_->Log();
 
   // Attempt 1 loses its lease: quarkd frozen past the lease timeout, then thawed (it expires the lease).

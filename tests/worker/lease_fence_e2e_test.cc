@@ -73,12 +73,8 @@ TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpir
   submit.mutable_spec()->set_output_uri("file://" + root + "/out");
   submit.mutable_spec()->set_preset("int4_wo_128");
   submit.mutable_spec()->set_max_attempts(3);
-  Job job;
-  {
-    grpc::ClientContext context;
-    grpc::Status status = stub->SubmitJob(&context, submit, &job);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  const Job job = quark::testing::SubmitJob(*stub, submit);
+  ASSERT_FALSE(job.id().empty());
   ASSERT_TRUE(WaitUntil([&] { return runner->running_.load(); }, std::chrono::seconds(60))) << (*quarkd)->Log();
 
   // Freeze quarkd: from now on nothing it could say reaches the agent.

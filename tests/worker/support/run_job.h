@@ -15,16 +15,21 @@
 
 namespace quark::testing {
 
+/// The job as SubmitJob answered (a failed expectation when quarkd refused it).
+inline quark::v1::Job SubmitJob(quark::v1::QuantizationService::Stub& stub,
+                                const quark::v1::SubmitJobRequest& request) {
+  quark::v1::Job job;
+  grpc::ClientContext context;
+  grpc::Status status = stub.SubmitJob(&context, request, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return job;
+}
+
 /// Every event WatchJob streams lands in `events`; the watch gives up after `deadline`.
 inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
                                   const quark::v1::SubmitJobRequest& request, std::vector<quark::v1::JobEvent>& events,
                                   std::chrono::seconds deadline = std::chrono::seconds(240)) {
-  quark::v1::Job job;
-  {
-    grpc::ClientContext context;
-    grpc::Status status = stub.SubmitJob(&context, request, &job);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-  }
+  const quark::v1::Job job = SubmitJob(stub, request);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + deadline);
   quark::v1::WatchJobRequest watch;
