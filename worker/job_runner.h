@@ -43,6 +43,16 @@ class JobRunner {
   /// other error names the failing field, URI or file. Must not throw.
   virtual absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
                                                    ProgressSink& progress, const CancelToken& cancel) = 0;
+  /// #33 item 2: removes the artifacts of a successful Run whose lease quarkd no longer holds (it was lost, or
+  /// quarkd refused the completion): a stale attempt's files are never left visible. Only that attempt's own
+  /// folder is touched. Runners that publish nothing keep this default.
+  virtual absl::Status Discard(const quark::v1::Job& job, const LeaseContext& lease,
+                               const quark::v1::JobResult& result) {
+    (void)job;
+    (void)lease;
+    (void)result;
+    return absl::OkStatus();
+  }
   /// A lease without storage credentials: the worker's own storage.
   absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, ProgressSink& progress,
                                            const CancelToken& cancel) {

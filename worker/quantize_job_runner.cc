@@ -5,6 +5,7 @@
 #include <chrono>
 #include <system_error>
 
+#include "core/base/log.h"
 #include "quark/version.h"
 #include "worker/job_folder.h"
 #include "worker/progress_util.h"
@@ -167,6 +168,18 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   return published;
 }
 
+absl::Status QuantizeJobRunner::Discard(const quark::v1::Job& job, const LeaseContext& lease,
+                                        const quark::v1::JobResult& result) {
+  const std::string prefix = storage::AttemptOutputPrefix(job.spec().output_uri(), job.id(), job.attempts_size());
+  if (result.manifest_uri().rfind(prefix + "/", 0) != 0) {
+    return absl::InvalidArgumentError(str::Cat("result.manifest_uri: \"", result.manifest_uri(),
+                                               "\" is not in this attempt's folder ", prefix));
+  }
+  absl::StatusOr<JobStorage> storage = StorageFor(job, lease);
+  if (!storage.ok()) return storage.status();
+  return storage::RemovePublished(*storage->store, prefix);
+}
+
 fs::path QuantizeJobRunner::CheckpointDir(const std::string& job_id) const {
   return options_.work_dir / "checkpoints" / job_id;
 }
@@ -222,7 +235,8 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   if (!pipeline.evaluation.is_null() || !pipeline.gate_failure.empty()) {
     manifest.extra["gate"] = {{"passed", pipeline.gate_failure.empty()}, {"failure", pipeline.gate_failure}};
   }
-  std::string prefix = storage::JoinUri(job.spec().output_uri(), job.id());
+  // Fenced by the attempt: this attempt's own folder, which no other attempt writes (publish.h).
+  std::string prefix = storage::AttemptOutputPrefix(job.spec().output_uri(), job.id(), job.attempts_size());
   double lo = options_.pipeline_fraction;
   progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));
   absl::StatusOr<storage::PublishResult> published = storage::PublishArtifacts(
@@ -235,7 +249,14 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
         progress.Report(p);
       },
       [&] { return cancel.IsCancelled(); });
-  if (!published.ok()) return published.status();
+  if (!published.ok()) {
+    // A half-published attempt leaves nothing behind (a later attempt publishes into a folder of its own).
+    if (absl::Status removed = storage::RemovePublished(store, prefix); !removed.ok()) {
+      log::Get("worker")->warn("job={} could not remove the unfinished upload under {}: {}", job.id(), prefix,
+                               std::string(removed.message()));
+    }
+    return published.status();
+  }
   quark::v1::JobResult result;
   for (const storage::PublishedFile& file : published->files) {
     quark::v1::Artifact* artifact = result.add_artifacts();

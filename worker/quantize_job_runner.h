@@ -54,6 +54,9 @@ class QuantizeJobRunner : public JobRunner {
   using JobRunner::Run;
   absl::StatusOr<quark::v1::JobResult> Run(const quark::v1::Job& job, const LeaseContext& lease,
                                            ProgressSink& progress, const CancelToken& cancel) override;
+  /// Removes this attempt's folder (storage::AttemptOutputPrefix of the job's attempt), nothing else.
+  absl::Status Discard(const quark::v1::Job& job, const LeaseContext& lease,
+                       const quark::v1::JobResult& result) override;
 
  private:
   /// The job's store and the model cache scope that goes with it.

@@ -97,7 +97,11 @@ class WorkerAgent {
   void LeaseLoop(int slot);
   /// True when the job was handed back for a transient cause (see transient_failure_pause).
   bool RunLease(const quark::v1::internal::LeaseResponse& lease);
-  void Complete(const quark::v1::internal::CompleteRequest& request, const std::string& job_id);
+  /// quarkd's last answer (retried while transient).
+  grpc::Status Complete(const quark::v1::internal::CompleteRequest& request, const std::string& job_id);
+  /// #33 item 2: a successful run whose lease is gone (lost, or its completion refused) removes its artifacts.
+  void DiscardStale(const quark::v1::Job& job, const LeaseContext& context, const quark::v1::JobResult& result,
+                    const std::string& why);
   /// Sleeps up to `wait` unless stopping; false when stopping.
   bool Backoff(std::chrono::milliseconds wait);
   /// A ClientContext with a deadline (and the token), tracked so Stop() can cancel it.

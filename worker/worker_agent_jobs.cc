@@ -110,6 +110,8 @@ bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   }
   CancelToken::Reason reason = run.token().reason();
   if (reason == CancelToken::Reason::kLeaseLost) {
+    // A run that published before it noticed: its attempt's folder goes (a newer attempt has a folder of its own).
+    if (result.ok()) DiscardStale(job, context, *result, "its lease was lost");
     jobs_finished_.fetch_add(1);
     return false;  // the lease belongs to nobody now; quarkd already re-queued the job
   }
@@ -137,26 +139,45 @@ bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   log::Get("worker")->info("job={} {}{}", job.id(),
                            complete.success() ? "succeeded" : complete.cancelled() ? "cancelled" : "failed: ",
                            complete.error());
-  Complete(complete, job.id());
+  const grpc::Status completed = Complete(complete, job.id());
+  // Refused (the lease expired meanwhile, or the result was not this attempt's): nothing of it stays visible. A
+  // completion quarkd never answered may have been taken, so its artifacts stay.
+  if (complete.success() && !completed.ok() && !IsTransientRpcError(completed)) {
+    DiscardStale(job, context, complete.result(),
+                 str::Cat("quarkd refused its completion: ", completed.error_message()));
+  }
   jobs_finished_.fetch_add(1);
   return complete.handed_back() && reason == CancelToken::Reason::kNone;
 }
 
-void WorkerAgent::Complete(const internal::CompleteRequest& request, const std::string& job_id) {
+void WorkerAgent::DiscardStale(const quark::v1::Job& job, const LeaseContext& context,
+                               const quark::v1::JobResult& result, const std::string& why) {
+  const absl::Status discarded = runner_->Discard(job, context, result);
+  if (discarded.ok()) {
+    log::Get("worker")->warn("job={} attempt {}: {}; its artifacts are removed", job.id(), job.attempts_size(), why);
+  } else {
+    log::Get("worker")->error("job={} attempt {}: {}; removing its artifacts failed: {}", job.id(), job.attempts_size(),
+                              why, std::string(discarded.message()));
+  }
+}
+
+grpc::Status WorkerAgent::Complete(const internal::CompleteRequest& request, const std::string& job_id) {
   std::chrono::milliseconds wait = options_.reconnect_min;
+  grpc::Status last(grpc::StatusCode::UNAVAILABLE, "no Complete sent (complete_attempts is 0)");
   for (int attempt = 1; attempt <= options_.complete_attempts; ++attempt) {
     internal::CompleteResponse response;
     // Complete must get through even while stopping: its own context, not cancelled by Stop().
     grpc::ClientContext context;
     AddToken(&context);
     context.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
-    grpc::Status status = stub_->Complete(&context, request, &response);
-    if (status.ok()) return;
-    log::Get("worker")->warn("job={} complete attempt {} failed: {}", job_id, attempt, status.error_message());
-    if (!IsTransientRpcError(status)) return;
+    last = stub_->Complete(&context, request, &response);
+    if (last.ok()) return last;
+    log::Get("worker")->warn("job={} complete attempt {} failed: {}", job_id, attempt, last.error_message());
+    if (!IsTransientRpcError(last)) return last;
     std::this_thread::sleep_for(wait);
     wait = std::min(wait * 2, options_.reconnect_max);
   }
+  return last;
 }
 
 }  // namespace quark::worker

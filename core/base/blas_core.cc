@@ -153,8 +153,3 @@ void EnsureBlasCoreMatchesCpu() {
 std::string BlasCoreChoiceForLog() { return ChoiceForLog(); }
 
 }  // namespace quark
-
-// Runs before main in every binary that links this object (core/base/CMakeLists.txt force-links it into every
-// LibTorch consumer): OpenBLAS, a shared library, has chosen its kernels by then.
-extern "C" void QuarkOpenBlasCoreGuard() { quark::EnsureBlasCoreMatchesCpu(); }
-__attribute__((constructor)) static void RunQuarkOpenBlasCoreGuard() { QuarkOpenBlasCoreGuard(); }

@@ -6,7 +6,9 @@
 
 #include <ATen/Parallel.h>
 
+#include "core/base/blas_core.h"
 #include "core/base/blas_threads.h"
+#include "core/base/log.h"
 
 namespace quark {
 namespace {
@@ -23,9 +25,21 @@ int ThreadsFromEnvironment() {
 
 int g_threads = 0;
 
+// What the OpenBLAS core guard (core/base/blas_core_guard.cc, before main) chose, once per process: it ran before
+// logging was configured.
+void LogBlasCoreChoiceOnce() {
+  static const bool logged = [] {
+    const std::string choice = BlasCoreChoiceForLog();
+    if (!choice.empty()) log::Get("engine")->warn("{}", choice);
+    return true;
+  }();
+  (void)logged;
+}
+
 }  // namespace
 
 void InitEngine(const EngineOptions& options) {
+  LogBlasCoreChoiceOnce();
   // overwrite = 0: a user's own choice of ISA wins.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
   int threads = options.intra_op_threads > 0 ? options.intra_op_threads : ThreadsFromEnvironment();

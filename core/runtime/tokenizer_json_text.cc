@@ -1,4 +1,5 @@
 #include "core/runtime/tokenizer_json_text.h"
+#include "core/runtime/unicode_properties.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -187,19 +188,32 @@ Regex::Regex(std::unique_ptr<Code> code) : code_(std::move(code)) {}
 Regex::~Regex() = default;
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(const std::string& pattern, const std::string& where) {
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  auto code = std::make_unique<Code>();
-  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
-                             &error, &offset, nullptr);
-  if (code->code == nullptr) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(error, message, sizeof(message));
-    return absl::InvalidArgumentError(StrCat(where, ": regex \"", pattern, "\" does not compile at offset ", offset,
-                                             ": ", reinterpret_cast<const char*>(message)));
+  // Errors are reported on the pattern as written; what runs has the Unicode 16.0 categories in place of PCRE2's
+  // older tables (unicode_properties.h).
+  for (const bool expanded : {false, true}) {
+    std::string compiled = pattern;
+    if (expanded) {
+      absl::StatusOr<std::string> rewritten = WithUnicode16Properties(pattern, where);
+      if (!rewritten.ok()) return rewritten.status();
+      compiled = *std::move(rewritten);
+    }
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    auto code = std::make_unique<Code>();
+    code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
+                               PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    if (code->code == nullptr) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof(message));
+      return absl::InvalidArgumentError(StrCat(where, ": regex \"", pattern, "\" does not compile at offset ",
+                                               offset, expanded ? " of its Unicode 16 form" : "", ": ",
+                                               reinterpret_cast<const char*>(message)));
+    }
+    if (!expanded) continue;
+    code->jit = pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE) == 0;
+    return std::unique_ptr<Regex>(new Regex(std::move(code)));
   }
-  code->jit = pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE) == 0;
-  return std::unique_ptr<Regex>(new Regex(std::move(code)));
+  return absl::InternalError(StrCat(where, ": unreachable"));
 }
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Literal(const std::string& text, const std::string& where) {

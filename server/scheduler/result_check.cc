@@ -2,9 +2,11 @@
 
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace quark::server {
 namespace {
@@ -37,6 +39,26 @@ absl::Status CheckUri(const std::string& field, const std::string& uri, const st
                                                   Quote(prefix)));
 }
 
+// The attempt folder a relative path starts in ("attempt-3/model.safetensors" -> 3), or -1 when it starts in none.
+int64_t AttemptFolderOf(absl::string_view relative) {
+  constexpr absl::string_view kFolder = "attempt-";
+  absl::string_view first = relative.substr(0, relative.find('/'));
+  if (first.size() == relative.size() || !absl::ConsumePrefix(&first, kFolder)) return -1;
+  int64_t attempt = 0;
+  const bool digits = !first.empty() && first.size() < 10 &&
+                      first.find_first_not_of("0123456789") == absl::string_view::npos;
+  return digits && absl::SimpleAtoi(first, &attempt) ? attempt : -1;
+}
+
+absl::Status CheckAttempt(const std::string& field, const std::string& uri, const std::string& prefix,
+                          int64_t current) {
+  const int64_t attempt = AttemptFolderOf(absl::string_view(uri).substr(prefix.size()));
+  if (attempt < 0 || attempt == current) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(field, ": ", Quote(uri), " is in attempt ", attempt,
+                                                  "'s folder, but the completing lease is attempt ", current,
+                                                  "'s (a stale attempt's artifacts are never taken)"));
+}
+
 }  // namespace
 
 std::string JobOutputPrefix(const quark::v1::Job& job) {
@@ -47,11 +69,15 @@ std::string JobOutputPrefix(const quark::v1::Job& job) {
 
 absl::Status CheckResultUris(const quark::v1::Job& job, const quark::v1::JobResult& result) {
   const std::string prefix = JobOutputPrefix(job);
+  const auto check = [&](const std::string& field, const std::string& uri) {
+    absl::Status status = CheckUri(field, uri, prefix);
+    return status.ok() ? CheckAttempt(field, uri, prefix, job.attempts_size()) : status;
+  };
   for (int i = 0; i < result.artifacts_size(); ++i) {
-    absl::Status status = CheckUri(absl::StrCat("result.artifacts[", i, "].uri"), result.artifacts(i).uri(), prefix);
+    absl::Status status = check(absl::StrCat("result.artifacts[", i, "].uri"), result.artifacts(i).uri());
     if (!status.ok()) return status;
   }
-  if (!result.manifest_uri().empty()) return CheckUri("result.manifest_uri", result.manifest_uri(), prefix);
+  if (!result.manifest_uri().empty()) return check("result.manifest_uri", result.manifest_uri());
   return absl::OkStatus();
 }
 

@@ -18,6 +18,9 @@ std::string JobOutputPrefix(const quark::v1::Job& job);
 /// OK when every artifact URI and the manifest URI (when set) of `result` lies strictly under JobOutputPrefix(job)
 /// and the rest of it has no empty, "." or ".." segment, percent escape, backslash or control character. Else
 /// PERMISSION_DENIED naming the field ("result.artifacts[1].uri") and quoting at most 200 bytes of the URI.
+/// #33 item 2, fencing: a worker publishes into its attempt's folder, <prefix>attempt-<N>/ (N = the job's attempt
+/// under the lease, job.attempts_size()); a URI in another attempt's folder is PERMISSION_DENIED too, so a result
+/// is taken only from the current attempt. URIs directly under the prefix (workers before fencing) still pass.
 absl::Status CheckResultUris(const quark::v1::Job& job, const quark::v1::JobResult& result);
 
 /// The failed job's error for a refused result: "completion refused: worker <id> reported ...".

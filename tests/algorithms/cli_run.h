@@ -21,9 +21,10 @@ struct CliRun {
   std::string output;  // stdout and stderr
 };
 
-inline CliRun Quark(const std::string& args) {
+/// Runs a shell command line, its stderr merged into its stdout.
+inline CliRun RunShell(const std::string& command) {
   CliRun run;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((QuarkBinary() + " " + args + " 2>&1").c_str(), "r"), pclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
   if (!pipe) return run;
   std::array<char, 4096> buffer{};
   while (fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) run.output += buffer.data();
@@ -31,5 +32,7 @@ inline CliRun Quark(const std::string& args) {
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return run;
 }
+
+inline CliRun Quark(const std::string& args) { return RunShell(QuarkBinary() + " " + args); }
 
 }  // namespace quark::testing

@@ -14,11 +14,14 @@
 #include "core/base/blas_threads.h"
 #include "core/algorithms/linalg.h"
 #include "core/numerics/fake_quant.h"
+#include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark::algorithms {
 namespace {
 
+using testing::BitForBitBlasKernels;
+using testing::Verified;
 using testing::Fp8PerChannel;
 using testing::IntSpec;
 using testing::Mxfp4;
@@ -227,6 +230,7 @@ TEST(GptqTest, CholeskyRetriesWithMoreDamping) {
 }
 
 TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactor) {
+  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx2AndAvx512));  // the kernels these bits assume (blas_kernels.h)
   const Layer l = MakeLayer(4, 96, 300, 9);
   at::Tensor h = l.hessian.clone();
   h.diagonal().add_(0.01 * h.diagonal().mean().item<double>());
@@ -246,6 +250,7 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactor) {
 // Quark's factor at a size where OpenBLAS's LAPACK runs its blocked (and threaded) code paths: the direct LAPACK
 // calls still give LibTorch's cholesky -> cholesky_inverse -> cholesky(upper) bit for bit.
 TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactorOnBlockedSizes) {
+  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx2AndAvx512));  // the kernels these bits assume (blas_kernels.h)
   for (int64_t k : {int64_t{520}, int64_t{1031}}) {
     const Layer l = MakeLayer(4, k, k / 2, 11);  // fewer tokens than inputs: singular before damping, as in practice
     at::Tensor h = l.hessian.clone();
@@ -261,6 +266,7 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactorOnBlockedSizes) {
 // The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
 // bit, parameters included (groups observed as they start are observed per range and stacked back by rows).
 TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
+  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx512));  // the kernels these bits assume (blas_kernels.h)
   const Layer l = MakeLayer(1100, 256, 512, 12);  // > 2 x 256 rows: two ranges on two threads, with uneven sizes
   GptqOptions act_order;
   act_order.act_order = true;
@@ -441,6 +447,7 @@ TEST(GptqTest, BadInputsNameTheField) {
 // batches, at sizes with several panels and token counts that split into uneven blocks, with one BLAS thread and
 // with two (OpenBLAS's single-threaded and threaded GEMMs split the tokens differently).
 TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
+  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx512));  // the kernels these bits assume (blas_kernels.h)
   const int initial_threads = BlasThreads();
   for (const int threads : {1, 2}) {
     if (initial_threads == 0 && threads > 1) continue;  // no OpenBLAS: nothing to set

@@ -30,6 +30,7 @@
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/chaos/chaos_recovery.h"
 #include "worker/storage/manifest_signature.h"
+#include "worker/storage/publish.h"
 #include "worker/storage/routing_object_store.h"
 #include "worker/storage/s3_config.h"
 
@@ -142,7 +143,8 @@ void CheckEvents(const pb::Job& job, const std::vector<pb::JobEvent>& events) {
 std::set<std::string> CheckSucceeded(const pb::Job& job, quark::storage::ObjectStore& store,
                                      const quark::Ed25519PublicKey& key, const Args& args, int* stale) {
   const std::string& id = job.id();
-  const std::string prefix = absl::StrCat(args.output, "/", id, "/");
+  // Each attempt publishes into its own folder (worker/storage/publish.h): the job's is its last attempt's.
+  const std::string prefix = quark::storage::AttemptOutputPrefix(args.output, id, job.attempts_size()) + "/";
   std::set<std::string> listed;
   if (job.result().manifest_uri() != prefix + "manifest.json") {
     Violation(
@@ -195,7 +197,8 @@ void CheckObjects(const std::vector<quark::storage::ObjectInfo>& objects, const 
     auto job = jobs.find(id);
     if (job == jobs.end()) {
       Violation(absl::StrCat("orphan object of no job: ", object.uri));
-    } else if (job->second.state() != pb::JOB_STATE_SUCCEEDED && rest == id + "/manifest.json") {
+    } else if (job->second.state() != pb::JOB_STATE_SUCCEEDED && rest.size() >= 14 &&
+               rest.compare(rest.size() - 14, 14, "/manifest.json") == 0) {
       Violation(absl::StrCat(id, ": a manifest is visible for a ", pb::JobState_Name(job->second.state()), " job"));
     } else {
       Violation(absl::StrCat(id, ": orphan object ", object.uri, " (", pb::JobState_Name(job->second.state()),

@@ -241,9 +241,12 @@ for _ in $(seq 30); do
   sleep 0.5
 done
 [ -z "$left" ] || fail "job folders left on the workers' disks: $left"
-# Double publishes (#33 item 2 fences them; reported here, not judged): jobs whose manifest.json reached s3rver
-# more than once, from the proxy's log of forwarded requests.
-echo "jobs whose manifest was written more than once: $(grep -oE '^forward PUT /chaos/out/[^/]+/manifest.json' \
+# Publishes by more than one attempt (each attempt writes into its own attempt-N folder and a superseded one removes
+# what it wrote, so they are counted, not judged; chaos_check judges what stays visible): from the proxy's log of
+# forwarded requests, jobs with a manifest.json PUT into two or more attempt folders, and manifests written twice.
+echo "jobs published by more than one attempt: $(grep -oE '^forward PUT /chaos/out/[^/]+/attempt-[0-9]+/manifest.json' \
+    "$dir/proxy.log" | sort -u | sed -E 's|/attempt-[0-9]+/manifest.json||' | uniq -d | wc -l)"
+echo "manifests written more than once: $(grep -oE '^forward PUT /chaos/out/[^/]+/attempt-[0-9]+/manifest.json' \
     "$dir/proxy.log" | sort | uniq -d | wc -l)"
 # Folders under the output prefix that belong to no job (s3rver keeps objects as files under its data folder).
 unknown=$(comm -23 <(ls "$dir/s3/chaos/out" 2>/dev/null | sort) <(sql "SELECT id FROM jobs" | sort) | head -5)

@@ -373,5 +373,70 @@ TEST(TokenizerJsonTest, EveryIdEqualsTheHuggingFaceReferenceOnTheFixtures) {
   EXPECT_GT(compared, 1000000u);
 }
 
+// Issue #33 item 4: digits added in Unicode 15 and 16 are \p{N} (the split patterns' classes come from a Unicode
+// 16.0 table, core/runtime/unicode_properties.h; Debian's PCRE2 10.42 has Unicode 14 tables and split " 𞓰" as one
+// piece). One digit of each: Kawi, Nag Mundari (Unicode 15.0), Garay, Gurung Khema, Ol Onal, Sunuwar, Myanmar
+// Extended-C, the outlined digits (16.0).
+constexpr char32_t kNewDigits[] = {0x11F50, 0x1E4F0, 0x10D40, 0x16130, 0x1E5F1, 0x11BF0, 0x116D0, 0x1CCF0};
+constexpr char kLlama3Split[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+std::string Utf8(char32_t code_point) {
+  std::string out;
+  tokenizer_json::AppendUtf8(code_point, &out);
+  return out;
+}
+
+// Lines " D", "DDDD", "abD" and "D." for each new digit D.
+std::string NewDigitsText() {
+  std::string text;
+  for (const char32_t digit : kNewDigits) {
+    const std::string d = Utf8(digit);
+    text += " " + d + "\n" + d + d + d + d + "\nab" + d + "\n" + d + ".\n";
+  }
+  return text;
+}
+
+TEST(TokenizerJsonTest, Unicode16DigitsSplitAsNumbersWithTheLlama3Pattern) {
+  auto split = tokenizer_json::Regex::Compile(kLlama3Split, "llama3.pre_tokenizer.pattern.Regex");
+  ASSERT_TRUE(split.ok()) << split.status();
+  for (const char32_t digit : kNewDigits) {
+    const std::string d = Utf8(digit);
+    std::vector<std::string> pieces;
+    const std::string text = " " + d + d + d + d;
+    for (const auto& [begin, end] : (*split)->FindAll(text)) pieces.push_back(text.substr(begin, end - begin));
+    EXPECT_THAT(pieces, ElementsAre(" ", d + d + d, d)) << std::hex << static_cast<uint32_t>(digit);
+  }
+}
+
+TEST(TokenizerJsonTest, Unicode16DigitsGiveTheHuggingFaceReferenceIds) {
+  int status = 0;
+  RunCommand("node --version", &status);
+  if (status != 0) QUARK_PEER_MISSING() << "node not found";
+  if (!std::filesystem::exists(SourceDir() + "/tests/peers/node_modules/@huggingface/transformers")) {
+    QUARK_PEER_MISSING() << "@huggingface/transformers missing (scripts/install-test-peers.sh)";
+  }
+  const std::string script = SourceDir() + "/tests/node/tokenizer_crosscheck.mjs";
+  const auto tmp = std::filesystem::temp_directory_path() / ("quark_newdigits_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  std::istringstream written(RunCommand("node " + script + " --variants " + tmp.string(), &status));
+  ASSERT_EQ(status, 0);
+  std::string llama3;
+  for (std::string dir; std::getline(written, dir);) {
+    if (dir.find("gpt2-llama3-split") != std::string::npos) llama3 = dir;
+  }
+  ASSERT_FALSE(llama3.empty());
+  const std::string text_file = (tmp / "new_digits.txt").string();
+  std::ofstream(text_file, std::ios::binary) << NewDigitsText();
+  const auto want = ParseIds(RunCommand("node " + script + " --print " + llama3 + " " + text_file, &status));
+  ASSERT_EQ(status, 0);
+  auto ours = JsonTokenizer::Open(llama3);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  auto got = (*ours)->Encode(NewDigitsText(), false);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, want);
+  std::filesystem::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace quark::runtime

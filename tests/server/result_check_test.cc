@@ -55,6 +55,34 @@ TEST(ResultCheckTest, OnlyFilesUnderTheJobsOwnOutputPrefixPass) {
   EXPECT_LT(long_one.message().size(), 600u);
 }
 
+// #33 item 2, fencing: a worker publishes into its attempt's folder; a result is taken only from the attempt whose
+// lease completes (job.attempts_size()), never from another attempt's folder.
+TEST(ResultCheckTest, OnlyTheCompletingAttemptsFolderPasses) {
+  pb::Job job = JobWithOutput("s3://bucket/out");
+  job.add_attempts();
+  job.add_attempts();  // attempt 2 holds the lease
+  EXPECT_TRUE(CheckOne(job, "s3://bucket/out/j-1/attempt-2/model.safetensors").ok());
+  EXPECT_TRUE(CheckOne(job, "s3://bucket/out/j-1/attempt-2/gguf/model-Q4_0.gguf").ok());
+  // Not attempt folders: the flat layout of workers before fencing.
+  for (const std::string flat : {"s3://bucket/out/j-1/model.safetensors", "s3://bucket/out/j-1/attempt-x/a",
+                                 "s3://bucket/out/j-1/attempt-/a", "s3://bucket/out/j-1/attempt-1"}) {
+    EXPECT_TRUE(CheckOne(job, flat).ok()) << flat;
+  }
+  for (const std::string stale : {"s3://bucket/out/j-1/attempt-1/model.safetensors", "s3://bucket/out/j-1/attempt-3/a",
+                                  "s3://bucket/out/j-1/attempt-0/a"}) {
+    absl::Status status = CheckOne(job, stale);
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << stale;
+    EXPECT_NE(status.message().find("result.artifacts[0].uri"), absl::string_view::npos) << status;
+    EXPECT_NE(status.message().find("but the completing lease is attempt 2's"), absl::string_view::npos) << status;
+  }
+  pb::JobResult manifest;
+  manifest.set_manifest_uri("s3://bucket/out/j-1/attempt-1/manifest.json");
+  EXPECT_NE(CheckResultUris(job, manifest).message().find("result.manifest_uri: \"s3://bucket/out/j-1/attempt-1/"
+                                                          "manifest.json\" is in attempt 1's folder"),
+            absl::string_view::npos)
+      << CheckResultUris(job, manifest);
+}
+
 class ForgedResultTest : public ApiTestBase {
  protected:
   void SetUp() override {

@@ -84,7 +84,7 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
   EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
 
   storage::S3ObjectStore bucket(server_->Config());
-  absl::StatusOr<std::string> config = bucket.GetBytes("s3://test/gptq/" + done.id() + "/config.json");
+  absl::StatusOr<std::string> config = bucket.GetBytes("s3://test/gptq/" + done.id() + "/attempt-1/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   const auto algo = nlohmann::json::parse(*config)["quantization_config"]["algo_config"];
   ASSERT_EQ(algo.size(), 1u) << *config;
@@ -113,7 +113,7 @@ TEST_F(EngineE2eTest, AwqJobPublishesEveryExportFormat) {
   ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_reloaded")) << done.DebugString();
   EXPECT_NEAR(metrics.at("ppl_gguf") / metrics.at("ppl_after"), 1.0, 1e-3);
   storage::S3ObjectStore bucket(server_->Config());
-  const std::string root = "s3://test/formats/" + done.id() + "/";
+  const std::string root = "s3://test/formats/" + done.id() + "/attempt-1/";
   for (const char* file : {"hf_quark/config.json", "hf_quark/model.safetensors", "model.gguf", "onnx/model.onnx",
                            "onnx/model.onnx.data"}) {
     EXPECT_TRUE(bucket.GetBytes(root + file).ok()) << file;
@@ -147,7 +147,7 @@ TEST_F(EngineE2eTest, KQuantJobWithCalibrationImatrixGivesAGgufLlamaCppLoads) {
   ASSERT_TRUE(metrics.count("ppl_gguf") && metrics.count("ppl_before")) << done.DebugString();
   EXPECT_LT(metrics.at("ppl_gguf") / metrics.at("ppl_before"), 1.1) << "Q4_K_M of tinyllama-a";
   storage::S3ObjectStore bucket(server_->Config());
-  const std::string root = "s3://test/kquant/" + done.id() + "/";
+  const std::string root = "s3://test/kquant/" + done.id() + "/attempt-1/";
   absl::StatusOr<std::string> imatrix = bucket.GetBytes(root + "imatrix.gguf");
   ASSERT_TRUE(imatrix.ok()) << imatrix.status();
   EXPECT_EQ(imatrix->substr(0, 4), "GGUF");
@@ -190,7 +190,8 @@ TEST_F(EngineE2eTest, AccuracyGateFailsTheJobAndKeepsItsFigures) {
   EXPECT_GT(std::max(metrics.at("ppl_after"), metrics.at("ppl_reloaded")), metrics.at("ppl_before"));
   EXPECT_EQ(done.result().artifacts_size(), 0);
   storage::S3ObjectStore bucket(server_->Config());
-  EXPECT_FALSE(bucket.GetBytes("s3://test/gate/" + done.id() + "/manifest.json").ok()) << "nothing is published";
+  EXPECT_FALSE(bucket.GetBytes("s3://test/gate/" + done.id() + "/attempt-1/manifest.json").ok())
+      << "nothing is published";
 }
 
 TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
@@ -232,7 +233,8 @@ TEST_F(EngineE2eTest, Stories260KLandsInS3rverWithManifest) {
   for (const auto& file : manifest["files"]) {
     has_weights |= file["path"].get<std::string>().find(".safetensors") != std::string::npos;
     has_config |= file["path"] == "config.json";
-    absl::StatusOr<storage::ObjectInfo> info = bucket.Head("s3://test/engine/" + job.id() + "/" + file["path"].get<std::string>());
+    absl::StatusOr<storage::ObjectInfo> info =
+        bucket.Head("s3://test/engine/" + job.id() + "/attempt-1/" + file["path"].get<std::string>());
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->size_bytes, file["size_bytes"].get<int64_t>());
   }

@@ -65,7 +65,9 @@ class EvalE2eTest : public ::testing::Test {
     return quark::testing::RunJobToEnd(*stub_, request, events);
   }
 
-  fs::path JobFolder(const quark::v1::Job& job) const { return quarkd_->root() / "out" / job.id(); }
+  fs::path JobFolder(const quark::v1::Job& job) const {
+    return quark::testing::AttemptFolder(quarkd_->root() / "out", job);
+  }
 
   static nlohmann::json Manifest(const fs::path& folder) {
     std::ifstream in(folder / "manifest.json");

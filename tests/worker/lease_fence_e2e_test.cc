@@ -20,6 +20,8 @@
 namespace quark::worker {
 namespace {
 
+using quark::testing::GetJob;
+using quark::testing::WaitUntil;
 using quark::v1::Job;
 
 // The first run waits until it is cancelled and remembers why; later runs succeed at once.
@@ -46,15 +48,6 @@ class WaitForCancelRunner : public JobRunner {
   std::atomic<CancelToken::Reason> first_run_reason_{CancelToken::Reason::kNone};
 };
 
-bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpire) {
   quark::testing::QuarkdOptions options;
   options.workers = 0;
@@ -75,13 +68,9 @@ TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpir
 
   auto stub = quark::v1::QuantizationService::NewStub(
       grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
-  quark::v1::SubmitJobRequest submit = quark::testing::EmptyModelJob(root, 3);
-  Job job;
-  {
-    grpc::ClientContext context;
-    grpc::Status status = stub->SubmitJob(&context, submit, &job);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  const quark::v1::SubmitJobRequest submit = quark::testing::EmptyModelJob(root, 3);
+  const Job job = quark::testing::SubmitJob(*stub, submit);
+  ASSERT_FALSE(job.id().empty());
   ASSERT_TRUE(WaitUntil([&] { return runner->running_.load(); }, std::chrono::seconds(60))) << (*quarkd)->Log();
 
   // Freeze quarkd: from now on nothing it could say reaches the agent.
@@ -95,14 +84,8 @@ TEST(LeaseFenceE2eTest, AWorkerCutOffFromQuarkdDropsItsJobBeforeTheLeaseCanExpir
 
   // Thawed, quarkd expires the lease and hands the job out again: the second run succeeds.
   Job done;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        grpc::ClientContext context;
-        quark::v1::GetJobRequest get;
-        get.set_id(job.id());
-        return stub->GetJob(&context, get, &done).ok() && done.state() == quark::v1::JOB_STATE_SUCCEEDED;
-      },
-      std::chrono::seconds(60)))
+  ASSERT_TRUE(WaitUntil([&] { return (done = GetJob(*stub, job.id())).state() == quark::v1::JOB_STATE_SUCCEEDED; },
+                        std::chrono::seconds(60)))
       << done.DebugString() << (*quarkd)->Log();
   EXPECT_EQ(done.attempts_size(), 2) << done.DebugString();
   EXPECT_EQ(runner->runs_.load(), 2);

@@ -68,6 +68,7 @@ class QuantizeJobRunnerTest : public quark::testing::S3TestBase {
     job.mutable_spec()->set_model_uri(model_uri);
     job.mutable_spec()->set_output_uri(output_uri);
     job.mutable_spec()->set_preset("int4_wo_128");
+    job.add_attempts();  // its first attempt, as quarkd leases it: published under attempt-1 (#33 item 2)
     return job;
   }
   std::string FileUri(const fs::path& p) { return "file://" + p.string(); }
@@ -86,15 +87,15 @@ TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
   CancelToken cancel;
   absl::StatusOr<quark::v1::JobResult> result = Runner().Run(job, sink, cancel);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->manifest_uri(), FileUri(root_ / "out/job-7/manifest.json"));
+  EXPECT_EQ(result->manifest_uri(), FileUri(root_ / "out/job-7/attempt-1/manifest.json"));
   ASSERT_EQ(result->artifacts_size(), 4);
-  EXPECT_EQ(result->artifacts(0).uri(), FileUri(root_ / "out/job-7/config.json"));
+  EXPECT_EQ(result->artifacts(0).uri(), FileUri(root_ / "out/job-7/attempt-1/config.json"));
   EXPECT_EQ(result->metrics().at("ppl_after"), 7.5);
   EXPECT_GT(result->metrics().count("seconds_total"), 0u);
   EXPECT_EQ(pipeline_->calibration_text, "some calibration text");
   // A file:// model is read through its pinned view in the job's scratch folder (removed with the job).
   EXPECT_EQ(pipeline_->seen.model_dir, dir_.path() / "work/jobs/job-7/scratch/model");
-  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/config.json"), R"({"model_type":"llama"})");
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/attempt-1/config.json"), R"({"model_type":"llama"})");
 
   EXPECT_EQ(sink.Phases(), (std::vector<std::string>{"fetch", "quantize", "upload"}));
   double last = 0;
@@ -103,7 +104,8 @@ TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
     last = e.fraction();
   }
   EXPECT_EQ(last, 1.0);
-  nlohmann::json manifest = nlohmann::json::parse(quark::testing::ReadFile(root_ / "out/job-7/manifest.json"));
+  nlohmann::json manifest =
+      nlohmann::json::parse(quark::testing::ReadFile(root_ / "out/job-7/attempt-1/manifest.json"));
   EXPECT_EQ(manifest["files"].size(), 4u);
   EXPECT_EQ(manifest["config"]["preset"], "int4_wo_128");
   EXPECT_EQ(manifest["model_uri"], FileUri(root_ / "models/tiny"));
@@ -124,7 +126,7 @@ TEST_F(QuantizeJobRunnerTest, AModelFolderSwappedAfterTheFetchIsNotWhatTheEngine
   absl::StatusOr<quark::v1::JobResult> result =
       Runner().Run(Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out")), sink, cancel);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/config.json"), R"({"model_type":"llama"})");
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/attempt-1/config.json"), R"({"model_type":"llama"})");
 }
 
 TEST_F(QuantizeJobRunnerTest, S3ModelToS3Output) {
@@ -135,7 +137,7 @@ TEST_F(QuantizeJobRunnerTest, S3ModelToS3Output) {
   absl::StatusOr<quark::v1::JobResult> result =
       Runner().Run(Job("s3://test/models/tiny", "s3://test/artifacts"), sink, cancel);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->manifest_uri(), "s3://test/artifacts/job-7/manifest.json");
+  EXPECT_EQ(result->manifest_uri(), "s3://test/artifacts/job-7/attempt-1/manifest.json");
   absl::StatusOr<std::string> manifest = store_->GetBytes(result->manifest_uri());
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(nlohmann::json::parse(*manifest)["files"].size(), 4u);
@@ -196,7 +198,40 @@ TEST_F(QuantizeJobRunnerTest, FailedUploadMeansNoManifest) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
   EXPECT_NE(result.status().message().find("layer2.safetensors"), std::string::npos);
   storage::S3ObjectStore direct(server_->Config());
-  EXPECT_EQ(direct.Head("s3://test/failed-upload/job-7/manifest.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(direct.Head("s3://test/failed-upload/job-7/attempt-1/manifest.json").status().code(),
+            absl::StatusCode::kNotFound);
+  // What arrived before the failure (config.json, layer1) is removed: a failed attempt leaves nothing visible.
+  absl::StatusOr<std::vector<storage::ObjectInfo>> left = direct.List("s3://test/failed-upload/job-7");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_TRUE(left->empty()) << left->size() << " objects left, first " << left->front().uri;
+}
+
+// #33 item 2: each attempt publishes into a folder of its own, and Discard (a run whose lease is gone) removes that
+// folder only: a newer attempt's artifacts are never touched.
+TEST_F(QuantizeJobRunnerTest, AttemptsPublishApartAndDiscardRemovesOnlyItsOwn) {
+  RecordingSink sink;
+  CancelToken cancel;
+  quark::v1::Job first = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  absl::StatusOr<quark::v1::JobResult> stale = Runner().Run(first, sink, cancel);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  quark::v1::Job second = first;
+  second.add_attempts();
+  pipeline_->layers = 2;  // the newer attempt's artifact differs
+  absl::StatusOr<quark::v1::JobResult> newer = Runner().Run(second, sink, cancel);
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(newer->manifest_uri(), FileUri(root_ / "out/job-7/attempt-2/manifest.json"));
+  const std::string newer_manifest = quark::testing::ReadFile(root_ / "out/job-7/attempt-2/manifest.json");
+
+  ASSERT_TRUE(Runner().Discard(first, LeaseContext{}, *stale).ok());
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7/attempt-1/manifest.json"));
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7/attempt-1/layer3.safetensors"));
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-7/attempt-2/manifest.json"), newer_manifest);
+  EXPECT_TRUE(fs::exists(root_ / "out/job-7/attempt-2/layer2.safetensors"));
+  // A result that is not this attempt's is refused, and nothing is removed.
+  absl::Status wrong = Runner().Discard(first, LeaseContext{}, *newer);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument) << wrong;
+  EXPECT_NE(wrong.message().find("result.manifest_uri"), std::string::npos) << wrong;
+  EXPECT_TRUE(fs::exists(root_ / "out/job-7/attempt-2/manifest.json"));
 }
 
 // Access key ids of the requests the proxy forwarded whose path starts with `path_prefix`, in order.

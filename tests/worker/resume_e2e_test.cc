@@ -20,6 +20,7 @@
 
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
 
 namespace quark::worker {
 namespace {
@@ -148,7 +149,7 @@ TEST_P(ResumeE2eTest, KilledWorkerResumesAtItsLastFinishedLayer) {
   std::vector<std::string> logs;
   const quark::v1::Job first = Wait(*stub, Submit(*stub, Request(output_uri)).id(), logs);
   ASSERT_EQ(first.state(), quark::v1::JOB_STATE_SUCCEEDED) << first.DebugString() << (*quarkd)->Log();
-  const auto expected = Artifact(root / "out" / first.id());
+  const auto expected = Artifact(quark::testing::AttemptFolder(root / "out", first));
   ASSERT_FALSE(expected.empty());
   EXPECT_FALSE(fs::exists(root / "worker" / "checkpoints" / first.id())) << "removed once published";
 
@@ -175,7 +176,7 @@ TEST_P(ResumeE2eTest, KilledWorkerResumesAtItsLastFinishedLayer) {
                           [&](const std::string& line) { return line.find(resumed) != std::string::npos; }))
       << "no event says \"" << resumed << "\"";
   EXPECT_EQ(done.result().metrics().at("resumed_at_layer"), static_cast<double>(killed_at));
-  const auto artifact = Artifact(root / "out" / done.id());
+  const auto artifact = Artifact(quark::testing::AttemptFolder(root / "out", done));
   ASSERT_EQ(artifact.size(), expected.size());
   for (const auto& [file, bytes] : expected) {
     ASSERT_TRUE(artifact.count(file)) << file;

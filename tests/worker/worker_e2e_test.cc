@@ -180,7 +180,7 @@ TEST_F(WorkerE2eTest, AgentPublishesIntoS3rverBucket) {
 
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
   EXPECT_EQ(done.worker_id(), "e2e-agent");
-  EXPECT_EQ(done.result().manifest_uri(), "s3://test/e2e/" + job.id() + "/manifest.json");
+  EXPECT_EQ(done.result().manifest_uri(), "s3://test/e2e/" + job.id() + "/attempt-1/manifest.json");
   EXPECT_EQ(done.result().artifacts_size(), 2);
   EXPECT_EQ(done.result().metrics().at("ppl_after"), 3.25);
   storage::S3ObjectStore bucket(server_->Config());

@@ -102,4 +102,19 @@ absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const fs::pat
   return result;
 }
 
+std::string AttemptOutputPrefix(std::string_view output_uri, std::string_view job_id, int attempt) {
+  return JoinUri(JoinUri(output_uri, job_id), str::Cat("attempt-", attempt));
+}
+
+absl::Status RemovePublished(ObjectStore& store, std::string_view prefix) {
+  absl::Status first = store.Delete(JoinUri(prefix, kManifestName));
+  absl::StatusOr<std::vector<ObjectInfo>> objects = store.List(prefix);
+  if (!objects.ok()) return first.ok() ? objects.status() : first;
+  for (const ObjectInfo& object : *objects) {
+    absl::Status status = store.Delete(object.uri);
+    if (first.ok() && !status.ok()) first = status;
+  }
+  return first;
+}
+
 }  // namespace quark::storage

@@ -60,6 +60,17 @@ absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const std::fi
                                                const PublishProgress& progress = {},
                                                const std::function<bool()>& cancelled = {});
 
+/// #33 item 2, fencing: the folder one attempt of a job publishes into, <output_uri>/<job_id>/attempt-<attempt>
+/// (`attempt` is the job's attempt number, Job.attempts_size() under its lease). Attempts never write into each
+/// other's folders, so a stale attempt cannot overwrite a newer one's artifacts; quarkd takes a result only from
+/// the lease of the current attempt and only inside that attempt's folder (server/scheduler/result_check.h).
+std::string AttemptOutputPrefix(std::string_view output_uri, std::string_view job_id, int attempt);
+
+/// Removes what one attempt published under `prefix` (its AttemptOutputPrefix): manifest.json first, so that no
+/// reader sees a manifest whose files are going, then every other object below it. Errors name the URI; what could
+/// be removed is removed.
+absl::Status RemovePublished(ObjectStore& store, std::string_view prefix);
+
 /// The manifest document PublishArtifacts writes (exposed for tests and for readers checking an artifact).
 nlohmann::json BuildManifest(const std::vector<PublishedFile>& files, const ManifestInfo& manifest);
 

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -23,16 +26,21 @@ inline quark::v1::SubmitJobRequest EmptyModelJob(const std::string& root, int ma
   return submit;
 }
 
+/// The job as SubmitJob answered (a failed expectation when quarkd refused it).
+inline quark::v1::Job SubmitJob(quark::v1::QuantizationService::Stub& stub,
+                                const quark::v1::SubmitJobRequest& request) {
+  quark::v1::Job job;
+  grpc::ClientContext context;
+  grpc::Status status = stub.SubmitJob(&context, request, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return job;
+}
+
 /// Every event WatchJob streams lands in `events`; the watch gives up after `deadline`.
 inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
                                   const quark::v1::SubmitJobRequest& request, std::vector<quark::v1::JobEvent>& events,
                                   std::chrono::seconds deadline = std::chrono::seconds(240)) {
-  quark::v1::Job job;
-  {
-    grpc::ClientContext context;
-    grpc::Status status = stub.SubmitJob(&context, request, &job);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-  }
+  const quark::v1::Job job = SubmitJob(stub, request);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + deadline);
   quark::v1::WatchJobRequest watch;
@@ -51,6 +59,32 @@ inline quark::v1::Job RunJobToEnd(quark::v1::QuantizationService::Stub& stub,
   grpc::ClientContext get_context;
   EXPECT_TRUE(stub.GetJob(&get_context, get, &done).ok());
   return done;
+}
+
+/// Polls `done` every 20 ms until it is true or `limit` has passed; its last answer.
+inline bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+/// The job as GetJob has it (an empty Job, and a failed expectation, when the call fails).
+inline quark::v1::Job GetJob(quark::v1::QuantizationService::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  quark::v1::GetJobRequest get;
+  get.set_id(id);
+  quark::v1::Job job;
+  EXPECT_TRUE(stub.GetJob(&context, get, &job).ok());
+  return job;
+}
+
+/// The folder the job's last attempt published into under a file:// output folder: <output_dir>/<id>/attempt-<N>
+/// (each attempt its own, worker/storage/publish.h).
+inline std::filesystem::path AttemptFolder(const std::filesystem::path& output_dir, const quark::v1::Job& job) {
+  return output_dir / job.id() / ("attempt-" + std::to_string(job.attempts_size()));
 }
 
 }  // namespace quark::testing

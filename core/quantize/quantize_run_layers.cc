@@ -1,0 +1,374 @@
+#include "core/quantize/quantize_run.h"
+
+namespace quark::quantize_internal {
+namespace {
+
+// A content digest for the checkpoint fingerprint (FNV-1a, 64 bit): it tells one calibration file from another, it
+// guards against no adversary (the checkpoint folder is the worker's own).
+absl::StatusOr<std::string> FileDigest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat("calibration_file: ", path, ": cannot open"));
+  uint64_t hash = 1469598103934665603ull;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) hash = (hash ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+// Everything that decides the artifact's bytes, as canonical text: a checkpoint is used only by a run whose
+// fingerprint is the same. The model's files by (name, size, mtime) as the worker's model cache keeps them; the
+// thread count because LibTorch's reductions split work by it.
+absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, const QuantizeModelOptions& options) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  std::error_code ec;
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    if (entry.is_regular_file(ec)) paths.push_back(entry.path());
+  }
+  if (ec) return absl::InternalError(StrCat(model_dir, ": ", ec.message()));
+  std::sort(paths.begin(), paths.end());
+  for (const auto& path : paths) {
+    const auto mtime = std::filesystem::last_write_time(path, ec).time_since_epoch().count();
+    files.push_back({path.filename().string(), std::filesystem::file_size(path, ec), mtime});
+  }
+  nlohmann::ordered_json fingerprint = {
+      {"model_dir", model_dir},
+      {"model_files", files},
+      {"config", ConfigToQuarkJson(options.config)},
+      {"export_formats", options.export_formats},
+      {"gguf_type", options.gguf_type},
+      {"num_calibration_samples", options.num_calibration_samples},
+      {"seq_len", options.seq_len},
+      {"moe_min_expert_tokens", options.moe_min_expert_tokens},
+      {"seed", options.seed},
+      {"max_shard_bytes", options.max_shard_bytes},
+      {"output_dir", options.output_dir},
+      {"threads", at::get_num_threads()}};
+  // The calibration text; the evaluation text stands in for it when none is given (see LoadInputs).
+  const std::string& calibration = options.calibration_file.empty() ? options.eval_text_file : options.calibration_file;
+  if (!calibration.empty()) {
+    auto digest = FileDigest(calibration);
+    if (!digest.ok()) return digest.status();
+    fingerprint["calibration"] = {{"path", calibration}, {"digest", *digest}};
+  }
+  return fingerprint.dump();
+}
+
+}  // namespace
+
+absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+  if (options_.cancelled && options_.cancelled()) {
+    return absl::CancelledError(StrCat("cancelled before layer ", index, " of ", model_.num_hidden_layers));
+  }
+  if (index < resume_layers_) return RestoreLayer(index, layer, inputs);
+  const double layer_share = LayerShare();
+  const double start = LayerStart(index);
+  const double eta = index == 0 ? 0 : Seconds(quantize_start_) / static_cast<double>(index) *
+                                          static_cast<double>(model_.num_hidden_layers - index);
+  Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("calibrating and quantizing ", layer.prefix()));
+  CalibratedParams known;
+  std::vector<runtime::ExpertCoverage> coverage;  // MoE: the last calibration forward's per-expert counts
+  std::map<std::string, at::Tensor> scaled_tensors;
+  edited_.reset();
+  layer_tensors_.clear();
+  layer_log_.clear();
+  if (scaling_) {
+    quantize::ScalingCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    callbacks.on_step = [&](const std::string& step) {
+      Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat(step, " ", layer.prefix()));
+    };
+    auto scaled = scaling_->Run(layer, inputs, streamer_->model(), callbacks);
+    if (!scaled.ok()) return scaled.status();
+    // What the scaling algorithms leave goes to the exports, the checkpoint and the spill: host memory.
+    edited_ = std::make_shared<runtime::TensorMapWeightSource>();
+    for (auto& [name, tensor] : scaled->tensors) {
+      tensor = device_.ToHost(tensor);
+      edited_->Set(name, tensor);
+    }
+    scaled_tensors = std::move(scaled->tensors);
+    coverage = std::move(scaled->coverage);  // MoE: a scaling-only run reports its forwards' counts
+    layer_log_ = std::move(scaled->summary);
+    report_.algorithm_log.insert(report_.algorithm_log.end(), layer_log_.begin(), layer_log_.end());
+  }
+  if (gptq_) {
+    algorithms::GptqLayerCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    callbacks.on_coverage = [&](const std::vector<runtime::ExpertCoverage>& c) { coverage = c; };
+    callbacks.on_module = [&](const std::string& module, int i, int total) {
+      Progress("quantize", static_cast<int>(index) + 1, start + layer_share * i / std::max(total, 1), eta,
+               StrCat("gptq ", module));
+    };
+    auto gptq = gptq_->Run(layer, inputs, streamer_->model(), callbacks);
+    if (!gptq.ok()) return gptq.status();
+    known = *std::move(gptq);
+  }
+  std::vector<runtime::ExpertCoverage> calibrated;
+  auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known, &calibrated);
+  if (!linears.ok()) return linears.status();
+  if (!calibrated.empty()) coverage = std::move(calibrated);
+  quantize::AddCoverageMetrics(coverage, index, report_.metrics, &report_.algorithm_log);
+  current_ = *std::move(linears);
+  for (auto& [name, p] : quantize::SnapshotParams(current_)) params_[name] = std::move(p);
+  if (known.empty() && !edited_) return absl::OkStatus();
+  // The float tensors the scaling algorithms left (the evaluation quantizes them again with the same parameters), and
+  // GPTQ's weights, which are on their grid already.
+  layer_tensors_ = std::move(scaled_tensors);
+  for (const auto& q : current_) {
+    auto it = known.find(q->name());
+    if (it == known.end()) continue;
+    params_[q->name()].weight = it->second.weight;
+    layer_tensors_[q->name() + ".weight"] = device_.ToHost(q->weight());
+  }
+  if (!spill_) return absl::OkStatus();
+  return spill_->WriteLayer(index, {layer_tensors_.begin(), layer_tensors_.end()});
+}
+
+// A checkpointed layer: the float hidden states move on through the layer as loaded (the scaling algorithms' float
+// model), then the layer takes the recorded tensors and parameters, and the streamer computes the quantized outputs
+// from it as the first run did.
+absl::Status QuantizeRun::RestoreLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+  Progress("quantize", static_cast<int>(index) + 1, LayerStart(index), 0,
+           StrCat("restoring ", layer.prefix(), " from the checkpoint"));
+  auto data = checkpoint_->Read(index);
+  if (!data.ok()) return data.status();
+  if (auto s = quantize::ExpandGridWeights(quantizer_->plan(), *data); !s.ok()) return s;
+  if (scaling_) {
+    if (auto s = scaling_->Advance(layer, inputs, streamer_->model()); !s.ok()) return s;
+  }
+  std::map<std::string, at::Tensor> relative;
+  for (const auto& [name, tensor] : data->tensors) {
+    if (name.rfind(layer.prefix(), 0) != 0) {
+      return absl::DataLossError(StrCat("checkpoint ", checkpoint_->dir(), ": layer ", index, " holds ", name));
+    }
+    relative[name.substr(layer.prefix().size())] = tensor;
+  }
+  if (auto s = algorithms::SetLayerTensors(layer, relative); !s.ok()) return s;
+  auto linears = quantizer_->Apply(layer, data->params);
+  if (!linears.ok()) return linears.status();
+  current_ = *std::move(linears);
+  for (const auto& [name, p] : data->params) params_[name] = p;
+  edited_.reset();
+  if (!data->tensors.empty()) {
+    edited_ = std::make_shared<runtime::TensorMapWeightSource>();
+    for (const auto& [name, tensor] : data->tensors) edited_->Set(name, tensor);
+  }
+  report_.algorithm_log.insert(report_.algorithm_log.end(), data->log.begin(), data->log.end());
+  layer_tensors_ = data->tensors;
+  layer_log_ = data->log;
+  if (!spill_ || data->tensors.empty()) return absl::OkStatus();
+  return spill_->WriteLayer(index, {data->tensors.begin(), data->tensors.end()});
+}
+
+absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& layer) {
+  // Recorded before the export releases the float weights; written after it, so that a checkpointed layer is one
+  // whose exported tensors are complete.
+  quantize::LayerCheckpointData checkpoint;
+  if (checkpoint_ && index >= resume_layers_) {
+    for (const auto& q : current_) {
+      auto it = params_.find(q->name());
+      if (it != params_.end()) checkpoint.params[q->name()] = it->second;
+    }
+    checkpoint.tensors = layer_tensors_;
+    checkpoint.log = layer_log_;
+    if (auto s = quantize::CompactGridWeights(quantizer_->plan(), checkpoint); !s.ok()) return s;
+  }
+  if (!exports_.empty()) {
+    for (const auto& q : current_) {
+      auto data = quantize::LinearExportDataOf(*q);
+      if (!data.ok()) return data.status();
+      // Elements the export rounds otherwise than the fake-quantized model (export_agreement.h): why ppl_reloaded
+      // can differ from ppl_after.
+      auto differing = quantize::ExportWeightDifferences(*data);
+      if (!differing.ok()) return differing.status();
+      report_.metrics["export_weight_differences"] += static_cast<double>(*differing);
+      for (auto& e : exports_) {
+        if (auto s = e.exporter->WriteLinear(*data); !s.ok()) return s;
+      }
+      q->ReleaseFloatWeight();
+    }
+    // The layer's other tensors as the algorithms left them (smoothed norms), else as the streamer reads them.
+    std::vector<std::shared_ptr<const runtime::WeightSource>> edited;
+    if (edited_) edited.push_back(edited_);
+    const quantize::OverlayWeightSource weights(streamer_->host_weights(), std::move(edited));
+    for (auto& e : exports_) {
+      if (auto s = e.exporter->WriteUnquantized(layer.prefix(), weights); !s.ok()) return s;
+    }
+  }
+  current_.clear();
+  layer_tensors_.clear();
+  if (!checkpoint_ || index < resume_layers_) return absl::OkStatus();
+  return checkpoint_->Write(index, checkpoint);
+}
+
+absl::Status QuantizeRun::OpenCheckpoint() {
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  auto fingerprint = CheckpointFingerprint(model_dir_, options_);
+  if (!fingerprint.ok()) return fingerprint.status();
+  auto checkpoint = quantize::LayerCheckpoint::Open(options_.checkpoint_dir, *std::move(fingerprint));
+  if (!checkpoint.ok()) return checkpoint.status();
+  checkpoint_ = *std::move(checkpoint);
+  if (!checkpoint_->discarded_reason().empty()) {
+    Notice("prepare", 0, StrCat("checkpoint discarded, starting at layer 0: ", checkpoint_->discarded_reason()));
+  }
+  resume_layers_ = checkpoint_->finished_layers();
+  if (resume_layers_ > 0 && !options_.output_dir.empty()) {
+    // The earlier attempt's partial export: the restored layers are exported again, byte for byte.
+    std::error_code ec;
+    std::filesystem::remove_all(options_.output_dir, ec);
+    std::filesystem::create_directories(options_.output_dir, ec);
+    if (ec) return absl::InternalError(StrCat("output_dir: ", options_.output_dir, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::QuantizeLayers() {
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer;
+  if (rotated_) {
+    // Every later reader (calibration, the algorithms, the export, the evaluation) sees the rotated model.
+    runtime_model_ = rotated_->model();
+    streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_, OnDevice());
+  } else {
+    runtime_model_ = model_;
+    streamer = runtime::LayerStreamer::Open(model_dir_, OnDevice());
+  }
+  if (!streamer.ok()) return streamer.status();
+  streamer_ = *std::move(streamer);
+  runtime::LayerHooks hooks;
+  // The importance matrix observes the forward that computes the layer's outputs (through the layer as quantized).
+  hooks.before = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+    if (auto s = CalibrateLayer(i, layer, inputs); !s.ok() || !imatrix_) return s;
+    return imatrix_->Attach(layer);
+  };
+  hooks.after = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&,
+                       const std::vector<at::Tensor>&) {
+    if (imatrix_) {
+      if (auto s = imatrix_->Detach(layer); !s.ok()) return s;
+    }
+    return FinishLayer(i, layer);
+  };
+  quantize_start_ = Clock::now();
+  if (resume_layers_ > 0) {
+    report_.metrics["resumed_at_layer"] = static_cast<double>(resume_layers_);
+    Notice("quantize", static_cast<int>(resume_layers_),
+           StrCat("resumed at layer ", resume_layers_, " of ", model_.num_hidden_layers, ": layers 0-",
+                  resume_layers_ - 1, " come from the checkpoint"));
+  }
+  auto outputs = streamer_->Run(samples_, hooks);
+  if (!outputs.ok()) return outputs.status();
+  int64_t chunk_size = 0;
+  for (const auto& s : samples_) chunk_size = std::max<int64_t>(chunk_size, s.size(-1));
+  if (imatrix_) {
+    auto stats = imatrix_->stats();
+    stats->chunk_count = static_cast<uint32_t>(samples_.size());
+    stats->chunk_size = static_cast<uint32_t>(chunk_size);
+    const std::string& data = options_.calibration_file.empty() ? options_.eval_text_file : options_.calibration_file;
+    stats->datasets = {std::filesystem::path(data).filename().string()};
+  }
+  samples_.clear();
+  report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
+  for (auto& e : exports_) {
+    Progress("finish", static_cast<int>(model_.num_hidden_layers), 0.7, 0,
+             StrCat("finishing and checking the ", e.format, " export"));
+    auto files = e.exporter->Finish(*streamer_->host_weights());
+    if (!files.ok()) return files.status();
+    for (const std::string& file : *files) {
+      report_.files.push_back(exports_.size() == 1 || e.format == "gguf" ? file : StrCat(e.format, "/", file));
+    }
+    if (e.format == "gguf" && imatrix_) {
+      if (auto s = WriteImatrix(e.path); !s.ok()) return s;
+    }
+    if (e.format == "gguf") {
+      // The tokenizer.model beside the GGUF: `quark eval --model model.gguf --text` encodes with it (checked there
+      // against the GGUF's own vocabulary).
+      const std::filesystem::path tokenizer = std::filesystem::path(model_dir_) / "tokenizer.model";
+      const std::filesystem::path copy = std::filesystem::path(e.path).parent_path() / "tokenizer.model";
+      std::error_code ec;
+      if (std::filesystem::exists(tokenizer, ec) && !std::filesystem::exists(copy, ec)) {
+        std::filesystem::copy_file(tokenizer, copy, ec);
+        if (ec) return absl::InternalError(StrCat(copy.string(), ": ", ec.message()));
+        report_.files.push_back("tokenizer.model");
+      }
+    }
+  }
+  report_.quantization_config = hf_ ? hf_->quantization_config() : ConfigToQuarkJson(config_);
+  return absl::OkStatus();
+}
+
+// imatrix.gguf beside the GGUF (llama-imatrix's layout): llama-quantize --imatrix takes it for other file types.
+absl::Status QuantizeRun::WriteImatrix(const std::string& gguf_path) {
+  const std::filesystem::path path = std::filesystem::path(gguf_path).parent_path() / "imatrix.gguf";
+  if (auto s = exporter::gguf::WriteImatrixGguf(*imatrix_->stats(), path.string()); !s.ok()) return s;
+  report_.files.push_back("imatrix.gguf");
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::EvaluateAfter() {
+  const auto eval_start = Clock::now();
+  runtime::LayerHooks fake;
+  fake.before = [this](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&) {
+    auto linears = quantizer_->Apply(layer, params_);
+    return linears.ok() ? absl::OkStatus() : linears.status();
+  };
+  // The streamer that quantized the model, or, after GPTQ, one whose weights are GPTQ's (the checkpoint has the
+  // float ones).
+  runtime::LayerStreamer* quantized = streamer_.get();
+  std::unique_ptr<runtime::LayerStreamer> with_gptq_weights;
+  if (spill_) {
+    auto overlay = spill_->Overlay(streamer_->host_weights());
+    if (!overlay.ok()) return overlay.status();
+    auto streamer = runtime::LayerStreamer::Create(runtime_model_, *std::move(overlay), OnDevice());
+    if (!streamer.ok()) return streamer.status();
+    with_gptq_weights = *std::move(streamer);
+    quantized = with_gptq_weights.get();
+  }
+  auto after = Evaluate(*quantized, fake, "evaluate_quantized", 1 - 2 * kEvalShare);
+  if (!after.ok()) return after.status();
+  report_.metrics["ppl_after"] = *after;
+  for (const auto& e : exports_) {
+    if (e.format != "gguf") continue;
+    // The GGUF read back through its own weight source (dequantized blocks), as `quark eval --model` reads it.
+    auto source = exporter::GgufWeightSource::Open(e.path);
+    if (!source.ok()) return source.status();
+    auto streamer = runtime::LayerStreamer::Create((*source)->config(), *source, OnDevice());
+    if (!streamer.ok()) return streamer.status();
+    auto ppl = Evaluate(**streamer, {}, "evaluate_reloaded", 1 - kEvalShare);
+    if (!ppl.ok()) return ppl.status();
+    report_.metrics["ppl_gguf"] = *ppl;
+  }
+  if (hf_) {
+    const auto hf = std::find_if(exports_.begin(), exports_.end(), [](const Export& e) { return e.format == "hf_quark"; });
+    auto reloaded = quantize::OpenQuantizedExport(hf->path, OnDevice());
+    if (!reloaded.ok()) return reloaded.status();
+    auto ppl = Evaluate(*reloaded->streamer, reloaded->hooks, "evaluate_reloaded", 1 - kEvalShare);
+    if (!ppl.ok()) return ppl.status();
+    report_.metrics["ppl_reloaded"] = *ppl;
+  }
+  report_.metrics["seconds_eval"] += Seconds(eval_start);
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::CheckAccuracyGate() const {
+  if (!options_.max_ppl_increase) return absl::OkStatus();
+  const auto& m = report_.metrics;
+  const double before = m.at("ppl_before"), bound = *options_.max_ppl_increase;
+  std::string figures = StrCat("before ", before);
+  std::string worst;
+  double worst_increase = -1;
+  for (const std::string label : {"after", "reloaded", "gguf"}) {  // ppl_after, ppl_reloaded, ppl_gguf
+    auto it = m.find("ppl_" + label);
+    if (it == m.end()) continue;
+    figures += StrCat(", ", label, " ", it->second);
+    const double increase = it->second / before - 1.0;
+    if (increase > worst_increase) {
+      worst_increase = increase;
+      worst = label;
+    }
+  }
+  if (worst_increase <= bound) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat("accuracy gate: perplexity %+.1f%% > %.1f%% (%s: %s)",
+                                                       100 * worst_increase, 100 * bound, worst, figures));
+}
+
+}  // namespace quark::quantize_internal
