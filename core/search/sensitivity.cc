@@ -3,12 +3,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/base/strings.h"
 #include "core/config/layer_plan.h"
-#include "core/eval/streamed_forward.h"
 #include "core/config/fused_group.h"
 #include "core/quantize/layer_quantizer.h"
+#include "core/search/next_token_scores.h"
 
 namespace quark::search {
 namespace {
@@ -19,27 +20,11 @@ struct Branch {
   std::vector<at::Tensor> hidden;  // per sample [1, T, hidden]
 };
 
-// The float model's next-token log-probs per sample: [T - 1, vocab] float32, and the mean NLL.
-struct Reference {
-  std::vector<at::Tensor> log_probs;
-  double nll_sum = 0;
-  int64_t tokens = 0;
-};
-
 int64_t BytesOf(const std::vector<at::Tensor>& tensors) {
   int64_t bytes = 0;
   for (const at::Tensor& t : tensors) bytes += t.numel() * t.element_size();
   return bytes;
 }
-
-absl::StatusOr<at::Tensor> NextTokenLogProbs(runtime::LayerStreamer& streamer, const at::Tensor& hidden) {
-  auto logits = eval::LogitsOf(streamer, hidden);  // [1, T, vocab] float32
-  if (!logits.ok()) return logits.status();
-  const int64_t t = logits->size(1);
-  return at::log_softmax(logits->select(0, 0).narrow(0, 0, t - 1), -1).cpu();
-}
-
-at::Tensor NextIds(const at::Tensor& sample) { return sample.reshape({-1}).narrow(0, 1, sample.numel() - 1).cpu(); }
 
 // The linears of one layer grouped as the search groups them, in forward order.
 std::vector<std::pair<std::string, std::vector<runtime::NamedLinear>>> GroupsOf(const runtime::DecoderLayer& layer) {
@@ -75,8 +60,10 @@ class CandidateRun {
         auto group = GroupIndex(index, key, linears);
         if (!group.ok()) return group.status();
         auto branch = QuantizedBranch(layer, linears, modules, inputs);
-        if (!branch.ok()) return absl::Status(branch.status().code(), StrCat(key, " with ", candidate_.name, ": ",
-std::string(branch.status().message())));
+        if (!branch.ok()) {
+          return absl::Status(branch.status().code(),
+                              StrCat(key, " with ", candidate_.name, ": ", std::string(branch.status().message())));
+        }
         branches_.push_back({*group, *std::move(branch)});
         bytes_ += BytesOf(branches_.back().hidden);
         if (bytes_ > options_.max_branch_bytes) {
@@ -141,33 +128,14 @@ std::string(branch.status().message())));
   std::vector<Branch> branches_;
 };
 
-absl::Status BuildReference(runtime::LayerStreamer& streamer, const std::vector<at::Tensor>& samples,
-                            const std::vector<at::Tensor>& finals, Reference& ref) {
-  for (size_t s = 0; s < samples.size(); ++s) {
-    auto lp = NextTokenLogProbs(streamer, finals[s]);
-    if (!lp.ok()) return lp.status();
-    const at::Tensor ids = NextIds(samples[s]);
-    ref.nll_sum -= lp->gather(1, ids.unsqueeze(1)).sum().item<double>();
-    ref.tokens += ids.numel();
-    ref.log_probs.push_back(*std::move(lp));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ScoreBranches(runtime::LayerStreamer& streamer, const std::vector<at::Tensor>& samples,
-                           const Reference& ref, std::vector<Branch>& branches, CandidatePass& pass) {
+absl::Status ScoreBranches(runtime::LayerStreamer& streamer, const NextTokenReference& ref,
+                           std::vector<Branch>& branches, CandidatePass& pass) {
   for (Branch& b : branches) {
-    double kld = 0, nll = 0;
-    for (size_t s = 0; s < samples.size(); ++s) {
-      auto lp = NextTokenLogProbs(streamer, b.hidden[s]);
-      if (!lp.ok()) return lp.status();
-      const at::Tensor& r = ref.log_probs[s];
-      kld += (r.exp() * (r - *lp)).sum().item<double>();
-      nll -= lp->gather(1, NextIds(samples[s]).unsqueeze(1)).sum().item<double>();
-    }
+    auto loss = ref.Score(streamer, b.hidden);
+    if (!loss.ok()) return loss.status();
     b.hidden.clear();  // released as soon as scored
-    pass.kld[b.group] = kld / ref.tokens;
-    pass.nll_increase[b.group] = (nll - ref.nll_sum) / ref.tokens;
+    pass.kld[b.group] = loss->kld;
+    pass.nll_increase[b.group] = loss->nll_increase;
   }
   return absl::OkStatus();
 }
@@ -186,7 +154,7 @@ absl::StatusOr<SensitivityTable> MeasureSensitivity(runtime::LayerStreamer& stre
   }
   if (candidates.empty()) return absl::InvalidArgumentError("sensitivity: no candidates");
   SensitivityTable table;
-  Reference ref;
+  std::optional<NextTokenReference> ref;
   for (size_t c = 0; c < candidates.size(); ++c) {
     const auto start = std::chrono::steady_clock::now();
     CandidateRun run(streamer, candidates[c], table, options, /*record_groups=*/c == 0);
@@ -196,19 +164,21 @@ absl::StatusOr<SensitivityTable> MeasureSensitivity(runtime::LayerStreamer& stre
     auto finals = streamer.Run(samples, hooks);
     if (!finals.ok()) return finals.status();
     at::NoGradGuard no_grad;
-    if (c == 0) {
-      if (auto s = BuildReference(streamer, samples, *finals, ref); !s.ok()) return s;
+    if (!ref) {
+      auto built = NextTokenReference::Build(streamer, samples, *finals);
+      if (!built.ok()) return built.status();
+      ref = *std::move(built);
     }
     CandidatePass pass;
     pass.candidate = candidates[c].name;
     pass.kld.assign(table.groups.size(), 0.0);
     pass.nll_increase.assign(table.groups.size(), 0.0);
-    if (auto s = ScoreBranches(streamer, samples, ref, run.branches(), pass); !s.ok()) return s;
+    if (auto s = ScoreBranches(streamer, *ref, run.branches(), pass); !s.ok()) return s;
     pass.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     table.passes.push_back(std::move(pass));
   }
-  table.float_nll = ref.nll_sum / ref.tokens;
-  table.tokens = ref.tokens;
+  table.float_nll = ref->mean_nll();
+  table.tokens = ref->tokens();
   return table;
 }
 

@@ -60,8 +60,8 @@ class SensitivityTest : public ::testing::Test {
       auto lq = at::log_softmax(*streamer_->model().Logits((*quantized)[s]), -1)[0].narrow(0, 0, t - 1);
       auto lp = at::log_softmax(*streamer_->model().Logits((*reference)[s]), -1)[0].narrow(0, 0, t - 1);
       const at::Tensor next = samples_[s].reshape({-1}).narrow(0, 1, t - 1).unsqueeze(1);
-      kld += (lp.exp() * (lp - lq)).sum().item<double>();
-      nll += (lp.gather(1, next) - lq.gather(1, next)).sum().item<double>();
+      kld += (lp.exp() * (lp - lq)).to(at::kDouble).sum().item<double>();
+      nll += (lp.gather(1, next) - lq.gather(1, next)).to(at::kDouble).sum().item<double>();
       tokens += t - 1;
     }
     return {kld / tokens, nll / tokens};
@@ -91,8 +91,9 @@ TEST_F(SensitivityTest, EveryValueIsTheDirectMeasurementOfThatGroupAlone) {
   for (size_t g : {0, 6, 15}) {
     for (size_t c = 0; c < 2; ++c) {
       const auto [kld, nll] = Direct(table->groups[g], (*candidates)[c]);
-      EXPECT_NEAR(table->passes[c].kld[g], kld, 1e-9 + 1e-6 * kld) << table->groups[g].name << " " << c;
-      EXPECT_NEAR(table->passes[c].nll_increase[g], nll, 1e-9 + 1e-6 * std::fabs(nll)) << table->groups[g].name;
+      // The same layers on the same inputs: equal up to the order of the float64 sums.
+      EXPECT_NEAR(table->passes[c].kld[g], kld, 1e-6 * kld) << table->groups[g].name << " " << c;
+      EXPECT_NEAR(table->passes[c].nll_increase[g], nll, 1e-9) << table->groups[g].name << " " << c;
     }
   }
 }
