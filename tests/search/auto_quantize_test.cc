@@ -9,6 +9,7 @@
 
 #include "core/config/layer_plan.h"
 #include "core/config/quark_json.h"
+#include "core/export/ct_checker.h"
 #include "core/export/hf_quark_checker.h"
 #include "core/quantize/quantize_model.h"
 #include "tests/runtime/test_paths.h"
@@ -96,20 +97,25 @@ TEST_F(AutoQuantizeTest, TheVerifierMeasuresWhatTheTablePredictsForOneGroup) {
   }
 }
 
-TEST_F(AutoQuantizeTest, TheMixedRecipeExportsUnderVllmsRules) {
+TEST_F(AutoQuantizeTest, TheMixedRecipeExportsUnderTheConsumersRules) {
   auto result = AutoQuantize(TinyLlama(), options_);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_FALSE(result->config.layer_quant_config.empty());  // mixed, not uniform
   QuantizeModelOptions q;
   q.config = result->config;
   q.output_dir = (dir_ / "export").string();
+  q.export_formats = {"hf_quark", "compressed_tensors"};
   q.calibration_file = options_.calibration_file;
   q.num_calibration_samples = 4;
   q.seq_len = 64;
   auto report = QuantizeModel(TinyLlama(), q);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_TRUE(exporter::CheckHfQuarkExport(q.output_dir).ok());
-  std::ifstream in(dir_ / "export" / "config.json");
+  const std::string hf = (dir_ / "export" / "hf_quark").string(), ct = (dir_ / "export" / "compressed_tensors").string();
+  EXPECT_TRUE(exporter::CheckHfQuarkExport(hf).ok());
+  EXPECT_TRUE(exporter::CheckCompressedTensorsExport(ct).ok());
+  std::ifstream ct_in(fs::path(ct) / "config.json");
+  EXPECT_EQ(nlohmann::json::parse(ct_in)["quantization_config"]["config_groups"].size(), 2u);  // uint4 and int8
+  std::ifstream in(fs::path(hf) / "config.json");
   const auto config = nlohmann::ordered_json::parse(in);
   const auto& qc = config["quantization_config"];
   auto model = checkpoint::LoadModelConfig(TinyLlama());
