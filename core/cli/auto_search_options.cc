@@ -8,7 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "core/search/auto_quantize.h"
 
 namespace quark::cli {
 namespace {
@@ -65,18 +64,24 @@ void AutoSearchOptions::AddTo(CLI::App& command) {
       ->check(CLI::PositiveNumber);
 }
 
+search::AutoQuantizeOptions EngineSearchOptions(const std::string& candidates, const std::string& cache_dir,
+                                                const AutoSearchContext& context) {
+  search::AutoQuantizeOptions options;
+  options.candidates = search::SplitCandidateList(candidates);
+  options.calibration_file = context.calib;
+  options.num_samples = context.num_samples;
+  options.seq_len = context.seq_len;
+  options.seed = context.seed;
+  options.cache_dir = cache_dir;
+  return options;
+}
+
 absl::StatusOr<Config> RunAutoSearch(const AutoSearchOptions& o, const AutoSearchContext& c) {
   if (c.scheme_given) return absl::InvalidArgumentError("--scheme/--config: not with --auto (the recipe is searched)");
   auto budget = BudgetOf(o, c);
   if (!budget.ok()) return budget.status();
-  search::AutoQuantizeOptions options;
-  options.candidates = search::SplitCandidateList(o.candidates);
+  search::AutoQuantizeOptions options = EngineSearchOptions(o.candidates, o.cache_dir, c);
   options.budget = *budget;
-  options.calibration_file = c.calib;
-  options.num_samples = c.num_samples;
-  options.seq_len = c.seq_len;
-  options.seed = c.seed;
-  options.cache_dir = o.cache_dir;
   options.max_rounds = o.max_rounds;
   auto result = search::AutoQuantize(c.model, options);
   if (!result.ok()) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
+#include "core/search/auto_quantize.h"
 
 namespace CLI {
 class App;
@@ -38,6 +39,10 @@ struct AutoSearchContext {
   std::optional<double> max_ppl_increase;  // the loss budget when given with --auto
   bool scheme_given = false;               // --scheme / --config: not with --auto
 };
+
+/// The engine's options from the CLI's: candidates (comma separated), calibration and cache; no budget yet.
+search::AutoQuantizeOptions EngineSearchOptions(const std::string& candidates, const std::string& cache_dir,
+                                                const AutoSearchContext& context);
 
 /// Searches, verifies, prints the rounds on stdout and writes the report (--auto-report) when asked. The recipe's
 /// Config, or INVALID_ARGUMENT naming the option (no budget or two, a scheme beside --auto, bad candidates, a budget

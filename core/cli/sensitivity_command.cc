@@ -11,20 +11,16 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/cli/auto_search_options.h"
 #include "core/cli/command_registry.h"
-#include "core/search/auto_quantize.h"
 #include "core/search/sensitivity_cache.h"
 
 namespace quark::cli {
 namespace {
 
 struct SensitivityCommandOptions {
-  std::string model;
+  AutoSearchContext input;  // model, calibration
   std::string candidates;
-  std::string calib;
-  int num_samples = 16;
-  int seq_len = 256;
-  uint64_t seed = 42;
   std::string cache_dir;
   std::string output;
 };
@@ -52,22 +48,16 @@ void PrintTable(const search::SensitivityTable& t, bool from_cache) {
 }
 
 int RunSensitivity(const SensitivityCommandOptions& o) {
-  search::AutoQuantizeOptions options;
-  options.candidates = search::SplitCandidateList(o.candidates);
+  const search::AutoQuantizeOptions options = EngineSearchOptions(o.candidates, o.cache_dir, o.input);
   auto candidates = search::ResolveCandidates(options.candidates, "--candidates");
   if (!candidates.ok()) return Fail(candidates.status());
-  if (o.calib.empty()) return Fail(absl::InvalidArgumentError("--calib: the sensitivity pass needs calibration data"));
-  options.calibration_file = o.calib;
-  options.num_samples = o.num_samples;
-  options.seq_len = o.seq_len;
-  options.seed = o.seed;
-  options.cache_dir = o.cache_dir;
-  auto samples = search::AutoCalibrationSamples(o.model, options);
+  const std::string& model = o.input.model;
+  auto samples = search::AutoCalibrationSamples(model, options);
   if (!samples.ok()) return Fail(samples.status());
-  auto streamer = runtime::LayerStreamer::Open(o.model);
+  auto streamer = runtime::LayerStreamer::Open(model);
   if (!streamer.ok()) return Fail(absl::InvalidArgumentError("--model: " + std::string(streamer.status().message())));
   bool from_cache = false;
-  auto table = search::LoadOrMeasureSensitivity(o.model, **streamer, *samples, *candidates, options, &from_cache);
+  auto table = search::LoadOrMeasureSensitivity(model, **streamer, *samples, *candidates, options, &from_cache);
   if (!table.ok()) return Fail(table.status());
   PrintTable(*table, from_cache);
   if (!o.output.empty()) {
@@ -81,13 +71,13 @@ int RunSensitivity(const SensitivityCommandOptions& o) {
 const CommandRegistration kSensitivity([](CLI::App& app) {
   auto o = std::make_shared<SensitivityCommandOptions>();
   auto* command = app.add_subcommand("sensitivity", "per-group sensitivity of a model to candidate schemes (KLD)");
-  command->add_option("--model", o->model, "the float HF model folder")->required();
+  command->add_option("--model", o->input.model, "the float HF model folder")->required();
   command->add_option("--candidates", o->candidates, "schemes, e.g. uint4_wo_128,int8,fp8")->required();
-  command->add_option("--calib", o->calib, "calibration text / JSONL (\"text\") / token-id file")->required();
-  command->add_option("--num-calib-samples", o->num_samples, "calibration samples (default 16)")
+  command->add_option("--calib", o->input.calib, "calibration text / JSONL (\"text\") / token-id file")->required();
+  command->add_option("--num-calib-samples", o->input.num_samples, "calibration samples (default 16)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--seq-len", o->seq_len, "sample length in tokens (default 256)")->check(CLI::PositiveNumber);
-  command->add_option("--seed", o->seed, "seed of the calibration windows");
+  command->add_option("--seq-len", o->input.seq_len, "sample length in tokens (default 256)")->check(CLI::PositiveNumber);
+  command->add_option("--seed", o->input.seed, "seed of the calibration windows");
   command->add_option("--cache-dir", o->cache_dir, "reuse / store the table here under its content key");
   command->add_option("--output", o->output, "write the table as JSON");
   command->callback([o] { SetExitCode(RunSensitivity(*o)); });
