@@ -112,6 +112,11 @@ absl::StatusOr<AutoQuantizeResult> AutoQuantize(const std::string& model_dir, co
   if (options.max_rounds < 1) return absl::InvalidArgumentError("max_rounds: must be at least 1");
   auto shape = estimate::ReadModelShape(model_dir);
   if (!shape.ok()) return shape.status();
+  // A size no recipe reaches is refused before anything is measured.
+  if (auto s = CheckSizeBudget(DecoderLinearGroups(shape->modules), *candidates, shape->model_dtype, options.budget);
+      !s.ok()) {
+    return s;
+  }
   auto samples = AutoCalibrationSamples(model_dir, options);
   if (!samples.ok()) return samples.status();
   auto streamer = runtime::LayerStreamer::Open(model_dir);

@@ -179,6 +179,23 @@ absl::StatusOr<SearchSpace> MakeSearchSpace(const SensitivityTable& table, const
   return s;
 }
 
+absl::Status CheckSizeBudget(const std::vector<LinearGroup>& groups, const std::vector<Candidate>& candidates,
+                             checkpoint::StDType model_dtype, const Budget& budget) {
+  if (budget.kind != BudgetKind::kTargetBits || groups.empty() || candidates.empty()) return absl::OkStatus();
+  SearchSpace s;
+  s.groups = groups;
+  for (const LinearGroup& g : groups) {
+    s.params += g.params;
+    s.bits.emplace_back();
+    for (const Candidate& c : candidates) {
+      s.bits.back().push_back(GroupBits(g, c.config, model_dtype));
+      if (s.candidates.size() < candidates.size()) s.candidates.push_back(c.name);
+    }
+  }
+  s.kld = s.nll_increase = Table(groups.size(), std::vector<double>(candidates.size(), 0.0));
+  return SearchRecipe(s, budget).status();
+}
+
 Recipe Evaluate(const SearchSpace& space, std::vector<int> choice) {
   Recipe r;
   double bits = 0;

@@ -43,6 +43,11 @@ struct SearchSpace {
 absl::StatusOr<SearchSpace> MakeSearchSpace(const SensitivityTable& table, const std::vector<Candidate>& candidates,
                                             checkpoint::StDType model_dtype, const std::string& field);
 
+/// Before any measurement: a size budget (kTargetBits) that no choice of `candidates` reaches on `groups` is
+/// SearchRecipe's INVALID_ARGUMENT; loss budgets need the table and pass here.
+absl::Status CheckSizeBudget(const std::vector<LinearGroup>& groups, const std::vector<Candidate>& candidates,
+                             checkpoint::StDType model_dtype, const Budget& budget);
+
 struct Recipe {
   std::vector<int> choice;  // per group: index into SearchSpace::candidates
   double bits_per_weight = 0;

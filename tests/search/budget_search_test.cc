@@ -165,6 +165,12 @@ TEST(BudgetSearchTest, UnreachableBudgetsNameTheSmallestAchievable) {
   EXPECT_EQ(low.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(low.status().message().find("--target-bits: 4 bits per weight is below 4.15"), std::string::npos)
       << low.status();
+  // The same refusal from the shapes alone, before any measurement.
+  const auto early = CheckSizeBudget(space->groups, cands, checkpoint::StDType::kF32,
+                                     {BudgetKind::kTargetBits, 4.0, "--target-bits"});
+  EXPECT_EQ(early.message(), low.status().message());
+  EXPECT_TRUE(CheckSizeBudget(space->groups, cands, checkpoint::StDType::kF32,
+                              {BudgetKind::kTargetBits, 4.2, "--target-bits"}).ok());
   auto kld = SearchRecipe(*space, {BudgetKind::kMaxKld, 1e-9, "--max-kld"});
   EXPECT_NE(kld.status().message().find("--max-kld"), std::string::npos) << kld.status();
   EXPECT_NE(kld.status().message().find("smallest predicted loss"), std::string::npos);
