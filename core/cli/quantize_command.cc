@@ -1,6 +1,8 @@
 // quark quantize --model DIR (--scheme NAME | --config FILE) [--kv-cache-dtype fp8] [--exclude PATTERN]...
 //   [--quant-algo rotation,smoothquant,awq,gptq] [--calib FILE] [--num-calib-samples N] [--seq-len L] [--eval TEXT]
 //   [--output DIR] [--export hf_quark|gguf|onnx|compressed_tensors]... [--gguf-type Q4_1]
+// quark quantize --model DIR --auto --candidates uint4_wo_128,int8 (--target-bits 4.5 | --max-kld X | --max-ppl-increase X)
+//   --calib FILE [--sensitivity-cache DIR] [--auto-report FILE] [--output DIR] ...   (#36: a searched mixed recipe)
 // quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration]
 //   [--quant-algo rotation] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
@@ -17,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/cli/auto_search_options.h"
 #include "core/cli/command_registry.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -49,6 +52,7 @@ struct QuantizeCommandOptions {
   std::optional<double> max_ppl_increase;
   std::string checkpoint_dir;
   std::string device = "cpu";
+  AutoSearchOptions auto_search;
 };
 
 std::string Duration(double seconds) {
@@ -85,7 +89,29 @@ absl::StatusOr<Config> LlamaCppRulesConfig(const ConfigOptions& options) {
   return config;
 }
 
+// --auto: the searched recipe (nullopt when only the search was asked for), or the exit code of a failure.
+absl::StatusOr<std::optional<Config>> SearchedConfig(const QuantizeCommandOptions& o) {
+  AutoSearchContext context{o.model, o.calib, o.num_calib_samples, o.seq_len, o.seed, o.max_ppl_increase,
+                            !o.config.scheme.empty() || !o.config.config_file.empty()};
+  auto config = RunAutoSearch(o.auto_search, context);
+  if (!config.ok()) return config.status();
+  if (o.output.empty() && o.eval.empty()) return std::optional<Config>();
+  return std::optional<Config>(*std::move(config));
+}
+
 int RunQuantize(const QuantizeCommandOptions& o) {
+  std::optional<Config> searched;
+  if (o.auto_search.enabled) {
+    auto config = SearchedConfig(o);
+    if (!config.ok()) {
+      std::cerr << "quark quantize: " << config.status().message() << "\n";
+      const auto code = config.status().code();
+      return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ? kExitBadInput
+                                                                                               : kExitFailure;
+    }
+    if (!config->has_value()) return kExitOk;
+    searched = **std::move(config);
+  }
   if (o.output.empty() && o.eval.empty()) {
     std::cerr << "quark quantize: --output or --eval: give at least one (an export, or a perplexity to measure)\n";
     return kExitBadInput;
@@ -94,7 +120,9 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   // may come first (it transforms the float weights; the other algorithms need the engine's own scheme).
   const bool llama_cpp_rules_only = o.config.scheme.empty() && o.config.config_file.empty() && !o.gguf_type.empty() &&
                                     o.exports == std::vector<std::string>{"gguf"};
-  auto config = llama_cpp_rules_only ? LlamaCppRulesConfig(o.config) : o.config.Resolve();
+  auto config = searched                 ? absl::StatusOr<Config>(*searched)
+                : llama_cpp_rules_only ? LlamaCppRulesConfig(o.config)
+                                       : o.config.Resolve();
   if (!config.ok()) {
     std::cerr << "quark quantize: " << config.status().message() << "\n";
     return kExitBadInput;
@@ -107,7 +135,8 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.gguf_pure = o.gguf_pure;
   options.gguf_imatrix = o.gguf_imatrix;
   options.gguf_imatrix_from_calibration = o.gguf_imatrix_from_calibration;
-  options.max_ppl_increase = o.max_ppl_increase;
+  // With --auto the bound was the search's budget; it gates the export too when there is an evaluation text.
+  if (!searched || !o.eval.empty()) options.max_ppl_increase = o.max_ppl_increase;
   options.calibration_file = o.calib;
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
@@ -162,6 +191,7 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   auto* command = app.add_subcommand("quantize", "quantize an HF model folder into an HF-quark export (vLLM)");
   command->add_option("--model", o->model, "the float HF model folder")->required();
   o->config.AddTo(*command);
+  o->auto_search.AddTo(*command);
   command->add_option("--calib", o->calib, "calibration text / JSONL (\"text\") / token-id file; default: synthetic ids");
   command->add_option("--num-calib-samples", o->num_calib_samples, "calibration samples")->check(CLI::PositiveNumber);
   command->add_option("--seq-len", o->seq_len, "calibration sample length in tokens")->check(CLI::PositiveNumber);

@@ -4,35 +4,18 @@
 #include <cstring>
 
 #include "core/base/strings.h"
+#include "core/config/fused_group.h"
 #include "core/numerics/nvfp4_quant.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
-
-namespace {
-
-// q/k/v and gate/up share one NVFP4 global scale (vLLM fuses them and keeps one): the key of a linear's group.
-std::string FusedGroupKey(const runtime::NamedLinear& linear) {
-  const std::string& n = linear.name;
-  auto ends = [&](const char* s) {
-    const size_t k = std::strlen(s);
-    return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
-  };
-  if (n.find("experts.") == std::string::npos) {
-    if (ends("q_proj") || ends("k_proj") || ends("v_proj")) return n.substr(0, n.size() - 6) + "qkv";
-    if (ends("gate_proj") || ends("up_proj")) return n.substr(0, n.rfind('.') + 1) + "gate_up";
-  }
-  return n;
-}
-
-}  // namespace
 
 std::map<std::string, float> LayerQuantizer::SharedNvfp4Amax(runtime::DecoderLayer& layer) const {
   std::map<std::string, float> amax;
   for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
     const LayerAssignment* a = plan_.Find(linear.name);
     if (a == nullptr || a->source == ConfigSource::kExcluded || !a->config.weight || !a->config.weight->IsNvfp4()) continue;
-    float& m = amax[FusedGroupKey(linear)];
+    float& m = amax[FusedGroupKey(linear.name)];
     m = std::max(m, Nvfp4AmaxOf(linear.linear->weight()));
   }
   return amax;
@@ -62,7 +45,7 @@ absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Instal
     }
     const auto& w = assignment->config.weight;
     if (w && w->IsNvfp4() && !options.weight_params) {
-      auto params = Nvfp4ParamsOf(options.weight, *w, nvfp4_amax.at(FusedGroupKey(linear)));
+      auto params = Nvfp4ParamsOf(options.weight, *w, nvfp4_amax.at(FusedGroupKey(linear.name)));
       if (!params.ok()) {
         return absl::InvalidArgumentError(StrCat(linear.name, ".weight: ", std::string(params.status().message())));
       }
