@@ -125,15 +125,7 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const 
   std::set<std::string> linears;
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
-    const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
-    if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
-      return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
-                                                      "add it to exclude"));
-    }
-    if (a.config.input_tensors || a.config.output_tensors) {
-      return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
-                                               " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
-    }
+    QUARK_RETURN_IF_ERROR(CheckGgufWeightsOnly(a, StrCat(a.module, " (", a.SourceLabel(), ")")));
     linears.insert(a.module);
   }
   const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();

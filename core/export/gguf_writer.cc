@@ -187,14 +187,7 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     // MoE routers: the engine never quantizes them (not linears of the layer) and llama.cpp reads them in F32.
     if (gguf::KeptInF32(gguf::GgufTensorName(a.module + ".weight"))) continue;
     const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
-    if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
-      return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
-                                                      "add it to exclude or give --gguf-type for it"));
-    }
-    if (a.config.input_tensors || a.config.output_tensors) {
-      return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
-                                               " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
-    }
+    QUARK_RETURN_IF_ERROR(CheckGgufWeightsOnly(a, where));
     if (a.config.weight && !IsCastType(a.config.weight->dtype)) {
       QUARK_ASSIGN_OR_RETURN(coded_[a.module], GgufTypeForScheme(where, *a.config.weight));
     }
@@ -482,6 +475,18 @@ absl::StatusOr<GgmlType> GgufTypeForScheme(const std::string& module, const Quan
   if (w.dtype == DType::kInt4 && w.symmetric) return GgmlType::kQ4_0;
   if (w.dtype == DType::kInt8 && w.symmetric) return GgmlType::kQ8_0;
   return absl::InvalidArgumentError(why);
+}
+
+absl::Status CheckGgufWeightsOnly(const LayerAssignment& a, const std::string& where) {
+  if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
+    return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
+                                                    "add it to exclude or give --gguf-type for it"));
+  }
+  if (a.config.input_tensors || a.config.output_tensors) {
+    return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
+                                             " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::string& model_dir,

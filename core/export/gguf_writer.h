@@ -61,6 +61,10 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::str
                                                                  const std::string& output_file, const Config& config,
                                                                  const LayerPlan& plan, GgufExportOptions options = {});
 
+/// Whether GGUF can hold what the plan asks of module `a` (`where` names it in errors): INVALID_ARGUMENT for a quantized
+/// module that is not a decoder layer's linear, or one with activation or KV-cache quantization.
+absl::Status CheckGgufWeightsOnly(const LayerAssignment& a, const std::string& where);
+
 /// The GGUF type an engine weight scheme maps to (Q4_1 / Q4_0 / Q8_0), or INVALID_ARGUMENT naming `module` and why
 /// GGUF cannot hold it.
 absl::StatusOr<gguf::GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& weight);
