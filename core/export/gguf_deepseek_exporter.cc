@@ -38,13 +38,17 @@ class DeepseekGgufExporter : public ModelExporter {
  public:
   DeepseekGgufExporter(checkpoint::DeepseekConfig config, gguf::SentencePieceVocab vocab, gguf::GgmlType type,
                        std::string output_file, std::set<std::string> linears)
-      : config_(std::move(config)), vocab_(std::move(vocab)), type_(type), output_file_(std::move(output_file)),
+      : config_(std::move(config)),
+        vocab_(std::move(vocab)),
+        type_(type),
+        output_file_(std::move(output_file)),
         linears_(std::move(linears)) {}
 
   std::string_view format() const override { return "gguf"; }
 
   absl::Status WriteLinear(const LinearExportData& data) override {
-    if (!linears_.count(data.module)) return absl::InvalidArgumentError(StrCat(data.module, ": not a linear of this model"));
+    if (!linears_.count(data.module))
+      return absl::InvalidArgumentError(StrCat(data.module, ": not a linear of this model"));
     at::Tensor weight;
     const auto& spec = data.config.weight;
     if (spec && !IsCastType(spec->dtype)) {
@@ -94,14 +98,16 @@ class DeepseekGgufExporter : public ModelExporter {
 // F32 unless asked otherwise; Q8_0 is the only other type deepseek2's writer produces.
 absl::StatusOr<gguf::GgmlType> FileTypeOf(const GgufExportOptions& options) {
   if (options.imatrix) {
-    return absl::InvalidArgumentError("gguf_imatrix: the deepseek2 export writes F32 or Q8_0, which take no importance "
-                                      "matrix");
+    return absl::InvalidArgumentError(
+        "gguf_imatrix: the deepseek2 export writes F32 or Q8_0, which take no importance "
+        "matrix");
   }
   if (options.file_type) {
     const std::string name = options.file_type->name;
     if (name == "F32") return gguf::GgmlType::kF32;
     if (name == "Q8_0") return gguf::GgmlType::kQ8_0;
-    return absl::InvalidArgumentError(StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
+    return absl::InvalidArgumentError(
+        StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
   }
   if (options.type && *options.type != gguf::GgmlType::kF32 && *options.type != gguf::GgmlType::kQ8_0) {
     return absl::InvalidArgumentError("gguf_type: only F32 or Q8_0 is supported for deepseek_v3");
@@ -112,9 +118,9 @@ absl::StatusOr<gguf::GgmlType> FileTypeOf(const GgufExportOptions& options) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const std::string& model_dir,
-                                                                         const std::string& output_file,
-                                                                         const LayerPlan& plan,
-                                                                         const GgufExportOptions& options) {
+                                                                          const std::string& output_file,
+                                                                          const LayerPlan& plan,
+                                                                          const GgufExportOptions& options) {
   std::error_code ec;
   if (output_file.empty()) return absl::InvalidArgumentError("output: empty");
   if (fs::exists(output_file, ec)) return absl::AlreadyExistsError(StrCat("output: ", output_file, " exists"));
@@ -131,11 +137,12 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const 
   const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
   auto vocab = gguf::ReadSentencePieceVocab(tokenizer);
   if (!vocab.ok()) {
-    return absl::InvalidArgumentError(StrCat(std::string(vocab.status().message()), " (GGUF needs the SentencePiece vocabulary)"));
+    return absl::InvalidArgumentError(
+        StrCat(std::string(vocab.status().message()), " (GGUF needs the SentencePiece vocabulary)"));
   }
   if (static_cast<int64_t>(vocab->pieces.size()) > model.vocab_size) {
-    return absl::InvalidArgumentError(StrCat(tokenizer, ": ", vocab->pieces.size(), " pieces, more than vocab_size = ",
-                                             model.vocab_size));
+    return absl::InvalidArgumentError(
+        StrCat(tokenizer, ": ", vocab->pieces.size(), " pieces, more than vocab_size = ", model.vocab_size));
   }
   return std::unique_ptr<ModelExporter>(
       new DeepseekGgufExporter(*model.deepseek, *std::move(vocab), type, output_file, std::move(linears)));

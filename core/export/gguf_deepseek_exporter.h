@@ -24,8 +24,8 @@ namespace quark::exporter {
 /// that is not a decoder layer's linear (GGUF stores weights only), what deepseek2 cannot express (the config field,
 /// gguf_deepseek.h), a missing tokenizer.model; ALREADY_EXISTS when `output_file` exists.
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const std::string& model_dir,
-                                                                         const std::string& output_file,
-                                                                         const LayerPlan& plan,
-                                                                         const GgufExportOptions& options);
+                                                                          const std::string& output_file,
+                                                                          const LayerPlan& plan,
+                                                                          const GgufExportOptions& options);
 
 }  // namespace quark::exporter

@@ -4,13 +4,12 @@
 // model, exports HF-quark (routers and the MTP layer float, copied and excluded; the vLLM rules with
 // DeepseekConfigProblems pass) and reads the export back to the fake-quantized model's perplexity; SmoothQuant, AWQ
 // and rotation are refused naming algo_config[i]; the MTP layer is no module of the plan.
-#include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
@@ -34,7 +33,8 @@ class DeepseekPipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     runtime::testing::InitTestEngine();
-    dir_ = new std::string((fs::temp_directory_path() / ("quark_deepseek_pipeline_" + std::to_string(::getpid()))).string());
+    dir_ = new std::string(
+        (fs::temp_directory_path() / ("quark_deepseek_pipeline_" + std::to_string(::getpid()))).string());
     fs::remove_all(*dir_);
     runtime::SyntheticModelOptions options;
     options.arch = "deepseek_v3";
@@ -62,7 +62,8 @@ class DeepseekPipelineTest : public ::testing::Test {
     o.num_calibration_samples = 4;
     o.seq_len = 32;
     o.moe_min_expert_tokens = 4;
-    o.output_dir = (fs::temp_directory_path() / ("quark_deepseek_pipeline_" + name + std::to_string(::getpid()))).string();
+    o.output_dir =
+        (fs::temp_directory_path() / ("quark_deepseek_pipeline_" + name + std::to_string(::getpid()))).string();
     fs::remove_all(o.output_dir);
     outputs_.push_back(o.output_dir);
     return o;
@@ -88,7 +89,8 @@ TEST_F(DeepseekPipelineTest, TheStreamerComputesTheFamilysForward) {
   ASSERT_TRUE(logits.ok()) << logits.status();
   auto reader = checkpoint::CheckpointReader::Open(*dir_);
   ASSERT_TRUE(reader.ok());
-  const runtime::CheckpointWeightSource weights(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+  const runtime::CheckpointWeightSource weights(
+      std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
   auto reference = runtime::DeepseekLogits(*config.deepseek, weights, ids, at::kFloat);
   ASSERT_TRUE(reference.ok()) << reference.status();
   const double diff = (*logits - *reference).abs().max().item<double>();
@@ -158,8 +160,8 @@ TEST_F(DeepseekPipelineTest, GptqRunsOnEveryLayerAndBeatsRtn) {
   const double before = rtn_report->metrics.at("ppl_before");
   const double rtn_gap = std::abs(rtn_report->metrics.at("ppl_after") - before);
   const double gptq_gap = std::abs(gptq_report->metrics.at("ppl_after") - before);
-  EXPECT_LT(gptq_gap, rtn_gap) << "ppl before " << before << ", rtn " << rtn_report->metrics.at("ppl_after") << ", gptq "
-                               << gptq_report->metrics.at("ppl_after");
+  EXPECT_LT(gptq_gap, rtn_gap) << "ppl before " << before << ", rtn " << rtn_report->metrics.at("ppl_after")
+                               << ", gptq " << gptq_report->metrics.at("ppl_after");
   EXPECT_NEAR(gptq_report->metrics.at("ppl_reloaded"), gptq_report->metrics.at("ppl_after"),
               1e-3 * gptq_report->metrics.at("ppl_after"));
 }
