@@ -46,7 +46,7 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
                                            " (LayerNorm with mean and bias) is not supported; Llama, Mistral and "
                                            "Qwen2 are"));
   }
-  if (model.family == checkpoint::ArchFamily::kMoe) {
+  if (checkpoint::HasRoutedExperts(model)) {
     // R1 would have to go through the router and every expert; the rotation here rewrites Llama's MLP only.
     return absl::UnimplementedError(StrCat(field, ": rotation of ", model.model_type,
                                            " (mixture of experts) is not supported; Llama, Mistral and Qwen2 are"));

@@ -59,6 +59,27 @@ std::vector<LinearSpec> DeepseekLayerLinears(const DeepseekConfig& c, int64_t la
   return out;
 }
 
+std::vector<std::string> DeepseekGptqModules(const DeepseekConfig& c) {
+  std::vector<std::string> out;
+  if (c.q_lora_rank > 0) {
+    out = {"self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.q_b_proj"};
+  } else {
+    out = {"self_attn.q_proj", "self_attn.kv_a_proj_with_mqa"};
+  }
+  out.push_back("self_attn.kv_b_proj");
+  out.push_back("self_attn.o_proj");
+  if (c.first_k_dense_replace > 0) {
+    for (const char* name : {"mlp.up_proj", "mlp.gate_proj", "mlp.down_proj"}) out.push_back(name);
+  }
+  if (c.first_k_dense_replace < c.base.num_hidden_layers) {
+    for (const char* name : {"mlp.shared_experts.up_proj", "mlp.shared_experts.gate_proj", "mlp.shared_experts.down_proj",
+                             "mlp.experts.*.up_proj", "mlp.experts.*.gate_proj", "mlp.experts.*.down_proj"}) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
 std::vector<TensorSpec> DeepseekLayerNorms(const DeepseekConfig& c, int64_t layer) {
   const std::string prefix = LayerPrefix(c.base, layer);
   std::vector<TensorSpec> out = {{prefix + "input_layernorm.weight", {c.base.hidden_size}, TensorRole::kNormWeight},

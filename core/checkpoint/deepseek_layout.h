@@ -21,6 +21,12 @@ namespace quark::checkpoint {
 /// input_layernorm), then the dense MLP or the shared experts (they read every token) and each routed expert.
 std::vector<LinearSpec> DeepseekLayerLinears(const DeepseekConfig& config, int64_t layer);
 
+/// GPTQ's inside_layer_modules for DeepSeek (Quark has no template for it): the linears in forward order, those reading
+/// the same input together, each routed expert's projection once as "mlp.experts.*.<proj>" (up before gate, as
+/// Quark's MoE templates). The dense MLP's entries only when some layer is dense, the experts' only when some is MoE;
+/// in a layer that lacks them they match nothing.
+std::vector<std::string> DeepseekGptqModules(const DeepseekConfig& config);
+
 /// The norm tensors of layer `layer` (full names): input/post-attention norms and MLA's q_a / kv_a norms.
 std::vector<TensorSpec> DeepseekLayerNorms(const DeepseekConfig& config, int64_t layer);
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/config_limits.h"
+#include "core/checkpoint/deepseek_config.h"
 #include "core/checkpoint/moe_config.h"
 #include "core/checkpoint/gemma_config.h"
 
@@ -228,13 +229,30 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3"; }
+
+namespace {
+// deepseek_v3 (deepseek_config.h): the shared fields from its base, the routed experts' sizes, the whole config kept.
+absl::StatusOr<ModelConfig> ParseDeepseekModel(const std::string& json_text, const std::string& label) {
+  auto deepseek = ParseDeepseekConfig(json_text, label);
+  if (!deepseek.ok()) return deepseek.status();
+  ModelConfig config = deepseek->base;
+  config.family = ArchFamily::kDeepseek;
+  config.num_experts = deepseek->n_routed_experts;
+  config.num_experts_per_tok = deepseek->num_experts_per_tok;
+  config.moe_intermediate_size = deepseek->moe_intermediate_size;
+  config.norm_topk_prob = deepseek->norm_topk_prob;
+  config.deepseek = std::make_shared<const DeepseekConfig>(*std::move(deepseek));
+  return config;
+}
+}  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) return absl::InvalidArgumentError(quark::StrCat(label, ": not a JSON object"));
   ModelConfig config;
   config.model_type = StringField(root, "model_type", "");
+  if (IsDeepseekModelType(config.model_type)) return ParseDeepseekModel(json_text, label);
   if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
       config.model_type == "qwen3") {
     config.family = ArchFamily::kLlama;
@@ -308,6 +326,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
 }
 
 std::string ModelConfigToJson(const ModelConfig& c) {
+  if (c.deepseek) return DeepseekConfigToJson(*c.deepseek);
   json root;
   const bool opt = c.family == ArchFamily::kOpt;
   root["model_type"] = c.model_type;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 
 namespace quark::checkpoint {
 
+struct DeepseekConfig;  // deepseek_config.h
+
 /// The architecture families the runtime can build.
 enum class ArchFamily {
   kLlama,  // model_type llama, mistral, qwen2, qwen3 (RMSNorm, RoPE, SwiGLU, GQA)
@@ -17,6 +20,7 @@ enum class ArchFamily {
   kPhi3,   // model_type phi3: Llama's math with fused self_attn.qkv_proj and mlp.gate_up_proj
   kMoe,    // model_type mixtral, qwen2_moe, qwen3_moe: Llama-family attention, routed experts instead of the MLP
   kGemma,  // model_type gemma2, gemma3_text: (1 + w) RMSNorm, GELU-tanh, four norms per layer, soft-capping
+  kDeepseek,  // model_type deepseek_v3: MLA, dense then MoE layers with shared experts (ModelConfig::deepseek)
 };
 
 /// The `model_type` values accepted, comma-separated (for error messages and help text).
@@ -81,6 +85,9 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;  // one expert's width (mixtral: intermediate_size)
   int64_t shared_expert_intermediate_size = 0;  // qwen2_moe's shared expert (gated by sigmoid); 0 = none
   bool norm_topk_prob = true;         // renormalize the top-k routing weights to sum 1 (mixtral: always)
+  /// DeepSeek-V3 only (family kDeepseek): the whole parsed config (deepseek_config.h); the fields above are a copy
+  /// of its `base`, num_experts/num_experts_per_tok/moe_intermediate_size its routed experts'.
+  std::shared_ptr<const DeepseekConfig> deepseek;
 };
 
 /// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size

@@ -1,6 +1,9 @@
 #include "core/checkpoint/model_layout.h"
 
+#include <set>
+
 #include "core/base/strings.h"
+#include "core/checkpoint/deepseek_layout.h"
 #include "core/checkpoint/moe_layout.h"
 
 namespace quark::checkpoint {
@@ -31,6 +34,16 @@ std::string DecoderLayersName(const ModelConfig& config) {
 }
 
 std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
+  if (c.family == ArchFamily::kDeepseek) {
+    // A dense layer's linears, then the MoE layers' that a dense layer lacks.
+    std::vector<LinearSpec> out = DeepseekLayerLinears(*c.deepseek, 0);
+    std::set<std::string> seen;
+    for (const LinearSpec& l : out) seen.insert(l.relative_name);
+    for (LinearSpec& l : DeepseekLayerLinears(*c.deepseek, c.num_hidden_layers - 1)) {
+      if (seen.insert(l.relative_name).second) out.push_back(std::move(l));
+    }
+    return out;
+  }
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   if (IsOpt(c)) {
     const bool b = c.enable_bias;
@@ -67,6 +80,25 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
   return out;
 }
 
+std::vector<LinearSpec> LayerLinears(const ModelConfig& config, int64_t layer) {
+  if (config.family == ArchFamily::kDeepseek) return DeepseekLayerLinears(*config.deepseek, layer);
+  return LayerLinears(config);
+}
+
+std::vector<TensorSpec> LayerRouterTensors(const ModelConfig& config, int64_t layer) {
+  if (config.family == ArchFamily::kDeepseek) return DeepseekRouterTensors(*config.deepseek, layer);
+  if (config.family == ArchFamily::kMoe) return MoeRouterTensors(config, layer);
+  return {};
+}
+
+bool HasRoutedExperts(const ModelConfig& config) {
+  return config.family == ArchFamily::kMoe || config.family == ArchFamily::kDeepseek;
+}
+
+bool IsOutsideForward(const ModelConfig& config, const std::string& tensor) {
+  return config.family == ArchFamily::kDeepseek && IsDeepseekMtpTensor(*config.deepseek, tensor);
+}
+
 std::string EmbedTokensName(const ModelConfig& config) {
   return IsOpt(config) ? "model.decoder.embed_tokens" : "model.embed_tokens";
 }
@@ -76,6 +108,7 @@ std::string FinalNormName(const ModelConfig& config) {
 }
 
 std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer) {
+  if (config.family == ArchFamily::kDeepseek) return DeepseekLayerNorms(*config.deepseek, layer);
   std::vector<TensorSpec> out;
   const std::string prefix = LayerPrefix(config, layer);
   if (config.family == ArchFamily::kGemma) {
@@ -105,6 +138,7 @@ std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t laye
 }
 
 std::vector<TensorSpec> ModelTensors(const ModelConfig& c) {
+  if (c.family == ArchFamily::kDeepseek) return DeepseekModelTensors(*c.deepseek);
   std::vector<TensorSpec> out;
   const bool opt = IsOpt(c);
   const int64_t embed_dim = opt ? c.word_embed_proj_dim : c.hidden_size;

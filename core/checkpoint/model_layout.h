@@ -39,8 +39,18 @@ std::string LayerPrefix(const ModelConfig& config, int64_t layer);
 /// The decoder layers' module name, as Quark's algo_config calls it: "model.layers" / "model.decoder.layers".
 std::string DecoderLayersName(const ModelConfig& config);
 
-/// The linears of one decoder layer, in forward order.
+/// The linears of one decoder layer, in forward order. For a family whose layers differ (DeepSeek: dense layers
+/// before the MoE ones) the union over its layer kinds, each name once; LayerLinears(config, layer) is exact.
 std::vector<LinearSpec> LayerLinears(const ModelConfig& config);
+/// The linears of decoder layer `layer`, in forward order.
+std::vector<LinearSpec> LayerLinears(const ModelConfig& config, int64_t layer);
+
+/// The router tensors of decoder layer `layer` (full names; never quantized, copied in float by the exports): the
+/// MoE families' gates, DeepSeek's gate and e_score_correction_bias. Empty for a dense layer.
+std::vector<TensorSpec> LayerRouterTensors(const ModelConfig& config, int64_t layer);
+
+/// Whether the family routes tokens to experts (MoE, DeepSeek): its layers have routers and routed linears.
+bool HasRoutedExperts(const ModelConfig& config);
 
 /// "model.embed_tokens" / "model.decoder.embed_tokens".
 std::string EmbedTokensName(const ModelConfig& config);
@@ -53,7 +63,12 @@ inline constexpr int64_t kOptPositionOffset = 2;
 std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer);
 
 /// Every tensor of a full checkpoint of this architecture, in HF's order (lm_head.weight only when not tied;
-/// OPT's project_in/project_out when word_embed_proj_dim differs from hidden_size).
+/// OPT's project_in/project_out when word_embed_proj_dim differs from hidden_size; DeepSeek's MTP layers, which no
+/// forward runs: IsOutsideForward).
 std::vector<TensorSpec> ModelTensors(const ModelConfig& config);
+
+/// Whether `tensor` is stored in the checkpoint but outside the forward (DeepSeek's MTP layers): never quantized,
+/// copied as stored by the exports that carry it.
+bool IsOutsideForward(const ModelConfig& config, const std::string& tensor);
 
 }  // namespace quark::checkpoint

@@ -31,6 +31,7 @@ absl::StatusOr<std::vector<quark::ModuleInfo>> ListModules(const ModelConfig& co
   std::vector<quark::ModuleInfo> modules;
   for (const TensorSpec& spec : ModelTensors(config)) {
     if (spec.role != TensorRole::kEmbedding && spec.role != TensorRole::kLinearWeight) continue;
+    if (IsOutsideForward(config, spec.name)) continue;  // DeepSeek's MTP layers: copied, never quantized
     const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
     const std::string stored = ResolveTensorName(reader, spec.name);
     if (stored.empty()) {

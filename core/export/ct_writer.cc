@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_config.h"
 #include "core/export/ct_checker.h"
 #include "core/export/ct_config.h"
@@ -15,7 +16,7 @@ absl::StatusOr<std::unique_ptr<CompressedTensorsExporter>> CompressedTensorsExpo
     HfQuarkExportOptions options) {
   auto model = checkpoint::LoadModelConfig(model_dir);
   if (!model.ok()) return model.status();
-  if (model->family == checkpoint::ArchFamily::kMoe) {
+  if (checkpoint::HasRoutedExperts(*model)) {
     return absl::UnimplementedError(
         "export_formats: compressed_tensors of an MoE model (per-expert names and the "
         "fused-experts rules are not written yet)");

@@ -4,6 +4,8 @@
 #include <map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
@@ -182,6 +184,8 @@ std::string Encode(const GgufTensor& t) {
 
 }  // namespace
 
+absl::Status CheckDeepseekGguf(const DeepseekConfig& config) { return CheckExpressible(config); }
+
 absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSource& weights,
                                const SentencePieceVocab& vocab, GgmlType type, const std::string& path) {
   if (type != GgmlType::kF32 && type != GgmlType::kQ8_0) {
@@ -300,6 +304,58 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsF
     weights->Set(spec.name, t.contiguous());
   }
   return weights;
+}
+
+absl::StatusOr<checkpoint::ModelConfig> DeepseekModelConfigFromGguf(const GgufFile& file) {
+  const std::string a = "deepseek2.";
+  nlohmann::json root = {{"model_type", "deepseek_v3"}, {"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"},
+                         {"hidden_act", "silu"}, {"rope_interleave", true}, {"num_nextn_predict_layers", 0},
+                         {"torch_dtype", "float32"}};
+  // config.json field <- GGUF key (without the architecture prefix).
+  const std::pair<const char*, const char*> ints[] = {
+      {"num_hidden_layers", "block_count"}, {"max_position_embeddings", "context_length"},
+      {"hidden_size", "embedding_length"}, {"intermediate_size", "feed_forward_length"},
+      {"num_attention_heads", "attention.head_count"}, {"kv_lora_rank", "attention.kv_lora_rank"},
+      {"qk_rope_head_dim", "rope.dimension_count"}, {"v_head_dim", "attention.value_length_mla"},
+      {"n_routed_experts", "expert_count"}, {"n_shared_experts", "expert_shared_count"},
+      {"num_experts_per_tok", "expert_used_count"}, {"moe_intermediate_size", "expert_feed_forward_length"},
+      {"n_group", "expert_group_count"}, {"topk_group", "expert_group_used_count"},
+      {"first_k_dense_replace", "leading_dense_block_count"}, {"vocab_size", "vocab_size"}};
+  for (const auto& [field, key] : ints) {
+    QUARK_ASSIGN_OR_RETURN(root[field], file.GetInt(a + key));
+  }
+  root["num_key_value_heads"] = root["num_attention_heads"];
+  QUARK_ASSIGN_OR_RETURN(const int64_t qk_head_dim, file.GetInt(a + "attention.key_length_mla"));
+  root["qk_nope_head_dim"] = qk_head_dim - root["qk_rope_head_dim"].get<int64_t>();
+  root["q_lora_rank"] = nullptr;
+  if (file.Find(a + "attention.q_lora_rank")) {
+    QUARK_ASSIGN_OR_RETURN(root["q_lora_rank"], file.GetInt(a + "attention.q_lora_rank"));
+  }
+  QUARK_ASSIGN_OR_RETURN(root["rms_norm_eps"], file.GetFloat(a + "attention.layer_norm_rms_epsilon"));
+  QUARK_ASSIGN_OR_RETURN(root["rope_theta"], file.GetFloat(a + "rope.freq_base"));
+  QUARK_ASSIGN_OR_RETURN(root["routed_scaling_factor"], file.GetFloat(a + "expert_weights_scale"));
+  const Value* norm = file.Find(a + "expert_weights_norm");
+  if (norm == nullptr) return absl::InvalidArgumentError(StrCat(file.path(), ": key ", a, "expert_weights_norm is missing"));
+  root["norm_topk_prob"] = norm->number != 0;
+  if (const Value* type = file.Find(a + "rope.scaling.type"); type != nullptr && type->text != "none") {
+    if (type->text != "yarn") {
+      return absl::InvalidArgumentError(StrCat(file.path(), ": ", a, "rope.scaling.type \"", type->text,
+                                               "\" is not supported (yarn)"));
+    }
+    nlohmann::json yarn = {{"type", "yarn"}, {"beta_fast", 32.0}, {"beta_slow", 1.0}};
+    QUARK_ASSIGN_OR_RETURN(yarn["factor"], file.GetFloat(a + "rope.scaling.factor"));
+    QUARK_ASSIGN_OR_RETURN(yarn["original_max_position_embeddings"], file.GetInt(a + "rope.scaling.original_context_length"));
+    QUARK_ASSIGN_OR_RETURN(const double multiplier, file.GetFloat(a + "rope.scaling.yarn_log_multiplier"));
+    yarn["mscale"] = yarn["mscale_all_dim"] = multiplier / 0.1;
+    root["rope_scaling"] = yarn;
+  }
+  for (const char* id : {"bos_token_id", "eos_token_id"}) {
+    if (file.Find(StrCat("tokenizer.ggml.", id))) {
+      QUARK_ASSIGN_OR_RETURN(root[id], file.GetInt(StrCat("tokenizer.ggml.", id)));
+    }
+  }
+  root["tie_word_embeddings"] = file.FindTensor("output.weight") == nullptr;
+  return checkpoint::ParseModelConfig(root.dump(), file.path());
 }
 
 }  // namespace quark::exporter::gguf

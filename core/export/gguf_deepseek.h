@@ -31,10 +31,20 @@ namespace quark::exporter::gguf {
 absl::Status WriteDeepseekGguf(const checkpoint::DeepseekConfig& config, const runtime::WeightSource& weights,
                                const SentencePieceVocab& vocab, GgmlType type, const std::string& path);
 
+/// INVALID_ARGUMENT naming the config field when deepseek2 cannot express `config` (WriteDeepseekGguf's refusals).
+absl::Status CheckDeepseekGguf(const checkpoint::DeepseekConfig& config);
+
 /// The float32 weights of a deepseek2 GGUF written for `config`, dequantized and under their HF names (attn_k_b and
 /// attn_v_b joined back into kv_b_proj, the stacked experts split): what the runtime evaluates the export with.
 /// INVALID_ARGUMENT naming a tensor that is missing or disagrees with `config`.
 absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsFromGguf(
     const checkpoint::DeepseekConfig& config, const GgufFile& file);
+
+/// The config of a deepseek2 GGUF as WriteDeepseekGguf writes it, from its metadata, as a ModelConfig of family
+/// kDeepseek (config.deepseek set): the keys become config.json's fields and go through ParseDeepseekConfig, so its
+/// validation names the field. What the file does not carry: YaRN's beta_fast / beta_slow (llama.cpp's defaults 32 and
+/// 1), mscale (= mscale_all_dim = yarn_log_multiplier / 0.1, as llama.cpp assumes), the MTP layers (none).
+/// INVALID_ARGUMENT naming a missing key.
+absl::StatusOr<checkpoint::ModelConfig> DeepseekModelConfigFromGguf(const GgufFile& file);
 
 }  // namespace quark::exporter::gguf

@@ -5,6 +5,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/export/gguf_deepseek.h"
 #include "core/export/gguf_gemma.h"
 #include "core/export/gguf_model.h"
 #include "core/export/gguf_moe.h"
@@ -24,11 +25,17 @@ bool IsGgufFile(const std::string& path) {
 absl::StatusOr<std::shared_ptr<GgufWeightSource>> GgufWeightSource::Open(const std::string& path) {
   std::shared_ptr<GgufWeightSource> source(new GgufWeightSource());
   QUARK_ASSIGN_OR_RETURN(source->file_, gguf::GgufFile::Open(path));
+  if (const gguf::Value* arch = source->file_->Find("general.architecture"); arch != nullptr && arch->text == "deepseek2") {
+    QUARK_ASSIGN_OR_RETURN(source->config_, gguf::DeepseekModelConfigFromGguf(*source->file_));
+    QUARK_ASSIGN_OR_RETURN(source->whole_, gguf::DeepseekWeightsFromGguf(*source->config_.deepseek, *source->file_));
+    return source;
+  }
   QUARK_ASSIGN_OR_RETURN(source->config_, gguf::ModelConfigFromGguf(*source->file_));
   return source;
 }
 
 bool GgufWeightSource::Has(const std::string& name) const {
+  if (whole_) return whole_->Has(name);
   gguf::GgufSlot slot = gguf::GgufTensorSlot(name);
   if (std::string gemma = gguf::GemmaGgufTensorName(config_, name); !gemma.empty()) slot = {std::move(gemma), -1};
   const gguf::TensorInfo* info = slot.name.empty() ? nullptr : file_->FindTensor(slot.name);
@@ -36,6 +43,7 @@ bool GgufWeightSource::Has(const std::string& name) const {
 }
 
 absl::StatusOr<at::Tensor> GgufWeightSource::Get(const std::string& name, at::ScalarType dtype) const {
+  if (whole_) return whole_->Get(name, dtype);
   gguf::GgufSlot slot = gguf::GgufTensorSlot(name);
   if (std::string gemma = gguf::GemmaGgufTensorName(config_, name); !gemma.empty()) slot = {std::move(gemma), -1};
   const gguf::TensorInfo* info = slot.name.empty() ? nullptr : file_->FindTensor(slot.name);

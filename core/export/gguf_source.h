@@ -1,6 +1,7 @@
 // A GGUF file as the runtime's weight source, so that `quark eval --model FILE.gguf` streams it like an HF folder:
 // the config from the GGUF metadata, each tensor dequantized to float (Q8_0, Q4_0, Q4_1, F16, BF16, F32) under its
-// HF name, with Q/K rows put back into HF's rotate-half order.
+// HF name, with Q/K rows put back into HF's rotate-half order. A deepseek2 file (gguf_deepseek.h) is read whole when
+// opened (kv_b_proj joined back from attn_k_b/attn_v_b, the expert stacks split): its weights are held in float.
 #pragma once
 
 #include <memory>
@@ -32,6 +33,7 @@ class GgufWeightSource : public runtime::WeightSource {
   GgufWeightSource() = default;
   std::unique_ptr<gguf::GgufFile> file_;
   checkpoint::ModelConfig config_;
+  std::shared_ptr<const runtime::WeightSource> whole_;  // deepseek2: every weight, dequantized at Open
 };
 
 /// The tokenizer.model next to a GGUF file, checked to hold exactly the GGUF's vocabulary (tokenizer.ggml.tokens,

@@ -24,6 +24,18 @@ absl::StatusOr<GgmlType> GgufTypeForScheme(const std::string& module, const Quan
   return absl::InvalidArgumentError(why);
 }
 
+absl::Status CheckGgufWeightsOnly(const LayerAssignment& a, const std::string& where) {
+  if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
+    return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
+                                                    "add it to exclude or give --gguf-type for it"));
+  }
+  if (a.config.input_tensors || a.config.output_tensors) {
+    return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
+                                             " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::map<std::string, GgmlType>> CodedGgufTypes(const LayerPlan& plan) {
   std::map<std::string, GgmlType> coded;
   for (const LayerAssignment& a : plan.layers) {
@@ -31,14 +43,7 @@ absl::StatusOr<std::map<std::string, GgmlType>> CodedGgufTypes(const LayerPlan& 
     // MoE routers: the engine never quantizes them (not linears of the layer) and llama.cpp reads them in F32.
     if (KeptInF32(GgufTensorName(a.module + ".weight"))) continue;
     const std::string where = StrCat(a.module, " (", a.SourceLabel(), ")");
-    if (a.module_type != "Linear" || a.module.rfind("model.layers.", 0) != 0) {
-      return absl::InvalidArgumentError(StrCat(where, ": GGUF export quantizes only the linears of decoder layers; "
-                                                      "add it to exclude or give --gguf-type for it"));
-    }
-    if (a.config.input_tensors || a.config.output_tensors) {
-      return absl::InvalidArgumentError(StrCat(where, ": ", a.config.input_tensors ? "input_tensors" : "output_tensors",
-                                               " quantization cannot be held by GGUF (llama.cpp stores weights only)"));
-    }
+    QUARK_RETURN_IF_ERROR(CheckGgufWeightsOnly(a, where));
     if (a.config.weight && !IsCastType(a.config.weight->dtype)) {
       QUARK_ASSIGN_OR_RETURN(coded[a.module], GgufTypeForScheme(where, *a.config.weight));
     }

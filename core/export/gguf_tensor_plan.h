@@ -50,6 +50,10 @@ struct PlannedGgufTensor {
 /// GGUF cannot hold it.
 absl::StatusOr<GgmlType> GgufTypeForScheme(const std::string& module, const QuantSpec& weight);
 
+/// Whether GGUF can hold what the plan asks of module `a` (`where` names it in errors): INVALID_ARGUMENT for a
+/// quantized module that is not a decoder layer's linear, or one with activation or KV-cache quantization.
+absl::Status CheckGgufWeightsOnly(const LayerAssignment& a, const std::string& where);
+
 /// The modules of `plan` whose weights the file holds as engine codes, with their types; INVALID_ARGUMENT naming the
 /// module for what GGUF cannot hold (a quantized module outside the decoder layers, activation quantization, a weight
 /// scheme of no GGUF block type).

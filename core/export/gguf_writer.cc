@@ -16,6 +16,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
+#include "core/export/gguf_deepseek_exporter.h"
 #include "core/export/gguf_file.h"
 #include "core/export/gguf_gemma.h"
 #include "core/export/gguf_model.h"
@@ -424,6 +425,10 @@ absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::Wei
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::string& model_dir,
                                                                  const std::string& output_file, const Config& config,
                                                                  const LayerPlan& plan, GgufExportOptions options) {
+  // DeepSeek-V3: llama.cpp's deepseek2 layout, written whole at Finish (gguf_deepseek_exporter.h).
+  if (auto model = checkpoint::LoadModelConfig(model_dir); model.ok() && model->family == checkpoint::ArchFamily::kDeepseek) {
+    return CreateDeepseekGgufExporter(model_dir, output_file, plan, options);
+  }
   QUARK_ASSIGN_OR_RETURN(auto exporter, GgufExporter::Create(model_dir, output_file, config, plan, options));
   return std::unique_ptr<ModelExporter>(std::move(exporter));
 }

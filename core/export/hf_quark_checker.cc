@@ -261,6 +261,7 @@ std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::Mo
   // nothing to fuse, so nothing to agree on.
   if (model.family == checkpoint::ArchFamily::kPhi3) return out;
   if (model.family == checkpoint::ArchFamily::kMoe) return MoeConfigProblems(qc, model);  // hf_quark_moe_rules.h
+  if (model.family == checkpoint::ArchFamily::kDeepseek) return DeepseekConfigProblems(qc, *model.deepseek);
   const bool opt = model.family == checkpoint::ArchFamily::kOpt;
   const std::vector<std::vector<std::string>> fused =
       opt ? std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}
@@ -345,7 +346,7 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
     const std::string prefix = checkpoint::LayerPrefix(model, i);
     std::vector<float> kv_scales;
     std::map<std::string, std::vector<std::pair<std::string, float>>> nvfp4_globals;  // fused group -> shards
-    for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model)) {
+    for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, i)) {
       const std::string name = prefix + linear.relative_name;
       LayerQuantConfig config;
       if (!VllmExcluded(qc, name)) {

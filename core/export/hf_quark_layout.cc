@@ -257,6 +257,7 @@ std::vector<ModuleInfo> ModulesFromConfig(const checkpoint::ModelConfig& config)
   std::vector<ModuleInfo> modules;
   for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(config)) {
     if (spec.role != checkpoint::TensorRole::kEmbedding && spec.role != checkpoint::TensorRole::kLinearWeight) continue;
+    if (checkpoint::IsOutsideForward(config, spec.name)) continue;
     const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
     modules.push_back({module, spec.role == checkpoint::TensorRole::kEmbedding ? "Embedding" : "Linear", spec.shape});
   }

@@ -51,9 +51,8 @@ std::vector<std::string> MoeConfigProblems(const nlohmann::ordered_json& qc, con
 
 std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader) {
   std::vector<std::string> out;
-  if (model.family != checkpoint::ArchFamily::kMoe) return out;
   for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
-    for (const checkpoint::TensorSpec& router : checkpoint::MoeRouterTensors(model, i)) {
+    for (const checkpoint::TensorSpec& router : checkpoint::LayerRouterTensors(model, i)) {
       auto ref = reader.Get(router.name);
       if (!ref.ok()) {
         out.push_back(StrCat(router.name, ": missing from the checkpoint (vLLM builds the router unquantized)"));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
@@ -145,11 +146,17 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
   }
   // MoE routers are no module of the plan (never quantized): vLLM builds them unquantized anyway, but HF transformers'
   // Quark loader replaces every Linear that exclude does not name.
-  if (model_.family == checkpoint::ArchFamily::kMoe) {
-    for (int64_t i = 0; i < model_.num_hidden_layers; ++i) {
-      for (const auto& router : checkpoint::MoeRouterTensors(model_, i)) {
-        excluded.push_back(router.name.substr(0, router.name.size() - std::string(".weight").size()));
-      }
+  // The MTP layers (IsOutsideForward) are copied as stored, so their linears are named excluded as well.
+  const std::string weight = ".weight";
+  const auto module_of = [&weight](const std::string& tensor) { return tensor.substr(0, tensor.size() - weight.size()); };
+  for (int64_t i = 0; i < model_.num_hidden_layers; ++i) {
+    for (const auto& router : checkpoint::LayerRouterTensors(model_, i)) {
+      if (absl::EndsWith(router.name, weight)) excluded.push_back(module_of(router.name));
+    }
+  }
+  for (const auto& spec : checkpoint::ModelTensors(model_)) {
+    if (spec.role == checkpoint::TensorRole::kLinearWeight && checkpoint::IsOutsideForward(model_, spec.name)) {
+      excluded.push_back(module_of(spec.name));
     }
   }
   auto qc = MakeQuantizationConfig(plan, excluded);

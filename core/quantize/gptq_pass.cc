@@ -5,6 +5,7 @@
 #include "core/base/glob.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/checkpoint/deepseek_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
@@ -25,6 +26,9 @@ GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model
     for (const std::string& p : {names.up, names.gate, names.down}) {
       algo.inside_layer_modules.push_back(checkpoint::MoeBlockName(model) + ".experts.*." + p);
     }
+  }
+  if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kDeepseek) {
+    algo.inside_layer_modules = checkpoint::DeepseekGptqModules(*model.deepseek);
   }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kPhi3) {
     // Phi-3's fused modules: one GPTQ each, in forward order.
@@ -76,7 +80,7 @@ absl::StatusOr<std::unique_ptr<GptqPass>> GptqPass::Create(const GptqAlgo& algo,
 
 absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::DecoderLayer& layer) const {
   algorithms::GptqLayerPlan plan;
-  const auto linears = checkpoint::LayerLinears(model_);
+  const auto linears = checkpoint::LayerLinears(model_, layer.index());
   for (const auto& linear : linears) {
     if (plan.input_order.empty() || plan.input_order.back() != linear.input) plan.input_order.push_back(linear.input);
   }

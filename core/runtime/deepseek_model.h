@@ -1,5 +1,6 @@
 // A whole DeepSeek-V3 forward (embedding, decoder layers, final norm, lm_head) on one set of weights, loading one layer
-// at a time: for the reference checks and `quark make-model`'s shapes until the family joins TransformerModel.
+// at a time: the family's own forward, for the reference checks and the GGUF tool. The pipeline runs DeepSeek through
+// TransformerModel and the LayerStreamer (family kDeepseek), which tests/quantize/deepseek_pipeline_test holds to this.
 #pragma once
 
 #include <functional>

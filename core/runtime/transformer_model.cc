@@ -5,6 +5,8 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/attention.h"
+#include "core/runtime/deepseek_attention.h"
+#include "core/runtime/deepseek_layer.h"
 #include "core/runtime/gemma_layer.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/matmul_precision.h"
@@ -86,7 +88,11 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
     // A window at least as long as the sequence hides nothing: share the plain mask rather than build a copy.
     context.sliding_mask = config_.sliding_window < seq_len ? CausalMask(seq_len, config_.sliding_window) : context.mask;
   }
-  if (!IsOpt(config_)) RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
+  if (config_.family == ArchFamily::kDeepseek) {
+    DeepseekRopeTables(*config_.deepseek, seq_len, dtype_, &context.cos, &context.sin);  // YaRN over the rope dims
+  } else if (!IsOpt(config_)) {
+    RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
+  }
   if (config_.rope_local_base_freq > 0) {
     // Gemma 3's sliding layers: their own base, without the global rope_scaling (HF's rotary_emb_local).
     checkpoint::ModelConfig local = config_;
@@ -120,6 +126,8 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
     case ArchFamily::kPhi3: return AsDecoderLayer(Phi3DecoderLayer::Load(config_, index, *weights_, dtype_));
     case ArchFamily::kGemma: return AsDecoderLayer(GemmaDecoderLayer::Load(config_, index, *weights_, dtype_));
     case ArchFamily::kMoe: return AsDecoderLayer(MoeDecoderLayer::Load(config_, index, *weights_, dtype_));
+    case ArchFamily::kDeepseek:
+      return AsDecoderLayer(DeepseekDecoderLayer::Load(*config_.deepseek, index, *weights_, dtype_));
     case ArchFamily::kLlama: break;
   }
   return AsDecoderLayer(LlamaDecoderLayer::Load(config_, index, *weights_, dtype_));

@@ -8,7 +8,9 @@
 //
 //   deepseek_gguf_tool OUT_DIR SHARED_DIR [--shape tiny] [--seed N] [--seq-len L] [--windows W] [--control]
 // --control: the engine's NLL with group-limited routing off (topk_group = n_group) on the F32 file, to show the
-// comparison sees routing. Prints one JSON object per line.
+// comparison sees routing. Prints one JSON object per line. Also writes OUT_DIR/hf_eval (the HF checkpoint the GGUFs
+// hold: config.json with the mscale change, model.safetensors with the scaled lm_head, float32) and OUT_DIR/ids.txt,
+// for `quark eval --model OUT_DIR/hf_eval --token-ids OUT_DIR/ids.txt`.
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
 #include "core/engine/engine_init.h"
 #include "core/export/gguf_deepseek.h"
 #include "core/runtime/deepseek_model.h"
@@ -38,6 +41,27 @@ double MeanNll(const at::Tensor& logits, const at::Tensor& ids) {
   const int64_t t = ids.size(1);
   const at::Tensor next = ids.narrow(1, 1, t - 1).unsqueeze(-1);
   return -logp.narrow(1, 0, t - 1).gather(-1, next).squeeze(-1).mean(1).mean().item<double>();
+}
+
+// The checkpoint the GGUFs are written from, as an HF folder `dir` (float32, one safetensors file).
+absl::Status WriteHfFolder(const checkpoint::DeepseekConfig& config, const runtime::TensorMapWeightSource& weights,
+                           const std::vector<std::string>& names, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << checkpoint::DeepseekConfigToJson(config);
+  std::vector<checkpoint::PlannedTensor> plan;
+  for (const std::string& name : names) {
+    auto t = weights.Get(name, at::kFloat);
+    if (!t.ok()) return t.status();
+    plan.push_back({name, checkpoint::StDType::kF32, t->sizes().vec()});
+  }
+  auto writer = checkpoint::CheckpointWriter::Create(dir.string(), plan);
+  if (!writer.ok()) return writer.status();
+  for (const auto& p : plan) {
+    const at::Tensor t = weights.Get(p.name, at::kFloat)->contiguous();
+    const std::string_view bytes(static_cast<const char*>(t.data_ptr()), t.numel() * sizeof(float));
+    if (auto s = (*writer)->Write(p.name, bytes); !s.ok()) return s;
+  }
+  return (*writer)->Finish();
 }
 
 }  // namespace
@@ -78,8 +102,10 @@ int main(int argc, char** argv) {
   if (!reader.ok()) return Fail(reader.status());
   runtime::CheckpointWeightSource stored(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
   runtime::TensorMapWeightSource weights;
+  std::vector<std::string> names;
   for (const auto& file : stored.reader().files()) {
     for (const auto& info : file->header().tensors) {
+      names.push_back(info.name);
       at::Tensor t = *stored.Get(info.name, at::kFloat);
       weights.Set(info.name, info.name == "lm_head.weight" ? t * 25.0 : t.clone());
     }
@@ -90,6 +116,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> flat;
   for (int64_t i = 0; i < windows * seq_len; ++i) flat.push_back(3 + (i * 7919 + 104729 * (i / 7)) % 509);
   const at::Tensor ids = at::tensor(flat, at::kLong).view({windows, seq_len});
+  if (auto s = WriteHfFolder(*config, weights, names, out / "hf_eval"); !s.ok()) return Fail(s);
+  {
+    std::ofstream ids_txt(out / "ids.txt");
+    for (size_t i = 0; i < flat.size(); ++i) ids_txt << (i ? " " : "") << flat[i];
+    ids_txt << "\n";
+  }
   std::ofstream(out / "ids.json") << "[" << [&] {
     std::string s;
     for (size_t i = 0; i < flat.size(); ++i) s += (i ? "," : "") + std::to_string(flat[i]);

@@ -2,7 +2,9 @@
 // consumer: llama.cpp (node-llama-cpp 3.22.1's prebuilt) loads the F32 and Q8_0 files tests/export/deepseek_gguf_tool
 // writes for the tiny synthetic DeepSeek-V3 (MLA with YaRN, 16 experts in 4 groups with 2 kept, top-4 sigmoid routing
 // with the correction bias, a shared expert, a dense first layer), and its mean NLL over the same token windows equals
-// the engine's on the GGUF's own weights within the issue's 5e-3. A control: the engine with group-limited routing
+// the engine's on the GGUF's own weights within the issue's 5e-3, and equals `quark eval` itself (the CLI's streamed
+// pipeline: ModelConfig, TransformerModel, the LayerStreamer) on the HF checkpoint the GGUFs were written from, on the
+// same token ids, within 5e-3 too. A control: the engine with group-limited routing
 // turned off lands more than 5x the bound away, so the check sees the routing. llama.cpp runs with flash attention off
 // and an F32 KV cache.
 //
@@ -18,6 +20,14 @@ import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
 
 const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
 const tool = builtFile('tests/export/deepseek_gguf_tool');
+const quark = builtFile('core/cli/quark');
+
+// `quark eval` of an HF folder over the tool's token ids (the project's windows: kWindows of kSeqLen).
+function quarkEval(dir, idsFile) {
+  const out = execFileSync(quark, ['eval', '--model', dir, '--token-ids', idsFile, '--seq-len', String(kSeqLen),
+    '--max-windows', String(kWindows), '--json'], {encoding: 'utf8'});
+  return JSON.parse(out.trim().split('\n').pop());
+}
 
 const kSeqLen = 64;
 const kWindows = 2;
@@ -37,6 +47,13 @@ try {
     const lines = execFileSync(tool, [dir, sharedDir, '--shape', shape, '--seq-len', String(kSeqLen),
       '--windows', String(kWindows), '--control'], {encoding: 'utf8'}).trim().split('\n').map((l) => JSON.parse(l));
     const ids = JSON.parse(fs.readFileSync(path.join(dir, 'ids.json'), 'utf8'));
+    const evaluated = quarkEval(path.join(dir, 'hf_eval'), path.join(dir, 'ids.txt'));
+    console.log(JSON.stringify({model: `deepseek_v3 ${shape} (seed 5)`, quark_eval_mean_nll: evaluated.mean_nll,
+      quark_eval_tokens: evaluated.tokens}));
+    if (evaluated.tokens !== ids.length) {
+      console.error(`FAIL: quark eval read ${evaluated.tokens} tokens, the windows hold ${ids.length}`);
+      ++failures;
+    }
     const results = [];
     for (const row of lines.filter((l) => l.type)) {
       const model = await llama.loadModel({modelPath: row.file, gpuLayers: 0});
@@ -44,12 +61,17 @@ try {
       await model.dispose();
       const result = {model: `deepseek_v3 ${shape} (seed 5)`, type: row.type, bytes: fs.statSync(row.file).size,
         llama_cpp_mean_nll: theirs, quark_mean_nll: row.quark_mean_nll, diff: Math.abs(theirs - row.quark_mean_nll),
+        quark_eval_mean_nll: evaluated.mean_nll, diff_quark_eval: Math.abs(theirs - evaluated.mean_nll),
         log_vocab: Math.log(row.vocab)};
       results.push(result);
       ++compared;
       console.log(JSON.stringify(result));
       if (!(result.diff <= kBound)) {
         console.error(`FAIL: ${shape} ${row.type}: llama.cpp ${theirs} vs quark ${row.quark_mean_nll}`);
+        ++failures;
+      }
+      if (!(result.diff_quark_eval <= kBound)) {
+        console.error(`FAIL: ${shape} ${row.type}: llama.cpp ${theirs} vs quark eval ${evaluated.mean_nll}`);
         ++failures;
       }
     }

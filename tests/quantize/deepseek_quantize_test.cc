@@ -1,5 +1,5 @@
-// DeepSeek-V3 (#32) through the engine's quantizers layer by layer (not yet through `quark quantize`: the family is
-// not in TransformerModel; see docs/results.md):
+// DeepSeek-V3 (#32) through the engine's quantizers layer by layer, on the family's own forward (QuantizeModel on it:
+// deepseek_pipeline_test):
 //   RTN: LayerQuantizer::Apply on each streamed layer, the plan built from the model's modules as the pipeline builds
 //   it: every linear of MLA, the dense MLP, the shared and the routed experts becomes a QuantLinear under its HF name,
 //   the router stays float, and the logits move by what 4-bit weights cost, not more.

@@ -1,0 +1,103 @@
+// DeepSeek-V3 (#32) through the whole house: quarkd spawns the real quark-worker, which quantizes the tiny synthetic
+// DeepSeek-V3 (MLA with YaRN, a dense layer then an MoE layer of 16 routed experts in 4 groups and a shared expert, an
+// MTP layer) with uint4 g32 + GPTQ and publishes HF-quark and a deepseek2 GGUF (F32) to file://. Both exports are read
+// back by the worker to the fake-quantized model's perplexity; the HF-quark export keeps the MTP layer float.
+// The synthetic config gets mscale_all_dim = mscale (as DeepSeek-V3's own config.json has it): llama.cpp's deepseek2
+// cannot express YaRN's cos/sin scaling otherwise, and the export refuses it.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/runtime/synthetic_model.h"
+#include "quark/v1/service.grpc.pb.h"
+#include "tests/support/require_peer.h"
+#include "tests/worker/support/quarkd.h"
+#include "tests/worker/support/run_job.h"
+
+namespace quark::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fixtures() {
+  return quark::testing::EnvOr("QUARK_SHARED_DIR", QUARK_TEST_SOURCE_DIR "/../shared") + "/fixtures";
+}
+
+// The tiny DeepSeek-V3 in `dir` with stories260K's tokenizer and the mscale change above.
+void MakeTinyDeepseek(const fs::path& dir) {
+  runtime::SyntheticModelOptions options;
+  options.arch = "deepseek_v3";
+  options.shape = "tiny";
+  options.dtype = "f32";
+  options.seed = 33;
+  options.out_dir = dir.string();
+  options.tokenizer_path = Fixtures() + "/stories260K/tokenizer.model";
+  ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
+  nlohmann::json config;
+  std::ifstream(dir / "config.json") >> config;
+  config["rope_scaling"]["mscale_all_dim"] = config["rope_scaling"]["mscale"];
+  std::ofstream(dir / "config.json") << config.dump(2);
+}
+
+TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPerplexity) {
+  quark::testing::QuarkdOptions options;
+  options.workers = 1;
+  options.test_mode = "";
+  options.worker_binary = "worker/quark-worker";
+  options.extra_roots = {Fixtures()};
+  auto quarkd = quark::testing::Quarkd::Start(options);
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  const fs::path model = (*quarkd)->root() / "deepseek";
+  MakeTinyDeepseek(model);
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+
+  quark::v1::SubmitJobRequest request;
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->set_model_uri("file://" + model.string());
+  spec->set_output_uri("file://" + ((*quarkd)->root() / "out").string());
+  spec->set_max_attempts(1);
+  spec->set_preset("uint4_wo_32");
+  spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
+  spec->set_gguf_type("F32");
+  spec->mutable_calibration()->set_uri("file://" + Fixtures() + "/eval/tinystories_train_split.txt");
+  spec->mutable_calibration()->set_num_samples(4);
+  spec->mutable_calibration()->set_seq_len(48);
+  spec->mutable_evaluation()->set_uri("file://" + Fixtures() + "/eval/tinystories_heldout_split.txt");
+  spec->mutable_evaluation()->set_seq_len(64);
+  spec->mutable_evaluation()->set_max_windows(2);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
+
+  const auto& metrics = done.result().metrics();
+  for (const char* key : {"ppl_before", "ppl_after", "ppl_reloaded", "ppl_gguf"}) {
+    ASSERT_TRUE(metrics.count(key)) << key << " missing: " << done.DebugString();
+  }
+  EXPECT_NE(metrics.at("ppl_after"), metrics.at("ppl_before"));
+  EXPECT_NEAR(metrics.at("ppl_reloaded") / metrics.at("ppl_after"), 1.0, 1e-4);
+  // The GGUF holds the dequantized uint4 weights in F32: llama.cpp's layout read back computes the same model.
+  EXPECT_NEAR(metrics.at("ppl_gguf") / metrics.at("ppl_after"), 1.0, 1e-4);
+
+  const fs::path folder = (*quarkd)->root() / "out" / done.id();
+  ASSERT_TRUE(fs::exists(folder / "model.gguf")) << folder;
+  nlohmann::json config;
+  std::ifstream(folder / "hf_quark" / "config.json") >> config;
+  EXPECT_EQ(config["model_type"], "deepseek_v3");
+  const auto& algo = config["quantization_config"]["algo_config"];
+  ASSERT_EQ(algo.size(), 1u);
+  EXPECT_EQ(algo[0]["name"], "gptq");
+  const auto& exclude = config["quantization_config"]["exclude"];
+  const std::string mtp = "model.layers." + std::to_string(config["num_hidden_layers"].get<int>()) + ".eh_proj";
+  EXPECT_NE(std::find(exclude.begin(), exclude.end(), mtp), exclude.end()) << exclude.dump();
+}
+
+}  // namespace
+}  // namespace quark::worker
