@@ -1,5 +1,5 @@
 // A fault-injecting HTTP proxy for storage tests: node fault_proxy.js TARGET_URL RULES_JSON
-// Each rule {method, path (regex), status | reset, times (-1 = always)} answers matching requests with that
+// Each rule {method, path (regex), status | reset | hang, times (-1 = always)} answers matching requests with that
 // status (an S3-style XML error) or resets the connection, `times` times; everything else is forwarded as is
 // (Host header included, so SigV4 signatures made for the proxy's address still verify at the target).
 // Forwarded lines end with "key=ACCESS_KEY_ID" from the SigV4 Authorization header ("key=-" when unsigned), so
@@ -27,6 +27,11 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     const body = Buffer.concat(chunks);
     const rule = matchRule(req);
+    if (rule && rule.hang) {
+      // Never answered: the client is stuck in this request (a test kills it there).
+      console.log(`hang ${req.method} ${req.url}`);
+      return;
+    }
     if (rule && rule.reset) {
       console.log(`fault ${req.method} ${req.url} reset`);
       req.socket.destroy();
