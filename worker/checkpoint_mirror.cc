@@ -55,6 +55,13 @@ std::vector<std::string> LayerFiles(const fs::path& dir, int64_t index) {
 }
 
 // The marker's shape: {"layer": index, "fingerprint": "...", "written_unix_s": N, "objects": {path: {size, sha256}}}.
+std::string SecondsSince(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return text;
+}
+
 bool ValidMarker(const nlohmann::json& marker, int64_t index) {
   if (!marker.is_object() || !marker.contains("layer") || marker["layer"] != index) return false;
   if (!marker.contains("fingerprint") || !marker["fingerprint"].is_string()) return false;
@@ -159,6 +166,7 @@ absl::StatusOr<int64_t> CheckpointMirror::Restore() {
 }
 
 absl::Status CheckpointMirror::Download(const RemoteChain& chain) {
+  const auto started = std::chrono::steady_clock::now();
   const fs::path staging = local_dir_.string() + ".download";
   std::error_code ec;
   fs::remove_all(staging, ec);
@@ -201,7 +209,7 @@ absl::Status CheckpointMirror::Download(const RemoteChain& chain) {
   if (ec) return absl::InternalError(str::Cat("checkpoint: ", local_dir_.string(), ": ", ec.message()));
   remote_fingerprint_ = chain.fingerprint;
   uploaded_ = layers;
-  log_(str::Cat("checkpoint: restored layers 0..", layers - 1, " from ", prefix_));
+  log_(str::Cat("checkpoint: restored layers 0..", layers - 1, " from ", prefix_, " (", SecondsSince(started), " s)"));
   return absl::OkStatus();
 }
 
@@ -225,17 +233,21 @@ absl::Status CheckpointMirror::UploadThrough(int64_t finished_layers) {
     remote_fingerprint_ = fingerprint;
   }
   while (uploaded_ < finished_layers) {
-    if (absl::Status status = UploadLayer(uploaded_, fingerprint); !status.ok()) {
+    const auto started = std::chrono::steady_clock::now();
+    int64_t bytes = 0;
+    if (absl::Status status = UploadLayer(uploaded_, fingerprint, &bytes); !status.ok()) {
       log_(str::Cat("checkpoint upload of layer ", uploaded_, " failed (", status.message(),
                     "); retried after the next layer, a retry of the job resumes at layer ", uploaded_));
       return status;
     }
+    log_(str::Cat("checkpoint: layer ", uploaded_, " uploaded to ", prefix_, " (", bytes, " bytes, ",
+                  SecondsSince(started), " s)"));
     ++uploaded_;
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckpointMirror::UploadLayer(int64_t index, const std::string& fingerprint) {
+absl::Status CheckpointMirror::UploadLayer(int64_t index, const std::string& fingerprint, int64_t* bytes) {
   nlohmann::json objects = nlohmann::json::object();
   for (const std::string& path : LayerFiles(local_dir_, index)) {
     const fs::path file = local_dir_ / path;
@@ -246,6 +258,7 @@ absl::Status CheckpointMirror::UploadLayer(int64_t index, const std::string& fin
     if (ec) return absl::InternalError(str::Cat(file.string(), ": ", ec.message()));
     if (absl::Status put = store_->PutFile(storage::JoinUri(prefix_, path), file); !put.ok()) return put;
     objects[path] = {{"size", size}, {"sha256", *sha}};
+    *bytes += size;
   }
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(options_.now().time_since_epoch()).count();

@@ -61,7 +61,7 @@ class CheckpointMirror {
   struct RemoteChain;
   absl::StatusOr<RemoteChain> ReadChain();
   absl::Status Download(const RemoteChain& chain);
-  absl::Status UploadLayer(int64_t index, const std::string& fingerprint);
+  absl::Status UploadLayer(int64_t index, const std::string& fingerprint, int64_t* bytes);
   std::string LocalFingerprint() const;
   void RemoveEmptyFolders() const;
 

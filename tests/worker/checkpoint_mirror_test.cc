@@ -15,6 +15,7 @@
 #include "tests/storage/support/subprocess.h"
 #include "worker/storage/file_object_store.h"
 #include "worker/storage/s3_object_store.h"
+#include "worker/storage/tenant_object_store.h"
 
 namespace quark::worker {
 namespace {
@@ -231,6 +232,26 @@ TEST_F(CheckpointMirrorTest, UploadWithoutALocalStateIsAnError) {
   absl::Status status = Mirror("a")->UploadThrough(1);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_NE(status.message().find("state.json"), std::string::npos) << status;
+}
+
+// The job's store confined to its tenant: the checkpoint lies below the tenant's output prefix, so it goes up and
+// comes back; a store whose tenant may not write there refuses the upload, naming the URI.
+TEST_F(CheckpointMirrorTest, ATenantConfinedStoreWritesBelowTheOutputPrefixOnly) {
+  const std::vector<fs::path> worker_roots = {root_.path()};
+  storage::TenantRoots roots;
+  roots.output_prefixes = {"file://" + (root_.path() / "out").string()};
+  store_ = std::make_shared<storage::TenantObjectStore>(store_, roots, worker_roots);
+  WriteLocal(Local("a"), "fp-1", 2);
+  ASSERT_TRUE(Mirror("a")->UploadThrough(2).ok()) << Log();
+  EXPECT_EQ(*Mirror("b")->Restore(), 2);
+
+  storage::TenantRoots other;
+  other.output_prefixes = {"file://" + (root_.path() / "elsewhere").string()};
+  store_ = std::make_shared<storage::TenantObjectStore>(
+      std::make_shared<storage::FileObjectStore>(worker_roots), other, worker_roots);
+  absl::Status refused = Mirror("a")->UploadThrough(2);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find(".quark-checkpoints/job-1"), std::string::npos) << refused;
 }
 
 class CheckpointMirrorS3Test : public quark::testing::S3TestBase {};
