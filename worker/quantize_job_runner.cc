@@ -208,7 +208,8 @@ std::unique_ptr<CheckpointMirror> QuantizeJobRunner::MirrorFor(const quark::v1::
   if (absl::StatusOr<int64_t> restored = mirror->Restore(); !restored.ok()) {
     progress.Log(str::Cat("checkpoint: ", mirror->prefix_uri(), " not restored: ", restored.status().message()));
   }
-  request.checkpoint_identity = *std::move(identity);
+  // Another engine version may compute other layers: its checkpoints are discarded, not resumed.
+  request.checkpoint_identity = str::Cat(*identity, " engine ", QUARK_ENGINE_VERSION);
   CheckpointMirror* uploader = mirror.get();
   // A failed upload is logged by the mirror and retried after the next layer; the job goes on.
   request.on_layer_checkpointed = [uploader](int64_t finished) { (void)uploader->UploadThrough(finished); };
