@@ -7,8 +7,9 @@
 #      in s3rver; a second worker with a fresh data dir finishes it. Its time against an uninterrupted run's, and the
 #      published files (all but manifest.json) compared byte for byte with cmp.
 #
-#   bench/quantize/remote_resume_bench.sh [BUILD_DIR]   env: UPLOAD_LAYERS (2), LAYERS (8), KILL_AT (6),
-#       SCHEME (uint4_wo_128), ALGO ("" or gptq), DIR (/tmp/quark_remote_resume_bench), QUARK_THREADS
+#   bench/quantize/remote_resume_bench.sh [BUILD_DIR]   env: UPLOAD_LAYERS (2), UPLOAD_ALGO (gptq: RTN's
+#       weight-only checkpoints hold no tensors), LAYERS (8), KILL_AT (6), ALGO (algorithm of part 2, "" = RTN),
+#       SCHEME (uint4_wo_128), DIR (/tmp/quark_remote_resume_bench), QUARK_THREADS
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,6 +18,7 @@ layers=${LAYERS:-8}
 kill_at=${KILL_AT:-6}
 scheme=${SCHEME:-uint4_wo_128}
 algo=${ALGO:-}
+upload_algo=${UPLOAD_ALGO-gptq}
 dir=${DIR:-/tmp/quark_remote_resume_bench}
 mkdir -p "$dir"
 rm -rf "$dir/run" && mkdir -p "$dir/run"
@@ -59,10 +61,10 @@ worker() {  # NAME [flags...]: starts a worker with its own data dir; its pid in
   pids+=($worker_pid)
 }
 quarkctl() { "$build/client/quarkctl" --server "$server" "$@"; }
-submit() {  # MODEL [--wait]: prints the job id
-  local m=$1; shift
+submit() {  # MODEL ALGO [--wait]: prints the job id
+  local m=$1 a=$2; shift 2
   local algo_flag=()
-  [ -n "$algo" ] && algo_flag=(--quant-algo "$algo")
+  [ -n "$a" ] && algo_flag=(--quant-algo "$a")
   quarkctl -o json submit --model "file://$m" --scheme "$scheme" "${algo_flag[@]}" --calib "file://$m/calib.ids" \
     --output s3://bench/out --max-attempts 3 --force "$@" | tail -1 |
     python3 -c "import json,sys; d=json.load(sys.stdin); print(d.get('id') or d['job']['id'])"
@@ -81,10 +83,10 @@ artifact_same() {  # JOB_A JOB_B: cmp of every published object but the manifest
 # 1. Upload overhead per layer.
 m2=$(model "$upload_layers")
 worker w-off --remote-checkpoints=false
-t0=$(now); off_job=$(submit "$m2" --wait); t_off=$(echo "$(now) - $t0" | bc)
+t0=$(now); off_job=$(submit "$m2" "$upload_algo" --wait); t_off=$(echo "$(now) - $t0" | bc)
 kill "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
 worker w-on
-t0=$(now); on_job=$(submit "$m2" --wait); t_on=$(echo "$(now) - $t0" | bc)
+t0=$(now); on_job=$(submit "$m2" "$upload_algo" --wait); t_on=$(echo "$(now) - $t0" | bc)
 kill "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
 quarkctl watch "$on_job" > "$run/events-on.txt" 2>&1 || true
 uploads=$(grep -oE 'layer [0-9]+ uploaded to [^ ]+ \([0-9]+ bytes, [0-9.]+ s\)' "$run/events-on.txt" || true)
@@ -92,10 +94,10 @@ uploads=$(grep -oE 'layer [0-9]+ uploaded to [^ ]+ \([0-9]+ bytes, [0-9.]+ s\)' 
 # 2. Killed at layer KILL_AT of LAYERS, finished by another worker.
 m8=$(model "$layers")
 worker w-ref --remote-checkpoints=false
-t0=$(now); ref_job=$(submit "$m8" --wait); t_full=$(echo "$(now) - $t0" | bc)
+t0=$(now); ref_job=$(submit "$m8" "$algo" --wait); t_full=$(echo "$(now) - $t0" | bc)
 kill "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
 worker w-a
-t0=$(now); job=$(submit "$m8")
+t0=$(now); job=$(submit "$m8" "$algo")
 quarkctl watch "$job" > "$run/events-kill.txt" 2>&1 &
 pids+=($!)
 watch_pid=$!
@@ -113,14 +115,14 @@ grep -q "resumed at layer $kill_at of $layers" "$run/events-kill.txt" || { echo 
 restored=$(grep -oE 'restored layers 0\.\.[0-9]+ from [^ ]+ \([0-9.]+ s\)' "$run/events-kill.txt" | head -1)
 left=$(find "$run/s3/bench/out/.quark-checkpoints" -type f 2>/dev/null | wc -l)
 
-printf 'model: Llama-2-7B shapes, bf16; %s%s; threads %s; s3rver on loopback\n' "$scheme" "${algo:+ + $algo}" \
-  "${QUARK_THREADS:-default}"
-printf '\n%s-layer job, wall from submit to end (quarkctl submit --wait):\n' "$upload_layers"
+printf 'model: Llama-2-7B shapes, bf16; threads %s; s3rver on loopback\n' "${QUARK_THREADS:-default}"
+printf '\n%s-layer job, %s%s, wall from submit to end (quarkctl submit --wait):\n' "$upload_layers" "$scheme" \
+  "${upload_algo:+ + $upload_algo}"
 printf '| remote checkpoints | wall (s) |\n|---|---|\n| off | %.1f |\n| on | %.1f |\n' "$t_off" "$t_on"
 printf 'overhead per layer: %.2f s\n' "$(echo "($t_on - $t_off) / $upload_layers" | bc -l)"
 printf 'uploads (job events):\n%s\n' "$uploads"
-printf '\n%s-layer job killed (kill -9) once %s layers were in s3rver, finished by a worker with a fresh data dir:\n' \
-  "$layers" "$kill_at"
+printf '\n%s-layer job, %s%s, killed (kill -9) once %s layers were in s3rver, finished by a worker with a fresh data dir:\n' \
+  "$layers" "$scheme" "${algo:+ + $algo}" "$kill_at"
 printf '| run | wall (s) |\n|---|---|\n'
 printf '| uninterrupted (remote checkpoints off) | %.1f |\n' "$t_full"
 printf '| first worker, submit to kill -9 | %.1f |\n' "$t_killed"
