@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <system_error>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/base/digest.h"
 #include "worker/storage/object_uri.h"
@@ -97,7 +96,8 @@ absl::StatusOr<std::string> ModelIdentity(storage::ObjectStore& store, const std
       std::error_code ec;
       mtime = static_cast<int64_t>(fs::last_write_time(*local, ec).time_since_epoch().count());
     }
-    objects.push_back({info.uri.substr(std::min(info.uri.size(), model_uri.size())), info.size_bytes, info.etag, mtime});
+    objects.push_back(
+        {info.uri.substr(std::min(info.uri.size(), model_uri.size())), info.size_bytes, info.etag, mtime});
   }
   return nlohmann::json({{"model_uri", model_uri}, {"objects", objects}}).dump();
 }
@@ -129,7 +129,8 @@ absl::StatusOr<CheckpointMirror::RemoteChain> CheckpointMirror::ReadChain() {
     }
     if (i == 0) chain.fingerprint = marker["fingerprint"].get<std::string>();
     if (marker["fingerprint"] != chain.fingerprint) {
-      log_(str::Cat("checkpoint: ", uri, " was left by a run with other inputs; layers from ", i, " on are not restored"));
+      log_(str::Cat("checkpoint: ", uri, " was left by a run with other inputs; layers from ", i,
+                    " on are not restored"));
       break;
     }
     chain.newest_written_unix_s = std::max(chain.newest_written_unix_s, marker["written_unix_s"].get<int64_t>());
@@ -144,8 +145,7 @@ absl::StatusOr<int64_t> CheckpointMirror::Restore() {
   uploaded_ = 0;
   remote_fingerprint_.clear();
   if (chain->markers.empty()) return 0;
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(options_.now().time_since_epoch()).count();
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(options_.now().time_since_epoch()).count();
   const int64_t age_s = now_s - chain->newest_written_unix_s;
   if (age_s > options_.max_age.count()) {
     log_(str::Cat("checkpoint ", prefix_, " expired (its newest layer is ", age_s, " s old, expiry ",
@@ -260,8 +260,7 @@ absl::Status CheckpointMirror::UploadLayer(int64_t index, const std::string& fin
     objects[path] = {{"size", size}, {"sha256", *sha}};
     *bytes += size;
   }
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(options_.now().time_since_epoch()).count();
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(options_.now().time_since_epoch()).count();
   const nlohmann::json marker = {
       {"layer", index}, {"fingerprint", fingerprint}, {"written_unix_s", now_s}, {"objects", objects}};
   // Last: until the marker is there, the layer's objects count for nothing.

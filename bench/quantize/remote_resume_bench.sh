@@ -113,7 +113,7 @@ t_resume=$(echo "$(now) - $t0" | bc)
 state=$(quarkctl -o json get "$job" | python3 -c "import json,sys; print(json.load(sys.stdin).get('state'))")
 grep -q "resumed at layer $kill_at of $layers" "$run/events-kill.txt" || { echo "no 'resumed at layer $kill_at'" >&2; exit 1; }
 restored=$(grep -oE 'restored layers 0\.\.[0-9]+ from [^ ]+ \([0-9.]+ s\)' "$run/events-kill.txt" | head -1)
-left=$(find "$run/s3/bench/out/.quark-checkpoints" -type f 2>/dev/null | wc -l)
+left=$( (find "$run/s3/bench/out/.quark-checkpoints" -type f 2>/dev/null || true) | wc -l)  # the folder goes too
 
 printf 'model: Llama-2-7B shapes, bf16; threads %s; s3rver on loopback\n' "${QUARK_THREADS:-default}"
 printf '\n%s-layer job, %s%s, wall from submit to end (quarkctl submit --wait):\n' "$upload_layers" "$scheme" \

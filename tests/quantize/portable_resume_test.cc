@@ -3,13 +3,13 @@
 // one output folder, with the calibration text at one path, resumes from another copy, another output folder and
 // another path of the same text, byte-identical; without it (local paths and mtimes), or with another identity, the
 // checkpoint is discarded. on_layer_checkpointed follows every finished layer.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "core/quantize/quantize_model.h"
 #include "tests/quantize/scenario_run.h"
@@ -58,9 +58,10 @@ class PortableResumeTest : public ::testing::Test {
     std::ofstream(*text_) << testing::ReadBytes(testing::SmallEvalText());
   }
 
-  static QuantizeModelOptions Options(const Machine& m, const std::string& identity, std::vector<std::string>* messages) {
-    QuantizeModelOptions o = testing::ScenarioOptions({"gptq", "uint4_wo_128", {GptqAlgo{}}, {}}, m.text, m.output,
-                                                      m.checkpoint);
+  static QuantizeModelOptions Options(const Machine& m, const std::string& identity,
+                                      std::vector<std::string>* messages) {
+    QuantizeModelOptions o =
+        testing::ScenarioOptions({"gptq", "uint4_wo_128", {GptqAlgo{}}, {}}, m.text, m.output, m.checkpoint);
     o.checkpoint_identity = identity;
     o.on_progress = [messages](const QuantizeProgress& p) { messages->push_back(p.message); };
     return o;

@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/storage/support/s3_test_base.h"
 #include "tests/storage/support/subprocess.h"
@@ -49,7 +48,8 @@ std::map<std::string, std::string> Files(const fs::path& dir) {
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.is_regular_file()) files[fs::relative(entry.path(), dir).string()] = ReadFile(entry.path());
   }
-  if (files.count("state.json")) files["state.json"] = nlohmann::json::parse(files["state.json"], nullptr, false).dump();
+  if (files.count("state.json"))
+    files["state.json"] = nlohmann::json::parse(files["state.json"], nullptr, false).dump();
   return files;
 }
 
@@ -64,9 +64,8 @@ class CheckpointMirrorTest : public ::testing::Test {
 
   std::unique_ptr<CheckpointMirror> Mirror(const std::string& worker, CheckpointMirrorOptions options = {}) {
     return std::make_unique<CheckpointMirror>(store_, prefix_, root_.path() / worker / "checkpoints" / "job-1",
-                                              std::move(options), [this](const std::string& line) {
-                                                log_.push_back(line);
-                                              });
+                                              std::move(options),
+                                              [this](const std::string& line) { log_.push_back(line); });
   }
   fs::path Local(const std::string& worker) const { return root_.path() / worker / "checkpoints" / "job-1"; }
   fs::path Remote() const { return root_.path() / "out" / ".quark-checkpoints" / "job-1"; }
@@ -121,7 +120,9 @@ TEST_F(CheckpointMirrorTest, ALayerWithoutItsCommitMarkerIsNotRestored) {
   auto uploader = Mirror("a");
   ASSERT_TRUE(uploader->UploadThrough(2).ok());
   // Layer 2's objects went up, then the worker died before its marker.
-  ASSERT_TRUE(store_->PutFile(prefix_ + "/layer-00002/model.safetensors", Local("a") / "layer-00002" / "model.safetensors").ok());
+  ASSERT_TRUE(
+      store_->PutFile(prefix_ + "/layer-00002/model.safetensors", Local("a") / "layer-00002" / "model.safetensors")
+          .ok());
   ASSERT_TRUE(store_->PutFile(prefix_ + "/layer-00002.json", Local("a") / "layer-00002.json").ok());
   auto restorer = Mirror("b");
   EXPECT_EQ(*restorer->Restore(), 2);
@@ -247,8 +248,8 @@ TEST_F(CheckpointMirrorTest, ATenantConfinedStoreWritesBelowTheOutputPrefixOnly)
 
   storage::TenantRoots other;
   other.output_prefixes = {"file://" + (root_.path() / "elsewhere").string()};
-  store_ = std::make_shared<storage::TenantObjectStore>(
-      std::make_shared<storage::FileObjectStore>(worker_roots), other, worker_roots);
+  store_ = std::make_shared<storage::TenantObjectStore>(std::make_shared<storage::FileObjectStore>(worker_roots), other,
+                                                        worker_roots);
   absl::Status refused = Mirror("a")->UploadThrough(2);
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
   EXPECT_NE(refused.message().find(".quark-checkpoints/job-1"), std::string::npos) << refused;
@@ -259,8 +260,8 @@ class CheckpointMirrorS3Test : public quark::testing::S3TestBase {};
 // s3rver behind the fault proxy: layer 1's marker fails past the client's retries, so layer 1 is not committed and
 // a restore stops before it; the next layer's call uploads 1 and 2, and everything restores.
 TEST_F(CheckpointMirrorS3Test, AFailedUploadLeavesAnEarlierLayerAndIsRetriedAtTheNext) {
-  auto proxy = quark::testing::FaultProxy::Start(server_->endpoint(),
-                                                 R"([{"method":"PUT","path":"s3-job/commit-00001","status":500,"times":2}])");
+  auto proxy = quark::testing::FaultProxy::Start(
+      server_->endpoint(), R"([{"method":"PUT","path":"s3-job/commit-00001","status":500,"times":2}])");
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   storage::S3Config config = quark::testing::S3rver::ConfigFor((*proxy)->endpoint());
   config.max_attempts = 2;

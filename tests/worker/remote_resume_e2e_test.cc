@@ -4,6 +4,8 @@
 // second worker with a fresh data folder downloads layers 0..1, resumes at layer 2 and publishes an artifact
 // byte-identical to an uninterrupted job's; the checkpoint prefix is gone afterwards. With an expiry of 0 s the
 // second worker deletes the dead worker's checkpoint instead and starts at layer 0 (same artifact).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -14,9 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <grpcpp/grpcpp.h>
 
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/storage/support/s3rver.h"
@@ -82,11 +81,18 @@ class RemoteResumeE2eTest : public ::testing::Test {
   // A quark-worker with the data folder <root>/<name>, reaching S3 through the proxy (or directly).
   std::unique_ptr<Subprocess> StartWorker(const std::string& name, std::vector<std::string> extra_args = {},
                                           bool through_proxy = true) {
-    std::vector<std::string> argv = {quark::testing::BuiltBinary("worker/quark-worker"), "--server",
-                                     quarkd_->address(), "--worker-id", name, "--data-dir",
-                                     (quarkd_->root() / name).string(), "--allowed-roots",
-                                     quarkd_->root().string() + "," + Fixtures(), "--skip-throughput-probe",
-                                     "--lease-wait-ms", "500"};
+    std::vector<std::string> argv = {quark::testing::BuiltBinary("worker/quark-worker"),
+                                     "--server",
+                                     quarkd_->address(),
+                                     "--worker-id",
+                                     name,
+                                     "--data-dir",
+                                     (quarkd_->root() / name).string(),
+                                     "--allowed-roots",
+                                     quarkd_->root().string() + "," + Fixtures(),
+                                     "--skip-throughput-probe",
+                                     "--lease-wait-ms",
+                                     "500"};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     std::vector<std::string> env = s3_->Env();
     if (through_proxy) env[0] = "AWS_ENDPOINT_URL=" + proxy_->endpoint();
