@@ -132,6 +132,8 @@ class EnginePipeline : public QuantizePipeline {
     };
     options.cancelled = [&cancel] { return cancel.IsCancelled(); };
     options.checkpoint_dir = request.checkpoint_dir.string();
+    options.checkpoint_identity = request.checkpoint_identity;
+    options.on_layer_checkpointed = request.on_layer_checkpointed;
     options.on_notice = [&progress](const std::string& line) { progress.Log(line); };
     options.on_metrics = [&progress](const std::map<std::string, double>& metrics) { progress.Metrics(metrics); };
     absl::StatusOr<QuantizeModelReport> report;

@@ -147,18 +147,24 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
 
   if (absl::Status status = FetchInputs(job, *storage, request, progress, cancel); !status.ok()) return status;
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled after fetching"));
+  std::unique_ptr<CheckpointMirror> mirror = MirrorFor(job, *storage, request, progress);
+  auto forget_checkpoints = [&] {
+    RemoveCheckpoint(job.id());
+    if (!mirror) return;
+    if (absl::Status removed = mirror->Remove(); !removed.ok()) progress.Log(str::Cat("checkpoint: ", removed.message()));
+  };
 
   ScaledProgressSink scaled(progress, options_.fetch_fraction, options_.pipeline_fraction, started);
   absl::StatusOr<PipelineResult> result = pipeline_->Run(request, scaled, cancel);
   if (!result.ok()) {
     // A retry can resume after a crash or a lost node; an error in the job itself would only fail again.
-    if (!MayResume(result.status())) RemoveCheckpoint(job.id());
+    if (!MayResume(result.status())) forget_checkpoints();
     return result.status();
   }
   if (cancel.IsCancelled()) return absl::CancelledError(str::Cat("job ", job.id(), " cancelled before upload"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   absl::StatusOr<quark::v1::JobResult> published = Publish(job, *storage->store, request, *result, seconds, progress, cancel);
-  if (published.ok() || !MayResume(published.status())) RemoveCheckpoint(job.id());
+  if (published.ok() || !MayResume(published.status())) forget_checkpoints();
   if (published.ok() && !result->gate_failure.empty()) {
     // Published and marked (manifest "gate"); the job fails with the figures kept in its result.
     progress.Metrics(result->metrics);
@@ -182,6 +188,29 @@ absl::Status QuantizeJobRunner::Discard(const quark::v1::Job& job, const LeaseCo
 
 fs::path QuantizeJobRunner::CheckpointDir(const std::string& job_id) const {
   return options_.work_dir / "checkpoints" / job_id;
+}
+
+std::unique_ptr<CheckpointMirror> QuantizeJobRunner::MirrorFor(const quark::v1::Job& job, const JobStorage& storage,
+                                                               PipelineRequest& request, ProgressSink& progress) const {
+  if (!options_.remote_checkpoints) return nullptr;
+  absl::StatusOr<std::string> identity = ModelIdentity(*storage.store, job.spec().model_uri());
+  if (!identity.ok()) {
+    progress.Log(str::Cat("checkpoint: no remote checkpoints for this job: ", identity.status().message()));
+    return nullptr;
+  }
+  auto mirror = std::make_unique<CheckpointMirror>(storage.store,
+                                                   CheckpointPrefixUri(job.spec().output_uri(), job.id()),
+                                                   request.checkpoint_dir, options_.remote_checkpoint,
+                                                   [&progress](const std::string& line) { progress.Log(line); });
+  if (absl::StatusOr<int64_t> restored = mirror->Restore(); !restored.ok()) {
+    progress.Log(str::Cat("checkpoint: ", mirror->prefix_uri(), " not restored: ", restored.status().message()));
+  }
+  // Another engine version may compute other layers: its checkpoints are discarded, not resumed.
+  request.checkpoint_identity = str::Cat(*identity, " engine ", QUARK_ENGINE_VERSION);
+  CheckpointMirror* uploader = mirror.get();
+  // A failed upload is logged by the mirror and retried after the next layer; the job goes on.
+  request.on_layer_checkpointed = [uploader](int64_t finished) { (void)uploader->UploadThrough(finished); };
+  return mirror;
 }
 
 void QuantizeJobRunner::RemoveCheckpoint(const std::string& job_id) const {

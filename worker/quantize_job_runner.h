@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/checkpoint_mirror.h"
 #include "worker/job_runner.h"
 #include "worker/lease_storage.h"
 #include "worker/quantize_pipeline.h"
@@ -38,6 +39,14 @@ struct QuantizeJobRunnerOptions {
   std::vector<std::string> devices;
   /// lm-eval task files for spec.evaluation.tasks (quark-worker --tasks-dir).
   std::filesystem::path tasks_dir;
+  // --- #34 item 1 ---
+  /// Copies each finished layer's checkpoint below <output_uri>/.quark-checkpoints/<job id> (checkpoint_mirror.h)
+  /// so that the job's retry on any worker resumes there; removed with the local one. false = local only
+  /// (quark-worker --remote-checkpoints=false).
+  bool remote_checkpoints = true;
+  /// The remote checkpoints' expiry after a failure (quark-worker --checkpoint-expiry-s).
+  CheckpointMirrorOptions remote_checkpoint;
+  // --- end #34 item 1 ---
 };
 
 /// Phases (Progress.phase): "fetch" (model via the cache, calibration and evaluation files), the pipeline's own
@@ -75,6 +84,10 @@ class QuantizeJobRunner : public JobRunner {
                                                double seconds, ProgressSink& progress, const CancelToken& cancel);
 
   std::filesystem::path CheckpointDir(const std::string& job_id) const;
+  /// The job's remote checkpoint, restored into request.checkpoint_dir and hooked to its layers; null when
+  /// remote checkpoints are off or the model cannot be named portably (logged).
+  std::unique_ptr<CheckpointMirror> MirrorFor(const quark::v1::Job& job, const JobStorage& storage,
+                                              PipelineRequest& request, ProgressSink& progress) const;
   void RemoveCheckpoint(const std::string& job_id) const;
   void RemoveStaleCheckpoints() const;
   /// Whether a later attempt could get further (a crash, a lost upload) rather than fail the same way.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,14 @@ struct PipelineRequest {
   /// Per-layer checkpoints of this job, kept across attempts on this worker (a killed attempt's successor resumes
   /// from its last finished layer); empty = none. The runner removes it once the job is over.
   std::filesystem::path checkpoint_dir;
+  // --- #34 item 1: checkpoints in object storage ---
+  /// The model and calibration as every worker names them (QuantizeModelOptions::checkpoint_identity), so that a
+  /// checkpoint restored from object storage resumes on this worker; empty = this machine's paths.
+  std::string checkpoint_identity;
+  /// Called after each finished layer's checkpoint is complete in checkpoint_dir (the runner uploads it). May be
+  /// empty.
+  std::function<void(int64_t finished_layers)> on_layer_checkpointed;
+  // --- end #34 item 1 ---
   /// The worker's lm-eval task files (quark-worker --tasks-dir) for spec.evaluation.tasks.
   std::filesystem::path tasks_dir;
   /// Where the engine computes ("cpu", "cuda:N"): EngineDevice of the job and the worker's devices.

@@ -41,6 +41,9 @@ struct Flags {
   bool skip_throughput_probe = false;
   std::string signing_key;  // #34: Ed25519 private key (PEM) that signs every published manifest
   std::string tasks_dir;
+  // #34 item 1: per-layer checkpoints in object storage and their expiry after a failure.
+  bool remote_checkpoints = true;
+  int64_t checkpoint_expiry_s = 7 * 24 * 3600;
 };
 
 std::string DefaultDataDir() {
@@ -79,6 +82,14 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname(env("SKIP_THROUGHPUT_PROBE"));
   app.add_option("--tasks-dir", f.tasks_dir, "lm-eval task files for jobs' evaluation.tasks (core/eval/task_docs.h)")
       ->envname(env("TASKS_DIR"));
+  app.add_option("--remote-checkpoints", f.remote_checkpoints,
+                 "Copy each finished layer's checkpoint below <output_uri>/.quark-checkpoints/<job id>, so that a "
+                 "retry on any worker resumes (true|false)")
+      ->envname(env("REMOTE_CHECKPOINTS"));
+  app.add_option("--checkpoint-expiry-s", f.checkpoint_expiry_s,
+                 "Seconds after its newest layer that a failed job's remote checkpoint is deleted instead of resumed")
+      ->check(CLI::NonNegativeNumber)
+      ->envname(env("CHECKPOINT_EXPIRY_S"));
   app.add_option("--log-format", f.log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
   app.add_option("--signing-key", f.signing_key, "Ed25519 private key (PEM): sign every published manifest.json")
@@ -105,6 +116,8 @@ absl::StatusOr<std::shared_ptr<JobRunner>> MakeQuantizeRunner(const Flags& f,
   options.work_dir = f.data_dir;
   options.devices = f.agent.devices;
   options.tasks_dir = f.tasks_dir;
+  options.remote_checkpoints = f.remote_checkpoints;
+  options.remote_checkpoint.max_age = std::chrono::seconds(f.checkpoint_expiry_s);
   // Leases with their tenant's storage keys get a store of their own over the same roots and S3 settings.
   options.lease_stores = std::make_shared<const quark::worker::LeaseStoreFactory>(storage);
   if (!f.signing_key.empty()) {

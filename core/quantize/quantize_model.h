@@ -90,6 +90,15 @@ struct QuantizeModelOptions {
   /// at layer k. Empty = no checkpoints. The caller removes the folder once the artifact is safe
   /// (quantize::RemoveLayerCheckpoint).
   std::string checkpoint_dir;
+  // --- Checkpoints kept off this machine (#34 item 1) ---
+  /// The model and calibration as the caller knows them on every machine (model URI, object sizes and ETags):
+  /// when set, the checkpoint fingerprint uses it and the calibration text's digest instead of the local paths,
+  /// modification times and output_dir, so a checkpoint copied to another machine resumes there. Empty = local.
+  std::string checkpoint_identity;
+  /// Called after layer `finished_layers - 1`'s checkpoint is complete in checkpoint_dir (state.json names it);
+  /// the worker copies it to object storage from here. May be empty.
+  std::function<void(int64_t finished_layers)> on_layer_checkpointed;
+  // --- end #34 item 1 ---
   std::function<void(const QuantizeProgress&)> on_progress;  // may be empty
   std::function<bool()> cancelled;                           // may be empty; checked between layers -> CANCELLED
   /// One-off lines worth keeping in a job's event log besides the progress ("resumed at layer k of N", "checkpoint

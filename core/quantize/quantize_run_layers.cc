@@ -32,9 +32,10 @@ absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, 
     const auto mtime = std::filesystem::last_write_time(path, ec).time_since_epoch().count();
     files.push_back({path.filename().string(), std::filesystem::file_size(path, ec), mtime});
   }
+  const bool portable = !options.checkpoint_identity.empty();
   nlohmann::ordered_json fingerprint = {
-      {"model_dir", model_dir},
-      {"model_files", files},
+      {"model_dir", portable ? options.checkpoint_identity : model_dir},
+      {"model_files", portable ? nlohmann::ordered_json::array() : files},
       {"config", ConfigToQuarkJson(options.config)},
       {"export_formats", options.export_formats},
       {"gguf_type", options.gguf_type},
@@ -43,14 +44,14 @@ absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, 
       {"moe_min_expert_tokens", options.moe_min_expert_tokens},
       {"seed", options.seed},
       {"max_shard_bytes", options.max_shard_bytes},
-      {"output_dir", options.output_dir},
+      {"output_dir", portable ? std::string() : options.output_dir},
       {"threads", at::get_num_threads()}};
   // The calibration text; the evaluation text stands in for it when none is given (see LoadInputs).
   const std::string& calibration = options.calibration_file.empty() ? options.eval_text_file : options.calibration_file;
   if (!calibration.empty()) {
     auto digest = FileDigest(calibration);
     if (!digest.ok()) return digest.status();
-    fingerprint["calibration"] = {{"path", calibration}, {"digest", *digest}};
+    fingerprint["calibration"] = {{"path", portable ? std::string() : calibration}, {"digest", *digest}};
   }
   return fingerprint.dump();
 }
@@ -199,7 +200,9 @@ absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& laye
   current_.clear();
   layer_tensors_.clear();
   if (!checkpoint_ || index < resume_layers_) return absl::OkStatus();
-  return checkpoint_->Write(index, checkpoint);
+  if (auto s = checkpoint_->Write(index, checkpoint); !s.ok()) return s;
+  if (options_.on_layer_checkpointed) options_.on_layer_checkpointed(index + 1);
+  return absl::OkStatus();
 }
 
 absl::Status QuantizeRun::OpenCheckpoint() {

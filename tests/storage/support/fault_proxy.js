@@ -1,9 +1,9 @@
 // A fault-injecting HTTP proxy for storage tests: node fault_proxy.js TARGET_URL RULES_JSON|@RULES_FILE
-// Each rule {method, path (regex), status | reset | delay_ms, times (-1 = always), every (default 1)} answers
-// every `every`-th matching request with that status (an S3-style XML error), resets the connection, or forwards
-// it after delay_ms, `times` times; everything else is forwarded as is (Host header included, so SigV4 signatures
-// made for the proxy's address still verify at the target). With @RULES_FILE the rules are read again whenever
-// the file changes (the chaos driver switches faults on and off that way; a missing file is no rules).
+// Each rule {method, path (regex), status | reset | hang | delay_ms, times (-1 = always), every (default 1)} answers
+// every `every`-th matching request with that status (an S3-style XML error), resets the connection, never answers
+// (hang), or forwards it after delay_ms, `times` times; everything else is forwarded as is (Host header included, so
+// SigV4 signatures made for the proxy's address still verify at the target). With @RULES_FILE the rules are read
+// again whenever the file changes (the chaos driver switches faults on and off that way; a missing file is no rules).
 // Forwarded lines end with "key=ACCESS_KEY_ID" from the SigV4 Authorization header ("key=-" when unsigned), so
 // tests can tell whose keys a request was signed with.
 'use strict';
@@ -55,6 +55,11 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     const body = Buffer.concat(chunks);
     const rule = matchRule(req);
+    if (rule && rule.hang) {
+      // Never answered: the client is stuck in this request (a test kills it there).
+      console.log(`hang ${req.method} ${req.url}`);
+      return;
+    }
     if (rule && rule.reset) {
       console.log(`fault ${req.method} ${req.url} reset`);
       req.socket.destroy();

@@ -35,9 +35,11 @@ class S3rver {
 };
 
 /// A fault-injecting HTTP proxy. `rules_json` is a JSON array of
-///   {"method": "PUT", "path": "<regex on the path+query>", "status": 503 | "reset": true, "times": N (-1 = always)}
+///   {"method": "PUT", "path": "<regex on the path+query>", "status": 503 | "reset": true | "hang": true,
+///    "times": N (-1 = always)}
 /// applied in order to each request; unmatched requests are forwarded. Every fault is logged as a line
-/// "fault METHOD PATH STATUS|reset", every forward as "forward METHOD PATH".
+/// "fault METHOD PATH STATUS|reset", every forward as "forward METHOD PATH", a request left unanswered ("hang")
+/// as "hang METHOD PATH".
 class FaultProxy {
  public:
   static absl::StatusOr<std::unique_ptr<FaultProxy>> Start(const std::string& target_endpoint,
