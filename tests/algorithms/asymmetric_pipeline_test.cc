@@ -12,6 +12,7 @@
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
 #include "core/quantize/quantize_model.h"
+#include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -91,19 +92,11 @@ TEST(AsymmetricPipelineTest, ValidationNamesTheField) {
       << errors({qronos, AwqAlgo{}});
 }
 
+// 4 calibration samples of 32 tokens, 2 evaluation windows of 64 (scenario_run.h), uint4 g32, `name` with defaults.
 QuantizeModelOptions RunOptions(const std::string& name) {
-  QuantizeModelOptions o;
-  o.config = *PresetConfig("uint4_wo_32");
   auto algo = Parse({{"name", name}});
   EXPECT_TRUE(algo.ok()) << algo.status();
-  o.config.algo_config.push_back(*algo);
-  o.calibration_file = testing::SmallEvalText();
-  o.num_calibration_samples = 4;
-  o.seq_len = 32;
-  o.eval_text_file = testing::SmallEvalText();
-  o.eval_seq_len = 64;
-  o.eval_max_windows = 2;
-  return o;
+  return testing::ScenarioOptions(testing::Scenario{name, "uint4_wo_32", {*algo}, {}}, testing::SmallEvalText(), "", "");
 }
 
 TEST(AsymmetricPipelineTest, QuantizesExportsAndReloads) {

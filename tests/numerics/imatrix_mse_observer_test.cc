@@ -9,24 +9,12 @@
 #include <string>
 
 #include "core/numerics/fake_quant.h"
+#include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark {
 namespace {
 
-QuantSpec Uint4(int group_size) {
-  QuantSpec spec;
-  spec.dtype = DType::kUInt4;
-  spec.symmetric = false;
-  if (group_size > 0) {
-    spec.qscheme = QScheme::kPerGroup;
-    spec.group_size = group_size;
-    spec.ch_axis = 1;
-  } else {
-    spec.qscheme = QScheme::kPerChannel;
-    spec.ch_axis = 0;
-  }
-  return spec;
-}
+QuantSpec Uint4(int group_size) { return algorithms::testing::IntSpec(DType::kUInt4, false, group_size); }
 
 struct TwinLayer {
   at::Tensor x;  // [T, K] activations with outlier channels
