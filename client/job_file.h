@@ -28,7 +28,7 @@ absl::StatusOr<quark::v1::Config> LoadConfigFile(const std::string& path);
 /// A Quark algo_config file (YAML or JSON): one {"name": "gptq", "damp_percent": ...} object or a list of them, as
 /// Quark's LLM example takes with --quant_algo_config_file. Each becomes a quark.v1.AlgoConfig (Quark's keys are the
 /// proto's field names). INVALID_ARGUMENT naming the file and entry for a bad one; UNIMPLEMENTED for an algorithm
-/// Quark has and the API does not (quarot, gptaq, qronos, svdquant).
+/// Quark has and the API does not (quarot, svdquant; gptaq and qronos, which only `quark quantize` runs so far).
 absl::StatusOr<std::vector<quark::v1::AlgoConfig>> LoadQuarkAlgoConfigFile(const std::string& path);
 
 }  // namespace quark::client

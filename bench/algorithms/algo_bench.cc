@@ -13,6 +13,8 @@
 //
 // algo_bench awq --input MLP.safetensors [--bits 4] [--group-size 128] [--sym] [--eps 1e-5] [--out OUT.safetensors]
 // algo_bench smoothquant --input MLP.safetensors [--alpha 0.5] [--scale-clamp-min 1e-3] [--pairs both|norm] ...
+// algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
+//                 [--block-size 128] [--threads N] [--compare-gptq]   (asymmetric_bench.h: #35)
 // algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
 //
 // The MLP subcommands (mlp_bench.cc) run the engine's AwqLayer / SmoothQuantLayer on one saved Llama MLP block
@@ -28,12 +30,14 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/algorithms/asymmetric_bench.h"
 #include "bench/algorithms/mlp_bench.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
@@ -271,11 +275,33 @@ int main(int argc, char** argv) {
   dump->add_option("--seed", m.seed, "window seed (default 42)");
   dump->add_option("--out", m.out, "the block's safetensors")->required();
   dump->add_option("--threads", m.threads, "LibTorch threads");
+  quark::bench::AsymmetricFlags a;
+  std::vector<CLI::App*> asymmetric;
+  for (const char* method : {"gptaq", "qronos"}) {
+    CLI::App* sub = app.add_subcommand(method, std::string(method) + " on a seeded linear (asymmetric inputs)");
+    sub->add_option("--random", a.random, "N,K,T (default 4096,4096,2048)");
+    sub->add_option("--seed", a.seed, "seed (default 0)");
+    sub->add_option("--drift", a.drift, "the quantized inputs' perturbation (default 0.1)");
+    sub->add_option("--group-size", a.group_size, "uint4 asymmetric groups (default 128)");
+    sub->add_flag("!--no-act-order", a.act_order, "columns in their own order (default: desc_act, Quark's)");
+    sub->add_option("--block-size", a.block_size, "columns per lazy update (default 128)");
+    sub->add_option("--threads", a.threads, "LibTorch and OpenBLAS threads");
+    sub->add_flag("--compare-gptq", a.compare_gptq, "also GPTQ on the quantized inputs alone");
+    asymmetric.push_back(sub);
+  }
   CLI11_PARSE(app, argc, argv);
   // LibTorch's and OpenBLAS's threads both (0: QUARK_THREADS or every core).
   quark::EngineOptions engine;
   engine.intra_op_threads = gptq->parsed() ? f.threads : m.threads;
+  for (CLI::App* sub : asymmetric) {
+    if (sub->parsed()) engine.intra_op_threads = a.threads;
+  }
   quark::InitEngine(engine);
+  for (CLI::App* sub : asymmetric) {
+    if (!sub->parsed()) continue;
+    a.method = sub->get_name();
+    return quark::bench::RunAsymmetric(a);
+  }
   if (awq->parsed()) return quark::bench::RunAwq(m);
   if (smooth->parsed()) return quark::bench::RunSmoothQuant(m);
   if (dump->parsed()) return quark::bench::RunDumpMlp(m);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
 #include "core/algorithms/gptq_damping.h"
 #include "core/base/status_macros.h"
@@ -41,85 +42,6 @@ TwoStepFactorisation TensorOpSteps(bool fast) {
             }
             return Cholesky(at::cholesky_inverse(first), "inverse Hessian", /*upper=*/true);
           }};
-}
-
-// The column loop's parameters: the whole weight's (per tensor / channel), every group's at once (static groups),
-// or each group's as it starts, observed on the current weight.
-class ColumnParameters {
- public:
-  ColumnParameters(const QuantSpec& spec, const GptqColumnPlan& plan, const GptqOptions& options, at::ScalarType dtype,
-                   std::vector<int64_t> perm)
-      : spec_(spec), plan_(plan), options_(options), dtype_(dtype), perm_(std::move(perm)) {}
-
-  // Before the loop: from the original weight (dead columns zeroed), in its own column order.
-  absl::Status SetUp(const at::Tensor& w) {
-    if (plan_.grouped && !options_.static_groups) return absl::OkStatus();
-    QUARK_ASSIGN_OR_RETURN(const QuantParams whole, Of(w));
-    if (!plan_.grouped) {
-      fixed_.push_back(whole);
-      return absl::OkStatus();
-    }
-    const int64_t groups = (w.size(1) + plan_.group_size - 1) / plan_.group_size;
-    const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
-    if (per_group(whole.scale) && per_group(whole.zero_point)) {
-      for (int64_t g = 0; g < groups; ++g) {
-        fixed_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1)});
-      }
-      return absl::OkStatus();
-    }
-    for (int64_t start = 0; start < w.size(1); start += plan_.group_size) {
-      QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(w.slice(1, start, start + plan_.group_size)));
-      fixed_.push_back(std::move(p));
-    }
-    return absl::OkStatus();
-  }
-
-  // The parameters of (permuted) column `column` of the working weight `work`.
-  absl::StatusOr<const QuantParams*> For(int64_t column, const at::Tensor& work) {
-    if (plan_.grouped && !options_.static_groups) {
-      if (column % plan_.group_size == 0) {
-        const int64_t end = std::min(column + plan_.group_size, work.size(1));
-        QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(work.slice(1, column, end)));
-        observed_.push_back(std::move(p));
-      }
-      return &observed_.back();
-    }
-    if (!plan_.grouped) return &fixed_[0];
-    const int64_t original = perm_.empty() ? column : perm_[static_cast<size_t>(column)];
-    return &fixed_[static_cast<size_t>(original / plan_.group_size)];
-  }
-
-  QuantParams Whole() const {
-    if (!plan_.grouped) return fixed_[0];
-    const std::vector<QuantParams>& groups = options_.static_groups ? fixed_ : observed_;
-    std::vector<at::Tensor> scales, zero_points;
-    for (const QuantParams& p : groups) {
-      scales.push_back(p.scale);
-      zero_points.push_back(p.zero_point);
-    }
-    return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1)};
-  }
-
- private:
-  absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const {
-    return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
-  }
-
-  QuantSpec spec_;
-  GptqColumnPlan plan_;
-  GptqOptions options_;
-  at::ScalarType dtype_;
-  std::vector<int64_t> perm_;  // act order: permuted position -> original column
-  std::vector<QuantParams> fixed_;
-  std::vector<QuantParams> observed_;
-};
-
-// The engine's fake quantization of one column [N] float32 in the weight's dtype, back as [N] float32.
-absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantSpec& column_spec,
-                                          const QuantParams& params, at::ScalarType dtype) {
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor q, FakeQuantize(column.unsqueeze(1).to(dtype).contiguous(), column_spec,
-                                                          params, TensorRole::kWeight));
-  return q.to(at::kFloat).squeeze(1);
 }
 
 // work [N, K] float32 contiguous (columns in act order), quantized into q column by column; work is updated in place

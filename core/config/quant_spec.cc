@@ -53,9 +53,9 @@ bool operator==(const AwqAlgo& a, const AwqAlgo& b) {
 
 bool operator==(const GptqAlgo& a, const GptqAlgo& b) {
   return std::tie(a.damp_percent, a.desc_act, a.static_groups, a.true_sequential, a.inside_layer_modules,
-                  a.model_decoder_layers, a.block_size) ==
+                  a.model_decoder_layers, a.block_size, a.method, a.alpha, a.beta) ==
          std::tie(b.damp_percent, b.desc_act, b.static_groups, b.true_sequential, b.inside_layer_modules,
-                  b.model_decoder_layers, b.block_size);
+                  b.model_decoder_layers, b.block_size, b.method, b.alpha, b.beta);
 }
 
 bool operator==(const RotationAlgo& a, const RotationAlgo& b) {
@@ -67,7 +67,11 @@ std::string_view AlgoName(const AlgoConfig& algo) {
                         [](const SmoothQuantAlgo&) { return std::string_view("smooth"); },
                         [](const AutoSmoothQuantAlgo&) { return std::string_view("autosmoothquant"); },
                         [](const AwqAlgo&) { return std::string_view("awq"); },
-                        [](const GptqAlgo&) { return std::string_view("gptq"); },
+                        [](const GptqAlgo& a) {
+                          return std::string_view(a.method == HessianMethod::kGptaq    ? "gptaq"
+                                                  : a.method == HessianMethod::kQronos ? "qronos"
+                                                                                       : "gptq");
+                        },
                         [](const RotationAlgo&) { return std::string_view("rotation"); },
                     },
                     algo);

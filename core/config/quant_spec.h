@@ -99,14 +99,23 @@ struct AwqAlgo {
   int grid_size = 20;
 };
 
+/// GPTQ and the algorithms Quark builds on its column loop (GPTAQConfig, QronosConfig): one pass, one entry.
+enum class HessianMethod { kGptq, kGptaq, kQronos };
+
 struct GptqAlgo {
-  float damp_percent = 0.01f;
+  float damp_percent = 0.01f;  // gptq, gptaq (qronos damps by alpha instead)
   bool desc_act = true;
   bool static_groups = true;
   bool true_sequential = true;
   std::vector<std::string> inside_layer_modules;
   std::string model_decoder_layers;
   int block_size = 128;
+  // #35 GPTAQ / Qronos (Quark 0.13's names and defaults).
+  HessianMethod method = HessianMethod::kGptq;
+  /// gptaq: the weight of the asymmetric term (0.25); qronos: the damping as a share of H's largest eigenvalue
+  /// (1e-3). Set to the method's default where the entry leaves it out.
+  double alpha = 0.25;
+  double beta = 1e4;  // qronos: the Cholesky stabilisation factor
 };
 
 struct RotationAlgo {
@@ -122,7 +131,7 @@ bool operator==(const RotationAlgo& a, const RotationAlgo& b);
 
 using AlgoConfig = std::variant<SmoothQuantAlgo, AutoSmoothQuantAlgo, AwqAlgo, GptqAlgo, RotationAlgo>;
 
-/// Quark's name of an algorithm ("smooth", "autosmoothquant", "awq", "gptq", "rotation").
+/// Quark's name of an algorithm ("smooth", "autosmoothquant", "awq", "gptq", "gptaq", "qronos", "rotation").
 std::string_view AlgoName(const AlgoConfig& algo);
 
 /// The whole quantization Config (Quark's Config).

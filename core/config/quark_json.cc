@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
 #include <type_traits>
 
 #include "core/base/strings.h"
@@ -198,10 +199,12 @@ Json AlgoToJson(const AlgoConfig& algo) {
                    j["grid_size"] = a.grid_size;
                  },
                  [&](const GptqAlgo& a) {
-                   j["damp_percent"] = a.damp_percent;
+                   if (a.method != HessianMethod::kQronos) j["damp_percent"] = a.damp_percent;
                    j["desc_act"] = a.desc_act;
                    j["static_groups"] = a.static_groups;
-                   j["true_sequential"] = a.true_sequential;
+                   if (a.method == HessianMethod::kGptq) j["true_sequential"] = a.true_sequential;
+                   if (a.method != HessianMethod::kGptq) j["alpha"] = a.alpha;
+                   if (a.method == HessianMethod::kQronos) j["beta"] = a.beta;
                    j["inside_layer_modules"] = a.inside_layer_modules;
                    j["model_decoder_layers"] = a.model_decoder_layers;
                    j["block_size"] = a.block_size;
@@ -213,6 +216,38 @@ Json AlgoToJson(const AlgoConfig& algo) {
              },
              algo);
   return j;
+}
+
+// The fields GPTQ, GPTAQ and Qronos share.
+absl::Status ReadGptqFamilyFields(const Json& j, const std::string& path, GptqAlgo& a) {
+  QUARK_RETURN_IF_ERROR(ReadBool(j, "desc_act", path, a.desc_act));
+  QUARK_RETURN_IF_ERROR(ReadBool(j, "static_groups", path, a.static_groups));
+  QUARK_RETURN_IF_ERROR(ReadStringList(j, "inside_layer_modules", path, a.inside_layer_modules));
+  QUARK_RETURN_IF_ERROR(ReadString(j, "model_decoder_layers", path, a.model_decoder_layers));
+  return ReadNumber(j, "block_size", path, a.block_size);
+}
+
+// GPTAQ and Qronos as Quark 0.13 reads them (GPTAQConfig, QronosConfig): their fields only, Quark's defaults.
+absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const Json& j, const std::string& name, const std::string& path) {
+  const bool qronos = name == "qronos";
+  const std::set<std::string> fields =
+      qronos ? std::set<std::string>{"name", "block_size", "desc_act", "static_groups", "alpha", "beta",
+                                     "inside_layer_modules", "model_decoder_layers"}
+             : std::set<std::string>{"name", "block_size", "damp_percent", "alpha", "desc_act", "static_groups",
+                                     "inside_layer_modules", "model_decoder_layers"};
+  for (const auto& item : j.items()) {
+    if (fields.count(item.key()) == 0) {
+      return absl::InvalidArgumentError(StrCat(path, ".", item.key(), ": not a field of Quark's ", name, " config"));
+    }
+  }
+  GptqAlgo a;
+  a.method = qronos ? HessianMethod::kQronos : HessianMethod::kGptaq;
+  a.alpha = qronos ? 1e-3 : 0.25;
+  if (!qronos) QUARK_RETURN_IF_ERROR(ReadNumber(j, "damp_percent", path, a.damp_percent));
+  QUARK_RETURN_IF_ERROR(ReadNumber(j, "alpha", path, a.alpha));
+  if (qronos) QUARK_RETURN_IF_ERROR(ReadNumber(j, "beta", path, a.beta));
+  QUARK_RETURN_IF_ERROR(ReadGptqFamilyFields(j, path, a));
+  return AlgoConfig(a);
 }
 
 absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) {
@@ -244,12 +279,8 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
   if (name == "gptq") {
     GptqAlgo a;
     QUARK_RETURN_IF_ERROR(ReadNumber(j, "damp_percent", path, a.damp_percent));
-    QUARK_RETURN_IF_ERROR(ReadBool(j, "desc_act", path, a.desc_act));
-    QUARK_RETURN_IF_ERROR(ReadBool(j, "static_groups", path, a.static_groups));
     QUARK_RETURN_IF_ERROR(ReadBool(j, "true_sequential", path, a.true_sequential));
-    QUARK_RETURN_IF_ERROR(ReadStringList(j, "inside_layer_modules", path, a.inside_layer_modules));
-    QUARK_RETURN_IF_ERROR(ReadString(j, "model_decoder_layers", path, a.model_decoder_layers));
-    QUARK_RETURN_IF_ERROR(ReadNumber(j, "block_size", path, a.block_size));
+    QUARK_RETURN_IF_ERROR(ReadGptqFamilyFields(j, path, a));
     return AlgoConfig(a);
   }
   if (name == "rotation") {
@@ -258,13 +289,14 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
     QUARK_RETURN_IF_ERROR(ReadScalingLayers(j, path, a.scaling_layers));
     return AlgoConfig(a);
   }
-  for (const char* known : {"quarot", "gptaq", "qronos", "svdquant"}) {
+  if (name == "gptaq" || name == "qronos") return AsymmetricAlgoFromJson(j, name, path);
+  for (const char* known : {"quarot", "svdquant"}) {
     if (name == known) {
       return absl::UnimplementedError(StrCat(path, ": Quark's ", name, " is not implemented by this engine"));
     }
   }
   return absl::InvalidArgumentError(StrCat(
-      path, ".name: unknown algorithm \"", name, "\" (one of: smooth, autosmoothquant, awq, gptq, rotation)"));
+      path, ".name: unknown algorithm \"", name, "\" (one of: smooth, autosmoothquant, awq, gptq, gptaq, qronos, rotation)"));
 }
 
 absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<PatternQuantConfig>& out) {

@@ -14,7 +14,8 @@ nlohmann::ordered_json QuantSpecToQuarkJson(const QuantSpec& spec);
 /// `path` prefixes error messages ("global_quant_config.weight").
 absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const nlohmann::ordered_json& j, const std::string& path);
 /// One Quark algo_config entry ({"name": "gptq", ...}); UNIMPLEMENTED naming `path` for an algorithm Quark has and
-/// this engine does not parse (quarot, gptaq, qronos, svdquant); INVALID_ARGUMENT for an unknown name.
+/// this engine does not parse (quarot, svdquant); INVALID_ARGUMENT for an unknown name, and for a gptaq / qronos
+/// field Quark's GPTAQConfig / QronosConfig does not have.
 absl::StatusOr<AlgoConfig> AlgoConfigFromQuarkJson(const nlohmann::ordered_json& j, const std::string& path);
 
 nlohmann::ordered_json LayerConfigToQuarkJson(const LayerQuantConfig& config);

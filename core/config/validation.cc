@@ -1,5 +1,6 @@
 #include "core/config/validation.h"
 
+#include <cmath>
 #include <set>
 
 #include "core/base/strings.h"
@@ -165,18 +166,41 @@ const std::optional<QuantSpec>& AlgoWeightSpec(const Config& c, std::string& pat
   return c.global_quant_config.weight;
 }
 
+// GPTAQ's and Qronos's own fields (Quark 0.13's GPTAQConfig / QronosConfig).
+void CheckAsymmetricFields(const GptqAlgo& a, const std::optional<QuantSpec>& weight, const std::string& path,
+                           Issues& out) {
+  if (a.method == HessianMethod::kGptq) return;
+  const std::string_view name = AlgoName(AlgoConfig(a));
+  if (!(std::isfinite(a.alpha) && a.alpha >= 0)) out.Error(path + ".alpha", StrCat("must be finite and >= 0, got ", a.alpha));
+  if (a.method == HessianMethod::kQronos && !(std::isfinite(a.beta) && a.beta > 0)) {
+    out.Error(path + ".beta", StrCat("must be finite and > 0, got ", a.beta));
+  }
+  if (weight && weight->qscheme == QScheme::kPerGroup && !a.static_groups) {
+    out.Error(path + ".static_groups", StrCat("must be true for ", name, " with per_group weights (Quark 0.13's own ",
+                                              "dynamic-group path of ", name, " fails)"));
+  }
+}
+
 void CheckAlgorithms(const Config& c, Issues& out) {
   std::set<std::string_view> seen;
+  std::string_view hessian_algo;  // gptq, gptaq or qronos: one pass runs one of them
   for (size_t i = 0; i < c.algo_config.size(); ++i) {
     const AlgoConfig& algo = c.algo_config[i];
     const std::string path = StrCat("algo_config[", i, "]");
     const std::string_view name = AlgoName(algo);
     if (!seen.insert(name).second) out.Error(path, StrCat(name, " appears twice"));
+    if (std::holds_alternative<GptqAlgo>(algo)) {
+      if (!hessian_algo.empty() && hessian_algo != name) {
+        out.Error(path, StrCat(name, " after ", hessian_algo, ": both round the same weights; choose one"));
+      }
+      hessian_algo = name;
+    }
     // Rotation changes the basis every later algorithm works in: it runs first, offline.
     if (std::holds_alternative<RotationAlgo>(algo) && i != 0) out.Error(path, "rotation must be the first algorithm");
     // The scaling algorithms rescale the float weights that GPTQ then rounds: Quark's order, enforced.
-    if (seen.count("gptq") && !std::holds_alternative<GptqAlgo>(algo) && !std::holds_alternative<RotationAlgo>(algo)) {
-      out.Error(path, StrCat(name, " must come before gptq (it rescales the float weights GPTQ rounds)"));
+    if (!hessian_algo.empty() && !std::holds_alternative<GptqAlgo>(algo) && !std::holds_alternative<RotationAlgo>(algo)) {
+      out.Error(path, StrCat(name, " must come before ", hessian_algo, " (it rescales the float weights ",
+                             hessian_algo, " rounds)"));
     }
     std::string weight_path;
     const auto& weight = AlgoWeightSpec(c, weight_path);
@@ -184,13 +208,14 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
       // GPTQ rounds with the engine's own quantizer, so any static weight format works (int, fp8/fp6/fp4, MX).
       if (!weight || IsCastType(weight->dtype) || weight->is_dynamic) {
-        out.Error(path, StrCat("gptq needs a static quantized weight spec in ", weight_path, ", got ",
+        out.Error(path, StrCat(name, " needs a static quantized weight spec in ", weight_path, ", got ",
                                !weight ? std::string("none") : weight->is_dynamic ? std::string("a dynamic one")
                                                                                : std::string(Name(weight->dtype))));
       }
-      if (!(gptq->damp_percent > 0.0f && gptq->damp_percent <= 1.0f)) {
+      if (gptq->method != HessianMethod::kQronos && !(gptq->damp_percent > 0.0f && gptq->damp_percent <= 1.0f)) {
         out.Error(path + ".damp_percent", StrCat("must be in (0, 1], got ", gptq->damp_percent));
       }
+      CheckAsymmetricFields(*gptq, weight, path, out);
       if (gptq->block_size <= 0) out.Error(path + ".block_size", StrCat("must be positive, got ", gptq->block_size));
       if (gptq->desc_act && !gptq->static_groups) {
         out.Error(path + ".static_groups", "must be true with desc_act: act order needs the groups fixed up front");

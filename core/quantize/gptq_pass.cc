@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/algorithms/asymmetric_layer.h"
 #include "core/base/glob.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -10,6 +11,7 @@
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
+#include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
 
@@ -111,23 +113,50 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
 
 absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                runtime::TransformerModel& model,
-                                               const algorithms::GptqLayerCallbacks& callbacks) const {
+                                               const algorithms::GptqLayerCallbacks& callbacks) {
   QUARK_ASSIGN_OR_RETURN(const algorithms::GptqLayerPlan plan, PlanFor(layer));
   algorithms::GptqOptions options;
   options.damp_percent = algo_.damp_percent;
   options.block_size = algo_.block_size;
   options.act_order = algo_.desc_act;
   options.static_groups = algo_.static_groups;
-  const algorithms::LayerForward forward = [&](const at::Tensor& sample) {
-    layer.forward(sample, model.Context(sample.size(1)));
-  };
-  auto params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, callbacks);
+  absl::StatusOr<std::map<std::string, QuantParams>> params;
+  if (algo_.method == HessianMethod::kGptq) {
+    const algorithms::LayerForward forward = [&](const at::Tensor& sample) {
+      layer.forward(sample, model.Context(sample.size(1)));
+    };
+    params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, callbacks);
+  } else {
+    if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
+    const algorithms::LayerForwardOutput forward = [&](const at::Tensor& sample) {
+      return layer.forward(sample, model.Context(sample.size(1)));
+    };
+    algorithms::AsymmetricOptions asymmetric;
+    asymmetric.method = algo_.method;
+    asymmetric.gptq = options;
+    asymmetric.alpha = algo_.alpha;
+    asymmetric.beta = algo_.beta;
+    params = algorithms::AsymmetricQuantizeLayer(layer, samples, float_inputs_, forward, plan, asymmetric, callbacks);
+  }
   if (!params.ok()) {
-    return absl::Status(params.status().code(), StrCat(path_, " (gptq): ", std::string(params.status().message())));
+    return absl::Status(params.status().code(), StrCat(path_, " (", AlgoName(AlgoConfig(algo_)), "): ",
+                                                       std::string(params.status().message())));
   }
   CalibratedParams out;
   for (auto& [name, p] : *params) out[name].weight = std::move(p);
   return out;
+}
+
+absl::Status GptqPass::Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                               runtime::TransformerModel& model) {
+  if (algo_.method == HessianMethod::kGptq) return absl::OkStatus();
+  if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
+  try {
+    for (at::Tensor& sample : float_inputs_) sample = layer.forward(sample, model.Context(sample.size(1)));
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, StrCat("float forward of ", layer.prefix()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace quark::quantize

@@ -35,9 +35,16 @@ class GptqPass {
 
   /// GPTQ over `layer`'s modules: their FloatLinears hold the GPTQ'd weights afterwards; returns the weight
   /// parameters by module name (for LayerQuantizer::Calibrate's `known`). `samples` are the layer's inputs.
+  /// gptaq / qronos (asymmetric_layer.h) pair `samples` (the quantized model's inputs) with the float model's, which
+  /// this pass keeps and moves past each layer (at layer 0 they are `samples`).
   absl::StatusOr<CalibratedParams> Run(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                        runtime::TransformerModel& model,
-                                       const algorithms::GptqLayerCallbacks& callbacks) const;
+                                       const algorithms::GptqLayerCallbacks& callbacks);
+
+  /// A resumed run's stand-in for Run on a layer restored from a checkpoint: gptaq / qronos move the float inputs
+  /// past `layer` (its float weights, before the recorded tensors replace them); nothing for gptq.
+  absl::Status Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
+                       runtime::TransformerModel& model);
 
   /// MoE calibration coverage of the experts' Hessians (expert_coverage.h): tokens each expert sees at least.
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
@@ -51,6 +58,7 @@ class GptqPass {
   checkpoint::ModelConfig model_;
   std::string path_;
   int64_t min_expert_tokens_ = kDefaultMinExpertTokens;
+  std::vector<at::Tensor> float_inputs_;  // gptaq / qronos: the float model's inputs of the next layer
 };
 
 }  // namespace quark::quantize

@@ -138,6 +138,9 @@ absl::Status QuantizeRun::RestoreLayer(int64_t index, runtime::DecoderLayer& lay
   if (scaling_) {
     if (auto s = scaling_->Advance(layer, inputs, streamer_->model()); !s.ok()) return s;
   }
+  if (gptq_) {
+    if (auto s = gptq_->Advance(layer, inputs, streamer_->model()); !s.ok()) return s;  // gptaq/qronos float stream
+  }
   std::map<std::string, at::Tensor> relative;
   for (const auto& [name, tensor] : data->tensors) {
     if (name.rfind(layer.prefix(), 0) != 0) {

@@ -129,6 +129,14 @@ TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   EXPECT_EQ(c->algorithm_log, a->algorithm_log);
 }
 
+// GPTAQ / Qronos (#35): a resumed run must move their float stream past the restored layers.
+GptqAlgo Asymmetric(HessianMethod method, double alpha) {
+  GptqAlgo a;
+  a.method = method;
+  a.alpha = alpha;
+  return a;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, ResumeTest,
     ::testing::Values(Scenario{"rtn_weight_only", "uint4_wo_128", {}, {}},
@@ -137,7 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
                       Scenario{"awq_gptq_all_formats", "uint4_wo_32",
                                {AwqAlgo{}, GptqAlgo{}}, {"hf_quark", "gguf", "onnx"}},
-                      Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}}),
+                      Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
+                      Scenario{"gptaq", "uint4_wo_128", {Asymmetric(HessianMethod::kGptaq, 0.25)}, {}},
+                      Scenario{"qronos", "uint4_wo_128", {Asymmetric(HessianMethod::kQronos, 1e-3)}, {}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
 class ResumeDiscardTest : public ResumeTest {};

@@ -1,0 +1,103 @@
+#include "bench/algorithms/asymmetric_bench.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include "core/algorithms/asymmetric_gptq.h"
+#include "core/algorithms/gptq.h"
+#include "core/algorithms/hessian.h"
+#include "core/numerics/fake_quant.h"
+
+namespace quark::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+double PeakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+double RelativeError(const at::Tensor& x, const at::Tensor& w, const at::Tensor& xq, const at::Tensor& q) {
+  const at::Tensor reference = at::matmul(x, w.t()).to(at::kDouble);
+  const at::Tensor diff = reference - at::matmul(xq, q.t()).to(at::kDouble);
+  return diff.pow(2).sum().item<double>() / reference.pow(2).sum().item<double>();
+}
+
+}  // namespace
+
+int RunAsymmetric(const AsymmetricFlags& f) {
+  int64_t n = 0, k = 0, t = 0;
+  if (std::sscanf(f.random.c_str(), "%ld,%ld,%ld", &n, &k, &t) != 3 || n <= 0 || k < 8 || t <= 0) {
+    return std::cerr << "--random: '" << f.random << "' is not N,K,T with K >= 8\n", 2;
+  }
+  if (f.method != "gptaq" && f.method != "qronos") return std::cerr << "method: gptaq or qronos\n", 2;
+  at::manual_seed(f.seed);
+  const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
+  const at::Tensor mix = at::randn({k / 8, k});
+  const at::Tensor x = ((at::matmul(at::randn({t, k / 8}), mix) + 0.3 * at::randn({t, k})) * channel_scale).contiguous();
+  const at::Tensor xq = (x + at::matmul(at::randn({t, k / 8}), mix) * channel_scale * f.drift).contiguous();
+  const at::Tensor w = at::randn({n, k}) * 0.02;
+  QuantSpec spec;
+  spec.dtype = DType::kUInt4;
+  spec.symmetric = false;
+  spec.qscheme = QScheme::kPerGroup;
+  spec.group_size = f.group_size;
+  spec.ch_axis = 1;
+  algorithms::AsymmetricOptions o;
+  o.method = f.method == "gptaq" ? HessianMethod::kGptaq : HessianMethod::kQronos;
+  o.alpha = f.method == "gptaq" ? 0.25 : 1e-3;
+  o.gptq.block_size = f.block_size;
+  o.gptq.act_order = f.act_order;
+  o.gptq.static_groups = true;
+
+  const auto start = Clock::now();
+  algorithms::AsymmetricStats stats(o.method, k);
+  if (auto s = stats.Add(xq.unsqueeze(0), x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  const double stats_s = Seconds(start);
+  const auto quantize_start = Clock::now();
+  auto result = algorithms::AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+  if (!result.ok()) return std::cerr << f.method << ": " << result.status().message() << "\n", 2;
+  const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
+  const double peak_mb = PeakRssMb();
+  auto rtn = FakeQuantizeDynamic(w, spec, TensorRole::kWeight);
+  if (!rtn.ok()) return std::cerr << "rtn: " << rtn.status().message() << "\n", 2;
+  nlohmann::ordered_json line = {
+      {"algorithm", f.method},
+      {"shape", {n, k}},
+      {"tokens", t},
+      {"threads", at::get_num_threads()},
+      {"stats_s", stats_s},
+      {"quantize_s", quantize_s},
+      {"total_s", total_s},
+      {"peak_rss_mb", peak_mb},
+      {"rel_output_error", RelativeError(x, w, xq, result->weight)},
+      {"rtn_rel_output_error", RelativeError(x, w, xq, *rtn)},
+  };
+  if (f.compare_gptq) {
+    algorithms::HessianAccumulator h(k, false, true);
+    if (auto s = h.Add(xq.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+    algorithms::GptqOptions g = o.gptq;
+    g.tensor_ops = true;
+    auto hessian = std::move(h).Finish();
+    if (!hessian.ok()) return std::cerr << hessian.status().message() << "\n", 1;
+    const auto gptq_start = Clock::now();
+    auto gptq = algorithms::GptqQuantizeWeight(w, *std::move(hessian), spec, g);
+    if (!gptq.ok()) return std::cerr << "gptq: " << gptq.status().message() << "\n", 2;
+    line["gptq_quantize_s"] = Seconds(gptq_start);
+    line["gptq_rel_output_error"] = RelativeError(x, w, xq, gptq->weight);
+  }
+  std::cout << line.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace quark::bench

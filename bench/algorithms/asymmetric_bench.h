@@ -1,0 +1,25 @@
+// algo_bench gptaq|qronos: GPTAQ or Qronos (core/algorithms/asymmetric_gptq.h) on one seeded linear, timed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace quark::bench {
+
+struct AsymmetricFlags {
+  std::string method = "gptaq";  // gptaq or qronos
+  std::string random = "4096,4096,2048";  // N,K,T
+  uint64_t seed = 0;
+  double drift = 0.1;  // the quantized model's inputs: X + drift * a correlated perturbation
+  int group_size = 128;
+  bool act_order = true;
+  int block_size = 128;
+  int threads = 0;
+  bool compare_gptq = false;
+};
+
+/// Prints one JSON line: stats_s, quantize_s, total_s, peak_rss_mb, rel_output_error = |XW^T - X~Q^T|^2 / |XW^T|^2
+/// (uint4 asymmetric per group), rtn's and, with compare_gptq, GPTQ's on X~ alone.
+int RunAsymmetric(const AsymmetricFlags& f);
+
+}  // namespace quark::bench

@@ -1,0 +1,50 @@
+// The parameters GPTQ-family column loops in tensor operations (gptq_tensor_ops.cc, gptaq.cc, qronos.cc) round each
+// column with, and that rounding: the whole weight's parameters (per tensor / channel), every group's at once from
+// the original weight (static groups), or each group's as it starts, observed on the current weight.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/gptq.h"
+#include "core/algorithms/gptq_columns.h"
+#include "core/config/quant_spec.h"
+#include "core/numerics/quant_params.h"
+
+namespace quark::algorithms {
+
+class ColumnParameters {
+ public:
+  /// `perm`: act order's permuted position -> original column (empty without act order).
+  ColumnParameters(const QuantSpec& spec, const GptqColumnPlan& plan, const GptqOptions& options, at::ScalarType dtype,
+                   std::vector<int64_t> perm);
+
+  /// Before the loop: from the original weight [N, K] (dead columns zeroed), in its own column order.
+  absl::Status SetUp(const at::Tensor& w);
+
+  /// The parameters of (permuted) column `column` of the working weight `work` [N, K].
+  absl::StatusOr<const QuantParams*> For(int64_t column, const at::Tensor& work);
+
+  /// The parameters of the whole [N, K] weight (per group: the groups side by side).
+  QuantParams Whole() const;
+
+ private:
+  absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const;
+
+  QuantSpec spec_;
+  GptqColumnPlan plan_;
+  GptqOptions options_;
+  at::ScalarType dtype_;
+  std::vector<int64_t> perm_;
+  std::vector<QuantParams> fixed_;
+  std::vector<QuantParams> observed_;
+};
+
+/// The engine's fake quantization of one column [N] float32 in the weight's dtype, back as [N] float32.
+absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantSpec& column_spec,
+                                          const QuantParams& params, at::ScalarType dtype);
+
+}  // namespace quark::algorithms
