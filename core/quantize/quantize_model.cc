@@ -27,6 +27,7 @@
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/export_agreement.h"
 #include "core/quantize/gptq_pass.h"
+#include "core/quantize/autoround_pass.h"
 #include "core/quantize/grid_weights.h"
 #include "core/quantize/imatrix_collector.h"
 #include "core/quantize/layer_checkpoint.h"
@@ -166,6 +167,7 @@ class QuantizeRun {
   std::shared_ptr<algorithms::RotatedWeightSource> rotated_;
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
+  std::unique_ptr<quantize::AutoRoundPass> autoround_;  // #35: rounds in GPTQ's place
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
   std::shared_ptr<runtime::TensorMapWeightSource> edited_;
@@ -369,8 +371,15 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       rotated_ = *std::move(rotated);
       continue;
     }
+    if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
+      if (gptq_) return absl::InvalidArgumentError(StrCat(path, ": autoround after gptq rounds the same weights"));
+      auto pass = quantize::AutoRoundPass::Create(*autoround, plan, model_, path);
+      if (!pass.ok()) return pass.status();
+      autoround_ = *std::move(pass);
+      continue;
+    }
     if (quantize::IsScalingAlgo(algo)) {
-      if (gptq_) {
+      if (gptq_ || autoround_) {
         return absl::InvalidArgumentError(StrCat(path, ": ", AlgoName(algo),
                                                  " must come before gptq (it rescales the float weights GPTQ rounds)"));
       }
@@ -379,6 +388,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       continue;
     }
     auto* gptq = std::get_if<GptqAlgo>(&algo);
+    if (autoround_) return absl::InvalidArgumentError(StrCat(path, ": gptq after autoround rounds the same weights"));
     *gptq = ResolveGptqDefaults(*gptq, model_);
     auto pass = GptqPass::Create(*gptq, plan, model_, path);
     if (!pass.ok()) return pass.status();
@@ -397,7 +407,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_ || scaling_ || imatrix_) return true;
+  if (gptq_ || autoround_ || scaling_ || imatrix_) return true;
   // An NVFP4 input is dynamic per group yet calibrates its global scale.
   const auto is_static = [](const std::optional<QuantSpec>& s) {
     return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);
@@ -418,7 +428,7 @@ absl::Status QuantizeRun::LoadInputs() {
     if (options_.eval_text_file.empty()) {
       return absl::InvalidArgumentError(StrCat(
           "calibration_file: ",
-          gptq_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
+          gptq_ || autoround_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
           " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
     }
     calib = options_.eval_text_file;
@@ -507,6 +517,15 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     auto gptq = gptq_->Run(layer, inputs, streamer_->model(), callbacks);
     if (!gptq.ok()) return gptq.status();
     known = *std::move(gptq);
+  }
+  if (autoround_) {
+    algorithms::AutoRoundCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    auto rounded = autoround_->Run(layer, inputs, streamer_->model(), callbacks);
+    if (!rounded.ok()) return rounded.status();
+    known = std::move(rounded->params);
+    layer_log_.push_back(rounded->summary);
+    report_.algorithm_log.push_back(rounded->summary);
   }
   std::vector<runtime::ExpertCoverage> calibrated;
   auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known, &calibrated);
@@ -784,7 +803,7 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = OpenCheckpoint(); !s.ok()) return s;
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
-  if ((gptq_ || scaling_ || rotated_) && !eval_ids_.empty()) {
+  if ((gptq_ || autoround_ || scaling_ || rotated_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();
     spill_ = *std::move(spill);
