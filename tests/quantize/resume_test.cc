@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"awq_gptq_all_formats", "uint4_wo_32",
                                {AwqAlgo{}, GptqAlgo{}}, {"hf_quark", "gguf", "onnx"}},
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
-                      Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {"hf_quark", "gguf"}}),
+                      Scenario{"autoround", "uint4_wo_32", {ShortAutoRound()}, {"hf_quark", "gguf"}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
 class ResumeDiscardTest : public ResumeTest {};
