@@ -11,34 +11,39 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status ReadInt(const Json& j, const char* key, const std::string& path, int& out) {
+// Reads `key` when it is present and not null (auto-round's None: the default stays); `take` checks the JSON value
+// and converts it, false when it is not `expected`.
+template <typename T, typename Take>
+absl::Status ReadField(const Json& j, const char* key, const std::string& path, const char* expected, Take take,
+                       T& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_number_integer() || it->get<int64_t>() < -(int64_t{1} << 30) || it->get<int64_t>() > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected an integer, got ", it->dump()));
-  }
-  out = static_cast<int>(it->get<int64_t>());
+  if (!take(*it, out)) return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected ", expected, ", got ", it->dump()));
   return absl::OkStatus();
 }
 
-absl::Status ReadRate(const Json& j, const char* key, const std::string& path, std::optional<float>& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absl::OkStatus();  // auto-round's None
-  if (!it->is_number() || !std::isfinite(it->get<double>())) {
-    return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected a number or null, got ", it->dump()));
-  }
-  out = static_cast<float>(it->get<double>());
-  return absl::OkStatus();
+bool TakeInt(const Json& v, int& out) {
+  if (!v.is_number_integer() || v.get<int64_t>() < -(int64_t{1} << 30) || v.get<int64_t>() > (int64_t{1} << 30)) return false;
+  out = static_cast<int>(v.get<int64_t>());
+  return true;
 }
 
-absl::Status ReadFlag(const Json& j, const char* key, const std::string& path, bool& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_boolean()) {
-    return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected true or false, got ", it->dump()));
-  }
-  out = it->get<bool>();
-  return absl::OkStatus();
+bool TakeRate(const Json& v, std::optional<float>& out) {
+  if (!v.is_number() || !std::isfinite(v.get<double>())) return false;
+  out = static_cast<float>(v.get<double>());
+  return true;
+}
+
+bool TakeFlag(const Json& v, bool& out) {
+  if (!v.is_boolean()) return false;
+  out = v.get<bool>();
+  return true;
+}
+
+bool TakeString(const Json& v, std::string& out) {
+  if (!v.is_string()) return false;
+  out = v.get<std::string>();
+  return true;
 }
 
 }  // namespace
@@ -56,20 +61,16 @@ absl::StatusOr<AutoRoundAlgo> AutoRoundFromJson(const Json& j, const std::string
     }
   }
   AutoRoundAlgo a;
-  QUARK_RETURN_IF_ERROR(ReadInt(j, "iters", path, a.iters));
-  QUARK_RETURN_IF_ERROR(ReadRate(j, "lr", path, a.lr));
-  QUARK_RETURN_IF_ERROR(ReadRate(j, "minmax_lr", path, a.minmax_lr));
-  QUARK_RETURN_IF_ERROR(ReadInt(j, "batch_size", path, a.batch_size));
-  QUARK_RETURN_IF_ERROR(ReadInt(j, "gradient_accumulate_steps", path, a.gradient_accumulate_steps));
-  QUARK_RETURN_IF_ERROR(ReadFlag(j, "enable_minmax_tuning", path, a.enable_minmax_tuning));
-  QUARK_RETURN_IF_ERROR(ReadFlag(j, "not_use_best_mse", path, a.not_use_best_mse));
-  QUARK_RETURN_IF_ERROR(ReadInt(j, "seed", path, a.seed));
-  if (auto it = j.find("model_decoder_layers"); it != j.end() && !it->is_null()) {
-    if (!it->is_string()) {
-      return absl::InvalidArgumentError(StrCat(path, ".model_decoder_layers: expected a string, got ", it->dump()));
-    }
-    a.model_decoder_layers = it->get<std::string>();
-  }
+  const char* kInt = "an integer";
+  QUARK_RETURN_IF_ERROR(ReadField(j, "iters", path, kInt, TakeInt, a.iters));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "lr", path, "a number or null", TakeRate, a.lr));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "minmax_lr", path, "a number or null", TakeRate, a.minmax_lr));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "batch_size", path, kInt, TakeInt, a.batch_size));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "gradient_accumulate_steps", path, kInt, TakeInt, a.gradient_accumulate_steps));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "enable_minmax_tuning", path, "true or false", TakeFlag, a.enable_minmax_tuning));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "not_use_best_mse", path, "true or false", TakeFlag, a.not_use_best_mse));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "seed", path, kInt, TakeInt, a.seed));
+  QUARK_RETURN_IF_ERROR(ReadField(j, "model_decoder_layers", path, "a string", TakeString, a.model_decoder_layers));
   QUARK_RETURN_IF_ERROR(CheckAutoRoundRanges(a, path));
   return a;
 }
