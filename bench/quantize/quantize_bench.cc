@@ -5,6 +5,7 @@
 // of this binary: a plain fork after LibTorch's OpenMP pool started would deadlock) so that its peak RSS is its own.
 //
 //   quantize_bench [--dir DIR] [--layers N] [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--keep]
+//   (+autoround: AutoRound with auto-round's defaults; +autoround2: 2 iterations, to time one)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,9 +96,15 @@ bool MakeModel(const BenchOptions& o) {
 
 int QuantizeChild(const BenchOptions& o, const std::string& preset, const std::string& out) {
   quark::QuantizeModelOptions q;
-  const size_t plus = preset.find("+gptq");
+  const size_t plus = preset.find('+');
   q.config = *quark::PresetConfig(preset.substr(0, plus));
-  if (plus != std::string::npos) q.config.algo_config.push_back(quark::GptqAlgo{});
+  if (plus != std::string::npos && preset.substr(plus) == "+gptq") q.config.algo_config.push_back(quark::GptqAlgo{});
+  // #35 AutoRound: "+autoround" (auto-round's 200 iterations) or "+autoroundN" (N iterations, for a timing per step).
+  if (plus != std::string::npos && preset.compare(plus, 10, "+autoround") == 0) {
+    quark::AutoRoundAlgo autoround;
+    if (preset.size() > plus + 10) autoround.iters = std::stoi(preset.substr(plus + 10));
+    q.config.algo_config.push_back(autoround);
+  }
   q.calibration_file = CalibrationIds(o);
   q.output_dir = out;
   q.num_calibration_samples = o.samples;

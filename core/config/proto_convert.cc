@@ -153,6 +153,18 @@ pb::AlgoConfig ToProto(const AlgoConfig& algo) {
                    p->set_random(a.random);
                    for (const auto& l : a.scaling_layers) *p->add_scaling_layers() = ToProto(l);
                  },
+                 [&](const AutoRoundAlgo& a) {  // #35 AutoRound
+                   auto* p = out.mutable_autoround();
+                   p->set_iters(a.iters);
+                   if (a.lr) p->set_lr(*a.lr);
+                   if (a.minmax_lr) p->set_minmax_lr(*a.minmax_lr);
+                   p->set_batch_size(a.batch_size);
+                   p->set_gradient_accumulate_steps(a.gradient_accumulate_steps);
+                   p->set_enable_minmax_tuning(a.enable_minmax_tuning);
+                   p->set_not_use_best_mse(a.not_use_best_mse);
+                   p->set_seed(a.seed);
+                   p->set_model_decoder_layers(a.model_decoder_layers);
+                 },
              },
              algo);
   return out;
@@ -352,10 +364,24 @@ absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string&
       out.scaling_layers = FromProto(a.rotation().scaling_layers());
       return AlgoConfig(out);
     }
+    case pb::AlgoConfig::kAutoround: {  // #35 AutoRound
+      AutoRoundAlgo out;
+      const auto& p = a.autoround();
+      if (p.iters() != 0) out.iters = p.iters();
+      if (p.has_lr()) out.lr = p.lr();
+      if (p.has_minmax_lr()) out.minmax_lr = p.minmax_lr();
+      if (p.batch_size() != 0) out.batch_size = p.batch_size();
+      if (p.gradient_accumulate_steps() != 0) out.gradient_accumulate_steps = p.gradient_accumulate_steps();
+      if (p.has_enable_minmax_tuning()) out.enable_minmax_tuning = p.enable_minmax_tuning();
+      out.not_use_best_mse = p.not_use_best_mse();
+      if (p.has_seed()) out.seed = p.seed();
+      out.model_decoder_layers = p.model_decoder_layers();
+      return AlgoConfig(out);
+    }
     case pb::AlgoConfig::ALGO_NOT_SET:
       break;
   }
-  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, rotation)");
+  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, rotation, autoround)");
 }
 
 }  // namespace quark

@@ -62,6 +62,13 @@ bool operator==(const RotationAlgo& a, const RotationAlgo& b) {
   return a.random == b.random && a.scaling_layers == b.scaling_layers;
 }
 
+bool operator==(const AutoRoundAlgo& a, const AutoRoundAlgo& b) {
+  return std::tie(a.iters, a.lr, a.minmax_lr, a.batch_size, a.gradient_accumulate_steps, a.enable_minmax_tuning,
+                  a.not_use_best_mse, a.seed, a.model_decoder_layers) ==
+         std::tie(b.iters, b.lr, b.minmax_lr, b.batch_size, b.gradient_accumulate_steps, b.enable_minmax_tuning,
+                  b.not_use_best_mse, b.seed, b.model_decoder_layers);
+}
+
 std::string_view AlgoName(const AlgoConfig& algo) {
   return std::visit(Overloaded{
                         [](const SmoothQuantAlgo&) { return std::string_view("smooth"); },
@@ -73,6 +80,7 @@ std::string_view AlgoName(const AlgoConfig& algo) {
                                                                                        : "gptq");
                         },
                         [](const RotationAlgo&) { return std::string_view("rotation"); },
+                        [](const AutoRoundAlgo&) { return std::string_view("autoround"); },
                     },
                     algo);
 }

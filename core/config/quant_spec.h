@@ -123,15 +123,35 @@ struct RotationAlgo {
   std::vector<ScalingLayer> scaling_layers;
 };
 
+// --- AutoRound (#35 item 2) ---
+/// Intel auto-round's SignRound (auto_round/autoround.py), per decoder block: rounding offsets V in [-0.5, 0.5] and
+/// clipping factors of the group minimum / maximum in [0.5, 1] (enable_minmax_tuning) trained with signed gradient
+/// steps on the block output MSE. Names and defaults are auto-round's (Quark has no AutoRound entry); unset learning
+/// rates are auto-round's None: lr = 1 / iters, minmax_lr = lr.
+struct AutoRoundAlgo {
+  int iters = 200;
+  std::optional<float> lr;
+  std::optional<float> minmax_lr;
+  int batch_size = 8;
+  int gradient_accumulate_steps = 1;
+  bool enable_minmax_tuning = true;
+  bool not_use_best_mse = false;  // true: keep the last iteration's values instead of the lowest-loss ones
+  int seed = 42;                  // the order of the calibration samples in the batches
+  std::string model_decoder_layers;
+};
+// --- end AutoRound ---
+
 bool operator==(const SmoothQuantAlgo& a, const SmoothQuantAlgo& b);
 bool operator==(const AutoSmoothQuantAlgo& a, const AutoSmoothQuantAlgo& b);
 bool operator==(const AwqAlgo& a, const AwqAlgo& b);
 bool operator==(const GptqAlgo& a, const GptqAlgo& b);
 bool operator==(const RotationAlgo& a, const RotationAlgo& b);
+bool operator==(const AutoRoundAlgo& a, const AutoRoundAlgo& b);
 
-using AlgoConfig = std::variant<SmoothQuantAlgo, AutoSmoothQuantAlgo, AwqAlgo, GptqAlgo, RotationAlgo>;
+using AlgoConfig = std::variant<SmoothQuantAlgo, AutoSmoothQuantAlgo, AwqAlgo, GptqAlgo, RotationAlgo, AutoRoundAlgo>;
 
-/// Quark's name of an algorithm ("smooth", "autosmoothquant", "awq", "gptq", "gptaq", "qronos", "rotation").
+/// Quark's name of an algorithm ("smooth", "autosmoothquant", "awq", "gptq", "gptaq", "qronos", "rotation"; auto-round's
+/// "autoround").
 std::string_view AlgoName(const AlgoConfig& algo);
 
 /// The whole quantization Config (Quark's Config).

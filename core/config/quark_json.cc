@@ -8,6 +8,7 @@
 
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
+#include "core/config/autoround_json.h"  // #35 AutoRound
 
 namespace quark {
 namespace {
@@ -213,6 +214,7 @@ Json AlgoToJson(const AlgoConfig& algo) {
                    j["random"] = a.random;
                    j["scaling_layers"] = ScalingLayersToJson(a.scaling_layers);
                  },
+                 [&](const AutoRoundAlgo& a) { AutoRoundToJson(a, j); },  // #35 AutoRound
              },
              algo);
   return j;
@@ -290,13 +292,18 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
     return AlgoConfig(a);
   }
   if (name == "gptaq" || name == "qronos") return AsymmetricAlgoFromJson(j, name, path);
+  if (name == "autoround") {  // #35 AutoRound: auto-round's names, Quark has none
+    QUARK_ASSIGN_OR_RETURN(AutoRoundAlgo a, AutoRoundFromJson(j, path));
+    return AlgoConfig(a);
+  }
   for (const char* known : {"quarot", "svdquant"}) {
     if (name == known) {
       return absl::UnimplementedError(StrCat(path, ": Quark's ", name, " is not implemented by this engine"));
     }
   }
   return absl::InvalidArgumentError(StrCat(
-      path, ".name: unknown algorithm \"", name, "\" (one of: smooth, autosmoothquant, awq, gptq, gptaq, qronos, rotation)"));
+      path, ".name: unknown algorithm \"", name,
+      "\" (one of: smooth, autosmoothquant, awq, gptq, gptaq, qronos, rotation, autoround)"));
 }
 
 absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<PatternQuantConfig>& out) {

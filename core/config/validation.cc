@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/config/autoround_json.h"  // #35 AutoRound
 #include "core/base/glob.h"
 
 namespace quark {
@@ -181,6 +182,18 @@ void CheckAsymmetricFields(const GptqAlgo& a, const std::optional<QuantSpec>& we
   }
 }
 
+// #35 AutoRound: its ranges, and the weight formats its rounding offsets and clipping factors are defined on.
+void CheckAutoRoundAlgo(const AutoRoundAlgo& a, const std::optional<QuantSpec>& weight, const std::string& weight_path,
+                        const std::string& path, Issues& out) {
+  if (auto st = CheckAutoRoundRanges(a, path); !st.ok()) {
+    const std::string message(st.message());
+    const size_t colon = message.find(": ");
+    out.Error(message.substr(0, colon), message.substr(colon + 2));
+  }
+  const std::string why = AutoRoundWeightProblem(weight);
+  if (!why.empty()) out.Error(path, StrCat("autoround needs ", why, " in ", weight_path));
+}
+
 void CheckAlgorithms(const Config& c, Issues& out) {
   std::set<std::string_view> seen;
   std::string_view hessian_algo;  // gptq, gptaq or qronos: one pass runs one of them
@@ -198,10 +211,22 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     // Rotation changes the basis every later algorithm works in: it runs first, offline.
     if (std::holds_alternative<RotationAlgo>(algo) && i != 0) out.Error(path, "rotation must be the first algorithm");
     // The scaling algorithms rescale the float weights that GPTQ then rounds: Quark's order, enforced.
-    if (!hessian_algo.empty() && !std::holds_alternative<GptqAlgo>(algo) && !std::holds_alternative<RotationAlgo>(algo)) {
+    if (!hessian_algo.empty() && !std::holds_alternative<GptqAlgo>(algo) && !std::holds_alternative<RotationAlgo>(algo) &&
+        !std::holds_alternative<AutoRoundAlgo>(algo)) {  // #35: AutoRound after GPTQ has its own message below
       out.Error(path, StrCat(name, " must come before ", hessian_algo, " (it rescales the float weights ",
                              hessian_algo, " rounds)"));
     }
+    // --- #35 AutoRound: rounds the weights itself, so neither it nor GPTQ may round them again ---
+    if (seen.count("autoround") && !std::holds_alternative<AutoRoundAlgo>(algo) &&
+        !std::holds_alternative<RotationAlgo>(algo)) {
+      out.Error(path, StrCat(name, std::holds_alternative<GptqAlgo>(algo)
+                                       ? " after autoround: both choose the rounding of the same weights (use one)"
+                                       : " must come before autoround (it rescales the float weights AutoRound rounds)"));
+    }
+    if (std::holds_alternative<AutoRoundAlgo>(algo) && !hessian_algo.empty()) {
+      out.Error(path, StrCat("autoround after ", hessian_algo, ": both choose the rounding of the same weights (use one)"));
+    }
+    // --- end AutoRound ---
     std::string weight_path;
     const auto& weight = AlgoWeightSpec(c, weight_path);
     const bool integer_weight = weight && IsIntegerType(weight->dtype) && !weight->IsMx();
@@ -220,6 +245,8 @@ void CheckAlgorithms(const Config& c, Issues& out) {
       if (gptq->desc_act && !gptq->static_groups) {
         out.Error(path + ".static_groups", "must be true with desc_act: act order needs the groups fixed up front");
       }
+    } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {  // #35 AutoRound
+      CheckAutoRoundAlgo(*autoround, weight, weight_path, path, out);
     } else if (std::holds_alternative<AwqAlgo>(algo)) {
       if (!integer_weight) {
         out.Error(path, StrCat("awq needs an integer weight spec (int4/uint4/int8 ...) in ", weight_path,

@@ -1,6 +1,7 @@
 #include "core/estimate/job_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <variant>
 
@@ -191,6 +192,12 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128));
     } else if (const auto* awq = std::get_if<AwqAlgo>(&algo)) {
       e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)), working + c.activations));
+    } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
+      // #35 AutoRound: the float targets, then per iteration a batch's forward and backward (about 3 forwards).
+      const double n = static_cast<double>(std::max<int64_t>(1, job.calibration_samples));
+      const double batch = std::min(n, static_cast<double>(autoround->batch_size) * autoround->gradient_accumulate_steps);
+      const int passes = static_cast<int>(std::ceil(1.0 + 3.0 * autoround->iters * batch / n));
+      e.phases.push_back(Phase(c, "autoround", AlgoForwardSeconds(c, passes), working + 2 * c.activations));
     } else if (std::holds_alternative<AutoSmoothQuantAlgo>(algo)) {
       e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid), working + c.activations));
     } else if (std::holds_alternative<SmoothQuantAlgo>(algo)) {

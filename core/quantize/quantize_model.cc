@@ -191,8 +191,15 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       rotated_ = *std::move(rotated);
       continue;
     }
+    if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
+      if (gptq_) return absl::InvalidArgumentError(StrCat(path, ": autoround after gptq rounds the same weights"));
+      auto pass = quantize::AutoRoundPass::Create(*autoround, plan, model_, path);
+      if (!pass.ok()) return pass.status();
+      autoround_ = *std::move(pass);
+      continue;
+    }
     if (quantize::IsScalingAlgo(algo)) {
-      if (gptq_) {
+      if (gptq_ || autoround_) {
         return absl::InvalidArgumentError(StrCat(path, ": ", AlgoName(algo),
                                                  " must come before gptq (it rescales the float weights GPTQ rounds)"));
       }
@@ -201,6 +208,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       continue;
     }
     auto* gptq = std::get_if<GptqAlgo>(&algo);
+    if (autoround_) return absl::InvalidArgumentError(StrCat(path, ": gptq after autoround rounds the same weights"));
     *gptq = ResolveGptqDefaults(*gptq, model_);
     auto pass = GptqPass::Create(*gptq, plan, model_, path);
     if (!pass.ok()) return pass.status();
@@ -219,7 +227,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_ || scaling_ || imatrix_) return true;
+  if (gptq_ || autoround_ || scaling_ || imatrix_) return true;
   // An NVFP4 input is dynamic per group yet calibrates its global scale.
   const auto is_static = [](const std::optional<QuantSpec>& s) {
     return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);
@@ -240,7 +248,7 @@ absl::Status QuantizeRun::LoadInputs() {
     if (options_.eval_text_file.empty()) {
       return absl::InvalidArgumentError(StrCat(
           "calibration_file: ",
-          gptq_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
+          gptq_ || autoround_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
           " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
     }
     calib = options_.eval_text_file;
@@ -292,7 +300,7 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = OpenCheckpoint(); !s.ok()) return s;
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
-  if ((gptq_ || scaling_ || rotated_) && !eval_ids_.empty()) {
+  if ((gptq_ || autoround_ || scaling_ || rotated_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();
     spill_ = *std::move(spill);

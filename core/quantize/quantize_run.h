@@ -31,6 +31,7 @@
 #include "core/export/onnx_exporter.h"
 #include "core/quantize/calibration_input.h"
 #include "core/quantize/export_agreement.h"
+#include "core/quantize/autoround_pass.h"
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/grid_weights.h"
 #include "core/quantize/imatrix_collector.h"
@@ -114,6 +115,7 @@ class QuantizeRun {
   std::shared_ptr<algorithms::RotatedWeightSource> rotated_;
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
+  std::unique_ptr<quantize::AutoRoundPass> autoround_;  // #35: rounds in GPTQ's place
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
   std::shared_ptr<runtime::TensorMapWeightSource> edited_;

@@ -105,6 +105,15 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     if (!gptq.ok()) return gptq.status();
     known = *std::move(gptq);
   }
+  if (autoround_) {
+    algorithms::AutoRoundCallbacks callbacks;
+    callbacks.cancelled = options_.cancelled;
+    auto rounded = autoround_->Run(layer, inputs, streamer_->model(), callbacks);
+    if (!rounded.ok()) return rounded.status();
+    known = std::move(rounded->params);
+    layer_log_.push_back(rounded->summary);
+    report_.algorithm_log.push_back(rounded->summary);
+  }
   std::vector<runtime::ExpertCoverage> calibrated;
   auto linears = quantizer_->Calibrate(layer, inputs, streamer_->model(), &known, &calibrated);
   if (!linears.ok()) return linears.status();

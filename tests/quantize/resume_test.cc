@@ -65,14 +65,14 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& text)
   return false;
 }
 
-bool RunsGptq(const Scenario& scenario) {
+bool RoundsOnTheGrid(const Scenario& scenario) {
   for (const auto& algo : scenario.algos) {
-    if (std::holds_alternative<GptqAlgo>(algo)) return true;
+    if (std::holds_alternative<GptqAlgo>(algo) || std::holds_alternative<AutoRoundAlgo>(algo)) return true;
   }
   return false;
 }
 
-// GPTQ's weights lie on their grid: the checkpoint keeps their codes (a quarter of float32's bytes for 4-bit
+// GPTQ's (and AutoRound's) weights lie on their grid: the checkpoint keeps their codes (a quarter of float32's bytes for 4-bit
 // weights), never the float weights; every other scenario's linear weights are not there at all or stay float.
 void ExpectGptqWeightsStoredAsCodes(const std::string& checkpoint, const Scenario& scenario) {
   auto reader = checkpoint::CheckpointReader::OpenFile((fs::path(checkpoint) / "layer-00000" / "model.safetensors").string());
@@ -83,12 +83,20 @@ void ExpectGptqWeightsStoredAsCodes(const std::string& checkpoint, const Scenari
     if (name.rfind("grid/", 0) == 0 && name.size() > 6 && name.substr(name.size() - 6) == "/codes") ++codes;
     if (name.rfind("tensor/", 0) == 0 && linear_weight) ++float_linear_weights;
   }
-  if (RunsGptq(scenario)) {
+  if (RoundsOnTheGrid(scenario)) {
     EXPECT_EQ(codes, 7) << "q, k, v, o, gate, up, down as codes";
     EXPECT_EQ(float_linear_weights, 0);
   } else {
     EXPECT_EQ(codes, 0);
   }
+}
+
+// #35 AutoRound with few iterations (the resume machinery is the same at 200).
+AutoRoundAlgo ShortAutoRound() {
+  AutoRoundAlgo a;
+  a.iters = 8;
+  a.batch_size = 2;
+  return a;
 }
 
 TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
@@ -147,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
                                {AwqAlgo{}, GptqAlgo{}}, {"hf_quark", "gguf", "onnx"}},
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
                       Scenario{"gptaq", "uint4_wo_128", {Asymmetric(HessianMethod::kGptaq, 0.25)}, {}},
-                      Scenario{"qronos", "uint4_wo_128", {Asymmetric(HessianMethod::kQronos, 1e-3)}, {}}),
+                      Scenario{"qronos", "uint4_wo_128", {Asymmetric(HessianMethod::kQronos, 1e-3)}, {}},
+                      Scenario{"autoround", "uint4_wo_32", {ShortAutoRound()}, {"hf_quark", "gguf"}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
 class ResumeDiscardTest : public ResumeTest {};
