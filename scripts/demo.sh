@@ -27,7 +27,7 @@ mkdir -p "$demo"
 echo "== making the model"
 # The text: this project's own documentation. Every 8th paragraph is held out for the perplexity; the rest trains
 # the tokenizer and the model and calibrates the quantization.
-cat README.md server/README.md docs/*.md bench/*/README.md bench/*/*/README.md 2>/dev/null > "$demo/text.txt" || true
+cat README.md server/README.md docs/*.md docs/*/*.md bench/*/README.md bench/*/*/README.md 2>/dev/null > "$demo/text.txt" || true
 awk -v train="$demo/train.txt" -v held="$demo/heldout.txt" 'BEGIN { RS = ""; ORS = "\n\n" }
   NR % 8 == 0 { print > held; next } { print > train }' "$demo/text.txt"
 spm_train --input="$demo/train.txt" --model_prefix="$demo/tokenizer" --vocab_size=512 --model_type=bpe \
