@@ -8,6 +8,7 @@
 #include "core/base/log.h"
 #include "quark/version.h"
 #include "worker/job_folder.h"
+#include "worker/manifest_inputs.h"
 #include "worker/progress_util.h"
 #include "worker/storage/object_uri.h"
 #include "worker/storage/publish.h"
@@ -254,7 +255,11 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   manifest.metrics = pipeline.metrics;
   manifest.metrics["seconds_total"] = seconds;
   manifest.extra = {{"model_uri", job.spec().model_uri()}, {"spec", ProtoToJson(job.spec())},
-                    {"engine_version", QUARK_ENGINE_VERSION}};
+                    {"engine_version", QUARK_ENGINE_VERSION}, {"build", ManifestBuild()}};
+  // Every input file by URI, size and SHA-256 (the model's files, calibration, evaluation, importance matrix).
+  absl::StatusOr<nlohmann::json> inputs = ManifestInputs(job.spec(), request);
+  if (!inputs.ok()) return inputs.status();
+  manifest.extra["inputs"] = *std::move(inputs);
   // The digest quarkd took over the model files, resolved config, calibration and evaluation data and engine.
   if (!job.content_key().empty()) manifest.extra["content_key"] = job.content_key();
   // Who made it: the worker the job was leased to, its attempt, the devices that worker announced.

@@ -32,6 +32,8 @@ class GptqPass {
   /// model's, or a quantized module GPTQ cannot run (its weight spec), naming the field.
   static absl::StatusOr<std::unique_ptr<GptqPass>> Create(const GptqAlgo& algo, const LayerPlan& plan,
                                                           const checkpoint::ModelConfig& model, std::string path);
+  /// The algorithm it runs: gptq, gptaq or qronos (progress and logs name it).
+  const GptqAlgo& algo() const { return algo_; }
 
   /// GPTQ over `layer`'s modules: their FloatLinears hold the GPTQ'd weights afterwards; returns the weight
   /// parameters by module name (for LayerQuantizer::Calibrate's `known`). `samples` are the layer's inputs.

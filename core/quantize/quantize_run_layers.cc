@@ -97,9 +97,10 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     algorithms::GptqLayerCallbacks callbacks;
     callbacks.cancelled = options_.cancelled;
     callbacks.on_coverage = [&](const std::vector<runtime::ExpertCoverage>& c) { coverage = c; };
+    const std::string_view algo_name = AlgoName(AlgoConfig(gptq_->algo()));  // gptq, gptaq or qronos
     callbacks.on_module = [&](const std::string& module, int i, int total) {
       Progress("quantize", static_cast<int>(index) + 1, start + layer_share * i / std::max(total, 1), eta,
-               StrCat("gptq ", module));
+               StrCat(algo_name, " ", module));
     };
     auto gptq = gptq_->Run(layer, inputs, streamer_->model(), callbacks);
     if (!gptq.ok()) return gptq.status();

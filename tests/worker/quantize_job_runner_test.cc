@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "core/base/digest.h"
 #include "tests/storage/support/s3_test_base.h"
 #include "tests/worker/recording_sink.h"
 #include "worker/lease_storage.h"
@@ -110,6 +111,20 @@ TEST_F(QuantizeJobRunnerTest, FileModelToFileOutput) {
   EXPECT_EQ(manifest["config"]["preset"], "int4_wo_128");
   EXPECT_EQ(manifest["model_uri"], FileUri(root_ / "models/tiny"));
   EXPECT_EQ(manifest["spec"]["preset"], "int4_wo_128");
+  // Every input by URI, size and SHA-256 (#34 item 3), and the engine's build.
+  const nlohmann::json& inputs = manifest["inputs"];
+  EXPECT_EQ(inputs["model"]["uri"], FileUri(root_ / "models/tiny"));
+  ASSERT_FALSE(inputs["model"]["files"].empty()) << inputs.dump();
+  for (const nlohmann::json& file : inputs["model"]["files"]) {
+    const fs::path source = root_ / "models/tiny" / file["path"].get<std::string>();
+    EXPECT_EQ(file["size_bytes"], fs::file_size(source)) << file.dump();
+    EXPECT_EQ(file["sha256"], Sha256Hex(quark::testing::ReadFile(source))) << file.dump();
+  }
+  EXPECT_EQ(inputs["calibration"]["uri"], FileUri(root_ / "calib.txt"));
+  EXPECT_EQ(inputs["calibration"]["sha256"], Sha256Hex("some calibration text"));
+  EXPECT_FALSE(inputs.contains("evaluation")) << "the job has no evaluation text";
+  EXPECT_EQ(manifest["build"]["engine_version"], manifest["engine_version"]);
+  EXPECT_FALSE(manifest["build"]["compiler"].get<std::string>().empty());
   EXPECT_FALSE(fs::exists(dir_.path() / "work/jobs/job-7")) << "the job's temp folder is removed";
 }
 
