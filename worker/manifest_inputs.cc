@@ -37,7 +37,7 @@ absl::StatusOr<nlohmann::json> ManifestInputs(const quark::v1::JobSpec& spec, co
   std::sort(files.begin(), files.end());
   nlohmann::json model_files = nlohmann::json::array();
   for (const fs::path& file : files) {
-    const std::string relative = fs::relative(file, request.model_dir, ec).generic_string();
+    const std::string relative = file.lexically_relative(request.model_dir).generic_string();
     absl::StatusOr<nlohmann::json> entry = FileEntry(file, "model");
     if (!entry.ok()) return entry.status();
     (*entry)["path"] = relative;

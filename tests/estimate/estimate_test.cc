@@ -102,6 +102,15 @@ class EstimateTest : public ::testing::Test {
     cleanup_.push_back(dir);
     return dir;
   }
+  // A model a GGUF export takes: GGUF carries the SentencePiece vocabulary, the stories260K tokenizer (512 pieces, the
+  // synthetic models' vocab size).
+  std::string GgufModel() {
+    const std::string model_dir = Track(WriteModel(256, 768, 2));
+    const char* shared = std::getenv("QUARK_SHARED_DIR");
+    fs::copy_file(std::string(shared ? shared : "/work/shared") + "/fixtures/stories260K/tokenizer.model",
+                  model_dir + "/tokenizer.model");
+    return model_dir;
+  }
   std::vector<std::string> cleanup_;
 };
 
@@ -205,11 +214,7 @@ TEST_F(EstimateTest, CompressedTensorsBytesMatchTheExportWritten) {
 // GGUF: quantized linears in their llama.cpp block type (Q4_1, Q4_0), the rest in its own dtype; the metadata
 // (vocabulary, hyperparameters) is not counted, hence a looser bound.
 TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {
-  const std::string model_dir = Track(WriteModel(256, 768, 2));
-  // GGUF carries the SentencePiece vocabulary: the stories260K tokenizer (512 pieces, the models' vocab size).
-  const char* shared = std::getenv("QUARK_SHARED_DIR");
-  fs::copy_file(std::string(shared ? shared : "/work/shared") + "/fixtures/stories260K/tokenizer.model",
-                model_dir + "/tokenizer.model");
+  const std::string model_dir = GgufModel();
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
   for (const std::string preset : {"uint4_wo_32", "int4_wo_32"}) {
@@ -232,10 +237,7 @@ TEST_F(EstimateTest, GgufBytesMatchTheExportWritten) {
 // type everywhere with --pure), engine codes keep their block type. The estimate's tensor data is the writer's, byte
 // for byte: the GGUF's data section (its size after the header) equals GgufArtifactSize's data_bytes.
 TEST_F(EstimateTest, KQuantGgufDataIsTheWritersByteForByte) {
-  const std::string model_dir = Track(WriteModel(256, 768, 2));
-  const char* shared = std::getenv("QUARK_SHARED_DIR");
-  fs::copy_file(std::string(shared ? shared : "/work/shared") + "/fixtures/stories260K/tokenizer.model",
-                model_dir + "/tokenizer.model");
+  const std::string model_dir = GgufModel();
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
   struct Case {

@@ -86,7 +86,8 @@ TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPe
   // The GGUF holds the dequantized uint4 weights in F32: llama.cpp's layout read back computes the same model.
   EXPECT_NEAR(metrics.at("ppl_gguf") / metrics.at("ppl_after"), 1.0, 1e-4);
 
-  const fs::path folder = (*quarkd)->root() / "out" / done.id();
+  // Each attempt publishes into a folder of its own (#33 item 2): this job's only attempt.
+  const fs::path folder = (*quarkd)->root() / "out" / done.id() / ("attempt-" + std::to_string(done.attempts_size()));
   ASSERT_TRUE(fs::exists(folder / "model.gguf")) << folder;
   nlohmann::json config;
   std::ifstream(folder / "hf_quark" / "config.json") >> config;

@@ -118,10 +118,13 @@ class RemoteResumeE2eTest : public ::testing::Test {
     return request;
   }
 
-  // The published files but the manifest, relative path -> bytes, read straight from s3rver.
-  std::map<std::string, std::string> Artifact(const std::string& job_id) {
+  // The published files but the manifest, relative path -> bytes, read straight from s3rver: the folder of the
+  // attempt that published (the manifest's, under <output>/<job id>/attempt-<N>/).
+  std::map<std::string, std::string> Artifact(const quark::v1::Job& job) {
     storage::S3ObjectStore store(s3_->Config());
-    const std::string prefix = "s3://test/out/" + job_id + "/";
+    const std::string& manifest = job.result().manifest_uri();
+    EXPECT_NE(manifest.find("s3://test/out/" + job.id() + "/attempt-"), std::string::npos) << manifest;
+    const std::string prefix = manifest.substr(0, manifest.rfind('/') + 1);
     std::map<std::string, std::string> files;
     absl::StatusOr<std::vector<storage::ObjectInfo>> listed = store.List(prefix);
     EXPECT_TRUE(listed.ok()) << listed.status();
@@ -173,7 +176,7 @@ TEST_F(RemoteResumeE2eTest, KilledDuringACheckpointUploadResumesOnAnotherWorker)
   const quark::v1::Job first = quark::testing::RunJobToEnd(*stub_, Request(), events, std::chrono::seconds(400));
   ASSERT_EQ(first.state(), quark::v1::JOB_STATE_SUCCEEDED) << first.DebugString() << reference->Log();
   reference->Stop(SIGTERM);
-  const auto expected = Artifact(first.id());
+  const auto expected = Artifact(first);
   ASSERT_FALSE(expected.empty());
 
   // Killed while it uploads layer 2's checkpoint; another worker with an empty data folder finishes. Layer 0's
@@ -191,7 +194,7 @@ TEST_F(RemoteResumeE2eTest, KilledDuringACheckpointUploadResumesOnAnotherWorker)
       << Logs(events);
   EXPECT_TRUE(Logged(events, "resumed at layer 2 of 4")) << Logs(events);
   EXPECT_EQ(done.result().metrics().at("resumed_at_layer"), 2.0);
-  const auto artifact = Artifact(done.id());
+  const auto artifact = Artifact(done);
   ASSERT_EQ(artifact.size(), expected.size());
   for (const auto& [file, bytes] : expected) {
     ASSERT_TRUE(artifact.count(file)) << file;
@@ -212,7 +215,7 @@ TEST_F(RemoteResumeE2eTest, KilledDuringACheckpointUploadResumesOnAnotherWorker)
   EXPECT_TRUE(Logged(events, "expired")) << Logs(events);
   EXPECT_FALSE(Logged(events, "resumed at layer")) << Logs(events);
   EXPECT_EQ(expired.result().metrics().count("resumed_at_layer"), 0u);
-  EXPECT_TRUE(Artifact(expired.id()) == expected) << "the artifact of a run from layer 0 differs";
+  EXPECT_TRUE(Artifact(expired) == expected) << "the artifact of a run from layer 0 differs";
   EXPECT_EQ(CheckpointObjects(expired.id()), 0u);
 }
 
