@@ -8,13 +8,7 @@
 #
 #   bench/algorithms/algorithms_accuracy.sh [BUILD_DIR] [SHARED_DIR]      (SAMPLES=64 SEQ=256 by default)
 set -u
-BUILD=${1:-build}
-SHARED=${2:-$(cd "$(dirname "$0")/../../../shared" && pwd)}
-MODEL=$SHARED/fixtures/tinyllama-a
-CALIB=$SHARED/fixtures/eval/tinystories_train_split.txt
-EVAL=$SHARED/fixtures/eval/tinystories_heldout_split.txt
-SAMPLES=${SAMPLES:-64}
-SEQ=${SEQ:-256}
+ACCURACY_SAMPLES=64 source "$(dirname "$0")/accuracy_env.sh" "$@"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 echo '{"name": "smooth", "alpha": 0.5}' > "$OUT/smooth05.json"

@@ -6,13 +6,7 @@
 #
 #   bench/algorithms/gptq_accuracy.sh [BUILD_DIR] [SHARED_DIR]      (SAMPLES=128 SEQ=256 by default)
 set -u
-BUILD=${1:-build}
-SHARED=${2:-$(cd "$(dirname "$0")/../../../shared" && pwd)}
-MODEL=$SHARED/fixtures/tinyllama-a
-CALIB=$SHARED/fixtures/eval/tinystories_train_split.txt
-EVAL=$SHARED/fixtures/eval/tinystories_heldout_split.txt
-SAMPLES=${SAMPLES:-128}
-SEQ=${SEQ:-256}
+source "$(dirname "$0")/accuracy_env.sh" "$@"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
