@@ -11,21 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
+#include "core/base/write_error.h"
 #include <fmt/format.h>
 #include "core/checkpoint/safetensors_header.h"
 
 namespace quark::checkpoint {
 namespace fs = std::filesystem;
-namespace {
-
-// A failed write or flush: RESOURCE_EXHAUSTED when the disk (or quota) is full, so a job runner can tell a full
-// disk (another attempt elsewhere may succeed) from a broken checkpoint; INTERNAL otherwise.
-absl::Status WriteError(const std::string& message, int err) {
-  std::string text = quark::StrCat(message, ": ", std::strerror(err));
-  return err == ENOSPC || err == EDQUOT ? absl::ResourceExhaustedError(text) : absl::InternalError(text);
-}
-
-}  // namespace
 
 struct CheckpointWriter::Shard {
   std::string file_name;

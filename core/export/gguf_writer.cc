@@ -13,6 +13,7 @@
 #include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/base/write_error.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
@@ -38,7 +39,6 @@ struct PlannedTensor : gguf::PlannedGgufTensor {
   bool written = false;
 };
 
-std::string ErrnoText() { return std::strerror(errno); }
 
 // One weight row of codes -> blocks. codes/scale/zero_point are one row's values (in/32 groups).
 absl::Status EncodeCodeRow(GgmlType type, const int32_t* q, const float* s, const float* z, int64_t n, uint8_t* out,
@@ -246,11 +246,11 @@ absl::Status GgufExporter::OpenStaging(const std::string& header, uint64_t data_
   const fs::path parent = fs::path(staging_file_).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   fd_ = ::open(staging_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) return absl::InternalError(StrCat("output: cannot create ", staging_file_, ": ", ErrnoText()));
+  if (fd_ < 0) return WriteError(StrCat("output: cannot create ", staging_file_), errno);
   data_start_ = header.size();
   if (::pwrite(fd_, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size()) ||
       ::ftruncate(fd_, static_cast<off_t>(data_start_ + data_bytes)) != 0) {
-    return absl::InternalError(StrCat("output: cannot write ", staging_file_, ": ", ErrnoText()));
+    return WriteError(StrCat("output: cannot write ", staging_file_), errno);
   }
   return absl::OkStatus();
 }
@@ -294,7 +294,7 @@ absl::Status GgufExporter::WriteBytes(PlannedTensor& t, const std::string& bytes
   while (done < bytes.size()) {
     const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
                                static_cast<off_t>(data_start_ + t.info.offset + done));
-    if (n <= 0) return absl::InternalError(StrCat("output: writing ", t.info.name, " to ", staging_file_, ": ", ErrnoText()));
+    if (n <= 0) return WriteError(StrCat("output: writing ", t.info.name, " to ", staging_file_), n == 0 ? ENOSPC : errno);
     done += static_cast<size_t>(n);
   }
   t.written = true;
@@ -398,7 +398,7 @@ absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::Wei
   const bool synced = ::fsync(fd_) == 0;
   const bool closed = ::close(fd_) == 0;
   fd_ = -1;
-  if (!synced || !closed) return absl::InternalError(StrCat("output: closing ", staging_file_, ": ", ErrnoText()));
+  if (!synced || !closed) return WriteError(StrCat("output: closing ", staging_file_), errno);
   // Read the file back as a consumer would: the header parses and every tensor is where it was planned.
   QUARK_ASSIGN_OR_RETURN(auto file, gguf::GgufFile::Open(staging_file_));
   if (file->tensors().size() != table_.size()) {
@@ -415,7 +415,7 @@ absl::StatusOr<std::vector<std::string>> GgufExporter::Finish(const runtime::Wei
   }
   std::error_code ec;
   fs::rename(staging_file_, output_file_, ec);
-  if (ec) return absl::InternalError(StrCat("output: renaming ", staging_file_, " to ", output_file_, ": ", ec.message()));
+  if (ec) return WriteError(StrCat("output: renaming ", staging_file_, " to ", output_file_), ec);
   published_ = true;
   return std::vector<std::string>{fs::path(output_file_).filename().string()};
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "core/base/strings.h"
+#include "core/base/write_error.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
 #include "core/checkpoint/moe_layout.h"
@@ -229,7 +230,7 @@ absl::Status HfQuarkExporter::WriteConfigAndFiles() const {
   if (options_.untie_embeddings) config["tie_word_embeddings"] = false;
   std::ofstream out(staging_dir_ + "/config.json");
   out << config.dump(2) << "\n";
-  if (!out) return absl::InternalError(StrCat(staging_dir_, "/config.json: write failed"));
+  if (!out.flush()) return WriteError(StrCat(staging_dir_, "/config.json: write failed"), errno);
   // Tokenizer files, generation_config.json and the rest of the folder's top level travel with the weights.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(model_dir_, ec)) {
@@ -239,7 +240,7 @@ absl::Status HfQuarkExporter::WriteConfigAndFiles() const {
       continue;
     }
     fs::copy_file(entry.path(), fs::path(staging_dir_) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return absl::InternalError(StrCat("copy of ", entry.path().string(), " failed: ", ec.message()));
+    if (ec) return WriteError(StrCat("copy of ", entry.path().string(), " failed"), ec);
   }
   return absl::OkStatus();
 }
@@ -253,7 +254,7 @@ absl::StatusOr<std::vector<std::string>> HfQuarkExporter::Finish(const runtime::
   std::error_code ec;
   fs::remove(output_dir_, ec);  // an empty folder may stand in the way of the rename
   fs::rename(staging_dir_, output_dir_, ec);
-  if (ec) return absl::InternalError(StrCat("publishing ", output_dir_, " failed: ", ec.message()));
+  if (ec) return WriteError(StrCat("publishing ", output_dir_, " failed"), ec);
   published_ = true;
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(output_dir_, ec)) files.push_back(entry.path().filename().string());

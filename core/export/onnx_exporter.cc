@@ -11,6 +11,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "core/base/strings.h"
+#include "core/base/write_error.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/onnx_graph.h"
@@ -112,7 +113,7 @@ absl::Status WriteUntiedConfig(const std::string& from, const std::string& to) {
   config["tie_word_embeddings"] = false;
   std::ofstream out(to);
   out << config.dump(2) << "\n";
-  if (!out.flush()) return absl::InternalError(StrCat(to, ": write failed"));
+  if (!out.flush()) return WriteError(StrCat(to, ": write failed"), errno);
   return absl::OkStatus();
 }
 
@@ -182,7 +183,7 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> OnnxExporter::Create(const std::s
   std::error_code ec;
   fs::remove_all(e->staging_dir_, ec);  // a leftover of an interrupted run
   fs::create_directories(e->staging_dir_, ec);
-  if (ec) return absl::InternalError(StrCat(e->staging_dir_, ": cannot create (", ec.message(), ")"));
+  if (ec) return WriteError(StrCat(e->staging_dir_, ": cannot create"), ec);
   const std::string data_name = options.file_name + ".data";
   auto data = ExternalDataFile::Create(e->staging_dir_ + "/" + data_name, data_name);
   if (!data.ok()) return data.status();
@@ -299,7 +300,7 @@ absl::Status OnnxExporter::Publish() {
   const std::string path = staging_dir_ + "/" + options_.file_name;
   {
     std::ofstream out(path, std::ios::binary);
-    if (!model.SerializeToOstream(&out) || !out.flush()) return absl::InternalError(StrCat(path, ": write failed"));
+    if (!model.SerializeToOstream(&out) || !out.flush()) return WriteError(StrCat(path, ": write failed"), errno);
   }
   if (opset_ <= kCheckerMaxOpset) {
     if (auto s = CheckWithOnnx(path, model); !s.ok()) return s;
@@ -314,12 +315,12 @@ absl::Status OnnxExporter::Publish() {
       continue;
     }
     fs::copy_file(entry.path(), fs::path(staging_dir_) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return absl::InternalError(StrCat("copy of ", entry.path().string(), " failed: ", ec.message()));
+    if (ec) return WriteError(StrCat("copy of ", entry.path().string(), " failed"), ec);
   }
   if (ec) return absl::InternalError(StrCat(model_dir_, ": cannot list (", ec.message(), ")"));
   fs::remove(output_dir_, ec);  // an empty folder may stand in the way of the rename
   fs::rename(staging_dir_, output_dir_, ec);
-  if (ec) return absl::InternalError(StrCat("publishing ", output_dir_, " failed: ", ec.message()));
+  if (ec) return WriteError(StrCat("publishing ", output_dir_, " failed"), ec);
   published_ = true;
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/base/strings.h"
+#include "core/base/write_error.h"
 
 namespace quark::exporter::onnx_export {
 namespace {
@@ -59,7 +60,7 @@ absl::StatusOr<std::unique_ptr<ExternalDataFile>> ExternalDataFile::Create(const
   f->path_ = path;
   f->location_ = std::move(location);
   f->file_ = std::fopen(path.c_str(), "wb");
-  if (f->file_ == nullptr) return absl::InternalError(StrCat(path, ": cannot create (", std::strerror(errno), ")"));
+  if (f->file_ == nullptr) return WriteError(StrCat(path, ": cannot create"), errno);
   return f;
 }
 
@@ -72,11 +73,11 @@ absl::Status ExternalDataFile::Append(const void* bytes, uint64_t size, onnx::Te
   static const char kZeros[kAlignment] = {};
   const uint64_t pad = (kAlignment - offset_ % kAlignment) % kAlignment;
   if (pad > 0 && std::fwrite(kZeros, 1, pad, file_) != pad) {
-    return absl::InternalError(StrCat(path_, ": write failed (", std::strerror(errno), ")"));
+    return WriteError(StrCat(path_, ": write failed"), errno);
   }
   offset_ += pad;
   if (size > 0 && std::fwrite(bytes, 1, size, file_) != size) {
-    return absl::InternalError(StrCat(path_, ": write failed (", std::strerror(errno), ")"));
+    return WriteError(StrCat(path_, ": write failed"), errno);
   }
   tensor.set_data_location(onnx::TensorProto::EXTERNAL);
   for (const auto& [key, value] : {std::pair<const char*, std::string>{"location", location_},
@@ -95,7 +96,7 @@ absl::Status ExternalDataFile::Close() {
   const bool ok = std::fflush(file_) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  if (!ok || !closed) return absl::InternalError(StrCat(path_, ": close failed (", std::strerror(errno), ")"));
+  if (!ok || !closed) return WriteError(StrCat(path_, ": close failed"), errno);
   return absl::OkStatus();
 }
 
