@@ -41,7 +41,7 @@ wait_line() {  # FILE REGEX: the first capture of the first matching line, withi
   echo "no line matching '$2' in $1" >&2; cat "$1" >&2; exit 1
 }
 
-node "$src/tests/peers/node_modules/s3rver/bin/s3rver.js" -d "$run/s3" -a 127.0.0.1 -p 0 --configure-bucket bench \
+node --openssl-legacy-provider "$src/tests/peers/node_modules/s3rver/bin/s3rver.js" -d "$run/s3" -a 127.0.0.1 -p 0 --configure-bucket bench \
   > "$run/s3rver.log" 2>&1 &
 pids+=($!)
 s3=$(wait_line "$run/s3rver.log" 'listening on 127\.0\.0\.1:([0-9]+)')

@@ -76,7 +76,8 @@ sql() { psql -qAtX -h "$dir/pg" -U quark postgres -c "$1"; }
 
 # s3rver, and the fault proxy in front of it (its rules file is what the driver rewrites).
 mkdir -p "$dir/s3"
-node "$s3rver_js" -d "$dir/s3" -a 127.0.0.1 -p 0 -s --configure-bucket chaos >"$dir/s3rver.log" 2>&1 &
+# --openssl-legacy-provider: s3rver mints listing continuation tokens with DES (see tests/storage/support/s3rver.cc).
+node --openssl-legacy-provider "$s3rver_js" -d "$dir/s3" -a 127.0.0.1 -p 0 -s --configure-bucket chaos >"$dir/s3rver.log" 2>&1 &
 echo $! >"$dir/s3rver.pid"; disown $!
 s3_port=$(wait_line "$dir/s3rver.log" 'listening on 127\.0\.0\.1:[0-9]+')
 echo '[]' >"$dir/rules.json"
