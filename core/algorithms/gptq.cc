@@ -53,6 +53,13 @@ struct RowRange {
 
 // Rows below which a range is not worth a thread of its own.
 constexpr int64_t kMinRowsPerRange = 256;
+// The lazy update's GEMMs run on fixed blocks of this many rows of the whole weight (a range is whole blocks, the
+// last one ending at the last row), each single-threaded: every row sits in the same GEMM call, at the same place,
+// with the same operands whatever the range split and thread count. Which bits a GEMM gives a row can depend on the
+// call's shape and the row's place in it (OpenBLAS's AVX2 kernels, Haswell and Zen, round edge tiles differently;
+// its AVX-512 ones do not), so splitting rows by the thread count would change the result with it (#33 item 0).
+constexpr int64_t kUpdateRows = 256;
+static_assert(kMinRowsPerRange >= kUpdateRows, "every range holds at least one block of rows");
 
 // Columns of a block whose in-block updates reach the block's later columns in one pass.
 constexpr int64_t kUpdatePanel = 16;
@@ -144,6 +151,8 @@ class GptqRun {
   ColumnParams ForColumns(QuantParams params) const;
   absl::Status QuantizeColumn(const float* column, float* quantized, const ColumnParams& params, int64_t n) const;
   absl::Status QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange& rows) const;
+  absl::Status LazyUpdate(at::Tensor& w, const at::Tensor& err, const at::Tensor& hinv_block,
+                          const RowRange& rows) const;
   absl::Status QuantizeColumns(at::Tensor& w, const at::Tensor& u);
   QuantParams WholeParams() const;
 
@@ -301,35 +310,54 @@ absl::Status GptqRun::QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange&
       }
     }
     TransposeBlock(qb, n, count, n, w_rows + i1, stride);
-    if (i2 < k) {
-      // Lazy update of the columns after the block: W[:, i2:] -= Err @ Hinv[i1:i2, i2:]. One GEMM accumulates
-      // C - A B as Quark's matmul-then-subtract does while the block fits one pass over the shared dimension of the
-      // BLAS kernels; longer blocks take Quark's two steps.
-      at::Tensor rest = w.slice(0, rows.begin, rows.end).slice(1, i2);
-      const at::Tensor err_block = err.slice(0, 0, count).t();
-      const at::Tensor hinv_block = u.slice(0, i1, i2).slice(1, i2);
-      if (options_.fast_linalg || count <= kFusedUpdateMaxBlock) {
-        rest.addmm_(err_block, hinv_block, /*beta=*/1, /*alpha=*/-1);
-      } else {
-        rest -= err_block.matmul(hinv_block);
+    if (i2 < k) QUARK_RETURN_IF_ERROR(LazyUpdate(w, err.slice(0, 0, count), u.slice(0, i1, i2).slice(1, i2), rows));
+  }
+  return absl::OkStatus();
+}
+
+// W[rows, i2:] -= Err @ Hinv[i1:i2, i2:] in blocks of kUpdateRows rows (single-threaded GEMMs, the blocks in
+// parallel when this range runs alone). One GEMM accumulates C - A B as Quark's matmul-then-subtract does while the
+// block of columns fits one pass over the shared dimension of the BLAS kernels; longer blocks take Quark's two steps.
+// err [count, rows], hinv_block [count, K - i2].
+absl::Status GptqRun::LazyUpdate(at::Tensor& w, const at::Tensor& err, const at::Tensor& hinv_block,
+                                 const RowRange& rows) const {
+  const int64_t n = rows.end - rows.begin, blocks = (n + kUpdateRows - 1) / kUpdateRows;
+  const int64_t i2 = w.size(1) - hinv_block.size(1);
+  const bool fused = options_.fast_linalg || err.size(0) <= kFusedUpdateMaxBlock;
+  std::vector<absl::Status> statuses(static_cast<size_t>(blocks));
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t r1 = b * kUpdateRows, r2 = std::min(r1 + kUpdateRows, n);
+      try {
+        at::Tensor rest = w.slice(0, rows.begin + r1, rows.begin + r2).slice(1, i2);
+        const at::Tensor err_block = err.slice(1, r1, r2).t();
+        if (fused) {
+          rest.addmm_(err_block, hinv_block, /*beta=*/1, /*alpha=*/-1);
+        } else {
+          rest -= err_block.matmul(hinv_block);
+        }
+      } catch (const std::exception& error) {
+        statuses[static_cast<size_t>(b)] = runtime::TorchErrorToStatus(error, "gptq lazy update");
       }
     }
-  }
+  });
+  for (absl::Status& status : statuses) QUARK_RETURN_IF_ERROR(status);
   return absl::OkStatus();
 }
 
 absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u) {
   const int64_t n = w.size(0);
   const int64_t ranges = std::clamp<int64_t>(n / kMinRowsPerRange, 1, at::get_num_threads());
+  const int64_t blocks = (n + kUpdateRows - 1) / kUpdateRows;  // >= ranges: kMinRowsPerRange >= kUpdateRows
   rows_.resize(static_cast<size_t>(ranges));
-  for (int64_t i = 0; i < ranges; ++i) {
-    rows_[static_cast<size_t>(i)].begin = n * i / ranges;
-    rows_[static_cast<size_t>(i)].end = n * (i + 1) / ranges;
+  for (int64_t i = 0; i < ranges; ++i) {  // whole blocks of kUpdateRows (LazyUpdate)
+    rows_[static_cast<size_t>(i)].begin = blocks * i / ranges * kUpdateRows;
+    rows_[static_cast<size_t>(i)].end = std::min(blocks * (i + 1) / ranges * kUpdateRows, n);
   }
-  if (ranges == 1) return QuantizeRows(w, u, rows_[0]);
-  // One thread per range, each with its own single-threaded BLAS calls: the work is the same, minus the fork and
-  // join of every GEMM and with the column loop itself in parallel.
+  // Single-threaded BLAS calls, in parallel over ranges (or over a lone range's row blocks): the work is the same,
+  // minus the fork and join of every GEMM, and the bits do not depend on the thread count.
   const SingleThreadedBlas blas;
+  if (ranges == 1) return QuantizeRows(w, u, rows_[0]);
   std::vector<absl::Status> statuses(static_cast<size_t>(ranges));
   at::parallel_for(0, ranges, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {

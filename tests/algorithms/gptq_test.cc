@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -16,12 +17,14 @@
 #include "core/numerics/fake_quant.h"
 #include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
+#include "tests/algorithms/hessian_bound.h"
 
 namespace quark::algorithms {
 namespace {
 
 using testing::BitForBitBlasKernels;
 using testing::Verified;
+using testing::WithinFloat32Bound;
 using testing::Fp8PerChannel;
 using testing::IntSpec;
 using testing::Mxfp4;
@@ -264,9 +267,11 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactorOnBlockedSizes) {
 }
 
 // The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
-// bit, parameters included (groups observed as they start are observed per range and stacked back by rows).
+// bit, parameters included (groups observed as they start are observed per range and stacked back by rows). The lazy
+// update's GEMMs run on fixed blocks of rows whatever the split, so this holds on AVX2 kernels too (#33 item 0: with
+// one GEMM per range, 198 elements differed between 1 and 2 threads on Haswell/Zen kernels).
 TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
-  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx512));  // the kernels these bits assume (blas_kernels.h)
+  BitForBitBlasKernels(Verified::kAnyKernel);  // records the kernels: the same GEMM calls on every kernel
   const Layer l = MakeLayer(1100, 256, 512, 12);  // > 2 x 256 rows: two ranges on two threads, with uneven sizes
   GptqOptions act_order;
   act_order.act_order = true;
@@ -279,18 +284,26 @@ TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
       {IntSpec(DType::kInt4, true, -1), fast},          // per channel, fast factor
   };
   const int threads = at::get_num_threads();
-  for (const auto& [spec, options] : cases) {
-    at::set_num_threads(1);
-    auto one = GptqQuantizeWeight(l.weight, l.hessian, spec, options);
-    at::set_num_threads(2);
-    auto two = GptqQuantizeWeight(l.weight, l.hessian, spec, options);
-    ASSERT_TRUE(one.ok() && two.ok()) << one.status() << " " << two.status();
-    EXPECT_TRUE(at::equal(one->weight, two->weight)) << (one->weight != two->weight).sum().item<int64_t>();
-    EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
-    EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
-    auto again = FakeQuantize(two->weight, spec, two->params);
-    ASSERT_TRUE(again.ok()) << again.status();
-    EXPECT_TRUE(at::equal(*again, two->weight));
+  const Layer small = MakeLayer(300, 256, 512, 13);  // one range whose two row blocks run in parallel
+  for (const Layer* layer : {&l, &small}) {
+    for (const auto& [spec, options] : cases) {
+      at::set_num_threads(1);
+      auto one = GptqQuantizeWeight(layer->weight, layer->hessian, spec, options);
+      ASSERT_TRUE(one.ok()) << one.status();
+      for (const int more : {2, 3}) {  // 1100 rows: two ranges (512 + 588 rows), three (256 + 512 + 332)
+        at::set_num_threads(more);
+        auto two = GptqQuantizeWeight(layer->weight, layer->hessian, spec, options);
+        ASSERT_TRUE(two.ok()) << two.status();
+        EXPECT_TRUE(at::equal(one->weight, two->weight))
+            << layer->weight.size(0) << " rows, " << more << " threads: "
+            << (one->weight != two->weight).sum().item<int64_t>() << " elements differ";
+        EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
+        EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
+        auto again = FakeQuantize(two->weight, spec, two->params);
+        ASSERT_TRUE(again.ok()) << again.status();
+        EXPECT_TRUE(at::equal(*again, two->weight));
+      }
+    }
   }
   at::set_num_threads(threads);
 }
@@ -445,9 +458,12 @@ TEST(GptqTest, BadInputsNameTheField) {
 // The exact accumulation computes the lower triangle (in panels of GEMMs, or in one symmetric rank-k update when
 // that sums as the threaded GEMM does) and mirrors it: the bits of Quark's add_batch with its full GEMM, over several
 // batches, at sizes with several panels and token counts that split into uneven blocks, with one BLAS thread and
-// with two (OpenBLAS's single-threaded and threaded GEMMs split the tokens differently).
+// with two (OpenBLAS's single-threaded and threaded GEMMs split the tokens differently). Those bits hold on
+// OpenBLAS's AVX-512 kernels (blas_kernels.h); on any other kernels the test checks the float64 bound
+// (hessian_bound.h) instead, and says so.
 TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
-  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx512));  // the kernels these bits assume (blas_kernels.h)
+  const ::testing::AssertionResult bits = BitForBitBlasKernels(Verified::kAvx512);
+  if (!bits) std::cout << "Bits not compared, float64 bound only: " << bits.message() << "\n";
   const int initial_threads = BlasThreads();
   for (const int threads : {1, 2}) {
     if (initial_threads == 0 && threads > 1) continue;  // no OpenBLAS: nothing to set
@@ -469,6 +485,12 @@ TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
       }
       auto h = std::move(accumulator).Finish();
       ASSERT_TRUE(h.ok());
+      const ::testing::AssertionResult bound = WithinFloat32Bound(*h, quark, batches);
+      EXPECT_TRUE(bound) << "K = " << k << ", " << threads << " BLAS threads";
+      if (!bits) {
+        std::cout << "K = " << k << ", " << threads << " BLAS threads: " << bound.message() << "\n";
+        continue;
+      }
       EXPECT_TRUE(at::equal(*h, quark)) << "K = " << k << ", " << tokens << " tokens, " << threads
                                         << " BLAS threads: " << (*h != quark).sum().item<int64_t>() << " differ";
     }
@@ -477,8 +499,9 @@ TEST(GptqTest, HessianIsQuarksAddBatchBitForBit) {
 }
 
 // The first batch is written over the uninitialised sum, not added to zeros: the same bits, also when that first
-// batch has no tokens, and on the fast path.
+// batch has no tokens, and on the fast path (the bits on AVX-512 kernels, the float64 bound on any).
 TEST(GptqTest, HessianStartsFromItsFirstBatch) {
+  const ::testing::AssertionResult bits = BitForBitBlasKernels(Verified::kAvx512);
   const int64_t k = 96;
   at::manual_seed(5);
   const at::Tensor empty = at::randn({1, 0, k}), x = at::randn({2, 40, k});
@@ -491,7 +514,8 @@ TEST(GptqTest, HessianStartsFromItsFirstBatch) {
   quark += inp.matmul(inp.t());
   auto h = std::move(accumulator).Finish();
   ASSERT_TRUE(h.ok());
-  EXPECT_TRUE(at::equal(*h, quark));
+  EXPECT_TRUE(WithinFloat32Bound(*h, quark, {empty, x}));
+  if (bits) EXPECT_TRUE(at::equal(*h, quark));
   HessianAccumulator fast(k, /*fast=*/true);
   ASSERT_TRUE(fast.Add(x).ok());
   auto f = std::move(fast).Finish();
