@@ -61,9 +61,14 @@ class SplitSumLinear : public runtime::LinearLike {
   SplitSumLinear(std::shared_ptr<quantize::QuantLinear> inner, int64_t parts) : inner_(std::move(inner)), parts_(parts) {}
   at::Tensor forward(const at::Tensor& x) override {
     const at::Tensor xq = inner_->quantizers().Input(x), w = inner_->weight();
-    const int64_t step = w.size(1) / parts_;  // the widths here (256, 768) divide by every part count used
-    at::Tensor y = at::linear(xq.narrow(-1, 0, step), w.narrow(1, 0, step));
-    for (int64_t p = 1; p < parts_; ++p) y = y + at::linear(xq.narrow(-1, p * step, step), w.narrow(1, p * step, step));
+    // Part p covers [k p / parts, k (p + 1) / parts): equal where the width divides (256, 768), near-equal else (172).
+    const int64_t k = w.size(1);
+    at::Tensor y;
+    for (int64_t p = 0; p < parts_; ++p) {
+      const int64_t begin = k * p / parts_, size = k * (p + 1) / parts_ - begin;
+      const at::Tensor part = at::linear(xq.narrow(-1, begin, size), w.narrow(1, begin, size));
+      y = p == 0 ? part : y + part;
+    }
     return y;
   }
   int64_t in_features() const override { return inner_->in_features(); }
@@ -328,6 +333,14 @@ onnx::ModelProto ExportAndCompare(const std::string& name, const std::string& fi
   }
   EXPECT_EQ(ort.exit_code, 0) << name << ": " << ort.output;
   EXPECT_NEAR(ort.ppl, r->engine_ppl, tolerance) << name << ": " << ort.output;
+  if (quantized_activations) {
+    // Tighter than the fixed cap: ONNX Runtime's figure within twice the engine's own spread over the equally valid
+    // GEMM orders (SplitSumLinear) of this run, or the 1e-3 where that spread is smaller (#33 item 4).
+    double spread = 0;
+    for (double split : r->engine_ppl_split) spread = std::max(spread, std::abs(split - r->engine_ppl));
+    EXPECT_NEAR(ort.ppl, r->engine_ppl, std::max(1e-3, 2 * spread))
+        << name << ": outside twice the engine's own spread over GEMM orders (" << spread << "): " << ort.output;
+  }
   if (check_kv) EXPECT_LE(ort.json.value("kv_max_diff", 1.0), 1e-3) << name << ": KV-cache path: " << ort.output;
   std::cout << "[onnx] " << name << " (" << fixture << ", opset " << expected_opset << "): engine ppl "
             << std::setprecision(7) << r->engine_ppl << ", ONNX Runtime ppl " << ort.ppl << ", |diff| "
@@ -419,6 +432,14 @@ TEST_F(OnnxExportTest, Int8PerChannelWeightPerTokenDynamicActivation) {
   EXPECT_EQ(CountOps(model, "QuantizeLinear"), 0);   // dynamic: the scale is computed in the graph
   EXPECT_EQ(CountOps(model, "ReduceMax"), 4 * 7);   // one per-token amax per linear
   EXPECT_EQ(FindInitializer(model, "model.layers.0.mlp.up_proj.input_scale"), nullptr);
+}
+
+// stories260K (GQA, 172-wide MLP), the model of #33 item 4's per-token figure.
+TEST_F(OnnxExportTest, Int8PerTokenDynamicStories260K) {
+  const onnx::ModelProto model = ExportAndCompare("int8_pc_pt_dynamic_stories260K", "stories260K",
+                                                  PresetOrDie("w_int8_per_channel_a_int8_per_token_dynamic"), 17,
+                                                  kQuantizedActivationTolerance, /*check_kv=*/false);
+  EXPECT_EQ(CountOps(model, "ReduceMax"), 5 * 7);  // one per-token amax per linear, 5 layers
 }
 
 TEST_F(OnnxExportTest, Uint4Group128WeightOnlyUsesOpset21BlockSize) {
