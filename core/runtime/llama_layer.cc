@@ -19,6 +19,7 @@ at::Tensor LlamaAttention::forward(const at::Tensor& x, const LayerContext& cont
   at::Tensor v = v_proj->forward(x).view({batch, seq, kv_heads, head_dim}).transpose(1, 2).contiguous();
   q = ApplyRope(q, context.cos, context.sin);
   k = ApplyRope(k, context.cos, context.sin);
+  if (key_cache_quantizer) k = key_cache_quantizer(k);
   TORCH_CHECK(window == 0 || (context.sliding_window == window && context.sliding_mask.defined()), "layer window ",
               window, " but the context was built for window ", context.sliding_window);
   const at::Tensor& mask = window > 0 ? context.sliding_mask : context.mask;

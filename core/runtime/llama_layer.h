@@ -3,6 +3,7 @@
 // mlp.{gate,up,down}_proj.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,10 @@ class LlamaAttention : public torch::nn::Module {
   std::shared_ptr<RmsNorm> q_norm, k_norm;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t window = 0;  // sliding window of this layer (0 = none): attends with context.sliding_mask
+  /// Where vLLM quantizes K for its cache (#33 item 4): when set, K [B, kv_heads, T, head_dim] goes through it after
+  /// RoPE (an export's evaluation, quantize/reload.h); unset, K is what k_proj gives (Quark's output quantizer there
+  /// quantizes before RoPE). May throw c10::Error like any module.
+  std::function<at::Tensor(const at::Tensor&)> key_cache_quantizer;
   /// x [B, T, hidden] -> [B, T, hidden]. Throws c10::Error when the layer has a window the context was not
   /// built for (a model/context mix-up, not bad input).
   at::Tensor forward(const at::Tensor& x, const LayerContext& context);
