@@ -12,7 +12,8 @@
 // Every float operation of the column loop is Quark's, element for element (gptq.cc), so with the Hessian and the
 // factor computed as Quark computes them (the default; see HessianAccumulator) the result is Quark's bit for bit on
 // the same BLAS. The factorisations run on the BLAS threads; the column loop runs on ranges of rows in parallel
-// (rows never mix), each with its own single-threaded lazy-update GEMMs, which changes no bit of the result.
+// (rows never mix), its lazy-update GEMMs single-threaded on fixed blocks of rows, so the column loop's bits do not
+// depend on the thread count on any BLAS kernels (on OpenBLAS's AVX-512 ones they are also the one-GEMM bits).
 #pragma once
 
 #include <cstdint>
