@@ -128,16 +128,23 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
 
   // quarkctl report through quarkd: the tables, the JSON and the SVG plot (histogram from the file:// manifest).
   const std::string svg = (quarkd_->root() / "report.svg").string();
+  const std::string png = (quarkd_->root() / "report.png").string();
   const std::string address = quarkd_->address();
   std::ostringstream out, err;
-  const char* report_argv[] = {"quarkctl",        "--server", address.c_str(), "report",
-                               done.id().c_str(), "--svg",    svg.c_str()};
-  ASSERT_EQ(client::RunQuarkctl(7, report_argv, out, err, false), 0) << err.str();
+  const char* report_argv[] = {"quarkctl", "--server", address.c_str(), "report", done.id().c_str(),
+                               "--svg",    svg.c_str(), "--png",       png.c_str()};
+  ASSERT_EQ(client::RunQuarkctl(9, report_argv, out, err, false), 0) << err.str();
   EXPECT_NE(out.str().find("KL divergence against the float model"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("Δp histogram (reloaded - float"), std::string::npos) << out.str();
   std::ifstream svg_in(svg);
   const std::string svg_text((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(svg_text.find("<title>piqa reloaded "), std::string::npos) << svg_text;
+  // The PNG: 640 wide, the heading, the task panel and the reloaded export's histogram (ReportPngTest decodes it).
+  std::ifstream png_in(png, std::ios::binary);
+  const std::string png_bytes((std::istreambuf_iterator<char>(png_in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(png_bytes.size(), 24u);
+  EXPECT_EQ(png_bytes.substr(0, 16), std::string("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16));
+  EXPECT_EQ(png_bytes.substr(16, 8), std::string("\0\0\x02\x80\0\0\x01\xe0", 8)) << "640 x 480";
   std::ostringstream json_out;
   const char* json_argv[] = {"quarkctl", "--server", address.c_str(), "-o", "json", "report", done.id().c_str()};
   ASSERT_EQ(client::RunQuarkctl(7, json_argv, json_out, err, false), 0) << err.str();
