@@ -51,10 +51,10 @@ struct TaskCostCoefficients {
 };
 /// bench/eval/task_cost.sh on the reference machine (2-core EPYC, one thread, 2026-11-29): tinyllama-a and the
 /// 2-layer Llama-2-7B shape. sample_layer_s came out negative and was dropped (the [1, T] forwards' fixed cost is
-/// inside the GEMM term at these sizes); head_weight_s is ~0.57 s a request on a 4096 x 32000 bf16 head.
-inline constexpr TaskCostCoefficients kTaskCostFit = {/*gemm_scale=*/0.6349, /*sample_layer_s=*/0,
-                                                      /*request_s=*/1.813e-3, /*head_weight_s=*/4.322e-9,
-                                                      /*logit_s=*/1.180e-8};
+/// inside the GEMM term at these sizes); head_weight_s is ~0.59 s a request on a 4096 x 32000 bf16 head.
+inline constexpr TaskCostCoefficients kTaskCostFit = {/*gemm_scale=*/0.6672, /*sample_layer_s=*/0,
+                                                      /*request_s=*/1.778e-3, /*head_weight_s=*/4.498e-9,
+                                                      /*logit_s=*/1.055e-8};
 
 /// The decoder's FLOPs for `work`: 2 x decoder params x input tokens + 4 x hidden x layers x attended pairs.
 double TaskFlops(const ModelShape& model, const TaskWork& work);
