@@ -51,9 +51,16 @@ int DrainCommand(CommandContext& ctx, const std::string& worker_id, bool drain);
 /// (against `key_files`, PEM public keys or base64, else quarkd's key) and every artifact's SHA-256.
 int KeyCommand(CommandContext& ctx);
 int VerifyCommand(CommandContext& ctx, const std::string& manifest_uri, const std::vector<std::string>& key_files);
-/// The job's report (job_report.h): text tables, Markdown with `markdown`, JSON with -o json; an SVG plot to
-/// `svg_file` when set; the manifest from `manifest_file` or a file:// manifest_uri for the Δp histograms.
-int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const std::string& svg_file,
+/// Where `quarkctl report` writes its plot besides the tables: SVG and/or PNG ("" = not written).
+struct ReportPlotFiles {
+  std::string svg;
+  std::string png;
+};
+
+/// The job's report (job_report.h): text tables, Markdown with `markdown`, JSON with -o json; the plot to
+/// `plot_files` (report_plot.h, png_image.h); the manifest from `manifest_file` or a file:// manifest_uri for the
+/// Δp histograms.
+int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const ReportPlotFiles& plot_files,
                   const std::string& manifest_file);
 
 }  // namespace quark::client

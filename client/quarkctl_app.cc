@@ -38,6 +38,7 @@ struct Parsed {
   std::vector<std::string> key_files;
   bool markdown = false;     // report --markdown
   std::string svg_file;      // report --svg FILE
+  std::string png_file;      // report --png FILE
   std::string manifest_file; // report --manifest FILE
 };
 
@@ -95,6 +96,7 @@ void AddCommands(CLI::App& app, Parsed& p) {
   report->add_option("id", p.id, "Job id")->required();
   report->add_flag("--markdown", p.markdown, "Markdown tables instead of text");
   report->add_option("--svg", p.svg_file, "Also write the plot (task accuracy, Δp histograms) as SVG to this file");
+  report->add_option("--png", p.png_file, "Also write the same plot as PNG to this file");
   report->add_option("--manifest", p.manifest_file, "The job's manifest.json when its manifest_uri is not file://");
   app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
   app.add_subcommand("presets", "List the named quantization schemes");
@@ -133,7 +135,9 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("get")) return GetCommand(ctx, p.id);
   if (app.got_subcommand("list")) return ListCommand(ctx, p.states, p.labels, p.page_size, p.all);
   if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
-  if (app.got_subcommand("report")) return ReportCommand(ctx, p.id, p.markdown, p.svg_file, p.manifest_file);
+  if (app.got_subcommand("report")) {
+    return ReportCommand(ctx, p.id, p.markdown, {p.svg_file, p.png_file}, p.manifest_file);
+  }
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);

@@ -1,4 +1,4 @@
-// quarkctl report JOB [--markdown] [--svg FILE] [--manifest FILE] (-o json: the report as JSON).
+// quarkctl report JOB [--markdown] [--svg FILE] [--png FILE] [--manifest FILE] (-o json: the report as JSON).
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>
@@ -7,6 +7,7 @@
 #include "client/commands.h"
 #include "client/job_report.h"
 #include "client/output.h"
+#include "client/png_image.h"
 
 namespace quark::client {
 namespace {
@@ -33,7 +34,7 @@ nlohmann::json ReadManifest(const CommandContext& ctx, const quark::v1::Job& job
 
 }  // namespace
 
-int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const std::string& svg_file,
+int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, const ReportPlotFiles& plot_files,
                   const std::string& manifest_file) {
   quark::v1::GetJobRequest request;
   request.set_id(id);
@@ -42,11 +43,12 @@ int ReportCommand(CommandContext& ctx, const std::string& id, bool markdown, con
   grpc::Status status = ctx.stub->GetJob(context.get(), request, &job);
   if (!status.ok()) return RpcError(ctx, "GetJob", status);
   const nlohmann::json report = BuildJobReport(job, ReadManifest(ctx, job, manifest_file));
-  if (!svg_file.empty()) {
-    std::ofstream svg(svg_file);
-    svg << ReportSvg(report);
-    if (!svg) {
-      *ctx.err << "quarkctl: --svg " << svg_file << ": cannot write\n";
+  for (const auto& [flag, file] : {std::pair{"--svg", plot_files.svg}, std::pair{"--png", plot_files.png}}) {
+    if (file.empty()) continue;
+    std::ofstream out(file, std::ios::binary);
+    out << (flag == std::string("--svg") ? ReportSvg(report) : ReportPng(report));
+    if (!out) {
+      *ctx.err << "quarkctl: " << flag << " " << file << ": cannot write\n";
       return kExitUsage;
     }
   }

@@ -1,4 +1,4 @@
-// quarkctl report's text, Markdown and SVG forms of BuildJobReport's JSON (job_report.h).
+// quarkctl report's text and Markdown forms of BuildJobReport's JSON (job_report.h).
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -151,59 +151,6 @@ std::string ReportMarkdown(const Json& r) {
     for (const auto& row : t.rows) absl::StrAppend(&out, "| ", absl::StrJoin(row, " | "), " |\n");
   }
   return out;
-}
-
-std::string ReportSvg(const Json& r) {
-  const std::vector<std::string> colors = {"#4c72b0", "#dd8452", "#55a868", "#c44e52"};
-  std::vector<std::pair<std::string, Json>> tasks;
-  for (const auto& [task, metrics] : r["tasks"].items()) {
-    if (metrics.contains("acc")) tasks.emplace_back(task, metrics["acc"]);
-  }
-  const auto histograms = r.value("delta_p_histogram", Json::object());
-  const int panel_h = 220, width = 640;
-  const int height = 40 + panel_h * static_cast<int>((tasks.empty() ? 0 : 1) + histograms.size());
-  std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
-      << "<text x=\"10\" y=\"20\" font-size=\"14\">job " << r["job"].get<std::string>() << "</text>\n";
-  int top = 40;
-  if (!tasks.empty()) {
-    svg << "<text x=\"10\" y=\"" << top + 12 << "\">task accuracy (acc) per model</text>\n";
-    const double group = (width - 60.0) / tasks.size();
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      int k = 0;
-      for (const auto& [label, value] : tasks[t].second.items()) {
-        const double bar = group / (tasks[t].second.size() + 1), x = 40 + t * group + k * bar;
-        const double h = (panel_h - 60) * value.get<double>();
-        svg << absl::StrFormat(
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s %.4f"
-            "</title></rect>\n",
-            x, top + panel_h - 30 - h, bar * 0.9, h, colors[k % colors.size()], tasks[t].first, label,
-            value.get<double>());
-        svg << absl::StrFormat("<text x=\"%.1f\" y=\"%d\" font-size=\"9\">%s</text>\n", x, top + panel_h - 18, label);
-        ++k;
-      }
-      svg << absl::StrFormat("<text x=\"%.1f\" y=\"%d\">%s</text>\n", 40 + t * group, top + panel_h - 5,
-                             tasks[t].first);
-    }
-    top += panel_h;
-  }
-  for (const auto& [label, h] : histograms.items()) {
-    const std::vector<int64_t> counts = h["counts"].get<std::vector<int64_t>>();
-    const int64_t most = std::max<int64_t>(1, *std::max_element(counts.begin(), counts.end()));
-    svg << "<text x=\"10\" y=\"" << top + 12 << "\">Δp histogram, " << label << " vs float (-1 .. +1)</text>\n";
-    const double bar = (width - 60.0) / counts.size();
-    for (size_t i = 0; i < counts.size(); ++i) {
-      const double hgt = (panel_h - 50.0) * counts[i] / most;
-      svg << absl::StrFormat(
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4c72b0\"><title>%d"
-          "</title></rect>\n",
-          40 + i * bar, top + panel_h - 20 - hgt, bar * 0.9, hgt, counts[i]);
-    }
-    top += panel_h;
-  }
-  svg << "</svg>\n";
-  return svg.str();
 }
 
 }  // namespace quark::client

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "core/cli/command_registry.h"
 #include "core/eval/eval_json.h"
 #include "core/eval/kld_eval.h"
@@ -35,21 +36,39 @@ int RunKldEval(const EvalArgs& args) {
   if (args.reference.empty()) return EvalFailure(absl::InvalidArgumentError("--kld needs --reference FLOAT_MODEL"));
   auto options = EvalStreamerOptions(args);
   if (!options.ok()) return EvalFailure(options.status());
-  auto model = OpenEvalModel(args.model, *options);
-  if (!model.ok()) return EvalFailure(absl::InvalidArgumentError("--model: " + std::string(model.status().message())));
-  auto reference = OpenEvalModel(args.reference, *options);
-  if (!reference.ok()) {
-    return EvalFailure(absl::InvalidArgumentError("--reference: " + std::string(reference.status().message())));
+  // Each model is open only for its own pass (the float model closed before the model opens), so that their
+  // mapped embeddings and vocabulary projections are never resident together; --model is opened once first so
+  // that a bad path fails before the reference pass.
+  int64_t model_vocab = 0;
+  if (auto model = OpenEvalModel(args.model, *options); !model.ok()) {
+    return EvalFailure(absl::InvalidArgumentError("--model: " + std::string(model.status().message())));
+  } else {
+    model_vocab = model->streamer->config().vocab_size;
   }
-  // The reference's tokenization, as llama-perplexity --kl-divergence-base stores it with the base log-probs.
-  auto ids = EvalInputIds(args.text, args.token_ids, *reference);
-  if (!ids.ok()) return EvalFailure(ids.status());
   eval::KldOptions kld;
   kld.n_ctx = args.seq_len;
   kld.max_chunks = args.max_windows;
-  kld.reference_hooks = reference->hooks;
+  absl::StatusOr<eval::KldReference> rows;
+  {
+    auto reference = OpenEvalModel(args.reference, *options);
+    if (!reference.ok()) {
+      return EvalFailure(absl::InvalidArgumentError("--reference: " + std::string(reference.status().message())));
+    }
+    if (const int64_t vocab = reference->streamer->config().vocab_size; vocab != model_vocab) {
+      return EvalFailure(absl::InvalidArgumentError(
+          absl::StrCat("--reference: vocabulary of ", vocab, " tokens, the model's is ", model_vocab)));
+    }
+    // The reference's tokenization, as llama-perplexity --kl-divergence-base stores it with the base log-probs.
+    auto ids = EvalInputIds(args.text, args.token_ids, *reference);
+    if (!ids.ok()) return EvalFailure(ids.status());
+    kld.reference_hooks = reference->hooks;
+    rows = eval::WriteKldReference(*reference->streamer, *ids, kld);
+    if (!rows.ok()) return EvalFailure(rows.status());
+  }
+  auto model = OpenEvalModel(args.model, *options);
+  if (!model.ok()) return EvalFailure(absl::InvalidArgumentError("--model: " + std::string(model.status().message())));
   kld.model_hooks = model->hooks;
-  auto result = eval::EvaluateKld(*reference->streamer, *model->streamer, *ids, kld);
+  auto result = eval::ScoreKld(*model->streamer, *rows, kld);
   if (!result.ok()) return EvalFailure(result.status());
   if (args.json) {
     std::cout << eval::KldJson(*result).dump() << "\n";

@@ -245,10 +245,9 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
     const int runs = 2 + (job.accuracy_gate ? static_cast<int>(e.artifacts.size()) : 0);
     e.phases.push_back(Phase(c, "evaluate", runs * stream_seconds(job.evaluation_tokens, window), window_working));
   }
-  if (job.task_streams > 0) {
-    const double per_stream_tokens = static_cast<double>(job.task_tokens) * job.task_models / job.task_streams;
-    e.phases.push_back(Phase(c, "evaluate_tasks",
-                             job.task_streams * stream_seconds(per_stream_tokens, kTaskRequestSpan),
+  if (!job.tasks.empty() && job.task_models > 0) {
+    const TaskWork work = EstimatedTaskWork(job.tasks, job.task_limit, mc.hidden_size);
+    e.phases.push_back(Phase(c, "evaluate_tasks", job.task_models * TaskSeconds(model, work, rates),
                              c.layer_f32 + kTaskActivationBytes + 4ull * 64 * mc.vocab_size));
   }
   if (job.kld_exports > 0 && job.evaluation_tokens > 0) {

@@ -34,8 +34,9 @@
 //               + artifact bytes / disk write rate
 //   evaluate    2 x params x tokens FLOPs per perplexity run at GEMM rate + the weights read back per run
 //               (runs: float and quantized model, + one per export read back when the accuracy gate is on)
-//   evaluate_tasks  2 x active params x task tokens per model at GEMM rate + the weights read once per task and
-//               model; memory: base + layer + kTaskActivationBytes (the scorer's activations per pass)
+//   evaluate_tasks  per model (float + each export read back), the scorer's counted work priced by TaskSeconds
+//               (task_cost.h: passes x weights read, decoder GEMMs, and the fitted per-sample-layer, per-request,
+//               vocabulary-projection and per-logit terms); memory: base + layer + kTaskActivationBytes
 //   evaluate_kld    per export, the float model and the export over the evaluation tokens, as evaluate's runs
 #pragma once
 
@@ -47,6 +48,7 @@
 #include "core/config/quant_spec.h"
 #include "core/estimate/artifact_size.h"
 #include "core/estimate/model_shape.h"
+#include "core/estimate/task_cost.h"
 #include "core/estimate/throughput.h"
 
 namespace quark::estimate {
@@ -70,8 +72,6 @@ inline constexpr uint64_t kGptqWorkspaceBytes = 8ull << 20;
 inline constexpr double kGptqOpsPerColumn = 10;
 /// The task scorer's hidden-state memory per streamed pass (TaskScoreOptions::activation_bytes_per_pass).
 inline constexpr uint64_t kTaskActivationBytes = 256ull << 20;
-/// The attention span of a task request (its own tokens; lm-eval's prompts are short).
-inline constexpr int64_t kTaskRequestSpan = 128;
 
 struct JobInputs {
   Config config;                  // resolved, algo_config included
@@ -84,12 +84,12 @@ struct JobInputs {
   int64_t evaluation_tokens = 0;  // 0 = no evaluate phase
   int64_t evaluation_seq_len = 2048;
   bool accuracy_gate = false;     // the exports are read back and evaluated too
-  // #31, tasks and KLD after the export (core/eval/model_evaluation.h): evaluate_tasks streams each model once per
-  // task over its requests' tokens; evaluate_kld streams the float model and one export over the evaluation text
-  // per export read back.
-  int64_t task_tokens = 0;        // tokens one model reads for every task's requests together
-  int64_t task_streams = 0;       // tasks x models (float + the exports read back)
-  int64_t task_models = 0;        // float + the exports read back
+  // #31, tasks and KLD after the export (core/eval/model_evaluation.h): evaluate_tasks scores every task on each
+  // model (EstimatedTaskWork's counts, task_cost.h); evaluate_kld streams the float model and one export over the
+  // evaluation text per export read back.
+  std::vector<std::string> tasks;  // lm-eval task names
+  int64_t task_limit = 0;          // --limit (0 = all)
+  int64_t task_models = 0;         // float + the exports read back
   int64_t kld_exports = 0;        // exports whose KLD is measured (0 = no evaluate_kld phase)
 };
 

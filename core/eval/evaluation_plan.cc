@@ -50,29 +50,6 @@ absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::strin
   return absl::OkStatus();
 }
 
-int64_t EstimatedTaskTokens(const EvaluationPlan& plan) {
-  struct TaskSize {
-    const char* name;
-    int64_t examples;
-    int64_t requests;           // per example
-    int64_t chars_per_request;  // prompt + continuation
-    int64_t subjects;           // --limit applies per subject
-  };
-  static constexpr TaskSize kSizes[] = {{"arc_easy", 2376, 4, 155, 1}, {"arc_challenge", 1172, 4, 180, 1},
-                                        {"piqa", 1838, 2, 153, 1},     {"winogrande", 1267, 2, 101, 1},
-                                        {"mmlu", 14042, 4, 548, 57},   {"lambada_openai", 5153, 1, 323, 1}};
-  constexpr double kCharsPerToken = 3.5;
-  double tokens = 0;
-  for (const std::string& name : plan.tasks) {
-    for (const TaskSize& t : kSizes) {
-      if (name != t.name) continue;
-      const int64_t examples = plan.task_limit > 0 ? std::min(t.examples, plan.task_limit * t.subjects) : t.examples;
-      tokens += static_cast<double>(examples * t.requests * t.chars_per_request) / kCharsPerToken;
-    }
-  }
-  return static_cast<int64_t>(tokens);
-}
-
 std::string GatedTaskMetric(const std::string&) { return "acc"; }
 
 std::string TaskMetricName(const std::string& task, const std::string& metric, const std::string& label) {

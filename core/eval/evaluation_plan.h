@@ -39,13 +39,6 @@ std::string GatedTaskMetric(const std::string& task);
 /// Metric name of figure `metric` of `task` for model `label`: arc_easy_acc_float.
 std::string TaskMetricName(const std::string& task, const std::string& metric, const std::string& label);
 
-/// Tokens one model reads to score the plan's tasks (every request of the examples task_limit keeps), for the
-/// estimator: per task the fixture's examples (mmlu: 57 subjects, the limit per subject), lm-eval's requests per
-/// example and the mean characters of a request (prompt + continuation, measured on ../shared/fixtures/tasks) at 3.5
-/// characters per token (Llama's SentencePiece on English text; the small-vocabulary fixtures take about twice as
-/// many tokens). Unknown tasks count 0.
-int64_t EstimatedTaskTokens(const EvaluationPlan& plan);
-
 /// "" when every gate holds on `metrics`, else the first broken gate with its bound and figure:
 /// "evaluation gate: max_kld 0.01 < kld_mean_reloaded 0.0234". `labels` are the exports evaluated. A figure the
 /// gate needs but `metrics` lacks breaks the gate (named as missing).

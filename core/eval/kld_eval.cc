@@ -14,10 +14,7 @@
 namespace quark::eval {
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using ScratchFile = std::unique_ptr<std::FILE, FileCloser>;
+using ScratchFile = std::unique_ptr<std::FILE, KldReference::FileCloser>;
 
 // An anonymous scratch file: unlinked at once, so it goes away with the process whatever happens.
 absl::StatusOr<ScratchFile> OpenScratch(const std::string& dir) {
@@ -56,16 +53,15 @@ absl::Status ForEachScoredRow(runtime::LayerStreamer& streamer, const at::Tensor
 
 }  // namespace
 
-absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime::LayerStreamer& model,
-                                      const std::vector<int64_t>& ids, const KldOptions& options) {
+void KldReference::FileCloser::operator()(std::FILE* f) const { std::fclose(f); }
+
+absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference, const std::vector<int64_t>& ids,
+                                               const KldOptions& options) {
   const auto& ref_config = reference.config();
-  const int64_t vocab = ref_config.vocab_size;
-  if (model.config().vocab_size != vocab) {
-    return absl::InvalidArgumentError(StrCat("--reference: vocabulary of ", vocab, " tokens, the model's is ",
-                                             model.config().vocab_size));
-  }
-  const int64_t max_pos = std::min(ref_config.max_position_embeddings, model.config().max_position_embeddings);
-  KldResult result;
+  KldReference ref;
+  ref.vocab = ref_config.vocab_size;
+  KldResult& result = ref.result;
+  const int64_t max_pos = ref_config.max_position_embeddings;
   result.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(512, max_pos);
   if (result.n_ctx < 4 || (max_pos > 0 && result.n_ctx > max_pos)) {
     return absl::InvalidArgumentError(StrCat("n_ctx: ", result.n_ctx, " must be in [4, max_position_embeddings = ",
@@ -83,28 +79,26 @@ absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime
                                              ids.size()));
   }
   const int64_t bos = options.bos_token_id >= 0 ? options.bos_token_id : ref_config.bos_token_id;
-  std::vector<at::Tensor> chunks;
   for (int64_t c = 0; c < result.chunks; ++c) {
     std::vector<int64_t> chunk(ids.begin() + c * result.n_ctx, ids.begin() + (c + 1) * result.n_ctx);
     chunk[0] = bos;
-    chunks.push_back(at::tensor(chunk, at::kLong).unsqueeze(0));
+    ref.chunks.push_back(at::tensor(chunk, at::kLong).unsqueeze(0));
   }
   const int64_t first = result.n_ctx / 2;
   const int64_t last = result.n_ctx - 2;
-  const int64_t width = KldRowWidth(vocab);
-  std::vector<uint16_t> row(static_cast<size_t>(width));
+  std::vector<uint16_t> row(static_cast<size_t>(KldRowWidth(ref.vocab)));
   auto scratch = OpenScratch(options.scratch_dir);
   if (!scratch.ok()) return scratch.status();
-  std::FILE* file = scratch->get();
-
-  auto start = std::chrono::steady_clock::now();
+  ref.rows = *std::move(scratch);
+  std::FILE* file = ref.rows.get();
+  const auto start = std::chrono::steady_clock::now();
   absl::Status status = ForEachHidden(
-      reference, chunks, options.reference_hooks, options.activation_bytes_per_pass,
+      reference, ref.chunks, options.reference_hooks, options.activation_bytes_per_pass,
       [&](size_t c, const at::Tensor& hidden) {
-        const int64_t* tokens = chunks[c].data_ptr<int64_t>();
+        const int64_t* tokens = ref.chunks[c].data_ptr<int64_t>();
         return ForEachScoredRow(reference, hidden, first, last, options.logits_block,
                                 [&](int64_t j, const float* logits) {
-                                  EncodeReferenceRowRef(logits, vocab, tokens[j + 1], row.data());
+                                  EncodeReferenceRowRef(logits, ref.vocab, tokens[j + 1], row.data());
                                   if (std::fwrite(row.data(), sizeof(uint16_t), row.size(), file) != row.size()) {
                                     return absl::InternalError("KLD scratch file: write failed (disk full?)");
                                   }
@@ -114,13 +108,33 @@ absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime
   if (!status.ok()) return status;
   result.reference_seconds = SecondsSince(start);
   result.scratch_bytes = static_cast<int64_t>(std::ftell(file));
-  std::rewind(file);
+  return ref;
+}
 
+absl::StatusOr<KldResult> ScoreKld(runtime::LayerStreamer& model, KldReference& reference,
+                                   const KldOptions& options) {
+  KldResult result = reference.result;
+  const int64_t vocab = reference.vocab;
+  if (model.config().vocab_size != vocab) {
+    return absl::InvalidArgumentError(StrCat("--reference: vocabulary of ", vocab, " tokens, the model's is ",
+                                             model.config().vocab_size));
+  }
+  const int64_t max_pos = model.config().max_position_embeddings;
+  if (max_pos > 0 && result.n_ctx > max_pos) {
+    return absl::InvalidArgumentError(StrCat("n_ctx: ", result.n_ctx, " must be in [4, max_position_embeddings = ",
+                                             max_pos, "]"));
+  }
+  const int64_t first = result.n_ctx / 2;
+  const int64_t last = result.n_ctx - 2;
+  std::vector<uint16_t> row(static_cast<size_t>(KldRowWidth(vocab)));
+  std::FILE* file = reference.rows.get();
+  std::rewind(file);
   KldSums sums;
-  start = std::chrono::steady_clock::now();
-  status = ForEachHidden(
-      model, chunks, options.model_hooks, options.activation_bytes_per_pass, [&](size_t c, const at::Tensor& hidden) {
-        const int64_t* tokens = chunks[c].data_ptr<int64_t>();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = ForEachHidden(
+      model, reference.chunks, options.model_hooks, options.activation_bytes_per_pass,
+      [&](size_t c, const at::Tensor& hidden) {
+        const int64_t* tokens = reference.chunks[c].data_ptr<int64_t>();
         return ForEachScoredRow(model, hidden, first, last, options.logits_block, [&](int64_t j, const float* logits) {
           if (std::fread(row.data(), sizeof(uint16_t), row.size(), file) != row.size()) {
             return absl::InternalError("KLD scratch file: read failed");
@@ -135,6 +149,21 @@ absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime
   result.model_seconds = SecondsSince(start);
   result.summary = SummarizeKld(sums, result.kld_values, result.p_diff_values);
   return result;
+}
+
+absl::StatusOr<KldResult> EvaluateKld(runtime::LayerStreamer& reference, runtime::LayerStreamer& model,
+                                      const std::vector<int64_t>& ids, const KldOptions& options) {
+  if (model.config().vocab_size != reference.config().vocab_size) {
+    return absl::InvalidArgumentError(StrCat("--reference: vocabulary of ", reference.config().vocab_size,
+                                             " tokens, the model's is ", model.config().vocab_size));
+  }
+  // The smaller context of the two bounds n_ctx, as before the split.
+  KldOptions bounded = options;
+  const int64_t max_pos = std::min(reference.config().max_position_embeddings, model.config().max_position_embeddings);
+  if (bounded.n_ctx == 0) bounded.n_ctx = std::min<int64_t>(512, max_pos);
+  auto ref = WriteKldReference(reference, ids, bounded);
+  if (!ref.ok()) return ref.status();
+  return ScoreKld(model, *ref, bounded);
 }
 
 }  // namespace quark::eval

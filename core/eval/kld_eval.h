@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,29 @@ struct KldResult {
   std::vector<float> kld_values;     // per scored token, in text order
   std::vector<float> p_diff_values;  // per scored token, in text order
 };
+
+/// The reference's half of the evaluation: its chunks and their rows in an unlinked scratch file (gone with the
+/// object). Once WriteKldReference returns, the reference model may be closed before the model is opened, so that
+/// the two never hold their mapped embeddings and vocabulary projections at once (the KLD pass's peak is then the
+/// larger single model's, not both: docs/results/evaluation.md).
+struct KldReference {
+  struct FileCloser {
+    void operator()(std::FILE* f) const;
+  };
+  std::unique_ptr<std::FILE, FileCloser> rows;
+  std::vector<at::Tensor> chunks;  // [1, n_ctx] ids each
+  int64_t vocab = 0;
+  KldResult result;  // n_ctx, chunks, input_tokens, scratch_bytes, reference_seconds filled
+};
+
+/// The reference pass of EvaluateKld. Errors as EvaluateKld's (except the vocabulary check, made by ScoreKld).
+absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference, const std::vector<int64_t>& ids,
+                                               const KldOptions& options = {});
+
+/// The model pass against `reference`'s rows (read from the start; consumed). InvalidArgument when the model's
+/// vocabulary or max_position_embeddings does not fit the reference's chunks.
+absl::StatusOr<KldResult> ScoreKld(runtime::LayerStreamer& model, KldReference& reference,
+                                   const KldOptions& options = {});
 
 /// `ids` with BOS first (the reference's tokenization). InvalidArgument: vocabularies differ, n_ctx below 4 or
 /// above max_position_embeddings, or fewer than n_ctx tokens; streamer errors pass through; Internal when the

@@ -102,9 +102,9 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
   int64_t readable = 0;
   for (estimate::ExportKind kind : job.formats) readable += kind == estimate::ExportKind::kOnnx ? 0 : 1;
   const quark::eval::EvaluationPlan plan = quark::eval::PlanFromProto(eval);
-  job.task_tokens = quark::eval::EstimatedTaskTokens(plan);
+  job.tasks = plan.tasks;
+  job.task_limit = plan.task_limit;
   job.task_models = 1 + readable;
-  job.task_streams = static_cast<int64_t>(plan.tasks.size()) * job.task_models;
   job.kld_exports = plan.kld ? readable : 0;
   return job;
 }

@@ -4,7 +4,7 @@
 #include "core/config/presets.h"
 #include "core/estimate/job_estimate.h"
 #include "core/estimate/model_shape.h"
-#include "core/eval/evaluation_plan.h"
+#include "core/estimate/task_cost.h"
 
 namespace quark::estimate {
 namespace {
@@ -19,13 +19,18 @@ const PhaseEstimate* Find(const JobEstimate& e, const std::string& phase) {
 TEST(EvalEstimateTest, TasksAndKldAddPhasesThatGrowWithTheirWork) {
   absl::StatusOr<ModelShape> model = ReadModelShape(QUARK_TEST_SOURCE_DIR "/../shared/fixtures/tinyllama-a");
   ASSERT_TRUE(model.ok()) << model.status();
-  eval::EvaluationPlan plan;
-  plan.tasks = {"arc_easy"};
-  plan.task_limit = 100;
-  EXPECT_EQ(eval::EstimatedTaskTokens(plan), 100 * 4 * 155 * 2 / 7);  // examples x choices x chars / 3.5
-  plan.tasks = {"mmlu"};
-  plan.task_limit = 1;  // per subject: 57 questions
-  EXPECT_EQ(eval::EstimatedTaskTokens(plan), 57 * 4 * 548 * 2 / 7);
+  // The fixtures' statistics per example (task_fixture_stats.inc; TaskWorkTest holds them to the counts).
+  const TaskWork arc = EstimatedTaskWork({"arc_easy"}, 100, 4096);
+  EXPECT_EQ(arc.requests, 400);  // 3.9987 a question: a few have 3 or 5 choices
+  EXPECT_EQ(arc.input_tokens, 13493);
+  EXPECT_EQ(arc.passes, 1);
+  const TaskWork mmlu = EstimatedTaskWork({"mmlu"}, 1, 4096);  // --limit per subject: 57 questions
+  EXPECT_EQ(mmlu.requests, 57 * 4);
+  EXPECT_EQ(mmlu.samples, 57);  // the four answers share their input
+  EXPECT_EQ(EstimatedTaskWork({"mmlu"}, 0, 4096).passes, 121);  // 1,968,759 tokens, 16,384 to a pass
+  TaskWork both = EstimatedTaskWork({"arc_easy"}, 1, 4096);
+  both += mmlu;
+  EXPECT_EQ(EstimatedTaskWork({"arc_easy", "mmlu", "hellaswag"}, 1, 4096), both) << "unknown names count nothing";
 
   JobInputs job;
   job.config = *PresetConfig("uint4_wo_128");
@@ -36,20 +41,20 @@ TEST(EvalEstimateTest, TasksAndKldAddPhasesThatGrowWithTheirWork) {
   EXPECT_EQ(Find(*plain, "evaluate_tasks"), nullptr);
   EXPECT_EQ(Find(*plain, "evaluate_kld"), nullptr);
 
-  job.task_tokens = 20000;
-  job.task_models = 2;
-  job.task_streams = 2;
+  job.tasks = {"arc_easy", "piqa"};
+  job.task_limit = 20;
+  job.task_models = 1;
   job.kld_exports = 1;
   absl::StatusOr<JobEstimate> one = EstimateJob(*model, job, ReferenceThroughput());
-  job.task_tokens = 40000;
-  job.task_streams = 4;  // two tasks of the same total size each
+  job.task_models = 2;  // float + one export read back
   job.kld_exports = 2;
   absl::StatusOr<JobEstimate> two = EstimateJob(*model, job, ReferenceThroughput());
   ASSERT_TRUE(one.ok() && two.ok());
   const PhaseEstimate* tasks1 = Find(*one, "evaluate_tasks");
   const PhaseEstimate* tasks2 = Find(*two, "evaluate_tasks");
   ASSERT_TRUE(tasks1 && tasks2);
-  EXPECT_GT(tasks1->seconds, 0);
+  EXPECT_DOUBLE_EQ(tasks1->seconds,
+                   TaskSeconds(*model, EstimatedTaskWork(job.tasks, 20, 256), ReferenceThroughput()));
   EXPECT_NEAR(tasks2->seconds, 2 * tasks1->seconds, 1e-9 * tasks1->seconds);
   // KLD: the float model and the export over the text, per export: twice the perplexity pass's run each.
   const PhaseEstimate* evaluate = Find(*one, "evaluate");

@@ -2,7 +2,7 @@
 // HF-quark export to file://, then scores lm-eval tasks on the float model and the export read back and measures
 // the export's KL divergence against the float model. The job's figures are checked against `quark eval` on the
 // published export (the same definitions run by the CLI: equal to the last bit), the progress reports each step,
-// and the gates fail the job FAILED_PRECONDITION with the artifacts kept and the manifest marked.
+// and the gates (KLD, task drop) fail the job FAILED_PRECONDITION with the artifacts kept and the manifest marked.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -128,16 +128,23 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
 
   // quarkctl report through quarkd: the tables, the JSON and the SVG plot (histogram from the file:// manifest).
   const std::string svg = (quarkd_->root() / "report.svg").string();
+  const std::string png = (quarkd_->root() / "report.png").string();
   const std::string address = quarkd_->address();
   std::ostringstream out, err;
-  const char* report_argv[] = {"quarkctl",        "--server", address.c_str(), "report",
-                               done.id().c_str(), "--svg",    svg.c_str()};
-  ASSERT_EQ(client::RunQuarkctl(7, report_argv, out, err, false), 0) << err.str();
+  const char* report_argv[] = {"quarkctl", "--server", address.c_str(), "report", done.id().c_str(),
+                               "--svg",    svg.c_str(), "--png",       png.c_str()};
+  ASSERT_EQ(client::RunQuarkctl(9, report_argv, out, err, false), 0) << err.str();
   EXPECT_NE(out.str().find("KL divergence against the float model"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("Δp histogram (reloaded - float"), std::string::npos) << out.str();
   std::ifstream svg_in(svg);
   const std::string svg_text((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(svg_text.find("<title>piqa reloaded "), std::string::npos) << svg_text;
+  // The PNG: 640 wide, the heading, the task panel and the reloaded export's histogram (ReportPngTest decodes it).
+  std::ifstream png_in(png, std::ios::binary);
+  const std::string png_bytes((std::istreambuf_iterator<char>(png_in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(png_bytes.size(), 24u);
+  EXPECT_EQ(png_bytes.substr(0, 16), std::string("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16));
+  EXPECT_EQ(png_bytes.substr(16, 8), std::string("\0\0\x02\x80\0\0\x01\xe0", 8)) << "640 x 480";
   std::ostringstream json_out;
   const char* json_argv[] = {"quarkctl", "--server", address.c_str(), "-o", "json", "report", done.id().c_str()};
   ASSERT_EQ(client::RunQuarkctl(7, json_argv, json_out, err, false), 0) << err.str();
@@ -185,6 +192,43 @@ TEST_F(EvalE2eTest, ABrokenKldGateFailsTheJobAndMarksThePublishedArtifacts) {
   EXPECT_EQ(manifest["gate"]["passed"], false);
   EXPECT_NE(manifest["gate"]["failure"].get<std::string>().find("max_kld"), std::string::npos);
   EXPECT_TRUE(fs::exists(JobFolder(done) / "model.safetensors"));
+}
+
+// mxfp4 weights cost stories260K one of piqa's first five examples (float 0.6, export 0.4; `quark eval` on both
+// says so): a drop bound of 0 breaks, the measured drop itself holds (accuracies are multiples of 1/5).
+TEST_F(EvalE2eTest, ATaskDropGateBreaksAboveItsBoundAndHoldsAtIt) {
+  quark::v1::SubmitJobRequest request = Request();
+  request.mutable_spec()->set_preset("w_mxfp4_a_mxfp4_weight_only");
+  quark::v1::EvaluationSpec* evaluation = request.mutable_spec()->mutable_evaluation();
+  evaluation->add_tasks("piqa");
+  evaluation->set_task_limit(5);
+  (*evaluation->mutable_max_task_drop())["piqa"] = 0.0;
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job broken = RunJob(request, events);
+  ASSERT_EQ(broken.state(), quark::v1::JOB_STATE_FAILED) << broken.DebugString() << quarkd_->Log();
+  const auto& metrics = broken.result().metrics();
+  ASSERT_TRUE(metrics.count("piqa_acc_float") && metrics.count("piqa_acc_reloaded")) << broken.DebugString();
+  const double drop = metrics.at("piqa_acc_float") - metrics.at("piqa_acc_reloaded");
+  ASSERT_GT(drop, 0) << "the export must lose accuracy for the gate to break: " << broken.DebugString();
+  EXPECT_NE(broken.error().find("FAILED_PRECONDITION: evaluation gate: max_task_drop[piqa] 0 < drop "),
+            std::string::npos)
+      << broken.error();
+  EXPECT_NE(broken.error().find("piqa_acc_reloaded"), std::string::npos) << broken.error();
+  EXPECT_NE(broken.error().find("artifacts kept, marked failed in file://"), std::string::npos) << broken.error();
+  const nlohmann::json marked = Manifest(JobFolder(broken));
+  ASSERT_FALSE(marked.is_discarded()) << "the artifacts are published";
+  EXPECT_EQ(marked["gate"]["passed"], false);
+  EXPECT_NE(marked["gate"]["failure"].get<std::string>().find("max_task_drop[piqa]"), std::string::npos);
+  EXPECT_TRUE(fs::exists(JobFolder(broken) / "model.safetensors"));
+
+  (*request.mutable_spec()->mutable_evaluation()->mutable_max_task_drop())["piqa"] = drop;
+  events.clear();
+  const quark::v1::Job held = RunJob(request, events);
+  ASSERT_EQ(held.state(), quark::v1::JOB_STATE_SUCCEEDED) << held.DebugString() << quarkd_->Log();
+  EXPECT_EQ(held.result().metrics().at("piqa_acc_float") - held.result().metrics().at("piqa_acc_reloaded"), drop);
+  const nlohmann::json passed = Manifest(JobFolder(held));
+  ASSERT_FALSE(passed.is_discarded());
+  EXPECT_EQ(passed["gate"]["passed"], true);
 }
 
 TEST_F(EvalE2eTest, SubmitRefusesUnknownTasksAndGatesOnFiguresNotComputed) {
