@@ -33,6 +33,10 @@ absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::strin
   }
   if (plan.task_limit < 0) return Bad(prefix + ".task_limit", StrCat(plan.task_limit, " is negative"));
   if (plan.task_limit > 0 && plan.tasks.empty()) return Bad(prefix + ".task_limit", "set, but no tasks are named");
+  if (plan.num_fewshot) {
+    if (*plan.num_fewshot < 0) return Bad(prefix + ".num_fewshot", StrCat(*plan.num_fewshot, " is negative"));
+    if (plan.tasks.empty()) return Bad(prefix + ".num_fewshot", "set, but no tasks are named");
+  }
   if (plan.kld && !plan.has_text) return Bad(prefix + ".kld", StrCat("needs evaluation text (", prefix, ".uri)"));
   if (plan.max_kld) {
     const std::string field = prefix + ".max_kld";
@@ -60,7 +64,10 @@ int64_t EstimatedTaskTokens(const EvaluationPlan& plan) {
   };
   static constexpr TaskSize kSizes[] = {{"arc_easy", 2376, 4, 155, 1}, {"arc_challenge", 1172, 4, 180, 1},
                                         {"piqa", 1838, 2, 153, 1},     {"winogrande", 1267, 2, 101, 1},
-                                        {"mmlu", 14042, 4, 548, 57},   {"lambada_openai", 5153, 1, 323, 1}};
+                                        {"mmlu", 14042, 4, 548, 57},   {"lambada_openai", 5153, 1, 323, 1},
+                                        // gsm8k: its 5-shot prompt (3027 characters) + 256 generated tokens (each
+                                        // one token's forward with the KV cache) as 896 characters
+                                        {"gsm8k", 1319, 1, 3923, 1}};
   constexpr double kCharsPerToken = 3.5;
   double tokens = 0;
   for (const std::string& name : plan.tasks) {
@@ -73,7 +80,7 @@ int64_t EstimatedTaskTokens(const EvaluationPlan& plan) {
   return static_cast<int64_t>(tokens);
 }
 
-std::string GatedTaskMetric(const std::string&) { return "acc"; }
+std::string GatedTaskMetric(const std::string& task) { return task == "gsm8k" ? "exact_match_strict_match" : "acc"; }
 
 std::string TaskMetricName(const std::string& task, const std::string& metric, const std::string& label) {
   return StrCat(task, "_", metric, "_", label);
