@@ -23,24 +23,12 @@ std::string CutAtStopSequences(std::string text, const std::vector<std::string>&
   return text;
 }
 
-absl::StatusOr<Generation> GenerateUntil(KvCacheDecoder& decoder, const runtime::Tokenizer& tokenizer,
-                                         const GenerationRequest& request, int64_t max_length) {
-  if (request.max_gen_toks < 1 || request.max_gen_toks >= max_length) {
-    return absl::InvalidArgumentError(StrCat("max_gen_toks ", request.max_gen_toks,
-                                             " must be at least 1 and less than the model's max_length ", max_length));
-  }
-  auto encoded = tokenizer.EncodeWithBos(request.context);
-  if (!encoded.ok()) return encoded.status();
-  if (encoded->empty()) return absl::InvalidArgumentError("the context encodes to no tokens");
+absl::StatusOr<Generation> GreedyContinue(KvCacheDecoder& decoder, const runtime::Tokenizer& tokenizer,
+                                          const std::vector<int64_t>& context, const std::vector<std::string>& until,
+                                          int64_t max_new_tokens) {
+  if (context.empty()) return absl::InvalidArgumentError("the context holds no tokens");
   Generation out;
-  const int64_t max_context = max_length - request.max_gen_toks;
-  std::vector<int64_t> context = *std::move(encoded);
-  if (static_cast<int64_t>(context.size()) > max_context) {
-    context.erase(context.begin(), context.end() - max_context);
-    out.truncated = true;
-  }
   out.context_tokens = static_cast<int64_t>(context.size());
-  const std::vector<std::string>& until = request.until;
   const int64_t eos = tokenizer.eos_id();
   decoder.Reset();
   auto logits = decoder.Append(context);
@@ -50,12 +38,29 @@ absl::StatusOr<Generation> GenerateUntil(KvCacheDecoder& decoder, const runtime:
     out.tokens.push_back(token);
     if (token == eos) break;
     text_tokens.push_back(token);
-    if (static_cast<int64_t>(out.tokens.size()) == request.max_gen_toks) break;
+    if (static_cast<int64_t>(out.tokens.size()) >= max_new_tokens) break;
     if (HoldsStopSequence(tokenizer.Decode(text_tokens), until)) break;
     logits = decoder.Append({token});
   }
   if (!logits.ok()) return logits.status();
   out.text = CutAtStopSequences(tokenizer.Decode(text_tokens), until);
+  return out;
+}
+
+absl::StatusOr<Generation> GenerateUntil(KvCacheDecoder& decoder, const runtime::Tokenizer& tokenizer,
+                                         const GenerationRequest& request, int64_t max_length) {
+  if (request.max_gen_toks < 1 || request.max_gen_toks >= max_length) {
+    return absl::InvalidArgumentError(StrCat("max_gen_toks ", request.max_gen_toks,
+                                             " must be at least 1 and less than the model's max_length ", max_length));
+  }
+  auto encoded = tokenizer.EncodeWithBos(request.context);
+  if (!encoded.ok()) return encoded.status();
+  const int64_t max_context = max_length - request.max_gen_toks;
+  std::vector<int64_t> context = *std::move(encoded);
+  const bool truncated = static_cast<int64_t>(context.size()) > max_context;
+  if (truncated) context.erase(context.begin(), context.end() - max_context);
+  auto out = GreedyContinue(decoder, tokenizer, context, request.until, request.max_gen_toks);
+  if (out.ok()) out->truncated = truncated;
   return out;
 }
 

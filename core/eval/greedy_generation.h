@@ -35,6 +35,12 @@ struct Generation {
 /// lm-eval's postprocess_generated_text: `text` cut at each non-empty stop sequence in turn.
 std::string CutAtStopSequences(std::string text, const std::vector<std::string>& until);
 
+/// Greedy tokens after `context` (taken as it is), at most `max_new_tokens`, stopping at the EOS token or when the
+/// decoded continuation holds a stop sequence; the text is cut at the stop sequences. The decoder is reset first.
+absl::StatusOr<Generation> GreedyContinue(KvCacheDecoder& decoder, const runtime::Tokenizer& tokenizer,
+                                          const std::vector<int64_t>& context, const std::vector<std::string>& until,
+                                          int64_t max_new_tokens);
+
 /// InvalidArgument when max_gen_toks >= max_length (lm-eval's assertion) or the context encodes to nothing; the
 /// decoder's errors pass through. The decoder must hold max_length positions.
 absl::StatusOr<Generation> GenerateUntil(KvCacheDecoder& decoder, const runtime::Tokenizer& tokenizer,
