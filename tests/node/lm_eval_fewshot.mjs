@@ -7,16 +7,12 @@
 // generation. Exit 0 = pass, 1 = fail. Env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR, QUARK_SHARED_DIR.
 import {execFileSync} from 'node:child_process';
 import path from 'node:path';
-import {fileURLToPath} from 'node:url';
 
+import {builtFile, sharedDir} from './llama_cpp_peer.mjs';
 import {taskBuilders} from './lm_eval_docs.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
-const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
-const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
 const tasksDir = path.join(sharedDir, 'fixtures/tasks');
-const quark = path.join(binaryDir, 'core/cli/quark');
+const quark = builtFile('core/cli/quark');
 
 class PythonRandom {
   constructor(seed) {  // seed < 2**32: init_by_array([seed])
