@@ -8,6 +8,8 @@
 //        + 2 * layers * kv_heads * head_dim * max_tokens * sizeof(compute dtype)
 // When `need` exceeds the budget, Load refuses with RESOURCE_EXHAUSTED naming both figures: generation is not
 // layer-streamed (each new token would reread every layer's weights), so a model too large to hold cannot generate.
+// Activation quantization that is static or per token gives the same result cached or not; a per-tensor *dynamic*
+// scale is taken over the tokens of each call (the new token when decoding), not over the whole sequence.
 #pragma once
 
 #include <cstdint>
