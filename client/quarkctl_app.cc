@@ -67,6 +67,8 @@ void AddCommands(CLI::App& app, Parsed& p) {
                      "Accuracy gate (needs --eval): fail without publishing when perplexity rises more, e.g. 0.02");
   submit->add_option("--tasks", p.spec.tasks, "lm-eval tasks scored on the float model and each export: arc_easy,piqa");
   submit->add_option("--task-limit", p.spec.task_limit, "Only the first N examples of each task (lm-eval's --limit)");
+  submit->add_option("--num-fewshot", p.spec.num_fewshot,
+                     "Few-shot examples for every task (lm-eval's --num-fewshot; default each task's: mmlu, gsm8k 5)");
   submit->add_flag("--kld", p.spec.kld, "KL divergence of each export against the float model over --eval's text");
   submit->add_option("--max-kld", p.spec.max_kld, "Gate (needs --kld): fail when an export's mean KLD is larger");
   submit->add_option("--max-task-drop", p.spec.max_task_drop,
@@ -112,6 +114,7 @@ void AddCommands(CLI::App& app, Parsed& p) {
   validate->add_option("--max-ppl-increase", p.spec.max_ppl_increase, "Accuracy gate (estimate: exports read back)");
   validate->add_option("--tasks", p.spec.tasks, "lm-eval tasks after the export (estimate: evaluate_tasks)");
   validate->add_option("--task-limit", p.spec.task_limit, "Examples per task (estimate)");
+  validate->add_option("--num-fewshot", p.spec.num_fewshot, "Few-shot examples for every task");
   validate->add_flag("--kld", p.spec.kld, "KLD of each export against the float model (estimate: evaluate_kld)");
   validate->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (estimate)");
   validate->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file, "Quark algo_config (YAML/JSON)");

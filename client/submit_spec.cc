@@ -69,7 +69,7 @@ absl::Status ApplyInputs(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
 
 }  // namespace
 
-// --tasks (comma-separated lists allowed), --task-limit, --kld, --max-kld, --max-task-drop TASK=DROP. The names and
+// --tasks (comma-separated lists allowed), --task-limit, --num-fewshot, --kld, --max-kld, --max-task-drop TASK=DROP. The names and
 // gates are checked by quarkd at SubmitJob (core/eval/evaluation_plan.h); here only the flags' own form.
 absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec& evaluation) {
   for (const std::string& list : flags.tasks) {
@@ -84,6 +84,12 @@ absl::Status ApplyEvaluation(const SubmitFlags& flags, quark::v1::EvaluationSpec
       return absl::InvalidArgumentError(absl::StrCat("--task-limit: ", *flags.task_limit, " is not >= 1"));
     }
     evaluation.set_task_limit(*flags.task_limit);
+  }
+  if (flags.num_fewshot) {
+    if (*flags.num_fewshot < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--num-fewshot: ", *flags.num_fewshot, " is negative"));
+    }
+    evaluation.set_num_fewshot(*flags.num_fewshot);
   }
   if (flags.kld) evaluation.set_kld(true);
   if (flags.max_kld) evaluation.set_max_kld(*flags.max_kld);

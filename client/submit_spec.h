@@ -33,6 +33,7 @@ struct SubmitFlags {
   // #31: --tasks arc_easy,piqa [--task-limit N] --kld [--max-kld X] [--max-task-drop TASK=X ...]
   std::vector<std::string> tasks;
   std::optional<int> task_limit;
+  std::optional<int> num_fewshot;  // --num-fewshot K (#31 item 2)
   bool kld = false;
   std::optional<double> max_kld;
   std::vector<std::string> max_task_drop;  // TASK=DROP

@@ -82,10 +82,12 @@ void Setup(CLI::App& app) {
                  "--seq-len tokens (default 512), --max-windows chunks, the second half of each scored");
   eval->add_option("--reference", args->reference, "the float model --kld compares with (HF folder or GGUF)");
   eval->add_option("--tasks", args->tasks, "lm-eval tasks, comma separated: arc_easy, arc_challenge, piqa, winogrande, "
-                   "mmlu, lambada_openai (scored as lm-evaluation-harness does)");
+                   "mmlu, lambada_openai, gsm8k (scored as lm-evaluation-harness does; gsm8k generates greedily with a KV "
+                   "cache, the whole model in memory)");
   eval->add_option("--limit", args->limit, "--tasks: the first N examples of each task (mmlu: of each subject)")
       ->check(CLI::NonNegativeNumber);
-  eval->add_option("--num-fewshot", args->num_fewshot, "--tasks: few-shot examples (default: lm-eval's per task)");
+  eval->add_option("--num-fewshot", args->num_fewshot, "--tasks: few-shot examples (default: lm-eval's per task, 5 for mmlu and gsm8k), "
+                 "drawn from the task's own file without the evaluated example (core/eval/fewshot.h)");
   eval->add_option("--tasks-dir", args->tasks_dir, "--tasks: the task files (default ../shared/fixtures/tasks)");
   eval->add_flag("--log-samples", args->log_samples, "--tasks --json: each request's context, continuation, "
                  "tokens and token log-probs");

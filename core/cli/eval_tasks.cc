@@ -8,6 +8,7 @@
 
 #include "core/cli/command_registry.h"
 #include "core/eval/eval_json.h"
+#include "core/eval/fewshot.h"
 #include "core/eval/task_scoring.h"
 
 namespace quark::cli {
@@ -31,14 +32,6 @@ int RunTaskEval(const EvalArgs& args) {
   for (const auto& name : names) {
     auto task = eval::FindTask(name);
     if (!task.ok()) return EvalFailure(task.status());
-    const int64_t fewshot = args.num_fewshot >= 0 ? args.num_fewshot : task->default_fewshot;
-    // Few-shot examples come from a task's training / dev split, which the task folder does not hold.
-    if (fewshot > 0) {
-      return EvalFailure(absl::InvalidArgumentError(
-          "--num-fewshot: " + std::to_string(fewshot) + " for " + name + " (lm-eval's default for it is " +
-          std::to_string(task->default_fewshot) + ") needs its training/dev split, which " + args.tasks_dir +
-          " does not hold; give --num-fewshot 0"));
-    }
     tasks.push_back(*task);
   }
   if (tasks.empty()) return EvalFailure(absl::InvalidArgumentError("--tasks: no task named"));
@@ -50,12 +43,14 @@ int RunTaskEval(const EvalArgs& args) {
   if (!tokenizer.ok()) return EvalFailure(tokenizer.status());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& task : tasks) {
-    auto docs = eval::LoadTaskDocs(task.name, args.tasks_dir, args.limit);
+    int64_t num_fewshot = args.num_fewshot;
+    auto docs = eval::LoadFewshotTaskDocs(task, args.tasks_dir, args.limit, num_fewshot);
     if (!docs.ok()) return EvalFailure(docs.status());
     eval::TaskScoreOptions score_options;
     score_options.hooks = model->hooks;
     auto result = eval::ScoreTask(task, *docs, *model->streamer, **tokenizer, score_options);
     if (!result.ok()) return EvalFailure(result.status());
+    result->num_fewshot = num_fewshot;
     if (result->truncated > 0) {
       std::cerr << "quark eval: " << task.name << ": " << result->truncated << " requests longer than the model's "
                 << result->max_length << " tokens were left-truncated (as lm-eval does)\n";
@@ -68,6 +63,11 @@ int RunTaskEval(const EvalArgs& args) {
       std::printf("%-16s %-10s %8.4f ± %s  (%zu examples, %.1f s)\n", task.name.c_str(), name.c_str(), m.value,
                   m.has_stderr ? std::to_string(m.stderr_value).c_str() : "n/a", result->examples.size(),
                   result->seconds);
+    }
+    if (result->generated_tokens > 0) {
+      std::printf("%-16s generated %lld tokens in %.1f s (%.2f tokens/s, prompts included in the time)\n",
+                  task.name.c_str(), static_cast<long long>(result->generated_tokens), result->seconds,
+                  static_cast<double>(result->generated_tokens) / result->seconds);
     }
   }
   if (args.json) std::cout << nlohmann::json({{"tasks", out}}).dump() << "\n";

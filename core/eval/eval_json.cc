@@ -64,6 +64,17 @@ nlohmann::json TaskResultJson(const TaskResult& r, const std::vector<TaskDoc>& d
       greedy.push_back(q.is_greedy);
     }
     nlohmann::json s = {{"id", e.id}, {"gold", e.gold}, {"loglikelihoods", lls}, {"is_greedy", greedy}};
+    if (!e.filtered.empty()) {  // a generation task: what was generated and what each filter took from it
+      s = {{"id", e.id},
+           {"target", docs[d].requests[0].continuation},
+           {"generation", e.generation},
+           {"generated_tokens", e.generated_tokens.size()},
+           {"filtered", e.filtered}};
+      if (log_samples) {
+        s["context"] = docs[d].requests[0].context;
+        s["tokens"] = e.generated_tokens;
+      }
+    }
     if (docs[d].requests.size() > 1) {
       s["pred"] = e.pred;
       s["pred_norm"] = e.pred_norm;
@@ -88,6 +99,7 @@ nlohmann::json TaskResultJson(const TaskResult& r, const std::vector<TaskDoc>& d
           {"seconds", r.seconds},
           {"truncated_requests", r.truncated},
           {"max_length", r.max_length},
+          {"generated_tokens", r.generated_tokens},
           {"samples", samples}};
 }
 

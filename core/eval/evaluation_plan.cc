@@ -33,6 +33,10 @@ absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::strin
   }
   if (plan.task_limit < 0) return Bad(prefix + ".task_limit", StrCat(plan.task_limit, " is negative"));
   if (plan.task_limit > 0 && plan.tasks.empty()) return Bad(prefix + ".task_limit", "set, but no tasks are named");
+  if (plan.num_fewshot) {
+    if (*plan.num_fewshot < 0) return Bad(prefix + ".num_fewshot", StrCat(*plan.num_fewshot, " is negative"));
+    if (plan.tasks.empty()) return Bad(prefix + ".num_fewshot", "set, but no tasks are named");
+  }
   if (plan.kld && !plan.has_text) return Bad(prefix + ".kld", StrCat("needs evaluation text (", prefix, ".uri)"));
   if (plan.max_kld) {
     const std::string field = prefix + ".max_kld";
@@ -50,7 +54,7 @@ absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::strin
   return absl::OkStatus();
 }
 
-std::string GatedTaskMetric(const std::string&) { return "acc"; }
+std::string GatedTaskMetric(const std::string& task) { return task == "gsm8k" ? "exact_match_strict_match" : "acc"; }
 
 std::string TaskMetricName(const std::string& task, const std::string& metric, const std::string& label) {
   return StrCat(task, "_", metric, "_", label);

@@ -18,8 +18,9 @@
 namespace quark::eval {
 
 struct EvaluationPlan {
-  std::vector<std::string> tasks;  // names from KnownTasks(), scored zero-shot
+  std::vector<std::string> tasks;  // names from KnownTasks()
   int64_t task_limit = 0;          // first N examples per task (mmlu: per subject); 0 = all
+  std::optional<int64_t> num_fewshot;  // few-shot examples for every task; unset = each task's default (fewshot.h)
   bool kld = false;
   bool has_text = false;                        // evaluation text is given (KLD reads it)
   std::optional<double> max_kld;                // gate on each export's mean KLD
@@ -33,7 +34,7 @@ struct EvaluationPlan {
 /// without kld, max_task_drop on a task not in tasks) or a bound that is negative or not a number.
 absl::Status ValidateEvaluationPlan(const EvaluationPlan& plan, const std::string& prefix);
 
-/// The accuracy metric a task's drop gate compares ("acc" for every task known).
+/// The accuracy metric a task's drop gate compares ("acc"; gsm8k: "exact_match_strict_match").
 std::string GatedTaskMetric(const std::string& task);
 
 /// Metric name of figure `metric` of `task` for model `label`: arc_easy_acc_float.

@@ -10,6 +10,7 @@ inline EvaluationPlan PlanFromProto(const quark::v1::EvaluationSpec& spec) {
   EvaluationPlan plan;
   plan.tasks.assign(spec.tasks().begin(), spec.tasks().end());
   plan.task_limit = spec.task_limit();
+  if (spec.has_num_fewshot()) plan.num_fewshot = spec.num_fewshot();
   plan.kld = spec.kld();
   plan.has_text = !spec.uri().empty();
   if (spec.has_max_kld()) plan.max_kld = spec.max_kld();

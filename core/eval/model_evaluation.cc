@@ -4,6 +4,7 @@
 
 #include "core/base/strings.h"
 #include "core/eval/eval_json.h"
+#include "core/eval/fewshot.h"
 #include "core/eval/kld_eval.h"
 #include "core/eval/opened_model.h"
 #include "core/eval/task_scoring.h"
@@ -80,8 +81,10 @@ absl::Status RunTasks(const ModelEvaluationOptions& options, StepCounter& steps,
   for (const std::string& name : options.plan.tasks) {
     auto task = FindTask(name);
     if (!task.ok()) return task.status();
-    auto docs = LoadTaskDocs(name, options.tasks_dir, options.plan.task_limit);
+    int64_t num_fewshot = options.plan.num_fewshot.value_or(-1);
+    auto docs = LoadFewshotTaskDocs(*task, options.tasks_dir, options.plan.task_limit, num_fewshot);
     if (!docs.ok()) return docs.status();
+    report.details["tasks"][name]["num_fewshot"] = num_fewshot;
     for (const auto& [label, path] : models) {
       if (auto s = steps.Start(StrCat("task ", name, " on ", label)); !s.ok()) return s;
       if (auto s = ScoreOn(*task, *docs, label, path, report); !s.ok()) return s;

@@ -65,6 +65,7 @@ absl::Status ForEachJsonLine(const std::string& file, int64_t limit,
 TaskDoc SameContext(std::string id, const std::string& context, std::vector<std::string> choices, int64_t gold) {
   TaskDoc doc{std::move(id), {}, std::move(choices), gold};
   for (const auto& c : doc.choices) doc.requests.push_back({context, " " + c});
+  doc.example = context + " " + doc.choices[static_cast<size_t>(gold)];
   return doc;
 }
 
@@ -133,6 +134,7 @@ absl::Status LoadWinogrande(const std::string& file, int64_t limit, std::vector<
       doc.choices.push_back(sentence->substr(0, blank) + option);
       doc.requests.push_back({doc.choices.back(), " " + rest});
     }
+    doc.example = doc.choices[static_cast<size_t>(doc.gold)] + " " + rest;
     docs.push_back(std::move(doc));
     return absl::OkStatus();
   });
@@ -146,6 +148,7 @@ absl::Status LoadLambada(const std::string& file, int64_t limit, std::vector<Tas
     if (space == std::string::npos) return BadField(file, line, "text", "has no space before a last word");
     // text.split(' ')[:-1] joined by ' ' is the text up to its last space.
     TaskDoc doc{StrCat("lambada:", line), {{text->substr(0, space), text->substr(space)}}, {}, 0};
+    doc.example = *text;  // target_delimiter "": the context and " {last word}"
     docs.push_back(std::move(doc));
     return absl::OkStatus();
   });
@@ -187,10 +190,26 @@ absl::Status LoadMmlu(const std::string& dir, int64_t limit, std::vector<TaskDoc
       const std::string context = description + question + "\nA. " + r.fields[1] + "\nB. " + r.fields[2] + "\nC. " +
                                   r.fields[3] + "\nD. " + r.fields[4] + "\nAnswer:";
       docs.push_back(SameContext(StrCat(subject, ":", r.line), context, {"A", "B", "C", "D"}, key[0] - 'A'));
+      docs.back().description = description;
+      docs.back().example = docs.back().example.substr(description.size());
+      docs.back().group = subject;
       ++n;
     }
   }
   return absl::OkStatus();
+}
+
+// lm-eval's gsm8k: doc_to_text "Question: {question}\nAnswer:", doc_to_target the whole answer (exact_match strips it
+// to the number after "#### "), target_delimiter " ".
+absl::Status LoadGsm8k(const std::string& file, int64_t limit, std::vector<TaskDoc>& docs) {
+  return ForEachJsonLine(file, limit, [&](const Json& row, int64_t line) -> absl::Status {
+    auto f = StringFields(row, {"question", "answer"}, file, line);
+    if (!f.ok()) return f.status();
+    TaskDoc doc{StrCat("gsm8k:", line), {{"Question: " + (*f)[0] + "\nAnswer:", (*f)[1]}}, {}, 0};
+    doc.example = doc.requests[0].context + " " + (*f)[1];
+    docs.push_back(std::move(doc));
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace
@@ -198,7 +217,8 @@ absl::Status LoadMmlu(const std::string& dir, int64_t limit, std::vector<TaskDoc
 const std::vector<TaskInfo>& KnownTasks() {
   static const std::vector<TaskInfo> tasks = {
       {"arc_easy", true, true, 0}, {"arc_challenge", true, true, 0}, {"piqa", true, true, 0},
-      {"winogrande", true, false, 0}, {"mmlu", true, false, 5}, {"lambada_openai", false, false, 0}};
+      {"winogrande", true, false, 0}, {"mmlu", true, false, 5, false, true}, {"lambada_openai", false, false, 0},
+      {"gsm8k", false, false, 5, true}};
   return tasks;
 }
 
@@ -223,6 +243,7 @@ absl::StatusOr<std::vector<TaskDoc>> LoadTaskDocs(const std::string& name, const
   if (name == "winogrande") status = LoadWinogrande(tasks_dir + "/winogrande_xl_dev.jsonl", limit, docs);
   if (name == "mmlu") status = LoadMmlu(tasks_dir + "/mmlu_test", limit, docs);
   if (name == "lambada_openai") status = LoadLambada(tasks_dir + "/lambada_test.jsonl", limit, docs);
+  if (name == "gsm8k") status = LoadGsm8k(tasks_dir + "/gsm8k_test.jsonl", limit, docs);
   if (!status.ok()) return status;
   return docs;
 }

@@ -6,6 +6,9 @@
 //   mmlu                     "The following are multiple choice questions (with answers) about {subject}.\n\n"
 //                            "{question}\nA. ..\nB. ..\nC. ..\nD. ..\nAnswer:" + " {A|B|C|D}"   acc (57 subjects)
 //   lambada_openai           text without its last word + " {last word}"            acc (greedy), perplexity
+//   gsm8k                    "Question: {question}\nAnswer:", generated greedily     exact_match (strict-match,
+//                            until "Question:", "</s>", "<|im_end|>" (gsm8k.h)      flexible-extract)
+// Few-shot (fewshot.h) puts `description`, then each example's `example` + "\n\n", before a request's context.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +31,21 @@ struct TaskDoc {
   std::vector<TaskRequest> requests;
   std::vector<std::string> choices;  // lm-eval's doc_to_choice strings (acc_norm divides by their length)
   int64_t gold = 0;
+  /// lm-eval's description (mmlu's "The following are ..."); every request's context starts with it.
+  std::string description;
+  /// The doc as a labeled few-shot example: doc_to_text + target_delimiter + its target.
+  std::string example;
+  /// The doc's own few-shot pool within the task: mmlu's subject ("" for the others).
+  std::string group;
 };
 
 struct TaskInfo {
   std::string name;
   bool multiple_choice = true;  // false: a single loglikelihood request (lambada)
   bool acc_norm = false;
-  int64_t default_fewshot = 0;  // lm-eval's (mmlu: 5)
+  int64_t default_fewshot = 0;  // lm-eval's (mmlu, gsm8k: 5)
+  bool generate = false;        // generate_until (gsm8k): requests[0] holds the context and the reference answer
+  bool first_n_fewshot = false;  // lm-eval's first_n sampler (mmlu) instead of its seeded random one
 };
 
 /// The tasks known, in order.

@@ -5,10 +5,18 @@
 #include <cmath>
 
 #include "core/base/strings.h"
+#include "core/eval/generation_task.h"
 #include "core/eval/streamed_forward.h"
 
 namespace quark::eval {
 namespace {
+
+// First index of the maximum, as numpy's argmax.
+int64_t ArgMax(const std::vector<double>& values) {
+  return std::max_element(values.begin(), values.end()) - values.begin();
+}
+
+}  // namespace
 
 MetricValue MeanWithStderr(const std::vector<double>& values) {
   MetricValue m;
@@ -23,13 +31,6 @@ MetricValue MeanWithStderr(const std::vector<double>& values) {
   m.stderr_value = std::sqrt(ss / (n - 1)) / std::sqrt(n);
   return m;
 }
-
-// First index of the maximum, as numpy's argmax.
-int64_t ArgMax(const std::vector<double>& values) {
-  return std::max_element(values.begin(), values.end()) - values.begin();
-}
-
-}  // namespace
 
 int64_t Utf8Length(const std::string& text) {
   int64_t n = 0;
@@ -60,6 +61,7 @@ absl::Status EncodeRequest(const runtime::Tokenizer& tokenizer, const TaskReques
 absl::StatusOr<TaskResult> ScoreTask(const TaskInfo& task, const std::vector<TaskDoc>& docs,
                                      runtime::LayerStreamer& streamer, const runtime::Tokenizer& tokenizer,
                                      const TaskScoreOptions& options) {
+  if (task.generate) return ScoreGenerationTask(task, docs, streamer, tokenizer, options);
   const auto start = std::chrono::steady_clock::now();
   TaskResult result;
   result.task = task.name;

@@ -36,6 +36,10 @@ struct ExampleScore {
   int64_t pred = 0;       // argmax of the log-likelihoods (multiple choice)
   int64_t pred_norm = 0;  // argmax of log-likelihood / characters of the choice
   std::vector<RequestScore> requests;
+  /// Generation tasks (gsm8k): the generated text after the stop sequences, its tokens, and each filter's answer.
+  std::string generation;
+  std::vector<int64_t> generated_tokens;
+  std::map<std::string, std::string> filtered;  // "strict-match" -> "18"
 };
 
 struct MetricValue {
@@ -52,6 +56,7 @@ struct TaskResult {
   int64_t truncated = 0;
   int64_t max_length = 0;
   double seconds = 0;
+  int64_t generated_tokens = 0;  // generation tasks: tokens generated in all
 };
 
 struct TaskScoreOptions {
@@ -59,6 +64,9 @@ struct TaskScoreOptions {
   int64_t max_length = 0;
   int64_t activation_bytes_per_pass = int64_t{256} << 20;
   runtime::LayerHooks hooks;
+  /// Generation tasks: the bytes the whole model and its KV cache may take (kv_cache_decoder.h); 0 = the machine's
+  /// physical memory.
+  int64_t memory_budget = 0;
 };
 
 /// The continuation's tokens after lm-eval's split of context + continuation. InvalidArgument when the
@@ -66,7 +74,8 @@ struct TaskScoreOptions {
 absl::Status EncodeRequest(const runtime::Tokenizer& tokenizer, const TaskRequest& request,
                            std::vector<int64_t>& context_tokens, std::vector<int64_t>& continuation_tokens);
 
-/// Scores every request of `docs` and aggregates the task's metrics.
+/// Scores every request of `docs` and aggregates the task's metrics; generation tasks (TaskInfo::generate) go to
+/// ScoreGenerationTask (generation_task.h).
 absl::StatusOr<TaskResult> ScoreTask(const TaskInfo& task, const std::vector<TaskDoc>& docs,
                                      runtime::LayerStreamer& streamer, const runtime::Tokenizer& tokenizer,
                                      const TaskScoreOptions& options = {});
@@ -74,6 +83,9 @@ absl::StatusOr<TaskResult> ScoreTask(const TaskInfo& task, const std::vector<Tas
 /// lm-eval's metrics of scored examples (ExampleScore.requests filled): acc, acc_norm, perplexity; fills pred.
 std::map<std::string, MetricValue> AggregateTask(const TaskInfo& task, const std::vector<TaskDoc>& docs,
                                                  std::vector<ExampleScore>& examples);
+
+/// lm-eval's mean and mean_stderr (sample standard deviation / sqrt(n)).
+MetricValue MeanWithStderr(const std::vector<double>& values);
 
 /// Characters (Unicode code points) of UTF-8 text: Python's len(str), which acc_norm divides by.
 int64_t Utf8Length(const std::string& text);

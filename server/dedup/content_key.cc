@@ -178,7 +178,9 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
     for (const auto& [task, bound] : drops) absl::StrAppend(&gates, " ", task, "=", absl::StrFormat("%.17g", bound));
     Field(&text, "evaluation_plan",
           absl::StrCat(absl::StrJoin(evaluation.tasks(), ","), " ", evaluation.task_limit(), " ",
-                       evaluation.kld() ? "kld" : "-", " ", gates));
+                       evaluation.kld() ? "kld" : "-", " ", gates,
+                       // few-shot only when set, so the keys of jobs submitted before it existed do not move
+                       evaluation.has_num_fewshot() ? absl::StrCat(" fewshot=", evaluation.num_fewshot()) : ""));
   }
   // Files last: a spec that is not keyed stops before reading gigabytes.
   if (!DataField(&text, "calibration.uri", calibration.uri(), cache, read_roots, &result.not_keyed) ||

@@ -306,5 +306,22 @@ TEST(QuarkctlTest, UnreachableServerExitsWith4) {
   EXPECT_NE(err.find("127.0.0.1:1"), std::string::npos) << err;
 }
 
+// #31 item 2: --num-fewshot goes to EvaluationSpec.num_fewshot (unset when not given: each task's default).
+TEST(SubmitSpecTest, NumFewshotIsSetOnlyWhenGiven) {
+  SubmitFlags flags;
+  flags.tasks = {"gsm8k,mmlu"};
+  quark::v1::EvaluationSpec evaluation;
+  ASSERT_TRUE(ApplyEvaluation(flags, evaluation).ok());
+  EXPECT_FALSE(evaluation.has_num_fewshot());
+  EXPECT_EQ(evaluation.tasks_size(), 2);
+  flags.num_fewshot = 0;
+  ASSERT_TRUE(ApplyEvaluation(flags, evaluation).ok());
+  EXPECT_TRUE(evaluation.has_num_fewshot());
+  EXPECT_EQ(evaluation.num_fewshot(), 0);
+  flags.num_fewshot = -1;
+  const absl::Status bad = ApplyEvaluation(flags, evaluation);
+  EXPECT_EQ(bad.message(), "--num-fewshot: -1 is negative");
+}
+
 }  // namespace
 }  // namespace quark::client

@@ -66,5 +66,23 @@ TEST(EvaluationPlanTest, GatesJudgeEveryExportAndNameTheFigure) {
   EXPECT_EQ(TaskMetricName("lambada_openai", "perplexity", "float"), "lambada_openai_perplexity_float");
 }
 
+TEST(EvaluationPlanTest, Gsm8kAndFewshot) {
+  EvaluationPlan plan;
+  plan.num_fewshot = 3;
+  EXPECT_EQ(Check(plan), "spec.evaluation.num_fewshot: set, but no tasks are named");
+  plan.tasks = {"gsm8k", "arc_easy"};
+  plan.num_fewshot = -2;
+  EXPECT_EQ(Check(plan), "spec.evaluation.num_fewshot: -2 is negative");
+  plan.num_fewshot = 0;
+  plan.max_task_drop["gsm8k"] = 0.05;
+  EXPECT_EQ(Check(plan), "");
+  EXPECT_EQ(GatedTaskMetric("gsm8k"), "exact_match_strict_match");
+  const std::map<std::string, double> metrics = {{"gsm8k_exact_match_strict_match_float", 0.3},
+                                                 {"gsm8k_exact_match_strict_match_reloaded", 0.2}};
+  EXPECT_EQ(CheckEvaluationGates(plan, {"reloaded"}, metrics),
+            "evaluation gate: max_task_drop[gsm8k] 0.05 < drop 0.1 (gsm8k_exact_match_strict_match_float 0.3, "
+            "gsm8k_exact_match_strict_match_reloaded 0.2)");
+}
+
 }  // namespace
 }  // namespace quark::eval

@@ -11,6 +11,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
 
+import {taskBuilders} from './lm_eval_docs.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
 const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
@@ -20,65 +22,9 @@ const quark = path.join(binaryDir, 'core/cli/quark');
 const kLimit = 8;
 const kMmluLimit = 1;  // per subject: 57 questions
 
-const jsonl = (f) => fs.readFileSync(path.join(tasksDir, f), 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l));
-
-function csv(text) {  // RFC 4180
-  const rows = [];
-  let row = [], field = '', i = 0, quoted = false;
-  while (i < text.length) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
-      if (c === '"') { quoted = false; ++i; continue; }
-      field += c; ++i; continue;
-    }
-    if (c === '"') { quoted = true; ++i; continue; }
-    if (c === ',') { row.push(field); field = ''; ++i; continue; }
-    if (c === '\n' || c === '\r') {
-      row.push(field); field = ''; rows.push(row); row = [];
-      i += (c === '\r' && text[i + 1] === '\n') ? 2 : 1;
-      continue;
-    }
-    field += c; ++i;
-  }
-  if (field !== '' || row.length) { row.push(field); rows.push(row); }
-  return rows;
-}
-
-// task -> [{requests: [[context, continuation]], choices, gold}]
-const builders = {
-  arc_easy: () => jsonl('arc_easy_test.jsonl').slice(0, kLimit).map(arc),
-  arc_challenge: () => jsonl('arc_challenge_test.jsonl').slice(0, kLimit).map(arc),
-  piqa: () => {
-    const labels = fs.readFileSync(path.join(tasksDir, 'piqa_valid-labels.lst'), 'utf8').split('\n');
-    return jsonl('piqa_valid.jsonl').slice(0, kLimit).map((d, i) => same(`Question: ${d.goal}\nAnswer:`,
-      [d.sol1, d.sol2], Number(labels[i])));
-  },
-  winogrande: () => jsonl('winogrande_xl_dev.jsonl').slice(0, kLimit).map((d) => {
-    const idx = d.sentence.indexOf('_');
-    const target = d.sentence.slice(idx + 1).trim();
-    const choices = [d.option1, d.option2].map((o) => d.sentence.slice(0, idx) + o);
-    return {requests: choices.map((c) => [c, ' ' + target]), choices, gold: {1: 0, 2: 1}[d.answer]};
-  }),
-  lambada_openai: () => jsonl('lambada_test.jsonl').slice(0, kLimit).map((d) => {
-    const words = d.text.split(' ');
-    return {requests: [[words.slice(0, -1).join(' '), ' ' + words.at(-1)]], choices: null, gold: 0};
-  }),
-  mmlu: () => fs.readdirSync(path.join(tasksDir, 'mmlu_test')).filter((f) => f.endsWith('_test.csv')).sort()
-    .flatMap((f) => {
-      const subject = f.slice(0, -'_test.csv'.length).replaceAll('_', ' ');
-      const text = fs.readFileSync(path.join(tasksDir, 'mmlu_test', f), 'utf8');
-      return csv(text).slice(0, kMmluLimit).map(([q, a, b, c, d, key]) => same(
-        `The following are multiple choice questions (with answers) about ${subject}.\n\n` +
-        `${q.trim()}\nA. ${a}\nB. ${b}\nC. ${c}\nD. ${d}\nAnswer:`, ['A', 'B', 'C', 'D'], 'ABCD'.indexOf(key)));
-    }),
-};
-function same(context, choices, gold) {
-  return {requests: choices.map((c) => [context, ' ' + c]), choices, gold};
-}
-function arc(d) {
-  return same(`Question: ${d.question}\nAnswer:`, d.choices.text, d.choices.label.indexOf(d.answerKey));
-}
+const taskDocs = taskBuilders(tasksDir);
+const builders = Object.fromEntries(Object.entries(taskDocs).filter(([name]) => name !== 'gsm8k')
+  .map(([name, build]) => [name, () => build(name === 'mmlu' ? kMmluLimit : kLimit)]));
 const argmax = (xs) => xs.reduce((best, x, i) => (x > xs[best] ? i : best), 0);
 function meanStderr(xs) {
   const m = xs.reduce((a, b) => a + b, 0) / xs.length;
