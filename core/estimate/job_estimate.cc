@@ -246,9 +246,18 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
     e.phases.push_back(Phase(c, "evaluate", runs * stream_seconds(job.evaluation_tokens, window), window_working));
   }
   if (!job.tasks.empty() && job.task_models > 0) {
-    const TaskWork work = EstimatedTaskWork(job.tasks, job.task_limit, mc.hidden_size);
-    e.phases.push_back(Phase(c, "evaluate_tasks", job.task_models * TaskSeconds(model, work, rates),
-                             c.layer_f32 + kTaskActivationBytes + 4ull * 64 * mc.vocab_size));
+    // The scorer's context: TaskScoreOptions::max_length's default (max_position_embeddings, 2048 when unset).
+    const int64_t max_length = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 2048;
+    const TaskWork work = EstimatedTaskWork(job.tasks, job.task_limit, mc.hidden_size, job.num_fewshot, max_length);
+    uint64_t peak = c.layer_f32 + kTaskActivationBytes + 4ull * 64 * mc.vocab_size;
+    // Generation (gsm8k) holds the whole decoder in float32 and its KV cache (kv_cache_decoder.h's
+    // KvCacheDecoderBytes), not one layer at a time.
+    if (const int64_t cache_tokens = GenerationCacheTokens(job.tasks, job.num_fewshot, max_length); cache_tokens > 0) {
+      const uint64_t kv_width = static_cast<uint64_t>(mc.num_key_value_heads * mc.head_dim);
+      peak = std::max<uint64_t>(peak, 4ull * model.layer_params_total +
+                                          4ull * 2 * kv_width * cache_tokens * model.num_layers + 4ull * 64 * mc.vocab_size);
+    }
+    e.phases.push_back(Phase(c, "evaluate_tasks", job.task_models * TaskSeconds(model, work, rates), peak));
   }
   if (job.kld_exports > 0 && job.evaluation_tokens > 0) {
     e.phases.push_back(Phase(c, "evaluate_kld", 2.0 * job.kld_exports * stream_seconds(job.evaluation_tokens, window),

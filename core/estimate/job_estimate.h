@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,7 @@ struct JobInputs {
   // evaluation text per export read back.
   std::vector<std::string> tasks;  // lm-eval task names
   int64_t task_limit = 0;          // --limit (0 = all)
+  std::optional<int64_t> num_fewshot;  // --num-fewshot (unset: each task's default; task_cost.h's DefaultFewshot)
   int64_t task_models = 0;         // float + the exports read back
   int64_t kld_exports = 0;        // exports whose KLD is measured (0 = no evaluate_kld phase)
 };

@@ -22,6 +22,36 @@ constexpr TaskStats kFixtureStats[] = {
 #include "core/estimate/task_fixture_stats.inc"
 };
 
+// Generation tasks (core/eval/generation_task.h), per example from `quark tokenize` with llama2-32k.model over the
+// whole fixture file: the zero-shot prompt ("Question: {question}\nAnswer:") and a rendered few-shot example
+// ("Question: {question}\nAnswer: {answer}" + "\n\n"), in tokens; gsm8k.h's max_gen_toks.
+struct GenerationStats {
+  const char* name;
+  int64_t examples;
+  double prompt_tokens;
+  double example_tokens;
+  int64_t max_gen_toks;
+};
+constexpr GenerationStats kGenerationStats[] = {{"gsm8k", 1319, 74.43, 206.25, 256}};
+
+// lm-eval's num_fewshot defaults (core/eval/task_docs.cc's TaskInfo::default_fewshot).
+struct FewshotDefault {
+  const char* name;
+  int64_t shots;
+};
+constexpr FewshotDefault kFewshotDefaults[] = {{"mmlu", 5}, {"gsm8k", 5}};
+
+int64_t Shots(const std::string& name, std::optional<int64_t> num_fewshot) {
+  return num_fewshot ? std::max<int64_t>(0, *num_fewshot) : DefaultFewshot(name);
+}
+
+// The k-shot prompt of a generation task, cut as greedy_generation.h cuts it.
+double GenerationPrompt(const GenerationStats& g, int64_t shots, int64_t max_length) {
+  double prompt = g.prompt_tokens + static_cast<double>(shots) * g.example_tokens;
+  if (max_length > g.max_gen_toks) prompt = std::min(prompt, static_cast<double>(max_length - g.max_gen_toks));
+  return prompt;
+}
+
 // The scorer's activation budget per pass (TaskScoreOptions::activation_bytes_per_pass) over float32 hidden states.
 constexpr double kPassBudgetBytes = 256.0 * (1 << 20);
 
@@ -34,12 +64,14 @@ TaskWork& TaskWork::operator+=(const TaskWork& o) {
   scored_positions += o.scored_positions;
   attended_pairs += o.attended_pairs;
   passes += o.passes;
+  generated_tokens += o.generated_tokens;
   return *this;
 }
 
 bool TaskWork::operator==(const TaskWork& o) const {
   return requests == o.requests && samples == o.samples && input_tokens == o.input_tokens &&
-         scored_positions == o.scored_positions && attended_pairs == o.attended_pairs && passes == o.passes;
+         scored_positions == o.scored_positions && attended_pairs == o.attended_pairs && passes == o.passes &&
+         generated_tokens == o.generated_tokens;
 }
 
 double TaskFlops(const ModelShape& model, const TaskWork& work) {
@@ -54,22 +86,65 @@ double TaskSeconds(const ModelShape& model, const TaskWork& work, const Throughp
   const double vocab = static_cast<double>(mc.vocab_size);
   return static_cast<double>(work.passes) * model.weight_bytes / rates.disk_read_bytes_per_s +
          fit.gemm_scale * TaskFlops(model, work) / rates.gemm_flops + fit.sample_layer_s * work.samples * layers + fit.request_s * work.requests +
-         fit.head_weight_s * work.requests * mc.hidden_size * vocab + fit.logit_s * work.scored_positions * vocab;
+         fit.head_weight_s * work.requests * mc.hidden_size * vocab + fit.logit_s * work.scored_positions * vocab +
+         static_cast<double>(work.generated_tokens) *
+             (fit.head_weight_s * (static_cast<double>(model.layer_params_total) + mc.hidden_size * vocab) +
+              fit.logit_s * vocab);
 }
 
-TaskWork EstimatedTaskWork(const std::vector<std::string>& names, int64_t limit, int64_t hidden_size) {
+int64_t DefaultFewshot(const std::string& name) {
+  for (const FewshotDefault& d : kFewshotDefaults) {
+    if (name == d.name) return d.shots;
+  }
+  return 0;
+}
+
+int64_t GenerationCacheTokens(const std::vector<std::string>& names, std::optional<int64_t> num_fewshot,
+                              int64_t max_length) {
+  double longest = 0;
+  for (const std::string& name : names) {
+    for (const GenerationStats& g : kGenerationStats) {
+      if (name == g.name) longest = std::max(longest, GenerationPrompt(g, Shots(name, num_fewshot), max_length) + g.max_gen_toks);
+    }
+  }
+  return std::llround(longest);
+}
+
+TaskWork EstimatedTaskWork(const std::vector<std::string>& names, int64_t limit, int64_t hidden_size,
+                           std::optional<int64_t> num_fewshot, int64_t max_length) {
   TaskWork total;
   for (const std::string& name : names) {
+    const int64_t shots = Shots(name, num_fewshot);
     for (const TaskStats& t : kFixtureStats) {
       if (name != t.name) continue;
       const double n = static_cast<double>(limit > 0 ? std::min(t.examples, limit * t.subjects) : t.examples);
+      // A sample's input is about one rendered example; k shots put k more before it, cut at max_length.
+      const double length = t.input_tokens / t.samples;
+      double grown = length * static_cast<double>(1 + shots);
+      if (max_length > 0) grown = std::min(grown, static_cast<double>(max_length));
+      const double growth = grown / length;
       TaskWork w;
       w.requests = std::llround(n * t.requests);
       w.samples = std::llround(n * t.samples);
-      w.input_tokens = std::llround(n * t.input_tokens);
+      w.input_tokens = std::llround(n * t.input_tokens * growth);
       w.scored_positions = std::llround(n * t.scored_positions);
-      w.attended_pairs = std::llround(n * t.attended_pairs);
+      w.attended_pairs = std::llround(n * t.attended_pairs * growth * growth);
       w.passes = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(w.input_tokens * 4.0 * hidden_size / kPassBudgetBytes)));
+      total += w;
+    }
+    for (const GenerationStats& g : kGenerationStats) {
+      if (name != g.name) continue;
+      const double n = static_cast<double>(limit > 0 ? std::min(g.examples, limit) : g.examples);
+      const double prompt = GenerationPrompt(g, shots, max_length);
+      const double steps = static_cast<double>(g.max_gen_toks);
+      TaskWork w;
+      w.requests = std::llround(n);
+      w.samples = std::llround(n);  // the prefill: one [1, prompt] forward
+      w.input_tokens = std::llround(n * prompt);
+      // The prefill's square, then each decode step attends the prompt and the tokens before it.
+      w.attended_pairs = std::llround(n * (prompt * prompt + steps * prompt + steps * (steps - 1) / 2));
+      w.generated_tokens = std::llround(n * steps);
+      w.passes = 1;  // the whole model is read once and held
       total += w;
     }
   }

@@ -16,9 +16,16 @@
 //         + kTaskCostFit.request_s x requests                   (a request's fixed cost: encode, logits, softmax)
 //         + kTaskCostFit.head_weight_s x requests x hidden x vocab   (the vocabulary projection's weights per request)
 //         + kTaskCostFit.logit_s x scored_positions x vocab          (logits, double log-softmax, argmax per position)
+//         + kTaskCostFit.head_weight_s x generated x (decoder params + hidden x vocab) + logit_s x generated x vocab
+//                                     (generation, gsm8k: each new token is a one-row forward through every weight
+//                                     of the model held whole, priced as the vocabulary projection's one-row product
+//                                     is, then its logits and argmax; the prompt's prefill counts as a sample)
+// Few-shot: k examples before every context lengthen each input by k rendered examples (the fixtures' mean example
+// length), capped at max_length; attended pairs grow with the square of the lengths.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +42,7 @@ struct TaskWork {
   int64_t scored_positions = 0;
   int64_t attended_pairs = 0;  // sum over samples of input length squared (attention scores per head and layer)
   int64_t passes = 0;
+  int64_t generated_tokens = 0;  // generation tasks' decode steps (gsm8k: up to max_gen_toks an example)
 
   TaskWork& operator+=(const TaskWork& other);
   bool operator==(const TaskWork& other) const;
@@ -63,12 +71,26 @@ double TaskFlops(const ModelShape& model, const TaskWork& work);
 double TaskSeconds(const ModelShape& model, const TaskWork& work, const Throughput& rates,
                    const TaskCostCoefficients& fit = kTaskCostFit);
 
+/// lm-eval's few-shot count for task `name` when none is given (mmlu, gsm8k: 5; 0 for the others and unknown
+/// names), as core/eval's TaskInfo::default_fewshot (TaskWorkTest holds the two equal).
+int64_t DefaultFewshot(const std::string& name);
+
+/// The longest prompt + generation a generation task holds in its KV cache on a model of context `max_length`
+/// (gsm8k: the k-shot prompt, cut to max_length - max_gen_toks, and max_gen_toks new tokens); 0 when `names` has
+/// no generation task.
+int64_t GenerationCacheTokens(const std::vector<std::string>& names, std::optional<int64_t> num_fewshot,
+                              int64_t max_length);
+
 /// The work of tasks `names` with lm-eval's --limit `limit` (0 = all; mmlu's per subject) on a model of
 /// `hidden_size` with a 32000-entry Llama SentencePiece vocabulary, from the fixtures' statistics (quarkd has neither
 /// the task files nor the tokenizer): per example, the requests, distinct inputs, tokens, scored positions and
 /// attended pairs as core/eval's CountTaskWork counts them on the whole of ../shared/fixtures/tasks (the first N
 /// examples are taken as average ones). Passes: the tokens' float32 hidden states over the scorer's 256 MiB budget
-/// (at least one). Unknown names count nothing.
-TaskWork EstimatedTaskWork(const std::vector<std::string>& names, int64_t limit, int64_t hidden_size);
+/// (at least one). Unknown names count nothing. `num_fewshot`: examples before each context (nullopt: each task's
+/// DefaultFewshot); `max_length`: the model's context, which cuts long inputs (0: no cut). Generation (gsm8k): one
+/// sample of its k-shot prompt and max_gen_toks generated tokens an example (an upper bound: generation stops
+/// earlier at a stop sequence), one pass (the model is held whole).
+TaskWork EstimatedTaskWork(const std::vector<std::string>& names, int64_t limit, int64_t hidden_size,
+                           std::optional<int64_t> num_fewshot = 0, int64_t max_length = 0);
 
 }  // namespace quark::estimate

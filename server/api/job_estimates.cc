@@ -104,6 +104,7 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
   const quark::eval::EvaluationPlan plan = quark::eval::PlanFromProto(eval);
   job.tasks = plan.tasks;
   job.task_limit = plan.task_limit;
+  job.num_fewshot = plan.num_fewshot;
   job.task_models = 1 + readable;
   job.kld_exports = plan.kld ? readable : 0;
   return job;

@@ -31,6 +31,18 @@ TEST(EvalEstimateTest, TasksAndKldAddPhasesThatGrowWithTheirWork) {
   TaskWork both = EstimatedTaskWork({"arc_easy"}, 1, 4096);
   both += mmlu;
   EXPECT_EQ(EstimatedTaskWork({"arc_easy", "mmlu", "hellaswag"}, 1, 4096), both) << "unknown names count nothing";
+  // Few-shot: mmlu's default is 5 shots; inputs grow about sixfold, capped by the model's context.
+  const TaskWork mmlu5 = EstimatedTaskWork({"mmlu"}, 1, 4096, std::nullopt, 4096);
+  EXPECT_EQ(mmlu5.requests, mmlu.requests);
+  EXPECT_NEAR(mmlu5.input_tokens, 6 * mmlu.input_tokens, 2);
+  EXPECT_LE(EstimatedTaskWork({"mmlu"}, 1, 4096, 5, 256).input_tokens, 57 * 256);
+  // gsm8k generates up to 256 tokens a problem after a 5-shot prompt cut to max_length - 256; one pass.
+  const TaskWork gsm8k = EstimatedTaskWork({"gsm8k"}, 10, 4096, std::nullopt, 512);
+  EXPECT_EQ(gsm8k.generated_tokens, 2560);
+  EXPECT_EQ(gsm8k.input_tokens, 2560);
+  EXPECT_EQ(gsm8k.passes, 1);
+  EXPECT_EQ(GenerationCacheTokens({"gsm8k"}, std::nullopt, 512), 512);
+  EXPECT_EQ(GenerationCacheTokens({"arc_easy"}, std::nullopt, 512), 0);
 
   JobInputs job;
   job.config = *PresetConfig("uint4_wo_128");
@@ -62,6 +74,22 @@ TEST(EvalEstimateTest, TasksAndKldAddPhasesThatGrowWithTheirWork) {
   EXPECT_NEAR(Find(*one, "evaluate_kld")->seconds, evaluate->seconds, 1e-9 * evaluate->seconds);  // 2 runs vs 2 runs
   EXPECT_NEAR(Find(*two, "evaluate_kld")->seconds, 2 * evaluate->seconds, 1e-9 * evaluate->seconds);
   EXPECT_GT(one->total_seconds, plain->total_seconds);
+
+  // gsm8k holds the whole decoder in float32 with its KV cache, and its decode steps cost time of their own.
+  job.tasks = {"gsm8k"};
+  job.task_limit = 10;
+  job.task_models = 1;
+  absl::StatusOr<JobEstimate> generation = EstimateJob(*model, job, ReferenceThroughput());
+  ASSERT_TRUE(generation.ok()) << generation.status();
+  const PhaseEstimate* generate = Find(*generation, "evaluate_tasks");
+  ASSERT_NE(generate, nullptr);
+  EXPECT_GE(generate->peak_host_bytes, 4ull * model->layer_params_total);
+  const TaskWork problems = EstimatedTaskWork(job.tasks, 10, model->config.hidden_size, std::nullopt,
+                                              model->config.max_position_embeddings);
+  TaskWork prompts_only = problems;
+  prompts_only.generated_tokens = 0;
+  EXPECT_DOUBLE_EQ(generate->seconds, TaskSeconds(*model, problems, ReferenceThroughput()));
+  EXPECT_GT(generate->seconds, TaskSeconds(*model, prompts_only, ReferenceThroughput()));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
+#include "core/eval/fewshot.h"
 #include "core/eval/opened_model.h"
 #include "core/eval/task_scoring.h"
 #include "tests/runtime/test_paths.h"
@@ -99,6 +100,51 @@ TEST(TaskWorkTest, TheEstimatorsFixtureStatisticsAreTheCounts) {
     EXPECT_NEAR(estimated.attended_pairs, counted->attended_pairs, 1e-4 * counted->attended_pairs) << name;
     EXPECT_NEAR(estimated.passes, counted->passes, 1) << name << ": tokens over the budget vs packed passes";
   }
+}
+
+// The estimator's few-shot defaults are the tasks' own, and its few-shot and generation figures follow what the
+// scorer and the generator read: k-shot piqa counted by CountTaskWork on the real k-shot docs, gsm8k's 5-shot prompts
+// tokenized as the generator encodes them.
+TEST(TaskWorkTest, TheEstimatorsFewshotAndGenerationFiguresFollowTheDocs) {
+  runtime::testing::InitTestEngine();
+  for (const TaskInfo& task : KnownTasks()) {
+    EXPECT_EQ(estimate::DefaultFewshot(task.name), task.default_fewshot) << task.name;
+  }
+  auto tokenizer = runtime::Tokenizer::Open(Fixtures() + "/tokenizers/llama2-32k.model", 1, 2);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  TaskWorkOptions count;
+  count.max_length = 4096;
+  count.hidden_bytes_per_token = 4096 * 4;
+  auto piqa = FindTask("piqa");
+  ASSERT_TRUE(piqa.ok());
+  int64_t shots = 5;
+  auto docs = LoadFewshotTaskDocs(*piqa, Fixtures() + "/tasks", 0, shots);
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  auto counted = CountTaskWork(*docs, **tokenizer, count);
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  const estimate::TaskWork estimated = estimate::EstimatedTaskWork({"piqa"}, 0, 4096, shots, 4096);
+  EXPECT_EQ(estimated.requests, counted->requests);
+  // The estimate lengthens each input by k mean examples; the docs draw particular ones.
+  EXPECT_NEAR(estimated.input_tokens, counted->input_tokens, 0.05 * counted->input_tokens) << Describe(*counted);
+  EXPECT_NEAR(estimated.attended_pairs, counted->attended_pairs, 0.15 * counted->attended_pairs) << Describe(*counted);
+  EXPECT_GT(estimated.input_tokens, 5 * estimate::EstimatedTaskWork({"piqa"}, 0, 4096).input_tokens);
+
+  auto gsm8k = FindTask("gsm8k");
+  ASSERT_TRUE(gsm8k.ok());
+  shots = -1;  // the task's default: 5
+  auto problems = LoadFewshotTaskDocs(*gsm8k, Fixtures() + "/tasks", 200, shots);
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  ASSERT_EQ(shots, 5);
+  double prompt_tokens = 0;
+  for (const TaskDoc& doc : *problems) {
+    auto ids = (*tokenizer)->EncodeWithBos(doc.requests.at(0).context);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    prompt_tokens += static_cast<double>(ids->size());
+  }
+  const estimate::TaskWork generation = estimate::EstimatedTaskWork({"gsm8k"}, 200, 4096, std::nullopt, 4096);
+  EXPECT_EQ(generation.requests, 200);
+  EXPECT_EQ(generation.generated_tokens, 200 * 256);
+  EXPECT_NEAR(static_cast<double>(generation.input_tokens), prompt_tokens, 0.05 * prompt_tokens);
 }
 
 }  // namespace
