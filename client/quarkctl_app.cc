@@ -97,6 +97,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   report->add_option("--svg", p.svg_file, "Also write the plot (task accuracy, Δp histograms) as SVG to this file");
   report->add_option("--manifest", p.manifest_file, "The job's manifest.json when its manifest_uri is not file://");
   app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
+  app.add_subcommand("delete", "Delete a finished job from quarkd's store (frees its storage quota)")
+      ->add_option("id", p.id, "Job id")
+      ->required();
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
   AddSpecFlags(validate, p.spec);
@@ -135,6 +138,7 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
   if (app.got_subcommand("watch")) return WatchCommand(ctx, p.id, p.after, false);
   if (app.got_subcommand("report")) return ReportCommand(ctx, p.id, p.markdown, p.svg_file, p.manifest_file);
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
+  if (app.got_subcommand("delete")) return DeleteCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);
   if (app.got_subcommand("drain")) return DrainCommand(ctx, p.id, true);
