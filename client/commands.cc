@@ -111,6 +111,18 @@ int CancelCommand(CommandContext& ctx, const std::string& id) {
   return kExitOk;
 }
 
+int DeleteCommand(CommandContext& ctx, const std::string& id) {
+  quark::v1::DeleteJobRequest request;
+  request.set_id(id);
+  quark::v1::DeleteJobResponse response;
+  auto context = Unary(ctx);
+  grpc::Status status = ctx.stub->DeleteJob(context.get(), request, &response);
+  if (!status.ok()) return RpcError(ctx, "DeleteJob", status);
+  *ctx.out << (ctx.json ? ToJsonLine(response) + "\n"
+                        : "deleted " + response.id() + " (" + std::to_string(response.freed_bytes()) + " bytes freed)\n");
+  return kExitOk;
+}
+
 int PresetsCommand(CommandContext& ctx) {
   quark::v1::ListPresetsResponse response;
   auto context = Unary(ctx);

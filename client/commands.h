@@ -42,6 +42,8 @@ int ListCommand(CommandContext& ctx, const std::vector<std::string>& states, con
                 int page_size, bool all);
 int WatchCommand(CommandContext& ctx, const std::string& id, int64_t after, bool quiet_events);
 int CancelCommand(CommandContext& ctx, const std::string& id);
+/// #29: deletes a finished job from the store (DeleteJob), freeing its bytes from the tenant's storage quota.
+int DeleteCommand(CommandContext& ctx, const std::string& id);
 int PresetsCommand(CommandContext& ctx);
 int ValidateCommand(CommandContext& ctx, const SubmitFlags& flags);
 /// Admin role: the audit log after sequence `after` (only `tenant`'s when set); drain or resume a worker.

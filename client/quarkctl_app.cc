@@ -101,6 +101,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   report->add_option("--png", p.png_file, "Also write the same plot as PNG to this file");
   report->add_option("--manifest", p.manifest_file, "The job's manifest.json when its manifest_uri is not file://");
   app.add_subcommand("cancel", "Cancel a queued or running job")->add_option("id", p.id, "Job id")->required();
+  app.add_subcommand("delete", "Delete a finished job from quarkd's store (frees its storage quota)")
+      ->add_option("id", p.id, "Job id")
+      ->required();
   app.add_subcommand("presets", "List the named quantization schemes");
   CLI::App* validate = app.add_subcommand("validate", "Dry-run a config or preset against a model");
   AddSpecFlags(validate, p.spec);
@@ -142,6 +145,7 @@ int Dispatch(CLI::App& app, Parsed& p, CommandContext& ctx) {
     return ReportCommand(ctx, p.id, p.markdown, {p.svg_file, p.png_file}, p.manifest_file);
   }
   if (app.got_subcommand("cancel")) return CancelCommand(ctx, p.id);
+  if (app.got_subcommand("delete")) return DeleteCommand(ctx, p.id);
   if (app.got_subcommand("presets")) return PresetsCommand(ctx);
   if (app.got_subcommand("audit")) return AuditCommand(ctx, p.after, p.tenant, p.page_size);
   if (app.got_subcommand("drain")) return DrainCommand(ctx, p.id, true);

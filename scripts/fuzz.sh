@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 
 all_targets=(safetensors_fuzz config_json_fuzz job_file_fuzz model_config_fuzz gguf_fuzz tokenizer_json_fuzz
-             s3_xml_fuzz uri_fuzz tokens_file_fuzz request_limits_fuzz)
+             s3_xml_fuzz uri_fuzz tokens_file_fuzz request_limits_fuzz jsonl_calibration_fuzz)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
 # The longest input each target gets: a little over its largest real input of interest (headers, configs, URIs).

@@ -81,6 +81,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--expect-gpu-workers", f.server.expect_gpu_workers,
                "GPU workers join from elsewhere (Kubernetes): GPU jobs queue even when none is registered")
       ->envname("QUARKD_EXPECT_GPU_WORKERS");
+  app.add_flag("--trust-object-store", f.server.trust_object_store,
+               "Dedup may hand out s3:// results on the worker's digests (quarkd cannot re-check them)")
+      ->envname("QUARKD_TRUST_OBJECT_STORE");
   app.add_option("--workers", f.server.workers, "Local workers: -1 = one per visible GPU or one CPU worker; 0 = none")
       ->envname("QUARKD_WORKERS")->capture_default_str();
   app.add_option("--worker-binary", f.server.worker_binary, "quark-worker executable (default: beside quarkd)")

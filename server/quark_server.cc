@@ -239,9 +239,14 @@ absl::Status QuarkServer::StartGrpc(const ServerOptions& options) {
   gpu_sources.local_gpus_per_worker = options.workers != 0 && !VisibleGpus().empty() ? 1 : 0;
   quantization_service_ = std::make_unique<QuantizationServiceImpl>(scheduler_.get(), store_.get(), hub_.get(),
                                                                     policy_.get(), access_.get(), worker_profiles_.get(),
-                                                                    gpu_sources);
+                                                                    gpu_sources, options.trust_object_store);
   worker_service_ = std::make_unique<WorkerServiceImpl>(scheduler_.get(), access_.get(), worker_profiles_.get());
-  admin_service_ = std::make_unique<AdminServiceImpl>(scheduler_.get(), store_.get(), access_.get());
+  // Drain/Resume name a local worker by its slot ("local-0"): its id changes with every start (#29).
+  admin_service_ = std::make_unique<AdminServiceImpl>(
+      scheduler_.get(), store_.get(), access_.get(),
+      [suffix = local_worker_suffix_](const std::string& name) {
+        return WorkerBindings::IsLocalWorkerSlot(name) ? name + suffix : name;
+      });
   std::optional<Ed25519PublicKey> signing_key;
   if (!options.signing_key.empty()) {
     absl::StatusOr<std::unique_ptr<Ed25519Signer>> signer = Ed25519Signer::FromPemFile(options.signing_key);
@@ -305,6 +310,8 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
     }
     pool.id_prefix = replica + ".";
   }
+  // #29: ids unknown before this start (they are reserved for the local principal as well: worker_binding.h).
+  pool.id_suffix = local_worker_suffix_;
   pool.extra_args = options.worker_args;
   // quark-worker reads QUARK_WORKER_<FLAG>: local workers share quarkd's roots and get a work folder each
   // (flags given with --worker-arg still win over these).
@@ -317,8 +324,9 @@ absl::Status QuarkServer::StartWorkers(const ServerOptions& options) {
     std::error_code error;
     pool.env.push_back("QUARK_WORKER_SIGNING_KEY=" + std::filesystem::absolute(options.signing_key, error).string());
   }
+  // Named by slot, not id: a worker's checkpoints, job folders and model cache outlive quarkd restarts.
   pool.env.push_back("QUARK_WORKER_DATA_DIR=" +
-                     (std::filesystem::path(options.data_dir) / "workers" / "{id}").string());
+                     (std::filesystem::path(options.data_dir) / "workers" / "{slot}").string());
   ServerMetrics* server_metrics = metrics_.get();
   worker_pool_ = std::make_unique<WorkerPool>(
       pool, [server_metrics](const std::string&, int) { server_metrics->worker_restarts.Increment(); });

@@ -70,6 +70,9 @@ struct ServerOptions {
   /// GPU workers join from elsewhere (a Kubernetes Deployment scaled from zero): a job asking for GPUs queues even
   /// when no registered worker, local GPU or executor can provide them (else it is refused at submit).
   bool expect_gpu_workers = false;
+  /// #29 verified dedup: hand s3:// results to identical jobs on the worker's reported digests (quarkd reads no
+  /// object store); without it only file:// results, re-checked, are reused.
+  bool trust_object_store = false;
   SlurmExecutorOptions slurm;
   SchedulerOptions scheduler;
   /// #34 signed provenance: Ed25519 private key (PEM). Local workers sign manifest.json with it (passed as
@@ -132,6 +135,8 @@ class QuarkServer {
   std::unique_ptr<ReloadableTlsCredentials> tls_;  // outlives grpc_server_ (its handshakes call into it)
   std::string local_worker_address_;               // where local workers dial (a unix socket under TLS)
   std::string local_worker_token_;
+  /// "-" + 16 random hex digits after every local worker's "local-N" (#29: ids unknown before this start).
+  const std::string local_worker_suffix_ = "-" + NewId("").substr(0, 16);
   std::unique_ptr<WorkerProfiles> worker_profiles_;  // read by quantization_service_, fed by worker_service_
   std::unique_ptr<QuantizationServiceImpl> quantization_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

@@ -299,6 +299,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
     artifact->set_sha256(file.sha256);
   }
   result.set_manifest_uri(published->manifest_uri);
+  result.set_manifest_sha256(published->manifest_sha256);
   for (const auto& [name, value] : manifest.metrics) (*result.mutable_metrics())[name] = value;
   progress.Report(Phase("upload", 1.0, str::Cat("published ", published->manifest_uri)));
   return result;

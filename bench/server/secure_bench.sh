@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What TLS + bearer tokens cost per call: server_bench in one run, plaintext without authentication and TLS
-# (ECDSA P-256 certificate made here with openssl) with a tokens file (every call authenticated and authorized):
-# the full tables once each, then REPEATS alternating pairs of one client's sequential GetJob and SubmitJob
-# calls; the overhead per call is the difference of the medians (and of the minima) of those pairs.
+# (ECDSA P-256 certificate made here with openssl) with a tokens file (every call authenticated and authorized; the
+# client a submitter of a tenant with roots and a storage quota): the full tables once each, then REPEATS alternating
+# pairs of one client's sequential GetJob, SubmitJob and ValidateConfig calls; the overhead per call is the
+# difference of the medians (and of the minima) of those pairs.
 #   bash bench/server/secure_bench.sh [BUILD_DIR]      (env: CALLS REPEATS ROUNDS SECONDS_GETJOB JOBS WORKERS CLIENTS)
 set -euo pipefail
 build="$(cd "${1:-build}" && pwd)"
@@ -21,9 +22,13 @@ openssl x509 -req -days 2 -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/c
 client_token="qk_bench_admin_$(openssl rand -hex 16)"
 worker_token="qk_bench_worker_$(openssl rand -hex 16)"
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+# The client is a submitter of a tenant with every #29 check on: model roots, output prefixes and a storage quota
+# (1 TiB: never reached, but every SubmitJob sums the tenant's stored bytes).
 cat > "$dir/tokens.json" <<JSON
-{"tokens": [{"name": "bench-admin", "sha256": "$(sha "$client_token")", "role": "admin"},
-            {"name": "bench-worker", "sha256": "$(sha "$worker_token")", "role": "worker"}]}
+{"tokens": [{"name": "bench-client", "sha256": "$(sha "$client_token")", "tenant": "bench", "role": "submitter"},
+            {"name": "bench-worker", "sha256": "$(sha "$worker_token")", "role": "worker"}],
+ "tenants": {"bench": {"model_roots": ["file:///tmp"], "output_prefixes": ["file:///tmp"],
+                       "max_stored_bytes": 1099511627776}}}
 JSON
 chmod 600 "$dir/tokens.json"
 
@@ -49,7 +54,7 @@ stats() {
     awk '{v[NR] = $1} END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1] }'
 }
 echo "## one client, sequential calls: $((repeats + 1)) runs of $calls calls per mode, alternating"
-for call in GetJob SubmitJob; do
+for call in GetJob SubmitJob ValidateConfig; do
   read -r off_med off_min <<< "$(stats "$call" "$dir/off.txt")"
   read -r on_med on_min <<< "$(stats "$call" "$dir/on.txt")"
   awk -v c="$call" -v a="$off_med" -v b="$on_med" -v x="$off_min" -v y="$on_min" 'BEGIN {

@@ -2,7 +2,7 @@
 //   1. submit -> RUNNING latency with an idle worker parked in Lease (goal < 100 ms)
 //   2. GetJob throughput and latency percentiles with N concurrent clients
 //   3. scheduling N queued no-op jobs through workers that complete instantly
-//   4. one client's sequential GetJob and SubmitJob calls: mean microseconds per call
+//   4. one client's sequential GetJob, SubmitJob and ValidateConfig calls: mean microseconds per call
 // The server runs in this process (SQLite store in a temp dir, loopback gRPC); workers and clients are real
 // gRPC clients of the generated stubs. With --tls-cert/--tls-key/--tls-ca and --tokens-file (+ --token for the
 // clients, --worker-token for the workers) the same runs go over TLS with bearer tokens checked on every call
@@ -243,8 +243,20 @@ void BenchSequentialCalls(const std::string& address, const std::string& root, i
     failed += api->SubmitJob(&context, NoOpJob(root), &out).ok() ? 0 : 1;
   }
   double submit_us = Ms(Clock::now() - start) * 1000 / calls;
+  pb::ValidateConfigRequest validate;
+  // No model: the Config (preset) is resolved and checked, with every request-size check (#29) on the way.
+  validate.set_preset(quark::AllPresets().front().name);
+  start = Clock::now();
+  for (int i = 0; i < calls; ++i) {
+    grpc::ClientContext context;
+    AddToken(context, transport.client_token);
+    pb::ValidateConfigResponse out;
+    failed += api->ValidateConfig(&context, validate, &out).ok() ? 0 : 1;
+  }
+  double validate_us = Ms(Clock::now() - start) * 1000 / calls;
   PrintRow("GetJob, one client, sequential, us/call", Fmt("%.1f", get_us), Fmt("%.0f calls, %.0f failed", calls, failed));
   PrintRow("SubmitJob, one client, sequential, us/call", Fmt("%.1f", submit_us), Fmt("%.0f calls", calls));
+  PrintRow("ValidateConfig, one client, sequential, us/call", Fmt("%.1f", validate_us), Fmt("%.0f calls", calls));
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <random>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
+#include "core/runtime/jsonl_texts.h"
 
 namespace quark::runtime {
 namespace {
@@ -32,24 +30,16 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> JsonlSequences(const std::stri
                                                                  int64_t limit) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<JsonlText>> lines = ParseJsonlTexts(path, *text);
+  if (!lines.ok()) return lines.status();
   std::vector<std::vector<int64_t>> sequences;
-  std::istringstream lines(*text);
-  std::string line;
-  bool any = false;
-  for (int64_t line_no = 1; std::getline(lines, line); ++line_no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded() || !record.is_object() || !record.contains("text") || !record["text"].is_string()) {
-      return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": not a JSON object with a string \"text\""));
-    }
-    any = true;
-    if (static_cast<int64_t>(sequences.size()) >= limit) continue;
-    auto ids = tokenizer.EncodeWithBos(record["text"].get<std::string>());
+  for (const JsonlText& line : *lines) {
+    if (static_cast<int64_t>(sequences.size()) >= limit) break;
+    auto ids = tokenizer.EncodeWithBos(line.text);
     if (!ids.ok()) return ids.status();
-    if (ids->empty()) return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": \"text\" gives no tokens"));
+    if (ids->empty()) return absl::InvalidArgumentError(StrCat(path, ":", line.line, ": \"text\" gives no tokens"));
     sequences.push_back(*std::move(ids));
   }
-  if (!any) return absl::InvalidArgumentError(StrCat(path, " holds no JSONL lines"));
   return sequences;
 }
 

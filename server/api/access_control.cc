@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
+#include "absl/time/time.h"
 #include "server/api/uri_policy.h"
 #include "server/log_text.h"
 #include "server/metrics/grpc_metrics_interceptor.h"
@@ -19,8 +20,35 @@ absl::StatusOr<Principal> AccessControl::Authorize(const grpc::ServerContextBase
     if (metrics_ != nullptr) metrics_->auth_denied.WithLabels({StatusCodeName(code)}).Increment();
     log::Get("auth")->info("job=- {} refused: {} peer={}", what, ForLog(std::string(principal.status().message())),
                            ForLog(context.peer()));
+    AuditRefusal(context, what, principal.status());
   }
   return principal;
+}
+
+void AccessControl::AuditRefusal(const grpc::ServerContextBase& context, const std::string& what,
+                                 const absl::Status& status) const {
+  if (status.code() == absl::StatusCode::kPermissionDenied) {
+    // An authenticated caller refused for its role: attributable, so always recorded (the log is bounded anyway).
+    absl::StatusOr<Principal> who = auth_->Authenticate(context);
+    if (who.ok()) {
+      Audit(*who, RefusedAction(what), "", status, "");
+      return;
+    }
+  }
+  Principal nobody;
+  nobody.name = "unauthenticated";
+  RefusalAuditBudget::Decision decision = unauthenticated_budget_.Take();
+  if (decision.not_recorded > 0) {
+    Audit(nobody, "refused_unauthenticated", "", absl::UnauthenticatedError(absl::StrCat(
+                      decision.not_recorded, " more unauthenticated calls refused since ",
+                      absl::FormatTime(absl::RFC3339_sec, decision.not_recorded_since, absl::UTCTimeZone()),
+                      " (over ", kUnauthenticatedAuditsPerMinute, " a minute: not recorded one by one)")),
+          "");
+  }
+  if (decision.record) {
+    Audit(nobody, RefusedAction(what), "",
+          absl::Status(status.code(), absl::StrCat(status.message(), " peer=", context.peer())), "");
+  }
 }
 
 absl::StatusOr<quark::v1::Job> AccessControl::GetVisibleJob(const Principal& principal, const std::string& id) const {
@@ -54,15 +82,26 @@ absl::Status AccessControl::CheckTenantUris(const Principal& principal, const qu
                                absl::StrCat("tenant ", principal.tenant, "'s output_prefixes"));
 }
 
-std::vector<std::string> AccessControl::ModelReadRoots(const Principal& principal,
-                                                      const std::vector<std::string>& global_roots) const {
+std::vector<std::string> AccessControl::FileRoots(const Principal& principal,
+                                                 std::vector<std::string> TenantPolicy::*list,
+                                                 const std::vector<std::string>& global_roots) const {
   std::vector<std::string> roots;
   if (std::optional<TenantPolicy> policy = auth_->Tenant(principal.tenant)) {
-    for (const std::string& root : policy->model_roots) {
+    for (const std::string& root : (*policy).*list) {
       if (std::string path = UriPolicy::FilePath(root); !path.empty()) roots.push_back(path);
     }
   }
   return roots.empty() ? global_roots : roots;
+}
+
+std::vector<std::string> AccessControl::ModelReadRoots(const Principal& principal,
+                                                      const std::vector<std::string>& global_roots) const {
+  return FileRoots(principal, &TenantPolicy::model_roots, global_roots);
+}
+
+std::vector<std::string> AccessControl::OutputReadRoots(const Principal& principal,
+                                                       const std::vector<std::string>& global_roots) const {
+  return FileRoots(principal, &TenantPolicy::output_prefixes, global_roots);
 }
 
 SubmitOptions AccessControl::SubmitOptionsFor(const Principal& principal) const {
@@ -70,6 +109,7 @@ SubmitOptions AccessControl::SubmitOptionsFor(const Principal& principal) const 
   options.tenant = principal.tenant;
   if (std::optional<TenantPolicy> policy = auth_->Tenant(principal.tenant)) {
     options.max_queued_jobs = policy->max_queued_jobs;
+    options.max_stored_bytes = policy->max_stored_bytes;
   }
   return options;
 }

@@ -40,20 +40,15 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ListAuditRecords(grpc::CallbackServe
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::SetDraining(grpc::CallbackServerContext* context,
-                                                        const std::string& worker_id, bool draining,
+                                                        const std::string& worker_name, bool draining,
                                                         quark::v1::DrainWorkerResponse* response) {
   const char* what = draining ? "DrainWorker" : "ResumeWorker";
   absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kAdmin, what);
-  if (!principal.ok()) {
-    if (principal.status().code() == absl::StatusCode::kPermissionDenied) {
-      absl::StatusOr<Principal> who = access_->authenticator()->Authenticate(*context);
-      if (who.ok()) access_->Audit(*who, draining ? "drain_worker" : "resume_worker", worker_id, principal.status(), "");
-    }
-    return FinishNow(context, principal.status());
-  }
-  if (worker_id.empty() || worker_id.size() > kMaxWorkerIdBytes) {
+  if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
+  if (worker_name.empty() || worker_name.size() > kMaxWorkerIdBytes) {
     return FinishNow(context, absl::InvalidArgumentError("worker_id: required, at most 256 bytes"));
   }
+  const std::string worker_id = alias_ ? alias_(worker_name) : worker_name;
   bool registered = scheduler_->SetDraining(worker_id, draining);
   access_->Audit(*principal, draining ? "drain_worker" : "resume_worker", worker_id, absl::OkStatus(),
                  registered ? "registered" : "not registered now");

@@ -17,6 +17,7 @@
 #include "server/api/status_util.h"
 #include "server/api/watch_job_reactor.h"
 #include "server/dedup/content_key.h"
+#include "server/dedup/result_verification.h"
 
 namespace quark::server {
 namespace {
@@ -56,13 +57,7 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
                                                              const quark::v1::SubmitJobRequest* request,
                                                              quark::v1::Job* response) {
   absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "SubmitJob");
-  if (!principal.ok()) {
-    if (principal.status().code() == absl::StatusCode::kPermissionDenied) {
-      absl::StatusOr<Principal> who = access_->authenticator()->Authenticate(*context);
-      if (who.ok()) access_->Audit(*who, "submit", "", principal.status(), "");
-    }
-    return FinishNow(context, principal.status());
-  }
+  if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
   absl::Status status = CheckDeadline(context);
   if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
   if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
@@ -90,7 +85,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
   if (!status.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
-    if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(*principal, "submit", "", status, "");
+    // Every refused submission is audited (#29 item 4): bad requests as well as refused URIs.
+    access_->Audit(*principal, "submit", "", status, "");
     return FinishNow(context, status);
   }
   SubmitOptions options = access_->SubmitOptionsFor(*principal);
@@ -99,6 +95,11 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   // Keyed even with force (a later submit may reuse this run); hashing happens here, on a cache miss only.
   absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_, read_roots);
   if (key.ok()) options.content_key = key->key;
+  if (!options.content_key.empty() && !request->spec().force()) {
+    options.reuse_succeeded =
+        PrepareVerifiedDedup(*store_, principal->tenant, options.content_key,
+                             access_->OutputReadRoots(*principal, policy_->roots()), digests_, trust_object_store_);
+  }
   if (!key.ok() || key->key.empty()) {
     log::Get("server")->info("job=- not deduplicated: {}",
                              ForLog(key.ok() ? key->not_keyed : key.status().ToString()));
@@ -172,6 +173,26 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::CancelJob(grpc::CallbackServe
                  job.ok() ? absl::StrCat("state=", quark::v1::JobState_Name(job->state())) : "");
   if (job.ok()) *response = std::move(*job);
   return FinishNow(context, job.status());
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
+                                                             const quark::v1::DeleteJobRequest* request,
+                                                             quark::v1::DeleteJobResponse* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "DeleteJob");
+  if (!principal.ok()) return FinishNow(context, principal.status());
+  if (request->id().empty()) return FinishNow(context, absl::InvalidArgumentError("id: required"));
+  // As CancelJob: another tenant's job is NOT_FOUND exactly as a missing one, with no audit record naming it.
+  absl::StatusOr<quark::v1::Job> visible = access_->GetVisibleJob(*principal, request->id());
+  if (!visible.ok()) return FinishNow(context, visible.status());
+  absl::StatusOr<int64_t> freed = store_->DeleteJob(request->id());
+  access_->Audit(*principal, "delete", request->id(), freed.status(),
+                 freed.ok() ? absl::StrCat("tenant=", visible->tenant(), " freed_bytes=", *freed) : "");
+  if (freed.ok()) {
+    response->set_id(request->id());
+    response->set_freed_bytes(*freed);
+    log::Get("server")->info("job={} deleted by {} ({} bytes freed)", request->id(), ForLog(principal->name), *freed);
+  }
+  return FinishNow(context, freed.status());
 }
 
 grpc::ServerWriteReactor<quark::v1::JobEvent>* QuantizationServiceImpl::WatchJob(

@@ -25,13 +25,14 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   /// jobs; admins any). Other tenants' jobs answer NOT_FOUND, as missing ones do.
   /// `workers` (may be null: no estimates per worker, no fit check) feeds ValidateConfig's estimates and
   /// SubmitJob's refusal of a job that fits no registered worker (job_estimates.h).
+  /// A succeeded job's result is reused only after VerifyResult (result_verification.h; `trust_object_store`).
   /// `gpu_sources`: what can start a GPU worker besides the registered ones (a job asking for GPUs none can ever
   /// provide is refused FAILED_PRECONDITION; one that must wait gets an event saying for what).
   QuantizationServiceImpl(Scheduler* scheduler, JobStore* store, EventHub* hub, const UriPolicy* policy,
                           const AccessControl* access, const WorkerProfiles* workers = nullptr,
-                          GpuSources gpu_sources = {})
+                          GpuSources gpu_sources = {}, bool trust_object_store = false)
       : scheduler_(scheduler), store_(store), hub_(hub), policy_(policy), access_(access), workers_(workers),
-        gpu_sources_(std::move(gpu_sources)) {}
+        gpu_sources_(std::move(gpu_sources)), trust_object_store_(trust_object_store) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context, const quark::v1::SubmitJobRequest* request,
                                       quark::v1::Job* response) override;
@@ -41,6 +42,10 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
                                      quark::v1::ListJobsResponse* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context, const quark::v1::CancelJobRequest* request,
                                       quark::v1::Job* response) override;
+  /// #29: a finished job of the caller's tenant (admins: any) and its events leave the store (JobStore::DeleteJob);
+  /// audited as "delete".
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context, const quark::v1::DeleteJobRequest* request,
+                                      quark::v1::DeleteJobResponse* response) override;
   grpc::ServerWriteReactor<quark::v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
                                                           const quark::v1::WatchJobRequest* request) override;
   grpc::ServerUnaryReactor* ListPresets(grpc::CallbackServerContext* context,
@@ -62,6 +67,7 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   const AccessControl* const access_;
   const WorkerProfiles* const workers_;
   const GpuSources gpu_sources_;
+  const bool trust_object_store_;  // verified dedup (#29): s3:// results reused on the worker's digests
   FileDigestCache digests_;
   // Open WatchJob streams and their calls. Recursive: a reactor's OnDone (which erases its entry) may run inline
   // in the Finish that EndRevokedWatches calls while holding the lock.

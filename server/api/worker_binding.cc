@@ -25,10 +25,26 @@ bool WorkerBindings::IsLocalWorkerId(const std::string& worker_id) {
   const size_t dot = worker_id.rfind('.');
   absl::string_view id = absl::string_view(worker_id).substr(dot == std::string::npos ? 0 : dot + 1);
   if (!absl::ConsumePrefix(&id, "local-") || id.empty()) return false;
-  for (char c : id) {
+  // "local-N", or "local-N-HEX" (worker_pool.h's per-start suffix).
+  const size_t dash = id.find('-');
+  absl::string_view index = id.substr(0, dash);
+  if (index.empty()) return false;
+  for (char c : index) {
     if (c < '0' || c > '9') return false;
   }
+  if (dash == absl::string_view::npos) return true;
+  absl::string_view suffix = id.substr(dash + 1);
+  if (suffix.empty()) return false;
+  for (char c : suffix) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
   return true;
+}
+
+bool WorkerBindings::IsLocalWorkerSlot(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return IsLocalWorkerId(name) && name.find('-', name.find("local-", dot == std::string::npos ? 0 : dot) + 6) ==
+                                      std::string::npos;
 }
 
 void WorkerBindings::RecordLease(const std::string& lease_id, const std::string& worker_id) {

@@ -28,8 +28,11 @@ class WorkerBindings {
   /// `principal` is not quarkd's local workers' (kLocalWorkerPrincipal): those ids are reserved from the start, so
   /// no worker token can register "local-0" before the real local worker does and lock it out.
   absl::Status Bind(const Principal& principal, const std::string& worker_id, const std::string& what);
-  /// Whether `worker_id` has the form of quarkd's local workers' ids: "local-N", or "<replica>.local-N".
+  /// Whether `worker_id` has the form of quarkd's local workers' ids: "local-N" or "local-N-HEX" (the per-start
+  /// suffix), optionally after "<replica>.".
   static bool IsLocalWorkerId(const std::string& worker_id);
+  /// Whether `name` is a local worker's slot: "local-N", optionally after "<replica>." (no per-start suffix).
+  static bool IsLocalWorkerSlot(const std::string& name);
   /// `lease_id` was granted to `worker_id` (Lease answered).
   void RecordLease(const std::string& lease_id, const std::string& worker_id);
   /// The lease ended (completed or lost).

@@ -118,13 +118,22 @@ absl::StatusOr<Principal> WorkerServiceImpl::Authorize(const grpc::CallbackServe
   return access_->Authorize(context, Role::kWorker, what);
 }
 
+absl::Status WorkerServiceImpl::AuditImpersonation(const Principal& principal, const std::string& target,
+                                                   const std::string& what, absl::Status status) const {
+  if (status.code() == absl::StatusCode::kPermissionDenied) access_->Audit(principal, "worker_identity", target, status, what);
+  return status;
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const quark::v1::internal::RegisterRequest* request,
                                                       quark::v1::internal::RegisterResponse* response) {
   absl::StatusOr<Principal> principal = Authorize(*context, "Register");
   absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
-  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Register");
+  if (status.ok()) {
+    status = AuditImpersonation(*principal, request->worker_id(), "Register",
+                                bindings_.Bind(*principal, request->worker_id(), "Register"));
+  }
   if (status.ok() && (request->slots() < 0 || request->slots() > 1024)) {
     status = absl::InvalidArgumentError(absl::StrCat("slots: ", request->slots(), " is not in 0..1024"));
   }
@@ -140,7 +149,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   absl::StatusOr<Principal> principal = Authorize(*context, "Lease");
   absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
-  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Lease");
+  if (status.ok()) {
+    status = AuditImpersonation(*principal, request->worker_id(), "Lease",
+                                bindings_.Bind(*principal, request->worker_id(), "Lease"));
+  }
   if (status.ok() && scheduler_->IsShutDown()) status = absl::UnavailableError("quarkd is shutting down");
   if (!status.ok()) return FinishNow(context, status);
   if (profiles_ != nullptr) profiles_->Seen(request->worker_id());
@@ -158,8 +170,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
   absl::StatusOr<Principal> principal = Authorize(*context, "Heartbeat");
   absl::Status status = principal.status();
   if (status.ok()) status = CheckWorkerId(request->worker_id());
-  if (status.ok()) status = bindings_.Bind(*principal, request->worker_id(), "Heartbeat");
-  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), request->worker_id(), "Heartbeat");
+  if (status.ok()) {
+    status = AuditImpersonation(*principal, request->worker_id(), "Heartbeat",
+                                bindings_.Bind(*principal, request->worker_id(), "Heartbeat"));
+  }
+  if (status.ok()) {
+    status = AuditImpersonation(
+        *principal, request->lease_id(), "Heartbeat",
+        bindings_.CheckLease(*principal, request->lease_id(), request->worker_id(), "Heartbeat"));
+  }
   if (status.ok()) {
     if (profiles_ != nullptr) profiles_->Seen(request->worker_id());
     *response = scheduler_->Heartbeat(request->worker_id(), request->lease_id());
@@ -173,7 +192,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServer
                                                             quark::v1::internal::ReportProgressResponse* response) {
   absl::StatusOr<Principal> principal = Authorize(*context, "ReportProgress");
   absl::Status status = principal.status();
-  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), "", "ReportProgress");
+  if (status.ok()) {
+    status = AuditImpersonation(*principal, request->lease_id(), "ReportProgress",
+                                bindings_.CheckLease(*principal, request->lease_id(), "", "ReportProgress"));
+  }
   if (!status.ok()) return FinishNow(context, status);
   absl::StatusOr<bool> cancel = scheduler_->ReportProgress(*request);
   if (cancel.ok()) response->set_cancel(*cancel);
@@ -185,7 +207,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(grpc::CallbackServerContex
                                                       quark::v1::internal::CompleteResponse* response) {
   absl::StatusOr<Principal> principal = Authorize(*context, "Complete");
   absl::Status status = principal.status();
-  if (status.ok()) status = bindings_.CheckLease(*principal, request->lease_id(), "", "Complete");
+  if (status.ok()) {
+    status = AuditImpersonation(*principal, request->lease_id(), "Complete",
+                                bindings_.CheckLease(*principal, request->lease_id(), "", "Complete"));
+  }
   if (!status.ok()) return FinishNow(context, status);
   status = scheduler_->Complete(*request);
   bindings_.ForgetLease(request->lease_id());  // completed now, or unknown to the scheduler: over either way

@@ -42,6 +42,10 @@ class WorkerServiceImpl final : public quark::v1::internal::WorkerService::Callb
 
  private:
   absl::StatusOr<Principal> Authorize(const grpc::CallbackServerContext& context, const std::string& what) const;
+  /// `status` as it is; a refusal of WorkerBindings (a worker id or lease held by another credential: an
+  /// impersonation attempt) is audited first, action "worker_identity", target the worker id or lease id (#29).
+  absl::Status AuditImpersonation(const Principal& principal, const std::string& target, const std::string& what,
+                                  absl::Status status) const;
 
   Scheduler* const scheduler_;
   const AccessControl* const access_;

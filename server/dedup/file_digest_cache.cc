@@ -20,11 +20,13 @@ absl::StatusOr<std::string> FileDigestCache::Sha256Of(int fd, const std::string&
   Entry key;
   key.size = static_cast<uint64_t>(info.st_size);
   key.mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
+  key.ctime_ns = static_cast<int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec;
   if (size != nullptr) *size = key.size;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it != entries_.end() && it->second.size == key.size && it->second.mtime_ns == key.mtime_ns) {
+    if (it != entries_.end() && it->second.size == key.size && it->second.mtime_ns == key.mtime_ns &&
+        it->second.ctime_ns == key.ctime_ns) {
       return it->second.sha256;
     }
   }

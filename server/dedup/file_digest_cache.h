@@ -1,5 +1,6 @@
 // SHA-256 of files the server reads to build content keys (model weights, calibration and evaluation text),
-// remembered by (device and inode, size, mtime in ns) so a multi-GB model is hashed once per quarkd process, not per submit.
+// remembered by (device and inode, size, mtime and ctime in ns) so a multi-GB model is hashed once per quarkd process,
+// not per submit.
 #pragma once
 
 #include <atomic>
@@ -21,8 +22,9 @@ class FileDigestCache {
   /// Lower-case hex SHA-256 of the open regular file `fd` (read through its descriptor, never by a name, so
   /// callers open it inside the caller's roots first), with its size; `label` (its path) names it in the log and
   /// errors. Remembered by device and inode, so a file reached by another name (a pinned view) is not hashed again.
-  /// A file rewritten in place keeping both its size and its mtime to the nanosecond is not noticed (the trade make
-  /// and rsync make as well). NOT_FOUND / INVALID_ARGUMENT / INTERNAL naming `label`.
+  /// Any write or utimes() moves the inode's ctime, which no caller can set back, so a file rewritten in place is
+  /// hashed again even with its size and mtime restored (#29: dedup re-checks published artifacts with this cache).
+  /// NOT_FOUND / INVALID_ARGUMENT / INTERNAL naming `label`.
   absl::StatusOr<std::string> Sha256Of(int fd, const std::string& label, uint64_t* size = nullptr);
 
   /// Files actually read and hashed so far (cache misses): the tests count re-hashing with it.
@@ -32,6 +34,7 @@ class FileDigestCache {
   struct Entry {
     uint64_t size = 0;
     int64_t mtime_ns = 0;
+    int64_t ctime_ns = 0;
     std::string sha256;
   };
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/log.h"
 #include "server/log_text.h"
+#include "server/scheduler/storage_quota.h"
 #include "server/scheduler/time_util.h"
 
 namespace quark::server {
@@ -205,8 +206,13 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
     job.set_content_key(options.content_key);
     job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
     job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
+    absl::StatusOr<std::optional<Job>> over_quota =
+        CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
+    if (!over_quota.ok()) return over_quota.status();
+    if (over_quota->has_value()) return **over_quota;
     std::vector<JobEvent> events;
-    bool deduplicated = !options.content_key.empty() && !spec.force() && DeduplicateLocked(&job, &events);
+    bool deduplicated = !options.content_key.empty() && !spec.force() &&
+                        DeduplicateLocked(&job, &events, options.reuse_succeeded);
     if (!deduplicated) events = {StateEventLocked(job)};
     bool created = false;
     absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);

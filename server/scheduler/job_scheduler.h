@@ -149,8 +149,9 @@ class JobScheduler : public Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deduplication and deadlines (job_scheduler_dedup.cc).
   /// Fills a new job from the tenant's job with the same content key: SUCCEEDED with its result, or a follower
-  /// of the job that runs. Returns false (job untouched) when there is none to reuse.
-  bool DeduplicateLocked(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events)
+  /// of the job that runs. Returns false (job untouched) when there is none to reuse, or when the match succeeded
+  /// and `reuse_succeeded` is false (SubmitOptions: its result could not be verified).
+  bool DeduplicateLocked(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events, bool reuse_succeeded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Followers take `leader`'s state: queued/running in step, its final state, error and result at the end.
   void FollowLeaderLocked(const quark::v1::Job& leader) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -193,8 +194,9 @@ std::string DeadlineError(const quark::v1::Job& job);
 quark::v1::JobEvent DeduplicateFrom(const quark::v1::Job& origin, absl::Time now, quark::v1::Job* job);
 
 /// The tenant's job with `job`'s content key (the newest succeeded one first, as the store orders them), or nullopt
-/// when there is none. A store error is logged and means "not deduplicated": the job then runs.
-std::optional<quark::v1::Job> FindContentKeyMatch(JobStore& store, const quark::v1::Job& job);
+/// when there is none. A store error is logged and means "not deduplicated": the job then runs. A succeeded match
+/// counts only with `reuse_succeeded` (#29: else the job runs instead of receiving an unverified result).
+std::optional<quark::v1::Job> FindContentKeyMatch(JobStore& store, const quark::v1::Job& job, bool reuse_succeeded);
 
 /// Random identifiers: `prefix` + 32 hex digits (128 bits from OpenSSL RAND_bytes). Aborts without entropy.
 std::string NewId(const std::string& prefix);

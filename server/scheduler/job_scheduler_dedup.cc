@@ -20,8 +20,13 @@ std::pair<JobState, std::string> JobScheduler::StopOutcome(const ActiveJob& acti
   return {JobState::JOB_STATE_CANCELLED, absl::StrCat("cancelled", detail)};
 }
 
-std::optional<Job> FindContentKeyMatch(JobStore& store, const Job& job) {
+std::optional<Job> FindContentKeyMatch(JobStore& store, const Job& job, bool reuse_succeeded) {
   absl::StatusOr<Job> match = store.FindByContentKey(job.tenant(), job.content_key());
+  if (match.ok() && match->state() == JobState::JOB_STATE_SUCCEEDED && !reuse_succeeded) {
+    log::Get("scheduler")->info("job={} not deduplicated from job {}: its result is not verified", job.id(),
+                                match->id());
+    return std::nullopt;
+  }
   if (match.ok()) return *std::move(match);
   if (!absl::IsNotFound(match.status())) {
     log::Get("scheduler")->warn("job={} content key lookup failed, not deduplicated: {}", job.id(),
@@ -30,8 +35,8 @@ std::optional<Job> FindContentKeyMatch(JobStore& store, const Job& job) {
   return std::nullopt;
 }
 
-bool JobScheduler::DeduplicateLocked(Job* job, std::vector<JobEvent>* events) {
-  std::optional<Job> match = FindContentKeyMatch(*store_, *job);
+bool JobScheduler::DeduplicateLocked(Job* job, std::vector<JobEvent>* events, bool reuse_succeeded) {
+  std::optional<Job> match = FindContentKeyMatch(*store_, *job, reuse_succeeded);
   if (!match) return false;
   // Always point at the job that ran: a deduplicated job's own origin, and a follower's leader.
   Job origin = std::move(*match);

@@ -10,6 +10,7 @@
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/replicated_transitions.h"
 #include "server/scheduler/result_check.h"
+#include "server/scheduler/storage_quota.h"
 #include "server/scheduler/time_util.h"
 #include "server/scheduler/worker_fit.h"
 
@@ -111,8 +112,13 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
   job.set_content_key(options.content_key);
   job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
   job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
+  absl::StatusOr<std::optional<Job>> over_quota =
+      CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
+  if (!over_quota.ok()) return over_quota.status();
+  if (over_quota->has_value()) return **over_quota;
   std::vector<JobEvent> events;
-  bool deduplicated = !options.content_key.empty() && !spec.force() && Deduplicate(&job, &events);
+  bool deduplicated = !options.content_key.empty() && !spec.force() &&
+                      Deduplicate(&job, &events, options.reuse_succeeded);
   if (!deduplicated) events = {StateEvent(job, absl::ToUnixMillis(clock_->Now()))};
   bool created = false;
   absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
@@ -286,8 +292,8 @@ bool ReplicatedScheduler::SetDraining(const std::string& worker_id, bool drainin
   return registered;
 }
 
-bool ReplicatedScheduler::Deduplicate(Job* job, std::vector<JobEvent>* events) {
-  std::optional<Job> match = FindContentKeyMatch(*store_, *job);
+bool ReplicatedScheduler::Deduplicate(Job* job, std::vector<JobEvent>* events, bool reuse_succeeded) {
+  std::optional<Job> match = FindContentKeyMatch(*store_, *job, reuse_succeeded);
   if (!match) return false;
   Job origin = std::move(*match);
   if (origin.state() != JobState::JOB_STATE_SUCCEEDED) {

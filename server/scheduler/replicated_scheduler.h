@@ -90,7 +90,7 @@ class ReplicatedScheduler : public Scheduler {
   void AfterWrite(const LeaseRow& row, quark::v1::JobState from);
   void ForgetLease(const std::string& lease_id);
   /// Deduplication and deadlines (#17; as JobScheduler's, with followers and deadlines kept in the database).
-  bool Deduplicate(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events);
+  bool Deduplicate(quark::v1::Job* job, std::vector<quark::v1::JobEvent>* events, bool reuse_succeeded);
   void SweepFollowers();
   void SweepDeadlines();
 

@@ -26,10 +26,14 @@ struct SchedulerOptions {
 struct SubmitOptions {
   std::string tenant;           // stored in the job; "" with authentication off
   int64_t max_queued_jobs = 0;  // RESOURCE_EXHAUSTED when the tenant already has this many queued; 0 = no limit
+  int64_t max_stored_bytes = 0;  // RESOURCE_EXHAUSTED past this many stored bytes (storage_quota.h); 0 = no limit
   /// content_key.h's key ("" = not keyed): stored with the job; unless spec.force, a job of the same tenant with
   /// this key that succeeded is returned (a new SUCCEEDED job with its result) and a queued or running one is
   /// followed (the new job ends as that one does; a follower is never leased).
   std::string content_key;
+  /// #29 verified dedup: false when the tenant's succeeded job with this key could not be verified (its files
+  /// changed, or they lie in an object store quarkd does not trust): then this job runs instead of reusing it.
+  bool reuse_succeeded = true;
   /// Stored in the job (Job.needs_*_memory_bytes): a worker that announced less memory is not handed it
   /// (worker_fit.h). 0 = unknown: any worker.
   int64_t needs_host_memory_bytes = 0;

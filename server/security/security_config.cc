@@ -169,12 +169,14 @@ absl::Status ParseStorage(const json& tenant, const std::string& path, TenantPol
 absl::Status ParseTenant(const std::string& name, const json& tenant, const std::string& path, SecurityConfig* config) {
   if (!IsTenantName(name)) return Bad(path, "tenant names are 1-64 characters of [A-Za-z0-9._-]");
   absl::Status status = CheckKeys(tenant, path,
-                                  {"model_roots", "output_prefixes", "max_queued_jobs", "max_running_jobs", "storage"});
+                                  {"model_roots", "output_prefixes", "max_queued_jobs", "max_running_jobs", "storage",
+                                   "max_stored_bytes"});
   TenantPolicy policy;
   if (status.ok()) status = ParseRoots(tenant, "model_roots", path, &policy.model_roots);
   if (status.ok()) status = ParseRoots(tenant, "output_prefixes", path, &policy.output_prefixes);
   if (status.ok()) status = ParseQuota(tenant, "max_queued_jobs", path, &policy.max_queued_jobs);
   if (status.ok()) status = ParseQuota(tenant, "max_running_jobs", path, &policy.max_running_jobs);
+  if (status.ok()) status = ParseQuota(tenant, "max_stored_bytes", path, &policy.max_stored_bytes);
   if (status.ok()) status = ParseStorage(tenant, path, &policy);
   if (!status.ok()) return status;
   config->tenants[name] = std::move(policy);

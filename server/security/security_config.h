@@ -6,7 +6,7 @@
 //               {"name": "gpu-1", "mtls_identity": "worker-1.example", "role": "worker"}],
 //    "tenants": {"acme": {"model_roots": ["file:///srv/models/acme", "s3://acme-models/"],
 //                         "output_prefixes": ["s3://acme-out/quantized/"],
-//                         "max_queued_jobs": 20, "max_running_jobs": 2,
+//                         "max_queued_jobs": 20, "max_running_jobs": 2, "max_stored_bytes": 1073741824,
 //                         "storage": {"access_key_id": "...", "secret_access_key": "..."}}}}
 #pragma once
 
@@ -50,6 +50,9 @@ struct TenantPolicy {
   std::vector<std::string> output_prefixes;  // file:///dir or s3://bucket/prefix: output_uri
   int64_t max_queued_jobs = 0;               // SubmitJob: RESOURCE_EXHAUSTED at this many queued jobs
   int64_t max_running_jobs = 0;              // the scheduler leases no more of the tenant's jobs at once
+  /// SubmitJob: RESOURCE_EXHAUSTED once the tenant's jobs (any state, until DeleteJob) and their events hold this
+  /// many bytes in the store (JobStore::TenantStoredBytes).
+  int64_t max_stored_bytes = 0;
   quark::v1::internal::StorageCredentials storage;  // sent with leases of this tenant's jobs; empty = none
 };
 

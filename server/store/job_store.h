@@ -99,6 +99,17 @@ class JobStore {
   /// Number of jobs per (state, preset label), for the metrics gauges at start-up.
   virtual absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() = 0;
 
+  /// #29 storage quota: the bytes `tenant`'s jobs hold in the store — every job row (its serialized Job, spec
+  /// included) and every event row, in any state (cancelled and finished jobs count until deleted).
+  virtual absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) = 0;
+  /// Deletes a SUCCEEDED, FAILED or CANCELLED job with its events and attempts in one transaction and returns the
+  /// bytes it held (as TenantStoredBytes counts them). NOT_FOUND naming the id; FAILED_PRECONDITION naming the
+  /// state for a queued or running job (the state is checked in the same transaction as the delete).
+  virtual absl::StatusOr<int64_t> DeleteJob(const std::string& id) = 0;
+  /// #29 verified dedup: FindByContentKey no longer finds job `id` (its published files changed). The job itself,
+  /// its Job.content_key included, stays as it is. OK when the job does not exist.
+  virtual absl::Status ForgetContentKey(const std::string& id) = 0;
+
   /// Appends to the audit log (append-only: the store refuses updates and deletes), assigning record->sequence.
   virtual absl::Status AppendAudit(quark::v1::AuditRecord* record) = 0;
   /// Records with sequence > after_sequence, oldest first, at most `limit`; only `tenant`'s when not empty.
@@ -111,6 +122,12 @@ absl::Status JobNotFoundError(const std::string& id);
 
 /// The request_id as stored: unique per tenant ("" tenant: the id itself).
 std::string ScopedRequestId(const std::string& tenant, const std::string& request_id);
+
+/// FAILED_PRECONDITION "job \"ID\" is STATE: only a finished job can be deleted (cancel it first)".
+absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state);
+
+/// Whether a job in `state` may be deleted (SUCCEEDED, FAILED, CANCELLED).
+bool IsDeletableState(quark::v1::JobState state);
 
 /// The preset label of a spec: its preset name, or "custom" for an inline Config.
 std::string PresetLabel(const quark::v1::JobSpec& spec);

@@ -8,7 +8,7 @@
 namespace quark::server {
 
 /// The schema version this build writes.
-inline constexpr int kJobStoreSchemaVersion = 5;
+inline constexpr int kJobStoreSchemaVersion = 6;
 
 /// Applies every migration above the file's recorded version, each in its own transaction.
 /// FAILED_PRECONDITION when the file was written by a newer quarkd (its version is above ours).

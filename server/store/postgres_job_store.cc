@@ -104,6 +104,45 @@ const std::vector<std::string>& PgMigrations() {
                    kAuditLogMaxRecords, R"sql( THEN RETURN OLD; END IF;
         RAISE EXCEPTION 'audit_log is append-only (records below the newest may only expire)'; END $$;
       )sql"),
+      // 6 (#29 storage quota): the bytes each tenant's job rows and events hold, kept by triggers in the writing
+      // transaction (the check at submit reads one row). A job row rewritten at the same size touches nothing.
+      // Written to be re-run over itself (the upgrade tests roll the version back without dropping objects).
+      R"sql(
+      CREATE TABLE IF NOT EXISTS tenant_storage (tenant TEXT PRIMARY KEY, bytes BIGINT NOT NULL);
+      DELETE FROM tenant_storage;
+      INSERT INTO tenant_storage (tenant, bytes)
+        SELECT tenant, SUM(b) FROM (SELECT tenant, octet_length(job)::BIGINT AS b FROM jobs
+                                    UNION ALL SELECT j.tenant, octet_length(e.event)::BIGINT FROM job_events e
+                                              JOIN jobs j ON e.job_id = j.id) s GROUP BY tenant;
+      CREATE OR REPLACE FUNCTION jobs_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF TG_OP = 'INSERT' THEN
+          INSERT INTO tenant_storage (tenant, bytes) VALUES (NEW.tenant, octet_length(NEW.job))
+            ON CONFLICT (tenant) DO UPDATE SET bytes = tenant_storage.bytes + EXCLUDED.bytes;
+        ELSIF TG_OP = 'UPDATE' THEN
+          IF octet_length(NEW.job) <> octet_length(OLD.job) THEN
+            UPDATE tenant_storage SET bytes = bytes + octet_length(NEW.job) - octet_length(OLD.job)
+              WHERE tenant = NEW.tenant;
+          END IF;
+        ELSE
+          UPDATE tenant_storage SET bytes = bytes - octet_length(OLD.job) WHERE tenant = OLD.tenant;
+        END IF;
+        RETURN NULL; END $$;
+      DROP TRIGGER IF EXISTS jobs_bytes ON jobs;
+      CREATE TRIGGER jobs_bytes AFTER INSERT OR UPDATE OF job OR DELETE ON jobs
+        FOR EACH ROW EXECUTE FUNCTION jobs_bytes();
+      CREATE OR REPLACE FUNCTION job_events_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF TG_OP = 'INSERT' THEN
+          UPDATE tenant_storage SET bytes = bytes + octet_length(NEW.event)
+            WHERE tenant = (SELECT tenant FROM jobs WHERE id = NEW.job_id);
+        ELSE
+          UPDATE tenant_storage SET bytes = bytes - octet_length(OLD.event)
+            WHERE tenant = (SELECT tenant FROM jobs WHERE id = OLD.job_id);
+        END IF;
+        RETURN NULL; END $$;
+      DROP TRIGGER IF EXISTS job_events_bytes ON job_events;
+      CREATE TRIGGER job_events_bytes AFTER INSERT OR DELETE ON job_events
+        FOR EACH ROW EXECUTE FUNCTION job_events_bytes();
+      )sql",
   };
   return migrations;
 }

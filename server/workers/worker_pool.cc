@@ -40,12 +40,12 @@ std::string FindOnPath(const std::string& binary) {
 
 // The environment of a child: ours, with `overrides` ("NAME=VALUE") and the GPU selection replacing entries.
 std::vector<std::string> ChildEnvironment(std::vector<std::string> overrides, const std::string& gpu,
-                                          const std::string& worker_id) {
+                                          const std::string& worker_id, const std::string& slot) {
   if (!gpu.empty()) {
     overrides.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
     overrides.push_back("HIP_VISIBLE_DEVICES=" + gpu);
   }
-  for (std::string& entry : overrides) entry = absl::StrReplaceAll(entry, {{"{id}", worker_id}});
+  for (std::string& entry : overrides) entry = absl::StrReplaceAll(entry, {{"{id}", worker_id}, {"{slot}", slot}});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     bool replaced = false;
@@ -84,7 +84,8 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, RestartHook on_restart)
     : options_(std::move(options)), on_restart_(std::move(on_restart)) {
   for (int i = 0; i < options_.count; ++i) {
     Child child;
-    child.id = absl::StrCat(options_.id_prefix, "local-", i);
+    child.slot = absl::StrCat("local-", i);
+    child.id = absl::StrCat(options_.id_prefix, child.slot, options_.id_suffix);
     child.backoff = options_.min_backoff;
     children_.push_back(child);
   }
@@ -108,7 +109,7 @@ void WorkerPool::SpawnLocked(Child& child) {
   std::vector<std::string> args = {options_.binary, "--server", options_.server_address, "--worker-id", child.id};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<std::string> env =
-      ChildEnvironment(options_.env, index < options_.gpus.size() ? options_.gpus[index] : "", child.id);
+      ChildEnvironment(options_.env, index < options_.gpus.size() ? options_.gpus[index] : "", child.id, child.slot);
   std::vector<char*> argv = CStrings(args);
   std::vector<char*> envp = CStrings(env);
   pid_t parent = getpid();

@@ -20,11 +20,15 @@ namespace quark::server {
 struct WorkerPoolOptions {
   std::string binary;                   // path of quark-worker
   std::string server_address;           // what workers dial ("127.0.0.1:PORT")
-  int count = 1;                        // number of workers (local-0 .. local-(count-1))
+  int count = 1;                        // number of workers (slots local-0 .. local-(count-1))
   std::string id_prefix;                // before "local-N" (replicas sharing a store: ids unique across them)
+  /// After "local-N" (#29: "-" and 16 random hex digits per quarkd start, so a worker id cannot be known before
+  /// quarkd runs); "" = ids are the slot names.
+  std::string id_suffix;
   std::vector<std::string> gpus;        // when not empty, worker i gets CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES=gpus[i]
   std::vector<std::string> extra_args;  // appended to every worker's command line
-  /// "NAME=VALUE" set in every worker's environment (replacing ours). "{id}" in a value becomes the worker id.
+  /// "NAME=VALUE" set in every worker's environment (replacing ours). "{id}" in a value becomes the worker id,
+  /// "{slot}" its slot ("local-N", the same across quarkd starts: its data folder, checkpoints and caches).
   std::vector<std::string> env;
   absl::Duration min_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(10);
@@ -56,6 +60,7 @@ class WorkerPool {
  private:
   struct Child {
     std::string id;
+    std::string slot;  // "local-N"
     pid_t pid = -1;
     absl::Time started;
     absl::Time next_start;

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include "core/config/presets.h"
+#include "server/api/access_control.h"
 #include "tests/server/quarkd_process.h"
 #include "tests/server/security_fixture.h"
 
@@ -302,6 +304,51 @@ TEST_F(AuthProcessTest, TenantsSeeOnlyTheirJobsAndPaths) {
   EXPECT_EQ(audit.records(0).target(), a_job.id());
 }
 
+// #29 item 4 (audit): every refused call leaves a record with its reason and never the token — role refusals
+// under the caller's name, bad submissions, worker-id impersonation, and unauthenticated calls (at most 60 one by
+// one a minute: a flood from anyone who reaches the port cannot push the log's older records out).
+TEST_F(AuthProcessTest, RefusedCallsAreAuditedWithTheirReasonAndUnauthenticatedOnesAreBounded) {
+  ASSERT_TRUE(StartQuarkd(0)) << Log();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(Submit(i % 2 == 0 ? "" : "qk_not_a_known_token_flood", Request("a")).error_code(),
+              StatusCode::UNAUTHENTICATED);
+  }
+  pb::ListAuditRecordsResponse refused;
+  EXPECT_EQ(admin_->ListAuditRecords(Call(kTokenAViewer).get(), pb::ListAuditRecordsRequest(), &refused).error_code(),
+            StatusCode::PERMISSION_DENIED);
+  pb::DrainWorkerRequest drain;
+  drain.set_worker_id("local-0");
+  pb::DrainWorkerResponse drained;
+  EXPECT_EQ(admin_->DrainWorker(Call(kTokenB).get(), drain, &drained).error_code(), StatusCode::PERMISSION_DENIED);
+  pb::SubmitJobRequest bad = Request("a");
+  bad.mutable_spec()->set_preset("no-such-preset");
+  EXPECT_EQ(Submit(kTokenA, bad).error_code(), StatusCode::INVALID_ARGUMENT);
+  wpb::RegisterRequest squat;
+  squat.set_worker_id("local-0");
+  wpb::RegisterResponse registered;
+  EXPECT_EQ(workers_->Register(Call(kTokenWorker).get(), squat, &registered).error_code(),
+            StatusCode::PERMISSION_DENIED);
+
+  pb::ListAuditRecordsRequest request;
+  request.set_page_size(1000);
+  pb::ListAuditRecordsResponse audit;
+  ASSERT_TRUE(admin_->ListAuditRecords(Call(kTokenAdmin).get(), request, &audit).ok());
+  std::map<std::string, int> count;  // "principal action outcome"
+  for (const pb::AuditRecord& record : audit.records()) {
+    ++count[record.principal() + " " + record.action() + " " + record.outcome()];
+    for (const char* secret : {kTokenA, kTokenAViewer, kTokenB, kTokenWorker, "qk_not_a_known_token_flood"}) {
+      EXPECT_EQ(record.DebugString().find(secret), std::string::npos) << record.DebugString();
+    }
+    if (record.principal() == "unauthenticated") EXPECT_NE(record.detail().find("peer=ipv4:127.0.0.1"), std::string::npos);
+    if (record.outcome() == "INVALID_ARGUMENT") EXPECT_NE(record.detail().find("no-such-preset"), std::string::npos);
+  }
+  EXPECT_EQ(count["unauthenticated submit UNAUTHENTICATED"], kUnauthenticatedAuditsPerMinute) << "bounded per minute";
+  EXPECT_EQ(count["a-dashboard list_audit_records PERMISSION_DENIED"], 1);
+  EXPECT_EQ(count["b-ci drain_worker PERMISSION_DENIED"], 1);
+  EXPECT_EQ(count["a-ci submit INVALID_ARGUMENT"], 1);
+  EXPECT_EQ(count["gpu-box worker_identity PERMISSION_DENIED"], 1);
+}
+
 // Issue #29 item 4: a worker token registering "local-0" right after quarkd started locked the real local worker out
 // (it crash-looped: "worker_id local-0 belongs to another credential") and then leased every job with its tenant's
 // storage keys. Local ids are reserved from the start: the squat is refused, and the local worker runs the job.
@@ -327,7 +374,8 @@ TEST_F(AuthProcessTest, ARemoteWorkerCannotSquatALocalWorkerId) {
   ASSERT_TRUE(WaitForState(job.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
   pb::Job done;
   ASSERT_TRUE(Get(kTokenAdmin, job.id(), &done).ok());
-  EXPECT_EQ(done.worker_id(), "local-0");
+  EXPECT_EQ(done.worker_id().rfind("local-0-", 0), 0u) << done.worker_id();
+  EXPECT_EQ(done.worker_id().size(), std::string("local-0-").size() + 16) << "a per-start random suffix";
 }
 
 // Issue #29 item 6: ValidateConfig with estimate read the evaluation file's size whatever its root: tenant a learnt

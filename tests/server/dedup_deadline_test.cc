@@ -1,6 +1,8 @@
 // Deduplication and deadlines (#17) through the real quarkd with real test workers, on the SQLite store and on a
 // real PostgreSQL (the same tests; the PostgreSQL run is skipped only when its binaries are absent).
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
@@ -28,6 +30,11 @@ void Write(const std::string& path, const std::string& text) {
   out << text;
 }
 
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 class DedupDeadlineTest : public ::testing::TestWithParam<bool> {
  protected:
   bool postgres() const { return GetParam(); }
@@ -39,6 +46,7 @@ class DedupDeadlineTest : public ::testing::TestWithParam<bool> {
     }
     std::filesystem::create_directories(dir_.File("models/m/sub"));
     std::filesystem::create_directories(dir_.File("data"));
+    std::filesystem::create_directories(dir_.File("out"));  // the test worker publishes real files into it
     Write(dir_.File("models/m/config.json"), R"({"model_type": "llama"})");
     Write(dir_.File("models/m/sub/weights.bin"), std::string(1 << 16, 'w'));
     Write(dir_.File("data/calib-a.txt"), "calibration text a");
@@ -47,7 +55,7 @@ class DedupDeadlineTest : public ::testing::TestWithParam<bool> {
   }
   void TearDown() override { unsetenv("QUARK_TEST_WORKER_RUNS_FILE"); }
 
-  bool StartQuarkd(int workers = 1) {
+  bool StartQuarkd(int workers = 1, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"--data-dir", dir_.File("state"), "--listen", "127.0.0.1:0",
                                      "--metrics-listen", "", "--workers", std::to_string(workers),
                                      "--worker-binary", QUARK_TEST_WORKER_BINARY,
@@ -56,6 +64,7 @@ class DedupDeadlineTest : public ::testing::TestWithParam<bool> {
                                      "--heartbeat-interval-ms", "100", "--lease-timeout-ms", "3000",
                                      "--cancel-grace-ms", "500"};
     if (postgres()) args.insert(args.end(), {"--store", pg_.Dsn(), "--replica-id", "r1"});
+    args.insert(args.end(), extra.begin(), extra.end());
     quarkd_ = std::make_unique<QuarkdProcess>();
     if (!quarkd_->Start(QUARKD_BINARY, args, dir_.File("ready.json"), dir_.File("quarkd.log"))) return false;
     stub_ = pb::QuantizationService::NewStub(
@@ -183,6 +192,63 @@ TEST_P(DedupDeadlineTest, ASucceededJobIsReturnedAtOnceWithItsArtifactsAndTheMod
   EXPECT_EQ(Hashes(dir_.File("models/m/sub/weights.bin")), 1) << Log();
   EXPECT_EQ(Hashes(dir_.File("models/m/config.json")), 1) << Log();
   EXPECT_EQ(Hashes(dir_.File("data/calib-a.txt")), 1) << Log();
+}
+
+// #29 verified dedup, as an attacker with write access to the output folder would try it: the artifact of a
+// succeeded job is rewritten after its completion (same size, mtime set back). A later identical job is not handed
+// it: it runs, and the stale entry is dropped so the next identical job reuses the fresh, verified run.
+TEST_P(DedupDeadlineTest, ATamperedArtifactOrManifestIsNotHandedOutAndTheJobRunsInstead) {
+  ASSERT_TRUE(StartQuarkd());
+  pb::Job first = Submit(Request());
+  ASSERT_TRUE(WaitForState(first.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+  first = Get(first.id());
+  ASSERT_EQ(first.result().artifacts_size(), 1);
+  const std::string artifact = first.result().artifacts(0).uri().substr(7);
+  ASSERT_EQ(first.result().artifacts(0).sha256().size(), 64u);
+  ASSERT_EQ(first.result().manifest_sha256().size(), 64u);
+  ASSERT_TRUE(std::filesystem::exists(artifact));
+  pb::Job verified = Submit(Request());
+  EXPECT_EQ(verified.deduplicated_from(), first.id()) << "untouched files are verified and reused";
+
+  struct stat before {};
+  ASSERT_EQ(stat(artifact.c_str(), &before), 0);
+  std::string bytes(static_cast<size_t>(before.st_size), 'X');
+  Write(artifact, bytes);
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, artifact.c_str(), times, 0), 0);  // size and mtime as they were: only ctime moved
+  pb::Job tampered = Submit(Request());
+  EXPECT_TRUE(tampered.deduplicated_from().empty()) << "a tampered artifact must not be handed out";
+  EXPECT_NE(tampered.state(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_TRUE(WaitForState(tampered.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+  EXPECT_EQ(Get(tampered.id()).attempts_size(), 1);
+  EXPECT_NE(Log().find("job=" + first.id() + " not reused for an identical submission"), std::string::npos) << Log();
+  // The stale entries (the first job and its deduplicated copy) are dropped; the fresh run is served.
+  pb::Job next = Submit(Request());
+  EXPECT_EQ(next.deduplicated_from(), tampered.id());
+
+  // The manifest is held to its recorded digest as well.
+  const std::string manifest = Get(tampered.id()).result().manifest_uri().substr(7);
+  Write(manifest, Read(manifest) + " ");
+  pb::Job after_manifest = Submit(Request());
+  EXPECT_TRUE(after_manifest.deduplicated_from().empty()) << "a changed manifest must not be handed out";
+  ASSERT_TRUE(WaitForState(after_manifest.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+}
+
+// quarkd reads no object store: an s3:// result is reused only with --trust-object-store (on the worker's digests).
+TEST_P(DedupDeadlineTest, ObjectStoreResultsAreReusedOnlyWithTrustObjectStore) {
+  ASSERT_TRUE(StartQuarkd());
+  pb::SubmitJobRequest request = Request();
+  request.mutable_spec()->set_output_uri("s3://bucket/out");
+  pb::Job first = Submit(request);
+  ASSERT_TRUE(WaitForState(first.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+  pb::Job second = Submit(request);
+  EXPECT_TRUE(second.deduplicated_from().empty()) << "not verifiable, not reused";
+  ASSERT_TRUE(WaitForState(second.id(), pb::JOB_STATE_SUCCEEDED)) << Log();
+  quarkd_.reset();
+  ASSERT_TRUE(StartQuarkd(1, {"--trust-object-store"}));
+  pb::Job third = Submit(request);
+  EXPECT_EQ(third.deduplicated_from(), second.id()) << "trusted: reused, and the entries were kept";
+  EXPECT_EQ(third.state(), pb::JOB_STATE_SUCCEEDED);
 }
 
 TEST_P(DedupDeadlineTest, ACallerDeadlineSpentHashingCreatesNoJobAndTheRetryIsQuick) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/store/audit_retention.h"
+#include "tests/server/storage_quota_store_checks.h"
 #include "tests/server/test_util.h"
 
 namespace quark::server {
@@ -298,6 +299,41 @@ TEST(SqliteJobStoreTest, AuditLogIsAppendOnlyAndRequestIdsArePerTenant) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
   EXPECT_EQ(page->jobs[0].id(), "job-a");
+}
+
+// #29 storage quota: the bytes a tenant's jobs hold (finished and cancelled ones included) and DeleteJob.
+TEST(SqliteJobStoreTest, TenantStoredBytesCountEveryStateAndDeleteJobFreesThem) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  testing::ExpectStoredBytesAndDeletion(*store);
+  // The deletion is durable: a reopened store sees it.
+  store.reset();
+  store = OpenOrDie(dir.File("q.db"));
+  EXPECT_EQ(store->GetJob("job-a2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store->GetJob("job-a3").ok());
+}
+
+// Schema 6 seeds tenant_storage from the rows a store of schema 5 already holds.
+TEST(SqliteJobStoreTest, TheUpgradeToSchema6CountsTheRowsAlreadyStored) {
+  TempDir dir;
+  const std::string path = dir.File("q.db");
+  auto store = OpenOrDie(path);
+  const int64_t a = testing::CreateAndFinish(*store, "job-a1", "a", 3000, quark::v1::JOB_STATE_CANCELLED);
+  const int64_t b = testing::CreateAndFinish(*store, "job-b1", "b", 500, quark::v1::JOB_STATE_SUCCEEDED);
+  store.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE tenant_storage; DROP TRIGGER jobs_bytes_insert; DROP TRIGGER jobs_bytes_update; "
+                         "DROP TRIGGER jobs_bytes_delete; DROP TRIGGER job_events_bytes_insert; "
+                         "DROP TRIGGER job_events_bytes_delete; DELETE FROM schema_version WHERE version >= 6",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  store = OpenOrDie(path);
+  EXPECT_EQ(*store->TenantStoredBytes("a"), a);
+  EXPECT_EQ(*store->TenantStoredBytes("b"), b);
+  EXPECT_EQ(*store->TenantStoredBytes("c"), 0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "server/store/audit_retention.h"
 #include "server/store/postgres_job_store.h"
 #include "tests/server/postgres_fixture.h"
+#include "tests/server/storage_quota_store_checks.h"
 #include "tests/support/require_peer.h"
 
 namespace quark::server {
@@ -419,6 +420,13 @@ TEST_F(PostgresJobStoreTest, AuditLogIsAppendOnlyAndNotificationsArrive) {
            std::count(heard.begin(), heard.end(), "quark_queue:job-n") == 1;
   }));
   b_->StopListening();
+}
+
+// #29 storage quota on the shared store; a second replica sees the same bytes.
+TEST_F(PostgresJobStoreTest, TenantStoredBytesCountEveryStateAndDeleteJobFreesThem) {
+  testing::ExpectStoredBytesAndDeletion(*a_);
+  EXPECT_EQ(*b_->TenantStoredBytes("a"), *a_->TenantStoredBytes("a"));
+  EXPECT_EQ(b_->GetJob("job-a2").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

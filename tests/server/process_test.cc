@@ -122,6 +122,10 @@ TEST_F(ProcessTest, KillNineOfQuarkdKeepsEveryJobAndTheyAllFinishAfterRestart) {
   pb::Job job = Get(running);
   ASSERT_EQ(job.attempts_size(), 2);
   EXPECT_NE(job.attempts(0).error().find("quarkd restarted"), std::string::npos) << job.attempts(0).error();
+  // #29: local worker ids carry a random suffix per quarkd start (the slot, and so its data folder, stays local-0).
+  EXPECT_EQ(job.attempts(0).worker_id().rfind("local-0-", 0), 0u) << job.attempts(0).worker_id();
+  EXPECT_EQ(job.attempts(1).worker_id().rfind("local-0-", 0), 0u) << job.attempts(1).worker_id();
+  EXPECT_NE(job.attempts(0).worker_id(), job.attempts(1).worker_id());
 }
 
 TEST_F(ProcessTest, CancelStopsARunningJobAndKillsAWorkerThatIgnoresIt) {
@@ -165,8 +169,8 @@ TEST_F(ProcessTest, AJobWhoseWorkerCrashesEveryTimeFailsAfterMaxAttempts) {
   ASSERT_TRUE(WaitForState(id, pb::JOB_STATE_FAILED)) << Log();
   pb::Job job = Get(id);
   EXPECT_EQ(job.attempts_size(), 2);
-  EXPECT_NE(job.error().find("attempt 1 on local-0"), std::string::npos) << job.error();
-  EXPECT_NE(job.error().find("attempt 2 on local-0"), std::string::npos) << job.error();
+  EXPECT_NE(job.error().find("attempt 1 on local-0-"), std::string::npos) << job.error();
+  EXPECT_NE(job.error().find("attempt 2 on local-0-"), std::string::npos) << job.error();
   EXPECT_NE(Log().find("job=" + id), std::string::npos);
 }
 

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 
+#include "core/base/digest.h"
 #include "quark/v1/worker.grpc.pb.h"
 
 namespace {
@@ -163,7 +164,9 @@ class TestWorker {
   }
 
   // True when quarkd took the completion.
-  // A success reports one artifact, `artifact_uri` (under the job's output prefix, as quarkd requires).
+  // A success reports one artifact, `artifact_uri` (under the job's output prefix, as quarkd requires). A file://
+  // artifact in an output folder that exists is written for real, with a manifest.json beside it, and both are reported with their SHA-256 as
+  // quark-worker does, so quarkd's verified dedup (#29) can re-check them.
   bool Complete(const std::string& lease_id, bool success, bool cancelled, const std::string& error,
                 const std::string& artifact_uri = "") {
     pb::CompleteRequest request;
@@ -175,10 +178,30 @@ class TestWorker {
       quark::v1::Artifact* artifact = request.mutable_result()->add_artifacts();
       artifact->set_uri(artifact_uri);
       artifact->set_size_bytes(1234);
+      Publish(request.mutable_result());
       request.mutable_result()->mutable_metrics()->insert({"seconds_total", 0.01});
     }
     pb::CompleteResponse response;
     return stub_->Complete(Context(5).get(), request, &response).ok();
+  }
+
+  // Writes the (single) file:// artifact of `result` and a manifest.json beside it; records their digests.
+  static void Publish(quark::v1::JobResult* result) {
+    quark::v1::Artifact* artifact = result->mutable_artifacts(0);
+    if (artifact->uri().rfind("file://", 0) != 0) return;
+    const std::filesystem::path path = artifact->uri().substr(7);
+    std::error_code error;
+    if (!std::filesystem::is_directory(path.parent_path().parent_path(), error)) return;  // the output folder
+    std::filesystem::create_directories(path.parent_path(), error);
+    const std::string bytes = "test artifact of " + path.parent_path().filename().string() + "\n";
+    const std::string manifest = "{\"files\": [{\"path\": \"" + path.filename().string() + "\", \"sha256\": \"" +
+                                 quark::Sha256Hex(bytes) + "\"}]}\n";
+    std::ofstream(path, std::ios::binary) << bytes;
+    std::ofstream(path.parent_path() / "manifest.json", std::ios::binary) << manifest;
+    artifact->set_size_bytes(static_cast<int64_t>(bytes.size()));
+    artifact->set_sha256(quark::Sha256Hex(bytes));
+    result->set_manifest_uri("file://" + (path.parent_path() / "manifest.json").string());
+    result->set_manifest_sha256(quark::Sha256Hex(manifest));
   }
 
   // Heartbeats until cancelled or lost; with ignore_cancel it keeps going until killed.

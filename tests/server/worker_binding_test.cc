@@ -44,14 +44,22 @@ TEST(WorkerBindingsTest, LocalWorkerIdsAreReservedForTheLocalWorkers) {
   WorkerBindings bindings;
   const Principal rogue = Worker("gpu-1");
   const Principal local = Worker(kLocalWorkerPrincipal);
-  for (const std::string id : {"local-0", "local-17", "replica-a.local-3"}) {
+  for (const std::string id : {"local-0", "local-17", "replica-a.local-3", "local-0-0123456789abcdef",
+                               "replica-a.local-2-fe"}) {
     absl::Status squat = bindings.Bind(rogue, id, "Register");
     EXPECT_EQ(squat.code(), absl::StatusCode::kPermissionDenied) << id;
     EXPECT_EQ(squat.message(), "Register: worker_id \"" + id + "\" is reserved for quarkd's local workers; \"gpu-1\" "
                                "may not act as it");
     EXPECT_TRUE(bindings.Bind(local, id, "Register").ok()) << id << ": the squat bound nothing";
   }
-  for (const std::string id : {"local-", "local-x", "my-local-0", "local-0b", "slurm-12", "box-local"}) {
+  // Slots (what admins drain) are the ids without the per-start suffix.
+  EXPECT_TRUE(WorkerBindings::IsLocalWorkerSlot("local-0"));
+  EXPECT_TRUE(WorkerBindings::IsLocalWorkerSlot("replica-a.local-3"));
+  EXPECT_FALSE(WorkerBindings::IsLocalWorkerSlot("local-0-0123456789abcdef"));
+  EXPECT_FALSE(WorkerBindings::IsLocalWorkerSlot("replica-a.local-2-fe"));
+  EXPECT_FALSE(WorkerBindings::IsLocalWorkerSlot("box-1"));
+  for (const std::string id : {"local-", "local-x", "my-local-0", "local-0b", "slurm-12", "box-local", "local-0-",
+                               "local--ab", "local-0-XYZ", "local-0-ab-cd"}) {
     EXPECT_FALSE(WorkerBindings::IsLocalWorkerId(id)) << id;
     EXPECT_TRUE(bindings.Bind(rogue, id, "Register").ok()) << id;
   }

@@ -44,6 +44,7 @@ TEST(PublishTest, FileStoreWritesFilesThenManifest) {
   EXPECT_EQ(result->files[1].uri, prefix + "/model.safetensors");
   EXPECT_EQ(result->files[1].sha256, Sha256Hex(std::string(4099, 'w')));
   EXPECT_EQ(result->manifest_uri, prefix + "/manifest.json");
+  EXPECT_EQ(result->manifest_sha256, Sha256Hex(*store.GetBytes(result->manifest_uri)));  // #29 verified dedup
 
   nlohmann::json manifest = nlohmann::json::parse(*store.GetBytes(result->manifest_uri));
   EXPECT_EQ(manifest["format_version"], 1);

@@ -97,7 +97,9 @@ absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const fs::pat
   }
   nlohmann::json doc = BuildManifest(*files, manifest);
   if (manifest.signer != nullptr) SignManifest(doc, *manifest.signer);
-  if (absl::Status status = store.PutBytes(result.manifest_uri, doc.dump(2)); !status.ok()) return status;
+  const std::string manifest_bytes = doc.dump(2);
+  if (absl::Status status = store.PutBytes(result.manifest_uri, manifest_bytes); !status.ok()) return status;
+  result.manifest_sha256 = Sha256Hex(manifest_bytes);
   result.files = std::move(*files);
   return result;
 }

@@ -43,6 +43,7 @@ struct PublishedFile {
 struct PublishResult {
   std::vector<PublishedFile> files;  // sorted by path; manifest.json not included
   std::string manifest_uri;
+  std::string manifest_sha256;  // hex, of the manifest.json bytes stored (quarkd re-checks it before dedup, #29)
 };
 
 /// Called after each file with (files done, files total, bytes done, bytes total).

@@ -1,0 +1,23 @@
+#include "server/scheduler/storage_quota.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace quark::server {
+
+absl::StatusOr<std::optional<quark::v1::Job>> CheckStoredBytesQuota(JobStore& store, const SubmitOptions& options,
+                                                                   const std::string& request_id,
+                                                                   int64_t needed_bytes) {
+  if (options.max_stored_bytes <= 0) return std::nullopt;
+  absl::StatusOr<int64_t> used = store.TenantStoredBytes(options.tenant);
+  if (!used.ok()) return used.status();
+  if (*used + needed_bytes <= options.max_stored_bytes) return std::nullopt;
+  if (!request_id.empty()) {
+    absl::StatusOr<StoredJob> existing = store.FindByRequestId(options.tenant, request_id);
+    if (existing.ok()) return existing->job;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "tenant ", options.tenant, ": quota max_stored_bytes=", options.max_stored_bytes, " reached (", *used,
+      " bytes stored, ", needed_bytes, " more needed); DeleteJob frees a finished or cancelled job's bytes"));
+}
+
+}  // namespace quark::server

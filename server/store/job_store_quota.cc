@@ -1,0 +1,17 @@
+// The parts of the #29 storage quota (TenantStoredBytes / DeleteJob) both stores share.
+#include "absl/strings/str_cat.h"
+#include "server/store/job_store.h"
+
+namespace quark::server {
+
+bool IsDeletableState(quark::v1::JobState state) {
+  return state == quark::v1::JOB_STATE_SUCCEEDED || state == quark::v1::JOB_STATE_FAILED ||
+         state == quark::v1::JOB_STATE_CANCELLED;
+}
+
+absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state) {
+  return absl::FailedPreconditionError(absl::StrCat("job \"", id, "\" is ", quark::v1::JobState_Name(state),
+                                                    ": only a finished job can be deleted (cancel it first)"));
+}
+
+}  // namespace quark::server

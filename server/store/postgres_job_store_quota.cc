@@ -1,0 +1,57 @@
+// PostgresJobStore's storage-quota side (#29): the bytes a tenant's rows hold and the deletion of finished jobs; and
+// the content key a job with changed files loses (verified dedup).
+// A tenant's bytes are kept in tenant_storage by triggers (migration 6); octet_length() of a BYTEA reads the TOAST
+// header only.
+#include "absl/strings/str_cat.h"
+#include "server/store/postgres_job_store.h"
+
+namespace quark::server {
+
+absl::StatusOr<int64_t> PostgresJobStore::TenantStoredBytes(const std::string& tenant) {
+  int64_t bytes = 0;
+  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+    absl::StatusOr<PgResult> result =
+        PgExec(conn, "SELECT COALESCE((SELECT bytes FROM tenant_storage WHERE tenant = $1), 0)::BIGINT",
+               PgParams().Add(tenant));  // kept by triggers (migration 6)
+    if (!result.ok()) return result.status();
+    bytes = result->Int(0, 0);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return bytes;
+}
+
+absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
+  int64_t bytes = 0;
+  absl::Status status = InTransaction([&](PGconn* conn) -> absl::Status {
+    // The row lock holds off a replica's concurrent update (a state change) until the delete commits.
+    absl::StatusOr<PgResult> row = PgExec(conn, "SELECT state FROM jobs WHERE id = $1 FOR UPDATE", PgParams().Add(id));
+    if (!row.ok()) return row.status();
+    if (row->rows() == 0) return JobNotFoundError(id);
+    const auto state = static_cast<quark::v1::JobState>(row->Int(0, 0));
+    if (!IsDeletableState(state)) return JobNotDeletableError(id, state);
+    absl::StatusOr<PgResult> sized =
+        PgExec(conn,
+               "SELECT (SELECT COALESCE(SUM(octet_length(job)), 0) FROM jobs WHERE id = $1)::BIGINT + "
+               "(SELECT COALESCE(SUM(octet_length(event)), 0) FROM job_events WHERE job_id = $1)::BIGINT",
+               PgParams().Add(id));
+    if (!sized.ok()) return sized.status();
+    bytes = sized->Int(0, 0);
+    for (const char* sql : {"DELETE FROM job_events WHERE job_id = $1", "DELETE FROM job_attempts WHERE job_id = $1",
+                            "DELETE FROM jobs WHERE id = $1"}) {
+      absl::StatusOr<PgResult> removed = PgExec(conn, sql, PgParams().Add(id));
+      if (!removed.ok()) return removed.status();
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return bytes;
+}
+
+absl::Status PostgresJobStore::ForgetContentKey(const std::string& id) {
+  return WithConnection([&](PGconn* conn) -> absl::Status {
+    return PgExec(conn, "UPDATE jobs SET content_key = '' WHERE id = $1", PgParams().Add(id)).status();
+  });
+}
+
+}  // namespace quark::server
