@@ -118,17 +118,22 @@ TaskWork EstimatedTaskWork(const std::vector<std::string>& names, int64_t limit,
     for (const TaskStats& t : kFixtureStats) {
       if (name != t.name) continue;
       const double n = static_cast<double>(limit > 0 ? std::min(t.examples, limit * t.subjects) : t.examples);
-      // A sample's input is about one rendered example; k shots put k more before it, cut at max_length.
-      const double length = t.input_tokens / t.samples;
-      double grown = length * static_cast<double>(1 + shots);
-      if (max_length > 0) grown = std::min(grown, static_cast<double>(max_length));
-      const double growth = grown / length;
+      // A sample's input is about one rendered example (S tokens); k shots put k S more before each input T:
+      // sum (T + kS)^2 = sum T^2 + 2kS sum T + samples (kS)^2; the mean input is cut at max_length.
+      const double samples = n * t.samples, tokens = n * t.input_tokens, pairs = n * t.attended_pairs;
+      const double prefix = static_cast<double>(shots) * t.input_tokens / t.samples;
+      double grown_tokens = tokens + samples * prefix;
+      double grown_pairs = pairs + 2 * prefix * tokens + samples * prefix * prefix;
+      if (max_length > 0 && grown_tokens > samples * static_cast<double>(max_length)) {
+        grown_tokens = samples * static_cast<double>(max_length);
+        grown_pairs = samples * static_cast<double>(max_length) * static_cast<double>(max_length);
+      }
       TaskWork w;
       w.requests = std::llround(n * t.requests);
-      w.samples = std::llround(n * t.samples);
-      w.input_tokens = std::llround(n * t.input_tokens * growth);
+      w.samples = std::llround(samples);
+      w.input_tokens = std::llround(grown_tokens);
       w.scored_positions = std::llround(n * t.scored_positions);
-      w.attended_pairs = std::llround(n * t.attended_pairs * growth * growth);
+      w.attended_pairs = std::llround(grown_pairs);
       w.passes = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(w.input_tokens * 4.0 * hidden_size / kPassBudgetBytes)));
       total += w;
     }

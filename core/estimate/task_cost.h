@@ -21,7 +21,7 @@
 //                                     of the model held whole, priced as the vocabulary projection's one-row product
 //                                     is, then its logits and argmax; the prompt's prefill counts as a sample)
 // Few-shot: k examples before every context lengthen each input by k rendered examples (the fixtures' mean example
-// length), capped at max_length; attended pairs grow with the square of the lengths.
+// length), capped at max_length; attended pairs grow as sum (T + kS)^2.
 #pragma once
 
 #include <cstdint>
