@@ -24,18 +24,17 @@ absl::Status CheckAlgorithmsBeforeLlamaCppRules(const std::vector<AlgoConfig>& a
                                                 const std::string& scheme_hint) {
   for (size_t i = 0; i < algos.size(); ++i) {
     if (PrecursorKind(algos[i]) != LlamaCppPrecursor::kRefused) continue;
-    return absl::InvalidArgumentError(StrCat(
-        field(i), ": ", AlgoName(algos[i]), " needs ", scheme_hint,
-        " (with a gguf_type alone llama.cpp's rules quantize the weights; only rotation, smooth and awq, which "
-        "transform the float weights, may come before them)"));
+    return absl::InvalidArgumentError(
+        StrCat(field(i), ": ", AlgoName(algos[i]), " needs ", scheme_hint,
+               " (with a gguf_type alone llama.cpp's rules quantize the weights; only rotation, smooth and awq, which "
+               "transform the float weights, may come before them)"));
   }
   return absl::OkStatus();
 }
 
 bool NeedsKQuantQuantizer(const std::vector<AlgoConfig>& algos) {
-  return std::any_of(algos.begin(), algos.end(), [](const AlgoConfig& a) {
-    return PrecursorKind(a) == LlamaCppPrecursor::kKQuantQuantizer;
-  });
+  return std::any_of(algos.begin(), algos.end(),
+                     [](const AlgoConfig& a) { return PrecursorKind(a) == LlamaCppPrecursor::kKQuantQuantizer; });
 }
 
 }  // namespace quark

@@ -39,17 +39,19 @@ const std::vector<std::pair<std::string, std::string>>& DeepseekLayerNames() {
 
 absl::Status CheckDeepseekGguf(const checkpoint::DeepseekConfig& c) {
   if (!c.rope_interleave) {
-    return absl::InvalidArgumentError("gguf deepseek2: field \"rope_interleave\" = false is not supported (llama.cpp "
-                                      "rotates adjacent pairs: the checkpoint's interleaved order)");
+    return absl::InvalidArgumentError(
+        "gguf deepseek2: field \"rope_interleave\" = false is not supported (llama.cpp "
+        "rotates adjacent pairs: the checkpoint's interleaved order)");
   }
   // llama.cpp (llama-model.cpp, LLM_ARCH_DEEPSEEK2) takes a model of 26 or 27 layers for a "lite" one, with a plain
   // attn_q and no q_lora_rank key, and every other model for one with q_a/q_b: it does not read q_lora_rank's absence.
   const bool lite = c.base.num_hidden_layers == 26 || c.base.num_hidden_layers == 27;
   if (lite != (c.q_lora_rank == 0)) {
-    return absl::InvalidArgumentError(StrCat(
-        "gguf deepseek2: field \"q_lora_rank\" = ", c.q_lora_rank > 0 ? std::to_string(c.q_lora_rank) : "null",
-        " with num_hidden_layers = ", c.base.num_hidden_layers, " is not what llama.cpp reads (a null q_lora_rank only "
-        "with 26 or 27 layers, as DeepSeek-V2-Lite; otherwise q_a_proj/q_b_proj)"));
+    return absl::InvalidArgumentError(
+        StrCat("gguf deepseek2: field \"q_lora_rank\" = ", c.q_lora_rank > 0 ? std::to_string(c.q_lora_rank) : "null",
+               " with num_hidden_layers = ", c.base.num_hidden_layers,
+               " is not what llama.cpp reads (a null q_lora_rank only "
+               "with 26 or 27 layers, as DeepSeek-V2-Lite; otherwise q_a_proj/q_b_proj)"));
   }
   if (c.yarn && (c.yarn->attention_factor > 0 || c.yarn->mscale != c.yarn->mscale_all_dim)) {
     return absl::InvalidArgumentError(StrCat(
@@ -69,7 +71,8 @@ absl::StatusOr<GgmlType> DeepseekGgufType(const FileType* file_type, std::option
     const std::string name = file_type->name;
     if (name == "F32") return GgmlType::kF32;
     if (name == "Q8_0") return GgmlType::kQ8_0;
-    return absl::InvalidArgumentError(StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
+    return absl::InvalidArgumentError(
+        StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
   }
   if (type && *type != GgmlType::kF32 && *type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError("gguf_type: only F32 or Q8_0 is supported for deepseek_v3");

@@ -1,8 +1,8 @@
 #include "core/quantize/gguf_fake_quant.h"
 
-#include <vector>
-
 #include <ATen/Parallel.h>
+
+#include <vector>
 
 #include "core/base/strings.h"
 
@@ -39,11 +39,14 @@ int64_t GgufScaleGroup(gguf::GgmlType type) {
   switch (type) {
     case gguf::GgmlType::kQ2_K:
     case gguf::GgmlType::kQ3_K:
-    case gguf::GgmlType::kQ6_K: return 16;
+    case gguf::GgmlType::kQ6_K:
+      return 16;
     case gguf::GgmlType::kF32:
     case gguf::GgmlType::kF16:
-    case gguf::GgmlType::kBF16: return -1;
-    default: return 32;  // Q4_K / Q5_K / IQ4_XS sub-blocks, Q4_0..Q8_0 and IQ4_NL blocks
+    case gguf::GgmlType::kBF16:
+      return -1;
+    default:
+      return 32;  // Q4_K / Q5_K / IQ4_XS sub-blocks, Q4_0..Q8_0 and IQ4_NL blocks
   }
 }
 

@@ -3,11 +3,11 @@
 // importance matrix) and dequantize it back, so AWQ before llama.cpp's K-quants optimises for what the file holds.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
-
-#include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
 #include "core/algorithms/smoothing.h"

@@ -149,7 +149,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
         exporter::GgufExportOptions gguf;
         gguf.untie_embeddings = untie;
         if (llama_cpp_rules_) {
-          gguf.on_planned = [this](const std::string& name, exporter::gguf::GgmlType type) { gguf_types_[name] = type; };
+          gguf.on_planned = [this](const std::string& name, exporter::gguf::GgmlType type) {
+            gguf_types_[name] = type;
+          };
         }
         if (!options_.gguf_type.empty()) {
           auto file_type = exporter::gguf::ParseFileType(options_.gguf_type);

@@ -2,15 +2,15 @@
 // `quark quantize --export gguf` of a tiny synthetic DeepSeek-V3 (runtime/synthetic_model.h): the file's
 // data section equals GgufArtifactSize's data_bytes byte for byte, for F32, Q8_0 and engine codes entering dequantized;
 // what the exporter refuses the estimate refuses with the same message.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdlib>
-#include <iostream>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
+#include <iostream>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <string>
 
 #include "core/checkpoint/deepseek_config.h"
 #include "core/config/presets.h"
@@ -58,8 +58,8 @@ class DeepseekGgufEstimateTest : public ::testing::Test {
     const auto yarn = GgufArtifactSize(*tiny, BuildLayerPlan(Config{}, tiny->modules), f32);
     EXPECT_NE(yarn.status().message().find("gguf deepseek2: field \"rope_scaling.mscale\""), std::string::npos)
         << yarn.status();
-    EXPECT_EQ(Run("quantize --model " + model_ + " --export gguf --gguf-type F32 --output " + (root_ / "yarn").string()),
-              2);
+    EXPECT_EQ(
+        Run("quantize --model " + model_ + " --export gguf --gguf-type F32 --output " + (root_ / "yarn").string()), 2);
     nlohmann::json config;
     std::ifstream(fs::path(model_) / "config.json") >> config;
     config["rope_scaling"]["mscale_all_dim"] = config["rope_scaling"]["mscale"];
@@ -108,13 +108,15 @@ TEST_F(DeepseekGgufEstimateTest, DataIsTheWritersByteForByte) {
   EXPECT_NE(refused.status().message().find("gguf_type: \"Q4_K_M\" is not supported for deepseek_v3 (F32 or Q8_0)"),
             std::string::npos)
       << refused.status();
-  EXPECT_NE(Run("quantize --model " + model_ + " --export gguf --gguf-type Q4_K_M --output " +
-                (root_ / "out_q4km").string()),
-            0);
+  EXPECT_NE(
+      Run("quantize --model " + model_ + " --export gguf --gguf-type Q4_K_M --output " + (root_ / "out_q4km").string()),
+      0);
   GgufArtifactOptions imatrix;
   imatrix.imatrix = true;
-  EXPECT_NE(GgufArtifactSize(*model, BuildLayerPlan(Config{}, model->modules), imatrix).status().message().find(
-                "gguf_imatrix:"),
+  EXPECT_NE(GgufArtifactSize(*model, BuildLayerPlan(Config{}, model->modules), imatrix)
+                .status()
+                .message()
+                .find("gguf_imatrix:"),
             std::string::npos);
 }
 
@@ -133,8 +135,8 @@ TEST(DeepseekGgufEstimateShapeTest, TheReleasedShapeIsSizedWithoutAFolder) {
   ASSERT_TRUE(f32_size.ok()) << f32_size.status();
   const double ratio = static_cast<double>(q8_size->data_bytes) / static_cast<double>(f32_size->data_bytes);
   EXPECT_NEAR(ratio, 34.0 / 32 / 4, 0.001) << q8_size->data_bytes << " / " << f32_size->data_bytes;
-  std::cout << "deepseek-v3 671B deepseek2 GGUF data: Q8_0 " << q8_size->data_bytes << " B, F32 " << f32_size->data_bytes
-            << " B\n";
+  std::cout << "deepseek-v3 671B deepseek2 GGUF data: Q8_0 " << q8_size->data_bytes << " B, F32 "
+            << f32_size->data_bytes << " B\n";
 }
 
 }  // namespace

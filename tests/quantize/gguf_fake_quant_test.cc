@@ -45,7 +45,7 @@ TEST(GgufFakeQuantizeTest, IsTheBlockKernelsRoundTripOnOddRowCountsOutliersAndSt
     for (const int64_t rows : {1, 17, 1025}) {
       at::Tensor w = at::randn({rows, 512});
       w.index_put_({0, 3}, 40.0f);  // an outlier column entry
-      if (rows > 1) w[1].zero_();  // an all-zero row
+      if (rows > 1) w[1].zero_();   // an all-zero row
       auto q = GgufFakeQuantize(w, type);
       ASSERT_TRUE(q.ok()) << q.status();
       EXPECT_TRUE(at::equal(*q, ThroughTheKernels(w, type))) << static_cast<int>(type) << " rows " << rows;
