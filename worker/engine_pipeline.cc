@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/config/config_choice.h"
+#include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/proto_convert.h"
 #include "core/quantize/quantize_model.h"
 #include "worker/job_evaluation.h"
@@ -34,13 +35,20 @@ absl::StatusOr<quark::Config> ResolveSpecConfig(const quark::v1::JobSpec& spec) 
   return resolved;
 }
 
-// A GGUF by llama.cpp's rules: no scheme, only the spec's algorithms (quarkd lets a rotation through alone).
+// A GGUF by llama.cpp's rules: no scheme, only the spec's algorithms that transform the float weights
+// (core/config/llama_cpp_rules.h; quarkd refused the others at submit).
 absl::StatusOr<quark::Config> LlamaCppRulesConfig(const quark::v1::JobSpec& spec) {
   quark::Config config;
   for (int i = 0; i < spec.algo_config_size(); ++i) {
     absl::StatusOr<quark::AlgoConfig> algo = FromProto(spec.algo_config(i), str::Cat("spec.algo_config[", i, "]"));
     if (!algo.ok()) return algo.status();
     config.algo_config.push_back(*std::move(algo));
+  }
+  if (absl::Status s = CheckAlgorithmsBeforeLlamaCppRules(
+          config.algo_config, [](size_t i) { return str::Cat("spec.algo_config[", i, "]"); },
+          "spec.preset or spec.config");
+      !s.ok()) {
+    return s;
   }
   return config;
 }
@@ -100,9 +108,8 @@ class EnginePipeline : public QuantizePipeline {
     absl::StatusOr<std::vector<std::string>> formats = ExportFormats(request.spec);
     if (!formats.ok()) return formats.status();
     // A GGUF by llama.cpp's own rules needs no scheme: the spec may name no preset and no config.
-    const bool llama_cpp_rules_only = !request.spec.has_config() && request.spec.preset().empty() &&
-                                      !request.spec.gguf_type().empty() &&
-                                      *formats == std::vector<std::string>{"gguf"};
+    const bool llama_cpp_rules_only = QuantizesByLlamaCppRules(
+        request.spec.has_config() || !request.spec.preset().empty(), request.spec.gguf_type(), *formats);
     absl::StatusOr<quark::Config> config =
         llama_cpp_rules_only ? LlamaCppRulesConfig(request.spec) : ResolveSpecConfig(request.spec);
     if (!config.ok()) return config.status();

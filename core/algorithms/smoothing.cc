@@ -50,7 +50,8 @@ std::vector<std::string> PairLinears(const runtime::DecoderLayer& layer, const S
 
 // Q(w) with the weight spec: the observer's parameters of w itself, then fake quantization (what the weight
 // quantizer does to a weight it sees once).
-absl::StatusOr<at::Tensor> PseudoQuantizeWeight(const at::Tensor& w, const QuantSpec& spec) {
+absl::StatusOr<at::Tensor> PseudoQuantizeWeight(const at::Tensor& w, const QuantSpec& spec, const WeightQdq& qdq = {}) {
+  if (qdq) return qdq(w);
   QUARK_ASSIGN_OR_RETURN(const QuantParams params, ParamsOf(w, spec, TensorRole::kWeight));
   return FakeQuantize(w, spec, params, TensorRole::kWeight);
 }
@@ -222,7 +223,7 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
 }
 
 absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
-                                       const AwqOptions& options) {
+                                       const AwqOptions& options, const WeightQdq& qdq) {
   const int64_t out = weight.size(0), in = weight.size(1);
   const int64_t group = spec.qscheme == QScheme::kPerGroup && spec.group_size && *spec.group_size > 0
                             ? *spec.group_size
@@ -248,7 +249,7 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
     for (int i = 0; i < static_cast<int>(options.max_shrink * options.clip_grid); ++i) {
       const at::Tensor max_val = org_max * (1.0 - static_cast<double>(i) / options.clip_grid);
       const at::Tensor clamped = at::max(at::min(wg, max_val), -max_val);
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(clamped.view({rows, in}), spec));
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(clamped.view({rows, in}), spec, qdq));
       const at::Tensor cur_out = at::bmm(xg, q.view({rows, groups, group}).permute({1, 2, 0}));
       // mean over tokens of the squared error, per (row, group)
       const at::Tensor err = (cur_out - org_out).pow(2).mean(1).transpose(0, 1).unsqueeze(-1);  // [rows, groups, 1]
@@ -309,7 +310,8 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
       for (const auto& name : PairLinears(layer, pair)) {
         QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
         const at::Tensor s = applied.to(w.scalar_type()).view({1, -1});
-        QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *specs.at(name).weight));
+        const LinearQuantSpecs& spec = specs.at(name);
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
         QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
       }
       QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
@@ -344,8 +346,9 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     for (const char* a : kAvoid) avoid |= name.find(a) != std::string::npos;
     if (avoid) continue;
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
-    const QuantSpec& spec = *specs.at(name).weight;
-    QUARK_ASSIGN_OR_RETURN(const at::Tensor max_val, AwqBestClip(w, recorded.Concatenated(name), spec, options));
+    const LinearQuantSpecs& spec = specs.at(name);
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor max_val,
+                           AwqBestClip(w, recorded.Concatenated(name), *spec.weight, options, spec.weight_qdq));
     const int64_t groups = max_val.size(1);
     const at::Tensor m = max_val.unsqueeze(-1);
     const at::Tensor wg = w.view({w.size(0), groups, -1});

@@ -5,6 +5,7 @@
 // the layer is unchanged and its quantization error smaller.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,10 +20,17 @@
 
 namespace quark::algorithms {
 
+/// Q(w) of a whole weight [out, in] by another quantizer than a QuantSpec's fake quantization (a GGUF K-quant's
+/// quantize + dequantize, quantize/gguf_fake_quant.h); the result has w's shape and dtype.
+using WeightQdq = std::function<absl::StatusOr<at::Tensor>(const at::Tensor& w)>;
+
 /// How a linear of the layer is quantized afterwards (what the searches simulate).
 struct LinearQuantSpecs {
   std::optional<QuantSpec> weight;
   std::optional<QuantSpec> input;
+  /// If set, AWQ simulates the weight with this instead of `weight`'s fake quantization; `weight` (still required)
+  /// then gives only the clip search's groups.
+  WeightQdq weight_qdq;
 };
 using LayerQuantSpecs = std::map<std::string, LinearQuantSpecs>;  // by relative name
 
@@ -79,8 +87,9 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
                                                     std::map<std::string, at::Tensor>* clips = nullptr);
 
 /// The clip search of AWQ for one weight [out, in] and its recorded input [tokens, in] (exposed for tests and the
-/// benchmark): the best max |W| per (output channel, group), [out, groups].
+/// benchmark): the best max |W| per (output channel, group), [out, groups]. `qdq`, if set, quantizes the clamped
+/// weight instead of `spec` (which then gives only the groups).
 absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
-                                       const AwqOptions& options);
+                                       const AwqOptions& options, const WeightQdq& qdq = {});
 
 }  // namespace quark::algorithms

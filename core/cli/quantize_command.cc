@@ -25,6 +25,7 @@
 #include "core/base/strings.h"
 #include "core/cli/config_options.h"
 #include "core/config/config_choice.h"
+#include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/quantize_model.h"
 
@@ -75,17 +76,13 @@ void ShowProgress(const QuantizeProgress& p, bool terminal) {
             << (p.phase == "done" ? "\n" : "") << std::flush;
 }
 
-// The Config of a GGUF quantized by llama.cpp's rules: no scheme, and at most a rotation of the float weights.
+// The Config of a GGUF quantized by llama.cpp's rules: no scheme, and only algorithms that transform the float
+// weights first (core/config/llama_cpp_rules.h).
 absl::StatusOr<Config> LlamaCppRulesConfig(const ConfigOptions& options) {
   Config config;
   QUARK_ASSIGN_OR_RETURN(config.algo_config, AlgorithmsFromFlags(options.quant_algo, options.quant_algo_config_file));
-  for (const AlgoConfig& algo : config.algo_config) {
-    if (!std::holds_alternative<RotationAlgo>(algo)) {
-      return absl::InvalidArgumentError(StrCat("--quant-algo: ", AlgoName(algo),
-                                               " needs --scheme or --config (with --gguf-type alone llama.cpp's rules "
-                                               "quantize the weights; only a rotation may come before them)"));
-    }
-  }
+  QUARK_RETURN_IF_ERROR(CheckAlgorithmsBeforeLlamaCppRules(
+      config.algo_config, [](size_t) { return std::string("--quant-algo"); }, "--scheme or --config"));
   return config;
 }
 
@@ -116,10 +113,10 @@ int RunQuantize(const QuantizeCommandOptions& o) {
     std::cerr << "quark quantize: --output or --eval: give at least one (an export, or a perplexity to measure)\n";
     return kExitBadInput;
   }
-  // `--export gguf --gguf-type T` alone quantizes the float weights by llama.cpp's rules: no scheme needed. A rotation
-  // may come first (it transforms the float weights; the other algorithms need the engine's own scheme).
-  const bool llama_cpp_rules_only = o.config.scheme.empty() && o.config.config_file.empty() && !o.gguf_type.empty() &&
-                                    o.exports == std::vector<std::string>{"gguf"};
+  // `--export gguf --gguf-type T` alone quantizes the float weights by llama.cpp's rules: no scheme needed. A rotation,
+  // SmoothQuant or AWQ may come first (they transform the float weights; the others need the engine's own scheme).
+  const bool llama_cpp_rules_only =
+      QuantizesByLlamaCppRules(!o.config.scheme.empty() || !o.config.config_file.empty(), o.gguf_type, o.exports);
   auto config = searched                 ? absl::StatusOr<Config>(*searched)
                 : llama_cpp_rules_only ? LlamaCppRulesConfig(o.config)
                                        : o.config.Resolve();

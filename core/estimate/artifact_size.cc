@@ -7,6 +7,7 @@
 #include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/gguf_arch_names.h"
+#include "core/export/gguf_deepseek_plan.h"  // #37
 #include "core/export/gguf_moe.h"
 #include "core/export/gguf_tensor_plan.h"
 
@@ -99,9 +100,32 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
 
 // The GGUF writer's plan of the model's tensors (their types), sized; the header as the other files' bytes (the
 // vocabulary dominates it) and 64 bytes a tensor-table entry.
+// DeepSeek-V3's deepseek2 file (core/export/gguf_deepseek_plan.h): F32 or Q8_0 from the config alone; the engine's
+// codes enter it dequantized, so the plan's schemes do not change its size.
+absl::StatusOr<GgufSize> DeepseekGgufSize(const ModelShape& model, const LayerPlan& plan,
+                                          const GgufArtifactOptions& options) {
+  namespace gguf = exporter::gguf;
+  for (const LayerAssignment& a : plan.layers) {  // what the exporter refuses (activations, KV cache, embeddings)
+    if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
+    QUARK_RETURN_IF_ERROR(gguf::CheckGgufWeightsOnly(a, absl::StrCat(a.module, " (", a.SourceLabel(), ")")));
+  }
+  const gguf::FileType* file_type = nullptr;
+  if (!options.type.empty()) {
+    QUARK_ASSIGN_OR_RETURN(file_type, gguf::ParseFileType(options.type));
+  }
+  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type, gguf::DeepseekGgufType(file_type, std::nullopt, options.imatrix));
+  QUARK_RETURN_IF_ERROR(gguf::CheckDeepseekGguf(*model.config.deepseek));
+  QUARK_ASSIGN_OR_RETURN(std::vector<gguf::TensorInfo> tensors, gguf::PlanDeepseekGguf(*model.config.deepseek, type));
+  GgufSize size;
+  size.data_bytes = gguf::AssignOffsets(tensors);  // the writer's layout
+  size.header_bytes = model.other_file_bytes + tensors.size() * kHeaderBytesPerTensor;
+  return size;
+}
+
 absl::StatusOr<GgufSize> GgufArtifactSize(const ModelShape& model, const LayerPlan& plan,
                                            const GgufArtifactOptions& options) {
   namespace gguf = exporter::gguf;
+  if (model.config.deepseek) return DeepseekGgufSize(model, plan, options);
   checkpoint::ModelConfig config = model.config;
   QUARK_ASSIGN_OR_RETURN(const std::string arch, gguf::GgufArchitecture(config));
   bool head_from_embedding = false;

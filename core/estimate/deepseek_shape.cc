@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "core/checkpoint/deepseek_layout.h"
 
@@ -11,6 +12,7 @@ ModelShape DeepseekModelShape(const checkpoint::DeepseekConfig& config, checkpoi
   ModelShape shape;
   shape.config = config.base;
   shape.config.family = checkpoint::ArchFamily::kMoe;
+  shape.config.deepseek = std::make_shared<const checkpoint::DeepseekConfig>(config);  // its GGUF's layout (#37)
   shape.config.num_experts = config.n_routed_experts;
   shape.config.num_experts_per_tok = config.num_experts_per_tok;
   shape.config.moe_intermediate_size = config.moe_intermediate_size;

@@ -1,5 +1,6 @@
 #include "core/export/gguf_deepseek.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/export/gguf_deepseek_plan.h"
 #include "core/export/gguf_model.h"
 
 namespace quark::exporter::gguf {
@@ -27,53 +29,6 @@ struct GgufTensor {
   at::Tensor data;  // float32, contiguous; sizes = ne reversed
   GgmlType type = GgmlType::kF32;
 };
-
-// The per-layer names: HF relative name -> llama.cpp's (blk.N. prefix added by the caller).
-const std::vector<std::pair<std::string, std::string>>& LayerNames() {
-  static const std::vector<std::pair<std::string, std::string>> kNames = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
-      {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
-      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
-      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
-      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-      {"mlp.gate.weight", "ffn_gate_inp.weight"},
-      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-  };
-  return kNames;
-}
-
-absl::Status CheckExpressible(const DeepseekConfig& c) {
-  if (!c.rope_interleave) {
-    return absl::InvalidArgumentError("gguf deepseek2: field \"rope_interleave\" = false is not supported (llama.cpp "
-                                      "rotates adjacent pairs: the checkpoint's interleaved order)");
-  }
-  // llama.cpp (llama-model.cpp, LLM_ARCH_DEEPSEEK2) takes a model of 26 or 27 layers for a "lite" one, with a plain
-  // attn_q and no q_lora_rank key, and every other model for one with q_a/q_b: it does not read q_lora_rank's absence.
-  const bool lite = c.base.num_hidden_layers == 26 || c.base.num_hidden_layers == 27;
-  if (lite != (c.q_lora_rank == 0)) {
-    return absl::InvalidArgumentError(StrCat(
-        "gguf deepseek2: field \"q_lora_rank\" = ", c.q_lora_rank > 0 ? std::to_string(c.q_lora_rank) : "null",
-        " with num_hidden_layers = ", c.base.num_hidden_layers, " is not what llama.cpp reads (a null q_lora_rank only "
-        "with 26 or 27 layers, as DeepSeek-V2-Lite; otherwise q_a_proj/q_b_proj)"));
-  }
-  if (c.yarn && (c.yarn->attention_factor > 0 || c.yarn->mscale != c.yarn->mscale_all_dim)) {
-    return absl::InvalidArgumentError(StrCat(
-        "gguf deepseek2: field \"rope_scaling.mscale\" = ", c.yarn->mscale, " with mscale_all_dim = ",
-        c.yarn->mscale_all_dim, (c.yarn->attention_factor > 0 ? " and an attention_factor" : ""),
-        " scales RoPE's cos/sin, which llama.cpp's deepseek2 cannot express (it assumes mscale = mscale_all_dim)"));
-  }
-  return absl::OkStatus();
-}
 
 Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& vocab, GgmlType type) {
   const checkpoint::ModelConfig& b = c.base;
@@ -124,11 +79,9 @@ Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& voc
   return md;
 }
 
-// A weight's type: Q8_0 where asked and its rows allow; F32 for 1-D tensors, the router and short rows.
+// A weight's type in the file (gguf_deepseek_plan.h), from its torch sizes (ggml's ne reversed).
 GgmlType TypeOf(const std::string& name, const at::Tensor& data, GgmlType asked) {
-  if (asked != GgmlType::kQ8_0 || data.dim() < 2 || data.size(-1) % 32 != 0) return GgmlType::kF32;
-  if (name.find("ffn_gate_inp") != std::string::npos) return GgmlType::kF32;
-  return GgmlType::kQ8_0;
+  return DeepseekTensorType(name, std::vector<int64_t>(data.sizes().rbegin(), data.sizes().rend()), asked);
 }
 
 absl::StatusOr<at::Tensor> Get(const runtime::WeightSource& weights, const std::string& name) {
@@ -141,7 +94,7 @@ absl::StatusOr<at::Tensor> Get(const runtime::WeightSource& weights, const std::
 absl::Status AddLayer(const DeepseekConfig& c, const runtime::WeightSource& weights, int64_t i, GgmlType type,
                       std::vector<GgufTensor>& out) {
   const std::string hf = StrCat("model.layers.", i, "."), blk = StrCat("blk.", i, ".");
-  for (const auto& [from, to] : LayerNames()) {
+  for (const auto& [from, to] : DeepseekLayerNames()) {
     if (!weights.Has(hf + from)) continue;  // the other kind of layer, or q_proj vs q_a/q_b
     QUARK_ASSIGN_OR_RETURN(at::Tensor t, Get(weights, hf + from));
     out.push_back({blk + to, t, TypeOf(to, t, type)});
@@ -184,14 +137,12 @@ std::string Encode(const GgufTensor& t) {
 
 }  // namespace
 
-absl::Status CheckDeepseekGguf(const DeepseekConfig& config) { return CheckExpressible(config); }
-
 absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSource& weights,
                                const SentencePieceVocab& vocab, GgmlType type, const std::string& path) {
   if (type != GgmlType::kF32 && type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError("gguf deepseek2: type must be F32 or Q8_0");
   }
-  if (auto s = CheckExpressible(c); !s.ok()) return s;
+  if (auto s = CheckDeepseekGguf(c); !s.ok()) return s;
   if (static_cast<int64_t>(vocab.pieces.size()) > c.base.vocab_size) {
     return absl::InvalidArgumentError(StrCat("gguf deepseek2: the tokenizer has ", vocab.pieces.size(),
                                              " pieces, more than vocab_size = ", c.base.vocab_size));
@@ -216,6 +167,16 @@ absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSou
   for (const GgufTensor& t : tensors) {
     std::vector<int64_t> ne(t.data.sizes().rbegin(), t.data.sizes().rend());
     infos.push_back({t.name, ne, t.type});
+  }
+  // The layout is the plan's (what the estimator sizes): a checkpoint that differs from its config is refused.
+  QUARK_ASSIGN_OR_RETURN(const std::vector<TensorInfo> planned, PlanDeepseekGguf(c, type));
+  for (size_t k = 0; k < std::max(infos.size(), planned.size()); ++k) {
+    if (k >= infos.size() || k >= planned.size() || infos[k].name != planned[k].name || infos[k].ne != planned[k].ne ||
+        infos[k].type != planned[k].type) {
+      return absl::InvalidArgumentError(StrCat("gguf deepseek2: tensor ", k, " (\"",
+                                               k < infos.size() ? infos[k].name : planned[k].name,
+                                               "\") differs from what config.json implies"));
+    }
   }
   AssignOffsets(infos);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -270,7 +231,7 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsF
     if (layer < 0) {
       gguf_name = names[spec.name];
     } else {
-      for (const auto& [from, to] : LayerNames()) {
+      for (const auto& [from, to] : DeepseekLayerNames()) {
         if (from == relative) gguf_name = blk + to;
       }
     }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/export/gguf_deepseek_plan.h"  // CheckDeepseekGguf, the layout
 #include "core/export/gguf_file.h"
 #include "core/export/gguf_vocab.h"
 #include "core/runtime/weight_source.h"
@@ -30,9 +31,6 @@ namespace quark::exporter::gguf {
 /// than vocab_size.
 absl::Status WriteDeepseekGguf(const checkpoint::DeepseekConfig& config, const runtime::WeightSource& weights,
                                const SentencePieceVocab& vocab, GgmlType type, const std::string& path);
-
-/// INVALID_ARGUMENT naming the config field when deepseek2 cannot express `config` (WriteDeepseekGguf's refusals).
-absl::Status CheckDeepseekGguf(const checkpoint::DeepseekConfig& config);
 
 /// The float32 weights of a deepseek2 GGUF written for `config`, dequantized and under their HF names (attn_k_b and
 /// attn_v_b joined back into kv_b_proj, the stacked experts split): what the runtime evaluates the export with.

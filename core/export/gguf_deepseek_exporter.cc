@@ -96,26 +96,6 @@ class DeepseekGgufExporter : public ModelExporter {
   bool finished_ = false;
 };
 
-// F32 unless asked otherwise; Q8_0 is the only other type deepseek2's writer produces.
-absl::StatusOr<gguf::GgmlType> FileTypeOf(const GgufExportOptions& options) {
-  if (options.imatrix) {
-    return absl::InvalidArgumentError(
-        "gguf_imatrix: the deepseek2 export writes F32 or Q8_0, which take no importance "
-        "matrix");
-  }
-  if (options.file_type) {
-    const std::string name = options.file_type->name;
-    if (name == "F32") return gguf::GgmlType::kF32;
-    if (name == "Q8_0") return gguf::GgmlType::kQ8_0;
-    return absl::InvalidArgumentError(
-        StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
-  }
-  if (options.type && *options.type != gguf::GgmlType::kF32 && *options.type != gguf::GgmlType::kQ8_0) {
-    return absl::InvalidArgumentError("gguf_type: only F32 or Q8_0 is supported for deepseek_v3");
-  }
-  return options.type.value_or(gguf::GgmlType::kF32);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const std::string& model_dir,
@@ -127,7 +107,8 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateDeepseekGgufExporter(const 
   if (fs::exists(output_file, ec)) return absl::AlreadyExistsError(StrCat("output: ", output_file, " exists"));
   QUARK_ASSIGN_OR_RETURN(const checkpoint::ModelConfig model, checkpoint::LoadModelConfig(model_dir));
   if (!model.deepseek) return absl::InternalError(StrCat(model_dir, ": not a deepseek_v3 model"));
-  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type, FileTypeOf(options));
+  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type,
+                         gguf::DeepseekGgufType(options.file_type, options.type, options.imatrix != nullptr));
   QUARK_RETURN_IF_ERROR(gguf::CheckDeepseekGguf(*model.deepseek));
   std::set<std::string> linears;
   for (const LayerAssignment& a : plan.layers) {

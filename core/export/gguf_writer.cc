@@ -198,6 +198,7 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
                          gguf::PlanGgufTensors(model_, coded_, request, source_dtype));
   for (gguf::PlannedGgufTensor& p : planned) {
     if (!p.fallback.empty()) log::Get("export")->warn("gguf: {}", p.fallback);
+    if (options_.on_planned) options_.on_planned(p.hf_name, p.info.type);  // #37 item 4
     PlannedTensor t;
     static_cast<gguf::PlannedGgufTensor&>(t) = std::move(p);
     index_[t.hf_name] = tensors_.size();

@@ -17,6 +17,7 @@
 // Mistral's sliding window, so its results differ from the engine's past `sliding_window` tokens.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 #include <optional>
@@ -51,6 +52,9 @@ struct GgufExportOptions {
   /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to
   /// the embedding: a rotation made the two matrices differ. llama.cpp uses a file's output.weight when it has one.
   bool untie_embeddings = false;
+  /// #37 item 4: if set, called at Create with each planned HF tensor ("model.layers.0.mlp.down_proj.weight") and the
+  /// GGUF type the file will hold it in (AWQ before llama.cpp's K-quants simulates that type).
+  std::function<void(const std::string& hf_name, gguf::GgmlType type)> on_planned;
 };
 
 /// Plans the GGUF export of `model_dir` (config.json, safetensors, tokenizer.model) quantized by `config` / `plan`

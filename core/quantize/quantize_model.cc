@@ -1,5 +1,6 @@
 #include "core/quantize/quantize_model.h"
 
+#include "core/base/status_macros.h"
 #include "core/quantize/quantize_run.h"
 
 namespace quark {
@@ -40,17 +41,16 @@ absl::Status QuantizeRun::Prepare() {
   model_ = *std::move(model);
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
-  // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme, at most a rotation of the float
-  // weights first) has no Config to validate.
+  // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme; rotation, SmoothQuant or AWQ of the
+  // float weights first) has no Config to validate (core/config/llama_cpp_rules.h).
   Config scheme_only = options_.config;
   scheme_only.algo_config.clear();
-  const bool only_rotations =
-      std::all_of(options_.config.algo_config.begin(), options_.config.algo_config.end(),
-                  [](const AlgoConfig& a) { return std::holds_alternative<RotationAlgo>(a); });
-  const bool llama_cpp_rules_only = scheme_only == Config{} && only_rotations && !options_.gguf_type.empty() &&
-                                    options_.export_formats == std::vector<std::string>{"gguf"};
-  if (!llama_cpp_rules_only) {
-    if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
+  llama_cpp_rules_ = QuantizesByLlamaCppRules(scheme_only != Config{}, options_.gguf_type, options_.export_formats);
+  if (llama_cpp_rules_) {
+    QUARK_RETURN_IF_ERROR(CheckAlgorithmsBeforeLlamaCppRules(
+        options_.config.algo_config, [](size_t i) { return StrCat("algo_config[", i, "]"); }, "a scheme"));
+  } else if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) {
+    return s;
   }
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
   if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
@@ -64,6 +64,14 @@ absl::Status QuantizeRun::Prepare() {
   }
   if (!options_.output_dir.empty()) {
     if (auto s = CreateExports(plan); !s.ok()) return s;
+  }
+  if (scaling_ && llama_cpp_rules_ && NeedsKQuantQuantizer(config_.algo_config)) {
+    // AWQ's searches simulate the GGUF's own types: the writer planned them at Create.
+    if (gguf_types_.empty()) {
+      return absl::FailedPreconditionError("output_dir: AWQ before llama.cpp's K-quants simulates the GGUF's types; "
+                                           "it needs the GGUF export (give an output folder)");
+    }
+    scaling_->set_gguf_types(gguf_types_);
   }
   quantizer_ = std::make_unique<LayerQuantizer>(options_.config, std::move(plan));
   quantizer_->set_min_expert_tokens(options_.moe_min_expert_tokens);
@@ -140,6 +148,11 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
         e.path = (root / "model.gguf").string();
         exporter::GgufExportOptions gguf;
         gguf.untie_embeddings = untie;
+        if (llama_cpp_rules_) {
+          gguf.on_planned = [this](const std::string& name, exporter::gguf::GgmlType type) {
+            gguf_types_[name] = type;
+          };
+        }
         if (!options_.gguf_type.empty()) {
           auto file_type = exporter::gguf::ParseFileType(options_.gguf_type);
           if (!file_type.ok()) return file_type.status();

@@ -18,6 +18,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/model_modules.h"
 #include "core/config/layer_plan.h"
+#include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/quark_json.h"
 #include "core/config/validation.h"
 #include "core/algorithms/layer_scaling.h"
@@ -143,6 +144,9 @@ class QuantizeRun {
   // The calibration pass's importance matrix (options_.gguf_imatrix_from_calibration), else null.
   std::unique_ptr<quantize::ImatrixCollector> imatrix_;
   absl::Status WriteImatrix(const std::string& gguf_path);
+  // #37 item 4: a GGUF by llama.cpp's rules (no engine scheme), and the types its writer planned (AWQ simulates them).
+  bool llama_cpp_rules_ = false;
+  std::map<std::string, exporter::gguf::GgmlType> gguf_types_;
   int64_t resume_layers_ = 0;  // layers restored from the checkpoint instead of quantized
   CalibratedParams params_;
   Clock::time_point quantize_start_;

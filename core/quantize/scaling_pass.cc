@@ -12,6 +12,7 @@
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
+#include "core/quantize/gguf_fake_quant.h"
 
 namespace quark::quantize {
 namespace {
@@ -233,6 +234,11 @@ absl::StatusOr<std::unique_ptr<ScalingPass>> ScalingPass::Create(
 }
 
 algorithms::LayerQuantSpecs ScalingPass::SpecsFor(const runtime::DecoderLayer& layer) const {
+  if (!gguf_types_.empty()) {
+    std::map<std::string, std::string> linears;
+    for (const auto& linear : layer.NamedLinears()) linears[linear.relative_name] = linear.name;
+    return GgufSearchSpecs(linears, gguf_types_);
+  }
   algorithms::LayerQuantSpecs specs;
   for (const auto& linear : layer.NamedLinears()) {
     const LayerAssignment* a = plan_.Find(linear.name);

@@ -17,6 +17,7 @@
 #include "core/checkpoint/model_config.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
+#include "core/export/gguf_blocks.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/transformer_model.h"
 
@@ -72,6 +73,10 @@ class ScalingPass {
   /// MoE calibration coverage of the recorded expert inputs (quantize/expert_coverage.h).
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
+  /// #37 item 4, before llama.cpp's K-quants (no engine scheme): the GGUF type the file holds each weight in (HF
+  /// name -> type, the writer's plan); AWQ then simulates each linear by that type (quantize/gguf_fake_quant.h).
+  void set_gguf_types(std::map<std::string, exporter::gguf::GgmlType> types) { gguf_types_ = std::move(types); }
+
  private:
   ScalingPass() = default;
   algorithms::LayerQuantSpecs SpecsFor(const runtime::DecoderLayer& layer) const;
@@ -81,6 +86,7 @@ class ScalingPass {
   LayerPlan plan_;
   checkpoint::ModelConfig model_;
   std::vector<at::Tensor> float_inputs_;  // the float model's hidden states before the next layer
+  std::map<std::string, exporter::gguf::GgmlType> gguf_types_;  // empty = the plan's weight specs
 };
 
 }  // namespace quark::quantize

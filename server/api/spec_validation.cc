@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/presets.h"
 #include "core/export/ct_config.h"
 #include "core/eval/evaluation_plan_proto.h"
@@ -83,6 +84,12 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
 
 // llama-quantize's file types the engine writes (core/export/gguf_file_type_names.h: the server does not link the
 // engine), and only with a GGUF export; --pure and the importance matrix only with one of them.
+// The export formats as far as llama.cpp's rules care: {"gguf"} when GGUF is the only one.
+std::vector<std::string> GgufOnly(const quark::v1::JobSpec& spec) {
+  if (spec.export_formats_size() == 1 && spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) return {"gguf"};
+  return {"other"};
+}
+
 absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
   const auto& names = exporter::gguf::kFileTypeNames;
   if (spec.gguf_type().empty()) {
@@ -206,17 +213,16 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
     return s;
   }
   // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed,
-  // and only a rotation of the float weights may come first (the other algorithms tune the engine's own scheme).
-  if (!has_preset && !has_config && !spec.gguf_type().empty() && spec.export_formats_size() == 1 &&
-      spec.export_formats(0) == quark::v1::EXPORT_FORMAT_GGUF) {
+  // and only algorithms that transform the float weights may come first (core/config/llama_cpp_rules.h).
+  if (QuantizesByLlamaCppRules(has_preset || has_config, spec.gguf_type(), GgufOnly(spec))) {
+    std::vector<quark::AlgoConfig> algos;
     for (int i = 0; i < spec.algo_config_size(); ++i) {
-      if (!spec.algo_config(i).has_rotation()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "spec.algo_config[", i, "]: needs spec.preset or spec.config (with gguf_type alone llama.cpp's rules "
-            "quantize the weights; only a rotation may come before them)"));
-      }
+      absl::StatusOr<quark::AlgoConfig> algo = FromProto(spec.algo_config(i), absl::StrCat("spec.algo_config[", i, "]"));
+      if (!algo.ok()) return algo.status();
+      algos.push_back(*std::move(algo));
     }
-    return absl::OkStatus();
+    return CheckAlgorithmsBeforeLlamaCppRules(
+        algos, [](size_t i) { return absl::StrCat("spec.algo_config[", i, "]"); }, "spec.preset or spec.config");
   }
   absl::StatusOr<quark::Config> config =
       ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,

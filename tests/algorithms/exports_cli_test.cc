@@ -88,7 +88,7 @@ TEST_F(ExportsCliTest, RotationBeforeLlamaCppsKQuantsOnAnOutlierTwin) {
   EXPECT_LT(rotated - float_ppl, 0.5 * (plain - float_ppl)) << "float " << float_ppl << ", Q3_K_M " << plain
                                                              << ", rotation + Q3_K_M " << rotated;
 
-  // Without the engine's scheme only a rotation may precede llama.cpp's rules.
+  // Without the engine's scheme only rotation, SmoothQuant and AWQ may precede llama.cpp's rules.
   const CliRun gptq = Quark("quantize --model " + twin + " --export gguf --gguf-type Q4_K_M --quant-algo gptq --output " +
                             testing::TempPath("cli_twin_gptq"));
   EXPECT_EQ(gptq.exit_code, 2) << gptq.output;

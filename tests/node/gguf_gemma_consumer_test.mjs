@@ -21,30 +21,12 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {fileURLToPath, pathToFileURL} from 'node:url';
 
+import {llamaCppEnv} from './llama_cpp_env.mjs';
 import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
-import {peerMissing} from './peer_missing.cjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
-const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
-const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
-const modules = path.join(sourceDir, 'tests/peers/node_modules');
-const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
-if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
-  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
-}
-const quark = path.join(binaryDir, 'core/cli/quark');
-const tool = path.join(binaryDir, 'tests/export/gguf_export_tool');
-const maker = path.join(binaryDir, 'tests/runtime/gemma_model_tool');
-for (const f of [quark, tool, maker]) {
-  if (!fs.existsSync(f)) {
-    console.error(`FAIL: ${f} is not built`);
-    process.exit(1);
-  }
-}
-const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+const {sharedDir, llama, binaries: [quark, tool, maker]} =
+  await llamaCppEnv(['core/cli/quark', 'tests/export/gguf_export_tool', 'tests/runtime/gemma_model_tool']);
 
 const kSeqLen = 128;
 const kWindows = 3;
@@ -64,7 +46,6 @@ function quarkEval(model, idsFile) {
   return JSON.parse(out.trim().split('\n').pop());
 }
 
-const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_gemma_'));
 const results = [];
 let failures = 0;

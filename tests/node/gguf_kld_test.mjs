@@ -12,36 +12,18 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {fileURLToPath, pathToFileURL} from 'node:url';
 
+import {llamaCppEnv} from './llama_cpp_env.mjs';
 import {klDivergence, llamaCppChunkLogits} from './llama_cpp_kld.mjs';
-import {peerMissing} from './peer_missing.cjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
-const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
-const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
-const modules = path.join(sourceDir, 'tests/peers/node_modules');
-const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
-if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
-  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
-}
-const quark = path.join(binaryDir, 'core/cli/quark');
-const tool = path.join(binaryDir, 'tests/export/gguf_export_tool');
-for (const file of [quark, tool]) {
-  if (!fs.existsSync(file)) {
-    console.error(`FAIL: ${file} is not built`);
-    process.exit(1);
-  }
-}
-const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+const {sharedDir, llama, binaries: [quark, tool]} =
+  await llamaCppEnv(['core/cli/quark', 'tests/export/gguf_export_tool']);
 
 const kCtx = 128;
 const kChunks = 8;  // 8 * 63 = 504 scored tokens
 const modelDir = path.join(sharedDir, 'fixtures/tinyllama-a');
 const text = fs.readFileSync(path.join(sharedDir, 'fixtures/eval/tinystories_heldout_split.txt'), 'utf8').slice(0, 8000);
 
-const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_kld_'));
 let failures = 0;
 // Quark tensor specs applied by `quark fake-quant` to every float tensor of tinyllama-a (a float model whose weights

@@ -148,14 +148,18 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   kquant.mutable_spec()->set_gguf_imatrix_from_calibration(true);
   status = Submit(kquant, &job);
   EXPECT_TRUE(status.ok()) << status.error_message();
-  // Without a scheme only a rotation may come before llama.cpp's rules.
+  // Without a scheme only rotation, SmoothQuant and AWQ (they transform the float weights) come before llama.cpp's
+  // rules (core/config/llama_cpp_rules.h).
   kquant.mutable_spec()->add_algo_config()->mutable_rotation();
+  kquant.mutable_spec()->add_algo_config()->mutable_smoothquant();
+  kquant.mutable_spec()->add_algo_config()->mutable_awq();
   status = Submit(kquant, &job);
   EXPECT_TRUE(status.ok()) << status.error_message();
   kquant.mutable_spec()->add_algo_config()->mutable_gptq();
   status = Submit(kquant, &job);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("spec.algo_config[1]: needs spec.preset or spec.config"), std::string::npos)
+  EXPECT_NE(status.error_message().find("spec.algo_config[3]: gptq needs spec.preset or spec.config"),
+            std::string::npos)
       << status.error_message();
 
   // A compressed-tensors export of a scheme the engine does not write, or that the format cannot express, is refused
