@@ -88,7 +88,7 @@ double TaskSeconds(const ModelShape& model, const TaskWork& work, const Throughp
          fit.gemm_scale * TaskFlops(model, work) / rates.gemm_flops + fit.sample_layer_s * work.samples * layers + fit.request_s * work.requests +
          fit.head_weight_s * work.requests * mc.hidden_size * vocab + fit.logit_s * work.scored_positions * vocab +
          static_cast<double>(work.generated_tokens) *
-             (fit.head_weight_s * (static_cast<double>(model.layer_params_total) + mc.hidden_size * vocab) +
+             (fit.decode_weight_s * (static_cast<double>(model.layer_params_total) + mc.hidden_size * vocab) +
               fit.logit_s * vocab);
 }
 

@@ -16,10 +16,10 @@
 //         + kTaskCostFit.request_s x requests                   (a request's fixed cost: encode, logits, softmax)
 //         + kTaskCostFit.head_weight_s x requests x hidden x vocab   (the vocabulary projection's weights per request)
 //         + kTaskCostFit.logit_s x scored_positions x vocab          (logits, double log-softmax, argmax per position)
-//         + kTaskCostFit.head_weight_s x generated x (decoder params + hidden x vocab) + logit_s x generated x vocab
-//                                     (generation, gsm8k: each new token is a one-row forward through every weight
-//                                     of the model held whole, priced as the vocabulary projection's one-row product
-//                                     is, then its logits and argmax; the prompt's prefill counts as a sample)
+//         + kTaskCostFit.decode_weight_s x generated x (decoder params + hidden x vocab) + logit_s x generated x vocab
+//                                     (generation, gsm8k: each new token is a one-row forward through every float32
+//                                     weight of the model held whole, then its logits and argmax; the prompt's
+//                                     prefill counts as a sample)
 // Few-shot: k examples before every context lengthen each input by k rendered examples (the fixtures' mean example
 // length), capped at max_length; attended pairs grow as sum (T + kS)^2.
 #pragma once
@@ -56,13 +56,17 @@ struct TaskCostCoefficients {
   double request_s = 0;
   double head_weight_s = 0;
   double logit_s = 0;
+  double decode_weight_s = 0;
 };
 /// bench/eval/task_cost.sh on the reference machine (2-core EPYC, one thread, 2026-11-29): tinyllama-a and the
 /// 2-layer Llama-2-7B shape. sample_layer_s came out negative and was dropped (the [1, T] forwards' fixed cost is
 /// inside the GEMM term at these sizes); head_weight_s is ~0.59 s a request on a 4096 x 32000 bf16 head.
+/// decode_weight_s: bench/runtime/generation_bench's cached decode at one thread, seconds a token over the weights
+/// it reads (2-layer Llama-2-7B shape: 1.02 tokens/s over 536 M weights, 1.83e-9; tinyllama-a: 195.5 tokens/s
+/// over 3.28 M, 1.56e-9; docs/results/estimates.md).
 inline constexpr TaskCostCoefficients kTaskCostFit = {/*gemm_scale=*/0.6672, /*sample_layer_s=*/0,
                                                       /*request_s=*/1.778e-3, /*head_weight_s=*/4.498e-9,
-                                                      /*logit_s=*/1.055e-8};
+                                                      /*logit_s=*/1.055e-8, /*decode_weight_s=*/1.8e-9};
 
 /// The decoder's FLOPs for `work`: 2 x decoder params x input tokens + 4 x hidden x layers x attended pairs.
 double TaskFlops(const ModelShape& model, const TaskWork& work);
