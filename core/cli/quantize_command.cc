@@ -4,7 +4,8 @@
 // quark quantize --model DIR --auto --candidates uint4_wo_128,int8 (--target-bits 4.5 | --max-kld X | --max-ppl-increase X)
 //   --calib FILE [--sensitivity-cache DIR] [--auto-report FILE] [--output DIR] ...   (#36: a searched mixed recipe)
 // quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration]
-//   [--quant-algo rotation] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation)
+//   [--quant-algo rotation,gptq] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation;
+//   gptq rounds the mixture's Q4_K/Q5_K/Q6_K tensors itself, K-quant-aware)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
 // and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
@@ -80,10 +81,12 @@ absl::StatusOr<Config> LlamaCppRulesConfig(const ConfigOptions& options) {
   Config config;
   QUARK_ASSIGN_OR_RETURN(config.algo_config, AlgorithmsFromFlags(options.quant_algo, options.quant_algo_config_file));
   for (const AlgoConfig& algo : config.algo_config) {
-    if (!std::holds_alternative<RotationAlgo>(algo)) {
+    // #37 item 4: GPTQ rounds to the mixture's K-quant types (K-quant-aware GPTQ).
+    const auto* gptq = std::get_if<GptqAlgo>(&algo);
+    if (!std::holds_alternative<RotationAlgo>(algo) && !(gptq && gptq->method == HessianMethod::kGptq)) {
       return absl::InvalidArgumentError(StrCat("--quant-algo: ", AlgoName(algo),
                                                " needs --scheme or --config (with --gguf-type alone llama.cpp's rules "
-                                               "quantize the weights; only a rotation may come before them)"));
+                                               "quantize the weights; only a rotation and gptq may come before them)"));
     }
   }
   return config;

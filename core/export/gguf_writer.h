@@ -28,6 +28,7 @@
 #include "core/export/gguf_blocks.h"
 #include "core/export/gguf_imatrix.h"
 #include "core/export/gguf_mixture.h"
+#include "core/export/gguf_pre_encoded.h"
 #include "core/export/model_exporter.h"
 
 namespace quark::exporter {
@@ -51,6 +52,10 @@ struct GgufExportOptions {
   /// Write `output.weight` (from the weights given to Finish, typed like token_embd) although config.json ties it to
   /// the embedding: a rotation made the two matrices differ. llama.cpp uses a file's output.weight when it has one.
   bool untie_embeddings = false;
+  /// #37 item 4: tensors an algorithm encoded itself (K-quant-aware GPTQ). Create publishes the plan's types into it;
+  /// a float weight with data there is written from that data (INTERNAL when it does not decode to the weight's
+  /// values bit for bit or has another type than planned) instead of being quantized.
+  std::shared_ptr<gguf::PreEncodedTensors> pre_encoded;
 };
 
 /// Plans the GGUF export of `model_dir` (config.json, safetensors, tokenizer.model) quantized by `config` / `plan`

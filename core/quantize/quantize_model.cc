@@ -44,11 +44,15 @@ absl::Status QuantizeRun::Prepare() {
   // weights first) has no Config to validate.
   Config scheme_only = options_.config;
   scheme_only.algo_config.clear();
+  // #37 item 4: GPTQ may come too (K-quant-aware: it rounds to the K-quant types of the mixture).
   const bool only_rotations =
-      std::all_of(options_.config.algo_config.begin(), options_.config.algo_config.end(),
-                  [](const AlgoConfig& a) { return std::holds_alternative<RotationAlgo>(a); });
+      std::all_of(options_.config.algo_config.begin(), options_.config.algo_config.end(), [](const AlgoConfig& a) {
+        const auto* gptq = std::get_if<GptqAlgo>(&a);
+        return std::holds_alternative<RotationAlgo>(a) || (gptq && gptq->method == HessianMethod::kGptq);
+      });
   const bool llama_cpp_rules_only = scheme_only == Config{} && only_rotations && !options_.gguf_type.empty() &&
                                     options_.export_formats == std::vector<std::string>{"gguf"};
+  kquant_gptq_ = llama_cpp_rules_only;
   if (!llama_cpp_rules_only) {
     if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) return s;
   }
@@ -152,6 +156,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
           gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
         }
         if (imatrix_) gguf.imatrix = imatrix_->stats();
+        gguf.pre_encoded = pre_encoded_;
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);
@@ -214,6 +219,15 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
     if (!pass.ok()) return pass.status();
     gptq_ = *std::move(pass);
     gptq_->set_min_expert_tokens(options_.moe_min_expert_tokens);
+    if (kquant_gptq_) {
+      // #37 item 4: GPTQ rounds to the GGUF's K-quant types; the writer takes its blocks as they are.
+      if (!options_.checkpoint_dir.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": gptq with --gguf-type (K-quant-aware) does not resume from checkpoint_dir yet"));
+      }
+      pre_encoded_ = std::make_shared<exporter::gguf::PreEncodedTensors>();
+      gptq_->UseKQuantTargets(pre_encoded_, !options_.gguf_imatrix.empty() || options_.gguf_imatrix_from_calibration);
+    }
   }
   if (!scaling.empty()) {
     auto pass = ScalingPass::Create(scaling, plan, model_);
