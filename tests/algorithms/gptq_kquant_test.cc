@@ -17,11 +17,14 @@
 #include "core/checkpoint/model_config.h"
 #include "core/export/gguf_kquant_grid.h"
 #include "core/export/gguf_kquants.h"
+#include "core/export/gguf_mixture.h"
+#include "core/export/gguf_pre_encoded.h"
 #include "core/quantize/calibration_input.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/linear.h"
 #include "core/runtime/tokenizer.h"
 #include "tests/export/gguf_llama_cpp.h"
+#include "tests/export/gguf_test_util.h"
 #include "tests/quantize/test_model.h"
 #include "tests/support/require_peer.h"
 
@@ -189,6 +192,35 @@ TEST(GptqKQuantTest, LayerOutputErrorBelowPlainKQuantsOnTinyLlama) {
         std::printf("%s: output error plain %.6g, GPTQ-K %.6g (%.3f)\n", label.c_str(), plain, ours, ours / plain);
       }
     }
+  }
+}
+
+// The writer takes pre-encoded blocks only as what they claim to be: in the planned type, decoding to exactly the
+// tensor's values (here the checkpoint's float weights, which GPTQ-K's blocks of another Hessian do not decode to).
+TEST(GptqKQuantTest, TheWriterRefusesBlocksOfAnotherTypeOrOtherValues) {
+  const std::string model = testing::FixturePath("tinyllama-a");
+  const std::string name = "model.layers.0.self_attn.q_proj.weight";  // Q4_K in Q4_K_M
+  auto streamer = runtime::LayerStreamer::Open(model);
+  ASSERT_TRUE(streamer.ok());
+  const at::Tensor w = (*streamer)->model().LoadLayer(0).value()->FindLinear("self_attn.q_proj")->weight();
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  const at::Tensor x = at::randn({512, w.size(1)}, gen, at::kFloat);
+  auto factor = GptqFactorOf(x.t().matmul(x), GptqOptions{});
+  ASSERT_TRUE(factor.ok());
+  for (GgmlType type : {GgmlType::kQ6_K, GgmlType::kQ4_K}) {
+    auto gptq = GptqKQuantizeWeight(w, *factor, type, {});
+    ASSERT_TRUE(gptq.ok()) << gptq.status();
+    testing::GgufTestExport job;
+    job.model_dir = model;
+    job.output_file = testing::TempPath("kquant_pre_encoded") + ".gguf";
+    job.options.file_type = exporter::gguf::ParseFileType("Q4_K_M").value();
+    job.options.pre_encoded = std::make_shared<exporter::gguf::PreEncodedTensors>();
+    job.options.pre_encoded->Put(name, {type, w.size(0), w.size(1), gptq->blocks});
+    auto written = testing::ExportGguf(job);
+    EXPECT_EQ(written.status().code(), absl::StatusCode::kInternal) << Name(type);
+    const std::string expected = type == GgmlType::kQ6_K ? name + ": pre-encoded as Q6_K [256, 256], planned Q4_K"
+                                                         : name + ": the pre-encoded Q4_K blocks do not decode";
+    EXPECT_NE(written.status().message().find(expected), std::string::npos) << written.status();
   }
 }
 
