@@ -1,8 +1,8 @@
 #include "core/algorithms/gptq_kquant.h"
 
-#include <chrono>
-
 #include <ATen/Parallel.h>
+
+#include <chrono>
 
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
@@ -32,8 +32,8 @@ absl::Status CheckInputs(const at::Tensor& weight, const GptqFactor& factor, exp
                                              " columns, not a multiple of the K-quant super-block (256)"));
   }
   if (!factor.upper.defined() || factor.upper.dim() != 2 || factor.upper.size(0) != k || factor.upper.size(1) != k) {
-    return absl::InvalidArgumentError(StrCat("hessian: expected [", k, ", ", k, "] for a weight ",
-                                             ShapeString(weight.sizes())));
+    return absl::InvalidArgumentError(
+        StrCat("hessian: expected [", k, ", ", k, "] for a weight ", ShapeString(weight.sizes())));
   }
   if (factor.perm.defined()) {
     return absl::InvalidArgumentError(
@@ -41,8 +41,8 @@ absl::Status CheckInputs(const at::Tensor& weight, const GptqFactor& factor, exp
   }
   if (quant_weights.defined() &&
       (quant_weights.dim() != 1 || quant_weights.size(0) != k || quant_weights.scalar_type() != at::kFloat)) {
-    return absl::InvalidArgumentError(StrCat("quant_weights: expected [", k, "] float32, got ",
-                                             ShapeString(quant_weights.sizes())));
+    return absl::InvalidArgumentError(
+        StrCat("quant_weights: expected [", k, "] float32, got ", ShapeString(quant_weights.sizes())));
   }
   return absl::OkStatus();
 }
@@ -92,8 +92,9 @@ absl::StatusOr<GptqKQuantResult> GptqKQuantizeWeight(const at::Tensor& weight, c
     for (int64_t s = 0; s < k / kQkK; ++s) {
       // Rows never mix inside a super-block: each thread takes a range of rows.
       at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-        QuantizeSuperBlock(grid, w.data_ptr<float>(), k, u.data_ptr<float>(), qw.defined() ? qw.data_ptr<float>() : nullptr,
-                           result.blocks.data(), row_bytes, block_bytes, s, err.data_ptr<float>(), begin, end);
+        QuantizeSuperBlock(grid, w.data_ptr<float>(), k, u.data_ptr<float>(),
+                           qw.defined() ? qw.data_ptr<float>() : nullptr, result.blocks.data(), row_bytes, block_bytes,
+                           s, err.data_ptr<float>(), begin, end);
       });
       const int64_t i2 = (s + 1) * kQkK;
       if (i2 < k) w.slice(1, i2).addmm_(err, u.slice(0, s * kQkK, i2).slice(1, i2), /*beta=*/1, /*alpha=*/-1);

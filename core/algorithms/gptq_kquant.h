@@ -15,10 +15,10 @@
 // re-running the search on `weight` would not promise (another header may win on the new values).
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
 #include "core/algorithms/gptq.h"

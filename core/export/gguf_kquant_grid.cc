@@ -42,7 +42,8 @@ float RoundQ6(BlockQ6_K* y, int index, float x) {
   const float d = Fp16ToFp32(y->d) * y->scales[index / 16];
   const int code = d ? NearestInt(std::clamp(x / d, -32.f, 31.f)) + 32 : 32;
   uint8_t& ql = y->ql[64 * h + l + 32 * (q & 1)];
-  ql = q >= 2 ? static_cast<uint8_t>((ql & 0x0F) | ((code & 0xF) << 4)) : static_cast<uint8_t>((ql & 0xF0) | (code & 0xF));
+  ql = q >= 2 ? static_cast<uint8_t>((ql & 0x0F) | ((code & 0xF) << 4))
+              : static_cast<uint8_t>((ql & 0xF0) | (code & 0xF));
   uint8_t& qh = y->qh[32 * h + l];
   qh = static_cast<uint8_t>((qh & ~(3u << (2 * q))) | (((code >> 4) & 3) << (2 * q)));
   return d * static_cast<int8_t>(code - 32);
@@ -63,17 +64,26 @@ absl::Status KQuantGrid::Check(GgmlType type) {
 
 void KQuantGrid::Search(const float* x, const float* qw, void* block) const {
   switch (type_) {
-    case GgmlType::kQ4_K: QuantizeQ4_K(x, block, 1, kQkK, qw); break;
-    case GgmlType::kQ5_K: QuantizeQ5_K(x, block, 1, kQkK, qw); break;
-    default: QuantizeQ6_K(x, block, 1, kQkK, qw); break;
+    case GgmlType::kQ4_K:
+      QuantizeQ4_K(x, block, 1, kQkK, qw);
+      break;
+    case GgmlType::kQ5_K:
+      QuantizeQ5_K(x, block, 1, kQkK, qw);
+      break;
+    default:
+      QuantizeQ6_K(x, block, 1, kQkK, qw);
+      break;
   }
 }
 
 float KQuantGrid::RoundInto(void* block, int index, float x) const {
   switch (type_) {
-    case GgmlType::kQ4_K: return RoundQ45<15>(static_cast<BlockQ4_K*>(block), index, x);
-    case GgmlType::kQ5_K: return RoundQ45<31>(static_cast<BlockQ5_K*>(block), index, x);
-    default: return RoundQ6(static_cast<BlockQ6_K*>(block), index, x);
+    case GgmlType::kQ4_K:
+      return RoundQ45<15>(static_cast<BlockQ4_K*>(block), index, x);
+    case GgmlType::kQ5_K:
+      return RoundQ45<31>(static_cast<BlockQ5_K*>(block), index, x);
+    default:
+      return RoundQ6(static_cast<BlockQ6_K*>(block), index, x);
   }
 }
 

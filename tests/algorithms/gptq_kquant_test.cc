@@ -1,6 +1,10 @@
 // K-quant-aware GPTQ (#37 item 4): the fixed super-block grid against ggml's quantizer, GPTQ's blocks decoded by the
 // real ggml (node-llama-cpp's libggml-base, dlopened; a missing library fails under CI=true) to exactly its output
 // weights, and its output error on a real tinyllama-a layer's calibration inputs against plain K-quants.
+#include "core/algorithms/gptq_kquant.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,9 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "core/algorithms/gptq_kquant.h"
 #include "core/algorithms/hessian.h"
 #include "core/checkpoint/model_config.h"
 #include "core/export/gguf_kquant_grid.h"
@@ -53,8 +54,8 @@ at::Tensor RandomQuantWeights(int64_t k, uint64_t seed) {
 std::vector<uint8_t> GgmlBlocks(const testing::LlamaCpp& l, GgmlType type, const at::Tensor& w, const at::Tensor& qw) {
   const int64_t n = w.size(0), k = w.size(1);
   std::vector<uint8_t> out(static_cast<size_t>(n * exporter::gguf::RowBytes(type, k)));
-  l.kquants.at(static_cast<int>(type)).quantize(w.data_ptr<float>(), out.data(), n, k,
-                                                qw.defined() ? qw.data_ptr<float>() : nullptr);
+  l.kquants.at(static_cast<int>(type))
+      .quantize(w.data_ptr<float>(), out.data(), n, k, qw.defined() ? qw.data_ptr<float>() : nullptr);
   return out;
 }
 
@@ -90,7 +91,8 @@ TEST(KQuantGridTest, RoundingUnchangedValuesIsGgmlsQuantizer) {
         const float* q = weights.defined() ? weights.data_ptr<float>() + (b % 3) * kQkK : nullptr;
         grid.Search(x + b * kQkK, q, block);
         for (int j = 0; j < kQkK; ++j) grid.RoundInto(block, j, 1e6f);  // stale codes, which rounding must replace
-        for (int j = 0; j < kQkK; ++j) values.data_ptr<float>()[b * kQkK + j] = grid.RoundInto(block, j, x[b * kQkK + j]);
+        for (int j = 0; j < kQkK; ++j)
+          values.data_ptr<float>()[b * kQkK + j] = grid.RoundInto(block, j, x[b * kQkK + j]);
       }
       const std::string label = std::string(Name(type)) + (weights.defined() ? " imatrix" : " reference");
       EXPECT_EQ(ours, GgmlBlocks(*l, type, w, weights)) << label;

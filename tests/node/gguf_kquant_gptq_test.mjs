@@ -8,7 +8,7 @@
 //
 // Usage: node gguf_kquant_gptq_test.mjs (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR, QUARK_SHARED_DIR). The measurement of
 // docs/results/exports.md runs it with bigger settings (bench/export/kquant_gptq_accuracy.sh): QUARK_KGPTQ_SAMPLES,
-// QUARK_KGPTQ_CALIB_SEQ, QUARK_KGPTQ_SEQ, QUARK_KGPTQ_WINDOWS, QUARK_KGPTQ_TWIN=1 (tinyllama-a's outlier twin too),
+// QUARK_KGPTQ_CALIB_SEQ, QUARK_KGPTQ_SEQ, QUARK_KGPTQ_WINDOWS, QUARK_KGPTQ_TWIN=1 (tinyllama-a's outlier twin too; =only: the twin alone),
 // QUARK_KGPTQ_RESULTS=file.json. Exit 0 = pass, 1 = fail, 77 = skipped (peers not installed; 1 under CI=true).
 import assert from 'node:assert';
 import {execFileSync} from 'node:child_process';
@@ -56,10 +56,11 @@ const variants = [
 
 const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_kquant_gptq_'));
-const models = [{name: 'tinyllama-a', dir: path.join(sharedDir, 'fixtures/tinyllama-a')}];
-if (process.env.QUARK_KGPTQ_TWIN === '1') {
+const tinyllama = {name: 'tinyllama-a', dir: path.join(sharedDir, 'fixtures/tinyllama-a')};
+const models = process.env.QUARK_KGPTQ_TWIN === 'only' ? [] : [tinyllama];
+if (process.env.QUARK_KGPTQ_TWIN === '1' || process.env.QUARK_KGPTQ_TWIN === 'only') {
   const twin = path.join(work, 'twin');
-  execFileSync(quark, ['outlier-twin', '--model', models[0].dir, '--output', twin], {encoding: 'utf8'});
+  execFileSync(quark, ['outlier-twin', '--model', tinyllama.dir, '--output', twin], {encoding: 'utf8'});
   models.push({name: 'outlier twin', dir: twin});
 }
 
