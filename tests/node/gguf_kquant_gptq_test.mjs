@@ -15,26 +15,12 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {fileURLToPath, pathToFileURL} from 'node:url';
 
-import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
-import {peerMissing} from './peer_missing.cjs';
+import {llamaCppFileNll} from './llama_cpp_nll.mjs';
+import {llamaCppPeer} from './llama_cpp_peer.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.QUARK_SOURCE_DIR || path.resolve(here, '../..');
-const binaryDir = process.env.QUARK_BINARY_DIR || path.join(sourceDir, 'build');
-const sharedDir = process.env.QUARK_SHARED_DIR || path.resolve(sourceDir, '../shared');
-const modules = path.join(sourceDir, 'tests/peers/node_modules');
-const entry = path.join(modules, 'node-llama-cpp/dist/index.js');
-if (!fs.existsSync(entry) || !fs.existsSync(path.join(modules, '@node-llama-cpp/linux-x64'))) {
-  peerMissing('node-llama-cpp is not installed: run scripts/install-test-peers.sh');
-}
-const quark = path.join(binaryDir, 'core/cli/quark');
-if (!fs.existsSync(quark)) {
-  console.error(`FAIL: ${quark} is not built`);
-  process.exit(1);
-}
-const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
+const {sharedDir, quark, nodeLlamaCpp} = await llamaCppPeer();
+const {getLlama, LlamaLogLevel} = nodeLlamaCpp;
 
 const env = (name, fallback) => Number(process.env[name] || fallback);
 const kSamples = env('QUARK_KGPTQ_SAMPLES', 16);
@@ -91,12 +77,8 @@ try {
         '--output', out], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']});
       const seconds = (Date.now() - start) / 1000;
       const file = path.join(out, 'model.gguf');
-      const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
-      const ids = [model.tokens.bos, ...model.tokenize(text)];
       const idsFile = path.join(work, 'ids.txt');
-      fs.writeFileSync(idsFile, ids.join(' ') + '\n');
-      const theirs = await llamaCppMeanNll(model, ids, kSeqLen, kWindows);
-      await model.dispose();
+      const {nll: theirs, ids} = await llamaCppFileNll(llama, file, text, idsFile, kSeqLen, kWindows);
       const ours = quarkEval(file, idsFile);
       const row = {model: m.name, variant: v.label, bytes: fs.statSync(file).size, quantize_seconds: seconds,
         llama_cpp_mean_nll: theirs, llama_cpp_ppl: Math.exp(theirs), quark_mean_nll: ours.mean_nll,
