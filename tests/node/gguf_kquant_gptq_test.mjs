@@ -17,10 +17,10 @@ import os from 'node:os';
 import path from 'node:path';
 
 import {llamaCppFileNll} from './llama_cpp_nll.mjs';
-import {llamaCppPeer} from './llama_cpp_peer.mjs';
+import {builtFile, importNodeLlamaCpp, sharedDir} from './llama_cpp_peer.mjs';
 
-const {sharedDir, quark, nodeLlamaCpp} = await llamaCppPeer();
-const {getLlama, LlamaLogLevel} = nodeLlamaCpp;
+const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+const quark = builtFile('core/cli/quark');
 
 const env = (name, fallback) => Number(process.env[name] || fallback);
 const kSamples = env('QUARK_KGPTQ_SAMPLES', 16);
