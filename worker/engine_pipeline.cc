@@ -46,7 +46,7 @@ absl::StatusOr<quark::Config> LlamaCppRulesConfig(const quark::v1::JobSpec& spec
   }
   if (absl::Status s = CheckAlgorithmsBeforeLlamaCppRules(
           config.algo_config, [](size_t i) { return str::Cat("spec.algo_config[", i, "]"); },
-          "spec.preset or spec.config");
+          "spec.preset or spec.config", /*allow_kquant_rounding=*/false);
       !s.ok()) {
     return s;
   }

@@ -47,6 +47,7 @@ struct CachedHessian {
   at::Tensor hessian;                        // until the factor is taken
   std::shared_ptr<const GptqFactor> factor;  // from then on
   std::set<std::string> upstream;
+  at::Tensor diagonal;  // diag(hessian), from when the factor is taken
 };
 
 class LayerGptq {
@@ -65,6 +66,8 @@ class LayerGptq {
   absl::Status CaptureRouted(const std::vector<GptqTarget>& step);
   absl::Status SetWeight(const GptqTarget& target, at::Tensor weight);
   void MarkDone(const std::string& relative_name, const std::string& input) { done_[relative_name] = input; }
+  /// The Hessian diagonal of the target's input (after FactorOf for a target with its own quantizer).
+  at::Tensor DiagonalOf(const GptqTarget& target) const { return cache_.at(target.input).diagonal; }
   /// Drops the cached Hessians that no step from `next_step` on reads (a K x K matrix each).
   void ForgetUnused(size_t next_step);
 
@@ -202,6 +205,7 @@ absl::StatusOr<std::shared_ptr<const GptqFactor>> LayerGptq::FactorOf(const Gptq
                                                                       const GptqOptions& options) {
   CachedHessian& cached = cache_.at(target.input);
   if (cached.factor == nullptr) {
+    cached.diagonal = cached.hessian.diagonal().clone();  // K values, for targets with their own quantizer
     // Handed over alone, so the factorisation works on the Hessian in place (K x K: 0.5 GB for down_proj's input).
     QUARK_ASSIGN_OR_RETURN(GptqFactor factor, GptqFactorOf(std::move(cached.hessian), options));
     cached.factor = std::make_shared<const GptqFactor>(std::move(factor));
@@ -239,6 +243,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
     QUARK_RETURN_IF_ERROR(run.CaptureRouted(step));
     for (const GptqTarget& target : step) QUARK_RETURN_IF_ERROR(run.EnsureHessian(target));
     std::vector<std::shared_ptr<const GptqFactor>> factors;
+    std::vector<at::Tensor> diagonals;
     for (const GptqTarget& target : step) {
       auto factor = run.FactorOf(target, options);
       if (!factor.ok()) {
@@ -246,6 +251,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
                                                            std::string(factor.status().message())));
       }
       factors.push_back(*std::move(factor));
+      diagonals.push_back(run.DiagonalOf(target));
     }
     run.ForgetUnused(s + 1);
     for (size_t i = 0; i < step.size(); ++i) {
@@ -257,6 +263,16 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
       if (callbacks.on_module) callbacks.on_module(name, index, total);
       ++index;
       const at::Tensor weight = layer.FindLinear(target.relative_name)->weight();
+      if (target.quantize) {
+        auto quantized = target.quantize(weight, *factors[i], diagonals[i]);
+        factors[i] = nullptr;
+        if (!quantized.ok()) {
+          return absl::Status(quantized.status().code(), StrCat(name, ": ", std::string(quantized.status().message())));
+        }
+        QUARK_RETURN_IF_ERROR(run.SetWeight(target, *std::move(quantized)));
+        run.MarkDone(target.relative_name, target.input);
+        continue;
+      }
       auto result = GptqQuantizeWeight(weight, *factors[i], target.spec, options);
       factors[i] = nullptr;  // the last module of an input releases its factor
       if (!result.ok()) {

@@ -28,6 +28,12 @@ struct GptqTarget {
   /// An MoE expert's linear (checkpoint::LinearSpec::routed): its capture runs whole forwards (a sample may not reach
   /// it), then the layer's calibration top-up (DecoderLayer::FinishCalibration) so a short expert gets tokens too.
   bool routed = false;
+  /// #37 item 4: replaces GptqQuantizeWeight for this module (K-quant-aware GPTQ, gptq_kquant.h): the quantized weight
+  /// from the weight, GPTQ's factor of its input and that input's Hessian diagonal [K] (2/n Σ x², before damping).
+  /// `spec` is unused then and the module has no entry in GptqQuantizeLayer's parameters.
+  std::function<absl::StatusOr<at::Tensor>(const at::Tensor& weight, const GptqFactor& factor,
+                                           const at::Tensor& hessian_diagonal)>
+      quantize;
 };
 
 /// The layer's work: `steps` in inside_layer_modules order (one entry's matched modules each); `input_order` the

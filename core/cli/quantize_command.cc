@@ -4,7 +4,8 @@
 // quark quantize --model DIR --auto --candidates uint4_wo_128,int8 (--target-bits 4.5 | --max-kld X | --max-ppl-increase X)
 //   --calib FILE [--sensitivity-cache DIR] [--auto-report FILE] [--output DIR] ...   (#36: a searched mixed recipe)
 // quark quantize --model DIR --export gguf --gguf-type Q4_K_M [--gguf-pure] [--imatrix F | --imatrix-from-calibration]
-//   [--quant-algo rotation] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation)
+//   [--quant-algo rotation,gptq] --output DIR   (no scheme: llama-quantize's mixture, after an optional rotation;
+//   gptq rounds the mixture's Q4_K/Q5_K/Q6_K tensors itself, K-quant-aware)
 // Quantizes a float HF model into its exports (HF-quark for vLLM by default; GGUF for llama.cpp; ONNX for ONNX
 // Runtime; several in one pass), with a progress bar on a terminal (plain lines otherwise) and the perplexity before
 // and after when --eval is given. Without --output it only evaluates (any scheme the numerics run, also one an export
@@ -82,7 +83,8 @@ absl::StatusOr<Config> LlamaCppRulesConfig(const ConfigOptions& options) {
   Config config;
   QUARK_ASSIGN_OR_RETURN(config.algo_config, AlgorithmsFromFlags(options.quant_algo, options.quant_algo_config_file));
   QUARK_RETURN_IF_ERROR(CheckAlgorithmsBeforeLlamaCppRules(
-      config.algo_config, [](size_t) { return std::string("--quant-algo"); }, "--scheme or --config"));
+      config.algo_config, [](size_t) { return std::string("--quant-algo"); }, "--scheme or --config",
+      /*allow_kquant_rounding=*/true));
   return config;
 }
 

@@ -92,6 +92,7 @@ class GgufExporter : public ModelExporter {
   absl::Status BuildTable();
   absl::Status OpenStaging(const std::string& header, uint64_t data_bytes);
   absl::Status WriteFloat(PlannedTensor& t, const at::Tensor& values);
+  absl::Status WritePreEncoded(PlannedTensor& t, const at::Tensor& values, const gguf::PreEncodedTensor& data);
   absl::Status WriteCodes(PlannedTensor& t, const LinearExportData& data);
   absl::Status WriteBytes(PlannedTensor& t, const std::string& bytes);
   absl::Status CheckWritten() const;
@@ -204,6 +205,13 @@ absl::Status GgufExporter::Plan(const LayerPlan& plan, const checkpoint::Checkpo
     index_[t.hf_name] = tensors_.size();
     tensors_.push_back(std::move(t));
   }
+  if (options_.pre_encoded) {
+    std::map<std::string, GgmlType> types;
+    for (const PlannedTensor& t : tensors_) {
+      if (t.expert < 0 && !t.from_codes && t.info.ne.size() == 2) types[t.hf_name] = t.info.type;
+    }
+    options_.pre_encoded->SetPlannedTypes(std::move(types));
+  }
   return BuildTable();
 }
 
@@ -311,6 +319,11 @@ absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values
   at::Tensor v = values.to(at::kFloat).contiguous();
   if (t.permute_heads > 0) v = gguf::PermuteRows(v, t.permute_heads);
   if (const float shift = gguf::GemmaNormShift(model_, t.hf_name); shift != 0) v = v + shift;  // Gemma's 1 + w
+  if (options_.pre_encoded) {
+    if (std::optional<gguf::PreEncodedTensor> data = options_.pre_encoded->Take(t.hf_name)) {
+      return WritePreEncoded(t, v, *data);
+    }
+  }
   const gguf::TypeTraits* traits = gguf::FindType(t.info.type);
   const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
   std::string bytes(t.info.nbytes, '\0');
@@ -320,6 +333,28 @@ absl::Status GgufExporter::WriteFloat(PlannedTensor& t, const at::Tensor& values
   } else {
     for (int64_t r = 0; r < rows; ++r) traits->from_float(x + r * n, bytes.data() + r * row_bytes, n);
   }
+  return WriteBytes(t, bytes);
+}
+
+// `values` [rows, n] float32 as the file holds them (rows permuted); `data` in the HF row order.
+absl::Status GgufExporter::WritePreEncoded(PlannedTensor& t, const at::Tensor& values, const gguf::PreEncodedTensor& data) {
+  const int64_t n = t.info.RowLength(), rows = t.info.Rows(), row_bytes = gguf::RowBytes(t.info.type, n);
+  if (data.type != t.info.type || data.rows != rows || data.cols != n ||
+      static_cast<int64_t>(data.bytes.size()) != rows * row_bytes) {
+    return absl::InternalError(StrCat(t.hf_name, ": pre-encoded as ", gguf::FindType(data.type)->name, " [", data.rows,
+                                      ", ", data.cols, "], planned ", gguf::FindType(t.info.type)->name, " [", rows,
+                                      ", ", n, "]"));
+  }
+  at::Tensor blocks = at::from_blob(const_cast<uint8_t*>(data.bytes.data()), {rows, row_bytes}, at::kByte);
+  if (t.permute_heads > 0) blocks = gguf::PermuteRows(blocks, t.permute_heads);
+  blocks = blocks.contiguous();
+  at::Tensor decoded = at::empty({rows, n}, at::kFloat);
+  gguf::FindType(t.info.type)->to_float(blocks.data_ptr<uint8_t>(), decoded.data_ptr<float>(), rows * n);
+  if (!at::equal(decoded, values)) {
+    return absl::InternalError(StrCat(t.hf_name, ": the pre-encoded ", gguf::FindType(t.info.type)->name,
+                                      " blocks do not decode to the weight's values"));
+  }
+  const std::string bytes(reinterpret_cast<const char*>(blocks.data_ptr<uint8_t>()), static_cast<size_t>(rows * row_bytes));
   return WriteBytes(t, bytes);
 }
 

@@ -29,6 +29,7 @@
 #include "core/export/gguf_blocks.h"
 #include "core/export/gguf_imatrix.h"
 #include "core/export/gguf_mixture.h"
+#include "core/export/gguf_pre_encoded.h"
 #include "core/export/model_exporter.h"
 
 namespace quark::exporter {
@@ -55,6 +56,10 @@ struct GgufExportOptions {
   /// #37 item 4: if set, called at Create with each planned HF tensor ("model.layers.0.mlp.down_proj.weight") and the
   /// GGUF type the file will hold it in (AWQ before llama.cpp's K-quants simulates that type).
   std::function<void(const std::string& hf_name, gguf::GgmlType type)> on_planned;
+  /// #37 item 4: tensors an algorithm encoded itself (K-quant-aware GPTQ). Create publishes the plan's types into it;
+  /// a float weight with data there is written from that data (INTERNAL when it does not decode to the weight's
+  /// values bit for bit or has another type than planned) instead of being quantized.
+  std::shared_ptr<gguf::PreEncodedTensors> pre_encoded;
 };
 
 /// Plans the GGUF export of `model_dir` (config.json, safetensors, tokenizer.model) quantized by `config` / `plan`

@@ -3,6 +3,8 @@
 #include <set>
 
 #include "core/algorithms/asymmetric_layer.h"
+#include "core/algorithms/gptq_kquant.h"
+#include "core/base/log.h"
 #include "core/base/glob.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -10,6 +12,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
+#include "core/export/gguf_kquant_grid.h"
 #include "core/export/scale_dtype.h"
 #include "core/runtime/layer_streamer.h"
 
@@ -80,7 +83,38 @@ absl::StatusOr<std::unique_ptr<GptqPass>> GptqPass::Create(const GptqAlgo& algo,
   return pass;
 }
 
-absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::DecoderLayer& layer) const {
+void GptqPass::UseKQuantTargets(std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded, bool with_imatrix) {
+  pre_encoded_ = std::move(pre_encoded);
+  kquant_imatrix_ = with_imatrix;
+  if (algo_.desc_act) {
+    log::Get("gptq")->info("{}: K-quant-aware GPTQ walks the columns in order (desc_act does not apply to K-quants)",
+                           path_);
+  }
+}
+
+std::optional<algorithms::GptqTarget> GptqPass::KQuantTarget(const std::string& name, const std::string& relative_name) {
+  const std::string tensor = name + ".weight";
+  const std::optional<exporter::gguf::GgmlType> type = pre_encoded_->PlannedType(tensor);
+  if (!type || !exporter::gguf::IsKQuantGridType(*type)) {
+    log::Get("gptq")->info("{}: GGUF type {}: quantized by llama.cpp's rules at export, not by K-quant GPTQ", tensor,
+                           type ? exporter::gguf::FindType(*type)->name : "none");
+    return std::nullopt;
+  }
+  algorithms::GptqTarget target;
+  target.relative_name = relative_name;
+  target.quantize = [this, tensor, type = *type](const at::Tensor& weight, const algorithms::GptqFactor& factor,
+                                                  const at::Tensor& diagonal) -> absl::StatusOr<at::Tensor> {
+    const at::Tensor qw = kquant_imatrix_ ? (diagonal.to(at::kFloat) / 2).contiguous() : at::Tensor();
+    QUARK_ASSIGN_OR_RETURN(algorithms::GptqKQuantResult result, algorithms::GptqKQuantizeWeight(weight, factor, type, qw));
+    pre_encoded_->Put(tensor, exporter::gguf::PreEncodedTensor{type, weight.size(0), weight.size(1),
+                                                               std::move(result.blocks)});
+    kquant_weights_[tensor] = result.weight;
+    return result.weight.to(weight.scalar_type());
+  };
+  return target;
+}
+
+absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::DecoderLayer& layer) {
   algorithms::GptqLayerPlan plan;
   const auto linears = checkpoint::LayerLinears(model_, layer.index());
   for (const auto& linear : linears) {
@@ -92,6 +126,15 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
     for (const auto& linear : linears) {
       const std::string name = layer.prefix() + linear.relative_name;
       if (!GlobMatch("*" + entry, name) || taken.count(name) > 0) continue;
+      if (kquant()) {
+        std::optional<algorithms::GptqTarget> target = KQuantTarget(name, linear.relative_name);
+        if (!target) continue;
+        target->input = linear.input;
+        target->routed = linear.routed;
+        step.push_back(*std::move(target));
+        taken.insert(name);
+        continue;
+      }
       const LayerAssignment* a = plan_.Find(name);
       if (a == nullptr || a->source == ConfigSource::kExcluded || !a->config.weight) continue;
       if (IsCastType(a->config.weight->dtype)) continue;
@@ -118,7 +161,9 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
   algorithms::GptqOptions options;
   options.damp_percent = algo_.damp_percent;
   options.block_size = algo_.block_size;
-  options.act_order = algo_.desc_act;
+  // K-quant super-blocks are runs of 256 consecutive columns: GPTQ walks them in order (Quark's desc_act default
+  // does not apply; UseKQuantTargets says so in the log).
+  options.act_order = algo_.desc_act && !kquant();
   options.static_groups = algo_.static_groups;
   absl::StatusOr<std::map<std::string, QuantParams>> params;
   if (algo_.method == HessianMethod::kGptq) {

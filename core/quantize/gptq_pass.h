@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/checkpoint/model_config.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
+#include "core/export/gguf_pre_encoded.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/transformer_model.h"
@@ -51,9 +53,23 @@ class GptqPass {
   /// MoE calibration coverage of the experts' Hessians (expert_coverage.h): tokens each expert sees at least.
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
+  /// #37 item 4, K-quant-aware GPTQ for a GGUF of llama.cpp's rules (no scheme): every linear of `inside_layer_modules`
+  /// that the GGUF plan in `pre_encoded` types Q4_K, Q5_K or Q6_K is quantized by algorithms::GptqKQuantizeWeight in
+  /// that type and its blocks put into `pre_encoded`; the mixture's other types are left to the writer (logged).
+  /// `with_imatrix`: ggml's search weighted by the Hessian diagonal (mean x² over the calibration tokens, what
+  /// llama-imatrix accumulates), as llama-quantize weights it by an importance matrix. gptq only (not gptaq/qronos).
+  void UseKQuantTargets(std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded, bool with_imatrix);
+  bool kquant() const { return pre_encoded_ != nullptr; }
+  /// The last Run's K-quant results by tensor name ("model.layers.0.mlp.down_proj.weight"), float32: what their
+  /// blocks decode to. Handed over (the next call returns only newer ones).
+  std::map<std::string, at::Tensor> TakeKQuantWeights() { return std::move(kquant_weights_); }
+
  private:
   GptqPass() = default;
-  absl::StatusOr<algorithms::GptqLayerPlan> PlanFor(const runtime::DecoderLayer& layer) const;
+  absl::StatusOr<algorithms::GptqLayerPlan> PlanFor(const runtime::DecoderLayer& layer);
+  // K-quant mode: the target of `linear` (full name `name`), or nullopt (logged) when its GGUF type is not a K-quant
+  // GPTQ runs.
+  std::optional<algorithms::GptqTarget> KQuantTarget(const std::string& name, const std::string& relative_name);
 
   GptqAlgo algo_;
   LayerPlan plan_;
@@ -61,6 +77,9 @@ class GptqPass {
   std::string path_;
   int64_t min_expert_tokens_ = kDefaultMinExpertTokens;
   std::vector<at::Tensor> float_inputs_;  // gptaq / qronos: the float model's inputs of the next layer
+  std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded_;  // K-quant mode only
+  bool kquant_imatrix_ = false;
+  std::map<std::string, at::Tensor> kquant_weights_;
 };
 
 }  // namespace quark::quantize

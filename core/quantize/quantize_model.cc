@@ -48,7 +48,9 @@ absl::Status QuantizeRun::Prepare() {
   llama_cpp_rules_ = QuantizesByLlamaCppRules(scheme_only != Config{}, options_.gguf_type, options_.export_formats);
   if (llama_cpp_rules_) {
     QUARK_RETURN_IF_ERROR(CheckAlgorithmsBeforeLlamaCppRules(
-        options_.config.algo_config, [](size_t i) { return StrCat("algo_config[", i, "]"); }, "a scheme"));
+        options_.config.algo_config, [](size_t i) { return StrCat("algo_config[", i, "]"); }, "a scheme",
+        /*allow_kquant_rounding=*/true));
+    kquant_gptq_ = RoundsToKQuants(options_.config.algo_config);
   } else if (auto s = ValidationStatus(ValidateConfig(options_.config, &*modules)); !s.ok()) {
     return s;
   }
@@ -165,6 +167,7 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
           gguf.imatrix = std::make_shared<const exporter::gguf::ImatrixStats>(*std::move(imatrix));
         }
         if (imatrix_) gguf.imatrix = imatrix_->stats();
+        gguf.pre_encoded = pre_encoded_;
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
         if (!exporter.ok()) return exporter.status();
         e.exporter = *std::move(exporter);
@@ -227,6 +230,15 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
     if (!pass.ok()) return pass.status();
     gptq_ = *std::move(pass);
     gptq_->set_min_expert_tokens(options_.moe_min_expert_tokens);
+    if (kquant_gptq_) {
+      // #37 item 4: GPTQ rounds to the GGUF's K-quant types; the writer takes its blocks as they are.
+      if (!options_.checkpoint_dir.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": gptq with --gguf-type (K-quant-aware) does not resume from checkpoint_dir yet"));
+      }
+      pre_encoded_ = std::make_shared<exporter::gguf::PreEncodedTensors>();
+      gptq_->UseKQuantTargets(pre_encoded_, !options_.gguf_imatrix.empty() || options_.gguf_imatrix_from_calibration);
+    }
   }
   if (!scaling.empty()) {
     auto pass = ScalingPass::Create(scaling, plan, model_);

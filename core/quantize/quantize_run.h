@@ -116,6 +116,10 @@ class QuantizeRun {
   std::shared_ptr<algorithms::RotatedWeightSource> rotated_;
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
+  // #37 item 4: a GGUF by llama.cpp's rules with GPTQ among the algorithms: GPTQ rounds to its K-quant types and
+  // hands the writer its blocks here.
+  bool kquant_gptq_ = false;
+  std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded_;
   std::unique_ptr<quantize::AutoRoundPass> autoround_;  // #35: rounds in GPTQ's place
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).

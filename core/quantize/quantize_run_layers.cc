@@ -105,6 +105,14 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     auto gptq = gptq_->Run(layer, inputs, streamer_->model(), callbacks);
     if (!gptq.ok()) return gptq.status();
     known = *std::move(gptq);
+    // K-quant-aware GPTQ: its weights go to the export (whose writer takes their blocks) and the evaluation as the
+    // scaling algorithms' tensors do.
+    for (auto& [name, tensor] : gptq_->TakeKQuantWeights()) {
+      if (!edited_) edited_ = std::make_shared<runtime::TensorMapWeightSource>();
+      tensor = device_.ToHost(tensor);
+      edited_->Set(name, tensor);
+      scaled_tensors[name] = std::move(tensor);
+    }
   }
   if (autoround_) {
     algorithms::AutoRoundCallbacks callbacks;

@@ -222,7 +222,8 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
       algos.push_back(*std::move(algo));
     }
     return CheckAlgorithmsBeforeLlamaCppRules(
-        algos, [](size_t i) { return absl::StrCat("spec.algo_config[", i, "]"); }, "spec.preset or spec.config");
+        algos, [](size_t i) { return absl::StrCat("spec.algo_config[", i, "]"); }, "spec.preset or spec.config",
+        /*allow_kquant_rounding=*/false);
   }
   absl::StatusOr<quark::Config> config =
       ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,

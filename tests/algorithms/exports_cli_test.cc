@@ -88,11 +88,12 @@ TEST_F(ExportsCliTest, RotationBeforeLlamaCppsKQuantsOnAnOutlierTwin) {
   EXPECT_LT(rotated - float_ppl, 0.5 * (plain - float_ppl)) << "float " << float_ppl << ", Q3_K_M " << plain
                                                              << ", rotation + Q3_K_M " << rotated;
 
-  // Without the engine's scheme only rotation, SmoothQuant and AWQ may precede llama.cpp's rules.
-  const CliRun gptq = Quark("quantize --model " + twin + " --export gguf --gguf-type Q4_K_M --quant-algo gptq --output " +
-                            testing::TempPath("cli_twin_gptq"));
-  EXPECT_EQ(gptq.exit_code, 2) << gptq.output;
-  EXPECT_NE(gptq.output.find("--quant-algo: gptq needs --scheme or --config"), std::string::npos) << gptq.output;
+  // Without the engine's scheme only rotation, SmoothQuant, AWQ and GPTQ (K-quant-aware) may precede llama.cpp's rules.
+  const CliRun gptaq = Quark("quantize --model " + twin +
+                             " --export gguf --gguf-type Q4_K_M --quant-algo gptaq --output " +
+                             testing::TempPath("cli_twin_gptaq"));
+  EXPECT_EQ(gptaq.exit_code, 2) << gptaq.output;
+  EXPECT_NE(gptaq.output.find("--quant-algo: gptaq needs --scheme or --config"), std::string::npos) << gptaq.output;
   const CliRun again = Quark("outlier-twin --model " + testing::FixturePath("stories260K") + " --output " + twin);
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_NE(again.output.find("--output: " + twin + " exists"), std::string::npos) << again.output;
