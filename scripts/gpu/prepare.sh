@@ -15,6 +15,9 @@
 #   the machine's glibc is at least that). The fixtures the device tests read (stories260K and the TinyStories text,
 #   from ../shared, which the device tool does not carry) are copied into gpu-kit/shared/ too.
 # Extra packages: QUARK_KIT_EXTRA_PACKAGES="a b"; the kernels tier alone: QUARK_KIT_ENGINE=0.
+# The GPTQ peers for scripts/gpu/h200.sh's side by side (their code is carried in gpu-kit/peers/, never committed):
+#   QUARK_KIT_IST_GPTQ   a folder or a bare git repository of IST-DASLab/gptq (gptq.py, quant.py)
+#   QUARK_KIT_QUARK_SRC  a folder holding AMD Quark's quark/torch/algorithm/{common.py,gptq/gptq.py}
 #
 #   scripts/gpu/prepare.sh            (run `apt-get update` first if apt has no package lists)
 set -euo pipefail
@@ -89,6 +92,31 @@ if [[ ${QUARK_KIT_ENGINE:-1} == 1 ]]; then
   cp "$shared/fixtures/eval/tinystories_validation_prefix.txt" "$kit/shared/fixtures/eval/"
   total=$((total + $(du -sb "$kit/shared" | cut -f1)))
   echo "prepare.sh: fixtures for the engine's device tests in $kit/shared ($(du -sh "$kit/shared" | cut -f1))"
+fi
+# peer_file NAME SOURCE PATH DEST: PATH of SOURCE (a folder, or a git repository's HEAD) copied to DEST.
+peer_file() {
+  local source=$2 path=$3 dest=$4
+  mkdir -p "$(dirname "$dest")"
+  if [[ -f $source/$path ]]; then
+    cp "$source/$path" "$dest"
+  elif git --git-dir="$source" rev-parse -q --verify HEAD > /dev/null 2>&1; then
+    git --git-dir="$source" show "HEAD:$path" > "$dest" || die "$1: no $path in $source"
+  else
+    die "$1: no $path in $source"
+  fi
+}
+rm -rf "$kit/peers"
+if [[ -n ${QUARK_KIT_IST_GPTQ:-} ]]; then
+  for f in gptq.py quant.py; do peer_file QUARK_KIT_IST_GPTQ "$QUARK_KIT_IST_GPTQ" "$f" "$kit/peers/ist/$f"; done
+fi
+if [[ -n ${QUARK_KIT_QUARK_SRC:-} ]]; then
+  for f in quark/torch/algorithm/common.py quark/torch/algorithm/gptq/gptq.py; do
+    peer_file QUARK_KIT_QUARK_SRC "$QUARK_KIT_QUARK_SRC" "$f" "$kit/peers/quark/$f"
+  done
+fi
+if [[ -d $kit/peers ]]; then
+  total=$((total + $(du -sb "$kit/peers" | cut -f1)))
+  echo "prepare.sh: GPTQ peers in $kit/peers: $(cd "$kit/peers" && find . -type f | sort | tr '\n' ' ')"
 fi
 cat "$list"
 ((total <= limit_bytes)) || die "the kit's packages and fixtures take $total bytes, more than the $limit_bytes the device tool carries for them"

@@ -21,6 +21,7 @@
 #   QUARK_JOBS           build and test parallelism (default: nproc)
 #   QUARK_KIT_BUILD_DIR  build folder (default build-gpu-kit; kept between runs on the same machine)
 #   QUARK_KIT_ENGINE     0: the kernels tier only, even where the engine's packages are carried
+#   QUARK_KIT_ENGINE_BENCH 0: skip the engine's figures (scripts/gpu/h200.sh measures its own after this script)
 #   QUARK_BUILD_TIMEOUT QUARK_TEST_TIMEOUT QUARK_BENCH_TIMEOUT   seconds (default 240, 100, 60; with the engine
 #                        300, 120, 60, and 90 for its figures: QUARK_ENGINE_BENCH_TIMEOUT)
 set -uo pipefail
@@ -144,10 +145,11 @@ fi
 # 2. The machine's LibTorch and nvcc.
 torch_dir=${QUARK_TORCH_DIR:-}
 if [[ -z $torch_dir ]]; then
-  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>> "$out/configure.log")
+  # Without the kit's libraries on the path: python3 and torch load the machine's own.
+  torch_prefix=$(env -u LD_LIBRARY_PATH python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>> "$out/configure.log")
   [[ -n $torch_prefix ]] && torch_dir=$torch_prefix/Torch
 fi
-python3 -c 'import torch; print("python torch", torch.__version__, "cuda", torch.version.cuda,
+env -u LD_LIBRARY_PATH python3 -c 'import torch; print("python torch", torch.__version__, "cuda", torch.version.cuda,
   "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' \
   2> /dev/null | tee -a "$log"
 nvcc=${QUARK_NVCC:-$(command -v nvcc || true)}
@@ -174,7 +176,12 @@ generator=Ninja
 command -v ninja > /dev/null || generator="Unix Makefiles"
 cuda_args=(-DQUARK_WITH_CUDA=OFF)
 [[ -n $nvcc ]] && cuda_args=(-DQUARK_WITH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
+# CMAKE_POLICY_VERSION_MINIMUM: a CMake 4 (pip's) refuses GoogleTest's and the packages' older minimum versions without
+# it. --allow-shlib-undefined: a pip PyTorch's libtorch_cuda.so finds cuDNN, NCCL... through its own RPATH into the
+# wheel's nvidia/ folders at run time; the linker need not resolve them (every symbol of the kit's own objects still
+# must).
 step configure "$out/configure.log" cmake -S "$root" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined" \
   -DQUARK_GPU_KIT=ON "-DCMAKE_CUDA_ARCHITECTURES=${QUARK_CUDA_ARCH:-90}" "-DTorch_DIR=$torch_dir" \
   "-DQUARK_GTEST_SOURCE_DIR=$prefix/usr/src/googletest" "${cuda_args[@]}" "${engine_args[@]}"
 keep_going=()
@@ -198,7 +205,7 @@ else
 fi
 
 # 6. The engine's figures.
-if ((engine)); then
+if ((engine)) && [[ ${QUARK_KIT_ENGINE_BENCH:-1} == 1 ]]; then
   # Its log joins the kernel bench's (the device tool brings back at most 8 files).
   step engine-bench "$out/bench.log" timeout "${QUARK_ENGINE_BENCH_TIMEOUT:-90}" \
     bash "$root/scripts/gpu/engine_bench.sh" "$build" "$kit/shared" "$out/engine_bench.jsonl"

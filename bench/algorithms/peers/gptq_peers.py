@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/algorithms/peers/gptq_peers.py --peer ist|quark --repo DIR --input IN.safetensors \
         --bits 4 --group-size 128 [--asym] [--act-order] [--static-groups] [--damp 0.01] [--block-size 128] \
-        [--seq-len 2048] [--dtype int4] [--threads N] [--out OUT.safetensors]
+        [--seq-len 2048] [--dtype int4] [--threads N] [--device cpu|cuda[:N]] [--warmup] [--cuda-graphs] \
+        [--out OUT.safetensors]
 
 IN.safetensors holds float32 `weight` [N, K] and calibration `inputs` [T, K] (make_gptq_input.py writes one). The
 peer's code is loaded from --repo at run time and never copied here. Prints one JSON line on stdout:
@@ -12,6 +13,11 @@ peer's code is loaded from --repo at run time and never copied here. Prints one 
   rtn_rel_output_error  the same for round-to-nearest with the same quantizer, per group on the original W
   threads               torch.get_num_threads()
 plus the configuration and any notes about deviations. --out writes Q as float32 `weight`.
+
+--device runs the peer on a GPU: the layer and its inputs are placed there before the clock starts (as algo_bench
+places them), and the timings wait for the device (torch.cuda.synchronize). --warmup runs the whole peer once, untimed,
+before the timed run (CUDA context, cuBLAS / cuSOLVER handles, kernel loading: algo_bench --warmup does the same).
+--cuda-graphs (Quark only) passes use_cuda_graphs=True, Quark's default on CUDA devices.
 """
 
 import argparse
@@ -48,6 +54,9 @@ def parse_args():
                    help="quark only: Quark integer dtype (default int<bits>); IST-DASLab only knows --bits")
     p.add_argument("--threads", type=int, help="torch.set_num_threads")
     p.add_argument("--out", help="write the dequantized weight here as float32 `weight`")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--warmup", action="store_true", help="one untimed run of the peer first")
+    p.add_argument("--cuda-graphs", action="store_true", help="Quark only: use_cuda_graphs=True")
     args = p.parse_args()
 
     if args.group_size == 0 or args.group_size < -1:
@@ -58,6 +67,8 @@ def parse_args():
         p.error(f"--damp must be >= 0, got {args.damp}")
     if args.threads is not None and args.threads <= 0:
         p.error(f"--threads must be positive, got {args.threads}")
+    if args.cuda_graphs and (args.peer != "quark" or not args.device.startswith("cuda")):
+        p.error("--cuda-graphs applies to --peer quark on a cuda device only")
     if args.dtype is None:
         args.dtype = f"int{args.bits}"
     elif args.peer != "quark":
@@ -95,18 +106,26 @@ def main():
     weight, inputs = load_layer(args.input)
     if args.group_size > weight.shape[1]:
         raise SystemExit(f"--group-size {args.group_size} exceeds K = {weight.shape[1]}")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: this torch sees no CUDA device")
+    weight, inputs = weight.to(device), inputs.to(device)
     sequences = list(torch.split(inputs, args.seq_len))
 
     if args.peer == "ist":
         import ist_peer as peer_mod
 
-        quantized, hessian_s, quantize_s, notes = peer_mod.run(args.repo, weight, sequences, args)
-        rtn = peer_mod.rtn(args.repo, weight, args.bits, args.group_size, args.asym)
+        run = lambda: peer_mod.run(args.repo, weight, sequences, args)  # noqa: E731
+        rtn_of = lambda: peer_mod.rtn(args.repo, weight, args.bits, args.group_size, args.asym)  # noqa: E731
     else:
         import quark_peer as peer_mod
 
-        quantized, hessian_s, quantize_s, notes = peer_mod.run(args.repo, weight, sequences, args)
-        rtn = peer_mod.rtn(weight, args)
+        run = lambda: peer_mod.run(args.repo, weight, sequences, args)  # noqa: E731
+        rtn_of = lambda: peer_mod.rtn(weight, args)  # noqa: E731
+    if args.warmup:
+        run()
+    quantized, hessian_s, quantize_s, notes = run()
+    rtn = rtn_of()
 
     ref_sq = (inputs @ weight.t()).double().square().sum()
     result = {
@@ -121,10 +140,11 @@ def main():
         "bits": args.bits, "dtype": args.dtype if args.peer == "quark" else None, "group_size": args.group_size,
         "asym": args.asym, "act_order": args.act_order, "static_groups": args.static_groups, "damp": args.damp,
         "block_size": args.block_size, "torch": torch.__version__, "repo": os.path.abspath(args.repo),
+        "device": str(device), "warmup": args.warmup, "cuda_graphs": args.cuda_graphs,
         "notes": notes,
     }
     if args.out:
-        safetensors_np.write(args.out, {"weight": quantized.float().numpy()},
+        safetensors_np.write(args.out, {"weight": quantized.float().cpu().numpy()},
                              metadata={"peer": args.peer, "config": json.dumps({k: result[k] for k in (
                                  "bits", "dtype", "group_size", "asym", "act_order", "static_groups", "damp",
                                  "block_size")})})

@@ -70,15 +70,19 @@ def run(repo, weight, sequences, args):
     layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
     layer.weight.data = weight.clone()
 
+    sync = torch.cuda.synchronize if weight.is_cuda else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     g = gptq.GPTQ(layer)
     g.quantizer = _new_quantizer(quant, args.bits, args.asym)
     for seq in sequences:
         # [1, seq, K]: one sample per sequence, as the peer's forward hook sees a batch-1 layer input.
         g.add_batch(seq.unsqueeze(0), None)
+    sync()
     t1 = time.perf_counter()
     # fasterquant prints its own timing and loss to stdout.
     with contextlib.redirect_stdout(sys.stderr):
         g.fasterquant(**fq_kwargs)
+    sync()
     t2 = time.perf_counter()
     return layer.weight.data.clone(), t1 - t0, t2 - t1, notes
