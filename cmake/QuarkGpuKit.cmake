@@ -96,6 +96,13 @@ if(quark_torch_cxx11_abi STREQUAL "0")
                       "the engine's Debian libraries need the C++11 one: build the kernels-only kit instead")
 endif()
 include(QuarkEngineDependencies)
+# PyTorch's wheels ship fmt 11's headers in torch/include, which LibTorch's include path would put before the kit's
+# prefix: bookworm's spdlog 1.10 needs the fmt 9 it was built with (and the engine links libfmt.so.9), so the
+# prefix's fmt headers come first for every target of the engine.
+get_target_property(quark_fmt_includes fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+if(quark_fmt_includes)
+  include_directories(BEFORE SYSTEM ${quark_fmt_includes})
+endif()
 # Debian keeps OpenSSL's configuration headers (opensslconf.h, configuration.h) under the multiarch folder, which the
 # compiler searches by itself only under /usr: in the kit's prefix it has to be named.
 file(GLOB quark_openssl_multiarch LIST_DIRECTORIES true "${OPENSSL_INCLUDE_DIR}/*-linux-gnu")

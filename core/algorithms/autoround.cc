@@ -1,5 +1,7 @@
 #include "core/algorithms/autoround.h"
 
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.11 no longer brings it with ATen.h)
+
 #include <algorithm>
 #include <limits>
 #include <memory>

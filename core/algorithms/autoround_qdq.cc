@@ -1,5 +1,7 @@
 #include "core/algorithms/autoround_qdq.h"
 
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.11 no longer brings it with ATen.h)
+
 #include <limits>
 
 #include "core/base/status_macros.h"

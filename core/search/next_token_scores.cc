@@ -1,5 +1,7 @@
 #include "core/search/next_token_scores.h"
 
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.11 no longer brings it with ATen.h)
+
 #include "core/eval/streamed_forward.h"
 
 namespace quark::search {

@@ -1,5 +1,7 @@
 #include "core/search/sensitivity.h"
 
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.11 no longer brings it with ATen.h)
+
 #include <chrono>
 #include <map>
 #include <memory>

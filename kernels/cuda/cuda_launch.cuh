@@ -28,6 +28,23 @@ __device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; 
 __device__ __forceinline__ void Store(Bf16* p, int64_t i, float v) { p[i].bits = element::Bf16Bits(v); }
 __device__ __forceinline__ void Store(F16* p, int64_t i, float v) { p[i].bits = element::HalfBits(v); }
 
+/// A float32 result as the CPU kernels write it: x86 carries an input NaN, quieted, through every operation, while
+/// CUDA's arithmetic writes its canonical NaN 0x7FFFFFFF (found on the H200: every NaN element of a float32 output
+/// differed). `in` is the element the result was computed from; a NaN made from numbers gets x86's default NaN.
+/// The bfloat16 and half stores write c10's NaN already.
+__device__ __forceinline__ float CpuNaNResult(float in, float out) {
+  if (out == out) return out;
+  if (in != in) return __uint_as_float(__float_as_uint(in) | 0x00400000u);
+  return __uint_as_float(0xFFC00000u);
+}
+template <typename T>
+__device__ __forceinline__ void StoreResult(T* p, int64_t i, float /*in*/, float out) {
+  Store(p, i, out);
+}
+__device__ __forceinline__ void StoreResult(float* p, int64_t i, float in, float out) {
+  p[i] = CpuNaNResult(in, out);
+}
+
 constexpr int kThreads = 256;
 
 /// Blocks of a grid-stride launch over n items.

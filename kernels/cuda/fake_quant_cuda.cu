@@ -11,7 +11,8 @@ __global__ void FakeAffineKernel(const T* x, T* y, CudaAffineArgs a, int64_t n) 
   const float qmax = static_cast<float>(a.qmax);
   QUARK_GRID_STRIDE(i, n) {
     const int64_t c = (i / a.inner) % a.channels;
-    Store(y, i, element::AffineFake<kMode, kFloatZp>(Load(x, i), a.scale[c], a.inv_scale[c], a.zero_point[c], qmin, qmax));
+    const float v = Load(x, i);
+    StoreResult(y, i, v, element::AffineFake<kMode, kFloatZp>(v, a.scale[c], a.inv_scale[c], a.zero_point[c], qmin, qmax));
   }
 }
 
@@ -19,7 +20,8 @@ template <typename T>
 __global__ void FakeFloatKernel(const T* x, T* y, CudaAffineArgs a, GridArgs g, int64_t n) {
   QUARK_GRID_STRIDE(i, n) {
     const float s = a.scale[(i / a.inner) % a.channels];
-    Store(y, i, element::ScaledGridValue(Load(x, i), s, g) * s);
+    const float v = Load(x, i);
+    StoreResult(y, i, v, element::ScaledGridValue(v, s, g) * s);
   }
 }
 
@@ -33,7 +35,7 @@ __global__ void FakeMxKernel(const T* x, T* y, CudaMxArgs a) {
   const int shift = a.is_int ? 6 : 0;
   const float scaled = element::ScaleByPow2(v, shift - e);
   const float r = a.is_int ? element::MxIntValue<kMode>(scaled, 1.0f) : element::GridSat(scaled, a.grid);
-  if (l.valid) Store(y, l.index, r * element::Pow2(e - shift));
+  if (l.valid) StoreResult(y, l.index, v, r * element::Pow2(e - shift));
 }
 
 }  // namespace
