@@ -32,6 +32,13 @@ endif()
 # rely on it"): the kernels would then be built for nvcc's default architecture and JIT-compiled from PTX on the
 # device. The architectures asked for (run.sh: 90) are put back.
 set(quark_cuda_architectures "${CMAKE_CUDA_ARCHITECTURES}")
+# A pip PyTorch links its own protobuf statically, and its Caffe2Config makes protobuf::libprotobuf an alias of an
+# empty target when no such target exists yet; FindProtobuf then keeps that alias, and proto/ links no protobuf at
+# all (found on the H200: `quark` failed to link with 800 undefined protobuf symbols). The engine's protobuf (the
+# kit's) is found first, so that the target is the real library.
+if(QUARK_GPU_KIT_ENGINE)
+  find_package(Protobuf REQUIRED)
+endif()
 find_package(Torch REQUIRED)
 if(quark_cuda_architectures)
   set(CMAKE_CUDA_ARCHITECTURES "${quark_cuda_architectures}")

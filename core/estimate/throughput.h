@@ -26,15 +26,17 @@ struct Throughput {
   double device_op_seconds = 0;
 };
 
-/// Nominal rates of one H200 for the engine's float32 device path, until the H200 run measures them (docs/gpu.md):
-/// float32 GEMM without TF32 (67 TFLOP/s peak, 75% reached), cuSOLVER's float32 Cholesky chain at a tenth of that,
-/// elementwise tensor-op passes at a tenth of HBM3e's 4.8 TB/s (a fake quantization is about ten of them), 141 GB,
-/// 6 us per small operation; disk rates as the reference machine's.
+/// Rates of one H200 for the engine's float32 device path. Measured there on 2026-11-29 (LibTorch 2.11, CUDA 13;
+/// docs/gpu.md "The H200 run"): float32 GEMM without TF32 51.1 TFLOP/s (scripts/gpu/device_rates.py); GPTQ's
+/// factor chain (Cholesky, inverse, upper Cholesky) on a 4096 x 4096 Hessian 0.070 s, 1.3 TFLOP/s; its column loop
+/// 0.73-0.77 s for 4096 columns, 18.5 us per small operation at kGptqOpsPerColumn a column (gptq_cuda_test); the
+/// CUDA fake-quant kernels move 490-730 GB/s (cuda_kernels_bench, bfloat16). Not measured there yet: the disks (the
+/// reference machine's rates stand in).
 inline Throughput NominalH200Throughput() {
   Throughput t;
   t.threads = 16;
-  t.gemm_flops = 50e12;
-  t.cholesky_flops = 5e12;
+  t.gemm_flops = 51e12;
+  t.cholesky_flops = 1.3e12;
   t.fake_quant_bytes_per_s = 480e9;
   t.float_codes_bytes_per_s = 480e9;
   t.disk_write_bytes_per_s = 500e6;
@@ -42,7 +44,7 @@ inline Throughput NominalH200Throughput() {
   t.host_memory_bytes = 128ull << 30;
   t.gpu_memory_bytes = 141ull * 1000 * 1000 * 1000;
   t.device = "cuda";
-  t.device_op_seconds = 6e-6;
+  t.device_op_seconds = 18.5e-6;
   return t;
 }
 
