@@ -368,7 +368,9 @@ namespace {
 // read-backs give the CPU's exports byte for byte and its perplexities there (tests/quantize/device_quantize_test.cc
 // on LibTorch's lazy device); GPTQ runs its tensor-operation path (bit-identical to the CPU's on CPU tensors,
 // gptq_cuda_test's bounds on a GPU). AWQ's and AutoSmoothQuant's grid searches chose other grid points on that device
-// than on the CPU, which is not understood yet: they stay on the CPU until it is.
+// than on the CPU: there every sample's trial output equals the first sample's once a trial weight is set (the lazy
+// backend's doing, device_quantize_test.cc), so the lazy device cannot show them; they stay on the CPU until a GPU run
+// does.
 absl::Status CheckAlgorithmsRunOn(const runtime::ComputeDevice& device, const Config& config) {
   if (device.is_cpu()) return absl::OkStatus();
   for (size_t i = 0; i < config.algo_config.size(); ++i) {
