@@ -113,17 +113,34 @@ absl::Status ParseMoe(const json& root, const std::string& label, GptOssConfig& 
   return absl::OkStatus();
 }
 
+// OpenAI's release: {"quant_method": "mxfp4", "modules_to_not_convert": [attention, router, embeddings, lm_head]}.
+absl::Status ParseQuantization(const json& root, const std::string& label, GptOssConfig& c) {
+  auto quantization = root.find("quantization_config");
+  if (quantization == root.end() || quantization->is_null()) return absl::OkStatus();
+  const json method = quantization->is_object() && quantization->contains("quant_method") ? (*quantization)["quant_method"]
+                                                                                           : json(nullptr);
+  if (method != "mxfp4") {
+    return ConfigFieldError(label, "quantization_config.quant_method",
+                            StrCat("= ", method.dump(), " is not a gpt_oss source read here (only \"mxfp4\" experts)"));
+  }
+  auto keep = quantization->find("modules_to_not_convert");
+  if (keep != quantization->end() && !keep->is_null()) {
+    if (!keep->is_array()) {
+      return ConfigFieldError(label, "quantization_config.modules_to_not_convert", StrCat("= ", keep->dump(), " is not a list"));
+    }
+    for (const json& module : *keep) {
+      if (module.is_string() && module.get<std::string>().find("experts") != std::string::npos) {
+        return ConfigFieldError(label, "quantization_config.modules_to_not_convert",
+                                StrCat("names ", module.dump(), ": float experts beside an mxfp4 quant_method are not read"));
+      }
+    }
+  }
+  c.mxfp4_experts = true;
+  return absl::OkStatus();
+}
+
 // What the runtime does not implement, refused by name.
 absl::Status RefuseUnimplemented(const json& root, const std::string& label) {
-  auto quantization = root.find("quantization_config");
-  if (quantization != root.end() && !quantization->is_null()) {
-    const std::string method = quantization->is_object() && quantization->contains("quant_method")
-                                   ? (*quantization)["quant_method"].dump()
-                                   : quantization->dump();
-    return ConfigFieldError(label, "quantization_config.quant_method",
-                            StrCat("= ", method, " is not read: quantized gpt_oss checkpoints (MXFP4 experts) are not a "
-                                   "source yet; dequantize to bf16 first"));
-  }
   auto dropout = ReadNumberOr(root, label, "attention_dropout", "attention_dropout", 0);
   if (!dropout.ok()) return dropout.status();
   if (*dropout != 0) return ConfigFieldError(label, "attention_dropout", StrCat("= ", *dropout, " is not supported (only 0)"));
@@ -147,6 +164,7 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const std::string& json_text, con
   if (auto s = ParseBase(root, label, c); !s.ok()) return s;
   if (auto s = ParseLayerTypes(root, label, c); !s.ok()) return s;
   if (auto s = ParseMoe(root, label, c); !s.ok()) return s;
+  if (auto s = ParseQuantization(root, label, c); !s.ok()) return s;
   auto yarn = ParseYarnScaling(root, label, "gpt_oss", c.base.max_position_embeddings);
   if (!yarn.ok()) return yarn.status();
   c.yarn = *yarn;
@@ -173,6 +191,11 @@ std::string GptOssConfigToJson(const GptOssConfig& c) {
   root["swiglu_alpha"] = c.swiglu_alpha;
   root["attention_dropout"] = 0.0;
   if (c.yarn) root["rope_scaling"] = YarnScalingToJson(*c.yarn, "rope_type");
+  if (c.mxfp4_experts) {
+    root["quantization_config"] = {{"quant_method", "mxfp4"},
+                                   {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                               "model.embed_tokens", "lm_head"}}};
+  }
   return root.dump(2) + "\n";
 }
 

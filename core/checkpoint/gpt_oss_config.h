@@ -29,6 +29,9 @@ struct GptOssConfig {
   double swiglu_alpha = 1.702;
   double swiglu_limit = 7.0;
   std::optional<YarnScaling> yarn;
+  /// quantization_config {"quant_method": "mxfp4"}: the experts are stored as MXFP4 blocks and scales
+  /// (runtime/mxfp4_expert_source.h reads them); everything else is float.
+  bool mxfp4_experts = false;
 
   /// The attention window of `layer` (0 = full attention).
   int64_t LayerWindow(int64_t layer) const { return LayerAttentionWindow(base, layer); }
@@ -40,8 +43,8 @@ bool IsGptOssModelType(const std::string& model_type);
 /// Parses a gpt_oss config.json. Errors name the field and value: missing or non-positive sizes, num_experts_per_tok
 /// above num_local_experts, layer_types of the wrong length or with unknown entries, a sliding layer without a
 /// sliding_window, a rope_scaling type other than yarn, hidden_act other than silu, a non-positive swiglu_limit or
-/// swiglu_alpha, a non-zero attention_dropout, a quantization_config (MXFP4 experts are not read: dequantize to bf16
-/// first).
+/// swiglu_alpha, a non-zero attention_dropout, a quantization_config other than {"quant_method": "mxfp4"} or one whose
+/// modules_to_not_convert names the experts.
 absl::StatusOr<GptOssConfig> ParseGptOssConfig(const std::string& json_text, const std::string& label = "config.json");
 
 /// HF config.json text for `config` (what `quark make-model --arch gpt_oss` writes).

@@ -1,10 +1,9 @@
 #include "core/estimate/gpt_oss_shape.h"
 
-#include <algorithm>
-#include <map>
 #include <set>
 
 #include "core/checkpoint/gpt_oss_layout.h"
+#include "core/estimate/shape_tensors.h"
 
 namespace quark::estimate {
 namespace {
@@ -45,25 +44,7 @@ ModelShape GptOssModelShape(const checkpoint::GptOssConfig& config, checkpoint::
   shape.config.moe_intermediate_size = config.base.intermediate_size;
   shape.model_dtype = dtype;
   shape.num_layers = config.base.num_hidden_layers;
-  std::map<int64_t, int64_t> layer_params;
-  for (const checkpoint::TensorSpec& spec : SplitExpertTensors(config)) {
-    int64_t elements = 1;
-    for (int64_t d : spec.shape) elements *= d;
-    TensorShape t{spec.name, dtype, spec.shape, static_cast<uint64_t>(elements) * checkpoint::StDTypeSize(dtype),
-                  LayerIndex(spec.name)};
-    shape.weight_bytes += t.bytes;
-    shape.params_total += elements;
-    if (t.layer >= 0) layer_params[t.layer] += elements;
-    if (spec.role == checkpoint::TensorRole::kEmbedding || spec.role == checkpoint::TensorRole::kLinearWeight) {
-      const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
-      shape.modules.push_back({module, spec.role == checkpoint::TensorRole::kEmbedding ? "Embedding" : "Linear", spec.shape});
-    }
-    shape.tensors.push_back(std::move(t));
-  }
-  for (const auto& [layer, params] : layer_params) {
-    shape.max_layer_params = std::max(shape.max_layer_params, params);
-    shape.layer_params_total += params;
-  }
+  AddTensors(SplitExpertTensors(config), dtype, nullptr, shape);
   return shape;
 }
 

@@ -21,7 +21,7 @@ LayerContext GptOssLayerContext(const checkpoint::GptOssConfig& config, int64_t 
 /// Logits [B, T, vocab] (float32; float64 when `dtype` is) of token ids [B, T] (int64) in compute dtype `dtype`.
 /// `prepare` (optional) runs on each layer after it is loaded and before it runs; its error ends the forward.
 /// Errors: ids outside the vocabulary, missing or mis-shaped tensors (named).
-using GptOssLayerHook = std::function<absl::Status(DecoderLayer& layer)>;
+using GptOssLayerHook = std::function<absl::Status(DecoderLayer& layer)>;  // = LayerHook (layerwise_logits.h)
 absl::StatusOr<at::Tensor> GptOssLogits(const checkpoint::GptOssConfig& config, const WeightSource& weights,
                                         const at::Tensor& ids, at::ScalarType dtype, const GptOssLayerHook& prepare = nullptr);
 

@@ -26,7 +26,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// openai/gpt-oss-20b's config.json as HF ships it, quantization_config left out (its MXFP4 experts are refused).
+// openai/gpt-oss-20b's config.json as HF ships it, its quantization_config (MXFP4 experts) left out here.
 constexpr char kGptOss20bConfig[] = R"({"architectures": ["GptOssForCausalLM"], "attention_bias": true,
   "attention_dropout": 0.0, "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
   "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
@@ -93,6 +93,15 @@ TEST(GptOssConfigTest, ParsesTheReleasedConfig) {
   EXPECT_EQ(again->base.sliding_window_layers, c->base.sliding_window_layers);
   EXPECT_EQ(again->yarn->original_max_position_embeddings, 4096);
   EXPECT_FALSE(again->yarn->truncate);
+  EXPECT_FALSE(c->mxfp4_experts);
+  // OpenAI's release ships its experts in MXFP4 (runtime/mxfp4_expert_source.h reads them).
+  nlohmann::json released = nlohmann::json::parse(kGptOss20bConfig);
+  released["quantization_config"] = {{"quant_method", "mxfp4"},
+                                     {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                 "model.embed_tokens", "lm_head"}}};
+  auto mxfp4 = checkpoint::ParseGptOssConfig(released.dump());
+  ASSERT_TRUE(mxfp4.ok()) << mxfp4.status();
+  EXPECT_TRUE(mxfp4->mxfp4_experts);
   // Absent layer_types: HF's default alternation (even layers sliding); newer transformers' rope_parameters.
   nlohmann::json root = nlohmann::json::parse(kGptOss20bConfig);
   root.erase("layer_types");
@@ -119,8 +128,10 @@ TEST(GptOssConfigTest, RefusesWhatItDoesNotBuildNamingTheFieldAndValue) {
     EXPECT_FALSE(parsed.ok()) << field << " = " << value;
     return std::string(parsed.status().message());
   };
-  EXPECT_THAT(with("quantization_config", R"({"quant_method": "mxfp4"})"),
-              HasSubstr("\"quantization_config.quant_method\" = \"mxfp4\" is not read"));
+  EXPECT_THAT(with("quantization_config", R"({"quant_method": "fp8"})"),
+              HasSubstr("\"quantization_config.quant_method\" = \"fp8\" is not a gpt_oss source read here"));
+  EXPECT_THAT(with("quantization_config", R"({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.mlp.experts"]})"),
+              HasSubstr("\"quantization_config.modules_to_not_convert\" names \"model.layers.*.mlp.experts\""));
   EXPECT_THAT(with("rope_scaling.rope_type", R"("linear")"), HasSubstr("rope_scaling.type\" = \"linear\" is not supported for gpt_oss"));
   EXPECT_THAT(with("rope_scaling.factor", "16"), HasSubstr("\"rope_scaling.factor\" = 16 differs"));
   EXPECT_THAT(with("layer_types", R"(["sliding_attention"])"), HasSubstr("\"layer_types\" = [\"sliding_attention\"] is not a list of 24"));
