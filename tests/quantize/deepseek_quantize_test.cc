@@ -28,11 +28,8 @@
 namespace quark::quantize {
 namespace {
 
-// uint4 g32 weight-only RTN with the plan the pipeline builds from the model's modules, lm_head excluded.
 LayerQuantizer Uint4Rtn(const checkpoint::DeepseekConfig& config) {
-  Config preset = *PresetConfig("uint4_wo_32");
-  preset.exclude = {"lm_head"};
-  return LayerQuantizer(preset, BuildLayerPlan(preset, estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules));
+  return testing::Uint4Wo32Rtn(estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules);
 }
 
 TEST(DeepseekRtnTest, EveryLinearIsQuantizedUnderItsNameAndTheLogitsStayClose) {

@@ -23,11 +23,8 @@
 namespace quark::quantize {
 namespace {
 
-// uint4 g32 weight-only RTN with the plan the pipeline builds from the model's modules, lm_head excluded.
 LayerQuantizer Uint4Rtn(const checkpoint::GptOssConfig& config) {
-  Config preset = *PresetConfig("uint4_wo_32");
-  preset.exclude = {"lm_head"};
-  return LayerQuantizer(preset, BuildLayerPlan(preset, estimate::GptOssModelShape(config, checkpoint::StDType::kF32).modules));
+  return testing::Uint4Wo32Rtn(estimate::GptOssModelShape(config, checkpoint::StDType::kF32).modules);
 }
 
 TEST(GptOssRtnTest, EveryLinearIsQuantizedUnderItsNameRouterAndSinksStayFloat) {

@@ -1,4 +1,4 @@
-// One decoder layer quantized by RTN and by GPTQ on the same calibration samples, each output's distance to the float
+// The RTN plan of the family tests, and one decoder layer quantized by RTN and by GPTQ on the same calibration samples, each output's distance to the float
 // layer's: the check the family tests (DeepSeek-V3, gpt-oss) run layer by layer on their own forwards.
 #pragma once
 
@@ -11,10 +11,19 @@
 
 #include "core/algorithms/gptq_layer.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/layer_plan.h"
+#include "core/config/presets.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::quantize::testing {
+
+/// uint4 g32 weight-only RTN with the plan the pipeline builds from the model's modules, lm_head excluded.
+inline LayerQuantizer Uint4Wo32Rtn(const std::vector<ModuleInfo>& modules) {
+  Config preset = *PresetConfig("uint4_wo_32");
+  preset.exclude = {"lm_head"};
+  return LayerQuantizer(preset, BuildLayerPlan(preset, modules));
+}
 
 struct LayerErrors {
   double gptq = 0;  // |GPTQ layer's outputs - float layer's| (Frobenius, over the samples)
