@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/config_fields.h"
 #include "core/checkpoint/config_limits.h"
+#include "core/checkpoint/yarn_config.h"
 
 namespace quark::checkpoint {
 namespace {
@@ -22,69 +23,8 @@ absl::Status RequireString(const json& root, const std::string& label, const std
   return ConfigFieldError(label, field, quark::StrCat("= ", it->dump(), " is not supported (only \"", only, "\")"));
 }
 
-// The number `key` of `root` (called `field` in messages); `fallback` when absent or null.
-absl::StatusOr<double> NumberOr(const json& root, const std::string& label, const std::string& key,
-                                const std::string& field, double fallback) {
-  auto it = root.find(key);
-  if (it == root.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return ConfigFieldError(label, field, quark::StrCat("= ", it->dump(), " is not a number"));
-  return it->get<double>();
-}
-
-absl::Status ParseYarn(const json& root, const std::string& label, DeepseekConfig& c) {
-  auto it = root.find("rope_scaling");
-  if (it == root.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_object()) return ConfigFieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " is not an object"));
-  const json& s = *it;
-  const auto type = s.find("rope_type") != s.end() ? s.find("rope_type") : s.find("type");
-  if (type == s.end() || !type->is_string() || type->get<std::string>() != "yarn") {
-    return ConfigFieldError(label, "rope_scaling.type", quark::StrCat("= ", type == s.end() ? "null" : type->dump(),
-                      " is not supported for deepseek_v3 (only \"yarn\")"));
-  }
-  YarnScaling y;
-  const std::string p = "rope_scaling.";
-  struct Number {
-    const char* name;
-    double* target;
-    double fallback;
-  };
-  for (const Number& n : {Number{"factor", &y.factor, 0}, Number{"beta_fast", &y.beta_fast, 32},
-                          Number{"beta_slow", &y.beta_slow, 1}, Number{"mscale", &y.mscale, 0},
-                          Number{"mscale_all_dim", &y.mscale_all_dim, 0},
-                          Number{"attention_factor", &y.attention_factor, 0}}) {
-    auto value = NumberOr(s, label, n.name, p + n.name, n.fallback);
-    if (!value.ok()) return value.status();
-    if (*value < 0) return ConfigFieldError(label, p + n.name, quark::StrCat("= ", *value, " must not be negative"));
-    *n.target = *value;
-  }
-  if (y.factor <= 0) return ConfigFieldError(label, p + "factor", "must be a positive number");
-  if (y.beta_fast <= 0 || y.beta_slow <= 0) {
-    return ConfigFieldError(label, p + "beta_fast", quark::StrCat("= ", y.beta_fast, " and beta_slow = ", y.beta_slow,
-                                                           " must be positive"));
-  }
-  if (auto status = ReadPositiveField(s, label, "original_max_position_embeddings", c.base.max_position_embeddings,
-                             kMaxPositions, &y.original_max_position_embeddings);
-      !status.ok()) {
-    return ConfigFieldError(label, p + "original_max_position_embeddings", std::string(status.message()));
-  }
-  // HF's yarn takes the factor as max_position_embeddings / original_max_position_embeddings where the latter is
-  // given, its attention scale rope_scaling.factor: a config where they differ is read two ways, so it is refused.
-  const double ratio = static_cast<double>(c.base.max_position_embeddings) / y.original_max_position_embeddings;
-  if (s.contains("original_max_position_embeddings") && std::abs(ratio - y.factor) > 1e-9 * y.factor) {
-    return ConfigFieldError(label, p + "factor", quark::StrCat("= ", y.factor, " differs from max_position_embeddings / "
-                      "rope_scaling.original_max_position_embeddings = ", ratio));
-  }
-  auto truncate = s.find("truncate");
-  if (truncate != s.end() && !truncate->is_null()) {
-    if (!truncate->is_boolean()) return ConfigFieldError(label, p + "truncate", quark::StrCat("= ", truncate->dump(), " is not a boolean"));
-    y.truncate = truncate->get<bool>();
-  }
-  c.yarn = y;
-  return absl::OkStatus();
-}
-
 // The Llama-shared fields (sizes, eps, theta, token ids) read by ParseModelConfig under model_type "llama", with
-// DeepSeek's head_dim (the RoPE part of a head) and without its rope_scaling (read by ParseYarn).
+// DeepSeek's head_dim (the RoPE part of a head) and without its rope_scaling (read by ParseYarnScaling).
 absl::Status ParseBase(const json& root, const std::string& label, DeepseekConfig& c) {
   json llama = root;
   llama["model_type"] = "llama";
@@ -161,7 +101,7 @@ absl::Status ParseMoe(const json& root, const std::string& label, DeepseekConfig
     return ConfigFieldError(label, "num_experts_per_tok", quark::StrCat("= ", c.num_experts_per_tok, " exceeds the ",
                       c.topk_group * per_group, " experts of the topk_group = ", c.topk_group, " chosen groups"));
   }
-  auto factor = NumberOr(root, label, "routed_scaling_factor", "routed_scaling_factor", 1.0);
+  auto factor = ReadNumberOr(root, label, "routed_scaling_factor", "routed_scaling_factor", 1.0);
   if (!factor.ok()) return factor.status();
   if (*factor <= 0) return ConfigFieldError(label, "routed_scaling_factor", quark::StrCat("= ", *factor, " must be positive"));
   c.routed_scaling_factor = *factor;
@@ -208,7 +148,9 @@ absl::StatusOr<DeepseekConfig> ParseDeepseekConfig(const std::string& json_text,
   if (auto s = ParseAttention(root, label, c); !s.ok()) return s;
   if (auto s = ParseBase(root, label, c); !s.ok()) return s;
   if (auto s = ParseMoe(root, label, c); !s.ok()) return s;
-  if (auto s = ParseYarn(root, label, c); !s.ok()) return s;
+  auto yarn = ParseYarnScaling(root, label, "deepseek_v3", c.base.max_position_embeddings);
+  if (!yarn.ok()) return yarn.status();
+  c.yarn = *yarn;
   return c;
 }
 
@@ -239,15 +181,7 @@ std::string DeepseekConfigToJson(const DeepseekConfig& c) {
   root["scoring_func"] = "sigmoid";
   root["topk_method"] = "noaux_tc";
   root["moe_layer_freq"] = 1;
-  if (c.yarn) {
-    const YarnScaling& y = *c.yarn;
-    json s = {{"type", "yarn"}, {"factor", y.factor}, {"original_max_position_embeddings", y.original_max_position_embeddings},
-              {"beta_fast", y.beta_fast}, {"beta_slow", y.beta_slow}};
-    if (y.mscale > 0) s["mscale"] = y.mscale;
-    if (y.mscale_all_dim > 0) s["mscale_all_dim"] = y.mscale_all_dim;
-    if (y.attention_factor > 0) s["attention_factor"] = y.attention_factor;
-    root["rope_scaling"] = s;
-  }
+  if (c.yarn) root["rope_scaling"] = YarnScalingToJson(*c.yarn, "type");
   return root.dump(2) + "\n";
 }
 

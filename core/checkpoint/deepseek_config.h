@@ -10,21 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
+#include "core/checkpoint/yarn_config.h"
 
 namespace quark::checkpoint {
-
-/// YaRN `rope_scaling` as DeepSeek-V3 ships it ({"type": "yarn", factor 40, original_max_position_embeddings 4096,
-/// beta_fast 32, beta_slow 1, mscale 1, mscale_all_dim 1}); HF's _compute_yarn_parameters.
-struct YarnScaling {
-  double factor = 1.0;
-  int64_t original_max_position_embeddings = 4096;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-  double mscale = 0.0;          // 0 = absent
-  double mscale_all_dim = 0.0;  // 0 = absent
-  double attention_factor = 0;  // 0 = absent (derived from mscale / mscale_all_dim)
-  bool truncate = true;
-};
 
 struct DeepseekConfig {
   /// model_type "deepseek_v3"; hidden_size, intermediate_size (the dense layers' MLP), num_hidden_layers (without

@@ -16,18 +16,12 @@
 #include "core/checkpoint/deepseek_config.h"
 #include "core/runtime/attention.h"
 #include "core/runtime/decoder_layer.h"
+#include "core/runtime/yarn_rope.h"
 
 namespace quark::runtime {
 
-/// HF's yarn_get_mscale: 1 for scale <= 1, else 0.1 * mscale * ln(scale) + 1.
-double YarnMscale(double scale, double mscale);
-
-/// The inverse frequencies [qk_rope_head_dim / 2] (float64) and the cos/sin multiplier (YaRN's attention_factor;
-/// 1 without rope_scaling), as HF's _compute_yarn_parameters / _compute_default_rope_parameters.
-struct DeepseekRope {
-  at::Tensor inv_freq;
-  double attention_factor = 1.0;
-};
+/// The inverse frequencies [qk_rope_head_dim / 2] (float64) and the cos/sin multiplier (YarnRopeFrequencies).
+using DeepseekRope = RopeFrequencies;
 DeepseekRope DeepseekRopeFrequencies(const checkpoint::DeepseekConfig& config);
 
 /// cos and sin [T, qk_rope_head_dim] in `dtype` (computed in float64, times attention_factor).

@@ -1,9 +1,8 @@
 #include "core/runtime/deepseek_model.h"
 
-#include "core/base/strings.h"
 #include "core/runtime/deepseek_attention.h"
 #include "core/runtime/deepseek_layer.h"
-#include "core/runtime/module_loader.h"
+#include "core/runtime/layerwise_logits.h"
 
 namespace quark::runtime {
 
@@ -17,31 +16,9 @@ LayerContext DeepseekLayerContext(const checkpoint::DeepseekConfig& config, int6
 
 absl::StatusOr<at::Tensor> DeepseekLogits(const checkpoint::DeepseekConfig& config, const WeightSource& weights,
                                           const at::Tensor& ids, at::ScalarType dtype, const DeepseekLayerHook& prepare) {
-  const checkpoint::ModelConfig& base = config.base;
-  if (ids.dim() != 2 || ids.scalar_type() != at::kLong) {
-    return absl::InvalidArgumentError("token ids must be [batch, tokens] int64");
-  }
-  if (ids.numel() > 0 && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= base.vocab_size)) {
-    return absl::InvalidArgumentError(StrCat("a token id is outside the vocabulary [0, ", base.vocab_size, ")"));
-  }
-  auto table = LoadChecked(weights, "model.embed_tokens.weight", {base.vocab_size, base.hidden_size}, dtype);
-  if (!table.ok()) return table.status();
-  at::Tensor hidden = at::embedding(*table, ids);
-  const LayerContext context = DeepseekLayerContext(config, ids.size(1), dtype);
-  for (int64_t i = 0; i < base.num_hidden_layers; ++i) {
-    auto layer = DeepseekDecoderLayer::Load(config, i, weights, dtype);
-    if (!layer.ok()) return layer.status();
-    if (prepare) {
-      if (auto status = prepare(**layer); !status.ok()) return status;
-    }
-    hidden = (*layer)->forward(hidden, context);
-  }
-  auto norm = LoadChecked(weights, "model.norm.weight", {base.hidden_size}, dtype);
-  if (!norm.ok()) return norm.status();
-  const std::string head_name = base.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  auto head = LoadChecked(weights, head_name, {base.vocab_size, base.hidden_size}, dtype);
-  if (!head.ok()) return head.status();
-  return at::linear(RmsNorm(*norm, base.rms_norm_eps).forward(hidden), *head).to(at::promote_types(dtype, at::kFloat));
+  const LayerContext context = DeepseekLayerContext(config, ids.dim() == 2 ? ids.size(1) : 0, dtype);
+  const LayerLoader load = [&](int64_t i) { return AsDecoderLayer(DeepseekDecoderLayer::Load(config, i, weights, dtype)); };
+  return LayerwiseLogits(config.base, weights, ids, dtype, context, load, prepare);
 }
 
 }  // namespace quark::runtime

@@ -29,8 +29,9 @@ namespace quark::runtime {
 class MoeExpert : public torch::nn::Module {
  public:
   std::shared_ptr<LinearLike> gate, up, down;
-  /// x [N, hidden] -> [N, hidden]; gate, then up, then down (a capture pass may stop after any of them).
-  at::Tensor forward(const at::Tensor& x);
+  /// x [N, hidden] -> [N, hidden]; gate, then up, then down (a capture pass may stop after any of them). Virtual: an
+  /// expert of another shape (gpt-oss's fused gate_up with the clamped SwiGLU, gpt_oss_layer.h) overrides it.
+  virtual at::Tensor forward(const at::Tensor& x);
 };
 
 class MoeBlock : public torch::nn::Module {

@@ -11,6 +11,8 @@
 #include "core/checkpoint/deepseek_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/deepseek_synthetic.h"
+#include "core/checkpoint/gpt_oss_layout.h"
+#include "core/runtime/gpt_oss_synthetic.h"
 #include "core/runtime/gemma_synthetic.h"
 #include "core/runtime/moe_synthetic.h"
 #include "core/runtime/tokenizer.h"
@@ -140,6 +142,7 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
   for (std::string& name : GemmaSyntheticShapes(arch)) names.push_back(std::move(name));
   for (std::string& name : MoeSyntheticShapes(arch)) names.push_back(std::move(name));
   for (std::string& name : DeepseekSyntheticShapes(arch)) names.push_back(std::move(name));
+  for (std::string& name : GptOssSyntheticShapes(arch)) names.push_back(std::move(name));
   return names;
 }
 
@@ -208,6 +211,16 @@ absl::StatusOr<SyntheticPlan> PlanSyntheticModel(const SyntheticModelOptions& op
     if (!config.ok()) return config.status();
     plan.tensors = checkpoint::DeepseekModelTensors(*config);
     plan.config_json = checkpoint::DeepseekConfigToJson(*config);
+    plan.base = config->base;
+    return plan;
+  }
+  if (!GptOssSyntheticShapes(options.arch).empty()) {
+    auto dtypes = ParseDtype(options.dtype);
+    if (!dtypes.ok()) return dtypes.status();
+    auto config = GptOssSyntheticConfig(options.shape, TorchDtypeName(dtypes->first));
+    if (!config.ok()) return config.status();
+    plan.tensors = checkpoint::GptOssModelTensors(*config);
+    plan.config_json = checkpoint::GptOssConfigToJson(*config);
     plan.base = config->base;
     return plan;
   }

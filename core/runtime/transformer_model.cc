@@ -8,6 +8,7 @@
 #include "core/runtime/deepseek_attention.h"
 #include "core/runtime/deepseek_layer.h"
 #include "core/runtime/gemma_layer.h"
+#include "core/runtime/layerwise_logits.h"  // AsDecoderLayer
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
@@ -107,15 +108,6 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
   }
   return contexts_.emplace(seq_len, std::move(context)).first->second;
 }
-
-namespace {
-// A loaded layer of a concrete family as the streamer's DecoderLayer.
-template <typename Layer>
-absl::StatusOr<std::shared_ptr<DecoderLayer>> AsDecoderLayer(absl::StatusOr<std::shared_ptr<Layer>> layer) {
-  if (!layer.ok()) return layer.status();
-  return std::shared_ptr<DecoderLayer>(*std::move(layer));
-}
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_t index) const {
   if (index < 0 || index >= config_.num_hidden_layers) {

@@ -11,7 +11,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/algorithms/gptq_layer.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/deepseek_layout.h"
 #include "core/config/layer_plan.h"
@@ -23,16 +22,14 @@
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/synthetic_model.h"
 #include "tests/runtime/deepseek_test_models.h"
+#include "tests/quantize/gptq_vs_rtn.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::quantize {
 namespace {
 
-// uint4 g32 weight-only RTN with the plan the pipeline builds from the model's modules, lm_head excluded.
 LayerQuantizer Uint4Rtn(const checkpoint::DeepseekConfig& config) {
-  Config preset = *PresetConfig("uint4_wo_32");
-  preset.exclude = {"lm_head"};
-  return LayerQuantizer(preset, BuildLayerPlan(preset, estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules));
+  return testing::Uint4Wo32Rtn(estimate::DeepseekModelShape(config, checkpoint::StDType::kF32).modules);
 }
 
 TEST(DeepseekRtnTest, EveryLinearIsQuantizedUnderItsNameAndTheLogitsStayClose) {
@@ -82,37 +79,15 @@ TEST(DeepseekGptqTest, EveryLayerIsCloserToTheFloatLayerThanRtnOnItsSamples) {
   for (int i = 0; i < 4; ++i) samples.push_back(at::embedding(table, at::randint(0, 512, {1, 32}, at::kLong)));
   const runtime::LayerContext context = runtime::DeepseekLayerContext(config, 32, at::kFloat);
   for (int64_t i = 0; i < config.base.num_hidden_layers; ++i) {
-    const auto load = [&] { return *runtime::DeepseekDecoderLayer::Load(config, i, weights, at::kFloat); };
-    const auto outputs = [&](runtime::DecoderLayer& layer) {
-      std::vector<at::Tensor> out;
-      for (const at::Tensor& x : samples) out.push_back(layer.forward(x, context));
-      return at::cat(out);
+    const auto load = [&]() -> std::shared_ptr<runtime::DecoderLayer> {
+      return *runtime::DeepseekDecoderLayer::Load(config, i, weights, at::kFloat);
     };
-    auto float_layer = load();
-    const at::Tensor reference = outputs(*float_layer);
-    auto rtn_layer = load();
-    ASSERT_TRUE(rtn.Apply(*rtn_layer, CalibratedParams{}).ok());
-    const double rtn_error = (outputs(*rtn_layer) - reference).norm().item<double>();
-
-    auto gptq_layer = load();
-    algorithms::GptqLayerPlan plan;
-    plan.min_expert_tokens = 8;
-    for (const checkpoint::LinearSpec& linear : checkpoint::DeepseekLayerLinears(config, i)) {
-      if (plan.input_order.empty() || plan.input_order.back() != linear.input) {
-        plan.input_order.push_back(linear.input);
-        plan.steps.emplace_back();
-      }
-      plan.steps.back().push_back({linear.relative_name, linear.input, *rtn.config().global_quant_config.weight, linear.routed});
-    }
-    const algorithms::LayerForward forward = [&](const at::Tensor& x) { gptq_layer->forward(x, context); };
-    auto params = algorithms::GptqQuantizeLayer(*gptq_layer, samples, forward, plan, algorithms::GptqOptions{});
-    ASSERT_TRUE(params.ok()) << params.status();
-    EXPECT_EQ(params->size(), gptq_layer->NamedLinears().size());
-    const double gptq_error = (outputs(*gptq_layer) - reference).norm().item<double>();
-    std::cout << "layer " << i << ": |GPTQ - float| " << gptq_error << ", |RTN - float| " << rtn_error << "\n";
-    EXPECT_LT(gptq_error, rtn_error) << "layer " << i;
-    EXPECT_GT(gptq_error, 0.0) << "layer " << i;
+    const testing::LayerErrors errors = testing::GptqVsRtn(load, samples, context, checkpoint::DeepseekLayerLinears(config, i), rtn, 8);
+    std::cout << "layer " << i << ": |GPTQ - float| " << errors.gptq << ", |RTN - float| " << errors.rtn << "\n";
+    EXPECT_LT(errors.gptq, errors.rtn) << "layer " << i;
+    EXPECT_GT(errors.gptq, 0.0) << "layer " << i;
     // The next layer calibrates on the float model's hidden states.
+    const auto float_layer = load();
     for (at::Tensor& x : samples) x = float_layer->forward(x, context);
   }
 }

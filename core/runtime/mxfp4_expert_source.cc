@@ -1,0 +1,69 @@
+#include "core/runtime/mxfp4_expert_source.h"
+
+#include <cstring>
+
+#include "core/base/strings.h"
+
+namespace quark::runtime {
+namespace {
+
+// OCP MX e2m1, as transformers' FP4_VALUES: codes 0-7 positive, 8-15 their negatives.
+constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+std::string ShapeText(at::IntArrayRef shape) { return StrCat("[", StrJoin(shape.vec(), ", "), "]"); }
+
+// A stored uint8 tensor as a CPU tensor viewing the mapped bytes (read-only: cloned by the caller's math).
+absl::StatusOr<at::Tensor> StoredBytes(const checkpoint::CheckpointReader& reader, const std::string& name) {
+  auto ref = reader.Get(name);
+  if (!ref.ok()) return ref.status();
+  if (ref->info->dtype != checkpoint::StDType::kU8) {
+    return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is ", checkpoint::StDTypeName(ref->info->dtype),
+                                             ", not the U8 of MXFP4 blocks and scales"));
+  }
+  const std::string_view bytes = ref->bytes();
+  at::Tensor out = at::empty(ref->info->shape, at::kByte);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> DequantizeMxfp4(const at::Tensor& blocks, const at::Tensor& scales, const std::string& name) {
+  const bool shaped = blocks.dim() >= 3 && blocks.size(-1) == 16 && scales.dim() == blocks.dim() - 1 &&
+                      scales.sizes() == blocks.sizes().slice(0, blocks.dim() - 1);
+  if (blocks.scalar_type() != at::kByte || scales.scalar_type() != at::kByte || !shaped) {
+    return absl::InvalidArgumentError(StrCat("MXFP4 tensor \"", name, "\": blocks ", ShapeText(blocks.sizes()),
+                                             " and scales ", ShapeText(scales.sizes()),
+                                             " are not uint8 [..., R, G, 16] and [..., R, G]"));
+  }
+  const at::Tensor lut = at::from_blob(const_cast<float*>(kFp4Values), {16}, at::kFloat);
+  const at::Tensor low = lut.index({blocks.bitwise_and(0x0F).to(at::kLong)});   // [..., R, G, 16]
+  const at::Tensor high = lut.index({blocks.bitwise_right_shift(4).to(at::kLong)});
+  at::Tensor values = at::stack({low, high}, -1).flatten(-2);                    // [..., R, G, 32]: low nibble first
+  const at::Tensor exponents = scales.to(at::kInt).sub(127).unsqueeze(-1);      // [..., R, G, 1]
+  values = (values.to(at::kDouble) * at::pow(2.0, exponents.to(at::kDouble))).to(at::kFloat);  // exact: x * 2^e
+  return values.flatten(-2).transpose(-1, -2).contiguous();                     // [..., G * 32, R]
+}
+
+Mxfp4ExpertSource::Mxfp4ExpertSource(std::shared_ptr<const checkpoint::CheckpointReader> reader)
+    : reader_(reader), float_(std::move(reader)) {}
+
+bool Mxfp4ExpertSource::IsPacked(const std::string& name) const {
+  return !reader_->Has(name) && reader_->Has(name + "_blocks") && reader_->Has(name + "_scales");
+}
+
+bool Mxfp4ExpertSource::Has(const std::string& name) const { return IsPacked(name) || float_.Has(name); }
+
+absl::StatusOr<at::Tensor> Mxfp4ExpertSource::Get(const std::string& name, at::ScalarType dtype) const {
+  if (!IsPacked(name)) return float_.Get(name, dtype);
+  auto blocks = StoredBytes(*reader_, name + "_blocks");
+  if (!blocks.ok()) return blocks.status();
+  auto scales = StoredBytes(*reader_, name + "_scales");
+  if (!scales.ok()) return scales.status();
+  auto values = DequantizeMxfp4(*blocks, *scales, name);
+  if (!values.ok()) return values.status();
+  return values->to(dtype);
+}
+
+}  // namespace quark::runtime
