@@ -105,13 +105,13 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   absl::Status status = CheckDeadline(context);
-  absl::StatusOr<SubmitOptions> options = status;
   if (status.ok() && request->spec().sweep_size() > 0) {
     absl::StatusOr<quark::v1::Job> parent = SubmitSweep(*context, *principal, *request, live);
     if (parent.ok()) *response = std::move(*parent);
     return FinishNow(context, parent.status());
   }
-  if (status.ok()) options = PrepareSubmit(*principal, *request, live);
+  absl::StatusOr<SubmitOptions> options =
+      status.ok() ? PrepareSubmit(*principal, *request, live) : absl::StatusOr<SubmitOptions>(status);
   if (!options.ok()) {
     log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(options.status().ToString()));
     // Every refused submission is audited (#29 item 4): bad requests as well as refused URIs.

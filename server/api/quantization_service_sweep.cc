@@ -17,10 +17,11 @@
 namespace quark::server {
 namespace {
 
-/// Every candidate refused: their common refusal as it is (a bad URI names its field once), else one naming
-/// spec.sweep with each candidate's reason.
-absl::Status NoCandidateLeft(const std::vector<std::string>& schemes, const std::vector<absl::Status>& refusals) {
-  bool same = true;
+/// Every candidate refused: their common refusal as it is when `common` (the same bad URI names its field once),
+/// else one naming spec.sweep with each candidate's reason.
+absl::Status NoCandidateLeft(const std::vector<std::string>& schemes, const std::vector<absl::Status>& refusals,
+                             bool common) {
+  bool same = common;
   for (const absl::Status& refusal : refusals) same = same && refusal == refusals.front();
   if (same) return refusals.front();
   std::vector<std::string> reasons;
@@ -74,7 +75,7 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
     }
     plan.children.push_back({i, child_request.spec(), *std::move(options)});
   }
-  if (plan.children.empty()) return refuse(NoCandidateLeft(refused_schemes, refusals));
+  if (plan.children.empty()) return refuse(NoCandidateLeft(refused_schemes, refusals, true));
   // After PrepareSubmit: the model URI is known to lie in the tenant's roots before its headers are read.
   const std::optional<estimate::ModelShape> shape =
       ReadShape(spec, access_->ModelReadRoots(principal, policy_->roots()));
@@ -94,7 +95,7 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
       refusals.push_back(absl::InvalidArgumentError(fit.problem));
     }
     plan.children = std::move(fitting);
-    if (plan.children.empty()) return refuse(NoCandidateLeft(refused_schemes, refusals));
+    if (plan.children.empty()) return refuse(NoCandidateLeft(refused_schemes, refusals, false));
   }
   // Hashing the model for the children's keys may outlast the caller's deadline: then nothing is created.
   if (absl::Status status = CheckDeadline(&context); !status.ok()) return status;
