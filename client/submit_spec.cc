@@ -251,7 +251,7 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   }
   if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET && spec.sweep_size() == 0) {
     return absl::InvalidArgumentError(
-        "--scheme, --config or --sweep: one is required (or preset/config/sweep in the job file)");
+        "--scheme or --config: one is required, or --sweep (or preset/config/sweep in the job file)");
   }
   if (spec.model_uri().empty()) return absl::InvalidArgumentError("--model: required (or model_uri in the job file)");
   if (spec.output_uri().empty()) {
