@@ -9,11 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "server/metrics/registry.h"
-#include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/sweep_table.h"
-#include "server/store/sqlite_job_store.h"
-#include "tests/server/test_util.h"
+#include "tests/server/scheduler_fixture.h"
 
 namespace quark::server {
 namespace {
@@ -24,23 +21,9 @@ using quark::v1::internal::CompleteRequest;
 using quark::v1::internal::LeaseResponse;
 using quark::v1::internal::RegisterRequest;
 
-class SweepSchedulerTest : public ::testing::Test {
+class SweepSchedulerTest : public testing::SchedulerFixture {
  protected:
-  void SetUp() override { Open(); }
-
-  void Open() {
-    scheduler_.reset();
-    store_.reset();
-    auto store = SqliteJobStore::Open(dir_.File("q.db"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    SchedulerOptions options;
-    options.lease_timeout = absl::Seconds(10);
-    options.cancel_grace = absl::Seconds(5);
-    options.default_max_attempts = 2;
-    scheduler_ = std::make_unique<JobScheduler>(store_.get(), &clock_, &hub_, &metrics_, options);
-    ASSERT_TRUE(scheduler_->Recover().ok());
-  }
+  SweepSchedulerTest() : SchedulerFixture(ShortOptions()) {}
 
   static quark::v1::JobSpec ParentSpec(const std::vector<std::string>& schemes) {
     quark::v1::JobSpec spec;
@@ -87,14 +70,6 @@ class SweepSchedulerTest : public ::testing::Test {
     scheduler_->Register(request);
   }
 
-  std::optional<LeaseResponse> LeaseNow(const std::string& worker_id) {
-    std::optional<LeaseResponse> got;
-    scheduler_->Lease(worker_id, absl::ZeroDuration(), [&](LeaseResponse r) {
-      if (!r.lease_id().empty()) got = std::move(r);
-    });
-    return got;
-  }
-
   // The worker's answer for a child: success with an artifact of `bytes` and the evaluation's figures.
   void Succeed(const LeaseResponse& lease, double ppl, double kld, int64_t bytes) {
     CompleteRequest done;
@@ -120,14 +95,6 @@ class SweepSchedulerTest : public ::testing::Test {
   }
 
   Job Get(const std::string& id) { return *store_->GetJob(id); }
-
-  testing::TempDir dir_;
-  ManualClock clock_;
-  EventHub hub_;
-  metrics::Registry registry_;
-  ServerMetrics metrics_{&registry_};
-  std::unique_ptr<SqliteJobStore> store_;
-  std::unique_ptr<JobScheduler> scheduler_;
 };
 
 TEST_F(SweepSchedulerTest, ChildrenRunOnTheWorkersAndTheParentTablesThem) {
