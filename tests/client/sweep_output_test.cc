@@ -74,6 +74,12 @@ TEST(SweepTableOutputTest, RowsForSucceededDroppedAndFailedCandidates) {
   const std::string shown = JobTable(parent);
   EXPECT_NE(shown.find("sweep of int8,uint4_wo_128"), std::string::npos) << shown;
   EXPECT_NE(shown.find(table), std::string::npos) << shown;
+  quark::v1::Job child;
+  child.set_id("job-c");
+  child.set_parent_id("job-p");
+  child.mutable_spec()->set_preset("int8");
+  EXPECT_NE(JobTable(child).find("parent:    sweep job job-p\n"), std::string::npos) << JobTable(child);
+  EXPECT_EQ(JobTable(child).find("SCHEME"), std::string::npos);
 }
 
 }  // namespace
