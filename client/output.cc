@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "client/sweep_output.h"
 
 namespace quark::client {
 namespace {
@@ -78,7 +79,10 @@ std::string JobTable(const quark::v1::Job& job) {
   row("id", job.id());
   row("state", StateName(job.state()));
   row("model", job.spec().model_uri());
-  row("scheme", job.spec().has_config() ? "(config)" : job.spec().preset());
+  row("scheme", job.spec().sweep_size() > 0 ? absl::StrCat("sweep of ", absl::StrJoin(job.spec().sweep(), ","))
+                : job.spec().has_config()  ? "(config)"
+                                           : job.spec().preset());
+  if (!job.parent_id().empty()) row("parent", absl::StrCat("sweep job ", job.parent_id()));
   row("output", job.spec().output_uri());
   row("progress", ProgressSummary(job.progress()));
   row("created", Time(job.created_at()));
@@ -103,6 +107,7 @@ std::string JobTable(const quark::v1::Job& job) {
   std::sort(metrics.begin(), metrics.end());
   if (!metrics.empty()) row("metrics", absl::StrJoin(metrics, " "));
   if (!job.error().empty()) row("error", job.error());
+  if (job.has_sweep()) absl::StrAppend(&out, "\n", SweepTable(job.sweep()));
   return out;
 }
 

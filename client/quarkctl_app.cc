@@ -73,6 +73,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--max-kld", p.spec.max_kld, "Gate (needs --kld): fail when an export's mean KLD is larger");
   submit->add_option("--max-task-drop", p.spec.max_task_drop,
                      "Gate TASK=DROP (repeatable; needs the task): fail when an export's accuracy drops more");
+  submit->add_option("--sweep", p.spec.sweep,
+                     "Presets to compare, e.g. uint4_wo_128,int8,fp8: one child job each; the job's table compares "
+                     "their size, bits, perplexity and KLD (needs --eval)");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
   submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");

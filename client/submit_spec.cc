@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace quark::client {
@@ -208,6 +209,30 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
   return choice;
 }
 
+namespace {
+
+// #36: --sweep replaces the job file's quantization (a sweep sets each child's preset); items split on commas.
+absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
+  if (flags.sweep.empty()) return absl::OkStatus();
+  if (!flags.scheme.empty() || !flags.config.empty()) {
+    return absl::InvalidArgumentError("--sweep: give the candidates as --sweep alone, without --scheme or --config");
+  }
+  spec.clear_sweep();
+  spec.clear_quantization();
+  for (const std::string& list : flags.sweep) {
+    for (absl::string_view item : absl::StrSplit(list, ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (item.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("--sweep: \"", list, "\" has an empty item (NAME,NAME,...)"));
+      }
+      spec.add_sweep(std::string(item));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   quark::v1::JobSpec spec;
   if (!flags.job_file.empty()) {
@@ -219,12 +244,14 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   if (!quantization.ok()) return quantization.status();
   if (!quantization->preset.empty()) spec.set_preset(quantization->preset);
   if (quantization->config) *spec.mutable_config() = std::move(*quantization->config);
+  if (absl::Status status = ApplySweep(flags, spec); !status.ok()) return status;
   if (absl::Status status = ApplyInputs(flags, spec); !status.ok()) return status;
   if (absl::Status status = AddAlgorithms(flags.quant_algo, flags.quant_algo_config_file, spec); !status.ok()) {
     return status;
   }
-  if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET) {
-    return absl::InvalidArgumentError("--scheme or --config: one is required (or preset/config in the job file)");
+  if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET && spec.sweep_size() == 0) {
+    return absl::InvalidArgumentError(
+        "--scheme or --config: one is required, or --sweep (or preset/config/sweep in the job file)");
   }
   if (spec.model_uri().empty()) return absl::InvalidArgumentError("--model: required (or model_uri in the job file)");
   if (spec.output_uri().empty()) {

@@ -44,6 +44,8 @@ struct SubmitFlags {
   std::optional<int64_t> deadline_seconds;  // --deadline S: stop and fail the job S seconds after submission
   bool force = false;                       // --force: run even when an identical job succeeded or runs
   bool estimate = false;                    // validate --estimate: time, memory and sizes per kind of worker
+  // #36: --sweep uint4_wo_128,int8,fp8 (comma-separated, repeatable): one child job per preset, compared
+  std::vector<std::string> sweep;
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.
@@ -64,7 +66,8 @@ struct FlagQuantization {
 };
 absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags);
 
-/// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, neither (nor in the job file),
+/// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, --sweep with either, none of
+/// the three (nor in the job file), an empty --sweep item,
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
 

@@ -53,21 +53,18 @@ absl::Status CheckDeadline(const grpc::CallbackServerContext* context) {
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
-                                                             const quark::v1::SubmitJobRequest* request,
-                                                             quark::v1::Job* response) {
-  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "SubmitJob");
-  if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
-  absl::Status status = CheckDeadline(context);
-  if (status.ok()) status = ValidateSubmitRequest(*request, *policy_);
-  if (status.ok()) status = access_->CheckTenantUris(*principal, request->spec());
+absl::StatusOr<SubmitOptions> QuantizationServiceImpl::PrepareSubmit(const Principal& principal,
+                                                                     const quark::v1::SubmitJobRequest& request,
+                                                                     const std::vector<WorkerProfile>& live) {
+  absl::Status status = ValidateSubmitRequest(request, *policy_);
+  if (status.ok()) status = access_->CheckTenantUris(principal, request.spec());
   JobMemoryNeeds needs;
-  const std::vector<std::string> read_roots = access_->ModelReadRoots(*principal, policy_->roots());
+  const std::vector<std::string> read_roots = access_->ModelReadRoots(principal, policy_->roots());
   if (status.ok()) {
     // The estimate reads config.json and the tensors' headers: through a view pinned inside the tenant's roots, so
     // a symlink to another tenant's model is refused here rather than read (a missing folder keeps the estimate's
     // own handling).
-    std::string model_dir = UriPolicy::FilePath(request->spec().model_uri());
+    std::string model_dir = UriPolicy::FilePath(request.spec().model_uri());
     std::unique_ptr<ModelView> view;
     if (!model_dir.empty()) {
       absl::StatusOr<std::unique_ptr<ModelView>> opened =
@@ -79,36 +76,53 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
         status = absl::PermissionDeniedError(absl::StrCat("spec.model_uri: ", opened.status().message()));
       }
     }
-    if (status.ok()) needs = EstimateJobNeeds(request->spec(), model_dir, read_roots);
+    if (status.ok()) needs = EstimateJobNeeds(request.spec(), model_dir, read_roots);
   }
-  const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
-  if (status.ok() && workers_ != nullptr) status = CheckJobFits(request->spec(), needs, live, gpu_sources_);
-  if (!status.ok()) {
-    log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(status.ToString()));
-    // Every refused submission is audited (#29 item 4): bad requests as well as refused URIs.
-    access_->Audit(*principal, "submit", "", status, "");
-    return FinishNow(context, status);
-  }
-  SubmitOptions options = access_->SubmitOptionsFor(*principal);
+  if (status.ok() && workers_ != nullptr) status = CheckJobFits(request.spec(), needs, live, gpu_sources_);
+  if (!status.ok()) return status;
+  SubmitOptions options = access_->SubmitOptionsFor(principal);
   options.needs_host_memory_bytes = needs.host_bytes;
   options.needs_gpu_memory_bytes = needs.gpu_bytes;
   // Keyed even with force (a later submit may reuse this run); hashing happens here, on a cache miss only.
-  absl::StatusOr<ContentKey> key = ComputeContentKey(request->spec(), &digests_, read_roots);
+  absl::StatusOr<ContentKey> key = ComputeContentKey(request.spec(), &digests_, read_roots);
   if (key.ok()) options.content_key = key->key;
-  if (!options.content_key.empty() && !request->spec().force()) {
+  if (!options.content_key.empty() && !request.spec().force()) {
     options.reuse_succeeded =
-        PrepareVerifiedDedup(*store_, principal->tenant, options.content_key,
-                             access_->OutputReadRoots(*principal, policy_->roots()), digests_, trust_object_store_);
+        PrepareVerifiedDedup(*store_, principal.tenant, options.content_key,
+                             access_->OutputReadRoots(principal, policy_->roots()), digests_, trust_object_store_);
   }
   if (!key.ok() || key->key.empty()) {
     log::Get("server")->info("job=- not deduplicated: {}",
                              ForLog(key.ok() ? key->not_keyed : key.status().ToString()));
   }
+  return options;
+}
+
+grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                             const quark::v1::SubmitJobRequest* request,
+                                                             quark::v1::Job* response) {
+  absl::StatusOr<Principal> principal = access_->Authorize(*context, Role::kSubmitter, "SubmitJob");
+  if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
+  const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
+  absl::Status status = CheckDeadline(context);
+  if (status.ok() && request->spec().sweep_size() > 0) {
+    absl::StatusOr<quark::v1::Job> parent = SubmitSweep(*context, *principal, *request, live);
+    if (parent.ok()) *response = std::move(*parent);
+    return FinishNow(context, parent.status());
+  }
+  absl::StatusOr<SubmitOptions> options =
+      status.ok() ? PrepareSubmit(*principal, *request, live) : absl::StatusOr<SubmitOptions>(status);
+  if (!options.ok()) {
+    log::Get("server")->info("job=- SubmitJob refused: {}", ForLog(options.status().ToString()));
+    // Every refused submission is audited (#29 item 4): bad requests as well as refused URIs.
+    access_->Audit(*principal, "submit", "", options.status(), "");
+    return FinishNow(context, options.status());
+  }
   // Hashing a large model for the first time may outlast the caller's deadline: then no job is created (the
   // digests stay cached, so the caller's retry is quick) rather than one the caller never hears of.
   status = CheckDeadline(context);
   if (!status.ok()) return FinishNow(context, status);
-  absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec(), options);
+  absl::StatusOr<quark::v1::Job> job = scheduler_->Submit(request->request_id(), request->spec(), *options);
   access_->Audit(*principal, "submit", job.ok() ? job->id() : "", job.status(),
                  absl::StrCat("model=", request->spec().model_uri(), " preset=", PresetLabel(request->spec()),
                               " output=", request->spec().output_uri()));
@@ -184,7 +198,11 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::DeleteJob(grpc::CallbackServe
   // As CancelJob: another tenant's job is NOT_FOUND exactly as a missing one, with no audit record naming it.
   absl::StatusOr<quark::v1::Job> visible = access_->GetVisibleJob(*principal, request->id());
   if (!visible.ok()) return FinishNow(context, visible.status());
-  absl::StatusOr<int64_t> freed = store_->DeleteJob(request->id());
+  absl::StatusOr<int64_t> freed = DeleteSweepChildren(*visible);  // #36: a sweep's children go with it
+  if (freed.ok()) {
+    absl::StatusOr<int64_t> own = store_->DeleteJob(request->id());
+    freed = own.ok() ? absl::StatusOr<int64_t>(*freed + *own) : own;
+  }
   access_->Audit(*principal, "delete", request->id(), freed.status(),
                  freed.ok() ? absl::StrCat("tenant=", visible->tenant(), " freed_bytes=", *freed) : "");
   if (freed.ok()) {

@@ -60,6 +60,20 @@ class QuantizationServiceImpl final : public quark::v1::QuantizationService::Cal
   void EndRevokedWatches();
 
  private:
+  /// What SubmitJob checks and computes before it submits a spec: validation, the tenant's URIs, the memory
+  /// estimate and the fit on the live workers, the content key and the verified-dedup decision.
+  absl::StatusOr<SubmitOptions> PrepareSubmit(const Principal& principal, const quark::v1::SubmitJobRequest& request,
+                                              const std::vector<WorkerProfile>& live);
+  // #36 sweep jobs (quantization_service_sweep.cc).
+  /// spec.sweep: plans one child per candidate (each through PrepareSubmit; a candidate the model cannot take is
+  /// dropped with its reason in the table) and submits the parent with them; audited as one "submit".
+  absl::StatusOr<quark::v1::Job> SubmitSweep(const grpc::CallbackServerContext& context, const Principal& principal,
+                                             const quark::v1::SubmitJobRequest& request,
+                                             const std::vector<WorkerProfile>& live);
+  /// DeleteJob of a sweep's parent deletes its finished children first; returns the bytes they freed (0 for a job
+  /// that is no parent). FAILED_PRECONDITION naming a child still active.
+  absl::StatusOr<int64_t> DeleteSweepChildren(const quark::v1::Job& parent);
+
   Scheduler* const scheduler_;
   JobStore* const store_;
   EventHub* const hub_;

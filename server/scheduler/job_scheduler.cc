@@ -122,7 +122,8 @@ bool JobScheduler::SetDraining(const std::string& worker_id, bool draining) {
 void JobScheduler::CountStateLocked(const Job& job, JobState from) {
   // A follower (deduplicated) holds no worker: it counts toward neither the tenant's queued quota nor its
   // running limit.
-  if (job.deduplicated_from().empty()) {
+  // Nor does a sweep's parent (#36): it runs nothing itself, its children count.
+  if (job.deduplicated_from().empty() && !IsSweepParent(job)) {
     CountTenantLocked(job.tenant(), from, -1);
     CountTenantLocked(job.tenant(), job.state(), +1);
   }
@@ -156,7 +157,9 @@ absl::Status JobScheduler::Recover() {
   }
   int requeued = 0;
   for (StoredJob& stored : *jobs) {
-    if (stored.job.deduplicated_from().empty()) CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
+    if (stored.job.deduplicated_from().empty() && !IsSweepParent(stored.job)) {
+      CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
+    }
     ActiveJob& active = active_[stored.job.id()];
     active.order = stored.order;
     active.job = std::move(stored.job);
@@ -164,6 +167,7 @@ absl::Status JobScheduler::Recover() {
       followers_[active.job.deduplicated_from()].insert(active.job.id());
       continue;
     }
+    if (IsSweepParent(active.job)) continue;  // never leased: its rows are caught up below
     if (active.job.state() == JobState::JOB_STATE_QUEUED) {
       queue_.insert(KeyOf(active));
       continue;
@@ -173,6 +177,7 @@ absl::Status JobScheduler::Recover() {
                                              " ran the job; its lease was lost"));
   }
   ResyncFollowersLocked();
+  ResyncSweepsLocked();
   UpdateGaugesLocked();
   log::Get("scheduler")->info("job=- recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
                               requeued);
@@ -182,71 +187,79 @@ absl::Status JobScheduler::Recover() {
 absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
                                          const SubmitOptions& options) {
   Answers answers;
-  Job job;
+  absl::StatusOr<Job> job;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return absl::UnavailableError("quarkd is shutting down");
-    job.set_id(NewId("job-"));
-    job.set_request_id(request_id);
-    job.set_tenant(options.tenant);
-    if (options.max_queued_jobs > 0 && tenants_[options.tenant].queued >= options.max_queued_jobs) {
-      // A repeated request_id still answers its job (idempotency beats the quota).
-      if (!request_id.empty()) {
-        absl::StatusOr<StoredJob> existing = store_->FindByRequestId(options.tenant, request_id);
-        if (existing.ok()) return existing->job;
-      }
-      return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
-                                                       options.max_queued_jobs, " reached (",
-                                                       tenants_[options.tenant].queued, " jobs queued)"));
-    }
-    job.set_state(JobState::JOB_STATE_QUEUED);
-    *job.mutable_spec() = spec;
-    if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
-    *job.mutable_created_at() = ToTimestamp(clock_->Now());
-    job.set_content_key(options.content_key);
-    job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
-    job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
-    absl::StatusOr<std::optional<Job>> over_quota =
-        CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
-    if (!over_quota.ok()) return over_quota.status();
-    if (over_quota->has_value()) return **over_quota;
-    std::vector<JobEvent> events;
-    bool deduplicated = !options.content_key.empty() && !spec.force() &&
-                        DeduplicateLocked(&job, &events, options.reuse_succeeded);
-    if (!deduplicated) events = {StateEventLocked(job)};
-    bool created = false;
-    absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
-    if (!stored.ok()) return stored.status();
-    if (!created) {
-      log::Get("scheduler")->info("job={} request_id={} submitted again: same job", stored->job.id(),
-                                  ForLog(request_id));
-      return stored->job;
-    }
-    if (job.state() != JobState::JOB_STATE_SUCCEEDED) {
-      ActiveJob& active = active_[job.id()];
-      active.order = stored->order;
-      active.job = job;
-      if (deduplicated) {
-        followers_[job.deduplicated_from()].insert(job.id());
-      } else {
-        queue_.insert(KeyOf(active));
-      }
-    } else if (metrics_ != nullptr) {
-      metrics_->jobs_finished.WithLabels({StateLabel(job.state()), PresetLabel(spec)}).Increment();
-    }
-    for (const JobEvent& event : events) hub_->Publish(event);
-    if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
-    if (metrics_ != nullptr && !job.tenant().empty()) {
-      metrics_->tenant_jobs_submitted.WithLabels({job.tenant()}).Increment();
-    }
-    CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
-    log::Get("scheduler")->info("job={} {} preset={} priority={} model={}{}", job.id(), StateLabel(job.state()),
-                                ForLog(PresetLabel(spec)), spec.priority(), ForLog(spec.model_uri()),
-                                deduplicated ? absl::StrCat(" deduplicated_from=", job.deduplicated_from()) : "");
-    DispatchLocked(&answers);
+    job = SubmitLocked(request_id, spec, options, "");
+    if (job.ok()) DispatchLocked(&answers);
     UpdateGaugesLocked();
   }
   for (auto& answer : answers) answer();
+  return job;
+}
+
+absl::StatusOr<Job> JobScheduler::SubmitLocked(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                               const SubmitOptions& options, const std::string& parent_id) {
+  Job job;
+  job.set_id(NewId("job-"));
+  job.set_parent_id(parent_id);
+  job.set_request_id(request_id);
+  job.set_tenant(options.tenant);
+  if (options.max_queued_jobs > 0 && tenants_[options.tenant].queued >= options.max_queued_jobs) {
+    // A repeated request_id still answers its job (idempotency beats the quota).
+    if (!request_id.empty()) {
+      absl::StatusOr<StoredJob> existing = store_->FindByRequestId(options.tenant, request_id);
+      if (existing.ok()) return existing->job;
+    }
+    return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
+                                                     options.max_queued_jobs, " reached (",
+                                                     tenants_[options.tenant].queued, " jobs queued)"));
+  }
+  job.set_state(JobState::JOB_STATE_QUEUED);
+  *job.mutable_spec() = spec;
+  if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
+  *job.mutable_created_at() = ToTimestamp(clock_->Now());
+  job.set_content_key(options.content_key);
+  job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
+  job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
+  absl::StatusOr<std::optional<Job>> over_quota =
+      CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
+  if (!over_quota.ok()) return over_quota.status();
+  if (over_quota->has_value()) return **over_quota;
+  std::vector<JobEvent> events;
+  bool deduplicated = !options.content_key.empty() && !spec.force() &&
+                      DeduplicateLocked(&job, &events, options.reuse_succeeded);
+  if (!deduplicated) events = {StateEventLocked(job)};
+  bool created = false;
+  absl::StatusOr<StoredJob> stored = store_->CreateJob(job, &events, &created);
+  if (!stored.ok()) return stored.status();
+  if (!created) {
+    log::Get("scheduler")->info("job={} request_id={} submitted again: same job", stored->job.id(),
+                                ForLog(request_id));
+    return stored->job;
+  }
+  if (job.state() != JobState::JOB_STATE_SUCCEEDED) {
+    ActiveJob& active = active_[job.id()];
+    active.order = stored->order;
+    active.job = job;
+    if (deduplicated) {
+      followers_[job.deduplicated_from()].insert(job.id());
+    } else {
+      queue_.insert(KeyOf(active));
+    }
+  } else if (metrics_ != nullptr) {
+    metrics_->jobs_finished.WithLabels({StateLabel(job.state()), PresetLabel(spec)}).Increment();
+  }
+  for (const JobEvent& event : events) hub_->Publish(event);
+  if (metrics_ != nullptr) metrics_->jobs_submitted.WithLabels({PresetLabel(spec)}).Increment();
+  if (metrics_ != nullptr && !job.tenant().empty()) {
+    metrics_->tenant_jobs_submitted.WithLabels({job.tenant()}).Increment();
+  }
+  CountStateLocked(job, JobState::JOB_STATE_UNSPECIFIED);
+  log::Get("scheduler")->info("job={} {} preset={} priority={} model={}{}", job.id(), StateLabel(job.state()),
+                              ForLog(PresetLabel(spec)), spec.priority(), ForLog(spec.model_uri()),
+                              deduplicated ? absl::StrCat(" deduplicated_from=", job.deduplicated_from()) : "");
   return job;
 }
 
@@ -266,40 +279,45 @@ absl::Status JobScheduler::AppendLog(const std::string& job_id, const std::strin
 
 absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
   Answers answers;
-  Job out;
+  absl::StatusOr<Job> out;
   {
     absl::MutexLock lock(&mu_);
-    auto it = active_.find(job_id);
-    if (it == active_.end()) return store_->GetJob(job_id);  // final already (or NOT_FOUND)
-    ActiveJob& active = it->second;
-    if (!active.job.deduplicated_from().empty()) {  // a follower has no worker: it ends now, its leader goes on
-      absl::Status status =
-          FinishLocked(job_id, JobState::JOB_STATE_CANCELLED,
-                       absl::StrCat("cancelled (job ", active.job.deduplicated_from(), ", which it followed, goes on)"),
-                       nullptr);
-      if (!status.ok()) return status;
-      return store_->GetJob(job_id);
-    }
-    if (active.job.state() == JobState::JOB_STATE_QUEUED) {
-      absl::Status status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled before it started", nullptr);
-      if (!status.ok()) return status;
-      return store_->GetJob(job_id);
-    }
-    if (!active.cancel_requested) {
-      active.cancel_requested = true;
-      active.cancel_deadline = clock_->Now() + options_.cancel_grace;
-      JobEvent event;
-      event.set_log(absl::StrCat("cancel requested; worker ", active.job.worker_id(), " is being stopped"));
-      *event.mutable_time() = ToTimestamp(clock_->Now());
-      absl::Status status = SaveLocked(active.job, {event});
-      if (!status.ok()) return status;
-      log::Get("scheduler")->info("job={} cancel requested worker={}", job_id, ForLog(active.job.worker_id()));
-    }
-    out = active.job;
-    DispatchLocked(&answers);
+    out = CancelLocked(job_id, &answers);
   }
   for (auto& answer : answers) answer();
   return out;
+}
+
+absl::StatusOr<Job> JobScheduler::CancelLocked(const std::string& job_id, Answers* answers) {
+  auto it = active_.find(job_id);
+  if (it == active_.end()) return store_->GetJob(job_id);  // final already (or NOT_FOUND)
+  ActiveJob& active = it->second;
+  if (IsSweepParent(active.job)) return CancelSweepLocked(job_id, answers);
+  if (!active.job.deduplicated_from().empty()) {  // a follower has no worker: it ends now, its leader goes on
+    absl::Status status =
+        FinishLocked(job_id, JobState::JOB_STATE_CANCELLED,
+                     absl::StrCat("cancelled (job ", active.job.deduplicated_from(), ", which it followed, goes on)"),
+                     nullptr);
+    if (!status.ok()) return status;
+    return store_->GetJob(job_id);
+  }
+  if (active.job.state() == JobState::JOB_STATE_QUEUED) {
+    absl::Status status = FinishLocked(job_id, JobState::JOB_STATE_CANCELLED, "cancelled before it started", nullptr);
+    if (!status.ok()) return status;
+    return store_->GetJob(job_id);
+  }
+  if (!active.cancel_requested) {
+    active.cancel_requested = true;
+    active.cancel_deadline = clock_->Now() + options_.cancel_grace;
+    JobEvent event;
+    event.set_log(absl::StrCat("cancel requested; worker ", active.job.worker_id(), " is being stopped"));
+    *event.mutable_time() = ToTimestamp(clock_->Now());
+    absl::Status status = SaveLocked(active.job, {event});
+    if (!status.ok()) return status;
+    log::Get("scheduler")->info("job={} cancel requested worker={}", job_id, ForLog(active.job.worker_id()));
+  }
+  DispatchLocked(answers);
+  return active.job;
 }
 
 absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState state, const std::string& error,
@@ -341,8 +359,10 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
   }
   log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), ForLog(error));
   Job ended = followers_.count(job_id) ? job : Job();
+  Job child = job.parent_id().empty() ? Job() : job;
   active_.erase(it);
   if (!ended.id().empty()) FollowLeaderLocked(ended);
+  if (!child.id().empty()) SweepChildEndedLocked(child);
   return status;
 }
 

@@ -22,6 +22,7 @@
 #include "server/scheduler/clock.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/scheduler.h"
+#include "server/scheduler/sweep_table.h"
 #include "server/scheduler/worker_fit.h"
 #include "server/store/job_store.h"
 
@@ -46,6 +47,13 @@ class JobScheduler : public Scheduler {
   /// Queued: CANCELLED now. Running: the worker is told at its next heartbeat and the job ends CANCELLED when
   /// it completes or after the grace period (its worker then killed). Final states: returned unchanged.
   absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id) override;
+  /// #36 (job_scheduler_sweep.cc): the parent is stored RUNNING and never queued; each child is submitted as
+  /// Submit would (deduplicated by its content key, counted in the tenant's quotas) with Job.parent_id set. The
+  /// whole sweep is refused RESOURCE_EXHAUSTED when its children would take the tenant past max_queued_jobs. A
+  /// repeated request_id returns the parent it first created. The parent ends when its last child ends (its
+  /// table filled from each child as it ends); cancelling it cancels every child still active.
+  absl::StatusOr<quark::v1::Job> SubmitSweep(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                             const SubmitOptions& options, const SweepPlan& plan) override;
 
   // The worker protocol (worker.proto).
   quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request) override;
@@ -116,6 +124,21 @@ class JobScheduler : public Scheduler {
   // Queue key: higher priority first, then creation order.
   using QueueKey = std::tuple<int, int64_t, std::string>;
   using Answers = std::vector<std::function<void()>>;
+
+  absl::StatusOr<quark::v1::Job> SubmitLocked(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                              const SubmitOptions& options, const std::string& parent_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<quark::v1::Job> CancelLocked(const std::string& job_id, Answers* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sweeps (#36, job_scheduler_sweep.cc).
+  absl::StatusOr<quark::v1::Job> CancelSweepLocked(const std::string& parent_id, Answers* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Fills the ended child's row of its parent's table; ends the parent when it was the last one.
+  void SweepChildEndedLocked(const quark::v1::Job& child) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Recover(): active parents' rows catch up with children that ended (or were never created) while quarkd was down.
+  void ResyncSweepsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Ends `parent_id` when every row is final (SweepOutcome); else saves the table. Returns whether it ended.
+  bool MaybeFinishSweepLocked(const std::string& parent_id, const std::string& note) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   QueueKey KeyOf(const ActiveJob& active) const { return {-active.job.spec().priority(), active.order, active.job.id()}; }
   absl::Status SaveLocked(quark::v1::Job& job, std::vector<quark::v1::JobEvent> events)

@@ -122,7 +122,8 @@ void JobScheduler::ExpireDeadlinesLocked(absl::Time now) {
   std::vector<std::string> expired;
   for (auto& [job_id, active] : active_) {
     int64_t seconds = active.job.spec().deadline_seconds();
-    if (seconds <= 0 || active.deadline_passed) continue;
+    // A sweep's parent ends when its children do; they carry the same deadline.
+    if (seconds <= 0 || active.deadline_passed || IsSweepParent(active.job)) continue;
     if (FromTimestamp(active.job.created_at()) + absl::Seconds(seconds) > now) continue;
     if (active.lease_id.empty()) {  // queued, or a follower: nothing to stop
       expired.push_back(job_id);

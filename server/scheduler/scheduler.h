@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -40,6 +41,19 @@ struct SubmitOptions {
   int64_t needs_gpu_memory_bytes = 0;
 };
 
+/// #36: a sweep's children as quarkd's service planned them (server/api/sweep_plan.h): the parent's table with one
+/// row per candidate (rows of candidates dropped at submit already FAILED with their reason) and, for every other
+/// row, the child's spec and its own submit options (content key, memory needs; the tenant's limits as the parent's).
+struct SweepChild {
+  int row = 0;  // index into SweepPlan::table.candidates()
+  quark::v1::JobSpec spec;
+  SubmitOptions options;
+};
+struct SweepPlan {
+  quark::v1::SweepResult table;
+  std::vector<SweepChild> children;
+};
+
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
 /// See JobScheduler for the contract of each call.
 class Scheduler {
@@ -54,6 +68,13 @@ class Scheduler {
   virtual absl::StatusOr<quark::v1::Job> Submit(const std::string& request_id, const quark::v1::JobSpec& spec,
                                                 const SubmitOptions& options = {}) = 0;
   virtual absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id) = 0;
+  /// #36: persists a sweep's parent (RUNNING, never leased) and submits its children. Schedulers that cannot hold a
+  /// parent answer UNIMPLEMENTED naming spec.sweep.
+  virtual absl::StatusOr<quark::v1::Job> SubmitSweep(const std::string& request_id, const quark::v1::JobSpec& spec,
+                                                     const SubmitOptions& options, const SweepPlan& plan) {
+    return absl::UnimplementedError("spec.sweep: sweeps are not supported by this scheduler (quarkd with --store "
+                                    "postgres replicas); submit each candidate as its own job");
+  }
   virtual quark::v1::internal::RegisterResponse Register(const quark::v1::internal::RegisterRequest& request) = 0;
   virtual uint64_t Lease(const std::string& worker_id, absl::Duration wait, LeaseCallback done) = 0;
   virtual void CancelLeaseWait(uint64_t wait_id) = 0;

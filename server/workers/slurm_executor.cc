@@ -11,6 +11,7 @@
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/scheduler/scheduler.h"
+#include "server/scheduler/sweep_table.h"
 #include "server/scheduler/time_util.h"
 #include "server/store/job_store.h"
 #include "server/workers/command_runner.h"
@@ -151,6 +152,7 @@ void SlurmExecutor::Poll(absl::Time now) {
   std::set<std::string> busy;                     // worker ids holding a job
   std::map<std::string, std::string> running_on;  // job id -> worker id
   for (const StoredJob& stored : *running) {
+    if (IsSweepParent(stored.job)) continue;  // #36: a sweep's parent runs on no worker
     busy.insert(stored.job.worker_id());
     running_on[stored.job.id()] = stored.job.worker_id();
   }

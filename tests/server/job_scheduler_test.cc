@@ -11,7 +11,7 @@
 #include "server/metrics/registry.h"
 #include "server/scheduler/result_check.h"
 #include "server/store/sqlite_job_store.h"
-#include "tests/server/test_util.h"
+#include "tests/server/scheduler_fixture.h"
 
 namespace quark::server {
 namespace {
@@ -21,23 +21,9 @@ using quark::v1::JobState;
 using quark::v1::internal::LeaseResponse;
 using quark::v1::internal::RegisterRequest;
 
-class JobSchedulerTest : public ::testing::Test {
+class JobSchedulerTest : public testing::SchedulerFixture {
  protected:
-  void SetUp() override { Open(); }
-
-  void Open() {
-    scheduler_.reset();
-    store_.reset();
-    auto store = SqliteJobStore::Open(dir_.File("q.db"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    SchedulerOptions options;
-    options.lease_timeout = absl::Seconds(10);
-    options.cancel_grace = absl::Seconds(5);
-    options.default_max_attempts = 2;
-    scheduler_ = std::make_unique<JobScheduler>(store_.get(), &clock_, &hub_, &metrics_, options);
-    ASSERT_TRUE(scheduler_->Recover().ok());
-  }
+  JobSchedulerTest() : SchedulerFixture(ShortOptions()) {}
 
   Job Submit(int priority = 0, const std::string& request_id = "", int gpus = 0) {
     quark::v1::JobSpec spec;
@@ -59,24 +45,7 @@ class JobSchedulerTest : public ::testing::Test {
     scheduler_->Register(request);
   }
 
-  // A Lease call that does not wait: the job it got, if any.
-  std::optional<LeaseResponse> LeaseNow(const std::string& worker_id) {
-    std::optional<LeaseResponse> got;
-    scheduler_->Lease(worker_id, absl::ZeroDuration(), [&](LeaseResponse r) {
-      if (!r.lease_id().empty()) got = std::move(r);
-    });
-    return got;
-  }
-
   JobState StateOf(const std::string& id) { return store_->GetJob(id)->state(); }
-
-  testing::TempDir dir_;
-  ManualClock clock_;
-  EventHub hub_;
-  metrics::Registry registry_;
-  ServerMetrics metrics_{&registry_};
-  std::unique_ptr<SqliteJobStore> store_;
-  std::unique_ptr<JobScheduler> scheduler_;
 };
 
 TEST_F(JobSchedulerTest, RunsHigherPriorityFirstThenInSubmissionOrder) {

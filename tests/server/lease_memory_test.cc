@@ -14,7 +14,7 @@
 #include "server/scheduler/job_scheduler.h"
 #include "server/store/job_store_schema.h"
 #include "server/store/sqlite_job_store.h"
-#include "tests/server/test_util.h"
+#include "tests/server/scheduler_fixture.h"
 
 namespace quark::server {
 namespace {
@@ -26,24 +26,14 @@ using quark::v1::internal::RegisterRequest;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-class LeaseMemoryTest : public ::testing::Test {
+class LeaseMemoryTest : public testing::SchedulerFixture {
  protected:
-  void SetUp() override { Open(); }
+  LeaseMemoryTest() : SchedulerFixture(LeaseTimeout10s()) {}
 
-  void Close() {
-    scheduler_.reset();
-    store_.reset();
-  }
-
-  void Open() {
-    Close();
-    auto store = SqliteJobStore::Open(dir_.File("q.db"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
+  static SchedulerOptions LeaseTimeout10s() {
     SchedulerOptions options;
     options.lease_timeout = absl::Seconds(10);
-    scheduler_ = std::make_unique<JobScheduler>(store_.get(), &clock_, &hub_, &metrics_, options);
-    ASSERT_TRUE(scheduler_->Recover().ok());
+    return options;
   }
 
   Job Submit(int64_t host_need, int gpus = 0, int64_t gpu_need = 0, int priority = 0) {
@@ -75,25 +65,9 @@ class LeaseMemoryTest : public ::testing::Test {
     scheduler_->Register(request);
   }
 
-  std::optional<LeaseResponse> LeaseNow(const std::string& worker_id) {
-    std::optional<LeaseResponse> got;
-    scheduler_->Lease(worker_id, absl::ZeroDuration(), [&](LeaseResponse r) {
-      if (!r.lease_id().empty()) got = std::move(r);
-    });
-    return got;
-  }
-
   JobState StateOf(const std::string& id) { return store_->GetJob(id)->state(); }
 
   double Skips(const std::string& resource) { return metrics_.lease_memory_skips.WithLabels({resource}).Value(); }
-
-  testing::TempDir dir_;
-  ManualClock clock_;
-  EventHub hub_;
-  metrics::Registry registry_;
-  ServerMetrics metrics_{&registry_};
-  std::unique_ptr<SqliteJobStore> store_;
-  std::unique_ptr<JobScheduler> scheduler_;
 };
 
 // The fleet of the issue: a 24 GiB worker and a 128 GiB one. The 60 GiB job, first in the queue, goes to the big

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# #36 sweep wall time vs the number of workers: for each N in WORKERS_LIST a fresh quarkd with N local quark-workers
+# (one thread each) runs one `quarkctl submit --sweep CANDIDATES --wait` on MODEL (evaluation: EVAL_WINDOWS windows
+# of 128 tokens, KLD on); prints the wall time from submit to the parent's end and the parent's table.
+#   bash bench/server/sweep_bench.sh [BUILD_DIR]
+#   (env: WORKERS_LIST="1 2" CANDIDATES=uint4_wo_128,int8,fp8,mxfp4 MODEL=tinyllama-a EVAL_WINDOWS=8)
+set -euo pipefail
+build="$(cd "${1:-build}" && pwd)"
+here="$(cd "$(dirname "$0")" && pwd)"
+fixtures="$(cd "${QUARK_SHARED_DIR:-$here/../../../shared}/fixtures" && pwd)"
+workers_list=${WORKERS_LIST:-"1 2"}
+candidates=${CANDIDATES:-uint4_wo_128,int8,fp8,mxfp4}
+model=${MODEL:-tinyllama-a}
+windows=${EVAL_WINDOWS:-8}
+dir=$(mktemp -d /tmp/quark-sweep-bench-XXXXXX)
+quarkd_pid=""
+cleanup() {
+  [ -n "$quarkd_pid" ] && kill "$quarkd_pid" 2>/dev/null && wait "$quarkd_pid" 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+cat > "$dir/job.json" <<JSON
+{"model_uri": "file://$fixtures/$model", "output_uri": "file://$dir/out", "max_attempts": 1,
+ "evaluation": {"uri": "file://$fixtures/eval/tinystories_validation_prefix.txt", "seq_len": 128,
+                "max_windows": $windows, "kld": true}}
+JSON
+echo "model $model, candidates $candidates, $windows evaluation windows of 128 tokens, $(nproc) cores"
+for n in $workers_list; do
+  rm -rf "$dir/data" "$dir/out" "$dir/ready"
+  QUARK_THREADS=1 OMP_NUM_THREADS=1 "$build/server/quarkd" --data-dir "$dir/data" --listen 127.0.0.1:0 \
+      --metrics-listen "" --workers "$n" --worker-binary "$build/worker/quark-worker" \
+      --allowed-roots "$fixtures,$dir" --worker-arg=--allowed-roots="$fixtures,$dir" \
+      --worker-arg=--skip-throughput-probe --ready-file "$dir/ready" 2>"$dir/quarkd-$n.log" &
+  quarkd_pid=$!
+  for _ in $(seq 300); do [ -s "$dir/ready" ] && break; sleep 0.1; done
+  addr=$(sed -n 's/.*"grpc": *"\([^"]*\)".*/\1/p' "$dir/ready")
+  sleep 2  # the local workers register
+  start=$(date +%s.%N)
+  out=$("$build/client/quarkctl" --server "$addr" submit -f "$dir/job.json" --sweep "$candidates" --wait || true)
+  end=$(date +%s.%N)
+  id=$(echo "$out" | grep -o 'job-[0-9a-f]\{32\}' | head -1)
+  echo "== $n worker(s): sweep wall time $(echo "$end - $start" | bc) s"
+  "$build/client/quarkctl" --server "$addr" get "$id" | sed -n '/^float perplexity/,$p'
+  kill "$quarkd_pid"; wait "$quarkd_pid" 2>/dev/null || true; quarkd_pid=""
+done

@@ -1,0 +1,32 @@
+#include "client/sweep_output.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/output.h"
+
+namespace quark::client {
+
+std::string SweepTable(const quark::v1::SweepResult& sweep) {
+  std::string out;
+  if (sweep.ppl_float() > 0) absl::StrAppend(&out, absl::StrFormat("float perplexity: %.4f\n", sweep.ppl_float()));
+  absl::StrAppend(&out, absl::StrFormat("%-28s %-10s %6s %10s %10s %8s %10s %8s  %s\n", "SCHEME", "STATE", "BITS",
+                                        "SIZE_MIB", "PPL", "dPPL", "KLD", "SECONDS", "JOB"));
+  for (const quark::v1::SweepCandidate& row : sweep.candidates()) {
+    const std::string job = row.job_id().empty() ? "-" : row.job_id();
+    const std::string bits = row.bits_per_weight() > 0 ? absl::StrFormat("%.3f", row.bits_per_weight()) : "-";
+    if (row.state() != quark::v1::JOB_STATE_SUCCEEDED) {
+      absl::StrAppend(&out, absl::StrFormat("%-28s %-10s %6s %10s %10s %8s %10s %8s  %s", row.scheme(),
+                                            StateName(row.state()), bits, "-", "-", "-", "-", "-", job));
+      absl::StrAppend(&out, row.error().empty() ? "\n" : absl::StrCat("  ", row.error(), "\n"));
+      continue;
+    }
+    const std::string delta =
+        sweep.ppl_float() > 0 ? absl::StrFormat("%+.2f%%", 100.0 * (row.ppl() / sweep.ppl_float() - 1.0)) : "-";
+    absl::StrAppend(&out, absl::StrFormat("%-28s %-10s %6s %10.3f %10.4f %8s %10.6f %8.1f  %s\n", row.scheme(),
+                                          StateName(row.state()), bits, row.size_bytes() / 1048576.0, row.ppl(),
+                                          delta, row.kld(), row.seconds(), job));
+  }
+  return out;
+}
+
+}  // namespace quark::client

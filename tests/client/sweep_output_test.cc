@@ -1,0 +1,86 @@
+// #36: quarkctl's --sweep flag into spec.sweep, and the sweep table it prints for a parent job.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "client/output.h"
+#include "client/submit_spec.h"
+#include "client/sweep_output.h"
+#include "tests/storage/support/subprocess.h"
+
+namespace quark::client {
+namespace {
+
+TEST(SweepFlagTest, CommaListsAndRepeatsBecomeSpecSweep) {
+  SubmitFlags flags;
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  flags.sweep = {"uint4_wo_128, int8", "fp8"};
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->sweep_size(), 3);
+  EXPECT_EQ(spec->sweep(1), "int8");
+  EXPECT_EQ(spec->quantization_case(), quark::v1::JobSpec::QUANTIZATION_NOT_SET);
+}
+
+TEST(SweepFlagTest, ReplacesTheJobFilesPresetAndRefusesScheme) {
+  testing::TempDir dir;
+  const std::string file = (dir.path() / "job.json").string();
+  std::ofstream(file) << R"({"model_uri": "file:///m", "output_uri": "file:///o", "preset": "int8"})";
+  SubmitFlags flags;
+  flags.job_file = file;
+  flags.sweep = {"fp8,int8"};
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->quantization_case(), quark::v1::JobSpec::QUANTIZATION_NOT_SET);
+  EXPECT_EQ(spec->sweep_size(), 2);
+  flags.scheme = "int8";
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--sweep"), std::string::npos);
+  flags.scheme.clear();
+  flags.sweep = {"fp8,,int8"};
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--sweep: \"fp8,,int8\" has an empty item"),
+            std::string::npos);
+}
+
+TEST(SweepTableOutputTest, RowsForSucceededDroppedAndFailedCandidates) {
+  quark::v1::Job parent;
+  parent.set_id("job-p");
+  parent.set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  parent.mutable_spec()->add_sweep("int8");
+  parent.mutable_spec()->add_sweep("uint4_wo_128");
+  quark::v1::SweepResult* sweep = parent.mutable_sweep();
+  sweep->set_ppl_float(10.0);
+  quark::v1::SweepCandidate* ok = sweep->add_candidates();
+  ok->set_scheme("int8");
+  ok->set_job_id("job-c");
+  ok->set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  ok->set_bits_per_weight(8.0);
+  ok->set_size_bytes(3 * 1048576);
+  ok->set_ppl(10.5);
+  ok->set_kld(0.0125);
+  ok->set_seconds(12.25);
+  quark::v1::SweepCandidate* dropped = sweep->add_candidates();
+  dropped->set_scheme("uint4_wo_128");
+  dropped->set_state(quark::v1::JOB_STATE_FAILED);
+  dropped->set_error("dropped at submit: group_size 128");
+  const std::string table = SweepTable(*sweep);
+  EXPECT_EQ(table,
+            "float perplexity: 10.0000\n"
+            "SCHEME                       STATE        BITS   SIZE_MIB        PPL     dPPL        KLD  SECONDS  JOB\n"
+            "int8                         SUCCEEDED   8.000      3.000    10.5000   +5.00%   0.012500     12.2  job-c\n"
+            "uint4_wo_128                 FAILED          -          -          -        -          -        -  -  "
+            "dropped at submit: group_size 128\n");
+  const std::string shown = JobTable(parent);
+  EXPECT_NE(shown.find("sweep of int8,uint4_wo_128"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(table), std::string::npos) << shown;
+  quark::v1::Job child;
+  child.set_id("job-c");
+  child.set_parent_id("job-p");
+  child.mutable_spec()->set_preset("int8");
+  EXPECT_NE(JobTable(child).find("parent:    sweep job job-p\n"), std::string::npos) << JobTable(child);
+  EXPECT_EQ(JobTable(child).find("SCHEME"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quark::client
