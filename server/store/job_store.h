@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "quark/v1/service.pb.h"
 
 namespace quark::server {
@@ -106,6 +107,11 @@ class JobStore {
   /// bytes it held (as TenantStoredBytes counts them). NOT_FOUND naming the id; FAILED_PRECONDITION naming the
   /// state for a queued or running job (the state is checked in the same transaction as the delete).
   virtual absl::StatusOr<int64_t> DeleteJob(const std::string& id) = 0;
+  /// #29 retention: finished jobs (SUCCEEDED, FAILED, CANCELLED) created before `created_before` whose order is above
+  /// `after_order`, oldest first, at most `limit` (the candidates of a retention sweep, which pages with the last
+  /// order seen: a job finishes after it is created, so every job finished before a time was created before it).
+  virtual absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
+                                                                  int limit) = 0;
   /// #29 verified dedup: FindByContentKey no longer finds job `id` (its published files changed). The job itself,
   /// its Job.content_key included, stays as it is. OK when the job does not exist.
   virtual absl::Status ForgetContentKey(const std::string& id) = 0;
@@ -125,6 +131,11 @@ std::string ScopedRequestId(const std::string& tenant, const std::string& reques
 
 /// FAILED_PRECONDITION "job \"ID\" is STATE: only a finished job can be deleted (cancel it first)".
 absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state);
+
+/// ListFinishedJobs' query (both stores) with the store's placeholders for created_before (Unix ms), after_order and
+/// limit: `SELECT seq, job FROM jobs ...` oldest first.
+std::string FinishedJobsSql(const std::string& created_before, const std::string& after_order,
+                            const std::string& limit);
 
 /// Whether a job in `state` may be deleted (SUCCEEDED, FAILED, CANCELLED).
 bool IsDeletableState(quark::v1::JobState state);

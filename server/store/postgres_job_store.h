@@ -44,6 +44,8 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() override;
   absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) override;
   absl::StatusOr<int64_t> DeleteJob(const std::string& id) override;
+  absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
+                                                          int limit) override;
   absl::Status ForgetContentKey(const std::string& id) override;
   absl::Status AppendAudit(quark::v1::AuditRecord* record) override;
   absl::StatusOr<std::vector<quark::v1::AuditRecord>> ListAudit(int64_t after_sequence, int limit,

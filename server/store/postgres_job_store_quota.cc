@@ -48,6 +48,27 @@ absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
   return bytes;
 }
 
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ListFinishedJobs(absl::Time created_before,
+                                                                          int64_t after_order, int limit) {
+  static const std::string sql = FinishedJobsSql("$1", "$2", "$3");
+  std::vector<StoredJob> jobs;
+  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+    absl::StatusOr<PgResult> result = PgExec(
+        conn, sql, PgParams().Add(absl::ToUnixMillis(created_before)).Add(after_order).Add(int64_t{limit}));
+    if (!result.ok()) return result.status();
+    for (int i = 0; i < result->rows(); ++i) {
+      StoredJob stored{result->Int(i, 0), {}};
+      if (!stored.job.ParseFromString(result->Bytes(i, 1))) {
+        return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
+      }
+      jobs.push_back(std::move(stored));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return jobs;
+}
+
 absl::Status PostgresJobStore::ForgetContentKey(const std::string& id) {
   return WithConnection([&](PGconn* conn) -> absl::Status {
     return PgExec(conn, "UPDATE jobs SET content_key = '' WHERE id = $1", PgParams().Add(id)).status();

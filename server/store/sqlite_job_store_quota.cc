@@ -52,6 +52,26 @@ absl::StatusOr<int64_t> SqliteJobStore::DeleteJob(const std::string& id) {
   return *bytes;
 }
 
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::ListFinishedJobs(absl::Time created_before,
+                                                                        int64_t after_order, int limit) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Statement> scan = Prepare(db_.get(), FinishedJobsSql("?1", "?2", "?3"));
+  if (!scan.ok()) return scan.status();
+  scan->Bind(1, absl::ToUnixMillis(created_before)).Bind(2, after_order).Bind(3, limit);
+  std::vector<StoredJob> jobs;
+  while (true) {
+    absl::StatusOr<bool> row = scan->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    StoredJob stored{scan->ColumnInt(0), {}};
+    if (!stored.job.ParseFromString(scan->ColumnBlob(1))) {
+      return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
+    }
+    jobs.push_back(std::move(stored));
+  }
+  return jobs;
+}
+
 absl::Status SqliteJobStore::ForgetContentKey(const std::string& id) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Statement> update = Prepare(db_.get(), "UPDATE jobs SET content_key = '' WHERE id = ?");
