@@ -101,7 +101,8 @@ class JobStore {
   virtual absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() = 0;
 
   /// #29 storage quota: the bytes `tenant`'s jobs hold in the store — every job row (its serialized Job, spec
-  /// included) and every event row, in any state (cancelled and finished jobs count until deleted).
+  /// included), every event row and every attempt row (AttemptRowBytes), in any state (cancelled and finished jobs
+  /// count until deleted).
   virtual absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) = 0;
   /// Deletes a SUCCEEDED, FAILED or CANCELLED job with its events and attempts in one transaction and returns the
   /// bytes it held (as TenantStoredBytes counts them). NOT_FOUND naming the id; FAILED_PRECONDITION naming the
@@ -131,6 +132,16 @@ std::string ScopedRequestId(const std::string& tenant, const std::string& reques
 
 /// FAILED_PRECONDITION "job \"ID\" is STATE: only a finished job can be deleted (cancel it first)".
 absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state);
+
+/// What an attempt row holds besides its texts: its number and two times, 8 bytes each.
+inline constexpr int64_t kAttemptRowFixedBytes = 24;
+
+/// The bytes an attempt row of job `job_id` counts in its tenant's storage quota: the job id, worker id and error
+/// as stored (UTF-8 bytes) plus kAttemptRowFixedBytes.
+inline int64_t AttemptRowBytes(const std::string& job_id, const quark::v1::Attempt& attempt) {
+  return static_cast<int64_t>(job_id.size() + attempt.worker_id().size() + attempt.error().size()) +
+         kAttemptRowFixedBytes;
+}
 
 /// ListFinishedJobs' query (both stores) with the store's placeholders for created_before (Unix ms), after_order and
 /// limit: `SELECT seq, job FROM jobs ...` oldest first.

@@ -4,6 +4,7 @@
 // header only.
 #include "absl/strings/str_cat.h"
 #include "server/store/postgres_job_store.h"
+#include "server/store/postgres_schema.h"
 
 namespace quark::server {
 
@@ -32,8 +33,10 @@ absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
     if (!IsDeletableState(state)) return JobNotDeletableError(id, state);
     absl::StatusOr<PgResult> sized =
         PgExec(conn,
-               "SELECT (SELECT COALESCE(SUM(octet_length(job)), 0) FROM jobs WHERE id = $1)::BIGINT + "
-               "(SELECT COALESCE(SUM(octet_length(event)), 0) FROM job_events WHERE job_id = $1)::BIGINT",
+               absl::StrCat("SELECT (SELECT COALESCE(SUM(octet_length(job)), 0) FROM jobs WHERE id = $1)::BIGINT + "
+                            "(SELECT COALESCE(SUM(octet_length(event)), 0) FROM job_events WHERE job_id = $1)::BIGINT + "
+                            "(SELECT COALESCE(SUM(",
+                            PgAttemptBytes("a"), "), 0) FROM job_attempts a WHERE a.job_id = $1)::BIGINT"),
                PgParams().Add(id));
     if (!sized.ok()) return sized.status();
     bytes = sized->Int(0, 0);

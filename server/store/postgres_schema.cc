@@ -6,8 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/store/audit_retention.h"
+#include "server/store/job_store.h"
 
 namespace quark::server {
+
+std::string PgAttemptBytes(const std::string& row) {
+  return absl::StrCat("(octet_length(", row, ".job_id) + octet_length(", row, ".worker_id) + octet_length(", row,
+                      ".error) + ", kAttemptRowFixedBytes, ")::BIGINT");
+}
+
 namespace {
 
 constexpr int64_t kMigrationLock = 0x717561726b64;  // "quarkd": one replica migrates at a time
@@ -130,6 +137,35 @@ const std::vector<std::string>& PgMigrations() {
       DROP TRIGGER IF EXISTS job_events_bytes ON job_events;
       CREATE TRIGGER job_events_bytes AFTER INSERT OR DELETE ON job_events
         FOR EACH ROW EXECUTE FUNCTION job_events_bytes();
+      )sql",
+      // 7 (#29 storage quota): attempt rows count too, each as its texts' bytes plus 8 for each of its three
+      // integers (kAttemptRowFixedBytes). The counter is seeded again from all three tables; written to be re-run
+      // over itself.
+      R"sql(
+      DELETE FROM tenant_storage;
+      INSERT INTO tenant_storage (tenant, bytes)
+        SELECT tenant, SUM(b) FROM (SELECT tenant, octet_length(job)::BIGINT AS b FROM jobs
+                                    UNION ALL SELECT j.tenant, octet_length(e.event)::BIGINT FROM job_events e
+                                              JOIN jobs j ON e.job_id = j.id
+                                    UNION ALL SELECT j.tenant, )sql" + PgAttemptBytes("a") + R"sql( FROM job_attempts a
+                                              JOIN jobs j ON a.job_id = j.id) s GROUP BY tenant;
+      CREATE OR REPLACE FUNCTION job_attempts_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF TG_OP = 'INSERT' THEN
+          UPDATE tenant_storage SET bytes = bytes + )sql" + PgAttemptBytes("NEW") + R"sql(
+            WHERE tenant = (SELECT tenant FROM jobs WHERE id = NEW.job_id);
+        ELSIF TG_OP = 'UPDATE' THEN
+          IF )sql" + PgAttemptBytes("NEW") + " <> " + PgAttemptBytes("OLD") + R"sql( THEN
+            UPDATE tenant_storage SET bytes = bytes + )sql" + PgAttemptBytes("NEW") + " - " + PgAttemptBytes("OLD") + R"sql(
+              WHERE tenant = (SELECT tenant FROM jobs WHERE id = NEW.job_id);
+          END IF;
+        ELSE
+          UPDATE tenant_storage SET bytes = bytes - )sql" + PgAttemptBytes("OLD") + R"sql(
+            WHERE tenant = (SELECT tenant FROM jobs WHERE id = OLD.job_id);
+        END IF;
+        RETURN NULL; END $$;
+      DROP TRIGGER IF EXISTS job_attempts_bytes ON job_attempts;
+      CREATE TRIGGER job_attempts_bytes AFTER INSERT OR UPDATE OR DELETE ON job_attempts
+        FOR EACH ROW EXECUTE FUNCTION job_attempts_bytes();
       )sql",
   };
   return migrations;

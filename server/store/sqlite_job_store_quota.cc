@@ -2,15 +2,20 @@
 // the content key a job with changed files loses (verified dedup).
 // A tenant's bytes are kept in tenant_storage by triggers (schema 6); length() of a BLOB reads the record header only.
 #include "absl/strings/str_cat.h"
+#include "server/store/job_store_schema.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace quark::server {
 namespace {
 
-// Bound by the job's id (?1): the job row's bytes plus its events'.
-constexpr char kJobBytesSql[] =
-    "SELECT (SELECT COALESCE(SUM(length(job)), 0) FROM jobs WHERE id = ?1) + "
-    "(SELECT COALESCE(SUM(length(event)), 0) FROM job_events WHERE job_id = ?1)";
+// Bound by the job's id (?1): the job row's bytes plus its events' and attempts'.
+const std::string& JobBytesSql() {
+  static const std::string sql = absl::StrCat(
+      "SELECT (SELECT COALESCE(SUM(length(job)), 0) FROM jobs WHERE id = ?1) + "
+      "(SELECT COALESCE(SUM(length(event)), 0) FROM job_events WHERE job_id = ?1) + "
+      "(SELECT COALESCE(SUM(", SqliteAttemptBytes("a"), "), 0) FROM job_attempts a WHERE a.job_id = ?1)");
+  return sql;
+}
 
 absl::StatusOr<int64_t> QueryInt(sqlite3* db, const char* sql, const std::string& argument) {
   absl::StatusOr<Statement> query = Prepare(db, sql);
@@ -37,7 +42,7 @@ absl::StatusOr<int64_t> SqliteJobStore::DeleteJob(const std::string& id) {
   absl::StatusOr<quark::v1::Job> job = GetJobLocked(id);
   if (!job.ok()) return job.status();
   if (!IsDeletableState(job->state())) return JobNotDeletableError(id, job->state());
-  absl::StatusOr<int64_t> bytes = QueryInt(db_.get(), kJobBytesSql, id);
+  absl::StatusOr<int64_t> bytes = QueryInt(db_.get(), JobBytesSql().c_str(), id);
   if (!bytes.ok()) return bytes.status();
   for (const char* sql : {"DELETE FROM job_events WHERE job_id = ?", "DELETE FROM job_attempts WHERE job_id = ?",
                           "DELETE FROM jobs WHERE id = ?"}) {
