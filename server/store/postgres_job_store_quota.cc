@@ -1,7 +1,8 @@
 // PostgresJobStore's storage-quota side (#29): the bytes a tenant's rows hold and the deletion of finished jobs; and
 // the content key a job with changed files loses (verified dedup).
-// A tenant's bytes are kept in tenant_storage by triggers (migration 6); octet_length() of a BYTEA reads the TOAST
-// header only.
+// A tenant's bytes are kept in tenant_storage_slots by triggers (migrations 6-8: one slot row per backend, so that
+// replicas writing one tenant's jobs do not queue on one row lock); octet_length() of a BYTEA reads the TOAST header
+// only.
 #include "absl/strings/str_cat.h"
 #include "server/store/postgres_job_store.h"
 #include "server/store/postgres_schema.h"
@@ -12,8 +13,8 @@ absl::StatusOr<int64_t> PostgresJobStore::TenantStoredBytes(const std::string& t
   int64_t bytes = 0;
   absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result =
-        PgExec(conn, "SELECT COALESCE((SELECT bytes FROM tenant_storage WHERE tenant = $1), 0)::BIGINT",
-               PgParams().Add(tenant));  // kept by triggers (migration 6)
+        PgExec(conn, "SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM tenant_storage_slots WHERE tenant = $1",
+               PgParams().Add(tenant));  // kept by triggers (migrations 6-8), one slot per backend
     if (!result.ok()) return result.status();
     bytes = result->Int(0, 0);
     return absl::OkStatus();
