@@ -23,14 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$dir/models/m" "$dir/out"
-as=""; [ "$(id -u)" = 0 ] && as="runuser -u nobody --"
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-mkdir "$dir/pg"; [ -n "$as" ] && chown nobody "$dir/pg"
-$as "$pg_bin/initdb" -D "$dir/pg/data" -A trust -U quark --no-sync >/dev/null
-$as "$pg_bin/pg_ctl" -D "$dir/pg/data" -o "-k $dir/pg -c listen_addresses='' -c max_connections=200" \
-    -l "$dir/pg/log" -w start >/dev/null
-dsn="postgres:///postgres?host=$dir/pg&user=quark"
-sql() { psql -qAtX -h "$dir/pg" -U quark postgres -c "$1"; }
+source "$(dirname "$0")/bench_postgres.sh"
+start_bench_postgres "$dir"
 
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 entries=""; tenants=""; one=(); many=()
