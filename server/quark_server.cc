@@ -376,7 +376,7 @@ void QuarkServer::StartRetention(const ServerOptions& options, Clock* clock) {
   JobRetention* retention = retention_.get();
   retention_thread_ = std::thread([this, retention] {
     do {
-      retention->MaybeSweep();  // the first call sweeps at once: at start
+      retention->MaybeSweep([this] { return stop_.HasBeenNotified(); });  // the first call sweeps at once
     } while (!stop_.WaitForNotificationWithTimeout(kRetentionCheckInterval));
   });
 }

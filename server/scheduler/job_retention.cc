@@ -15,12 +15,12 @@ absl::Time JobRetention::FinishedAt(const quark::v1::Job& job) {
   return FromTimestamp(job.has_finished_at() ? job.finished_at() : job.created_at());
 }
 
-bool JobRetention::MaybeSweep() {
+bool JobRetention::MaybeSweep(const std::function<bool()>& stopping) {
   if (!policy_.enabled()) return false;
   const absl::Time now = clock_->Now();
   if (now < next_sweep_) return false;
   next_sweep_ = now + policy_.sweep_interval;
-  absl::StatusOr<RetentionSweepResult> swept = Sweep();
+  absl::StatusOr<RetentionSweepResult> swept = Sweep(stopping);
   if (!swept.ok()) {
     log::Get("retention")->warn("job=- retention sweep stopped: {}", ForLog(swept.status().ToString()));
   } else if (swept->deleted > 0) {
@@ -30,7 +30,7 @@ bool JobRetention::MaybeSweep() {
   return true;
 }
 
-absl::StatusOr<RetentionSweepResult> JobRetention::Sweep() {
+absl::StatusOr<RetentionSweepResult> JobRetention::Sweep(const std::function<bool()>& stopping) {
   RetentionSweepResult result;
   if (!policy_.enabled()) return result;
   const absl::Time cutoff = clock_->Now() - policy_.max_age;
@@ -42,6 +42,7 @@ absl::StatusOr<RetentionSweepResult> JobRetention::Sweep() {
       after = stored.order;
       // Created before the cutoff but finished after it (a long queue or run): kept until a later sweep.
       if (FinishedAt(stored.job) >= cutoff || result.deleted >= policy_.max_deletions_per_sweep) continue;
+      if (stopping && stopping()) return result;
       absl::StatusOr<int64_t> freed = store_->DeleteJob(stored.job.id());
       if (absl::IsNotFound(freed.status()) || absl::IsFailedPrecondition(freed.status())) continue;
       if (!freed.ok()) return freed.status();

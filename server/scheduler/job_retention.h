@@ -45,11 +45,12 @@ class JobRetention {
   JobRetention(JobStore* store, Clock* clock, RetentionPolicy policy, RetentionDeletedFn on_deleted);
 
   /// Sweeps when one is due by the clock (the first call always does); false when none was due or the policy is off.
-  bool MaybeSweep();
+  /// `stopping` (optional) is asked before each deletion: true ends the sweep there (quarkd shutting down).
+  bool MaybeSweep(const std::function<bool()>& stopping = nullptr);
 
   /// Deletes the finished jobs older than the policy's age by the clock's now. A job another replica deleted first,
   /// or one no longer finished, is skipped; a store error ends the sweep and is returned (the next sweep retries).
-  absl::StatusOr<RetentionSweepResult> Sweep();
+  absl::StatusOr<RetentionSweepResult> Sweep(const std::function<bool()>& stopping = nullptr);
 
   /// When `job` finished: finished_at, or created_at for a finished job without one.
   static absl::Time FinishedAt(const quark::v1::Job& job);

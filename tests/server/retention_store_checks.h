@@ -127,6 +127,17 @@ inline void ExpectSweepsAtStartAndEveryInterval(JobStore& store) {
   EXPECT_TRUE(retention.MaybeSweep());
   EXPECT_EQ(deleted, (std::vector<std::string>{"stale", "fresh"}));
 
+  // A sweep asked to stop (quarkd shutting down) ends before its next deletion; the next sweep goes on.
+  clock.Advance(absl::Hours(6));
+  StoreAgedJob(store, clock.Now(), "stale-1", "a", quark::v1::JOB_STATE_FAILED, absl::Hours(50), absl::Hours(49));
+  StoreAgedJob(store, clock.Now(), "stale-2", "a", quark::v1::JOB_STATE_FAILED, absl::Hours(50), absl::Hours(49));
+  int asked = 0;
+  EXPECT_TRUE(retention.MaybeSweep([&] { return ++asked > 1; }));
+  EXPECT_EQ(deleted.size(), 3u);
+  EXPECT_EQ(deleted.back(), "stale-1");
+  ASSERT_TRUE(retention.Sweep().ok());
+  EXPECT_EQ(deleted.back(), "stale-2");
+
   RetentionPolicy off;  // the default keeps everything
   JobRetention keep_all(&store, &clock, off, nullptr);
   EXPECT_FALSE(keep_all.MaybeSweep());
