@@ -30,6 +30,7 @@ struct Flags {
   int64_t drain_grace_ms = 20000;
   double retain_finished_jobs_days = 0;  // 0: keep finished jobs until DeleteJob
   double retention_sweep_minutes = 60;
+  int retain_finished_jobs = 0;  // per tenant; 0: no count limit
   double slurm_idle_exit_s = 60;
   int64_t slurm_poll_ms = 2000;
 };
@@ -128,6 +129,10 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Delete finished (succeeded, failed, cancelled) jobs this many days after they finished, as DeleteJob "
                  "does (artifacts stay); 0 keeps them")
       ->check(CLI::Range(0.0, 36500.0))->envname("QUARKD_RETAIN_FINISHED_JOBS_DAYS")->capture_default_str();
+  app.add_option("--retain-finished-jobs", f.retain_finished_jobs,
+                 "Each tenant keeps at most this many finished jobs (its newest); older ones are deleted as DeleteJob "
+                 "does; 0: no count limit")
+      ->check(CLI::Range(0, 100000000))->envname("QUARKD_RETAIN_FINISHED_JOBS")->capture_default_str();
   app.add_option("--retention-sweep-minutes", f.retention_sweep_minutes,
                  "How often the retention sweep runs (also once at start)")
       ->check(CLI::Range(0.01, 10080.0))->envname("QUARKD_RETENTION_SWEEP_MINUTES")->capture_default_str();
@@ -163,6 +168,7 @@ int main(int argc, char** argv) {
   if (flags.retain_finished_jobs_days > 0) {
     flags.server.retention.max_age = absl::Hours(24 * flags.retain_finished_jobs_days);
   }
+  flags.server.retention.max_finished_per_tenant = flags.retain_finished_jobs;
   flags.server.retention.sweep_interval = absl::Minutes(flags.retention_sweep_minutes);
   flags.server.slurm.idle_exit = absl::Seconds(flags.slurm_idle_exit_s);
   flags.server.slurm.poll_interval = absl::Milliseconds(flags.slurm_poll_ms);

@@ -361,17 +361,15 @@ absl::Status QuarkServer::StartExecutor(const ServerOptions& options) {
 
 void QuarkServer::StartRetention(const ServerOptions& options, Clock* clock) {
   if (!options.retention.enabled()) return;
-  const std::string age = absl::FormatDuration(options.retention.max_age);
   AccessControl* access = access_.get();
   retention_ = std::make_unique<JobRetention>(
-      store_.get(), clock, options.retention, [access, age](const quark::v1::Job& job, int64_t freed_bytes) {
+      store_.get(), clock, options.retention,
+      [access](const quark::v1::Job& job, int64_t freed_bytes, const std::string& reason) {
         // Audited as DeleteJob audits, under quarkd's own principal in the job's tenant.
         Principal system{kRetentionPrincipal, job.tenant(), Role::kAdmin, false};
         access->Audit(system, "delete", job.id(), absl::OkStatus(),
-                      absl::StrCat("tenant=", job.tenant(), " freed_bytes=", freed_bytes, " retention: finished ",
-                                   absl::FormatTime(JobRetention::FinishedAt(job), absl::UTCTimeZone()),
-                                   ", more than ", age, " ago"));
-        log::Get("server")->info("job={} deleted by retention ({} bytes freed)", job.id(), freed_bytes);
+                      absl::StrCat("tenant=", job.tenant(), " freed_bytes=", freed_bytes, " retention: ", reason));
+        log::Get("server")->info("job={} deleted by retention: {} ({} bytes freed)", job.id(), reason, freed_bytes);
       });
   JobRetention* retention = retention_.get();
   retention_thread_ = std::thread([this, retention] {

@@ -113,6 +113,9 @@ class JobStore {
   /// order seen: a job finishes after it is created, so every job finished before a time was created before it).
   virtual absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
                                                                   int limit) = 0;
+  /// #29 retention by count: finished jobs of any tenant that has more than `keep` newer finished jobs (each
+  /// tenant keeps its newest `keep`), order above `after_order`, oldest first, at most `limit`.
+  virtual absl::StatusOr<std::vector<StoredJob>> ListExcessFinishedJobs(int keep, int64_t after_order, int limit) = 0;
   /// #29 verified dedup: FindByContentKey no longer finds job `id` (its published files changed). The job itself,
   /// its Job.content_key included, stays as it is. OK when the job does not exist.
   virtual absl::Status ForgetContentKey(const std::string& id) = 0;
@@ -132,6 +135,9 @@ std::string ScopedRequestId(const std::string& tenant, const std::string& reques
 
 /// FAILED_PRECONDITION "job \"ID\" is STATE: only a finished job can be deleted (cancel it first)".
 absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state);
+
+/// ListExcessFinishedJobs' query (both stores) with the store's placeholders for keep, after_order and limit.
+std::string ExcessFinishedJobsSql(const std::string& keep, const std::string& after_order, const std::string& limit);
 
 /// What an attempt row holds besides its texts: its number and two times, 8 bytes each.
 inline constexpr int64_t kAttemptRowFixedBytes = 24;

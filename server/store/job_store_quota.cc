@@ -21,4 +21,13 @@ std::string FinishedJobsSql(const std::string& created_before, const std::string
                       created_before, " AND seq > ", after_order, " ORDER BY seq LIMIT ", limit);
 }
 
+std::string ExcessFinishedJobsSql(const std::string& keep, const std::string& after_order, const std::string& limit) {
+  // A finished job's rank: 1 + the tenant's finished jobs newer than it. Deleting older ones never changes it, so a
+  // sweep may page by seq while it deletes.
+  return absl::StrCat("SELECT seq, job FROM (SELECT seq, job, ROW_NUMBER() OVER (PARTITION BY tenant ORDER BY seq DESC) "
+                      "AS newer FROM jobs WHERE state IN (", quark::v1::JOB_STATE_SUCCEEDED, ", ",
+                      quark::v1::JOB_STATE_FAILED, ", ", quark::v1::JOB_STATE_CANCELLED, ")) ranked WHERE newer > ", keep,
+                      " AND seq > ", after_order, " ORDER BY seq LIMIT ", limit);
+}
+
 }  // namespace quark::server

@@ -55,10 +55,20 @@ absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
 absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ListFinishedJobs(absl::Time created_before,
                                                                           int64_t after_order, int limit) {
   static const std::string sql = FinishedJobsSql("$1", "$2", "$3");
+  return ScanJobs(sql, absl::ToUnixMillis(created_before), after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ListExcessFinishedJobs(int keep, int64_t after_order,
+                                                                                int limit) {
+  static const std::string sql = ExcessFinishedJobsSql("$1", "$2", "$3");
+  return ScanJobs(sql, keep, after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ScanJobs(const std::string& sql, int64_t a, int64_t b,
+                                                                  int64_t c) {
   std::vector<StoredJob> jobs;
   absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
-    absl::StatusOr<PgResult> result = PgExec(
-        conn, sql, PgParams().Add(absl::ToUnixMillis(created_before)).Add(after_order).Add(int64_t{limit}));
+    absl::StatusOr<PgResult> result = PgExec(conn, sql, PgParams().Add(a).Add(b).Add(c));
     if (!result.ok()) return result.status();
     for (int i = 0; i < result->rows(); ++i) {
       StoredJob stored{result->Int(i, 0), {}};

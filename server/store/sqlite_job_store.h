@@ -29,6 +29,7 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
                                                               int limit) override;
+  absl::StatusOr<std::vector<StoredJob>> ListExcessFinishedJobs(int keep, int64_t after_order, int limit) override;
   absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() override;
   absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) override;
   absl::StatusOr<int64_t> DeleteJob(const std::string& id) override;

@@ -26,6 +26,25 @@ absl::StatusOr<int64_t> QueryInt(sqlite3* db, const char* sql, const std::string
   return *row && !query->ColumnIsNull(0) ? query->ColumnInt(0) : 0;
 }
 
+// Runs a `SELECT seq, job` with three integer parameters (retention's candidate lists).
+absl::StatusOr<std::vector<StoredJob>> ScanJobs(sqlite3* db, const std::string& sql, int64_t a, int64_t b, int64_t c) {
+  absl::StatusOr<Statement> scan = Prepare(db, sql);
+  if (!scan.ok()) return scan.status();
+  scan->Bind(1, a).Bind(2, b).Bind(3, c);
+  std::vector<StoredJob> jobs;
+  while (true) {
+    absl::StatusOr<bool> row = scan->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    StoredJob stored{scan->ColumnInt(0), {}};
+    if (!stored.job.ParseFromString(scan->ColumnBlob(1))) {
+      return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
+    }
+    jobs.push_back(std::move(stored));
+  }
+  return jobs;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> SqliteJobStore::TenantStoredBytes(const std::string& tenant) {
@@ -60,21 +79,13 @@ absl::StatusOr<int64_t> SqliteJobStore::DeleteJob(const std::string& id) {
 absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::ListFinishedJobs(absl::Time created_before,
                                                                         int64_t after_order, int limit) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<Statement> scan = Prepare(db_.get(), FinishedJobsSql("?1", "?2", "?3"));
-  if (!scan.ok()) return scan.status();
-  scan->Bind(1, absl::ToUnixMillis(created_before)).Bind(2, after_order).Bind(3, limit);
-  std::vector<StoredJob> jobs;
-  while (true) {
-    absl::StatusOr<bool> row = scan->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    StoredJob stored{scan->ColumnInt(0), {}};
-    if (!stored.job.ParseFromString(scan->ColumnBlob(1))) {
-      return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
-    }
-    jobs.push_back(std::move(stored));
-  }
-  return jobs;
+  return ScanJobs(db_.get(), FinishedJobsSql("?1", "?2", "?3"), absl::ToUnixMillis(created_before), after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::ListExcessFinishedJobs(int keep, int64_t after_order,
+                                                                              int limit) {
+  absl::MutexLock lock(&mu_);
+  return ScanJobs(db_.get(), ExcessFinishedJobsSql("?1", "?2", "?3"), keep, after_order, limit);
 }
 
 absl::Status SqliteJobStore::ForgetContentKey(const std::string& id) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
@@ -34,6 +35,13 @@ TEST(SqliteRetentionTest, SweepsAtStartAndThenEveryIntervalOfTheClock) {
   testing::ExpectSweepsAtStartAndEveryInterval(**store);
 }
 
+TEST(SqliteRetentionTest, EachTenantKeepsItsNewestFinishedJobs) {
+  TempDir dir;
+  auto store = SqliteJobStore::Open(dir.File("quarkd.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  testing::ExpectRetentionKeepsEachTenantsNewestFinishedJobs(**store);
+}
+
 class PostgresRetentionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,6 +64,10 @@ TEST_F(PostgresRetentionTest, SweepsAtStartAndThenEveryIntervalOfTheClock) {
   testing::ExpectSweepsAtStartAndEveryInterval(*store_);
 }
 
+TEST_F(PostgresRetentionTest, EachTenantKeepsItsNewestFinishedJobs) {
+  testing::ExpectRetentionKeepsEachTenantsNewestFinishedJobs(*store_);
+}
+
 TEST_F(PostgresRetentionTest, TwoReplicasSweepingTheSameJobsDeleteEachOnce) {
   auto other = PostgresJobStore::Open(pg_.Dsn());
   ASSERT_TRUE(other.ok()) << other.status();
@@ -68,7 +80,7 @@ TEST_F(PostgresRetentionTest, TwoReplicasSweepingTheSameJobsDeleteEachOnce) {
   policy.max_age = absl::Hours(24);
   policy.page_size = 8;
   std::atomic<int> deleted{0};
-  auto count = [&](const pb::Job&, int64_t) { ++deleted; };
+  auto count = [&](const pb::Job&, int64_t, const std::string&) { ++deleted; };
   JobRetention first(store_.get(), &clock, policy, count);
   JobRetention second(other->get(), &clock, policy, count);
   std::thread racer([&] { EXPECT_TRUE(second.Sweep().ok()); });
@@ -78,10 +90,11 @@ TEST_F(PostgresRetentionTest, TwoReplicasSweepingTheSameJobsDeleteEachOnce) {
   EXPECT_EQ(*store_->TenantStoredBytes("a"), 0);
 }
 
-// The real quarkd over a store holding jobs that finished 10 days and 1 day ago and a queued job a month old:
-// with --retain-finished-jobs-days 7 the first is gone right after start (no sleeping: the sweep runs at start),
-// the others stay, and the audit log says who deleted it and what was freed.
-TEST(RetentionProcessTest, QuarkdDeletesOldFinishedJobsAtStartAndAuditsIt) {
+// The real quarkd over a store holding jobs that finished 10, 2 and 1 days ago and a queued job a month old: with
+// --retain-finished-jobs-days 7 --retain-finished-jobs 1 the first (by age) and the second (by count) are gone right
+// after start (no sleeping: the sweep runs at start), the others stay, and the audit log says who deleted them, why
+// and what was freed.
+TEST(RetentionProcessTest, QuarkdDeletesOldAndExcessFinishedJobsAtStartAndAuditsThem) {
   TempDir dir;
   std::filesystem::create_directories(dir.File("data"));
   std::filesystem::permissions(dir.File("data"), std::filesystem::perms::owner_all);
@@ -91,13 +104,14 @@ TEST(RetentionProcessTest, QuarkdDeletesOldFinishedJobsAtStartAndAuditsIt) {
     const absl::Time now = absl::Now();
     const absl::Duration day = absl::Hours(24);
     testing::StoreAgedJob(**store, now, "old-done", "", pb::JOB_STATE_SUCCEEDED, 11 * day, 10 * day);
+    testing::StoreAgedJob(**store, now, "older-done", "", pb::JOB_STATE_CANCELLED, 3 * day, 2 * day);
     testing::StoreAgedJob(**store, now, "recent-done", "", pb::JOB_STATE_FAILED, 2 * day, 1 * day);
     testing::StoreAgedJob(**store, now, "month-queued", "", pb::JOB_STATE_QUEUED, 30 * day, 0 * day);
   }
   testing::QuarkdProcess quarkd;
   ASSERT_TRUE(quarkd.Start(QUARKD_BINARY,
                            {"--data-dir", dir.File("data"), "--listen", "127.0.0.1:0", "--metrics-listen", "",
-                            "--workers", "0", "--retain-finished-jobs-days", "7"},
+                            "--workers", "0", "--retain-finished-jobs-days", "7", "--retain-finished-jobs", "1"},
                            dir.File("ready.json"), dir.File("quarkd.log")))
       << testing::ReadText(dir.File("quarkd.log"));
   auto channel = testing::MakeChannel(quarkd.address());
@@ -111,22 +125,24 @@ TEST(RetentionProcessTest, QuarkdDeletesOldFinishedJobsAtStartAndAuditsIt) {
   };
   EXPECT_TRUE(testing::WaitFor([&] { return get("old-done") == grpc::StatusCode::NOT_FOUND; }))
       << testing::ReadText(dir.File("quarkd.log"));
+  EXPECT_TRUE(testing::WaitFor([&] { return get("older-done") == grpc::StatusCode::NOT_FOUND; }));
   EXPECT_EQ(get("recent-done"), grpc::StatusCode::OK);
   EXPECT_EQ(get("month-queued"), grpc::StatusCode::OK);
 
   pb::ListAuditRecordsResponse audit;
   ASSERT_TRUE(admin->ListAuditRecords(testing::Call().get(), pb::ListAuditRecordsRequest(), &audit).ok());
-  int deletions = 0;
+  std::map<std::string, std::string> deleted;  // target -> detail
   for (const pb::AuditRecord& record : audit.records()) {
     if (record.action() != "delete") continue;
-    ++deletions;
-    EXPECT_EQ(record.target(), "old-done");
+    deleted[record.target()] = record.detail();
     EXPECT_EQ(record.principal(), "quarkd-retention");
     EXPECT_EQ(record.outcome(), "OK");
     EXPECT_NE(record.detail().find("freed_bytes="), std::string::npos) << record.detail();
-    EXPECT_NE(record.detail().find("retention: finished"), std::string::npos) << record.detail();
   }
-  EXPECT_EQ(deletions, 1);
+  ASSERT_EQ(deleted.size(), 2u);
+  EXPECT_NE(deleted["old-done"].find("retention: finished"), std::string::npos) << deleted["old-done"];
+  EXPECT_NE(deleted["older-done"].find("retention: more than 1 newer finished jobs"), std::string::npos)
+      << deleted["older-done"];
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ inline void ExpectRetentionDeletesOnlyOldFinishedJobs(JobStore& store) {
   RetentionPolicy policy;
   policy.max_age = 7 * day;
   policy.page_size = 2;  // seven candidates over several pages
-  JobRetention retention(&store, &clock, policy, [&](const quark::v1::Job& job, int64_t freed) {
+  JobRetention retention(&store, &clock, policy, [&](const quark::v1::Job& job, int64_t freed, const std::string&) {
     deleted.push_back(job.id());
     freed_by_tenant[job.tenant()] += freed;
   });
@@ -96,7 +96,8 @@ inline void ExpectRetentionDeletesOnlyOldFinishedJobs(JobStore& store) {
   clock.Advance(5 * day);
   deleted.clear();
   policy.max_deletions_per_sweep = 1;
-  JobRetention limited(&store, &clock, policy, [&](const quark::v1::Job& job, int64_t) { deleted.push_back(job.id()); });
+  auto record = [&](const quark::v1::Job& job, int64_t, const std::string&) { deleted.push_back(job.id()); };
+  JobRetention limited(&store, &clock, policy, record);
   ASSERT_TRUE(limited.Sweep().ok());
   EXPECT_EQ(deleted.size(), 1u);
   ASSERT_TRUE(limited.Sweep().ok());
@@ -115,7 +116,8 @@ inline void ExpectSweepsAtStartAndEveryInterval(JobStore& store) {
   policy.max_age = absl::Hours(24);
   policy.sweep_interval = absl::Hours(6);
   std::vector<std::string> deleted;
-  JobRetention retention(&store, &clock, policy, [&](const quark::v1::Job& job, int64_t) { deleted.push_back(job.id()); });
+  auto record = [&](const quark::v1::Job& job, int64_t, const std::string&) { deleted.push_back(job.id()); };
+  JobRetention retention(&store, &clock, policy, record);
   StoreAgedJob(store, clock.Now(), "stale", "a", quark::v1::JOB_STATE_FAILED, absl::Hours(50), absl::Hours(49));
   StoreAgedJob(store, clock.Now(), "fresh", "a", quark::v1::JOB_STATE_FAILED, absl::Hours(21), absl::Hours(20));
   EXPECT_TRUE(retention.MaybeSweep());
@@ -141,6 +143,40 @@ inline void ExpectSweepsAtStartAndEveryInterval(JobStore& store) {
   RetentionPolicy off;  // the default keeps everything
   JobRetention keep_all(&store, &clock, off, nullptr);
   EXPECT_FALSE(keep_all.MaybeSweep());
+}
+
+/// By count: each tenant keeps its newest max_finished_per_tenant finished jobs, whatever their age; queued and
+/// running jobs neither count nor go; another tenant's jobs do not count against it.
+inline void ExpectRetentionKeepsEachTenantsNewestFinishedJobs(JobStore& store) {
+  using quark::v1::JobState;
+  ManualClock clock(absl::FromUnixSeconds(1800000000));
+  const absl::Time now = clock.Now();
+  const absl::Duration hour = absl::Hours(1);
+  for (int i = 0; i < 5; ++i) {  // a-0 is the oldest
+    StoreAgedJob(store, now, "a-" + std::to_string(i), "a", JobState::JOB_STATE_SUCCEEDED, (10 - i) * hour,
+                 (9 - i) * hour);
+  }
+  StoreAgedJob(store, now, "a-queued", "a", JobState::JOB_STATE_QUEUED, 20 * hour, 0 * hour);
+  StoreAgedJob(store, now, "b-0", "b", JobState::JOB_STATE_CANCELLED, 30 * hour, 29 * hour);
+  StoreAgedJob(store, now, "b-1", "b", JobState::JOB_STATE_FAILED, 2 * hour, 1 * hour);
+  StoreAgedJob(store, now, "a-5", "a", JobState::JOB_STATE_RUNNING, 1 * hour, 0 * hour);
+  RetentionPolicy policy;
+  policy.max_finished_per_tenant = 3;
+  policy.page_size = 1;
+  std::vector<std::string> deleted, reasons;
+  JobRetention retention(&store, &clock, policy, [&](const quark::v1::Job& job, int64_t, const std::string& reason) {
+    deleted.push_back(job.id());
+    reasons.push_back(reason);
+  });
+  ASSERT_TRUE(retention.Sweep().ok());
+  EXPECT_EQ(deleted, (std::vector<std::string>{"a-0", "a-1"}));
+  ASSERT_FALSE(reasons.empty());
+  EXPECT_EQ(reasons[0], "more than 3 newer finished jobs");
+  for (const char* kept : {"a-2", "a-3", "a-4", "a-queued", "a-5", "b-0", "b-1"}) {
+    EXPECT_TRUE(store.GetJob(kept).ok()) << kept;
+  }
+  ASSERT_TRUE(retention.Sweep().ok());  // nothing more to do
+  EXPECT_EQ(deleted.size(), 2u);
 }
 
 }  // namespace quark::server::testing
