@@ -28,6 +28,9 @@ struct Flags {
   int64_t cancel_grace_ms = 5000;
   int max_attempts = 3;
   int64_t drain_grace_ms = 20000;
+  double retain_finished_jobs_days = 0;  // 0: keep finished jobs until DeleteJob
+  double retention_sweep_minutes = 60;
+  int retain_finished_jobs = 0;  // per tenant; 0: no count limit
   double slurm_idle_exit_s = 60;
   int64_t slurm_poll_ms = 2000;
 };
@@ -121,6 +124,18 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->envname("QUARKD_TOKENS_FILE");
   app.add_option("--metrics-token-file", f.server.metrics_token_file,
                  "File holding the bearer token /metrics requires")->envname("QUARKD_METRICS_TOKEN_FILE");
+  // #29 retention (server/scheduler/job_retention.h).
+  app.add_option("--retain-finished-jobs-days", f.retain_finished_jobs_days,
+                 "Delete finished (succeeded, failed, cancelled) jobs this many days after they finished, as DeleteJob "
+                 "does (artifacts stay); 0 keeps them")
+      ->check(CLI::Range(0.0, 36500.0))->envname("QUARKD_RETAIN_FINISHED_JOBS_DAYS")->capture_default_str();
+  app.add_option("--retain-finished-jobs", f.retain_finished_jobs,
+                 "Each tenant keeps at most this many finished jobs (its newest); older ones are deleted as DeleteJob "
+                 "does; 0: no count limit")
+      ->check(CLI::Range(0, 100000000))->envname("QUARKD_RETAIN_FINISHED_JOBS")->capture_default_str();
+  app.add_option("--retention-sweep-minutes", f.retention_sweep_minutes,
+                 "How often the retention sweep runs (also once at start)")
+      ->check(CLI::Range(0.01, 10080.0))->envname("QUARKD_RETENTION_SWEEP_MINUTES")->capture_default_str();
   AddSlurmFlags(app, f);
 }
 
@@ -150,6 +165,11 @@ int main(int argc, char** argv) {
   flags.server.scheduler.cancel_grace = absl::Milliseconds(flags.cancel_grace_ms);
   flags.server.scheduler.default_max_attempts = flags.max_attempts;
   flags.server.drain_grace = absl::Milliseconds(flags.drain_grace_ms);
+  if (flags.retain_finished_jobs_days > 0) {
+    flags.server.retention.max_age = absl::Hours(24 * flags.retain_finished_jobs_days);
+  }
+  flags.server.retention.max_finished_per_tenant = flags.retain_finished_jobs;
+  flags.server.retention.sweep_interval = absl::Minutes(flags.retention_sweep_minutes);
   flags.server.slurm.idle_exit = absl::Seconds(flags.slurm_idle_exit_s);
   flags.server.slurm.poll_interval = absl::Milliseconds(flags.slurm_poll_ms);
   // With Slurm providing the workers, no local one unless asked for.

@@ -47,6 +47,7 @@ std::string DialAddress(const std::string& host, int port) {
 }
 
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+constexpr absl::Duration kRetentionCheckInterval = absl::Seconds(1);  // is a sweep due (by the clock)?
 constexpr int kTokenCheckTicks = 10;  // the tokens file's mtime is looked at every 10th tick (~1 s)
 constexpr size_t kMaxUnixSocketPath = 100;
 
@@ -129,6 +130,7 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
       if (ticks % kTokenCheckTicks == 0 && self->auth_->ReloadIfChanged()) self->AfterTokensReload();
     }
   });
+  server->StartRetention(options, clock);
   status = server->StartWorkers(options);
   if (status.ok()) status = server->StartExecutor(options);
   if (!status.ok()) return status;
@@ -357,6 +359,26 @@ absl::Status QuarkServer::StartExecutor(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+void QuarkServer::StartRetention(const ServerOptions& options, Clock* clock) {
+  if (!options.retention.enabled()) return;
+  AccessControl* access = access_.get();
+  retention_ = std::make_unique<JobRetention>(
+      store_.get(), clock, options.retention,
+      [access](const quark::v1::Job& job, int64_t freed_bytes, const std::string& reason) {
+        // Audited as DeleteJob audits, under quarkd's own principal in the job's tenant.
+        Principal system{kRetentionPrincipal, job.tenant(), Role::kAdmin, false};
+        access->Audit(system, "delete", job.id(), absl::OkStatus(),
+                      absl::StrCat("tenant=", job.tenant(), " freed_bytes=", freed_bytes, " retention: ", reason));
+        log::Get("server")->info("job={} deleted by retention: {} ({} bytes freed)", job.id(), reason, freed_bytes);
+      });
+  JobRetention* retention = retention_.get();
+  retention_thread_ = std::thread([this, retention] {
+    do {
+      retention->MaybeSweep([this] { return stop_.HasBeenNotified(); });  // the first call sweeps at once
+    } while (!stop_.WaitForNotificationWithTimeout(kRetentionCheckInterval));
+  });
+}
+
 int QuarkServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; }
 
 void QuarkServer::Wait() { stopped_.WaitForNotification(); }
@@ -389,6 +411,7 @@ void QuarkServer::Shutdown() {
   if (stopped_.HasBeenNotified()) return;
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  if (retention_thread_.joinable()) retention_thread_.join();
   // Slurm workers first: scancel sends them SIGTERM, and a job handed back before the port closes is requeued
   // at once (otherwise when its lease expires).
   if (slurm_) slurm_->Stop();

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "server/scheduler/job_retention.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/scheduler.h"
 #include "server/workers/slurm_executor.h"
@@ -73,6 +74,9 @@ struct ServerOptions {
   /// #29 verified dedup: hand s3:// results to identical jobs on the worker's reported digests (quarkd reads no
   /// object store); without it only file:// results, re-checked, are reused.
   bool trust_object_store = false;
+  /// #29 retention: finished jobs older than retention.max_age leave the store as DeleteJob removes them, at start
+  /// and every retention.sweep_interval (off by default).
+  RetentionPolicy retention;
   SlurmExecutorOptions slurm;
   SchedulerOptions scheduler;
   /// #34 signed provenance: Ed25519 private key (PEM). Local workers sign manifest.json with it (passed as
@@ -120,6 +124,7 @@ class QuarkServer {
   void AfterTokensReload();
   absl::Status StartWorkers(const ServerOptions& options);
   absl::Status StartExecutor(const ServerOptions& options);
+  void StartRetention(const ServerOptions& options, Clock* clock);
 
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
@@ -147,6 +152,8 @@ class QuarkServer {
   std::unique_ptr<WorkerPool> worker_pool_;
   std::unique_ptr<SlurmExecutor> slurm_;
   std::thread ticker_;
+  std::unique_ptr<JobRetention> retention_;
+  std::thread retention_thread_;  // sweeps retention_ (a sweep may take a while: off the ticker)
   absl::Notification stop_;
   absl::Notification stopped_;
   absl::Mutex shutdown_mu_;

@@ -24,14 +24,8 @@ touch "$dir/kills"
 as=""; [ "$(id -u)" = 0 ] && as="runuser -u nobody --"
 
 if [ "$store" = postgres ]; then
-  pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-  mkdir "$dir/pg"; [ -n "$as" ] && chown nobody "$dir/pg"
-  $as "$pg_bin/initdb" -D "$dir/pg/data" -A trust -U quark --no-sync >/dev/null
-  # Durable as in production (fsync on); the socket lives in the bench folder.
-  $as "$pg_bin/pg_ctl" -D "$dir/pg/data" -o "-k $dir/pg -c listen_addresses='' -c max_connections=200" \
-      -l "$dir/pg/log" -w start >/dev/null
-  dsn="postgres:///postgres?host=$dir/pg&user=quark"
-  sql() { psql -qAtX -h "$dir/pg" -U quark postgres -c "$1"; }
+  source "$(dirname "$0")/bench_postgres.sh"
+  start_bench_postgres "$dir"  # durable as in production (fsync on); the socket lives in the bench folder
 fi
 
 ports=(); for i in $(seq 0 $((replicas - 1))); do ports+=($((50161 + i))); done

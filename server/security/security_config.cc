@@ -99,6 +99,9 @@ absl::Status ParseToken(const json& entry, const std::string& path, SecurityConf
   if (principal.name == kLocalWorkerPrincipal) {
     return Bad(path + ".name", absl::StrCat("\"", kLocalWorkerPrincipal, "\" is the name of quarkd's own local workers"));
   }
+  if (principal.name == kRetentionPrincipal) {
+    return Bad(path + ".name", absl::StrCat("\"", kRetentionPrincipal, "\" is the name of quarkd's retention sweeps"));
+  }
   if (!hash->empty()) {
     if (!config->by_token_sha256.emplace(*hash, principal).second) return Bad(path + ".sha256", "listed twice");
   } else {

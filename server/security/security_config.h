@@ -30,6 +30,9 @@ std::string RoleName(Role role);
 /// The principal of quarkd's own local workers (their token is minted at start, in no file). No entry of a tokens
 /// file may take this name, and only this principal may act as a local worker id (worker_binding.h).
 inline constexpr char kLocalWorkerPrincipal[] = "local-worker";
+/// The principal of quarkd's own retention sweeps in the audit log (#29, job_retention.h); no tokens-file entry may
+/// take this name either.
+inline constexpr char kRetentionPrincipal[] = "quarkd-retention";
 
 /// Who a call comes from. Never holds the token itself.
 struct Principal {

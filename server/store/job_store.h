@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "quark/v1/service.pb.h"
 
 namespace quark::server {
@@ -100,12 +101,21 @@ class JobStore {
   virtual absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() = 0;
 
   /// #29 storage quota: the bytes `tenant`'s jobs hold in the store — every job row (its serialized Job, spec
-  /// included) and every event row, in any state (cancelled and finished jobs count until deleted).
+  /// included), every event row and every attempt row (AttemptRowBytes), in any state (cancelled and finished jobs
+  /// count until deleted).
   virtual absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) = 0;
   /// Deletes a SUCCEEDED, FAILED or CANCELLED job with its events and attempts in one transaction and returns the
   /// bytes it held (as TenantStoredBytes counts them). NOT_FOUND naming the id; FAILED_PRECONDITION naming the
   /// state for a queued or running job (the state is checked in the same transaction as the delete).
   virtual absl::StatusOr<int64_t> DeleteJob(const std::string& id) = 0;
+  /// #29 retention: finished jobs (SUCCEEDED, FAILED, CANCELLED) created before `created_before` whose order is above
+  /// `after_order`, oldest first, at most `limit` (the candidates of a retention sweep, which pages with the last
+  /// order seen: a job finishes after it is created, so every job finished before a time was created before it).
+  virtual absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
+                                                                  int limit) = 0;
+  /// #29 retention by count: finished jobs of any tenant that has more than `keep` newer finished jobs (each
+  /// tenant keeps its newest `keep`), order above `after_order`, oldest first, at most `limit`.
+  virtual absl::StatusOr<std::vector<StoredJob>> ListExcessFinishedJobs(int keep, int64_t after_order, int limit) = 0;
   /// #29 verified dedup: FindByContentKey no longer finds job `id` (its published files changed). The job itself,
   /// its Job.content_key included, stays as it is. OK when the job does not exist.
   virtual absl::Status ForgetContentKey(const std::string& id) = 0;
@@ -125,6 +135,24 @@ std::string ScopedRequestId(const std::string& tenant, const std::string& reques
 
 /// FAILED_PRECONDITION "job \"ID\" is STATE: only a finished job can be deleted (cancel it first)".
 absl::Status JobNotDeletableError(const std::string& id, quark::v1::JobState state);
+
+/// ListExcessFinishedJobs' query (both stores) with the store's placeholders for keep, after_order and limit.
+std::string ExcessFinishedJobsSql(const std::string& keep, const std::string& after_order, const std::string& limit);
+
+/// What an attempt row holds besides its texts: its number and two times, 8 bytes each.
+inline constexpr int64_t kAttemptRowFixedBytes = 24;
+
+/// The bytes an attempt row of job `job_id` counts in its tenant's storage quota: the job id, worker id and error
+/// as stored (UTF-8 bytes) plus kAttemptRowFixedBytes.
+inline int64_t AttemptRowBytes(const std::string& job_id, const quark::v1::Attempt& attempt) {
+  return static_cast<int64_t>(job_id.size() + attempt.worker_id().size() + attempt.error().size()) +
+         kAttemptRowFixedBytes;
+}
+
+/// ListFinishedJobs' query (both stores) with the store's placeholders for created_before (Unix ms), after_order and
+/// limit: `SELECT seq, job FROM jobs ...` oldest first.
+std::string FinishedJobsSql(const std::string& created_before, const std::string& after_order,
+                            const std::string& limit);
 
 /// Whether a job in `state` may be deleted (SUCCEEDED, FAILED, CANCELLED).
 bool IsDeletableState(quark::v1::JobState state);

@@ -5,9 +5,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/store/audit_retention.h"
+#include "server/store/job_store.h"
 #include "server/store/sqlite_util.h"
 
 namespace quark::server {
+
+std::string SqliteAttemptBytes(const std::string& row) {
+  return absl::StrCat("(length(CAST(", row, ".job_id AS BLOB)) + length(CAST(", row, ".worker_id AS BLOB)) + ",
+                      "length(CAST(", row, ".error AS BLOB)) + ", kAttemptRowFixedBytes, ")");
+}
+
 namespace {
 
 // Index i holds the migration from version i to i + 1. Never edit a shipped entry: add one.
@@ -101,6 +108,32 @@ const std::vector<std::string>& Migrations() {
       END;
       CREATE TRIGGER IF NOT EXISTS job_events_bytes_delete AFTER DELETE ON job_events BEGIN
         UPDATE tenant_storage SET bytes = bytes - length(OLD.event)
+          WHERE tenant = (SELECT tenant FROM jobs WHERE id = OLD.job_id);
+      END;
+      )sql",
+      // 7 (#29 storage quota): attempt rows count too, each as its texts' bytes plus 8 for each of its three
+      // integers (kAttemptRowBytes). Attempts are upserted (ON CONFLICT DO UPDATE, so that the UPDATE trigger fires:
+      // INSERT OR REPLACE's delete fires no trigger). The counter is seeded again from all three tables; written to be
+      // re-run over itself.
+      R"sql(
+      DELETE FROM tenant_storage;
+      INSERT INTO tenant_storage (tenant, bytes)
+        SELECT tenant, SUM(b) FROM (SELECT tenant, length(job) AS b FROM jobs
+                                    UNION ALL SELECT j.tenant, length(e.event) FROM job_events e
+                                              JOIN jobs j ON e.job_id = j.id
+                                    UNION ALL SELECT j.tenant, )sql" + SqliteAttemptBytes("a") + R"sql( FROM job_attempts a
+                                              JOIN jobs j ON a.job_id = j.id) GROUP BY tenant;
+      CREATE TRIGGER IF NOT EXISTS job_attempts_bytes_insert AFTER INSERT ON job_attempts BEGIN
+        UPDATE tenant_storage SET bytes = bytes + )sql" + SqliteAttemptBytes("NEW") + R"sql(
+          WHERE tenant = (SELECT tenant FROM jobs WHERE id = NEW.job_id);
+      END;
+      CREATE TRIGGER IF NOT EXISTS job_attempts_bytes_update AFTER UPDATE ON job_attempts
+        WHEN )sql" + SqliteAttemptBytes("NEW") + " <> " + SqliteAttemptBytes("OLD") + R"sql( BEGIN
+        UPDATE tenant_storage SET bytes = bytes + )sql" + SqliteAttemptBytes("NEW") + " - " + SqliteAttemptBytes("OLD") + R"sql(
+          WHERE tenant = (SELECT tenant FROM jobs WHERE id = NEW.job_id);
+      END;
+      CREATE TRIGGER IF NOT EXISTS job_attempts_bytes_delete AFTER DELETE ON job_attempts BEGIN
+        UPDATE tenant_storage SET bytes = bytes - )sql" + SqliteAttemptBytes("OLD") + R"sql(
           WHERE tenant = (SELECT tenant FROM jobs WHERE id = OLD.job_id);
       END;
       )sql",

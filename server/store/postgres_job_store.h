@@ -41,9 +41,12 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
                                                               int limit) override;
+  absl::StatusOr<std::vector<StoredJob>> ListExcessFinishedJobs(int keep, int64_t after_order, int limit) override;
   absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() override;
   absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) override;
   absl::StatusOr<int64_t> DeleteJob(const std::string& id) override;
+  absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
+                                                          int limit) override;
   absl::Status ForgetContentKey(const std::string& id) override;
   absl::Status AppendAudit(quark::v1::AuditRecord* record) override;
   absl::StatusOr<std::vector<quark::v1::AuditRecord>> ListAudit(int64_t after_sequence, int limit,
@@ -77,6 +80,8 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   /// the connection was lost before anything was committed.
   absl::Status InTransaction(const std::function<absl::Status(PGconn*)>& body);
   absl::Status WithConnection(const std::function<absl::Status(PGconn*)>& body);
+  /// Runs a `SELECT seq, job` with three integer parameters (retention's candidate lists).
+  absl::StatusOr<std::vector<StoredJob>> ScanJobs(const std::string& sql, int64_t a, int64_t b, int64_t c);
   absl::Status UpdateLockedRow(PGconn* conn, const std::string& select_sql, const PgParams& params,
                                const RowUpdate& update, LeaseRow* out, bool* found, bool* changed);
   void ListenLoop();

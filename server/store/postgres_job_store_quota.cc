@@ -1,9 +1,11 @@
 // PostgresJobStore's storage-quota side (#29): the bytes a tenant's rows hold and the deletion of finished jobs; and
 // the content key a job with changed files loses (verified dedup).
-// A tenant's bytes are kept in tenant_storage by triggers (migration 6); octet_length() of a BYTEA reads the TOAST
-// header only.
+// A tenant's bytes are kept in tenant_storage_slots by triggers (migrations 6-8: one slot row per backend, so that
+// replicas writing one tenant's jobs do not queue on one row lock); octet_length() of a BYTEA reads the TOAST header
+// only.
 #include "absl/strings/str_cat.h"
 #include "server/store/postgres_job_store.h"
+#include "server/store/postgres_schema.h"
 
 namespace quark::server {
 
@@ -11,8 +13,8 @@ absl::StatusOr<int64_t> PostgresJobStore::TenantStoredBytes(const std::string& t
   int64_t bytes = 0;
   absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result =
-        PgExec(conn, "SELECT COALESCE((SELECT bytes FROM tenant_storage WHERE tenant = $1), 0)::BIGINT",
-               PgParams().Add(tenant));  // kept by triggers (migration 6)
+        PgExec(conn, "SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM tenant_storage_slots WHERE tenant = $1",
+               PgParams().Add(tenant));  // kept by triggers (migrations 6-8), one slot per backend
     if (!result.ok()) return result.status();
     bytes = result->Int(0, 0);
     return absl::OkStatus();
@@ -32,8 +34,10 @@ absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
     if (!IsDeletableState(state)) return JobNotDeletableError(id, state);
     absl::StatusOr<PgResult> sized =
         PgExec(conn,
-               "SELECT (SELECT COALESCE(SUM(octet_length(job)), 0) FROM jobs WHERE id = $1)::BIGINT + "
-               "(SELECT COALESCE(SUM(octet_length(event)), 0) FROM job_events WHERE job_id = $1)::BIGINT",
+               absl::StrCat("SELECT (SELECT COALESCE(SUM(octet_length(job)), 0) FROM jobs WHERE id = $1)::BIGINT + "
+                            "(SELECT COALESCE(SUM(octet_length(event)), 0) FROM job_events WHERE job_id = $1)::BIGINT + "
+                            "(SELECT COALESCE(SUM(",
+                            PgAttemptBytes("a"), "), 0) FROM job_attempts a WHERE a.job_id = $1)::BIGINT"),
                PgParams().Add(id));
     if (!sized.ok()) return sized.status();
     bytes = sized->Int(0, 0);
@@ -46,6 +50,37 @@ absl::StatusOr<int64_t> PostgresJobStore::DeleteJob(const std::string& id) {
   });
   if (!status.ok()) return status;
   return bytes;
+}
+
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ListFinishedJobs(absl::Time created_before,
+                                                                          int64_t after_order, int limit) {
+  static const std::string sql = FinishedJobsSql("$1", "$2", "$3");
+  return ScanJobs(sql, absl::ToUnixMillis(created_before), after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ListExcessFinishedJobs(int keep, int64_t after_order,
+                                                                                int limit) {
+  static const std::string sql = ExcessFinishedJobsSql("$1", "$2", "$3");
+  return ScanJobs(sql, keep, after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::ScanJobs(const std::string& sql, int64_t a, int64_t b,
+                                                                  int64_t c) {
+  std::vector<StoredJob> jobs;
+  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+    absl::StatusOr<PgResult> result = PgExec(conn, sql, PgParams().Add(a).Add(b).Add(c));
+    if (!result.ok()) return result.status();
+    for (int i = 0; i < result->rows(); ++i) {
+      StoredJob stored{result->Int(i, 0), {}};
+      if (!stored.job.ParseFromString(result->Bytes(i, 1))) {
+        return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
+      }
+      jobs.push_back(std::move(stored));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return jobs;
 }
 
 absl::Status PostgresJobStore::ForgetContentKey(const std::string& id) {

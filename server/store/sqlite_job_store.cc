@@ -72,8 +72,10 @@ absl::StatusOr<SqliteJobStore::Statements> SqliteJobStore::PrepareAll(sqlite3* d
       {&s.insert_event, "INSERT INTO job_events (job_id, sequence, event) VALUES (?,?,?)"},
       {&s.list_events, "SELECT event FROM job_events WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?"},
       {&s.upsert_attempt,
-       "INSERT OR REPLACE INTO job_attempts (job_id, number, worker_id, started_unix_ms, ended_unix_ms, error) "
-       "VALUES (?,?,?,?,?,?)"},
+       // An upsert, not INSERT OR REPLACE: its delete would fire no trigger and the quota would count the row twice.
+       "INSERT INTO job_attempts (job_id, number, worker_id, started_unix_ms, ended_unix_ms, error) "
+       "VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, number) DO UPDATE SET worker_id = excluded.worker_id, "
+       "started_unix_ms = excluded.started_unix_ms, ended_unix_ms = excluded.ended_unix_ms, error = excluded.error"},
       {&s.list_page, "SELECT seq, job FROM jobs WHERE seq < ? ORDER BY seq DESC LIMIT ?"},
       {&s.load_state, "SELECT seq, job FROM jobs WHERE state = ? ORDER BY seq"},
       {&s.count, "SELECT state, preset, COUNT(*) FROM jobs GROUP BY state, preset"},

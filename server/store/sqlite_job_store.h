@@ -29,9 +29,12 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size, const std::string& page_token) override;
   absl::StatusOr<std::vector<quark::v1::JobEvent>> ListEvents(const std::string& job_id, int64_t after_sequence,
                                                               int limit) override;
+  absl::StatusOr<std::vector<StoredJob>> ListExcessFinishedJobs(int keep, int64_t after_order, int limit) override;
   absl::StatusOr<std::map<std::pair<quark::v1::JobState, std::string>, int64_t>> CountJobs() override;
   absl::StatusOr<int64_t> TenantStoredBytes(const std::string& tenant) override;
   absl::StatusOr<int64_t> DeleteJob(const std::string& id) override;
+  absl::StatusOr<std::vector<StoredJob>> ListFinishedJobs(absl::Time created_before, int64_t after_order,
+                                                          int limit) override;
   absl::Status ForgetContentKey(const std::string& id) override;
   absl::Status AppendAudit(quark::v1::AuditRecord* record) override;
   absl::StatusOr<std::vector<quark::v1::AuditRecord>> ListAudit(int64_t after_sequence, int limit,

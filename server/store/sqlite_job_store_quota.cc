@@ -2,15 +2,20 @@
 // the content key a job with changed files loses (verified dedup).
 // A tenant's bytes are kept in tenant_storage by triggers (schema 6); length() of a BLOB reads the record header only.
 #include "absl/strings/str_cat.h"
+#include "server/store/job_store_schema.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace quark::server {
 namespace {
 
-// Bound by the job's id (?1): the job row's bytes plus its events'.
-constexpr char kJobBytesSql[] =
-    "SELECT (SELECT COALESCE(SUM(length(job)), 0) FROM jobs WHERE id = ?1) + "
-    "(SELECT COALESCE(SUM(length(event)), 0) FROM job_events WHERE job_id = ?1)";
+// Bound by the job's id (?1): the job row's bytes plus its events' and attempts'.
+const std::string& JobBytesSql() {
+  static const std::string sql = absl::StrCat(
+      "SELECT (SELECT COALESCE(SUM(length(job)), 0) FROM jobs WHERE id = ?1) + "
+      "(SELECT COALESCE(SUM(length(event)), 0) FROM job_events WHERE job_id = ?1) + "
+      "(SELECT COALESCE(SUM(", SqliteAttemptBytes("a"), "), 0) FROM job_attempts a WHERE a.job_id = ?1)");
+  return sql;
+}
 
 absl::StatusOr<int64_t> QueryInt(sqlite3* db, const char* sql, const std::string& argument) {
   absl::StatusOr<Statement> query = Prepare(db, sql);
@@ -19,6 +24,25 @@ absl::StatusOr<int64_t> QueryInt(sqlite3* db, const char* sql, const std::string
   absl::StatusOr<bool> row = query->Step();
   if (!row.ok()) return row.status();
   return *row && !query->ColumnIsNull(0) ? query->ColumnInt(0) : 0;
+}
+
+// Runs a `SELECT seq, job` with three integer parameters (retention's candidate lists).
+absl::StatusOr<std::vector<StoredJob>> ScanJobs(sqlite3* db, const std::string& sql, int64_t a, int64_t b, int64_t c) {
+  absl::StatusOr<Statement> scan = Prepare(db, sql);
+  if (!scan.ok()) return scan.status();
+  scan->Bind(1, a).Bind(2, b).Bind(3, c);
+  std::vector<StoredJob> jobs;
+  while (true) {
+    absl::StatusOr<bool> row = scan->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    StoredJob stored{scan->ColumnInt(0), {}};
+    if (!stored.job.ParseFromString(scan->ColumnBlob(1))) {
+      return absl::DataLossError(absl::StrCat("job store: unreadable job row seq ", stored.order));
+    }
+    jobs.push_back(std::move(stored));
+  }
+  return jobs;
 }
 
 }  // namespace
@@ -37,7 +61,7 @@ absl::StatusOr<int64_t> SqliteJobStore::DeleteJob(const std::string& id) {
   absl::StatusOr<quark::v1::Job> job = GetJobLocked(id);
   if (!job.ok()) return job.status();
   if (!IsDeletableState(job->state())) return JobNotDeletableError(id, job->state());
-  absl::StatusOr<int64_t> bytes = QueryInt(db_.get(), kJobBytesSql, id);
+  absl::StatusOr<int64_t> bytes = QueryInt(db_.get(), JobBytesSql().c_str(), id);
   if (!bytes.ok()) return bytes.status();
   for (const char* sql : {"DELETE FROM job_events WHERE job_id = ?", "DELETE FROM job_attempts WHERE job_id = ?",
                           "DELETE FROM jobs WHERE id = ?"}) {
@@ -50,6 +74,18 @@ absl::StatusOr<int64_t> SqliteJobStore::DeleteJob(const std::string& id) {
   status = txn.Commit();
   if (!status.ok()) return status;
   return *bytes;
+}
+
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::ListFinishedJobs(absl::Time created_before,
+                                                                        int64_t after_order, int limit) {
+  absl::MutexLock lock(&mu_);
+  return ScanJobs(db_.get(), FinishedJobsSql("?1", "?2", "?3"), absl::ToUnixMillis(created_before), after_order, limit);
+}
+
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::ListExcessFinishedJobs(int keep, int64_t after_order,
+                                                                              int limit) {
+  absl::MutexLock lock(&mu_);
+  return ScanJobs(db_.get(), ExcessFinishedJobsSql("?1", "?2", "?3"), keep, after_order, limit);
 }
 
 absl::Status SqliteJobStore::ForgetContentKey(const std::string& id) {

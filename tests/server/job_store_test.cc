@@ -313,6 +313,12 @@ TEST(SqliteJobStoreTest, TenantStoredBytesCountEveryStateAndDeleteJobFreesThem) 
   EXPECT_TRUE(store->GetJob("job-a3").ok());
 }
 
+TEST(SqliteJobStoreTest, AttemptRowsCountInTheTenantsStoredBytes) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("q.db"));
+  testing::ExpectAttemptRowsCount(*store);
+}
+
 // Schema 6 seeds tenant_storage from the rows a store of schema 5 already holds.
 TEST(SqliteJobStoreTest, TheUpgradeToSchema6CountsTheRowsAlreadyStored) {
   TempDir dir;
@@ -334,6 +340,45 @@ TEST(SqliteJobStoreTest, TheUpgradeToSchema6CountsTheRowsAlreadyStored) {
   EXPECT_EQ(*store->TenantStoredBytes("a"), a);
   EXPECT_EQ(*store->TenantStoredBytes("b"), b);
   EXPECT_EQ(*store->TenantStoredBytes("c"), 0);
+}
+
+// A store written before schema 7 holds attempt rows its counter never saw: the upgrade counts them.
+TEST(SqliteJobStoreTest, TheUpgradeToSchema7CountsTheAttemptRowsAlreadyStored) {
+  TempDir dir;
+  const std::string path = dir.File("q.db");
+  auto store = OpenOrDie(path);
+  const int64_t a = testing::CreateAndFinish(*store, "job-a1", "a", 3000, quark::v1::JOB_STATE_CANCELLED);
+  Job job = *store->GetJob("job-a1");
+  const int64_t old_row = static_cast<int64_t>(job.SerializeAsString().size());
+  quark::v1::Attempt* attempt = job.add_attempts();
+  attempt->set_number(1);
+  attempt->set_worker_id("local-0-0123456789abcdef");
+  attempt->set_error("worker lost");
+  std::vector<JobEvent> none;
+  ASSERT_TRUE(store->UpdateJob(job, &none).ok());
+  const int64_t with_attempt = *store->TenantStoredBytes("a");
+  const int64_t attempt_bytes = static_cast<int64_t>(std::string("job-a1").size() + attempt->worker_id().size() +
+                                                     attempt->error().size() + 24);
+  EXPECT_EQ(with_attempt, a - old_row + static_cast<int64_t>(job.SerializeAsString().size()) + attempt_bytes);
+  store.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  // Schema 6 as it was: the attempt triggers absent and the counter without the attempt.
+  ASSERT_EQ(sqlite3_exec(db,
+                         absl::StrCat("DROP TRIGGER job_attempts_bytes_insert; DROP TRIGGER job_attempts_bytes_update; "
+                                      "DROP TRIGGER job_attempts_bytes_delete; UPDATE tenant_storage SET bytes = ",
+                                      with_attempt - attempt_bytes,
+                                      " WHERE tenant = 'a'; DELETE FROM schema_version WHERE version >= 7")
+                             .c_str(),
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  store = OpenOrDie(path);
+  EXPECT_EQ(*store->TenantStoredBytes("a"), with_attempt);
+  absl::StatusOr<int64_t> freed = store->DeleteJob("job-a1");
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_EQ(*freed, with_attempt);
+  EXPECT_EQ(*store->TenantStoredBytes("a"), 0);
 }
 
 }  // namespace

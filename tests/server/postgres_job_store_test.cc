@@ -429,5 +429,7 @@ TEST_F(PostgresJobStoreTest, TenantStoredBytesCountEveryStateAndDeleteJobFreesTh
   EXPECT_EQ(b_->GetJob("job-a2").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(PostgresJobStoreTest, AttemptRowsCountInTheTenantsStoredBytes) { testing::ExpectAttemptRowsCount(*a_); }
+
 }  // namespace
 }  // namespace quark::server

@@ -57,6 +57,8 @@ TEST(SecurityConfigTest, EveryBadEntryIsNamed) {
       {R"({"tokens": [{"name": "local-worker", "sha256": ")" + h + R"(", "role": "worker"}]})",
        "tokens[0].name: \"local-worker\" is the name of quarkd's own local workers"},
       {R"({"tokens": [{"mtls_identity": "local-worker", "role": "worker"}]})", "tokens[0].name: \"local-worker\""},
+      {R"({"tokens": [{"name": "quarkd-retention", "sha256": ")" + h + R"(", "role": "admin"}]})",
+       "tokens[0].name: \"quarkd-retention\" is the name of quarkd's retention sweeps"},
       {R"({"tenants": {"a": {"model_roots": ["/srv"]}}})", "tenants.a.model_roots[0]: \"/srv\" is not"},
       {R"({"tenants": {"a": {"output_prefixes": ["s3://b/../c"]}}})", "tenants.a.output_prefixes[0]"},
       {R"({"tenants": {"a": {"max_queued_jobs": -1}}})", "tenants.a.max_queued_jobs: expected a non-negative"},

@@ -1,6 +1,7 @@
 // The #29 storage-quota contract of a JobStore, run against SQLite (job_store_test) and a real PostgreSQL
 // (postgres_job_store_test): TenantStoredBytes counts every job row and event of a tenant in any state,
-// DeleteJob frees exactly what it counted, refuses unfinished jobs and takes the events and attempts along.
+// DeleteJob frees exactly what it counted, refuses unfinished jobs and takes the events and attempts along; attempt
+// rows count too (ExpectAttemptRowsCount).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -78,6 +79,52 @@ inline void ExpectStoredBytesAndDeletion(JobStore& store) {
   ASSERT_TRUE(loaded.ok());
   ASSERT_EQ(loaded->size(), 1u);
   EXPECT_EQ((*loaded)[0].job.id(), "job-a3");
+}
+
+/// Attempt rows count in the tenant's bytes too (#29): each as its job id, worker id and error in UTF-8 bytes plus
+/// 24 (its number and two times). Rewriting the same attempts (every state change does) adds nothing; a changed
+/// error moves the count by the difference; DeleteJob frees them with the rest.
+inline void ExpectAttemptRowsCount(JobStore& store) {
+  auto attempt_bytes = [](const std::string& job_id, const quark::v1::Attempt& attempt) {
+    return static_cast<int64_t>(job_id.size() + attempt.worker_id().size() + attempt.error().size() + 24);
+  };
+  quark::v1::Job job = QuotaJob("job-t1", "t", 100);
+  std::vector<quark::v1::JobEvent> events(1);
+  events[0].set_state(job.state());
+  bool created = false;
+  ASSERT_TRUE(store.CreateJob(job, &events, &created).ok());
+  const int64_t event_bytes = static_cast<int64_t>(events[0].SerializeAsString().size());
+  auto row_bytes = [&] { return static_cast<int64_t>(job.SerializeAsString().size()); };
+  EXPECT_EQ(*store.TenantStoredBytes("t"), row_bytes() + event_bytes);
+
+  job.set_state(quark::v1::JOB_STATE_RUNNING);
+  quark::v1::Attempt* first = job.add_attempts();
+  first->set_number(1);
+  first->set_worker_id("wörker-1");  // UTF-8: 9 bytes, 8 characters
+  first->mutable_started_at()->set_seconds(1700000100);
+  std::vector<quark::v1::JobEvent> none;
+  ASSERT_TRUE(store.UpdateJob(job, &none).ok());
+  EXPECT_EQ(*store.TenantStoredBytes("t"), row_bytes() + event_bytes + attempt_bytes("job-t1", *first));
+
+  first->set_error(std::string(3000, 'e') + " lease lost");
+  first->mutable_ended_at()->set_seconds(1700000200);
+  quark::v1::Attempt* second = job.add_attempts();
+  second->set_number(2);
+  second->set_worker_id("worker-2");
+  second->mutable_started_at()->set_seconds(1700000300);
+  ASSERT_TRUE(store.UpdateJob(job, &none).ok());
+  const int64_t both = attempt_bytes("job-t1", job.attempts(0)) + attempt_bytes("job-t1", job.attempts(1));
+  EXPECT_GT(both, 3000);
+  EXPECT_EQ(*store.TenantStoredBytes("t"), row_bytes() + event_bytes + both);
+  ASSERT_TRUE(store.UpdateJob(job, &none).ok());  // the same attempts written again
+  EXPECT_EQ(*store.TenantStoredBytes("t"), row_bytes() + event_bytes + both);
+
+  job.set_state(quark::v1::JOB_STATE_FAILED);
+  ASSERT_TRUE(store.UpdateJob(job, &none).ok());
+  absl::StatusOr<int64_t> freed = store.DeleteJob("job-t1");
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_EQ(*freed, row_bytes() + event_bytes + both);
+  EXPECT_EQ(*store.TenantStoredBytes("t"), 0);
 }
 
 }  // namespace quark::server::testing

@@ -1,4 +1,4 @@
-"""python -m quarkd: quarkctl's commands (submit, get, list, watch, cancel, presets) on the Python client.
+"""python -m quarkd: quarkctl's commands (submit, get, list, watch, cancel, delete, presets) on the Python client.
 
 Exit codes as quarkctl: 0 ok / job succeeded, 1 job failed, 2 bad arguments, 3 job cancelled, 4 quarkd refused
 the call or is unreachable (the gRPC code and message are printed).
@@ -62,6 +62,7 @@ def _parser():
     watch.add_argument("id")
     watch.add_argument("--after", type=int, default=0)
     commands.add_parser("cancel", help="cancel a queued or running job").add_argument("id")
+    commands.add_parser("delete", help="delete a finished job from the store (its artifacts stay)").add_argument("id")
     commands.add_parser("presets", help="list the presets")
     return parser
 
@@ -161,6 +162,14 @@ def _run(args, client, out, err):
         return _exit_code(job)
     if args.command == "cancel":
         _print_job(client.cancel(args.id), args.output_format, out)
+        return EXIT_OK
+    if args.command == "delete":
+        freed = client.delete(args.id)
+        if args.output_format == "json":
+            reply = service_pb2.DeleteJobResponse(id=args.id, freed_bytes=freed)  # as quarkctl -o json prints it
+            out.write(json_format.MessageToJson(reply, indent=None, preserving_proto_field_name=True) + "\n")
+        else:
+            out.write(f"deleted {args.id} ({freed} bytes freed)\n")
         return EXIT_OK
     for preset in client.presets():  # presets
         out.write(f"{preset.name:24s} {'(legacy) ' if preset.legacy else ''}{preset.description}\n")

@@ -1,4 +1,4 @@
-"""The typed API: Client (one channel to quarkd) and Job (a submitted job you can wait on, watch and cancel)."""
+"""The typed API: Client (one channel to quarkd) and Job (a submitted job you can wait on, watch, cancel and delete)."""
 import os
 import time
 import uuid
@@ -114,6 +114,10 @@ class Job:
         self.proto = self._client.cancel(self.id).proto
         return self
 
+    def delete(self):
+        """Deletes this finished job from quarkd's store (Client.delete); returns the bytes freed."""
+        return self._client.delete(self.id)
+
     def __repr__(self):
         return f"Job(id={self.id!r}, state={self.state_name})"
 
@@ -170,6 +174,13 @@ class Client:
 
     def cancel(self, job_id):
         return Job(self, self._call("CancelJob", service_pb2.CancelJobRequest(id=job_id)))
+
+    def delete(self, job_id):
+        """DeleteJob: a finished (succeeded, failed or cancelled) job of the caller's tenant (admins: any) leaves the
+        store with its events, freeing its bytes from the tenant's storage quota; its artifacts stay. Returns the
+        bytes freed. QuarkdError FAILED_PRECONDITION for a queued or running job (cancel it first), NOT_FOUND for a
+        missing job or another tenant's, PERMISSION_DENIED for a viewer."""
+        return self._call("DeleteJob", service_pb2.DeleteJobRequest(id=job_id)).freed_bytes
 
     def list(self, states=(), labels=None, page_size=None, all_pages=True):
         """Jobs (newest first as quarkd lists them); states: names or JobState values; labels: every one must

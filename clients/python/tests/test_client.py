@@ -153,6 +153,46 @@ class CancelTest(unittest.TestCase):
             self.assertEqual(unsigned.exception.code, grpc.StatusCode.NOT_FOUND)
             self.assertIn("started without --signing-key", unsigned.exception.details)
 
+    def test_delete_only_a_finished_job_of_ones_tenant(self):
+        with quarkd.Client(self.server.address, token=TOKENS["submitter"], tls=self.server.ca) as client:
+            job = client.submit(f"file://{self.server.dir}/models/m", preset="fp8",
+                                output=f"file://{self.server.dir}/out", labels={"test": "delete"})
+            with self.assertRaises(quarkd.QuarkdError) as unfinished:
+                job.delete()
+            self.assertEqual(unfinished.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("only a finished job can be deleted", unfinished.exception.details)
+            job.cancel()
+            job.wait(timeout=60)
+            self.assertEqual(job.state_name, "CANCELLED", self.server.log())
+            with quarkd.Client(self.server.address, token=TOKENS["viewer"], tls=self.server.ca) as viewer:
+                with self.assertRaises(quarkd.QuarkdError) as refused:
+                    viewer.delete(job.id)
+                self.assertEqual(refused.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+            freed = job.delete()
+            self.assertGreater(freed, len(job.proto.SerializeToString()))  # the row and its events
+            with self.assertRaises(quarkd.QuarkdError) as gone:
+                client.get(job.id)
+            self.assertEqual(gone.exception.code, grpc.StatusCode.NOT_FOUND)
+            with self.assertRaises(quarkd.QuarkdError) as again:
+                client.delete(job.id)
+            self.assertEqual(again.exception.code, grpc.StatusCode.NOT_FOUND)
+            self.assertNotIn(job.id, [j.id for j in client.list(labels={"test": "delete"})])
+
+            # The CLI, as quarkctl delete: text, JSON, and the refusal's exit code.
+            second = client.submit(f"file://{self.server.dir}/models/m", preset="fp8",
+                                   output=f"file://{self.server.dir}/out").cancel()
+            second.wait(timeout=60)
+            base = ["--server", self.server.address, "--tls-ca", self.server.ca, "--token", TOKENS["submitter"]]
+            out, err = io.StringIO(), io.StringIO()
+            self.assertEqual(cli.main([*base, "-o", "json", "delete", second.id], out=out, err=err), cli.EXIT_OK,
+                             err.getvalue())
+            reply = json.loads(out.getvalue())
+            self.assertEqual(reply["id"], second.id)
+            self.assertGreater(int(reply["freed_bytes"]), 0)
+            out, err = io.StringIO(), io.StringIO()
+            self.assertEqual(cli.main([*base, "delete", second.id], out=out, err=err), cli.EXIT_RPC_ERROR)
+            self.assertIn("NOT_FOUND", err.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()
