@@ -23,6 +23,7 @@
 #include "core/quantize/imatrix_mse_pass.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/layer_streamer.h"
+#include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -169,17 +170,8 @@ TEST(ImatrixMseRunTest, ExportsReloadToTheEvaluatedModel) {
   const std::string model = testing::WriteSyntheticLlama();
   const std::string text = testing::SmallEvalText();
   const auto run = [&](ObserverKind observer) {
-    QuantizeModelOptions o;
-    o.config = ImatrixConfig();
-    o.config.global_quant_config.weight->observer = observer;
-    o.calibration_file = text;
-    o.num_calibration_samples = 4;
-    o.seq_len = 32;
-    o.eval_text_file = text;
-    o.eval_seq_len = 64;
-    o.eval_max_windows = 2;
-    o.export_formats = {"hf_quark", "compressed_tensors"};
-    o.output_dir = testing::TempPath("imatrix_run");
+    const testing::Scenario scenario{"imatrix", "uint4_wo_32", {}, {"hf_quark", "compressed_tensors"}, observer};
+    const QuantizeModelOptions o = testing::ScenarioOptions(scenario, text, testing::TempPath("imatrix_run"), "");
     auto report = QuantizeModel(model, o);
     EXPECT_TRUE(report.ok()) << report.status();
     return std::make_pair(*report, o.output_dir);
