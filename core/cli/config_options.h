@@ -1,6 +1,7 @@
 // The Config-choosing options shared by `quark validate` and `quark quantize`:
 // --scheme NAME | --config FILE, --kv-cache-dtype, --exclude (repeatable), --quant-algo NAMES and
-// --quant-algo-config-file FILE (Quark's algo_config form, as its LLM example takes them).
+// --quant-algo-config-file FILE (Quark's algo_config form, as its LLM example takes them), --observer NAME (the
+// weights' observer).
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct ConfigOptions {
   std::vector<std::string> exclude;
   std::vector<std::string> quant_algo;
   std::string quant_algo_config_file;
+  std::string observer;  // #35: --observer NAME for every weight spec (imatrix_mse, min_max)
 
   /// Registers the options on a subcommand.
   void AddTo(CLI::App& command);

@@ -39,13 +39,6 @@ bool LooksLikeProtoJson(const Json& j) {
 }  // namespace
 
 absl::StatusOr<std::string> ConfigToProtoJson(const Config& config) {
-  // #35: the API's AlgoConfig has no gptaq / qronos yet; refused rather than written as gptq.
-  for (size_t i = 0; i < config.algo_config.size(); ++i) {
-    const std::string_view name = AlgoName(config.algo_config[i]);
-    if (name == "gptaq" || name == "qronos") {
-      return absl::UnimplementedError(StrCat("algo_config[", i, "]: ", name, " has no form in the API's Config yet"));
-    }
-  }
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;

@@ -31,11 +31,12 @@ constexpr EnumTable<QScheme, pb::QScheme, 4> kQSchemes{{
     {QScheme::kPerGroup, pb::QSCHEME_PER_GROUP},
     {QScheme::kPerBlock, pb::QSCHEME_PER_BLOCK},
 }};
-constexpr EnumTable<ObserverKind, pb::ObserverType, 4> kObservers{{
+constexpr EnumTable<ObserverKind, pb::ObserverType, 5> kObservers{{
     {ObserverKind::kMinMax, pb::OBSERVER_TYPE_MIN_MAX},
     {ObserverKind::kPercentile, pb::OBSERVER_TYPE_PERCENTILE},
     {ObserverKind::kMse, pb::OBSERVER_TYPE_MSE},
     {ObserverKind::kMxBlock, pb::OBSERVER_TYPE_MX_BLOCK},
+    {ObserverKind::kImatrixMse, pb::OBSERVER_TYPE_IMATRIX_MSE},  // #35
 }};
 constexpr EnumTable<ScaleType, pb::ScaleType, 5> kScaleTypes{{
     {ScaleType::kFloat, pb::SCALE_TYPE_FLOAT},       {ScaleType::kFloat32, pb::SCALE_TYPE_FLOAT32},
@@ -116,6 +117,41 @@ struct Overloaded : Ts... {
 template <typename... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
 
+// --- #35 GPTAQ / Qronos: Quark 0.13's fields (GPTAQConfig, QronosConfig) ---
+void AsymmetricToProto(const GptqAlgo& a, pb::AlgoConfig& out) {
+  const auto fill = [&](auto* p) {
+    p->set_alpha(a.alpha);
+    p->set_desc_act(a.desc_act);
+    p->set_static_groups(a.static_groups);
+    p->set_block_size(a.block_size);
+    for (const auto& m : a.inside_layer_modules) p->add_inside_layer_modules(m);
+    p->set_model_decoder_layers(a.model_decoder_layers);
+  };
+  if (a.method == HessianMethod::kQronos) {
+    fill(out.mutable_qronos());
+    out.mutable_qronos()->set_beta(a.beta);
+  } else {
+    fill(out.mutable_gptaq());
+    out.mutable_gptaq()->set_damp_percent(a.damp_percent);
+  }
+}
+
+// Unset fields take Quark's defaults (GptqAlgo's, with Qronos's alpha 1e-3).
+template <typename P>
+GptqAlgo AsymmetricFromProto(const P& p, HessianMethod method) {
+  GptqAlgo out;
+  out.method = method;
+  out.alpha = method == HessianMethod::kQronos ? 1e-3 : 0.25;
+  if (p.has_alpha()) out.alpha = p.alpha();
+  if (p.has_desc_act()) out.desc_act = p.desc_act();
+  if (p.has_static_groups()) out.static_groups = p.static_groups();
+  if (p.block_size() != 0) out.block_size = p.block_size();
+  out.inside_layer_modules.assign(p.inside_layer_modules().begin(), p.inside_layer_modules().end());
+  out.model_decoder_layers = p.model_decoder_layers();
+  return out;
+}
+// --- end GPTAQ / Qronos ---
+
 pb::AlgoConfig ToProto(const AlgoConfig& algo) {
   pb::AlgoConfig out;
   std::visit(Overloaded{
@@ -139,6 +175,7 @@ pb::AlgoConfig ToProto(const AlgoConfig& algo) {
                    p->set_grid_size(a.grid_size);
                  },
                  [&](const GptqAlgo& a) {
+                   if (a.method != HessianMethod::kGptq) return AsymmetricToProto(a, out);  // #35 GPTAQ / Qronos
                    auto* p = out.mutable_gptq();
                    p->set_damp_percent(a.damp_percent);
                    p->set_desc_act(a.desc_act);
@@ -378,10 +415,21 @@ absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string&
       out.model_decoder_layers = p.model_decoder_layers();
       return AlgoConfig(out);
     }
+    case pb::AlgoConfig::kGptaq: {  // #35 GPTAQ
+      GptqAlgo out = AsymmetricFromProto(a.gptaq(), HessianMethod::kGptaq);
+      if (a.gptaq().has_damp_percent()) out.damp_percent = a.gptaq().damp_percent();
+      return AlgoConfig(out);
+    }
+    case pb::AlgoConfig::kQronos: {  // #35 Qronos
+      GptqAlgo out = AsymmetricFromProto(a.qronos(), HessianMethod::kQronos);
+      if (a.qronos().has_beta()) out.beta = a.qronos().beta();
+      return AlgoConfig(out);
+    }
     case pb::AlgoConfig::ALGO_NOT_SET:
       break;
   }
-  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, rotation, autoround)");
+  return absl::InvalidArgumentError(path + ": no algorithm set (one of smoothquant, autosmoothquant, awq, gptq, gptaq, "
+                                           "qronos, rotation, autoround)");
 }
 
 }  // namespace quark

@@ -21,9 +21,10 @@ constexpr NameTable<QScheme, 4> kQSchemeNames{{
     {QScheme::kPerBlock, "per_block"},
 }};
 // Quark writes observer class names; ours are the short forms, the class names parse too (see below).
-constexpr NameTable<ObserverKind, 4> kObserverNames{{
+constexpr NameTable<ObserverKind, 5> kObserverNames{{
     {ObserverKind::kMinMax, "min_max"}, {ObserverKind::kPercentile, "percentile"},
     {ObserverKind::kMse, "mse"},        {ObserverKind::kMxBlock, "mx_block"},
+    {ObserverKind::kImatrixMse, "imatrix_mse"},
 }};
 constexpr NameTable<ScaleType, 5> kScaleTypeNames{{
     {ScaleType::kFloat, "float"},       {ScaleType::kFloat32, "float32"}, {ScaleType::kFloat16, "float16"},

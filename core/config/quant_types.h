@@ -28,7 +28,9 @@ enum class DType {
 
 /// kPerBlock: 2-D tiles of a weight (block_size [rows, cols], e.g. FP8 128x128 blocks).
 enum class QScheme { kPerTensor, kPerChannel, kPerGroup, kPerBlock };
-enum class ObserverKind { kMinMax, kPercentile, kMse, kMxBlock };
+/// kImatrixMse (#35): llm-compressor's `imatrix_mse` weight observer, a per-channel / per-group range search weighted
+/// by the layer's importance matrix from calibration (core/numerics/imatrix_mse_observer.h); weights only.
+enum class ObserverKind { kMinMax, kPercentile, kMse, kMxBlock, kImatrixMse };
 enum class ScaleType { kFloat, kFloat32, kFloat16, kBFloat16, kPof2 };
 enum class RoundMethod { kHalfEven, kRound, kFloor };
 /// kE4M3: NVFP4's two-level scale (fp4 groups of 16, float8_e4m3fn block scales under one float32 global scale

@@ -91,7 +91,30 @@ void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) 
   }
 }
 
-void CheckObserver(const QuantSpec& s, const std::string& path, Issues& out) {
+// #35 imatrix_mse: llm-compressor's search over a weight's integer grid, per output channel or per input group.
+void CheckImatrixMse(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
+  if (role != TensorRole::kWeight) {
+    out.Error(path + ".observer", "imatrix_mse observes weights only (it weights a weight's input columns by the "
+                                  "importance of their activations)");
+    return;
+  }
+  if (!IsIntegerType(s.dtype) || s.IsMx() || s.IsNvfp4()) {
+    out.Error(path + ".observer", StrCat("imatrix_mse searches integer grids (int2 ... int8, uint ...), dtype is ",
+                                         Name(s.ElementType()), s.IsMx() ? " (MX)" : ""));
+  }
+  const int channel_axis = s.ch_axis.value_or(0), group_axis = s.ch_axis.value_or(-1);
+  const bool channel = s.qscheme == QScheme::kPerChannel && (channel_axis == 0 || channel_axis == -2);
+  const bool group = s.qscheme == QScheme::kPerGroup && (group_axis == 1 || group_axis == -1) &&
+                     s.group_size.value_or(0) > 0;
+  if (!channel && !group) {
+    out.Error(path + ".observer", StrCat("imatrix_mse needs per_channel weights (ch_axis 0) or per_group along the "
+                                         "input features (ch_axis 1 / -1, group_size > 0), got ", Name(s.qscheme),
+                                         s.ch_axis ? StrCat(" ch_axis ", *s.ch_axis) : std::string()));
+  }
+}
+
+void CheckObserver(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
+  if (s.observer == ObserverKind::kImatrixMse) CheckImatrixMse(s, role, path, out);
   const bool histogram = s.observer == ObserverKind::kPercentile || s.observer == ObserverKind::kMse;
   if (histogram && s.qscheme != QScheme::kPerTensor) {
     out.Error(path + ".observer", StrCat(Name(s.observer), " supports per_tensor only (qscheme is ",
@@ -117,7 +140,7 @@ void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Iss
     out.Error(path + ".mx_element_dtype", StrCat("only used with dtype mx, dtype is ", Name(s.dtype)));
   }
   CheckGranularity(s, path, out);
-  CheckObserver(s, path, out);
+  CheckObserver(s, role, path, out);
   if (role != TensorRole::kActivation && s.is_dynamic) {
     out.Error(path + ".is_dynamic", "weights and biases cannot be dynamic (their scales are computed once and exported)");
   }
@@ -194,13 +217,42 @@ void CheckAutoRoundAlgo(const AutoRoundAlgo& a, const std::optional<QuantSpec>& 
   if (!why.empty()) out.Error(path, StrCat("autoround needs ", why, " in ", weight_path));
 }
 
+// #35: the first weight spec that observes with imatrix_mse, as a field path; empty when none does.
+std::string ImatrixMseWeightPath(const Config& c) {
+  const auto uses = [](const LayerQuantConfig& l) { return l.weight && l.weight->observer == ObserverKind::kImatrixMse; };
+  if (uses(c.global_quant_config)) return "global_quant_config.weight.observer";
+  for (const auto& [type, l] : c.layer_type_quant_config) {
+    if (uses(l)) return StrCat("layer_type_quant_config[", type, "].weight.observer");
+  }
+  for (const auto& e : c.layer_quant_config) {
+    if (uses(e.config)) return StrCat("layer_quant_config[", e.pattern, "].weight.observer");
+  }
+  return {};
+}
+
+// #35: GPTQ's family and AutoRound choose the weights' parameters themselves (each group observed as GPTQ reaches
+// it, or tuned), and AWQ searches its scales with the weight observer: none of them has the importance imatrix_mse
+// searches with.
+void CheckImatrixMseAlgo(const AlgoConfig& algo, const std::string& imatrix_path, const std::string& path,
+                         Issues& out) {
+  if (imatrix_path.empty() || !(std::holds_alternative<GptqAlgo>(algo) || std::holds_alternative<AutoRoundAlgo>(algo) ||
+                                std::holds_alternative<AwqAlgo>(algo))) {
+    return;
+  }
+  out.Error(path, StrCat(AlgoName(algo), " with imatrix_mse weights (", imatrix_path, "): ", AlgoName(algo),
+                         " computes the weight parameters with its own observer; imatrix_mse runs with RTN, "
+                         "rotation and SmoothQuant"));
+}
+
 void CheckAlgorithms(const Config& c, Issues& out) {
+  const std::string imatrix_path = ImatrixMseWeightPath(c);
   std::set<std::string_view> seen;
   std::string_view hessian_algo;  // gptq, gptaq or qronos: one pass runs one of them
   for (size_t i = 0; i < c.algo_config.size(); ++i) {
     const AlgoConfig& algo = c.algo_config[i];
     const std::string path = StrCat("algo_config[", i, "]");
     const std::string_view name = AlgoName(algo);
+    CheckImatrixMseAlgo(algo, imatrix_path, path, out);
     if (!seen.insert(name).second) out.Error(path, StrCat(name, " appears twice"));
     if (std::holds_alternative<GptqAlgo>(algo)) {
       if (!hessian_algo.empty() && hessian_algo != name) {

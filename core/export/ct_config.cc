@@ -69,7 +69,9 @@ absl::StatusOr<Json> CtQuantizationArgs(const QuantSpec& s, bool is_weight, cons
   a["block_structure"] = s.block_size.empty() ? Json(nullptr) : Json(s.block_size);
   a["dynamic"] = s.IsNvfp4() && s.is_dynamic ? Json("local") : Json(s.is_dynamic);
   a["actorder"] = nullptr;
-  a["observer"] = s.is_dynamic && !s.IsNvfp4() ? Json(nullptr) : Json(s.IsNvfp4() && !is_weight ? "static_minmax" : "minmax");
+  a["observer"] = s.is_dynamic && !s.IsNvfp4() ? Json(nullptr)
+                  : s.observer == ObserverKind::kImatrixMse ? Json("imatrix_mse")  // #35: llm-compressor's own name
+                                                             : Json(s.IsNvfp4() && !is_weight ? "static_minmax" : "minmax");
   a["observer_kwargs"] = Json::object();
   // As the library serialises QuantizationArgs (checked by ct_peer_test against its model_dump): scale_dtype always
   // (null unless the format fixes it), zp_dtype null for symmetric schemes (its field_serializer), else the dtype.

@@ -25,9 +25,12 @@ absl::Status CheckArguments(const at::Tensor& weight, const at::Tensor& importan
   if (!IsIntegerType(spec.dtype) || spec.is_dynamic) {
     return absl::InvalidArgumentError("dtype: imatrix_mse searches static integer weight ranges");
   }
-  const bool channel = spec.qscheme == QScheme::kPerChannel && spec.ch_axis == 0;
+  // The axes as the engine's layout resolves them on a 2-D weight (quant_layout.cc: channels default to 0, groups
+  // to the last axis).
+  const int channel_axis = spec.ch_axis.value_or(0), group_axis = spec.ch_axis.value_or(-1);
+  const bool channel = spec.qscheme == QScheme::kPerChannel && (channel_axis == 0 || channel_axis == -2);
   const int64_t group_size = spec.group_size.value_or(0);
-  const bool group = spec.qscheme == QScheme::kPerGroup && group_size > 0 && spec.ch_axis == 1;
+  const bool group = spec.qscheme == QScheme::kPerGroup && group_size > 0 && (group_axis == 1 || group_axis == -1);
   if (!channel && !group) {
     return absl::InvalidArgumentError("qscheme: imatrix_mse needs per_channel (ch_axis 0) or per_group (ch_axis 1)");
   }
@@ -56,7 +59,9 @@ absl::StatusOr<QuantParams> ImatrixMseParams(const at::Tensor& weight, const at:
   const at::Tensor grouped = weight.reshape({n, k / group, group});
   const at::Tensor min = std::get<0>(grouped.min(-1)), max = std::get<0>(grouped.max(-1));  // [N, G]
   // The shape the engine's own observer gives these parameters ([N] per channel, [N, G] per group).
-  QUARK_ASSIGN_OR_RETURN(const QuantParams base, ParamsOf(weight, spec, TensorRole::kWeight));
+  QuantSpec minmax = spec;  // the shape only: the spec's own observer would be this search again
+  minmax.observer = ObserverKind::kMinMax;
+  QUARK_ASSIGN_OR_RETURN(const QuantParams base, ParamsOf(weight, minmax, TensorRole::kWeight));
   at::Tensor weights;  // [1, G, group]: importance normalised to mean 1 (llm-compressor's _prepare_importance)
   if (importance.defined()) {
     const at::Tensor imp = importance.to(at::kFloat);
@@ -92,6 +97,30 @@ absl::StatusOr<QuantParams> ImatrixMseParams(const at::Tensor& weight, const at:
   best.scale = best.scale.reshape(base.scale.sizes());
   best.zero_point = best.zero_point.reshape(base.zero_point.sizes());
   return best;
+}
+
+absl::Status ImatrixMseObserver::Observe(const at::Tensor& x) {
+  if (weight_.defined()) return absl::InvalidArgumentError("observer: imatrix_mse observes one weight, once");
+  weight_ = x;
+  ++batches_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QuantParams> ImatrixMseObserver::ComputeParams() const {
+  if (!weight_.defined()) return absl::FailedPreconditionError("observer: imatrix_mse has seen no weight");
+  if (!importance_.defined()) {
+    return absl::FailedPreconditionError(
+        "observer: imatrix_mse needs its layer's importance matrix from calibration (quark quantize or a job with "
+        "calibration data); this weight has none");
+  }
+  return ImatrixMseParams(weight_, importance_, spec_);
+}
+
+absl::StatusOr<std::pair<at::Tensor, at::Tensor>> ImatrixMseObserver::Range() const {
+  QUARK_ASSIGN_OR_RETURN(const QuantParams p, ComputeParams());
+  const auto [qmin, qmax] = IntegerRange(spec_.dtype);  // ImatrixMseParams accepts integer dtypes only
+  const at::Tensor scale = p.scale.to(at::kFloat), zero = p.zero_point.to(at::kFloat);
+  return std::make_pair(scale.mul(zero.neg().add(qmin)), scale.mul(zero.neg().add(qmax)));
 }
 
 }  // namespace quark

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
+#include "core/numerics/observer.h"
 #include "core/numerics/quant_params.h"
 
 namespace quark {
@@ -29,5 +30,26 @@ struct ImatrixMseOptions {
 /// size or with negative or non-finite values.
 absl::StatusOr<QuantParams> ImatrixMseParams(const at::Tensor& weight, const at::Tensor& importance,
                                              const QuantSpec& spec, const ImatrixMseOptions& options = {});
+
+/// ObserverKind::kImatrixMse as an Observer: it keeps the one weight it is shown and computes ImatrixMseParams with
+/// the importance given to it. A weight quantized without its layer's importance (no calibrated run: a standalone
+/// fake-quantization, a GPTQ group) is a FAILED_PRECONDITION naming the observer, never a silent MinMax or plain MSE.
+class ImatrixMseObserver : public Observer {
+ public:
+  explicit ImatrixMseObserver(const QuantSpec& spec) : spec_(spec) {}
+  /// [K] importance of the input columns (imatrix_mse_pass.h collects it).
+  void set_importance(at::Tensor importance) { importance_ = std::move(importance); }
+
+  /// One weight [N, K]; a second batch is an INVALID_ARGUMENT (weights are observed once).
+  absl::Status Observe(const at::Tensor& x) override;
+  absl::StatusOr<QuantParams> ComputeParams() const override;
+  /// The searched range: min and max of the computed parameters' grid ([N] or [N, G]).
+  absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Range() const override;
+
+ private:
+  QuantSpec spec_;
+  at::Tensor weight_;
+  at::Tensor importance_;
+};
 
 }  // namespace quark

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/numerics/histogram_observer.h"
+#include "core/numerics/imatrix_mse_observer.h"
 #include "core/numerics/minmax_observer.h"
 #include "core/numerics/quant_layout.h"
 
@@ -22,6 +23,9 @@ absl::StatusOr<std::unique_ptr<Observer>> MakeObserver(const QuantSpec& spec, Te
     case ObserverKind::kMinMax:
     case ObserverKind::kMxBlock:
       return std::unique_ptr<Observer>(std::make_unique<MinMaxObserver>(spec, role));
+    case ObserverKind::kImatrixMse:
+      // Its parameters need the layer's importance (imatrix_mse_pass.h); without one ComputeParams refuses.
+      return std::unique_ptr<Observer>(std::make_unique<ImatrixMseObserver>(spec));
   }
   return absl::InvalidArgumentError("observer: unknown value");
 }

@@ -7,6 +7,7 @@
 #include "core/checkpoint/moe_layout.h"
 #include "core/export/gguf_gemma.h"
 #include "core/export/gguf_moe.h"
+#include "core/quantize/observed_linear.h"
 #include "core/runtime/moe_layer.h"
 
 namespace quark::quantize {
@@ -32,25 +33,6 @@ struct ImatrixCollector::Sink {
 };
 
 namespace {
-
-// A linear that adds its inputs to a sink and computes as the linear it wraps.
-class ObservedLinear : public runtime::LinearLike {
- public:
-  ObservedLinear(std::shared_ptr<runtime::LinearLike> inner, std::shared_ptr<ImatrixCollector::Sink> sink)
-      : inner_(std::move(inner)), sink_(std::move(sink)) {}
-  at::Tensor forward(const at::Tensor& input) override {
-    sink_->Add(input);
-    return inner_->forward(input);
-  }
-  int64_t in_features() const override { return inner_->in_features(); }
-  int64_t out_features() const override { return inner_->out_features(); }
-  at::Tensor weight() const override { return inner_->weight(); }
-  at::Tensor bias() const override { return inner_->bias(); }
-
- private:
-  std::shared_ptr<runtime::LinearLike> inner_;
-  std::shared_ptr<ImatrixCollector::Sink> sink_;
-};
 
 runtime::MoeBlock* MoeBlockOf(runtime::DecoderLayer& layer) {
   auto* moe = dynamic_cast<runtime::MoeDecoderLayer*>(&layer);
@@ -88,7 +70,8 @@ absl::Status ImatrixCollector::Attach(runtime::DecoderLayer& layer) {
     if (GgufSlotOf(weight).name.empty()) continue;
     auto wrapped =
         std::make_unique<Wrapped>(Wrapped{weight, l.linear, std::make_shared<Sink>(GgufSlotOf(weight).expert >= 0)});
-    auto observed = std::make_shared<ObservedLinear>(l.linear, wrapped->sink);
+    auto observed = std::make_shared<ObservedLinear>(
+        l.linear, [sink = wrapped->sink](const at::Tensor& input) { sink->Add(input); });
     if (auto s = layer.ReplaceLinear(l.relative_name, observed); !s.ok()) return s;
     wrapped_[l.relative_name] = std::move(wrapped);
   }

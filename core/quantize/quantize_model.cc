@@ -240,6 +240,8 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       gptq_->UseKQuantTargets(pre_encoded_, !options_.gguf_imatrix.empty() || options_.gguf_imatrix_from_calibration);
     }
   }
+  // #35: imatrix_mse weights (validation refused the algorithms that round or search with their own observer).
+  if (quantize::UsesImatrixMse(plan)) imatrix_mse_ = std::make_unique<quantize::ImatrixMsePass>(plan);
   if (!scaling.empty()) {
     auto pass = ScalingPass::Create(scaling, plan, model_);
     if (!pass.ok()) return pass.status();
@@ -252,7 +254,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_ || autoround_ || scaling_ || imatrix_) return true;
+  if (gptq_ || autoround_ || scaling_ || imatrix_ || imatrix_mse_) return true;
   // An NVFP4 input is dynamic per group yet calibrates its global scale.
   const auto is_static = [](const std::optional<QuantSpec>& s) {
     return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);

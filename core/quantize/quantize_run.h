@@ -36,6 +36,7 @@
 #include "core/quantize/gptq_pass.h"
 #include "core/quantize/grid_weights.h"
 #include "core/quantize/imatrix_collector.h"
+#include "core/quantize/imatrix_mse_pass.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/linear_export_data.h"
@@ -121,6 +122,7 @@ class QuantizeRun {
   bool kquant_gptq_ = false;
   std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded_;
   std::unique_ptr<quantize::AutoRoundPass> autoround_;  // #35: rounds in GPTQ's place
+  std::unique_ptr<quantize::ImatrixMsePass> imatrix_mse_;  // #35: imatrix_mse weight parameters, else null
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
   std::shared_ptr<runtime::TensorMapWeightSource> edited_;

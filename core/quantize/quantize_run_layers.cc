@@ -19,7 +19,9 @@ absl::StatusOr<std::string> FileDigest(const std::string& path) {
 // Everything that decides the artifact's bytes, as canonical text: a checkpoint is used only by a run whose
 // fingerprint is the same. The model's files by (name, size, mtime) as the worker's model cache keeps them; the
 // thread count because LibTorch's reductions split work by it.
-absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, const QuantizeModelOptions& options) {
+// `imatrix_mse`: some weight observes with imatrix_mse, which the Quark JSON names by its MinMax class (#35).
+absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, const QuantizeModelOptions& options,
+                                                  bool imatrix_mse) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   std::error_code ec;
   std::vector<std::filesystem::path> paths;
@@ -46,6 +48,7 @@ absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, 
       {"max_shard_bytes", options.max_shard_bytes},
       {"output_dir", portable ? std::string() : options.output_dir},
       {"threads", at::get_num_threads()}};
+  if (imatrix_mse) fingerprint["weight_observer"] = "imatrix_mse";
   // The calibration text; the evaluation text stands in for it when none is given (see LoadInputs).
   const std::string& calibration = options.calibration_file.empty() ? options.eval_text_file : options.calibration_file;
   if (!calibration.empty()) {
@@ -93,6 +96,12 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     layer_log_ = std::move(scaled->summary);
     report_.algorithm_log.insert(report_.algorithm_log.end(), layer_log_.begin(), layer_log_.end());
   }
+  if (imatrix_mse_) {  // #35: parameters only; GPTQ and AutoRound never meet it (validation refuses them)
+    Progress("quantize", static_cast<int>(index) + 1, start, eta, StrCat("imatrix_mse ", layer.prefix()));
+    auto observed = imatrix_mse_->Run(layer, inputs, streamer_->model());
+    if (!observed.ok()) return observed.status();
+    known = *std::move(observed);
+  }
   if (gptq_) {
     algorithms::GptqLayerCallbacks callbacks;
     callbacks.cancelled = options_.cancelled;
@@ -138,7 +147,8 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     auto it = known.find(q->name());
     if (it == known.end()) continue;
     params_[q->name()].weight = it->second.weight;
-    layer_tensors_[q->name() + ".weight"] = device_.ToHost(q->weight());
+    // imatrix_mse fixes the parameters of the float weight the streamer reads again: nothing to record.
+    if (!imatrix_mse_) layer_tensors_[q->name() + ".weight"] = device_.ToHost(q->weight());
   }
   if (!spill_) return absl::OkStatus();
   return spill_->WriteLayer(index, {layer_tensors_.begin(), layer_tensors_.end()});
@@ -228,7 +238,7 @@ absl::Status QuantizeRun::FinishLayer(int64_t index, runtime::DecoderLayer& laye
 
 absl::Status QuantizeRun::OpenCheckpoint() {
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-  auto fingerprint = CheckpointFingerprint(model_dir_, options_);
+  auto fingerprint = CheckpointFingerprint(model_dir_, options_, imatrix_mse_ != nullptr);
   if (!fingerprint.ok()) return fingerprint.status();
   auto checkpoint = quantize::LayerCheckpoint::Open(options_.checkpoint_dir, *std::move(fingerprint));
   if (!checkpoint.ok()) return checkpoint.status();

@@ -236,7 +236,10 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
   }
   std::vector<std::string> errors;
   for (const ValidationIssue& issue : ValidateConfig(*config)) {
-    if (issue.severity == ValidationIssue::Severity::kError) errors.push_back(absl::StrCat("spec.config.", issue.ToString()));
+    if (issue.severity != ValidationIssue::Severity::kError) continue;
+    // The algorithms travel in the JobSpec's own algo_config (spec.algo_config[i]), the scheme in spec.config.
+    const bool algo = issue.path.rfind("algo_config[", 0) == 0;
+    errors.push_back(absl::StrCat(algo ? "spec." : "spec.config.", issue.ToString()));
   }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
   return CheckCompressedTensorsSchemes(spec, *config);

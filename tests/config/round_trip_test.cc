@@ -11,6 +11,7 @@ namespace quark {
 namespace {
 
 using ::testing::HasSubstr;
+namespace pb = quark::v1;
 
 // A config that sets every field away from its default.
 Config EverythingConfig() {
@@ -53,6 +54,23 @@ Config EverythingConfig() {
   return c;
 }
 
+// #35: GPTAQ / Qronos with every field of Quark 0.13's GPTAQConfig / QronosConfig away from its default.
+Config AsymmetricConfig(HessianMethod method) {
+  Config c = *PresetConfig("uint4_wo_128");
+  GptqAlgo a;
+  a.method = method;
+  a.alpha = method == HessianMethod::kQronos ? 2e-3 : 0.5;
+  if (method == HessianMethod::kQronos) a.beta = 5e3;
+  if (method == HessianMethod::kGptaq) a.damp_percent = 0.02f;
+  a.desc_act = false;
+  a.static_groups = false;
+  a.block_size = 64;
+  a.inside_layer_modules = {"self_attn.q_proj", "mlp.down_proj"};
+  a.model_decoder_layers = "model.layers";
+  c.algo_config = {a};
+  return c;
+}
+
 std::vector<std::pair<std::string, Config>> AllConfigs() {
   std::vector<std::pair<std::string, Config>> out;
   for (const auto& p : AllPresets()) out.emplace_back(p.name, p.config);
@@ -62,7 +80,44 @@ std::vector<std::pair<std::string, Config>> AllConfigs() {
     out.emplace_back(p.name + "+kv_fp8", with_kv);
   }
   out.emplace_back("everything", EverythingConfig());
+  out.emplace_back("gptaq", AsymmetricConfig(HessianMethod::kGptaq));
+  out.emplace_back("qronos", AsymmetricConfig(HessianMethod::kQronos));
   return out;
+}
+
+// #35: the API's GptaqConfig / QronosConfig leave unset fields to Quark's defaults (Qronos's alpha is 1e-3).
+TEST(RoundTripTest, UnsetAsymmetricFieldsTakeQuarksDefaults) {
+  pb::AlgoConfig qronos;
+  qronos.mutable_qronos();
+  const auto algo = FromProto(qronos, "algo_config[0]");
+  ASSERT_TRUE(algo.ok()) << algo.status();
+  const auto& a = std::get<GptqAlgo>(*algo);
+  EXPECT_EQ(a.method, HessianMethod::kQronos);
+  EXPECT_EQ(a.alpha, 1e-3);
+  EXPECT_EQ(a.beta, 1e4);
+  EXPECT_EQ(a.block_size, 128);
+  EXPECT_TRUE(a.desc_act && a.static_groups);
+  pb::AlgoConfig gptaq;
+  gptaq.mutable_gptaq();
+  const auto& g = std::get<GptqAlgo>(*FromProto(gptaq, "algo_config[0]"));
+  EXPECT_EQ(g.method, HessianMethod::kGptaq);
+  EXPECT_EQ(g.alpha, 0.25);
+  EXPECT_EQ(g.damp_percent, 0.01f);
+}
+
+// #35: the imatrix_mse weight observer travels in the proto; Quark's dict names the MinMax class (Quark has none).
+TEST(RoundTripTest, ImatrixMseObserverInTheProto) {
+  Config c = *PresetConfig("uint4_wo_128");
+  c.global_quant_config.weight->observer = ObserverKind::kImatrixMse;
+  EXPECT_EQ(ToProto(c).global_quant_config().weight().observer(), pb::OBSERVER_TYPE_IMATRIX_MSE);
+  EXPECT_EQ(*FromProto(ToProto(c)), c);
+  EXPECT_EQ(*ConfigFromAnyJson(*ConfigToProtoJson(c)), c);
+  EXPECT_EQ(ConfigToQuarkJson(c)["global_quant_config"]["weight"]["observer_cls"], "PerGroupMinMaxObserver");
+  auto from_short_name = ConfigFromAnyJson(
+      R"({"global_quant_config": {"weight": {"dtype": "uint4", "qscheme": "per_group", "group_size": 128, )"
+      R"("ch_axis": 1, "symmetric": false, "observer": "imatrix_mse"}}})");
+  ASSERT_TRUE(from_short_name.ok()) << from_short_name.status();
+  EXPECT_EQ(from_short_name->global_quant_config.weight->observer, ObserverKind::kImatrixMse);
 }
 
 TEST(RoundTripTest, ProtoMessage) {

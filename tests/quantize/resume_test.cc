@@ -156,7 +156,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
                       Scenario{"gptaq", "uint4_wo_128", {Asymmetric(HessianMethod::kGptaq, 0.25)}, {}},
                       Scenario{"qronos", "uint4_wo_128", {Asymmetric(HessianMethod::kQronos, 1e-3)}, {}},
-                      Scenario{"autoround", "uint4_wo_32", {ShortAutoRound()}, {"hf_quark", "gguf"}}),
+                      Scenario{"autoround", "uint4_wo_32", {ShortAutoRound()}, {"hf_quark", "gguf"}},
+                      Scenario{"imatrix_mse", "uint4_wo_32", {}, {"hf_quark", "compressed_tensors"},
+                               ObserverKind::kImatrixMse}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
 class ResumeDiscardTest : public ResumeTest {};

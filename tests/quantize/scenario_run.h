@@ -21,6 +21,7 @@ struct Scenario {
   std::string preset;
   std::vector<AlgoConfig> algos;
   std::vector<std::string> formats;
+  ObserverKind weight_observer = ObserverKind::kMinMax;  // #35: the preset's weight observer (imatrix_mse)
 };
 
 inline std::string ReadBytes(const std::filesystem::path& path) {
@@ -48,6 +49,7 @@ inline QuantizeModelOptions ScenarioOptions(const Scenario& scenario, const std:
   auto config = PresetConfig(scenario.preset);
   EXPECT_TRUE(config.ok()) << config.status();
   if (config.ok()) o.config = *config;
+  if (o.config.global_quant_config.weight) o.config.global_quant_config.weight->observer = scenario.weight_observer;
   o.config.algo_config = scenario.algos;
   o.export_formats = scenario.formats;
   o.calibration_file = text;

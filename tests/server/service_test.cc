@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/config/presets.h"
+#include "core/config/proto_convert.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "quark/v1/worker.grpc.pb.h"
 #include "server/quark_server.h"
@@ -94,7 +95,7 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   rotation.mutable_spec()->add_algo_config()->mutable_rotation();
   status = Submit(rotation, &job);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("spec.config.algo_config[1]: rotation must be the first"), std::string::npos)
+  EXPECT_NE(status.error_message().find("spec.algo_config[1]: rotation must be the first"), std::string::npos)
       << status.error_message();
   // The accuracy gate needs evaluation text and a bound that is not negative; a GGUF type needs a GGUF export.
   pb::SubmitJobRequest gate = ValidRequest();
@@ -202,6 +203,51 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   get.set_id("job-missing");
   status = api_->GetJob(&context, get, &job);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// #35: GPTAQ and Qronos in the API's algo_config (Quark 0.13's fields): bad values are refused at submit naming
+// spec.algo_config[i].field, good ones reach the worker's lease as sent and convert to the engine's algorithm.
+TEST_F(ServiceTest, GptaqAndQronosTravelToTheWorkerAndBadFieldsAreNamed) {
+  pb::Job job;
+  const std::pair<std::function<void(pb::AlgoConfig*)>, std::string> bad[] = {
+      {[](pb::AlgoConfig* a) { a->mutable_qronos()->set_beta(-1); }, "spec.algo_config[0].beta: must be finite and > 0"},
+      {[](pb::AlgoConfig* a) { a->mutable_gptaq()->set_alpha(-0.5); }, "spec.algo_config[0].alpha: must be finite"},
+      {[](pb::AlgoConfig* a) { a->mutable_gptaq()->set_damp_percent(2); }, "spec.algo_config[0].damp_percent: must be in (0, 1]"},
+      {[](pb::AlgoConfig* a) { a->mutable_gptaq()->set_static_groups(false); }, "spec.algo_config[0].static_groups:"},
+      {[](pb::AlgoConfig* a) { a->mutable_qronos()->set_block_size(-4); }, "spec.algo_config[0].block_size: must be positive"},
+  };
+  for (const auto& [set, message] : bad) {
+    pb::SubmitJobRequest request = ValidRequest("uint4_wo_128");
+    set(request.mutable_spec()->add_algo_config());
+    const grpc::Status status = Submit(request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+    EXPECT_NE(status.error_message().find(message), std::string::npos) << status.error_message();
+  }
+  // GPTQ then Qronos: both round the same weights.
+  pb::SubmitJobRequest twice = ValidRequest("uint4_wo_128");
+  twice.mutable_spec()->add_algo_config()->mutable_gptq();
+  twice.mutable_spec()->add_algo_config()->mutable_qronos();
+  grpc::Status status = Submit(twice, &job);
+  EXPECT_NE(status.error_message().find("spec.algo_config[1]: qronos after gptq"), std::string::npos)
+      << status.error_message();
+
+  pb::SubmitJobRequest qronos = ValidRequest("uint4_wo_128");
+  pb::QronosConfig* q = qronos.mutable_spec()->add_algo_config()->mutable_qronos();
+  q->set_alpha(2e-3);
+  q->set_beta(5e3);
+  q->set_block_size(64);
+  status = Submit(qronos, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const wpb::LeaseResponse lease = LeaseOne();
+  ASSERT_EQ(lease.job().id(), job.id());
+  ASSERT_EQ(lease.job().spec().algo_config_size(), 1);
+  auto algo = FromProto(lease.job().spec().algo_config(0), "spec.algo_config[0]");
+  ASSERT_TRUE(algo.ok()) << algo.status();
+  const auto& a = std::get<GptqAlgo>(*algo);
+  EXPECT_EQ(a.method, HessianMethod::kQronos);
+  EXPECT_DOUBLE_EQ(a.alpha, 2e-3);
+  EXPECT_DOUBLE_EQ(a.beta, 5e3);
+  EXPECT_EQ(a.block_size, 64);
 }
 
 TEST_F(ServiceTest, AJobRunsThroughTheWorkerProtocolAndItsEventsStreamResumably) {
