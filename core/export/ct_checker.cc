@@ -91,10 +91,6 @@ std::vector<int64_t> ScaleShape(const Json& w, int64_t out, int64_t in) {
   return {1};
 }
 
-bool IsCtMxFormat(const std::string& format) {
-  return format == "mxfp4-pack-quantized" || format == "mxfp8-quantized";
-}
-
 std::vector<Expected> ExpectedTensors(const std::string& m, const Json& g, const std::string& format, int64_t out,
                                       int64_t in, std::vector<std::string>& problems) {
   const std::vector<StDType> kFloat = {StDType::kF32, StDType::kF16, StDType::kBF16};
@@ -290,6 +286,10 @@ Json CtGroupFor(const Json& qc, const std::string& module) {
     if (g.is_object() && g.contains("targets") && TargetMatches(g["targets"], module)) return g;
   }
   return Json();
+}
+
+bool IsCtMxFormat(std::string_view format) {
+  return format == "mxfp4-pack-quantized" || format == "mxfp8-quantized";
 }
 
 std::vector<std::string> CtVllmLoadWarnings(const Json& qc) {

@@ -41,11 +41,6 @@ absl::StatusOr<std::string> StrategyOf(const QuantSpec& s, bool is_weight, const
 absl::StatusOr<Json> CtQuantizationArgs(const QuantSpec& s, bool is_weight, const std::string& path) {
   const DType el = s.ElementType();
   if (IsCastType(s.dtype)) return Refuse(path + ".dtype", StrCat(Name(s.dtype), " is a cast, not a quantization"));
-  if (s.IsProgressive()) {  // #30 W4A8: QuantizationArgs hold one grid; its W4AFP8 is int4 groups of raw weights
-    return Refuse(path + ".fp8_first_stage",
-                  "W4A8's fp8-then-int4 weight (QuantizationArgs quantize a weight once; its W4AFP8 preset is int4 "
-                  "groups of the float weight with fp8 activations)");
-  }
   if (el == DType::kFp8E5M2 || el == DType::kFp6E3M2 || el == DType::kFp6E2M3) {
     return Refuse(path + ".dtype", StrCat(Name(el), " (its float types are fp8_e4m3 and fp4_e2m1)"));
   }
@@ -87,6 +82,11 @@ absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& c, const std::str
   if (!c.weight) return Refuse(path + ".weight", "activation-only quantization (no weight spec)");
   const QuantSpec& w = *c.weight;
   const DType el = w.ElementType();
+  if (w.IsProgressive()) {  // #30 W4A8: QuantizationArgs hold one grid; its W4AFP8 is int4 groups of raw weights
+    return Refuse(path + ".weight.fp8_first_stage",
+                  "W4A8's fp8-then-int4 weight (QuantizationArgs quantize a weight once; its W4AFP8 preset is int4 "
+                  "groups of the float weight with fp8 activations)");
+  }
   if (w.IsMx()) return std::string(el == DType::kFp4 ? "mxfp4-pack-quantized" : "mxfp8-quantized");
   if (w.IsNvfp4()) return std::string("nvfp4-pack-quantized");
   if (IsIntegerType(el)) return std::string(c.input_tensors ? "int-quantized" : "pack-quantized");

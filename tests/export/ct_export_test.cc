@@ -176,7 +176,7 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
     const char* preset;
     const char* message;
   };
-  for (const Case& c : {Case{"int4_fp8", "global_quant_config.weight.fp8_first_stage: W4A8's fp8-then-int4 weight"},
+  for (const Case& c : {Case{"int4_fp8", "q_proj.weight.fp8_first_stage: W4A8's fp8-then-int4 weight"},
                         Case{"int4_wa_64", "int-quantized stores int8 codes"}, Case{"bfloat16", "a cast"},
                         Case{"w_int8_per_tensor_sym", "No compressed-tensors compatible scheme was found."}}) {
     QuantizeModelOptions o;
