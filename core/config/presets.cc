@@ -92,6 +92,22 @@ QuantSpec Fp8TokenGroupDynamic() {
   return s;
 }
 
+// #30 W4A8 (Quark's int4_fp8, formats-2026.md 1.7): a ProgressiveSpec weight, fp8_e4m3 per tensor then int4 per
+// output channel (symmetric, float32 scales, half_even), and fp8_e4m3 per-tensor dynamic activations (float32).
+QuantSpec Int4Fp8Weight() {
+  QuantSpec s = IntPerChannelWeight(DType::kInt4, true);
+  s.scale_type = ScaleType::kFloat32;
+  s.fp8_first_stage = true;
+  return s;
+}
+
+QuantSpec Fp8PerTensorDynamic() {
+  QuantSpec s = Fp8PerTensor();
+  s.scale_type = ScaleType::kFloat32;
+  s.is_dynamic = true;
+  return s;
+}
+
 QuantSpec Cast(DType dtype) {
   QuantSpec s;
   s.dtype = dtype;
@@ -162,6 +178,10 @@ std::vector<Preset> BuildPresets() {
       LlmConfig(Nvfp4(false), Nvfp4(true)));
   add("nvfp4_weight_only", "NVFP4 W4A16: fp4 weights in groups of 16 (fp8_e4m3 block scales, float32 global scale)",
       LlmConfig(Nvfp4(false)));
+  add("int4_fp8",
+      "W4A8: weights fp8_e4m3 per tensor then int4 per channel (Quark's ProgressiveSpec), fp8_e4m3 per-tensor dynamic "
+      "activations; vLLM loads it for MoE experts only",
+      LlmConfig(Int4Fp8Weight(), Fp8PerTensorDynamic()));
   add("bfloat16", "weights and activations cast to bfloat16 and back", LlmConfig(Cast(DType::kBFloat16),
                                                                                   Cast(DType::kBFloat16)));
 

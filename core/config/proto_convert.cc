@@ -239,6 +239,7 @@ pb::QuantizationSpec ToProto(const QuantSpec& s) {
   if (s.mx_element_dtype) out.set_mx_element_dtype(ToProtoEnum(kDTypes, *s.mx_element_dtype));
   out.set_zero_point_type(ToProtoEnum(kZeroPoints, s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) out.set_percentile(s.percentile);
+  out.set_fp8_first_stage(s.fp8_first_stage);  // #30 W4A8
   return out;
 }
 
@@ -283,6 +284,7 @@ absl::StatusOr<QuantSpec> FromProto(const pb::QuantizationSpec& p, const std::st
   s.block_size.assign(p.block_size().begin(), p.block_size().end());
   s.symmetric = p.has_symmetric() ? p.symmetric() : true;
   s.is_dynamic = p.is_dynamic();
+  s.fp8_first_stage = p.fp8_first_stage();  // #30 W4A8
   const ObserverKind default_observer =
       p.scale_format() == pb::SCALE_FORMAT_E8M0 || p.dtype() == pb::DATA_TYPE_MX ? ObserverKind::kMxBlock
                                                                                    : ObserverKind::kMinMax;

@@ -8,7 +8,7 @@ namespace {
 auto Tie(const QuantSpec& s) {
   return std::tie(s.dtype, s.qscheme, s.ch_axis, s.group_size, s.block_size, s.symmetric, s.is_dynamic, s.observer, s.scale_type,
                   s.round_method, s.scale_format, s.scale_calculation_mode, s.mx_element_dtype, s.zero_point_type,
-                  s.percentile);
+                  s.percentile, s.fp8_first_stage);
 }
 
 template <typename... Ts>

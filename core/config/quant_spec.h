@@ -35,11 +35,17 @@ struct QuantSpec {
   ZeroPointType zero_point_type = ZeroPointType::kInt32;
   /// Percentile observer only.
   double percentile = 99.99999999;
+  /// #30 W4A8: Quark's ProgressiveSpec [FP8E4M3PerTensorSpec, this spec] (`int4_fp8`): the tensor is first quantized
+  /// to fp8_e4m3 per tensor (static, s0 = amax / 448 in float32) and this spec (int4 per channel, symmetric) quantizes
+  /// the fp8 values; x' = (q * s1) * s0. Only that first stage exists (validation names the field otherwise).
+  bool fp8_first_stage = false;
 
   /// OCP MX: a shared E8M0 scale over blocks (new spelling: scale_format e8m0; legacy: dtype mx).
   bool IsMx() const { return dtype == DType::kMx || scale_format == ScaleFormat::kE8M0; }
   /// NVFP4: fp4 groups of 16 with float8_e4m3fn block scales under a float32 global scale.
   bool IsNvfp4() const { return scale_format == ScaleFormat::kE4M3; }
+  /// W4A8: an fp8_e4m3 per-tensor first stage before this spec (Quark's ProgressiveSpec).
+  bool IsProgressive() const { return fp8_first_stage; }
   /// The element type of the grid: mx_element_dtype for legacy MX, else dtype.
   DType ElementType() const {
     return dtype == DType::kMx && mx_element_dtype ? *mx_element_dtype : dtype;

@@ -9,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
+#include "core/config/quark_json_two_stage.h"
 
 namespace quark {
 namespace {
@@ -321,56 +322,6 @@ absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<Patt
   return absl::OkStatus();
 }
 
-// NVFP4 as Quark writes it (formats-2026.md 1.6): a two-element list, the fp4 groups of 16 and the fp8 per-tensor
-// second stage that quantizes their scales (`is_scale_quant`), each with Quark's full key set.
-Json Nvfp4ToQuarkJson(const QuantSpec& s) {
-  Json first{{"dtype", "fp4"},          {"is_dynamic", s.is_dynamic},     {"qscheme", "per_group"},
-             {"ch_axis", -1},           {"group_size", 16},               {"symmetric", nullptr},
-             {"round_method", "half_even"}, {"scale_type", "float32"},    {"scale_format", "float32"},
-             {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
-             {"observer_cls", "PerBlockMXObserver"}, {"is_scale_quant", false}, {"block_size", nullptr}};
-  Json second{{"dtype", "fp8_e4m3"},    {"is_dynamic", false},            {"qscheme", "per_tensor"},
-              {"ch_axis", nullptr},     {"group_size", nullptr},          {"symmetric", nullptr},
-              {"round_method", "half_even"}, {"scale_type", "float32"},   {"scale_format", nullptr},
-              {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
-              {"observer_cls", "PerTensorMinMaxObserver"}, {"is_scale_quant", true}, {"block_size", nullptr}};
-  return Json::array({std::move(first), std::move(second)});
-}
-
-bool StringIs(const Json& j, const char* key, const char* value) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() && it->get<std::string>() == value;
-}
-
-// The two-element list of a tensor: NVFP4 is the only one read ([fp4 per_group 16, fp8_e4m3 per_tensor]).
-absl::StatusOr<QuantSpec> TwoStageFromQuarkJson(const Json& list, const std::string& path) {
-  const Json& a = list[0];
-  const Json& b = list[1];
-  const bool nvfp4 = a.is_object() && b.is_object() && StringIs(a, "dtype", "fp4") && StringIs(a, "qscheme", "per_group") &&
-                     a.contains("group_size") && a["group_size"] == 16 && StringIs(b, "dtype", "fp8_e4m3") &&
-                     StringIs(b, "qscheme", "per_tensor");
-  if (!nvfp4) {
-    return absl::InvalidArgumentError(StrCat(path, ": a two-element spec list is read as NVFP4 only ([{dtype fp4, ",
-                                             "qscheme per_group, group_size 16}, {dtype fp8_e4m3, qscheme ",
-                                             "per_tensor}]), got ", list.dump()));
-  }
-  if (auto it = b.find("is_dynamic"); it != b.end() && it->is_boolean() && it->get<bool>()) {
-    return absl::InvalidArgumentError(path + "[1].is_dynamic: the NVFP4 global scale is static");
-  }
-  Json first = a;
-  first.erase("scale_format");  // Quark's first stage says "float32": its scales are what the second stage quantizes
-  first.erase("observer_cls");
-  first.erase("is_scale_quant");
-  first.erase("block_size");
-  auto spec = QuantSpecFromQuarkJson(first, path + "[0]");
-  if (!spec.ok()) return spec.status();
-  spec->scale_format = ScaleFormat::kE4M3;
-  spec->scale_type = ScaleType::kFloat32;
-  spec->observer = ObserverKind::kMinMax;
-  spec->symmetric = true;
-  return spec;
-}
-
 Json PatternConfigsToJson(const std::vector<PatternQuantConfig>& entries) {
   Json out = Json::object();
   for (const auto& e : entries) out[e.pattern] = LayerConfigToQuarkJson(e.config);
@@ -446,6 +397,7 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
 Json LayerConfigToQuarkJson(const LayerQuantConfig& c) {
   auto spec = [](const std::optional<QuantSpec>& s) {
     if (!s) return Json(nullptr);
+    if (s->IsProgressive()) return ProgressiveToQuarkJson(*s);
     return s->IsNvfp4() ? Nvfp4ToQuarkJson(*s) : QuantSpecToQuarkJson(*s);
   };
   return Json{{"input_tensors", spec(c.input_tensors)},

@@ -69,6 +69,26 @@ void CheckNvfp4(const QuantSpec& s, const std::string& path, Issues& out) {
   }
 }
 
+// #30 W4A8: Quark's int4_fp8 ProgressiveSpec, the only two-stage chain the numerics run: an fp8_e4m3 per-tensor first
+// stage, then int4 per_channel symmetric over output channels, on weights (formats-2026.md 1.7, 1.8).
+void CheckProgressive(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
+  const std::string f = path + ".fp8_first_stage";
+  if (role != TensorRole::kWeight) out.Error(f, "an fp8 first stage (W4A8 ProgressiveSpec) is for weights only");
+  if (s.dtype != DType::kInt4) {
+    out.Error(path + ".dtype", StrCat("after an fp8 first stage (W4A8) the second stage is int4, got ", Name(s.dtype)));
+  }
+  if (s.qscheme != QScheme::kPerChannel || s.ch_axis.value_or(0) != 0) {
+    out.Error(path + ".qscheme",
+              StrCat("after an fp8 first stage (W4A8) the int4 stage is per_channel with ch_axis 0, got ",
+                     Name(s.qscheme), s.ch_axis ? StrCat(" ch_axis ", *s.ch_axis) : std::string()));
+  }
+  if (!s.symmetric) out.Error(path + ".symmetric", "the W4A8 int4 stage is symmetric (vLLM's _is_fp8_w4a8)");
+  if (s.observer != ObserverKind::kMinMax) {
+    out.Error(path + ".observer", StrCat("the W4A8 int4 stage uses min_max, got ", Name(s.observer)));
+  }
+  if (s.IsMx() || s.IsNvfp4()) out.Error(path + ".scale_format", "an fp8 first stage takes plain float scales");
+}
+
 void CheckGranularity(const QuantSpec& s, const std::string& path, Issues& out) {
   if (s.qscheme == QScheme::kPerGroup) {
     if (!s.group_size) {
@@ -139,6 +159,7 @@ void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Iss
   } else if (s.mx_element_dtype) {
     out.Error(path + ".mx_element_dtype", StrCat("only used with dtype mx, dtype is ", Name(s.dtype)));
   }
+  if (s.IsProgressive()) CheckProgressive(s, role, path, out);
   CheckGranularity(s, path, out);
   CheckObserver(s, role, path, out);
   if (role != TensorRole::kActivation && s.is_dynamic) {

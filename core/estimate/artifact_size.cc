@@ -89,6 +89,8 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
   bytes += PackedBytes(element, elements);
   if (w.IsMx()) return bytes + static_cast<uint64_t>(out) * ((in + 31) / 32);
   if (w.IsNvfp4()) return bytes + elements / 16 + 4 + 4;  // float8 block scales, weight and input global scales
+  // #30 W4A8: F32 weight_scale_2 per channel, weight_zero_point_2 eight per int32, the F32 fp8 weight_scale.
+  if (w.IsProgressive()) return bytes + static_cast<uint64_t>(out) * 4 + static_cast<uint64_t>(out) / 2 + 4;
   const uint64_t scales = WeightScaleCount(w, out, in);
   if (IsInt4(element) && w.qscheme == QScheme::kPerGroup) {
     return bytes + scales * 2 + scales / 2;  // 16-bit scales; zero points eight per int32

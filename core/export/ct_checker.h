@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,13 @@ nlohmann::json CtGroupFor(const nlohmann::json& qc, const std::string& module);
 /// CompressedTensorsW8A8Int8; FAILED_PRECONDITION ("No compressed-tensors compatible scheme was found.") otherwise.
 /// `format` is the group's format, else the global one.
 absl::StatusOr<std::string> VllmCtScheme(const nlohmann::json& group, const std::string& format);
+
+/// compressed-tensors' MX formats (mxfp4-pack-quantized, mxfp8-quantized): defined by the library, no vLLM scheme.
+bool IsCtMxFormat(std::string_view format);
+
+/// #30 item 4: groups an export carries that vLLM's compressed_tensors loader cannot load although the library defines
+/// them (mxfp4-pack-quantized, mxfp8-quantized): one line per group, for the log; not refusals.
+std::vector<std::string> CtVllmLoadWarnings(const nlohmann::json& qc);
 
 /// Everything above plus the files: every linear of every decoder layer either ignored (float `weight`) or with
 /// exactly its format's tensors (names, dtypes, shapes; weight_shape's values), fused shards (q/k/v, gate/up) in one

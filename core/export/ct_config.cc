@@ -84,6 +84,11 @@ absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& c, const std::str
   if (!c.weight) return Refuse(path + ".weight", "activation-only quantization (no weight spec)");
   const QuantSpec& w = *c.weight;
   const DType el = w.ElementType();
+  if (w.IsProgressive()) {  // #30 W4A8: QuantizationArgs hold one grid; its W4AFP8 is int4 groups of raw weights
+    return Refuse(path + ".weight.fp8_first_stage",
+                  "W4A8's fp8-then-int4 weight (QuantizationArgs quantize a weight once; its W4AFP8 preset is int4 "
+                  "groups of the float weight with fp8 activations)");
+  }
   if (w.IsMx()) return std::string(el == DType::kFp4 ? "mxfp4-pack-quantized" : "mxfp8-quantized");
   if (w.IsNvfp4()) return std::string("nvfp4-pack-quantized");
   if (IsIntegerType(el)) return std::string(c.input_tensors ? "int-quantized" : "pack-quantized");
@@ -94,7 +99,8 @@ absl::StatusOr<std::string> CtFormatOf(const LayerQuantConfig& c, const std::str
 }
 
 bool CtFormatIsWritten(std::string_view format) {
-  for (std::string_view written : {"pack-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized"}) {
+  for (std::string_view written : {"pack-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized",
+                                   "mxfp4-pack-quantized", "mxfp8-quantized"}) {
     if (format == written) return true;
   }
   return false;

@@ -34,6 +34,7 @@ const CtFamily* FindCtFamily(std::string_view format);
 extern const CtFamily kCtPackQuantized;   // ct_pack_quantized.cc
 extern const CtFamily kCtNaiveQuantized;  // ct_naive_quantized.cc: int-quantized, float-quantized
 extern const CtFamily kCtNvfp4;           // ct_nvfp4.cc
+extern const CtFamily kCtMx;              // ct_mx.cc: mxfp4-pack-quantized, mxfp8-quantized (#30 item 4)
 
 /// compressed-tensors' scale shape of a weight spec: tensor (1), channel (out, 1), group (out, in / G),
 /// block (out / rows, in / cols). INVALID_ARGUMENT naming the module when G or the block does not divide.

@@ -10,7 +10,7 @@ namespace {
 
 using checkpoint::StDType;
 
-const CtFamily* const kFamilies[] = {&kCtPackQuantized, &kCtNaiveQuantized, &kCtNvfp4};
+const CtFamily* const kFamilies[] = {&kCtPackQuantized, &kCtNaiveQuantized, &kCtNvfp4, &kCtMx};
 
 // Static activation tensors (formats-2026.md 2.3): input_scale F32 [1] (+ input_zero_point int8 [1] for an
 // asymmetric int), NVFP4 inputs input_global_scale F32 [1]; the KV cache's output_scale F32 [1] (vLLM maps

@@ -66,6 +66,26 @@ bool IsWeightOnlyNvfp4(const Json& layer) {
          layer.value("input_tensors", Json()).is_null();
 }
 
+// #30 W4A8: vLLM's `_is_fp8_w4a8` (quark.py 095bfa45): weight [fp8_e4m3 per_tensor static, int4 per_channel
+// symmetric ch_axis 0 static], input fp8_e4m3 dynamic, or static per_tensor. vLLM dispatches it for FusedMoE only
+// (QuarkW4A8Fp8MoEMethod, ROCm AITER): on dense linears a two-element weight list is NVFP4 or nothing (formats-2026.md
+// 9), so Quark's int4_fp8 is a warning there (VllmQuarkLoadWarnings), not a refusal.
+bool IsVllmW4A8(const Json& layer) {
+  if (!layer.is_object()) return false;
+  const Json w = layer.value("weight", Json());
+  Json in = layer.value("input_tensors", Json());
+  if (in.is_array() && in.size() == 1) in = in[0];
+  if (!w.is_array() || w.size() != 2 || !in.is_object()) return false;
+  const Json& a = w[0];
+  const Json& b = w[1];
+  const bool weight_ok = IsStr(a, "dtype", "fp8_e4m3") && IsStr(a, "qscheme", "per_tensor") &&
+                         a.value("is_dynamic", Json()) != true && IsStr(b, "dtype", "int4") &&
+                         IsStr(b, "qscheme", "per_channel") && b.value("symmetric", Json()) == true &&
+                         b.value("ch_axis", Json()) == 0 && b.value("is_dynamic", Json()) != true;
+  return weight_ok && IsStr(in, "dtype", "fp8_e4m3") &&
+         (in.value("is_dynamic", Json()) == true || IsStr(in, "qscheme", "per_tensor"));
+}
+
 void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer, std::vector<std::string>& out) {
   if (!layer.is_object()) {
     out.push_back(StrCat(path, ": expected an object with weight, input_tensors, output_tensors, bias"));
@@ -101,10 +121,13 @@ void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer,
   }
   // Dispatch step 1: a two-element list on either tensor must be NVFP4 on both (QuarkNVFP4), else NotImplementedError.
   const bool multi = (w.is_array() && w.size() > 1) || (in.is_array() && in.size() > 1);
-  if (multi && !(IsVllmNvfp4List(w, false) && IsVllmNvfp4List(in, true)) && !IsWeightOnlyNvfp4(layer)) {
+  if (multi && !(IsVllmNvfp4List(w, false) && IsVllmNvfp4List(in, true)) && !IsWeightOnlyNvfp4(layer) &&
+      !IsVllmW4A8(layer)) {
     out.push_back(StrCat(path, ": two-element spec lists load in vLLM only as NVFP4 W4A4 (_is_nvfp4: weight [fp4 ",
                          "per_group 16 static, fp8_e4m3 per_tensor static], input [fp4 per_group 16 dynamic, fp8_e4m3 ",
-                         "per_tensor static]); NVFP4 weight-only loads through compressed-tensors (NVFP4A16)"));
+                         "per_tensor static]) or, for MoE experts, W4A8 (_is_fp8_w4a8: weight [fp8_e4m3 per_tensor, ",
+                         "int4 per_channel symmetric ch_axis 0], input fp8_e4m3); NVFP4 weight-only loads through ",
+                         "compressed-tensors (NVFP4A16)"));
   }
 }
 
@@ -153,6 +176,11 @@ std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc) {
       out.push_back(StrCat(path, ": NVFP4 weight-only loads in vLLM's quark path only for MoE experts (a two-element "
                            "weight list dispatches as W4A4 or not at all on dense linears); export compressed_tensors "
                            "for vLLM's NVFP4A16"));
+    }
+    if (IsVllmW4A8(layer)) {
+      out.push_back(StrCat(path, ": W4A8 (int4_fp8) loads in vLLM's quark path only for MoE experts ",
+                           "(QuarkW4A8Fp8MoEMethod, ROCm AITER); on dense linears a two-element weight list dispatches ",
+                           "as NVFP4 or not at all"));
     }
   };
   if (!qc.is_object()) return out;

@@ -65,6 +65,17 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
     t.push_back({m + ".weight_scale_2", {StDType::kF32}, {}});
     return absl::OkStatus();
   }
+  if (w.IsProgressive()) {  // #30 W4A8 as Quark writes it (formats-2026.md 9): int4 stage `_2`, fp8 stage plain
+    auto packed = PackedLength(m, element, in, "in_features");
+    if (!packed.ok()) return packed.status();
+    auto packed_out = PackedLength(m, element, out, "out_features (weight_zero_point_2 packs 8 channels a word)");
+    if (!packed_out.ok()) return packed_out.status();
+    t.push_back({m + ".weight", {StDType::kI32}, {out, *packed}});
+    t.push_back({m + ".weight_scale", {StDType::kF32}, {}});
+    t.push_back({m + ".weight_scale_2", {StDType::kF32}, {out}});
+    t.push_back({m + ".weight_zero_point_2", {StDType::kI32}, {*packed_out}});
+    return absl::OkStatus();
+  }
   if (w.IsMx()) {
     auto packed = PackedLength(m, element, in, "in_features");
     if (!packed.ok()) return packed.status();
@@ -216,6 +227,7 @@ absl::StatusOr<std::vector<ExportTensor>> LinearExportTensors(const LinearExport
     if (!p.ok()) return absl::Status(p.status().code(), StrCat(data.module, ".weight: ", std::string(p.status().message())));
     packed = *std::move(p);
   }
+  const bool progressive = c.weight && c.weight->IsProgressive();  // #30 W4A8
   std::vector<ExportTensor> out;
   for (const ExportTensorSpec& spec : *specs) {
     const std::string suffix = spec.name.substr(data.module.size() + 1);
@@ -223,11 +235,11 @@ absl::StatusOr<std::vector<ExportTensor>> LinearExportTensors(const LinearExport
     if (suffix == "weight") {
       t = packed.codes.defined() ? packed.codes : data.weight;
     } else if (suffix == "weight_scale") {
-      t = packed.scale;
-    } else if (suffix == "weight_zero_point") {
+      t = progressive ? packed.global_scale : packed.scale;
+    } else if (suffix == "weight_zero_point" || suffix == "weight_zero_point_2") {
       t = packed.zero_point;
     } else if (suffix == "weight_scale_2") {
-      t = packed.global_scale;
+      t = progressive ? packed.scale : packed.global_scale;  // W4A8: the int4 scales; NVFP4: the global scale
     } else if (suffix == "input_scale_2") {
       if (!data.input_params || !data.input_params->global_scale.defined()) {
         return absl::InternalError(StrCat(spec.name, ": the NVFP4 input of ", data.module, " was never calibrated"));

@@ -55,17 +55,20 @@ absl::StatusOr<at::Tensor> HfQuarkWeightSource::Dequantized(const std::string& m
   RealQuantized packed;
   auto codes = view(module + ".weight");
   if (!codes.ok()) return codes.status();
-  auto scale = view(module + ".weight_scale");
-  if (!scale.ok()) return scale.status();
   packed.codes = *codes;
+  // #30 W4A8: the int4 stage is weight_scale_2 / weight_zero_point_2, the fp8 stage's scale weight_scale.
+  const bool w4a8 = spec.IsProgressive();
+  auto scale = view(module + (w4a8 ? ".weight_scale_2" : ".weight_scale"));
+  if (!scale.ok()) return scale.status();
   packed.scale = spec.IsMx() || spec.IsNvfp4() ? *scale : scale->to(ScaleDtypeFor(spec, compute_dtype_));
-  if (spec.IsNvfp4()) {  // the F8_E4M3 block scales stay bytes; the global scale is weight_scale_2
-    auto global = view(module + ".weight_scale_2");
+  if (spec.IsNvfp4() || w4a8) {  // NVFP4: F8_E4M3 block scales stay bytes, the global scale is weight_scale_2
+    auto global = view(module + (w4a8 ? ".weight_scale" : ".weight_scale_2"));
     if (!global.ok()) return global.status();
     packed.global_scale = global->to(at::kFloat).reshape({});
   }
-  if (reader_->Has(module + ".weight_zero_point")) {
-    auto zp = view(module + ".weight_zero_point");
+  const std::string zp_name = module + (w4a8 ? ".weight_zero_point_2" : ".weight_zero_point");
+  if (reader_->Has(zp_name)) {
+    auto zp = view(zp_name);
     if (!zp.ok()) return zp.status();
     packed.zero_point = zp->to(at::kInt);
   }

@@ -12,6 +12,7 @@
 #include "core/numerics/format_map.h"
 #include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/observer.h"
+#include "core/numerics/progressive_quant.h"
 #include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_layout.h"
 #include "core/numerics/range_reduce.h"
@@ -127,6 +128,7 @@ absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& sp
   auto layout = ResolveLayout(spec, role, x.sizes());
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
+  if (spec.IsProgressive()) return ProgressiveFakeQuantize(x, spec, params, role);  // #30 W4A8
   if (spec.IsNvfp4()) {
     if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
     return Nvfp4FakeQuantize(x, &params);
@@ -150,6 +152,12 @@ absl::Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const 
     out.copy_(CastRoundTrip(x, spec.dtype));
     return absl::OkStatus();
   }
+  if (spec.IsProgressive()) {  // #30 W4A8
+    auto y = ProgressiveFakeQuantize(x, spec, params, role);
+    if (!y.ok()) return y.status();
+    out.copy_(*y);
+    return absl::OkStatus();
+  }
   if (spec.IsNvfp4()) {
     if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
     Nvfp4FakeQuantize(x, &params, &out);
@@ -171,6 +179,11 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return CastRoundTrip(x, spec.dtype);
   if (x.numel() == 0) return x.contiguous().clone();
+  if (spec.IsProgressive()) {  // #30 W4A8 (weights are static; kept for completeness of the dispatch)
+    auto params = ProgressiveParamsOf(x, spec, role);
+    if (!params.ok()) return params.status();
+    return ProgressiveFakeQuantize(x, spec, *params, role);
+  }
   if (spec.IsNvfp4()) return Nvfp4FakeQuantize(x, nullptr);
   // MX computes each block's scale inside the kernel: one pass.
   if (spec.IsMx()) return RunMx(x, spec, *layout, nullptr);
@@ -181,6 +194,7 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
 
 absl::StatusOr<QuantParams> ParamsOf(const at::Tensor& x, const QuantSpec& spec, TensorRole role) {
   if (auto st = CheckInput(x); !st.ok()) return st;
+  if (spec.IsProgressive()) return ProgressiveParamsOf(x, spec, role);  // #30 W4A8
   if (spec.observer == ObserverKind::kMinMax || spec.IsMx()) {
     auto layout = ResolveLayout(spec, role, x.sizes());
     if (!layout.ok()) return layout.status();

@@ -138,6 +138,13 @@ absl::StatusOr<RealQuantized> PackForExport(const RealQuantized& q, const QuantS
     return RealQuantized{*codes, q.scale, at::Tensor(), q.global_scale};  // NVFP4 keeps its global scale
   }
   const at::Tensor zp = q.zero_point.to(at::kInt);
+  if (spec.IsProgressive()) {  // #30 W4A8: weight (out, in/8), weight_scale_2 (out), weight_zero_point_2 (out/8)
+    auto words = PackInt4(q.codes, method);
+    if (!words.ok()) return words.status();
+    auto zp_words = PackInt4(zp.to(at::kChar), method);
+    if (!zp_words.ok()) return absl::Status(zp_words.status().code(), absl::StrCat("zero_point: ", zp_words.status().message()));
+    return RealQuantized{*words, q.scale, *zp_words, q.global_scale};
+  }
   if (!IsInt4(el)) return RealQuantized{q.codes, q.scale, zp};
   if (spec.qscheme != QScheme::kPerGroup) {
     auto words = PackInt4(q.codes, method);
@@ -166,6 +173,13 @@ absl::StatusOr<RealQuantized> UnpackFromExport(const RealQuantized& packed, cons
   }
   if (!IsInt4(el)) return packed;
   const bool is_signed = !IsUnsigned(el);
+  if (spec.IsProgressive()) {  // #30 W4A8
+    auto codes = UnpackInt4(packed.codes, method, true);
+    if (!codes.ok()) return codes.status();
+    auto zp = UnpackInt4(packed.zero_point, method, true);
+    if (!zp.ok()) return zp.status();
+    return RealQuantized{*codes, packed.scale, zp->to(at::kInt), packed.global_scale};
+  }
   auto codes = UnpackInt4(packed.codes, method, is_signed);
   if (!codes.ok()) return codes.status();
   if (spec.qscheme != QScheme::kPerGroup) return RealQuantized{*codes, packed.scale, packed.zero_point};

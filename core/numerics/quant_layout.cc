@@ -151,6 +151,10 @@ absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
     }
     if (spec.observer != ObserverKind::kMinMax) return Invalid("observer", "NVFP4 (scale_format e4m3) uses min_max");
   }
+  if (spec.IsProgressive() && (spec.dtype != DType::kInt4 || spec.qscheme != QScheme::kPerChannel || !spec.symmetric ||
+                                spec.is_dynamic || spec.observer != ObserverKind::kMinMax)) {
+    return Invalid("fp8_first_stage", "W4A8's fp8 first stage runs before static symmetric int4 per_channel min_max only");
+  }
   const bool histogram = spec.observer == ObserverKind::kPercentile || spec.observer == ObserverKind::kMse;
   if (histogram && (spec.qscheme != QScheme::kPerTensor || spec.IsMx())) {
     return Invalid("observer", absl::StrCat(std::string(Name(spec.observer)), " supports per_tensor only, not ",

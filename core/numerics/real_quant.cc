@@ -5,6 +5,7 @@
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/nvfp4_quant.h"
+#include "core/numerics/progressive_quant.h"
 #include "core/numerics/quant_layout.h"
 #include "kernels/cpu/affine_kernels.h"
 #include "kernels/cpu/float_kernels.h"
@@ -98,6 +99,7 @@ absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& device_x, const Qua
   auto layout = ResolveLayout(spec, role, x.sizes());
   if (!layout.ok()) return layout.status();
   if (spec.IsMx()) return QuantizeMx(x, spec, *layout);
+  if (spec.IsProgressive()) return ProgressiveQuantizeReal(x, spec, params, role);  // #30 W4A8
   if (spec.IsNvfp4()) {
     if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
     return Nvfp4QuantizeReal(x, &params);
@@ -116,6 +118,7 @@ absl::StatusOr<at::Tensor> Dequantize(const RealQuantized& q, const QuantSpec& s
   auto layout = ResolveLayout(spec, role, q.codes.sizes());
   if (!layout.ok()) return layout.status();
   if (IsCastType(spec.dtype)) return absl::InvalidArgumentError("dtype: a cast has no codes");
+  if (spec.IsProgressive()) return ProgressiveDequantize(q, spec, dtype, role);  // #30 W4A8
   if (spec.IsNvfp4()) {
     if (q.codes.scalar_type() != at::kByte || !q.scale.defined() || q.scale.scalar_type() != at::kByte) {
       return absl::InvalidArgumentError("codes / scale: NVFP4 needs uint8 codes and uint8 float8_e4m3fn scales");

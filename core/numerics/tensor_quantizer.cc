@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/numerics/fake_quant.h"
+#include "core/numerics/progressive_quant.h"
 #include "core/numerics/quant_layout.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 
@@ -22,6 +23,15 @@ absl::StatusOr<std::unique_ptr<TensorQuantizer>> TensorQuantizer::Create(const Q
     q->observer_ = std::move(*observer);
     return q;
   }
+  if (spec.IsProgressive()) {  // #30 W4A8: Quark's SequentialQuantize observes stage 0, then stage 1 on its fp8 values
+    auto first = MakeObserver(Fp8FirstStageSpec(), role);
+    if (!first.ok()) return first.status();
+    auto second = MakeObserver(SecondStageSpec(spec), role);
+    if (!second.ok()) return second.status();
+    q->observer_ = std::move(*first);
+    q->second_observer_ = std::move(*second);
+    return q;
+  }
   if (!spec.is_dynamic && !IsCastType(spec.dtype)) {
     auto observer = MakeObserver(spec, role);
     if (!observer.ok()) return observer.status();
@@ -33,7 +43,13 @@ absl::StatusOr<std::unique_ptr<TensorQuantizer>> TensorQuantizer::Create(const Q
 absl::Status TensorQuantizer::Observe(const at::Tensor& x) {
   if (!observer_) return absl::OkStatus();
   if (params_) return absl::FailedPreconditionError("observer: already frozen");
-  return observer_->Observe(x);
+  if (auto st = observer_->Observe(x); !st.ok() || !second_observer_) return st;
+  // W4A8: the running fp8 scale so far quantizes this batch for the int4 stage's observer, as Quark's does.
+  auto p0 = observer_->ComputeParams();
+  if (!p0.ok()) return p0.status();
+  auto v = Fp8StageValues(x, p0->scale);
+  if (!v.ok()) return v.status();
+  return second_observer_->Observe(*v);
 }
 
 absl::Status TensorQuantizer::Freeze() {
@@ -48,6 +64,12 @@ absl::Status TensorQuantizer::Freeze() {
   }
   auto params = observer_->ComputeParams();
   if (!params.ok()) return params.status();
+  if (second_observer_) {  // W4A8: int4 scales in scale / zero_point, the fp8 scale as global_scale
+    auto second = second_observer_->ComputeParams();
+    if (!second.ok()) return second.status();
+    second->global_scale = params->scale.to(at::kFloat).reshape({});
+    params = std::move(second);
+  }
   params_ = std::move(*params);
   return absl::OkStatus();
 }

@@ -52,6 +52,8 @@ class TensorQuantizer {
   QuantSpec spec_;
   TensorRole role_;
   std::unique_ptr<Observer> observer_;
+  /// #30 W4A8: the int4 stage's observer of the fp8 values (observer_ then watches the fp8 per-tensor stage).
+  std::unique_ptr<Observer> second_observer_;
   std::optional<QuantParams> params_;
 };
 

@@ -1,6 +1,7 @@
 #include "core/quantize/quantize_model.h"
 
 #include "core/base/status_macros.h"
+#include "core/export/ct_checker.h"
 #include "core/quantize/quantize_run.h"
 
 namespace quark {
@@ -140,6 +141,10 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       if (!exporter.ok()) return absl::Status(exporter.status().code(), StrCat("export_formats[", std::find(formats.begin(), formats.end(), format) - formats.begin(),
                                                                                "] (compressed_tensors): ",
                                                                                std::string(exporter.status().message())));
+      for (const std::string& warning : exporter::CtVllmLoadWarnings(
+               nlohmann::json::parse((*exporter)->quantization_config().dump()))) {
+        Notice("prepare", 0, StrCat("compressed_tensors export: ", warning));  // #30 item 4: MX
+      }
       e.exporter = *std::move(exporter);
     } else {
       // A rotation unties tied embeddings (it folds the final norm into the LM head): GGUF then writes output.weight

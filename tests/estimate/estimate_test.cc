@@ -173,7 +173,7 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->num_layers, 2);
   EXPECT_EQ(model->max_layer_params, 4 * 256 * 256 + 3 * 256 * 768 + 2 * 256);
-  for (const std::string preset : {"uint4_wo_128", "fp8", "int8", "int4_wo_32", "mxfp4"}) {
+  for (const std::string preset : {"uint4_wo_128", "fp8", "int8", "int4_wo_32", "mxfp4", "int4_fp8"}) {
     SCOPED_TRACE(preset);
     const std::string out = Track(TempDir("estimate_out"));
     ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--output", out, "--calib",
@@ -194,7 +194,8 @@ TEST_F(EstimateTest, CompressedTensorsBytesMatchTheExportWritten) {
   const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
-  for (const std::string preset : {"uint4_wo_128", "int4_wo_32", "uint4_wo_per_channel", "fp8", "int8", "nvfp4"}) {
+  for (const std::string preset :
+       {"uint4_wo_128", "int4_wo_32", "uint4_wo_per_channel", "fp8", "int8", "nvfp4", "mxfp4", "mxfp8"}) {
     SCOPED_TRACE(preset);
     const std::string out = Track(TempDir("estimate_ct"));
     ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--export", "compressed_tensors",

@@ -85,7 +85,8 @@ TEST(CtConfigTest, KvCacheSchemeIsFp8PerTensor) {
 TEST(CtConfigTest, SchemesItCannotExpressAreRefusedNamingTheField) {
   for (auto [preset, field] : {std::pair{"mxfp6_e3m2", "global_quant_config.weight.dtype"},
                                std::pair{"bfloat16", "global_quant_config.weight.dtype"},
-                               std::pair{"mxint8", "global_quant_config.weight.dtype"}}) {
+                               std::pair{"mxint8", "global_quant_config.weight.dtype"},
+                               std::pair{"int4_fp8", "global_quant_config.weight.fp8_first_stage"}}) {
     auto qc = ConfigFor(preset);
     ASSERT_FALSE(qc.ok()) << preset;
     EXPECT_NE(qc.status().message().find(field), std::string::npos) << qc.status();

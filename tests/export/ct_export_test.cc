@@ -125,7 +125,9 @@ TEST_F(CtExportTest, EveryFormatPassesItsCheckerAndHoldsTheEnginesCodes) {
                                    {"ptpc_fp8", model_, "float-quantized"},
                                    {"fp8_block", tiled_, "float-quantized"},
                                    {"nvfp4", model_, "nvfp4-pack-quantized"},
-                                   {"nvfp4_weight_only", model_, "nvfp4-pack-quantized"}};
+                                   {"nvfp4_weight_only", model_, "nvfp4-pack-quantized"},
+                                   {"mxfp4", model_, "mxfp4-pack-quantized"},
+                                   {"mxfp8", model_, "mxfp8-quantized"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);
     auto e = testing::ExportBoth(*c.model, c.preset);
@@ -146,6 +148,10 @@ TEST_F(CtExportTest, EveryFormatPassesItsCheckerAndHoldsTheEnginesCodes) {
           const int bits = std::string(c.preset).find("int8") != std::string::npos ? 8 : 4;
           const at::Tensor ours = (*source)->Get(m + ".weight", at::kFloat).value();
           EXPECT_TRUE(at::equal(DecodePacked(**ct, m, bits, linear.out_features, linear.in_features), ours));
+        } else if (format == "mxfp4-pack-quantized" || format == "mxfp8-quantized") {
+          // Quark's MX bytes (element 2j in the low nibble, E8M0 scales) are compressed-tensors' as they are.
+          EXPECT_EQ(Bytes(**ct, m + (format == "mxfp8-quantized" ? ".weight" : ".weight_packed")), Bytes(**hf, m + ".weight"));
+          EXPECT_EQ(Bytes(**ct, m + ".weight_scale"), Bytes(**hf, m + ".weight_scale"));
         } else if (format == "nvfp4-pack-quantized") {
           EXPECT_EQ(Bytes(**ct, m + ".weight_packed"), Bytes(**hf, m + ".weight"));
           EXPECT_EQ(Bytes(**ct, m + ".weight_scale"), Bytes(**hf, m + ".weight_scale"));
@@ -170,7 +176,7 @@ TEST_F(CtExportTest, SchemesItCannotCarryAreRefusedBeforeAnyWorkNamingTheField) 
     const char* preset;
     const char* message;
   };
-  for (const Case& c : {Case{"mxfp4", "mxfp4-pack-quantized format is not written yet"},
+  for (const Case& c : {Case{"int4_fp8", "q_proj.weight.fp8_first_stage: W4A8's fp8-then-int4 weight"},
                         Case{"int4_wa_64", "int-quantized stores int8 codes"}, Case{"bfloat16", "a cast"},
                         Case{"w_int8_per_tensor_sym", "No compressed-tensors compatible scheme was found."}}) {
     QuantizeModelOptions o;

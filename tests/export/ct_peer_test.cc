@@ -62,6 +62,8 @@ TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
       {"fp8_block", tiled_},
       {"nvfp4", model_},
       {"nvfp4_weight_only", model_},
+      {"mxfp4", model_},  // #30 item 4
+      {"mxfp8", model_},
       {"uint4_wo_32+gptq", model_},
       {"uint4_wo_32+awq", model_}};
   for (const auto& [preset, model] : cases) {

@@ -7,8 +7,11 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/config/presets.h"
 #include "core/export/hf_quark_checker.h"
+#include "core/numerics/fake_quant.h"
+#include "core/numerics/packing.h"
 #include "core/quantize/quantize_model.h"
 #include "core/quantize/reload.h"
+#include "core/runtime/tensor_view.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -51,7 +54,8 @@ class ExportRoundTripTest : public ::testing::Test {
 std::string* ExportRoundTripTest::model_ = nullptr;
 
 TEST_F(ExportRoundTripTest, ReloadedModelEqualsFakeQuantizedModel) {
-  for (const char* preset : {"fp8", "int8", "ptpc_fp8", "uint4_wo_32", "int4_wo_64", "mxfp4", "nvfp4", "bfloat16"}) {
+  for (const char* preset :
+       {"fp8", "int8", "ptpc_fp8", "uint4_wo_32", "int4_wo_64", "mxfp4", "nvfp4", "int4_fp8", "bfloat16"}) {
     std::string out;
     auto report = Export(preset, "", &out);
     ASSERT_TRUE(report.ok()) << preset << ": " << report.status();
@@ -127,6 +131,43 @@ TEST_F(ExportRoundTripTest, ReloadedOutputsMatchTheFakeQuantizedLayers) {
   auto hidden = reloaded->streamer->Run({at::arange(1, 20, at::kLong)}, reloaded->hooks);
   ASSERT_TRUE(hidden.ok()) << hidden.status();
   EXPECT_TRUE(at::isfinite((*hidden)[0]).all().item<bool>());
+}
+
+// #30 W4A8 as Quark writes it (formats-2026.md 9): the int4 codes packed along K, the fp8 stage's scalar
+// weight_scale, the int4 stage's weight_scale_2 [out] and weight_zero_point_2 [out / 8]; decoded by hand, the file
+// holds the fake-quantized weight bit for bit; vLLM's quark path is told to load it for MoE experts only.
+TEST_F(ExportRoundTripTest, W4A8IsQuarksTwoStageLayoutAndHoldsTheFakeQuantizedWeight) {
+  std::string out;
+  auto report = Export("int4_fp8", "", &out, /*eval=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto reader = checkpoint::CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok());
+  const std::string m = "model.layers.0.mlp.up_proj";  // [128, 64]
+  EXPECT_EQ(Info(**reader, m + ".weight").dtype, checkpoint::StDType::kI32);
+  EXPECT_EQ(Info(**reader, m + ".weight").shape, (std::vector<int64_t>{128, 8}));
+  EXPECT_EQ(Info(**reader, m + ".weight_scale").shape, std::vector<int64_t>{});
+  EXPECT_EQ(Info(**reader, m + ".weight_scale_2").dtype, checkpoint::StDType::kF32);
+  EXPECT_EQ(Info(**reader, m + ".weight_scale_2").shape, std::vector<int64_t>{128});
+  EXPECT_EQ(Info(**reader, m + ".weight_zero_point_2").shape, std::vector<int64_t>{16});
+  EXPECT_FALSE((*reader)->Has(m + ".input_scale"));  // dynamic fp8 activations
+  auto view = [&](const checkpoint::CheckpointReader& r, const std::string& name) {
+    return *runtime::ViewTensor(*r.Get(name));
+  };
+  const at::Tensor q = *UnpackInt4(view(**reader, m + ".weight"), PackMethod::kReorder, /*is_signed=*/true);
+  const at::Tensor decoded = (q.to(at::kFloat) * view(**reader, m + ".weight_scale_2").unsqueeze(1)) *
+                             view(**reader, m + ".weight_scale").reshape({});
+  auto source = checkpoint::CheckpointReader::Open(*model_);
+  ASSERT_TRUE(source.ok());
+  const at::Tensor w = view(**source, m + ".weight").to(at::kFloat);
+  const QuantSpec& spec = *PresetConfig("int4_fp8")->global_quant_config.weight;
+  auto fake = FakeQuantizeDynamic(w, spec, TensorRole::kWeight);
+  ASSERT_TRUE(fake.ok()) << fake.status();
+  EXPECT_TRUE(at::equal(decoded, *fake));
+  EXPECT_EQ(view(**reader, m + ".weight_zero_point_2").abs().sum().item<int>(), 0);
+  EXPECT_TRUE(exporter::CheckHfQuarkExport(out).ok());
+  const auto warnings = exporter::VllmQuarkLoadWarnings(report->quantization_config);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings[0].find("MoE experts"), std::string::npos) << warnings[0];
 }
 
 TEST_F(ExportRoundTripTest, TamperedExportIsRejectedByTheChecker) {

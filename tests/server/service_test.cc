@@ -166,9 +166,9 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   // A compressed-tensors export of a scheme the engine does not write, or that the format cannot express, is refused
   // at submit (not when the worker starts the export), naming the export and the config field.
   const std::tuple<std::string, grpc::StatusCode, std::string> bad_ct[] = {
-      {"mxfp4", grpc::StatusCode::UNIMPLEMENTED,
-       "spec.export_formats[1] (compressed_tensors): spec.config.global_quant_config.weight: the mxfp4-pack-quantized "
-       "format is not written yet"},
+      {"int4_fp8", grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.export_formats[1] (compressed_tensors): spec.config.global_quant_config.weight.fp8_first_stage: W4A8's "
+       "fp8-then-int4 weight"},
       {"bfloat16", grpc::StatusCode::INVALID_ARGUMENT, "spec.config.global_quant_config.weight.dtype: bfloat16 is a cast"},
   };
   for (const auto& [preset, code, message] : bad_ct) {
