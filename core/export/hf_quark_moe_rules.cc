@@ -105,4 +105,31 @@ std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc
   return out;
 }
 
+// Llama 4 text (#32).
+std::vector<std::string> Llama4ConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::Llama4Config& model) {
+  std::vector<std::string> out;
+  const char* const kGateUp = "vLLM fuses them into gate_up_proj";
+  for (int64_t i = 0; i < model.base.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model.base, i);
+    for (const char* proj : {"self_attn.k_proj", "self_attn.v_proj"}) {
+      Agree(qc, prefix + proj, prefix + "self_attn.q_proj", "vLLM fuses them into qkv_proj", out);
+    }
+    if (!model.IsMoeLayer(i)) {
+      Agree(qc, prefix + "feed_forward.up_proj", prefix + "feed_forward.gate_proj", kGateUp, out);
+      continue;
+    }
+    Agree(qc, prefix + "feed_forward.shared_expert.up_proj", prefix + "feed_forward.shared_expert.gate_proj", kGateUp, out);
+    const std::string first = prefix + "feed_forward.experts.0.";
+    for (int64_t e = 0; e < model.num_local_experts; ++e) {
+      const std::string expert = StrCat(prefix, "feed_forward.experts.", e, ".");
+      Agree(qc, expert + "up_proj", expert + "gate_proj", "vLLM fuses an expert's gate and up into w13", out);
+      if (e == 0) continue;
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        Agree(qc, expert + proj, first + proj, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace quark::exporter
