@@ -1,21 +1,14 @@
 #include "core/runtime/llama4_layer.h"
 
-#include <map>
 #include <utility>
 
 #include "core/base/strings.h"
 #include "core/checkpoint/llama4_layout.h"
+#include "core/runtime/expert_slots.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/module_loader.h"
 
 namespace quark::runtime {
-namespace {
-
-// A plain holder for the experts, so that their children read "experts.3.gate_proj" as the unfused layout names them.
-class ExpertList : public torch::nn::Module {};
-
-}  // namespace
-
 MoeBlock::RoutingFunction Llama4Routing(int64_t top_k) {
   return [top_k](const at::Tensor& flat, const at::Tensor& router) {
     const at::Tensor logits = ComputeLinear(flat, router, at::Tensor());  // [N, E], x's dtype
@@ -59,13 +52,7 @@ absl::Status Llama4DecoderLayer::LoadFeedForward(const checkpoint::Llama4Config&
   moe = std::make_shared<MoeBlock>(*router, config.num_experts_per_tok, /*norm_topk_prob=*/false, at::Tensor());
   moe->set_routing(Llama4Routing(config.num_experts_per_tok));
   moe->set_weights_scale_inputs(true);
-  auto list = std::make_shared<ExpertList>();
-  for (int64_t e = 0; e < experts; ++e) {
-    moe->experts.push_back(list->register_module(std::to_string(e), std::make_shared<MoeExpert>()));
-    expert_names_.push_back(StrCat(prefix(), "feed_forward.experts.", e));
-  }
-  moe->register_module("experts", list);
-  moe->shared_expert = moe->register_module("shared_expert", std::make_shared<MoeExpert>());
+  expert_names_ = AddExperts(*moe, experts, "shared_expert", prefix() + "feed_forward");
   register_module("feed_forward", moe);
   return absl::OkStatus();
 }
@@ -74,24 +61,10 @@ absl::Status Llama4DecoderLayer::LoadLinears(const checkpoint::Llama4Config& con
                                              at::ScalarType dtype) {
   // Each linear's slot and owner, by relative name (Llama4LayerLinears gives names, shapes and order).
   Llama4Attention& attn = *self_attn;
-  std::map<std::string, std::pair<torch::nn::Module*, std::shared_ptr<LinearLike>*>> slots = {
-      {"self_attn.q_proj", {&attn, &attn.q_proj}}, {"self_attn.k_proj", {&attn, &attn.k_proj}},
-      {"self_attn.v_proj", {&attn, &attn.v_proj}}, {"self_attn.o_proj", {&attn, &attn.o_proj}}};
-  const auto add_mlp = [&slots](const std::string& base, torch::nn::Module& owner, std::shared_ptr<LinearLike>* gate,
-                                std::shared_ptr<LinearLike>* up, std::shared_ptr<LinearLike>* down) {
-    slots[base + ".gate_proj"] = {&owner, gate};
-    slots[base + ".up_proj"] = {&owner, up};
-    slots[base + ".down_proj"] = {&owner, down};
-  };
-  if (mlp) add_mlp("feed_forward", *mlp, &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj);
-  if (moe) {
-    MoeExpert& shared = *moe->shared_expert;
-    add_mlp("feed_forward.shared_expert", shared, &shared.gate, &shared.up, &shared.down);
-    for (size_t e = 0; e < moe->experts.size(); ++e) {
-      MoeExpert& expert = *moe->experts[e];
-      add_mlp(StrCat("feed_forward.experts.", e), expert, &expert.gate, &expert.up, &expert.down);
-    }
-  }
+  LinearSlots slots = {{"self_attn.q_proj", {&attn, &attn.q_proj}}, {"self_attn.k_proj", {&attn, &attn.k_proj}},
+                       {"self_attn.v_proj", {&attn, &attn.v_proj}}, {"self_attn.o_proj", {&attn, &attn.o_proj}}};
+  if (mlp) AddSwigluSlots(slots, "feed_forward", *mlp, &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj);
+  if (moe) AddMoeSlots(slots, "feed_forward", "shared_expert", *moe);
   for (const checkpoint::LinearSpec& spec : checkpoint::Llama4LayerLinears(config, index())) {
     auto it = slots.find(spec.relative_name);
     if (it == slots.end()) return absl::InternalError(StrCat(prefix(), spec.relative_name, ": no slot in the layer"));
