@@ -15,6 +15,7 @@
 #include "core/checkpoint/model_config.h"
 #include "core/config/presets.h"
 #include "core/export/hf_quark_checker.h"
+#include "core/export/hf_quark_moe_rules.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/full_model.h"
 #include "core/runtime/layer_streamer.h"
@@ -109,6 +110,14 @@ TEST_F(Llama4PipelineTest, Fp8ExportKeepsRoutersFloatAndReadsBackToTheFakeQuanti
   const auto& exclude = config_json["quantization_config"]["exclude"];
   EXPECT_NE(std::find(exclude.begin(), exclude.end(), "model.layers.1.feed_forward.router"), exclude.end())
       << exclude.dump();
+  // vLLM's llama4 rules catch one expert left out of its layer's FusedMoE, and a k_proj apart from qkv_proj.
+  nlohmann::ordered_json qc = nlohmann::ordered_json::parse(config_json["quantization_config"].dump());
+  qc["exclude"].push_back("model.layers.2.feed_forward.experts.3.down_proj");
+  qc["exclude"].push_back("model.layers.0.self_attn.k_proj");
+  const auto problems = exporter::Llama4ConfigProblems(qc, *checkpoint::LoadModelConfig(*dir_)->llama4);
+  ASSERT_EQ(problems.size(), 2u) << ::testing::PrintToString(problems);
+  EXPECT_THAT(problems[0], HasSubstr("model.layers.0.self_attn.k_proj: excluded differently"));
+  EXPECT_THAT(problems[1], HasSubstr("model.layers.2.feed_forward.experts.3.down_proj: excluded differently"));
   auto reader = checkpoint::CheckpointReader::Open(o.output_dir).value();
   EXPECT_EQ(reader->Get("model.layers.1.feed_forward.router.weight")->info->dtype, checkpoint::StDType::kF32);
   EXPECT_FALSE(reader->Has("model.layers.1.feed_forward.router.weight_scale"));
