@@ -10,6 +10,7 @@
 //                  of --dir's model: estimate/deepseek_shape.h; --dir is then only where the disk probe writes)
 //                  [--gpt-oss gpt-oss-20b|gpt-oss-120b|gpt-oss-120b-2l]  (likewise runtime/gpt_oss_synthetic.h's shape:
 //                  estimate/gpt_oss_shape.h)
+//                  [--llama4 llama-4-scout|llama-4-scout-2l|llama-4-maverick]  (likewise for Llama 4 text, #32)
 //                  [--gguf-types Q4_K_M,Q2_K,...]  (also the GGUF sizes of llama-quantize's file types with no scheme:
 //                  every float weight by the type's mixture; bits per weight over all parameters)
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "core/estimate/job_estimate.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/gpt_oss_synthetic.h"
+#include "core/runtime/llama4_synthetic.h"
 #include "worker/throughput_probe.h"
 
 namespace {
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
   int64_t extrapolate = 0;
   std::string deepseek;      // a DeepSeek-V3 shape name: estimate it instead of --dir's model
   std::string gpt_oss;       // a gpt-oss shape name (gpt-oss-120b, ...): likewise
+  std::string llama4;        // a Llama 4 shape name (runtime/llama4_synthetic.h), likewise
   std::string device_rates;  // "h200": the nominal H200 rates (throughput.h) instead of this machine's probe
   std::string gguf_types;    // llama-quantize file types whose GGUF sizes to print
   for (int i = 1; i < argc; ++i) {
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
     else if (a == "--device-rates") device_rates = next();
     else if (a == "--deepseek") deepseek = next();
     else if (a == "--gpt-oss") gpt_oss = next();
+    else if (a == "--llama4") llama4 = next();
     else if (a == "--gguf-types") gguf_types = next();
     else return std::cerr << "unknown option " << a << "\n", 2;
   }
@@ -146,6 +150,12 @@ int main(int argc, char** argv) {
     model = quark::estimate::GptOssModelShape(*config, quark::checkpoint::StDType::kBF16);
     deepseek = gpt_oss;  // the name printed below
     dir = std::filesystem::temp_directory_path().string();
+  } else if (!llama4.empty()) {
+    auto config = quark::runtime::Llama4SyntheticConfig(llama4, "bfloat16");
+    if (!config.ok()) return std::cerr << config.status() << "\n", 2;
+    model = quark::estimate::Llama4ModelShape(*config, quark::checkpoint::StDType::kBF16);
+    dir = std::filesystem::temp_directory_path().string();
+    deepseek = llama4;  // the name printed below
   } else if (deepseek.empty()) {
     model = quark::estimate::ReadModelShape(dir);
   } else {

@@ -10,6 +10,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/config_limits.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/moe_config.h"
 #include "core/checkpoint/gemma_config.h"
 
@@ -74,8 +75,9 @@ absl::Status ParseRopeScaling(const json& root, const std::string& label, ModelC
   auto original = IntField(*it, label, "original_max_position_embeddings", 8192);
   if (!original.ok()) return original.status();
   scaling.original_max_position_embeddings = *original;
-  if (scaling.factor <= 0 || scaling.high_freq_factor <= scaling.low_freq_factor) {
-    return FieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " has a non-positive factor or high <= low freq factor"));
+  // high == low is Llama 4 Scout's (1.0, 1.0): no blended band, each frequency either kept or divided by factor.
+  if (scaling.factor <= 0 || scaling.high_freq_factor < scaling.low_freq_factor) {
+    return FieldError(label, "rope_scaling", quark::StrCat("= ", it->dump(), " has a non-positive factor or high < low freq factor"));
   }
   config.rope_scaling = scaling;
   return absl::OkStatus();
@@ -229,7 +231,7 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, llama4_text"; }
 
 namespace {
 // deepseek_v3 (deepseek_config.h): the shared fields from its base, the routed experts' sizes, the whole config kept.
@@ -245,6 +247,19 @@ absl::StatusOr<ModelConfig> ParseDeepseekModel(const std::string& json_text, con
   config.deepseek = std::make_shared<const DeepseekConfig>(*std::move(deepseek));
   return config;
 }
+// llama4_text (llama4_config.h): likewise; its experts (and the shared expert) are intermediate_size wide.
+absl::StatusOr<ModelConfig> ParseLlama4Model(const std::string& json_text, const std::string& label) {
+  auto llama4 = ParseLlama4Config(json_text, label);
+  if (!llama4.ok()) return llama4.status();
+  ModelConfig config = llama4->base;
+  config.family = ArchFamily::kLlama4;
+  config.num_experts = llama4->num_local_experts;
+  config.num_experts_per_tok = llama4->num_experts_per_tok;
+  config.moe_intermediate_size = llama4->base.intermediate_size;
+  config.norm_topk_prob = false;
+  config.llama4 = std::make_shared<const Llama4Config>(*std::move(llama4));
+  return config;
+}
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& label) {
@@ -253,6 +268,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   ModelConfig config;
   config.model_type = StringField(root, "model_type", "");
   if (IsDeepseekModelType(config.model_type)) return ParseDeepseekModel(json_text, label);
+  if (IsLlama4ModelType(config.model_type) || config.model_type == "llama4") return ParseLlama4Model(json_text, label);
   if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
       config.model_type == "qwen3") {
     config.family = ArchFamily::kLlama;
@@ -327,6 +343,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
 
 std::string ModelConfigToJson(const ModelConfig& c) {
   if (c.deepseek) return DeepseekConfigToJson(*c.deepseek);
+  if (c.llama4) return Llama4ConfigToJson(*c.llama4);
   json root;
   const bool opt = c.family == ArchFamily::kOpt;
   root["model_type"] = c.model_type;

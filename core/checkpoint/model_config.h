@@ -12,6 +12,7 @@
 namespace quark::checkpoint {
 
 struct DeepseekConfig;  // deepseek_config.h
+struct Llama4Config;    // llama4_config.h
 
 /// The architecture families the runtime can build.
 enum class ArchFamily {
@@ -21,6 +22,7 @@ enum class ArchFamily {
   kMoe,    // model_type mixtral, qwen2_moe, qwen3_moe: Llama-family attention, routed experts instead of the MLP
   kGemma,  // model_type gemma2, gemma3_text: (1 + w) RMSNorm, GELU-tanh, four norms per layer, soft-capping
   kDeepseek,  // model_type deepseek_v3: MLA, dense then MoE layers with shared experts (ModelConfig::deepseek)
+  kLlama4,    // model_type llama4_text: MoE interleaved with dense layers, chunked and NoPE attention (ModelConfig::llama4)
 };
 
 /// The `model_type` values accepted, comma-separated (for error messages and help text).
@@ -88,6 +90,9 @@ struct ModelConfig {
   /// DeepSeek-V3 only (family kDeepseek): the whole parsed config (deepseek_config.h); the fields above are a copy
   /// of its `base`, num_experts/num_experts_per_tok/moe_intermediate_size its routed experts'.
   std::shared_ptr<const DeepseekConfig> deepseek;
+  /// Llama 4 text only (family kLlama4): the whole parsed config (llama4_config.h); the fields above are its `base`,
+  /// num_experts/num_experts_per_tok/moe_intermediate_size its routed experts'.
+  std::shared_ptr<const Llama4Config> llama4;
 };
 
 /// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size

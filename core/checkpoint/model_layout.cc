@@ -4,6 +4,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/checkpoint/llama4_layout.h"
 #include "core/checkpoint/moe_layout.h"
 
 namespace quark::checkpoint {
@@ -34,13 +35,14 @@ std::string DecoderLayersName(const ModelConfig& config) {
 }
 
 std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
-  if (c.family == ArchFamily::kDeepseek) {
-    // A dense layer's linears, then the MoE layers' that a dense layer lacks.
-    std::vector<LinearSpec> out = DeepseekLayerLinears(*c.deepseek, 0);
+  if (c.family == ArchFamily::kDeepseek || c.family == ArchFamily::kLlama4) {
+    // Each layer's linears in order, each name once (DeepSeek: dense then MoE; Llama 4: interleaved).
+    std::vector<LinearSpec> out;
     std::set<std::string> seen;
-    for (const LinearSpec& l : out) seen.insert(l.relative_name);
-    for (LinearSpec& l : DeepseekLayerLinears(*c.deepseek, c.num_hidden_layers - 1)) {
-      if (seen.insert(l.relative_name).second) out.push_back(std::move(l));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      for (LinearSpec& l : LayerLinears(c, i)) {
+        if (seen.insert(l.relative_name).second) out.push_back(std::move(l));
+      }
     }
     return out;
   }
@@ -82,17 +84,20 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
 
 std::vector<LinearSpec> LayerLinears(const ModelConfig& config, int64_t layer) {
   if (config.family == ArchFamily::kDeepseek) return DeepseekLayerLinears(*config.deepseek, layer);
+  if (config.family == ArchFamily::kLlama4) return Llama4LayerLinears(*config.llama4, layer);
   return LayerLinears(config);
 }
 
 std::vector<TensorSpec> LayerRouterTensors(const ModelConfig& config, int64_t layer) {
   if (config.family == ArchFamily::kDeepseek) return DeepseekRouterTensors(*config.deepseek, layer);
+  if (config.family == ArchFamily::kLlama4) return Llama4RouterTensors(*config.llama4, layer);
   if (config.family == ArchFamily::kMoe) return MoeRouterTensors(config, layer);
   return {};
 }
 
 bool HasRoutedExperts(const ModelConfig& config) {
-  return config.family == ArchFamily::kMoe || config.family == ArchFamily::kDeepseek;
+  return config.family == ArchFamily::kMoe || config.family == ArchFamily::kDeepseek ||
+         config.family == ArchFamily::kLlama4;
 }
 
 bool IsOutsideForward(const ModelConfig& config, const std::string& tensor) {
@@ -109,6 +114,7 @@ std::string FinalNormName(const ModelConfig& config) {
 
 std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer) {
   if (config.family == ArchFamily::kDeepseek) return DeepseekLayerNorms(*config.deepseek, layer);
+  if (config.family == ArchFamily::kLlama4) return Llama4LayerNorms(*config.llama4, layer);
   std::vector<TensorSpec> out;
   const std::string prefix = LayerPrefix(config, layer);
   if (config.family == ArchFamily::kGemma) {
@@ -139,6 +145,7 @@ std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t laye
 
 std::vector<TensorSpec> ModelTensors(const ModelConfig& c) {
   if (c.family == ArchFamily::kDeepseek) return DeepseekModelTensors(*c.deepseek);
+  if (c.family == ArchFamily::kLlama4) return Llama4ModelTensors(*c.llama4);
   std::vector<TensorSpec> out;
   const bool opt = IsOpt(c);
   const int64_t embed_dim = opt ? c.word_embed_proj_dim : c.hidden_size;

@@ -19,6 +19,21 @@ void Agree(const nlohmann::ordered_json& qc, const std::string& name, const std:
   }
 }
 
+// The routed experts `block`.experts.E.{gate,up,down}_proj of one layer as vLLM's FusedMoE loads them: an expert's up
+// agrees with its gate (w13), every expert with expert 0 (one scheme per layer).
+void FusedExpertsAgree(const nlohmann::ordered_json& qc, const std::string& block, int64_t experts,
+                       std::vector<std::string>& out) {
+  const std::string first = block + ".experts.0.";
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string expert = StrCat(block, ".experts.", e, ".");
+    Agree(qc, expert + "up_proj", expert + "gate_proj", "vLLM fuses an expert's gate and up into w13", out);
+    if (e == 0) continue;
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      Agree(qc, expert + proj, first + proj, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> MoeConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::ModelConfig& model) {
@@ -92,15 +107,26 @@ std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc
       continue;
     }
     Agree(qc, prefix + "mlp.shared_experts.up_proj", prefix + "mlp.shared_experts.gate_proj", kGateUp, out);
-    const std::string first = prefix + "mlp.experts.0.";
-    for (int64_t e = 0; e < model.n_routed_experts; ++e) {
-      const std::string expert = StrCat(prefix, "mlp.experts.", e, ".");
-      Agree(qc, expert + "up_proj", expert + "gate_proj", "vLLM fuses an expert's gate and up into w13", out);
-      if (e == 0) continue;
-      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
-        Agree(qc, expert + proj, first + proj, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
-      }
+    FusedExpertsAgree(qc, prefix + "mlp", model.n_routed_experts, out);
+  }
+  return out;
+}
+
+// Llama 4 text (#32).
+std::vector<std::string> Llama4ConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::Llama4Config& model) {
+  std::vector<std::string> out;
+  const char* const kGateUp = "vLLM fuses them into gate_up_proj";
+  for (int64_t i = 0; i < model.base.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model.base, i);
+    for (const char* proj : {"self_attn.k_proj", "self_attn.v_proj"}) {
+      Agree(qc, prefix + proj, prefix + "self_attn.q_proj", "vLLM fuses them into qkv_proj", out);
     }
+    if (!model.IsMoeLayer(i)) {
+      Agree(qc, prefix + "feed_forward.up_proj", prefix + "feed_forward.gate_proj", kGateUp, out);
+      continue;
+    }
+    Agree(qc, prefix + "feed_forward.shared_expert.up_proj", prefix + "feed_forward.shared_expert.gate_proj", kGateUp, out);
+    FusedExpertsAgree(qc, prefix + "feed_forward", model.num_local_experts, out);
   }
   return out;
 }

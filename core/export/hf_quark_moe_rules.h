@@ -16,6 +16,7 @@
 
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
 
 namespace quark::exporter {
@@ -33,5 +34,11 @@ std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model,
 /// num_hidden_layers) are skipped by the main model's load_weights, so neither constrains the config. One line per
 /// problem, naming the module.
 std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::DeepseekConfig& model);
+
+/// Llama 4 text (#32) as vLLM's llama4.py loads it with quantization="quark": q/k/v become qkv_proj, the dense
+/// feed_forward's and the shared expert's gate and up become gate_up_proj, the routed experts one FusedMoE per MoE layer
+/// (an expert's up agrees with its gate, every expert with expert 0). The router is a ReplicatedLinear built without
+/// quantization. One line per problem, naming the module.
+std::vector<std::string> Llama4ConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::Llama4Config& model);
 
 }  // namespace quark::exporter

@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/checkpoint/llama4_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quant_types.h"
@@ -34,6 +35,9 @@ GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model
   }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kDeepseek) {
     algo.inside_layer_modules = checkpoint::DeepseekGptqModules(*model.deepseek);
+  }
+  if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kLlama4) {
+    algo.inside_layer_modules = checkpoint::Llama4GptqModules(*model.llama4);
   }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kPhi3) {
     // Phi-3's fused modules: one GPTQ each, in forward order.

@@ -31,7 +31,7 @@ std::vector<double> InverseFrequencies(const checkpoint::ModelConfig& config) {
   for (double& f : inv) {
     const double wavelen = 2 * M_PI / f;
     if (wavelen < high_wavelen) continue;
-    if (wavelen > low_wavelen) {
+    if (wavelen > low_wavelen || s.high_freq_factor == s.low_freq_factor) {  // equal factors: no blended band
       f /= s.factor;
       continue;
     }

@@ -2,16 +2,10 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/runtime/expert_slots.h"
 #include "core/runtime/module_loader.h"
 
 namespace quark::runtime {
-namespace {
-
-// A plain holder for the experts, so that their children read "experts.3.gate_proj" as in HF's ModuleList.
-class ExpertList : public torch::nn::Module {};
-
-}  // namespace
-
 MoeBlock::RoutingFunction DeepseekRouting(const checkpoint::DeepseekConfig& config, at::Tensor correction_bias) {
   const int64_t experts = config.n_routed_experts, groups = config.n_group, top_groups = config.topk_group;
   const int64_t top_k = config.num_experts_per_tok;
@@ -78,13 +72,7 @@ absl::Status DeepseekDecoderLayer::LoadMlp(const checkpoint::DeepseekConfig& con
   if (!bias.ok()) return bias.status();
   moe = std::make_shared<MoeBlock>(*router, config.num_experts_per_tok, config.norm_topk_prob, at::Tensor());
   moe->set_routing(DeepseekRouting(config, *bias));
-  auto list = std::make_shared<ExpertList>();
-  for (int64_t e = 0; e < experts; ++e) {
-    moe->experts.push_back(list->register_module(std::to_string(e), std::make_shared<MoeExpert>()));
-    expert_names_.push_back(StrCat(prefix(), "mlp.experts.", e));
-  }
-  moe->register_module("experts", list);
-  moe->shared_expert = moe->register_module("shared_experts", std::make_shared<MoeExpert>());
+  expert_names_ = AddExperts(*moe, experts, "shared_experts", prefix() + "mlp");
   register_module("mlp", moe);
   return absl::OkStatus();
 }
@@ -106,25 +94,12 @@ absl::StatusOr<std::shared_ptr<DeepseekDecoderLayer>> DeepseekDecoderLayer::Load
 
   // Each linear's slot and owner, by relative name (DeepseekLayerLinears gives names, shapes and order).
   DeepseekAttention& attn = *layer->self_attn;
-  std::map<std::string, std::pair<torch::nn::Module*, std::shared_ptr<LinearLike>*>> slots = {
+  LinearSlots slots = {
       {"self_attn.q_proj", {&attn, &attn.q_proj}},       {"self_attn.q_a_proj", {&attn, &attn.q_a_proj}},
       {"self_attn.q_b_proj", {&attn, &attn.q_b_proj}},   {"self_attn.kv_a_proj_with_mqa", {&attn, &attn.kv_a_proj_with_mqa}},
       {"self_attn.kv_b_proj", {&attn, &attn.kv_b_proj}}, {"self_attn.o_proj", {&attn, &attn.o_proj}}};
-  const auto add_mlp = [&slots](const std::string& base, torch::nn::Module& owner, std::shared_ptr<LinearLike>* gate,
-                                std::shared_ptr<LinearLike>* up, std::shared_ptr<LinearLike>* down) {
-    slots[base + ".gate_proj"] = {&owner, gate};
-    slots[base + ".up_proj"] = {&owner, up};
-    slots[base + ".down_proj"] = {&owner, down};
-  };
-  if (layer->mlp) add_mlp("mlp", *layer->mlp, &layer->mlp->gate_proj, &layer->mlp->up_proj, &layer->mlp->down_proj);
-  if (layer->moe) {
-    MoeExpert& shared = *layer->moe->shared_expert;
-    add_mlp("mlp.shared_experts", shared, &shared.gate, &shared.up, &shared.down);
-    for (size_t e = 0; e < layer->moe->experts.size(); ++e) {
-      MoeExpert& expert = *layer->moe->experts[e];
-      add_mlp(StrCat("mlp.experts.", e), expert, &expert.gate, &expert.up, &expert.down);
-    }
-  }
+  if (LlamaMlp* mlp = layer->mlp.get()) AddSwigluSlots(slots, "mlp", *mlp, &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj);
+  if (layer->moe) AddMoeSlots(slots, "mlp", "shared_experts", *layer->moe);
   for (const checkpoint::LinearSpec& spec : checkpoint::DeepseekLayerLinears(config, index)) {
     auto it = slots.find(spec.relative_name);
     if (it == slots.end()) return absl::InternalError(StrCat(layer->prefix(), spec.relative_name, ": no slot in the layer"));

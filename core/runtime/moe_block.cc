@@ -45,8 +45,13 @@ at::Tensor MoeBlock::forward(const at::Tensor& x) {
     if (hits.size(0) == 0) continue;
     const at::Tensor tokens = hits.select(1, 0);
     const at::Tensor slots = hits.select(1, 1);
-    const at::Tensor routed = experts[e]->forward(flat.index_select(0, tokens));
     const at::Tensor w = weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
+    if (weights_scale_inputs_) {
+      const at::Tensor scaled = (flat.index_select(0, tokens) * w).to(flat.scalar_type());
+      out.index_add_(0, tokens, experts[e]->forward(scaled).to(out.scalar_type()));
+      continue;
+    }
+    const at::Tensor routed = experts[e]->forward(flat.index_select(0, tokens));
     out.index_add_(0, tokens, (routed * w).to(out.scalar_type()));
   }
   out = out.to(flat.scalar_type());

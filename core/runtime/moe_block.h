@@ -49,6 +49,9 @@ class MoeBlock : public torch::nn::Module {
   using RoutingFunction = std::function<Routing(const at::Tensor& flat, const at::Tensor& router)>;
   /// Replaces the softmax top-k routing (DeepSeek-V3's sigmoid, group-limited top-k: deepseek_layer.h).
   void set_routing(RoutingFunction routing) { routing_ = std::move(routing); }
+  /// Llama 4 (HF's Llama4TextMoe): each expert reads its tokens already multiplied by their routing weight and its
+  /// output is added unweighted, instead of weighting the output. Off by default.
+  void set_weights_scale_inputs(bool on) { weights_scale_inputs_ = on; }
 
   /// The experts, in index order, and the shared expert (null when none); the layer fills their slots.
   std::vector<std::shared_ptr<MoeExpert>> experts;
@@ -90,6 +93,7 @@ class MoeBlock : public torch::nn::Module {
   at::Tensor shared_gate_;
   InputObserver input_observer_;
   RoutingFunction routing_;
+  bool weights_scale_inputs_ = false;
   int64_t top_k_;
   bool norm_topk_prob_;
   bool recording_ = false;

@@ -13,7 +13,9 @@
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/checkpoint/gpt_oss_layout.h"
 #include "core/runtime/gpt_oss_synthetic.h"
+#include "core/checkpoint/llama4_config.h"
 #include "core/runtime/gemma_synthetic.h"
+#include "core/runtime/llama4_synthetic.h"
 #include "core/runtime/moe_synthetic.h"
 #include "core/runtime/tokenizer.h"
 
@@ -143,11 +145,20 @@ std::vector<std::string> SyntheticShapes(const std::string& arch) {
   for (std::string& name : MoeSyntheticShapes(arch)) names.push_back(std::move(name));
   for (std::string& name : DeepseekSyntheticShapes(arch)) names.push_back(std::move(name));
   for (std::string& name : GptOssSyntheticShapes(arch)) names.push_back(std::move(name));
+  for (std::string& name : Llama4SyntheticShapes(arch)) names.push_back(std::move(name));
   return names;
 }
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& arch, const std::string& shape, const std::string& dtype) {
   const bool moe = !MoeSyntheticShapes(arch).empty(), gemma = !GemmaSyntheticShapes(arch).empty();
+  if (!Llama4SyntheticShapes(arch).empty()) {
+    // Llama 4 (#32): the ModelConfig its config.json parses to (the parsed Llama4Config inside).
+    auto parsed = ParseDtype(dtype);
+    if (!parsed.ok()) return parsed.status();
+    auto config = Llama4SyntheticConfig(shape, TorchDtypeName(parsed->first));
+    if (!config.ok()) return config.status();
+    return checkpoint::ParseModelConfig(checkpoint::Llama4ConfigToJson(*config));
+  }
   if (moe || gemma) {
     auto parsed = ParseDtype(dtype);
     if (!parsed.ok()) return parsed.status();

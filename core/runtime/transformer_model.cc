@@ -7,6 +7,7 @@
 #include "core/runtime/attention.h"
 #include "core/runtime/deepseek_attention.h"
 #include "core/runtime/deepseek_layer.h"
+#include "core/runtime/llama4_layer.h"
 #include "core/runtime/gemma_layer.h"
 #include "core/runtime/layerwise_logits.h"  // AsDecoderLayer
 #include "core/runtime/llama_layer.h"
@@ -120,6 +121,7 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
     case ArchFamily::kMoe: return AsDecoderLayer(MoeDecoderLayer::Load(config_, index, *weights_, dtype_));
     case ArchFamily::kDeepseek:
       return AsDecoderLayer(DeepseekDecoderLayer::Load(*config_.deepseek, index, *weights_, dtype_));
+    case ArchFamily::kLlama4: return AsDecoderLayer(Llama4DecoderLayer::Load(*config_.llama4, index, *weights_, dtype_));
     case ArchFamily::kLlama: break;
   }
   return AsDecoderLayer(LlamaDecoderLayer::Load(config_, index, *weights_, dtype_));
