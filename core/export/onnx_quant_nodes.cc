@@ -54,6 +54,10 @@ absl::StatusOr<int> SpecOpset(const std::string& module, const char* field, cons
                                         "ONNX QuantizeLinear/DequantizeLinear form; export it as hf_quark"));
   }
   if (IsCastType(spec.dtype)) return 17;
+  if (spec.IsProgressive()) {  // #30 W4A8: ((q * s1) * s0) is two rescalings, a DequantizeLinear has one
+    return Refuse(module, field, "W4A8's two-stage weight (fp8, then int4 per channel) has no single "
+                                 "DequantizeLinear form; export it as hf_quark");
+  }
   if (spec.dtype == DType::kFp6E3M2 || spec.dtype == DType::kFp6E2M3 || spec.dtype == DType::kFp4) {
     return Refuse(module, field, StrCat("dtype ", Name(spec.dtype), " has no ONNX element type at opset <= 21"));
   }

@@ -168,6 +168,14 @@ TEST_F(ExportRoundTripTest, W4A8IsQuarksTwoStageLayoutAndHoldsTheFakeQuantizedWe
   const auto warnings = exporter::VllmQuarkLoadWarnings(report->quantization_config);
   ASSERT_FALSE(warnings.empty());
   EXPECT_NE(warnings[0].find("MoE experts"), std::string::npos) << warnings[0];
+  // ONNX's DequantizeLinear has one scale: W4A8 is refused before any work, naming the field.
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("int4_fp8");
+  o.output_dir = testing::TempPath("quark_w4a8_onnx");
+  o.export_formats = {"onnx"};
+  auto onnx = QuantizeModel(*model_, o);
+  ASSERT_FALSE(onnx.ok());
+  EXPECT_NE(onnx.status().message().find("q_proj.weight: W4A8's two-stage weight"), std::string::npos) << onnx.status();
 }
 
 TEST_F(ExportRoundTripTest, TamperedExportIsRejectedByTheChecker) {
