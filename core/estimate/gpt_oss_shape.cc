@@ -36,16 +36,8 @@ std::vector<checkpoint::TensorSpec> SplitExpertTensors(const checkpoint::GptOssC
 }  // namespace
 
 ModelShape GptOssModelShape(const checkpoint::GptOssConfig& config, checkpoint::StDType dtype) {
-  ModelShape shape;
-  shape.config = config.base;
-  shape.config.family = checkpoint::ArchFamily::kMoe;
-  shape.config.num_experts = config.num_local_experts;
-  shape.config.num_experts_per_tok = config.num_experts_per_tok;
-  shape.config.moe_intermediate_size = config.base.intermediate_size;
-  shape.model_dtype = dtype;
-  shape.num_layers = config.base.num_hidden_layers;
-  AddTensors(SplitExpertTensors(config), dtype, nullptr, shape);
-  return shape;
+  const MoeFields moe{config.num_local_experts, config.num_experts_per_tok, config.base.intermediate_size};
+  return MoeModelShape(config.base, moe, SplitExpertTensors(config), dtype);
 }
 
 }  // namespace quark::estimate

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace quark::estimate {
 
@@ -27,6 +28,21 @@ void AddTensors(const std::vector<checkpoint::TensorSpec>& tensors, checkpoint::
     shape.max_layer_params = std::max(shape.max_layer_params, params);
     shape.layer_params_total += params;
   }
+}
+
+ModelShape MoeModelShape(checkpoint::ModelConfig base, const MoeFields& moe,
+                         const std::vector<checkpoint::TensorSpec>& tensors, checkpoint::StDType dtype,
+                         const std::function<bool(const std::string&)>& outside_forward) {
+  ModelShape shape;
+  shape.config = std::move(base);
+  shape.config.family = checkpoint::ArchFamily::kMoe;
+  shape.config.num_experts = moe.experts;
+  shape.config.num_experts_per_tok = moe.experts_per_token;
+  shape.config.moe_intermediate_size = moe.expert_intermediate;
+  shape.model_dtype = dtype;
+  shape.num_layers = shape.config.num_hidden_layers;
+  AddTensors(tensors, dtype, outside_forward, shape);
+  return shape;
 }
 
 }  // namespace quark::estimate

@@ -1,5 +1,5 @@
-// Filling a ModelShape from a family's tensor list without a model folder (DeepSeek-V3, gpt-oss): bytes, parameter
-// counts per decoder layer, and the quantizable modules (embeddings and linear weights).
+// Filling a ModelShape from a family's tensor list without a model folder (DeepSeek-V3, gpt-oss, Llama 4): bytes,
+// parameter counts per decoder layer, and the quantizable modules (embeddings and linear weights).
 #pragma once
 
 #include <functional>
@@ -17,5 +17,17 @@ namespace quark::estimate {
 /// in the bytes but belongs to no decoder layer and is no module.
 void AddTensors(const std::vector<checkpoint::TensorSpec>& tensors, checkpoint::StDType dtype,
                 const std::function<bool(const std::string&)>& outside_forward, ModelShape& shape);
+
+/// The MoE fields of a family's model: its routed experts, how many a token takes, and an expert's width.
+struct MoeFields {
+  int64_t experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate = 0;
+};
+
+/// A MoE family's shape: `base` (a kMoe config with `moe`'s fields) in `dtype`, with `tensors` added as AddTensors does.
+ModelShape MoeModelShape(checkpoint::ModelConfig base, const MoeFields& moe,
+                         const std::vector<checkpoint::TensorSpec>& tensors, checkpoint::StDType dtype,
+                         const std::function<bool(const std::string&)>& outside_forward = nullptr);
 
 }  // namespace quark::estimate
