@@ -50,8 +50,12 @@ TEST(AsymmetricPipelineTest, QuarksFieldsAndDefaults) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->algo_config, c.algo_config);
   EXPECT_EQ(ConfigToQuarkJson(c)["algo_config"][0].count("damp_percent"), 0u);
-  // The API's Config has no form for them yet: refused, never written as gptq.
-  EXPECT_EQ(ConfigToProtoJson(c).status().code(), absl::StatusCode::kUnimplemented);
+  // The API's Config carries them too (AlgoConfig.qronos, #35): through proto JSON and back, the same entry.
+  auto proto_json = ConfigToProtoJson(c);
+  ASSERT_TRUE(proto_json.ok()) << proto_json.status();
+  auto from_proto = ConfigFromProtoJson(*proto_json);
+  ASSERT_TRUE(from_proto.ok()) << from_proto.status();
+  EXPECT_EQ(from_proto->algo_config, c.algo_config);
 }
 
 TEST(AsymmetricPipelineTest, FieldsQuarkDoesNotHaveAreRefusedByName) {
