@@ -66,6 +66,7 @@ struct Flags {
   int threads = 0;
   bool fast_linalg = false;
   bool tensor_ops = false;
+  bool column_loop = false;
   bool warmup = false;
   std::string device = "cpu";
   std::string random;
@@ -176,6 +177,7 @@ int RunGptq(const Flags& f) {
   options.static_groups = f.static_groups;
   options.fast_linalg = f.fast_linalg;
   options.tensor_ops = f.tensor_ops;
+  options.fused_blocks = !f.column_loop;
 
   // One timed run: the Hessian from the inputs, then GPTQ on a copy of the weight (GPTQ factors the Hessian in place).
   struct Timed {
@@ -229,6 +231,7 @@ int RunGptq(const Flags& f) {
       {"extra_damp", result->extra_damp},
       {"linalg", f.fast_linalg ? "fast" : "quark"},
       {"path", f.tensor_ops || !device->is_cpu() ? "tensor_ops" : "cpu"},
+      {"fused_blocks", result->fused_blocks},
       {"device", device->name()},
   };
   std::cout << line.dump() << std::endl;
@@ -265,6 +268,8 @@ int main(int argc, char** argv) {
                  "flops; equal to Quark's up to rounding)");
   gptq->add_flag("--tensor-ops", f.tensor_ops,
                  "the device-generic path (gptq_tensor_ops.h: what a GPU runs) on the CPU, for the parity figures");
+  gptq->add_flag("--column-loop", f.column_loop,
+                 "the device-generic path column by column instead of one fused kernel launch a block");
   quark::bench::MlpFlags m;
   const auto common = [&m](CLI::App* sub) {
     sub->add_option("--input", m.input, "safetensors with norm_weight, gate_proj, up_proj, down_proj, inputs")

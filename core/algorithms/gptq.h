@@ -38,6 +38,10 @@ struct GptqOptions {
   /// Runs the tensor-operation path (gptq_tensor_ops.h) on the CPU too: the parity tests and benchmarks. A weight or
   /// Hessian on another device (a GPU) always takes that path.
   bool tensor_ops = false;
+  /// The tensor-operation path runs each block's sequential part as one kernel launch where the device has that
+  /// kernel and the spec is an integer one (gptq_fused_blocks.h): the same bits as column by column, without ~10
+  /// device operations a column. false: column by column (the parity tests and benchmarks).
+  bool fused_blocks = true;
 };
 
 struct GptqResult {
@@ -51,6 +55,8 @@ struct GptqResult {
   /// Where the time went: the inverse Hessian factor, and the column loop with its lazy updates.
   double factor_seconds = 0;
   double columns_seconds = 0;
+  /// The column loop ran in fused blocks (GptqOptions::fused_blocks, where it applies).
+  bool fused_blocks = false;
 };
 
 /// What GPTQ derives from a Hessian alone: the dead inputs, the column order and the inverse Hessian factor. Every

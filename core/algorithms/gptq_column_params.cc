@@ -43,9 +43,13 @@ absl::StatusOr<const QuantParams*> ColumnParameters::For(int64_t column, const a
     }
     return &observed_.back();
   }
-  if (!plan_.grouped) return &fixed_[0];
+  return &fixed_[static_cast<size_t>(FixedGroupOf(column))];
+}
+
+int64_t ColumnParameters::FixedGroupOf(int64_t column) const {
+  if (!plan_.grouped) return 0;
   const int64_t original = perm_.empty() ? column : perm_[static_cast<size_t>(column)];
-  return &fixed_[static_cast<size_t>(original / plan_.group_size)];
+  return original / plan_.group_size;
 }
 
 QuantParams ColumnParameters::Whole() const {

@@ -31,6 +31,12 @@ class ColumnParameters {
   /// The parameters of the whole [N, K] weight (per group: the groups side by side).
   QuantParams Whole() const;
 
+  /// Grouped without static groups: each group's parameters are observed on the working weight as it starts, so
+  /// they are known only when the loop reaches it. Otherwise every column's parameters are known before the loop.
+  bool ObservesAsItGoes() const { return plan_.grouped && !options_.static_groups; }
+  /// Where ObservesAsItGoes() is false: which of Whole()'s groups (permuted) column `column` uses (0 ungrouped).
+  int64_t FixedGroupOf(int64_t column) const;
+
  private:
   absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const;
 

@@ -8,6 +8,7 @@
 #include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
 #include "core/algorithms/gptq_damping.h"
+#include "core/algorithms/gptq_fused_blocks.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
@@ -129,7 +130,12 @@ absl::StatusOr<GptqResult> GptqQuantizeByTensorOps(const at::Tensor& weight, con
     at::Tensor work = perm.defined() ? w.index_select(1, perm) : w.clone(at::MemoryFormat::Contiguous);
     w = at::Tensor();
     at::Tensor q = at::empty_like(work);
-    QUARK_RETURN_IF_ERROR(QuantizeColumns(work, q, u, plan, parameters, dtype, options.block_size));
+    bool fused = false;
+    if (options.fused_blocks) {
+      QUARK_ASSIGN_OR_RETURN(fused, QuantizeColumnsInFusedBlocks(work, q, u, spec, plan, parameters, dtype,
+                                                                 options.block_size));
+    }
+    if (!fused) QUARK_RETURN_IF_ERROR(QuantizeColumns(work, q, u, plan, parameters, dtype, options.block_size));
     work = at::Tensor();
     if (perm.defined()) q = q.index_select(1, at::argsort(perm));
     GptqResult result;
@@ -138,6 +144,7 @@ absl::StatusOr<GptqResult> GptqQuantizeByTensorOps(const at::Tensor& weight, con
     result.extra_damp = factor.extra_damp;
     result.factor_seconds = factor.seconds;
     result.columns_seconds = SecondsSince(start);
+    result.fused_blocks = fused;
     return result;
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");

@@ -5,6 +5,7 @@
 
 #include "core/numerics/quant_kernels.h"
 #include "kernels/cpu/float_grid.h"
+#include "kernels/cuda/gptq_cuda.h"
 #include "kernels/cuda/quant_cuda.h"
 
 namespace quark {
@@ -86,6 +87,11 @@ class CudaKernels final : public QuantKernels {
 
   void MxBlockAmax(const at::Tensor& in, int64_t rows, int64_t len, at::Tensor& amax) const override {
     TensorOpQuantKernels().MxBlockAmax(in, rows, len, amax);
+  }
+
+  bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
+    Check(cuda::GptqAffineBlockCuda(args, nullptr), "GptqAffineBlockCuda");
+    return true;
   }
 };
 

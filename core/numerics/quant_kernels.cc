@@ -8,6 +8,7 @@
 #include "core/numerics/cuda_quant_kernels.h"
 #endif
 #include "kernels/cpu/float_kernels.h"
+#include "kernels/cpu/gptq_block_cpu.h"
 #include "kernels/cpu/reduce_kernels.h"
 
 namespace quark {
@@ -69,6 +70,11 @@ class CpuKernels final : public QuantKernels {
       using T = typename decltype(tag)::type;
       kernels::MxBlockAmax<T>(in.data_ptr<T>(), rows, len, amax.data_ptr<float>());
     });
+  }
+
+  bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
+    kernels::GptqAffineBlockCpu(args);
+    return true;
   }
 };
 

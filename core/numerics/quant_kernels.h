@@ -14,6 +14,7 @@
 #include "kernels/cpu/channel_loops.h"
 #include "kernels/cpu/format_traits.h"
 #include "kernels/cpu/mx_kernels.h"
+#include "kernels/element/gptq_row.h"
 
 namespace quark {
 
@@ -49,6 +50,10 @@ class QuantKernels {
                              at::Tensor& max) const = 0;
   /// max |x| of every MX block as a [rows * blocks] float32 CPU tensor (NaN propagates).
   virtual void MxBlockAmax(const at::Tensor& in, int64_t rows, int64_t len, at::Tensor& amax) const = 0;
+  /// The sequential part of one GPTQ block with integer parameters (kernels/element/gptq_row.h) on this device's
+  /// memory, in one launch. false (nothing done) where the device has no such kernel: the caller then runs the
+  /// block column by column in tensor operations, with the same bits.
+  virtual bool GptqAffineBlock(const kernels::element::GptqBlockArgs& /*args*/) const { return false; }
 };
 
 /// The kernels for tensors on `device` (see the header comment).

@@ -17,6 +17,11 @@
 #
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
+# QUARK_H200_STEPS picks and orders the steps (default "kit side gptq7b fp87b parity side11008 rates"): kit, side
+# (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
+# gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
+# A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
+# (QUARK_H200_STEPS="fp87b parity" QUARK_H200_SKIP_KIT=1 reuses both; the model is made again only if it is missing).
 # Environment: QUARK_H200_BUDGET_S (seconds for everything, default 560), QUARK_H200_SCRATCH (model and exports,
 # default build-h200-scratch; the 7B model takes 13.5 GB), and run.sh's own variables. For a dry run of this script's
 # own logic on a machine without a GPU: QUARK_H200_SKIP_KIT=1 (an existing build in QUARK_KIT_BUILD_DIR),
@@ -74,15 +79,18 @@ record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' 
 gpu=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then gpu=1; fi
 [[ $device == cpu ]] && gpu=1  # the dry run: every step, on the CPU
-say "H200 run: budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
+steps=" ${QUARK_H200_STEPS:-kit side gptq7b fp87b parity side11008 rates} "
+want() { [[ $steps == *" $1 "* ]]; }
+say "H200 run: steps [${steps}], budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
 
 # 1. The kit. The engine's own figures are measured below instead (the same GPTQ beside the peers).
 say "== kit (scripts/gpu/run.sh)"
 # The 7B model is written while the kit's tests run: it needs only `quark`, which exists once the build step ends.
 m7b=$scratch/$shape
 ids=$scratch/calib-$calib.ids
-rm -rf "$m7b" "$m7b.done"
 (
+  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b; }; then exit 0; fi  # made by an earlier call, or not needed
+  rm -rf "$m7b"
   until grep -q '^build' "$build/steps.tsv" 2> /dev/null; do sleep 2; done
   quark=$build/core/cli/quark
   [[ -x $quark ]] || { say "make-model: no quark built"; exit 1; }
@@ -98,7 +106,7 @@ with open(sys.argv[1], "w") as f:
   say "make-model: $shape done ($(du -sh "$m7b" 2> /dev/null | cut -f1))"
 ) &
 maker=$!
-if [[ ${QUARK_H200_SKIP_KIT:-0} == 1 ]]; then
+if [[ ${QUARK_H200_SKIP_KIT:-0} == 1 ]] || ! want kit; then
   say "kit: skipped (QUARK_H200_SKIP_KIT=1), using the build in $build"
   grep -q '^build' "$build/steps.tsv" 2> /dev/null || printf 'build\t0\t0\tbuild.log\n' >> "$build/steps.tsv"
 else
@@ -114,31 +122,21 @@ if ((!gpu)); then
   exit 0
 fi
 
-# 2. The device's rates.
-say "== device rates"
-if [[ $device != cpu ]]; then
-  line=$(timeout "$(cap 40)" env -u LD_LIBRARY_PATH "$python" "$root/scripts/gpu/device_rates.py" 2> "$work/device_rates.log" | tail -1)
-  [[ $line == \{* ]] && record "{\"figure\": \"device_rates\", \"result\": $line}"
-fi
-
-# 3. GPTQ side by side on the same layers (uint4 g128 asymmetric; with act order + static groups), one warm-up each.
-say "== GPTQ side by side"
+# GPTQ side by side on one layer (uint4 g128 asymmetric; with act order + static groups), one warm-up each: the
+# engine's fused blocks, its column loop, and the peers.
 peers=$kit/peers
-layers=()
-for nk in ${QUARK_H200_LAYERS:-4096,4096 11008,4096}; do
-  f=$scratch/layer-${nk/,/x}.safetensors
-  py "$root/bench/algorithms/peers/make_gptq_input.py" --n "${nk%,*}" --k "${nk#*,}" --tokens 2048 --seed 0 \
-    --out "$f" >> "$work/gptq.log" 2>&1 && layers+=("$f")
-done
-# The 7B fp8 job (step 4) keeps its share of the budget: the side by side stops starting runs when only that is left.
-reserve=$([[ -e $m7b.done ]] || kill -0 $maker 2> /dev/null && echo 170 || echo 20)
+reserve() { # seconds the 7B jobs still to come keep for themselves: the side by side starts no run inside them
+  local r=15
+  want gptq7b && [[ ! -e $work/job7b_gptq.done ]] && r=$((r + 150))
+  echo $r
+}
 side() { # side NAME LAYER COMMAND...: one implementation on one layer, its JSON line recorded
   local name=$1 layer=$2
   shift 2
-  (($(left) < reserve)) && { say "$name $(basename "$layer"): skipped, $(left) s left"; return; }
+  (($(left) < $(reserve))) && { say "$name $(basename "$layer"): skipped, $(left) s left"; return; }
   local line
   line=$(timeout "$(cap 60)" "$@" 2>> "$work/gptq.log" | tail -1)
-  echo "$name $(basename "$layer"): ${line:0:160}" >> "$log"
+  echo "$name $(basename "$layer"): ${line:0:200}" >> "$log"
   [[ $line == \{* ]] && record "{\"figure\": \"$name\", \"layer\": \"$(basename "$layer")\", \"result\": $line}"
 }
 peer() { # peer NAME LAYER FLAGS...: a Python peer on cuda:0, when prepare.sh carried it
@@ -150,22 +148,27 @@ peer() { # peer NAME LAYER FLAGS...: a Python peer on cuda:0, when prepare.sh ca
 }
 plain=(--bits 4 --group-size 128 --asym)
 ordered=(--bits 4 --group-size 128 --asym --act-order --static-groups)
-for layer in "${layers[@]}"; do
+side_by_side() { # side_by_side N,K
+  local nk=$1 layer=$scratch/layer-${1/,/x}.safetensors
+  say "== GPTQ side by side on ${nk/,/ x }"
+  [[ -e $layer ]] || py "$root/bench/algorithms/peers/make_gptq_input.py" --n "${nk%,*}" --k "${nk#*,}" --tokens 2048 \
+    --seed 0 --out "$layer" >> "$work/gptq.log" 2>&1 || { say "make_gptq_input $nk failed"; return; }
   side engine_plain "$layer" env LD_LIBRARY_PATH="$libs" "$algo" gptq --input "$layer" "${plain[@]}" --device "$device" --warmup
+  side engine_columns_plain "$layer" env LD_LIBRARY_PATH="$libs" "$algo" gptq --input "$layer" "${plain[@]}" \
+    --device "$device" --warmup --column-loop
   peer ist_plain "$layer" "${plain[@]}"
   peer quark_plain "$layer" "${plain[@]}"
-  # Act order + static groups: Quark captures CUDA graphs only with static groups (its default on a GPU then).
   side engine_ordered "$layer" env LD_LIBRARY_PATH="$libs" "$algo" gptq --input "$layer" "${ordered[@]}" --device "$device" --warmup
-  [[ $device != cpu ]] && peer quark_graphs_ordered "$layer" "${ordered[@]}" --cuda-graphs
-  [[ $layer == "${layers[0]}" ]] || continue
   peer ist_ordered "$layer" "${ordered[@]}"
   peer quark_ordered "$layer" "${ordered[@]}"
-done
+  # Quark captures CUDA graphs only with static groups (its default on a GPU then).
+  [[ $device != cpu ]] && peer quark_graphs_ordered "$layer" "${ordered[@]}" --cuda-graphs
+}
 
-# 4. The 7B job, fp8 (static activation scales: the calibration pass over all 32 layers), exported.
+# The 7B jobs: the calibration pass over all 32 layers, exported.
 wait_model() {
   while [[ ! -e $m7b.done ]] && kill -0 $maker 2> /dev/null && (($(left) > 30)); do sleep 2; done
-  [[ -e $m7b.done ]]
+  [[ -e $m7b.done ]] || { say "7B model not ready ($(tail -2 "$work/make-model.log" 2> /dev/null | tr '\n' ' '))"; return 1; }
 }
 job7b() { # job7b NAME TIMEOUT QUANTIZE-FLAGS...
   local name=$1 t=$2
@@ -175,58 +178,77 @@ job7b() { # job7b NAME TIMEOUT QUANTIZE-FLAGS...
     --seq-len "$seq_len" --device "$device" --output "$scratch/export-$name"
   du -sb "$scratch/export-$name" 2> /dev/null | sed "s/^/$name export bytes: /" >> "$log"
   rm -rf "$scratch/export-$name"
+  touch "$work/$name.done"
 }
-if wait_model; then
-  say "== 7B fp8 job"
-  job7b job7b_fp8 "$(cap 200)" --scheme fp8
-else
-  say "7B model not ready ($(tail -2 "$work/make-model.log" 2> /dev/null | tr '\n' ' '))"
-fi
 
-# 5. The pipeline on cuda:0 against the CPU (stories260K): export bytes, perplexities.
-say "== pipeline parity (stories260K)"
-s260=$kit/shared/fixtures/stories260K
-text=$kit/shared/fixtures/eval/tinystories_validation_prefix.txt
-# Its 260K-parameter layers (64 x 172) take int8 and fp8 schemes (uint4 packs 8 to a word: 172 columns do not);
-# the perplexities over 8 windows of the first 16 KiB of the text.
-head -c 16384 "$text" > "$scratch/eval-16k.txt"
-eval_json() { # eval_json MODEL DEVICE: quark eval's JSON line (mean NLL, perplexity), or null
-  local line
-  line=$(timeout "$(cap 30)" env LD_LIBRARY_PATH="$libs" "$quark" eval --model "$1" --text "$scratch/eval-16k.txt" \
-    --seq-len 128 --max-windows 8 --json --device "$2" 2>> "$work/eval.log" | tail -1)
-  [[ $line == \{* ]] && echo "$line" || echo null
-}
-for run in "fp8" "int8" "w_int8_per_tensor_sym gptq"; do
-  read -r scheme algo_name <<< "$run"
-  name=parity_${scheme}${algo_name:+_$algo_name}
-  for tag in host dev; do
-    ((($(left)) < 15)) && break 2
-    where=cpu
-    [[ $tag == dev ]] && where=$device
-    rm -rf "$scratch/$name-$tag"
-    measure "$name-$tag" "$(cap 40)" "$quark" quantize --model "$s260" --scheme "$scheme" \
-      ${algo_name:+--quant-algo "$algo_name"} --calib "$text" --num-calib-samples 8 --seq-len 128 \
-      --eval "$scratch/eval-16k.txt" --eval-seq-len 128 --eval-max-windows 8 --device "$where" --output "$scratch/$name-$tag" > /dev/null
+# The pipeline on the device against the CPU (stories260K): export bytes, perplexities.
+parity() {
+  say "== pipeline parity (stories260K)"
+  local s260=$kit/shared/fixtures/stories260K
+  local text=$kit/shared/fixtures/eval/tinystories_validation_prefix.txt
+  # Its 260K-parameter layers (64 x 172) take int8 and fp8 schemes (uint4 packs 8 to a word: 172 columns do not);
+  # the perplexities over 8 windows of the first 16 KiB of the text.
+  head -c 16384 "$text" > "$scratch/eval-16k.txt"
+  eval_json() { # eval_json MODEL DEVICE: quark eval's JSON line (mean NLL, perplexity), or null
+    local line
+    line=$(timeout "$(cap 30)" env LD_LIBRARY_PATH="$libs" "$quark" eval --model "$1" --text "$scratch/eval-16k.txt" \
+      --seq-len 128 --max-windows 8 --json --device "$2" 2>> "$work/eval.log" | tail -1)
+    [[ $line == \{* ]] && echo "$line" || echo null
+  }
+  local run scheme algo_name name tag where other same f host_eval device_eval
+  for run in "fp8" "int8" "w_int8_per_tensor_sym gptq"; do
+    read -r scheme algo_name <<< "$run"
+    name=parity_${scheme}${algo_name:+_$algo_name}
+    for tag in host dev; do
+      (($(left) < 15)) && return
+      where=cpu
+      [[ $tag == dev ]] && where=$device
+      rm -rf "$scratch/$name-$tag"
+      measure "$name-$tag" "$(cap 40)" "$quark" quantize --model "$s260" --scheme "$scheme" \
+        ${algo_name:+--quant-algo "$algo_name"} --calib "$text" --num-calib-samples 8 --seq-len 128 \
+        --eval "$scratch/eval-16k.txt" --eval-seq-len 128 --eval-max-windows 8 --device "$where" \
+        --output "$scratch/$name-$tag" > /dev/null
+    done
+    other=$scratch/$name-dev
+    if [[ -d $scratch/$name-host && -d $other ]]; then
+      same=true
+      for f in "$scratch/$name-host"/*; do cmp -s "$f" "$other/$(basename "$f")" || same=false; done
+      # Both exports read back and evaluated the same way (on the CPU): the GPU-made one's perplexity beside the CPU's.
+      host_eval=$(eval_json "$scratch/$name-host" cpu)
+      device_eval=$(eval_json "$other" cpu)
+      record "{\"figure\": \"$name\", \"exports_identical\": $same, \"cpu_export\": ${host_eval:-null}, \"device_export\": ${device_eval:-null}}"
+    fi
   done
-  other=$scratch/$name-dev
-  if [[ -d $scratch/$name-host && -d $other ]]; then
-    same=true
-    for f in "$scratch/$name-host"/*; do cmp -s "$f" "$other/$(basename "$f")" || same=false; done
-    # Both exports read back and evaluated the same way (on the CPU): the GPU-made one's perplexity beside the CPU's.
-    host_eval=$(eval_json "$scratch/$name-host" cpu)
-    device_eval=$(eval_json "$other" cpu)
-    record "{\"figure\": \"$name\", \"exports_identical\": $same, \"cpu_export\": ${host_eval:-null}, \"device_export\": ${device_eval:-null}}"
-  fi
-done
-# Evaluation itself on the device against the CPU: the float model's mean NLL.
-if (($(left) > 15)); then
-  record "{\"figure\": \"eval_float\", \"cpu\": $(eval_json "$s260" cpu), \"device\": $(eval_json "$s260" "$device")}"
-fi
+  # Evaluation itself on the device against the CPU: the float model's mean NLL.
+  (($(left) > 15)) && record "{\"figure\": \"eval_float\", \"cpu\": $(eval_json "$s260" cpu), \"device\": $(eval_json "$s260" "$device")}"
+}
 
-# 6. The 7B job with uint4 g128 + GPTQ, for the time left.
-if [[ -e $m7b.done ]] && (($(left) > 40)); then
-  say "== 7B uint4_wo_128 + GPTQ job ($(left) s left)"
-  job7b job7b_gptq "$(cap 600)" --scheme uint4_wo_128 --quant-algo gptq
-fi
+rates() {
+  say "== device rates"
+  [[ $device == cpu ]] && return
+  local line
+  line=$(timeout "$(cap 40)" env -u LD_LIBRARY_PATH "$python" "$root/scripts/gpu/device_rates.py" 2> "$work/device_rates.log" | tail -1)
+  [[ $line == \{* ]] && record "{\"figure\": \"device_rates\", \"result\": $line}"
+}
+
+layers=(${QUARK_H200_LAYERS:-4096,4096 11008,4096})
+for step in $steps; do
+  (($(left) < 15)) && { say "$step: not started, $(left) s left"; continue; }
+  case $step in
+    kit) ;;
+    side) side_by_side "${layers[0]}" ;;
+    side11008) [[ -n ${layers[1]:-} ]] && side_by_side "${layers[1]}" ;;
+    gptq7b)
+      # uint4 g128 + GPTQ, with all the time left (a cut job's per-layer times still say how long it takes).
+      if wait_model; then
+        say "== 7B uint4_wo_128 + GPTQ job ($(left) s left)"
+        job7b job7b_gptq "$(cap 600)" --scheme uint4_wo_128 --quant-algo gptq
+      fi ;;
+    fp87b) wait_model && { say "== 7B fp8 job"; job7b job7b_fp8 "$(cap 300)" --scheme fp8; } ;;
+    parity) parity ;;
+    rates) rates ;;
+    *) say "unknown step '$step'" ;;
+  esac
+done
 wait $maker 2> /dev/null
 say "H200 run: done, $(left) s of the budget left"

@@ -65,5 +65,51 @@ TEST_F(GptqCudaTest, MatchesTheCpuPathWithinTheParityBounds) {
   }
 }
 
+// The fused blocks (one launch a block: kernels/cuda/gptq_cuda.cu) against the column-by-column tensor-op loop on the
+// same device with the same Hessian: the same float operations in the same order, so the same bits, for groups
+// observed as they start (segments inside a block), static groups in act order, per channel, bfloat16 and float16
+// weights and an odd row count. Both loops' times are printed (the fused one is the point of the kernel).
+TEST_F(GptqCudaTest, FusedBlocksAreTheColumnLoopsBitForBit) {
+  const at::Device cuda(at::kCUDA, 0);
+  at::manual_seed(1);
+  const int64_t k = 1024, tokens = 1024;
+  const at::Tensor x = at::matmul(at::randn({tokens, k / 8}), at::randn({k / 8, k})) + 0.3 * at::randn({tokens, k});
+  HessianAccumulator accumulator(k);
+  ASSERT_TRUE(accumulator.Add(x.to(cuda).unsqueeze(0)).ok());
+  const at::Tensor h = *std::move(accumulator).Finish();
+  struct Case {
+    const char* name;
+    QuantSpec spec;
+    bool act_order;
+    at::ScalarType dtype;
+    int64_t rows;
+  };
+  QuantSpec floor_spec = testing::IntSpec(DType::kInt8, true, -1);
+  floor_spec.round_method = RoundMethod::kFloor;
+  const Case cases[] = {
+      {"uint4 g128", Uint4Group128(), false, at::kFloat, 1000},
+      {"int4 g32 observed (segments)", testing::IntSpec(DType::kInt4, true, 32), false, at::kBFloat16, 333},
+      {"uint4 g128 act order static groups", Uint4Group128(), true, at::kBFloat16, 1024},
+      {"int8 per channel floor", floor_spec, false, at::kHalf, 257},
+  };
+  for (const Case& c : cases) {
+    const at::Tensor w = (at::randn({c.rows, k}) * 0.02).to(cuda, c.dtype);
+    GptqOptions fused;
+    fused.act_order = c.act_order;
+    fused.static_groups = c.act_order;
+    GptqOptions columns = fused;
+    columns.fused_blocks = false;
+    auto a = GptqQuantizeWeight(w, h.clone(), c.spec, columns);
+    auto b = GptqQuantizeWeight(w, h.clone(), c.spec, fused);
+    ASSERT_TRUE(a.ok()) << c.name << ": " << a.status();
+    ASSERT_TRUE(b.ok()) << c.name << ": " << b.status();
+    EXPECT_TRUE(b->fused_blocks) << c.name;
+    EXPECT_EQ((a->weight != b->weight).sum().item<int64_t>(), 0) << c.name;
+    EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name;
+    EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name;
+    std::printf("%s: columns_s column loop %.4f, fused %.4f\n", c.name, a->columns_seconds, b->columns_seconds);
+  }
+}
+
 }  // namespace
 }  // namespace quark::algorithms

@@ -127,6 +127,49 @@ TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
   }
 }
 
+// The fused blocks (one kernel launch a block, kernels/element/gptq_row.h) against the column-by-column loop of the
+// same tensor-op path: the same bits for every integer spec, dtype, rounding, zero-point kind and block size,
+// including groups observed as they start inside a block (segments) and act order's scattered static groups. The
+// float grids run column by column (no fused kernel).
+TEST(GptqTensorOpsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
+  const int64_t n = 72, k = 384;
+  const at::Tensor h = HessianOf(MakeInputs(k, {1024}, 8), false);
+  at::manual_seed(9);
+  const at::Tensor weight = at::randn({n, k}) * 0.02;
+  std::vector<Case> cases = Cases();
+  QuantSpec away = IntSpec(DType::kUInt4, false, 64);
+  away.round_method = RoundMethod::kRound;
+  cases.push_back({"uint4 g64 half away from zero", away});
+  QuantSpec floor_spec = IntSpec(DType::kInt8, true, -1);
+  floor_spec.round_method = RoundMethod::kFloor;
+  cases.push_back({"int8 per channel floor, float16 weight", floor_spec, false, false, at::kHalf});
+  QuantSpec float_zp = IntSpec(DType::kUInt4, false, 32);
+  float_zp.zero_point_type = ZeroPointType::kFloat32;
+  cases.push_back({"uint4 g32 float zero point, act order", float_zp, true, true, at::kBFloat16});
+  for (const Case& c : cases) {
+    for (int64_t block : {int64_t{16}, int64_t{100}, int64_t{128}}) {
+      GptqOptions fused;
+      fused.act_order = c.act_order;
+      fused.static_groups = c.static_groups;
+      fused.block_size = block;
+      fused.tensor_ops = true;
+      GptqOptions columns = fused;
+      columns.fused_blocks = false;
+      const at::Tensor w = weight.to(c.dtype);
+      auto a = GptqQuantizeWeight(w, h.clone(), c.spec, columns);
+      auto b = GptqQuantizeWeight(w, h.clone(), c.spec, fused);
+      ASSERT_TRUE(a.ok()) << c.name << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << c.name << ": " << b.status();
+      EXPECT_FALSE(a->fused_blocks) << c.name;
+      const bool integer = c.spec.dtype != DType::kFp8E4M3 && c.spec.dtype != DType::kFp4;
+      EXPECT_EQ(b->fused_blocks, integer) << c.name;
+      EXPECT_EQ(Differing(a->weight, b->weight), 0) << c.name << ", block " << block;
+      EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name << ", block " << block;
+      EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name << ", block " << block;
+    }
+  }
+}
+
 TEST(GptqTensorOpsTest, DeadInputsAndExtraDampingAsTheCpuPath) {
   // Fewer tokens than inputs and a few inputs no token reaches: singular, retried with more damping.
   const int64_t k = 128;

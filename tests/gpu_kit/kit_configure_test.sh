@@ -33,4 +33,30 @@ for target in quark algo_bench cuda_kernels_bench gptq_cuda_test device_streamin
   grep -q "$target" "$scratch/build.ninja" "$scratch/Makefile" 2> /dev/null ||
     { echo "kit_configure_test: the configured kit has no target $target"; exit 1; }
 done
-echo "kit_configure_test: the GPU kit configures (engine tier$([[ -x $nvcc ]] && echo ", CUDA"))"
+# A pip PyTorch's Caffe2Config makes protobuf::libprotobuf an alias of an empty INTERFACE library when no such target
+# exists yet (its own protobuf is linked in statically): on the H200 `quark` then linked no protobuf at all. The same
+# configure against a Torch_DIR that does what the wheel's config does must still link the kit's protobuf into quark.
+system_torch=$(dirname "$(find /usr/lib /usr/share -name TorchConfig.cmake -path '*Torch*' 2> /dev/null | head -1)")
+if [[ -f $system_torch/TorchConfig.cmake ]]; then
+  wheel_like=$scratch-wheel-torch
+  mkdir -p "$wheel_like"
+  cat > "$wheel_like/TorchConfig.cmake" << CONFIG
+if(NOT TARGET protobuf::libprotobuf)
+  add_library(quark_wheel_like_dummy INTERFACE)
+  add_library(protobuf::libprotobuf ALIAS quark_wheel_like_dummy)
+endif()
+include("$system_torch/TorchConfig.cmake")
+CONFIG
+  rm -rf "$scratch"/*
+  if ! "$cmake" -S "$src" -B "$scratch" "${generator[@]}" "${args[@]}" "-DTorch_DIR=$wheel_like" > "$scratch.log" 2>&1; then
+    cat "$scratch.log"
+    echo "kit_configure_test: the GPU kit does not configure against a wheel-like Torch config"
+    exit 1
+  fi
+  rm -f "$scratch.log"
+  link=$(grep -A8 "^build core/cli/quark:" "$scratch/build.ninja" 2> /dev/null | grep -m1 "LINK_LIBRARIES" || true)
+  rm -rf "$wheel_like"
+  [[ $link == *protobuf* ]] ||
+    { echo "kit_configure_test: with a wheel-like Torch config, quark links no protobuf: ${link:0:300}"; exit 1; }
+fi
+echo "kit_configure_test: the GPU kit configures (engine tier$([[ -x $nvcc ]] && echo ", CUDA"); quark links protobuf)"

@@ -1,0 +1,130 @@
+#include "core/algorithms/gptq_fused_blocks.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include "core/base/status_macros.h"
+#include "core/config/quant_types.h"
+#include "core/numerics/format_map.h"
+#include "core/numerics/quant_kernels.h"
+
+namespace quark::algorithms {
+namespace {
+
+using kernels::element::GptqBlockArgs;
+
+bool IsIntegerGrid(const QuantSpec& spec) {
+  return !spec.IsMx() && !spec.IsNvfp4() && !spec.IsProgressive() && !IsCastType(spec.dtype) &&
+         !IsFloatFormat(spec.ElementType());
+}
+
+// Parameters as the kernel reads them: [rows, groups] float32 on the device, with 1.0f / scale in float32 (as the
+// fake-quantization kernels compute it) and whether the zero point is a float one (as FakeQuantize decides it).
+struct ParamTable {
+  at::Tensor scale, inv_scale, zero_point;
+  bool float_zero_point = false;
+};
+
+ParamTable TableOf(const QuantParams& p, int64_t rows, const at::Device& device) {
+  const auto row_wise = [&](const at::Tensor& t) {
+    at::Tensor f = t.to(device, at::kFloat);
+    f = f.numel() == 1 ? f.reshape({1, 1}).expand({rows, 1}) : f.reshape({rows, -1});
+    return f.contiguous();
+  };
+  ParamTable table;
+  table.scale = row_wise(p.scale);
+  table.inv_scale = at::full_like(table.scale, 1.0f).div_(table.scale);
+  table.zero_point = row_wise(p.zero_point);
+  table.float_zero_point = p.zero_point.scalar_type() != at::kInt;
+  return table;
+}
+
+void Point(GptqBlockArgs& a, const ParamTable& t) {
+  a.scale = t.scale.data_ptr<float>();
+  a.inv_scale = t.inv_scale.data_ptr<float>();
+  a.zero_point = t.zero_point.data_ptr<float>();
+  a.groups = t.scale.size(1);
+  a.float_zero_point = t.float_zero_point;
+}
+
+int CastOf(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return 1;
+  if (dtype == at::kHalf) return 2;
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
+                                                  const QuantSpec& spec, const GptqColumnPlan& plan,
+                                                  ColumnParameters& parameters, at::ScalarType dtype,
+                                                  int64_t block_size) {
+  const QuantKernels& kernels = QuantKernelsFor(work.device());
+  // An empty segment asks the device whether it has the kernel, before anything is observed or changed.
+  if (!IsIntegerGrid(spec) || !kernels.GptqAffineBlock(GptqBlockArgs{})) return false;
+  if (!work.is_contiguous() || !q.is_contiguous() || work.scalar_type() != at::kFloat) {
+    return absl::InternalError("gptq: the fused blocks need contiguous float32 work and result tensors");
+  }
+  const int64_t n = work.size(0), k = work.size(1);
+  const at::Device device = work.device();
+  const at::Tensor upper = u.contiguous();
+  at::Tensor errors = at::empty({n, std::min(block_size, k)}, work.options());
+
+  GptqBlockArgs a;
+  a.work = work.data_ptr<float>();
+  a.ldw = k;
+  a.q = q.data_ptr<float>();
+  a.ldq = k;
+  a.err = errors.data_ptr<float>();
+  a.lde = errors.size(1);
+  a.upper = upper.data_ptr<float>();
+  a.ldu = k;
+  a.rows = n;
+  std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
+  a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
+  a.cast = CastOf(dtype);
+
+  // Parameters known before the loop (per tensor, per channel, static groups): one table, and each column's group.
+  ParamTable fixed;
+  at::Tensor column_group;
+  if (!parameters.ObservesAsItGoes()) {
+    fixed = TableOf(parameters.Whole(), n, device);
+    if (plan.grouped) {
+      std::vector<int32_t> groups(static_cast<size_t>(k));
+      for (int64_t c = 0; c < k; ++c) groups[static_cast<size_t>(c)] = static_cast<int32_t>(parameters.FixedGroupOf(c));
+      column_group = at::tensor(groups, at::kInt).to(device);
+    }
+  }
+  for (int64_t i1 = 0; i1 < k; i1 += block_size) {
+    const int64_t i2 = std::min(i1 + block_size, k), count = i2 - i1;
+    a.block_begin = i1;
+    a.count = count;
+    for (int64_t begin = 0; begin < count;) {
+      int64_t end = count;
+      ParamTable observed;
+      if (parameters.ObservesAsItGoes()) {
+        // A segment per group: its parameters are observed on the working weight as the group starts (the block's
+        // earlier columns have updated it), as the column loop does.
+        const int64_t column = i1 + begin;
+        end = std::min(count, (column / plan.group_size + 1) * plan.group_size - i1);
+        QUARK_ASSIGN_OR_RETURN(const QuantParams* p, parameters.For(column, work));
+        observed = TableOf(*p, n, device);
+        Point(a, observed);
+        a.column_group = nullptr;
+      } else {
+        Point(a, fixed);
+        a.column_group = column_group.defined() ? column_group.data_ptr<int32_t>() + i1 : nullptr;
+      }
+      a.begin = begin;
+      a.end = end;
+      kernels.GptqAffineBlock(a);
+      begin = end;
+    }
+    // The lazy update of every column after the block, as the column loop (and Quark) does it.
+    if (i2 < k) work.slice(1, i2).sub_(errors.slice(1, 0, count).matmul(u.slice(0, i1, i2).slice(1, i2)));
+  }
+  return true;
+}
+
+}  // namespace quark::algorithms

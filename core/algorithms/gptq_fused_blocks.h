@@ -1,0 +1,28 @@
+// GPTQ's column loop in tensor operations with each block's sequential part fused into one kernel launch
+// (kernels/element/gptq_row.h through the numerics' device seam, QuantKernels::GptqAffineBlock): per block one
+// launch (one per group inside the block where group parameters are observed as groups start) and the lazy update's
+// GEMM, instead of about ten device operations a column. Same float operations, same order, same bits as the
+// column-by-column loop of gptq_tensor_ops.cc on the same device.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/gptq_column_params.h"
+#include "core/algorithms/gptq_columns.h"
+#include "core/config/quant_spec.h"
+
+namespace quark::algorithms {
+
+/// The column loop of gptq_tensor_ops.cc over work [N, K] (float32, contiguous, columns in act order; updated in
+/// place) into q [N, K] (float32, contiguous), with u [K, K] the upper inverse factor on work's device. Returns
+/// false, having changed nothing, where it does not apply: a spec that is not integer (float, MX, NVFP4 grids) or a
+/// device without the block kernel; the caller then runs the column loop.
+absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
+                                                  const QuantSpec& spec, const GptqColumnPlan& plan,
+                                                  ColumnParameters& parameters, at::ScalarType dtype,
+                                                  int64_t block_size);
+
+}  // namespace quark::algorithms

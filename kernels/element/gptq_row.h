@@ -1,0 +1,114 @@
+// The sequential part of one GPTQ block for one output row, written once for the CPU and CUDA (like element_ops.h).
+//
+// Inside a block of GPTQ's column loop every column is rounded, its error divided by the inverse Hessian factor's
+// diagonal and spread over the block's later columns, one column after the other. The tensor-op loop does that with
+// about ten device operations a column (on an H200 each costs ~18 us of launch and sync, so the loop is launch
+// bound: 0.8 s for a 4096-column layer). But rows never mix inside a block: row r's rounding, error and updates read
+// only row r of the weight (and the shared factor U), so one thread per row can run the whole block in one launch.
+// The float operations are exactly the tensor-op loop's, in its order: the column cast to the weight's dtype, the
+// fake quantization (element_ops.h's AffineFake), the result cast back, (w - q) / U[j][j], and each later column's
+// w - e * U[j][t] with the product rounded first (no contraction on either target). So the fused block gives the
+// tensor-op loop's bits on the same device (tests/algorithms/gptq_fused_blocks_test.cc on the CPU, gptq_cuda_test on
+// a GPU); the lazy update after the block stays one GEMM.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/element/element_ops.h"
+
+#if defined(QUARK_LANE_NS)
+namespace quark::kernels::QUARK_LANE_NS {
+#else
+namespace quark::kernels::element {
+#endif
+
+/// One segment [begin, end) of a block of `count` columns that starts at column `block_begin` of the working weight.
+/// Pointers are to the memory of the device that runs it. Parameters are a [rows, groups] table; column j of the
+/// block (0 <= j < count) uses group column_group[j] (column_group null: group 0).
+struct GptqBlockArgs {
+  float* work = nullptr;  // [rows, ldw] float32: the working weight, updated in place
+  int64_t ldw = 0;
+  float* q = nullptr;  // [rows, ldq] float32: the rounded weight
+  int64_t ldq = 0;
+  float* err = nullptr;  // [rows, lde] float32: the block's scaled errors, column j at err[r * lde + j]
+  int64_t lde = 0;
+  const float* upper = nullptr;  // U [K, ldu] float32: the inverse Hessian's upper factor
+  int64_t ldu = 0;
+  const float* scale = nullptr;  // [rows, groups] float32
+  const float* inv_scale = nullptr;  // 1.0f / scale in float32
+  const float* zero_point = nullptr;  // [rows, groups] float32
+  int64_t groups = 1;
+  const int32_t* column_group = nullptr;  // [count] or null
+  int64_t rows = 0;
+  int64_t block_begin = 0;
+  int64_t count = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int qmin = -128;
+  int qmax = 127;
+  int round_mode = 0;  // RoundMode order: 0 half even, 1 half away from zero, 2 floor
+  bool float_zero_point = false;
+  int cast = 0;  // the weight's dtype, which each column is rounded in: 0 float32, 1 bfloat16, 2 float16
+};
+
+/// float32 -> the weight's dtype -> float32 (what `.to(dtype).to(kFloat)` gives: round to nearest even).
+template <int kCast>
+QUARK_HD float CastRoundTrip(float v) {
+  if (kCast == 1) return Bf16ToFloat(Bf16Bits(v));
+  if (kCast == 2) return HalfToFloat(HalfBits(v));
+  return v;
+}
+
+/// Row r of the segment. `w` holds row r's columns of the block (w[j] is column block_begin + j of the working
+/// weight): the working weight itself on the CPU, a copy in fast memory on a GPU (written back by the caller).
+template <int kMode, bool kFloatZp, int kCast>
+QUARK_HD void GptqAffineRow(const GptqBlockArgs& a, int64_t r, float* __restrict__ w) {
+  float* __restrict__ q = a.q + r * a.ldq + a.block_begin;
+  float* __restrict__ err = a.err + r * a.lde;
+  const float* s = a.scale + r * a.groups;
+  const float* inv = a.inv_scale + r * a.groups;
+  const float* z = a.zero_point + r * a.groups;
+  const float* u = a.upper + a.block_begin * a.ldu + a.block_begin;  // U[block_begin][block_begin]
+  const float qmin = static_cast<float>(a.qmin), qmax = static_cast<float>(a.qmax);
+  for (int64_t j = a.begin; j < a.end; ++j) {
+    const int64_t g = a.column_group ? a.column_group[j] : 0;
+    const float x = w[j];
+    const float rounded =
+        CastRoundTrip<kCast>(AffineFake<kMode, kFloatZp>(CastRoundTrip<kCast>(x), s[g], inv[g], z[g], qmin, qmax));
+    q[j] = rounded;
+    const float* __restrict__ uj = u + j * a.ldu;
+    const float e = (x - rounded) / uj[j];
+    err[j] = e;
+    // Each later column of the block: w_t - e * U[j][t], the product rounded before the subtraction.
+    for (int64_t t = j + 1; t < a.count; ++t) w[t] = w[t] - e * uj[t];
+  }
+}
+
+template <int V>
+struct IntConstant {
+  static constexpr int value = V;
+};
+template <bool V>
+struct BoolConstant {
+  static constexpr bool value = V;
+};
+
+/// Calls f(mode, float_zp, cast) as IntConstant / BoolConstant for the arguments' run-time choices (host code: it
+/// picks the template instance that runs).
+template <typename F>
+void DispatchGptqRow(const GptqBlockArgs& a, F f) {
+  auto by_cast = [&](auto mode, auto fzp) {
+    if (a.cast == 1) return f(mode, fzp, IntConstant<1>{});
+    if (a.cast == 2) return f(mode, fzp, IntConstant<2>{});
+    return f(mode, fzp, IntConstant<0>{});
+  };
+  auto by_zp = [&](auto mode) {
+    if (a.float_zero_point) return by_cast(mode, BoolConstant<true>{});
+    return by_cast(mode, BoolConstant<false>{});
+  };
+  if (a.round_mode == 1) return by_zp(IntConstant<1>{});
+  if (a.round_mode == 2) return by_zp(IntConstant<2>{});
+  return by_zp(IntConstant<0>{});
+}
+
+}  // namespace quark::kernels::element (or QUARK_LANE_NS)
