@@ -14,7 +14,7 @@
 # through CMAKE_PREFIX_PATH / PKG_CONFIG_PATH: bookworm's packages, unpacked by run.sh (their shared libraries need
 # glibc >= 2.36 and the C++11 ABI; run.sh checks the first, this file the second).
 option(QUARK_GPU_KIT_ENGINE "The GPU kit also builds the engine and its device tests" OFF)
-set(QUARK_KIT_ENGINE_TESTS gptq_tensor_ops_test gptq_cuda_test device_streaming_cuda_test
+set(QUARK_KIT_ENGINE_TESTS gptq_tensor_ops_test gptq_cuda_test device_streaming_cuda_test device_quantize_cuda_test
   CACHE STRING "The engine tests the GPU kit builds (names of quark_add_test targets)")
 set(QUARK_GTEST_SOURCE_DIR "" CACHE PATH "GoogleTest source tree (googletest package's /usr/src/googletest)")
 
