@@ -6,6 +6,7 @@
 #include "core/numerics/quant_kernels.h"
 #include "kernels/cpu/float_grid.h"
 #include "kernels/cuda/gptq_cuda.h"
+#include "kernels/cuda/nvfp4_cuda.h"
 #include "kernels/cuda/quant_cuda.h"
 
 namespace quark {
@@ -91,6 +92,14 @@ class CudaKernels final : public QuantKernels {
 
   bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
     Check(cuda::GptqAffineBlockCuda(args, nullptr), "GptqAffineBlockCuda");
+    return true;
+  }
+
+  bool FakeNvfp4(const at::Tensor& in, at::Tensor& out, int64_t rows, int64_t len, float global,
+                 const at::Tensor& blk) const override {
+    Check(cuda::Nvfp4FakeQuantCuda(in.data_ptr(), out.data_ptr(), ElemOf(in), rows, len, global,
+                                   blk.defined() ? blk.data_ptr<float>() : nullptr, nullptr),
+          "Nvfp4FakeQuantCuda");
     return true;
   }
 };

@@ -1,6 +1,7 @@
 #include "core/numerics/nvfp4_quant.h"
 
 #include "core/numerics/dispatch.h"
+#include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_layout.h"
 #include "core/numerics/range_reduce.h"
 #include "kernels/cpu/nvfp4_kernels.h"
@@ -25,7 +26,13 @@ std::pair<float, at::Tensor> ScalesFor(const at::Tensor& x, const QuantParams* p
 }  // namespace
 
 float Nvfp4AmaxOf(const at::Tensor& x) {
-  const at::Tensor c = x.to(at::kCPU).contiguous();
+  if (!x.device().is_cpu()) {
+    // On a device: its own reduction (exact, as any max), NaN ignored as the CPU kernel does; one scalar comes back.
+    if (x.numel() == 0) return 0.0f;
+    const at::Tensor a = x.abs();
+    return at::where(at::isnan(a), at::zeros_like(a), a).max().to(at::kFloat).item<float>();
+  }
+  const at::Tensor c = x.contiguous();
   return DispatchFloating(c.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return kernels::Nvfp4Amax<T>(c.data_ptr<T>(), c.numel());
@@ -41,18 +48,29 @@ absl::StatusOr<QuantParams> Nvfp4ParamsOf(const at::Tensor& w, const QuantSpec& 
 }
 
 at::Tensor Nvfp4FakeQuantize(const at::Tensor& x, const QuantParams* params, at::Tensor* dest) {
-  const at::Tensor in = x.to(at::kCPU).contiguous();
-  const auto [g, blk] = ScalesFor(in, params);
-  const bool direct = dest && dest->device().is_cpu();
+  const int64_t len = x.dim() == 0 ? 1 : x.size(-1);
+  // The kernels of x's device (the CPU's, or CUDA's with the same element math); a device without an NVFP4 kernel
+  // computes on the CPU and gets the result copied back.
+  const QuantKernels& kernels = QuantKernelsFor(x.device());
+  const at::Tensor in = x.contiguous();
+  const float g = params && params->global_scale.defined() ? params->global_scale.item<float>()
+                                                            : kernels::Nvfp4GlobalScale(Nvfp4AmaxOf(in));
+  const at::Tensor blk = params && params->scale.defined() ? params->scale.to(x.device(), at::kFloat).contiguous()
+                                                           : at::Tensor();
+  const bool direct = dest && dest->device() == x.device();
   at::Tensor out = direct ? *dest : at::empty(in.sizes(), in.options());
-  const int64_t len = in.dim() == 0 ? 1 : in.size(-1);
-  DispatchFloating(in.scalar_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    kernels::Nvfp4FakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), RowsOf(in), len, g,
-                               blk.defined() ? blk.data_ptr<float>() : nullptr);
-  });
-  if (dest && !direct) dest->copy_(out);
-  return dest ? *dest : out.to(x.device());
+  if (kernels.FakeNvfp4(in, out, RowsOf(in), len, g, blk)) {
+    if (dest && !direct) dest->copy_(out);
+    return dest ? *dest : out;
+  }
+  const at::Tensor host = in.to(at::kCPU);
+  at::Tensor host_out = at::empty(host.sizes(), host.options());
+  CpuQuantKernels().FakeNvfp4(host, host_out, RowsOf(host), len, g, blk.defined() ? blk.to(at::kCPU) : blk);
+  if (dest) {
+    dest->copy_(host_out);
+    return *dest;
+  }
+  return host_out.to(x.device());
 }
 
 RealQuantized Nvfp4QuantizeReal(const at::Tensor& x, const QuantParams* params) {

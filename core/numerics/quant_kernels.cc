@@ -9,6 +9,7 @@
 #endif
 #include "kernels/cpu/float_kernels.h"
 #include "kernels/cpu/gptq_block_cpu.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/reduce_kernels.h"
 
 namespace quark {
@@ -74,6 +75,16 @@ class CpuKernels final : public QuantKernels {
 
   bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
     kernels::GptqAffineBlockCpu(args);
+    return true;
+  }
+
+  bool FakeNvfp4(const at::Tensor& in, at::Tensor& out, int64_t rows, int64_t len, float global,
+                 const at::Tensor& blk) const override {
+    DispatchFloating(in.scalar_type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::Nvfp4FakeQuant<T>(in.data_ptr<T>(), out.data_ptr<T>(), rows, len, global,
+                                 blk.defined() ? blk.data_ptr<float>() : nullptr);
+    });
     return true;
   }
 };

@@ -54,6 +54,13 @@ class QuantKernels {
   /// memory, in one launch. false (nothing done) where the device has no such kernel: the caller then runs the
   /// block column by column in tensor operations, with the same bits.
   virtual bool GptqAffineBlock(const kernels::element::GptqBlockArgs& /*args*/) const { return false; }
+  /// NVFP4 fake quantization of [rows, len] (groups of 16 along len, kernels/cpu/nvfp4_kernels.h) with global scale
+  /// `global`; `blk` is [rows, len / 16] float32 (e4m3 values) on the data's device, or undefined: each group's scale
+  /// from its own amax. false (nothing done) where the device has no such kernel: the caller computes on the CPU.
+  virtual bool FakeNvfp4(const at::Tensor& /*in*/, at::Tensor& /*out*/, int64_t /*rows*/, int64_t /*len*/,
+                         float /*global*/, const at::Tensor& /*blk*/) const {
+    return false;
+  }
 };
 
 /// The kernels for tensors on `device` (see the header comment).

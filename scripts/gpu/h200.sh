@@ -17,7 +17,7 @@
 #
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
-# QUARK_H200_STEPS picks and orders the steps (default "kit side gptq7b fp87b parity side11008 rates"): kit, side
+# QUARK_H200_STEPS picks and orders the steps (default "kit gptq7b fp87b side parity side11008 rates"): kit, side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
 # gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
 # A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
@@ -79,7 +79,7 @@ record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' 
 gpu=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then gpu=1; fi
 [[ $device == cpu ]] && gpu=1  # the dry run: every step, on the CPU
-steps=" ${QUARK_H200_STEPS:-kit side gptq7b fp87b parity side11008 rates} "
+steps=" ${QUARK_H200_STEPS:-kit gptq7b fp87b side parity side11008 rates} "
 want() { [[ $steps == *" $1 "* ]]; }
 say "H200 run: steps [${steps}], budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
 
@@ -110,7 +110,7 @@ if [[ ${QUARK_H200_SKIP_KIT:-0} == 1 ]] || ! want kit; then
   say "kit: skipped (QUARK_H200_SKIP_KIT=1), using the build in $build"
   grep -q '^build' "$build/steps.tsv" 2> /dev/null || printf 'build\t0\t0\tbuild.log\n' >> "$build/steps.tsv"
 else
-  OUT=$work/kit QUARK_KIT_ENGINE_BENCH=0 QUARK_BUILD_TIMEOUT=$(cap 330) QUARK_TEST_TIMEOUT=90 QUARK_BENCH_TIMEOUT=45 \
+  OUT=$work/kit QUARK_KIT_ENGINE_BENCH=0 QUARK_BUILD_TIMEOUT=$(cap 330) QUARK_TEST_TIMEOUT=150 QUARK_BENCH_TIMEOUT=45 \
     timeout "$(cap 520)" bash "$root/scripts/gpu/run.sh" > "$work/run.out" 2>&1
   say "kit: status $? ($(grep -c . "$work/kit/run.log" 2> /dev/null) log lines)"
 fi

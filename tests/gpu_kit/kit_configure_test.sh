@@ -28,7 +28,7 @@ if ! "$cmake" -S "$src" -B "$scratch" "${generator[@]}" "${args[@]}" > "$scratch
   exit 1
 fi
 rm -f "$scratch.log"
-for target in quark algo_bench cuda_kernels_bench gptq_cuda_test device_streaming_cuda_test device_quantize_cuda_test; do
+for target in quark algo_bench cuda_kernels_bench gptq_cuda_test device_streaming_cuda_test device_quantize_cuda_test nvfp4_cuda_test; do
   [[ $target == cuda_kernels_bench && ! -x $nvcc ]] && continue
   grep -q "$target" "$scratch/build.ninja" "$scratch/Makefile" 2> /dev/null ||
     { echo "kit_configure_test: the configured kit has no target $target"; exit 1; }
