@@ -47,10 +47,16 @@ __device__ __forceinline__ void StoreResult(float* p, int64_t i, float in, float
 
 constexpr int kThreads = 256;
 
-/// Blocks of a grid-stride launch over n items.
+/// Streaming multiprocessors of the current device (asked once per device; 0 when unknown).
+int DeviceSmCount();
+
+/// Blocks of a grid-stride launch over n items: one item per thread up to 16 blocks per SM (enough resident warps
+/// to keep the memory system busy), more items per thread beyond that.
 inline int GridBlocks(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b < 1 ? 1 : b) : 65535 * 32);
+  const int sms = DeviceSmCount();
+  const int64_t cap = sms > 0 ? int64_t{16} * sms : int64_t{65535} * 32;
+  return static_cast<int>(b < cap ? (b < 1 ? 1 : b) : cap);
 }
 
 #define QUARK_GRID_STRIDE(i, n)                                                                       \
@@ -87,26 +93,29 @@ __device__ __forceinline__ float WarpAmax(float v) {
   return amax;
 }
 
-/// Where one lane of an MX launch (one warp per block of 32 along rows of `len`) stands.
+/// Where one lane of the scalar MX launch (one warp per block of 32 along rows of `len`) stands.
 struct MxLane {
-  int64_t block;  // the warp's block, row-major over [rows, ceil(len / 32)]
   int64_t index;  // the element's offset in the data
   int lane;
   bool valid;  // inside the row (a tail block's last lanes are not)
-  bool active;  // the warp has a block at all (whole warps leave together, so shuffles see all 32 lanes)
 };
 
-__device__ __forceinline__ MxLane MxLaneOf(int64_t rows, int64_t len) {
+/// Lane threadIdx.x % 32 of MX block `block` (row-major over [rows, ceil(len / 32)]).
+__device__ __forceinline__ MxLane MxLaneOf(int64_t block, int64_t len) {
   const int64_t blocks_per_row = (len + 31) / 32;
   MxLane l;
-  l.block = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   l.lane = threadIdx.x % 32;
-  l.active = l.block < rows * blocks_per_row;
-  const int64_t col = (l.block % blocks_per_row) * 32 + l.lane;
-  l.valid = l.active && col < len;
-  l.index = (l.block / blocks_per_row) * len + col;
+  const int64_t col = (block % blocks_per_row) * 32 + l.lane;
+  l.valid = col < len;
+  l.index = (block / blocks_per_row) * len + col;
   return l;
 }
+
+/// A grid-stride loop of whole warps over `count` items (one per warp): every lane of a warp sees the same item, so
+/// shuffles see all 32 lanes.
+#define QUARK_WARP_STRIDE(w, count)                                                                  \
+  for (int64_t w = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; w < (count); \
+       w += static_cast<int64_t>(gridDim.x) * (blockDim.x / 32))
 
 inline int LastLaunchError() { return static_cast<int>(cudaGetLastError()); }
 
