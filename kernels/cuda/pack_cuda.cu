@@ -9,9 +9,29 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+/// A nibble order known only at run time.
 struct Int4Order {
   int order[8];
+  __device__ __forceinline__ int At(int i) const { return order[i]; }
 };
+
+/// The two orders the exports use, as constants: with them the vector path's nibble picks compile to register
+/// shifts (a run-time order indexes the 16 loaded bytes through local memory).
+template <int O0, int O1, int O2, int O3, int O4, int O5, int O6, int O7>
+struct FixedInt4Order {
+  __host__ __device__ __forceinline__ int At(int i) const {
+    constexpr int kOrder[8] = {O0, O1, O2, O3, O4, O5, O6, O7};
+    return kOrder[i];
+  }
+  static bool Is(const int (&order)[8]) {
+    for (int i = 0; i < 8; ++i) {
+      if (order[i] != FixedInt4Order{}.At(i)) return false;
+    }
+    return true;
+  }
+};
+using ReorderInt4 = FixedInt4Order<0, 2, 4, 6, 1, 3, 5, 7>;     // kernels/cpu/pack_kernels.h kInt4Reorder
+using SequentialInt4 = FixedInt4Order<0, 1, 2, 3, 4, 5, 6, 7>;  // kInt4Sequential
 
 /// The 16 code bytes of one aligned vector.
 __device__ __forceinline__ void LoadCodes16(const uint8_t* p, uint8_t (&c)[16]) {
@@ -22,17 +42,21 @@ __device__ __forceinline__ void LoadCodes16(const uint8_t* p, uint8_t (&c)[16]) 
 }
 
 // Work unit: 8 codes -> one word; a vector is 2 units (16 code bytes in, 8 bytes out).
-__global__ void PackInt4Kernel(const uint8_t* codes, element::VecPlan<int64_t> p, Int4Order o, int32_t* out) {
+template <typename Order>
+__global__ void PackInt4Kernel(const uint8_t* codes, element::VecPlan<int64_t> p, Order o, int32_t* out) {
+  int order[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) order[i] = o.At(i);
   QUARK_GRID_STRIDE(item, p.Items()) {
     if (item < p.vectors) {
       const int64_t w = p.VectorStart(item);
       uint8_t c[16];
       LoadCodes16(codes + w * 8, c);
-      *reinterpret_cast<int2*>(out + w) = make_int2(element::PackInt4Word(c, o.order),
-                                                    element::PackInt4Word(c + 8, o.order));
+      *reinterpret_cast<int2*>(out + w) = make_int2(element::PackInt4Word(c, order),
+                                                    element::PackInt4Word(c + 8, order));
     } else {
       const int64_t w = p.ScalarIndex(item - p.vectors);
-      out[w] = element::PackInt4Word(codes + w * 8, o.order);
+      out[w] = element::PackInt4Word(codes + w * 8, order);
     }
   }
 }
@@ -60,11 +84,19 @@ __global__ void PackFp4Kernel(const uint8_t* codes, element::VecPlan<int64_t> p,
 int PackInt4Cuda(const uint8_t* codes, int64_t n, const int (&order)[8], int32_t* words, void* stream) {
   const int64_t count = n / 8;
   if (count == 0) return 0;
-  Int4Order o;
-  for (int i = 0; i < 8; ++i) o.order[i] = order[i];
   const element::VecPlan<int64_t> p =
       element::MakeVecPlan(reinterpret_cast<uintptr_t>(codes), 8, reinterpret_cast<uintptr_t>(words), 4, count, 2);
-  PackInt4Kernel<<<GridBlocks(p.Items()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(codes, p, o, words);
+  const int blocks = GridBlocks(p.Items());
+  auto s = static_cast<cudaStream_t>(stream);
+  if (ReorderInt4::Is(order)) {
+    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, ReorderInt4{}, words);
+  } else if (SequentialInt4::Is(order)) {
+    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, SequentialInt4{}, words);
+  } else {
+    Int4Order o;
+    for (int i = 0; i < 8; ++i) o.order[i] = order[i];
+    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, o, words);
+  }
   return LastLaunchError();
 }
 

@@ -257,7 +257,9 @@ TEST_F(CudaKernelsTest, PackingEqualsTheCpu) {
     std::vector<uint8_t> codes(static_cast<size_t>(n));
     for (auto& c : codes) c = static_cast<uint8_t>(byte(rng));  // high nibbles set too: packing must mask them
     DeviceBuffer dcodes = DeviceBuffer::From(codes);
-    for (const kernels::Int4Order& order : {kernels::kInt4Reorder, kernels::kInt4Sequential}) {
+    // The two orders the exports use (constant-order kernels) and another (the run-time-order kernel).
+    const kernels::Int4Order reversed = {7, 6, 5, 4, 3, 2, 1, 0};
+    for (const kernels::Int4Order& order : {kernels::kInt4Reorder, kernels::kInt4Sequential, reversed}) {
       std::vector<int32_t> words(static_cast<size_t>(n / 8));
       kernels::PackInt4(codes.data(), n, order, words.data());
       int gpu_order[8];
