@@ -85,10 +85,15 @@ int DispatchRound(int mode, F f) {
   return f(std::integral_constant<int, 0>{});
 }
 
-/// The amax of one MX block over a warp (one lane per element; NaN ignored, as the CPU's block amax does).
+/// |v| with NaN as 0: what an MX block's amax takes of each element (the CPU's block amax ignores NaN).
+__device__ __forceinline__ float AmaxTerm(float v) {
+  const float a = element::Float(element::Bits(v) & 0x7FFFFFFFu);
+  return a != a ? 0.0f : a;
+}
+
+/// The amax of one MX block over a warp (one lane per element).
 __device__ __forceinline__ float WarpAmax(float v) {
-  float amax = element::Float(element::Bits(v) & 0x7FFFFFFFu);
-  amax = amax != amax ? 0.0f : amax;
+  float amax = AmaxTerm(v);
   for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
   return amax;
 }

@@ -29,12 +29,6 @@ __device__ __forceinline__ uint8_t MxCodeElement(float v, int e, const CudaMxArg
   return element::EncodeGridValue(element::GridSat(scaled, a.grid), gc);
 }
 
-/// |v| with NaN as 0: what the block amax takes of each element (the CPU's block amax ignores NaN).
-__device__ __forceinline__ float AmaxTerm(float v) {
-  const float a = element::Float(element::Bits(v) & 0x7FFFFFFFu);
-  return a != a ? 0.0f : a;
-}
-
 /// Whether the vectorized MX launch applies: whole vectors per row and 16-byte aligned input; `out` aligned to one
 /// lane's output (out_bytes per element).
 template <typename T>
