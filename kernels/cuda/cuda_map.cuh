@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/element/launch_plan.h"
+#include "kernels/element/vec_words.h"
 
 namespace quark::kernels::cuda {
 
@@ -24,33 +25,21 @@ __device__ __forceinline__ float FromBits(const float*, uint32_t b) { return __u
 __device__ __forceinline__ float FromBits(const Bf16*, uint32_t b) { return element::Bf16ToFloat(static_cast<uint16_t>(b)); }
 __device__ __forceinline__ float FromBits(const F16*, uint32_t b) { return element::HalfToFloat(static_cast<uint16_t>(b)); }
 
-/// One aligned 16-byte vector of T as kVecWidth<T> floats (little endian: element 2j is word j's low half).
+/// One aligned 16-byte vector of T as kVecWidth<T> floats.
 template <typename T>
 __device__ __forceinline__ void LoadVec(const T* p, float (&v)[kVecWidth<T>]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  if constexpr (sizeof(T) == 4) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = FromBits(p, w[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = FromBits(p, (w[k / 2] >> (16 * (k % 2))) & 0xFFFFu);
-  }
+  for (int k = 0; k < kVecWidth<T>; ++k) v[k] = FromBits(p, element::WordElement<sizeof(T)>(w, k));
 }
 
-/// Packs kVecWidth<T> results of type Out into words: T's bits (fake quantization) or one byte each (codes).
+/// kWidth results of type Out packed as one aligned store writes them: T's bits (fake quantization) or one byte
+/// each (codes).
 template <typename Out, int kWidth>
-struct OutVec {
-  static constexpr int kBits = sizeof(Out) * 8;
-  static constexpr int kWords = (kWidth * kBits + 31) / 32;
-  uint32_t w[kWords] = {};
-  __device__ __forceinline__ void Set(int k, uint32_t bits) {
-    if constexpr (kBits == 32) {
-      w[k] = bits;
-    } else {
-      w[k * kBits / 32] |= (bits & ((1u << kBits) - 1u)) << ((k * kBits) % 32);
-    }
-  }
+struct OutVec : element::PackedWords<sizeof(Out), kWidth> {
+  using element::PackedWords<sizeof(Out), kWidth>::kWords;
+  using element::PackedWords<sizeof(Out), kWidth>::w;
   /// One aligned store of kWords words (16, 8 or 4 bytes).
   __device__ __forceinline__ void Store(Out* p) const {
     if constexpr (kWords == 4) {

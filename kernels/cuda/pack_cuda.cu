@@ -38,7 +38,7 @@ __device__ __forceinline__ void LoadCodes16(const uint8_t* p, uint8_t (&c)[16]) 
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int k = 0; k < 16; ++k) c[k] = static_cast<uint8_t>(w[k / 4] >> (8 * (k % 4)));
+  for (int k = 0; k < 16; ++k) c[k] = static_cast<uint8_t>(element::WordElement<1>(w, k));
 }
 
 // Work unit: 8 codes -> one word; a vector is 2 units (16 code bytes in, 8 bytes out).

@@ -1,14 +1,18 @@
 // The CUDA kernels' work split (kernels/element/launch_plan.h), walked on the CPU the way the kernels walk it: a
 // grid-stride loop over a VecPlan's items covers every element exactly once with aligned vectors (odd sizes,
 // misaligned and differently aligned pointers, n = 1), a ChannelCursor steps through the same channels as the old
-// (i / inner) % channels, and the vectorized MX lanes cover every element once with each block's lanes together.
+// (i / inner) % channels, the vectorized MX lanes cover every element once with each block's lanes together, and a
+// 16-byte vector's words unpack to and pack from the elements the bytes in memory hold.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/element/launch_plan.h"
+#include "kernels/element/vec_words.h"
 
 namespace quark::kernels::element {
 namespace {
@@ -193,6 +197,40 @@ TEST(LaunchPlanTest, MxVectorLanesCoverEveryElementOnceInsideItsBlock) {
       ExpectMxLanesCoverOnce<uint32_t>(s, static_cast<uint32_t>(width));
       ExpectMxLanesCoverOnce<int64_t>(s, width);
     }
+  }
+}
+
+// The words a 16-byte load gives on a little-endian machine (x86 and CUDA devices alike) and the elements in memory.
+template <int kBytes>
+void ExpectWordsMatchMemory(std::mt19937_64& rng) {
+  constexpr int kWidth = 16 / kBytes;
+  uint8_t bytes[16];
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  uint32_t w[4];
+  std::memcpy(w, bytes, 16);
+  PackedWords<kBytes, kWidth> packed;
+  for (int k = 0; k < kWidth; ++k) {
+    uint32_t element = 0;
+    std::memcpy(&element, bytes + k * kBytes, kBytes);
+    ASSERT_EQ(WordElement<kBytes>(w, k), element) << kBytes << "-byte element " << k;
+    packed.Set(k, element | (kBytes < 4 ? 0xFFFFFF00u << (8 * (kBytes - 1)) : 0u));  // high garbage is masked off
+  }
+  ASSERT_EQ(std::memcmp(packed.w, bytes, 16), 0) << kBytes << "-byte elements packed";
+  // Narrower stores (codes of 8 or 4 elements): the first kWidth bytes.
+  PackedWords<1, 8> eight;
+  PackedWords<1, 4> four;
+  for (int k = 0; k < 8; ++k) eight.Set(k, bytes[k] | 0x300u);
+  for (int k = 0; k < 4; ++k) four.Set(k, bytes[k]);
+  EXPECT_EQ(std::memcmp(eight.w, bytes, 8), 0);
+  EXPECT_EQ(std::memcmp(four.w, bytes, 4), 0);
+}
+
+TEST(LaunchPlanTest, VectorWordsHoldTheElementsInMemoryOrder) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    ExpectWordsMatchMemory<1>(rng);
+    ExpectWordsMatchMemory<2>(rng);
+    ExpectWordsMatchMemory<4>(rng);
   }
 }
 
