@@ -50,13 +50,27 @@ constexpr int kThreads = 256;
 /// Streaming multiprocessors of the current device (asked once per device; 0 when unknown).
 int DeviceSmCount();
 
-/// Blocks of a grid-stride launch over n items: one item per thread up to 16 blocks per SM (enough resident warps
-/// to keep the memory system busy), more items per thread beyond that.
-inline int GridBlocks(int64_t n) {
+/// Blocks of a grid-stride launch over n items with at most `cap` blocks (none where cap <= 0).
+inline int GridBlocksCapped(int64_t n, int64_t cap) {
   const int64_t b = (n + kThreads - 1) / kThreads;
-  const int sms = DeviceSmCount();
-  const int64_t cap = sms > 0 ? int64_t{16} * sms : int64_t{65535} * 32;
+  if (cap <= 0) cap = int64_t{65535} * 32;
   return static_cast<int>(b < cap ? (b < 1 ? 1 : b) : cap);
+}
+
+/// Blocks of a grid-stride launch over n items: one item per thread up to 16 blocks per SM, more items per thread
+/// beyond that.
+inline int GridBlocks(int64_t n) { return GridBlocksCapped(n, int64_t{16} * DeviceSmCount()); }
+
+/// Blocks of a grid-stride launch of `kernel` over n items: at most one full wave (every SM holding as many blocks
+/// of this kernel as its registers allow), so no SM idles through a last partial wave; more items per thread beyond.
+template <typename Kernel>
+int GridBlocksFor(Kernel kernel, int64_t n) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    per_sm = 0;
+  }
+  return per_sm > 0 ? GridBlocksCapped(n, int64_t{per_sm} * DeviceSmCount()) : GridBlocks(n);
 }
 
 #define QUARK_GRID_STRIDE(i, n)                                                                       \

@@ -111,13 +111,14 @@ int LaunchMap(const T* x, Out* y, const CudaAffineArgs& a, void* stream, const O
   const element::VecPlan<int64_t> plan =
       element::MakeVecPlan(reinterpret_cast<uintptr_t>(x), sizeof(T), reinterpret_cast<uintptr_t>(y), sizeof(Out), n,
                            kVecWidth<T>);
-  const int blocks = GridBlocks(plan.Items());
   auto s = static_cast<cudaStream_t>(stream);
   if (element::Fits32(n)) {
-    MapKernel<<<blocks, kThreads, 0, s>>>(x, y, plan.As<uint32_t>(), static_cast<uint32_t>(a.inner),
-                                          static_cast<uint32_t>(a.channels), op);
+    auto kernel = MapKernel<T, Out, uint32_t, Op>;
+    kernel<<<GridBlocksFor(kernel, plan.Items()), kThreads, 0, s>>>(
+        x, y, plan.As<uint32_t>(), static_cast<uint32_t>(a.inner), static_cast<uint32_t>(a.channels), op);
   } else {
-    MapKernel<<<blocks, kThreads, 0, s>>>(x, y, plan, a.inner, a.channels, op);
+    auto kernel = MapKernel<T, Out, int64_t, Op>;
+    kernel<<<GridBlocksFor(kernel, plan.Items()), kThreads, 0, s>>>(x, y, plan, a.inner, a.channels, op);
   }
   return LastLaunchError();
 }

@@ -74,13 +74,16 @@ int LaunchMxVec(const T* x, const CudaMxArgs& a, void* stream, MakeStore make_st
   constexpr int64_t kWidth = kVecWidth<T>;
   const int64_t slots = element::MxVecSlots<int64_t>(a.rows, a.len, kWidth);
   if (slots == 0) return 0;
-  const int blocks = GridBlocks(slots * 32);
   auto s = static_cast<cudaStream_t>(stream);
   if (element::Fits32(a.rows * a.len + 32 * kWidth)) {
-    MxVecKernel<<<blocks, kThreads, 0, s>>>(x, a, static_cast<uint32_t>(a.rows), static_cast<uint32_t>(a.len),
-                                            make_store(uint32_t{}));
+    const auto store = make_store(uint32_t{});
+    auto kernel = MxVecKernel<T, uint32_t, decltype(store)>;
+    kernel<<<GridBlocksFor(kernel, slots * 32), kThreads, 0, s>>>(x, a, static_cast<uint32_t>(a.rows),
+                                                                  static_cast<uint32_t>(a.len), store);
   } else {
-    MxVecKernel<<<blocks, kThreads, 0, s>>>(x, a, a.rows, a.len, make_store(int64_t{}));
+    const auto store = make_store(int64_t{});
+    auto kernel = MxVecKernel<T, int64_t, decltype(store)>;
+    kernel<<<GridBlocksFor(kernel, slots * 32), kThreads, 0, s>>>(x, a, a.rows, a.len, store);
   }
   return LastLaunchError();
 }

@@ -86,16 +86,18 @@ int PackInt4Cuda(const uint8_t* codes, int64_t n, const int (&order)[8], int32_t
   if (count == 0) return 0;
   const element::VecPlan<int64_t> p =
       element::MakeVecPlan(reinterpret_cast<uintptr_t>(codes), 8, reinterpret_cast<uintptr_t>(words), 4, count, 2);
-  const int blocks = GridBlocks(p.Items());
   auto s = static_cast<cudaStream_t>(stream);
   if (ReorderInt4::Is(order)) {
-    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, ReorderInt4{}, words);
+    auto kernel = PackInt4Kernel<ReorderInt4>;
+    kernel<<<GridBlocksFor(kernel, p.Items()), kThreads, 0, s>>>(codes, p, ReorderInt4{}, words);
   } else if (SequentialInt4::Is(order)) {
-    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, SequentialInt4{}, words);
+    auto kernel = PackInt4Kernel<SequentialInt4>;
+    kernel<<<GridBlocksFor(kernel, p.Items()), kThreads, 0, s>>>(codes, p, SequentialInt4{}, words);
   } else {
     Int4Order o;
     for (int i = 0; i < 8; ++i) o.order[i] = order[i];
-    PackInt4Kernel<<<blocks, kThreads, 0, s>>>(codes, p, o, words);
+    auto kernel = PackInt4Kernel<Int4Order>;
+    kernel<<<GridBlocksFor(kernel, p.Items()), kThreads, 0, s>>>(codes, p, o, words);
   }
   return LastLaunchError();
 }
@@ -105,7 +107,8 @@ int PackFp4Cuda(const uint8_t* codes, int64_t n, uint8_t* bytes, void* stream) {
   if (count == 0) return 0;
   const element::VecPlan<int64_t> p =
       element::MakeVecPlan(reinterpret_cast<uintptr_t>(codes), 2, reinterpret_cast<uintptr_t>(bytes), 1, count, 8);
-  PackFp4Kernel<<<GridBlocks(p.Items()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(codes, p, bytes);
+  auto kernel = PackFp4Kernel;
+  kernel<<<GridBlocksFor(kernel, p.Items()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(codes, p, bytes);
   return LastLaunchError();
 }
 
