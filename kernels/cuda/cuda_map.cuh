@@ -6,7 +6,6 @@
 
 #include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/element/launch_plan.h"
-#include "kernels/element/vec_words.h"
 
 namespace quark::kernels::cuda {
 

@@ -1,7 +1,8 @@
 // How the CUDA kernels split their work, as plain __host__ __device__ code that the CPU tests walk (the GPU is the
 // only place the kernels run, so the index arithmetic is proven here): an element-wise pass as aligned vectors of
 // `width` consecutive elements with a scalar head and tail, the channel of each element of an [outer, channels,
-// inner] layout without a division per element, and the lanes of an MX launch that loads a vector per lane.
+// inner] layout without a division per element, the lanes of an MX launch that loads a vector per lane, and the
+// words of a 16-byte vector.
 // Index is uint32_t when every index fits in 31 bits (cheaper division on a GPU), else int64_t.
 #pragma once
 
@@ -130,5 +131,32 @@ template <typename Index>
 QUARK_HD Index MxVecSlots(Index rows, Index len, Index width) {
   return (rows * ((len + 31) / 32) + width - 1) / width;
 }
+
+/// A 16-byte vector as the kernels load and store it: four little-endian 32-bit words holding elements of 1, 2 or
+/// 4 bytes.
+/// The bits of element k (of kBytes bytes) of the vector held in w: element k starts at byte k * kBytes.
+template <int kBytes>
+QUARK_HD uint32_t WordElement(const uint32_t (&w)[4], int k) {
+  if constexpr (kBytes == 4) {
+    return w[k];
+  } else {
+    return (w[k * kBytes / 4] >> (8 * ((k * kBytes) % 4))) & ((1u << (8 * kBytes)) - 1u);
+  }
+}
+
+/// kWidth elements of kBytes each, packed into the words one aligned store writes (4, 8 or 16 bytes).
+template <int kBytes, int kWidth>
+struct PackedWords {
+  static constexpr int kWords = (kWidth * kBytes + 3) / 4;
+  uint32_t w[kWords] = {};
+  /// Element k's bits (only the low 8 * kBytes count). Each k is set once.
+  QUARK_HD void Set(int k, uint32_t bits) {
+    if constexpr (kBytes == 4) {
+      w[k] = bits;
+    } else {
+      w[k * kBytes / 4] |= (bits & ((1u << (8 * kBytes)) - 1u)) << (8 * ((k * kBytes) % 4));
+    }
+  }
+};
 
 }  // namespace quark::kernels::element

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/element/launch_plan.h"
-#include "kernels/element/vec_words.h"
 
 namespace quark::kernels::element {
 namespace {
