@@ -1,7 +1,7 @@
 # The GPU kit (QUARK_GPU_KIT=ON): what a session on a GPU machine without a package registry builds and runs first.
 #   kernels/cpu, kernels/cuda          the CPU and CUDA quantization kernels
 #   core/numerics (quark_quant_kernels) the device seam: CPU kernels and LibTorch tensor-op kernels
-#   tests/kernels, tests/numerics      element_ops_test, cuda_kernels_test (gpu), tensor_op_kernels_test,
+#   tests/kernels, tests/numerics      element_ops_test, launch_plan_test, cuda_kernels_test (gpu), tensor_op_kernels_test,
 #                                      tensor_op_kernels_cuda_test (gpu)
 #   bench/kernels                      cuda_kernels_bench
 # Its only dependencies are LibTorch (the machine's PyTorch, or Debian's libtorch-dev), nvcc, and GoogleTest, built

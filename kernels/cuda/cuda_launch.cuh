@@ -47,10 +47,30 @@ __device__ __forceinline__ void StoreResult(float* p, int64_t i, float in, float
 
 constexpr int kThreads = 256;
 
-/// Blocks of a grid-stride launch over n items.
-inline int GridBlocks(int64_t n) {
+/// Streaming multiprocessors of the current device (asked once per device; 0 when unknown).
+int DeviceSmCount();
+
+/// Blocks of a grid-stride launch over n items with at most `cap` blocks (none where cap <= 0).
+inline int GridBlocksCapped(int64_t n, int64_t cap) {
   const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b < 1 ? 1 : b) : 65535 * 32);
+  if (cap <= 0) cap = int64_t{65535} * 32;
+  return static_cast<int>(b < cap ? (b < 1 ? 1 : b) : cap);
+}
+
+/// Blocks of a grid-stride launch over n items: one item per thread up to 16 blocks per SM, more items per thread
+/// beyond that.
+inline int GridBlocks(int64_t n) { return GridBlocksCapped(n, int64_t{16} * DeviceSmCount()); }
+
+/// Blocks of a grid-stride launch of `kernel` over n items: at most one full wave (every SM holding as many blocks
+/// of this kernel as its registers allow), so no SM idles through a last partial wave; more items per thread beyond.
+template <typename Kernel>
+int GridBlocksFor(Kernel kernel, int64_t n) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    per_sm = 0;
+  }
+  return per_sm > 0 ? GridBlocksCapped(n, int64_t{per_sm} * DeviceSmCount()) : GridBlocks(n);
 }
 
 #define QUARK_GRID_STRIDE(i, n)                                                                       \
@@ -79,34 +99,42 @@ int DispatchRound(int mode, F f) {
   return f(std::integral_constant<int, 0>{});
 }
 
-/// The amax of one MX block over a warp (one lane per element; NaN ignored, as the CPU's block amax does).
+/// |v| with NaN as 0: what an MX block's amax takes of each element (the CPU's block amax ignores NaN).
+__device__ __forceinline__ float AmaxTerm(float v) {
+  const float a = element::Float(element::Bits(v) & 0x7FFFFFFFu);
+  return a != a ? 0.0f : a;
+}
+
+/// The amax of one MX block over a warp (one lane per element).
 __device__ __forceinline__ float WarpAmax(float v) {
-  float amax = element::Float(element::Bits(v) & 0x7FFFFFFFu);
-  amax = amax != amax ? 0.0f : amax;
+  float amax = AmaxTerm(v);
   for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
   return amax;
 }
 
-/// Where one lane of an MX launch (one warp per block of 32 along rows of `len`) stands.
+/// Where one lane of the scalar MX launch (one warp per block of 32 along rows of `len`) stands.
 struct MxLane {
-  int64_t block;  // the warp's block, row-major over [rows, ceil(len / 32)]
   int64_t index;  // the element's offset in the data
   int lane;
   bool valid;  // inside the row (a tail block's last lanes are not)
-  bool active;  // the warp has a block at all (whole warps leave together, so shuffles see all 32 lanes)
 };
 
-__device__ __forceinline__ MxLane MxLaneOf(int64_t rows, int64_t len) {
+/// Lane threadIdx.x % 32 of MX block `block` (row-major over [rows, ceil(len / 32)]).
+__device__ __forceinline__ MxLane MxLaneOf(int64_t block, int64_t len) {
   const int64_t blocks_per_row = (len + 31) / 32;
   MxLane l;
-  l.block = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   l.lane = threadIdx.x % 32;
-  l.active = l.block < rows * blocks_per_row;
-  const int64_t col = (l.block % blocks_per_row) * 32 + l.lane;
-  l.valid = l.active && col < len;
-  l.index = (l.block / blocks_per_row) * len + col;
+  const int64_t col = (block % blocks_per_row) * 32 + l.lane;
+  l.valid = col < len;
+  l.index = (block / blocks_per_row) * len + col;
   return l;
 }
+
+/// A grid-stride loop of whole warps over `count` items (one per warp): every lane of a warp sees the same item, so
+/// shuffles see all 32 lanes.
+#define QUARK_WARP_STRIDE(w, count)                                                                  \
+  for (int64_t w = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; w < (count); \
+       w += static_cast<int64_t>(gridDim.x) * (blockDim.x / 32))
 
 inline int LastLaunchError() { return static_cast<int>(cudaGetLastError()); }
 

@@ -192,7 +192,9 @@ TEST_F(CudaKernelsTest, FloatFormatFakeQuantAndCodesEqualTheCpu) {
 struct MxShape {
   int64_t rows, len;
 };
-constexpr MxShape kMxShapes[] = {{1, 1}, {1, 17}, {3, 32}, {2, 100}, {1, 1025}, {4, 4099}};
+// Rows of whole 16-byte vectors (104, 4104, 64: the vectorized launch) and of odd lengths (the scalar one).
+constexpr MxShape kMxShapes[] = {{1, 1}, {1, 17}, {3, 32}, {2, 100}, {1, 1025}, {4, 4099}, {2, 104}, {3, 4104},
+                                 {1, 64}};
 
 TEST_F(CudaKernelsTest, MxFakeQuantCodesAndScalesEqualTheCpu) {
   uint64_t seed = 300;
@@ -251,11 +253,13 @@ TEST_F(CudaKernelsTest, MxFakeQuantCodesAndScalesEqualTheCpu) {
 TEST_F(CudaKernelsTest, PackingEqualsTheCpu) {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (int64_t n : {8, 16, 8 * 1025, 8 * 4099}) {
+  for (int64_t n : {8, 16, 24, 8 * 1025, 8 * 4099}) {
     std::vector<uint8_t> codes(static_cast<size_t>(n));
     for (auto& c : codes) c = static_cast<uint8_t>(byte(rng));  // high nibbles set too: packing must mask them
     DeviceBuffer dcodes = DeviceBuffer::From(codes);
-    for (const kernels::Int4Order& order : {kernels::kInt4Reorder, kernels::kInt4Sequential}) {
+    // The two orders the exports use (constant-order kernels) and another (the run-time-order kernel).
+    const kernels::Int4Order reversed = {7, 6, 5, 4, 3, 2, 1, 0};
+    for (const kernels::Int4Order& order : {kernels::kInt4Reorder, kernels::kInt4Sequential, reversed}) {
       std::vector<int32_t> words(static_cast<size_t>(n / 8));
       kernels::PackInt4(codes.data(), n, order, words.data());
       int gpu_order[8];
@@ -271,6 +275,154 @@ TEST_F(CudaKernelsTest, PackingEqualsTheCpu) {
     ASSERT_EQ(kernels::cuda::PackFp4Cuda(dcodes.as<uint8_t>(), n, dbytes.as<uint8_t>(), nullptr), 0);
     Sync();
     EXPECT_EQ(bytes, dbytes.Read<uint8_t>(bytes.size())) << "fp4 n=" << n;
+  }
+}
+
+// Pointers into the middle of a buffer, `x` and `y` elements in (codes: bytes): alike (a scalar head, then the vector
+// path), alike at a vector boundary, differently (all scalar), and in place (y == x; fake quantization only).
+struct Offsets {
+  int64_t x, y;
+  bool in_place;
+};
+constexpr Offsets kOffsets[] = {{0, 0, false}, {1, 1, false}, {3, 3, false}, {4, 4, false}, {8, 8, false},
+                                {1, 0, false}, {0, 5, false}, {2, 2, true},  {8, 8, true}};
+
+std::string Describe(const Offsets& o) {
+  return " offsets x " + std::to_string(o.x) + " y " + std::to_string(o.y) + (o.in_place ? " in place" : "");
+}
+
+// Runs gpu(x pointer, output pointer) with x stored o.x elements into one buffer and the output o.y elements into
+// another (or over x), and compares the output with `want`.
+template <typename F>
+void ExpectAtOffsets(const std::vector<uint8_t>& x, int64_t x_bytes, const std::vector<uint8_t>& want,
+                     int64_t out_bytes, const Offsets& o, const std::string& what, F gpu) {
+  if (o.in_place && out_bytes != x_bytes) return;
+  const size_t x_at = static_cast<size_t>(o.x * x_bytes), y_at = static_cast<size_t>(o.y * out_bytes);
+  DeviceBuffer dx(x.size() + x_at), dy(want.size() + y_at);
+  dx.Upload(x.data(), x.size(), x_at);
+  ASSERT_EQ(gpu(dx.at(x_at), o.in_place ? dx.at(x_at) : dy.at(y_at)), 0) << what;
+  Sync();
+  ExpectSameBytes(want, o.in_place ? dx.Read<uint8_t>(want.size(), x_at) : dy.Read<uint8_t>(want.size(), y_at),
+                  out_bytes, what + Describe(o));
+}
+
+constexpr ChannelLayout kOffsetLayouts[] = {{1, 1, 1},   {1, 1, 17}, {1, 17, 1},     {1, 1, 4099},
+                                            {3, 7, 45},  {1, 1025, 1}, {2, 4, 1025}};
+
+TEST_F(CudaKernelsTest, AffineAndFloatKernelsAtOffsetPointersEqualTheCpu) {
+  uint64_t seed = 500;
+  const ElemFormat fp8 = ElemFormat::kFp8E4M3;
+  const kernels::FormatTraits& traits = kernels::Traits(fp8);
+  const kernels::GridConsts consts = kernels::MakeGrid(traits);
+  const kernels::GridArgs grid{traits.mbits, traits.emin, traits.max};
+  const kernels::GridCodeArgs code{consts.ebits, consts.mbits, consts.emin, consts.has_nan, consts.nan_code};
+  for (const ChannelLayout& layout : kOffsetLayouts) {
+    const int64_t n = layout.Numel();
+    const AffineParams p = MakeAffineParams(layout.channels, -128, 127, false, ++seed);
+    const std::vector<float> values = KernelInputs(n, seed, p.scale[0]);
+    DeviceBuffer scale = DeviceBuffer::From(p.scale), inv = DeviceBuffer::From(p.inv), zero = DeviceBuffer::From(p.zero);
+    const kernels::AffineArgs cpu_args{p.scale.data(), p.zero.data(), -128, 127, kernels::RoundMode::kHalfEven, false};
+    const kernels::cuda::CudaAffineArgs gpu_args{layout.outer, layout.channels, layout.inner, scale.as<float>(),
+                                                 inv.as<float>(), zero.as<float>(), -128, 127, 0, false};
+    for (CudaElem elem : kElems) {
+      const std::vector<uint8_t> x = StoreAs(values, elem);
+      const int64_t eb = ElemBytes(elem);
+      std::vector<uint8_t> fake(x.size()), codes(static_cast<size_t>(n)), fp8_fake(x.size()),
+          fp8_codes(static_cast<size_t>(n));
+      WithCpuType(elem, [&](auto t) {
+        using T = decltype(t);
+        const T* in = reinterpret_cast<const T*>(x.data());
+        kernels::FakeQuantAffine(in, reinterpret_cast<T*>(fake.data()), layout, cpu_args);
+        kernels::QuantizeAffine(in, reinterpret_cast<int8_t*>(codes.data()), layout, cpu_args);
+        kernels::FakeQuantFloat(in, reinterpret_cast<T*>(fp8_fake.data()), layout, p.scale.data(), fp8);
+        kernels::QuantizeFloat(in, fp8_codes.data(), layout, p.scale.data(), fp8);
+      });
+      for (const Offsets& o : kOffsets) {
+        const std::string what = Describe(layout, elem);
+        ExpectAtOffsets(x, eb, fake, eb, o, "int8 " + what, [&](const void* in, void* out) {
+          return kernels::cuda::FakeQuantAffineCuda(in, out, elem, gpu_args, nullptr);
+        });
+        ExpectAtOffsets(x, eb, codes, 1, o, "int8 codes " + what, [&](const void* in, void* out) {
+          return kernels::cuda::QuantizeAffineCuda(in, static_cast<uint8_t*>(out), elem, gpu_args, nullptr);
+        });
+        ExpectAtOffsets(x, eb, fp8_fake, eb, o, "fp8 " + what, [&](const void* in, void* out) {
+          return kernels::cuda::FakeQuantFloatCuda(in, out, elem, gpu_args, grid, nullptr);
+        });
+        ExpectAtOffsets(x, eb, fp8_codes, 1, o, "fp8 codes " + what, [&](const void* in, void* out) {
+          return kernels::cuda::QuantizeFloatCuda(in, static_cast<uint8_t*>(out), elem, gpu_args, grid, code, nullptr);
+        });
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, MxKernelsAtOffsetPointersEqualTheCpu) {
+  uint64_t seed = 600;
+  for (const MxShape& shape : {MxShape{2, 104}, MxShape{3, 4104}, MxShape{1, 17}, MxShape{2, 100}}) {
+    const int64_t n = shape.rows * shape.len;
+    for (ElemFormat element : {ElemFormat::kFp4E2M1, ElemFormat::kInt8}) {
+      const bool is_int = element == ElemFormat::kInt8;
+      const kernels::FormatTraits& traits = kernels::Traits(is_int ? ElemFormat::kFp8E4M3 : element);
+      const kernels::GridConsts consts = kernels::MakeGrid(traits);
+      const kernels::GridCodeArgs code{consts.ebits, consts.mbits, consts.emin, consts.has_nan, consts.nan_code};
+      const kernels::MxArgs cpu_args{element, kernels::MxScaleMode::kEven, kernels::RoundMode::kHalfEven};
+      const kernels::cuda::CudaMxArgs gpu_args{shape.rows, shape.len, {traits.mbits, traits.emin, traits.max},
+                                               is_int ? 6 : traits.mbits, is_int ? 0 : traits.emax, 0, is_int, 0};
+      const std::vector<float> values = KernelInputs(n, ++seed, 0.01f);
+      for (CudaElem elem : kElems) {
+        const std::vector<uint8_t> x = StoreAs(values, elem);
+        const int64_t eb = ElemBytes(elem);
+        std::vector<uint8_t> fake(x.size()), codes(static_cast<size_t>(n)),
+            e8m0(static_cast<size_t>(shape.rows * kernels::MxBlocksPerRow(shape.len)));
+        WithCpuType(elem, [&](auto t) {
+          using T = decltype(t);
+          const T* in = reinterpret_cast<const T*>(x.data());
+          kernels::MxFakeQuant(in, reinterpret_cast<T*>(fake.data()), shape.rows, shape.len, cpu_args, nullptr);
+          kernels::MxQuantize(in, codes.data(), e8m0.data(), shape.rows, shape.len, cpu_args);
+        });
+        const std::string what = std::string(is_int ? "mxint8 " : "mxfp4 ") + ElemName(elem) + " [" +
+                                 std::to_string(shape.rows) + "," + std::to_string(shape.len) + "]";
+        for (const Offsets& o : kOffsets) {
+          ExpectAtOffsets(x, eb, fake, eb, o, what, [&](const void* in, void* out) {
+            return kernels::cuda::FakeQuantMxCuda(in, out, elem, gpu_args, nullptr);
+          });
+          DeviceBuffer de8m0(e8m0.size());
+          ExpectAtOffsets(x, eb, codes, 1, o, what + " codes", [&](const void* in, void* out) {
+            return kernels::cuda::QuantizeMxCuda(in, static_cast<uint8_t*>(out), de8m0.as<uint8_t>(), elem, gpu_args,
+                                                 code, nullptr);
+          });
+          if (!o.in_place) ExpectSameBytes(e8m0, de8m0.Read<uint8_t>(e8m0.size()), 1, what + " scales" + Describe(o));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, PackingAtOffsetPointersEqualsTheCpu) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t n : {8, 24, 8 * 1025}) {
+    std::vector<uint8_t> codes(static_cast<size_t>(n));
+    for (auto& c : codes) c = static_cast<uint8_t>(byte(rng));
+    std::vector<int32_t> words(static_cast<size_t>(n / 8));
+    kernels::PackInt4(codes.data(), n, kernels::kInt4Reorder, words.data());
+    std::vector<uint8_t> word_bytes(words.size() * 4), fp4(static_cast<size_t>(n / 2));
+    std::memcpy(word_bytes.data(), words.data(), word_bytes.size());
+    kernels::PackFp4(codes.data(), n, fp4.data());
+    int order[8];
+    for (int i = 0; i < 8; ++i) order[i] = kernels::kInt4Reorder[i];
+    // Offsets in units: int4 8 codes -> 1 word, fp4 2 codes -> 1 byte.
+    for (const Offsets& o : {Offsets{0, 0, false}, Offsets{1, 1, false}, Offsets{2, 2, false}, Offsets{1, 0, false},
+                             Offsets{0, 3, false}, Offsets{8, 8, false}}) {
+      const std::string what = "n " + std::to_string(n);
+      ExpectAtOffsets(codes, 8, word_bytes, 4, o, "int4 " + what, [&](const void* in, void* out) {
+        return kernels::cuda::PackInt4Cuda(static_cast<const uint8_t*>(in), n, order, static_cast<int32_t*>(out),
+                                           nullptr);
+      });
+      ExpectAtOffsets(codes, 2, fp4, 1, o, "fp4 " + what, [&](const void* in, void* out) {
+        return kernels::cuda::PackFp4Cuda(static_cast<const uint8_t*>(in), n, static_cast<uint8_t*>(out), nullptr);
+      });
+    }
   }
 }
 

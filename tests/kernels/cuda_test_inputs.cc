@@ -70,14 +70,14 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 
 DeviceBuffer::~DeviceBuffer() { cudaFree(ptr_); }
 
-void DeviceBuffer::Upload(const void* host, size_t bytes) {
-  if (bytes > bytes_ || cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+void DeviceBuffer::Upload(const void* host, size_t bytes, size_t offset) {
+  if (offset + bytes > bytes_ || cudaMemcpy(at(offset), host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
     throw std::runtime_error("cudaMemcpy to device failed");
   }
 }
 
-void DeviceBuffer::Download(void* host, size_t bytes) const {
-  if (bytes > bytes_ || cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+void DeviceBuffer::Download(void* host, size_t bytes, size_t offset) const {
+  if (offset + bytes > bytes_ || cudaMemcpy(host, at(offset), bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
     throw std::runtime_error("cudaMemcpy to host failed");
   }
 }

@@ -39,14 +39,17 @@ class DeviceBuffer {
     b.Upload(host.data(), host.size() * sizeof(T));
     return b;
   }
-  void Upload(const void* host, size_t bytes);
-  void Download(void* host, size_t bytes) const;
+  /// Copies `bytes` to / from `offset` bytes into the buffer (an offset makes a pointer misaligned on purpose).
+  void Upload(const void* host, size_t bytes, size_t offset = 0);
+  void Download(void* host, size_t bytes, size_t offset = 0) const;
   template <typename T>
-  std::vector<T> Read(size_t count) const {
+  std::vector<T> Read(size_t count, size_t offset = 0) const {
     std::vector<T> out(count);
-    Download(out.data(), count * sizeof(T));
+    Download(out.data(), count * sizeof(T), offset);
     return out;
   }
+  /// The device address `offset` bytes in.
+  void* at(size_t offset) const { return static_cast<char*>(ptr_) + offset; }
   void* get() const { return ptr_; }
   template <typename T>
   T* as() const {
