@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/base/crash_report.h"
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/quark_server.h"
@@ -154,6 +155,7 @@ bool WriteReadyFile(const std::string& path, const quark::server::QuarkServer& s
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::InstallCrashReport();  // quarkd links no LibTorch, so it installs the report itself
   CLI::App app{"quarkd: quantization jobs over gRPC"};
   Flags flags;
   AddFlags(app, flags);

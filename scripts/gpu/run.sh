@@ -188,10 +188,34 @@ keep_going=()
 [[ $generator == Ninja ]] && keep_going=(-- -k 0)
 step build "$out/build.log" timeout "${QUARK_BUILD_TIMEOUT:-$((engine ? 300 : 240))}" cmake --build "$build" -j "$jobs" "${keep_going[@]}"
 
+# 3b. What the machine's LibTorch exports of protobuf, and whether `quark` can read a SentencePiece tokenizer and
+# tokenize text beside it (the second H200 session: the pipeline test, which tokenizes text, died of SIGSEGV while
+# the token-id jobs ran; bookworm's SentencePiece and protobuf share the process with the wheel's libtorch). Every
+# LibTorch executable now prints its stack on a fatal signal (core/base/crash_report.h). Never fails the run.
+diagnose() {
+  local lib=${torch_dir%/share/cmake/Torch}/lib so quark_bin=$build/core/cli/quark
+  for so in libtorch_cpu.so libtorch.so libc10.so libtorch_cuda.so; do
+    [[ -f $lib/$so ]] && echo "$so exports $(nm -D --defined-only "$lib/$so" 2> /dev/null | grep -c '_ZN6google8protobuf') protobuf symbols"
+  done
+  if [[ -x $quark_bin && -d $kit/shared/fixtures/stories260K ]]; then
+    head -c 4096 "$kit/shared/fixtures/eval/tinystories_validation_prefix.txt" > "$out/diagnose-text.txt"
+    timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" --text "$out/diagnose-text.txt" \
+      --seq-len 64 --max-windows 1 --json 2>&1 | tail -n 40
+    echo "quark eval with text (SentencePiece): exit ${PIPESTATUS[0]}"
+    LD_DEBUG=bindings timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" \
+      --text "$out/diagnose-text.txt" --seq-len 64 --max-windows 1 --json 2>&1 |
+      grep -E "binding file .*(sentencepiece|protobuf).* to .*: normal symbol .*protobuf" | head -n 20
+  fi
+  return 0
+}
+((engine)) && step diagnose "$out/diagnose.log" diagnose
+
 # 4. The tests: every test of the kit, the gpu-labelled ones included (they skip, saying so, without a device).
 step tests "$out/ctest.log" timeout "${QUARK_TEST_TIMEOUT:-$((engine ? 120 : 100))}" ctest --test-dir "$build" --output-on-failure \
   --no-tests=error -j "$jobs" --timeout 120 --output-junit "$build/ctest.xml"
 sed -n '/tests passed/,$p' "$out/ctest.log" | head -n 40 | tee -a "$log"  # ctest's summary: counts, skips, failures
+# Every test's output, the passed ones' printed figures included (ctest's log keeps only the failures').
+cp -f "$build/ctest.xml" "$out/ctest.xml" 2> /dev/null
 
 # 5. The benchmark.
 bench=$build/bench/kernels/cuda_kernels_bench
