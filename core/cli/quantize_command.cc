@@ -54,6 +54,7 @@ struct QuantizeCommandOptions {
   std::optional<double> max_ppl_increase;
   std::string checkpoint_dir;
   std::string device = "cpu";
+  std::string compute_dtype = "f32";
   AutoSearchOptions auto_search;
 };
 
@@ -147,6 +148,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.max_shard_bytes = static_cast<int64_t>(o.max_shard_gb * (1LL << 30));
   options.checkpoint_dir = o.checkpoint_dir;
   options.device = o.device;
+  options.compute_dtype = o.compute_dtype;
   const bool terminal = isatty(fileno(stderr)) != 0;
   options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
   auto report = QuantizeModel(o.model, options);
@@ -207,6 +209,8 @@ const CommandRegistration kQuantize([](CLI::App& app) {
                       "resume: per-layer checkpoints go here; a rerun of the same command after a crash goes on from "
                       "the last finished layer (removed on success)");
   command->add_option("--device", o->device, "where the passes run: cpu (default), cuda, cuda:N");
+  command->add_option("--compute-dtype", o->compute_dtype,
+                      "f32 (default) or bf16: the dtype layers and activations compute in (bf16: a GPU's fast path)");
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports,
                       "hf_quark (default), gguf, onnx, compressed_tensors; repeat for several in one pass");

@@ -37,6 +37,12 @@ void QuantizeRun::Notice(const std::string& phase, int layer, const std::string&
 
 absl::Status QuantizeRun::Prepare() {
   Progress("prepare", 0, 0, 0, "validating the config against the model");
+  if (options_.compute_dtype == "bf16") {
+    compute_dtype_ = at::kBFloat16;
+  } else if (options_.compute_dtype != "f32") {
+    return absl::InvalidArgumentError(
+        StrCat("compute_dtype: \"", options_.compute_dtype, "\" is not one of f32, bf16"));
+  }
   auto model = checkpoint::LoadModelConfig(model_dir_);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);

@@ -45,6 +45,12 @@ struct QuantizeModelOptions {
   /// from host memory. A device this process cannot use fails at once with FAILED_PRECONDITION naming it, and so do
   /// AWQ and AutoSmoothQuant on a device other than the CPU (naming algo_config[i]).
   std::string device = "cpu";
+  /// The dtype the streamed layers and their activations compute in: "f32" (the default: every parity with Quark
+  /// and between devices is stated for it) or "bf16", a GPU's fast path (an H200 multiplies bf16 ~16x faster than
+  /// float32 without TF32, and the calibration's two forwards a layer are GEMM-bound): calibration ranges, Hessians,
+  /// the scaling searches and the evaluations then see bf16 activations, as the peers' GPU runs do. The weights'
+  /// grids and the exports' layout are the same; the chosen parameters move within bf16's rounding.
+  std::string compute_dtype = "f32";
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
   /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:

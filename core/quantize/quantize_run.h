@@ -103,12 +103,14 @@ class QuantizeRun {
   runtime::StreamerOptions OnDevice() const {
     runtime::StreamerOptions options;
     options.device = device_;
+    options.compute_dtype = compute_dtype_;
     return options;
   }
 
   std::string model_dir_;
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads
   const runtime::ComputeDevice device_;
+  at::ScalarType compute_dtype_ = at::kFloat;  // QuantizeModelOptions::compute_dtype, checked by Prepare
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
   checkpoint::ModelConfig runtime_model_;  // model_, or as the rotation describes it (untied embeddings)

@@ -49,6 +49,7 @@ absl::StatusOr<std::string> CheckpointFingerprint(const std::string& model_dir, 
       {"output_dir", portable ? std::string() : options.output_dir},
       {"threads", at::get_num_threads()}};
   if (imatrix_mse) fingerprint["weight_observer"] = "imatrix_mse";
+  if (options.compute_dtype != "f32") fingerprint["compute_dtype"] = options.compute_dtype;  // resume never mixes
   // The calibration text; the evaluation text stands in for it when none is given (see LoadInputs).
   const std::string& calibration = options.calibration_file.empty() ? options.eval_text_file : options.calibration_file;
   if (!calibration.empty()) {

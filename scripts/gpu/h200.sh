@@ -17,7 +17,7 @@
 #
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
-# QUARK_H200_STEPS picks and orders the steps (default "kit gptq7b fp87b side parity side11008 rates"): kit, side
+# QUARK_H200_STEPS picks and orders the steps (default "kit fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates"): kit, side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
 # gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
 # A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
@@ -79,7 +79,7 @@ record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' 
 gpu=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then gpu=1; fi
 [[ $device == cpu ]] && gpu=1  # the dry run: every step, on the CPU
-steps=" ${QUARK_H200_STEPS:-kit gptq7b fp87b side parity side11008 rates} "
+steps=" ${QUARK_H200_STEPS:-kit fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates} "
 want() { [[ $steps == *" $1 "* ]]; }
 say "H200 run: steps [${steps}], budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
 
@@ -89,7 +89,9 @@ say "== kit (scripts/gpu/run.sh)"
 m7b=$scratch/$shape
 ids=$scratch/calib-$calib.ids
 (
-  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b; }; then exit 0; fi  # made by an earlier call, or not needed
+  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b || want gptq7b_bf16 || want fp87b_bf16; }; then
+    exit 0  # made by an earlier call, or not needed
+  fi
   rm -rf "$m7b"
   until grep -q '^build' "$build/steps.tsv" 2> /dev/null; do sleep 2; done
   quark=$build/core/cli/quark
@@ -127,7 +129,7 @@ fi
 peers=$kit/peers
 reserve() { # seconds the 7B jobs still to come keep for themselves: the side by side starts no run inside them
   local r=15
-  want gptq7b && [[ ! -e $work/job7b_gptq.done ]] && r=$((r + 150))
+  want gptq7b_bf16 && [[ ! -e $work/job7b_gptq_bf16.done ]] && r=$((r + 100))
   echo $r
 }
 side() { # side NAME LAYER COMMAND...: one implementation on one layer, its JSON line recorded
@@ -245,6 +247,14 @@ for step in $steps; do
         job7b job7b_gptq "$(cap 600)" --scheme uint4_wo_128 --quant-algo gptq
       fi ;;
     fp87b) wait_model && { say "== 7B fp8 job"; job7b job7b_fp8 "$(cap 300)" --scheme fp8; } ;;
+    # The same jobs with --compute-dtype bf16 (the GPU's fast path: bf16 GEMMs; the second H200 session measured the
+    # float32 ones at 237 s and ~410 s).
+    fp87b_bf16) wait_model && { say "== 7B fp8 job, bf16 compute"; job7b job7b_fp8_bf16 "$(cap 300)" --scheme fp8 --compute-dtype bf16; } ;;
+    gptq7b_bf16)
+      if wait_model; then
+        say "== 7B uint4_wo_128 + GPTQ job, bf16 compute ($(left) s left)"
+        job7b job7b_gptq_bf16 "$(cap 400)" --scheme uint4_wo_128 --quant-algo gptq --compute-dtype bf16
+      fi ;;
     parity) parity ;;
     rates) rates ;;
     *) say "unknown step '$step'" ;;
