@@ -7,13 +7,13 @@
 // and only printed otherwise. Labelled `gpu`; skips, saying so, where LibTorch sees no CUDA device, and fails there
 // when QUARK_EXPECT_CUDA is set (the GPU kit).
 #include <gtest/gtest.h>
-#include <torch/cuda.h>
 
 #include <cstdlib>
 
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
 #include "tests/algorithms/gptq_test_specs.h"
+#include "tests/support/require_cuda.h"
 
 namespace quark::algorithms {
 namespace {
@@ -21,10 +21,7 @@ namespace {
 class GptqCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) {
-      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
-      GTEST_SKIP() << "LibTorch sees no CUDA device here (CPU-only LibTorch or no GPU): GPTQ was not run on CUDA";
-    }
+    QUARK_REQUIRE_CUDA("GPTQ was not run on CUDA");
   }
 };
 

@@ -3,7 +3,6 @@
 // group, block scales below e4m3's range; each group's scale from its own amax (dynamic activations), the global
 // scale given or from the tensor's amax, and calibrated block scales (weights). Labelled `gpu`: skips, saying so,
 // without a CUDA device (fails then if QUARK_EXPECT_CUDA is set).
-#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <limits>
@@ -14,6 +13,7 @@
 #include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_params.h"
+#include "tests/support/require_cuda.h"
 
 namespace quark {
 namespace {
@@ -21,10 +21,7 @@ namespace {
 class Nvfp4CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) {
-      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
-      GTEST_SKIP() << "LibTorch sees no CUDA device here: the NVFP4 CUDA kernel was not run";
-    }
+    QUARK_REQUIRE_CUDA("the NVFP4 CUDA kernel was not run");
   }
 };
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "tests/numerics/tensor_op_comparisons.h"
+#include "tests/support/require_cuda.h"
 
 namespace quark::testing {
 namespace {
@@ -15,13 +16,8 @@ namespace {
 class TensorOpKernelsCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) {
-      // On a machine that has a GPU (scripts/gpu/run.sh sets QUARK_EXPECT_CUDA there), not seeing it is a failure:
-      // e.g. a LibTorch linked without its CUDA library.
-      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
-      GTEST_SKIP() << "LibTorch sees no CUDA device here (CPU-only LibTorch or no GPU): the tensor-op kernels were "
-                      "not run on CUDA tensors";
-    }
+    // On a machine with a GPU not seeing it is a failure (e.g. a LibTorch linked without its CUDA library).
+    QUARK_REQUIRE_CUDA("the tensor-op kernels were not run on CUDA tensors");
   }
   const at::Device cuda_{at::kCUDA, 0};
 };

@@ -84,11 +84,7 @@ TEST(ComputeDtypeRefusalTest, AnUnknownDtypeIsRefusedNamingTheField) {
 }
 
 TEST(ComputeDtypeRefusalTest, ACheckpointOfAFloatRunIsNotResumedInBf16) {
-  testing::SyntheticLlamaOptions model;
-  model.hidden = 128;
-  model.intermediate = 256;
-  model.layers = 2;
-  const std::string dir = testing::WriteSyntheticLlama(model);
+  const std::string dir = testing::WriteSyntheticLlama(testing::Group128Llama());
   const std::string text = testing::SmallEvalText();
   const std::string checkpoint = testing::TempPath("checkpoint");
   const Scenario gptq{"gptq", "uint4_wo_128", {GptqAlgo{}}, {}};

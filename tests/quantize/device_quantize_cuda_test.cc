@@ -7,7 +7,6 @@
 // whether the bytes came out identical anyway is printed. AWQ and AutoSmoothQuant are run through QuantizeRun
 // itself: QuantizeModelOn refuses them on any device until this test has shown their search on a GPU
 // (quantize_model.cc). Labelled `gpu`: skips, saying so, without a CUDA device (fails then if QUARK_EXPECT_CUDA is set).
-#include <torch/cuda.h>
 
 #include <cmath>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "core/runtime/compute_device.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
+#include "tests/support/require_cuda.h"
 
 namespace quark {
 namespace {
@@ -30,19 +30,12 @@ using testing::Scenario;
 class DeviceQuantizeCudaTest : public ::testing::TestWithParam<Scenario> {
  protected:
   static void SetUpTestSuite() {
-    testing::SyntheticLlamaOptions model;
-    model.hidden = 128;  // group size 128 divides every input dimension
-    model.intermediate = 256;
-    model.layers = 2;
-    model_dir_ = new std::string(testing::WriteSyntheticLlama(model));
+    model_dir_ = new std::string(testing::WriteSyntheticLlama(testing::Group128Llama()));
     text_ = new std::string(testing::SmallEvalText());
   }
 
   void SetUp() override {
-    if (!torch::cuda::is_available()) {
-      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
-      GTEST_SKIP() << "LibTorch sees no CUDA device here: the pipeline was not run on CUDA";
-    }
+    QUARK_REQUIRE_CUDA("the pipeline was not run on CUDA");
   }
 
   static std::string* model_dir_;

@@ -33,11 +33,7 @@ using testing::Scenario;
 class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
  protected:
   static void SetUpTestSuite() {
-    testing::SyntheticLlamaOptions model;
-    model.hidden = 128;  // group size 128 divides every input dimension
-    model.intermediate = 256;
-    model.layers = 2;
-    model_dir_ = new std::string(testing::WriteSyntheticLlama(model));
+    model_dir_ = new std::string(testing::WriteSyntheticLlama(testing::Group128Llama()));
     text_ = new std::string(testing::SmallEvalText());
   }
 

@@ -20,6 +20,15 @@ struct SyntheticLlamaOptions {
   std::string torch_dtype = "float32";
 };
 
+/// Hidden 128 and intermediate 256: a group of 128 divides every linear's input dimension (uint4_wo_128, GPTQ g128).
+inline SyntheticLlamaOptions Group128Llama(int64_t layers = 2) {
+  SyntheticLlamaOptions options;
+  options.hidden = 128;
+  options.intermediate = 256;
+  options.layers = layers;
+  return options;
+}
+
 /// Writes config.json + model.safetensors (+ the stories260K tokenizer.model) into a fresh temporary folder and
 /// returns its path. Aborts the test (gtest fatal failure) on I/O errors.
 std::string WriteSyntheticLlama(const SyntheticLlamaOptions& options = {});

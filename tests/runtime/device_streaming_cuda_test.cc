@@ -3,13 +3,13 @@
 // the current one on a side stream (double buffering). Labelled `gpu`; skips, saying
 // so, where LibTorch sees no CUDA device, and fails there when QUARK_EXPECT_CUDA is set (the GPU kit).
 #include <gtest/gtest.h>
-#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <vector>
 
 #include "core/runtime/layer_streamer.h"
 #include "tests/runtime/test_paths.h"
+#include "tests/support/require_cuda.h"
 
 namespace quark::runtime {
 namespace {
@@ -17,10 +17,7 @@ namespace {
 class DeviceStreamingCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!torch::cuda::is_available()) {
-      if (std::getenv("QUARK_EXPECT_CUDA") != nullptr) FAIL() << "QUARK_EXPECT_CUDA is set but LibTorch sees no CUDA";
-      GTEST_SKIP() << "LibTorch sees no CUDA device here (CPU-only LibTorch or no GPU): no layer was streamed on CUDA";
-    }
+    QUARK_REQUIRE_CUDA("no layer was streamed on CUDA");
     testing::InitTestEngine();
   }
 };
