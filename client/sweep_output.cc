@@ -29,4 +29,22 @@ std::string SweepTable(const quark::v1::SweepResult& sweep) {
   return out;
 }
 
+std::string AutoSearchRounds(const quark::v1::AutoSearchResult& search) {
+  std::string out = absl::StrFormat("%-8s %8s %12s %12s %10s %10s  %s\n", "ROUND", "BITS", "KLD_PRED", "KLD_MEAS",
+                                    "dPPL_PRED", "dPPL_MEAS", "JOB");
+  for (int i = 0; i < search.rounds_size(); ++i) {
+    const quark::v1::AutoSearchRound& r = search.rounds(i);
+    absl::StrAppend(&out, absl::StrFormat("%-8d %8.3f %12.6f %12.6f %+9.2f%% %+9.2f%%  %s\n", i + 1,
+                                          r.bits_per_weight(), r.predicted_kld(), r.measured_kld(),
+                                          100 * r.predicted_ppl_increase(), 100 * r.measured_ppl_increase(), r.job_id()));
+  }
+  if (search.rounds_size() == 0) return out;
+  absl::StrAppend(&out, search.met() ? "budget met" : "budget NOT met", "; recipe (group: scheme):\n");
+  const quark::v1::AutoSearchRound& last = search.rounds(search.rounds_size() - 1);
+  for (int g = 0; g < search.groups_size() && g < last.choice_size(); ++g) {
+    absl::StrAppend(&out, "  ", search.groups(g).name(), ": ", last.choice(g), "\n");
+  }
+  return out;
+}
+
 }  // namespace quark::client

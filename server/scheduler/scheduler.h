@@ -52,6 +52,7 @@ struct SweepChild {
 struct SweepPlan {
   quark::v1::SweepResult table;
   std::vector<SweepChild> children;
+  quark::v1::AutoSearchResult auto_search;  // #36 item 3: an automatic search's groups and sizes (auto_search_plan.h)
 };
 
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
