@@ -211,6 +211,21 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 
 namespace {
 
+// #36: the names of comma-separated, repeatable lists (--sweep, --auto), spaces trimmed; an empty item names `flag`.
+absl::Status AppendNames(const std::vector<std::string>& lists, const char* flag,
+                         google::protobuf::RepeatedPtrField<std::string>& out) {
+  for (const std::string& list : lists) {
+    for (absl::string_view item : absl::StrSplit(list, ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (item.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", list, "\" has an empty item (NAME,NAME,...)"));
+      }
+      out.Add(std::string(item));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // #36: --sweep replaces the job file's quantization (a sweep sets each child's preset); items split on commas.
 absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.sweep.empty()) return absl::OkStatus();
@@ -219,16 +234,7 @@ absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   }
   spec.clear_sweep();
   spec.clear_quantization();
-  for (const std::string& list : flags.sweep) {
-    for (absl::string_view item : absl::StrSplit(list, ',')) {
-      item = absl::StripAsciiWhitespace(item);
-      if (item.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("--sweep: \"", list, "\" has an empty item (NAME,NAME,...)"));
-      }
-      spec.add_sweep(std::string(item));
-    }
-  }
-  return absl::OkStatus();
+  return AppendNames(flags.sweep, "--sweep", *spec.mutable_sweep());
 }
 
 // #36 item 3: --auto's candidates; --target-bits, or --max-kld / --max-ppl-increase (then the search's budget
@@ -247,15 +253,7 @@ absl::Status ApplyAuto(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   spec.clear_sweep();
   quark::v1::AutoSearchSpec& a = *spec.mutable_auto_search();
   a.Clear();
-  for (const std::string& list : flags.auto_candidates) {
-    for (absl::string_view item : absl::StrSplit(list, ',')) {
-      item = absl::StripAsciiWhitespace(item);
-      if (item.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("--auto: \"", list, "\" has an empty item (NAME,NAME,...)"));
-      }
-      a.add_candidates(std::string(item));
-    }
-  }
+  if (absl::Status s = AppendNames(flags.auto_candidates, "--auto", *a.mutable_candidates()); !s.ok()) return s;
   const int budgets = (flags.target_bits ? 1 : 0) + (flags.max_kld ? 1 : 0) + (flags.max_ppl_increase ? 1 : 0);
   if (budgets != 1) {
     return absl::InvalidArgumentError(

@@ -62,6 +62,17 @@ class SweepE2eTest : public ::testing::Test {
     return worker.ok() ? *std::move(worker) : nullptr;
   }
 
+  // quarkd with one pool quark-worker, and a remote one ("remote-1") registered with it; null when it did not start.
+  std::unique_ptr<Subprocess> StartPoolAndRemoteWorker() {
+    Start(1, "", "worker/quark-worker");
+    if (quarkd_ == nullptr) return nullptr;
+    std::unique_ptr<Subprocess> remote = StartRemoteWorker("remote-1");
+    if (remote == nullptr) return nullptr;
+    const bool registered =
+        quarkd_->process().WaitForLine(std::regex("worker=remote-1 registered"), std::chrono::seconds(60)).ok();
+    return registered ? std::move(remote) : nullptr;
+  }
+
   // The evaluation quarkctl has no flags for (2 windows of 128 tokens, KLD) in a job file.
   std::string JobFile() const {
     const fs::path path = quarkd_->root() / "sweep.json";
@@ -101,11 +112,8 @@ std::string JobIdIn(const std::string& text) {
 TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEachMeasured) {
   const std::string worker = quark::testing::BuiltBinary("worker/quark-worker");
   if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
-  Start(1, "", "worker/quark-worker");
-  std::unique_ptr<Subprocess> remote = StartRemoteWorker("remote-1");
-  ASSERT_NE(remote, nullptr);
-  ASSERT_TRUE(quarkd_->process().WaitForLine(std::regex("worker=remote-1 registered"), std::chrono::seconds(60)).ok())
-      << quarkd_->Log();
+  std::unique_ptr<Subprocess> remote = StartPoolAndRemoteWorker();
+  ASSERT_NE(remote, nullptr) << quarkd_->Log();
   // uint4_wo_128's groups do not divide stories260K's 64 input columns, and uint4_wo_per_channel's down_proj (172
   // columns) cannot be packed 8 codes to a word: both are dropped at submit with the reason (no child runs them),
   // and the parent succeeds with the others' results (partial results).
@@ -178,11 +186,8 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
 TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecipeItChose) {
   const std::string worker = quark::testing::BuiltBinary("worker/quark-worker");
   if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
-  Start(1, "", "worker/quark-worker");
-  std::unique_ptr<Subprocess> remote = StartRemoteWorker("remote-1");
-  ASSERT_NE(remote, nullptr);
-  ASSERT_TRUE(quarkd_->process().WaitForLine(std::regex("worker=remote-1 registered"), std::chrono::seconds(60)).ok())
-      << quarkd_->Log();
+  std::unique_ptr<Subprocess> remote = StartPoolAndRemoteWorker();
+  ASSERT_NE(remote, nullptr) << quarkd_->Log();
   quark::v1::SubmitJobRequest request = SweepRequest({});
   quark::v1::JobSpec* spec = request.mutable_spec();
   spec->set_max_attempts(1);
