@@ -20,11 +20,16 @@ std::string SweepTable(const quark::v1::SweepResult& sweep) {
       absl::StrAppend(&out, row.error().empty() ? "\n" : absl::StrCat("  ", row.error(), "\n"));
       continue;
     }
-    const std::string delta =
-        sweep.ppl_float() > 0 ? absl::StrFormat("%+.2f%%", 100.0 * (row.ppl() / sweep.ppl_float() - 1.0)) : "-";
-    absl::StrAppend(&out, absl::StrFormat("%-28s %-10s %6s %10.3f %10.4f %8s %10.6f %8.1f  %s\n", row.scheme(),
-                                          StateName(row.state()), bits, row.size_bytes() / 1048576.0, row.ppl(),
-                                          delta, row.kld(), row.seconds(), job));
+    // An automatic search's sensitivity passes evaluate nothing: no perplexity, no KLD.
+    const bool evaluated = row.ppl() > 0;
+    const std::string ppl = evaluated ? absl::StrFormat("%.4f", row.ppl()) : "-";
+    const std::string kld = evaluated ? absl::StrFormat("%.6f", row.kld()) : "-";
+    const std::string delta = evaluated && sweep.ppl_float() > 0
+                                  ? absl::StrFormat("%+.2f%%", 100.0 * (row.ppl() / sweep.ppl_float() - 1.0))
+                                  : "-";
+    absl::StrAppend(&out, absl::StrFormat("%-28s %-10s %6s %10.3f %10s %8s %10s %8.1f  %s\n", row.scheme(),
+                                          StateName(row.state()), bits, row.size_bytes() / 1048576.0, ppl, delta, kld,
+                                          row.seconds(), job));
   }
   return out;
 }

@@ -136,8 +136,17 @@ TEST(AutoFlagTest, GetPrintsTheRoundsAndTheRecipe) {
   round->set_job_id("job-r1");
   round->add_choice("int8");
   round->add_choice("mxfp4_weight_only");
+  quark::v1::SweepCandidate* pass = parent.mutable_sweep()->add_candidates();
+  pass->set_scheme("int8");
+  pass->set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  pass->set_job_id("job-p1");
   const std::string shown = JobTable(parent);
   EXPECT_NE(shown.find("automatic search over int8,mxfp4_weight_only"), std::string::npos) << shown;
+  // A sensitivity pass evaluates nothing: its row shows no perplexity, change or KLD.
+  EXPECT_NE(shown.find("int8                         SUCCEEDED       -      0.000          -        -          -      0.0  "
+                       "job-p1\n"),
+            std::string::npos)
+      << shown;
   EXPECT_NE(shown.find("1           6.125     0.012300     0.014500"), std::string::npos) << shown;
   EXPECT_NE(shown.find("+3.10%  job-r1"), std::string::npos) << shown;
   EXPECT_NE(shown.find("budget met; recipe (group: scheme):\n  model.layers.0.self_attn.qkv: int8\n"

@@ -218,6 +218,23 @@ TEST_F(AutoSearchSchedulerTest, FailedPassesAndCancel) {
   EXPECT_EQ(failed.error(), "automatic search: no sensitivity pass succeeded: nothing to search");
 }
 
+TEST_F(AutoSearchSchedulerTest, ALossBudgetBelowEveryRecipeFailsWithTheSmallestPredictedLoss) {
+  quark::v1::AutoSearchSpec search = Search(0);
+  search.set_max_kld(1e-6);  // kEight's passes predict 3e-4 for the whole model at best
+  absl::StatusOr<Job> parent = SubmitAuto(search);
+  ASSERT_TRUE(parent.ok());
+  RunPasses();
+  const Job done = Get(parent->id());
+  EXPECT_EQ(done.state(), JobState::JOB_STATE_FAILED);
+  EXPECT_NE(done.error().find("automatic search: spec.auto_search.max_kld: 1e-06 is below 0.0003"), std::string::npos)
+      << done.error();
+  EXPECT_NE(done.error().find("the smallest predicted loss the candidates (w_int8_per_tensor_sym, mxfp4_weight_only) "
+                              "reach"),
+            std::string::npos)
+      << done.error();
+  EXPECT_EQ(done.auto_search().rounds_size(), 0);
+}
+
 TEST(AutoSearchPlanTest, GroupsAndSizesFromTheModelAndBudgetsRefusedAtSubmit) {
   const char* shared = std::getenv("QUARK_SHARED_DIR");
   ASSERT_NE(shared, nullptr);
