@@ -242,7 +242,8 @@ absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
 absl::Status ApplyAuto(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.auto_candidates.empty()) {
     if (flags.target_bits || flags.max_rounds) {
-      return absl::InvalidArgumentError(flags.target_bits ? "--target-bits: only with --auto" : "--max-rounds: only with --auto");
+      return absl::InvalidArgumentError(flags.target_bits ? "--target-bits: only with --auto"
+                                                          : "--max-rounds: only with --auto");
     }
     return absl::OkStatus();
   }

@@ -41,7 +41,8 @@ std::string AutoSearchRounds(const quark::v1::AutoSearchResult& search) {
     const quark::v1::AutoSearchRound& r = search.rounds(i);
     absl::StrAppend(&out, absl::StrFormat("%-8d %8.3f %12.6f %12.6f %+9.2f%% %+9.2f%%  %s\n", i + 1,
                                           r.bits_per_weight(), r.predicted_kld(), r.measured_kld(),
-                                          100 * r.predicted_ppl_increase(), 100 * r.measured_ppl_increase(), r.job_id()));
+                                          100 * r.predicted_ppl_increase(), 100 * r.measured_ppl_increase(),
+                                          r.job_id()));
   }
   if (search.rounds_size() == 0) return out;
   absl::StrAppend(&out, search.met() ? "budget met" : "budget NOT met", "; recipe (group: scheme):\n");

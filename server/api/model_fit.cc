@@ -10,10 +10,10 @@ namespace quark::server {
 std::vector<estimate::ExportKind> ExportKindsOf(const google::protobuf::RepeatedField<int>& formats) {
   std::vector<estimate::ExportKind> kinds;
   for (int f : formats) {
-    kinds.push_back(f == quark::v1::EXPORT_FORMAT_GGUF                   ? estimate::ExportKind::kGguf
-                    : f == quark::v1::EXPORT_FORMAT_ONNX                 ? estimate::ExportKind::kOnnx
+    kinds.push_back(f == quark::v1::EXPORT_FORMAT_GGUF                 ? estimate::ExportKind::kGguf
+                    : f == quark::v1::EXPORT_FORMAT_ONNX               ? estimate::ExportKind::kOnnx
                     : f == quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS ? estimate::ExportKind::kCompressedTensors
-                                                                         : estimate::ExportKind::kHfQuark);
+                                                                       : estimate::ExportKind::kHfQuark);
   }
   if (kinds.empty()) kinds.push_back(estimate::ExportKind::kHfQuark);
   return kinds;
@@ -28,7 +28,8 @@ std::string ModelFitProblem(const estimate::ModelShape& shape, const quark::Conf
   gguf.type = spec.gguf_type();
   gguf.pure = spec.gguf_pure();
   gguf.imatrix = !spec.gguf_imatrix_uri().empty() || spec.gguf_imatrix_from_calibration();
-  absl::Status fit = estimate::CheckExportFit(shape, BuildLayerPlan(config, shape.modules), ExportKindsOf(spec.export_formats()), gguf);
+  absl::Status fit = estimate::CheckExportFit(shape, BuildLayerPlan(config, shape.modules),
+                                              ExportKindsOf(spec.export_formats()), gguf);
   return fit.ok() ? "" : std::string(fit.message());
 }
 
@@ -44,9 +45,9 @@ absl::Status CheckSpecFitsModel(const quark::v1::JobSpec& spec, const std::strin
   if (!shape.ok()) return absl::OkStatus();
   const std::string problem = ModelFitProblem(*shape, *config, spec);
   if (problem.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(has_preset ? "spec.preset" : "spec.config",
-                                                 ": the model's shapes do not take ",
-                                                 has_preset ? spec.preset() : std::string("this config"), ": ", problem));
+  return absl::InvalidArgumentError(
+      absl::StrCat(has_preset ? "spec.preset" : "spec.config", ": the model's shapes do not take ",
+                   has_preset ? spec.preset() : std::string("this config"), ": ", problem));
 }
 
 }  // namespace quark::server

@@ -76,7 +76,8 @@ absl::StatusOr<PassSpace> BuildSpace(const Job& parent, const std::vector<Job>& 
     s.kld.push_back(std::move(kld));
     s.nll_increase.push_back(std::move(nll));
   }
-  if (s.groups.empty() || s.params <= 0) return absl::FailedPreconditionError("the model has no linear group to search");
+  if (s.groups.empty() || s.params <= 0)
+    return absl::FailedPreconditionError("the model has no linear group to search");
   return out;
 }
 
@@ -109,8 +110,7 @@ absl::StatusOr<search::Budget> AutoSearchBudget(const AutoSearchSpec& spec) {
       budget = {search::BudgetKind::kMaxPplIncrease, spec.max_ppl_increase(), "spec.auto_search.max_ppl_increase"};
       break;
     default:
-      return absl::InvalidArgumentError(
-          "spec.auto_search: give one budget: target_bits, max_kld or max_ppl_increase");
+      return absl::InvalidArgumentError("spec.auto_search: give one budget: target_bits, max_kld or max_ppl_increase");
   }
   const bool loss = budget.kind != search::BudgetKind::kTargetBits;
   if (!std::isfinite(budget.value) || budget.value < 0 || (!loss && budget.value == 0)) {
@@ -134,11 +134,15 @@ absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec) {
                                                    kMaxAutoRounds, " (0 = ", kDefaultAutoRounds, ")"));
   }
   if (spec.quantization_case() != quark::v1::JobSpec::QUANTIZATION_NOT_SET || spec.sweep_size() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec.sweep_size() > 0 ? "spec.sweep"
-        : spec.quantization_case() == quark::v1::JobSpec::kPreset ? "spec.preset"
-                                                                    : "spec.config",
-        ": an automatic search chooses the recipe from spec.auto_search.candidates; leave it empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.sweep_size() > 0                                     ? "spec.sweep"
+                     : spec.quantization_case() == quark::v1::JobSpec::kPreset ? "spec.preset"
+                                                                               : "spec.config",
+                     ": an automatic search chooses the recipe from spec.auto_search.candidates; leave it empty"));
+  }
+  if (spec.exclude_size() > 0) {
+    return absl::InvalidArgumentError(
+        "spec.exclude: not with spec.auto_search (every decoder linear is searched and sized; lm_head stays float)");
   }
   if (spec.sensitivity_pass()) {
     return absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
@@ -221,10 +225,14 @@ bool MeasureRound(const AutoSearchSpec& spec, const Job& child, quark::v1::AutoS
   round->set_measured_ppl_increase(before > 0 ? after / before - 1.0 : 0.0);
   if (child.state() != JobState::JOB_STATE_SUCCEEDED) return false;
   switch (spec.budget_case()) {
-    case AutoSearchSpec::kTargetBits: return round->bits_per_weight() <= spec.target_bits();
-    case AutoSearchSpec::kMaxKld: return r.metrics().count("kld_mean_reloaded") > 0 && round->measured_kld() <= spec.max_kld();
-    case AutoSearchSpec::kMaxPplIncrease: return before > 0 && round->measured_ppl_increase() <= spec.max_ppl_increase();
-    default: return false;
+    case AutoSearchSpec::kTargetBits:
+      return round->bits_per_weight() <= spec.target_bits();
+    case AutoSearchSpec::kMaxKld:
+      return r.metrics().count("kld_mean_reloaded") > 0 && round->measured_kld() <= spec.max_kld();
+    case AutoSearchSpec::kMaxPplIncrease:
+      return before > 0 && round->measured_ppl_increase() <= spec.max_ppl_increase();
+    default:
+      return false;
   }
 }
 

@@ -25,8 +25,8 @@ absl::StatusOr<search::Budget> AutoSearchBudget(const quark::v1::AutoSearchSpec&
 
 /// The checks of a spec with auto_search that need no model: candidates (empty, unknown with suggestions,
 /// repeated: spec.auto_search.candidates[i]; more than 16), the budget (spec.auto_search.target_bits / max_kld /
-/// max_ppl_increase: set, finite, positive), max_rounds (0..16), no preset, config or sweep beside it, and
-/// evaluation.uri (the verification's perplexity).
+/// max_ppl_increase: set, finite, positive), max_rounds (0..16), no preset, config, sweep or exclude beside it (every
+/// decoder linear is searched and sized), and evaluation.uri (the verification's perplexity).
 absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec);
 
 /// The sensitivity child of candidate `scheme`: the parent's spec with preset = scheme, sensitivity_pass set,
@@ -55,7 +55,8 @@ struct AutoRecipe {
 absl::StatusOr<AutoRecipe> FirstRecipe(const quark::v1::Job& parent, const std::vector<quark::v1::Job>& passes);
 
 /// Fills `round`'s measured loss from its ended verification child and says whether it meets the budget.
-bool MeasureRound(const quark::v1::AutoSearchSpec& spec, const quark::v1::Job& child, quark::v1::AutoSearchRound* round);
+bool MeasureRound(const quark::v1::AutoSearchSpec& spec, const quark::v1::Job& child,
+                  quark::v1::AutoSearchRound* round);
 
 /// The next round after a measured miss (core/search's RefineRecipe on the last round's choice); nullopt when every
 /// group already has its least lossy candidate.

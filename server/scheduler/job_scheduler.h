@@ -145,8 +145,14 @@ class JobScheduler : public Scheduler {
   /// Every row final: searches after the passes, measures after a round; submits the next round or ends the parent.
   /// Returns whether the parent ended.
   bool AdvanceAutoSearchLocked(const std::string& parent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Submits `recipe`'s verification child as the parent's next row (a worker with needs_host_bytes). Returns whether that child is final already
-  /// (deduplicated) or could not be created (the parent then ended FAILED).
+  /// The recipe of the parent's next round (the search after its passes, the refinement after a missed round), or
+  /// nullopt when the parent ended here (met, rounds spent, nothing left to search or refine).
+  std::optional<AutoRecipe> NextAutoRecipeLocked(const std::string& parent_id,
+                                                 const std::vector<quark::v1::Job>& passes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Submits `recipe`'s verification child as the parent's next row (for a worker with needs_host_bytes). Returns
+  /// whether that child is final already (deduplicated); false too when it could not be created (the parent then
+  /// ended FAILED).
   bool SubmitAutoRoundLocked(const std::string& parent_id, AutoRecipe recipe, int64_t needs_host_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The pass children of an automatic search, one per candidate row (FAILED stand-ins for dropped ones).

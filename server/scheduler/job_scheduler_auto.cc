@@ -26,8 +26,8 @@ namespace {
 constexpr int kDefaultRounds = 4;
 
 std::string RoundText(const quark::v1::AutoSearchRound& r) {
-  return absl::StrFormat("%.4f bits per weight, predicted KLD %.6g, predicted ppl increase %+.4f%%", r.bits_per_weight(),
-                         r.predicted_kld(), 100 * r.predicted_ppl_increase());
+  return absl::StrFormat("%.4f bits per weight, predicted KLD %.6g, predicted ppl increase %+.4f%%",
+                         r.bits_per_weight(), r.predicted_kld(), 100 * r.predicted_ppl_increase());
 }
 
 }  // namespace
@@ -53,63 +53,58 @@ bool JobScheduler::AdvanceAutoSearchLocked(const std::string& parent_id) {
   for (;;) {
     auto it = active_.find(parent_id);
     if (it == active_.end()) return true;
-    Job& parent = it->second.job;
-    const quark::v1::AutoSearchSpec& spec = parent.spec().auto_search();
-    const std::vector<Job> passes = AutoPassesLocked(parent);
-    const int rows = parent.sweep().candidates_size();
-    absl::StatusOr<std::optional<AutoRecipe>> next = std::nullopt;
-    if (rows <= spec.candidates_size()) {
-      absl::StatusOr<AutoRecipe> first = FirstRecipe(parent, passes);
-      if (!first.ok()) {
-        FinishLocked(parent_id, JobState::JOB_STATE_FAILED,
-                     absl::StrCat("automatic search: ", first.status().message()), nullptr)
-            .IgnoreError();
-        return true;
-      }
-      next = std::optional<AutoRecipe>(*std::move(first));
-    } else {
-      const quark::v1::SweepCandidate& row = parent.sweep().candidates(rows - 1);
-      absl::StatusOr<Job> child = store_->GetJob(row.job_id());
-      const int n = parent.auto_search().rounds_size();
-      quark::v1::AutoSearchRound* round = parent.mutable_auto_search()->mutable_rounds(n - 1);
-      if (!child.ok() || child->state() != JobState::JOB_STATE_SUCCEEDED) {
-        FinishLocked(parent_id, JobState::JOB_STATE_FAILED,
-                     absl::StrCat("automatic search: round ", n, "'s verification job ", row.job_id(), " ",
-                                  JobState_Name(row.state()), ": ", row.error()),
-                     nullptr)
-            .IgnoreError();
-        return true;
-      }
-      const bool met = MeasureRound(spec, *child, round);
-      parent.mutable_auto_search()->set_met(met);
-      const int max_rounds = spec.max_rounds() > 0 ? spec.max_rounds() : kDefaultRounds;
-      if (!met && n < max_rounds) next = RefinedRecipe(parent, passes);
-      if (met || n >= max_rounds || !next.ok() || !next->has_value()) {
-        const quark::v1::JobResult result = AutoSearchJobResult(parent.auto_search(), child->result());
-        std::string error;
-        if (!met) {
-          error = absl::StrCat("automatic search: the budget was not met after ", n, " rounds (measured KLD ",
-                               round->measured_kld(), ", ppl increase ", round->measured_ppl_increase(),
-                               !next.ok() ? absl::StrCat("; refining failed: ", next.status().message())
-                               : n < max_rounds ? "; every group already has its least lossy candidate"
-                                                : "",
-                               "); the last recipe is in auto_search");
-        }
-        FinishLocked(parent_id, met ? JobState::JOB_STATE_SUCCEEDED : JobState::JOB_STATE_FAILED, error, &result)
-            .IgnoreError();
-        return true;
-      }
-    }
-    if (!next.ok()) {
-      FinishLocked(parent_id, JobState::JOB_STATE_FAILED,
-                   absl::StrCat("automatic search: ", next.status().message()), nullptr)
-          .IgnoreError();
-      return true;
-    }
-    int64_t needs_host_bytes = 0;  // the passes' estimated peak, the largest
+    const std::vector<Job> passes = AutoPassesLocked(it->second.job);
+    std::optional<AutoRecipe> next = NextAutoRecipeLocked(parent_id, passes);
+    if (!next.has_value()) return true;  // the parent ended
+    int64_t needs_host_bytes = 0;        // the passes' estimated peak, the largest
     for (const Job& pass : passes) needs_host_bytes = std::max(needs_host_bytes, pass.needs_host_memory_bytes());
-    if (!SubmitAutoRoundLocked(parent_id, **std::move(next), needs_host_bytes)) return active_.count(parent_id) == 0;
+    if (!SubmitAutoRoundLocked(parent_id, *std::move(next), needs_host_bytes)) return active_.count(parent_id) == 0;
   }
+}
+
+std::optional<AutoRecipe> JobScheduler::NextAutoRecipeLocked(const std::string& parent_id,
+                                                             const std::vector<Job>& passes) {
+  Job& parent = active_[parent_id].job;
+  auto fail = [&](const std::string& why, const quark::v1::JobResult* result) {
+    FinishLocked(parent_id, JobState::JOB_STATE_FAILED, absl::StrCat("automatic search: ", why), result)
+        .IgnoreError();
+    return std::nullopt;
+  };
+  const quark::v1::AutoSearchSpec& spec = parent.spec().auto_search();
+  const int rows = parent.sweep().candidates_size();
+  if (rows <= spec.candidates_size()) {  // the passes ended: the first search
+    absl::StatusOr<AutoRecipe> first = FirstRecipe(parent, passes);
+    if (!first.ok()) return fail(std::string(first.status().message()), nullptr);
+    return *std::move(first);
+  }
+  const quark::v1::SweepCandidate& row = parent.sweep().candidates(rows - 1);
+  absl::StatusOr<Job> child = store_->GetJob(row.job_id());
+  const int n = parent.auto_search().rounds_size();
+  if (!child.ok() || child->state() != JobState::JOB_STATE_SUCCEEDED) {
+    return fail(absl::StrCat("round ", n, "'s verification job ", row.job_id(), " ", JobState_Name(row.state()), ": ",
+                             row.error()),
+                nullptr);
+  }
+  quark::v1::AutoSearchRound* round = parent.mutable_auto_search()->mutable_rounds(n - 1);
+  const bool met = MeasureRound(spec, *child, round);
+  parent.mutable_auto_search()->set_met(met);
+  const quark::v1::JobResult result = AutoSearchJobResult(parent.auto_search(), child->result());
+  if (met) {
+    FinishLocked(parent_id, JobState::JOB_STATE_SUCCEEDED, "", &result).IgnoreError();
+    return std::nullopt;
+  }
+  const std::string missed = absl::StrCat("the budget was not met after ", n, " rounds (measured KLD ",
+                                          round->measured_kld(), ", ppl increase ", round->measured_ppl_increase());
+  const int max_rounds = spec.max_rounds() > 0 ? spec.max_rounds() : kDefaultRounds;
+  if (n >= max_rounds) return fail(absl::StrCat(missed, "); the last recipe is in auto_search"), &result);
+  absl::StatusOr<std::optional<AutoRecipe>> refined = RefinedRecipe(parent, passes);
+  if (!refined.ok()) return fail(absl::StrCat(missed, "; refining failed: ", refined.status().message(), ")"), &result);
+  if (!refined->has_value()) {
+    return fail(absl::StrCat(missed, "; every group already has its least lossy candidate); the last recipe is in "
+                                     "auto_search"),
+                &result);
+  }
+  return **std::move(refined);
 }
 
 bool JobScheduler::SubmitAutoRoundLocked(const std::string& parent_id, AutoRecipe recipe, int64_t needs_host_bytes) {
@@ -119,7 +114,7 @@ bool JobScheduler::SubmitAutoRoundLocked(const std::string& parent_id, AutoRecip
   spec.clear_auto_search();
   *spec.mutable_config() = recipe.config;
   // A KLD budget is checked on the measured KLD of the export read back.
-  if (spec.evaluation().has_max_kld() || parent.spec().auto_search().has_max_kld()) spec.mutable_evaluation()->set_kld(true);
+  if (parent.spec().auto_search().has_max_kld()) spec.mutable_evaluation()->set_kld(true);
   SubmitOptions options;
   options.tenant = parent.tenant();
   options.needs_host_memory_bytes = needs_host_bytes;
@@ -147,8 +142,8 @@ bool JobScheduler::SubmitAutoRoundLocked(const std::string& parent_id, AutoRecip
   event.set_log(absl::StrCat("round ", number, ": ", RoundText(recipe.round), "; verification job ", child->id()));
   *event.mutable_time() = ToTimestamp(clock_->Now());
   SaveLocked(parent, {event}).IgnoreError();
-  log::Get("scheduler")->info("job={} automatic search round {}: {} (job {})", parent_id, number,
-                              RoundText(recipe.round), child->id());
+  log::Get("scheduler")
+      ->info("job={} automatic search round {}: {} (job {})", parent_id, number, RoundText(recipe.round), child->id());
   return IsFinal(child->state());
 }
 

@@ -143,8 +143,8 @@ TEST(AutoFlagTest, GetPrintsTheRoundsAndTheRecipe) {
   const std::string shown = JobTable(parent);
   EXPECT_NE(shown.find("automatic search over int8,mxfp4_weight_only"), std::string::npos) << shown;
   // A sensitivity pass evaluates nothing: its row shows no perplexity, change or KLD.
-  EXPECT_NE(shown.find("int8                         SUCCEEDED       -      0.000          -        -          -      0.0  "
-                       "job-p1\n"),
+  EXPECT_NE(shown.find("int8                         SUCCEEDED       -      0.000          -        -          - "
+                       "     0.0  job-p1\n"),
             std::string::npos)
       << shown;
   EXPECT_NE(shown.find("1           6.125     0.012300     0.014500"), std::string::npos) << shown;

@@ -1,12 +1,13 @@
 // #36: the exporters' packing rules checked from a model's shapes alone (core/estimate/export_fit.h), as quarkd
 // checks a job at submit: on stories260K (hidden 64, intermediate 172) each rule names the module, its shape and why.
+#include "core/estimate/export_fit.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "core/config/presets.h"
-#include "core/estimate/export_fit.h"
 
 namespace quark::estimate {
 namespace {

@@ -68,7 +68,8 @@ class AutoSearchSchedulerTest : public testing::SchedulerFixture {
     return search;
   }
 
-  void Complete(const LeaseResponse& lease, const std::map<std::string, double>& metrics, const std::string& error = "") {
+  void Complete(const LeaseResponse& lease, const std::map<std::string, double>& metrics,
+                const std::string& error = "") {
     CompleteRequest done;
     done.set_lease_id(lease.lease_id());
     done.set_success(error.empty());
@@ -193,7 +194,8 @@ TEST_F(AutoSearchSchedulerTest, FailedPassesAndCancel) {
   CompletePass(*b, {0.001, 0.001, 0.001});
   Job searching = Get(partial->id());
   ASSERT_EQ(searching.auto_search().rounds_size(), 1) << searching.DebugString();
-  for (const std::string& choice : searching.auto_search().rounds(0).choice()) EXPECT_EQ(choice, b->job().spec().preset());
+  for (const std::string& choice : searching.auto_search().rounds(0).choice())
+    EXPECT_EQ(choice, b->job().spec().preset());
   // Cancelling the parent stops its running round.
   std::optional<LeaseResponse> round = LeaseNow("w");
   ASSERT_TRUE(round.has_value());
@@ -274,6 +276,9 @@ TEST(AutoSearchPlanTest, GroupsAndSizesFromTheModelAndBudgetsRefusedAtSubmit) {
   spec.mutable_auto_search()->set_target_bits(5);
   EXPECT_NE(ValidateAutoSearchSpec(spec).message().find("spec.auto_search.max_rounds: 99"), std::string::npos);
   spec.mutable_auto_search()->set_max_rounds(0);
+  spec.add_exclude("*.down_proj");
+  EXPECT_NE(ValidateAutoSearchSpec(spec).message().find("spec.exclude: not with spec.auto_search"), std::string::npos);
+  spec.clear_exclude();
   spec.set_preset("fp8");
   EXPECT_NE(ValidateAutoSearchSpec(spec).message().find("spec.preset"), std::string::npos);
   spec.clear_preset();

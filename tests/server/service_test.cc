@@ -369,7 +369,8 @@ TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheMo
   grpc::Status packed = Submit(request_for("uint4_wo_per_channel"));
   EXPECT_EQ(packed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   for (const char* part : {"spec.preset: the model's shapes do not take uint4_wo_per_channel", "hf_quark: ",
-                           "model.layers.0.mlp.down_proj (weight [64, 172]", "in_features = 172 is not a multiple of 8"}) {
+                           "model.layers.0.mlp.down_proj (weight [64, 172]",
+                           "in_features = 172 is not a multiple of 8"}) {
     EXPECT_NE(packed.error_message().find(part), std::string::npos) << part << " in " << packed.error_message();
   }
   // GGUF holds int4 codes only in groups of 32 (its own rule, named as such).
@@ -377,8 +378,9 @@ TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheMo
   gguf.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_GGUF);
   grpc::Status gguf_status = Submit(gguf);
   EXPECT_EQ(gguf_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(gguf_status.error_message().find("gguf: model.layers.0."), std::string::npos) << gguf_status.error_message();
-  EXPECT_NE(gguf_status.error_message().find("cannot be held by GGUF"), std::string::npos) << gguf_status.error_message();
+  const std::string gguf_error = gguf_status.error_message();
+  EXPECT_NE(gguf_error.find("gguf: model.layers.0."), std::string::npos) << gguf_error;
+  EXPECT_NE(gguf_error.find("cannot be held by GGUF"), std::string::npos) << gguf_error;
   // A group size that does not divide the 64 input columns: the Config's own rule against the model.
   grpc::Status grouped = Submit(request_for("uint4_wo_128"));
   EXPECT_EQ(grouped.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
