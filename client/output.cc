@@ -80,8 +80,11 @@ std::string JobTable(const quark::v1::Job& job) {
   row("state", StateName(job.state()));
   row("model", job.spec().model_uri());
   row("scheme", job.spec().sweep_size() > 0 ? absl::StrCat("sweep of ", absl::StrJoin(job.spec().sweep(), ","))
-                : job.spec().has_config()  ? "(config)"
-                                           : job.spec().preset());
+                : job.spec().has_auto_search()
+                    ? absl::StrCat("automatic search over ", absl::StrJoin(job.spec().auto_search().candidates(), ","))
+                : job.spec().has_config() ? "(config)"
+                : job.spec().sensitivity_pass() ? absl::StrCat("sensitivity pass of ", job.spec().preset())
+                                                : job.spec().preset());
   if (!job.parent_id().empty()) row("parent", absl::StrCat("sweep job ", job.parent_id()));
   row("output", job.spec().output_uri());
   row("progress", ProgressSummary(job.progress()));
@@ -108,6 +111,7 @@ std::string JobTable(const quark::v1::Job& job) {
   if (!metrics.empty()) row("metrics", absl::StrJoin(metrics, " "));
   if (!job.error().empty()) row("error", job.error());
   if (job.has_sweep()) absl::StrAppend(&out, "\n", SweepTable(job.sweep()));
+  if (job.has_auto_search()) absl::StrAppend(&out, "\n", AutoSearchRounds(job.auto_search()));
   return out;
 }
 

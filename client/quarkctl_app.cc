@@ -76,6 +76,12 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--sweep", p.spec.sweep,
                      "Presets to compare, e.g. uint4_wo_128,int8,fp8: one child job each; the job's table compares "
                      "their size, bits, perplexity and KLD (needs --eval)");
+  submit->add_option("--auto", p.spec.auto_candidates,
+                     "Search the mixed recipe among these presets, e.g. uint4_wo_128,int8,fp8 (needs --eval and one "
+                     "budget: --target-bits, or --max-kld / --max-ppl-increase, which are then the search's budget)");
+  submit->add_option("--target-bits", p.spec.target_bits,
+                     "With --auto: average bits per weight of the decoder linears, scales included");
+  submit->add_option("--max-rounds", p.spec.max_rounds, "With --auto: verification rounds of a loss budget (default 4)");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
   submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");

@@ -211,6 +211,21 @@ absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags)
 
 namespace {
 
+// #36: the names of comma-separated, repeatable lists (--sweep, --auto), spaces trimmed; an empty item names `flag`.
+absl::Status AppendNames(const std::vector<std::string>& lists, const char* flag,
+                         google::protobuf::RepeatedPtrField<std::string>& out) {
+  for (const std::string& list : lists) {
+    for (absl::string_view item : absl::StrSplit(list, ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (item.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", list, "\" has an empty item (NAME,NAME,...)"));
+      }
+      out.Add(std::string(item));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // #36: --sweep replaces the job file's quantization (a sweep sets each child's preset); items split on commas.
 absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.sweep.empty()) return absl::OkStatus();
@@ -219,15 +234,43 @@ absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   }
   spec.clear_sweep();
   spec.clear_quantization();
-  for (const std::string& list : flags.sweep) {
-    for (absl::string_view item : absl::StrSplit(list, ',')) {
-      item = absl::StripAsciiWhitespace(item);
-      if (item.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("--sweep: \"", list, "\" has an empty item (NAME,NAME,...)"));
-      }
-      spec.add_sweep(std::string(item));
+  return AppendNames(flags.sweep, "--sweep", *spec.mutable_sweep());
+}
+
+// #36 item 3: --auto's candidates; --target-bits, or --max-kld / --max-ppl-increase (then the search's budget
+// instead of the evaluation's gates; --max-kld keeps --kld's measurement).
+absl::Status ApplyAuto(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
+  if (flags.auto_candidates.empty()) {
+    if (flags.target_bits || flags.max_rounds) {
+      return absl::InvalidArgumentError(flags.target_bits ? "--target-bits: only with --auto"
+                                                          : "--max-rounds: only with --auto");
     }
+    return absl::OkStatus();
   }
+  if (!flags.scheme.empty() || !flags.config.empty() || !flags.sweep.empty()) {
+    return absl::InvalidArgumentError("--auto: the recipe is searched; give no --scheme, --config or --sweep");
+  }
+  spec.clear_quantization();
+  spec.clear_sweep();
+  quark::v1::AutoSearchSpec& a = *spec.mutable_auto_search();
+  a.Clear();
+  if (absl::Status s = AppendNames(flags.auto_candidates, "--auto", *a.mutable_candidates()); !s.ok()) return s;
+  const int budgets = (flags.target_bits ? 1 : 0) + (flags.max_kld ? 1 : 0) + (flags.max_ppl_increase ? 1 : 0);
+  if (budgets != 1) {
+    return absl::InvalidArgumentError(
+        "--auto: give exactly one budget of --target-bits, --max-kld, --max-ppl-increase");
+  }
+  quark::v1::EvaluationSpec& evaluation = *spec.mutable_evaluation();
+  if (flags.target_bits) a.set_target_bits(*flags.target_bits);
+  if (flags.max_kld) {
+    a.set_max_kld(*flags.max_kld);
+    evaluation.clear_max_kld();
+  }
+  if (flags.max_ppl_increase) {
+    a.set_max_ppl_increase(*flags.max_ppl_increase);
+    evaluation.clear_max_ppl_increase();
+  }
+  if (flags.max_rounds) a.set_max_rounds(*flags.max_rounds);
   return absl::OkStatus();
 }
 
@@ -249,9 +292,12 @@ absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags) {
   if (absl::Status status = AddAlgorithms(flags.quant_algo, flags.quant_algo_config_file, spec); !status.ok()) {
     return status;
   }
-  if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET && spec.sweep_size() == 0) {
+  if (absl::Status status = ApplyAuto(flags, spec); !status.ok()) return status;
+  if (spec.quantization_case() == quark::v1::JobSpec::QUANTIZATION_NOT_SET && spec.sweep_size() == 0 &&
+      !spec.has_auto_search()) {
     return absl::InvalidArgumentError(
-        "--scheme or --config: one is required, or --sweep (or preset/config/sweep in the job file)");
+        "--scheme or --config: one is required, or --sweep or --auto (or preset/config/sweep/auto_search in the job "
+        "file)");
   }
   if (spec.model_uri().empty()) return absl::InvalidArgumentError("--model: required (or model_uri in the job file)");
   if (spec.output_uri().empty()) {

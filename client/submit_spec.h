@@ -46,6 +46,10 @@ struct SubmitFlags {
   bool estimate = false;                    // validate --estimate: time, memory and sizes per kind of worker
   // #36: --sweep uint4_wo_128,int8,fp8 (comma-separated, repeatable): one child job per preset, compared
   std::vector<std::string> sweep;
+  // #36 item 3: --auto uint4_wo_128,int8,fp8 with --target-bits X, or --max-kld / --max-ppl-increase as its budget
+  std::vector<std::string> auto_candidates;
+  std::optional<double> target_bits;
+  std::optional<int> max_rounds;
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.
@@ -67,7 +71,8 @@ struct FlagQuantization {
 absl::StatusOr<FlagQuantization> QuantizationFromFlags(const SubmitFlags& flags);
 
 /// Builds the spec. INVALID_ARGUMENT naming the flag: both --scheme and --config, --sweep with either, none of
-/// the three (nor in the job file), an empty --sweep item,
+/// the three (nor in the job file), an empty --sweep item; --auto with --scheme, --config or --sweep, or with no
+/// budget or two (--target-bits, --max-kld, --max-ppl-increase are its budget then, not gates),
 /// no --model or --output (nor in the job file), a label without '=', an unknown export format, numbers < 1.
 absl::StatusOr<quark::v1::JobSpec> BuildJobSpec(const SubmitFlags& flags);
 

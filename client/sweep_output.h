@@ -12,4 +12,8 @@ namespace quark::client {
 /// error. Above the rows: the float perplexity when known.
 std::string SweepTable(const quark::v1::SweepResult& sweep);
 
+/// #36 item 3: an automatic search's rounds (bits per weight, predicted vs measured KLD and perplexity increase,
+/// the verification job), whether the last met the budget, and the chosen scheme per linear group.
+std::string AutoSearchRounds(const quark::v1::AutoSearchResult& search);
+
 }  // namespace quark::client

@@ -8,6 +8,7 @@
 #include "core/config/proto_convert.h"
 #include "core/quantize/quantize_model.h"
 #include "worker/job_evaluation.h"
+#include "worker/sensitivity_pass.h"
 #include "worker/storage/strings.h"
 
 namespace quark::worker {
@@ -105,6 +106,8 @@ class EnginePipeline : public QuantizePipeline {
  public:
   absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
                                      const CancelToken& cancel) override {
+    // #36 item 3: an automatic search's sensitivity child measures and exports nothing else.
+    if (request.spec.sensitivity_pass()) return RunSensitivityPass(request, progress, cancel);
     absl::StatusOr<std::vector<std::string>> formats = ExportFormats(request.spec);
     if (!formats.ok()) return formats.status();
     // A GGUF by llama.cpp's own rules needs no scheme: the spec may name no preset and no config.

@@ -2,8 +2,11 @@
 # #36 sweep wall time vs the number of workers: for each N in WORKERS_LIST a fresh quarkd with N local quark-workers
 # (one thread each) runs one `quarkctl submit --sweep CANDIDATES --wait` on MODEL (evaluation: EVAL_WINDOWS windows
 # of 128 tokens, KLD on); prints the wall time from submit to the parent's end and the parent's table.
+# With AUTO_BITS=B (#36 item 3) it runs `--auto CANDIDATES --target-bits B` instead (sensitivity passes on
+# AUTO_SAMPLES samples of 256 tokens as child jobs, then one verification) and prints the search's rounds.
 #   bash bench/server/sweep_bench.sh [BUILD_DIR]
-#   (env: WORKERS_LIST="1 2" CANDIDATES=uint4_wo_128,int8,fp8,mxfp4 MODEL=tinyllama-a EVAL_WINDOWS=8)
+#   (env: WORKERS_LIST="1 2" CANDIDATES=uint4_wo_128,int8,fp8,mxfp4 MODEL=tinyllama-a EVAL_WINDOWS=8 AUTO_BITS=
+#    AUTO_SAMPLES=16)
 set -euo pipefail
 build="$(cd "${1:-build}" && pwd)"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,10 +39,15 @@ for n in $workers_list; do
   addr=$(sed -n 's/.*"grpc": *"\([^"]*\)".*/\1/p' "$dir/ready")
   sleep 2  # the local workers register
   start=$(date +%s.%N)
-  out=$("$build/client/quarkctl" --server "$addr" submit -f "$dir/job.json" --sweep "$candidates" --wait || true)
+  if [ -n "${AUTO_BITS:-}" ]; then
+    search=(--auto "$candidates" --target-bits "$AUTO_BITS" --num-calib-samples "${AUTO_SAMPLES:-16}" --seq-len 256)
+  else
+    search=(--sweep "$candidates")
+  fi
+  out=$("$build/client/quarkctl" --server "$addr" submit -f "$dir/job.json" "${search[@]}" --wait || true)
   end=$(date +%s.%N)
   id=$(echo "$out" | grep -o 'job-[0-9a-f]\{32\}' | head -1)
-  echo "== $n worker(s): sweep wall time $(echo "$end - $start" | bc) s"
-  "$build/client/quarkctl" --server "$addr" get "$id" | sed -n '/^float perplexity/,$p'
+  echo "== $n worker(s): ${AUTO_BITS:+automatic search, }wall time $(echo "$end - $start" | bc) s"
+  "$build/client/quarkctl" --server "$addr" get "$id" | sed -n '/^\(float perplexity\|SCHEME\)/,$p'
   kill "$quarkd_pid"; wait "$quarkd_pid" 2>/dev/null || true; quarkd_pid=""
 done

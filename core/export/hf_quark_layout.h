@@ -15,28 +15,11 @@
 #include "core/checkpoint/model_config.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
+#include "core/export/hf_quark_tensor_plan.h"
 #include "core/numerics/quant_params.h"
 #include "core/numerics/real_quant.h"
 
 namespace quark::exporter {
-
-/// One expected tensor: `dtypes[0]` is what the writer writes; the checker accepts any of `dtypes`.
-struct ExportTensorSpec {
-  std::string name;
-  std::vector<checkpoint::StDType> dtypes;
-  std::vector<int64_t> shape;  // empty = scalar
-};
-
-/// The tensors of linear `module` ([out, in], bias or not) quantized with `config`. Unquantized parts (no weight
-/// spec: the weight; the bias) keep `model_dtype`. `float_scale_dtype` is the dtype written for per-group int4/uint4
-/// weight scales (F16 or BF16, see PackedGroupScaleDtype in scale_dtype.h; the checker accepts either); every other
-/// scale is F32. INVALID_ARGUMENT naming the module and the dimension when the scheme cannot
-/// be packed for this shape (int4 needs multiples of 8, fp4 of 2, fp6 of 4, per_group of the group size).
-absl::StatusOr<std::vector<ExportTensorSpec>> QuantizedLinearTensors(const std::string& module,
-                                                                    const LayerQuantConfig& config, int64_t out_features,
-                                                                    int64_t in_features, bool has_bias,
-                                                                    checkpoint::StDType model_dtype,
-                                                                    checkpoint::StDType float_scale_dtype);
 
 /// One tensor ready to write: name, dtype, shape and its little-endian bytes (a contiguous CPU tensor).
 struct ExportTensor {

@@ -9,6 +9,7 @@
 #include "core/config/proto_convert.h"
 #include "core/eval/evaluation_plan_proto.h"
 #include "core/estimate/job_estimate.h"
+#include "server/api/model_fit.h"
 #include "server/api/model_view.h"
 #include "server/api/spec_validation.h"
 #include "server/api/uri_policy.h"
@@ -75,15 +76,7 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
   job.config = config;
   job.calibration_samples = calibration.num_samples() > 0 ? calibration.num_samples() : kDefaultSamples;
   job.calibration_seq_len = calibration.seq_len() > 0 ? calibration.seq_len() : kDefaultSeqLen;
-  job.formats.clear();
-  for (int f : formats) {
-    job.formats.push_back(f == quark::v1::EXPORT_FORMAT_GGUF   ? estimate::ExportKind::kGguf
-                          : f == quark::v1::EXPORT_FORMAT_ONNX ? estimate::ExportKind::kOnnx
-                          : f == quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS
-                              ? estimate::ExportKind::kCompressedTensors
-                              : estimate::ExportKind::kHfQuark);
-  }
-  if (job.formats.empty()) job.formats.push_back(estimate::ExportKind::kHfQuark);
+  job.formats = ExportKindsOf(formats);
   job.gguf_type = gguf_type;
   // Measured through the walk confined to the caller's roots: the name may lead elsewhere since the URI checks.
   const std::string eval_path = UriPolicy::FilePath(eval.uri());

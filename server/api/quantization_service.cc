@@ -11,6 +11,7 @@
 #include "core/config/proto_convert.h"
 #include "core/config/validation.h"
 #include "server/api/job_estimates.h"
+#include "server/api/model_fit.h"
 #include "server/api/model_view.h"
 #include "server/api/request_limits.h"
 #include "server/api/spec_validation.h"
@@ -77,6 +78,8 @@ absl::StatusOr<SubmitOptions> QuantizationServiceImpl::PrepareSubmit(const Princ
       }
     }
     if (status.ok()) needs = EstimateJobNeeds(request.spec(), model_dir, read_roots);
+    // #36: a scheme the model's shapes or the exporters cannot take fails here, not on the worker.
+    if (status.ok() && view != nullptr) status = CheckSpecFitsModel(request.spec(), model_dir);
   }
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request.spec(), needs, live, gpu_sources_);
   if (!status.ok()) return status;
@@ -105,10 +108,13 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   absl::Status status = CheckDeadline(context);
-  if (status.ok() && request->spec().sweep_size() > 0) {
+  if (status.ok() && (request->spec().sweep_size() > 0 || request->spec().has_auto_search())) {  // #36
     absl::StatusOr<quark::v1::Job> parent = SubmitSweep(*context, *principal, *request, live);
     if (parent.ok()) *response = std::move(*parent);
     return FinishNow(context, parent.status());
+  }
+  if (status.ok() && request->spec().sensitivity_pass()) {
+    status = absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
   }
   absl::StatusOr<SubmitOptions> options =
       status.ok() ? PrepareSubmit(*principal, *request, live) : absl::StatusOr<SubmitOptions>(status);

@@ -12,6 +12,7 @@
 #include "server/api/quantization_service.h"
 #include "server/api/sweep_plan.h"
 #include "server/log_text.h"
+#include "server/scheduler/auto_search_plan.h"
 #include "server/scheduler/sweep_table.h"
 
 namespace quark::server {
@@ -56,15 +57,21 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
     access_->Audit(principal, "submit", "", status, "");
     return status;
   };
-  if (absl::Status status = ValidateSweepSpec(spec); !status.ok()) return refuse(status);
+  // #36 item 3: an automatic search's rows are its sensitivity passes, planned as a sweep's children.
+  const bool automatic = spec.has_auto_search();
+  if (absl::Status status = automatic ? ValidateAutoSearchSpec(spec) : ValidateSweepSpec(spec); !status.ok()) {
+    return refuse(status);
+  }
+  const auto& schemes = automatic ? spec.auto_search().candidates() : spec.sweep();
   SweepPlan plan;
   std::vector<std::string> refused_schemes;
   std::vector<absl::Status> refusals;
-  for (int i = 0; i < spec.sweep_size(); ++i) {
+  for (int i = 0; i < schemes.size(); ++i) {
     quark::v1::SweepCandidate* row = plan.table.add_candidates();
-    row->set_scheme(spec.sweep(i));
+    row->set_scheme(schemes.Get(i));
     quark::v1::SubmitJobRequest child_request;
-    *child_request.mutable_spec() = SweepChildSpec(spec, spec.sweep(i));
+    *child_request.mutable_spec() =
+        automatic ? SensitivityChildSpec(spec, schemes.Get(i)) : SweepChildSpec(spec, schemes.Get(i));
     absl::StatusOr<SubmitOptions> options = PrepareSubmit(principal, child_request, live);
     if (!options.ok()) {
       row->set_state(quark::v1::JOB_STATE_FAILED);
@@ -97,12 +104,23 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
     plan.children = std::move(fitting);
     if (plan.children.empty()) return refuse(NoCandidateLeft(refused_schemes, refusals, false));
   }
+  if (automatic) {
+    if (!shape.has_value()) {
+      return refuse(absl::InvalidArgumentError(
+          "spec.model_uri: an automatic search needs a file:// model quarkd can read (the groups' sizes)"));
+    }
+    std::vector<std::string> kept;
+    for (const SweepChild& child : plan.children) kept.push_back(child.spec.preset());
+    absl::StatusOr<quark::v1::AutoSearchResult> groups = PlanAutoSearch(*shape, spec.auto_search(), kept);
+    if (!groups.ok()) return refuse(groups.status());
+    plan.auto_search = *std::move(groups);
+  }
   // Hashing the model for the children's keys may outlast the caller's deadline: then nothing is created.
   if (absl::Status status = CheckDeadline(&context); !status.ok()) return status;
   absl::StatusOr<quark::v1::Job> parent =
       scheduler_->SubmitSweep(request.request_id(), spec, access_->SubmitOptionsFor(principal), plan);
   access_->Audit(principal, "submit", parent.ok() ? parent->id() : "", parent.status(),
-                 absl::StrCat("model=", spec.model_uri(), " sweep=", absl::StrJoin(spec.sweep(), ","),
+                 absl::StrCat("model=", spec.model_uri(), automatic ? " auto=" : " sweep=", absl::StrJoin(schemes, ","),
                               " output=", spec.output_uri()));
   return parent;
 }

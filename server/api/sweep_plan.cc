@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/config/validation.h"
 #include "core/search/recipe_space.h"
+#include "server/api/model_fit.h"
 #include "server/api/spec_validation.h"
 
 namespace quark::server {
@@ -59,11 +59,8 @@ CandidateFit FitCandidate(const estimate::ModelShape& shape, const quark::v1::Jo
     fit.problem = std::string(config.status().message());
     return fit;
   }
-  for (const ValidationIssue& issue : quark::ValidateConfig(*config, &shape.modules)) {
-    if (issue.severity != ValidationIssue::Severity::kError) continue;
-    fit.problem = issue.ToString();
-    return fit;
-  }
+  fit.problem = ModelFitProblem(shape, *config, child);
+  if (!fit.problem.empty()) return fit;
   absl::StatusOr<std::vector<search::Candidate>> candidate = search::ResolveCandidates({child.preset()}, "spec.sweep");
   if (!candidate.ok()) {
     fit.problem = std::string(candidate.status().message());

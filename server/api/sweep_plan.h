@@ -29,8 +29,8 @@ struct CandidateFit {
   std::string problem;         // the first Config error against the model's modules; "" when it fits
 };
 
-/// `child` is a SweepChildSpec (its preset resolved with kv_cache_dtype and exclude, then checked by the engine's
-/// ValidateConfig against `shape`'s modules).
+/// `child` is a SweepChildSpec (its preset resolved with kv_cache_dtype and exclude, then checked against `shape` by
+/// ModelFitProblem: the engine's ValidateConfig and the exporters' packing rules).
 CandidateFit FitCandidate(const estimate::ModelShape& shape, const quark::v1::JobSpec& child);
 
 }  // namespace quark::server

@@ -153,6 +153,8 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
   ContentKey result;
   std::string text;
   Field(&text, "engine", QUARK_ENGINE_VERSION);
+  // #36 item 3: a sensitivity pass of a preset is not its quantization (only when set: other keys do not move).
+  if (spec.sensitivity_pass()) Field(&text, "sensitivity_pass", "1");
   absl::Status status = ConfigFields(&text, spec);
   if (!status.ok()) return status;
   std::set<int> formats;

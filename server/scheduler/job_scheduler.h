@@ -21,6 +21,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/clock.h"
 #include "server/scheduler/event_hub.h"
+#include "server/scheduler/auto_search_plan.h"
 #include "server/scheduler/scheduler.h"
 #include "server/scheduler/sweep_table.h"
 #include "server/scheduler/worker_fit.h"
@@ -139,6 +140,23 @@ class JobScheduler : public Scheduler {
   void ResyncSweepsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Ends `parent_id` when every row is final (SweepOutcome); else saves the table. Returns whether it ended.
   bool MaybeFinishSweepLocked(const std::string& parent_id, const std::string& note) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Automatic searches (#36 item 3, job_scheduler_auto.cc): a sweep parent whose rows are sensitivity passes, then
+  // verification rounds.
+  /// Every row final: searches after the passes, measures after a round; submits the next round or ends the parent.
+  /// Returns whether the parent ended.
+  bool AdvanceAutoSearchLocked(const std::string& parent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The recipe of the parent's next round (the search after its passes, the refinement after a missed round), or
+  /// nullopt when the parent ended here (met, rounds spent, nothing left to search or refine).
+  std::optional<AutoRecipe> NextAutoRecipeLocked(const std::string& parent_id,
+                                                 const std::vector<quark::v1::Job>& passes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Submits `recipe`'s verification child as the parent's next row (for a worker with needs_host_bytes). Returns
+  /// whether that child is final already (deduplicated); false too when it could not be created (the parent then
+  /// ended FAILED).
+  bool SubmitAutoRoundLocked(const std::string& parent_id, AutoRecipe recipe, int64_t needs_host_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The pass children of an automatic search, one per candidate row (FAILED stand-ins for dropped ones).
+  std::vector<quark::v1::Job> AutoPassesLocked(const quark::v1::Job& parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   QueueKey KeyOf(const ActiveJob& active) const { return {-active.job.spec().priority(), active.order, active.job.id()}; }
   absl::Status SaveLocked(quark::v1::Job& job, std::vector<quark::v1::JobEvent> events)

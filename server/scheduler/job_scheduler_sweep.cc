@@ -59,13 +59,15 @@ absl::StatusOr<Job> JobScheduler::SubmitSweep(const std::string& request_id, con
     *parent.mutable_created_at() = ToTimestamp(now);
     *parent.mutable_started_at() = ToTimestamp(now);
     *parent.mutable_sweep() = plan.table;
+    if (spec.has_auto_search()) *parent.mutable_auto_search() = plan.auto_search;  // #36 item 3
     int64_t bytes = static_cast<int64_t>(parent.ByteSizeLong());
     for (const SweepChild& child : plan.children) bytes += static_cast<int64_t>(child.spec.ByteSizeLong());
     absl::StatusOr<std::optional<Job>> over_quota = CheckStoredBytesQuota(*store_, options, request_id, bytes);
     if (!over_quota.ok()) return over_quota.status();
     if (over_quota->has_value()) return **over_quota;
     std::vector<JobEvent> events = {StateEventLocked(parent),
-                                    LogEvent(absl::StrCat("sweep of ", spec.sweep_size(), " candidates: ",
+                                    LogEvent(absl::StrCat(spec.has_auto_search() ? "automatic search over " : "sweep of ",
+                                                          plan.table.candidates_size(), " candidates: ",
                                                           children, " child jobs"),
                                              now)};
     bool created = false;
@@ -120,6 +122,7 @@ bool JobScheduler::MaybeFinishSweepLocked(const std::string& parent_id, const st
   if (!note.empty()) events.push_back(LogEvent(note, clock_->Now()));
   SaveLocked(active.job, std::move(events)).IgnoreError();  // logged by SaveLocked; the table is saved again below
   if (!SweepFinished(active.job.sweep())) return false;
+  if (IsAutoSearchParent(active.job) && !active.cancel_requested) return AdvanceAutoSearchLocked(parent_id);  // #36 item 3
   auto [state, error] = SweepOutcome(active.job.sweep(), active.cancel_requested);
   quark::v1::JobResult result = SweepJobResult(active.job.sweep());
   FinishLocked(parent_id, state, error, &result).IgnoreError();

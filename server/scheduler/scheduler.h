@@ -52,6 +52,7 @@ struct SweepChild {
 struct SweepPlan {
   quark::v1::SweepResult table;
   std::vector<SweepChild> children;
+  quark::v1::AutoSearchResult auto_search;  // #36 item 3: an automatic search's groups and sizes (auto_search_plan.h)
 };
 
 /// Thread-safe. Callbacks (lease answers, the worker killer) run without the scheduler's lock held.
@@ -69,9 +70,13 @@ class Scheduler {
                                                 const SubmitOptions& options = {}) = 0;
   virtual absl::StatusOr<quark::v1::Job> Cancel(const std::string& job_id) = 0;
   /// #36: persists a sweep's parent (RUNNING, never leased) and submits its children. Schedulers that cannot hold a
-  /// parent answer UNIMPLEMENTED naming spec.sweep.
+  /// parent answer UNIMPLEMENTED naming spec.sweep (spec.auto_search for an automatic search, #36 item 3).
   virtual absl::StatusOr<quark::v1::Job> SubmitSweep(const std::string& request_id, const quark::v1::JobSpec& spec,
                                                      const SubmitOptions& options, const SweepPlan& plan) {
+    if (spec.has_auto_search()) {
+      return absl::UnimplementedError("spec.auto_search: automatic searches are not supported by this scheduler "
+                                      "(quarkd with --store postgres replicas)");
+    }
     return absl::UnimplementedError("spec.sweep: sweeps are not supported by this scheduler (quarkd with --store "
                                     "postgres replicas); submit each candidate as its own job");
   }

@@ -23,7 +23,7 @@ double MetricOr(const quark::v1::JobResult& result, const char* name, double fal
 
 }  // namespace
 
-bool IsSweepParent(const quark::v1::Job& job) { return job.spec().sweep_size() > 0; }
+bool IsSweepParent(const quark::v1::Job& job) { return job.spec().sweep_size() > 0 || job.spec().has_auto_search(); }
 
 bool FillSweepRow(const quark::v1::Job& child, quark::v1::SweepResult* table) {
   for (quark::v1::SweepCandidate& row : *table->mutable_candidates()) {

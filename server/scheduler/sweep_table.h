@@ -9,7 +9,8 @@
 
 namespace quark::server {
 
-/// Whether `job` is a sweep's parent (spec.sweep not empty): it is never queued nor leased.
+/// Whether `job` is a sweep's parent (spec.sweep not empty) or an automatic search's (spec.auto_search, #36 item 3):
+/// it is never queued nor leased.
 bool IsSweepParent(const quark::v1::Job& job);
 
 /// Copies what the ended (or deduplicated) `child` measured into its row of `table` (the row whose job_id is the

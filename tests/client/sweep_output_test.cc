@@ -1,4 +1,5 @@
-// #36: quarkctl's --sweep flag into spec.sweep, and the sweep table it prints for a parent job.
+// #36: quarkctl's --sweep flag into spec.sweep, and the sweep table it prints for a parent job; --auto into
+// spec.auto_search (item 3) and the rounds it prints.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -80,6 +81,78 @@ TEST(SweepTableOutputTest, RowsForSucceededDroppedAndFailedCandidates) {
   child.mutable_spec()->set_preset("int8");
   EXPECT_NE(JobTable(child).find("parent:    sweep job job-p\n"), std::string::npos) << JobTable(child);
   EXPECT_EQ(JobTable(child).find("SCHEME"), std::string::npos);
+}
+
+TEST(AutoFlagTest, CandidatesAndOneBudgetBecomeSpecAutoSearch) {
+  SubmitFlags flags;
+  flags.model = "file:///m";
+  flags.output = "file:///o";
+  flags.auto_candidates = {"uint4_wo_128, int8", "fp8"};
+  flags.target_bits = 4.5;
+  absl::StatusOr<quark::v1::JobSpec> spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->auto_search().candidates_size(), 3);
+  EXPECT_EQ(spec->auto_search().candidates(1), "int8");
+  EXPECT_EQ(spec->auto_search().target_bits(), 4.5);
+  // --max-ppl-increase with --auto is the search's budget, not the evaluation's gate.
+  flags.target_bits.reset();
+  flags.max_ppl_increase = 0.02;
+  flags.max_rounds = 3;
+  spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->auto_search().max_ppl_increase(), 0.02);
+  EXPECT_EQ(spec->auto_search().max_rounds(), 3);
+  EXPECT_FALSE(spec->evaluation().has_max_ppl_increase());
+  // Two budgets, none, a scheme beside it, --target-bits alone: refused naming the flag.
+  flags.target_bits = 5;
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--auto: give exactly one budget"), std::string::npos);
+  flags.target_bits.reset();
+  flags.max_ppl_increase.reset();
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--auto: give exactly one budget"), std::string::npos);
+  flags.target_bits = 5;
+  flags.scheme = "int8";
+  EXPECT_NE(BuildJobSpec(flags).status().message().find("--auto: the recipe is searched"), std::string::npos);
+  SubmitFlags alone;
+  alone.model = "file:///m";
+  alone.output = "file:///o";
+  alone.scheme = "int8";
+  alone.target_bits = 5;
+  EXPECT_NE(BuildJobSpec(alone).status().message().find("--target-bits: only with --auto"), std::string::npos);
+}
+
+TEST(AutoFlagTest, GetPrintsTheRoundsAndTheRecipe) {
+  quark::v1::Job parent;
+  parent.mutable_spec()->mutable_auto_search()->add_candidates("int8");
+  parent.mutable_spec()->mutable_auto_search()->add_candidates("mxfp4_weight_only");
+  quark::v1::AutoSearchResult* search = parent.mutable_auto_search();
+  search->add_groups()->set_name("model.layers.0.self_attn.qkv");
+  search->add_groups()->set_name("model.layers.0.mlp.down_proj");
+  search->set_met(true);
+  quark::v1::AutoSearchRound* round = search->add_rounds();
+  round->set_bits_per_weight(6.125);
+  round->set_predicted_kld(0.0123);
+  round->set_measured_kld(0.0145);
+  round->set_measured_ppl_increase(0.031);
+  round->set_job_id("job-r1");
+  round->add_choice("int8");
+  round->add_choice("mxfp4_weight_only");
+  quark::v1::SweepCandidate* pass = parent.mutable_sweep()->add_candidates();
+  pass->set_scheme("int8");
+  pass->set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  pass->set_job_id("job-p1");
+  const std::string shown = JobTable(parent);
+  EXPECT_NE(shown.find("automatic search over int8,mxfp4_weight_only"), std::string::npos) << shown;
+  // A sensitivity pass evaluates nothing: its row shows no perplexity, change or KLD.
+  EXPECT_NE(shown.find("int8                         SUCCEEDED       -      0.000          -        -          - "
+                       "     0.0  job-p1\n"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("1           6.125     0.012300     0.014500"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("+3.10%  job-r1"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("budget met; recipe (group: scheme):\n  model.layers.0.self_attn.qkv: int8\n"
+                       "  model.layers.0.mlp.down_proj: mxfp4_weight_only\n"),
+            std::string::npos)
+      << shown;
 }
 
 }  // namespace

@@ -355,6 +355,63 @@ TEST_F(ServiceTest, PresetsAndDryRunAgainstARealModel) {
             grpc::StatusCode::PERMISSION_DENIED);
 }
 
+// #36: a scheme the model's shapes or the exporters cannot take is refused at SubmitJob (not on the worker after the
+// quantization), naming the module, its shape and the rule; a sweep drops such a candidate with the same reason.
+TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheModuleAndTheRule) {
+  const char* shared = std::getenv("QUARK_SHARED_DIR");
+  ASSERT_NE(shared, nullptr);
+  auto request_for = [&](const std::string& preset) {
+    pb::SubmitJobRequest request = ValidRequest(preset);
+    request.mutable_spec()->set_model_uri(std::string("file://") + shared + "/fixtures/stories260K");
+    return request;
+  };
+  // stories260K's down_proj is [64, 172]: HF-quark packs uint4 codes eight to an int32 along the 172 columns.
+  grpc::Status packed = Submit(request_for("uint4_wo_per_channel"));
+  EXPECT_EQ(packed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (const char* part : {"spec.preset: the model's shapes do not take uint4_wo_per_channel", "hf_quark: ",
+                           "model.layers.0.mlp.down_proj (weight [64, 172]",
+                           "in_features = 172 is not a multiple of 8"}) {
+    EXPECT_NE(packed.error_message().find(part), std::string::npos) << part << " in " << packed.error_message();
+  }
+  // GGUF holds int4 codes only in groups of 32 (its own rule, named as such).
+  pb::SubmitJobRequest gguf = request_for("uint4_wo_per_channel");
+  gguf.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_GGUF);
+  grpc::Status gguf_status = Submit(gguf);
+  EXPECT_EQ(gguf_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const std::string gguf_error = gguf_status.error_message();
+  EXPECT_NE(gguf_error.find("gguf: model.layers.0."), std::string::npos) << gguf_error;
+  EXPECT_NE(gguf_error.find("cannot be held by GGUF"), std::string::npos) << gguf_error;
+  // A group size that does not divide the 64 input columns: the Config's own rule against the model.
+  grpc::Status grouped = Submit(request_for("uint4_wo_128"));
+  EXPECT_EQ(grouped.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(grouped.error_message().find("global_quant_config.weight.group_size: 128 does not divide in_features 64"),
+            std::string::npos)
+      << grouped.error_message();
+  // What fits is accepted.
+  pb::Job job;
+  ASSERT_TRUE(Submit(request_for("w_int8_per_tensor_sym"), &job).ok());
+  EXPECT_EQ(job.state(), pb::JOB_STATE_QUEUED);
+  // In a sweep the candidate is dropped with the reason and the others run.
+  pb::SubmitJobRequest sweep = request_for("");
+  sweep.mutable_spec()->clear_preset();
+  sweep.mutable_spec()->mutable_evaluation()->set_uri(std::string("file://") + shared +
+                                                      "/fixtures/eval/tinystories_validation_prefix.txt");
+  sweep.mutable_spec()->add_sweep("fp8");
+  sweep.mutable_spec()->add_sweep("uint4_wo_per_channel");
+  pb::Job parent;
+  grpc::Status swept = Submit(sweep, &parent);
+  ASSERT_TRUE(swept.ok()) << swept.error_message();
+  ASSERT_EQ(parent.sweep().candidates_size(), 2);
+  EXPECT_FALSE(parent.sweep().candidates(0).job_id().empty());
+  const pb::SweepCandidate& dropped = parent.sweep().candidates(1);
+  EXPECT_EQ(dropped.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(dropped.job_id(), "");
+  EXPECT_NE(dropped.error().find("dropped at submit: spec.preset: the model's shapes do not take uint4_wo_per_channel"),
+            std::string::npos)
+      << dropped.error();
+  EXPECT_NE(dropped.error().find("in_features = 172 is not a multiple of 8"), std::string::npos) << dropped.error();
+}
+
 TEST_F(ServiceTest, HealthServiceAnswersServing) {
   grpc::GenericStub generic(channel_);
   grpc::ClientContext context;
