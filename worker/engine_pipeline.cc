@@ -87,6 +87,7 @@ QuantizeModelOptions Options(const PipelineRequest& request, quark::Config confi
   options.config = std::move(config);
   options.output_dir = request.output_dir.string();
   options.device = request.device;
+  if (!spec.resources().compute_dtype().empty()) options.compute_dtype = spec.resources().compute_dtype();
   options.calibration_file = request.calibration_file.string();
   // proto3 zeros mean "unset": keep the engine's defaults (128 samples, 512 tokens, seed 42).
   if (spec.calibration().num_samples() > 0) options.num_calibration_samples = spec.calibration().num_samples();

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -72,6 +73,11 @@ absl::Status CheckSizes(const quark::v1::SubmitJobRequest& request) {
   if (resources.memory_mb() > kMaxMemoryMb) {
     return absl::InvalidArgumentError(absl::StrCat("spec.resources.memory_mb: ", resources.memory_mb(),
                                                    " is above ", kMaxMemoryMb, " (1 PiB)"));
+  }
+  if (!resources.compute_dtype().empty() && resources.compute_dtype() != "f32" && resources.compute_dtype() != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat("spec.resources.compute_dtype: \"",
+                                                   absl::CEscape(resources.compute_dtype().substr(0, 32)),
+                                                   "\" is not one of f32, bf16"));
   }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
     if (!quark::v1::ExportFormat_IsValid(spec.export_formats(i))) {

@@ -168,6 +168,10 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
         absl::StrCat(calibration.num_samples() > 0 ? calibration.num_samples() : kDefaultSamples, " ",
                      calibration.seq_len() > 0 ? calibration.seq_len() : kDefaultSeqLen, " ",
                      calibration.seed() != 0 ? calibration.seed() : kDefaultSeed));
+  // #27: bf16 compute changes the artifact; float32 (empty or "f32") adds no line, so older keys do not move.
+  if (const std::string& dtype = spec.resources().compute_dtype(); !dtype.empty() && dtype != "f32") {
+    Field(&text, "compute_dtype", dtype);
+  }
   const quark::v1::EvaluationSpec& evaluation = spec.evaluation();
   Field(&text, "evaluation",
         absl::StrCat(evaluation.seq_len(), " ", evaluation.max_windows(), " ",

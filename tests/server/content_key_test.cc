@@ -85,7 +85,7 @@ TEST_F(ContentKeyTest, SameContentSameKeyWhateverTheOutputLabelsAndOrder) {
 
 TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   std::string base = Key(Spec());
-  std::vector<pb::JobSpec> variants(11, Spec());
+  std::vector<pb::JobSpec> variants(12, Spec());
   variants[0].set_preset("int8");
   variants[1].set_kv_cache_dtype("fp8");
   variants[2].mutable_calibration()->set_seed(7);
@@ -102,9 +102,14 @@ TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   variants[8].set_gguf_pure(true);
   variants[9].set_gguf_imatrix_from_calibration(true);
   variants[10].set_gguf_imatrix_uri(variants[10].calibration().uri());  // a file's digest, as the calibration's
+  variants[11].mutable_resources()->set_compute_dtype("bf16");  // #27: bf16 activations, another artifact
   std::set<std::string> keys = {base};
   for (const pb::JobSpec& spec : variants) keys.insert(Key(spec));
   EXPECT_EQ(keys.size(), variants.size() + 1);
+
+  pb::JobSpec float32 = Spec();
+  float32.mutable_resources()->set_compute_dtype("f32");
+  EXPECT_EQ(Key(float32), base) << "\"f32\" is the default: the key of a job that did not say it";
 
   Write("calib.txt", "other text");
   EXPECT_NE(Key(Spec()), base);

@@ -104,6 +104,20 @@ TEST_F(RequestLimitsTest, MemoryMbThatWouldOverflowIsRefused) {
   EXPECT_TRUE(Submit(fine).ok());
 }
 
+// #27: the compute dtype is one of the engine's; anything else is refused at submit naming the field.
+TEST_F(RequestLimitsTest, AComputeDtypeTheEngineHasNotIsRefusedNamingTheField) {
+  for (const char* dtype : {"fp16", "F32", "bfloat16 "}) {
+    pb::SubmitJobRequest request = ValidRequest();
+    request.mutable_spec()->mutable_resources()->set_compute_dtype(dtype);
+    ExpectRefused(Submit(request), "spec.resources.compute_dtype: ");
+  }
+  for (const char* dtype : {"f32", "bf16"}) {
+    pb::SubmitJobRequest fine = ValidRequest();
+    fine.mutable_spec()->mutable_resources()->set_compute_dtype(dtype);
+    EXPECT_TRUE(Submit(fine).ok()) << dtype;
+  }
+}
+
 // Issue #29 item 8: once the store held large specs, ListJobs (page >= 50) failed RESOURCE_EXHAUSTED for everyone (the
 // response was over the client's limit). Pages now end by bytes as well: every job comes back, over several pages,
 // with the client's default 4 MiB limit.

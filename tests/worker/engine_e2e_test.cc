@@ -4,9 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -90,6 +91,32 @@ TEST_F(EngineE2eTest, GptqJobOnTinyllamaPublishesACheckedExport) {
   ASSERT_EQ(algo.size(), 1u) << *config;
   EXPECT_EQ(algo[0]["name"], "gptq");
   EXPECT_EQ(algo[0]["inside_layer_modules"].size(), 7u);
+}
+
+// #27: spec.resources.compute_dtype reaches the worker's engine: the same job in bf16 computes its float model in
+// bf16 (another perplexity before quantization), still publishes a checked export, and is not deduplicated onto the
+// float32 job (its content key differs).
+TEST_F(EngineE2eTest, ComputeDtypeBf16ReachesTheEngine) {
+  absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+  std::map<std::string, quark::v1::Job> done;
+  for (const char* dtype : {"f32", "bf16"}) {
+    quark::v1::SubmitJobRequest request = SmallTinyllamaJob(std::string("s3://test/dtype-") + dtype);
+    request.mutable_spec()->set_preset("uint4_wo_128");
+    request.mutable_spec()->mutable_resources()->set_compute_dtype(dtype);
+    std::vector<quark::v1::JobEvent> events;
+    done[dtype] = quark::testing::RunJobToEnd(*stub, request, events);
+    ASSERT_EQ(done[dtype].state(), quark::v1::JOB_STATE_SUCCEEDED) << done[dtype].DebugString() << (*quarkd)->Log();
+  }
+  EXPECT_NE(done["f32"].id(), done["bf16"].id());
+  const auto& f32 = done["f32"].result().metrics();
+  const auto& bf16 = done["bf16"].result().metrics();
+  ASSERT_TRUE(f32.count("ppl_before") && bf16.count("ppl_before") && bf16.count("ppl_reloaded"));
+  EXPECT_NE(f32.at("ppl_before"), bf16.at("ppl_before")) << "the bf16 job computed in float32";
+  EXPECT_NEAR(bf16.at("ppl_before") / f32.at("ppl_before"), 1.0, 0.01);
+  EXPECT_NEAR(bf16.at("ppl_reloaded") / bf16.at("ppl_after"), 1.0, 1e-2);
 }
 
 // AWQ and every export format in one job: the worker writes HF-quark, GGUF and ONNX in one pass over the model and
