@@ -38,8 +38,27 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return v;
 }
 
+absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
+  const DType el = w.ElementType();
+  const bool integer = IsIntegerType(el);
+  auto weight = get("weight");
+  if (!weight.ok()) return weight.status();
+  auto scale = get("weight_scale");
+  if (!scale.ok()) return scale.status();
+  RealQuantized q;
+  // int8 codes (unsigned schemes are stored shifted by -128: shifted back); float8_e4m3fn as its bytes.
+  q.codes = !integer ? weight->to(at::kByte) : IsUnsigned(el) ? (weight->to(at::kInt) + 128).to(at::kByte)
+                                                              : weight->to(at::kChar);
+  q.scale = scale->to(at::kFloat);
+  if (!integer || w.symmetric) return q;
+  auto zp = get("weight_zero_point");
+  if (!zp.ok()) return zp.status();
+  q.zero_point = zp->to(at::kInt) + (IsUnsigned(el) ? 128 : 0);
+  return q;
+}
+
 }  // namespace
 
-const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &Specs, &Values};
+const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &Specs, &Values, &Unpack};
 
 }  // namespace quark::exporter
