@@ -31,8 +31,8 @@ struct CtFamily {
   /// The values of those tensors, in the same order, from the unpacked codes `q` (any dtype; the caller casts).
   absl::StatusOr<std::vector<at::Tensor>> (*values)(const RealQuantized& q, const QuantSpec& w, int64_t out,
                                                     int64_t in);
-  /// The inverse, for the reader (ct_source.h): the engine's unpacked codes in [out, in] (signed int8 values for
-  /// integer formats, whose unsigned schemes compressed-tensors stores shifted; uint8 bit patterns for float ones),
+  /// The inverse, for the reader (ct_source.h), under the spec the reader gives `w` (integer grids signed: unsigned
+  /// schemes are stored shifted to signed ones): the codes in [out, in] (int8 values; uint8 bit patterns for floats),
   /// scale and zero point in compressed-tensors' shapes (the caller reshapes them to the numerics' parameter shape),
   /// NVFP4's global scale as stored (the divisor). Errors name the tensor and the rule.
   absl::StatusOr<RealQuantized> (*unpack)(const CtStoredTensor& get, const QuantSpec& w, int64_t out, int64_t in);

@@ -48,7 +48,9 @@ absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&
   RealQuantized q;
   if (fp4) {
     auto codes = UnpackFp4(stored->contiguous());
-    if (!codes.ok()) return absl::InvalidArgumentError(StrCat("weight_packed: ", std::string(codes.status().message())));
+    if (!codes.ok()) {
+      return absl::InvalidArgumentError(StrCat("weight_packed: ", std::string(codes.status().message())));
+    }
     q.codes = *codes;
   } else {
     q.codes = stored->to(at::kByte);  // float8_e4m3fn bytes

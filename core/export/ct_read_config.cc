@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/config/presets.h"
 #include "core/export/ct_checker.h"
 #include "core/export/ct_families.h"
 
@@ -22,7 +23,7 @@ std::string Str(const Json& j, const char* key) {
 
 // scale_dtype / zp_dtype: the torch dtype names the library serialises.
 absl::Status CheckDtypeName(const Json& a, const char* key, const std::string& path) {
-  static const std::set<std::string> kNames = {"torch.float8_e4m3fn", "torch.uint8",   "torch.int8",
+  static const std::set<std::string> kNames = {"torch.float8_e4m3fn", "torch.uint8",    "torch.int8",
                                                "torch.float16",       "torch.bfloat16", "torch.float32"};
   if (!a.contains(key) || a[key].is_null()) return absl::OkStatus();
   if (!a[key].is_string() || !kNames.count(a[key].get<std::string>())) {
@@ -36,7 +37,8 @@ absl::Status CheckOpenFields(const Json& a, const std::string& path) {
   if (a.contains("actorder") && !a["actorder"].is_null()) {
     const std::string order = a["actorder"].is_string() ? a["actorder"].get<std::string>() : "";
     if (order == "group" || order == "dynamic") {
-      return absl::UnimplementedError(StrCat(path, ".actorder: \"", order, "\" stores a g_idx permutation, which this "
+      return absl::UnimplementedError(StrCat(path, ".actorder: \"", order,
+                                             "\" stores a g_idx permutation, which this "
                                              "reader does not apply (\"weight\" / \"static\" / null are read)"));
     }
     if (order != "weight" && order != "static") return Invalid(path + ".actorder", a["actorder"].dump() + " unknown");
@@ -54,27 +56,10 @@ absl::Status CheckOpenFields(const Json& a, const std::string& path) {
   return Invalid(path + ".symmetric", "not a boolean");
 }
 
-QuantSpec Nvfp4Spec(bool dynamic) {  // presets.cc's Nvfp4
-  QuantSpec s;
-  s.dtype = DType::kFp4;
-  s.qscheme = QScheme::kPerGroup;
-  s.ch_axis = -1;
-  s.group_size = 16;
+// NVFP4 and MX specs exactly as the presets spell them (so that a read-back runs the fake-quantized model's numerics).
+QuantSpec PresetSpec(const char* preset, bool dynamic) {
+  QuantSpec s = *PresetConfig(preset)->global_quant_config.weight;
   s.is_dynamic = dynamic;
-  s.scale_type = ScaleType::kFloat32;
-  s.scale_format = ScaleFormat::kE4M3;
-  return s;
-}
-
-QuantSpec MxSpec(DType element, bool dynamic) {  // presets.cc's Mx
-  QuantSpec s;
-  s.dtype = element;
-  s.qscheme = QScheme::kPerGroup;
-  s.ch_axis = -1;
-  s.group_size = 32;
-  s.is_dynamic = dynamic;
-  s.observer = ObserverKind::kMxBlock;
-  s.scale_format = ScaleFormat::kE8M0;
   return s;
 }
 
@@ -82,10 +67,14 @@ absl::StatusOr<DType> ElementOf(const Json& a, const std::string& path) {
   const int64_t bits = a.value("num_bits", 8);
   if (Str(a, "type") == "int") {
     switch (bits) {
-      case 8: return DType::kInt8;
-      case 4: return DType::kInt4;
-      case 3: return DType::kInt3;
-      case 2: return DType::kInt2;
+      case 8:
+        return DType::kInt8;
+      case 4:
+        return DType::kInt4;
+      case 3:
+        return DType::kInt3;
+      case 2:
+        return DType::kInt2;
     }
     return Invalid(path + ".num_bits", StrCat(bits, "-bit int (the engine's integer grids: 2, 3, 4, 8 bits)"));
   }
@@ -115,7 +104,7 @@ absl::Status SetGranularity(const Json& a, bool is_weight, const std::string& pa
     }
     s.qscheme = QScheme::kPerBlock;
     s.block_size = {b[0].get<int>(), b[1].get<int>()};
-    s.scale_type = ScaleType::kFloat32;  // presets.cc's Fp8BlockWeight
+    s.scale_type = ScaleType::kFloat32;  // as the fp8_block preset's weight
   } else if (strategy == "token" && !is_weight) {
     s.qscheme = QScheme::kPerChannel;
     s.ch_axis = 1;
@@ -143,19 +132,22 @@ absl::StatusOr<QuantSpec> QuantSpecFromCtArgs(const Json& a, bool is_weight, con
   const bool is_float = Str(a, "type") == "float";
   if (is_float && !symmetric) return Invalid(path + ".symmetric", "false with a float type");
   const std::string strategy = Str(a, "strategy");
-  const int64_t group = a.contains("group_size") && a["group_size"].is_number_integer() ? a["group_size"].get<int64_t>() : 0;
+  const int64_t group =
+      a.contains("group_size") && a["group_size"].is_number_integer() ? a["group_size"].get<int64_t>() : 0;
   if (strategy == "tensor_group") {
     if (*element != DType::kFp4 || group != 16) {
       return Invalid(path + ".strategy", "tensor_group is NVFP4 only (float, num_bits 4, group_size 16)");
     }
-    return Nvfp4Spec(dynamic);
+    return PresetSpec("nvfp4_weight_only", dynamic);
   }
   const bool mx = Str(a, "scale_dtype") == "torch.uint8" || (is_weight && IsCtMxFormat(format));
   if (mx) {
     if (!is_float || strategy != "group" || group != 32) {
       return Invalid(path + ".group_size", "MX (E8M0 uint8 scales) is float groups of 32");
     }
-    return MxSpec(*element, dynamic);
+    QuantSpec s = PresetSpec("mxfp4_weight_only", dynamic);
+    s.dtype = *element;
+    return s;
   }
   if (*element == DType::kFp4) {
     return Invalid(path + ".num_bits", "4-bit float outside NVFP4 (tensor_group 16) and MX (groups of 32)");
@@ -201,9 +193,17 @@ absl::StatusOr<std::vector<Matcher>> Matchers(const Json& list, const std::strin
 }
 
 absl::Status CheckTopLevel(const Json& qc) {
-  static const std::set<std::string> kKeys = {
-      "config_groups",  "quant_method", "kv_cache_scheme",  "format",          "quantization_status",
-      "global_compression_ratio", "ignore", "version", "sparsity_config", "transform_config", "run_compressed"};
+  static const std::set<std::string> kKeys = {"config_groups",
+                                              "quant_method",
+                                              "kv_cache_scheme",
+                                              "format",
+                                              "quantization_status",
+                                              "global_compression_ratio",
+                                              "ignore",
+                                              "version",
+                                              "sparsity_config",
+                                              "transform_config",
+                                              "run_compressed"};
   if (!qc.is_object()) return Invalid("quantization_config", "not an object");
   for (const auto& [key, value] : qc.items()) {
     if (!kKeys.count(key)) return Invalid(key, "not a compressed-tensors QuantizationConfig field");
@@ -216,9 +216,10 @@ absl::Status CheckTopLevel(const Json& qc) {
   const std::string status = Str(qc, "quantization_status");
   if (status != "compressed") {
     const bool known = status == "initialized" || status == "calibration" || status == "frozen";
-    return Invalid("quantization_status", StrCat(qc.contains("quantization_status") ? qc["quantization_status"].dump() : "missing",
-                                                 known ? " (the weights are not stored compressed; only compressed exports are read)"
-                                                       : " is not a QuantizationStatus"));
+    return Invalid("quantization_status",
+                   StrCat(qc.contains("quantization_status") ? qc["quantization_status"].dump() : "missing",
+                          known ? " (the weights are not stored compressed; only compressed exports are read)"
+                                : " is not a QuantizationStatus"));
   }
   std::vector<std::string> problems = CtQuantizationConfigProblems(qc);
   if (!problems.empty()) return absl::InvalidArgumentError(StrJoin(problems, "; "));
@@ -240,8 +241,8 @@ absl::StatusOr<Group> ReadGroup(const std::string& name, const Json& g, const st
   if (!targets.ok()) return targets.status();
   group.targets = *std::move(targets);
   group.target_used.assign(group.targets.size(), false);
-  const std::string format = g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>()
-                                                                             : global_format;
+  const std::string format =
+      g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : global_format;
   if (FindCtFamily(format) == nullptr) {
     return absl::UnimplementedError(StrCat(path, ".format: \"", format, "\" is not read (the engine reads ",
                                            "pack-quantized, int-quantized, float-quantized, nvfp4-pack-quantized, ",
@@ -311,7 +312,8 @@ absl::StatusOr<Config> ConfigFromCompressedTensors(const Json& qc, const std::ve
     for (size_t i = 0; i < g.targets.size(); ++i) {
       if (!g.target_used[i] && g.targets[i].text != "Linear") {
         return Invalid(StrCat("config_groups.", g.name, ".targets[", i, "]"),
-                       StrCat("\"", g.targets[i].text, "\" matches no linear of the model that another group or "
+                       StrCat("\"", g.targets[i].text,
+                              "\" matches no linear of the model that another group or "
                               "`ignore` does not take first (targets read: Linear, module names, re: regexes)"));
       }
     }

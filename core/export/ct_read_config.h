@@ -7,13 +7,13 @@
 // (activation ordering with g_idx, sparsity, transforms, output activations) is refused naming the field.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
-#include <nlohmann/json.hpp>
 
 namespace quark::exporter {
 

@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "core/base/strings.h"
@@ -45,8 +44,8 @@ absl::Status CheckPlanned(const checkpoint::TensorInfo& info, const std::string&
                                                checkpoint::StDTypeName(spec.dtypes[0])));
     }
     if (info.shape != spec.shape) {
-      return absl::InvalidArgumentError(StrCat(name, ": shape [", StrJoin(info.shape, ", "), "], expected [",
-                                               StrJoin(spec.shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          StrCat(name, ": shape [", StrJoin(info.shape, ", "), "], expected [", StrJoin(spec.shape, ", "), "]"));
     }
     return absl::OkStatus();
   }
@@ -88,14 +87,15 @@ absl::StatusOr<std::shared_ptr<CtWeightSource>> CtWeightSource::Open(const std::
   if (json.is_discarded() || !json.is_object() || !json.contains("quantization_config") ||
       !json["quantization_config"].is_object() ||
       json["quantization_config"].value("quant_method", "") != "compressed-tensors") {
-    return absl::InvalidArgumentError(
-        StrCat(path, ": no quantization_config with quant_method \"compressed-tensors\" (not a compressed-tensors export)"));
+    return absl::InvalidArgumentError(StrCat(
+        path, ": no quantization_config with quant_method \"compressed-tensors\" (not a compressed-tensors export)"));
   }
   auto model = checkpoint::ParseModelConfig(*text, path);
   if (!model.ok()) return model.status();
   if (checkpoint::HasRoutedExperts(*model)) {
-    return absl::UnimplementedError(StrCat(path, ": a compressed-tensors export of an MoE model is not read "
-                                                 "(the exporter writes none)"));
+    return absl::UnimplementedError(StrCat(path,
+                                           ": a compressed-tensors export of an MoE model is not read "
+                                           "(the exporter writes none)"));
   }
   const std::vector<ModuleInfo> modules = ModulesFromConfig(*model);
   auto config = ConfigFromCompressedTensors(json["quantization_config"], modules);
@@ -183,7 +183,8 @@ absl::StatusOr<std::optional<QuantParams>> CtWeightSource::StaticParams(const st
   }
   auto scale = Stored(scale_name);
   if (!scale.ok()) return scale.status();
-  if (scale->numel() != 1) return absl::InvalidArgumentError(StrCat(scale_name, ": ", scale->numel(), " values, not 1"));
+  if (scale->numel() != 1)
+    return absl::InvalidArgumentError(StrCat(scale_name, ": ", scale->numel(), " values, not 1"));
   QuantParams params;
   params.scale = scale->to(ScaleDtypeFor(*spec, compute_dtype())).reshape({});
   params.zero_point = at::zeros({}, at::kInt);

@@ -48,8 +48,8 @@ TEST(CtEvalTest, ThePipelineReadsTheCompressedTensorsExportBackAsItReadsHfQuark)
   const std::string text = testing::SmallEvalText();
   struct Case {
     const char* preset;
-    bool kv_fp8;      // the KV cache read back is quantized after RoPE, as vLLM serves it (quantize/reload.cc): an
-                      // export's perplexity, HF-quark's or compressed-tensors', then differs from the fake-quantized
+    bool kv_fp8;       // the KV cache read back is quantized after RoPE, as vLLM serves it (quantize/reload.cc): an
+                       // export's perplexity, HF-quark's or compressed-tensors', then differs from the fake-quantized
     double tolerance;  // of ppl_compressed_tensors vs ppl_reloaded (relative)
   };
   // NVFP4's global scales are stored as float32 divisors (ct_source.h): within an ulp, not bit for bit.

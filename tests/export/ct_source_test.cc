@@ -2,6 +2,8 @@
 // HF-quark export of the same pass read back (which equals the fake-quantized model, ExportRoundTripTest) bit for bit
 // but NVFP4 (its global scale is stored as a float32 divisor: within an ulp of the product), the static activation
 // and KV-cache parameters equal, the config read back is the engine's spec; bad configs refused naming the key.
+#include "core/export/ct_source.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +17,6 @@
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_read_config.h"
-#include "core/export/ct_source.h"
 #include "core/export/hf_quark_layout.h"
 #include "tests/export/ct_test_export.h"
 
@@ -78,8 +79,7 @@ void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model
           ++exact;
           continue;
         }
-        EXPECT_TRUE(nvfp4) << c10::toString(dtype) << ": max |diff| "
-                           << (*mine - *ref).abs().max().item<float>();
+        EXPECT_TRUE(nvfp4) << c10::toString(dtype) << ": max |diff| " << (*mine - *ref).abs().max().item<float>();
         const at::Tensor diff = (mine->to(at::kFloat) - ref->to(at::kFloat)).abs();
         const double ulps = dtype == at::kFloat ? std::ldexp(1.0, -22) : std::ldexp(1.0, -7);
         EXPECT_TRUE((diff <= ref->to(at::kFloat).abs() * ulps).all().item<bool>()) << c10::toString(dtype);
@@ -98,23 +98,7 @@ void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model
 }
 
 TEST_F(CtReadBackTest, EveryFormatReadsBackAsTheHfQuarkExportOfTheSamePass) {
-  const std::vector<std::pair<const char*, const std::string*>> cases = {
-      {"uint4_wo_32", model_},
-      {"int4_wo_64", model_},
-      {"uint4_wo_per_channel", model_},
-      {"int4_wo_per_channel", model_},
-      {"int8", model_},
-      {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
-      {"fp8", model_},
-      {"ptpc_fp8", model_},
-      {"fp8_block", tiled_},
-      {"nvfp4", model_},
-      {"nvfp4_weight_only", model_},
-      {"mxfp4", model_},
-      {"mxfp8", model_},
-      {"uint4_wo_32+gptq", model_},
-      {"uint4_wo_32+awq", model_}};
-  for (const auto& [preset, model] : cases) {
+  for (const auto& [preset, model] : AllFormatCases()) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
@@ -142,17 +126,10 @@ TEST_F(CtReadBackTest, ABfloat16ModelsSixteenBitGroupScalesReadBackExactly) {
 }
 
 TEST_F(CtReadBackTest, TheFp8KvCacheSchemeIsTheKOutputAndVOutputSpecWithTheirScales) {
-  QuantizeModelOptions o;
-  o.config = *PresetConfig("fp8");
-  ASSERT_TRUE(ApplyKvCacheDtype("fp8", o.config).ok());
-  o.num_calibration_samples = 2;
-  o.seq_len = 32;
-  o.calibration_file = testing::SmallEvalText();
-  o.output_dir = testing::TempPath("quark_ct_kv_read");
-  o.export_formats = {"hf_quark", "compressed_tensors"};
-  ASSERT_TRUE(QuantizeModel(*model_, o).ok());
-  auto ct = exporter::CtWeightSource::Open(o.output_dir + "/compressed_tensors");
-  auto hf = exporter::HfQuarkWeightSource::Open(o.output_dir + "/hf_quark");
+  auto dir = testing::ExportFp8WithKvCache(*model_, {"hf_quark", "compressed_tensors"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto ct = exporter::CtWeightSource::Open(*dir + "/compressed_tensors");
+  auto hf = exporter::HfQuarkWeightSource::Open(*dir + "/hf_quark");
   ASSERT_TRUE(ct.ok() && hf.ok()) << ct.status();
   for (const char* p : {"k_proj", "v_proj", "q_proj"}) {
     const std::string m = StrCat("model.layers.1.self_attn.", p);
@@ -188,12 +165,24 @@ std::vector<ModuleInfo> TwoLinears() {
 }
 
 Json GoodConfig() {
-  const Json w = {{"num_bits", 4},     {"type", "int"},  {"symmetric", true}, {"strategy", "group"},
-                  {"group_size", 32},  {"dynamic", false}, {"actorder", nullptr}, {"observer", "minmax"},
-                  {"observer_kwargs", Json::object()}, {"block_structure", nullptr}};
-  return {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}, {"ignore", {"lm_head"}},
-          {"quantization_status", "compressed"},  {"version", "0.18.0"},       {"kv_cache_scheme", nullptr},
-          {"sparsity_config", Json::object()},    {"transform_config", Json::object()},
+  const Json w = {{"num_bits", 4},
+                  {"type", "int"},
+                  {"symmetric", true},
+                  {"strategy", "group"},
+                  {"group_size", 32},
+                  {"dynamic", false},
+                  {"actorder", nullptr},
+                  {"observer", "minmax"},
+                  {"observer_kwargs", Json::object()},
+                  {"block_structure", nullptr}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "pack-quantized"},
+          {"ignore", {"lm_head"}},
+          {"quantization_status", "compressed"},
+          {"version", "0.18.0"},
+          {"kv_cache_scheme", nullptr},
+          {"sparsity_config", Json::object()},
+          {"transform_config", Json::object()},
           {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"format", "pack-quantized"}}}}}};
 }
 
@@ -239,16 +228,25 @@ TEST(CtReadConfigTest, UnknownKeysAndValuesAreRefusedNamingThem) {
       {[&](Json& qc) { g(qc)["output_activations"] = g(qc)["weights"]; }, "config_groups.group_0.output_activations",
        absl::StatusCode::kUnimplemented},
       {[&](Json& qc) { g(qc)["weights"] = nullptr; }, "config_groups.group_0.weights: missing"},
-      {[](Json& qc) { qc["config_groups"] = {{"W4A16", {"Linear"}}}; }, "config_groups.W4A16"},
+      {[](Json& qc) {
+         qc["config_groups"] = {{"W4A16", {"Linear"}}};
+       },
+       "config_groups.W4A16"},
       {[](Json& qc) { qc["ignore"] = {"re:("}; }, "ignore[0]: \"re:(\" is not a regex"},
       {[](Json& qc) { qc["quantization_status"] = "frozen"; }, "quantization_status: \"frozen\""},
       {[](Json& qc) { qc["quantization_status"] = "done"; }, "quantization_status: \"done\" is not a Quantization"},
-      {[](Json& qc) { qc["sparsity_config"] = {{"format", "sparse-bitmask"}}; }, "sparsity_config:",
-       absl::StatusCode::kUnimplemented},
-      {[](Json& qc) { qc["kv_cache_scheme"] = {{"num_bits", 4}, {"type", "int"}, {"strategy", "tensor"}}; },
+      {[](Json& qc) {
+         qc["sparsity_config"] = {{"format", "sparse-bitmask"}};
+       },
+       "sparsity_config:", absl::StatusCode::kUnimplemented},
+      {[](Json& qc) {
+         qc["kv_cache_scheme"] = {{"num_bits", 4}, {"type", "int"}, {"strategy", "tensor"}};
+       },
        "kv_cache_scheme"},
-      {[](Json& qc) { qc["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"},
-                                               {"dynamic", false}, {"colour", "red"}}; },
+      {[](Json& qc) {
+         qc["kv_cache_scheme"] = {
+             {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}, {"colour", "red"}};
+       },
        "kv_cache_scheme.colour"},
   };
   for (const Case& c : cases) {
