@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "core/base/strings.h"
@@ -15,6 +16,7 @@
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/tensor_view.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark::exporter {
 namespace {
@@ -65,17 +67,36 @@ std::string ExportQuantMethod(const std::string& dir) {
   return m != q->end() && m->is_string() ? m->get<std::string>() : "";
 }
 
-float CtGlobalScaleFromDivisor(float divisor) {
-  const float g = 1.0f / divisor;
-  if (1.0f / g == divisor) return g;
-  for (float toward : {INFINITY, 0.0f}) {  // the neighbours of fl(1 / divisor), nearest first
-    float x = g;
-    for (int step = 0; step < 2; ++step) {
-      x = std::nextafter(x, toward);
-      if (1.0f / x == divisor) return x;
-    }
+namespace {
+
+// Whether g is Nvfp4GlobalScale(a) = fl(a / 2688) for some float32 amax a, as every global scale the engine makes is;
+// about a third of float32 values are not (2688 = 21 * 128 spreads consecutive a over ~1.5 ulps of g).
+bool IsEngineGlobalScale(float g) {
+  float a = std::nextafter(std::nextafter(g * 2688.0f, 0.0f), 0.0f);
+  for (int step = 0; step < 5; ++step, a = std::nextafter(a, INFINITY)) {
+    if (kernels::Nvfp4GlobalScale(a) == g) return true;
   }
-  return g;
+  return false;
+}
+
+}  // namespace
+
+float CtGlobalScaleFromDivisor(float divisor) {
+  // The float32 preimages of the divisor (at most a few around fl(1 / divisor)), nearest to 1 / divisor first.
+  const float nearest = 1.0f / divisor;
+  std::vector<float> preimages;
+  for (float x : {nearest, std::nextafter(nearest, INFINITY), std::nextafter(nearest, 0.0f),
+                  std::nextafter(std::nextafter(nearest, INFINITY), INFINITY),
+                  std::nextafter(std::nextafter(nearest, 0.0f), 0.0f)}) {
+    if (1.0f / x == divisor) preimages.push_back(x);
+  }
+  if (preimages.empty()) return nearest;
+  // Of two preimages, the one the engine's formula can produce; else the nearest.
+  std::vector<float> engine;
+  for (float x : preimages) {
+    if (IsEngineGlobalScale(x)) engine.push_back(x);
+  }
+  return engine.size() == 1 ? engine[0] : preimages[0];
 }
 
 absl::StatusOr<std::shared_ptr<CtWeightSource>> CtWeightSource::Open(const std::string& dir,

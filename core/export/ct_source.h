@@ -5,9 +5,9 @@
 //
 // Exactness: the weights equal the fake-quantized model's bit for bit for every format but NVFP4. NVFP4's global
 // scale is stored as compressed-tensors' divisor, the float32 reciprocal of the engine's multiplier, and a float32
-// reciprocal does not always round-trip (about a third of float32 divisors have two preimages): the reader takes the
-// preimage nearest 1 / divisor, which is the engine's scale or its float32 neighbour, so an NVFP4 weight may differ
-// from the fake-quantized one by an ulp of the product (CtGlobalScaleFromDivisor).
+// reciprocal does not always round-trip (about a quarter of the divisors have two float32 preimages): the reader
+// picks one (CtGlobalScaleFromDivisor), the engine's scale or its float32 neighbour, so an NVFP4 weight may differ
+// from the fake-quantized one by an ulp of the product, and an activation's global scale by one ulp.
 #pragma once
 
 #include <map>
@@ -23,8 +23,9 @@ namespace quark::exporter {
 /// readable config.json or no quantization_config.
 std::string ExportQuantMethod(const std::string& dir);
 
-/// The engine's NVFP4 global scale (the multiplier amax / 2688) of a stored compressed-tensors divisor `divisor`
-/// (2688 / amax as float32): the float32 g nearest 1 / divisor whose float32 reciprocal is `divisor`.
+/// The engine's NVFP4 global scale (the multiplier fl(amax / 2688)) of a stored compressed-tensors divisor `divisor`
+/// (float32): among the float32 g whose float32 reciprocal is `divisor`, the one fl(a / 2688) can give for a float32
+/// a when exactly one can, else the one nearest 1 / divisor (fl(1 / divisor) when it round-trips).
 float CtGlobalScaleFromDivisor(float divisor);
 
 class CtWeightSource : public HfQuarkWeightSource {
