@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_read_config.h"
@@ -139,6 +141,49 @@ TEST_F(CtReadBackTest, TheFp8KvCacheSchemeIsTheKOutputAndVOutputSpecWithTheirSca
     ASSERT_TRUE(a.ok() && b.ok()) << a.status();
     ExpectParamsEqual(a->output, b->output, p);
     EXPECT_EQ(a->output.has_value(), std::string(p) != "q_proj") << m;
+  }
+}
+
+// Newer llm-compressor writes the KV-cache scales on the attention (`self_attn.k_scale` / `v_scale`) instead of the
+// legacy `k_proj.output_scale` / `v_proj.output_scale` our writer uses (vLLM reads both): the reader takes either.
+TEST_F(CtReadBackTest, AttentionLevelKvScalesReadAsTheLegacyOnes) {
+  auto dir = testing::ExportFp8WithKvCache(*model_, {"compressed_tensors"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reader = checkpoint::CheckpointReader::Open(*dir);
+  ASSERT_TRUE(reader.ok());
+  const auto renamed = [](std::string name) {
+    for (const char* p : {"k", "v"}) {
+      const std::string legacy = StrCat(".", p, "_proj.output_scale");
+      if (name.size() > legacy.size() && name.compare(name.size() - legacy.size(), legacy.size(), legacy) == 0) {
+        return StrCat(name.substr(0, name.size() - legacy.size()), ".", p, "_scale");
+      }
+    }
+    return name;
+  };
+  std::vector<checkpoint::PlannedTensor> plan;
+  for (const std::string& name : (*reader)->Names()) {
+    auto ref = (*reader)->Get(name);
+    plan.push_back({renamed(name), ref->info->dtype, ref->info->shape});
+  }
+  const std::string moved = testing::TempPath("quark_ct_kv_attention");
+  auto writer = checkpoint::CheckpointWriter::Create(moved, plan);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const std::string& name : (*reader)->Names()) {
+    ASSERT_TRUE((*writer)->Write(renamed(name), (*reader)->Get(name)->bytes()).ok()) << name;
+  }
+  ASSERT_TRUE((*writer)->Finish().ok());
+  fs::copy_file(*dir + "/config.json", moved + "/config.json");
+  auto legacy = exporter::CtWeightSource::Open(*dir);
+  auto attention = exporter::CtWeightSource::Open(moved);
+  ASSERT_TRUE(legacy.ok() && attention.ok()) << attention.status();
+  EXPECT_FALSE((*attention)->Has("model.layers.1.self_attn.k_proj.output_scale"));
+  for (const char* p : {"k_proj", "v_proj"}) {
+    const std::string m = StrCat("model.layers.1.self_attn.", p);
+    auto a = (*attention)->Activations(m);
+    auto b = (*legacy)->Activations(m);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+    ASSERT_TRUE(a->output.has_value()) << m;
+    ExpectParamsEqual(a->output, b->output, p);
   }
 }
 
