@@ -16,7 +16,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* const kLabels[] = {"float", "fake_quant", "reloaded", "gguf"};
+const char* const kLabels[] = {"float", "fake_quant", "reloaded", "gguf", "compressed_tensors"};
+
+bool IsLabel(const std::string& s) {
+  return std::any_of(std::begin(kLabels), std::end(kLabels), [&s](const char* label) { return s == label; });
+}
 
 // The model label a metric name ends with ("_float", "_reloaded", ...), or "".
 std::string LabelSuffix(const std::string& name) {
@@ -28,7 +32,9 @@ std::string LabelSuffix(const std::string& name) {
 
 void AddPerplexity(const std::map<std::string, double>& m, Json& report) {
   const std::pair<const char*, const char*> names[] = {
-      {"ppl_before", "float"}, {"ppl_after", "fake_quant"}, {"ppl_reloaded", "reloaded"}, {"ppl_gguf", "gguf"}};
+      {"ppl_before", "float"},      {"ppl_after", "fake_quant"},
+      {"ppl_reloaded", "reloaded"}, {"ppl_gguf", "gguf"},
+      {"ppl_compressed_tensors", "compressed_tensors"}};
   for (const auto& [metric, label] : names) {
     if (auto it = m.find(metric); it != m.end()) report["perplexity"][label] = it->second;
   }
@@ -42,7 +48,7 @@ void AddKld(const std::map<std::string, double>& m, Json& report) {
     for (const auto& [prefix, figure] : figures) {
       if (!absl::StartsWith(name, prefix)) continue;
       const std::string label = name.substr(std::string(prefix).size());
-      if (label.find('_') == std::string::npos) report["kld"][label][figure] = value;
+      if (label.find('_') == std::string::npos || IsLabel(label)) report["kld"][label][figure] = value;
       break;  // "kld_mean_stderr_" is tried before "kld_mean_"
     }
   }

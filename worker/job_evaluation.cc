@@ -17,6 +17,9 @@ std::vector<std::pair<std::string, std::string>> ReadableExports(const std::file
   if (std::find(formats.begin(), formats.end(), "gguf") != formats.end()) {
     exports.emplace_back("gguf", (output_dir / "model.gguf").string());
   }
+  if (std::find(formats.begin(), formats.end(), "compressed_tensors") != formats.end()) {  // #30 item 2
+    exports.emplace_back("compressed_tensors", (one ? output_dir : output_dir / "compressed_tensors").string());
+  }
   return exports;
 }
 
@@ -26,7 +29,7 @@ absl::Status CheckJobEvaluation(const PipelineRequest& request, const std::vecto
   if ((plan.kld || !plan.max_task_drop.empty()) && ReadableExports("", formats).empty()) {
     return absl::InvalidArgumentError(
         "spec.evaluation.kld: compares an export read back with the float model, and spec.export_formats holds "
-        "neither hf_quark nor gguf");
+        "none of hf_quark, gguf, compressed_tensors");
   }
   if (!plan.tasks.empty() && request.tasks_dir.empty()) {
     return absl::FailedPreconditionError(

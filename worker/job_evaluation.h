@@ -1,6 +1,6 @@
 // The job's evaluation beyond perplexity (spec.evaluation.tasks / kld and their gates), run by the engine pipeline
 // after QuantizeModel has written the exports: the float model and each export the engine reads back (hf_quark,
-// gguf) are scored (core/eval/model_evaluation.h); progress phase "evaluate" per step with the time left.
+// gguf, compressed_tensors) are scored (core/eval/model_evaluation.h); progress phase "evaluate" per step with the time left.
 #pragma once
 
 #include <string>
@@ -14,8 +14,9 @@
 namespace quark::worker {
 
 /// (label, path) of the exports the engine reads back, in output_dir's layout for `formats` (engine names):
-/// one format = output_dir itself (GGUF: output_dir/model.gguf), several = output_dir/hf_quark, output_dir/model.gguf.
-/// "reloaded" is the HF-quark export, "gguf" the GGUF; ONNX is not read back.
+/// one format = output_dir itself (GGUF: output_dir/model.gguf), several = output_dir/hf_quark, output_dir/model.gguf,
+/// output_dir/compressed_tensors. "reloaded" is the HF-quark export, "gguf" the GGUF, "compressed_tensors" the
+/// compressed-tensors export (#30); ONNX is not read back.
 std::vector<std::pair<std::string, std::string>> ReadableExports(const std::filesystem::path& output_dir,
                                                                  const std::vector<std::string>& formats);
 

@@ -66,7 +66,7 @@ int RunEval(const EvalArgs& args) {
 void Setup(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* eval = app.add_subcommand("eval", "Perplexity of a model on a text (non-overlapping windows, streamed by layer)");
-  eval->add_option("--model", args->model, "HF model folder (float, or an HF-quark export: packed weights and its activation quantization) or a GGUF file (with --text: the "
+  eval->add_option("--model", args->model, "HF model folder (float, or an HF-quark or compressed-tensors export: packed weights and its activation quantization) or a GGUF file (with --text: the "
                   "tokenizer.model beside it)")->required();
   eval->add_option("--text", args->text, "text file, encoded whole as [BOS] + tokens");
   eval->add_option("--token-ids", args->token_ids, "pre-tokenized ids (whitespace/comma separated) instead of --text");

@@ -165,9 +165,12 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   const auto& m = report->metrics;
   auto metric = [&m](const char* key) { return m.count(key) ? fmt::format("{:.4f}", m.at(key)) : std::string("-"); };
   if (m.count("ppl_before")) {
-    std::cout << fmt::format("perplexity: float {}  quantized {}  reloaded {}{}\n", metric("ppl_before"),
+    std::cout << fmt::format("perplexity: float {}  quantized {}  reloaded {}{}{}\n", metric("ppl_before"),
                              metric("ppl_after"), metric("ppl_reloaded"),
-                             m.count("ppl_gguf") ? "  gguf " + metric("ppl_gguf") : std::string());
+                             m.count("ppl_gguf") ? "  gguf " + metric("ppl_gguf") : std::string(),
+                             m.count("ppl_compressed_tensors")  // #30 item 2
+                                 ? "  compressed_tensors " + metric("ppl_compressed_tensors")
+                                 : std::string());
   }
   if (m.count("export_weight_differences") && m.at("export_weight_differences") > 0) {
     // Real quantization rounds x / s + z, fake quantization round(x / s) + z (numerics.md): ties land apart.

@@ -2,7 +2,7 @@
 // verdict on the figures. No LibTorch: quarkd refuses a bad plan at SubmitJob with the same checks the worker makes.
 //
 // Metric names (JobResult.metrics), for each model label L — "float", and each export read back: "reloaded" (the
-// HF-quark export), "gguf":
+// HF-quark export), "gguf", "compressed_tensors":
 //   <task>_<metric>_L, <task>_<metric>_stderr_L   e.g. arc_easy_acc_float, arc_easy_acc_norm_reloaded (tasks)
 //   kld_mean_L, kld_median_L, kld_p99_L, kld_same_top_L, kld_delta_p_L   (exports only, against the float model)
 #pragma once

@@ -1,22 +1,16 @@
 #include "core/eval/opened_model.h"
 
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-
+#include "core/export/ct_source.h"
 #include "core/quantize/reload.h"
 
 namespace quark::eval {
 namespace {
 
-// An HF folder whose config.json carries quantization_config.quant_method "quark" (our export, or Quark's).
+// An HF folder whose config.json carries quantization_config.quant_method "quark" (our export, or Quark's) or
+// "compressed-tensors" (#30 item 2: ours, or llm-compressor's).
 bool IsQuarkExport(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return false;
-  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) return false;
-  const auto q = config.find("quantization_config");
-  return q != config.end() && q->is_object() && q->value("quant_method", "") == "quark";
+  const std::string method = exporter::ExportQuantMethod(dir);
+  return method == "quark" || method == "compressed-tensors";
 }
 
 }  // namespace

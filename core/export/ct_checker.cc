@@ -273,6 +273,12 @@ std::vector<std::string> CtQuantizationConfigProblems(const Json& qc) {
   return out;
 }
 
+std::vector<std::string> CtArgsProblems(const Json& args, const std::string& path, bool activation) {
+  std::vector<std::string> out;
+  ArgsProblems(args, path, activation, out);
+  return out;
+}
+
 Json CtGroupFor(const Json& qc, const std::string& module) {
   if (qc.contains("ignore") && qc["ignore"].is_array()) {
     for (const Json& e : qc["ignore"]) {

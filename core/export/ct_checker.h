@@ -19,6 +19,11 @@ namespace quark::exporter {
 /// tensor_group, "local" only for tensor_group), a group format other than the compressed ones.
 std::vector<std::string> CtQuantizationConfigProblems(const nlohmann::json& qc);
 
+/// Problems of one QuantizationArgs at key path `path` (the checks CtQuantizationConfigProblems runs on every group's
+/// weights and activations): keys outside the library's fields, type / strategy / num_bits outside their enums, the
+/// library's validators. `activation`: an input or output spec (no actorder).
+std::vector<std::string> CtArgsProblems(const nlohmann::json& args, const std::string& path, bool activation);
+
 /// The config group vLLM applies to linear `module` (null JSON when `ignore` names it: exact or "re:" regex; or when no
 /// group targets it): targets "Linear" (any linear), the exact name or a "re:" regex, first group in key order.
 nlohmann::json CtGroupFor(const nlohmann::json& qc, const std::string& module);

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,10 @@
 
 namespace quark::exporter {
 
+/// A stored tensor of the linear being read back, by its suffix ("weight_packed", "weight_scale", ...), in its
+/// safetensors dtype (float8 as uint8 bytes); NOT_FOUND naming the tensor when the export lacks it.
+using CtStoredTensor = std::function<absl::StatusOr<at::Tensor>(const std::string& suffix)>;
+
 struct CtFamily {
   /// The compression format names this family writes ("pack-quantized", ...).
   std::vector<std::string_view> formats;
@@ -26,6 +31,11 @@ struct CtFamily {
   /// The values of those tensors, in the same order, from the unpacked codes `q` (any dtype; the caller casts).
   absl::StatusOr<std::vector<at::Tensor>> (*values)(const RealQuantized& q, const QuantSpec& w, int64_t out,
                                                     int64_t in);
+  /// The inverse, for the reader (ct_source.h), under the spec the reader gives `w` (integer grids signed: unsigned
+  /// schemes are stored shifted to signed ones): the codes in [out, in] (int8 values; uint8 bit patterns for floats),
+  /// scale and zero point in compressed-tensors' shapes (the caller reshapes them to the numerics' parameter shape),
+  /// NVFP4's global scale as stored (the divisor). Errors name the tensor and the rule.
+  absl::StatusOr<RealQuantized> (*unpack)(const CtStoredTensor& get, const QuantSpec& w, int64_t out, int64_t in);
 };
 
 /// The family writing `format`; nullptr when none does.

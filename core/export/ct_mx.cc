@@ -41,8 +41,28 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return std::vector<at::Tensor>{*packed, q.scale};
 }
 
+absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
+  const bool fp4 = w.ElementType() == DType::kFp4;
+  auto stored = get(fp4 ? "weight_packed" : "weight");
+  if (!stored.ok()) return stored.status();
+  RealQuantized q;
+  if (fp4) {
+    auto codes = UnpackFp4(stored->contiguous());
+    if (!codes.ok()) {
+      return absl::InvalidArgumentError(StrCat("weight_packed: ", std::string(codes.status().message())));
+    }
+    q.codes = *codes;
+  } else {
+    q.codes = stored->to(at::kByte);  // float8_e4m3fn bytes
+  }
+  auto scale = get("weight_scale");
+  if (!scale.ok()) return scale.status();
+  q.scale = scale->to(at::kByte).contiguous();  // E8M0 bytes, as the engine keeps them
+  return q;
+}
+
 }  // namespace
 
-const CtFamily kCtMx = {{"mxfp4-pack-quantized", "mxfp8-quantized"}, &Specs, &Values};
+const CtFamily kCtMx = {{"mxfp4-pack-quantized", "mxfp8-quantized"}, &Specs, &Values, &Unpack};
 
 }  // namespace quark::exporter

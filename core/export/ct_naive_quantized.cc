@@ -38,8 +38,26 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return v;
 }
 
+absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
+  const DType el = w.ElementType();
+  const bool integer = IsIntegerType(el);
+  if (IsUnsigned(el)) return absl::InternalError(StrCat("int-quantized unpacks signed grids, not ", Name(el)));
+  auto weight = get("weight");
+  if (!weight.ok()) return weight.status();
+  auto scale = get("weight_scale");
+  if (!scale.ok()) return scale.status();
+  RealQuantized q;
+  q.codes = integer ? weight->to(at::kChar) : weight->to(at::kByte);  // int8 codes, float8_e4m3fn bytes
+  q.scale = scale->to(at::kFloat);
+  if (!integer || w.symmetric) return q;
+  auto zp = get("weight_zero_point");
+  if (!zp.ok()) return zp.status();
+  q.zero_point = zp->to(at::kInt);
+  return q;
+}
+
 }  // namespace
 
-const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &Specs, &Values};
+const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &Specs, &Values, &Unpack};
 
 }  // namespace quark::exporter

@@ -30,8 +30,21 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return std::vector<at::Tensor>{*packed, q.scale, at::reciprocal(q.global_scale.to(at::kFloat)).reshape({1})};
 }
 
+// global_scale: the stored divisor (2688 / amax); the reader (ct_source.cc) turns it into the engine's multiplier.
+absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&, int64_t, int64_t) {
+  auto packed = get("weight_packed");
+  if (!packed.ok()) return packed.status();
+  auto codes = UnpackFp4(packed->contiguous());
+  if (!codes.ok()) return absl::InvalidArgumentError(StrCat("weight_packed: ", std::string(codes.status().message())));
+  auto scale = get("weight_scale");
+  if (!scale.ok()) return scale.status();
+  auto global = get("weight_global_scale");
+  if (!global.ok()) return global.status();
+  return RealQuantized{*codes, scale->contiguous(), at::Tensor(), global->to(at::kFloat).reshape({})};
+}
+
 }  // namespace
 
-const CtFamily kCtNvfp4 = {{"nvfp4-pack-quantized"}, &Specs, &Values};
+const CtFamily kCtNvfp4 = {{"nvfp4-pack-quantized"}, &Specs, &Values, &Unpack};
 
 }  // namespace quark::exporter

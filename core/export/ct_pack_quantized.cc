@@ -52,6 +52,48 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return v;
 }
 
+// Stored offset-binary values back to signed codes (v - 2^(b-1)) as int8: the reader's specs are signed.
+at::Tensor SignedCodes(const at::Tensor& stored, int bits) { return (stored - (1 << (bits - 1))).to(at::kChar); }
+
+absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t out, int64_t in) {
+  const DType el = w.ElementType();
+  if (IsUnsigned(el)) return absl::InternalError(StrCat("pack-quantized unpacks signed grids, not ", Name(el)));
+  const int bits = IntegerBits(el);
+  auto shape = get("weight_shape");
+  if (!shape.ok()) return shape.status();
+  const at::Tensor nk = shape->to(at::kLong).flatten();
+  if (nk.numel() != 2 || nk[0].item<int64_t>() != out || nk[1].item<int64_t>() != in) {
+    const std::vector<int64_t> values(nk.data_ptr<int64_t>(), nk.data_ptr<int64_t>() + nk.numel());
+    return absl::InvalidArgumentError(
+        StrCat("weight_shape: (", StrJoin(values, ", "), "), the module is (", out, ", ", in, ")"));
+  }
+  auto words = get("weight_packed");
+  if (!words.ok()) return words.status();
+  auto stored = CtUnpackFromInt32(*words, bits, in);
+  if (!stored.ok()) {
+    return absl::InvalidArgumentError(StrCat("weight_packed: ", std::string(stored.status().message())));
+  }
+  auto scale = get("weight_scale");
+  if (!scale.ok()) return scale.status();
+  RealQuantized q;
+  q.codes = SignedCodes(*stored, bits);
+  q.scale = scale->to(at::kFloat);
+  if (w.symmetric) return q;
+  auto zp = get("weight_zero_point");
+  if (!zp.ok()) return zp.status();
+  if (!PacksZeroPoint(w)) {  // per tensor: int8 [1], already signed
+    q.zero_point = zp->to(at::kInt);
+    return q;
+  }
+  // [ceil(N*b/32), groups] packed along N: unpack the transpose along its last axis.
+  auto zp_stored = CtUnpackFromInt32(zp->t().contiguous(), bits, out);
+  if (!zp_stored.ok()) {
+    return absl::InvalidArgumentError(StrCat("weight_zero_point: ", std::string(zp_stored.status().message())));
+  }
+  q.zero_point = SignedCodes(zp_stored->t().contiguous(), bits).to(at::kInt);
+  return q;
+}
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> CtPackToInt32(const at::Tensor& codes, int bits, bool is_signed) {
@@ -104,6 +146,6 @@ absl::StatusOr<at::Tensor> CtUnpackFromInt32(const at::Tensor& words, int bits, 
   return out;
 }
 
-const CtFamily kCtPackQuantized = {{"pack-quantized"}, &Specs, &Values};
+const CtFamily kCtPackQuantized = {{"pack-quantized"}, &Specs, &Values, &Unpack};
 
 }  // namespace quark::exporter

@@ -38,11 +38,15 @@ absl::StatusOr<std::shared_ptr<HfQuarkWeightSource>> HfQuarkWeightSource::Open(c
   if (!reader.ok()) return reader.status();
   std::shared_ptr<HfQuarkWeightSource> source(
       new HfQuarkWeightSource(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader))));
-  source->config_ = *std::move(config);
-  source->model_ = *std::move(model);
-  source->plan_ = BuildLayerPlan(source->config_, ModulesFromConfig(source->model_));
-  source->compute_dtype_ = compute_dtype;
+  source->SetUp(*std::move(config), *std::move(model), compute_dtype);
   return source;
+}
+
+void HfQuarkWeightSource::SetUp(Config config, checkpoint::ModelConfig model, at::ScalarType compute_dtype) {
+  config_ = std::move(config);
+  model_ = std::move(model);
+  plan_ = BuildLayerPlan(config_, ModulesFromConfig(model_));
+  compute_dtype_ = compute_dtype;
 }
 
 absl::StatusOr<at::Tensor> HfQuarkWeightSource::Dequantized(const std::string& module, const QuantSpec& spec,

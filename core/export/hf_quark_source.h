@@ -1,5 +1,6 @@
 // Reads Quark's HF export back: a WeightSource that dequantizes the packed weights of every quantized linear on
 // load (so the runtime can stream and evaluate an exported model), and the exported static activation scales.
+// A compressed-tensors export is read by the subclass CtWeightSource (ct_source.h), which decodes its own tensors.
 #pragma once
 
 #include <memory>
@@ -48,13 +49,22 @@ class HfQuarkWeightSource : public runtime::WeightSource {
   const Config& config() const { return config_; }
   const checkpoint::ModelConfig& model_config() const { return model_; }
 
- private:
+ protected:
   explicit HfQuarkWeightSource(std::shared_ptr<const checkpoint::CheckpointReader> reader)
       : reader_(reader), float_(std::move(reader)) {}
-  absl::StatusOr<at::Tensor> Dequantized(const std::string& module, const QuantSpec& spec, at::ScalarType dtype) const;
-  absl::StatusOr<std::optional<QuantParams>> StaticParams(const std::string& module, const std::optional<QuantSpec>& spec,
-                                                          const char* prefix) const;
+  /// The engine Config the export was written with and the model's config; builds the layer plan.
+  void SetUp(Config config, checkpoint::ModelConfig model, at::ScalarType compute_dtype);
+  /// A quantized linear's weight [out, in] dequantized to `dtype` (float32, bfloat16 or float16; float64 via float32).
+  virtual absl::StatusOr<at::Tensor> Dequantized(const std::string& module, const QuantSpec& spec,
+                                                 at::ScalarType dtype) const;
+  /// The static parameters of `module`'s input ("input") or output ("output") quantization; empty when dynamic.
+  virtual absl::StatusOr<std::optional<QuantParams>> StaticParams(const std::string& module,
+                                                                  const std::optional<QuantSpec>& spec,
+                                                                  const char* prefix) const;
+  const checkpoint::CheckpointReader& reader() const { return *reader_; }
+  at::ScalarType compute_dtype() const { return compute_dtype_; }
 
+ private:
   std::shared_ptr<const checkpoint::CheckpointReader> reader_;
   runtime::CheckpointWeightSource float_;
   Config config_;

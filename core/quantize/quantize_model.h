@@ -117,7 +117,8 @@ struct QuantizeModelOptions {
 
 struct QuantizeModelReport {
   /// ppl_before, ppl_after (fake-quantized), ppl_reloaded (the HF-quark export read back), ppl_gguf (the GGUF export
-  /// read back; both only with that export and evaluation text),
+  /// read back), ppl_compressed_tensors (the compressed-tensors export read back, #30); each only with that export and
+  /// evaluation text,
   /// seconds_total, seconds_quantize, seconds_eval, num_layers, num_calibration_samples, calibration_tokens,
   /// resumed_at_layer (only when a checkpoint let the run skip layers).
   std::map<std::string, double> metrics;

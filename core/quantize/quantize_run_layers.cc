@@ -380,6 +380,15 @@ absl::Status QuantizeRun::EvaluateAfter() {
     if (!ppl.ok()) return ppl.status();
     report_.metrics["ppl_reloaded"] = *ppl;
   }
+  // #30 item 2: the compressed-tensors export read back as `quark eval` reads it (CtWeightSource).
+  for (const auto& e : exports_) {
+    if (e.format != "compressed_tensors") continue;
+    auto reloaded = quantize::OpenQuantizedExport(e.path, OnDevice());
+    if (!reloaded.ok()) return reloaded.status();
+    auto ppl = Evaluate(*reloaded->streamer, reloaded->hooks, "evaluate_reloaded", 1 - kEvalShare);
+    if (!ppl.ok()) return ppl.status();
+    report_.metrics["ppl_compressed_tensors"] = *ppl;
+  }
   report_.metrics["seconds_eval"] += Seconds(eval_start);
   return absl::OkStatus();
 }
@@ -391,7 +400,7 @@ absl::Status QuantizeRun::CheckAccuracyGate() const {
   std::string figures = StrCat("before ", before);
   std::string worst;
   double worst_increase = -1;
-  for (const std::string label : {"after", "reloaded", "gguf"}) {  // ppl_after, ppl_reloaded, ppl_gguf
+  for (const std::string label : {"after", "reloaded", "gguf", "compressed_tensors"}) {  // ppl_<label>
     auto it = m.find("ppl_" + label);
     if (it == m.end()) continue;
     figures += StrCat(", ", label, " ", it->second);

@@ -1,6 +1,7 @@
 #include "core/quantize/reload.h"
 
 #include "absl/strings/match.h"
+#include "core/export/ct_source.h"
 #include "core/numerics/fake_quant.h"
 #include "core/quantize/quant_linear.h"
 #include "core/runtime/llama_layer.h"
@@ -64,9 +65,16 @@ absl::Status InstallExported(const exporter::HfQuarkWeightSource& source, runtim
 }  // namespace
 
 absl::StatusOr<ReloadedModel> OpenQuantizedExport(const std::string& dir, runtime::StreamerOptions options) {
-  auto source = exporter::HfQuarkWeightSource::Open(dir, options.compute_dtype);
-  if (!source.ok()) return source.status();
-  std::shared_ptr<const exporter::HfQuarkWeightSource> shared = *std::move(source);
+  std::shared_ptr<const exporter::HfQuarkWeightSource> shared;
+  if (exporter::ExportQuantMethod(dir) == "compressed-tensors") {  // #30 item 2
+    auto source = exporter::CtWeightSource::Open(dir, options.compute_dtype);
+    if (!source.ok()) return source.status();
+    shared = *std::move(source);
+  } else {
+    auto source = exporter::HfQuarkWeightSource::Open(dir, options.compute_dtype);
+    if (!source.ok()) return source.status();
+    shared = *std::move(source);
+  }
   auto streamer = runtime::LayerStreamer::Create(shared->model_config(), shared, options);
   if (!streamer.ok()) return streamer.status();
   ReloadedModel model;

@@ -19,7 +19,8 @@ struct ReloadedModel {
   std::shared_ptr<const exporter::HfQuarkWeightSource> source;
 };
 
-/// Opens `dir` (an export written by QuantizeModel or Quark). Errors of HfQuarkWeightSource::Open pass through.
+/// Opens `dir` (an export written by QuantizeModel or Quark): HF-quark, or compressed-tensors (#30 item 2: its
+/// quantization_config's quant_method says which; CtWeightSource). Errors of the source's Open pass through.
 absl::StatusOr<ReloadedModel> OpenQuantizedExport(const std::string& dir, runtime::StreamerOptions options = {});
 
 }  // namespace quark::quantize

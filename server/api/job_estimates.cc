@@ -91,7 +91,8 @@ estimate::JobInputs Inputs(const quark::Config& config, const quark::v1::Calibra
     }
   }
   job.accuracy_gate = eval.has_max_ppl_increase();
-  // #31: tasks on the float model and each export the engine reads back (hf_quark, gguf); KLD of each of those.
+  // #31: tasks on the float model and each export the engine reads back (hf_quark, gguf, compressed_tensors); KLD of
+  // each of those.
   int64_t readable = 0;
   for (estimate::ExportKind kind : job.formats) readable += kind == estimate::ExportKind::kOnnx ? 0 : 1;
   const quark::eval::EvaluationPlan plan = quark::eval::PlanFromProto(eval);

@@ -63,6 +63,23 @@ TEST(JobReportTest, MetricsBecomeTablesPerModel) {
   EXPECT_NE(svg.find("Δp histogram, reloaded"), std::string::npos);
 }
 
+// #30 item 2: a compressed-tensors export read back is a model of the report like the HF-quark one.
+TEST(JobReportTest, TheCompressedTensorsExportIsAModelOfItsOwn) {
+  quark::v1::Job job = EvaluatedJob();
+  auto& m = *job.mutable_result()->mutable_metrics();
+  m["ppl_compressed_tensors"] = 10.7;
+  m["arc_easy_acc_compressed_tensors"] = 0.75;
+  m["kld_mean_compressed_tensors"] = 0.0125;
+  m["kld_mean_stderr_compressed_tensors"] = 0.002;
+  const nlohmann::json r = BuildJobReport(job, nlohmann::json());
+  EXPECT_EQ(r["models"], nlohmann::json({"float", "fake_quant", "reloaded", "compressed_tensors"}));
+  EXPECT_EQ(r["perplexity"]["compressed_tensors"], 10.7);
+  EXPECT_EQ(r["tasks"]["arc_easy"]["acc"]["compressed_tensors"], 0.75);
+  EXPECT_EQ(r["kld"]["compressed_tensors"]["mean"], 0.0125);
+  EXPECT_EQ(r["kld"]["compressed_tensors"]["mean_stderr"], 0.002);
+  EXPECT_NE(ReportMarkdown(r).find("| float | reloaded | compressed_tensors |"), std::string::npos) << ReportMarkdown(r);
+}
+
 TEST(JobReportTest, AFailedGateWithoutAManifestComesFromTheError) {
   quark::v1::Job job = EvaluatedJob();
   job.set_state(quark::v1::JOB_STATE_FAILED);

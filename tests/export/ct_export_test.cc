@@ -201,21 +201,13 @@ TEST(CtFormatsTest, TheSubmitCheckKnowsTheFormatsTheWriterWrites) {
 }
 
 TEST_F(CtExportTest, AnFp8KvCacheIsTheKvCacheSchemeWithItsLegacyScaleNames) {
-  QuantizeModelOptions o;
-  o.config = *PresetConfig("fp8");
-  ASSERT_TRUE(ApplyKvCacheDtype("fp8", o.config).ok());
-  o.num_calibration_samples = 2;
-  o.seq_len = 32;
-  o.calibration_file = testing::SmallEvalText();
-  o.output_dir = testing::TempPath("quark_ct_kv");
-  o.export_formats = {"compressed_tensors"};
-  auto report = QuantizeModel(*model_, o);
-  ASSERT_TRUE(report.ok()) << report.status();
-  const auto qc = nlohmann::json::parse(std::ifstream(o.output_dir + "/config.json"))["quantization_config"];
+  auto dir = testing::ExportFp8WithKvCache(*model_, {"compressed_tensors"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const auto qc = nlohmann::json::parse(std::ifstream(*dir + "/config.json"))["quantization_config"];
   EXPECT_EQ(qc["kv_cache_scheme"]["num_bits"], 8);
   EXPECT_EQ(qc["kv_cache_scheme"]["type"], "float");
   EXPECT_EQ(qc["kv_cache_scheme"]["strategy"], "tensor");
-  auto reader = CheckpointReader::Open(o.output_dir);
+  auto reader = CheckpointReader::Open(*dir);
   ASSERT_TRUE(reader.ok());
   // vLLM maps `k_proj.output_scale` / `v_proj.output_scale` to the attention's k_scale / v_scale.
   for (const char* p : {"k_proj", "v_proj"}) {

@@ -3,7 +3,8 @@
 // quantization_config with its pydantic models, decompresses every quantized linear, and its weights must equal the
 // engine's dequantized weights (the HF-quark export of the same pass read back, which equals the fake-quantized
 // model) bit for bit in the dtype the library returns. Also checked against the library: `version`, the format it
-// infers per group, and its own serialisation of our QuantizationArgs (scale_dtype, zp_dtype, ...).
+// infers per group, and its own serialisation of our QuantizationArgs (scale_dtype, zp_dtype, ...); and the engine's
+// own reader of the compressed-tensors folder (CtWeightSource, #30 item 2) gives the library's bits too.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/export/hf_quark_layout.h"
+#include "core/export/ct_source.h"
 #include "core/export/hf_quark_source.h"
 #include "tests/export/ct_test_export.h"
 
@@ -51,22 +53,7 @@ int64_t DifferingElements(const at::Tensor& peer, const at::Tensor& ours) {
 class CtPeerTest : public testing::CtModelsTest {};
 
 TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
-  const std::vector<std::pair<const char*, const std::string*>> cases = {
-      {"uint4_wo_32", model_},
-      {"int4_wo_64", model_},
-      {"uint4_wo_per_channel", model_},
-      {"int8", model_},
-      {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
-      {"fp8", model_},
-      {"ptpc_fp8", model_},
-      {"fp8_block", tiled_},
-      {"nvfp4", model_},
-      {"nvfp4_weight_only", model_},
-      {"mxfp4", model_},  // #30 item 4
-      {"mxfp8", model_},
-      {"uint4_wo_32+gptq", model_},
-      {"uint4_wo_32+awq", model_}};
-  for (const auto& [preset, model] : cases) {
+  for (const auto& [preset, model] : AllFormatCases()) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
@@ -88,7 +75,9 @@ TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
     EXPECT_TRUE(report["args_diffs"].empty()) << report["args_diffs"].dump();
     auto peer = checkpoint::CheckpointReader::OpenFile(out);
     auto ours = exporter::HfQuarkWeightSource::Open(e->hf_quark);
+    auto reader = exporter::CtWeightSource::Open(e->compressed_tensors);  // #30 item 2: our reader of the same folder
     ASSERT_TRUE(peer.ok() && ours.ok());
+    ASSERT_TRUE(reader.ok()) << reader.status();
     const auto names = (*peer)->Names();
     EXPECT_EQ(static_cast<int64_t>(names.size()), report["modules"].get<int64_t>());
     EXPECT_GT(names.size(), 0u);
@@ -103,6 +92,9 @@ TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
       EXPECT_EQ(DifferingElements(theirs, mine->to(*dtype)), 0)
           << name << " (" << c10::toString(*dtype) << "): max |diff| "
           << (theirs.to(at::kFloat) - *mine).abs().max().item<float>();
+      auto read = (*reader)->Get(name, at::kFloat);
+      ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+      EXPECT_EQ(DifferingElements(theirs, read->to(*dtype)), 0) << name << " read back from compressed-tensors";
     }
   }
 }

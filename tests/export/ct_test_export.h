@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/config/presets.h"
@@ -41,6 +43,21 @@ inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const s
   return CtTestExport{o.output_dir + "/hf_quark", o.output_dir + "/compressed_tensors"};
 }
 
+/// fp8 with an fp8 KV cache (ApplyKvCacheDtype) quantized and exported as `formats` into a new folder; its path.
+inline absl::StatusOr<std::string> ExportFp8WithKvCache(const std::string& model, std::vector<std::string> formats) {
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("fp8");
+  if (auto s = ApplyKvCacheDtype("fp8", o.config); !s.ok()) return s;
+  o.num_calibration_samples = 2;
+  o.seq_len = 32;
+  o.calibration_file = SmallEvalText();
+  o.output_dir = TempPath("quark_ct_kv");
+  o.export_formats = std::move(formats);
+  auto report = QuantizeModel(model, o);
+  if (!report.ok()) return report.status();
+  return o.output_dir;
+}
+
 /// Dense shapes every scheme tiles: 128-multiples for fp8_block (k/v as wide as q: as many KV heads as heads), at
 /// least two blocks along every axis: compressed-tensors' naive decompressor infers the strategy from the scale's
 /// shape, and reads a [rows, 1] block scale (in_features 128) as per channel.
@@ -64,6 +81,24 @@ class CtModelsTest : public ::testing::Test {
     delete model_;
     delete tiled_;
     model_ = tiled_ = nullptr;
+  }
+  /// Every written format's presets with the model each tiles (ExportBoth's "+gptq" / "+awq" included).
+  static std::vector<std::pair<const char*, const std::string*>> AllFormatCases() {
+    return {{"uint4_wo_32", model_},
+            {"int4_wo_64", model_},
+            {"uint4_wo_per_channel", model_},
+            {"int4_wo_per_channel", model_},
+            {"int8", model_},
+            {"w_int8_per_channel_a_int8_per_token_dynamic", model_},
+            {"fp8", model_},
+            {"ptpc_fp8", model_},
+            {"fp8_block", tiled_},
+            {"nvfp4", model_},
+            {"nvfp4_weight_only", model_},
+            {"mxfp4", model_},  // #30 item 4
+            {"mxfp8", model_},
+            {"uint4_wo_32+gptq", model_},
+            {"uint4_wo_32+awq", model_}};
   }
   static inline std::string* model_ = nullptr;
   static inline std::string* tiled_ = nullptr;

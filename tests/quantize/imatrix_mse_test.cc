@@ -181,6 +181,8 @@ TEST(ImatrixMseRunTest, ExportsReloadToTheEvaluatedModel) {
   const std::string dir = imatrix_run.second;
   const QuantizeModelReport minmax = run(ObserverKind::kMinMax).first;
   EXPECT_NEAR(imatrix.metrics.at("ppl_reloaded"), imatrix.metrics.at("ppl_after"), 1e-5 * imatrix.metrics.at("ppl_after"));
+  // #30 item 2: the compressed-tensors export read back gives the HF-quark read-back's figure.
+  EXPECT_EQ(imatrix.metrics.at("ppl_compressed_tensors"), imatrix.metrics.at("ppl_reloaded"));
   EXPECT_NE(imatrix.metrics.at("ppl_after"), minmax.metrics.at("ppl_after"));
   // compressed-tensors names llm-compressor's observer; the HF-quark config a class Quark's loaders import.
   const auto config = [&](const char* format) {

@@ -131,7 +131,7 @@ TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
     EXPECT_TRUE(resumed.at(file) == bytes) << GetParam().name << ": " << file << " differs from the uninterrupted run's";
   }
   // The restored layers evaluate as the first run's did (same parameters and weights, bit for bit).
-  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
+  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded", "ppl_compressed_tensors"}) {
     if (a->metrics.count(metric)) EXPECT_EQ(c->metrics.at(metric), a->metrics.at(metric)) << metric;
   }
   EXPECT_EQ(c->algorithm_log, a->algorithm_log);

@@ -231,6 +231,32 @@ TEST_F(EvalE2eTest, ATaskDropGateBreaksAboveItsBoundAndHoldsAtIt) {
   EXPECT_EQ(passed["gate"]["passed"], true);
 }
 
+// #30 item 2: a compressed-tensors export is read back like the HF-quark one: its perplexity after the export
+// (ppl_compressed_tensors) and KLD against the float model under the label "compressed_tensors", equal to the
+// HF-quark export's of the same pass (the two read back to the same weights bit for bit).
+TEST_F(EvalE2eTest, TheCompressedTensorsExportIsEvaluatedBesideTheHfQuarkOne) {
+  quark::v1::SubmitJobRequest request = Request();
+  request.mutable_spec()->set_preset("ptpc_fp8");  // no calibration; stories260K's 172 columns tile no int4 group
+  request.mutable_spec()->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
+  request.mutable_spec()->add_export_formats(quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS);
+  request.mutable_spec()->mutable_evaluation()->set_kld(true);
+  std::vector<quark::v1::JobEvent> events;
+  const quark::v1::Job done = RunJob(request, events);
+  ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << quarkd_->Log();
+  const auto& metrics = done.result().metrics();
+  for (const char* name : {"ppl_reloaded", "ppl_compressed_tensors", "kld_mean_reloaded", "kld_mean_compressed_tensors",
+                           "kld_p99_compressed_tensors"}) {
+    ASSERT_TRUE(metrics.count(name)) << name << "\n" << done.DebugString();
+  }
+  EXPECT_EQ(metrics.at("ppl_compressed_tensors"), metrics.at("ppl_reloaded"));
+  EXPECT_EQ(metrics.at("kld_mean_compressed_tensors"), metrics.at("kld_mean_reloaded"));
+  EXPECT_GT(metrics.at("kld_mean_compressed_tensors"), 0);
+  const nlohmann::json manifest = Manifest(JobFolder(done));
+  ASSERT_FALSE(manifest.is_discarded());
+  EXPECT_EQ(manifest["evaluation"]["kld"]["compressed_tensors"]["chunks"], 2) << manifest.dump();
+  EXPECT_TRUE(fs::exists(JobFolder(done) / "compressed_tensors" / "config.json"));
+}
+
 TEST_F(EvalE2eTest, SubmitRefusesUnknownTasksAndGatesOnFiguresNotComputed) {
   quark::v1::SubmitJobRequest unknown = Request();
   unknown.mutable_spec()->mutable_evaluation()->add_tasks("hellaswag");

@@ -1,0 +1,340 @@
+// #30 item 2: a compressed-tensors export read back by the engine (CtWeightSource): every format's weights equal the
+// HF-quark export of the same pass read back (which equals the fake-quantized model, ExportRoundTripTest) bit for bit
+// but NVFP4 (its global scale is stored as a float32 divisor: within an ulp of the product), the static activation
+// and KV-cache parameters equal, the config read back is the engine's spec; bad configs refused naming the key.
+#include "core/export/ct_source.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
+#include "core/checkpoint/model_config.h"
+#include "core/checkpoint/model_layout.h"
+#include "core/export/ct_read_config.h"
+#include "core/export/hf_quark_layout.h"
+#include "tests/export/ct_test_export.h"
+
+namespace quark {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+class CtReadBackTest : public testing::CtModelsTest {};
+
+// The preset's spec as the reader must give it: compressed-tensors stores unsigned grids as signed ones (codes and
+// zero points shifted by 2^(b-1)), which dequantize to the same values.
+std::optional<QuantSpec> AsStored(std::optional<QuantSpec> s) {
+  if (s && s->dtype == DType::kUInt4) s->dtype = DType::kInt4;
+  if (s && s->dtype == DType::kUInt8) s->dtype = DType::kInt8;
+  return s;
+}
+
+void ExpectParamsEqual(const std::optional<QuantParams>& ct, const std::optional<QuantParams>& hf, const char* what) {
+  ASSERT_EQ(ct.has_value(), hf.has_value()) << what;
+  if (!ct) return;
+  for (const auto& [a, b] : {std::pair{ct->scale, hf->scale}, std::pair{ct->zero_point, hf->zero_point}}) {
+    ASSERT_EQ(a.defined(), b.defined()) << what;
+    if (a.defined()) EXPECT_TRUE(at::equal(a.to(at::kFloat).flatten(), b.to(at::kFloat).flatten())) << what;
+  }
+  ASSERT_EQ(ct->global_scale.defined(), hf->global_scale.defined()) << what;
+  if (!ct->global_scale.defined()) return;
+  // NVFP4: the divisor's preimage nearest 1 / divisor, the engine's scale or its float32 neighbour.
+  const float x = ct->global_scale.item<float>(), y = hf->global_scale.item<float>();
+  EXPECT_TRUE(x == y || std::nextafter(x, y) == y) << what << ": global scale " << x << " vs " << y;
+}
+
+// Every linear of every layer: weights (float32 and bfloat16) and activation parameters of the two read-backs.
+void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model_dir, const std::string& preset,
+                        bool nvfp4) {
+  auto ct = exporter::CtWeightSource::Open(e.compressed_tensors);
+  auto hf = exporter::HfQuarkWeightSource::Open(e.hf_quark);
+  ASSERT_TRUE(ct.ok()) << ct.status();
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  auto model = checkpoint::LoadModelConfig(model_dir);
+  ASSERT_TRUE(model.ok());
+  const Config preset_config = *PresetConfig(preset.substr(0, preset.find('+')));
+  int64_t exact = 0, total = 0;
+  for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
+    for (const auto& linear : checkpoint::LayerLinears(*model)) {
+      const std::string m = checkpoint::LayerPrefix(*model, layer) + linear.relative_name;
+      SCOPED_TRACE(m);
+      const LayerAssignment* a = (*ct)->Assignment(m);
+      ASSERT_NE(a, nullptr);
+      EXPECT_EQ(a->config.weight, AsStored(preset_config.global_quant_config.weight));
+      EXPECT_EQ(a->config.input_tensors, AsStored(preset_config.global_quant_config.input_tensors));
+      for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+        auto mine = (*ct)->Get(m + ".weight", dtype);
+        auto ref = (*hf)->Get(m + ".weight", dtype);
+        ASSERT_TRUE(mine.ok()) << mine.status();
+        ASSERT_TRUE(ref.ok()) << ref.status();
+        ++total;
+        if (at::equal(*mine, *ref)) {
+          ++exact;
+          continue;
+        }
+        EXPECT_TRUE(nvfp4) << c10::toString(dtype) << ": max |diff| " << (*mine - *ref).abs().max().item<float>();
+        const at::Tensor diff = (mine->to(at::kFloat) - ref->to(at::kFloat)).abs();
+        const double ulps = dtype == at::kFloat ? std::ldexp(1.0, -22) : std::ldexp(1.0, -7);
+        EXPECT_TRUE((diff <= ref->to(at::kFloat).abs() * ulps).all().item<bool>()) << c10::toString(dtype);
+      }
+      auto act_ct = (*ct)->Activations(m);
+      auto act_hf = (*hf)->Activations(m);
+      ASSERT_TRUE(act_ct.ok()) << act_ct.status();
+      ASSERT_TRUE(act_hf.ok()) << act_hf.status();
+      ExpectParamsEqual(act_ct->input, act_hf->input, "input");
+      ExpectParamsEqual(act_ct->output, act_hf->output, "output");
+    }
+  }
+  EXPECT_GT(total, 0);
+  if (!nvfp4) EXPECT_EQ(exact, total);
+  std::cout << preset << ": " << exact << " of " << total << " weights read back bit for bit\n";
+}
+
+TEST_F(CtReadBackTest, EveryFormatReadsBackAsTheHfQuarkExportOfTheSamePass) {
+  for (const auto& [preset, model] : AllFormatCases()) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(*model, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ExpectSameReadBack(*e, *model, preset, std::string(preset).rfind("nvfp4", 0) == 0);
+  }
+}
+
+TEST_F(CtReadBackTest, TinyllamaAsRealWeightsReadBackAsTheHfQuarkExport) {
+  const std::string model = testing::FixturePath("tinyllama-a");
+  for (const char* preset : {"nvfp4", "uint4_wo_128"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(model, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ExpectSameReadBack(*e, model, preset, std::string(preset) == "nvfp4");
+  }
+}
+
+TEST_F(CtReadBackTest, ABfloat16ModelsSixteenBitGroupScalesReadBackExactly) {
+  testing::SyntheticLlamaOptions o;
+  o.torch_dtype = "bfloat16";
+  const std::string model = testing::WriteSyntheticLlama(o);
+  auto e = testing::ExportBoth(model, "uint4_wo_32");
+  ASSERT_TRUE(e.ok()) << e.status();
+  ExpectSameReadBack(*e, model, "uint4_wo_32", false);
+}
+
+TEST_F(CtReadBackTest, TheFp8KvCacheSchemeIsTheKOutputAndVOutputSpecWithTheirScales) {
+  auto dir = testing::ExportFp8WithKvCache(*model_, {"hf_quark", "compressed_tensors"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto ct = exporter::CtWeightSource::Open(*dir + "/compressed_tensors");
+  auto hf = exporter::HfQuarkWeightSource::Open(*dir + "/hf_quark");
+  ASSERT_TRUE(ct.ok() && hf.ok()) << ct.status();
+  for (const char* p : {"k_proj", "v_proj", "q_proj"}) {
+    const std::string m = StrCat("model.layers.1.self_attn.", p);
+    EXPECT_EQ(KvCacheSpecFor((*ct)->config(), m), KvCacheSpecFor((*hf)->config(), m)) << m;
+    auto a = (*ct)->Activations(m);
+    auto b = (*hf)->Activations(m);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+    ExpectParamsEqual(a->output, b->output, p);
+    EXPECT_EQ(a->output.has_value(), std::string(p) != "q_proj") << m;
+  }
+}
+
+// Newer llm-compressor writes the KV-cache scales on the attention (`self_attn.k_scale` / `v_scale`) instead of the
+// legacy `k_proj.output_scale` / `v_proj.output_scale` our writer uses (vLLM reads both): the reader takes either.
+TEST_F(CtReadBackTest, AttentionLevelKvScalesReadAsTheLegacyOnes) {
+  auto dir = testing::ExportFp8WithKvCache(*model_, {"compressed_tensors"});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto reader = checkpoint::CheckpointReader::Open(*dir);
+  ASSERT_TRUE(reader.ok());
+  const auto renamed = [](std::string name) {
+    for (const char* p : {"k", "v"}) {
+      const std::string legacy = StrCat(".", p, "_proj.output_scale");
+      if (name.size() > legacy.size() && name.compare(name.size() - legacy.size(), legacy.size(), legacy) == 0) {
+        return StrCat(name.substr(0, name.size() - legacy.size()), ".", p, "_scale");
+      }
+    }
+    return name;
+  };
+  std::vector<checkpoint::PlannedTensor> plan;
+  for (const std::string& name : (*reader)->Names()) {
+    auto ref = (*reader)->Get(name);
+    plan.push_back({renamed(name), ref->info->dtype, ref->info->shape});
+  }
+  const std::string moved = testing::TempPath("quark_ct_kv_attention");
+  auto writer = checkpoint::CheckpointWriter::Create(moved, plan);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const std::string& name : (*reader)->Names()) {
+    ASSERT_TRUE((*writer)->Write(renamed(name), (*reader)->Get(name)->bytes()).ok()) << name;
+  }
+  ASSERT_TRUE((*writer)->Finish().ok());
+  fs::copy_file(*dir + "/config.json", moved + "/config.json");
+  auto legacy = exporter::CtWeightSource::Open(*dir);
+  auto attention = exporter::CtWeightSource::Open(moved);
+  ASSERT_TRUE(legacy.ok() && attention.ok()) << attention.status();
+  EXPECT_FALSE((*attention)->Has("model.layers.1.self_attn.k_proj.output_scale"));
+  for (const char* p : {"k_proj", "v_proj"}) {
+    const std::string m = StrCat("model.layers.1.self_attn.", p);
+    auto a = (*attention)->Activations(m);
+    auto b = (*legacy)->Activations(m);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+    ASSERT_TRUE(a->output.has_value()) << m;
+    ExpectParamsEqual(a->output, b->output, p);
+  }
+}
+
+TEST(CtGlobalScaleTest, TheDivisorsPreimageIsTheEnginesScaleOrItsNeighbour) {
+  int exact = 0, nearest = 0;
+  const int n = 1 << 14;
+  for (int i = 0; i < n; ++i) {
+    const float amax = std::ldexp(1.0f + i / static_cast<float>(n), i % 7 - 3);
+    const float g = amax / 2688.0f;  // the engine's global scale (Nvfp4GlobalScale)
+    const float r = 1.0f / g;        // what the writer stores
+    const float back = exporter::CtGlobalScaleFromDivisor(r);
+    EXPECT_EQ(1.0f / back, r) << g;  // always a preimage of the stored divisor
+    EXPECT_TRUE(back == g || std::nextafter(back, g) == g) << g;
+    exact += back == g;
+    nearest += 1.0f / r == g;
+  }
+  // Preferring the preimage the engine's formula can produce beats taking fl(1 / r) (measured: 94% vs 88%).
+  EXPECT_GT(exact, nearest);
+  EXPECT_GT(exact, n * 9 / 10);
+  std::cout << "global scales read back exactly: " << exact << " of " << n << " (fl(1 / r): " << nearest << ")\n";
+}
+
+// --- bad configs: every unknown key or value named ---
+
+std::vector<ModuleInfo> TwoLinears() {
+  return {{"model.layers.0.mlp.up_proj", "Linear", {64, 32}},
+          {"model.layers.0.self_attn.k_proj", "Linear", {32, 32}},
+          {"lm_head", "Linear", {100, 32}},
+          {"model.embed_tokens", "Embedding", {100, 32}}};
+}
+
+Json GoodConfig() {
+  const Json w = {{"num_bits", 4},
+                  {"type", "int"},
+                  {"symmetric", true},
+                  {"strategy", "group"},
+                  {"group_size", 32},
+                  {"dynamic", false},
+                  {"actorder", nullptr},
+                  {"observer", "minmax"},
+                  {"observer_kwargs", Json::object()},
+                  {"block_structure", nullptr}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "pack-quantized"},
+          {"ignore", {"lm_head"}},
+          {"quantization_status", "compressed"},
+          {"version", "0.18.0"},
+          {"kv_cache_scheme", nullptr},
+          {"sparsity_config", Json::object()},
+          {"transform_config", Json::object()},
+          {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"format", "pack-quantized"}}}}}};
+}
+
+TEST(CtReadConfigTest, AGoodConfigIsOneExactEntryPerLinearAndIgnoreIsExclude) {
+  auto c = exporter::ConfigFromCompressedTensors(GoodConfig(), TwoLinears());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->layer_quant_config.size(), 2u);
+  EXPECT_EQ(c->layer_quant_config[0].pattern, "model.layers.0.mlp.up_proj");
+  EXPECT_EQ(c->layer_quant_config[0].config.weight, PresetConfig("int4_wo_32")->global_quant_config.weight);
+  EXPECT_EQ(c->exclude, std::vector<std::string>{"lm_head"});
+  Json regex = GoodConfig();
+  regex["config_groups"]["group_0"]["targets"] = {"re:.*mlp\\..*"};
+  regex["ignore"] = {"re:lm_"};  // re.match: anchored at the start only
+  c = exporter::ConfigFromCompressedTensors(regex, TwoLinears());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->layer_quant_config.size(), 1u);
+  EXPECT_EQ(c->exclude, std::vector<std::string>{"lm_head"});
+}
+
+TEST(CtReadConfigTest, UnknownKeysAndValuesAreRefusedNamingThem) {
+  struct Case {
+    std::function<void(Json&)> edit;
+    const char* message;
+    absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  };
+  const auto g = [](Json& qc) -> Json& { return qc["config_groups"]["group_0"]; };
+  const std::vector<Case> cases = {
+      {[](Json& qc) { qc["provider"] = "x"; }, "provider: not a compressed-tensors QuantizationConfig field"},
+      {[&](Json& qc) { g(qc)["round"] = 1; }, "config_groups.group_0.round: not a QuantizationScheme field"},
+      {[&](Json& qc) { g(qc)["weights"]["rounding"] = "even"; }, "config_groups.group_0.weights.rounding"},
+      {[&](Json& qc) { g(qc)["weights"]["type"] = "posit"; }, "config_groups.group_0.weights.type: \"posit\""},
+      {[&](Json& qc) { g(qc)["weights"]["num_bits"] = 5; }, "config_groups.group_0.weights.num_bits: 5-bit int"},
+      {[&](Json& qc) { g(qc)["weights"]["actorder"] = "group"; }, "config_groups.group_0.weights.actorder: \"group\"",
+       absl::StatusCode::kUnimplemented},
+      {[&](Json& qc) { g(qc)["weights"]["actorder"] = "sideways"; }, "config_groups.group_0.weights.actorder"},
+      {[&](Json& qc) { g(qc)["weights"]["scale_dtype"] = "torch.float64"; },
+       "config_groups.group_0.weights.scale_dtype"},
+      {[&](Json& qc) { g(qc)["weights"]["dynamic"] = true; }, "config_groups.group_0.weights.dynamic"},
+      {[&](Json& qc) { g(qc)["targets"] = {"model.layers.9.mlp.up_proj"}; }, "config_groups.group_0.targets[0]"},
+      {[&](Json& qc) { g(qc)["targets"] = {"Embedding"}; }, "config_groups.group_0.targets[0]: \"Embedding\""},
+      {[&](Json& qc) { g(qc)["format"] = "dense"; }, "config_groups.group_0.format: \"dense\" is not read",
+       absl::StatusCode::kUnimplemented},
+      {[&](Json& qc) { g(qc)["output_activations"] = g(qc)["weights"]; }, "config_groups.group_0.output_activations",
+       absl::StatusCode::kUnimplemented},
+      {[&](Json& qc) { g(qc)["weights"] = nullptr; }, "config_groups.group_0.weights: missing"},
+      {[](Json& qc) {
+         qc["config_groups"] = {{"W4A16", {"Linear"}}};
+       },
+       "config_groups.W4A16"},
+      {[](Json& qc) { qc["ignore"] = {"re:("}; }, "ignore[0]: \"re:(\" is not a regex"},
+      {[](Json& qc) { qc["quantization_status"] = "frozen"; }, "quantization_status: \"frozen\""},
+      {[](Json& qc) { qc["quantization_status"] = "done"; }, "quantization_status: \"done\" is not a Quantization"},
+      {[](Json& qc) {
+         qc["sparsity_config"] = {{"format", "sparse-bitmask"}};
+       },
+       "sparsity_config:", absl::StatusCode::kUnimplemented},
+      {[](Json& qc) {
+         qc["kv_cache_scheme"] = {{"num_bits", 4}, {"type", "int"}, {"strategy", "tensor"}};
+       },
+       "kv_cache_scheme"},
+      {[](Json& qc) {
+         qc["kv_cache_scheme"] = {
+             {"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}, {"colour", "red"}};
+       },
+       "kv_cache_scheme.colour"},
+  };
+  for (const Case& c : cases) {
+    Json qc = GoodConfig();
+    c.edit(qc);
+    auto config = exporter::ConfigFromCompressedTensors(qc, TwoLinears());
+    ASSERT_FALSE(config.ok()) << c.message;
+    EXPECT_EQ(config.status().code(), c.code) << config.status();
+    EXPECT_NE(config.status().message().find(c.message), std::string::npos) << config.status();
+  }
+}
+
+TEST_F(CtReadBackTest, ABrokenExportIsRefusedNamingTheFileTheKeyOrTheTensor) {
+  auto e = testing::ExportBoth(*model_, "int4_wo_64");
+  ASSERT_TRUE(e.ok()) << e.status();
+  const std::string dir = e->compressed_tensors;
+  Json config = Json::parse(std::ifstream(dir + "/config.json"));
+  const Json good = config;
+  config["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "channel";
+  std::ofstream(dir + "/config.json") << config.dump();
+  auto source = exporter::CtWeightSource::Open(dir);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.status().message().find(
+                "config.json: quantization_config.config_groups.group_0.weights.group_size: 64 with strategy channel"),
+            std::string::npos)
+      << source.status();
+  // A config that promises groups of 32 over tensors written for 64: the scale's shape is named.
+  config = good;
+  config["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = 32;
+  std::ofstream(dir + "/config.json") << config.dump();
+  source = exporter::CtWeightSource::Open(dir);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto w = (*source)->Get("model.layers.0.mlp.up_proj.weight", at::kFloat);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("model.layers.0.mlp.up_proj.weight_scale: shape"), std::string::npos)
+      << w.status();
+}
+
+}  // namespace
+}  // namespace quark
