@@ -40,6 +40,35 @@ std::vector<ExpertCoverage> GptOssDecoderLayer::FinishCalibration() {
   return {std::move(coverage)};
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<LinearLike>>> GptOssDecoderLayer::LoadExpertLinears(
+    const checkpoint::GptOssConfig& config, const WeightSource& weights, at::ScalarType dtype) const {
+  std::vector<std::shared_ptr<LinearLike>> out;
+  const std::vector<checkpoint::TensorSpec> fused_specs = checkpoint::GptOssExpertTensors(config, index());
+  if (!weights.Has(fused_specs[0].name)) {
+    // Stored per expert (an HF-quark export, the engine's or Quark's): each linear by its own name.
+    for (const checkpoint::LinearSpec& spec : checkpoint::GptOssLayerLinears(config)) {
+      if (!spec.routed) continue;
+      auto linear = LoadLinear(weights, prefix(), spec, dtype);
+      if (!linear.ok()) return linear.status();
+      out.push_back(*std::move(linear));
+    }
+    return out;
+  }
+  // The fused tensors, as HF stores them (x @ W): each expert's linears are their transposed slices.
+  std::vector<at::Tensor> fused;
+  for (const checkpoint::TensorSpec& spec : fused_specs) {
+    auto tensor = LoadChecked(weights, spec.name, spec.shape, dtype);
+    if (!tensor.ok()) return tensor.status();
+    fused.push_back(*std::move(tensor));
+  }
+  const at::Tensor &gate_up = fused[0], &gate_up_bias = fused[1], &down = fused[2], &down_bias = fused[3];
+  for (int64_t e = 0; e < config.num_local_experts; ++e) {
+    out.push_back(std::make_shared<FloatLinear>(gate_up[e].t().contiguous(), gate_up_bias[e]));
+    out.push_back(std::make_shared<FloatLinear>(down[e].t().contiguous(), down_bias[e]));
+  }
+  return out;
+}
+
 absl::Status GptOssDecoderLayer::LoadExperts(const checkpoint::GptOssConfig& config, const WeightSource& weights,
                                              at::ScalarType dtype) {
   const int64_t experts = config.num_local_experts, hidden = config.base.hidden_size;
@@ -49,19 +78,13 @@ absl::Status GptOssDecoderLayer::LoadExperts(const checkpoint::GptOssConfig& con
   if (!router_bias.ok()) return router_bias.status();
   moe = std::make_shared<MoeBlock>(*router, config.num_experts_per_tok, /*norm_topk_prob=*/false, at::Tensor());
   moe->set_routing(GptOssRouting(config.num_experts_per_tok, *router_bias));
-  // The fused tensors, as HF stores them (x @ W): each expert's linears are their transposed slices.
-  std::vector<at::Tensor> fused;
-  for (const checkpoint::TensorSpec& spec : checkpoint::GptOssExpertTensors(config, index())) {
-    auto tensor = LoadChecked(weights, spec.name, spec.shape, dtype);
-    if (!tensor.ok()) return tensor.status();
-    fused.push_back(*std::move(tensor));
-  }
-  const at::Tensor &gate_up = fused[0], &gate_up_bias = fused[1], &down = fused[2], &down_bias = fused[3];
+  auto linears = LoadExpertLinears(config, weights, dtype);
+  if (!linears.ok()) return linears.status();
   auto list = std::make_shared<ExpertList>();
   for (int64_t e = 0; e < experts; ++e) {
     auto expert = std::make_shared<GptOssExpert>(config.swiglu_alpha, config.swiglu_limit);
-    expert->gate_up_proj = std::make_shared<FloatLinear>(gate_up[e].t().contiguous(), gate_up_bias[e]);
-    expert->down_proj = std::make_shared<FloatLinear>(down[e].t().contiguous(), down_bias[e]);
+    expert->gate_up_proj = (*linears)[2 * e];
+    expert->down_proj = (*linears)[2 * e + 1];
     moe->experts.push_back(list->register_module(std::to_string(e), expert));
     expert_names_.push_back(StrCat(prefix(), "mlp.experts.", e));
     AddLinear(StrCat("mlp.experts.", e, ".gate_up_proj"), *expert, "gate_up_proj", &expert->gate_up_proj);

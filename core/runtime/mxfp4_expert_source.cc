@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/gpt_oss_config.h"
 
 namespace quark::runtime {
 namespace {
@@ -64,6 +65,12 @@ absl::StatusOr<at::Tensor> Mxfp4ExpertSource::Get(const std::string& name, at::S
   auto values = DequantizeMxfp4(*blocks, *scales, name);
   if (!values.ok()) return values.status();
   return values->to(dtype);
+}
+
+std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
+                                                         std::shared_ptr<const checkpoint::CheckpointReader> reader) {
+  if (config.gpt_oss && config.gpt_oss->mxfp4_experts) return std::make_shared<Mxfp4ExpertSource>(std::move(reader));
+  return std::make_shared<CheckpointWeightSource>(std::move(reader));
 }
 
 }  // namespace quark::runtime

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_config.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
@@ -36,5 +37,10 @@ class Mxfp4ExpertSource : public WeightSource {
   std::shared_ptr<const checkpoint::CheckpointReader> reader_;
   CheckpointWeightSource float_;
 };
+
+/// The source a checkpoint folder's weights are read through for `config`: an Mxfp4ExpertSource for a gpt-oss whose
+/// config says its experts are MXFP4 (OpenAI's release), else a plain CheckpointWeightSource.
+std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
+                                                         std::shared_ptr<const checkpoint::CheckpointReader> reader);
 
 }  // namespace quark::runtime
