@@ -52,8 +52,8 @@ class GptOssDecoderLayer : public DecoderLayer {
  private:
   GptOssDecoderLayer(int64_t index, std::string prefix) : DecoderLayer(index, std::move(prefix)) {}
   absl::Status LoadExperts(const checkpoint::GptOssConfig& config, const WeightSource& weights, at::ScalarType dtype);
-  // Each expert's gate_up_proj then down_proj, by expert: slices of the fused tensors where `weights` has them (HF's
-  // layout), else the per-expert tensors (an HF-quark export).
+  // Each expert's gate_up_proj then down_proj, by expert: the per-expert tensors where `weights` serves them (an
+  // HF-quark export, Mxfp4ExpertSource), else slices of the fused tensors (HF's layout).
   absl::StatusOr<std::vector<std::shared_ptr<LinearLike>>> LoadExpertLinears(const checkpoint::GptOssConfig& config,
                                                                              const WeightSource& weights,
                                                                              at::ScalarType dtype) const;

@@ -24,6 +24,7 @@
 #include "core/runtime/gpt_oss_model.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/runtime/gpt_oss_mxfp4_twin.h"
 #include "tests/runtime/gpt_oss_test_models.h"
 #include "tests/runtime/test_paths.h"
 
@@ -131,12 +132,17 @@ class GptOssPipelineTest : public ::testing::Test {
   // `weight`: the run's weight spec, with the 16-bit scales of packed int4 groups (WeightSpecForExport) as the
   // quantizer applied them.
   static void ExpectReadBackEqualsFakeQuantized(const std::string& out, const QuantSpec& weight) {
-    const QuantSpec spec = exporter::WeightSpecForExport(weight, at::kFloat);
-    auto exported = exporter::HfQuarkWeightSource::Open(out);
-    ASSERT_TRUE(exported.ok()) << exported.status();
     auto source = checkpoint::CheckpointReader::Open(*dir_);
     ASSERT_TRUE(source.ok()) << source.status();
     const runtime::CheckpointWeightSource fused(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(source)));
+    ExpectReadBackEqualsFakeQuantized(out, weight, fused);
+  }
+  // The same against the fused float tensors `fused` serves.
+  static void ExpectReadBackEqualsFakeQuantized(const std::string& out, const QuantSpec& weight,
+                                                const runtime::WeightSource& fused) {
+    const QuantSpec spec = exporter::WeightSpecForExport(weight, at::kFloat);
+    auto exported = exporter::HfQuarkWeightSource::Open(out);
+    ASSERT_TRUE(exported.ok()) << exported.status();
     for (const auto& [layer, expert, proj] : std::vector<std::tuple<int, int, std::string>>{
              {0, 0, "gate_up_proj"}, {0, 5, "down_proj"}, {1, 3, "gate_up_proj"}, {2, 7, "down_proj"}}) {
       const std::string prefix = "model.layers." + std::to_string(layer) + ".mlp.experts.";
@@ -235,6 +241,42 @@ TEST_F(GptOssPipelineTest, Uint4RtnAndGptqExportAndGptqBeatsRtn) {
   for (const auto* r : {&*rtn_report, &*gptq_report}) {
     EXPECT_NEAR(r->metrics.at("ppl_reloaded"), r->metrics.at("ppl_after"), 1e-3 * r->metrics.at("ppl_after"));
   }
+}
+
+// OpenAI's release stores the experts in MXFP4: the streamer reads them dequantized (CheckpointWeightsFor), the
+// export writes them per expert, requantized, and no _blocks/_scales tensor travels.
+TEST_F(GptOssPipelineTest, AnMxfp4SourceStreamsAndExportsItsDequantizedExperts) {
+  const checkpoint::ModelConfig config = checkpoint::LoadModelConfig(*dir_).value();
+  const fs::path mxfp4_dir = *dir_ + "_mxfp4";
+  outputs_.push_back(mxfp4_dir.string());
+  auto reader = checkpoint::CheckpointReader::Open(*dir_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const runtime::CheckpointWeightSource float_weights(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+  runtime::TensorMapWeightSource twin;  // the MXFP4 model with its experts dequantized, in float
+  runtime::testing::WriteMxfp4Twin(*config.gpt_oss, *dir_, float_weights, mxfp4_dir, &twin);
+  auto streamer = runtime::LayerStreamer::Open(mxfp4_dir.string());
+  ASSERT_TRUE(streamer.ok()) << streamer.status();
+  const at::Tensor ids = ReferenceIds();
+  const at::Tensor streamed = StreamedLogits(**streamer, ids);
+  auto from_twin = runtime::GptOssLogits(*config.gpt_oss, twin, ids, at::kFloat);
+  ASSERT_TRUE(from_twin.ok()) << from_twin.status();
+  EXPECT_LE((streamed - *from_twin).abs().max().item<double>(), 1e-5);
+  auto from_float = runtime::GptOssLogits(*config.gpt_oss, float_weights, ids, at::kFloat);
+  EXPECT_GT((streamed - *from_float).abs().max().item<double>(), 1e-2) << "the MXFP4 experts were read";
+  QuantizeModelOptions o = Options("fp8", "from_mxfp4");
+  auto report = QuantizeModel(mxfp4_dir.string(), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(report->metrics.at("ppl_reloaded"), report->metrics.at("ppl_after"), 1e-3 * report->metrics.at("ppl_after"));
+  ExpectReadBackEqualsFakeQuantized(o.output_dir, *o.config.global_quant_config.weight, twin);
+  auto exported = checkpoint::CheckpointReader::Open(o.output_dir);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  for (const std::string& name : (*exported)->Names()) {
+    EXPECT_EQ(name.find("_blocks"), std::string::npos) << name;
+    EXPECT_EQ(name.find("_scales"), std::string::npos) << name;
+  }
+  nlohmann::json config_json;
+  std::ifstream(o.output_dir + "/config.json") >> config_json;
+  EXPECT_EQ(config_json["quantization_config"]["quant_method"], "quark");
 }
 
 TEST_F(GptOssPipelineTest, ScalingRotationExcludedExpertsAndOtherFormatsAreRefusedByName) {
