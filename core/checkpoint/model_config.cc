@@ -248,29 +248,30 @@ absl::StatusOr<ModelConfig> ParseDeepseekModel(const std::string& json_text, con
   config.deepseek = std::make_shared<const DeepseekConfig>(*std::move(deepseek));
   return config;
 }
+// A family parsed apart whose experts are intermediate_size wide and whose top-k weights are not renormalized
+// (llama4_text: sigmoid of each; gpt_oss: softmax over the k): its base fields, its family and its experts' sizes.
+ModelConfig WithExperts(const ModelConfig& base, ArchFamily family, int64_t experts, int64_t top_k) {
+  ModelConfig config = base;
+  config.family = family;
+  config.num_experts = experts;
+  config.num_experts_per_tok = top_k;
+  config.moe_intermediate_size = base.intermediate_size;
+  config.norm_topk_prob = false;
+  return config;
+}
 // llama4_text (llama4_config.h): likewise; its experts (and the shared expert) are intermediate_size wide.
 absl::StatusOr<ModelConfig> ParseLlama4Model(const std::string& json_text, const std::string& label) {
   auto llama4 = ParseLlama4Config(json_text, label);
   if (!llama4.ok()) return llama4.status();
-  ModelConfig config = llama4->base;
-  config.family = ArchFamily::kLlama4;
-  config.num_experts = llama4->num_local_experts;
-  config.num_experts_per_tok = llama4->num_experts_per_tok;
-  config.moe_intermediate_size = llama4->base.intermediate_size;
-  config.norm_topk_prob = false;
+  ModelConfig config = WithExperts(llama4->base, ArchFamily::kLlama4, llama4->num_local_experts, llama4->num_experts_per_tok);
   config.llama4 = std::make_shared<const Llama4Config>(*std::move(llama4));
   return config;
 }
-// gpt_oss (gpt_oss_config.h): likewise; its experts are intermediate_size wide, top-k then softmax (no renormalizing).
+// gpt_oss (gpt_oss_config.h): likewise.
 absl::StatusOr<ModelConfig> ParseGptOssModel(const std::string& json_text, const std::string& label) {
   auto gpt_oss = ParseGptOssConfig(json_text, label);
   if (!gpt_oss.ok()) return gpt_oss.status();
-  ModelConfig config = gpt_oss->base;
-  config.family = ArchFamily::kGptOss;
-  config.num_experts = gpt_oss->num_local_experts;
-  config.num_experts_per_tok = gpt_oss->num_experts_per_tok;
-  config.moe_intermediate_size = gpt_oss->base.intermediate_size;
-  config.norm_topk_prob = false;
+  ModelConfig config = WithExperts(gpt_oss->base, ArchFamily::kGptOss, gpt_oss->num_local_experts, gpt_oss->num_experts_per_tok);
   config.gpt_oss = std::make_shared<const GptOssConfig>(*std::move(gpt_oss));
   return config;
 }

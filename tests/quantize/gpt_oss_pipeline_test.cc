@@ -13,7 +13,6 @@
 
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
-#include "core/config/presets.h"
 #include "core/export/hf_quark_checker.h"
 #include "core/export/hf_quark_moe_rules.h"
 #include "core/export/hf_quark_source.h"
@@ -23,8 +22,9 @@
 #include "core/runtime/full_model.h"
 #include "core/runtime/gpt_oss_model.h"
 #include "core/runtime/layer_streamer.h"
-#include "core/runtime/synthetic_model.h"
 #include "tests/runtime/gpt_oss_mxfp4_twin.h"
+#include "tests/runtime/gpt_oss_reference.h"
+#include "tests/quantize/tiny_pipeline_fixture.h"
 #include "tests/runtime/gpt_oss_test_models.h"
 #include "tests/runtime/test_paths.h"
 
@@ -34,21 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-// The windows and HF's float64 logits of tests/runtime/data/gpt_oss_tiny_seed7_logits.f64 (make_reference.sh).
-at::Tensor ReferenceIds() {
-  at::Tensor ids = at::empty({2, 16}, at::kLong);
-  for (int64_t w = 0; w < 2; ++w) {
-    for (int64_t i = 0; i < 16; ++i) ids[w][i] = (i * 7919 + 13 + w * 101) % 512;
-  }
-  return ids;
-}
-at::Tensor ReferenceLogits() {
-  std::ifstream in(std::string(QUARK_GPT_OSS_TEST_DATA) + "/gpt_oss_tiny_seed7_logits.f64", std::ios::binary);
-  at::Tensor logits = at::empty({2, 16, 512}, at::kDouble);
-  in.read(static_cast<char*>(logits.data_ptr()), logits.numel() * 8);
-  EXPECT_TRUE(in.good()) << "cannot read the HF reference logits";
-  return logits;
-}
+using runtime::testing::GptOssReferenceIds;
+using runtime::testing::GptOssReferenceLogits;
 
 // Logits [windows, T, vocab] of `ids` [windows, T] through the streamer, each window a sample.
 at::Tensor StreamedLogits(runtime::LayerStreamer& streamer, const at::Tensor& ids) {
@@ -67,12 +54,12 @@ TEST(GptOssStreamTest, TheStreamedLogitsEqualTheFamilysForwardAndHuggingFaces) {
   const checkpoint::ModelConfig config = checkpoint::LoadModelConfig(model.dir.string()).value();
   ASSERT_EQ(config.family, checkpoint::ArchFamily::kGptOss);
   ASSERT_NE(config.gpt_oss, nullptr);
-  const at::Tensor ids = ReferenceIds();
+  const at::Tensor ids = GptOssReferenceIds();
   runtime::StreamerOptions f64;
   f64.compute_dtype = at::kDouble;
   auto streamer64 = runtime::LayerStreamer::Open(model.dir.string(), f64);
   ASSERT_TRUE(streamer64.ok()) << streamer64.status();
-  const double vs_hf = (StreamedLogits(**streamer64, ids).to(at::kDouble) - ReferenceLogits()).abs().max().item<double>();
+  const double vs_hf = (StreamedLogits(**streamer64, ids).to(at::kDouble) - GptOssReferenceLogits()).abs().max().item<double>();
   std::cout << "streamed float64 vs HF: " << vs_hf << "\n";
   EXPECT_LT(vs_hf, 1e-5);  // gpt_oss_test's bound for the family's own forward
   auto streamer = runtime::LayerStreamer::Open(model.dir.string());
@@ -88,45 +75,10 @@ TEST(GptOssStreamTest, TheStreamedLogitsEqualTheFamilysForwardAndHuggingFaces) {
   EXPECT_LE((streamed - *whole).abs().max().item<double>(), 1e-5) << "streamed vs whole";
 }
 
-// `quark make-model --arch gpt_oss --shape tiny --dtype f32` with stories260K's tokenizer (512 pieces).
-class GptOssPipelineTest : public ::testing::Test {
+constexpr char kGptOssArch[] = "gpt_oss";
+
+class GptOssPipelineTest : public testing::TinyPipelineTest<kGptOssArch> {
  protected:
-  static void SetUpTestSuite() {
-    runtime::testing::InitTestEngine();
-    dir_ = new std::string((fs::temp_directory_path() / ("quark_gpt_oss_pipeline_" + std::to_string(::getpid()))).string());
-    fs::remove_all(*dir_);
-    runtime::SyntheticModelOptions options;
-    options.arch = "gpt_oss";
-    options.shape = "tiny";
-    options.dtype = "f32";
-    options.seed = 21;
-    options.out_dir = *dir_;
-    options.tokenizer_path = runtime::testing::Stories260K() + "/tokenizer.model";
-    ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  void TearDown() override {
-    for (const std::string& out : outputs_) fs::remove_all(out);
-  }
-
-  QuantizeModelOptions Options(const std::string& preset, const std::string& name) {
-    QuantizeModelOptions o;
-    o.config = PresetConfig(preset).value();
-    o.eval_text_file = runtime::testing::TinyStoriesText();
-    o.eval_seq_len = 64;
-    o.eval_max_windows = 2;
-    o.num_calibration_samples = 4;
-    o.seq_len = 32;
-    o.moe_min_expert_tokens = 4;
-    o.output_dir = (fs::temp_directory_path() / ("quark_gpt_oss_pipeline_" + name + std::to_string(::getpid()))).string();
-    fs::remove_all(o.output_dir);
-    outputs_.push_back(o.output_dir);
-    return o;
-  }
-
   // Each listed expert's weight as the export reads back through the engine's reader equals the fake-quantized slice
   // of the fused float tensor (expert e's gate_up_proj is gate_up_proj[e]^T, its interleaved rows kept), bit for bit.
   // `weight`: the run's weight spec, with the 16-bit scales of packed int4 groups (WeightSpecForExport) as the
@@ -157,11 +109,7 @@ class GptOssPipelineTest : public ::testing::Test {
       EXPECT_TRUE(at::equal(*(*exported)->Get(prefix + std::to_string(expert) + "." + proj + ".bias", at::kFloat), bias));
     }
   }
-
-  static std::string* dir_;
-  std::vector<std::string> outputs_;
 };
-std::string* GptOssPipelineTest::dir_ = nullptr;
 
 // fp8 (static activations: calibration forwards reach every expert, the top-up the ones the router skipped).
 TEST_F(GptOssPipelineTest, Fp8ExportsExpertsPerExpertRouterAndSinksFloatAndReadsBack) {
@@ -256,7 +204,7 @@ TEST_F(GptOssPipelineTest, AnMxfp4SourceStreamsAndExportsItsDequantizedExperts) 
   runtime::testing::WriteMxfp4Twin(*config.gpt_oss, *dir_, float_weights, mxfp4_dir, &twin);
   auto streamer = runtime::LayerStreamer::Open(mxfp4_dir.string());
   ASSERT_TRUE(streamer.ok()) << streamer.status();
-  const at::Tensor ids = ReferenceIds();
+  const at::Tensor ids = GptOssReferenceIds();
   const at::Tensor streamed = StreamedLogits(**streamer, ids);
   auto from_twin = runtime::GptOssLogits(*config.gpt_oss, twin, ids, at::kFloat);
   ASSERT_TRUE(from_twin.ok()) << from_twin.status();

@@ -1,0 +1,70 @@
+// The fixture of a family's pipeline test: `quark make-model --arch ARCH --shape tiny --dtype f32 --seed 21` with
+// stories260K's tokenizer (512 pieces), made once per suite; QuantizeModelOptions on the TinyStories text (2 windows of
+// 64 evaluated, 4 calibration samples of 32, every expert topped up to 4 tokens), each run's output folder removed
+// after its test.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "core/config/presets.h"
+#include "core/quantize/quantize_model.h"
+#include "core/runtime/synthetic_model.h"
+#include "tests/runtime/test_paths.h"
+
+namespace quark::quantize::testing {
+
+template <const char* kArch>
+class TinyPipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    runtime::testing::InitTestEngine();
+    dir_ = new std::string(Temp("").string());
+    std::filesystem::remove_all(*dir_);
+    runtime::SyntheticModelOptions options;
+    options.arch = kArch;
+    options.shape = "tiny";
+    options.dtype = "f32";
+    options.seed = 21;
+    options.out_dir = *dir_;
+    options.tokenizer_path = runtime::testing::Stories260K() + "/tokenizer.model";
+    ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  void TearDown() override {
+    for (const std::string& out : outputs_) std::filesystem::remove_all(out);
+  }
+
+  QuantizeModelOptions Options(const std::string& preset, const std::string& name) {
+    QuantizeModelOptions o;
+    o.config = PresetConfig(preset).value();
+    o.eval_text_file = runtime::testing::TinyStoriesText();
+    o.eval_seq_len = 64;
+    o.eval_max_windows = 2;
+    o.num_calibration_samples = 4;
+    o.seq_len = 32;
+    o.moe_min_expert_tokens = 4;
+    o.output_dir = Temp(name).string();
+    std::filesystem::remove_all(o.output_dir);
+    outputs_.push_back(o.output_dir);
+    return o;
+  }
+
+  // "quark_ARCH_pipeline_NAME<pid>" in the temporary folder.
+  static std::filesystem::path Temp(const std::string& name) {
+    return std::filesystem::temp_directory_path() /
+           (std::string("quark_") + kArch + "_pipeline_" + name + std::to_string(::getpid()));
+  }
+
+  static inline std::string* dir_ = nullptr;
+  std::vector<std::string> outputs_;
+};
+
+}  // namespace quark::quantize::testing
