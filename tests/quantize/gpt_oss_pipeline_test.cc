@@ -162,34 +162,22 @@ TEST_F(GptOssPipelineTest, Fp8ExportsExpertsPerExpertRouterAndSinksFloatAndReads
                                      "model.layers.2.mlp.experts.0.down_proj"));
 }
 
-// uint4 weight-only RTN and the same with GPTQ (GptOssGptqModules): GPTQ is closer to float; the RTN export reads back
-// to the fake-quantized weights; vLLM has no MoE method for uint4 experts, which a notice says.
-TEST_F(GptOssPipelineTest, Uint4RtnAndGptqExportAndGptqBeatsRtn) {
+// uint4 weight-only RTN: the export reads back to the fake-quantized weights; vLLM has no MoE method for uint4
+// experts, which a notice says.
+TEST_F(GptOssPipelineTest, Uint4RtnExportReadsBackAndNamesWhatVllmDoesNotLoad) {
   QuantizeModelOptions rtn = Options("uint4_wo_32", "rtn");
   std::vector<std::string> notices;
   rtn.on_notice = [&notices](const std::string& n) { notices.push_back(n); };
   auto rtn_report = QuantizeModel(*dir_, rtn);
   ASSERT_TRUE(rtn_report.ok()) << rtn_report.status();
+  EXPECT_NEAR(rtn_report->metrics.at("ppl_reloaded"), rtn_report->metrics.at("ppl_after"),
+              1e-3 * rtn_report->metrics.at("ppl_after"));
   ExpectReadBackEqualsFakeQuantized(rtn.output_dir, *rtn.config.global_quant_config.weight);
   EXPECT_THAT(::testing::PrintToString(notices), HasSubstr("model.layers.0.mlp.experts.0.gate_up_proj: vLLM's QuarkMoEMethod"));
-  QuantizeModelOptions gptq = Options("uint4_wo_32", "gptq");
-  gptq.config.algo_config.push_back(GptqAlgo{});
-  gptq.calibration_file = runtime::testing::TinyStoriesText();
-  gptq.num_calibration_samples = 8;
-  auto gptq_report = QuantizeModel(*dir_, gptq);
-  ASSERT_TRUE(gptq_report.ok()) << gptq_report.status();
-  auto check = exporter::CheckHfQuarkExport(gptq.output_dir);
-  ASSERT_TRUE(check.ok()) << check;
-  const double before = rtn_report->metrics.at("ppl_before");
-  const double rtn_gap = std::abs(rtn_report->metrics.at("ppl_after") - before);
-  const double gptq_gap = std::abs(gptq_report->metrics.at("ppl_after") - before);
-  std::cout << "ppl before " << before << ", rtn " << rtn_report->metrics.at("ppl_after") << ", gptq "
-            << gptq_report->metrics.at("ppl_after") << "\n";
-  EXPECT_LT(gptq_gap, rtn_gap);
-  for (const auto* r : {&*rtn_report, &*gptq_report}) {
-    EXPECT_NEAR(r->metrics.at("ppl_reloaded"), r->metrics.at("ppl_after"), 1e-3 * r->metrics.at("ppl_after"));
-  }
 }
+
+// The same with GPTQ (GptOssGptqModules): closer to float than RTN.
+TEST_F(GptOssPipelineTest, GptqRunsOnEveryLayerAndBeatsRtn) { ExpectGptqBeatsRtn(); }
 
 // OpenAI's release stores the experts in MXFP4: the streamer reads them dequantized (CheckpointWeightsFor), the
 // export writes them per expert, requantized, and no _blocks/_scales tensor travels.

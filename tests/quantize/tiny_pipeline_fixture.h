@@ -1,10 +1,12 @@
 // The fixture of a family's pipeline test: `quark make-model --arch ARCH --shape tiny --dtype f32 --seed 21` with
 // stories260K's tokenizer (512 pieces), made once per suite; QuantizeModelOptions on the TinyStories text (2 windows of
 // 64 evaluated, 4 calibration samples of 32, every expert topped up to 4 tokens), each run's output folder removed
-// after its test.
+// after its test; the GPTQ-versus-RTN run every family's test makes.
 #pragma once
 
+#include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/config/presets.h"
+#include "core/export/hf_quark_checker.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/synthetic_model.h"
 #include "tests/runtime/test_paths.h"
@@ -55,6 +58,31 @@ class TinyPipelineTest : public ::testing::Test {
     std::filesystem::remove_all(o.output_dir);
     outputs_.push_back(o.output_dir);
     return o;
+  }
+
+  // uint4_wo_32 RTN (no export) and the same with GPTQ (the family's template; 8 calibration samples of TinyStories,
+  // exported and checked): GPTQ's perplexity is closer to the float model's, and its export reloads to it.
+  void ExpectGptqBeatsRtn() {
+    QuantizeModelOptions rtn = Options("uint4_wo_32", "rtn");
+    rtn.output_dir.clear();
+    auto rtn_report = QuantizeModel(*dir_, rtn);
+    ASSERT_TRUE(rtn_report.ok()) << rtn_report.status();
+    QuantizeModelOptions gptq = Options("uint4_wo_32", "gptq");
+    gptq.config.algo_config.push_back(GptqAlgo{});
+    gptq.calibration_file = runtime::testing::TinyStoriesText();
+    gptq.num_calibration_samples = 8;
+    auto gptq_report = QuantizeModel(*dir_, gptq);
+    ASSERT_TRUE(gptq_report.ok()) << gptq_report.status();
+    auto check = exporter::CheckHfQuarkExport(gptq.output_dir);
+    ASSERT_TRUE(check.ok()) << check;
+    const double before = rtn_report->metrics.at("ppl_before");
+    const double rtn_gap = std::abs(rtn_report->metrics.at("ppl_after") - before);
+    const double gptq_gap = std::abs(gptq_report->metrics.at("ppl_after") - before);
+    std::cout << "ppl before " << before << ", rtn " << rtn_report->metrics.at("ppl_after") << ", gptq "
+              << gptq_report->metrics.at("ppl_after") << "\n";
+    EXPECT_LT(gptq_gap, rtn_gap);
+    EXPECT_NEAR(gptq_report->metrics.at("ppl_reloaded"), gptq_report->metrics.at("ppl_after"),
+                1e-3 * gptq_report->metrics.at("ppl_after"));
   }
 
   // "quark_ARCH_pipeline_NAME<pid>" in the temporary folder.
