@@ -216,14 +216,7 @@ TEST_F(GptOssPipelineTest, AnMxfp4SourceStreamsAndExportsItsDequantizedExperts) 
 }
 
 TEST_F(GptOssPipelineTest, ScalingRotationExcludedExpertsAndOtherFormatsAreRefusedByName) {
-  for (const auto& [preset, algo] : std::vector<std::pair<std::string, AlgoConfig>>{
-           {"int8", SmoothQuantAlgo{}}, {"uint4_wo_32", AwqAlgo{}}, {"uint4_wo_32", RotationAlgo{}}}) {
-    QuantizeModelOptions o = Options(preset, "refused");
-    o.config.algo_config.push_back(algo);
-    auto refused = QuantizeModel(*dir_, o);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("algo_config[0]"));
-  }
+  ExpectScalingAndRotationRefused();
   QuantizeModelOptions excluded = Options("fp8", "excluded");
   excluded.config.exclude.push_back("model.layers.1.mlp.experts.2.down_proj");
   auto refused = QuantizeModel(*dir_, excluded);

@@ -93,14 +93,7 @@ TEST_F(Llama4PipelineTest, Fp8ExportKeepsRoutersFloatAndReadsBackToTheFakeQuanti
 TEST_F(Llama4PipelineTest, GptqRunsOnEveryLayerAndBeatsRtn) { ExpectGptqBeatsRtn(); }
 
 TEST_F(Llama4PipelineTest, ScalingAndRotationAreRefusedByName) {
-  for (const auto& [preset, algo] : std::vector<std::pair<std::string, AlgoConfig>>{
-           {"int8", SmoothQuantAlgo{}}, {"uint4_wo_32", AwqAlgo{}}, {"uint4_wo_32", RotationAlgo{}}}) {
-    QuantizeModelOptions o = Options(preset, "refused");
-    o.config.algo_config.push_back(algo);
-    auto refused = QuantizeModel(*dir_, o);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("algo_config[0]"));
-  }
+  ExpectScalingAndRotationRefused();
 }
 
 }  // namespace

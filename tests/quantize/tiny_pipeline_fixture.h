@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -83,6 +84,18 @@ class TinyPipelineTest : public ::testing::Test {
     EXPECT_LT(gptq_gap, rtn_gap);
     EXPECT_NEAR(gptq_report->metrics.at("ppl_reloaded"), gptq_report->metrics.at("ppl_after"),
                 1e-3 * gptq_report->metrics.at("ppl_after"));
+  }
+
+  // SmoothQuant, AWQ and rotation (a family without their templates) each refused naming algo_config[0].
+  void ExpectScalingAndRotationRefused() {
+    for (const auto& [preset, algo] : std::vector<std::pair<std::string, AlgoConfig>>{
+             {"int8", SmoothQuantAlgo{}}, {"uint4_wo_32", AwqAlgo{}}, {"uint4_wo_32", RotationAlgo{}}}) {
+      QuantizeModelOptions o = Options(preset, "refused");
+      o.config.algo_config.push_back(algo);
+      auto refused = QuantizeModel(*dir_, o);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(std::string(refused.status().message()).find("algo_config[0]"), std::string::npos) << refused.status();
+    }
   }
 
   // "quark_ARCH_pipeline_NAME<pid>" in the temporary folder.
