@@ -8,7 +8,7 @@
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 //                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
 //                  of --dir's model: estimate/deepseek_shape.h; --dir is then only where the disk probe writes)
-//                  [--gpt-oss gpt-oss-20b|gpt-oss-120b|gpt-oss-120b-2l]  (likewise runtime/gpt_oss_synthetic.h's shape:
+//                  [--gpt-oss gpt-oss-20b|gpt-oss-20b-2l|gpt-oss-120b|gpt-oss-120b-2l]  (likewise runtime/gpt_oss_synthetic.h's shape:
 //                  estimate/gpt_oss_shape.h)
 //                  [--llama4 llama-4-scout|llama-4-scout-2l|llama-4-maverick]  (likewise for Llama 4 text, #32)
 //                  [--gguf-types Q4_K_M,Q2_K,...]  (also the GGUF sizes of llama-quantize's file types with no scheme:

@@ -41,7 +41,9 @@ absl::Status CheckTensorCountBound(const ModelConfig& config, int64_t tensors_he
         "config.json: field \"num_hidden_layers\" = ", config.num_hidden_layers, " is more layers than the ",
         tensors_held, " tensors of ", location, " can hold"));
   }
-  if (config.num_experts > 0 && config.num_hidden_layers * config.num_experts > tensors_held) {
+  // gpt-oss stores a layer's experts in four fused tensors (its parser bounds layers x experts by kMaxLayerExperts).
+  const bool fused_experts = config.family == ArchFamily::kGptOss;
+  if (config.num_experts > 0 && !fused_experts && config.num_hidden_layers * config.num_experts > tensors_held) {
     const char* field = config.model_type == "mixtral" ? "num_local_experts" : "num_experts";
     return absl::InvalidArgumentError(quark::StrCat(
         "config.json: field \"", field, "\" = ", config.num_experts, " in each of ", config.num_hidden_layers,

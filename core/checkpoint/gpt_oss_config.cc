@@ -119,9 +119,12 @@ absl::Status ParseQuantization(const json& root, const std::string& label, GptOs
   if (quantization == root.end() || quantization->is_null()) return absl::OkStatus();
   const json method = quantization->is_object() && quantization->contains("quant_method") ? (*quantization)["quant_method"]
                                                                                            : json(nullptr);
+  // "quark": an HF-quark export (the engine's or Quark's), experts stored per expert; its reader dequantizes them.
+  if (method == "quark") return absl::OkStatus();
   if (method != "mxfp4") {
     return ConfigFieldError(label, "quantization_config.quant_method",
-                            StrCat("= ", method.dump(), " is not a gpt_oss source read here (only \"mxfp4\" experts)"));
+                            StrCat("= ", method.dump(), " is not a gpt_oss source read here (only \"mxfp4\" experts, or "
+                                   "an HF-quark export)"));
   }
   auto keep = quantization->find("modules_to_not_convert");
   if (keep != quantization->end() && !keep->is_null()) {

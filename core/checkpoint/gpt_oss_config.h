@@ -43,8 +43,8 @@ bool IsGptOssModelType(const std::string& model_type);
 /// Parses a gpt_oss config.json. Errors name the field and value: missing or non-positive sizes, num_experts_per_tok
 /// above num_local_experts, layer_types of the wrong length or with unknown entries, a sliding layer without a
 /// sliding_window, a rope_scaling type other than yarn, hidden_act other than silu, a non-positive swiglu_limit or
-/// swiglu_alpha, a non-zero attention_dropout, a quantization_config other than {"quant_method": "mxfp4"} or one whose
-/// modules_to_not_convert names the experts.
+/// swiglu_alpha, a non-zero attention_dropout, a quantization_config other than {"quant_method": "mxfp4"} (or "quark",
+/// an HF-quark export) or one whose modules_to_not_convert names the experts.
 absl::StatusOr<GptOssConfig> ParseGptOssConfig(const std::string& json_text, const std::string& label = "config.json");
 
 /// HF config.json text for `config` (what `quark make-model --arch gpt_oss` writes).

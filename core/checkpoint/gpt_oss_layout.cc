@@ -1,5 +1,7 @@
 #include "core/checkpoint/gpt_oss_layout.h"
 
+#include <set>
+
 #include "core/base/strings.h"
 
 namespace quark::checkpoint {
@@ -70,6 +72,92 @@ std::vector<TensorSpec> GptOssModelTensors(const GptOssConfig& c) {
   out.push_back({"model.norm.weight", {b.hidden_size}, TensorRole::kNormWeight});
   if (!b.tie_word_embeddings) out.push_back({"lm_head.weight", {b.vocab_size, b.hidden_size}, TensorRole::kLinearWeight});
   return out;
+}
+
+std::vector<TensorSpec> GptOssSplitModelTensors(const GptOssConfig& c) {
+  const std::vector<LinearSpec> linears = GptOssLayerLinears(c);
+  std::vector<TensorSpec> out;
+  for (TensorSpec& spec : GptOssModelTensors(c)) {
+    if (!IsGptOssFusedExpertTensor(spec.name)) {
+      out.push_back(std::move(spec));
+      continue;
+    }
+    constexpr std::string_view kGateUp = "mlp.experts.gate_up_proj";
+    if (spec.name.size() < kGateUp.size() || spec.name.compare(spec.name.size() - kGateUp.size(), kGateUp.size(), kGateUp) != 0) {
+      continue;  // one pass per layer, at its gate_up_proj
+    }
+    const std::string prefix = spec.name.substr(0, spec.name.size() - kGateUp.size());
+    for (const LinearSpec& l : linears) {
+      if (!l.routed) continue;
+      out.push_back({prefix + l.relative_name + ".weight", {l.out_features, l.in_features}, TensorRole::kLinearWeight});
+      out.push_back({prefix + l.relative_name + ".bias", {l.out_features}, TensorRole::kLinearBias});
+    }
+  }
+  return out;
+}
+
+std::optional<GptOssExpertSlice> GptOssExpertSliceOf(const std::string& name) {
+  // ... "mlp.experts." E "." proj "." kind
+  constexpr std::string_view kExperts = ".mlp.experts.";
+  const size_t at = name.rfind(kExperts);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t index_start = at + kExperts.size();
+  const size_t index_end = name.find('.', index_start);
+  if (index_end == std::string::npos || index_end == index_start || index_end - index_start > 9) return std::nullopt;
+  int64_t expert = 0;
+  for (size_t i = index_start; i < index_end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    expert = expert * 10 + (name[i] - '0');
+  }
+  const std::string rest = name.substr(index_end + 1);  // "gate_up_proj.weight"
+  const std::string fused = name.substr(0, index_start);  // "...mlp.experts."
+  for (const char* proj : {"gate_up_proj", "down_proj"}) {
+    if (rest == StrCat(proj, ".weight")) return GptOssExpertSlice{fused + proj, expert, true};
+    if (rest == StrCat(proj, ".bias")) return GptOssExpertSlice{StrCat(fused, proj, "_bias"), expert, false};
+  }
+  return std::nullopt;
+}
+
+bool IsGptOssFusedExpertTensor(const std::string& name) {
+  constexpr std::string_view kExperts = ".mlp.experts.";
+  const size_t at = name.rfind(kExperts);
+  if (at == std::string::npos) return false;
+  static const std::set<std::string> kFused = {"gate_up_proj", "gate_up_proj_bias", "gate_up_proj_blocks",
+                                               "gate_up_proj_scales", "down_proj", "down_proj_bias",
+                                               "down_proj_blocks", "down_proj_scales"};
+  return kFused.count(name.substr(at + kExperts.size())) > 0;
+}
+
+namespace {
+
+absl::Status CheckStoredShape(const CheckpointReader& reader, const std::string& name, const std::vector<int64_t>& shape) {
+  auto ref = reader.Get(name);
+  if (!ref.ok()) return ref.status();
+  if (ref->info->shape == shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" has shape [", StrJoin(ref->info->shape, ", "),
+                                           "] but config.json implies [", StrJoin(shape, ", "), "]"));
+}
+
+}  // namespace
+
+absl::Status CheckGptOssFusedSource(const GptOssConfig& c, const CheckpointReader& reader, const std::string& name) {
+  const std::optional<GptOssExpertSlice> slice = GptOssExpertSliceOf(name);
+  if (!slice) return absl::NotFoundError(StrCat("tensor \"", name, "\" is not a gpt-oss expert tensor"));
+  const int64_t e = c.num_local_experts, h = c.base.hidden_size, inter = c.base.intermediate_size;
+  const bool gate_up = slice->fused.find("gate_up_proj") != std::string::npos;
+  const int64_t out = gate_up ? 2 * inter : h, in = gate_up ? h : inter;
+  if (!slice->transposed) return CheckStoredShape(reader, slice->fused, {e, out});  // biases are float in both forms
+  if (reader.Has(slice->fused)) return CheckStoredShape(reader, slice->fused, {e, in, out});
+  if (reader.Has(slice->fused + "_blocks") && reader.Has(slice->fused + "_scales")) {
+    if (in % 32 != 0) {
+      return absl::InvalidArgumentError(StrCat("tensor \"", slice->fused, "_blocks\": MXFP4 blocks of 32 need ", in,
+                                               " input features to be a multiple of 32"));
+    }
+    if (auto s = CheckStoredShape(reader, slice->fused + "_blocks", {e, out, in / 32, 16}); !s.ok()) return s;
+    return CheckStoredShape(reader, slice->fused + "_scales", {e, out, in / 32});
+  }
+  return absl::NotFoundError(StrCat("tensor \"", name, "\" is missing from ", reader.location(), ", and so is its fused \"",
+                                    slice->fused, "\" (or its MXFP4 _blocks and _scales)"));
 }
 
 }  // namespace quark::checkpoint

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/gpt_oss_config.h"
 #include "core/checkpoint/model_layout.h"
 
@@ -38,5 +41,28 @@ std::vector<TensorSpec> GptOssExpertTensors(const GptOssConfig& config, int64_t 
 /// Every tensor of a full checkpoint in HF's layout: embeddings, the layers (attention linears, norms, float tensors,
 /// fused experts), model.norm, lm_head (unless tied).
 std::vector<TensorSpec> GptOssModelTensors(const GptOssConfig& config);
+
+/// GptOssModelTensors with each layer's fused experts replaced by the per-expert linears (weight and bias) the engine
+/// splits them into: the layout an HF-quark export writes (AMD Quark's gpt-oss exports, what vLLM's gpt_oss loader reads
+/// with quantization="quark"), and ModelTensors() of the pipeline.
+std::vector<TensorSpec> GptOssSplitModelTensors(const GptOssConfig& config);
+
+/// A per-expert tensor as a slice of a fused one: `fused`[expert], transposed for weights ([in, out] stored as x @ W).
+struct GptOssExpertSlice {
+  std::string fused;  // "model.layers.3.mlp.experts.gate_up_proj" or "..._bias"
+  int64_t expert = 0;
+  bool transposed = false;
+};
+/// "model.layers.L.mlp.experts.E.{gate_up,down}_proj.{weight,bias}" as its fused slice; nullopt for another name.
+std::optional<GptOssExpertSlice> GptOssExpertSliceOf(const std::string& name);
+
+/// Whether `name` is one of HF's fused expert tensors (mlp.experts.{gate_up,down}_proj[_bias], OpenAI's _blocks and
+/// _scales): what the per-expert linears of an export replace.
+bool IsGptOssFusedExpertTensor(const std::string& name);
+
+/// Checks that `reader` holds the fused source of the per-expert tensor `name` (GptOssExpertSliceOf) with the shape the
+/// config implies: float [E, in, out] / [E, out], or MXFP4 _blocks [E, out, in / 32, 16] and _scales [E, out, in / 32].
+/// NotFound naming the tensor when neither form is stored; InvalidArgument naming the tensor and both shapes.
+absl::Status CheckGptOssFusedSource(const GptOssConfig& config, const CheckpointReader& reader, const std::string& name);
 
 }  // namespace quark::checkpoint

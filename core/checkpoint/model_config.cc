@@ -10,6 +10,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/config_limits.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/gpt_oss_config.h"
 #include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/moe_config.h"
 #include "core/checkpoint/gemma_config.h"
@@ -231,7 +232,7 @@ int64_t LayerAttentionWindow(const ModelConfig& config, int64_t layer) {
   return config.sliding_window_layers[layer] ? config.sliding_window : 0;
 }
 
-const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, llama4_text"; }
+const char* SupportedModelTypes() { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, llama4_text, gpt_oss"; }
 
 namespace {
 // deepseek_v3 (deepseek_config.h): the shared fields from its base, the routed experts' sizes, the whole config kept.
@@ -247,17 +248,31 @@ absl::StatusOr<ModelConfig> ParseDeepseekModel(const std::string& json_text, con
   config.deepseek = std::make_shared<const DeepseekConfig>(*std::move(deepseek));
   return config;
 }
+// A family parsed apart whose experts are intermediate_size wide and whose top-k weights are not renormalized
+// (llama4_text: sigmoid of each; gpt_oss: softmax over the k): its base fields, its family and its experts' sizes.
+ModelConfig WithExperts(const ModelConfig& base, ArchFamily family, int64_t experts, int64_t top_k) {
+  ModelConfig config = base;
+  config.family = family;
+  config.num_experts = experts;
+  config.num_experts_per_tok = top_k;
+  config.moe_intermediate_size = base.intermediate_size;
+  config.norm_topk_prob = false;
+  return config;
+}
 // llama4_text (llama4_config.h): likewise; its experts (and the shared expert) are intermediate_size wide.
 absl::StatusOr<ModelConfig> ParseLlama4Model(const std::string& json_text, const std::string& label) {
   auto llama4 = ParseLlama4Config(json_text, label);
   if (!llama4.ok()) return llama4.status();
-  ModelConfig config = llama4->base;
-  config.family = ArchFamily::kLlama4;
-  config.num_experts = llama4->num_local_experts;
-  config.num_experts_per_tok = llama4->num_experts_per_tok;
-  config.moe_intermediate_size = llama4->base.intermediate_size;
-  config.norm_topk_prob = false;
+  ModelConfig config = WithExperts(llama4->base, ArchFamily::kLlama4, llama4->num_local_experts, llama4->num_experts_per_tok);
   config.llama4 = std::make_shared<const Llama4Config>(*std::move(llama4));
+  return config;
+}
+// gpt_oss (gpt_oss_config.h): likewise.
+absl::StatusOr<ModelConfig> ParseGptOssModel(const std::string& json_text, const std::string& label) {
+  auto gpt_oss = ParseGptOssConfig(json_text, label);
+  if (!gpt_oss.ok()) return gpt_oss.status();
+  ModelConfig config = WithExperts(gpt_oss->base, ArchFamily::kGptOss, gpt_oss->num_local_experts, gpt_oss->num_experts_per_tok);
+  config.gpt_oss = std::make_shared<const GptOssConfig>(*std::move(gpt_oss));
   return config;
 }
 }  // namespace
@@ -269,6 +284,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   config.model_type = StringField(root, "model_type", "");
   if (IsDeepseekModelType(config.model_type)) return ParseDeepseekModel(json_text, label);
   if (IsLlama4ModelType(config.model_type) || config.model_type == "llama4") return ParseLlama4Model(json_text, label);
+  if (IsGptOssModelType(config.model_type)) return ParseGptOssModel(json_text, label);
   if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
       config.model_type == "qwen3") {
     config.family = ArchFamily::kLlama;
@@ -344,6 +360,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
 std::string ModelConfigToJson(const ModelConfig& c) {
   if (c.deepseek) return DeepseekConfigToJson(*c.deepseek);
   if (c.llama4) return Llama4ConfigToJson(*c.llama4);
+  if (c.gpt_oss) return GptOssConfigToJson(*c.gpt_oss);
   json root;
   const bool opt = c.family == ArchFamily::kOpt;
   root["model_type"] = c.model_type;

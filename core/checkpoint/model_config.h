@@ -13,6 +13,7 @@ namespace quark::checkpoint {
 
 struct DeepseekConfig;  // deepseek_config.h
 struct Llama4Config;    // llama4_config.h
+struct GptOssConfig;    // gpt_oss_config.h
 
 /// The architecture families the runtime can build.
 enum class ArchFamily {
@@ -23,6 +24,7 @@ enum class ArchFamily {
   kGemma,  // model_type gemma2, gemma3_text: (1 + w) RMSNorm, GELU-tanh, four norms per layer, soft-capping
   kDeepseek,  // model_type deepseek_v3: MLA, dense then MoE layers with shared experts (ModelConfig::deepseek)
   kLlama4,    // model_type llama4_text: MoE interleaved with dense layers, chunked and NoPE attention (ModelConfig::llama4)
+  kGptOss,    // model_type gpt_oss: attention sinks, sliding/full layers, MoE with biases, YaRN (ModelConfig::gpt_oss)
 };
 
 /// The `model_type` values accepted, comma-separated (for error messages and help text).
@@ -93,6 +95,9 @@ struct ModelConfig {
   /// Llama 4 text only (family kLlama4): the whole parsed config (llama4_config.h); the fields above are its `base`,
   /// num_experts/num_experts_per_tok/moe_intermediate_size its routed experts'.
   std::shared_ptr<const Llama4Config> llama4;
+  /// gpt-oss only (family kGptOss): the whole parsed config (gpt_oss_config.h); the fields above are its `base`,
+  /// num_experts/num_experts_per_tok/moe_intermediate_size its experts'.
+  std::shared_ptr<const GptOssConfig> gpt_oss;
 };
 
 /// Parses config.json text. Errors name the field and value: missing or non-positive sizes, a hidden size

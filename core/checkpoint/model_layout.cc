@@ -4,6 +4,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/checkpoint/gpt_oss_layout.h"
 #include "core/checkpoint/llama4_layout.h"
 #include "core/checkpoint/moe_layout.h"
 
@@ -46,6 +47,7 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& c) {
     }
     return out;
   }
+  if (c.family == ArchFamily::kGptOss) return GptOssLayerLinears(*c.gpt_oss);  // every layer alike
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   if (IsOpt(c)) {
     const bool b = c.enable_bias;
@@ -91,13 +93,14 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& config, int64_t layer) {
 std::vector<TensorSpec> LayerRouterTensors(const ModelConfig& config, int64_t layer) {
   if (config.family == ArchFamily::kDeepseek) return DeepseekRouterTensors(*config.deepseek, layer);
   if (config.family == ArchFamily::kLlama4) return Llama4RouterTensors(*config.llama4, layer);
+  if (config.family == ArchFamily::kGptOss) return GptOssFloatTensors(*config.gpt_oss, layer);  // router, its bias, sinks
   if (config.family == ArchFamily::kMoe) return MoeRouterTensors(config, layer);
   return {};
 }
 
 bool HasRoutedExperts(const ModelConfig& config) {
   return config.family == ArchFamily::kMoe || config.family == ArchFamily::kDeepseek ||
-         config.family == ArchFamily::kLlama4;
+         config.family == ArchFamily::kLlama4 || config.family == ArchFamily::kGptOss;
 }
 
 bool IsOutsideForward(const ModelConfig& config, const std::string& tensor) {
@@ -115,6 +118,7 @@ std::string FinalNormName(const ModelConfig& config) {
 std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t layer) {
   if (config.family == ArchFamily::kDeepseek) return DeepseekLayerNorms(*config.deepseek, layer);
   if (config.family == ArchFamily::kLlama4) return Llama4LayerNorms(*config.llama4, layer);
+  if (config.family == ArchFamily::kGptOss) return GptOssLayerNorms(*config.gpt_oss, layer);
   std::vector<TensorSpec> out;
   const std::string prefix = LayerPrefix(config, layer);
   if (config.family == ArchFamily::kGemma) {
@@ -146,6 +150,7 @@ std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t laye
 std::vector<TensorSpec> ModelTensors(const ModelConfig& c) {
   if (c.family == ArchFamily::kDeepseek) return DeepseekModelTensors(*c.deepseek);
   if (c.family == ArchFamily::kLlama4) return Llama4ModelTensors(*c.llama4);
+  if (c.family == ArchFamily::kGptOss) return GptOssSplitModelTensors(*c.gpt_oss);  // the experts per expert
   std::vector<TensorSpec> out;
   const bool opt = IsOpt(c);
   const int64_t embed_dim = opt ? c.word_embed_proj_dim : c.hidden_size;

@@ -46,7 +46,8 @@ std::vector<LinearSpec> LayerLinears(const ModelConfig& config);
 std::vector<LinearSpec> LayerLinears(const ModelConfig& config, int64_t layer);
 
 /// The router tensors of decoder layer `layer` (full names; never quantized, copied in float by the exports): the
-/// MoE families' gates, DeepSeek's gate and e_score_correction_bias. Empty for a dense layer.
+/// MoE families' gates, DeepSeek's gate and e_score_correction_bias, gpt-oss's router, its bias and the attention
+/// sinks. Empty for a dense layer.
 std::vector<TensorSpec> LayerRouterTensors(const ModelConfig& config, int64_t layer);
 
 /// Whether the family routes tokens to experts (MoE, DeepSeek): its layers have routers and routed linears.
@@ -64,7 +65,8 @@ std::vector<TensorSpec> LayerNormTensors(const ModelConfig& config, int64_t laye
 
 /// Every tensor of a full checkpoint of this architecture, in HF's order (lm_head.weight only when not tied;
 /// OPT's project_in/project_out when word_embed_proj_dim differs from hidden_size; DeepSeek's MTP layers, which no
-/// forward runs: IsOutsideForward).
+/// forward runs: IsOutsideForward). gpt-oss: its experts per expert (GptOssSplitModelTensors), as the pipeline and
+/// the exports see them; the checkpoint may hold them fused.
 std::vector<TensorSpec> ModelTensors(const ModelConfig& config);
 
 /// Whether `tensor` is stored in the checkpoint but outside the forward (DeepSeek's MTP layers): never quantized,

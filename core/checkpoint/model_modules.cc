@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/config_limits.h"
+#include "core/checkpoint/gpt_oss_layout.h"
 #include "core/checkpoint/model_layout.h"
 
 namespace quark::checkpoint {
@@ -34,6 +35,12 @@ absl::StatusOr<std::vector<quark::ModuleInfo>> ListModules(const ModelConfig& co
     if (IsOutsideForward(config, spec.name)) continue;  // DeepSeek's MTP layers: copied, never quantized
     const std::string module = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
     const std::string stored = ResolveTensorName(reader, spec.name);
+    if (stored.empty() && config.family == ArchFamily::kGptOss) {
+      // HF's and OpenAI's gpt-oss store each layer's experts fused (float or MXFP4): the per-expert linears are slices.
+      if (auto fused = CheckGptOssFusedSource(*config.gpt_oss, reader, spec.name); !fused.ok()) return fused;
+      modules.push_back({module, ModuleType(spec), spec.shape});
+      continue;
+    }
     if (stored.empty()) {
       return absl::NotFoundError(quark::StrCat("tensor \"", spec.name, "\" (module ", module, ") is missing from ",
                                               reader.location()));

@@ -68,7 +68,7 @@ void Setup(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "make-model", "Write a synthetic HF model (seeded random weights, real shapes), or train a small Llama (--train)");
   cmd->add_option("--arch", model.arch, "llama, mistral, qwen3, phi3, gemma2, gemma3_text, opt, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss or llama4")->required();
-  cmd->add_option("--shape", model.shape, "tiny, llama-2-7b, llama-2-13b, llama-3-8b, llama-3.1-8b, mistral-7b, qwen3-8b, phi-3-mini, opt-125m, opt-1.3b, opt-6.7b, mixtral-8x7b, qwen1.5-moe-a2.7b, qwen3-30b-a3b, deepseek-v3, deepseek-v3-4l, tiny-q-proj (deepseek_v3), gpt-oss-20b, gpt-oss-120b, gpt-oss-120b-2l (gpt_oss), llama-4-scout, llama-4-scout-2l, llama-4-maverick (llama4)")
+  cmd->add_option("--shape", model.shape, "tiny, llama-2-7b, llama-2-13b, llama-3-8b, llama-3.1-8b, mistral-7b, qwen3-8b, phi-3-mini, opt-125m, opt-1.3b, opt-6.7b, mixtral-8x7b, qwen1.5-moe-a2.7b, qwen3-30b-a3b, deepseek-v3, deepseek-v3-4l, tiny-q-proj (deepseek_v3), gpt-oss-20b, gpt-oss-20b-2l, gpt-oss-120b, gpt-oss-120b-2l (gpt_oss), llama-4-scout, llama-4-scout-2l, llama-4-maverick (llama4)")
       ->required();
   cmd->add_option("--dtype", model.dtype, "f32, bf16 (default) or f16");
   cmd->add_option("--seed", model.seed, "random seed (default 0)");

@@ -291,6 +291,7 @@ std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::Mo
   if (model.family == checkpoint::ArchFamily::kMoe) return MoeConfigProblems(qc, model);  // hf_quark_moe_rules.h
   if (model.family == checkpoint::ArchFamily::kDeepseek) return DeepseekConfigProblems(qc, *model.deepseek);
   if (model.family == checkpoint::ArchFamily::kLlama4) return Llama4ConfigProblems(qc, *model.llama4);
+  if (model.family == checkpoint::ArchFamily::kGptOss) return GptOssConfigProblems(qc, *model.gpt_oss);
   const bool opt = model.family == checkpoint::ArchFamily::kOpt;
   const std::vector<std::vector<std::string>> fused =
       opt ? std::vector<std::vector<std::string>>{{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}}

@@ -82,7 +82,7 @@ std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model,
         out.push_back(StrCat(router.name, ": shape [", StrJoin(ref->info->shape, ", "), "], expected [",
                              StrJoin(router.shape, ", "), "]"));
       }
-      const std::string module = router.name.substr(0, router.name.size() - 7);  // drop ".weight"
+      const std::string module = router.name.substr(0, router.name.rfind('.'));  // drop ".weight" (".bias", ...)
       for (const char* suffix : {".weight_scale", ".input_scale", ".weight_zero_point"}) {
         if (reader.Get(module + suffix).ok()) {
           out.push_back(StrCat(module, suffix, ": a router carries quantization scales (vLLM loads it unquantized)"));
@@ -127,6 +127,30 @@ std::vector<std::string> Llama4ConfigProblems(const nlohmann::ordered_json& qc, 
     }
     Agree(qc, prefix + "feed_forward.shared_expert.up_proj", prefix + "feed_forward.shared_expert.gate_proj", kGateUp, out);
     FusedExpertsAgree(qc, prefix + "feed_forward", model.num_local_experts, out);
+  }
+  return out;
+}
+
+// gpt-oss (#32).
+std::vector<std::string> GptOssConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::GptOssConfig& model) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < model.base.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model.base, i);
+    for (const char* proj : {"self_attn.k_proj", "self_attn.v_proj"}) {
+      Agree(qc, prefix + proj, prefix + "self_attn.q_proj", "vLLM fuses them into qkv_proj", out);
+    }
+    for (int64_t e = 0; e < model.num_local_experts; ++e) {
+      for (const char* proj : {"gate_up_proj", "down_proj"}) {
+        const std::string name = StrCat(prefix, "mlp.experts.", e, ".", proj);
+        const std::string first = StrCat(prefix, "mlp.experts.0.", proj);
+        if (VllmExcluded(qc, name)) {
+          out.push_back(StrCat(name, ": excluded, but vLLM's gpt_oss quark loader reads experts only quantized (a float "
+                               "per-expert gate_up_proj loads as the w1 shard alone)"));
+        } else if (e > 0 && !VllmExcluded(qc, first)) {  // an excluded expert 0 is named once, above
+          Agree(qc, name, first, "vLLM's FusedMoE runs one scheme for every expert of a layer", out);
+        }
+      }
+    }
   }
   return out;
 }

@@ -16,6 +16,7 @@
 
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/gpt_oss_config.h"
 #include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
 
@@ -40,5 +41,12 @@ std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc
 /// (an expert's up agrees with its gate, every expert with expert 0). The router is a ReplicatedLinear built without
 /// quantization. One line per problem, naming the module.
 std::vector<std::string> Llama4ConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::Llama4Config& model);
+
+/// gpt-oss (#32) as vLLM's gpt_oss.py loads it with quantization="quark" (_load_weights_quark): q/k/v become qkv_proj;
+/// each layer's experts one FusedMoE whose w13/w2 are filled expert by expert from mlp.experts.E.gate_up_proj and
+/// down_proj (".gate_up_proj.weight" -> w13_weight, bias, weight_scale, input_scale likewise): every expert agrees with
+/// expert 0, and none is excluded (a float per-expert gate_up_proj would be read as the w1 shard alone). The router and
+/// the sinks are built unquantized. One line per problem, naming the module.
+std::vector<std::string> GptOssConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::GptOssConfig& model);
 
 }  // namespace quark::exporter

@@ -13,6 +13,7 @@
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_checker.h"
+#include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/scale_dtype.h"
 #include "core/numerics/quant_params.h"
 #include "core/runtime/tensor_view.h"
@@ -118,6 +119,12 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
   std::vector<std::string> excluded;
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded) excluded.push_back(a.module);
+    const auto fused_expert = FusedExpertLinearShape(model_, *reader_, a.module);  // gpt-oss: hf_quark_gpt_oss.h
+    if (fused_expert && (a.source == ConfigSource::kExcluded || a.config.Empty())) {
+      return absl::UnimplementedError(StrCat(a.module, " (from ", a.SourceLabel(), "): an HF-quark export carries gpt-oss's "
+                                             "experts quantized, per expert (vLLM's gpt_oss loader reads no float "
+                                             "per-expert tensors); quantize every expert"));
+    }
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
     if (a.module_type != "Linear" || !InDecoderLayer(model_, a.module)) {
       return absl::UnimplementedError(StrCat(a.module, " (", a.module_type, ", from ", a.SourceLabel(),
@@ -125,10 +132,10 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
                                              "add it to exclude"));
     }
     const std::string weight = checkpoint::ResolveTensorName(*reader_, a.module + ".weight");
-    if (weight.empty()) return absl::NotFoundError(StrCat(a.module, ".weight: not in ", reader_->location()));
-    const auto& shape = reader_->Get(weight)->info->shape;
+    if (weight.empty() && !fused_expert) return absl::NotFoundError(StrCat(a.module, ".weight: not in ", reader_->location()));
+    const std::vector<int64_t> shape = fused_expert ? *fused_expert : reader_->Get(weight)->info->shape;
     const std::string bias = checkpoint::ResolveTensorName(*reader_, a.module + ".bias");
-    auto specs = LinearTensors(a.module, a.config, shape[0], shape[1], !bias.empty());
+    auto specs = LinearTensors(a.module, a.config, shape[0], shape[1], fused_expert || !bias.empty());
     if (!specs.ok()) return specs.status();
     for (const auto& spec : *specs) planned.push_back({spec.name, spec.dtypes[0], spec.shape});
     replaced.insert(weight);
@@ -136,7 +143,7 @@ absl::Status HfQuarkExporter::PlanTensors(const LayerPlan& plan, std::vector<che
     quantized_modules_.insert(a.module);
   }
   for (const std::string& name : reader_->Names()) {
-    if (replaced.count(name)) continue;
+    if (replaced.count(name) || ReplacedByExpertLinears(model_, name)) continue;
     const auto& info = *reader_->Get(name)->info;
     planned.push_back({name, info.dtype, info.shape});
     pending_copies_.insert(name);

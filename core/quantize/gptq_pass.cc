@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/deepseek_layout.h"
+#include "core/checkpoint/gpt_oss_layout.h"
 #include "core/checkpoint/llama4_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
@@ -38,6 +39,9 @@ GptqAlgo ResolveGptqDefaults(GptqAlgo algo, const checkpoint::ModelConfig& model
   }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kLlama4) {
     algo.inside_layer_modules = checkpoint::Llama4GptqModules(*model.llama4);
+  }
+  if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kGptOss) {
+    algo.inside_layer_modules = checkpoint::GptOssGptqModules();
   }
   if (algo.inside_layer_modules.empty() && model.family == checkpoint::ArchFamily::kPhi3) {
     // Phi-3's fused modules: one GPTQ each, in forward order.

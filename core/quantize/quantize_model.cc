@@ -2,6 +2,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/export/ct_checker.h"
+#include "core/export/hf_quark_gpt_oss.h"
 #include "core/quantize/quantize_run.h"
 
 namespace quark {
@@ -134,9 +135,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
       if (!exporter.ok()) return exporter.status();
       hf_ = exporter->get();
-      for (const std::string& warning : exporter::VllmQuarkLoadWarnings(hf_->quantization_config())) {
-        Notice("prepare", 0, StrCat("hf_quark export: ", warning));
-      }
+      std::vector<std::string> warnings = exporter::VllmQuarkLoadWarnings(hf_->quantization_config());
+      for (std::string& w : exporter::GptOssVllmLoadWarnings(hf_->quantization_config(), model_)) warnings.push_back(w);
+      for (const std::string& warning : warnings) Notice("prepare", 0, StrCat("hf_quark export: ", warning));
       e.exporter = *std::move(exporter);
     } else if (format == "compressed_tensors") {
       e.path = single ? root.string() : (root / "compressed_tensors").string();

@@ -225,6 +225,12 @@ absl::StatusOr<std::unique_ptr<ScalingPass>> ScalingPass::Create(
                                              " is not supported (no scaling template for its interleaved dense and MoE "
                                              "layers); RTN, fp8 and GPTQ are"));
     }
+    if (model.family == checkpoint::ArchFamily::kGptOss) {
+      // The experts' biases and the clamped SwiGLU on interleaved gate/up columns: no template (Quark has none either).
+      return absl::UnimplementedError(StrCat(path, ": SmoothQuant/AWQ scaling of ", model.model_type,
+                                             " is not supported (no scaling template for its biased experts and "
+                                             "clamped SwiGLU); RTN, fp8 and GPTQ are"));
+    }
     if (DecoderLayersOf(algo) != checkpoint::DecoderLayersName(model)) {
       return absl::InvalidArgumentError(StrCat(path, ".model_decoder_layers: \"", DecoderLayersOf(algo),
                                                "\" is not this model's decoder layers (\"", checkpoint::DecoderLayersName(model),

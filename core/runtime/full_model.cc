@@ -1,6 +1,7 @@
 #include "core/runtime/full_model.h"
 
 #include "core/runtime/layer_streamer.h"
+#include "core/runtime/mxfp4_expert_source.h"
 
 namespace quark::runtime {
 
@@ -10,8 +11,8 @@ absl::StatusOr<std::unique_ptr<CausalLm>> CausalLm::Open(const std::string& mode
   auto reader = checkpoint::CheckpointReader::Open(model_dir);
   if (!reader.ok()) return reader.status();
   std::shared_ptr<const checkpoint::CheckpointReader> shared_reader(std::move(*reader));
-  auto model = TransformerModel::Create(*std::move(config), std::make_shared<CheckpointWeightSource>(shared_reader),
-                                        compute_dtype);
+  auto weights = CheckpointWeightsFor(*config, std::move(shared_reader));
+  auto model = TransformerModel::Create(*std::move(config), std::move(weights), compute_dtype);
   if (!model.ok()) return model.status();
   return Create(*std::move(model));
 }

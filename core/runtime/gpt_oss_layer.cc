@@ -40,6 +40,48 @@ std::vector<ExpertCoverage> GptOssDecoderLayer::FinishCalibration() {
   return {std::move(coverage)};
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<LinearLike>>> GptOssDecoderLayer::LoadExpertLinears(
+    const checkpoint::GptOssConfig& config, const WeightSource& weights, at::ScalarType dtype) const {
+  // A tensor served per expert (an HF-quark export; Mxfp4ExpertSource dequantizing one expert at a time; weights an
+  // algorithm rewrote) is read by its name; any other is the slice of HF's fused tensor (x @ W: weights transposed),
+  // read where it is stored (zero copy from a mapped checkpoint) and copied into `dtype` one expert at a time.
+  const std::vector<checkpoint::TensorSpec> fused_specs = checkpoint::GptOssExpertTensors(config, index());
+  std::vector<at::Tensor> fused(fused_specs.size());
+  const auto slice = [&](size_t k, int64_t e) -> absl::StatusOr<at::Tensor> {
+    if (!fused[k].defined()) {
+      auto tensor = weights.GetStored(fused_specs[k].name);
+      if (!tensor.ok()) return tensor.status();
+      if (tensor->sizes() != at::IntArrayRef(fused_specs[k].shape)) {
+        return absl::InvalidArgumentError(StrCat("tensor \"", fused_specs[k].name, "\" has shape [",
+                                                 StrJoin(tensor->sizes(), ", "), "] but config.json implies [",
+                                                 StrJoin(fused_specs[k].shape, ", "), "]"));
+      }
+      fused[k] = *std::move(tensor);
+    }
+    const at::Tensor part = k % 2 == 0 ? fused[k][e].t() : fused[k][e];  // [in, out] -> [out, in]; bias rows
+    return at::empty(part.sizes(), part.options().dtype(dtype)).copy_(part);
+  };
+  const std::vector<checkpoint::LinearSpec> specs = checkpoint::GptOssLayerLinears(config);  // q, k, v, o, experts
+  std::vector<std::shared_ptr<LinearLike>> out;
+  for (int64_t e = 0; e < config.num_local_experts; ++e) {
+    for (size_t proj = 0; proj < 2; ++proj) {  // gate_up_proj (fused tensors 0, 1), down_proj (2, 3)
+      const checkpoint::LinearSpec& spec = specs[4 + 2 * e + proj];
+      const std::string name = prefix() + spec.relative_name;
+      at::Tensor parts[2];
+      for (size_t k = 0; k < 2; ++k) {
+        const std::string tensor = name + (k == 0 ? ".weight" : ".bias");
+        const std::vector<int64_t> shape = k == 0 ? std::vector<int64_t>{spec.out_features, spec.in_features}
+                                                  : std::vector<int64_t>{spec.out_features};
+        auto loaded = weights.Has(tensor) ? LoadChecked(weights, tensor, shape, dtype) : slice(2 * proj + k, e);
+        if (!loaded.ok()) return loaded.status();
+        parts[k] = *std::move(loaded);
+      }
+      out.push_back(std::make_shared<FloatLinear>(parts[0], parts[1]));
+    }
+  }
+  return out;
+}
+
 absl::Status GptOssDecoderLayer::LoadExperts(const checkpoint::GptOssConfig& config, const WeightSource& weights,
                                              at::ScalarType dtype) {
   const int64_t experts = config.num_local_experts, hidden = config.base.hidden_size;
@@ -49,19 +91,13 @@ absl::Status GptOssDecoderLayer::LoadExperts(const checkpoint::GptOssConfig& con
   if (!router_bias.ok()) return router_bias.status();
   moe = std::make_shared<MoeBlock>(*router, config.num_experts_per_tok, /*norm_topk_prob=*/false, at::Tensor());
   moe->set_routing(GptOssRouting(config.num_experts_per_tok, *router_bias));
-  // The fused tensors, as HF stores them (x @ W): each expert's linears are their transposed slices.
-  std::vector<at::Tensor> fused;
-  for (const checkpoint::TensorSpec& spec : checkpoint::GptOssExpertTensors(config, index())) {
-    auto tensor = LoadChecked(weights, spec.name, spec.shape, dtype);
-    if (!tensor.ok()) return tensor.status();
-    fused.push_back(*std::move(tensor));
-  }
-  const at::Tensor &gate_up = fused[0], &gate_up_bias = fused[1], &down = fused[2], &down_bias = fused[3];
+  auto linears = LoadExpertLinears(config, weights, dtype);
+  if (!linears.ok()) return linears.status();
   auto list = std::make_shared<ExpertList>();
   for (int64_t e = 0; e < experts; ++e) {
     auto expert = std::make_shared<GptOssExpert>(config.swiglu_alpha, config.swiglu_limit);
-    expert->gate_up_proj = std::make_shared<FloatLinear>(gate_up[e].t().contiguous(), gate_up_bias[e]);
-    expert->down_proj = std::make_shared<FloatLinear>(down[e].t().contiguous(), down_bias[e]);
+    expert->gate_up_proj = (*linears)[2 * e];
+    expert->down_proj = (*linears)[2 * e + 1];
     moe->experts.push_back(list->register_module(std::to_string(e), expert));
     expert_names_.push_back(StrCat(prefix(), "mlp.experts.", e));
     AddLinear(StrCat("mlp.experts.", e, ".gate_up_proj"), *expert, "gate_up_proj", &expert->gate_up_proj);

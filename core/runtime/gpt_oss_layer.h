@@ -37,7 +37,8 @@ class GptOssExpert : public MoeExpert {
 class GptOssDecoderLayer : public DecoderLayer {
  public:
   /// Loads decoder layer `index` from `weights` as `dtype` (the fused expert tensors split into each expert's
-  /// linears); errors name the missing or mis-shaped tensor and both shapes.
+  /// linears, or the experts stored per expert as an HF-quark export holds them); errors name the missing or
+  /// mis-shaped tensor and both shapes.
   static absl::StatusOr<std::shared_ptr<GptOssDecoderLayer>> Load(const checkpoint::GptOssConfig& config, int64_t index,
                                                                   const WeightSource& weights, at::ScalarType dtype);
   at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
@@ -51,6 +52,11 @@ class GptOssDecoderLayer : public DecoderLayer {
  private:
   GptOssDecoderLayer(int64_t index, std::string prefix) : DecoderLayer(index, std::move(prefix)) {}
   absl::Status LoadExperts(const checkpoint::GptOssConfig& config, const WeightSource& weights, at::ScalarType dtype);
+  // Each expert's gate_up_proj then down_proj, by expert: the per-expert tensors where `weights` serves them (an
+  // HF-quark export, Mxfp4ExpertSource), else slices of the fused tensors (HF's layout).
+  absl::StatusOr<std::vector<std::shared_ptr<LinearLike>>> LoadExpertLinears(const checkpoint::GptOssConfig& config,
+                                                                             const WeightSource& weights,
+                                                                             at::ScalarType dtype) const;
   std::vector<std::string> expert_names_;  // full names, by index
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/mxfp4_expert_source.h"
 
 namespace quark::runtime {
 
@@ -43,7 +44,8 @@ absl::StatusOr<std::unique_ptr<LayerStreamer>> LayerStreamer::Open(const std::st
   auto reader = checkpoint::CheckpointReader::Open(model_dir);
   if (!reader.ok()) return reader.status();
   std::shared_ptr<const checkpoint::CheckpointReader> shared_reader(std::move(*reader));
-  return Create(*std::move(config), std::make_shared<CheckpointWeightSource>(shared_reader), options);
+  auto weights = CheckpointWeightsFor(*config, std::move(shared_reader));  // gpt-oss's MXFP4 experts dequantized
+  return Create(*std::move(config), std::move(weights), options);
 }
 
 absl::StatusOr<std::unique_ptr<LayerStreamer>> LayerStreamer::Create(checkpoint::ModelConfig config,

@@ -1,8 +1,11 @@
 #include "core/runtime/mxfp4_expert_source.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/gpt_oss_config.h"
+#include "core/checkpoint/gpt_oss_layout.h"
 
 namespace quark::runtime {
 namespace {
@@ -13,16 +16,26 @@ constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0
 
 std::string ShapeText(at::IntArrayRef shape) { return StrCat("[", StrJoin(shape.vec(), ", "), "]"); }
 
-// A stored uint8 tensor as a CPU tensor viewing the mapped bytes (read-only: cloned by the caller's math).
-absl::StatusOr<at::Tensor> StoredBytes(const checkpoint::CheckpointReader& reader, const std::string& name) {
+// A stored uint8 tensor copied into a CPU tensor: the whole of it, or its slice `index` along the first axis.
+absl::StatusOr<at::Tensor> StoredBytes(const checkpoint::CheckpointReader& reader, const std::string& name,
+                                       std::optional<int64_t> index = std::nullopt) {
   auto ref = reader.Get(name);
   if (!ref.ok()) return ref.status();
   if (ref->info->dtype != checkpoint::StDType::kU8) {
     return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is ", checkpoint::StDTypeName(ref->info->dtype),
                                              ", not the U8 of MXFP4 blocks and scales"));
   }
-  const std::string_view bytes = ref->bytes();
-  at::Tensor out = at::empty(ref->info->shape, at::kByte);
+  std::string_view bytes = ref->bytes();
+  std::vector<int64_t> shape = ref->info->shape;
+  if (index) {
+    if (shape.empty() || *index < 0 || *index >= shape[0]) {
+      return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" has no expert ", *index));
+    }
+    const size_t slice = bytes.size() / static_cast<size_t>(shape[0]);
+    bytes = bytes.substr(static_cast<size_t>(*index) * slice, slice);
+    shape.erase(shape.begin());
+  }
+  at::Tensor out = at::empty(shape, at::kByte);
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
@@ -53,9 +66,38 @@ bool Mxfp4ExpertSource::IsPacked(const std::string& name) const {
   return !reader_->Has(name) && reader_->Has(name + "_blocks") && reader_->Has(name + "_scales");
 }
 
-bool Mxfp4ExpertSource::Has(const std::string& name) const { return IsPacked(name) || float_.Has(name); }
+bool Mxfp4ExpertSource::IsPackedExpert(const std::string& name) const {
+  if (reader_->Has(name)) return false;
+  const auto slice = checkpoint::GptOssExpertSliceOf(name);
+  if (!slice) return false;
+  if (slice->transposed) return IsPacked(slice->fused);
+  const std::string weight = slice->fused.substr(0, slice->fused.size() - 5);  // "..._proj_bias" -> "..._proj"
+  return IsPacked(weight) && reader_->Has(slice->fused);
+}
+
+bool Mxfp4ExpertSource::Has(const std::string& name) const {
+  return IsPacked(name) || IsPackedExpert(name) || float_.Has(name);
+}
+
+absl::StatusOr<at::Tensor> Mxfp4ExpertSource::GetExpert(const std::string& name, at::ScalarType dtype) const {
+  const checkpoint::GptOssExpertSlice slice = *checkpoint::GptOssExpertSliceOf(name);
+  if (!slice.transposed) {  // a bias row of the float fused bias
+    auto bias = float_.GetStored(slice.fused);
+    if (!bias.ok()) return bias.status();
+    if (slice.expert >= bias->size(0)) return absl::InvalidArgumentError(StrCat("tensor \"", slice.fused, "\" has no expert ", slice.expert));
+    return bias->select(0, slice.expert).to(dtype);
+  }
+  auto blocks = StoredBytes(*reader_, slice.fused + "_blocks", slice.expert);
+  if (!blocks.ok()) return blocks.status();
+  auto scales = StoredBytes(*reader_, slice.fused + "_scales", slice.expert);
+  if (!scales.ok()) return scales.status();
+  auto values = DequantizeMxfp4(*blocks, *scales, slice.fused);  // [in, out]
+  if (!values.ok()) return values.status();
+  return values->t().contiguous().to(dtype);
+}
 
 absl::StatusOr<at::Tensor> Mxfp4ExpertSource::Get(const std::string& name, at::ScalarType dtype) const {
+  if (IsPackedExpert(name)) return GetExpert(name, dtype);
   if (!IsPacked(name)) return float_.Get(name, dtype);
   auto blocks = StoredBytes(*reader_, name + "_blocks");
   if (!blocks.ok()) return blocks.status();
@@ -64,6 +106,12 @@ absl::StatusOr<at::Tensor> Mxfp4ExpertSource::Get(const std::string& name, at::S
   auto values = DequantizeMxfp4(*blocks, *scales, name);
   if (!values.ok()) return values.status();
   return values->to(dtype);
+}
+
+std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
+                                                         std::shared_ptr<const checkpoint::CheckpointReader> reader) {
+  if (config.gpt_oss && config.gpt_oss->mxfp4_experts) return std::make_shared<Mxfp4ExpertSource>(std::move(reader));
+  return std::make_shared<CheckpointWeightSource>(std::move(reader));
 }
 
 }  // namespace quark::runtime

@@ -3,7 +3,9 @@
 // nibble first) and _scales [E, out, in / 32] (uint8 e8m0 exponents, bias 127), everything else in bf16. This source
 // serves mlp.experts.gate_up_proj / down_proj in HF's float layout [E, in, out] by dequantizing them as transformers'
 // integrations/mxfp4.py convert_moe_packed_tensors does (FP4_VALUES[code] * 2^(scale - 127), then the transpose), and
-// passes every other tensor to the checkpoint's own source. Every MXFP4 value is exact in float32.
+// passes every other tensor to the checkpoint's own source. Every MXFP4 value is exact in float32. It also serves each
+// expert's own linears, mlp.experts.E.{gate_up,down}_proj.{weight [out, in], bias} (gpt_oss_layout.h), dequantizing
+// only that expert's blocks: what the gpt-oss layer loads, so a layer never holds a whole fused float tensor.
 #pragma once
 
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_config.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
@@ -33,8 +36,16 @@ class Mxfp4ExpertSource : public WeightSource {
  private:
   // Whether `name` is served from `name`_blocks / `name`_scales (stored, and `name` itself is not).
   bool IsPacked(const std::string& name) const;
+  // Whether `name` is one expert's weight or bias of a packed fused tensor (and not stored itself).
+  bool IsPackedExpert(const std::string& name) const;
+  absl::StatusOr<at::Tensor> GetExpert(const std::string& name, at::ScalarType dtype) const;
   std::shared_ptr<const checkpoint::CheckpointReader> reader_;
   CheckpointWeightSource float_;
 };
+
+/// The source a checkpoint folder's weights are read through for `config`: an Mxfp4ExpertSource for a gpt-oss whose
+/// config says its experts are MXFP4 (OpenAI's release), else a plain CheckpointWeightSource.
+std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
+                                                         std::shared_ptr<const checkpoint::CheckpointReader> reader);
 
 }  // namespace quark::runtime

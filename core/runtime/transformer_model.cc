@@ -9,6 +9,8 @@
 #include "core/runtime/deepseek_layer.h"
 #include "core/runtime/llama4_layer.h"
 #include "core/runtime/gemma_layer.h"
+#include "core/runtime/gpt_oss_layer.h"
+#include "core/runtime/gpt_oss_model.h"
 #include "core/runtime/layerwise_logits.h"  // AsDecoderLayer
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/matmul_precision.h"
@@ -92,6 +94,10 @@ const LayerContext& TransformerModel::Context(int64_t seq_len) {
   }
   if (config_.family == ArchFamily::kDeepseek) {
     DeepseekRopeTables(*config_.deepseek, seq_len, dtype_, &context.cos, &context.sin);  // YaRN over the rope dims
+  } else if (config_.family == ArchFamily::kGptOss) {
+    const LayerContext own = GptOssLayerContext(*config_.gpt_oss, seq_len, dtype_);  // YaRN over whole heads
+    context.cos = own.cos;
+    context.sin = own.sin;
   } else if (!IsOpt(config_)) {
     RopeTables(config_, seq_len, dtype_, &context.cos, &context.sin);
   }
@@ -122,6 +128,7 @@ absl::StatusOr<std::shared_ptr<DecoderLayer>> TransformerModel::LoadLayer(int64_
     case ArchFamily::kDeepseek:
       return AsDecoderLayer(DeepseekDecoderLayer::Load(*config_.deepseek, index, *weights_, dtype_));
     case ArchFamily::kLlama4: return AsDecoderLayer(Llama4DecoderLayer::Load(*config_.llama4, index, *weights_, dtype_));
+    case ArchFamily::kGptOss: return AsDecoderLayer(GptOssDecoderLayer::Load(*config_.gpt_oss, index, *weights_, dtype_));
     case ArchFamily::kLlama: break;
   }
   return AsDecoderLayer(LlamaDecoderLayer::Load(config_, index, *weights_, dtype_));

@@ -20,6 +20,7 @@
 #include "core/runtime/deepseek_model.h"
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/quantize/tiny_pipeline_fixture.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::quantize {
@@ -28,52 +29,12 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-// `quark make-model --arch deepseek_v3 --shape tiny --dtype f32` with stories260K's tokenizer (512 pieces).
-class DeepseekPipelineTest : public ::testing::Test {
+constexpr char kDeepseekArch[] = "deepseek_v3";
+// `quark make-model --arch deepseek_v3 --shape tiny --dtype f32` with stories260K's tokenizer (tiny_pipeline_fixture.h).
+class DeepseekPipelineTest : public testing::TinyPipelineTest<kDeepseekArch> {
  protected:
-  static void SetUpTestSuite() {
-    runtime::testing::InitTestEngine();
-    dir_ = new std::string(
-        (fs::temp_directory_path() / ("quark_deepseek_pipeline_" + std::to_string(::getpid()))).string());
-    fs::remove_all(*dir_);
-    runtime::SyntheticModelOptions options;
-    options.arch = "deepseek_v3";
-    options.shape = "tiny";
-    options.dtype = "f32";
-    options.seed = 21;
-    options.out_dir = *dir_;
-    options.tokenizer_path = runtime::testing::Stories260K() + "/tokenizer.model";
-    ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  void TearDown() override {
-    for (const std::string& out : outputs_) fs::remove_all(out);
-  }
-
-  QuantizeModelOptions Options(const std::string& preset, const std::string& name) {
-    QuantizeModelOptions o;
-    o.config = PresetConfig(preset).value();
-    o.eval_text_file = runtime::testing::TinyStoriesText();
-    o.eval_seq_len = 64;
-    o.eval_max_windows = 2;
-    o.num_calibration_samples = 4;
-    o.seq_len = 32;
-    o.moe_min_expert_tokens = 4;
-    o.output_dir =
-        (fs::temp_directory_path() / ("quark_deepseek_pipeline_" + name + std::to_string(::getpid()))).string();
-    fs::remove_all(o.output_dir);
-    outputs_.push_back(o.output_dir);
-    return o;
-  }
   static checkpoint::ModelConfig Config() { return checkpoint::LoadModelConfig(*dir_).value(); }
-
-  static std::string* dir_;
-  std::vector<std::string> outputs_;
 };
-std::string* DeepseekPipelineTest::dir_ = nullptr;
 
 TEST_F(DeepseekPipelineTest, TheStreamerComputesTheFamilysForward) {
   const checkpoint::ModelConfig config = Config();
@@ -145,26 +106,7 @@ TEST_F(DeepseekPipelineTest, Fp8ExportKeepsRoutersAndMtpFloatAndReadsBackToTheFa
 }
 
 // uint4 weight-only RTN and the same with GPTQ (DeepSeek's template: DeepseekGptqModules): GPTQ is closer to float.
-TEST_F(DeepseekPipelineTest, GptqRunsOnEveryLayerAndBeatsRtn) {
-  QuantizeModelOptions rtn = Options("uint4_wo_32", "rtn");
-  rtn.output_dir.clear();
-  auto rtn_report = QuantizeModel(*dir_, rtn);
-  ASSERT_TRUE(rtn_report.ok()) << rtn_report.status();
-  QuantizeModelOptions gptq = Options("uint4_wo_32", "gptq");
-  gptq.config.algo_config.push_back(GptqAlgo{});
-  gptq.calibration_file = runtime::testing::TinyStoriesText();
-  gptq.num_calibration_samples = 8;
-  auto gptq_report = QuantizeModel(*dir_, gptq);
-  ASSERT_TRUE(gptq_report.ok()) << gptq_report.status();
-  ASSERT_TRUE(exporter::CheckHfQuarkExport(gptq.output_dir).ok());
-  const double before = rtn_report->metrics.at("ppl_before");
-  const double rtn_gap = std::abs(rtn_report->metrics.at("ppl_after") - before);
-  const double gptq_gap = std::abs(gptq_report->metrics.at("ppl_after") - before);
-  EXPECT_LT(gptq_gap, rtn_gap) << "ppl before " << before << ", rtn " << rtn_report->metrics.at("ppl_after")
-                               << ", gptq " << gptq_report->metrics.at("ppl_after");
-  EXPECT_NEAR(gptq_report->metrics.at("ppl_reloaded"), gptq_report->metrics.at("ppl_after"),
-              1e-3 * gptq_report->metrics.at("ppl_after"));
-}
+TEST_F(DeepseekPipelineTest, GptqRunsOnEveryLayerAndBeatsRtn) { ExpectGptqBeatsRtn(); }
 
 TEST_F(DeepseekPipelineTest, ScalingAndRotationAreRefusedByName) {
   QuantizeModelOptions smooth = Options("int8", "smooth");

@@ -18,6 +18,7 @@
 #include "core/runtime/gpt_oss_model.h"
 #include "core/runtime/gpt_oss_synthetic.h"
 #include "core/runtime/yarn_rope.h"
+#include "tests/runtime/gpt_oss_reference.h"
 #include "tests/runtime/gpt_oss_test_models.h"
 #include "tests/runtime/test_paths.h"
 
@@ -41,23 +42,8 @@ constexpr char kGptOss20bConfig[] = R"({"architectures": ["GptOssForCausalLM"], 
   "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
   "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 201088})";
 
-// The windows data/gpt_oss_tiny_seed7_logits.f64 was computed for (make_reference.sh).
-at::Tensor ReferenceIds() {
-  at::Tensor ids = at::empty({2, 16}, at::kLong);
-  for (int64_t w = 0; w < 2; ++w) {
-    for (int64_t i = 0; i < 16; ++i) ids[w][i] = (i * 7919 + 13 + w * 101) % 512;
-  }
-  return ids;
-}
-
-at::Tensor ReferenceLogits() {
-  const std::string path = std::string(QUARK_GPT_OSS_TEST_DATA) + "/gpt_oss_tiny_seed7_logits.f64";
-  std::ifstream in(path, std::ios::binary);
-  at::Tensor logits = at::empty({2, 16, 512}, at::kDouble);
-  in.read(static_cast<char*>(logits.data_ptr()), logits.numel() * 8);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  return logits;
-}
+using testing::GptOssReferenceIds;
+using testing::GptOssReferenceLogits;
 
 class GptOssTest : public ::testing::Test {
  protected:
@@ -223,8 +209,8 @@ TEST_F(GptOssTest, RoutingSoftmaxesTheTopKLogitsWithTheRouterBias) {
 
 TEST_F(GptOssTest, LogitsMatchHuggingFacesModelingCode) {
   const testing::TinyGptOss model("reference", 7);
-  const at::Tensor ids = ReferenceIds();
-  const at::Tensor reference = ReferenceLogits();
+  const at::Tensor ids = GptOssReferenceIds();
+  const at::Tensor reference = GptOssReferenceLogits();
   ASSERT_GT(reference.abs().max().item<double>(), 0.1);  // not a degenerate model
   auto logits64 = GptOssLogits(model.config, *model.weights, ids, at::kDouble);
   ASSERT_TRUE(logits64.ok()) << logits64.status();

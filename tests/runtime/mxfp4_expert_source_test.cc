@@ -14,6 +14,7 @@
 #include "core/checkpoint/gpt_oss_layout.h"
 #include "core/runtime/gpt_oss_model.h"
 #include "core/runtime/mxfp4_expert_source.h"
+#include "tests/runtime/gpt_oss_mxfp4_twin.h"
 #include "tests/runtime/gpt_oss_test_models.h"
 #include "tests/runtime/test_paths.h"
 
@@ -28,13 +29,7 @@ double Fp4(int code) {
   return kValues[code];
 }
 
-// Seeded MXFP4 codes for [E, R, in]: blocks [E, R, in / 32, 16], scales [E, R, in / 32] around 2^-7.
-std::pair<at::Tensor, at::Tensor> RandomMxfp4(int64_t experts, int64_t rows, int64_t in, uint64_t seed) {
-  at::manual_seed(seed);
-  const at::Tensor blocks = at::randint(0, 256, {experts, rows, in / 32, 16}, at::kByte);
-  const at::Tensor scales = at::randint(118, 124, {experts, rows, in / 32}, at::kByte);
-  return {blocks, scales};
-}
+using testing::RandomMxfp4;
 
 TEST(Mxfp4Test, DequantizesAsTransformersConvertMoePackedTensors) {
   const auto [blocks, scales] = RandomMxfp4(2, 3, 64, 1);
@@ -66,36 +61,8 @@ TEST(Mxfp4Test, AnMxfp4CheckpointRunsAsItsDequantizedFloatTwin) {
   const checkpoint::GptOssConfig& config = model.config;
   const std::filesystem::path dir = model.dir.string() + "_mxfp4";
   std::filesystem::remove_all(dir);
-  // The float checkpoint's tensors, each layer's fused experts replaced by seeded MXFP4 blocks and scales.
-  std::vector<checkpoint::PlannedTensor> plan;
-  std::map<std::string, at::Tensor> tensors;
   TensorMapWeightSource twin;  // the same model with the dequantized experts in float
-  int64_t layer = 0;
-  for (const checkpoint::TensorSpec& spec : checkpoint::GptOssModelTensors(config)) {
-    const at::Tensor stored = *model.weights->Get(spec.name, at::kFloat);
-    const bool gate_up = spec.name.size() > 12 && spec.name.substr(spec.name.size() - 12) == "gate_up_proj";
-    const bool down = spec.name.size() > 9 && spec.name.substr(spec.name.size() - 9) == "down_proj";
-    if (!gate_up && !down) {
-      tensors[spec.name] = stored;
-      twin.Set(spec.name, stored);
-      continue;
-    }
-    const int64_t rows = spec.shape[2], in = spec.shape[1];  // HF's float layout is [E, in, out]
-    auto [blocks, scales] = RandomMxfp4(spec.shape[0], rows, in, 100 + layer++);
-    tensors[spec.name + "_blocks"] = blocks;
-    tensors[spec.name + "_scales"] = scales;
-    twin.Set(spec.name, *DequantizeMxfp4(blocks, scales, spec.name));
-  }
-  for (const auto& [name, t] : tensors) {
-    plan.push_back({name, t.scalar_type() == at::kByte ? checkpoint::StDType::kU8 : checkpoint::StDType::kF32, t.sizes().vec()});
-  }
-  auto writer = checkpoint::CheckpointWriter::Create(dir.string(), plan, {});
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  for (const auto& [name, t] : tensors) {
-    const at::Tensor c = t.contiguous();
-    ASSERT_TRUE((*writer)->WritePart(name, 0, {static_cast<const char*>(c.data_ptr()), c.nbytes()}).ok());
-  }
-  ASSERT_TRUE((*writer)->Finish().ok());
+  testing::WriteMxfp4Twin(config, model.dir, *model.weights, dir, &twin);
   checkpoint::GptOssConfig mxfp4 = config;
   mxfp4.mxfp4_experts = true;
   auto reparsed = checkpoint::ParseGptOssConfig(checkpoint::GptOssConfigToJson(mxfp4));
