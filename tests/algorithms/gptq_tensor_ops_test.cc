@@ -100,6 +100,15 @@ std::vector<Case> Cases() {
   };
 }
 
+GptqOptions OptionsOf(const Case& c, int64_t block, bool tensor_ops) {
+  GptqOptions options;
+  options.act_order = c.act_order;
+  options.static_groups = c.static_groups;
+  options.block_size = block;
+  options.tensor_ops = tensor_ops;
+  return options;
+}
+
 TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
   const int64_t n = 96, k = 384;  // with a block of 100: a short last block, and groups that straddle blocks
   const std::vector<at::Tensor> batches = MakeInputs(k, {1024}, 3);
@@ -108,12 +117,8 @@ TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
   const at::Tensor weight = at::randn({n, k}) * 0.02;
   for (const Case& c : Cases()) {
     for (int64_t block : {int64_t{16}, int64_t{100}, int64_t{128}}) {
-      GptqOptions cpu;
-      cpu.act_order = c.act_order;
-      cpu.static_groups = c.static_groups;
-      cpu.block_size = block;
-      GptqOptions ops = cpu;
-      ops.tensor_ops = true;
+      const GptqOptions cpu = OptionsOf(c, block, /*tensor_ops=*/false);
+      const GptqOptions ops = OptionsOf(c, block, /*tensor_ops=*/true);
       const at::Tensor w = weight.to(c.dtype);
       auto a = GptqQuantizeWeight(w, h.clone(), c.spec, cpu);
       auto b = GptqQuantizeWeight(w, h.clone(), c.spec, ops);
@@ -148,11 +153,7 @@ TEST(GptqTensorOpsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   cases.push_back({"uint4 g32 float zero point, act order", float_zp, true, true, at::kBFloat16});
   for (const Case& c : cases) {
     for (int64_t block : {int64_t{16}, int64_t{100}, int64_t{128}}) {
-      GptqOptions fused;
-      fused.act_order = c.act_order;
-      fused.static_groups = c.static_groups;
-      fused.block_size = block;
-      fused.tensor_ops = true;
+      const GptqOptions fused = OptionsOf(c, block, /*tensor_ops=*/true);
       GptqOptions columns = fused;
       columns.fused_blocks = false;
       const at::Tensor w = weight.to(c.dtype);
