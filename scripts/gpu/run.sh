@@ -202,9 +202,17 @@ diagnose() {
     timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" --text "$out/diagnose-text.txt" \
       --seq-len 64 --max-windows 1 --json 2>&1 | tail -n 40
     echo "quark eval with text (SentencePiece): exit ${PIPESTATUS[0]}"
+    # Where the SentencePiece module's and protobuf's symbols bind across libraries (LD_DEBUG's "binding file A to
+    # B": A's reference resolved in B): sentencepiece bound outside its own libraries, and protobuf bound into torch.
     LD_DEBUG=bindings timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" \
-      --text "$out/diagnose-text.txt" --seq-len 64 --max-windows 1 --json 2>&1 |
-      grep -E "binding file .*(sentencepiece|protobuf).* to .*: normal symbol .*protobuf" | head -n 20
+      --text "$out/diagnose-text.txt" --seq-len 64 --max-windows 1 --json > "$out/diagnose-bindings.txt" 2>&1
+    echo "-- sentencepiece's references bound outside sentencepiece / protobuf-lite / libstdc++ / libc:"
+    awk '/binding file .*sentencepiece/ && $7 !~ /sentencepiece|protobuf-lite|libstdc|libc\.so|libgcc|libm\.so/' \
+      "$out/diagnose-bindings.txt" | head -n 30
+    echo "-- protobuf symbols bound into a torch library, or torch's references bound to another library's protobuf:"
+    awk '/normal symbol .*google8protobuf/ && (($7 ~ /torch/ && $4 !~ /torch/) || ($4 ~ /torch/ && $7 !~ /torch/))' \
+      "$out/diagnose-bindings.txt" | head -n 30
+    rm -f "$out/diagnose-bindings.txt"
   fi
   return 0
 }
