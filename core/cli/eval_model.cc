@@ -18,11 +18,9 @@ absl::StatusOr<runtime::StreamerOptions> EvalStreamerOptions(const EvalArgs& arg
                                       device->name() + ")");
   }
   options.device = *device;
-  if (args.dtype == "bf16") {
-    options.compute_dtype = at::kBFloat16;
-  } else if (args.dtype != "f32") {
-    return absl::InvalidArgumentError("--dtype \"" + args.dtype + "\" is not one of f32, bf16");
-  }
+  absl::StatusOr<at::ScalarType> dtype = runtime::ResolveComputeDtype(args.dtype, "--dtype");
+  if (!dtype.ok()) return dtype.status();
+  options.compute_dtype = *dtype;
   return options;
 }
 

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,6 +15,7 @@
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/tensor_view.h"
+#include "core/runtime/tokenizer.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark::exporter {
@@ -24,14 +24,6 @@ namespace {
 using checkpoint::StDType;
 
 bool IsFloatStorage(StDType d) { return d == StDType::kF32 || d == StDType::kF16 || d == StDType::kBF16; }
-
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The stored tensor `name` if its shape (and, for codes, dtype) is the one `specs` plans; float scales may be any of
 // F32 / F16 / BF16 (the writer's choice depends on the model dtype).
@@ -102,7 +94,7 @@ float CtGlobalScaleFromDivisor(float divisor) {
 absl::StatusOr<std::shared_ptr<CtWeightSource>> CtWeightSource::Open(const std::string& dir,
                                                                      at::ScalarType compute_dtype) {
   const std::string path = dir + "/config.json";
-  auto text = ReadText(path);
+  auto text = runtime::ReadTextFile(path);
   if (!text.ok()) return text.status();
   const auto json = nlohmann::json::parse(*text, nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("quantization_config") ||

@@ -5,12 +5,14 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "core/base/glob.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/config/quark_json.h"
+#include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/export/hf_quark_moe_rules.h"
 
@@ -452,6 +454,12 @@ absl::Status CheckHfQuarkExport(const std::string& dir) {
   std::vector<std::string> head(problems.begin(), problems.begin() + shown);
   return absl::FailedPreconditionError(StrCat("HF-quark export ", dir, " breaks ", problems.size(),
                                               " consumer rule(s): ", StrJoin(head, "; ")));
+}
+
+std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc, const checkpoint::ModelConfig& model) {
+  std::vector<std::string> out = VllmQuarkLoadWarnings(qc);
+  for (std::string& warning : GptOssVllmLoadWarnings(qc, model)) out.push_back(std::move(warning));
+  return out;
 }
 
 }  // namespace quark::exporter

@@ -14,12 +14,12 @@ int64_t RowsOf(const at::Tensor& x) {
   return len == 0 ? 0 : x.numel() / len;
 }
 
-// The global scale and (or undefined) float32 block scales to use for x (contiguous CPU).
+// The global scale and (or undefined) float32 block scales, on x's device, to use for x (contiguous).
 std::pair<float, at::Tensor> ScalesFor(const at::Tensor& x, const QuantParams* params) {
   const float g = params && params->global_scale.defined() ? params->global_scale.item<float>()
                                                             : kernels::Nvfp4GlobalScale(Nvfp4AmaxOf(x));
   at::Tensor blk;
-  if (params && params->scale.defined()) blk = params->scale.to(at::kCPU, at::kFloat).contiguous();
+  if (params && params->scale.defined()) blk = params->scale.to(x.device(), at::kFloat).contiguous();
   return {g, blk};
 }
 
@@ -53,10 +53,7 @@ at::Tensor Nvfp4FakeQuantize(const at::Tensor& x, const QuantParams* params, at:
   // computes on the CPU and gets the result copied back.
   const QuantKernels& kernels = QuantKernelsFor(x.device());
   const at::Tensor in = x.contiguous();
-  const float g = params && params->global_scale.defined() ? params->global_scale.item<float>()
-                                                            : kernels::Nvfp4GlobalScale(Nvfp4AmaxOf(in));
-  const at::Tensor blk = params && params->scale.defined() ? params->scale.to(x.device(), at::kFloat).contiguous()
-                                                           : at::Tensor();
+  const auto [g, blk] = ScalesFor(in, params);
   const bool direct = dest && dest->device() == x.device();
   at::Tensor out = direct ? *dest : at::empty(in.sizes(), in.options());
   if (kernels.FakeNvfp4(in, out, RowsOf(in), len, g, blk)) {

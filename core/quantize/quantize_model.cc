@@ -2,7 +2,6 @@
 
 #include "core/base/status_macros.h"
 #include "core/export/ct_checker.h"
-#include "core/export/hf_quark_gpt_oss.h"
 #include "core/quantize/quantize_run.h"
 
 namespace quark {
@@ -38,12 +37,9 @@ void QuantizeRun::Notice(const std::string& phase, int layer, const std::string&
 
 absl::Status QuantizeRun::Prepare() {
   Progress("prepare", 0, 0, 0, "validating the config against the model");
-  if (options_.compute_dtype == "bf16") {
-    compute_dtype_ = at::kBFloat16;
-  } else if (options_.compute_dtype != "f32") {
-    return absl::InvalidArgumentError(
-        StrCat("compute_dtype: \"", options_.compute_dtype, "\" is not one of f32, bf16"));
-  }
+  absl::StatusOr<at::ScalarType> dtype = runtime::ResolveComputeDtype(options_.compute_dtype, "compute_dtype");
+  if (!dtype.ok()) return dtype.status();
+  compute_dtype_ = *dtype;
   auto model = checkpoint::LoadModelConfig(model_dir_);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
@@ -135,9 +131,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
       auto exporter = exporter::HfQuarkExporter::Create(model_dir_, e.path, config_, plan, export_options);
       if (!exporter.ok()) return exporter.status();
       hf_ = exporter->get();
-      std::vector<std::string> warnings = exporter::VllmQuarkLoadWarnings(hf_->quantization_config());
-      for (std::string& w : exporter::GptOssVllmLoadWarnings(hf_->quantization_config(), model_)) warnings.push_back(w);
-      for (const std::string& warning : warnings) Notice("prepare", 0, StrCat("hf_quark export: ", warning));
+      for (const std::string& warning : exporter::VllmQuarkLoadWarnings(hf_->quantization_config(), model_)) {
+        Notice("prepare", 0, StrCat("hf_quark export: ", warning));
+      }
       e.exporter = *std::move(exporter);
     } else if (format == "compressed_tensors") {
       e.path = single ? root.string() : (root / "compressed_tensors").string();

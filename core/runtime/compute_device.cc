@@ -97,4 +97,10 @@ void ComputeDevice::Synchronize() const {
 
 ComputeDevice ComputeDeviceForTesting(at::Device device) { return ComputeDevice(device); }
 
+absl::StatusOr<at::ScalarType> ResolveComputeDtype(const std::string& text, const std::string& what) {
+  if (text == "f32") return at::kFloat;
+  if (text == "bf16") return at::kBFloat16;
+  return absl::InvalidArgumentError(absl::StrCat(what, ": ", Quoted(text), " is not one of f32, bf16"));
+}
+
 }  // namespace quark::runtime

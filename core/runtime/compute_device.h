@@ -19,6 +19,10 @@ namespace quark::runtime {
 /// `what` names the flag or field in messages ("--device", "resources.gpus").
 absl::StatusOr<at::Device> ResolveDevice(const std::string& text, const std::string& what = "--device");
 
+/// The dtype the streamed layers and their activations compute in: "f32" (float32) or "bf16" (bfloat16).
+/// INVALID_ARGUMENT naming `what` (the flag or field) for anything else.
+absl::StatusOr<at::ScalarType> ResolveComputeDtype(const std::string& text, const std::string& what);
+
 class ComputeDevice {
  public:
   /// The CPU.

@@ -8,7 +8,7 @@
 // The float operations are exactly the tensor-op loop's, in its order: the column cast to the weight's dtype, the
 // fake quantization (element_ops.h's AffineFake), the result cast back, (w - q) / U[j][j], and each later column's
 // w - e * U[j][t] with the product rounded first (no contraction on either target). So the fused block gives the
-// tensor-op loop's bits on the same device (tests/algorithms/gptq_fused_blocks_test.cc on the CPU, gptq_cuda_test on
+// tensor-op loop's bits on the same device (tests/algorithms/gptq_tensor_ops_test.cc on the CPU, gptq_cuda_test on
 // a GPU); the lazy update after the block stays one GEMM.
 #pragma once
 

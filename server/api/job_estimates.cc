@@ -193,19 +193,17 @@ void AddEstimates(const quark::v1::ValidateConfigRequest& request, const quark::
   }
 }
 
-JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir,
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const estimate::ModelShape* model,
                                 const std::vector<std::string>& read_roots) {
   JobMemoryNeeds needs;
   const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
-  if (!model_dir.empty() && (has_preset || has_config)) {  // else llama.cpp's own GGUF quantization: not modelled
+  if (model != nullptr && (has_preset || has_config)) {  // else llama.cpp's own GGUF quantization: not modelled
     absl::StatusOr<quark::Config> config =
         ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
                              spec.kv_cache_dtype(), spec.exclude());
     if (config.ok()) config = WithAlgos(*std::move(config), spec.algo_config(), "spec.");
-    absl::StatusOr<estimate::ModelShape> model =
-        config.ok() ? estimate::ReadModelShape(model_dir) : absl::StatusOr<estimate::ModelShape>(config.status());
-    if (model.ok()) {
+    if (config.ok()) {
       estimate::JobInputs inputs =
           Inputs(*config, spec.calibration(), spec.export_formats(), spec.evaluation(), spec.gguf_type(), read_roots);
       inputs.gguf_pure = spec.gguf_pure();

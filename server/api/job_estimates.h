@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "core/config/quant_spec.h"
+#include "core/estimate/model_shape.h"
 #include "quark/v1/service.pb.h"
 #include "server/api/worker_profiles.h"
 
@@ -39,10 +40,10 @@ struct JobMemoryNeeds {
 /// workers; on a future CUDA worker the CPU figure over-states it, which can only skip a worker, never OOM one).
 /// GPU memory, for a job asking for GPUs, is the estimate on a CUDA kind. At least
 /// spec.resources.memory_mb (the size a job asks a Slurm worker for). Zeros when the model cannot be inspected
-/// here (not file://, unreadable: the worker finds out) or the job is llama.cpp's own GGUF quantization (not
-/// modelled).
+/// here (`model` null: not file://, unreadable: the worker finds out) or the job is llama.cpp's own GGUF
+/// quantization (not modelled).
 /// The evaluation file is measured as in AddEstimates, inside `read_roots`.
-JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const std::string& model_dir,
+JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const estimate::ModelShape* model,
                                 const std::vector<std::string>& read_roots);
 
 /// What can bring a worker with GPUs besides the workers registered now. A job asking for GPUs that neither the

@@ -33,17 +33,15 @@ std::string ModelFitProblem(const estimate::ModelShape& shape, const quark::Conf
   return fit.ok() ? "" : std::string(fit.message());
 }
 
-absl::Status CheckSpecFitsModel(const quark::v1::JobSpec& spec, const std::string& model_dir) {
+absl::Status CheckSpecFitsModel(const quark::v1::JobSpec& spec, const estimate::ModelShape& shape) {
   const bool has_preset = spec.quantization_case() == quark::v1::JobSpec::kPreset;
   const bool has_config = spec.quantization_case() == quark::v1::JobSpec::kConfig;
-  if (model_dir.empty() || (!has_preset && !has_config)) return absl::OkStatus();
+  if (!has_preset && !has_config) return absl::OkStatus();
   absl::StatusOr<quark::Config> config =
       ResolveRequestConfig("spec.", has_config ? &spec.config() : nullptr, has_preset ? &spec.preset() : nullptr,
                            spec.kv_cache_dtype(), spec.exclude());
   if (!config.ok()) return config.status();
-  absl::StatusOr<estimate::ModelShape> shape = estimate::ReadModelShape(model_dir);
-  if (!shape.ok()) return absl::OkStatus();
-  const std::string problem = ModelFitProblem(*shape, *config, spec);
+  const std::string problem = ModelFitProblem(shape, *config, spec);
   if (problem.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(has_preset ? "spec.preset" : "spec.config", ": the model's shapes do not take ",

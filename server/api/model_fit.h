@@ -26,10 +26,10 @@ std::vector<estimate::ExportKind> ExportKindsOf(const google::protobuf::Repeated
 std::string ModelFitProblem(const estimate::ModelShape& shape, const quark::Config& config,
                             const quark::v1::JobSpec& spec);
 
-/// SubmitJob's check on a readable model folder (`model_dir`, already pinned inside the tenant's roots): OK when
-/// the spec quantizes nothing itself (llama.cpp's own GGUF rules), when the model cannot be read here (the worker
-/// finds out, as before) or when it fits; else INVALID_ARGUMENT "spec.preset: the model's shapes do not take
-/// uint4_wo_per_channel: <ModelFitProblem>" (spec.config for an inline Config).
-absl::Status CheckSpecFitsModel(const quark::v1::JobSpec& spec, const std::string& model_dir);
+/// SubmitJob's check on the shape of a model folder read through the tenant's pinned view (SubmitJob reads it once
+/// for this and the memory estimate; a model it cannot read is left to the worker, as before): OK when the spec
+/// quantizes nothing itself (llama.cpp's own GGUF rules) or when it fits; else INVALID_ARGUMENT "spec.preset: the
+/// model's shapes do not take uint4_wo_per_channel: <ModelFitProblem>" (spec.config for an inline Config).
+absl::Status CheckSpecFitsModel(const quark::v1::JobSpec& spec, const estimate::ModelShape& shape);
 
 }  // namespace quark::server

@@ -1,6 +1,7 @@
 #include "server/api/quantization_service.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
@@ -77,9 +78,16 @@ absl::StatusOr<SubmitOptions> QuantizationServiceImpl::PrepareSubmit(const Princ
         status = absl::PermissionDeniedError(absl::StrCat("spec.model_uri: ", opened.status().message()));
       }
     }
-    if (status.ok()) needs = EstimateJobNeeds(request.spec(), model_dir, read_roots);
+    // config.json and the tensors' headers, read once for the memory estimate and the shape check.
+    std::optional<estimate::ModelShape> shape;
+    if (status.ok() && !model_dir.empty()) {
+      if (absl::StatusOr<estimate::ModelShape> read = estimate::ReadModelShape(model_dir); read.ok()) {
+        shape = *std::move(read);
+      }
+    }
+    if (status.ok()) needs = EstimateJobNeeds(request.spec(), shape ? &*shape : nullptr, read_roots);
     // #36: a scheme the model's shapes or the exporters cannot take fails here, not on the worker.
-    if (status.ok() && view != nullptr) status = CheckSpecFitsModel(request.spec(), model_dir);
+    if (status.ok() && view != nullptr && shape) status = CheckSpecFitsModel(request.spec(), *shape);
   }
   if (status.ok() && workers_ != nullptr) status = CheckJobFits(request.spec(), needs, live, gpu_sources_);
   if (!status.ok()) return status;
