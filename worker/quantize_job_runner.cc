@@ -34,6 +34,20 @@ nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
   return nlohmann::json::parse(json, nullptr, false);
 }
 
+// A worker killed while it uploaded leaves part of its attempt's folder behind and no process to remove it. This
+// attempt holds the job's lease, so no earlier attempt's result can be taken any more (quarkd takes a result only
+// from the current lease, server/scheduler/result_check.h): their folders go before this one publishes. An earlier
+// attempt still running without its lease removes what it writes afterwards itself (Run's failure path, Discard).
+void RemoveEarlierAttempts(storage::ObjectStore& store, const quark::v1::Job& job) {
+  for (int attempt = 1; attempt < job.attempts_size(); ++attempt) {
+    const std::string prefix = storage::AttemptOutputPrefix(job.spec().output_uri(), job.id(), attempt);
+    if (absl::Status removed = storage::RemovePublished(store, prefix); !removed.ok()) {
+      log::Get("worker")->warn("job={} could not remove attempt {}'s folder {}: {}", job.id(), attempt, prefix,
+                               std::string(removed.message()));
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json ManifestConfig(const quark::v1::JobSpec& spec, const PipelineResult& pipeline) {
@@ -271,6 +285,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Publish(const quark::v1:
   }
   // Fenced by the attempt: this attempt's own folder, which no other attempt writes (publish.h).
   std::string prefix = storage::AttemptOutputPrefix(job.spec().output_uri(), job.id(), job.attempts_size());
+  RemoveEarlierAttempts(store, job);
   double lo = options_.pipeline_fraction;
   progress.Report(Phase("upload", lo, str::Cat("publishing to ", prefix)));
   absl::StatusOr<storage::PublishResult> published = storage::PublishArtifacts(

@@ -4,6 +4,7 @@
 #include <exception>
 #include <fstream>
 
+#include "core/runtime/compute_device.h"
 #include "core/search/auto_quantize.h"
 #include "core/search/sensitivity_cache.h"
 #include "worker/storage/strings.h"
@@ -27,7 +28,20 @@ absl::StatusOr<search::SensitivityTable> Measure(const PipelineRequest& request)
   const std::string model = request.model_dir.string();
   absl::StatusOr<std::vector<at::Tensor>> samples = search::AutoCalibrationSamples(model, options);
   if (!samples.ok()) return samples.status();
-  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer = runtime::LayerStreamer::Open(model);
+  // The pass computes where and in what the job's quantization would (the worker's device for a GPU job, the
+  // spec's compute dtype): the figures that choose a recipe come from the arithmetic that will run it.
+  runtime::StreamerOptions streamer_options;
+  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(request.device, "resources.gpus");
+  if (!device.ok()) return device.status();
+  streamer_options.device = *device;
+  if (!spec.resources().compute_dtype().empty()) {
+    absl::StatusOr<at::ScalarType> dtype =
+        runtime::ResolveComputeDtype(spec.resources().compute_dtype(), "spec.resources.compute_dtype");
+    if (!dtype.ok()) return dtype.status();
+    streamer_options.compute_dtype = *dtype;
+  }
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer =
+      runtime::LayerStreamer::Open(model, streamer_options);
   if (!streamer.ok()) return streamer.status();
   return search::MeasureSensitivity(**streamer, *samples, *candidates, options.sensitivity);
 }

@@ -55,6 +55,7 @@ struct QuantizeCommandOptions {
   std::string checkpoint_dir;
   std::string device = "cpu";
   std::string compute_dtype = "f32";
+  double device_memory_gb = 0;
   AutoSearchOptions auto_search;
 };
 
@@ -149,6 +150,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.checkpoint_dir = o.checkpoint_dir;
   options.device = o.device;
   options.compute_dtype = o.compute_dtype;
+  options.device_memory_budget = static_cast<int64_t>(o.device_memory_gb * (1LL << 30));
   const bool terminal = isatty(fileno(stderr)) != 0;
   options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
   auto report = QuantizeModel(o.model, options);
@@ -214,6 +216,10 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--device", o->device, "where the passes run: cpu (default), cuda, cuda:N");
   command->add_option("--compute-dtype", o->compute_dtype,
                       "f32 (default) or bf16: the dtype layers and activations compute in (bf16: a GPU's fast path)");
+  command->add_option("--device-memory-gb", o->device_memory_gb,
+                      "GiB of device memory the layers and activations may hold (0 = 90% of the device's free memory "
+                      "on a GPU; no budget on the CPU); past it the run stops naming the layer")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports,
                       "hf_quark (default), gguf, onnx, compressed_tensors; repeat for several in one pass");

@@ -17,13 +17,14 @@
 //   evaluate    base + layer + tokens-per-window x (hidden + vocab) x 4 (hidden states and logits of a window)
 // Time (seconds = work / the worker's rate for that kind of work):
 //   load        source bytes / disk read rate + kLoadConvertPasses x float32 bytes / fake-quant rate
-//   calibrate   2 x linear params x tokens FLOPs (+ 4 x seq_len^2 x hidden per sample and layer for attention)
-//               / GEMM rate: the forward pass that feeds statistics (only when something needs activations)
-//   gptq        per decoder layer and per group of linears sharing an input (q/k/v, gate/up): the Hessian
-//               2 x tokens x K^2 at GEMM rate and its inverse factor (Cholesky, inverse, Cholesky: ~1.35 x K^3) at
-//               Cholesky rate; per linear the lazy block updates (out x K^2, GEMM rate) and the column loop
-//               (rank-1 updates inside each block of block_size columns: out x K x block_size FLOPs at a quarter of
-//               the GEMM rate); on a GPU also kGptqOpsPerColumn x K device operations per linear at
+//   calibrate   forwards x (2 x linear params x tokens FLOPs + 4 x seq_len^2 x hidden per sample and layer for
+//               attention) / GEMM rate, only when something needs activations: forwards is 1 (each quantized layer's
+//               outputs feed the next) + 1 when activations or the KV cache are observed (the float pass before it)
+//   gptq        one forward that captures the inputs, then per decoder layer and per group of linears sharing an
+//               input (q/k/v, gate/up): the Hessian 2 x tokens x K^2 at GEMM rate and its inverse factor (Cholesky,
+//               inverse, Cholesky: ~1.35 x K^3) at Cholesky rate; per linear the lazy block updates (out x K^2,
+//               GEMM rate) and the column loop (rank-1 updates inside each block of block_size columns: out x K x
+//               block_size FLOPs at a quarter of the GEMM rate); on a GPU also kGptqOpsPerColumn x K device operations per linear at
 //               device_op_seconds each (the column loop there is launch-bound)
 //   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
 //               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass

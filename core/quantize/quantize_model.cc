@@ -3,6 +3,7 @@
 #include "core/base/status_macros.h"
 #include "core/export/ct_checker.h"
 #include "core/quantize/quantize_run.h"
+#include "core/runtime/device_memory.h"
 
 namespace quark {
 namespace quantize_internal {
@@ -40,6 +41,11 @@ absl::Status QuantizeRun::Prepare() {
   absl::StatusOr<at::ScalarType> dtype = runtime::ResolveComputeDtype(options_.compute_dtype, "compute_dtype");
   if (!dtype.ok()) return dtype.status();
   compute_dtype_ = *dtype;
+  // Read once, before any layer takes device memory: every streamer of the run holds to the same budget.
+  absl::StatusOr<int64_t> budget =
+      runtime::DeviceMemoryBudget(device_, options_.device_memory_budget, "device_memory_budget");
+  if (!budget.ok()) return budget.status();
+  device_memory_budget_ = *budget;
   auto model = checkpoint::LoadModelConfig(model_dir_);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);

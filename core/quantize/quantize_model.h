@@ -51,6 +51,10 @@ struct QuantizeModelOptions {
   /// the scaling searches and the evaluations then see bf16 activations, as the peers' GPU runs do. The weights'
   /// grids and the exports' layout are the same; the chosen parameters move within bf16's rounding.
   std::string compute_dtype = "f32";
+  /// Bytes of device memory the run's layers and activations may hold (StreamerOptions::device_memory_budget's
+  /// formula, checked before each layer computes: past it the run fails naming the layer and the bytes). 0 = on a
+  /// GPU, 90% of the device's free memory when the run starts (runtime/device_memory.h); on the CPU no budget.
+  int64_t device_memory_budget = 0;
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
   /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:

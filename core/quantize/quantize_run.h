@@ -104,6 +104,7 @@ class QuantizeRun {
     runtime::StreamerOptions options;
     options.device = device_;
     options.compute_dtype = compute_dtype_;
+    options.device_memory_budget = device_memory_budget_;
     return options;
   }
 
@@ -111,6 +112,7 @@ class QuantizeRun {
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads
   const runtime::ComputeDevice device_;
   at::ScalarType compute_dtype_ = at::kFloat;  // QuantizeModelOptions::compute_dtype, checked by Prepare
+  int64_t device_memory_budget_ = 0;           // QuantizeModelOptions::device_memory_budget or its default, by Prepare
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
   checkpoint::ModelConfig runtime_model_;  // model_, or as the rotation describes it (untied embeddings)

@@ -165,6 +165,39 @@ TEST_F(EstimateTest, FloatFormatsPayTheirCodesPass) {
   EXPECT_DOUBLE_EQ(export_seconds("uint4_wo_128", 1e8), export_seconds("uint4_wo_128", 0));
 }
 
+// The calibration tokens cross each layer as often as the pipeline runs them: once in the quantized forward whose
+// outputs feed the next layer, once more before it when activations are observed (fp8's static inputs), and once in
+// GPTQ's capture of the Hessians' inputs. (On the H200 one forward charged for fp8 was 2.5x below the measured time.)
+TEST_F(EstimateTest, CalibrationChargesEveryForwardThePipelineRuns) {
+  absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Throughput rates = ReferenceThroughput();
+  const auto phase = [&](const JobInputs& job, const std::string& name) {
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, rates);
+    EXPECT_TRUE(e.ok()) << e.status();
+    for (const auto& p : e->phases) {
+      if (p.phase == name) return p.seconds;
+    }
+    ADD_FAILURE() << "no " << name << " phase";
+    return 0.0;
+  };
+  // One forward of both layers over samples x 32 tokens: the linears, then the attention scores.
+  const auto forward_seconds = [&](int samples) {
+    const double linear_params = 2.0 * (4 * 256 * 256 + 3 * 256 * 768);
+    return (2.0 * linear_params * samples * 32 + 4.0 * 32 * 32 * 256 * samples * 2) / rates.gemm_flops;
+  };
+  JobInputs fp8 = Job("fp8", false);
+  EXPECT_NEAR(phase(fp8, "calibrate"), 2 * forward_seconds(2), 1e-12);
+  JobInputs gptq2 = Job("uint4_wo_128", true);
+  EXPECT_NEAR(phase(gptq2, "calibrate"), forward_seconds(2), 1e-12);
+  // GPTQ's own forward and its Hessians grow with the tokens; its factor and column loop do not.
+  JobInputs gptq4 = gptq2;
+  gptq4.calibration_samples = 4;
+  const double hessians_per_token = 2.0 * 2 * (3 * 256 * 256 + 768 * 768) / rates.gemm_flops;  // qkv, o, gate_up, down
+  EXPECT_NEAR(phase(gptq4, "gptq") - phase(gptq2, "gptq"),
+              forward_seconds(4) - forward_seconds(2) + hessians_per_token * 2 * 32, 1e-9);
+}
+
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
 TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   const std::string model_dir = Track(WriteModel(256, 768, 2));

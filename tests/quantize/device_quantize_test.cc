@@ -18,6 +18,7 @@
 
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/compute_device.h"
+#include "core/runtime/device_memory.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 #include "tests/support/lazy_device.h"
@@ -102,6 +103,34 @@ INSTANTIATE_TEST_SUITE_P(Searches, DeviceRefusalTest,
                          ::testing::Values(Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
                                            Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}}),
                          [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
+// #27: a run on a device holds to a budget without anyone giving one: 90% of the free memory the device reports when
+// the run starts (a GPU's cudaMemGetInfo; here a probe registered for the lazy device says 1 MiB, which the model's
+// first layer and its activations do not fit), and fails naming the layer and the bytes before it computes. A given
+// budget replaces the default; a negative one is refused naming the field.
+TEST_F(DeviceQuantizeTest, ARunOnADeviceHoldsToTheDefaultBudgetFromItsFreeMemory) {
+  const runtime::ComputeDevice lazy = quark::testing::LazyComputeDevice();
+  runtime::RegisterFreeMemoryProbe(at::kLazy, [](c10::DeviceIndex) { return std::optional<int64_t>(1 << 20); });
+  QuantizeModelOptions options = testing::ScenarioOptions(Scenario{"fp8", "fp8", {}, {}}, *text_, "", "");
+  auto report = QuantizeModelOn(lazy, *model_dir_, options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted) << report.status();
+  const int64_t expected = static_cast<int64_t>((1 << 20) * runtime::kDefaultBudgetShareOfFree);
+  EXPECT_NE(std::string(report.status().message()).find("device_memory_budget is " + std::to_string(expected) + " bytes"),
+            std::string::npos)
+      << report.status();
+
+  options.device_memory_budget = -1;
+  auto negative = QuantizeModelOn(lazy, *model_dir_, options);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument) << negative.status();
+  EXPECT_NE(std::string(negative.status().message()).find("device_memory_budget"), std::string::npos);
+
+  options.device_memory_budget = int64_t{8} << 30;  // a given budget replaces the probe's
+  options.eval_text_file.clear();
+  auto given = QuantizeModelOn(lazy, *model_dir_, options);
+  runtime::RegisterFreeMemoryProbe(at::kLazy, nullptr);
+  EXPECT_TRUE(given.ok()) << given.status();
+}
 
 }  // namespace
 }  // namespace quark

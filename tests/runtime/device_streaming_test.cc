@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "core/runtime/device_memory.h"
 #include "core/runtime/layer_streamer.h"
 #include "tests/runtime/test_paths.h"
 #include "tests/support/lazy_device.h"
@@ -125,6 +126,26 @@ TEST(DeviceStreamingTest, TheBudgetFormula) {
   EXPECT_EQ(memory.activations, 2 * (10 + 4) * 64 * 4);
   EXPECT_EQ(memory.workspace, 8 * 10 * 10 * 4 + 3 * 10 * 100 * 4);
   EXPECT_EQ(memory.Need(2), 2000 + memory.activations + memory.workspace);
+}
+
+// The default budget: a share of what the device reports free; none where nothing reports (the CPU); a given budget
+// as it is; a negative one refused naming the field.
+TEST(DeviceStreamingTest, TheDefaultBudgetIsAShareOfTheDevicesFreeMemory) {
+  const ComputeDevice meta = ComputeDeviceForTesting(at::Device(at::kMeta));
+  auto budget = DeviceMemoryBudget(meta, 0, "--device-memory-gb");
+  ASSERT_TRUE(budget.ok()) << budget.status();
+  EXPECT_EQ(*budget, 0) << "no probe for the meta device: no budget";
+  RegisterFreeMemoryProbe(at::kMeta, [](c10::DeviceIndex) { return std::optional<int64_t>(1000); });
+  EXPECT_EQ(FreeDeviceMemory(meta), std::optional<int64_t>(1000));
+  EXPECT_EQ(*DeviceMemoryBudget(meta, 0, "--device-memory-gb"), 900);
+  EXPECT_EQ(*DeviceMemoryBudget(meta, 5000, "--device-memory-gb"), 5000);
+  EXPECT_EQ(*DeviceMemoryBudget(ComputeDevice(), 0, "--device-memory-gb"), 0) << "the CPU has no device budget";
+  EXPECT_EQ(FreeDeviceMemory(ComputeDevice()), std::nullopt);
+  auto negative = DeviceMemoryBudget(meta, -1, "--device-memory-gb");
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("--device-memory-gb"));
+  RegisterFreeMemoryProbe(at::kMeta, nullptr);
+  EXPECT_EQ(FreeDeviceMemory(meta), std::nullopt);
 }
 
 TEST(DeviceStreamingTest, OutOfMemoryIsResourceExhaustedNamingTheLayer) {

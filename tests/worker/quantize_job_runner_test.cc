@@ -249,6 +249,27 @@ TEST_F(QuantizeJobRunnerTest, AttemptsPublishApartAndDiscardRemovesOnlyItsOwn) {
   EXPECT_TRUE(fs::exists(root_ / "out/job-7/attempt-2/manifest.json"));
 }
 
+// A worker killed -9 while it uploaded leaves part of its attempt's folder and no process to remove it (the chaos
+// run's kill-worker fault): the attempt that publishes next removes every earlier attempt's folder, and nothing of
+// another job's or its own.
+TEST_F(QuantizeJobRunnerTest, ALaterAttemptRemovesWhatAKilledAttemptHalfUploaded) {
+  quark::testing::WriteFile(root_ / "out/job-7/attempt-1/part1.bin", "half of a killed attempt's upload");
+  quark::testing::WriteFile(root_ / "out/job-7/attempt-2/layer9.safetensors", "another killed attempt's upload");
+  quark::testing::WriteFile(root_ / "out/job-8/attempt-1/part1.bin", "another job's");
+  RecordingSink sink;
+  CancelToken cancel;
+  quark::v1::Job third = Job(FileUri(root_ / "models/tiny"), FileUri(root_ / "out"));
+  third.add_attempts();
+  third.add_attempts();
+  absl::StatusOr<quark::v1::JobResult> result = Runner().Run(third, sink, cancel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->manifest_uri(), FileUri(root_ / "out/job-7/attempt-3/manifest.json"));
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7/attempt-1/part1.bin"));
+  EXPECT_FALSE(fs::exists(root_ / "out/job-7/attempt-2/layer9.safetensors"));
+  EXPECT_TRUE(fs::exists(root_ / "out/job-7/attempt-3/manifest.json"));
+  EXPECT_EQ(quark::testing::ReadFile(root_ / "out/job-8/attempt-1/part1.bin"), "another job's");
+}
+
 // Access key ids of the requests the proxy forwarded whose path starts with `path_prefix`, in order.
 std::vector<std::string> KeysFor(const quark::testing::FaultProxy& proxy, const std::string& path_prefix) {
   std::vector<std::string> keys;
