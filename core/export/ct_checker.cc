@@ -4,7 +4,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -12,6 +11,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/export/ct_targets.h"
 
 namespace quark::exporter {
 namespace {
@@ -63,17 +63,6 @@ void ArgsProblems(const Json& a, const std::string& path, bool activation, std::
   if (activation && a.contains("actorder") && !a["actorder"].is_null()) {
     out.push_back(StrCat(path, ".actorder: not allowed on activations"));
   }
-}
-
-bool TargetMatches(const Json& targets, const std::string& module) {
-  if (!targets.is_array()) return false;
-  for (const Json& t : targets) {
-    if (!t.is_string()) continue;
-    const std::string s = t.get<std::string>();
-    if (s == "Linear" || s == module) return true;
-    if (s.rfind("re:", 0) == 0 && std::regex_match(module, std::regex(s.substr(3)))) return true;
-  }
-  return false;
 }
 
 // Expected tensors of `m` [out, in] under group `g` (formats-2026.md 2.3), from the JSON alone.
@@ -282,14 +271,20 @@ std::vector<std::string> CtArgsProblems(const Json& args, const std::string& pat
 Json CtGroupFor(const Json& qc, const std::string& module) {
   if (qc.contains("ignore") && qc["ignore"].is_array()) {
     for (const Json& e : qc["ignore"]) {
-      if (!e.is_string()) continue;
-      const std::string s = e.get<std::string>();
-      if (s == module || (s.rfind("re:", 0) == 0 && std::regex_match(module, std::regex(s.substr(3))))) return Json();
+      if (e.is_string() && CtNameMatches(e.get<std::string>(), module)) return Json();
     }
   }
   if (!qc.contains("config_groups") || !qc["config_groups"].is_object()) return Json();
-  for (const auto& [name, g] : qc["config_groups"].items()) {
-    if (g.is_object() && g.contains("targets") && TargetMatches(g["targets"], module)) return g;
+  // vLLM's find_matched_target: the first name or "re:" target over every group in order, then a class name.
+  for (const bool by_class : {false, true}) {
+    for (const auto& [name, g] : qc["config_groups"].items()) {
+      if (!g.is_object() || !g.contains("targets") || !g["targets"].is_array()) continue;
+      for (const Json& t : g["targets"]) {
+        if (!t.is_string()) continue;
+        const std::string s = t.get<std::string>();
+        if (by_class ? s == "Linear" : (s != "Linear" && CtNameMatches(s, module))) return g;
+      }
+    }
   }
   return Json();
 }

@@ -25,7 +25,8 @@ std::vector<std::string> CtQuantizationConfigProblems(const nlohmann::json& qc);
 std::vector<std::string> CtArgsProblems(const nlohmann::json& args, const std::string& path, bool activation);
 
 /// The config group vLLM applies to linear `module` (null JSON when `ignore` names it: exact or "re:" regex; or when no
-/// group targets it): targets "Linear" (any linear), the exact name or a "re:" regex, first group in key order.
+/// group targets it): as vLLM's find_matched_target, the first exact name or "re:" regex (Python's re.match) over every
+/// group in key order, else the first group targeting the class "Linear".
 nlohmann::json CtGroupFor(const nlohmann::json& qc, const std::string& module);
 
 /// The scheme class vLLM's `_get_scheme_from_parts` picks for a group (formats-2026.md 2.5): CompressedTensorsWNA16,

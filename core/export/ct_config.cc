@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/export/ct_targets.h"
 
 namespace quark::exporter {
 namespace {
@@ -121,11 +122,13 @@ absl::Status CheckCtLayerConfig(const LayerQuantConfig& c, const std::string& pa
 }
 
 absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPlan& plan) {
+  if (absl::Status s = CheckCtFusedShards(config, plan); !s.ok()) return s;
   // Distinct layer configs (KV output specs aside) in plan order, with their modules.
   std::vector<std::pair<LayerQuantConfig, std::vector<std::string>>> groups;
-  std::vector<std::string> ignore;
+  std::vector<std::string> ignore, linears;
   for (const LayerAssignment& a : plan.layers) {
     if (a.module_type != "Linear") continue;
+    linears.push_back(a.module);
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) {
       ignore.push_back(a.module);
       continue;
@@ -142,6 +145,9 @@ absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPl
     }
     it->second.push_back(a.module);
   }
+  std::vector<std::vector<std::string>> modules_of;
+  for (const auto& g : groups) modules_of.push_back(g.second);
+  const std::vector<std::vector<std::string>> targets = CtGroupTargets(modules_of, linears);
   Json config_groups = Json::object();
   std::set<std::string> formats;
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -150,7 +156,7 @@ absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPl
     auto format = CtFormatOf(c, path);
     if (!format.ok()) return format.status();
     Json g;
-    g["targets"] = groups.size() == 1 ? Json::array({"Linear"}) : Json(modules);
+    g["targets"] = groups.size() == 1 ? Json::array({"Linear"}) : Json(targets[i]);
     auto w = CtQuantizationArgs(*c.weight, true, path + ".weight");
     if (!w.ok()) return w.status();
     g["weights"] = *w;

@@ -1,7 +1,8 @@
 // compressed-tensors' `quantization_config` (formats-2026.md 2.1-2.2) as llm-compressor writes it for a Config: one
-// config group per distinct layer config (targets "Linear" when one config covers every quantized linear, else the
-// exact module names), the format each group's tensors are stored in, `ignore`, `kv_cache_scheme`. Schemes
-// compressed-tensors cannot express are refused before any work, naming the field.
+// config group per distinct layer config (targets "Linear" when one config covers every quantized linear, else "re:"
+// patterns of the group's modules, ct_targets.h), the format each group's tensors are stored in, `ignore`,
+// `kv_cache_scheme`. Schemes compressed-tensors cannot express, and fused shards (q/k/v, gate/up) in different
+// schemes, are refused before any work, naming the field or the modules.
 #pragma once
 
 #include <string>

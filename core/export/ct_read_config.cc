@@ -298,15 +298,23 @@ absl::StatusOr<Config> ConfigFromCompressedTensors(const Json& qc, const std::ve
       config.exclude.push_back(m.name);
       continue;
     }
-    for (Group& g : groups) {
-      bool hit = false;
-      for (size_t i = 0; i < g.targets.size(); ++i) {
-        if (g.targets[i].Matches(m.name)) hit = g.target_used[i] = true;
+    // As vLLM's find_matched_target (and CtGroupFor): a name or "re:" target of any group first, then "Linear".
+    Group* hit = nullptr;
+    for (const bool by_class : {false, true}) {
+      for (Group& g : groups) {
+        for (size_t i = 0; i < g.targets.size() && hit == nullptr; ++i) {
+          const bool linear = g.targets[i].text == "Linear";
+          if (linear == by_class && g.targets[i].Matches(m.name)) hit = &g;
+        }
+        if (hit != nullptr) break;
       }
-      if (!hit) continue;
-      config.layer_quant_config.push_back({m.name, g.config});
-      break;
+      if (hit != nullptr) break;
     }
+    if (hit == nullptr) continue;
+    for (size_t i = 0; i < hit->targets.size(); ++i) {
+      if (hit->targets[i].Matches(m.name)) hit->target_used[i] = true;
+    }
+    config.layer_quant_config.push_back({m.name, hit->config});
   }
   for (const Group& g : groups) {
     for (size_t i = 0; i < g.targets.size(); ++i) {

@@ -1,7 +1,8 @@
 // Reads compressed-tensors' `quantization_config` (formats-2026.md 2.1-2.2) back into the engine's Config, the inverse
 // of ct_config.h: every config group's QuantizationArgs as the QuantSpec the engine quantizes with (the presets'
 // spelling of each scheme, so that an export read back runs the same numerics as the fake-quantized model), the
-// groups' targets ("Linear", exact module names, "re:" regexes) and `ignore` resolved against the model's modules,
+// groups' targets ("Linear", exact module names, "re:" regexes; a name or regex of any group before "Linear", as vLLM
+// resolves them) and `ignore` resolved against the model's modules,
 // `kv_cache_scheme` as the KV-cache output spec of k_proj / v_proj. Unknown keys and values are errors naming them
 // (the library's pydantic models forbid extra keys); what the library defines but this engine does not read
 // (activation ordering with g_idx, sparsity, transforms, output activations) is refused naming the field.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -141,7 +142,9 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   QUARK_RETURN_IF_ERROR(e->Plan(plan, *reader));
   QUARK_RETURN_IF_ERROR(e->CheckImatrix());
 
-  // general.file_type names the weights' main type: the requested one, else the engine codes', else the source's.
+  // general.file_type names the weights' main type: the requested one, else the engine codes' (a mixed recipe's: the
+  // type most of its coded tensors have, first by type id on a tie, as llama.cpp's loader guesses a file's type from
+  // its tensors), else the source's.
   GgmlType main_type = GgmlType::kF32;
   bool quantized = false;
   for (const PlannedTensor& t : e->tensors_) quantized |= gguf::FindType(t.info.type)->quantized;
@@ -150,7 +153,11 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   } else if (options.type) {
     main_type = *options.type;
   } else if (!e->coded_.empty()) {
-    main_type = e->coded_.begin()->second;
+    std::map<GgmlType, int> count;
+    for (const auto& [module, type] : e->coded_) ++count[type];
+    main_type = std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) {
+                  return a.second < b.second;
+                })->first;
   } else {
     main_type = e->tensors_.front().info.type;  // token_embd, in the source dtype
   }

@@ -45,6 +45,21 @@ std::optional<estimate::ModelShape> ReadShape(const quark::v1::JobSpec& spec, co
   return *std::move(shape);
 }
 
+/// Per spec candidate of an automatic search, the succeeded pass its child would be deduplicated from (the same
+/// rule as the scheduler's: same tenant and content key, not forced, its result still verified), else an empty job.
+std::vector<quark::v1::Job> StoredPasses(JobStore& store, const quark::v1::JobSpec& spec,
+                                         const std::vector<SweepChild>& children) {
+  std::vector<quark::v1::Job> passes(spec.auto_search().candidates_size());
+  for (const SweepChild& child : children) {
+    const SubmitOptions& o = child.options;
+    if (o.content_key.empty() || child.spec.force() || !o.reuse_succeeded) continue;
+    if (child.row < 0 || child.row >= static_cast<int>(passes.size())) continue;
+    absl::StatusOr<quark::v1::Job> match = store.FindByContentKey(o.tenant, o.content_key);
+    if (match.ok() && match->state() == quark::v1::JOB_STATE_SUCCEEDED) passes[child.row] = *std::move(match);
+  }
+  return passes;
+}
+
 }  // namespace
 
 absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::CallbackServerContext& context,
@@ -114,6 +129,13 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
     absl::StatusOr<quark::v1::AutoSearchResult> groups = PlanAutoSearch(*shape, spec.auto_search(), kept);
     if (!groups.ok()) return refuse(groups.status());
     plan.auto_search = *std::move(groups);
+    // A loss budget below every recipe is known before any work only when each pass already ran (stored by content
+    // key, so its child would be deduplicated to those figures); otherwise the parent fails after its passes with the
+    // same message (FirstRecipe), since the figures do not exist yet.
+    const std::vector<quark::v1::Job> stored = StoredPasses(*store_, spec, plan.children);
+    if (absl::Status s = CheckLossBudgetOnStoredPasses(spec, plan.auto_search, kept, stored); !s.ok()) {
+      return refuse(s);
+    }
   }
   // Hashing the model for the children's keys may outlast the caller's deadline: then nothing is created.
   if (absl::Status status = CheckDeadline(&context); !status.ok()) return status;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/config/proto_convert.h"
 #include "core/config/quark_json.h"
 #include "core/search/recipe_space.h"
@@ -215,6 +216,29 @@ absl::StatusOr<AutoRecipe> FirstRecipe(const Job& parent, const std::vector<Job>
   absl::StatusOr<search::Recipe> recipe = search::SearchRecipe(p->space, *budget);
   if (!recipe.ok()) return recipe.status();
   return MakeRecipe(*p, *recipe);
+}
+
+absl::Status CheckLossBudgetOnStoredPasses(const quark::v1::JobSpec& spec, const quark::v1::AutoSearchResult& plan,
+                                           const std::vector<std::string>& kept, const std::vector<Job>& passes) {
+  if (spec.auto_search().budget_case() == AutoSearchSpec::kTargetBits) return absl::OkStatus();  // PlanAutoSearch's
+  const int n = spec.auto_search().candidates_size();
+  if (static_cast<int>(passes.size()) != n) return absl::OkStatus();
+  std::vector<std::string> known;
+  for (int c = 0; c < n; ++c) {
+    const bool is_kept = std::find(kept.begin(), kept.end(), spec.auto_search().candidates(c)) != kept.end();
+    if (!is_kept) continue;
+    if (passes[c].state() != JobState::JOB_STATE_SUCCEEDED) return absl::OkStatus();  // found out after the passes
+    // The job that ran the pass (a deduplicated one names it), as the scheduler's dedup notes do.
+    known.push_back(passes[c].deduplicated_from().empty() ? passes[c].id() : passes[c].deduplicated_from());
+  }
+  if (known.empty()) return absl::OkStatus();
+  Job parent;
+  *parent.mutable_spec() = spec;
+  *parent.mutable_auto_search() = plan;
+  absl::StatusOr<AutoRecipe> first = FirstRecipe(parent, passes);
+  if (first.ok() || !absl::IsInvalidArgument(first.status())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(first.status().message(), " (from the sensitivity passes already run: ",
+                                                 absl::StrJoin(known, ", "), ")"));
 }
 
 bool MeasureRound(const AutoSearchSpec& spec, const Job& child, quark::v1::AutoSearchRound* round) {

@@ -41,6 +41,17 @@ absl::StatusOr<quark::v1::AutoSearchResult> PlanAutoSearch(const estimate::Model
                                                            const quark::v1::AutoSearchSpec& spec,
                                                            const std::vector<std::string>& kept);
 
+/// A loss budget (spec.auto_search.max_kld / max_ppl_increase) below every recipe, caught at submit when the
+/// sensitivity passes are already known: `passes` holds, per spec candidate, the stored pass its child would be
+/// deduplicated from (SUCCEEDED, with its figures), or any other state when none is stored or the candidate was dropped
+/// at submit. When every candidate in `kept` has a stored pass, the search's own refusal (INVALID_ARGUMENT naming the
+/// field with the smallest predicted loss) is returned. OK for a size budget, when a kept candidate's pass is not
+/// known (the passes run first and the parent fails after them, as FirstRecipe does), and when the stored figures do
+/// not cover the groups (FirstRecipe names that after the passes).
+absl::Status CheckLossBudgetOnStoredPasses(const quark::v1::JobSpec& spec, const quark::v1::AutoSearchResult& plan,
+                                           const std::vector<std::string>& kept,
+                                           const std::vector<quark::v1::Job>& passes);
+
 /// One recipe to verify: its round (job_id empty until the child exists) and the Config its child quantizes.
 struct AutoRecipe {
   quark::v1::AutoSearchRound round;

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "core/config/presets.h"
+#include "core/export/ct_checker.h"
+#include "core/export/ct_read_config.h"
+#include "core/export/ct_targets.h"
 
 namespace quark::exporter {
 namespace {
@@ -104,9 +107,98 @@ TEST(CtConfigTest, DistinctLayerConfigsTargetTheirModules) {
   auto qc = CompressedTensorsConfig(c, PlanOf(c));
   ASSERT_TRUE(qc.ok()) << qc.status();
   EXPECT_EQ((*qc)["format"], "mixed-precision");
-  EXPECT_EQ((*qc)["config_groups"]["group_0"]["targets"], Json({"model.layers.0.self_attn.q_proj"}));
-  EXPECT_EQ((*qc)["config_groups"]["group_1"]["targets"], Json({"model.layers.0.mlp.down_proj"}));
+  EXPECT_EQ((*qc)["config_groups"]["group_0"]["targets"], Json({"re:.*\\.self_attn\\.q_proj$"}));
+  EXPECT_EQ((*qc)["config_groups"]["group_1"]["targets"], Json({"re:.*\\.mlp\\.down_proj$"}));
   EXPECT_EQ((*qc)["config_groups"]["group_1"]["format"], "int-quantized");
+}
+
+// Three decoder layers of a Llama, every linear, and lm_head.
+std::vector<ModuleInfo> ThreeLayers() {
+  std::vector<ModuleInfo> modules;
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const char* linear : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+      modules.push_back({"model.layers." + std::to_string(layer) + "." + linear, "Linear", {64, 64}});
+    }
+  }
+  modules.push_back({"lm_head", "Linear", {512, 64}});
+  return modules;
+}
+
+// #36 item 5: a mixed recipe's groups target their modules with "re:" patterns, and every linear resolves (as vLLM
+// resolves it, CtGroupFor) to the group holding its config; the engine's reader gives each module that config back.
+TEST(CtConfigTest, AMixedRecipesGroupsTargetTheirModulesWithPatternsThatResolveAsThePlan) {
+  Config c = *PresetConfig("int4_wo_128");
+  c.layer_quant_config.push_back({"model.layers.1.mlp.*", PresetConfig("int8")->global_quant_config});
+  c.exclude.push_back("model.layers.0.self_attn.*");
+  const std::vector<ModuleInfo> modules = ThreeLayers();
+  const LayerPlan plan = BuildLayerPlan(c, modules);
+  auto qc = CompressedTensorsConfig(c, plan);
+  ASSERT_TRUE(qc.ok()) << qc.status();
+  const Json& groups = (*qc)["config_groups"];
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups["group_0"]["targets"],
+            Json({"re:model\\.layers\\.(?:0|2)\\.(?:mlp\\.gate_proj|mlp\\.up_proj|mlp\\.down_proj)$",
+                  "re:model\\.layers\\.(?:1|2)\\.(?:self_attn\\.q_proj|self_attn\\.k_proj|self_attn\\.v_proj|"
+                  "self_attn\\.o_proj)$"}));
+  EXPECT_EQ(groups["group_1"]["targets"],
+            Json({"re:model\\.layers\\.1\\.(?:mlp\\.gate_proj|mlp\\.up_proj|mlp\\.down_proj)$"}));
+  EXPECT_EQ((*qc)["ignore"],
+            Json({"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
+                  "model.layers.0.self_attn.o_proj", "lm_head"}));
+  auto read = ConfigFromCompressedTensors(*qc, modules);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const LayerPlan read_plan = BuildLayerPlan(*read, modules);
+  for (const LayerAssignment& a : plan.layers) {
+    SCOPED_TRACE(a.module);
+    const Json g = CtGroupFor(*qc, a.module);
+    const LayerAssignment* back = read_plan.Find(a.module);
+    ASSERT_NE(back, nullptr);
+    if (a.source == ConfigSource::kExcluded) {
+      EXPECT_TRUE(g.is_null());
+      EXPECT_EQ(back->source, ConfigSource::kExcluded);
+      continue;
+    }
+    const bool eight = a.config.weight->dtype == DType::kInt8;
+    EXPECT_EQ(g, groups[eight ? "group_1" : "group_0"]);
+    EXPECT_EQ(back->config.weight, a.config.weight);
+  }
+}
+
+// A pattern that would reach a module of another group falls back to exact names: here "re:.*\.mlp\.down_proj$" of a
+// model whose vision tower has a down_proj of its own in another group.
+TEST(CtConfigTest, TargetsFallBackToExactNamesWhenAPatternWouldReachAnotherGroup) {
+  const std::vector<std::string> linears = {"model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj",
+                                            "vision.mlp.down_proj"};
+  const auto targets = CtGroupTargets({{"model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"},
+                                       {"vision.mlp.down_proj"}},
+                                      linears);
+  EXPECT_EQ(targets[0], std::vector<std::string>({"model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}));
+  EXPECT_EQ(targets[1], std::vector<std::string>({"vision.mlp.down_proj"}));
+  // vLLM's and the library's re.match: anchored at the start only.
+  EXPECT_TRUE(CtNameMatches("re:model\\.layers\\.1", "model.layers.12.mlp.up_proj"));
+  EXPECT_FALSE(CtNameMatches("re:layers", "model.layers.1.mlp.up_proj"));
+  EXPECT_FALSE(CtNameMatches("Linear", "model.layers.1.mlp.up_proj"));
+}
+
+// vLLM loads q/k/v (and gate/up) as one linear with the first shard's scheme: shards in different schemes, or one of
+// them in float, are refused naming both modules and the fused linear.
+TEST(CtConfigTest, FusedShardsInDifferentSchemesAreRefusedNamingThem) {
+  auto expect_refused = [](const Config& c, const std::vector<std::string>& parts) {
+    auto qc = CompressedTensorsConfig(c, BuildLayerPlan(c, ThreeLayers()));
+    ASSERT_EQ(qc.status().code(), absl::StatusCode::kInvalidArgument) << qc.status();
+    for (const std::string& part : parts) EXPECT_NE(qc.status().message().find(part), std::string::npos) << qc.status();
+  };
+  Config k_apart = *PresetConfig("int4_wo_128");
+  k_apart.layer_quant_config.push_back({"*.2.self_attn.k_proj", PresetConfig("int8")->global_quant_config});
+  expect_refused(k_apart, {"model.layers.2.self_attn.k_proj (layer_quant_config[*.2.self_attn.k_proj]) and "
+                           "model.layers.2.self_attn.q_proj (global_quant_config): different schemes",
+                           "model.layers.2.self_attn.qkv_proj"});
+  Config up_float = *PresetConfig("int4_wo_128");
+  up_float.exclude.push_back("model.layers.1.mlp.up_proj");
+  expect_refused(up_float, {"model.layers.1.mlp.up_proj (exclude[model.layers.1.mlp.up_proj]) and "
+                            "model.layers.1.mlp.gate_proj (global_quant_config): one is left in float",
+                            "mlp.gate_up_proj"});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // own reader of the compressed-tensors folder (CtWeightSource, #30 item 2) gives the library's bits too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -52,51 +53,72 @@ int64_t DifferingElements(const at::Tensor& peer, const at::Tensor& ours) {
 
 class CtPeerTest : public testing::CtModelsTest {};
 
+// The library's report on the export `e` and its decompressed weights against ours (both readers), bit for bit;
+// `decompressed` gets the names of the weights the library decompressed.
+void ExpectPeerAgrees(const testing::CtTestExport& e, std::vector<std::string>* decompressed = nullptr) {
+  const std::string out = testing::TempPath("quark_ct_peer") + ".safetensors";
+  int rc = 0;
+  const std::string stdout_text = RunPeer(e.compressed_tensors, out, &rc);
+  // compressed-tensors is published on PyPI and GitHub only, which CI machines cannot reach (Debian and npm
+  // registries only): a visible skip on the allowed list (tests/support/legitimate_skips.txt), never a pass.
+  if (rc == 77) {
+    GTEST_SKIP() << "compressed-tensors peer not provisioned on this machine (its source is on PyPI/GitHub only; "
+                    "tests/peers/compressed_tensors/run_peer.sh says what is missing)";
+  }
+  ASSERT_EQ(rc, 0) << stdout_text;
+  const auto report = nlohmann::json::parse(
+      stdout_text.substr(stdout_text.rfind('{', stdout_text.find("\"library_version\""))), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << stdout_text;
+  EXPECT_EQ(report["library_version"], report["config_version"]);
+  for (const auto& [group, f] : report["formats"].items()) EXPECT_EQ(f["written"], f["inferred"]) << group;
+  EXPECT_TRUE(report["args_diffs"].empty()) << report["args_diffs"].dump();
+  auto peer = checkpoint::CheckpointReader::OpenFile(out);
+  auto ours = exporter::HfQuarkWeightSource::Open(e.hf_quark);
+  auto reader = exporter::CtWeightSource::Open(e.compressed_tensors);  // #30 item 2: our reader of the same folder
+  ASSERT_TRUE(peer.ok() && ours.ok());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const auto names = (*peer)->Names();
+  if (decompressed != nullptr) decompressed->assign(names.begin(), names.end());
+  EXPECT_EQ(static_cast<int64_t>(names.size()), report["modules"].get<int64_t>());
+  EXPECT_GT(names.size(), 0u);
+  for (const std::string& name : names) {
+    auto ref = (*peer)->Get(name);
+    auto dtype = exporter::AtenFloatOf(ref->info->dtype);
+    ASSERT_TRUE(dtype.ok()) << name;
+    const std::string_view bytes = ref->bytes();
+    const at::Tensor theirs = at::from_blob(const_cast<char*>(bytes.data()), ref->info->shape, *dtype).clone();
+    auto mine = (*ours)->Get(name, at::kFloat);
+    ASSERT_TRUE(mine.ok()) << name << ": " << mine.status();
+    EXPECT_EQ(DifferingElements(theirs, mine->to(*dtype)), 0)
+        << name << " (" << c10::toString(*dtype) << "): max |diff| "
+        << (theirs.to(at::kFloat) - *mine).abs().max().item<float>();
+    auto read = (*reader)->Get(name, at::kFloat);
+    ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+    EXPECT_EQ(DifferingElements(theirs, read->to(*dtype)), 0) << name << " read back from compressed-tensors";
+  }
+}
+
 TEST_F(CtPeerTest, TheLibrarysDecompressorsReturnTheEnginesWeightsBitForBit) {
   for (const auto& [preset, model] : AllFormatCases()) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
-    const std::string out = testing::TempPath("quark_ct_peer") + ".safetensors";
-    int rc = 0;
-    const std::string stdout_text = RunPeer(e->compressed_tensors, out, &rc);
-    // compressed-tensors is published on PyPI and GitHub only, which CI machines cannot reach (Debian and npm
-    // registries only): a visible skip on the allowed list (tests/support/legitimate_skips.txt), never a pass.
-    if (rc == 77) {
-      GTEST_SKIP() << "compressed-tensors peer not provisioned on this machine (its source is on PyPI/GitHub only; "
-                      "tests/peers/compressed_tensors/run_peer.sh says what is missing)";
-    }
-    ASSERT_EQ(rc, 0) << stdout_text;
-    const auto report = nlohmann::json::parse(
-        stdout_text.substr(stdout_text.rfind('{', stdout_text.find("\"library_version\""))), nullptr, false);
-    ASSERT_FALSE(report.is_discarded()) << stdout_text;
-    EXPECT_EQ(report["library_version"], report["config_version"]);
-    for (const auto& [group, f] : report["formats"].items()) EXPECT_EQ(f["written"], f["inferred"]) << group;
-    EXPECT_TRUE(report["args_diffs"].empty()) << report["args_diffs"].dump();
-    auto peer = checkpoint::CheckpointReader::OpenFile(out);
-    auto ours = exporter::HfQuarkWeightSource::Open(e->hf_quark);
-    auto reader = exporter::CtWeightSource::Open(e->compressed_tensors);  // #30 item 2: our reader of the same folder
-    ASSERT_TRUE(peer.ok() && ours.ok());
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    const auto names = (*peer)->Names();
-    EXPECT_EQ(static_cast<int64_t>(names.size()), report["modules"].get<int64_t>());
-    EXPECT_GT(names.size(), 0u);
-    for (const std::string& name : names) {
-      auto ref = (*peer)->Get(name);
-      auto dtype = exporter::AtenFloatOf(ref->info->dtype);
-      ASSERT_TRUE(dtype.ok()) << name;
-      const std::string_view bytes = ref->bytes();
-      const at::Tensor theirs = at::from_blob(const_cast<char*>(bytes.data()), ref->info->shape, *dtype).clone();
-      auto mine = (*ours)->Get(name, at::kFloat);
-      ASSERT_TRUE(mine.ok()) << name << ": " << mine.status();
-      EXPECT_EQ(DifferingElements(theirs, mine->to(*dtype)), 0)
-          << name << " (" << c10::toString(*dtype) << "): max |diff| "
-          << (theirs.to(at::kFloat) - *mine).abs().max().item<float>();
-      auto read = (*reader)->Get(name, at::kFloat);
-      ASSERT_TRUE(read.ok()) << name << ": " << read.status();
-      EXPECT_EQ(DifferingElements(theirs, read->to(*dtype)), 0) << name << " read back from compressed-tensors";
-    }
+    ExpectPeerAgrees(*e);
+    if (IsSkipped()) return;
   }
+}
+
+// #36 item 5: a mixed recipe's config groups ("re:" targets, matched by the library's own match_name) and `ignore`:
+// every quantized linear decompressed by its group's format equals ours; the ignored one is not among them.
+TEST_F(CtPeerTest, AMixedRecipesGroupsDecompressAsTheEnginesWeights) {
+  auto e = testing::ExportBothWith(*model_, testing::MixedRecipe(), "mixed_peer");
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<std::string> names;
+  ExpectPeerAgrees(*e, &names);
+  if (IsSkipped()) return;
+  EXPECT_EQ(names.size(), 13u);  // 2 layers x 7 linears, less the ignored one
+  EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.0.mlp.down_proj.weight"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.mlp.down_proj.weight"), 1);
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ using Json = nlohmann::json;
 
 class CtReadBackTest : public testing::CtModelsTest {};
 
+Config PresetOf(const std::string& preset) { return *PresetConfig(preset.substr(0, preset.find('+'))); }
+
 // The preset's spec as the reader must give it: compressed-tensors stores unsigned grids as signed ones (codes and
 // zero points shifted by 2^(b-1)), which dequantize to the same values.
 std::optional<QuantSpec> AsStored(std::optional<QuantSpec> s) {
@@ -52,25 +54,29 @@ void ExpectParamsEqual(const std::optional<QuantParams>& ct, const std::optional
   EXPECT_TRUE(x == y || std::nextafter(x, y) == y) << what << ": global scale " << x << " vs " << y;
 }
 
-// Every linear of every layer: weights (float32 and bfloat16) and activation parameters of the two read-backs.
-void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model_dir, const std::string& preset,
-                        bool nvfp4) {
+// Every linear of every layer: the config read back is the one `config` gives the module (none for an excluded one),
+// and the weights (float32 and bfloat16) and activation parameters of the two read-backs are equal.
+void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model_dir, const Config& config,
+                        const std::string& label, bool nvfp4) {
   auto ct = exporter::CtWeightSource::Open(e.compressed_tensors);
   auto hf = exporter::HfQuarkWeightSource::Open(e.hf_quark);
   ASSERT_TRUE(ct.ok()) << ct.status();
   ASSERT_TRUE(hf.ok()) << hf.status();
   auto model = checkpoint::LoadModelConfig(model_dir);
   ASSERT_TRUE(model.ok());
-  const Config preset_config = *PresetConfig(preset.substr(0, preset.find('+')));
+  const LayerPlan plan = BuildLayerPlan(config, exporter::ModulesFromConfig(*model));
   int64_t exact = 0, total = 0;
   for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
     for (const auto& linear : checkpoint::LayerLinears(*model)) {
       const std::string m = checkpoint::LayerPrefix(*model, layer) + linear.relative_name;
       SCOPED_TRACE(m);
       const LayerAssignment* a = (*ct)->Assignment(m);
+      const LayerAssignment* expected = plan.Find(m);
       ASSERT_NE(a, nullptr);
-      EXPECT_EQ(a->config.weight, AsStored(preset_config.global_quant_config.weight));
-      EXPECT_EQ(a->config.input_tensors, AsStored(preset_config.global_quant_config.input_tensors));
+      ASSERT_NE(expected, nullptr);
+      EXPECT_EQ(a->source == ConfigSource::kExcluded, expected->source == ConfigSource::kExcluded);
+      EXPECT_EQ(a->config.weight, AsStored(expected->config.weight));
+      EXPECT_EQ(a->config.input_tensors, AsStored(expected->config.input_tensors));
       for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
         auto mine = (*ct)->Get(m + ".weight", dtype);
         auto ref = (*hf)->Get(m + ".weight", dtype);
@@ -96,7 +102,7 @@ void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model
   }
   EXPECT_GT(total, 0);
   if (!nvfp4) EXPECT_EQ(exact, total);
-  std::cout << preset << ": " << exact << " of " << total << " weights read back bit for bit\n";
+  std::cout << label << ": " << exact << " of " << total << " weights read back bit for bit\n";
 }
 
 TEST_F(CtReadBackTest, EveryFormatReadsBackAsTheHfQuarkExportOfTheSamePass) {
@@ -104,8 +110,28 @@ TEST_F(CtReadBackTest, EveryFormatReadsBackAsTheHfQuarkExportOfTheSamePass) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(*model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
-    ExpectSameReadBack(*e, *model, preset, std::string(preset).rfind("nvfp4", 0) == 0);
+    ExpectSameReadBack(*e, *model, PresetOf(preset), preset, std::string(preset).rfind("nvfp4", 0) == 0);
   }
+}
+
+// #36 item 5: a mixed recipe (three config groups with "re:" targets, one linear ignored) reads back module by module
+// as the HF-quark export of the same pass, and its config.json carries the groups as llm-compressor writes them.
+TEST_F(CtReadBackTest, AMixedRecipeReadsBackGroupByGroupAsTheHfQuarkExport) {
+  const Config mixed = testing::MixedRecipe();
+  auto e = testing::ExportBothWith(*model_, mixed, "mixed");
+  ASSERT_TRUE(e.ok()) << e.status();
+  ExpectSameReadBack(*e, *model_, mixed, "mixed", false);
+  std::ifstream in(e->compressed_tensors + "/config.json");
+  const Json qc = Json::parse(in)["quantization_config"];
+  EXPECT_EQ(qc["format"], "mixed-precision");
+  ASSERT_EQ(qc["config_groups"].size(), 3u) << qc.dump(1);
+  EXPECT_EQ(qc["config_groups"]["group_0"]["format"], "pack-quantized");
+  EXPECT_EQ(qc["config_groups"]["group_1"]["format"], "int-quantized");
+  EXPECT_EQ(qc["config_groups"]["group_2"]["format"], "float-quantized");
+  EXPECT_EQ(qc["config_groups"]["group_1"]["targets"], Json({"re:.*\\.self_attn\\.o_proj$"}));
+  EXPECT_EQ(qc["config_groups"]["group_2"]["targets"],
+            Json({"re:model\\.layers\\.1\\.(?:mlp\\.gate_proj|mlp\\.up_proj|mlp\\.down_proj)$"}));
+  EXPECT_EQ(qc["ignore"], Json({"model.layers.0.mlp.down_proj", "lm_head"}));
 }
 
 TEST_F(CtReadBackTest, TinyllamaAsRealWeightsReadBackAsTheHfQuarkExport) {
@@ -114,7 +140,7 @@ TEST_F(CtReadBackTest, TinyllamaAsRealWeightsReadBackAsTheHfQuarkExport) {
     SCOPED_TRACE(preset);
     auto e = testing::ExportBoth(model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
-    ExpectSameReadBack(*e, model, preset, std::string(preset) == "nvfp4");
+    ExpectSameReadBack(*e, model, PresetOf(preset), preset, std::string(preset) == "nvfp4");
   }
 }
 
@@ -124,7 +150,7 @@ TEST_F(CtReadBackTest, ABfloat16ModelsSixteenBitGroupScalesReadBackExactly) {
   const std::string model = testing::WriteSyntheticLlama(o);
   auto e = testing::ExportBoth(model, "uint4_wo_32");
   ASSERT_TRUE(e.ok()) << e.status();
-  ExpectSameReadBack(*e, model, "uint4_wo_32", false);
+  ExpectSameReadBack(*e, model, PresetOf("uint4_wo_32"), "uint4_wo_32", false);
 }
 
 TEST_F(CtReadBackTest, TheFp8KvCacheSchemeIsTheKOutputAndVOutputSpecWithTheirScales) {

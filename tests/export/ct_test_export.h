@@ -21,26 +21,43 @@ struct CtTestExport {
   std::string compressed_tensors;  // output/compressed_tensors
 };
 
-/// `preset` may end in "+gptq" or "+awq": the algorithm's codes go into both exports.
-inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
+/// `config` quantized and exported as both formats into a new folder named after `label`.
+inline absl::StatusOr<CtTestExport> ExportBothWith(const std::string& model, const Config& config,
+                                                   const std::string& label) {
   QuantizeModelOptions o;
-  const size_t plus = preset.find('+');
-  auto config = PresetConfig(preset.substr(0, plus));
-  if (!config.ok()) return config.status();
-  o.config = *config;
-  if (plus != std::string::npos) {
-    const std::string algo = preset.substr(plus + 1);
-    if (algo == "gptq") o.config.algo_config.push_back(GptqAlgo{});
-    if (algo == "awq") o.config.algo_config.push_back(AwqAlgo{});
-  }
+  o.config = config;
   o.num_calibration_samples = 2;
   o.seq_len = 32;
   o.calibration_file = SmallEvalText();
-  o.output_dir = TempPath("quark_ct_" + preset.substr(0, plus));
+  o.output_dir = TempPath("quark_ct_" + label);
   o.export_formats = {"hf_quark", "compressed_tensors"};
   auto report = QuantizeModel(model, o);
   if (!report.ok()) return report.status();
   return CtTestExport{o.output_dir + "/hf_quark", o.output_dir + "/compressed_tensors"};
+}
+
+/// `preset` may end in "+gptq" or "+awq": the algorithm's codes go into both exports.
+inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
+  const size_t plus = preset.find('+');
+  auto config = PresetConfig(preset.substr(0, plus));
+  if (!config.ok()) return config.status();
+  if (plus != std::string::npos) {
+    const std::string algo = preset.substr(plus + 1);
+    if (algo == "gptq") config->algo_config.push_back(GptqAlgo{});
+    if (algo == "awq") config->algo_config.push_back(AwqAlgo{});
+  }
+  return ExportBothWith(model, *config, preset.substr(0, plus));
+}
+
+/// #36 item 5: a mixed recipe over the synthetic Llama's two layers in three compressed-tensors groups and `ignore`:
+/// uint4 groups of 32 (WNA16) by default, every o_proj int8 W8A8 (static), layer 1's MLP fp8 W8A8, and layer 0's
+/// down_proj left in float.
+inline Config MixedRecipe() {
+  Config c = *PresetConfig("uint4_wo_32");
+  c.layer_quant_config.push_back({"*.o_proj", PresetConfig("int8")->global_quant_config});
+  c.layer_quant_config.push_back({"model.layers.1.mlp.*", PresetConfig("fp8")->global_quant_config});
+  c.exclude.push_back("model.layers.0.mlp.down_proj");
+  return c;
 }
 
 /// fp8 with an fp8 KV cache (ApplyKvCacheDtype) quantized and exported as `formats` into a new folder; its path.

@@ -4,6 +4,7 @@
 // files refused by the reader.
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "core/export/gguf_file.h"
 #include "core/export/gguf_model.h"
 #include "core/export/gguf_source.h"
+#include "core/export/gguf_tensor_plan.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/real_quant.h"
 #include "core/runtime/weight_source.h"
@@ -184,6 +186,52 @@ TEST(GgufExportTest, EngineCodesGoInAsQuarksMapping) {
     EXPECT_EQ((*source)->file().FindTensor("token_embd.weight")->type, GgmlType::kF32);
     fs::remove_all(fs::path(file).parent_path());
   }
+}
+
+// #36 item 5: a mixed recipe whose schemes all map to GGUF block types: each linear's tensor in its own scheme's type
+// holding the engine's codes, the float one as the source, and general.file_type the type most tensors have.
+TEST(GgufExportTest, AMixedRecipeGivesEachTensorItsSchemesType) {
+  Config config = *testing::GgufTestConfig("uint4_wo_32");
+  config.layer_quant_config.push_back({"model.layers.0.mlp.*", testing::GgufTestConfig("int4_wo_32")->global_quant_config});
+  config.layer_quant_config.push_back({"*.o_proj", testing::GgufTestConfig("int8_wo_32")->global_quant_config});
+  config.exclude.push_back("model.layers.0.mlp.down_proj");
+  std::map<std::string, at::Tensor> expected;  // HF weight name -> the engine's dequantized codes
+  std::map<std::string, GgmlType> types;
+  const std::string file = Export(TinyLlama(), std::nullopt, config, [&](const LinearExportData& d) {
+    auto w = Dequantize(d.weight_codes, *d.config.weight, at::kFloat);
+    ASSERT_TRUE(w.ok());
+    expected[d.module + ".weight"] = *w;
+    auto type = gguf::GgufTypeForScheme(d.module, *d.config.weight);
+    ASSERT_TRUE(type.ok()) << type.status();
+    types[d.module + ".weight"] = *type;
+  });
+  ASSERT_EQ(expected.size(), 4u * 7u - 1);
+  std::map<GgmlType, int> count;
+  for (const auto& [name, type] : types) ++count[type];
+  EXPECT_EQ(count[GgmlType::kQ4_1], 4 * 3 + 3 * 3);  // q/k/v everywhere, the MLPs of layers 1-3
+  EXPECT_EQ(count[GgmlType::kQ8_0], 4);              // o_proj
+  EXPECT_EQ(count[GgmlType::kQ4_0], 2);              // layer 0's gate and up
+  auto source = GgufWeightSource::Open(file);
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (const auto& [name, want] : expected) {
+    EXPECT_EQ((*source)->file().FindTensor(gguf::GgufTensorName(name))->type, types[name]) << name;
+    auto got = (*source)->Get(name, at::kFloat);
+    ASSERT_TRUE(got.ok()) << name;
+    // The fp16 block scales (Q4_1's m, Q8_0's d) round; Q4_0's int4 group scales are fp16 already.
+    const double bound = types[name] == GgmlType::kQ4_0 ? 0.0 : 1e-3 * want.abs().max().item<double>();
+    EXPECT_LE((*got - want).abs().max().item<double>(), bound) << name;
+  }
+  EXPECT_EQ((*source)->file().FindTensor("blk.0.ffn_down.weight")->type, GgmlType::kF32);
+  auto reader = checkpoint::CheckpointReader::Open(TinyLlama());
+  ASSERT_TRUE(reader.ok());
+  auto float_down = (*source)->Get("model.layers.0.mlp.down_proj.weight", at::kFloat);
+  ASSERT_TRUE(float_down.ok());
+  auto ref = (*reader)->Get("model.layers.0.mlp.down_proj.weight");
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(0, std::memcmp(float_down->data_ptr(), ref->bytes().data(), ref->bytes().size()));
+  // Most tensors are Q4_1 (llama_ftype 3), although the first coded module in name order is Q4_0.
+  EXPECT_EQ((*source)->file().GetInt("general.file_type").value_or(-1), 3);
+  fs::remove_all(fs::path(file).parent_path());
 }
 
 absl::Status CreateOnly(const std::string& model, const Config& config, const std::string& out,

@@ -10,6 +10,7 @@
 // gguf_export_tool --synthetic) check those architectures with fewer types. The windows are the project's protocol (non-overlapping windows of L, mean of each window's mean NLL).
 // llama.cpp runs with flash attention off and an F32 KV cache, so the two agree to ~1e-5; the bound is the issue's
 // 5e-3. `quark eval --text` must also tokenize the text into llama.cpp's ids (the tokenizer.model beside the file).
+// A mixed recipe (#36 item 5) goes through `quark quantize --config` with per-tensor types.
 //
 // Usage: node gguf_consumer_test.mjs  (env: QUARK_SOURCE_DIR, QUARK_BINARY_DIR, QUARK_SHARED_DIR; optional
 // QUARK_GGUF_RESULTS=file.json to keep the figures). Exit 0 = pass, 1 = fail, 77 = skipped (peers not installed).
@@ -20,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import {llamaCppEnv} from './llama_cpp_env.mjs';
-import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
+import {llamaCppFileNll} from './llama_cpp_nll.mjs';
 
 const {sharedDir, llama, binaries: [quark, tool]} =
   await llamaCppEnv(['core/cli/quark', 'tests/export/gguf_export_tool']);
@@ -69,12 +70,8 @@ try {
       const file = path.join(work, `${m.name}_${c.label.replace(/[^A-Za-z0-9_]/g, '_')}.gguf`);
       const args = c.scheme ? ['--scheme', c.scheme, ...m.exclude.flatMap((e) => ['--exclude', e])] : c.args;
       execFileSync(tool, [m.dir, file, ...args], {encoding: 'utf8'});
-      const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
-      const ids = [model.tokens.bos, ...model.tokenize(text)];
       const idsFile = path.join(work, 'ids.txt');
-      fs.writeFileSync(idsFile, ids.join(' ') + '\n');
-      const theirs = await llamaCppMeanNll(model, ids, kSeqLen, kWindows);
-      await model.dispose();
+      const {nll: theirs, ids} = await llamaCppFileNll(llama, file, text, idsFile, kSeqLen, kWindows);
       const ours = quarkEval(file, ['--token-ids', idsFile]);
       const textFile = path.join(work, 'text.txt');
       fs.writeFileSync(textFile, text);
@@ -104,12 +101,8 @@ try {
     execFileSync(quark, ['quantize', '--model', models[0].dir, '--scheme', 'uint4_wo_32', '--exclude', '*',
       '--quant-algo', 'rotation', '--export', 'gguf', '--gguf-type', 'F32', '--output', out], {encoding: 'utf8'});
     const file = path.join(out, 'model.gguf');
-    const model = await llama.loadModel({modelPath: file, gpuLayers: 0});
-    const ids = [model.tokens.bos, ...model.tokenize(text)];
     const idsFile = path.join(work, 'ids.txt');
-    fs.writeFileSync(idsFile, ids.join(' ') + '\n');
-    const theirs = await llamaCppMeanNll(model, ids, kSeqLen, kWindows);
-    await model.dispose();
+    const {nll: theirs} = await llamaCppFileNll(llama, file, text, idsFile, kSeqLen, kWindows);
     const ours = quarkEval(file, ['--token-ids', idsFile]);
     const unrotated = results.find((r) => r.model === 'stories260K' && r.type === 'F32');
     const row = {model: 'stories260K rotated (untied)', type: 'F32', bytes: fs.statSync(file).size,
@@ -122,6 +115,37 @@ try {
       assert.ok(Math.abs(theirs - unrotated.llama_cpp_mean_nll) <= 1e-4,
         `rotated: llama.cpp ${theirs} vs the unrotated file's ${unrotated.llama_cpp_mean_nll}`);
       assert.ok(fs.statSync(file).size > unrotated.bytes, 'rotated: no output.weight of its own');
+    } catch (e) {
+      console.error('FAIL:', e.message);
+      ++failures;
+    }
+  }
+  // #36 item 5: a mixed recipe through `quark quantize --config` into GGUF and compressed-tensors in one pass
+  // (tests/export/data/mixed_recipe_g32.json on tinyllama-a: uint4 g32 -> Q4_1 by default, every o_proj int8 g32 ->
+  // Q8_0, layer 0's MLP int4 g32 -> Q4_0, layer 3's down_proj in float): llama.cpp loads the per-tensor types and its
+  // NLL equals quark eval's of the same file, and of the compressed-tensors export of the same codes (the GGUF's block
+  // scales are their fp16 roundings).
+  {
+    const out = path.join(work, 'mixed');
+    const recipe = path.join(process.env.QUARK_SOURCE_DIR, 'tests/export/data/mixed_recipe_g32.json');
+    execFileSync(quark, ['quantize', '--model', models[1].dir, '--config', recipe, '--export', 'gguf', '--export',
+      'compressed_tensors', '--output', out], {encoding: 'utf8'});
+    const file = path.join(out, 'model.gguf');  // beside the other formats' folders
+    const idsFile = path.join(work, 'ids.txt');
+    const {nll: theirs} = await llamaCppFileNll(llama, file, text, idsFile, kSeqLen, kWindows);
+    const ours = quarkEval(file, ['--token-ids', idsFile]);
+    const ct = quarkEval(path.join(out, 'compressed_tensors'), ['--token-ids', idsFile]);
+    const uniform = results.find((r) => r.model === 'tinyllama-a' && r.type === 'uint4_wo_32->Q4_1');
+    const row = {model: 'tinyllama-a', type: 'mixed Q4_1/Q4_0/Q8_0/F32 (quark quantize --config)',
+      bytes: fs.statSync(file).size, llama_cpp_mean_nll: theirs, quark_mean_nll: ours.mean_nll,
+      diff: Math.abs(theirs - ours.mean_nll), quark_compressed_tensors_mean_nll: ct.mean_nll};
+    results.push(row);
+    console.log(JSON.stringify(row));
+    try {
+      assert.ok(row.diff <= kBound, `mixed: llama.cpp ${theirs} vs quark ${ours.mean_nll}`);
+      assert.ok(Math.abs(ct.mean_nll - ours.mean_nll) <= kBound,
+        `mixed: compressed-tensors ${ct.mean_nll} vs GGUF ${ours.mean_nll}`);
+      if (uniform) assert.ok(row.bytes > uniform.bytes, 'mixed: not larger than uniform Q4_1 (int8 and F32 tensors)');
     } catch (e) {
       console.error('FAIL:', e.message);
       ++failures;

@@ -237,6 +237,49 @@ TEST_F(AutoSearchSchedulerTest, ALossBudgetBelowEveryRecipeFailsWithTheSmallestP
   EXPECT_EQ(done.auto_search().rounds_size(), 0);
 }
 
+// The submit-time check over stored passes (the service looks them up by the children's content keys).
+TEST(AutoSearchPlanTest, ALossBudgetBelowEveryRecipeIsRefusedAtSubmitOnlyWhenEveryKeptPassIsStored) {
+  quark::v1::JobSpec spec;
+  spec.mutable_evaluation()->set_uri("file:///e.txt");
+  spec.mutable_auto_search()->add_candidates(kEight);
+  spec.mutable_auto_search()->add_candidates(kFour);
+  spec.mutable_auto_search()->set_max_kld(1e-6);
+  auto pass = [](const std::string& id, std::vector<double> kld) {
+    Job j;
+    j.set_id(id);
+    j.set_state(JobState::JOB_STATE_SUCCEEDED);
+    const char* names[] = {"q_proj", "o_proj", "down_proj"};
+    for (int g = 0; g < 3; ++g) {
+      (*j.mutable_result()->mutable_metrics())[std::string("kld:model.layers.0.") + names[g]] = kld[g];
+      (*j.mutable_result()->mutable_metrics())[std::string("nll_increase:model.layers.0.") + names[g]] = kld[g];
+    }
+    return j;
+  };
+  const std::vector<Job> stored = {pass("job-eight", {0.0001, 0.0002, 0.0001}), pass("job-four", {0.001, 0.0001, 0.003})};
+  absl::Status refused = CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight, kFour}, stored);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  // The least per group: 0.0001 + 0.0001 + 0.0001.
+  EXPECT_NE(refused.message().find("spec.auto_search.max_kld: 1e-06 is below 0.0003"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find(", the smallest predicted loss the candidates"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("job-eight, job-four"), std::string::npos) << refused;
+  spec.mutable_auto_search()->set_max_ppl_increase(1e-6);
+  EXPECT_NE(CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight, kFour}, stored)
+                .message()
+                .find("spec.auto_search.max_ppl_increase: 1e-06 is below 0.000300045"),
+            std::string::npos);
+  // A budget some recipe meets, a size budget: nothing to refuse.
+  spec.mutable_auto_search()->set_max_kld(0.00031);
+  EXPECT_TRUE(CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight, kFour}, stored).ok());
+  spec.mutable_auto_search()->set_target_bits(4.5);
+  EXPECT_TRUE(CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight, kFour}, stored).ok());
+  // One kept candidate's pass not stored: its figures may lower the least loss, so the passes run first.
+  spec.mutable_auto_search()->set_max_kld(1e-6);
+  EXPECT_TRUE(CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight, kFour}, {stored[0], Job()}).ok());
+  // ...but a candidate dropped at submit needs none: the stored pass of the kept one decides (0.0004 alone).
+  absl::Status kept_only = CheckLossBudgetOnStoredPasses(spec, Groups(), {kEight}, {stored[0], Job()});
+  EXPECT_NE(kept_only.message().find("is below 0.0004"), std::string::npos) << kept_only;
+}
+
 TEST(AutoSearchPlanTest, GroupsAndSizesFromTheModelAndBudgetsRefusedAtSubmit) {
   const char* shared = std::getenv("QUARK_SHARED_DIR");
   ASSERT_NE(shared, nullptr);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <utility>
@@ -14,6 +15,7 @@
 #include <tuple>
 
 #include "core/config/presets.h"
+#include "core/base/digest.h"
 #include "core/config/proto_convert.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "quark/v1/worker.grpc.pb.h"
@@ -410,6 +412,79 @@ TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheMo
             std::string::npos)
       << dropped.error();
   EXPECT_NE(dropped.error().find("in_features = 172 is not a multiple of 8"), std::string::npos) << dropped.error();
+}
+
+// #36: an automatic search's loss budget below every recipe. Without stored passes SubmitJob cannot know it: the parent
+// runs its passes (the test is the worker) and fails after them; a later search with the passes stored (same model,
+// data, candidates: their children's content keys) is refused at SubmitJob naming the field, the smallest predicted
+// loss and the passes' jobs; a budget some recipe meets is accepted.
+TEST_F(ServiceTest, ALossBudgetBelowEveryRecipeIsRefusedAtSubmitOnceThePassesAreStored) {
+  const char* shared = std::getenv("QUARK_SHARED_DIR");
+  ASSERT_NE(shared, nullptr);
+  pb::SubmitJobRequest request = ValidRequest();
+  pb::JobSpec* spec = request.mutable_spec();
+  spec->clear_preset();
+  spec->set_model_uri(std::string("file://") + shared + "/fixtures/stories260K");
+  spec->mutable_evaluation()->set_uri(std::string("file://") + shared + "/fixtures/eval/tinystories_validation_prefix.txt");
+  for (const char* c : {"w_int8_per_tensor_sym", "mxfp4_weight_only"}) spec->mutable_auto_search()->add_candidates(c);
+  spec->mutable_auto_search()->set_max_kld(1e-9);
+  pb::Job parent;
+  grpc::Status first = Submit(request, &parent);
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  ASSERT_EQ(parent.auto_search().groups_size(), 20);  // 5 layers x (qkv, o_proj, gate_up, down_proj)
+  // Each pass publishes files of its own (a succeeded result is reused only with its digests verified) and its
+  // figures: group g costs (g + 1) / 1000 with int8 and ten times that with mxfp4.
+  RegisterWorker("w");
+  std::vector<std::string> pass_ids;
+  for (int i = 0; i < 2; ++i) {
+    wpb::LeaseResponse lease = Lease("w");
+    ASSERT_TRUE(lease.job().spec().sensitivity_pass()) << lease.DebugString();
+    pass_ids.push_back(lease.job().id());
+    const double scale = lease.job().spec().preset() == "w_int8_per_tensor_sym" ? 1e-3 : 1e-2;
+    const std::string file = dir_.File("out") + "/" + lease.job().id() + "/sensitivity.json";
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    const std::string text = "{\"pass\": \"" + lease.job().id() + "\"}";
+    std::ofstream(file) << text;
+    wpb::CompleteRequest complete;
+    complete.set_lease_id(lease.lease_id());
+    complete.set_success(true);
+    pb::Artifact* artifact = complete.mutable_result()->add_artifacts();
+    artifact->set_uri("file://" + file);
+    artifact->set_size_bytes(static_cast<int64_t>(text.size()));
+    artifact->set_sha256(Sha256Hex(text));
+    const std::string manifest = std::filesystem::path(file).parent_path().string() + "/manifest.json";
+    std::ofstream(manifest) << text;
+    complete.mutable_result()->set_manifest_uri("file://" + manifest);
+    complete.mutable_result()->set_manifest_sha256(Sha256Hex(text));
+    for (int g = 0; g < parent.auto_search().groups_size(); ++g) {
+      const std::string& name = parent.auto_search().groups(g).name();
+      (*complete.mutable_result()->mutable_metrics())["kld:" + name] = scale * (g + 1);
+      (*complete.mutable_result()->mutable_metrics())["nll_increase:" + name] = scale * (g + 1);
+    }
+    grpc::ClientContext context;
+    wpb::CompleteResponse completed;
+    ASSERT_TRUE(workers_->Complete(&context, complete, &completed).ok());
+  }
+  pb::Job failed;
+  for (int i = 0; i < 250 && failed.state() != pb::JOB_STATE_FAILED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    failed = Get(parent.id());
+  }
+  ASSERT_EQ(failed.state(), pb::JOB_STATE_FAILED) << failed.DebugString();
+  // The least per group is int8's: 1 + 2 + ... + 20 thousandths.
+  EXPECT_NE(failed.error().find("automatic search: spec.auto_search.max_kld: 1e-09 is below 0.21"), std::string::npos)
+      << failed.error();
+  grpc::Status again = Submit(request);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (const std::string& part : {std::string("spec.auto_search.max_kld: 1e-09 is below 0.21"),
+                                  std::string("the smallest predicted loss the candidates"),
+                                  "from the sensitivity passes already run: " + pass_ids[0], pass_ids[1]}) {
+    EXPECT_NE(again.error_message().find(part), std::string::npos) << part << " in " << again.error_message();
+  }
+  spec->mutable_auto_search()->set_max_kld(0.5);
+  pb::Job met;
+  grpc::Status accepted = Submit(request, &met);
+  EXPECT_TRUE(accepted.ok()) << accepted.error_message();
 }
 
 TEST_F(ServiceTest, HealthServiceAnswersServing) {

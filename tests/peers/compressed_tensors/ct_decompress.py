@@ -55,16 +55,19 @@ import compressed_tensors  # noqa: E402
 from compressed_tensors.compressors.base import BaseCompressor  # noqa: E402
 from compressed_tensors.compressors.format import infer_module_format  # noqa: E402
 from compressed_tensors.quantization import QuantizationConfig  # noqa: E402
+from compressed_tensors.utils.match import match_name  # noqa: E402
 
 
 def group_for(config, qc, module):
-    for entry in qc.get("ignore", []):
-        if entry == module or (entry.startswith("re:") and __import__("re").match(entry[3:], module)):
-            return None, None
-    for name, scheme in config.config_groups.items():
-        for target in scheme.targets:
-            if target == "Linear" or target == module:
-                return name, scheme
+    # The library's own name matching (exact names, "re:" as re.match); our linears are torch.nn.Linear, the class
+    # target "Linear". vLLM's order: a name or regex target of any group first, then the class.
+    if any(match_name(module, entry) for entry in qc.get("ignore", [])):
+        return None, None
+    for by_class in (False, True):
+        for name, scheme in config.config_groups.items():
+            for target in scheme.targets:
+                if (target == "Linear") == by_class and (by_class or match_name(module, target)):
+                    return name, scheme
     return None, None
 
 
