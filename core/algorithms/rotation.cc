@@ -66,7 +66,15 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
   source->model_.tie_word_embeddings = false;  // W_e R1 and W_lm R1 are different matrices
   source->embed_ = checkpoint::EmbedTokensName(model) + ".weight";
   source->final_norm_ = checkpoint::FinalNormName(model) + ".weight";
-  QUARK_ASSIGN_OR_RETURN(source->r1_, RotationFor(model.hidden_size, options, StrCat(field, " (R1, hidden_size)")));
+  if (options.r1.defined()) {
+    if (options.r1.dim() != 2 || options.r1.size(0) != model.hidden_size || options.r1.size(1) != model.hidden_size) {
+      return absl::InvalidArgumentError(StrCat(field, " (R1): the given rotation is [", StrJoin(options.r1.sizes(), ", "),
+                                               "], the model needs [", model.hidden_size, ", ", model.hidden_size, "]"));
+    }
+    source->r1_ = options.r1.to(at::kDouble).contiguous();
+  } else {
+    QUARK_ASSIGN_OR_RETURN(source->r1_, RotationFor(model.hidden_size, options, StrCat(field, " (R1, hidden_size)")));
+  }
   if (options.r2) {
     QUARK_ASSIGN_OR_RETURN(source->r2_, RotationFor(model.head_dim, options, StrCat(field, " (R2, head_dim)")));
   }

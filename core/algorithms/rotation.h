@@ -28,6 +28,9 @@ struct RotationOptions {
   bool random = false;
   uint64_t seed = 0;
   bool r2 = true;
+  /// When defined: this R1 ([hidden_size, hidden_size], orthonormal, e.g. a learned one: learned_rotation.h) instead
+  /// of RotationFor's; folded the same way, so every export takes it unchanged. Used as float64.
+  at::Tensor r1;
 };
 
 /// The rotation of order n for `options` (float64, orthonormal). INVALID_ARGUMENT naming `field` and n when n has no
@@ -37,7 +40,8 @@ absl::StatusOr<at::Tensor> RotationFor(int64_t n, const RotationOptions& options
 class RotatedWeightSource : public runtime::WeightSource {
  public:
   /// UNIMPLEMENTED for an architecture other than the Llama family (LayerNorm models need their means moved first);
-  /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor).
+  /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor), or a given r1 that is not
+  /// [hidden_size, hidden_size].
   static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> Create(std::shared_ptr<const runtime::WeightSource> base,
                                                                      const checkpoint::ModelConfig& model,
                                                                      const RotationOptions& options,
