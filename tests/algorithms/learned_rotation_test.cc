@@ -60,6 +60,13 @@ double MeanLoss(const RotationTrainingModel& model, const std::vector<at::Tensor
   return model.Loss(at::cat(windows, 0), r1.to(at::kFloat), scheme).item<double>();
 }
 
+// Mean next-token NLL of logits [1, T, V] for ids [1, T].
+double NextTokenNll(const at::Tensor& logits, const at::Tensor& ids) {
+  const int64_t t = ids.size(1);
+  return -at::log_softmax(logits.narrow(1, 0, t - 1), -1).gather(-1, ids.narrow(1, 1, t - 1).unsqueeze(-1)).mean()
+              .item<double>();
+}
+
 double OrthogonalityError(const at::Tensor& r) {
   return (at::matmul(r.t(), r) - at::eye(r.size(0), r.options())).abs().max().item<double>();
 }
@@ -95,6 +102,14 @@ class LearnedRotationTest : public ::testing::Test {
     ASSERT_TRUE(trained.ok()) << trained.status();
     trained_ = new LearnedRotation(*std::move(trained));
   }
+  // tinyllama-a with the trained R1 folded in, as the exports read it.
+  static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> LearnedFold() {
+    auto model = checkpoint::LoadModelConfig(*dir_);
+    if (!model.ok()) return model.status();
+    RotationOptions learned;
+    learned.r1 = trained_->r1;
+    return RotatedWeightSource::Create(Weights(*dir_), *model, learned, "algo_config[0]");
+  }
   static void TearDownTestSuite() {
     delete trained_;
     delete windows_;
@@ -128,11 +143,7 @@ TEST_F(LearnedRotationTest, StaysOrthogonalAndLowersTheQuantizedLoss) {
 
 TEST_F(LearnedRotationTest, FoldedLearnedRotationKeepsTheFloatLogits) {
   ASSERT_NE(trained_, nullptr);
-  auto model = checkpoint::LoadModelConfig(*dir_);
-  ASSERT_TRUE(model.ok());
-  RotationOptions learned;
-  learned.r1 = trained_->r1;
-  auto rotated = RotatedWeightSource::Create(Weights(*dir_), *model, learned, "algo_config[0]");
+  auto rotated = LearnedFold();
   ASSERT_TRUE(rotated.ok()) << rotated.status();
   auto original = runtime::LayerStreamer::Open(*dir_);
   ASSERT_TRUE(original.ok()) << original.status();
@@ -148,9 +159,7 @@ TEST_F(LearnedRotationTest, FoldedLearnedRotationKeepsTheFloatLogits) {
   EXPECT_LT((*logits_a - *logits_b).abs().max().item<double>(), 1e-4);
   // And the training's own float forward (no scheme) agrees with the runtime's.
   const at::Tensor ids = windows_->front().reshape({1, kSeq});
-  const double runtime_nll =
-      -at::log_softmax(logits_a->narrow(1, 0, kSeq - 1), -1).gather(-1, ids.narrow(1, 1, kSeq - 1).unsqueeze(-1))
-           .mean().item<double>();
+  const double runtime_nll = NextTokenNll(*logits_a, ids);
   EXPECT_NEAR(MeanLoss(*model_, {windows_->front()}, trained_->r1, {}), runtime_nll, 1e-4);
 }
 
@@ -180,11 +189,7 @@ class FakeQuantizedLinears : public runtime::WeightSource {
 
 TEST_F(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
   ASSERT_NE(trained_, nullptr);
-  auto model = checkpoint::LoadModelConfig(*dir_);
-  ASSERT_TRUE(model.ok());
-  RotationOptions learned;
-  learned.r1 = trained_->r1;
-  auto rotated = RotatedWeightSource::Create(Weights(*dir_), *model, learned, "algo_config[0]");
+  auto rotated = LearnedFold();
   ASSERT_TRUE(rotated.ok()) << rotated.status();
   const RotationTrainingScheme scheme = SchemeOf("uint4_wo_128");
   auto quantized = std::make_shared<FakeQuantizedLinears>(*rotated, *scheme.weight);
@@ -195,9 +200,7 @@ TEST_F(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
   ASSERT_TRUE(hidden.ok()) << hidden.status();
   auto logits = (*streamer)->model().Logits(hidden->front());
   ASSERT_TRUE(logits.ok());
-  const double runtime_nll =
-      -at::log_softmax(logits->narrow(1, 0, kSeq - 1), -1).gather(-1, ids.narrow(1, 1, kSeq - 1).unsqueeze(-1))
-           .mean().item<double>();
+  const double runtime_nll = NextTokenNll(*logits, ids);
   // The fold rounds in float64 and the trainer in float32: a weight near a rounding boundary may land on the other
   // code, hence 1e-3 rather than the float model's 1e-4.
   EXPECT_NEAR(MeanLoss(*model_, {windows_->front()}, trained_->r1, scheme), runtime_nll, 1e-3);
