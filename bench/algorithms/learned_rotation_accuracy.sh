@@ -5,7 +5,8 @@
 # split for the scheme, folded the same way, written as a float model that `quark quantize` then quantizes with
 # the same scheme and no algorithm); held-out split, 40 windows of 256 tokens.
 #
-#   bench/algorithms/learned_rotation_accuracy.sh [BUILD_DIR] [SHARED_DIR]   (STEPS=100 SCHEMES="uint4_wo_128 int4_wa_64")
+#   bench/algorithms/learned_rotation_accuracy.sh [BUILD_DIR] [SHARED_DIR]   (STEPS=100 SCHEMES="uint4_wo_128 int4_wa_64"
+#                                                                             MODELS="base twin" BENCH_FLAGS=--train-r2)
 set -u
 source "$(dirname "$0")/accuracy_env.sh" "$@"
 STEPS=${STEPS:-100}
@@ -26,14 +27,15 @@ ppl() {
 }
 echo "| model | scheme | float | RTN | Hadamard R1+R2 | learned R1 (+ Hadamard R2) | training (s) | loss first/last 10% | peak RSS (MiB) |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for model in "$MODEL" "$OUT/twin"; do
+for which in ${MODELS:-base twin}; do
+  model=$([ "$which" = base ] && echo "$MODEL" || echo "$OUT/twin")
   name=$([ "$model" = "$MODEL" ] && echo tinyllama-a || echo "outlier twin")
   float=$("$BUILD/core/cli/quark" eval --model "$model" --text "$EVAL" --seq-len 256 --max-windows 40 |
           awk '/^perplexity:/ {print $2}')
   for scheme in $SCHEMES; do
     rm -rf "$OUT/learned"
     stats=$("$BUILD/bench/algorithms/learned_rotation_bench" --model "$model" --calib "$CALIB" --scheme "$scheme" \
-              --output "$OUT/learned" --samples "$STEPS" --seq-len "$SEQ" --steps "$STEPS") || exit 1
+              --output "$OUT/learned" --samples "$STEPS" --seq-len "$SEQ" --steps "$STEPS" ${BENCH_FLAGS:-}) || exit 1
     echo "$stats" >&2
     read -r train first last rss < <(echo "$stats" | python3 -c \
       'import json,sys; r=json.load(sys.stdin); print("%.1f %.4f %.4f %d" % (r["train_s"], r["first_10pct_loss"], r["last_10pct_loss"], r["peak_rss_mib"]))')

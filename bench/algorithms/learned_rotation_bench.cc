@@ -1,11 +1,12 @@
 // learned_rotation_bench --model DIR --calib TEXT --scheme PRESET --output DIR [--samples 32] [--seq-len 256]
-//                        [--steps 100] [--lr 1.5] [--batch 1] [--seed 0] [--hadamard]
+//                        [--steps 100] [--lr 1.5] [--batch 1] [--seed 0] [--train-r2] [--hadamard]
 //
 // #35 item 4: trains R1 (learned_rotation.h) on `--samples` windows of the calibration text for the scheme's weights
 // (and inputs), folds it into the weights with RotatedWeightSource, exactly as the rotation algorithm folds its
 // Hadamard R1, and writes the rotated float model (config.json with untied embeddings, the tokenizer files) to
 // --output, so that `quark quantize --model OUTPUT --scheme PRESET` quantizes and exports it like any model.
-// --hadamard writes the Hadamard-folded model instead (no training). Prints one JSON line: the loss of the first and
+// --train-r2 trains one R2 per layer beside R1 (SpinQuant's default); without it R2 stays Hadamard. --hadamard writes
+// the Hadamard-folded model instead (no training). Prints one JSON line: the loss of the first and
 // last steps, the mean loss of the first and last 10% of steps, train_s, the estimate of the held memory, and the
 // process's peak RSS.
 #include <sys/resource.h>
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", options.learning_rate);
   app.add_option("--batch", options.train_batch_size);
   app.add_option("--seed", options.seed);
+  app.add_flag("--train-r2", options.train_r2, "train one R2 per layer beside R1");
   app.add_flag("--hadamard", hadamard, "write the Hadamard-folded model, no training");
   CLI11_PARSE(app, argc, argv);
 
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
     const at::Tensor& r = learned->r1;
     report["orthogonality_error"] = (at::matmul(r.t(), r) - at::eye(r.size(0), r.options())).abs().max().item<double>();
     fold.r1 = learned->r1;
+    fold.r2_per_layer = learned->r2;
   }
   auto rotated = algorithms::RotatedWeightSource::Create(base, *model, fold, "learned_rotation");
   if (!rotated.ok()) return Fail(rotated.status());

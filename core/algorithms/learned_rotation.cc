@@ -122,6 +122,7 @@ struct RotationTrainingModel::Weights {
   ModelConfig model;
   at::Tensor embed, lm_head;  // [V, H]; lm_head with the final norm folded
   std::vector<LayerWeights> layers;
+  bool trains_r2 = false;
   mutable std::mutex mutex;
   mutable std::map<int64_t, std::pair<at::Tensor, at::Tensor>> rope;  // seq_len -> cos, sin
   mutable std::map<int64_t, at::Tensor> masks;
@@ -130,6 +131,7 @@ struct RotationTrainingModel::Weights {
 RotationTrainingModel::RotationTrainingModel(std::unique_ptr<Weights> weights) : weights_(std::move(weights)) {}
 RotationTrainingModel::~RotationTrainingModel() = default;
 const ModelConfig& RotationTrainingModel::model() const { return weights_->model; }
+bool RotationTrainingModel::trains_r2() const { return weights_->trains_r2; }
 
 absl::StatusOr<std::unique_ptr<RotationTrainingModel>> RotationTrainingModel::Load(
     const runtime::WeightSource& weights, const ModelConfig& model, const RotationOptions& init, int64_t seq_len,
@@ -145,12 +147,17 @@ absl::StatusOr<std::unique_ptr<RotationTrainingModel>> RotationTrainingModel::Lo
   }
   // RotatedWeightSource with R1 = I folds the norms (and R2) exactly as the final fold will; a non-owning view of
   // `weights` is enough for the duration of the load.
+  if (options.train_r2 && !init.r2) {
+    return absl::InvalidArgumentError(StrCat(path, ".train_r2: training R2 needs the rotation's r2"));
+  }
   RotationOptions identity = init;
   identity.r1 = at::eye(model.hidden_size, at::kDouble);
+  identity.r2 = init.r2 && !options.train_r2;  // a trained R2 is applied in the forward instead
   std::shared_ptr<const runtime::WeightSource> base(&weights, [](const runtime::WeightSource*) {});
   QUARK_ASSIGN_OR_RETURN(auto folded, RotatedWeightSource::Create(base, model, identity, path));
   auto held = std::make_unique<Weights>();
   held->model = model;
+  held->trains_r2 = options.train_r2;
   const auto get = [&](const std::string& name) { return folded->Get(name, at::kFloat); };
   QUARK_ASSIGN_OR_RETURN(held->embed, get(checkpoint::EmbedTokensName(model) + ".weight"));
   QUARK_ASSIGN_OR_RETURN(held->lm_head, get("lm_head.weight"));
@@ -169,8 +176,8 @@ absl::StatusOr<std::unique_ptr<RotationTrainingModel>> RotationTrainingModel::Lo
   return std::unique_ptr<RotationTrainingModel>(new RotationTrainingModel(std::move(held)));
 }
 
-at::Tensor RotationTrainingModel::Loss(const at::Tensor& ids, const at::Tensor& r1,
-                                       const RotationTrainingScheme& scheme) const {
+at::Tensor RotationTrainingModel::Loss(const at::Tensor& ids, const at::Tensor& r1, const RotationTrainingScheme& scheme,
+                                       const std::vector<at::Tensor>& r2) const {
   const ModelConfig& m = weights_->model;
   const int64_t batch = ids.size(0), seq = ids.size(1);
   at::Tensor cos, sin, mask;
@@ -198,12 +205,23 @@ at::Tensor RotationTrainingModel::Loss(const at::Tensor& ids, const at::Tensor& 
   const auto reader = [&](const at::Tensor& w) { return at::matmul(w, r1); };    // W R1
   const auto writer = [&](const at::Tensor& w) { return at::matmul(r1t, w); };   // R1^T W
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_key_value_heads, hd = m.head_dim;
+  // R2 per head as RotatedWeightSource folds it: v's rows R2^T per KV head, o's columns R2 per head.
+  const auto v_rows = [&](const at::Tensor& w, size_t layer) {
+    if (r2.empty()) return w;
+    return at::matmul(w.t().reshape({m.hidden_size, kv_heads, hd}), r2[layer]).reshape({m.hidden_size, -1}).t();
+  };
+  const auto o_columns = [&](const at::Tensor& w, size_t layer) {
+    if (r2.empty()) return w;
+    return at::matmul(w.reshape({m.hidden_size, heads, hd}), r2[layer]).reshape({m.hidden_size, -1});
+  };
+  TORCH_CHECK(r2.empty() || r2.size() == weights_->layers.size(), "one R2 per layer expected");
   at::Tensor x = at::matmul(at::embedding(weights_->embed, ids), r1);  // [B, T, H]
-  for (const LayerWeights& l : weights_->layers) {
+  for (size_t li = 0; li < weights_->layers.size(); ++li) {
+    const LayerWeights& l = weights_->layers[li];
     const at::Tensor h = UnitRmsNorm(x, m.rms_norm_eps);
     at::Tensor qs = QuantizedLinear(h, reader(l.q), q).view({batch, seq, heads, hd}).transpose(1, 2);
     at::Tensor ks = QuantizedLinear(h, reader(l.k), q).view({batch, seq, kv_heads, hd}).transpose(1, 2);
-    at::Tensor vs = QuantizedLinear(h, reader(l.v), q).view({batch, seq, kv_heads, hd}).transpose(1, 2);
+    at::Tensor vs = QuantizedLinear(h, v_rows(reader(l.v), li), q).view({batch, seq, kv_heads, hd}).transpose(1, 2);
     qs = runtime::ApplyRope(qs, cos, sin);
     ks = runtime::ApplyRope(ks, cos, sin);
     if (heads > kv_heads) {  // HF's repeat_kv: query head h reads KV head h / (heads / kv_heads)
@@ -212,7 +230,7 @@ at::Tensor RotationTrainingModel::Loss(const at::Tensor& ids, const at::Tensor& 
     }
     const at::Tensor scores = at::matmul(qs, ks.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd)) + mask;
     const at::Tensor attended = at::matmul(at::softmax(scores, -1), vs).transpose(1, 2).reshape({batch, seq, heads * hd});
-    x = x + QuantizedLinear(attended, writer(l.o), q);
+    x = x + QuantizedLinear(attended, o_columns(writer(l.o), li), q);
     const at::Tensor g = UnitRmsNorm(x, m.rms_norm_eps);
     const at::Tensor act = at::silu(QuantizedLinear(g, reader(l.gate), q)) * QuantizedLinear(g, reader(l.up), q);
     x = x + QuantizedLinear(act, writer(l.down), q);
@@ -249,6 +267,16 @@ absl::StatusOr<LearnedRotation> TrainRotation(const RotationTrainingModel& model
   } else {
     QUARK_ASSIGN_OR_RETURN(r, RotationFor(model.model().hidden_size, init, StrCat(path, " (R1, hidden_size)")));
   }
+  if (options.train_r2 != model.trains_r2()) {
+    return absl::InvalidArgumentError(StrCat(path, ".train_r2: ", options.train_r2, " here but ", model.trains_r2(),
+                                             " when the training model was loaded"));
+  }
+  std::vector<at::Tensor> r2;
+  if (options.train_r2) {
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor r2_init,
+                           RotationFor(model.model().head_dim, init, StrCat(path, " (R2, head_dim)")));
+    r2.assign(model.model().num_hidden_layers, r2_init);
+  }
   std::vector<int64_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(options.seed));
@@ -267,9 +295,12 @@ absl::StatusOr<LearnedRotation> TrainRotation(const RotationTrainingModel& model
       // The forward in float32 (as SpinQuant's rotation parameter); the manifold step in float64, so that 100 steps
       // of the fixed-point Cayley iteration keep R1 orthogonal to ~1e-12 rather than float32's ~1e-6.
       at::Tensor leaf = r.to(at::kFloat).requires_grad_(true);
-      const at::Tensor loss = model.Loss(at::cat(windows, 0), leaf, scheme);
+      std::vector<at::Tensor> r2_leaves;
+      for (const at::Tensor& m : r2) r2_leaves.push_back(m.to(at::kFloat).requires_grad_(true));
+      const at::Tensor loss = model.Loss(at::cat(windows, 0), leaf, scheme, r2_leaves);
       loss.backward();
       r = sgd.Step(r, leaf.grad().to(at::kDouble), lr);
+      for (size_t i = 0; i < r2.size(); ++i) r2[i] = sgd.Step(r2[i], r2_leaves[i].grad().to(at::kDouble), lr);
       RotationTrainingStep step{k + 1, loss.item<double>(), lr};
       result.steps.push_back(step);
       if (progress) progress(step);
@@ -278,6 +309,7 @@ absl::StatusOr<LearnedRotation> TrainRotation(const RotationTrainingModel& model
     return absl::InternalError(StrCat(path, ": training the rotation: ", e.what_without_backtrace()));
   }
   result.r1 = r;
+  result.r2 = r2;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -6,9 +6,9 @@
 // rotation.h) folded exactly as RotatedWeightSource folds it, every decoder linear's weight fake-quantized by the
 // engine's own quantizer for the scheme (scale from the weight each step, as SpinQuant's WeightQuantizer.find_params
 // on weight.data) and, when the scheme quantizes inputs, the linears' inputs fake-quantized dynamically (Quark's
-// script sets input_tensors.is_dynamic for the training); rounding passes gradients straight through. R1 is the only
-// trainable tensor; R2 stays the fixed Hadamard rotation of rotation.h. lm_head stays float (the presets exclude it;
-// SpinQuant never quantizes it).
+// script sets input_tensors.is_dynamic for the training); rounding passes gradients straight through. The rotations
+// are the only trainable tensors: R1, and with train_r2 one R2 per layer (SpinQuant's pair); without it R2 stays the
+// fixed Hadamard rotation of rotation.h. lm_head stays float (the presets exclude it; SpinQuant never quantizes it).
 //
 // Memory: SpinQuant trains end to end (a gradient through every layer), so it cannot stream one layer at a time like
 // the other passes. The trainer holds the float model once (float32, norms folded) plus one step's autograd graph
@@ -41,6 +41,9 @@ struct LearnedRotationOptions {
   int64_t max_steps = 100;       // [1, 100000]
   int64_t train_batch_size = 1;  // windows per step, [1, 4096]
   uint64_t seed = 0;             // the order of the windows and SGDG's QR draws
+  /// Also train one R2 per layer (from init's R2), as SpinQuant does; off: R2 stays init's fixed rotation. Needs
+  /// init.r2.
+  bool train_r2 = false;
   /// The held model plus one step's graph (EstimateRotationTrainingBytes) must fit: 8 GiB by default.
   int64_t max_memory_bytes = int64_t{8} << 30;
 };
@@ -75,10 +78,15 @@ class RotationTrainingModel {
   ~RotationTrainingModel();
 
   /// Mean next-token cross-entropy (nats) of the quantized network with rotation r1 ([hidden, hidden]) over `ids`
-  /// ([B, T] int64). Differentiable in r1 when r1 requires grad. Throws c10::Error on a LibTorch failure.
-  at::Tensor Loss(const at::Tensor& ids, const at::Tensor& r1, const RotationTrainingScheme& scheme) const;
+  /// ([B, T] int64). Differentiable in r1 (and r2) when they require grad. `r2`: one [head_dim, head_dim] rotation
+  /// per layer when the model was loaded with options.train_r2, else empty (R2 is then folded in already).
+  /// Throws c10::Error on a LibTorch failure.
+  at::Tensor Loss(const at::Tensor& ids, const at::Tensor& r1, const RotationTrainingScheme& scheme,
+                  const std::vector<at::Tensor>& r2 = {}) const;
 
   const checkpoint::ModelConfig& model() const;
+  /// Whether R2 was left out of the held weights (options.train_r2 at Load): Loss then takes it per layer.
+  bool trains_r2() const;
 
  private:
   struct Weights;
@@ -94,6 +102,7 @@ struct RotationTrainingStep {
 
 struct LearnedRotation {
   at::Tensor r1;  // [hidden, hidden] float64, orthonormal
+  std::vector<at::Tensor> r2;  // with options.train_r2: one [head_dim, head_dim] float64 per layer
   std::vector<RotationTrainingStep> steps;
   double seconds = 0;
 };

@@ -1,11 +1,13 @@
-// #35 item 4, learned rotation: SGDG's Cayley step stays on the orthogonal group and descends; R1 trained on the
-// quantized tinyllama-a stays orthogonal, lowers the quantized network's loss, and folds into a model whose float
-// logits are the original's; on the outlier twin the learned R1's held-out quantized loss is at most the Hadamard
-// one's; bad options, budgets and shapes are refused naming the field.
+// #35 item 4, learned rotation: SGDG's Cayley step stays on the orthogonal group and descends; R1 (and R1 with one R2
+// per layer) trained on the quantized tinyllama-a stays orthogonal, lowers the quantized network's loss, folds into a
+// model whose float logits are the original's, and the network it trained is that fold quantized; on the outlier
+// twin the learned R1's held-out quantized loss is at most the Hadamard one's; bad options, budgets and shapes are
+// refused naming the field.
 #include "core/algorithms/learned_rotation.h"
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -54,10 +56,16 @@ RotationTrainingScheme SchemeOf(const std::string& preset) {
   return {config->global_quant_config.weight, config->global_quant_config.input_tensors};
 }
 
+std::vector<at::Tensor> AsFloat(const std::vector<at::Tensor>& r) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& m : r) out.push_back(m.to(at::kFloat));
+  return out;
+}
+
 double MeanLoss(const RotationTrainingModel& model, const std::vector<at::Tensor>& windows, const at::Tensor& r1,
-                const RotationTrainingScheme& scheme) {
+                const RotationTrainingScheme& scheme, const std::vector<at::Tensor>& r2 = {}) {
   at::NoGradGuard no_grad;
-  return model.Loss(at::cat(windows, 0), r1.to(at::kFloat), scheme).item<double>();
+  return model.Loss(at::cat(windows, 0), r1.to(at::kFloat), scheme, AsFloat(r2)).item<double>();
 }
 
 // Mean next-token NLL of logits [1, T, V] for ids [1, T].
@@ -84,68 +92,79 @@ TEST(CayleySgdTest, StepsStayOrthogonalAndDescend) {
   EXPECT_LT(OrthogonalityError(x), 1e-6);
 }
 
-// One training shared by the tinyllama-a tests: W4A4 (int4 weights and dynamic activations per group of 64).
-class LearnedRotationTest : public ::testing::Test {
+// A training on tinyllama-a with W4A4 (int4 weights and dynamic activations per group of 64): R1 only, or R1 and
+// one R2 per layer.
+struct Trained {
+  std::unique_ptr<RotationTrainingModel> model;
+  LearnedRotation learned;
+};
+
+// The trainings shared by the tinyllama-a tests, by train_r2.
+class LearnedRotationTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(testing::FixturePath("tinyllama-a"));
-    auto model = checkpoint::LoadModelConfig(*dir_);
-    ASSERT_TRUE(model.ok()) << model.status();
-    LearnedRotationOptions options;
-    options.max_steps = 12;
-    auto loaded = RotationTrainingModel::Load(*Weights(*dir_), *model, {}, kSeq, options, "algo_config[0]");
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    model_ = loaded->release();
     windows_ = new std::vector<at::Tensor>(
-        Windows(*dir_, testing::FixturePath("eval/tinystories_train_split.txt"), 6, 1));
-    auto trained = TrainRotation(*model_, {}, *windows_, SchemeOf("int4_wa_64"), options, "algo_config[0]");
-    ASSERT_TRUE(trained.ok()) << trained.status();
-    trained_ = new LearnedRotation(*std::move(trained));
-  }
-  // tinyllama-a with the trained R1 folded in, as the exports read it.
-  static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> LearnedFold() {
-    auto model = checkpoint::LoadModelConfig(*dir_);
-    if (!model.ok()) return model.status();
-    RotationOptions learned;
-    learned.r1 = trained_->r1;
-    return RotatedWeightSource::Create(Weights(*dir_), *model, learned, "algo_config[0]");
+        Windows(Dir(), testing::FixturePath("eval/tinystories_train_split.txt"), 6, 1));
+    trained_ = new std::map<bool, Trained>();
+    auto model = checkpoint::LoadModelConfig(Dir());
+    ASSERT_TRUE(model.ok()) << model.status();
+    for (bool train_r2 : {false, true}) {
+      LearnedRotationOptions options;
+      options.max_steps = 12;
+      options.train_r2 = train_r2;
+      auto loaded = RotationTrainingModel::Load(*Weights(Dir()), *model, {}, kSeq, options, "algo_config[0]");
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      auto learned = TrainRotation(**loaded, {}, *windows_, SchemeOf("int4_wa_64"), options, "algo_config[0]");
+      ASSERT_TRUE(learned.ok()) << learned.status();
+      (*trained_)[train_r2] = Trained{*std::move(loaded), *std::move(learned)};
+    }
   }
   static void TearDownTestSuite() {
     delete trained_;
     delete windows_;
-    delete model_;
-    delete dir_;
   }
-  static std::string* dir_;
-  static RotationTrainingModel* model_;
+  static std::string Dir() { return testing::FixturePath("tinyllama-a"); }
+  const Trained& trained() const { return trained_->at(GetParam()); }
+  // tinyllama-a with the trained rotations folded in, as the exports read it.
+  absl::StatusOr<std::shared_ptr<RotatedWeightSource>> LearnedFold() const {
+    auto model = checkpoint::LoadModelConfig(Dir());
+    if (!model.ok()) return model.status();
+    RotationOptions learned;
+    learned.r1 = trained().learned.r1;
+    learned.r2_per_layer = trained().learned.r2;
+    return RotatedWeightSource::Create(Weights(Dir()), *model, learned, "algo_config[0]");
+  }
   static std::vector<at::Tensor>* windows_;
-  static LearnedRotation* trained_;
+  static std::map<bool, Trained>* trained_;
 };
-std::string* LearnedRotationTest::dir_ = nullptr;
-RotationTrainingModel* LearnedRotationTest::model_ = nullptr;
 std::vector<at::Tensor>* LearnedRotationTest::windows_ = nullptr;
-LearnedRotation* LearnedRotationTest::trained_ = nullptr;
+std::map<bool, Trained>* LearnedRotationTest::trained_ = nullptr;
 
-TEST_F(LearnedRotationTest, StaysOrthogonalAndLowersTheQuantizedLoss) {
-  ASSERT_NE(trained_, nullptr);
-  ASSERT_EQ(trained_->steps.size(), 12u);
-  EXPECT_LT(OrthogonalityError(trained_->r1), 1e-5);
+TEST_P(LearnedRotationTest, StaysOrthogonalAndLowersTheQuantizedLoss) {
+  const LearnedRotation& learned = trained().learned;
+  ASSERT_EQ(learned.steps.size(), 12u);
+  EXPECT_LT(OrthogonalityError(learned.r1), 1e-5);
   const at::Tensor hadamard = *RotationFor(256, {}, "r1");
-  EXPECT_GT((trained_->r1 - hadamard).abs().max().item<double>(), 1e-3) << "R1 did not move";
+  EXPECT_GT((learned.r1 - hadamard).abs().max().item<double>(), 1e-3) << "R1 did not move";
+  std::vector<at::Tensor> hadamard_r2;
+  ASSERT_EQ(learned.r2.size(), GetParam() ? 4u : 0u);
+  for (const at::Tensor& r2 : learned.r2) {
+    EXPECT_LT(OrthogonalityError(r2), 1e-5);
+    hadamard_r2.push_back(*RotationFor(32, {}, "r2"));
+    EXPECT_GT((r2 - hadamard_r2.back()).abs().max().item<double>(), 1e-4) << "R2 did not move";
+  }
   const RotationTrainingScheme scheme = SchemeOf("int4_wa_64");
-  const double before = MeanLoss(*model_, *windows_, hadamard, scheme);
-  const double after = MeanLoss(*model_, *windows_, trained_->r1, scheme);
+  const Trained& t = trained();
+  const double before = MeanLoss(*t.model, *windows_, hadamard, scheme, hadamard_r2);
+  const double after = MeanLoss(*t.model, *windows_, learned.r1, scheme, learned.r2);
   std::cout << "training windows' quantized loss: Hadamard " << before << ", learned " << after << "\n";
   EXPECT_LT(after, before - 1e-3) << "Hadamard " << before << ", learned " << after;
-  // The loss the first step saw is the Hadamard rotation's on its window.
-  EXPECT_GT(trained_->steps.front().loss, 0);
 }
 
-TEST_F(LearnedRotationTest, FoldedLearnedRotationKeepsTheFloatLogits) {
-  ASSERT_NE(trained_, nullptr);
+TEST_P(LearnedRotationTest, FoldedLearnedRotationKeepsTheFloatLogits) {
   auto rotated = LearnedFold();
   ASSERT_TRUE(rotated.ok()) << rotated.status();
-  auto original = runtime::LayerStreamer::Open(*dir_);
+  auto original = runtime::LayerStreamer::Open(Dir());
   ASSERT_TRUE(original.ok()) << original.status();
   auto folded = runtime::LayerStreamer::Create((*rotated)->model(), *rotated);
   ASSERT_TRUE(folded.ok()) << folded.status();
@@ -160,7 +179,8 @@ TEST_F(LearnedRotationTest, FoldedLearnedRotationKeepsTheFloatLogits) {
   // And the training's own float forward (no scheme) agrees with the runtime's.
   const at::Tensor ids = windows_->front().reshape({1, kSeq});
   const double runtime_nll = NextTokenNll(*logits_a, ids);
-  EXPECT_NEAR(MeanLoss(*model_, {windows_->front()}, trained_->r1, {}), runtime_nll, 1e-4);
+  EXPECT_NEAR(MeanLoss(*trained().model, {windows_->front()}, trained().learned.r1, {}, trained().learned.r2),
+              runtime_nll, 1e-4);
 }
 
 // The rotated weights with every decoder linear's weight fake-quantized by the engine's quantizer (what the pipeline's
@@ -187,8 +207,7 @@ class FakeQuantizedLinears : public runtime::WeightSource {
   QuantSpec spec_;
 };
 
-TEST_F(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
-  ASSERT_NE(trained_, nullptr);
+TEST_P(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
   auto rotated = LearnedFold();
   ASSERT_TRUE(rotated.ok()) << rotated.status();
   const RotationTrainingScheme scheme = SchemeOf("uint4_wo_128");
@@ -203,8 +222,12 @@ TEST_F(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
   const double runtime_nll = NextTokenNll(*logits, ids);
   // The fold rounds in float64 and the trainer in float32: a weight near a rounding boundary may land on the other
   // code, hence 1e-3 rather than the float model's 1e-4.
-  EXPECT_NEAR(MeanLoss(*model_, {windows_->front()}, trained_->r1, scheme), runtime_nll, 1e-3);
+  EXPECT_NEAR(MeanLoss(*trained().model, {windows_->front()}, trained().learned.r1, scheme, trained().learned.r2),
+              runtime_nll, 1e-3);
 }
+
+INSTANTIATE_TEST_SUITE_P(R1AndR1R2, LearnedRotationTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "R1R2" : "R1"; });
 
 TEST(LearnedRotationTwinTest, LearnedBeatsHadamardOnTheOutlierTwin) {
   const std::string twin = testing::TempPath("twin");
@@ -283,6 +306,13 @@ TEST(LearnedRotationRefusalTest, AGivenR1OfTheWrongShapeIsRefused) {
   auto refused = RotatedWeightSource::Create(Weights(dir), *model, wrong, "algo_config[0]");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(std::string(refused.status().message()).find("algo_config[0] (R1): the given rotation is [128, 128]"),
+            std::string::npos)
+      << refused.status();
+  RotationOptions too_few;
+  too_few.r2_per_layer = {at::eye(32, at::kDouble)};
+  refused = RotatedWeightSource::Create(Weights(dir), *model, too_few, "algo_config[0]");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("algo_config[0] (R2): 1 rotations given for 4 layers"),
             std::string::npos)
       << refused.status();
 }
