@@ -66,9 +66,30 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
   source->model_.tie_word_embeddings = false;  // W_e R1 and W_lm R1 are different matrices
   source->embed_ = checkpoint::EmbedTokensName(model) + ".weight";
   source->final_norm_ = checkpoint::FinalNormName(model) + ".weight";
-  QUARK_ASSIGN_OR_RETURN(source->r1_, RotationFor(model.hidden_size, options, StrCat(field, " (R1, hidden_size)")));
+  if (options.r1.defined()) {
+    if (options.r1.dim() != 2 || options.r1.size(0) != model.hidden_size || options.r1.size(1) != model.hidden_size) {
+      return absl::InvalidArgumentError(StrCat(field, " (R1): the given rotation is [", StrJoin(options.r1.sizes(), ", "),
+                                               "], the model needs [", model.hidden_size, ", ", model.hidden_size, "]"));
+    }
+    source->r1_ = options.r1.to(at::kDouble).contiguous();
+  } else {
+    QUARK_ASSIGN_OR_RETURN(source->r1_, RotationFor(model.hidden_size, options, StrCat(field, " (R1, hidden_size)")));
+  }
   if (options.r2) {
     QUARK_ASSIGN_OR_RETURN(source->r2_, RotationFor(model.head_dim, options, StrCat(field, " (R2, head_dim)")));
+    if (!options.r2_per_layer.empty()) {
+      if (static_cast<int64_t>(options.r2_per_layer.size()) != model.num_hidden_layers) {
+        return absl::InvalidArgumentError(StrCat(field, " (R2): ", options.r2_per_layer.size(), " rotations given for ",
+                                                 model.num_hidden_layers, " layers"));
+      }
+      for (const at::Tensor& r2 : options.r2_per_layer) {
+        if (r2.dim() != 2 || r2.size(0) != model.head_dim || r2.size(1) != model.head_dim) {
+          return absl::InvalidArgumentError(StrCat(field, " (R2): a given rotation is [", StrJoin(r2.sizes(), ", "),
+                                                   "], head_dim is ", model.head_dim));
+        }
+        source->r2_per_layer_.push_back(r2.to(at::kDouble).contiguous());
+      }
+    }
   }
   return source;
 }
@@ -113,6 +134,7 @@ absl::StatusOr<at::Tensor> RotatedWeightSource::Compute(const std::string& name)
   }
   if (layer < 0) return Stored(name);
   const std::string prefix = checkpoint::LayerPrefix(original_, layer);
+  const at::Tensor& r2 = r2_per_layer_.empty() ? r2_ : r2_per_layer_[layer];
   if (relative == "input_layernorm.weight" || relative == "post_attention_layernorm.weight") {
     QUARK_ASSIGN_OR_RETURN(const at::Tensor norm, Stored(name));
     return at::ones_like(norm);
@@ -130,13 +152,13 @@ absl::StatusOr<at::Tensor> RotatedWeightSource::Compute(const std::string& name)
   if (relative == "self_attn.v_proj.weight") {
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("input_layernorm.weight"));
     at::Tensor rotated = RotateIn(w, r1_);
-    if (r2_.defined()) rotated = RotateOut(rotated, r2_);
+    if (r2.defined()) rotated = RotateOut(rotated, r2);
     return in_dtype(stored, rotated);
   }
-  if (relative == "self_attn.v_proj.bias" && r2_.defined()) return in_dtype(stored, RotateLastAxis(stored, r2_));
+  if (relative == "self_attn.v_proj.bias" && r2.defined()) return in_dtype(stored, RotateLastAxis(stored, r2));
   if (relative == "self_attn.o_proj.weight") {
     at::Tensor rotated = RotateOut(stored, r1_);
-    if (r2_.defined()) rotated = RotateIn(rotated, r2_);
+    if (r2.defined()) rotated = RotateIn(rotated, r2);
     return in_dtype(stored, rotated);
   }
   if (relative == "mlp.gate_proj.weight" || relative == "mlp.up_proj.weight") {
@@ -147,10 +169,10 @@ absl::StatusOr<at::Tensor> RotatedWeightSource::Compute(const std::string& name)
     // Phi-3's fused q | k | v: the input norm and R1 as for q, k and v apart; R2 on the v rows only.
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("input_layernorm.weight"));
     at::Tensor rotated = RotateIn(w, r1_);
-    if (r2_.defined()) {
+    if (r2.defined()) {
       const int64_t kv_rows = original_.num_key_value_heads * original_.head_dim;
       const int64_t v_start = rotated.size(0) - kv_rows;
-      rotated = at::cat({rotated.narrow(0, 0, v_start), RotateOut(rotated.narrow(0, v_start, kv_rows), r2_)}, 0);
+      rotated = at::cat({rotated.narrow(0, 0, v_start), RotateOut(rotated.narrow(0, v_start, kv_rows), r2)}, 0);
     }
     return in_dtype(stored, rotated);
   }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -28,6 +29,12 @@ struct RotationOptions {
   bool random = false;
   uint64_t seed = 0;
   bool r2 = true;
+  /// When defined: this R1 ([hidden_size, hidden_size], orthonormal, e.g. a learned one: learned_rotation.h) instead
+  /// of RotationFor's; folded the same way, so every export takes it unchanged. Used as float64.
+  at::Tensor r1;
+  /// When not empty (and r2): one R2 per decoder layer ([head_dim, head_dim] each, e.g. learned ones) instead of
+  /// RotationFor's single matrix.
+  std::vector<at::Tensor> r2_per_layer;
 };
 
 /// The rotation of order n for `options` (float64, orthonormal). INVALID_ARGUMENT naming `field` and n when n has no
@@ -37,7 +44,8 @@ absl::StatusOr<at::Tensor> RotationFor(int64_t n, const RotationOptions& options
 class RotatedWeightSource : public runtime::WeightSource {
  public:
   /// UNIMPLEMENTED for an architecture other than the Llama family (LayerNorm models need their means moved first);
-  /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor).
+  /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor), or a given r1 / r2_per_layer that
+  /// is not [hidden_size, hidden_size] / one [head_dim, head_dim] per layer.
   static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> Create(std::shared_ptr<const runtime::WeightSource> base,
                                                                      const checkpoint::ModelConfig& model,
                                                                      const RotationOptions& options,
@@ -61,6 +69,7 @@ class RotatedWeightSource : public runtime::WeightSource {
   std::shared_ptr<const runtime::WeightSource> base_;
   checkpoint::ModelConfig original_, model_;
   at::Tensor r1_, r2_;  // float64
+  std::vector<at::Tensor> r2_per_layer_;  // float64; replaces r2_ when not empty
   std::string embed_, final_norm_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, at::Tensor> cached_;  // embedding, lm_head
