@@ -103,7 +103,10 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
     groups[InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
-    device_ops += static_cast<double>(l.in) * kGptqOpsPerColumn;
+    // Integer grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
+    const bool fused = l.config->weight && IsIntegerType(l.config->weight->dtype) && !l.config->weight->IsMx();
+    device_ops += fused ? std::ceil(static_cast<double>(l.in) / block_size) * kGptqOpsPerFusedBlock
+                        : static_cast<double>(l.in) * kGptqOpsPerColumn;
     k_max = std::max(k_max, l.in);
   }
   double factor = 0;

@@ -24,8 +24,9 @@
 //               input (q/k/v, gate/up): the Hessian 2 x tokens x K^2 at GEMM rate and its inverse factor (Cholesky,
 //               inverse, Cholesky: ~1.35 x K^3) at Cholesky rate; per linear the lazy block updates (out x K^2,
 //               GEMM rate) and the column loop (rank-1 updates inside each block of block_size columns: out x K x
-//               block_size FLOPs at a quarter of the GEMM rate); on a GPU also kGptqOpsPerColumn x K device operations per linear at
-//               device_op_seconds each (the column loop there is launch-bound)
+//               block_size FLOPs at a quarter of the GEMM rate); on a GPU also device operations at
+//               device_op_seconds each (launch-bound): kGptqOpsPerFusedBlock per block of an integer grid's fused
+//               blocks, kGptqOpsPerColumn per column of the other grids' column loop
 //   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
 //               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass
 //   rotation    2 x out x in x hidden FLOPs for every linear that reads or writes the residual stream
@@ -72,6 +73,11 @@ inline constexpr uint64_t kGptqWorkspaceBytes = 8ull << 20;
 /// Device operations per column of GPTQ's tensor-operation column loop (gptq_tensor_ops.cc: the column's dtype
 /// round trip, fake quantization, error, and the outer-product update), each costing Throughput::device_op_seconds.
 inline constexpr double kGptqOpsPerColumn = 10;
+/// Device operations per block of GPTQ's fused blocks (integer grids, GptqOptions::fused_blocks, on by default:
+/// gptq_fused_blocks.cc): the block's one fused launch per group segment, the observation of each group's
+/// parameters as it starts (about ten small operations), and the lazy update's slices, product and subtraction.
+/// Before fused blocks the column loop paid kGptqOpsPerColumn a column: on the H200 ~200 s of a 7B job's launches.
+inline constexpr double kGptqOpsPerFusedBlock = 16;
 /// The task scorer's hidden-state memory per streamed pass (TaskScoreOptions::activation_bytes_per_pass).
 inline constexpr uint64_t kTaskActivationBytes = 256ull << 20;
 

@@ -198,6 +198,30 @@ TEST_F(EstimateTest, CalibrationChargesEveryForwardThePipelineRuns) {
               forward_seconds(4) - forward_seconds(2) + hessians_per_token * 2 * 32, 1e-9);
 }
 
+// On a GPU, GPTQ is launch-bound: an integer grid runs fused blocks (kGptqOpsPerFusedBlock launches a block of 128
+// columns), a float grid the column loop (kGptqOpsPerColumn a column). Each op costs device_op_seconds.
+TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
+  absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto gptq_seconds = [&](const std::string& preset, double op_seconds) {
+    Throughput rates = ReferenceThroughput();
+    rates.device_op_seconds = op_seconds;
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, true), rates);
+    EXPECT_TRUE(e.ok()) << e.status();
+    for (const auto& p : e->phases) {
+      if (p.phase == "gptq") return p.seconds;
+    }
+    ADD_FAILURE() << "no gptq phase";
+    return 0.0;
+  };
+  // Per layer: six linears read 256 columns (2 blocks each), down_proj 768 (6 blocks); two layers.
+  const double blocks = 2.0 * (6 * 2 + 6);
+  EXPECT_NEAR(gptq_seconds("uint4_wo_128", 1.0) - gptq_seconds("uint4_wo_128", 0), blocks * kGptqOpsPerFusedBlock,
+              1e-6);
+  const double columns = 2.0 * (6 * 256 + 768);
+  EXPECT_NEAR(gptq_seconds("fp8", 1.0) - gptq_seconds("fp8", 0), columns * kGptqOpsPerColumn, 1e-6);
+}
+
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
 TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   const std::string model_dir = Track(WriteModel(256, 768, 2));
