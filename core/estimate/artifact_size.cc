@@ -8,6 +8,9 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/export/gguf_arch_names.h"
 #include "core/export/gguf_deepseek_plan.h"  // #37
+#include "core/export/gguf_gpt_oss_plan.h"    // #32
+#include "core/export/gguf_llama4_plan.h"     // #32
+#include "core/export/gguf_whole_file_plan.h"
 #include "core/export/gguf_moe.h"
 #include "core/export/gguf_tensor_plan.h"
 
@@ -102,12 +105,12 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
 
 // The GGUF writer's plan of the model's tensors (their types), sized; the header as the other files' bytes (the
 // vocabulary dominates it) and 64 bytes a tensor-table entry.
-// DeepSeek-V3's deepseek2 file (core/export/gguf_deepseek_plan.h): F32 or Q8_0 from the config alone; the engine's
-// codes enter it dequantized, so the plan's schemes do not change its size.
-absl::StatusOr<GgufSize> DeepseekGgufSize(const ModelShape& model, const LayerPlan& plan,
-                                          const GgufArtifactOptions& options) {
+// The float weights' type of a whole-file family's GGUF (F32 or Q8_0), after what its exporter refuses in the plan
+// (activations, KV cache, embeddings).
+absl::StatusOr<exporter::gguf::GgmlType> WholeFileType(const ModelShape& model, const LayerPlan& plan,
+                                                      const GgufArtifactOptions& options) {
   namespace gguf = exporter::gguf;
-  for (const LayerAssignment& a : plan.layers) {  // what the exporter refuses (activations, KV cache, embeddings)
+  for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
     QUARK_RETURN_IF_ERROR(gguf::CheckGgufWeightsOnly(a, absl::StrCat(a.module, " (", a.SourceLabel(), ")")));
   }
@@ -115,19 +118,48 @@ absl::StatusOr<GgufSize> DeepseekGgufSize(const ModelShape& model, const LayerPl
   if (!options.type.empty()) {
     QUARK_ASSIGN_OR_RETURN(file_type, gguf::ParseFileType(options.type));
   }
-  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type, gguf::DeepseekGgufType(file_type, std::nullopt, options.imatrix));
-  QUARK_RETURN_IF_ERROR(gguf::CheckDeepseekGguf(*model.config.deepseek));
-  QUARK_ASSIGN_OR_RETURN(std::vector<gguf::TensorInfo> tensors, gguf::PlanDeepseekGguf(*model.config.deepseek, type));
+  return gguf::WholeFileGgufType(file_type, std::nullopt, options.imatrix, model.config.model_type);
+}
+
+absl::StatusOr<GgufSize> PlannedGgufSize(const ModelShape& model, std::vector<exporter::gguf::TensorInfo> tensors) {
   GgufSize size;
-  size.data_bytes = gguf::AssignOffsets(tensors);  // the writer's layout
+  size.data_bytes = exporter::gguf::AssignOffsets(tensors);  // the writer's layout
   size.header_bytes = model.other_file_bytes + tensors.size() * kHeaderBytesPerTensor;
   return size;
+}
+
+// DeepSeek-V3's deepseek2 file (core/export/gguf_deepseek_plan.h): F32 or Q8_0 from the config alone; the engine's
+// codes enter it dequantized, so the plan's schemes do not change its size.
+absl::StatusOr<GgufSize> DeepseekGgufSize(const ModelShape& model, const LayerPlan& plan,
+                                          const GgufArtifactOptions& options) {
+  namespace gguf = exporter::gguf;
+  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type, WholeFileType(model, plan, options));
+  QUARK_RETURN_IF_ERROR(gguf::CheckDeepseekGguf(*model.config.deepseek));
+  QUARK_ASSIGN_OR_RETURN(std::vector<gguf::TensorInfo> tensors, gguf::PlanDeepseekGguf(*model.config.deepseek, type));
+  return PlannedGgufSize(model, std::move(tensors));
+}
+
+// gpt-oss's and Llama 4's files (#32: core/export/gguf_gpt_oss_plan.h, gguf_llama4_plan.h): F32 or Q8_0, and the
+// experts the plan quantizes to OCP MXFP4 as MXFP4; any other engine codes enter dequantized.
+absl::StatusOr<GgufSize> WholeFileGgufSize(const ModelShape& model, const LayerPlan& plan,
+                                           const GgufArtifactOptions& options) {
+  namespace gguf = exporter::gguf;
+  QUARK_ASSIGN_OR_RETURN(const gguf::GgmlType type, WholeFileType(model, plan, options));
+  const std::set<std::string> mxfp4 = gguf::Mxfp4Modules(plan);
+  std::vector<gguf::TensorInfo> tensors;
+  if (model.config.gpt_oss) {
+    QUARK_ASSIGN_OR_RETURN(tensors, gguf::PlanGptOssGguf(*model.config.gpt_oss, type, mxfp4));
+  } else {
+    QUARK_ASSIGN_OR_RETURN(tensors, gguf::PlanLlama4Gguf(*model.config.llama4, type, mxfp4));
+  }
+  return PlannedGgufSize(model, std::move(tensors));
 }
 
 absl::StatusOr<GgufSize> GgufArtifactSize(const ModelShape& model, const LayerPlan& plan,
                                            const GgufArtifactOptions& options) {
   namespace gguf = exporter::gguf;
   if (model.config.deepseek) return DeepseekGgufSize(model, plan, options);
+  if (model.config.gpt_oss || model.config.llama4) return WholeFileGgufSize(model, plan, options);
   checkpoint::ModelConfig config = model.config;
   QUARK_ASSIGN_OR_RETURN(const std::string arch, gguf::GgufArchitecture(config));
   bool head_from_embedding = false;

@@ -19,7 +19,9 @@ ModelShape DeepseekModelShape(const checkpoint::DeepseekConfig& config, checkpoi
 
 ModelShape Llama4ModelShape(const checkpoint::Llama4Config& config, checkpoint::StDType dtype) {
   const MoeFields moe{config.num_local_experts, config.num_experts_per_tok, config.base.intermediate_size};
-  return MoeModelShape(config.base, moe, checkpoint::Llama4ModelTensors(config), dtype);
+  checkpoint::ModelConfig base = config.base;
+  base.llama4 = std::make_shared<const checkpoint::Llama4Config>(config);  // its GGUF's layout (#32)
+  return MoeModelShape(std::move(base), moe, checkpoint::Llama4ModelTensors(config), dtype);
 }
 
 }  // namespace quark::estimate

@@ -1,5 +1,7 @@
 #include "core/estimate/gpt_oss_shape.h"
 
+#include <memory>
+
 #include "core/checkpoint/gpt_oss_layout.h"
 #include "core/estimate/shape_tensors.h"
 
@@ -9,7 +11,9 @@ namespace quark::estimate {
 // engine splits them into and quantizes: what an export writes, and the same bytes as the fused tensors in float.
 ModelShape GptOssModelShape(const checkpoint::GptOssConfig& config, checkpoint::StDType dtype) {
   const MoeFields moe{config.num_local_experts, config.num_experts_per_tok, config.base.intermediate_size};
-  return MoeModelShape(config.base, moe, checkpoint::GptOssSplitModelTensors(config), dtype);
+  checkpoint::ModelConfig base = config.base;
+  base.gpt_oss = std::make_shared<const checkpoint::GptOssConfig>(config);  // its GGUF's layout (#32)
+  return MoeModelShape(std::move(base), moe, checkpoint::GptOssSplitModelTensors(config), dtype);
 }
 
 }  // namespace quark::estimate

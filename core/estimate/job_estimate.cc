@@ -42,6 +42,17 @@ std::string InputGroup(const Linear& linear) {
   return m;
 }
 
+// The GPTQ step a linear belongs to: its module with an expert's index replaced by "*". GPTQ's MoE templates quantize
+// one projection of every expert as one step ("mlp.experts.*.down_proj"), and it captures the Hessians of a step's
+// routed linears in one pass, so a step's distinct inputs are all held at once (then their factors, one per input).
+std::string GptqStep(const Linear& linear) {
+  const std::string& m = linear.module;
+  const size_t experts = m.find(".experts.");
+  if (experts == std::string::npos) return m;
+  const size_t start = experts + 9, end = m.find('.', start);
+  return m.substr(0, start) + "*" + (end == std::string::npos ? "" : m.substr(end));
+}
+
 struct Ctx {
   const ModelShape& model;
   const JobInputs& job;
@@ -96,18 +107,26 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 
 PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   std::map<std::string, int64_t> groups;  // input group -> K
+  std::map<std::string, std::map<std::string, int64_t>> steps;  // (layer, GPTQ step) -> its input groups -> K
   double gemm = 0, column_loop = 0, device_ops = 0;
-  int64_t k_max = 0;
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
     groups[InputGroup(l)] = l.in;
+    steps[GptqStep(l)][InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
     // Integer grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
     const bool fused = l.config->weight && IsIntegerType(l.config->weight->dtype) && !l.config->weight->IsMx();
     device_ops += fused ? std::ceil(static_cast<double>(l.in) / block_size) * kGptqOpsPerFusedBlock
                         : static_cast<double>(l.in) * kGptqOpsPerColumn;
-    k_max = std::max(k_max, l.in);
+  }
+  // The most K x K float32 matrices alive at once: one per input of the largest step (a dense model's steps read one
+  // input each: the widest K^2; gpt-oss-20b's "mlp.experts.*.gate_up_proj": 32 of 2880^2).
+  double hessian_elements = 0;
+  for (const auto& [step, inputs] : steps) {
+    double elements = 0;
+    for (const auto& [group, k] : inputs) elements += static_cast<double>(k) * k;
+    hessian_elements = std::max(hessian_elements, elements);
   }
   double factor = 0;
   gemm += c.forward_flops;  // the forward that captures each group's inputs for its Hessian
@@ -118,7 +137,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency) +
                          device_ops * c.rates.device_op_seconds;
-  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * k_max * k_max * 4);
+  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * hessian_elements * 4);
   // GPTQ quantizes each weight in its own float32 copy, in place: no second float32 copy of the layer beside the
   // streamed bfloat16 one (half of layer_f32), as the other phases hold.
   return Phase(c, "gptq", seconds, 3 * c.layer_f32 / 2 + c.activations + extra);

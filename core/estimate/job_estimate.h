@@ -10,8 +10,9 @@
 //               quantizes in place, so its phase holds the float32 copy and the streamed bfloat16 layer (1.5 x)
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
-//   gptq        + kGptqHessianCopies x K^2 x 4 for the widest input K (the Hessian, permuted for act order and
-//               factored in its own memory) + kGptqWorkspaceBytes (BLAS and LAPACK buffers and the captured
+//   gptq        + kGptqHessianCopies x K^2 x 4 per input of the largest GPTQ step (the Hessian, permuted for act
+//               order and factored in its own memory; a dense model's step reads one input, the widest K counts; an
+//               MoE step, one projection of every expert, holds all its experts' Hessians at once) + kGptqWorkspaceBytes (BLAS and LAPACK buffers and the captured
 //               layer inputs, which the phases without GPTQ never allocate). GPTQ's working copy of a weight ends as
 //               its fake-quantized weight, which the layer term counts.
 //   evaluate    base + layer + tokens-per-window x (hidden + vocab) x 4 (hidden states and logits of a window)

@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "core/export/gguf_kquants.h"
 #include "core/export/gguf_legacy_imatrix.h"
+#include "core/export/gguf_mxfp4.h"
 
 // Built with -ffp-contract=off (core/export/CMakeLists.txt): a fused multiply-add in `x * id + 8.5f` would round
 // once instead of twice and change codes at the rounding boundary, where llama.cpp's kernels round twice.
@@ -48,6 +49,9 @@ void Bf16ToFloat(const void* x, float* y, int64_t n) {
 }
 
 void Q8_0FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ8_0Ref(x, static_cast<BlockQ8_0*>(y), n); }
+void Mxfp4FromFloat(const float* x, void* y, int64_t n) { QuantizeRowMxfp4Ref(x, static_cast<BlockMxfp4*>(y), n); }
+void Mxfp4ToFloat(const void* x, float* y, int64_t n) { DequantizeRowMxfp4(static_cast<const BlockMxfp4*>(x), y, n); }
+
 void Q8_0ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ8_0Ref(static_cast<const BlockQ8_0*>(x), y, n); }
 void Q4_0FromFloat(const float* x, void* y, int64_t n) { QuantizeRowQ4_0Ref(x, static_cast<BlockQ4_0*>(y), n); }
 void Q4_0ToFloat(const void* x, float* y, int64_t n) { DequantizeRowQ4_0Ref(static_cast<const BlockQ4_0*>(x), y, n); }
@@ -122,6 +126,7 @@ constexpr TypeTraits kTypes[] = {
     {GgmlType::kIQ4_NL, "IQ4_NL", kQk4Nl, sizeof(BlockIq4Nl), true, 25, Iq4NlFromFloat, Iq4NlToFloat, QuantizeIq4Nl},
     {GgmlType::kIQ4_XS, "IQ4_XS", kQkK, sizeof(BlockIq4Xs), true, 30, Iq4XsFromFloat, Iq4XsToFloat, QuantizeIq4Xs},
     {GgmlType::kBF16, "BF16", 1, 2, false, 32, Bf16FromFloat, Bf16ToFloat, nullptr},
+    {kGgmlMxfp4, "MXFP4", kBlockSize, sizeof(BlockMxfp4), true, kFileTypeMxfp4Moe, Mxfp4FromFloat, Mxfp4ToFloat, nullptr},
 };
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "core/export/gguf_deepseek.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <vector>
 
@@ -12,6 +11,8 @@
 #include "core/checkpoint/deepseek_layout.h"
 #include "core/export/gguf_deepseek_plan.h"
 #include "core/export/gguf_model.h"
+#include "core/export/gguf_whole_file.h"
+#include "core/export/gguf_whole_file_plan.h"
 
 namespace quark::exporter::gguf {
 namespace {
@@ -20,34 +21,17 @@ using checkpoint::DeepseekConfig;
 
 // llama.cpp's expert_gating_func for sigmoid (LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID).
 constexpr uint32_t kGatingSigmoid = 2;
-// general.file_type: LLAMA_FTYPE_ALL_F32 / LLAMA_FTYPE_MOSTLY_Q8_0.
-constexpr uint32_t kFileTypeF32 = 0, kFileTypeQ8_0 = 7;
 
-// One GGUF tensor: its name, the float data in ggml order (torch's row-major with ne reversed) and its type.
-struct GgufTensor {
-  std::string name;
-  at::Tensor data;  // float32, contiguous; sizes = ne reversed
-  GgmlType type = GgmlType::kF32;
-};
+using GgufTensor = GgufTensorData;
 
 Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& vocab, GgmlType type) {
   const checkpoint::ModelConfig& b = c.base;
   const std::string a = "deepseek2";
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   auto f32 = [](double v) { return Value::F32(static_cast<float>(v)); };
-  Metadata md = {
-      {"general.architecture", Value::Str(a)},
-      {"general.type", Value::Str("model")},
-      {"general.name", Value::Str("deepseek_v3")},
-      {"general.alignment", u32(kGgufAlignment)},
-      {a + ".block_count", u32(b.num_hidden_layers)},
-      {a + ".context_length", u32(b.max_position_embeddings)},
-      {a + ".embedding_length", u32(b.hidden_size)},
+  Metadata md = WholeFileMetadata(a, "deepseek_v3", b, /*kv_heads=*/1);  // MLA as MQA
+  const Metadata rest = {
       {a + ".feed_forward_length", u32(b.intermediate_size)},
-      {a + ".attention.head_count", u32(b.num_attention_heads)},
-      {a + ".attention.head_count_kv", u32(1)},
-      {a + ".rope.freq_base", f32(b.rope_theta)},
-      {a + ".attention.layer_norm_rms_epsilon", f32(b.rms_norm_eps)},
       {a + ".expert_used_count", u32(c.num_experts_per_tok)},
       {a + ".leading_dense_block_count", u32(c.first_k_dense_replace)},
       {a + ".vocab_size", u32(b.vocab_size)},
@@ -66,6 +50,7 @@ Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& voc
       {a + ".expert_group_used_count", u32(c.topk_group)},
       {a + ".rope.dimension_count", u32(c.qk_rope_head_dim)},
   };
+  md.insert(md.end(), rest.begin(), rest.end());
   if (c.q_lora_rank > 0) md.emplace_back(a + ".attention.q_lora_rank", u32(c.q_lora_rank));
   if (c.yarn) {
     md.emplace_back(a + ".rope.scaling.type", Value::Str("yarn"));
@@ -73,9 +58,7 @@ Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& voc
     md.emplace_back(a + ".rope.scaling.original_context_length", u32(c.yarn->original_max_position_embeddings));
     md.emplace_back(a + ".rope.scaling.yarn_log_multiplier", f32(0.1 * c.yarn->mscale_all_dim));
   }
-  md.emplace_back("general.file_type", Value::U32(type == GgmlType::kQ8_0 ? kFileTypeQ8_0 : kFileTypeF32));
-  if (type == GgmlType::kQ8_0) md.emplace_back("general.quantization_version", Value::U32(2));
-  AppendTokenizerMetadata(b.vocab_size, b.bos_token_id, b.eos_token_id, vocab, md);
+  AppendWholeFileTail(b, vocab, type, /*mxfp4_experts=*/false, md);
   return md;
 }
 
@@ -124,17 +107,6 @@ absl::Status AddLayer(const DeepseekConfig& c, const runtime::WeightSource& weig
   return absl::OkStatus();
 }
 
-// The bytes of `t` in its GGUF type.
-std::string Encode(const GgufTensor& t) {
-  const int64_t row = t.data.size(-1), rows = t.data.numel() / row;
-  const float* src = t.data.data_ptr<float>();
-  const int64_t row_bytes = RowBytes(t.type, row);
-  std::string bytes(static_cast<size_t>(rows * row_bytes), '\0');
-  const TypeTraits* traits = FindType(t.type);
-  for (int64_t r = 0; r < rows; ++r) traits->from_float(src + r * row, bytes.data() + r * row_bytes, row);
-  return bytes;
-}
-
 }  // namespace
 
 absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSource& weights,
@@ -170,49 +142,9 @@ absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSou
   }
   // The layout is the plan's (what the estimator sizes): a checkpoint that differs from its config is refused.
   QUARK_ASSIGN_OR_RETURN(const std::vector<TensorInfo> planned, PlanDeepseekGguf(c, type));
-  for (size_t k = 0; k < std::max(infos.size(), planned.size()); ++k) {
-    if (k >= infos.size() || k >= planned.size() || infos[k].name != planned[k].name || infos[k].ne != planned[k].ne ||
-        infos[k].type != planned[k].type) {
-      return absl::InvalidArgumentError(StrCat("gguf deepseek2: tensor ", k, " (\"",
-                                               k < infos.size() ? infos[k].name : planned[k].name,
-                                               "\") differs from what config.json implies"));
-    }
-  }
-  AssignOffsets(infos);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const std::string header = SerializeHeader(DeepseekMetadata(c, vocab, type), infos);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  uint64_t written = 0;
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const std::string pad(static_cast<size_t>(infos[k].offset - written), '\0');
-    out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
-    const std::string bytes = Encode(tensors[k]);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    written = infos[k].offset + bytes.size();
-  }
-  if (!out) return absl::InternalError(StrCat("cannot write ", path));
-  return absl::OkStatus();
+  QUARK_RETURN_IF_ERROR(CheckAgainstPlan("deepseek2", infos, planned));
+  return WriteGgufTensors(DeepseekMetadata(c, vocab, type), tensors, path);
 }
-
-namespace {
-
-// The GGUF tensor `name` in float32, shaped as ne reversed; NOT_FOUND naming it when absent.
-absl::StatusOr<at::Tensor> Dequantized(const GgufFile& file, const std::string& name) {
-  const TensorInfo* info = file.FindTensor(name);
-  if (info == nullptr) return absl::NotFoundError(StrCat(file.path(), ": tensor \"", name, "\" is missing"));
-  const TypeTraits* traits = FindType(info->type);
-  if (traits == nullptr || traits->to_float == nullptr) {
-    return absl::InvalidArgumentError(StrCat(file.path(), ": tensor \"", name, "\" has a type this reader lacks"));
-  }
-  std::vector<int64_t> sizes(info->ne.rbegin(), info->ne.rend());
-  at::Tensor out = at::empty(sizes, at::kFloat);
-  const int64_t row = info->RowLength(), rows = info->Rows(), row_bytes = RowBytes(info->type, row);
-  const uint8_t* data = file.TensorData(*info);
-  for (int64_t r = 0; r < rows; ++r) traits->to_float(data + r * row_bytes, out.data_ptr<float>() + r * row, row);
-  return out;
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsFromGguf(const DeepseekConfig& c,
                                                                                         const GgufFile& file) {
@@ -236,10 +168,10 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsF
       }
     }
     if (!gguf_name.empty()) {
-      QUARK_ASSIGN_OR_RETURN(t, Dequantized(file, gguf_name));
+      QUARK_ASSIGN_OR_RETURN(t, DequantizedGgufTensor(file, gguf_name));
     } else if (relative == "self_attn.kv_b_proj.weight") {
-      QUARK_ASSIGN_OR_RETURN(at::Tensor k_b, Dequantized(file, blk + "attn_k_b.weight"));  // [H, kv_lora, nope]
-      QUARK_ASSIGN_OR_RETURN(at::Tensor v_b, Dequantized(file, blk + "attn_v_b.weight"));  // [H, v, kv_lora]
+      QUARK_ASSIGN_OR_RETURN(at::Tensor k_b, DequantizedGgufTensor(file, blk + "attn_k_b.weight"));  // [H, kv_lora, nope]
+      QUARK_ASSIGN_OR_RETURN(at::Tensor v_b, DequantizedGgufTensor(file, blk + "attn_v_b.weight"));  // [H, v, kv_lora]
       if (k_b.dim() != 3 || v_b.dim() != 3) return absl::InvalidArgumentError(StrCat(blk, "attn_k_b/attn_v_b are not 3-D"));
       t = at::cat({k_b.transpose(1, 2), v_b}, 1).reshape({-1, k_b.size(1)});
     } else if (relative.rfind("mlp.experts.", 0) == 0) {
@@ -248,7 +180,7 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> DeepseekWeightsF
       const std::string proj = relative.substr(dot + 1, relative.find('_', dot) - dot - 1);  // gate, up, down
       const std::string key = StrCat(blk, "ffn_", proj, "_exps.weight");
       if (!stacked.count(key)) {
-        QUARK_ASSIGN_OR_RETURN(stacked[key], Dequantized(file, key));
+        QUARK_ASSIGN_OR_RETURN(stacked[key], DequantizedGgufTensor(file, key));
       }
       if (stacked[key].dim() != 3 || stacked[key].size(0) != c.n_routed_experts) {
         return absl::InvalidArgumentError(StrCat(file.path(), ": tensor \"", key, "\" does not hold ", c.n_routed_experts,

@@ -62,24 +62,6 @@ absl::Status CheckDeepseekGguf(const checkpoint::DeepseekConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GgmlType> DeepseekGgufType(const FileType* file_type, std::optional<GgmlType> type, bool has_imatrix) {
-  if (has_imatrix) {
-    return absl::InvalidArgumentError(
-        "gguf_imatrix: the deepseek2 export writes F32 or Q8_0, which take no importance matrix");
-  }
-  if (file_type) {
-    const std::string name = file_type->name;
-    if (name == "F32") return GgmlType::kF32;
-    if (name == "Q8_0") return GgmlType::kQ8_0;
-    return absl::InvalidArgumentError(
-        StrCat("gguf_type: \"", name, "\" is not supported for deepseek_v3 (F32 or Q8_0)"));
-  }
-  if (type && *type != GgmlType::kF32 && *type != GgmlType::kQ8_0) {
-    return absl::InvalidArgumentError("gguf_type: only F32 or Q8_0 is supported for deepseek_v3");
-  }
-  return type.value_or(GgmlType::kF32);
-}
-
 GgmlType DeepseekTensorType(const std::string& name, const std::vector<int64_t>& ne, GgmlType asked) {
   if (asked != GgmlType::kQ8_0 || ne.size() < 2 || ne[0] % 32 != 0) return GgmlType::kF32;
   if (name.find("ffn_gate_inp") != std::string::npos) return GgmlType::kF32;

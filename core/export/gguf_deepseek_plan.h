@@ -20,10 +20,6 @@ namespace quark::exporter::gguf {
 /// or set with them.
 absl::Status CheckDeepseekGguf(const checkpoint::DeepseekConfig& config);
 
-/// The file's type from the export's options: F32 unless asked otherwise, Q8_0 the only other type; INVALID_ARGUMENT
-/// naming gguf_type for another type and gguf_imatrix for an importance matrix (neither type takes one).
-absl::StatusOr<GgmlType> DeepseekGgufType(const FileType* file_type, std::optional<GgmlType> type, bool has_imatrix);
-
 /// The per-layer names: HF relative name -> llama.cpp's (the caller adds "blk.N."), in the file's order. kv_b_proj
 /// (split into attn_k_b / attn_v_b) and the routed experts (stacked into ffn_*_exps) follow them.
 const std::vector<std::pair<std::string, std::string>>& DeepseekLayerNames();

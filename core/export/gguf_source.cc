@@ -7,6 +7,8 @@
 #include "core/base/strings.h"
 #include "core/export/gguf_deepseek.h"
 #include "core/export/gguf_gemma.h"
+#include "core/export/gguf_gpt_oss.h"
+#include "core/export/gguf_llama4.h"
 #include "core/export/gguf_model.h"
 #include "core/export/gguf_moe.h"
 #include "core/export/gguf_vocab.h"
@@ -28,6 +30,17 @@ absl::StatusOr<std::shared_ptr<GgufWeightSource>> GgufWeightSource::Open(const s
   if (const gguf::Value* arch = source->file_->Find("general.architecture"); arch != nullptr && arch->text == "deepseek2") {
     QUARK_ASSIGN_OR_RETURN(source->config_, gguf::DeepseekModelConfigFromGguf(*source->file_));
     QUARK_ASSIGN_OR_RETURN(source->whole_, gguf::DeepseekWeightsFromGguf(*source->config_.deepseek, *source->file_));
+    return source;
+  }
+  // gpt-oss and llama4 (#32): read whole as well (gate/up interleaved back, the expert stacks split).
+  if (const gguf::Value* arch = source->file_->Find("general.architecture"); arch != nullptr && arch->text == "gpt-oss") {
+    QUARK_ASSIGN_OR_RETURN(source->config_, gguf::GptOssModelConfigFromGguf(*source->file_));
+    QUARK_ASSIGN_OR_RETURN(source->whole_, gguf::GptOssWeightsFromGguf(*source->config_.gpt_oss, *source->file_));
+    return source;
+  }
+  if (const gguf::Value* arch = source->file_->Find("general.architecture"); arch != nullptr && arch->text == "llama4") {
+    QUARK_ASSIGN_OR_RETURN(source->config_, gguf::Llama4ModelConfigFromGguf(*source->file_));
+    QUARK_ASSIGN_OR_RETURN(source->whole_, gguf::Llama4WeightsFromGguf(*source->config_.llama4, *source->file_));
     return source;
   }
   QUARK_ASSIGN_OR_RETURN(source->config_, gguf::ModelConfigFromGguf(*source->file_));

@@ -1,7 +1,8 @@
 // A GGUF file as the runtime's weight source, so that `quark eval --model FILE.gguf` streams it like an HF folder:
 // the config from the GGUF metadata, each tensor dequantized to float (Q8_0, Q4_0, Q4_1, F16, BF16, F32) under its
 // HF name, with Q/K rows put back into HF's rotate-half order. A deepseek2 file (gguf_deepseek.h) is read whole when
-// opened (kv_b_proj joined back from attn_k_b/attn_v_b, the expert stacks split): its weights are held in float.
+// opened (kv_b_proj joined back from attn_k_b/attn_v_b, the expert stacks split): its weights are held in float; so are
+// gpt-oss and llama4 files (#32: gguf_gpt_oss.h, gguf_llama4.h).
 #pragma once
 
 #include <memory>

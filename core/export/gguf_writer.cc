@@ -21,6 +21,8 @@
 #include "core/export/gguf_deepseek_exporter.h"
 #include "core/export/gguf_file.h"
 #include "core/export/gguf_gemma.h"
+#include "core/export/gguf_gpt_oss.h"
+#include "core/export/gguf_llama4.h"
 #include "core/export/gguf_model.h"
 #include "core/export/gguf_moe.h"
 #include "core/export/gguf_tensor_plan.h"
@@ -469,8 +471,17 @@ absl::StatusOr<std::unique_ptr<ModelExporter>> CreateGgufExporter(const std::str
                                                                  const std::string& output_file, const Config& config,
                                                                  const LayerPlan& plan, GgufExportOptions options) {
   // DeepSeek-V3: llama.cpp's deepseek2 layout, written whole at Finish (gguf_deepseek_exporter.h).
-  if (auto model = checkpoint::LoadModelConfig(model_dir); model.ok() && model->family == checkpoint::ArchFamily::kDeepseek) {
-    return CreateDeepseekGgufExporter(model_dir, output_file, plan, options);
+  // gpt-oss and Llama 4 (#32): llama.cpp's gpt-oss and llama4 layouts, written whole at Finish as well.
+  if (auto model = checkpoint::LoadModelConfig(model_dir); model.ok()) {
+    if (model->family == checkpoint::ArchFamily::kDeepseek) {
+      return CreateDeepseekGgufExporter(model_dir, output_file, plan, options);
+    }
+    if (model->family == checkpoint::ArchFamily::kGptOss) {
+      return CreateGptOssGgufExporter(model_dir, output_file, plan, options);
+    }
+    if (model->family == checkpoint::ArchFamily::kLlama4) {
+      return CreateLlama4GgufExporter(model_dir, output_file, plan, options);
+    }
   }
   QUARK_ASSIGN_OR_RETURN(auto exporter, GgufExporter::Create(model_dir, output_file, config, plan, options));
   return std::unique_ptr<ModelExporter>(std::move(exporter));

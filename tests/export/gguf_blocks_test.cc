@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "core/export/gguf_blocks.h"
+#include "core/export/gguf_mxfp4.h"
 #include "tests/export/gguf_llama_cpp.h"
 #include "tests/support/require_peer.h"
 
@@ -181,7 +182,7 @@ TEST(GgufBlocksTest, HalfAndBfloat16ConversionsMatchLlamaCpp) {
 TEST(GgufBlocksTest, TraitsTable) {
   int count = 0;
   const TypeTraits* types = AllTypes(&count);
-  ASSERT_EQ(count, 15);
+  ASSERT_EQ(count, 16);  // with MXFP4 (gguf_mxfp4.h)
   for (int t = 0; t < count; ++t) {
     EXPECT_EQ(FindType(types[t].type), &types[t]);
     EXPECT_EQ(*ParseGgmlType(types[t].name), types[t].type);
@@ -197,6 +198,8 @@ TEST(GgufBlocksTest, TraitsTable) {
   EXPECT_EQ(RowBytes(GgmlType::kBF16, 3), 6);
   EXPECT_EQ(RowBytes(GgmlType::kQ4_K, 512), 288);
   EXPECT_EQ(RowBytes(GgmlType::kIQ4_NL, 64), 36);
+  EXPECT_EQ(RowBytes(kGgmlMxfp4, 64), 34);
+  EXPECT_EQ(*ParseGgmlType("mxfp4"), kGgmlMxfp4);
 }
 
 }  // namespace

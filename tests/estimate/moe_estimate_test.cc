@@ -1,0 +1,78 @@
+// #32: the estimator on gpt-oss-20b-2l's shape. GPTQ's memory on an MoE model: GPTQ captures the Hessians of a step's routed linears in one pass
+// (one projection of every expert: "mlp.experts.*.gate_up_proj"), so all of them, then their factors, are alive at
+// once; the estimate once counted one K x K matrix, ~1 GB short on gpt-oss-20b-2l (32 experts, K = 2880).
+// The GPTQ phase's extra memory is read off the phases: gptq = base + 1.5 L + A + extra, calibrate = base + 2 L + A,
+// load = base + L (job_estimate.h). And the GGUF artifact (gguf_gpt_oss_plan.h), which the estimate once refused.
+#include <gtest/gtest.h>
+
+#include "core/config/presets.h"
+#include "core/estimate/gpt_oss_shape.h"
+#include "core/estimate/job_estimate.h"
+#include "core/runtime/gpt_oss_synthetic.h"
+
+namespace quark::estimate {
+namespace {
+
+double PeakOf(const JobEstimate& e, const std::string& phase) {
+  for (const PhaseEstimate& p : e.phases) {
+    if (p.phase == phase) return static_cast<double>(p.peak_host_bytes);
+  }
+  ADD_FAILURE() << "no phase " << phase;
+  return 0;
+}
+
+// The GPTQ phase's bytes beyond the layer and the activations.
+double GptqExtraBytes(const std::vector<std::string>& exclude) {
+  const checkpoint::GptOssConfig config = *runtime::GptOssSyntheticConfig("gpt-oss-20b-2l", "bfloat16");
+  const ModelShape shape = GptOssModelShape(config, checkpoint::StDType::kBF16);
+  JobInputs job;
+  job.config = *PresetConfig("uint4_wo_32");
+  job.config.algo_config.push_back(GptqAlgo{});
+  job.config.exclude = exclude;
+  job.calibration_samples = 4;
+  job.calibration_seq_len = 64;
+  absl::StatusOr<JobEstimate> e = EstimateJob(shape, job, ReferenceThroughput());
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return 0;
+  const double layer = PeakOf(*e, "load") - static_cast<double>(kProcessBaseBytes);
+  return PeakOf(*e, "gptq") - PeakOf(*e, "calibrate") + layer / 2;
+}
+
+TEST(MoeGptqEstimateTest, CountsEveryExpertHessianOfAStep) {
+  // 32 experts' gate_up_proj inputs (K = hidden = 2880) captured together; down_proj's step (K = 2880) is as large.
+  EXPECT_NEAR(GptqExtraBytes({"lm_head"}), static_cast<double>(kGptqWorkspaceBytes) + 32.0 * 2880 * 2880 * 4, 16);
+}
+
+TEST(MoeGptqEstimateTest, OneHessianWhenEveryStepReadsOneInput) {
+  // The experts left in float: the widest input is o_proj's (64 heads x 64 = 4096), one matrix at a time.
+  EXPECT_NEAR(GptqExtraBytes({"lm_head", "*experts*"}), static_cast<double>(kGptqWorkspaceBytes) + 4096.0 * 4096 * 4,
+              16);
+}
+
+// The GGUF's bytes with every linear in OCP MXFP4 (the experts then GGML MXFP4: 17 bytes per 32 weights) against the
+// float file: exactly the experts' weights shrink, from 4 bytes to 17/32 each.
+TEST(MoeGgufEstimateTest, Mxfp4ExpertsShrinkTheFileByTheirBlocks) {
+  const checkpoint::GptOssConfig config = *runtime::GptOssSyntheticConfig("gpt-oss-20b-2l", "bfloat16");
+  const ModelShape shape = GptOssModelShape(config, checkpoint::StDType::kBF16);
+  auto gguf_bytes = [&](const std::string& preset) -> double {
+    JobInputs job;
+    if (!preset.empty()) job.config = *PresetConfig(preset);  // "": nothing quantized, every weight F32
+    job.formats = {ExportKind::kGguf};
+    job.calibration_samples = 1;
+    absl::StatusOr<JobEstimate> e = EstimateJob(shape, job, ReferenceThroughput());
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return 0;
+    for (const std::string& note : e->notes) ADD_FAILURE() << preset << ": " << note;
+    for (const ArtifactEstimate& a : e->artifacts) {
+      if (a.format == ExportKind::kGguf) return static_cast<double>(a.bytes);
+    }
+    ADD_FAILURE() << preset << ": no GGUF artifact";
+    return 0;
+  };
+  const double experts = 2.0 * 32 * 3 * 2880 * 2880;  // 2 layers x 32 experts x (gate_up 2 x 2880^2 + down 2880^2)
+  // Alignment padding moves each of the 2 x 3 expert tensors by < 32 bytes.
+  EXPECT_NEAR(gguf_bytes("") - gguf_bytes("mxfp4_weight_only"), experts * (4 - 17.0 / 32), 6 * 32);
+}
+
+}  // namespace
+}  // namespace quark::estimate
