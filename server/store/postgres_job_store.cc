@@ -93,6 +93,19 @@ absl::Status PostgresJobStore::WithConnection(const std::function<absl::Status(P
   return status;
 }
 
+absl::Status PostgresJobStore::WithReadConnection(const std::function<absl::Status(PGconn*)>& body) {
+  PgConn conn = pool_->Take();
+  absl::Status status = body(conn.get());
+  // After a restart the first query on an old connection reads the server's goodbye ("server closed the connection
+  // unexpectedly") while PQstatus may still say OK: a failed read probes its connection before judging it.
+  if (!status.ok() && (PQstatus(conn.get()) != CONNECTION_OK || !PgExecScript(conn.get(), "SELECT 1").ok())) {
+    PQreset(conn.get());
+    if (PQstatus(conn.get()) == CONNECTION_OK) status = body(conn.get());
+  }
+  pool_->Give(std::move(conn));
+  return status;
+}
+
 absl::Status PostgresJobStore::InTransaction(const std::function<absl::Status(PGconn*)>& body) {
   absl::Status status;
   for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
@@ -189,7 +202,7 @@ absl::Status PostgresJobStore::UpdateJob(const Job& job, std::vector<JobEvent>* 
 
 absl::StatusOr<Job> PostgresJobStore::GetJob(const std::string& id) {
   Job job;
-  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+  absl::Status status = WithReadConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result = PgExec(conn, "SELECT job FROM jobs WHERE id = $1", PgParams().Add(id));
     if (!result.ok()) return result.status();
     if (result->rows() == 0) return JobNotFoundError(id);
@@ -204,7 +217,7 @@ absl::StatusOr<Job> PostgresJobStore::GetJob(const std::string& id) {
 
 absl::StatusOr<StoredJob> PostgresJobStore::FindByRequestId(const std::string& tenant, const std::string& request_id) {
   StoredJob stored;
-  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+  absl::Status status = WithReadConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result = PgExec(conn, "SELECT seq, job FROM jobs WHERE request_id = $1",
                                              PgParams().Add(ScopedRequestId(tenant, request_id)));
     if (!result.ok()) return result.status();
@@ -220,7 +233,7 @@ absl::StatusOr<StoredJob> PostgresJobStore::FindByRequestId(const std::string& t
 
 absl::StatusOr<Job> PostgresJobStore::FindByContentKey(const std::string& tenant, const std::string& key) {
   Job job;
-  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+  absl::Status status = WithReadConnection([&](PGconn* conn) -> absl::Status {
     // SUCCEEDED (3) first, then QUEUED/RUNNING (1, 2); newest first in each.
     absl::StatusOr<PgResult> result =
         PgExec(conn,
@@ -310,7 +323,7 @@ absl::StatusOr<JobPage> PostgresJobStore::ListJobs(const JobFilter& filter, int 
 absl::StatusOr<std::vector<JobEvent>> PostgresJobStore::ListEvents(const std::string& job_id, int64_t after_sequence,
                                                                    int limit) {
   std::vector<JobEvent> events;
-  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+  absl::Status status = WithReadConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result = PgExec(
         conn, "SELECT event FROM job_events WHERE job_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
         PgParams().Add(job_id).Add(after_sequence).Add(static_cast<int64_t>(limit)));
@@ -328,7 +341,7 @@ absl::StatusOr<std::vector<JobEvent>> PostgresJobStore::ListEvents(const std::st
 
 absl::StatusOr<std::map<std::pair<JobState, std::string>, int64_t>> PostgresJobStore::CountJobs() {
   std::map<std::pair<JobState, std::string>, int64_t> counts;
-  absl::Status status = WithConnection([&](PGconn* conn) -> absl::Status {
+  absl::Status status = WithReadConnection([&](PGconn* conn) -> absl::Status {
     absl::StatusOr<PgResult> result = PgExec(conn, "SELECT state, preset, COUNT(*) FROM jobs GROUP BY state, preset");
     if (!result.ok()) return result.status();
     for (int i = 0; i < result->rows(); ++i) {

@@ -80,6 +80,10 @@ class PostgresJobStore : public JobStore, public SharedJobQueue {
   /// the connection was lost before anything was committed.
   absl::Status InTransaction(const std::function<absl::Status(PGconn*)>& body);
   absl::Status WithConnection(const std::function<absl::Status(PGconn*)>& body);
+  /// WithConnection for a `body` that runs one read-only query: when it fails because the pooled connection was dead
+  /// (PostgreSQL restarted since it was last used, which libpq learns only from a failed query), the connection is
+  /// reset and `body` runs once more. Writes never take this path: their failure may be ambiguous.
+  absl::Status WithReadConnection(const std::function<absl::Status(PGconn*)>& body);
   /// Runs a `SELECT seq, job` with three integer parameters (retention's candidate lists).
   absl::StatusOr<std::vector<StoredJob>> ScanJobs(const std::string& sql, int64_t a, int64_t b, int64_t c);
   absl::Status UpdateLockedRow(PGconn* conn, const std::string& select_sql, const PgParams& params,

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -34,5 +35,27 @@ inline CliRun RunShell(const std::string& command) {
 }
 
 inline CliRun Quark(const std::string& args) { return RunShell(QuarkBinary() + " " + args); }
+
+/// The JSON document a `--json` run printed, without the lines the process wrote to stderr around it (the OpenBLAS
+/// core guard's notice and log lines, on CPUs whose OpenBLAS falls back to Prescott): from the first line that opens a
+/// document, leaving out lines that start as the guard's notice ("quark: ") or a log line ("2026-11-30 ...") do.
+inline std::string JsonPart(const std::string& output) {
+  const auto is_stderr_line = [](const std::string& line) {
+    return line.rfind("quark: ", 0) == 0 ||
+           (line.size() > 10 && line[4] == '-' && line[7] == '-' && line[10] == ' ' && std::isdigit(line[0]));
+  };
+  std::string json;
+  bool started = false;
+  size_t at = 0;
+  while (at < output.size()) {
+    size_t newline = output.find('\n', at);
+    if (newline == std::string::npos) newline = output.size();
+    const std::string line = output.substr(at, newline - at);
+    at = newline + 1;
+    if (!started) started = !line.empty() && (line[0] == '{' || line[0] == '[');
+    if (started && !is_stderr_line(line)) json += line + "\n";
+  }
+  return started ? json : output;
+}
 
 }  // namespace quark::testing

@@ -43,11 +43,20 @@ class TestPostgres {
     if (!Run(bin_ + "/initdb -D " + dir_ + "/data -A trust -U quark --no-sync -E UTF8 >" + dir_ + "/initdb.log 2>&1")) {
       return "initdb failed: " + Tail(dir_ + "/initdb.log");
     }
-    std::string options = "-k " + dir_ + " -c listen_addresses='' -p 5432 -c fsync=off -c max_connections=200";
-    if (!Run(bin_ + "/pg_ctl -D " + dir_ + "/data -o \"" + options + "\" -l " + dir_ + "/server.log -w start >/dev/null")) {
+    options_ = "-k " + dir_ + " -c listen_addresses='' -p 5432 -c fsync=off -c max_connections=200";
+    if (!Run(bin_ + "/pg_ctl -D " + dir_ + "/data -o \"" + options_ + "\" -l " + dir_ + "/server.log -w start >/dev/null")) {
       return "pg_ctl start failed: " + Tail(dir_ + "/server.log");
     }
     started_ = true;
+    return "";
+  }
+
+  /// Stops the server at once (as a crash would) and starts it again: every client connection dies without a word.
+  std::string Restart() {
+    Run(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1");
+    if (!Run(bin_ + "/pg_ctl -D " + dir_ + "/data -o \"" + options_ + "\" -l " + dir_ + "/server.log -w start >/dev/null")) {
+      return "pg_ctl start failed: " + Tail(dir_ + "/server.log");
+    }
     return "";
   }
 
@@ -83,6 +92,7 @@ class TestPostgres {
   std::string bin_;
   std::string dir_;
   std::string as_;
+  std::string options_;
   bool started_ = false;
 };
 

@@ -108,6 +108,25 @@ TEST_F(PostgresJobStoreTest, JobsEventsAndPagesRoundTrip) {
   EXPECT_EQ((*counts)[std::make_pair(pb::JOB_STATE_QUEUED, std::string("fp8"))], 5);
 }
 
+// PostgreSQL restarted (the chaos run's restart-postgres): every pooled connection is dead, and libpq learns it only
+// from a failed query. Reads reset the connection and run again, so the first GetJob after the restart answers
+// instead of failing (WatchJob of a finished job used to end with "server closed the connection unexpectedly").
+TEST_F(PostgresJobStoreTest, ReadsAfterAPostgresRestartReconnectAndAnswer) {
+  std::vector<pb::JobEvent> events = StateEvents();
+  bool created = false;
+  ASSERT_TRUE(a_->CreateJob(NewJob("job-r"), &events, &created).ok());
+  ASSERT_TRUE(a_->GetJob("job-r").ok());
+  ASSERT_EQ(pg_.Restart(), "");
+  for (int i = 0; i < 8; ++i) {  // more calls than the pool has connections: each dead one is met once
+    auto job = a_->GetJob("job-r");
+    EXPECT_TRUE(job.ok()) << i << ": " << job.status();
+    auto listed = a_->ListEvents("job-r", 0, 10);
+    EXPECT_TRUE(listed.ok()) << i << ": " << listed.status();
+  }
+  EXPECT_TRUE(a_->CountJobs().ok());
+  EXPECT_EQ(a_->GetJob("job-x").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(PostgresJobStoreTest, OneRequestIdMakesOneJobAcrossReplicasRacing) {
   std::atomic<int> created_count{0};
   std::set<std::string> ids;

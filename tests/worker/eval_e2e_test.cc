@@ -158,7 +158,7 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
       quark::testing::Quark("eval --model " + folder.string() + " --reference " + Fixtures() +
                             "/stories260K --kld --text " + text + " --seq-len 128 --max-windows 2 --json");
   ASSERT_EQ(kld.exit_code, 0) << kld.output;
-  const nlohmann::json kld_json = nlohmann::json::parse(kld.output);
+  const nlohmann::json kld_json = nlohmann::json::parse(quark::testing::JsonPart(kld.output));
   EXPECT_EQ(kld_json["kld_mean"]["value"].get<double>(), metrics.at("kld_mean_reloaded"));
   EXPECT_EQ(kld_json["kld_p99"].get<double>(), metrics.at("kld_p99_reloaded"));
   for (const auto& [model, label] :
@@ -168,7 +168,7 @@ TEST_F(EvalE2eTest, TasksAndKldRunAfterTheExportAndEqualQuarkEval) {
                                                          "--tasks-dir " +
                                                          Fixtures() + "/tasks --json");
     ASSERT_EQ(tasks.exit_code, 0) << tasks.output;
-    for (const auto& task : nlohmann::json::parse(tasks.output)["tasks"]) {
+    for (const auto& task : nlohmann::json::parse(quark::testing::JsonPart(tasks.output))["tasks"]) {
       const std::string name = task["task"];
       EXPECT_EQ(task["metrics"]["acc"]["value"].get<double>(), metrics.at(name + "_acc_" + label)) << name << label;
     }
