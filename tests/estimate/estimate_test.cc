@@ -92,6 +92,17 @@ JobInputs Job(const std::string& preset, bool gptq) {
   return job;
 }
 
+// The seconds of `name` in an estimate (a failure and 0 when the estimate failed or has no such phase).
+double PhaseSeconds(const absl::StatusOr<JobEstimate>& e, const std::string& name) {
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return 0.0;
+  for (const auto& p : e->phases) {
+    if (p.phase == name) return p.seconds;
+  }
+  ADD_FAILURE() << "no " << name << " phase";
+  return 0.0;
+}
+
 class EstimateTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -152,13 +163,7 @@ TEST_F(EstimateTest, FloatFormatsPayTheirCodesPass) {
   const auto export_seconds = [&](const std::string& preset, double float_codes_rate) {
     Throughput rates = ReferenceThroughput();
     rates.float_codes_bytes_per_s = float_codes_rate;
-    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, false), rates);
-    EXPECT_TRUE(e.ok()) << e.status();
-    for (const auto& p : e->phases) {
-      if (p.phase == "quantize_export") return p.seconds;
-    }
-    ADD_FAILURE() << "no quantize_export phase";
-    return 0.0;
+    return PhaseSeconds(EstimateJob(*model, Job(preset, false), rates), "quantize_export");
   };
   const double linear_f32_bytes = 4.0 * 2 * (4 * 256 * 256 + 3 * 256 * 768);
   EXPECT_NEAR(export_seconds("fp8", 1e8) - export_seconds("fp8", 0), linear_f32_bytes / 1e8, 1e-9);
@@ -173,13 +178,7 @@ TEST_F(EstimateTest, CalibrationChargesEveryForwardThePipelineRuns) {
   ASSERT_TRUE(model.ok()) << model.status();
   const Throughput rates = ReferenceThroughput();
   const auto phase = [&](const JobInputs& job, const std::string& name) {
-    absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, rates);
-    EXPECT_TRUE(e.ok()) << e.status();
-    for (const auto& p : e->phases) {
-      if (p.phase == name) return p.seconds;
-    }
-    ADD_FAILURE() << "no " << name << " phase";
-    return 0.0;
+    return PhaseSeconds(EstimateJob(*model, job, rates), name);
   };
   // One forward of both layers over samples x 32 tokens: the linears, then the attention scores.
   const auto forward_seconds = [&](int samples) {
@@ -206,13 +205,7 @@ TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
   const auto gptq_seconds = [&](const std::string& preset, double op_seconds) {
     Throughput rates = ReferenceThroughput();
     rates.device_op_seconds = op_seconds;
-    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job(preset, true), rates);
-    EXPECT_TRUE(e.ok()) << e.status();
-    for (const auto& p : e->phases) {
-      if (p.phase == "gptq") return p.seconds;
-    }
-    ADD_FAILURE() << "no gptq phase";
-    return 0.0;
+    return PhaseSeconds(EstimateJob(*model, Job(preset, true), rates), "gptq");
   };
   // Per layer: six linears read 256 columns (2 blocks each), down_proj 768 (6 blocks); two layers.
   const double blocks = 2.0 * (6 * 2 + 6);
