@@ -68,6 +68,7 @@ struct Ctx {
   double forward_flops = 0;
 };
 
+// Whether the calibration runs observers: static activations anywhere in the config, or the KV cache.
 bool ObservesActivations(const Config& config) {
   if (!config.kv_cache_quant_config.empty() || StaticActivations(config.global_quant_config)) return true;
   for (const auto& [type, c] : config.layer_type_quant_config) {
@@ -157,17 +158,7 @@ absl::Status CheckRates(const Throughput& t) {
 
 }  // namespace
 
-bool NeedsCalibration(const Config& config) {
-  if (!config.algo_config.empty() || !config.kv_cache_quant_config.empty()) return true;
-  if (StaticActivations(config.global_quant_config)) return true;
-  for (const auto& [type, c] : config.layer_type_quant_config) {
-    if (StaticActivations(c)) return true;
-  }
-  for (const PatternQuantConfig& p : config.layer_quant_config) {
-    if (StaticActivations(p.config)) return true;
-  }
-  return false;
-}
+bool NeedsCalibration(const Config& config) { return !config.algo_config.empty() || ObservesActivations(config); }
 
 absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs& job, const Throughput& rates) {
   if (absl::Status s = CheckRates(rates); !s.ok()) return s;
