@@ -16,4 +16,14 @@ std::string FusedGroupKey(const std::string& n) {
   return n;
 }
 
+std::string Nvfp4GlobalScaleKey(const std::string& n) {
+  if (n.find("experts.") != std::string::npos) {
+    for (const char* p : {".gate_proj", ".up_proj", ".w1", ".w3"}) {
+      const size_t k = std::strlen(p);
+      if (n.size() >= k && n.compare(n.size() - k, k, p) == 0) return n.substr(0, n.size() - k) + ".w13";
+    }
+  }
+  return FusedGroupKey(n);
+}
+
 }  // namespace quark

@@ -11,4 +11,9 @@ namespace quark {
 /// own key.
 std::string FusedGroupKey(const std::string& module_name);
 
+/// The linears that share one NVFP4 weight global scale: FusedGroupKey's groups, and each MoE expert's gate and up
+/// projections (gate_proj/up_proj, Mixtral's w1/w3), which vLLM fuses into one w13 tensor per expert with one global
+/// scale (its fused-MoE NVFP4 methods keep the gate's): "...experts.3.up_proj" -> "...experts.3.w13".
+std::string Nvfp4GlobalScaleKey(const std::string& module_name);
+
 }  // namespace quark

@@ -11,6 +11,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/export/ct_moe_rules.h"
 #include "core/export/ct_targets.h"
 
 namespace quark::exporter {
@@ -179,10 +180,18 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
   const std::string prefix = checkpoint::LayerPrefix(model, layer);
   std::map<std::string, std::vector<std::pair<std::string, Json>>> fused_groups;
   std::map<std::string, std::vector<std::pair<std::string, float>>> globals;
-  for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model)) {
+  std::vector<std::string> routed;
+  for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, layer)) {
     const std::string name = prefix + linear.relative_name;
     const Json g = CtGroupFor(qc, name);
-    fused_groups[FusedGroupOf(linear.relative_name)].push_back({name, g});
+    // A routed expert's scheme follows its MoE block (CtMoeProblems); its gate and up share w13's NVFP4 global scale.
+    const std::string fused = linear.routed ? (IsExpertGateOrUp(name) ? name.substr(0, name.rfind('.')) : "")
+                                            : FusedGroupOf(linear.relative_name);
+    if (linear.routed) {
+      routed.push_back(name);
+    } else {
+      fused_groups[fused].push_back({name, g});
+    }
     if (g.is_null()) {
       if (!reader.Has(name + ".weight")) out.push_back(StrCat(name, ".weight: an ignored linear without its weight"));
       continue;
@@ -195,8 +204,7 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
     CheckTensors(ExpectedTensors(name, g, format, linear.out_features, linear.in_features, out), reader, out);
     if (linear.has_bias && !reader.Has(name + ".bias")) out.push_back(StrCat(name, ".bias: missing"));
     if (format == "nvfp4-pack-quantized") {
-      if (auto v = ScalarF32(reader, name + ".weight_global_scale"))
-        globals[FusedGroupOf(linear.relative_name)].push_back({name, *v});
+      if (auto v = ScalarF32(reader, name + ".weight_global_scale")) globals[fused].push_back({name, *v});
     }
     if (format == "pack-quantized") {
       auto shape = reader.Get(name + ".weight_shape");
@@ -218,7 +226,9 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
       }
     }
   }
-  // vLLM takes the max of the shards' global scales and warns the fp8 block scales "should be recomputed".
+  const std::vector<std::string> moe = CtMoeProblems(qc, routed);
+  out.insert(out.end(), moe.begin(), moe.end());
+  // vLLM takes the max of the shards' global scales (an MoE expert's w13: the gate's) and warns the fp8 block scales "should be recomputed".
   for (const auto& [fused, shards] : globals) {
     for (const auto& [name, v] : shards) {
       if (!fused.empty() && v != shards.front().second) {
@@ -356,9 +366,7 @@ absl::Status CheckCompressedTensorsExport(const std::string& dir) {
   if (problems.empty()) {
     auto model = checkpoint::ParseModelConfig(config->dump(), dir + "/config.json");
     if (!model.ok()) return model.status();
-    if (model->family == checkpoint::ArchFamily::kMoe) {
-      problems.push_back("MoE experts: the compressed-tensors checker does not cover them yet");
-    }
+    if (auto s = CtSupportsExperts(*model); !s.ok()) problems.push_back(std::string(s.message()));
     auto reader = checkpoint::CheckpointReader::Open(dir);
     if (!reader.ok()) return reader.status();
     for (int64_t i = 0; i < model->num_hidden_layers && problems.empty(); ++i)

@@ -44,7 +44,8 @@ std::vector<std::string> CtVllmLoadWarnings(const nlohmann::json& qc);
 
 /// Everything above plus the files: every linear of every decoder layer either ignored (float `weight`) or with
 /// exactly its format's tensors (names, dtypes, shapes; weight_shape's values), fused shards (q/k/v, gate/up) in one
-/// group, NVFP4 weight global scales equal across fused shards. FAILED_PRECONDITION listing every problem.
+/// group, NVFP4 weight global scales equal across fused shards (an MoE expert's gate and up too), the MoE blocks'
+/// experts under vLLM's fused-MoE rules (ct_moe_rules.h). FAILED_PRECONDITION listing every problem.
 absl::Status CheckCompressedTensorsExport(const std::string& dir);
 
 }  // namespace quark::exporter

@@ -11,6 +11,7 @@
 #include "core/export/ct_config.h"
 #include "core/export/ct_families.h"
 #include "core/export/ct_layout.h"
+#include "core/export/ct_moe_rules.h"
 #include "core/export/ct_read_config.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/quant_layout.h"
@@ -105,10 +106,8 @@ absl::StatusOr<std::shared_ptr<CtWeightSource>> CtWeightSource::Open(const std::
   }
   auto model = checkpoint::ParseModelConfig(*text, path);
   if (!model.ok()) return model.status();
-  if (checkpoint::HasRoutedExperts(*model)) {
-    return absl::UnimplementedError(StrCat(path,
-                                           ": a compressed-tensors export of an MoE model is not read "
-                                           "(the exporter writes none)"));
+  if (auto s = CtSupportsExperts(*model); !s.ok()) {
+    return absl::UnimplementedError(StrCat(path, ": ", std::string(s.message())));
   }
   const std::vector<ModuleInfo> modules = ModulesFromConfig(*model);
   auto config = ConfigFromCompressedTensors(json["quantization_config"], modules);

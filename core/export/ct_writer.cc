@@ -8,6 +8,7 @@
 #include "core/export/ct_checker.h"
 #include "core/export/ct_config.h"
 #include "core/export/ct_layout.h"
+#include "core/export/ct_moe_rules.h"
 
 namespace quark::exporter {
 
@@ -16,11 +17,7 @@ absl::StatusOr<std::unique_ptr<CompressedTensorsExporter>> CompressedTensorsExpo
     HfQuarkExportOptions options) {
   auto model = checkpoint::LoadModelConfig(model_dir);
   if (!model.ok()) return model.status();
-  if (checkpoint::HasRoutedExperts(*model)) {
-    return absl::UnimplementedError(
-        "export_formats: compressed_tensors of an MoE model (per-expert names and the "
-        "fused-experts rules are not written yet)");
-  }
+  if (auto s = CtSupportsExperts(*model); !s.ok()) return s;
   std::unique_ptr<CompressedTensorsExporter> e(new CompressedTensorsExporter());
   if (auto s = e->Init(model_dir, output_dir, config, plan, options); !s.ok()) return s;
   return e;
@@ -56,6 +53,17 @@ absl::StatusOr<nlohmann::ordered_json> CompressedTensorsExporter::MakeQuantizati
   for (const std::string& name : excluded) {
     auto& ignore = ordered["ignore"];
     if (std::find(ignore.begin(), ignore.end(), name) == ignore.end()) ignore.push_back(name);
+  }
+  // MoE experts: vLLM loads each block's experts as fused tensors with one scheme and a fused-MoE kernel for it; a
+  // recipe that breaks that is refused here, before any work, rather than by the checker after the export.
+  std::vector<std::string> routed;
+  for (const LayerAssignment& a : plan.layers) {
+    if (!MoeBlockOf(a.module).empty()) routed.push_back(a.module);
+  }
+  if (std::vector<std::string> problems = CtMoeProblems(nlohmann::json::parse(ordered.dump()), routed);
+      !problems.empty()) {
+    return absl::InvalidArgumentError(StrCat("export_formats: compressed_tensors: the MoE experts break vLLM's fused-MoE "
+                                             "rules: ", StrJoin(problems, "; ")));
   }
   return ordered;
 }

@@ -15,7 +15,7 @@ std::map<std::string, float> LayerQuantizer::SharedNvfp4Amax(runtime::DecoderLay
   for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
     const LayerAssignment* a = plan_.Find(linear.name);
     if (a == nullptr || a->source == ConfigSource::kExcluded || !a->config.weight || !a->config.weight->IsNvfp4()) continue;
-    float& m = amax[FusedGroupKey(linear.name)];
+    float& m = amax[Nvfp4GlobalScaleKey(linear.name)];
     m = std::max(m, Nvfp4AmaxOf(linear.linear->weight()));
   }
   return amax;
@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Instal
     }
     const auto& w = assignment->config.weight;
     if (w && w->IsNvfp4() && !options.weight_params) {
-      auto params = Nvfp4ParamsOf(options.weight, *w, nvfp4_amax.at(FusedGroupKey(linear.name)));
+      auto params = Nvfp4ParamsOf(options.weight, *w, nvfp4_amax.at(Nvfp4GlobalScaleKey(linear.name)));
       if (!params.ok()) {
         return absl::InvalidArgumentError(StrCat(linear.name, ".weight: ", std::string(params.status().message())));
       }

@@ -62,8 +62,8 @@ class LayerQuantizer {
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
  private:
-  /// Per fused group of the layer (q/k/v, gate/up; else the linear itself): the largest weight amax of its NVFP4
-  /// linears, for their shared global scale.
+  /// Per fused group of the layer (q/k/v, gate/up, each MoE expert's gate/up: Nvfp4GlobalScaleKey; else the linear
+  /// itself): the largest weight amax of its NVFP4 linears, for their shared global scale.
   std::map<std::string, float> SharedNvfp4Amax(runtime::DecoderLayer& layer) const;
 
   Config config_;

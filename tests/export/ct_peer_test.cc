@@ -18,6 +18,7 @@
 #include "core/export/ct_source.h"
 #include "core/export/hf_quark_source.h"
 #include "tests/export/ct_test_export.h"
+#include "tests/export/gguf_moe_models.h"
 
 namespace quark {
 namespace {
@@ -119,6 +120,23 @@ TEST_F(CtPeerTest, AMixedRecipesGroupsDecompressAsTheEnginesWeights) {
   EXPECT_EQ(names.size(), 13u);  // 2 layers x 7 linears, less the ignored one
   EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.0.mlp.down_proj.weight"), 0);
   EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.mlp.down_proj.weight"), 1);
+}
+
+// #30 item 2: MoE experts under their per-expert names (mixtral's w1/w2/w3): the library decompresses every expert
+// linear of both layers as the engine's weights, in a WNA16 and an NVFP4 export.
+TEST_F(CtPeerTest, MoeExpertsDecompressAsTheEnginesWeights) {
+  const std::string dir = testing::TempPath("quark_ct_peer_moe");
+  ASSERT_TRUE(testing::WriteSmallMoeModel("mixtral", dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
+  for (const char* preset : {"uint4_wo_32", "nvfp4"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(dir, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    std::vector<std::string> names;
+    ExpectPeerAgrees(*e, &names);
+    if (IsSkipped()) return;
+    EXPECT_EQ(names.size(), 32u);  // 2 layers x (4 attention linears + 4 experts x 3)
+    EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.block_sparse_moe.experts.3.w2.weight"), 1);
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "core/export/ct_read_config.h"
 #include "core/export/hf_quark_layout.h"
 #include "tests/export/ct_test_export.h"
+#include "tests/export/gguf_moe_models.h"
 
 namespace quark {
 namespace {
@@ -141,6 +143,41 @@ TEST_F(CtReadBackTest, TinyllamaAsRealWeightsReadBackAsTheHfQuarkExport) {
     auto e = testing::ExportBoth(model, preset);
     ASSERT_TRUE(e.ok()) << e.status();
     ExpectSameReadBack(*e, model, PresetOf(preset), preset, std::string(preset) == "nvfp4");
+  }
+}
+
+// #30 item 2: the MoE families whose checkpoints name every expert (mixtral's w1/w2/w3; qwen2_moe with its shared
+// expert; qwen3_moe): each scheme with a vLLM fused-MoE kernel exports (its checker run by the exporter: one group per
+// block, vLLM's lookup names, the kernel), reads back expert by expert as the HF-quark export of the same pass, and
+// NVFP4 experts' gate and up carry one global scale (vLLM's w13 keeps the gate's).
+TEST_F(CtReadBackTest, MoeExpertsReadBackAsTheHfQuarkExportAndNvfp4GateAndUpShareAGlobalScale) {
+  for (const char* type : {"mixtral", "qwen2_moe", "qwen3_moe"}) {
+    const std::string dir = testing::TempPath(std::string("quark_ct_moe_") + type);
+    ASSERT_TRUE(testing::WriteSmallMoeModel(type, dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
+    for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+      SCOPED_TRACE(std::string(type) + " " + preset);
+      auto e = testing::ExportBoth(dir, preset);
+      ASSERT_TRUE(e.ok()) << e.status();
+      const bool nvfp4 = std::string(preset) == "nvfp4";
+      ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
+      if (!nvfp4) continue;
+      auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
+      ASSERT_TRUE(reader.ok());
+      const bool mixtral = std::string(type) == "mixtral";
+      const std::string block = mixtral ? ".block_sparse_moe.experts." : ".mlp.experts.";
+      int64_t pairs = 0;
+      for (int64_t layer = 0; layer < 2; ++layer) {
+        for (int64_t expert = 0; expert < 4; ++expert, ++pairs) {
+          const std::string prefix = StrCat("model.layers.", layer, block, expert, ".");
+          const std::string gate = prefix + (mixtral ? "w1" : "gate_proj"), up = prefix + (mixtral ? "w3" : "up_proj");
+          auto g = (*reader)->Get(gate + ".weight_global_scale");
+          auto u = (*reader)->Get(up + ".weight_global_scale");
+          ASSERT_TRUE(g.ok() && u.ok()) << gate;
+          EXPECT_TRUE(std::equal(g->bytes().begin(), g->bytes().end(), u->bytes().begin())) << gate;
+        }
+      }
+      EXPECT_EQ(pairs, 8);
+    }
   }
 }
 
