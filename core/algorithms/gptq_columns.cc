@@ -18,6 +18,10 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
     return absl::UnimplementedError("weight.fp8_first_stage: GPTQ does not run W4A8's two-stage (fp8 then int4) "
                                     "weights; use RTN, AWQ or rotation");
   }
+  if (spec.IsNvfp4()) {  // #30: its block scales sit under a global scale shared by the fused shards (RTN computes it)
+    return absl::UnimplementedError("weight.scale_format: GPTQ does not run NVFP4 weights (e4m3 group scales under a "
+                                    "per-tensor global scale); use RTN, AWQ or rotation");
+  }
   QUARK_ASSIGN_OR_RETURN(const QuantLayout layout, ResolveLayout(spec, TensorRole::kWeight, sizes));
   GptqColumnPlan plan{spec, false, 0};
   switch (layout.granularity) {

@@ -14,6 +14,7 @@
 #include "core/algorithms/hessian.h"
 #include "core/base/blas_threads.h"
 #include "core/algorithms/linalg.h"
+#include "core/config/presets.h"
 #include "core/numerics/fake_quant.h"
 #include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
@@ -178,6 +179,23 @@ TEST(GptqTest, FloatAndMxWeightFormatsRun) {
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(at::equal(*again, result->weight));
     EXPECT_LT(RelativeOutputError(l, result->weight), RelativeOutputError(l, *FakeQuantizeDynamic(l.weight, spec)));
+  }
+}
+
+// Weight formats GPTQ's column loop cannot round are refused naming the field before any work: NVFP4 (group scales
+// under a global scale the fused shards share), W4A8's two-stage weights, 128x128 blocks.
+TEST(GptqTest, WeightFormatsTheColumnLoopCannotRoundAreRefusedNamingTheField) {
+  const Layer l = MakeLayer(128, 128, 256, 7);  // one 128x128 block
+  for (const auto& [preset, field] : std::vector<std::pair<std::string, std::string>>{
+           {"nvfp4_weight_only", "weight.scale_format: GPTQ does not run NVFP4"},
+           {"int4_fp8", "weight.fp8_first_stage: GPTQ does not run W4A8"},
+           {"fp8_block", "weight.qscheme: GPTQ does not run per_block"}}) {
+    SCOPED_TRACE(preset);
+    const QuantSpec spec = *PresetConfig(preset)->global_quant_config.weight;
+    auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, {});
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kUnimplemented) << result.status();
+    EXPECT_NE(result.status().message().find(field), std::string::npos) << result.status();
   }
 }
 
