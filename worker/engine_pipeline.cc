@@ -7,6 +7,7 @@
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/proto_convert.h"
 #include "core/quantize/quantize_model.h"
+#include "worker/float_baseline.h"
 #include "worker/job_evaluation.h"
 #include "worker/sensitivity_pass.h"
 #include "worker/storage/strings.h"
@@ -100,6 +101,46 @@ QuantizeModelOptions Options(const PipelineRequest& request, quark::Config confi
   return options;
 }
 
+// #36 item 1: a sweep's child shares its float figures with its siblings when it has evaluation text; a key that
+// cannot be computed leaves it measuring them itself, as any job does.
+std::unique_ptr<SharedFloatBaseline> OpenFloatBaseline(const PipelineRequest& request, ProgressSink& progress,
+                                                       const CancelToken& cancel) {
+  if (!request.float_baseline_store || request.evaluation_file.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<SharedFloatBaseline>> baseline = SharedFloatBaseline::Open(
+      request.float_baseline_store, request, progress, [&cancel] { return cancel.IsCancelled(); });
+  if (baseline.ok()) return *std::move(baseline);
+  progress.Log(str::Cat("float baseline: not shared (", baseline.status().message(), "); measuring it here"));
+  return nullptr;
+}
+
+// The producer measures every float figure not stored yet before it quantizes, so that its siblings, quantizing
+// meanwhile, find them stored when they need them: the perplexity first (they wait for it at their start), then the
+// tasks and the KLD reference rows.
+absl::Status MeasureFloatBaseline(const PipelineRequest& request, const QuantizeModelOptions& options,
+                                  SharedFloatBaseline& baseline, ProgressSink& progress, const CancelToken& cancel) {
+  if (!baseline.producer()) return absl::OkStatus();
+  quark::v1::Progress start;
+  start.set_phase("evaluate");
+  start.set_message("float baseline: measuring the float model for the sweep");
+  progress.Report(start);
+  try {
+    if (!baseline.Ppl()) {  // an earlier sweep of the same model and text may have stored it
+      absl::StatusOr<double> ppl = MeasureFloatPerplexity(request.model_dir.string(), options);
+      if (!ppl.ok()) return ppl.status();
+      baseline.StorePpl(*ppl);
+    }
+    if (cancel.IsCancelled()) return absl::CancelledError("cancelled");
+    if (absl::Status s = EvaluateJobFloat(request, options.export_formats, progress, cancel, baseline.Figures());
+        !s.ok()) {
+      return s;
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(str::Cat("float baseline: ", e.what()));
+  }
+  baseline.Finish();
+  return absl::OkStatus();
+}
+
 // The share of the pipeline's progress the quantization takes when tasks or KLD follow it.
 constexpr double kQuantizeShareWithEvaluation = 0.6;
 
@@ -147,6 +188,14 @@ class EnginePipeline : public QuantizePipeline {
     options.on_layer_checkpointed = request.on_layer_checkpointed;
     options.on_notice = [&progress](const std::string& line) { progress.Log(line); };
     options.on_metrics = [&progress](const std::map<std::string, double>& metrics) { progress.Metrics(metrics); };
+    std::unique_ptr<SharedFloatBaseline> baseline = OpenFloatBaseline(request, progress, cancel);
+    eval::FloatFigures float_figures;
+    if (baseline) {
+      if (absl::Status s = MeasureFloatBaseline(request, options, *baseline, progress, cancel); !s.ok()) return s;
+      options.known_float_ppl = [b = baseline.get()] { return b->Ppl(); };
+      options.on_float_ppl = [b = baseline.get()](double ppl) { b->StorePpl(ppl); };
+      float_figures = baseline->Figures();
+    }
     absl::StatusOr<QuantizeModelReport> report;
     try {
       report = QuantizeModel(request.model_dir.string(), options);
@@ -158,14 +207,21 @@ class EnginePipeline : public QuantizePipeline {
     PipelineResult result;
     result.metrics = report->metrics;
     result.resolved_config = nlohmann::json::parse(report->quantization_config.dump());
-    if (!evaluates) return result;
-    absl::Status evaluated;
-    try {
-      evaluated = EvaluateJob(request, options.export_formats, progress, cancel, quantize_share, result);
-    } catch (const std::exception& e) {
-      evaluated = absl::InternalError(str::Cat("evaluate: ", e.what()));
+    if (evaluates) {
+      absl::Status evaluated;
+      try {
+        evaluated =
+            EvaluateJob(request, options.export_formats, progress, cancel, quantize_share, result, float_figures);
+      } catch (const std::exception& e) {
+        evaluated = absl::InternalError(str::Cat("evaluate: ", e.what()));
+      }
+      if (!evaluated.ok()) return evaluated;
     }
-    if (!evaluated.ok()) return evaluated;
+    if (baseline) {
+      // How many float passes this child ran for the sweep and how many figures it read instead (#36 item 1).
+      result.metrics["float_passes"] = baseline->passes();
+      result.metrics["float_figures_read"] = baseline->read();
+    }
     return result;
   }
 };

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/eval/evaluation_plan_proto.h"
-#include "core/eval/model_evaluation.h"
 #include "worker/storage/strings.h"
 
 namespace quark::worker {
@@ -38,13 +37,15 @@ absl::Status CheckJobEvaluation(const PipelineRequest& request, const std::vecto
   return absl::OkStatus();
 }
 
-absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::string>& formats,
-                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo,
-                         PipelineResult& result) {
+namespace {
+
+// spec.evaluation as the engine's evaluation options, progress fractions from `fraction_lo` to 1.
+eval::ModelEvaluationOptions EvaluationOptions(const PipelineRequest& request, const std::vector<std::string>& formats,
+                                               ProgressSink& progress, const CancelToken& cancel, double fraction_lo,
+                                               const eval::FloatFigures& float_figures) {
   const quark::v1::EvaluationSpec& spec = request.spec.evaluation();
   eval::ModelEvaluationOptions options;
   options.plan = eval::PlanFromProto(spec);
-  if (options.plan.empty()) return absl::OkStatus();
   options.float_model = request.model_dir.string();
   options.exports = ReadableExports(request.output_dir, formats);
   options.text_file = request.evaluation_file.string();
@@ -63,6 +64,26 @@ absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::
     out.set_message(p.message);
     progress.Report(out);
   };
+  options.float_figures = float_figures;
+  return options;
+}
+
+}  // namespace
+
+absl::Status EvaluateJobFloat(const PipelineRequest& request, const std::vector<std::string>& formats,
+                              ProgressSink& progress, const CancelToken& cancel,
+                              const eval::FloatFigures& float_figures) {
+  eval::ModelEvaluationOptions options = EvaluationOptions(request, formats, progress, cancel, 0, float_figures);
+  if (options.plan.empty()) return absl::OkStatus();
+  return eval::EvaluateFloatFigures(options);
+}
+
+absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::string>& formats,
+                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo,
+                         PipelineResult& result, const eval::FloatFigures& float_figures) {
+  eval::ModelEvaluationOptions options =
+      EvaluationOptions(request, formats, progress, cancel, fraction_lo, float_figures);
+  if (options.plan.empty()) return absl::OkStatus();
   if (options.plan.task_limit == 0 && !options.plan.tasks.empty()) {
     progress.Log("evaluate: tasks without task_limit score every example of each task file");
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/eval/model_evaluation.h"
 #include "worker/cancel_token.h"
 #include "worker/quantize_pipeline.h"
 
@@ -27,7 +28,14 @@ absl::Status CheckJobEvaluation(const PipelineRequest& request, const std::vecto
 
 /// Runs spec.evaluation's tasks and KLD, merging the figures into result.metrics, the details into
 /// result.evaluation and a broken gate into result.gate_failure. Progress fractions run from `fraction_lo` to 1.
+/// `float_figures`: the float model's figures kept by a sweep's shared baseline (worker/float_baseline.h), or empty.
 absl::Status EvaluateJob(const PipelineRequest& request, const std::vector<std::string>& formats,
-                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo, PipelineResult& result);
+                         ProgressSink& progress, const CancelToken& cancel, double fraction_lo, PipelineResult& result,
+                         const eval::FloatFigures& float_figures = {});
+
+/// The float model's part of spec.evaluation alone (eval::EvaluateFloatFigures), handed to `float_figures`: a
+/// sweep's first child runs it before quantizing (#36 item 1).
+absl::Status EvaluateJobFloat(const PipelineRequest& request, const std::vector<std::string>& formats,
+                              ProgressSink& progress, const CancelToken& cancel, const eval::FloatFigures& float_figures);
 
 }  // namespace quark::worker

@@ -157,6 +157,7 @@ absl::StatusOr<quark::v1::JobResult> QuantizeJobRunner::Run(const quark::v1::Job
   request.checkpoint_dir = CheckpointDir(job.id());
   request.tasks_dir = options_.tasks_dir;
   request.device = EngineDevice(job.spec(), options_.devices);
+  if (!job.parent_id().empty()) request.float_baseline_store = storage->store;  // #36 item 1
   fs::create_directories(request.output_dir);
   fs::create_directories(request.scratch_dir);
 

@@ -15,6 +15,7 @@
 #include "quark/v1/service.pb.h"
 #include "worker/cancel_token.h"
 #include "worker/job_runner.h"
+#include "worker/storage/object_store.h"
 
 namespace quark::worker {
 
@@ -51,6 +52,9 @@ struct PipelineRequest {
   std::filesystem::path tasks_dir;
   /// Where the engine computes ("cpu", "cuda:N"): EngineDevice of the job and the worker's devices.
   std::string device = "cpu";
+  /// #36 item 1: the job's store when the job is a sweep's or a search's child: its float figures are shared with
+  /// its siblings through it (worker/float_baseline.h). Null = the job measures the float model itself.
+  std::shared_ptr<storage::ObjectStore> float_baseline_store;
 };
 
 /// A job that asks for GPUs (spec.resources.gpus > 0) computes on the first CUDA device the worker announced

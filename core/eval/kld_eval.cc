@@ -55,9 +55,11 @@ absl::Status ForEachScoredRow(runtime::LayerStreamer& streamer, const at::Tensor
 
 void KldReference::FileCloser::operator()(std::FILE* f) const { std::fclose(f); }
 
-absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference, const std::vector<int64_t>& ids,
-                                               const KldOptions& options) {
-  const auto& ref_config = reference.config();
+namespace {
+
+// The reference's chunks and figures for `ids` (no rows yet): what WriteKldReference and OpenKldReferenceRows share.
+absl::StatusOr<KldReference> PlanKldReference(const checkpoint::ModelConfig& ref_config,
+                                              const std::vector<int64_t>& ids, const KldOptions& options) {
   KldReference ref;
   ref.vocab = ref_config.vocab_size;
   KldResult& result = ref.result;
@@ -84,6 +86,61 @@ absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference
     chunk[0] = bos;
     ref.chunks.push_back(at::tensor(chunk, at::kLong).unsqueeze(0));
   }
+  return ref;
+}
+
+}  // namespace
+
+int64_t KldReferenceRowsBytes(const KldReference& reference) {
+  const int64_t scored = reference.result.n_ctx - 1 - reference.result.n_ctx / 2;  // positions n_ctx/2 .. n_ctx-2
+  return reference.result.chunks * scored * KldRowWidth(reference.vocab) * static_cast<int64_t>(sizeof(uint16_t));
+}
+
+absl::Status SaveKldReferenceRows(KldReference& reference, const std::string& path) {
+  std::FILE* rows = reference.rows.get();
+  if (rows == nullptr) return absl::FailedPreconditionError("KLD reference: no rows to save");
+  std::unique_ptr<std::FILE, KldReference::FileCloser> out(std::fopen(path.c_str(), "wb"));
+  if (!out) return absl::InternalError(StrCat("KLD reference rows: cannot create ", path));
+  std::rewind(rows);
+  std::vector<char> buffer(size_t{1} << 20);
+  int64_t copied = 0;
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), rows)) > 0; copied += static_cast<int64_t>(n)) {
+    if (std::fwrite(buffer.data(), 1, n, out.get()) != n) {
+      return absl::InternalError(StrCat("KLD reference rows: write of ", path, " failed (disk full?)"));
+    }
+  }
+  if (std::fflush(out.get()) != 0 || copied != KldReferenceRowsBytes(reference)) {
+    return absl::InternalError(StrCat("KLD reference rows: ", path, " holds ", copied, " bytes, the rows are ",
+                                      KldReferenceRowsBytes(reference)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KldReference> OpenKldReferenceRows(const std::string& path, const checkpoint::ModelConfig& ref_config,
+                                                  const std::vector<int64_t>& ids, const KldOptions& options) {
+  absl::StatusOr<KldReference> ref = PlanKldReference(ref_config, ids, options);
+  if (!ref.ok()) return ref.status();
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  const int64_t expected = KldReferenceRowsBytes(*ref);
+  if (ec || static_cast<int64_t>(size) != expected) {
+    return absl::InvalidArgumentError(StrCat("KLD reference rows ", path, ": ",
+                                             ec ? ec.message() : StrCat(size, " bytes"),
+                                             "; ", ref->result.chunks, " chunks of n_ctx ", ref->result.n_ctx,
+                                             " over a vocabulary of ", ref->vocab, " need ", expected));
+  }
+  ref->rows.reset(std::fopen(path.c_str(), "rb"));
+  if (!ref->rows) return absl::InternalError(StrCat("KLD reference rows: cannot open ", path));
+  ref->result.scratch_bytes = expected;
+  return ref;
+}
+
+absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference, const std::vector<int64_t>& ids,
+                                               const KldOptions& options) {
+  absl::StatusOr<KldReference> planned = PlanKldReference(reference.config(), ids, options);
+  if (!planned.ok()) return planned.status();
+  KldReference ref = *std::move(planned);
+  KldResult& result = ref.result;
   const int64_t first = result.n_ctx / 2;
   const int64_t last = result.n_ctx - 2;
   std::vector<uint16_t> row(static_cast<size_t>(KldRowWidth(ref.vocab)));

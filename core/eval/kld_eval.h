@@ -65,6 +65,19 @@ struct KldReference {
 absl::StatusOr<KldReference> WriteKldReference(runtime::LayerStreamer& reference, const std::vector<int64_t>& ids,
                                                const KldOptions& options = {});
 
+/// Bytes of `reference`'s rows: chunks x scored positions (n_ctx/2 .. n_ctx-2) x KldRowWidth(vocab) x 2.
+int64_t KldReferenceRowsBytes(const KldReference& reference);
+
+/// Copies the reference's rows to `path` (a shared float baseline keeps them for other jobs: worker/float_baseline.h).
+/// INTERNAL naming the path when it cannot be written whole.
+absl::Status SaveKldReferenceRows(KldReference& reference, const std::string& path);
+
+/// The reference WriteKldReference would give for `ids` and `options` on a model of `ref_config`, its rows read from
+/// `path` (saved by SaveKldReferenceRows) instead of computed. INVALID_ARGUMENT naming the path when the file's size
+/// is not what those chunks need (other settings, cut or padded); the rows' contents are the caller's to trust.
+absl::StatusOr<KldReference> OpenKldReferenceRows(const std::string& path, const checkpoint::ModelConfig& ref_config,
+                                                  const std::vector<int64_t>& ids, const KldOptions& options = {});
+
 /// The model pass against `reference`'s rows (read from the start; consumed). InvalidArgument when the model's
 /// vocabulary or max_position_embeddings does not fit the reference's chunks.
 absl::StatusOr<KldResult> ScoreKld(runtime::LayerStreamer& model, KldReference& reference,

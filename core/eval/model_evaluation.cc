@@ -1,6 +1,7 @@
 #include "core/eval/model_evaluation.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "core/base/strings.h"
 #include "core/eval/eval_json.h"
@@ -19,8 +20,8 @@ double SecondsSince(Clock::time_point start) { return std::chrono::duration<doub
 // Counts steps, reports each as it starts with the estimate of the time left, and checks for a cancel.
 class StepCounter {
  public:
-  explicit StepCounter(const ModelEvaluationOptions& options)
-      : options_(options), total_(EvaluationSteps(options.plan, options.exports.size())), start_(Clock::now()) {}
+  StepCounter(const ModelEvaluationOptions& options, int total)
+      : options_(options), total_(total), start_(Clock::now()) {}
 
   absl::Status Start(const std::string& message) {
     if (options_.cancelled && options_.cancelled())
@@ -75,9 +76,49 @@ absl::Status ScoreOn(const TaskInfo& task, const std::vector<TaskDoc>& docs, con
   return absl::OkStatus();
 }
 
-absl::Status RunTasks(const ModelEvaluationOptions& options, StepCounter& steps, ModelEvaluationReport& report) {
-  std::vector<std::pair<std::string, std::string>> models = {{"float", options.float_model}};
-  models.insert(models.end(), options.exports.begin(), options.exports.end());
+void Notice(const FloatFigures& figures, const std::string& line) {
+  if (figures.on_notice) figures.on_notice(line);
+}
+
+// Kept float figures of a task into the report; false when they are not {"metrics": {name: number}, "entry": {...}}.
+bool MergeFloatTask(const std::string& task, const nlohmann::json& figures, ModelEvaluationReport& report) {
+  if (!figures.is_object() || !figures.contains("metrics") || !figures["metrics"].is_object() ||
+      !figures.contains("entry") || !figures["entry"].is_object() || !figures["entry"].contains("float")) {
+    return false;
+  }
+  for (const auto& [name, value] : figures["metrics"].items()) {
+    if (!value.is_number()) return false;
+  }
+  for (const auto& [name, value] : figures["metrics"].items()) report.metrics[name] = value.get<double>();
+  report.details["tasks"][task].update(figures["entry"]);
+  return true;
+}
+
+// Task `task` on the float model: the kept figures (float_figures.task) or scored here and handed on.
+absl::Status FloatTaskScores(const TaskInfo& task, const std::vector<TaskDoc>& docs,
+                             const ModelEvaluationOptions& options, ModelEvaluationReport& report) {
+  const FloatFigures& figures = options.float_figures;
+  if (figures.task) {
+    if (std::optional<nlohmann::json> kept = figures.task(task.name)) {
+      if (MergeFloatTask(task.name, *kept, report)) return absl::OkStatus();
+      Notice(figures, StrCat("float baseline: the kept float scores of task ", task.name,
+                             " are malformed; scoring the float model here"));
+    }
+  }
+  if (options.cancelled && options.cancelled()) {
+    return absl::CancelledError(StrCat("evaluation cancelled at ", task.name));
+  }
+  ModelEvaluationReport scored;
+  if (auto s = ScoreOn(task, docs, "float", options.float_model, scored); !s.ok()) return s;
+  nlohmann::json kept = {{"metrics", scored.metrics}, {"entry", scored.details["tasks"][task.name]}};
+  if (figures.on_task) figures.on_task(task.name, kept);
+  MergeFloatTask(task.name, kept, report);
+  return absl::OkStatus();
+}
+
+// Every task on the float model and, unless `float_only`, on every export.
+absl::Status RunTasks(const ModelEvaluationOptions& options, StepCounter& steps, ModelEvaluationReport& report,
+                      bool float_only) {
   for (const std::string& name : options.plan.tasks) {
     auto task = FindTask(name);
     if (!task.ok()) return task.status();
@@ -85,7 +126,11 @@ absl::Status RunTasks(const ModelEvaluationOptions& options, StepCounter& steps,
     auto docs = LoadFewshotTaskDocs(*task, options.tasks_dir, options.plan.task_limit, num_fewshot);
     if (!docs.ok()) return docs.status();
     report.details["tasks"][name]["num_fewshot"] = num_fewshot;
-    for (const auto& [label, path] : models) {
+    if (auto s = steps.Start(StrCat("task ", name, " on float")); !s.ok()) return s;
+    if (auto s = FloatTaskScores(*task, *docs, options, report); !s.ok()) return s;
+    steps.Finish();
+    if (float_only) continue;
+    for (const auto& [label, path] : options.exports) {
       if (auto s = steps.Start(StrCat("task ", name, " on ", label)); !s.ok()) return s;
       if (auto s = ScoreOn(*task, *docs, label, path, report); !s.ok()) return s;
       steps.Finish();
@@ -94,25 +139,53 @@ absl::Status RunTasks(const ModelEvaluationOptions& options, StepCounter& steps,
   return absl::OkStatus();
 }
 
-// The float model's pass, then the model's, the float model closed in between (its mapped embeddings and
-// vocabulary projection would otherwise stay resident beside the model's: +25% of the pass's peak on a 7B shape).
-absl::StatusOr<KldResult> KldAgainstFloat(const std::string& float_path, const std::string& label,
-                                          const std::string& path, const std::vector<int64_t>& ids, KldOptions kld) {
-  absl::StatusOr<KldReference> rows;
-  {
-    auto reference = Open("float", float_path);
-    if (!reference.ok()) return reference.status();
-    kld.reference_hooks = reference->hooks;
-    rows = WriteKldReference(*reference->streamer, ids, kld);
-    if (!rows.ok()) return rows.status();
+// The float model's reference rows: the kept ones (float_figures.kld_rows) when they fit this text and these
+// options, else its pass here, its rows handed on. The float model is closed on return.
+absl::StatusOr<KldReference> FloatReference(const ModelEvaluationOptions& options, const std::vector<int64_t>& ids,
+                                            KldOptions kld) {
+  auto reference = Open("float", options.float_model);
+  if (!reference.ok()) return reference.status();
+  const FloatFigures& figures = options.float_figures;
+  if (figures.kld_rows) {
+    if (std::optional<std::string> file = figures.kld_rows()) {
+      absl::StatusOr<KldReference> kept = OpenKldReferenceRows(*file, reference->streamer->config(), ids, kld);
+      if (kept.ok()) return kept;
+      Notice(figures, StrCat("float baseline: the kept float KLD rows do not fit (",
+                             std::string(kept.status().message()), "); computing them here"));
+    }
   }
+  // A wait for the kept rows that a cancel ended: no reference pass for an evaluation that stops.
+  if (options.cancelled && options.cancelled()) {
+    return absl::CancelledError("evaluation cancelled at the KLD reference");
+  }
+  kld.reference_hooks = reference->hooks;
+  absl::StatusOr<KldReference> rows = WriteKldReference(*reference->streamer, ids, kld);
+  if (!rows.ok() || !figures.on_kld_rows) return rows;
+  const std::string dir = kld.scratch_dir.empty() ? std::filesystem::temp_directory_path().string() : kld.scratch_dir;
+  const std::string file = dir + "/float_kld_reference_rows.bin";
+  if (absl::Status saved = SaveKldReferenceRows(*rows, file); !saved.ok()) {
+    Notice(figures,
+           StrCat("float baseline: the float KLD rows are not kept for others: ", std::string(saved.message())));
+  } else {
+    figures.on_kld_rows(file);
+  }
+  return rows;
+}
+
+// The float model's pass (or kept rows), then the model's, the float model closed in between (its mapped embeddings
+// and vocabulary projection would otherwise stay resident beside the model's: +25% of the pass's peak on a 7B shape).
+absl::StatusOr<KldResult> KldAgainstFloat(const ModelEvaluationOptions& options, const std::string& label,
+                                          const std::string& path, const std::vector<int64_t>& ids, KldOptions kld) {
+  absl::StatusOr<KldReference> rows = FloatReference(options, ids, kld);
+  if (!rows.ok()) return rows.status();
   auto model = Open(label, path);
   if (!model.ok()) return model.status();
   kld.model_hooks = model->hooks;
   return ScoreKld(*model->streamer, *rows, kld);
 }
 
-absl::Status RunKld(const ModelEvaluationOptions& options, StepCounter& steps, ModelEvaluationReport& report) {
+// The evaluation text as the float model's tokenizer encodes it, BOS first.
+absl::StatusOr<std::vector<int64_t>> KldIds(const ModelEvaluationOptions& options) {
   std::unique_ptr<runtime::Tokenizer> tokenizer;
   {
     auto reference = Open("float", options.float_model);
@@ -123,15 +196,23 @@ absl::Status RunKld(const ModelEvaluationOptions& options, StepCounter& steps, M
   }
   auto text = runtime::ReadTextFile(options.text_file);
   if (!text.ok()) return text.status();
-  auto ids = tokenizer->EncodeWithBos(*text);
+  return tokenizer->EncodeWithBos(*text);
+}
+
+KldOptions KldOptionsOf(const ModelEvaluationOptions& options) {
+  KldOptions kld;
+  kld.n_ctx = options.kld_n_ctx;
+  kld.max_chunks = options.kld_max_chunks;
+  kld.scratch_dir = options.scratch_dir;
+  return kld;
+}
+
+absl::Status RunKld(const ModelEvaluationOptions& options, StepCounter& steps, ModelEvaluationReport& report) {
+  auto ids = KldIds(options);
   if (!ids.ok()) return ids.status();
   for (const auto& [label, path] : options.exports) {
     if (auto s = steps.Start(StrCat("kld of ", label, " against float")); !s.ok()) return s;
-    KldOptions kld;
-    kld.n_ctx = options.kld_n_ctx;
-    kld.max_chunks = options.kld_max_chunks;
-    kld.scratch_dir = options.scratch_dir;
-    absl::StatusOr<KldResult> result = KldAgainstFloat(options.float_model, label, path, *ids, kld);
+    absl::StatusOr<KldResult> result = KldAgainstFloat(options, label, path, *ids, KldOptionsOf(options));
     if (!result.ok())
       return absl::Status(result.status().code(),
                           StrCat("kld of ", label, ": ", std::string(result.status().message())));
@@ -165,9 +246,9 @@ absl::StatusOr<ModelEvaluationReport> EvaluateModels(const ModelEvaluationOption
   ModelEvaluationReport report;
   report.details = {{"labels", nlohmann::json::array({"float"})}};
   for (const auto& e : options.exports) report.details["labels"].push_back(e.first);
-  StepCounter steps(options);
+  StepCounter steps(options, EvaluationSteps(options.plan, options.exports.size()));
   const auto tasks_start = Clock::now();
-  if (auto s = RunTasks(options, steps, report); !s.ok()) return s;
+  if (auto s = RunTasks(options, steps, report, /*float_only=*/false); !s.ok()) return s;
   if (!options.plan.tasks.empty()) report.metrics["seconds_eval_tasks"] = SecondsSince(tasks_start);
   if (options.plan.kld) {
     const auto kld_start = Clock::now();
@@ -175,6 +256,23 @@ absl::StatusOr<ModelEvaluationReport> EvaluateModels(const ModelEvaluationOption
     report.metrics["seconds_eval_kld"] = SecondsSince(kld_start);
   }
   return report;
+}
+
+absl::Status EvaluateFloatFigures(const ModelEvaluationOptions& options) {
+  if (auto s = ValidateEvaluationPlan(options.plan, "evaluation"); !s.ok()) return s;
+  StepCounter steps(options, static_cast<int>(options.plan.tasks.size()) + (options.plan.kld ? 1 : 0));
+  ModelEvaluationReport unused;
+  if (auto s = RunTasks(options, steps, unused, /*float_only=*/true); !s.ok()) return s;
+  if (!options.plan.kld) return absl::OkStatus();
+  auto ids = KldIds(options);
+  if (!ids.ok()) return ids.status();
+  if (auto s = steps.Start("kld reference rows of float"); !s.ok()) return s;
+  absl::StatusOr<KldReference> rows = FloatReference(options, *ids, KldOptionsOf(options));
+  if (!rows.ok()) {
+    return absl::Status(rows.status().code(), StrCat("kld of float: ", std::string(rows.status().message())));
+  }
+  steps.Finish();
+  return absl::OkStatus();
 }
 
 }  // namespace quark::eval

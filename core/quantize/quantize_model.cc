@@ -36,8 +36,7 @@ void QuantizeRun::Notice(const std::string& phase, int layer, const std::string&
   Progress(phase, layer, 0, 0, message);
 }
 
-absl::Status QuantizeRun::Prepare() {
-  Progress("prepare", 0, 0, 0, "validating the config against the model");
+absl::Status QuantizeRun::PrepareDevice() {
   absl::StatusOr<at::ScalarType> dtype = runtime::ResolveComputeDtype(options_.compute_dtype, "compute_dtype");
   if (!dtype.ok()) return dtype.status();
   compute_dtype_ = *dtype;
@@ -49,6 +48,12 @@ absl::Status QuantizeRun::Prepare() {
   auto model = checkpoint::LoadModelConfig(model_dir_);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::Prepare() {
+  Progress("prepare", 0, 0, 0, "validating the config against the model");
+  if (auto s = PrepareDevice(); !s.ok()) return s;
   auto modules = ListModelModules(model_dir_);
   if (!modules.ok()) return modules.status();
   // A GGUF of the float model by llama.cpp's rules (a --gguf-type and no scheme; rotation, SmoothQuant or AWQ of the
@@ -295,18 +300,12 @@ absl::Status QuantizeRun::LoadInputs() {
     calib = options_.eval_text_file;
   }
   const bool token_ids = calib.size() > 4 && (calib.rfind(".ids") == calib.size() - 4 || calib.rfind(".tokens") == calib.size() - 7);
-  if (!options_.eval_text_file.empty() || (!calib.empty() && !token_ids)) {
+  if (!calib.empty() && !token_ids) {
     auto tokenizer = runtime::Tokenizer::Open(model_dir_, model_.bos_token_id, model_.eos_token_id);
     if (!tokenizer.ok()) return tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
   }
-  if (!options_.eval_text_file.empty()) {
-    auto text = runtime::ReadTextFile(options_.eval_text_file);
-    if (!text.ok()) return text.status();
-    auto ids = tokenizer_->EncodeWithBos(*text);
-    if (!ids.ok()) return ids.status();
-    eval_ids_ = *std::move(ids);
-  }
+  if (auto s = LoadEvaluationText(); !s.ok()) return s;
   if (needs_calibration) {
     auto samples = quantize::LoadCalibrationSamples(calib, model_, tokenizer_.get(), options_.num_calibration_samples,
                                                     options_.seq_len, options_.seed);
@@ -318,6 +317,36 @@ absl::Status QuantizeRun::LoadInputs() {
   report_.metrics["num_calibration_samples"] = static_cast<double>(samples_.size());
   report_.metrics["calibration_tokens"] = static_cast<double>(tokens);
   return absl::OkStatus();
+}
+
+absl::Status QuantizeRun::LoadEvaluationText() {
+  if (options_.eval_text_file.empty()) return absl::OkStatus();
+  if (!tokenizer_) {
+    auto tokenizer = runtime::Tokenizer::Open(model_dir_, model_.bos_token_id, model_.eos_token_id);
+    if (!tokenizer.ok()) return tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+  }
+  auto text = runtime::ReadTextFile(options_.eval_text_file);
+  if (!text.ok()) return text.status();
+  auto ids = tokenizer_->EncodeWithBos(*text);
+  if (!ids.ok()) return ids.status();
+  eval_ids_ = *std::move(ids);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> QuantizeRun::EvaluateFloat() {
+  auto float_streamer = runtime::LayerStreamer::Open(model_dir_, OnDevice());
+  if (!float_streamer.ok()) return float_streamer.status();
+  return Evaluate(**float_streamer, {}, "evaluate_float", 0);
+}
+
+absl::StatusOr<double> QuantizeRun::MeasureFloatPerplexity() {
+  if (options_.eval_text_file.empty()) {
+    return absl::InvalidArgumentError("eval_text_file: the float perplexity needs evaluation text");
+  }
+  if (auto s = PrepareDevice(); !s.ok()) return s;
+  if (auto s = LoadEvaluationText(); !s.ok()) return s;
+  return EvaluateFloat();
 }
 
 absl::StatusOr<double> QuantizeRun::Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks,
@@ -349,11 +378,20 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   report_.metrics["num_layers"] = static_cast<double>(model_.num_hidden_layers);
   if (!eval_ids_.empty()) {
     const auto eval_start = Clock::now();
-    auto float_streamer = runtime::LayerStreamer::Open(model_dir_, OnDevice());
-    if (!float_streamer.ok()) return float_streamer.status();
-    auto before = Evaluate(**float_streamer, {}, "evaluate_float", 0);
-    if (!before.ok()) return before.status();
-    report_.metrics["ppl_before"] = *before;
+    const std::optional<double> known = options_.known_float_ppl ? options_.known_float_ppl() : std::nullopt;
+    if (known) {
+      report_.metrics["ppl_before"] = *known;
+      report_.metrics["float_ppl_shared"] = 1;
+    } else {
+      // A wait for a shared figure that a cancel ended: no float pass for a job that stops.
+      if (options_.cancelled && options_.cancelled()) {
+        return absl::CancelledError("cancelled before the float evaluation");
+      }
+      auto before = EvaluateFloat();
+      if (!before.ok()) return before.status();
+      report_.metrics["ppl_before"] = *before;
+      if (options_.on_float_ppl) options_.on_float_ppl(*before);
+    }
     report_.metrics["seconds_eval"] = Seconds(eval_start);
   }
   if (auto s = QuantizeLayers(); !s.ok()) return s;
@@ -407,6 +445,17 @@ absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, 
   absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(options.device, "device");
   if (!device.ok()) return device.status();
   return QuantizeModelOn(*device, model_dir, options);
+}
+
+absl::StatusOr<double> MeasureFloatPerplexity(const std::string& model_dir, const QuantizeModelOptions& options) {
+  absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(options.device, "device");
+  if (!device.ok()) return device.status();
+  try {
+    QuantizeRun run(model_dir, options, *device);
+    return run.MeasureFloatPerplexity();
+  } catch (const std::exception& error) {
+    return absl::InternalError(StrCat("float perplexity of ", model_dir, ": ", error.what()));
+  }
 }
 
 absl::StatusOr<QuantizeModelReport> QuantizeModelOn(const runtime::ComputeDevice& device, const std::string& model_dir,

@@ -117,6 +117,13 @@ struct QuantizeModelOptions {
   /// The run's figures (the report's metrics) when it ends, also when the accuracy gate fails it: a job keeps its
   /// perplexities in its result either way. May be empty.
   std::function<void(const std::map<std::string, double>&)> on_metrics;
+  // --- #36 item 1: a sweep's children share one float evaluation (worker/float_baseline.h) ---
+  /// Asked for the float model's perplexity over this evaluation text and windows where the run would measure it:
+  /// a value is ppl_before without the float pass (and the metric float_ppl_shared = 1); nullopt measures it. May be
+  /// empty (measure).
+  std::function<std::optional<double>()> known_float_ppl;
+  /// Given the float perplexity the run measured (ppl_before), for others to reuse. May be empty.
+  std::function<void(double)> on_float_ppl;
 };
 
 struct QuantizeModelReport {
@@ -138,6 +145,11 @@ struct QuantizeModelReport {
 /// ALREADY_EXISTS for a non-empty output_dir; CANCELLED when `cancelled` returned true; FAILED_PRECONDITION when
 /// the export breaks a consumer rule (nothing is published then); file errors name the file.
 absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options);
+
+/// The float model's perplexity exactly as QuantizeModel measures ppl_before with these options (device, compute dtype,
+/// evaluation text, seq_len, windows), without quantizing: a sweep's first child measures it once for all
+/// (#36 item 1). INVALID_ARGUMENT naming eval_text_file when there is none; the model's errors as QuantizeModel's.
+absl::StatusOr<double> MeasureFloatPerplexity(const std::string& model_dir, const QuantizeModelOptions& options);
 /// The same run on a device handle (options.device is not read): the passes compute on `device`, the exports and
 /// checkpoints receive host tensors. Tests pass devices QuantizeModel does not open (tests/support/lazy_device.h).
 absl::StatusOr<QuantizeModelReport> QuantizeModelOn(const runtime::ComputeDevice& device, const std::string& model_dir,

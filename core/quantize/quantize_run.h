@@ -72,8 +72,13 @@ class QuantizeRun {
       : model_dir_(std::move(model_dir)), options_(options), device_(std::move(device)), start_(Clock::now()) {}
 
   absl::StatusOr<QuantizeModelReport> Run();
+  // ppl_before alone: the device, the model's config, the evaluation text, the float pass (MeasureFloatPerplexity).
+  absl::StatusOr<double> MeasureFloatPerplexity();
 
  private:
+  absl::Status PrepareDevice();
+  absl::Status LoadEvaluationText();
+  absl::StatusOr<double> EvaluateFloat();
   absl::Status Prepare();
   absl::Status PrepareAlgorithms(const LayerPlan& plan);
   bool NeedsCalibration() const;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <random>
 
@@ -161,6 +163,43 @@ TEST_F(KldEvalTest, StreamingInPassesAndLogitBlocksChangesNothing) {
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   EXPECT_EQ(streamed->kld_values, whole->kld_values);
   EXPECT_EQ(streamed->p_diff_values, whole->p_diff_values);
+}
+
+// #36 item 1: rows saved by one job and opened by another score exactly as the reference pass they came from; a file
+// of another size (other settings, cut) is refused naming the path and what the chunks need.
+TEST_F(KldEvalTest, SavedReferenceRowsScoreAsTheReferencePass) {
+  KldOptions options;
+  options.n_ctx = 96;
+  options.model_hooks.after = [](int64_t index, runtime::DecoderLayer&, const std::vector<at::Tensor>&,
+                                 const std::vector<at::Tensor>& outputs) {
+    if (index == 2) {
+      for (const auto& o : outputs) o.mul_(1.1);
+    }
+    return absl::OkStatus();
+  };
+  auto written = WriteKldReference(*reference_, ids_, options);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string file = ::testing::TempDir() + "/kld_reference_rows.bin";
+  ASSERT_TRUE(SaveKldReferenceRows(*written, file).ok());
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(file)), KldReferenceRowsBytes(*written));
+  EXPECT_EQ(KldReferenceRowsBytes(*written), 5 * (96 - 1 - 48) * KldRowWidth(512) * 2);
+  auto fresh = ScoreKld(*model_, *written, options);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto opened = OpenKldReferenceRows(file, reference_->config(), ids_, options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto kept = ScoreKld(*model_, *opened, options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_GT(fresh->summary.kld.value, 1e-5);
+  EXPECT_EQ(kept->kld_values, fresh->kld_values);
+  EXPECT_EQ(kept->p_diff_values, fresh->p_diff_values);
+  EXPECT_EQ(kept->summary.kld.value, fresh->summary.kld.value);
+  // Other settings need other rows: refused before any pass.
+  options.n_ctx = 128;
+  auto other = OpenKldReferenceRows(file, reference_->config(), ids_, options);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find(file), std::string::npos) << other.status();
+  EXPECT_NE(other.status().message().find("4 chunks of n_ctx 128"), std::string::npos) << other.status();
+  std::filesystem::remove(file);
 }
 
 TEST_F(KldEvalTest, BadInputIsNamed) {

@@ -1,7 +1,9 @@
 // QuantizeModel end to end: clear errors before any work, cancellation, and the fake-quantized evaluation.
 #include "core/quantize/quantize_model.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +85,43 @@ TEST(QuantizeModelTest, StoriesW8A8StaysCloseToFloat) {
   EXPECT_EQ(report->metrics.count("ppl_reloaded"), 0u);
   EXPECT_EQ(phases.front(), "prepare");
   EXPECT_EQ(phases.back(), "done");
+}
+
+// #36 item 1: a sweep's first child measures the float perplexity alone (MeasureFloatPerplexity), equal to the
+// ppl_before a run measures to the last bit; a run given it skips the float pass (no "evaluate_float" phase), and a run
+// asked but given nothing measures it and hands it on.
+TEST(QuantizeModelTest, TheFloatPerplexityIsMeasuredAloneOrGivenAsARunMeasuresIt) {
+  QuantizeModelOptions o = SmallRun("fp8");
+  o.eval_text_file = testing::SmallEvalText();
+  o.eval_seq_len = 128;
+  o.eval_max_windows = 4;
+  const std::string stories = testing::FixturePath("stories260K");
+  std::optional<double> handed;
+  o.known_float_ppl = [] { return std::nullopt; };
+  o.on_float_ppl = [&](double ppl) { handed = ppl; };
+  auto measured = QuantizeModel(stories, o);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const double before = measured->metrics.at("ppl_before");
+  ASSERT_TRUE(handed.has_value());
+  EXPECT_EQ(*handed, before);
+  EXPECT_EQ(measured->metrics.count("float_ppl_shared"), 0u);
+  absl::StatusOr<double> alone = MeasureFloatPerplexity(stories, o);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(*alone, before);
+
+  std::vector<std::string> phases;
+  o.on_progress = [&](const QuantizeProgress& p) { phases.push_back(p.phase); };
+  o.known_float_ppl = [&] { return std::optional<double>(*alone); };
+  o.on_float_ppl = [](double) { ADD_FAILURE() << "a given float perplexity is not measured again"; };
+  auto given = QuantizeModel(stories, o);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->metrics.at("ppl_before"), before);
+  EXPECT_EQ(given->metrics.at("float_ppl_shared"), 1);
+  EXPECT_EQ(given->metrics.at("ppl_after"), measured->metrics.at("ppl_after"));
+  EXPECT_EQ(std::count(phases.begin(), phases.end(), "evaluate_float"), 0);
+
+  QuantizeModelOptions no_text = SmallRun("fp8");
+  EXPECT_EQ(MeasureFloatPerplexity(stories, no_text).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

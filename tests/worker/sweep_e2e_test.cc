@@ -93,12 +93,51 @@ class SweepE2eTest : public ::testing::Test {
     return request;
   }
 
+  // `request` with other candidates.
+  static quark::v1::SubmitJobRequest SweepRequestLike(quark::v1::SubmitJobRequest request,
+                                                      const std::vector<std::string>& schemes) {
+    request.mutable_spec()->clear_sweep();
+    for (const std::string& scheme : schemes) request.mutable_spec()->add_sweep(scheme);
+    return request;
+  }
+
   grpc::Status Submit(const quark::v1::SubmitJobRequest& request, quark::v1::Job* job) {
     grpc::ClientContext context;
     return stub_->SubmitJob(&context, request, job);
   }
 
   quark::v1::Job Get(const std::string& id) { return quark::testing::GetJob(*stub_, id); }
+
+  // The finished job's log lines, replayed from quarkd's durable event log.
+  std::vector<std::string> Logs(const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    quark::v1::WatchJobRequest watch;
+    watch.set_id(id);
+    auto reader = stub_->WatchJob(&context, watch);
+    std::vector<std::string> logs;
+    quark::v1::JobEvent event;
+    while (reader->Read(&event)) {
+      if (event.event_case() == quark::v1::JobEvent::kLog) logs.push_back(event.log());
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return logs;
+  }
+
+  // Submits `request` and waits for its end.
+  quark::v1::Job RunToEnd(const quark::v1::SubmitJobRequest& request) {
+    quark::v1::Job job;
+    grpc::Status status = Submit(request, &job);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(quark::testing::WaitUntil(
+        [&] {
+          const quark::v1::JobState s = Get(job.id()).state();
+          return s != quark::v1::JOB_STATE_RUNNING && s != quark::v1::JOB_STATE_QUEUED;
+        },
+        std::chrono::seconds(400)))
+        << quarkd_->Log();
+    return Get(job.id());
+  }
 
   std::unique_ptr<quark::testing::Quarkd> quarkd_;
   std::unique_ptr<quark::v1::QuantizationService::Stub> stub_;
@@ -179,10 +218,103 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   remote->Stop(SIGTERM);
 }
 
+// #36 item 1: one float evaluation per sweep. The first child to claim the float figures (perplexity, KLD reference
+// rows) measures them before it quantizes and stores them by content key beside the artifacts; its siblings, on the
+// other worker, read them: the float model is measured once for the three children (counted by the children's
+// float_passes metrics and their events). Each row equals what a job measuring the float model itself reports, bit
+// for bit. A corrupt entry (malformed JSON, rows of another digest) is refused and measured again, never failing the
+// job.
+TEST_F(SweepE2eTest, TheChildrenShareOneFloatEvaluationAndACorruptEntryIsMeasuredAgain) {
+  const std::string worker = quark::testing::BuiltBinary("worker/quark-worker");
+  if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
+  std::unique_ptr<Subprocess> remote = StartPoolAndRemoteWorker();
+  ASSERT_NE(remote, nullptr) << quarkd_->Log();
+  quark::v1::SubmitJobRequest request = SweepRequest({"w_int8_per_tensor_sym", "fp8", "mxfp4_weight_only"});
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->set_max_attempts(1);
+  spec->mutable_evaluation()->set_seq_len(128);
+  spec->mutable_evaluation()->set_max_windows(2);
+  spec->mutable_evaluation()->set_kld(true);
+  const quark::v1::Job parent = RunToEnd(request);
+  ASSERT_EQ(parent.state(), quark::v1::JOB_STATE_SUCCEEDED) << parent.DebugString() << quarkd_->Log();
+  ASSERT_EQ(parent.sweep().candidates_size(), 3);
+  double passes = 0;
+  int producers = 0;
+  int measured = 0;  // "float baseline: ... measured here and stored at ..." events, over the children
+  std::string baseline_log;
+  std::set<std::string> workers;
+  for (const quark::v1::SweepCandidate& row : parent.sweep().candidates()) {
+    const quark::v1::Job child = Get(row.job_id());
+    ASSERT_EQ(child.state(), quark::v1::JOB_STATE_SUCCEEDED) << child.error();
+    workers.insert(child.worker_id());
+    const auto& metrics = child.result().metrics();
+    ASSERT_EQ(metrics.count("float_passes"), 1u) << child.DebugString();
+    passes += metrics.at("float_passes");
+    if (metrics.at("float_passes") > 0) {
+      ++producers;
+      EXPECT_EQ(metrics.at("float_figures_read"), 0);
+    } else {
+      EXPECT_EQ(metrics.at("float_figures_read"), 2) << "the float perplexity and the KLD reference rows";
+      EXPECT_EQ(metrics.at("float_ppl_shared"), 1);
+    }
+    EXPECT_EQ(parent.sweep().ppl_float(), metrics.at("ppl_before"));
+    EXPECT_EQ(row.ppl(), metrics.at("ppl_reloaded"));
+    EXPECT_EQ(row.kld(), metrics.at("kld_mean_reloaded"));
+    for (const std::string& line : Logs(child.id())) {
+      if (line.find("float baseline") != std::string::npos) baseline_log += child.id() + ": " + line + "\n";
+      measured += line.find("measured here and stored") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(passes, 2) << "one float perplexity and one KLD reference pass for the whole sweep";
+  EXPECT_EQ(producers, 1);
+  EXPECT_EQ(measured, 2) << baseline_log;
+  EXPECT_EQ(workers.size(), 2u);
+
+  // fp8 alone, forced past deduplication: a job of no sweep measures the float model itself, and its figures are
+  // the fp8 row's, bit for bit.
+  quark::v1::SubmitJobRequest alone = request;
+  alone.mutable_spec()->clear_sweep();
+  alone.mutable_spec()->set_preset("fp8");
+  alone.mutable_spec()->set_force(true);
+  const quark::v1::Job single = RunToEnd(alone);
+  ASSERT_EQ(single.state(), quark::v1::JOB_STATE_SUCCEEDED) << single.error();
+  EXPECT_EQ(single.result().metrics().count("float_passes"), 0u);
+  EXPECT_EQ(single.result().metrics().at("ppl_before"), parent.sweep().ppl_float());
+  EXPECT_EQ(single.result().metrics().at("kld_mean_reloaded"), parent.sweep().candidates(1).kld());
+  EXPECT_EQ(single.result().metrics().at("ppl_reloaded"), parent.sweep().candidates(1).ppl());
+
+  // Corrupt the stored entry: the perplexity's JSON cut, the rows' bytes changed (same size, another digest).
+  const fs::path baselines = quarkd_->root() / "out" / ".quark-float-baselines";
+  ASSERT_TRUE(fs::is_directory(baselines));
+  std::vector<fs::path> keys;
+  for (const auto& entry : fs::directory_iterator(baselines)) keys.push_back(entry.path());
+  ASSERT_EQ(keys.size(), 1u) << "one content key for the three children";
+  std::ofstream(keys[0] / "ppl.json", std::ios::trunc) << R"({"format": "quark-float-baseline-v1", "key")";
+  {
+    std::fstream rows(keys[0] / "kld-rows.bin", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(rows.good());
+    rows.seekp(100);
+    rows.write("corrupt", 7);
+  }
+  const quark::v1::Job again = RunToEnd(SweepRequestLike(request, {"int8"}));
+  ASSERT_EQ(again.state(), quark::v1::JOB_STATE_SUCCEEDED) << again.DebugString() << quarkd_->Log();
+  const quark::v1::Job child = Get(again.sweep().candidates(0).job_id());
+  EXPECT_EQ(child.result().metrics().at("float_passes"), 2) << "both refused figures measured again";
+  EXPECT_EQ(child.result().metrics().at("ppl_before"), parent.sweep().ppl_float());
+  int refused = 0;
+  for (const std::string& line : Logs(child.id())) {
+    refused += line.find("float baseline: float perplexity refused") != std::string::npos ||
+               line.find("float baseline: the stored float KLD reference rows refused (the rows' SHA-256") !=
+                   std::string::npos;
+  }
+  EXPECT_EQ(refused, 2);
+  remote->Stop(SIGTERM);
+}
+
 // #36 item 3: an automatic search under a size budget. Its sensitivity passes are child jobs spread over the pool
 // worker and the remote one; quarkd searches over their figures and a verification child quantizes, exports and
 // evaluates the chosen mixed recipe end to end. A second search over the same candidates reuses the passes (their
-// content keys) and only verifies; a budget no candidate reaches and bad fields are refused at submit.
+// content keys) and only verifies; a size or loss budget no candidate reaches and bad fields are refused at submit.
 TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecipeItChose) {
   const std::string worker = quark::testing::BuiltBinary("worker/quark-worker");
   if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
@@ -198,19 +330,7 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   spec->mutable_calibration()->set_seq_len(64);
   for (const char* c : {"w_int8_per_tensor_sym", "mxfp4_weight_only"}) spec->mutable_auto_search()->add_candidates(c);
   spec->mutable_auto_search()->set_target_bits(6.0);
-  auto run = [&](const quark::v1::SubmitJobRequest& r) {
-    quark::v1::Job parent;
-    grpc::Status status = Submit(r, &parent);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_TRUE(quark::testing::WaitUntil(
-        [&] {
-          const quark::v1::JobState s = Get(parent.id()).state();
-          return s != quark::v1::JOB_STATE_RUNNING && s != quark::v1::JOB_STATE_QUEUED;
-        },
-        std::chrono::seconds(400)))
-        << quarkd_->Log();
-    return Get(parent.id());
-  };
+  auto run = [&](const quark::v1::SubmitJobRequest& r) { return RunToEnd(r); };
   const quark::v1::Job parent = run(request);
   ASSERT_EQ(parent.state(), quark::v1::JOB_STATE_SUCCEEDED) << parent.DebugString() << quarkd_->Log();
   const quark::v1::AutoSearchResult& found = parent.auto_search();
@@ -282,6 +402,18 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   small.mutable_spec()->mutable_auto_search()->set_target_bits(3.0);
   const std::string below = refusal(small);
   EXPECT_NE(below.find("spec.auto_search.target_bits: 3 bits per weight is below 4.2"), std::string::npos) << below;
+  // A loss budget below every recipe the stored passes allow: refused at submit (no child runs), naming the smallest
+  // predicted loss and the passes it comes from.
+  quark::v1::SubmitJobRequest tight = request;
+  tight.mutable_spec()->mutable_auto_search()->set_max_kld(1e-9);
+  const std::string unreachable = refusal(tight);
+  for (const std::string& part :
+       {std::string("spec.auto_search.max_kld: 1e-09 is below "),
+        std::string("the smallest predicted loss the candidates"),
+        "from the sensitivity passes already run: " + parent.sweep().candidates(0).job_id(),
+        parent.sweep().candidates(1).job_id()}) {
+    EXPECT_NE(unreachable.find(part), std::string::npos) << part << " in " << unreachable;
+  }
   quark::v1::SubmitJobRequest unknown = request;
   unknown.mutable_spec()->mutable_auto_search()->add_candidates("int9");
   EXPECT_NE(refusal(unknown).find("spec.auto_search.candidates[2]"), std::string::npos);
