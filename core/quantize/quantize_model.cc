@@ -347,13 +347,21 @@ absl::Status QuantizeRun::TrainRotation() {
   auto rotated = algorithms::RotatedWeightSource::Create(t.weights, model_, *fold, t.path);
   if (!rotated.ok()) return rotated.status();
   rotated_ = *std::move(rotated);
-  const double first = learned.steps.front().loss, last = learned.steps.back().loss;
+  // Each step's loss is of its own batch of windows: the first and last tenth of the steps, averaged, show the trend.
+  const size_t tenth = std::max<size_t>(1, learned.steps.size() / 10);
+  const auto mean_loss = [&](size_t from) {
+    double sum = 0;
+    for (size_t i = from; i < from + tenth; ++i) sum += learned.steps[i].loss;
+    return sum / static_cast<double>(tenth);
+  };
+  const double first = mean_loss(0), last = mean_loss(learned.steps.size() - tenth);
   report_.metrics["rotation_train_seconds"] = learned.seconds;
   report_.metrics["rotation_loss_first"] = first;
   report_.metrics["rotation_loss_last"] = last;
   // No timing in the log: a resumed run retrains and must log what the run it resumes logged.
-  report_.algorithm_log.push_back(absl::StrFormat("%s rotation: trained R1%s for %d steps, quantized loss %.4f -> %.4f",
-                                                  t.path, t.entry.r2 ? " and R2" : "", steps, first, last));
+  report_.algorithm_log.push_back(absl::StrFormat(
+      "%s rotation: trained R1%s for %d steps, quantized loss (mean of the first / last tenth of the steps) %.4f -> %.4f",
+      t.path, t.entry.r2 ? " and R2" : "", steps, first, last));
   Notice("rotation", 0, report_.algorithm_log.back());
   return absl::OkStatus();
 }
