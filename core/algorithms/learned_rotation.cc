@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "core/algorithms/cayley_sgd.h"
+#include "core/config/rotation_json.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
@@ -85,19 +86,25 @@ int64_t DecoderParameters(const ModelConfig& m) {
 }  // namespace
 
 absl::Status ValidateLearnedRotationOptions(const LearnedRotationOptions& o, const std::string& path) {
-  if (!(o.learning_rate > 0 && o.learning_rate <= 10)) {
-    return absl::InvalidArgumentError(StrCat(path, ".learning_rate: ", o.learning_rate, " is outside (0, 10]"));
-  }
-  if (o.max_steps < 1 || o.max_steps > 100000) {
-    return absl::InvalidArgumentError(StrCat(path, ".max_steps: ", o.max_steps, " is outside [1, 100000]"));
-  }
-  if (o.train_batch_size < 1 || o.train_batch_size > 4096) {
-    return absl::InvalidArgumentError(StrCat(path, ".train_batch_size: ", o.train_batch_size, " is outside [1, 4096]"));
-  }
-  if (o.max_memory_bytes <= 0) {
-    return absl::InvalidArgumentError(StrCat(path, ".max_memory_bytes: ", o.max_memory_bytes, " is not positive"));
-  }
-  return absl::OkStatus();
+  // One set of ranges for the library and the algo_config entry (rotation_json.h).
+  RotationAlgo as_entry;
+  as_entry.trainable = true;
+  as_entry.learning_rate = o.learning_rate;
+  as_entry.max_steps = o.max_steps;
+  as_entry.train_batch_size = o.train_batch_size;
+  as_entry.max_memory_bytes = o.max_memory_bytes;
+  return CheckRotationTrainingRanges(as_entry, path);
+}
+
+LearnedRotationOptions LearnedRotationOptionsFor(const RotationAlgo& entry) {
+  LearnedRotationOptions o;
+  o.learning_rate = entry.learning_rate;
+  o.max_steps = entry.max_steps;
+  o.train_batch_size = entry.train_batch_size;
+  o.seed = entry.seed;
+  o.train_r2 = entry.r2;  // Quark's trainable rotation trains every rotation it inserts
+  o.max_memory_bytes = entry.max_memory_bytes;
+  return o;
 }
 
 int64_t EstimateRotationTrainingBytes(const ModelConfig& m, int64_t seq_len, int64_t batch) {

@@ -51,6 +51,10 @@ struct LearnedRotationOptions {
 /// INVALID_ARGUMENT naming `path`.field (e.g. "algo_config[0].learning_rate") for a value out of the ranges above.
 absl::Status ValidateLearnedRotationOptions(const LearnedRotationOptions& options, const std::string& path);
 
+/// The options of a trainable `rotation` algo_config entry: its training arguments, and R2 trained when the entry
+/// applies R2 (Quark's trainable=True makes every rotation it inserts trainable).
+LearnedRotationOptions LearnedRotationOptionsFor(const RotationAlgo& entry);
+
 /// What the trainer holds for `model` with windows of seq_len tokens: the float32 weights, and one step's autograd
 /// graph (the rotated and fake-quantized copies of every decoder weight, the activations each layer keeps for the
 /// backward pass, the logits). An estimate from the shapes; the test checks it bounds the measured peak.

@@ -189,6 +189,15 @@ pb::AlgoConfig ToProto(const AlgoConfig& algo) {
                    auto* p = out.mutable_rotation();
                    p->set_random(a.random);
                    for (const auto& l : a.scaling_layers) *p->add_scaling_layers() = ToProto(l);
+                   // #35 learned rotation: the optional fields only away from their defaults (unset = default).
+                   const RotationAlgo d;
+                   if (a.r2 != d.r2) p->set_r2(a.r2);
+                   p->set_trainable(a.trainable);
+                   if (a.learning_rate != d.learning_rate) p->set_learning_rate(a.learning_rate);
+                   if (a.max_steps != d.max_steps) p->set_max_steps(a.max_steps);
+                   if (a.train_batch_size != d.train_batch_size) p->set_train_batch_size(a.train_batch_size);
+                   p->set_seed(a.seed);
+                   if (a.max_memory_bytes != d.max_memory_bytes) p->set_max_memory_bytes(a.max_memory_bytes);
                  },
                  [&](const AutoRoundAlgo& a) {  // #35 AutoRound
                    auto* p = out.mutable_autoround();
@@ -399,8 +408,16 @@ absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string&
     }
     case pb::AlgoConfig::kRotation: {
       RotationAlgo out;
-      out.random = a.rotation().random();
-      out.scaling_layers = FromProto(a.rotation().scaling_layers());
+      const auto& p = a.rotation();
+      out.random = p.random();
+      out.scaling_layers = FromProto(p.scaling_layers());
+      if (p.has_r2()) out.r2 = p.r2();
+      out.trainable = p.trainable();  // #35 learned rotation; unset arguments keep Quark's script's defaults
+      if (p.has_learning_rate()) out.learning_rate = p.learning_rate();
+      if (p.has_max_steps()) out.max_steps = p.max_steps();
+      if (p.has_train_batch_size()) out.train_batch_size = p.train_batch_size();
+      out.seed = p.seed();
+      if (p.has_max_memory_bytes()) out.max_memory_bytes = p.max_memory_bytes();
       return AlgoConfig(out);
     }
     case pb::AlgoConfig::kAutoround: {  // #35 AutoRound

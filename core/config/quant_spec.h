@@ -2,6 +2,7 @@
 // (proto/quark/v1/config.proto) converts to and from it in proto_convert.h only.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -124,9 +125,25 @@ struct GptqAlgo {
   double beta = 1e4;  // qronos: the Cholesky stabilisation factor
 };
 
+/// Quark's RotationConfig (offline R1, and R2 per head). Quark 0.13's keys r1 / r3 / r4 / online_r1_rotation /
+/// random_r1 / random_r2 are read at the values this engine implements (quark_json.cc); `random` is the older key
+/// both random_r* replace.
 struct RotationAlgo {
   bool random = false;
   std::vector<ScalingLayer> scaling_layers;
+  /// Quark's r2: also rotate each attention head's value space. Quark's dataclass defaults it to false; this engine
+  /// has always applied R2 with R1 (Quark <= 0.11's rotation), so an entry without the key keeps it on.
+  bool r2 = true;
+  // #35 item 4: Quark's `trainable` (SpinQuant's Cayley SGD on R1, and on R2 when r2) trained on the job's
+  // calibration windows. Quark reads its training arguments from its rotation script (HF TrainingArguments:
+  // learning_rate, max_steps, per-device train_batch_size) rather than RotationConfig; they are read here under those
+  // names with the same defaults. seed and max_memory_bytes are this engine's (Quark has neither).
+  bool trainable = false;
+  double learning_rate = 1.5;
+  int64_t max_steps = 100;
+  int64_t train_batch_size = 1;
+  uint64_t seed = 0;
+  int64_t max_memory_bytes = int64_t{8} << 30;
 };
 
 // --- AutoRound (#35 item 2) ---

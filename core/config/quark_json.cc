@@ -9,6 +9,8 @@
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
+#include "core/config/json_read.h"
+#include "core/config/rotation_json.h"  // #35 learned rotation
 #include "core/config/quark_json_two_stage.h"
 
 namespace quark {
@@ -99,16 +101,6 @@ absl::Status ReadOptionalInt(const Json& j, const char* key, const std::string& 
   int value = 0;
   QUARK_RETURN_IF_ERROR(JsonToNumber(*it, StrCat(path, ".", key), value));
   out = value;
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const Json& j, const char* key, const std::string& path, bool& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_boolean()) {
-    return absl::InvalidArgumentError(StrCat(path, ".", key, ": expected true or false, got ", it->dump()));
-  }
-  out = it->get<bool>();
   return absl::OkStatus();
 }
 
@@ -215,7 +207,7 @@ Json AlgoToJson(const AlgoConfig& algo) {
                    j["block_size"] = a.block_size;
                  },
                  [&](const RotationAlgo& a) {
-                   j["random"] = a.random;
+                   RotationFieldsToJson(a, j);
                    j["scaling_layers"] = ScalingLayersToJson(a.scaling_layers);
                  },
                  [&](const AutoRoundAlgo& a) { AutoRoundToJson(a, j); },  // #35 AutoRound
@@ -226,8 +218,8 @@ Json AlgoToJson(const AlgoConfig& algo) {
 
 // The fields GPTQ, GPTAQ and Qronos share.
 absl::Status ReadGptqFamilyFields(const Json& j, const std::string& path, GptqAlgo& a) {
-  QUARK_RETURN_IF_ERROR(ReadBool(j, "desc_act", path, a.desc_act));
-  QUARK_RETURN_IF_ERROR(ReadBool(j, "static_groups", path, a.static_groups));
+  QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "desc_act", path, a.desc_act));
+  QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "static_groups", path, a.static_groups));
   QUARK_RETURN_IF_ERROR(ReadStringList(j, "inside_layer_modules", path, a.inside_layer_modules));
   QUARK_RETURN_IF_ERROR(ReadString(j, "model_decoder_layers", path, a.model_decoder_layers));
   return ReadNumber(j, "block_size", path, a.block_size);
@@ -285,13 +277,13 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
   if (name == "gptq") {
     GptqAlgo a;
     QUARK_RETURN_IF_ERROR(ReadNumber(j, "damp_percent", path, a.damp_percent));
-    QUARK_RETURN_IF_ERROR(ReadBool(j, "true_sequential", path, a.true_sequential));
+    QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "true_sequential", path, a.true_sequential));
     QUARK_RETURN_IF_ERROR(ReadGptqFamilyFields(j, path, a));
     return AlgoConfig(a);
   }
   if (name == "rotation") {
     RotationAlgo a;
-    QUARK_RETURN_IF_ERROR(ReadBool(j, "random", path, a.random));
+    QUARK_RETURN_IF_ERROR(RotationFieldsFromJson(j, path, a));
     QUARK_RETURN_IF_ERROR(ReadScalingLayers(j, path, a.scaling_layers));
     return AlgoConfig(a);
   }
@@ -363,8 +355,8 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   // "observer" (our short names, also accepted by the CLI) or Quark's "observer_cls" class names.
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "observer", path, &ParseObserverKind, s.observer));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "observer_cls", path, &ParseObserverKind, s.observer));
-  QUARK_RETURN_IF_ERROR(ReadBool(j, "is_dynamic", path, s.is_dynamic));
-  QUARK_RETURN_IF_ERROR(ReadBool(j, "symmetric", path, s.symmetric));
+  QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "is_dynamic", path, s.is_dynamic));
+  QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "symmetric", path, s.symmetric));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "ch_axis", path, s.ch_axis));
   QUARK_RETURN_IF_ERROR(ReadOptionalInt(j, "group_size", path, s.group_size));
   if (auto it = j.find("block_size"); it != j.end() && !it->is_null()) {

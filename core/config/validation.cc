@@ -5,6 +5,7 @@
 
 #include "core/base/strings.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
+#include "core/config/rotation_json.h"  // #35 learned rotation
 #include "core/base/glob.h"
 
 namespace quark {
@@ -227,13 +228,17 @@ void CheckAsymmetricFields(const GptqAlgo& a, const std::optional<QuantSpec>& we
 }
 
 // #35 AutoRound: its ranges, and the weight formats its rounding offsets and clipping factors are defined on.
+// A range check's "path.field: why" status as the issue at path.field.
+void ReportFieldStatus(const absl::Status& st, Issues& out) {
+  if (st.ok()) return;
+  const std::string message(st.message());
+  const size_t colon = message.find(": ");
+  out.Error(message.substr(0, colon), message.substr(colon + 2));
+}
+
 void CheckAutoRoundAlgo(const AutoRoundAlgo& a, const std::optional<QuantSpec>& weight, const std::string& weight_path,
                         const std::string& path, Issues& out) {
-  if (auto st = CheckAutoRoundRanges(a, path); !st.ok()) {
-    const std::string message(st.message());
-    const size_t colon = message.find(": ");
-    out.Error(message.substr(0, colon), message.substr(colon + 2));
-  }
+  ReportFieldStatus(CheckAutoRoundRanges(a, path), out);
   const std::string why = AutoRoundWeightProblem(weight);
   if (!why.empty()) out.Error(path, StrCat("autoround needs ", why, " in ", weight_path));
 }
@@ -320,6 +325,8 @@ void CheckAlgorithms(const Config& c, Issues& out) {
       }
     } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {  // #35 AutoRound
       CheckAutoRoundAlgo(*autoround, weight, weight_path, path, out);
+    } else if (const auto* rotation = std::get_if<RotationAlgo>(&algo)) {  // #35 learned rotation
+      ReportFieldStatus(CheckRotationTrainingRanges(*rotation, path), out);
     } else if (std::holds_alternative<AwqAlgo>(algo)) {
       if (!integer_weight) {
         out.Error(path, StrCat("awq needs an integer weight spec (int4/uint4/int8 ...) in ", weight_path,

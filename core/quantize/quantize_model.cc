@@ -215,6 +215,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       algorithms::RotationOptions r;
       r.random = rotation->random;
       r.seed = options_.seed;
+      r.r2 = rotation->r2;
       // Made here, before any work: an architecture or a size without a rotation fails up front. It reads no weight
       // until the streamer asks for one.
       auto reader = checkpoint::CheckpointReader::Open(model_dir_);
@@ -224,6 +225,12 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       auto rotated = algorithms::RotatedWeightSource::Create(base, model_, r, path);
       if (!rotated.ok()) return rotated.status();
       rotated_ = *std::move(rotated);
+      if (rotation->trainable) {
+        auto scheme = quantize::RotationTrainingSchemeFor(plan, model_, path);
+        if (!scheme.ok()) return scheme.status();
+        rotation_training_ = std::make_unique<quantize::RotationTraining>(
+            quantize::RotationTraining{*rotation, r, *std::move(scheme), base, model_, path});
+      }
       continue;
     }
     if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
@@ -273,7 +280,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
 // Whether anything consumes activations: an algorithm, a static activation or a KV-cache scale. Weight-only RTN
 // needs no forward pass over calibration data at all.
 bool QuantizeRun::NeedsCalibration() const {
-  if (gptq_ || autoround_ || scaling_ || imatrix_ || imatrix_mse_) return true;
+  if (gptq_ || autoround_ || scaling_ || imatrix_ || imatrix_mse_ || rotation_training_) return true;
   // An NVFP4 input is dynamic per group yet calibrates its global scale.
   const auto is_static = [](const std::optional<QuantSpec>& s) {
     return s && (!s->is_dynamic || s->IsNvfp4()) && !IsCastType(s->dtype);
@@ -294,7 +301,7 @@ absl::Status QuantizeRun::LoadInputs() {
     if (options_.eval_text_file.empty()) {
       return absl::InvalidArgumentError(StrCat(
           "calibration_file: ",
-          gptq_ || autoround_ || scaling_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
+          gptq_ || autoround_ || scaling_ || rotation_training_ ? "the algorithms" : imatrix_ ? "the importance matrix" : "static activation / KV-cache scales",
           " needs calibration data (text, JSONL or token ids); none was given and there is no evaluation text"));
     }
     calib = options_.eval_text_file;
@@ -349,6 +356,45 @@ absl::StatusOr<double> QuantizeRun::MeasureFloatPerplexity() {
   return EvaluateFloat();
 }
 
+absl::Status QuantizeRun::TrainRotation() {
+  if (!rotation_training_) return absl::OkStatus();
+  const quantize::RotationTraining& t = *rotation_training_;
+  const int64_t steps = t.entry.max_steps;
+  Notice("rotation", 0, StrCat(t.path, ": training R1", t.entry.r2 ? " and R2" : "", " (Cayley SGD, ", steps,
+                               " steps, learning_rate ", t.entry.learning_rate, ") on ", samples_.size(),
+                               " calibration windows"));
+  const auto train_start = Clock::now();
+  const auto progress = [&](const algorithms::RotationTrainingStep& s) {
+    // The training comes before the layers: the run's fraction stays 0; the message counts the steps.
+    const double done = static_cast<double>(s.step) / static_cast<double>(steps);
+    const double eta = Seconds(train_start) * (1 - done) / done;
+    Progress("rotation", 0, 0, eta, absl::StrFormat("rotation step %d/%d: loss %.4f", s.step, steps, s.loss));
+  };
+  algorithms::LearnedRotation learned;
+  auto fold = quantize::TrainEntryRotation(t, samples_, progress, &learned);
+  if (!fold.ok()) return fold.status();
+  auto rotated = algorithms::RotatedWeightSource::Create(t.weights, model_, *fold, t.path);
+  if (!rotated.ok()) return rotated.status();
+  rotated_ = *std::move(rotated);
+  // Each step's loss is of its own batch of windows: the first and last tenth of the steps, averaged, show the trend.
+  const size_t tenth = std::max<size_t>(1, learned.steps.size() / 10);
+  const auto mean_loss = [&](size_t from) {
+    double sum = 0;
+    for (size_t i = from; i < from + tenth; ++i) sum += learned.steps[i].loss;
+    return sum / static_cast<double>(tenth);
+  };
+  const double first = mean_loss(0), last = mean_loss(learned.steps.size() - tenth);
+  report_.metrics["rotation_train_seconds"] = learned.seconds;
+  report_.metrics["rotation_loss_first"] = first;
+  report_.metrics["rotation_loss_last"] = last;
+  // No timing in the log: a resumed run retrains and must log what the run it resumes logged.
+  report_.algorithm_log.push_back(absl::StrFormat(
+      "%s rotation: trained R1%s for %d steps, quantized loss (mean of the first / last tenth of the steps) %.4f -> %.4f",
+      t.path, t.entry.r2 ? " and R2" : "", steps, first, last));
+  Notice("rotation", 0, report_.algorithm_log.back());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> QuantizeRun::Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks,
                                              const char* phase, double base) {
   Progress(phase, 0, base, 0, StrCat("perplexity over ", eval_ids_.size(), " tokens"));
@@ -370,6 +416,7 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
   if (auto s = OpenCheckpoint(); !s.ok()) return s;
   if (auto s = Prepare(); !s.ok()) return s;
   if (auto s = LoadInputs(); !s.ok()) return s;
+  if (auto s = TrainRotation(); !s.ok()) return s;
   if ((gptq_ || autoround_ || scaling_ || rotated_) && !eval_ids_.empty()) {
     auto spill = WeightSpill::Create();
     if (!spill.ok()) return spill.status();

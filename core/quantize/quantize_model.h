@@ -27,7 +27,8 @@ namespace runtime {
 class ComputeDevice;  // core/runtime/compute_device.h
 }  // namespace runtime
 
-/// One progress report: phases "prepare", "evaluate_float", "quantize" (layer i of N, calibrated and written),
+/// One progress report: phases "prepare", "rotation" (a trainable rotation's steps, #35), "evaluate_float",
+/// "quantize" (layer i of N, calibrated and written),
 /// "finish", "evaluate_quantized", "evaluate_reloaded", "done". `fraction` is of the whole run, in [0, 1];
 /// `eta_seconds` is an estimate for the rest of the current phase (0 when unknown).
 struct QuantizeProgress {

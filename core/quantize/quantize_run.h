@@ -41,6 +41,7 @@
 #include "core/quantize/layer_quantizer.h"
 #include "core/quantize/linear_export_data.h"
 #include "core/quantize/reload.h"
+#include "core/quantize/rotation_training.h"
 #include "core/quantize/scaling_pass.h"
 #include "core/quantize/weight_spill.h"
 #include "core/runtime/perplexity.h"
@@ -83,6 +84,7 @@ class QuantizeRun {
   absl::Status PrepareAlgorithms(const LayerPlan& plan);
   bool NeedsCalibration() const;
   absl::Status LoadInputs();
+  absl::Status TrainRotation();  // #35 item 4: a trainable rotation entry, on the calibration windows
   absl::StatusOr<double> Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks, const char* phase,
                                   double base);
   absl::Status QuantizeLayers();
@@ -124,6 +126,9 @@ class QuantizeRun {
   Config config_;  // options_.config with the algorithms' defaults resolved for this model (what the export records)
   // The model as the rotation algo_config entry (always the first) sees it; null without one.
   std::shared_ptr<algorithms::RotatedWeightSource> rotated_;
+  // #35 item 4: set for a trainable rotation entry; TrainRotation replaces rotated_ (the Hadamard start, built first
+  // so a size without a rotation fails up front) with the trained one.
+  std::unique_ptr<quantize::RotationTraining> rotation_training_;
   std::unique_ptr<ScalingPass> scaling_;  // smooth / autosmoothquant / awq, in algo_config order
   std::unique_ptr<GptqPass> gptq_;
   // #37 item 4: a GGUF by llama.cpp's rules with GPTQ among the algorithms: GPTQ rounds to its K-quant types and

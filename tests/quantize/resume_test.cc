@@ -99,6 +99,15 @@ AutoRoundAlgo ShortAutoRound() {
   return a;
 }
 
+// #35 item 4: a trainable rotation with few steps. Retrained on resume (deterministic for the same inputs), it folds
+// into the layers still to quantize the rotation the restored layers were quantized with.
+RotationAlgo ShortLearnedRotation() {
+  RotationAlgo r;
+  r.trainable = true;
+  r.max_steps = 4;
+  return r;
+}
+
 TEST_P(ResumeTest, ResumedRunWritesTheUninterruptedRunsBytes) {
   const std::string uninterrupted = testing::TempPath("resume_a");
   auto a = QuantizeModel(*model_dir_, Options(uninterrupted, ""));
@@ -154,6 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"awq_gptq_all_formats", "uint4_wo_32",
                                {AwqAlgo{}, GptqAlgo{}}, {"hf_quark", "gguf", "onnx"}},
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
+                      Scenario{"learned_rotation", "int4_wo_128", {ShortLearnedRotation()}, {}},
                       Scenario{"gptaq", "uint4_wo_128", {Asymmetric(HessianMethod::kGptaq, 0.25)}, {}},
                       Scenario{"qronos", "uint4_wo_128", {Asymmetric(HessianMethod::kQronos, 1e-3)}, {}},
                       Scenario{"autoround", "uint4_wo_32", {ShortAutoRound()}, {"hf_quark", "gguf"}},
