@@ -7,3 +7,13 @@ CALIB=$SHARED/fixtures/eval/tinystories_train_split.txt
 EVAL=$SHARED/fixtures/eval/tinystories_heldout_split.txt
 SAMPLES=${SAMPLES:-${ACCURACY_SAMPLES:-128}}
 SEQ=${SEQ:-256}
+
+# int3 has no preset: writes Quark's quantization_config for symmetric int3 groups of 128, weight only, to "$1".
+write_int3_wo_128_config() {
+  cat > "$1" <<'JSON'
+{"quant_method": "quark", "global_quant_config": {"input_tensors": null, "output_tensors": null, "bias": null,
+ "weight": {"dtype": "int3", "qscheme": "per_group", "ch_axis": 1, "group_size": 128, "symmetric": true,
+            "is_dynamic": false, "round_method": "half_even", "scale_type": "float", "observer_cls": "PerChannelMinMaxObserver"}},
+ "exclude": ["lm_head"]}
+JSON
+}

@@ -10,13 +10,7 @@ source "$(dirname "$0")/accuracy_env.sh" "$@"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-# int3 has no preset: a Quark quantization_config, symmetric per group of 128, weight only.
-cat > "$OUT/int3_wo_128.json" <<'JSON'
-{"quant_method": "quark", "global_quant_config": {"input_tensors": null, "output_tensors": null, "bias": null,
- "weight": {"dtype": "int3", "qscheme": "per_group", "ch_axis": 1, "group_size": 128, "symmetric": true,
-            "is_dynamic": false, "round_method": "half_even", "scale_type": "float", "observer_cls": "PerChannelMinMaxObserver"}},
- "exclude": ["lm_head"]}
-JSON
+write_int3_wo_128_config "$OUT/int3_wo_128.json"
 
 echo "| scheme | float32 | RTN | GPTQ | GPTQ reloaded | GPTQ vs RTN (PPL) | GPTQ time (s) |"
 echo "|---|---|---|---|---|---|---|"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# #35 item 5: one table of every weight algorithm (and rotation combinations) per scheme, on tinyllama-a and its
+# outlier twin (`quark outlier-twin`: a few RMSNorm channels x40-100, the reading columns divided by the same; the
+# float function is unchanged). Per cell: the quantized perplexity on the held-out split (40 windows of 256 tokens,
+# [BOS] + text) after calibration on the training split, the HF-quark export read back (its perplexity must equal the
+# quantized one) and the mean KL divergence of the reloaded export from the float model (`quark eval --kld`, as
+# llama-perplexity --kl-divergence: the second half of each 256-token window scored).
+#
+#   bench/algorithms/accuracy_table.sh [BUILD_DIR] [SHARED_DIR]
+#     SAMPLES=32 SEQ=256                       calibration windows
+#     MODELS="base twin"                       which models
+#     SCHEMES="uint4_wo_128 int3_wo_128 nvfp4 mxfp4"
+#     ALGOS="rtn imatrix_mse gptq gptaq qronos autoround awq rotation rotation+gptq"
+#     AUTOROUND_ITERS=200                      auto-round's default; fewer for a quicker table (said in the row name)
+#     KLD=1                                    0: skip the KL divergence (it reruns the float model: ~30 s a cell here)
+# Each algorithm runs with its defaults (Quark's for GPTQ/GPTAQ/Qronos/AWQ/rotation, auto-round's for AutoRound,
+# llm-compressor's for imatrix_mse). A cell the engine refuses shows "refused: <reason>" (e.g. an algorithm that does
+# not apply to a scheme); int3 has no HF-quark packing, so its cells have no reloaded perplexity and no KLD.
+set -u
+ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
+QUARK="$BUILD/core/cli/quark"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+export QUARK_THREADS=${QUARK_THREADS:-1}
+
+write_int3_wo_128_config "$OUT/int3_wo_128.json"
+echo "{\"name\": \"autoround\", \"iters\": ${AUTOROUND_ITERS:-200}}" > "$OUT/autoround.json"
+
+"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
+
+# The flags that choose an algorithm (empty for round to nearest).
+algo_flags() {
+  case "$1" in
+    rtn) ;;
+    imatrix_mse) echo "--observer imatrix_mse" ;;
+    autoround) echo "--quant-algo autoround --quant-algo-config-file $OUT/autoround.json" ;;
+    rotation+gptq) echo "--quant-algo rotation,gptq" ;;
+    *) echo "--quant-algo $1" ;;
+  esac
+}
+
+# One cell: "ppl / reloaded / KLD (seconds)".
+cell() {
+  local model=$1 scheme=$2 algo=$3 dir="$OUT/run" choose export=(--output "$OUT/run") run line seconds kld="-"
+  rm -rf "$dir"
+  if [ -f "$OUT/$scheme.json" ]; then choose=(--config "$OUT/$scheme.json"); export=(); else choose=(--scheme "$scheme"); fi
+  local start; start=$(date +%s.%N)
+  # shellcheck disable=SC2046 # algo_flags is a list of words
+  run=$("$QUARK" quantize --model "$model" "${choose[@]}" --calib "$CALIB" --num-calib-samples "$SAMPLES" --seq-len "$SEQ" \
+          --eval "$EVAL" --eval-seq-len 256 --eval-max-windows 40 $(algo_flags "$algo") "${export[@]}" 2>&1)
+  seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  line=$(echo "$run" | grep '^perplexity:')
+  if [ -z "$line" ]; then
+    echo "refused: $(echo "$run" | grep -v -i openblas | tail -1 | sed 's/|/\\|/g' | cut -c1-110)"
+    return
+  fi
+  set -- $line
+  if [ "${KLD:-1}" = 1 ] && [ -d "$dir" ]; then
+    kld=$("$QUARK" eval --model "$dir" --kld --reference "$model" --text "$EVAL" --seq-len 256 --max-windows 40 --json 2>/dev/null |
+          grep '^{' | python3 -c 'import json,sys; print("%.5f" % json.load(sys.stdin)["kld_mean"]["value"])' 2>/dev/null || echo "?")
+  fi
+  printf "%.4f / %s / %s (%.0f s)" "$5" "${7:--}" "$kld" "$seconds"
+}
+
+float=$("$QUARK" eval --model "$MODEL" --text "$EVAL" --seq-len 256 --max-windows 40 2>/dev/null | awk '/^perplexity:/ {print $2}')
+echo "float32 perplexity (both models): $float; calibration $SAMPLES x $SEQ tokens; cells: quantized / reloaded / mean KLD (time)"
+for which in ${MODELS:-base twin}; do
+  model=$([ "$which" = base ] && echo "$MODEL" || echo "$OUT/twin")
+  schemes=(${SCHEMES:-uint4_wo_128 int3_wo_128 nvfp4 mxfp4})
+  echo
+  echo "$([ "$which" = base ] && echo tinyllama-a || echo 'outlier twin')"
+  echo
+  printf "| algorithm |"; printf " %s |" "${schemes[@]}"; echo
+  printf "|---|"; printf -- "---|%.0s" "${schemes[@]}"; echo
+  for algo in ${ALGOS:-rtn imatrix_mse gptq gptaq qronos autoround awq rotation rotation+gptq}; do
+    name=$algo
+    [ "$algo" = autoround ] && name="autoround (${AUTOROUND_ITERS:-200} iters)"
+    printf "| %s |" "$name"
+    for scheme in "${schemes[@]}"; do printf " %s |" "$(cell "$model" "$scheme" "$algo")"; done
+    echo
+  done
+done
