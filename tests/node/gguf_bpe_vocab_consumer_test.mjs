@@ -22,8 +22,8 @@ import {execFileSync} from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {createRequire} from 'node:module';
 
+import {loadTransformers, referenceTokenizer} from './hf_transformers.mjs';
 import {llamaCppEnv} from './llama_cpp_env.mjs';
 import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
 import {peerMissing} from './peer_missing.cjs';
@@ -39,20 +39,6 @@ const kBound = 5e-3;
 
 const LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const O200K_SPLIT = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-async function loadTransformers() {
-  const require = createRequire(path.join(sourceDir, 'tests/peers/package.json'));
-  let entry;
-  try {
-    entry = require.resolve('@huggingface/transformers');
-  } catch {
-    peerMissing('@huggingface/transformers is not installed: run scripts/install-test-peers.sh');
-  }
-  const transformers = await import(entry);
-  transformers.env.allowRemoteModels = false;
-  transformers.env.allowLocalModels = true;
-  return transformers;
-}
 
 // Each family's tokenizer: GPT-2's cut vocabulary, the family's pre-tokenizer, its added tokens from id 496.
 const added = (id, content, special) =>
@@ -125,7 +111,8 @@ const plainTexts = [
   story.slice(0, 600),
 ];
 
-const transformers = await loadTransformers();
+const transformers = await loadTransformers(sourceDir);
+if (!transformers) peerMissing('@huggingface/transformers is not installed: run scripts/install-test-peers.sh');
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_bpe_'));
 let failures = 0;
 let checked = 0;
@@ -152,8 +139,7 @@ try {
         '--windows', '1'], {encoding: 'utf8'});
     }
     writeTokenizer(hf, family);
-    transformers.env.localModelPath = path.dirname(hf) + path.sep;
-    const reference = await transformers.AutoTokenizer.from_pretrained(path.basename(hf), {local_files_only: true});
+    const reference = await referenceTokenizer(transformers, hf);
 
     const out = path.join(work, arch, 'gguf');
     const quantize = arch === 'llama'
