@@ -3,16 +3,16 @@
 // and llama.cpp (node-llama-cpp 3.22.1's prebuilt).
 //
 // The tokenizers are GPT-2's real vocabulary cut to its 256 byte tokens and first 240 merges (ids 0..495), with added
-// tokens on 496.. and the rest of the model's 512 ids left to the exporter's "[PAD<i>]" padding, behind two families'
-// pre-tokenizers: Llama 3's (split regex, BOS added by TemplateProcessing) and gpt-oss's o200k (no BOS). Each is put
-// beside a tiny model of that family (`quark make-model --arch llama`; moe_gguf_tool's gpt-oss), exported by the
-// pipeline (`quark quantize --export gguf`), and llama.cpp loads the file. Checked:
+// tokens on 496.. and the rest of the model's 512 ids left to the exporter's "[PAD<i>]" padding, behind three families'
+// pre-tokenizers: Llama 3's (split regex, BOS added by TemplateProcessing), gpt-oss's o200k (no BOS) and Llama 4's
+// (o200k with a BOS). Each is put beside a tiny model of that family (`quark make-model --arch llama`; moe_gguf_tool's
+// gpt-oss and llama4), exported by the pipeline (`quark quantize --export gguf`), and llama.cpp loads the file. Checked:
 //   - llama.cpp's token ids of ASCII, whitespace, digit, contraction and Unicode strings and a TinyStories paragraph
 //     equal HF's encode without special tokens; strings holding the added tokens equal HF's with llama.cpp parsing
 //     special tokens; llama.cpp's BOS / EOS / add-BOS equal HF's and the tokenizer_config.json's;
-//   - the GGUF's tokenizer.ggml.pre is the family's llama.cpp name (llama-bpe, gpt-4o);
+//   - the GGUF's tokenizer.ggml.pre is the family's llama.cpp name (llama-bpe, gpt-4o, llama4);
 //   - the logits path runs on those ids: llama.cpp's mean NLL of the F32 Llama file equals `quark eval` of the HF
-//     folder within 1e-4; the gpt-oss file (MXFP4 experts) is compared with `quark eval` of the GGUF itself (5e-3);
+//     folder within 1e-4; the gpt-oss and Llama 4 files (MXFP4 experts) with `quark eval` of the GGUF itself (5e-3);
 //   - `quark eval --model model.gguf --text` tokenizes with the tokenizer.json the export copies beside the file:
 //     its figure and token count are those of HF's ids of the same text.
 //
@@ -61,6 +61,15 @@ const families = {
       added(499, '<|start|>', true), added(500, '<|message|>', true), added(501, 'quarkd', false)],
     bos: '<|startoftext|>', eos: '<|return|>', addBos: false,
     specialText: '<|start|>user<|message|>What is 2+2? quarkd knows.<|return|>',
+  },
+  llama4: {  // Llama 4's o200k-style splitter with Llama's BOS: llama.cpp's name for that family is "llama4"
+    pre: 'llama4',
+    split: O200K_SPLIT,
+    ignoreMerges: false,
+    added: [added(496, '<|begin_of_text|>', true), added(497, '<|end_of_text|>', true), added(498, '<|eot|>', true),
+      added(499, '<|header_start|>', true), added(500, '<|header_end|>', true), added(501, 'quarkd', false)],
+    bos: '<|begin_of_text|>', eos: '<|eot|>', addBos: true,
+    specialText: '<|begin_of_text|><|header_start|>user<|header_end|>\n\nquarkd? Yes.<|eot|>',
   },
 };
 
@@ -135,7 +144,7 @@ try {
       execFileSync(quark, ['make-model', '--arch', 'llama', '--shape', 'tiny', '--dtype', 'f32', '--seed', '5',
         '--out', hf], {encoding: 'utf8'});
     } else {
-      execFileSync(moeTool, [path.join(work, arch), sharedDir, '--arch', 'gpt_oss', '--seq-len', String(kSeqLen),
+      execFileSync(moeTool, [path.join(work, arch), sharedDir, '--arch', arch, '--seq-len', String(kSeqLen),
         '--windows', '1'], {encoding: 'utf8'});
     }
     writeTokenizer(hf, family);
