@@ -18,9 +18,10 @@ using Json = nlohmann::json;
 absl::StatusOr<Json> ReadJsonFile(const std::string& path);
 
 /// gguf-py's SpecialVocab(dir, load_merges=True) minus the merges: the special token ids from tokenizer_config.json's
-/// <type>_token (looked up among `tokenizer`'s added_tokens) and then config.json's <type>_token_id, the add_<type>_token
-/// flags from the post-processor and tokenizer_config.json, and the chat template, into `vocab`. `tokenizer` is the
-/// parsed tokenizer.json of `model_dir`. INVALID_ARGUMENT naming the file and field for a negative id.
+/// <type>_token (looked up among `tokenizer`'s added_tokens) and then config.json's <type>_token_id, the
+/// add_<type>_token flags from the post-processor and tokenizer_config.json, and the chat template, into `vocab`.
+/// `tokenizer` is the parsed tokenizer.json of `model_dir`. INVALID_ARGUMENT naming the file and field for a negative
+/// id or one outside the vocabulary.
 absl::Status ReadSpecialVocab(const std::string& model_dir, const Json& tokenizer, BpeVocab& vocab);
 
 }  // namespace quark::exporter::gguf::bpe

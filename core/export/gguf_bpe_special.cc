@@ -226,7 +226,9 @@ absl::StatusOr<std::string> ChatTemplate(const fs::path& dir, const Json& tc) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array()) {
     for (const Json& named : t) {
-      if (Get(named, "name") == "default" && Get(named, "template").is_string()) return named["template"].get<std::string>();
+      if (Get(named, "name") == "default" && Get(named, "template").is_string()) {
+        return named["template"].get<std::string>();
+      }
     }
   }
   return std::string();
