@@ -223,6 +223,26 @@ TEST_F(GgufBpeVocabTest, ModelFolderTakesTokenizerModelFirstThenTokenizerJson) {
   EXPECT_NE(vocab->sentencepiece(), nullptr);
 }
 
+// The committed real tokenizers (tests/fixtures/tokenizers, see SOURCES.md): GPT-2's byte-level BPE is a "gpt2"
+// vocabulary named gpt-2 with its one special token a control token; Phi-3's SentencePiece-style BPE (Prepend /
+// Replace normalizer, byte fallback) is refused, naming the normalizer (llama.cpp converts Phi-3 from tokenizer.model).
+TEST_F(GgufBpeVocabTest, TheRepositorysRealTokenizers) {
+  const fs::path fixtures = fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "tokenizers";
+  auto gpt2 = ReadBpeVocab((fixtures / "gpt2").string(), 50257, "gpt2");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  EXPECT_EQ(gpt2->pre, "gpt-2");
+  EXPECT_EQ(gpt2->defined, 50257);
+  EXPECT_EQ(gpt2->merges.size(), 50000u);
+  EXPECT_EQ(gpt2->merges.front(), "\xc4\xa0 t");
+  EXPECT_EQ(gpt2->tokens[50256], "<|endoftext|>");
+  EXPECT_EQ(gpt2->types[50256], GgufTokenKind::kControl);
+  EXPECT_EQ(gpt2->types[256], GgufTokenKind::kNormal);
+  EXPECT_THAT(gpt2->special_ids, ElementsAre(Pair("bos", 50256), Pair("eos", 50256), Pair("unk", 50256)));
+  auto phi3 = ReadBpeVocab((fixtures / "phi3").string(), 32064, "phi3");
+  EXPECT_EQ(phi3.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(phi3.status().message()), HasSubstr("phi3/tokenizer.json: normalizer.type \"Sequence\""));
+}
+
 // gpt-oss's whole-file writer stores the BPE keys as gguf-py names them (and refuses a vocabulary of another size).
 TEST_F(GgufBpeVocabTest, GptOssExportStoresTheGpt2Vocabulary) {
   runtime::testing::InitTestEngine();
