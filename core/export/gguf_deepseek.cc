@@ -24,7 +24,7 @@ constexpr uint32_t kGatingSigmoid = 2;
 
 using GgufTensor = GgufTensorData;
 
-Metadata DeepseekMetadata(const DeepseekConfig& c, const SentencePieceVocab& vocab, GgmlType type) {
+Metadata DeepseekMetadata(const DeepseekConfig& c, const GgufVocab& vocab, GgmlType type) {
   const checkpoint::ModelConfig& b = c.base;
   const std::string a = "deepseek2";
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
@@ -110,15 +110,12 @@ absl::Status AddLayer(const DeepseekConfig& c, const runtime::WeightSource& weig
 }  // namespace
 
 absl::Status WriteDeepseekGguf(const DeepseekConfig& c, const runtime::WeightSource& weights,
-                               const SentencePieceVocab& vocab, GgmlType type, const std::string& path) {
+                               const GgufVocab& vocab, GgmlType type, const std::string& path) {
   if (type != GgmlType::kF32 && type != GgmlType::kQ8_0) {
     return absl::InvalidArgumentError("gguf deepseek2: type must be F32 or Q8_0");
   }
   if (auto s = CheckDeepseekGguf(c); !s.ok()) return s;
-  if (static_cast<int64_t>(vocab.pieces.size()) > c.base.vocab_size) {
-    return absl::InvalidArgumentError(StrCat("gguf deepseek2: the tokenizer has ", vocab.pieces.size(),
-                                             " pieces, more than vocab_size = ", c.base.vocab_size));
-  }
+  QUARK_RETURN_IF_ERROR(CheckVocabFits(vocab, c.base.vocab_size, "gguf deepseek2"));
   std::vector<GgufTensor> tensors;
   try {
     QUARK_ASSIGN_OR_RETURN(at::Tensor embed, Get(weights, "model.embed_tokens.weight"));

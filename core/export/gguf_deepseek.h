@@ -30,7 +30,7 @@ namespace quark::exporter::gguf {
 /// layers (llama.cpp tells DeepSeek-V2-Lite's plain q_proj by its layer count) or set with them; a vocabulary larger
 /// than vocab_size.
 absl::Status WriteDeepseekGguf(const checkpoint::DeepseekConfig& config, const runtime::WeightSource& weights,
-                               const SentencePieceVocab& vocab, GgmlType type, const std::string& path);
+                               const GgufVocab& vocab, GgmlType type, const std::string& path);
 
 /// The float32 weights of a deepseek2 GGUF written for `config`, dequantized and under their HF names (attn_k_b and
 /// attn_v_b joined back into kv_b_proj, the stacked experts split): what the runtime evaluates the export with.

@@ -20,7 +20,7 @@ using checkpoint::GptOssConfig;
 
 constexpr char kArch[] = "gpt-oss";
 
-Metadata GptOssMetadata(const GptOssConfig& c, const SentencePieceVocab& vocab, GgmlType type, bool mxfp4_experts) {
+Metadata GptOssMetadata(const GptOssConfig& c, const GgufVocab& vocab, GgmlType type, bool mxfp4_experts) {
   const checkpoint::ModelConfig& b = c.base;
   const std::string a = kArch;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
@@ -122,14 +122,11 @@ absl::Status AddLayer(const GptOssConfig& c, const runtime::WeightSource& weight
 }  // namespace
 
 absl::Status WriteGptOssGguf(const GptOssConfig& c, const runtime::WeightSource& weights,
-                             const SentencePieceVocab& vocab, GgmlType type, const std::set<std::string>& mxfp4,
+                             const GgufVocab& vocab, GgmlType type, const std::set<std::string>& mxfp4,
                              const std::string& path) {
   QUARK_ASSIGN_OR_RETURN(const std::vector<TensorInfo> planned, PlanGptOssGguf(c, type, mxfp4));
   const checkpoint::ModelConfig& b = c.base;
-  if (static_cast<int64_t>(vocab.pieces.size()) > b.vocab_size) {
-    return absl::InvalidArgumentError(StrCat("gguf gpt-oss: the tokenizer has ", vocab.pieces.size(),
-                                             " pieces, more than vocab_size = ", b.vocab_size));
-  }
+  QUARK_RETURN_IF_ERROR(CheckVocabFits(vocab, b.vocab_size, "gguf gpt-oss"));
   if (c.yarn && !c.yarn->truncate) {
     log::Get("export")->warn(
         "gguf gpt-oss: rope_scaling.truncate is false, but llama.cpp always rounds YaRN's correction range to whole "

@@ -42,7 +42,7 @@ namespace quark::exporter::gguf {
 /// CheckGptOssGguf's refusals, a layer whose experts are partly MXFP4 (naming the expert), a vocabulary larger than
 /// vocab_size; a tensor missing or of another shape than config.json implies is named.
 absl::Status WriteGptOssGguf(const checkpoint::GptOssConfig& config, const runtime::WeightSource& weights,
-                             const SentencePieceVocab& vocab, GgmlType type,
+                             const GgufVocab& vocab, GgmlType type,
                              const std::set<std::string>& mxfp4_modules, const std::string& path);
 
 /// The float32 weights of a gpt-oss GGUF written for `config`, dequantized, under HF's names and in HF's fused

@@ -47,7 +47,7 @@ at::Tensor RopeFreqs(const checkpoint::ModelConfig& b) {
   return at::tensor(factors, at::kFloat);
 }
 
-Metadata Llama4Metadata(const Llama4Config& c, const SentencePieceVocab& vocab, GgmlType type, bool mxfp4_experts) {
+Metadata Llama4Metadata(const Llama4Config& c, const GgufVocab& vocab, GgmlType type, bool mxfp4_experts) {
   const checkpoint::ModelConfig& b = c.base;
   const std::string a = kArch;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
@@ -100,14 +100,11 @@ absl::Status AddLayer(const Llama4Config& c, const runtime::WeightSource& weight
 }  // namespace
 
 absl::Status WriteLlama4Gguf(const Llama4Config& c, const runtime::WeightSource& weights,
-                             const SentencePieceVocab& vocab, GgmlType type, const std::set<std::string>& mxfp4,
+                             const GgufVocab& vocab, GgmlType type, const std::set<std::string>& mxfp4,
                              const std::string& path) {
   QUARK_ASSIGN_OR_RETURN(const std::vector<TensorInfo> planned, PlanLlama4Gguf(c, type, mxfp4));
   const checkpoint::ModelConfig& b = c.base;
-  if (static_cast<int64_t>(vocab.pieces.size()) > b.vocab_size) {
-    return absl::InvalidArgumentError(StrCat("gguf llama4: the tokenizer has ", vocab.pieces.size(),
-                                             " pieces, more than vocab_size = ", b.vocab_size));
-  }
+  QUARK_RETURN_IF_ERROR(CheckVocabFits(vocab, b.vocab_size, "gguf llama4"));
   std::vector<GgufTensorData> tensors;
   try {
     QUARK_ASSIGN_OR_RETURN(at::Tensor embed, weights.Get("model.embed_tokens.weight", at::kFloat));

@@ -41,7 +41,7 @@ namespace quark::exporter::gguf {
 /// refusals, experts partly MXFP4 (naming the expert), a vocabulary larger than vocab_size; a tensor missing or of
 /// another shape than config.json implies is named.
 absl::Status WriteLlama4Gguf(const checkpoint::Llama4Config& config, const runtime::WeightSource& weights,
-                             const SentencePieceVocab& vocab, GgmlType type,
+                             const GgufVocab& vocab, GgmlType type,
                              const std::set<std::string>& mxfp4_modules, const std::string& path);
 
 /// The float32 weights of a llama4 GGUF written for `config`, dequantized and under HF's names (the stacked experts

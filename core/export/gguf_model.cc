@@ -21,13 +21,10 @@ at::Tensor UnpermuteRows(const at::Tensor& rows, int64_t heads) {
   return rows.reshape(shape).transpose(1, 2).reshape(rows.sizes()).contiguous();
 }
 
-absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const SentencePieceVocab& vocab,
+absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const GgufVocab& vocab,
                                        const std::string& name, uint32_t file_type, bool quantized) {
   QUARK_ASSIGN_OR_RETURN(const std::string arch, GgufArchitecture(config));
-  if (static_cast<int64_t>(vocab.pieces.size()) > config.vocab_size) {
-    return absl::InvalidArgumentError(StrCat("tokenizer.model: ", vocab.pieces.size(), " pieces, more than vocab_size ",
-                                             config.vocab_size));
-  }
+  QUARK_RETURN_IF_ERROR(CheckVocabFits(vocab, config.vocab_size, "tokenizer"));
   Metadata md;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   md.emplace_back("general.architecture", Value::Str(arch));
@@ -61,7 +58,12 @@ absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, co
 }
 
 void AppendTokenizerMetadata(int64_t vocab_size, int64_t bos_token_id, int64_t eos_token_id,
-                             const SentencePieceVocab& vocab, Metadata& md) {
+                             const GgufVocab& any_vocab, Metadata& md) {
+  if (const BpeVocab* bpe = any_vocab.bpe()) {
+    AppendBpeTokenizerMetadata(*bpe, md);
+    return;
+  }
+  const SentencePieceVocab& vocab = *any_vocab.sentencepiece();
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   std::vector<std::string> tokens;
   std::vector<double> scores, types;

@@ -25,13 +25,15 @@ at::Tensor UnpermuteRows(const at::Tensor& rows, int64_t heads);
 /// general.*, <arch>.* hyperparameters and tokenizer.ggml.* for `config`, with general.file_type `file_type`.
 /// The vocabulary is padded to config.vocab_size with unused "[PAD<i>]" pieces (as llama.cpp's converter does);
 /// INVALID_ARGUMENT when it has more pieces than vocab_size.
-absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const SentencePieceVocab& vocab,
+absl::StatusOr<Metadata> BuildMetadata(const checkpoint::ModelConfig& config, const GgufVocab& vocab,
                                        const std::string& name, uint32_t file_type, bool quantized);
 
-/// tokenizer.ggml.* of a SentencePiece ("llama") vocabulary padded to `vocab_size` with unused "[PAD<i>]" pieces;
-/// the bos/eos ids given (>= 0) win over the tokenizer's, as convert_hf_to_gguf.py's SpecialVocab reads config.json.
-void AppendTokenizerMetadata(int64_t vocab_size, int64_t bos_token_id, int64_t eos_token_id,
-                             const SentencePieceVocab& vocab, Metadata& md);
+/// tokenizer.ggml.* of `vocab`. A SentencePiece ("llama") vocabulary is padded to `vocab_size` with unused
+/// "[PAD<i>]" pieces, and the bos/eos ids given (>= 0) win over the tokenizer's, as convert_hf_to_gguf.py's
+/// SpecialVocab reads config.json; a BPE ("gpt2") one was read for vocab_size with its special ids resolved
+/// (AppendBpeTokenizerMetadata).
+void AppendTokenizerMetadata(int64_t vocab_size, int64_t bos_token_id, int64_t eos_token_id, const GgufVocab& vocab,
+                             Metadata& md);
 
 /// The ModelConfig a GGUF describes (architecture llama or qwen2; tied embeddings when it has no output.weight).
 /// INVALID_ARGUMENT naming the key for a missing or inconsistent hyperparameter.

@@ -87,7 +87,39 @@ absl::StatusOr<at::Tensor> GgufWeightSource::Get(const std::string& name, at::Sc
   return values.to(dtype);
 }
 
+namespace {
+
+// The tokenizer.json beside a "gpt2" GGUF, read as the exporter reads it for the GGUF's vocabulary size.
+absl::StatusOr<std::string> GgufTokenizerJson(const gguf::GgufFile& file) {
+  const std::filesystem::path dir = std::filesystem::path(file.path()).parent_path();
+  const std::string path = (dir / "tokenizer.json").string();
+  const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens");
+  const gguf::Value* types = file.Find("tokenizer.ggml.token_type");
+  const gguf::Value* merges = file.Find("tokenizer.ggml.merges");
+  if (tokens == nullptr || types == nullptr || merges == nullptr || tokens->texts.size() != types->numbers.size()) {
+    return absl::InvalidArgumentError(StrCat(file.path(), ": tokenizer.ggml.tokens/token_type/merges missing or of "
+                                                          "different lengths"));
+  }
+  QUARK_ASSIGN_OR_RETURN(const gguf::BpeVocab vocab,
+                         gguf::ReadBpeVocab(dir.string(), static_cast<int64_t>(tokens->texts.size()), ""));
+  for (size_t i = 0; i < tokens->texts.size(); ++i) {
+    if (tokens->texts[i] != vocab.tokens[i] || types->numbers[i] != static_cast<double>(vocab.types[i])) {
+      return absl::InvalidArgumentError(StrCat(path, ": token ", i, " (\"", tokens->texts[i], "\" in ", file.path(),
+                                               ") differs: not the vocabulary of this GGUF"));
+    }
+  }
+  if (merges->texts != vocab.merges) {
+    return absl::InvalidArgumentError(StrCat(path, ": its merges differ from ", file.path(), "'s"));
+  }
+  return path;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> GgufTokenizerModel(const gguf::GgufFile& file) {
+  if (const gguf::Value* model = file.Find("tokenizer.ggml.model"); model != nullptr && model->text == "gpt2") {
+    return GgufTokenizerJson(file);
+  }
   const std::string path =
       (std::filesystem::path(file.path()).parent_path() / "tokenizer.model").string();
   QUARK_ASSIGN_OR_RETURN(const gguf::SentencePieceVocab vocab, gguf::ReadSentencePieceVocab(path));

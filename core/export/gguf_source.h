@@ -37,9 +37,10 @@ class GgufWeightSource : public runtime::WeightSource {
   std::shared_ptr<const runtime::WeightSource> whole_;  // deepseek2: every weight, dequantized at Open
 };
 
-/// The tokenizer.model next to a GGUF file, checked to hold exactly the GGUF's vocabulary (tokenizer.ggml.tokens,
-/// scores and token types; pieces past it must be the converter's unused padding). NOT_FOUND naming the path when
-/// there is none; INVALID_ARGUMENT naming the first token that differs.
+/// The tokenizer next to a GGUF file, checked to hold exactly the GGUF's vocabulary: for a SentencePiece ("llama")
+/// GGUF its tokenizer.model (tokenizer.ggml.tokens, scores and token types; pieces past it must be the converter's
+/// unused padding), for a BPE ("gpt2") one its tokenizer.json (tokens, token types and merges as ReadBpeVocab writes
+/// them). NOT_FOUND naming the path when there is none; INVALID_ARGUMENT naming the first token that differs.
 absl::StatusOr<std::string> GgufTokenizerModel(const gguf::GgufFile& file);
 
 }  // namespace quark::exporter

@@ -152,6 +152,41 @@ absl::StatusOr<SentencePieceVocab> ReadSentencePieceVocab(const std::string& pat
   return vocab;
 }
 
+absl::StatusOr<GgufVocab> ReadModelVocab(const std::string& model_dir, int64_t vocab_size,
+                                         const std::string& model_type) {
+  const std::filesystem::path dir(model_dir);
+  const std::string sentencepiece = (dir / "tokenizer.model").string(), bpe = (dir / "tokenizer.json").string();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(sentencepiece, ec)) {
+    auto vocab = ReadSentencePieceVocab(sentencepiece);
+    if (!vocab.ok()) return absl::InvalidArgumentError(std::string(vocab.status().message()));
+    if (static_cast<int64_t>(vocab->pieces.size()) > vocab_size) {
+      return absl::InvalidArgumentError(
+          StrCat(sentencepiece, ": ", vocab->pieces.size(), " pieces, more than vocab_size = ", vocab_size));
+    }
+    return GgufVocab(*std::move(vocab));
+  }
+  if (!std::filesystem::is_regular_file(bpe, ec)) {
+    return absl::InvalidArgumentError(StrCat("tokenizer: ", model_dir, " has neither tokenizer.model (SentencePiece) "
+                                             "nor tokenizer.json (BPE): GGUF needs the vocabulary"));
+  }
+  QUARK_ASSIGN_OR_RETURN(BpeVocab vocab, ReadBpeVocab(model_dir, vocab_size, model_type));
+  return GgufVocab(std::move(vocab));
+}
+
+absl::Status CheckVocabFits(const GgufVocab& vocab, int64_t vocab_size, const std::string& who) {
+  if (const SentencePieceVocab* spm = vocab.sentencepiece()) {
+    if (static_cast<int64_t>(spm->pieces.size()) > vocab_size) {
+      return absl::InvalidArgumentError(StrCat(who, ": the tokenizer has ", spm->pieces.size(),
+                                               " pieces, more than vocab_size = ", vocab_size));
+    }
+  } else if (static_cast<int64_t>(vocab.bpe()->tokens.size()) != vocab_size) {
+    return absl::InvalidArgumentError(StrCat(who, ": the BPE vocabulary was read for ", vocab.bpe()->tokens.size(),
+                                             " tokens, but vocab_size = ", vocab_size));
+  }
+  return absl::OkStatus();
+}
+
 int32_t GgufTokenType(PieceType type) {
   switch (type) {
     case PieceType::kUnknown: return 2;

@@ -165,7 +165,7 @@ Metadata WholeFileMetadata(const std::string& a, const std::string& name, const 
           {a + ".attention.layer_norm_rms_epsilon", f32(b.rms_norm_eps)}};
 }
 
-void AppendWholeFileTail(const checkpoint::ModelConfig& b, const SentencePieceVocab& vocab, GgmlType type,
+void AppendWholeFileTail(const checkpoint::ModelConfig& b, const GgufVocab& vocab, GgmlType type,
                          bool mxfp4_experts, Metadata& md) {
   // LLAMA_FTYPE_ALL_F32 0, MOSTLY_Q8_0 7, MOSTLY_MXFP4_MOE 38.
   const uint32_t file_type = mxfp4_experts ? kFileTypeMxfp4Moe : type == GgmlType::kQ8_0 ? 7 : 0;
@@ -226,17 +226,7 @@ absl::StatusOr<WholeFileModel> OpenWholeFileModel(const std::string& model_dir, 
   QUARK_ASSIGN_OR_RETURN(out.model, checkpoint::LoadModelConfig(model_dir));
   QUARK_ASSIGN_OR_RETURN(out.type, WholeFileGgufType(options.file_type, options.type, options.imatrix != nullptr,
                                                      out.model.model_type));
-  const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
-  auto vocab = ReadSentencePieceVocab(tokenizer);
-  if (!vocab.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat(std::string(vocab.status().message()), " (GGUF needs the SentencePiece vocabulary)"));
-  }
-  if (static_cast<int64_t>(vocab->pieces.size()) > out.model.vocab_size) {
-    return absl::InvalidArgumentError(
-        StrCat(tokenizer, ": ", vocab->pieces.size(), " pieces, more than vocab_size = ", out.model.vocab_size));
-  }
-  out.vocab = *std::move(vocab);
+  QUARK_ASSIGN_OR_RETURN(out.vocab, ReadModelVocab(model_dir, out.model.vocab_size, out.model.model_type));
   return out;
 }
 

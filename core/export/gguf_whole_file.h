@@ -50,7 +50,7 @@ Metadata WholeFileMetadata(const std::string& arch, const std::string& name, con
 
 /// The keys every whole-file family writes last: general.file_type (ALL_F32 / MOSTLY_Q8_0 for `type`, or
 /// MOSTLY_MXFP4_MOE when `mxfp4_experts`), general.quantization_version for a quantized file, and the tokenizer.
-void AppendWholeFileTail(const checkpoint::ModelConfig& b, const SentencePieceVocab& vocab, GgmlType type,
+void AppendWholeFileTail(const checkpoint::ModelConfig& b, const GgufVocab& vocab, GgmlType type,
                          bool mxfp4_experts, Metadata& md);
 
 /// Gives each of `tensors` (a writer's, in file order) its planned type; INVALID_ARGUMENT naming the first whose name
@@ -67,13 +67,13 @@ absl::StatusOr<at::Tensor> GetChecked(const runtime::WeightSource& weights, cons
                                       const std::vector<int64_t>& shape);
 
 /// What a whole-file family's exporter starts from: `model_dir`'s config.json, the float weights' type from the
-/// export's options (WholeFileGgufType, naming the model_type) and the SentencePiece vocabulary of its tokenizer.model.
-/// INVALID_ARGUMENT naming the option, or the tokenizer file when it is missing or unreadable (GGUF needs it) or
-/// holds more pieces than vocab_size.
+/// export's options (WholeFileGgufType, naming the model_type) and its vocabulary (ReadModelVocab: tokenizer.model,
+/// else tokenizer.json). INVALID_ARGUMENT naming the option, or the tokenizer file when both are missing (GGUF needs
+/// one), unreadable, or hold more tokens than vocab_size; UNIMPLEMENTED for a BPE llama.cpp cannot reproduce.
 struct WholeFileModel {
   checkpoint::ModelConfig model;
   GgmlType type = GgmlType::kF32;
-  SentencePieceVocab vocab;
+  GgufVocab vocab;
 };
 absl::StatusOr<WholeFileModel> OpenWholeFileModel(const std::string& model_dir, const GgufExportOptions& options);
 

@@ -135,11 +135,8 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
     e->model_.tie_word_embeddings = false;  // output.weight written from the embedding
     e->head_from_embedding_ = true;
   }
-  const std::string tokenizer = (fs::path(model_dir) / "tokenizer.model").string();
-  auto vocab = gguf::ReadSentencePieceVocab(tokenizer);
-  if (!vocab.ok()) {
-    return absl::InvalidArgumentError(StrCat(std::string(vocab.status().message()), " (GGUF needs the SentencePiece vocabulary)"));
-  }
+  QUARK_ASSIGN_OR_RETURN(const gguf::GgufVocab vocab,
+                         gguf::ReadModelVocab(model_dir, e->model_.vocab_size, e->model_.model_type));
   QUARK_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(model_dir));
   QUARK_RETURN_IF_ERROR(e->Plan(plan, *reader));
   QUARK_RETURN_IF_ERROR(e->CheckImatrix());
@@ -166,7 +163,7 @@ absl::StatusOr<std::unique_ptr<GgufExporter>> GgufExporter::Create(const std::st
   std::string name = options.name.empty() ? fs::path(model_dir).lexically_normal().filename().string() : options.name;
   if (name.empty()) name = fs::path(model_dir).lexically_normal().parent_path().filename().string();
   QUARK_ASSIGN_OR_RETURN(const gguf::Metadata metadata,
-                         gguf::BuildMetadata(e->model_, *vocab, name,
+                         gguf::BuildMetadata(e->model_, vocab, name,
                                              options.file_type ? options.file_type->ftype
                                                                : gguf::FindType(main_type)->file_type,
                                              quantized));

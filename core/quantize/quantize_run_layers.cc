@@ -315,15 +315,17 @@ absl::Status QuantizeRun::QuantizeLayers() {
       if (auto s = WriteImatrix(e.path); !s.ok()) return s;
     }
     if (e.format == "gguf") {
-      // The tokenizer.model beside the GGUF: `quark eval --model model.gguf --text` encodes with it (checked there
-      // against the GGUF's own vocabulary).
-      const std::filesystem::path tokenizer = std::filesystem::path(model_dir_) / "tokenizer.model";
-      const std::filesystem::path copy = std::filesystem::path(e.path).parent_path() / "tokenizer.model";
+      // The tokenizer beside the GGUF: `quark eval --model model.gguf --text` encodes with it (checked there against
+      // the GGUF's own vocabulary). tokenizer.model when the GGUF took it, else the tokenizer.json files.
+      const std::filesystem::path source(model_dir_), target = std::filesystem::path(e.path).parent_path();
       std::error_code ec;
-      if (std::filesystem::exists(tokenizer, ec) && !std::filesystem::exists(copy, ec)) {
-        std::filesystem::copy_file(tokenizer, copy, ec);
-        if (ec) return absl::InternalError(StrCat(copy.string(), ": ", ec.message()));
-        report_.files.push_back("tokenizer.model");
+      const bool sentencepiece = std::filesystem::exists(source / "tokenizer.model", ec);
+      for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"}) {
+        if (sentencepiece != (std::string(name) == "tokenizer.model")) continue;
+        if (!std::filesystem::exists(source / name, ec) || std::filesystem::exists(target / name, ec)) continue;
+        std::filesystem::copy_file(source / name, target / name, ec);
+        if (ec) return absl::InternalError(StrCat((target / name).string(), ": ", ec.message()));
+        report_.files.push_back(name);
       }
     }
   }

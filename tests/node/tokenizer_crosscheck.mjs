@@ -14,38 +14,18 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { loadTransformers, referenceTokenizer } from './hf_transformers.mjs';
 import { peerMissing } from './peer_missing.cjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourceDir = process.env.QUARK_SOURCE_DIR ?? path.resolve(here, '../..');
 const binaryDir = process.env.QUARK_BINARY_DIR ?? path.join(sourceDir, 'build');
 const sharedDir = process.env.QUARK_SHARED_DIR ?? path.resolve(sourceDir, '../shared');
-const peers = path.join(sourceDir, 'tests/peers');
 const fixtures = path.join(sourceDir, 'tests/fixtures/tokenizers');
 
 const QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-async function loadTransformers() {
-  const require = createRequire(path.join(peers, 'package.json'));
-  let entry;
-  try {
-    entry = require.resolve('@huggingface/transformers');
-  } catch {
-    return null;
-  }
-  const transformers = await import(entry);
-  transformers.env.allowRemoteModels = false;
-  transformers.env.allowLocalModels = true;
-  return transformers;
-}
-
-async function referenceTokenizer(transformers, dir) {
-  transformers.env.localModelPath = path.dirname(dir) + path.sep;
-  return transformers.AutoTokenizer.from_pretrained(path.basename(dir), { local_files_only: true });
-}
 
 // GPT-2's vocabulary and merges behind the pre-tokenizers of Qwen2 and Llama 3 (Split regex + ByteLevel without
 // its own regex, NFC normalizer, TemplateProcessing with a BOS for Llama 3) and of SmolLM / StarCoder
@@ -94,7 +74,7 @@ function firstDifference(a, b) {
 }
 
 async function printMode(args) {
-  const transformers = await loadTransformers();
+  const transformers = await loadTransformers(sourceDir);
   if (!transformers) peerMissing('tests/peers/node_modules lacks @huggingface/transformers');
   const [dir, file] = args;
   const tokenizer = await referenceTokenizer(transformers, path.resolve(dir));
@@ -103,7 +83,7 @@ async function printMode(args) {
 }
 
 async function compareMode() {
-  const transformers = await loadTransformers();
+  const transformers = await loadTransformers(sourceDir);
   if (!transformers) {
     peerMissing('tests/peers/node_modules lacks @huggingface/transformers (run scripts/install-test-peers.sh)');
   }
