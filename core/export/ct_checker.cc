@@ -11,6 +11,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/fused_group.h"
 #include "core/export/ct_moe_rules.h"
 #include "core/export/ct_targets.h"
 
@@ -184,13 +185,11 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
   for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, layer)) {
     const std::string name = prefix + linear.relative_name;
     const Json g = CtGroupFor(qc, name);
-    // A routed expert's scheme follows its MoE block (CtMoeProblems); its gate and up share w13's NVFP4 global scale.
-    const std::string fused = linear.routed ? (IsExpertGateOrUp(name) ? name.substr(0, name.rfind('.')) : "")
-                                            : FusedGroupOf(linear.relative_name);
+    // A routed expert's scheme follows its MoE block (CtMoeProblems), not the dense fused shards.
     if (linear.routed) {
       routed.push_back(name);
     } else {
-      fused_groups[fused].push_back({name, g});
+      fused_groups[FusedGroupOf(linear.relative_name)].push_back({name, g});
     }
     if (g.is_null()) {
       if (!reader.Has(name + ".weight")) out.push_back(StrCat(name, ".weight: an ignored linear without its weight"));
@@ -204,7 +203,10 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
     CheckTensors(ExpectedTensors(name, g, format, linear.out_features, linear.in_features, out), reader, out);
     if (linear.has_bias && !reader.Has(name + ".bias")) out.push_back(StrCat(name, ".bias: missing"));
     if (format == "nvfp4-pack-quantized") {
-      if (auto v = ScalarF32(reader, name + ".weight_global_scale")) globals[fused].push_back({name, *v});
+      // The engine's own grouping of shared global scales (q/k/v, gate/up, each expert's gate/up as vLLM's w13).
+      if (auto v = ScalarF32(reader, name + ".weight_global_scale")) {
+        globals[Nvfp4GlobalScaleKey(name)].push_back({name, *v});
+      }
     }
     if (format == "pack-quantized") {
       auto shape = reader.Get(name + ".weight_shape");
@@ -228,10 +230,11 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
   }
   const std::vector<std::string> moe = CtMoeProblems(qc, routed);
   out.insert(out.end(), moe.begin(), moe.end());
-  // vLLM takes the max of the shards' global scales (an MoE expert's w13: the gate's) and warns the fp8 block scales "should be recomputed".
+  // vLLM takes the max of the shards' global scales (an MoE expert's w13: the gate's) and warns the fp8 block scales
+  // "should be recomputed".
   for (const auto& [fused, shards] : globals) {
     for (const auto& [name, v] : shards) {
-      if (!fused.empty() && v != shards.front().second) {
+      if (v != shards.front().second) {
         out.push_back(StrCat(name, ".weight_global_scale: ", v, " differs from ", shards.front().first, "'s ",
                              shards.front().second, " (NVFP4 fused shards share one global scale)"));
       }

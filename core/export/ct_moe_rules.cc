@@ -22,9 +22,6 @@ bool Nvfp4(const Json& x) {
   return Str(x, "type") == "float" && Int(x, "num_bits") == 4 && Str(x, "strategy") == "tensor_group" &&
          Int(x, "group_size") == 16;
 }
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 
@@ -81,14 +78,6 @@ absl::StatusOr<std::string> VllmCtMoeMethod(const Json& group, const std::string
 std::string MoeBlockOf(const std::string& module) {
   const size_t at = module.find(".experts.");
   return at == std::string::npos ? "" : module.substr(0, at + 8);
-}
-
-bool IsExpertGateOrUp(const std::string& module) {
-  if (MoeBlockOf(module).empty()) return false;
-  for (const char* p : {".gate_proj", ".up_proj", ".w1", ".w3"}) {
-    if (EndsWith(module, p)) return true;
-  }
-  return false;
 }
 
 std::vector<std::string> CtMoeProblems(const Json& qc, const std::vector<std::string>& routed) {

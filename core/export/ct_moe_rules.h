@@ -38,8 +38,4 @@ std::string MoeBlockOf(const std::string& module);
 /// accepts. Each problem names the module, block or group.
 std::vector<std::string> CtMoeProblems(const nlohmann::json& qc, const std::vector<std::string>& routed);
 
-/// Whether a routed linear is its expert's gate or up projection (gate_proj/up_proj, Mixtral's w1/w3): vLLM fuses the
-/// two as w13 and keeps one NVFP4 global scale for both (the gate's; a different up scale costs accuracy).
-bool IsExpertGateOrUp(const std::string& module);
-
 }  // namespace quark::exporter

@@ -60,10 +60,9 @@ absl::StatusOr<nlohmann::ordered_json> CompressedTensorsExporter::MakeQuantizati
   for (const LayerAssignment& a : plan.layers) {
     if (!MoeBlockOf(a.module).empty()) routed.push_back(a.module);
   }
-  if (std::vector<std::string> problems = CtMoeProblems(nlohmann::json::parse(ordered.dump()), routed);
-      !problems.empty()) {
-    return absl::InvalidArgumentError(StrCat("export_formats: compressed_tensors: the MoE experts break vLLM's fused-MoE "
-                                             "rules: ", StrJoin(problems, "; ")));
+  if (std::vector<std::string> problems = CtMoeProblems(*qc, routed); !problems.empty()) {
+    return absl::InvalidArgumentError(StrCat("export_formats: compressed_tensors: the MoE experts break vLLM's "
+                                             "fused-MoE rules: ", StrJoin(problems, "; ")));
   }
   return ordered;
 }
