@@ -80,7 +80,7 @@ absl::Status GptaqColumns(Prepared& p, ColumnParameters& params, const GptqColum
     for (int64_t i = 0; i < count; ++i) {
       const at::Tensor col = w1.select(1, i);
       QUARK_ASSIGN_OR_RETURN(const QuantParams* qp, params.For(i1 + i, w));
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor qc, QuantizeColumn(col, plan.column_spec, *qp, dtype));
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor qc, QuantizeColumn(col, plan, *qp, dtype));
       q.select(1, i1 + i).copy_(qc);
       const at::Tensor d = l1t.select(0, i).select(0, i);
       const at::Tensor e = (col - qc).div(d);
@@ -115,7 +115,7 @@ absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColu
   const at::Tensor gw0 = w.matmul(p.cross.select(1, 0).mul(dhi));
   const at::Tensor hv0 = w.matmul(h0.mul(dhi));
   QUARK_ASSIGN_OR_RETURN(const QuantParams* first, params.For(0, w));
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor q0, QuantizeColumn(gw0 - hv0, plan.column_spec, *first, dtype));
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor q0, QuantizeColumn(gw0 - hv0, plan, *first, dtype));
   q.select(1, 0).copy_(q0);
   // Sherman-Morrison downdate: (H_{>0,>0})^-1 from (H + damp I)^-1.
   at::Tensor a = hinv.slice(0, 1).slice(1, 1);
@@ -143,7 +143,7 @@ absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColu
     for (int64_t i = 0; i < count; ++i) {
       const at::Tensor col = w1.select(1, i);
       QUARK_ASSIGN_OR_RETURN(const QuantParams* qp, params.For(i1 + i, w));
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor qc, QuantizeColumn(col, plan.column_spec, *qp, dtype));
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor qc, QuantizeColumn(col, plan, *qp, dtype));
       q1.select(1, i).copy_(qc);
       const at::Tensor e = (col - qc).div(hinv1.select(0, i).select(0, i));
       w1.slice(1, i).sub_(e.unsqueeze(1).matmul(hinv1.select(0, i).slice(0, i).unsqueeze(0)));

@@ -146,7 +146,9 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       ++index;
       const AsymmetricStats& s = stats.at(target.input);
       QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
-      auto result = AsymmetricQuantizeWeight(linear->weight(), s.hessian(), s.cross(), target.spec, options);
+      AsymmetricOptions module_options = options;
+      module_options.gptq.nvfp4_global_amax = target.nvfp4_global_amax;
+      auto result = AsymmetricQuantizeWeight(linear->weight(), s.hessian(), s.cross(), target.spec, module_options);
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(module, ": ", std::string(result.status().message())));
       }

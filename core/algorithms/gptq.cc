@@ -489,6 +489,10 @@ absl::Status CheckWeight(const at::Tensor& weight, int64_t hessian_size, const Q
   return run.Prepare(weight.sizes());
 }
 
+bool TakesTensorOps(const at::Tensor& weight, const QuantSpec& spec, const GptqOptions& options) {
+  return options.tensor_ops || !weight.device().is_cpu() || RoundsInTensorOpsOnly(spec);
+}
+
 }  // namespace
 
 absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const GptqFactor& factor,
@@ -500,7 +504,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const Gp
     if (options.act_order != factor.perm.defined()) {
       return absl::InvalidArgumentError("desc_act: the factor was computed with another act order");
     }
-    if (options.tensor_ops || !weight.device().is_cpu()) return GptqQuantizeByTensorOps(weight, factor, spec, options);
+    if (TakesTensorOps(weight, spec, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");
@@ -514,7 +518,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tens
     const bool square = hessian.defined() && hessian.dim() == 2 && hessian.size(0) == hessian.size(1);
     QUARK_RETURN_IF_ERROR(CheckWeight(weight, square ? hessian.size(0) : -1, spec, options, run));
     QUARK_ASSIGN_OR_RETURN(const GptqFactor factor, GptqFactorOf(std::move(hessian), options));
-    if (options.tensor_ops || !weight.device().is_cpu()) return GptqQuantizeByTensorOps(weight, factor, spec, options);
+    if (TakesTensorOps(weight, spec, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");

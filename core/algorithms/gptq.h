@@ -42,6 +42,10 @@ struct GptqOptions {
   /// kernel and the spec is an integer one (gptq_fused_blocks.h): the same bits as column by column, without ~10
   /// device operations a column. false: column by column (the parity tests and benchmarks).
   bool fused_blocks = true;
+  /// NVFP4 weights: the amax their float32 global scale comes from, taken on the float weights before any column is
+  /// rounded. Fused shards (q/k/v, gate/up, an expert's gate/up) pass the largest of theirs, so that they share one
+  /// global scale as vLLM needs; 0: the weight's own amax.
+  float nvfp4_global_amax = 0;
 };
 
 struct GptqResult {

@@ -5,6 +5,8 @@
 
 #include "core/base/status_macros.h"
 #include "core/numerics/fake_quant.h"
+#include "core/numerics/nvfp4_quant.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 
 namespace quark::algorithms {
 
@@ -13,6 +15,9 @@ ColumnParameters::ColumnParameters(const QuantSpec& spec, const GptqColumnPlan& 
     : spec_(spec), plan_(plan), options_(options), dtype_(dtype), perm_(std::move(perm)) {}
 
 absl::Status ColumnParameters::SetUp(const at::Tensor& w) {
+  if (plan_.nvfp4) {
+    nvfp4_global_amax_ = options_.nvfp4_global_amax > 0 ? options_.nvfp4_global_amax : Nvfp4AmaxOf(w.to(dtype_));
+  }
   if (plan_.grouped && !options_.static_groups) return absl::OkStatus();
   QUARK_ASSIGN_OR_RETURN(const QuantParams whole, Of(w));
   if (!plan_.grouped) {
@@ -23,7 +28,7 @@ absl::Status ColumnParameters::SetUp(const at::Tensor& w) {
   const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
   if (per_group(whole.scale) && per_group(whole.zero_point)) {
     for (int64_t g = 0; g < groups; ++g) {
-      fixed_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1)});
+      fixed_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1), whole.global_scale});
     }
     return absl::OkStatus();
   }
@@ -60,18 +65,32 @@ QuantParams ColumnParameters::Whole() const {
     scales.push_back(p.scale);
     zero_points.push_back(p.zero_point);
   }
-  return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1)};
+  // NVFP4: every group's scales sit under the one global scale.
+  return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1),
+                     groups.empty() ? at::Tensor() : groups.front().global_scale};
 }
 
 absl::StatusOr<QuantParams> ColumnParameters::Of(const at::Tensor& columns) const {
+  if (plan_.nvfp4) return Nvfp4ParamsOf(columns.to(dtype_).contiguous(), spec_, nvfp4_global_amax_);
   return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
 }
 
-// The engine's fake quantization of one column [N] float32 in the weight's dtype, back as [N] float32.
-absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantSpec& column_spec,
+absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const GptqColumnPlan& plan,
                                           const QuantParams& params, at::ScalarType dtype) {
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor q, FakeQuantize(column.unsqueeze(1).to(dtype).contiguous(), column_spec,
-                                                          params, TensorRole::kWeight));
+  const at::Tensor x = column.unsqueeze(1).to(dtype);
+  if (plan.nvfp4) {
+    // NVFP4 rounds groups of 16 along K. With the group's scale given, each element is rounded alone, so the column
+    // goes through the NVFP4 kernel as the first element of one zero-padded group per row: RTN's element math.
+    const at::Tensor group = at::constant_pad_nd(x, {0, kernels::kNvfp4Group - 1});
+    return Nvfp4FakeQuantize(group, &params).select(1, 0).to(at::kFloat);
+  }
+  QuantParams column_params = params;
+  if (plan.block_rows > 0) {  // a tile scale per block of rows -> a scale per row
+    column_params.scale = params.scale.reshape({-1}).repeat_interleave(plan.block_rows);
+    column_params.zero_point = params.zero_point.reshape({-1}).repeat_interleave(plan.block_rows);
+  }
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor q,
+                         FakeQuantize(x.contiguous(), plan.column_spec, column_params, TensorRole::kWeight));
   return q.to(at::kFloat).squeeze(1);
 }
 

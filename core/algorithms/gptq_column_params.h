@@ -1,6 +1,8 @@
 // The parameters GPTQ-family column loops in tensor operations (gptq_tensor_ops.cc, gptaq.cc, qronos.cc) round each
 // column with, and that rounding: the whole weight's parameters (per tensor / channel), every group's at once from
-// the original weight (static groups), or each group's as it starts, observed on the current weight.
+// the original weight (static groups), or each group's as it starts, observed on the current weight. NVFP4's group
+// scales sit under one global scale taken before the loop (GptqOptions::nvfp4_global_amax, or the weight's amax), and
+// W4A8's two stages and fp8_block's tiles are rounded column by column with the same element math as RTN's.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,7 @@ class ColumnParameters {
   absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const;
 
   QuantSpec spec_;
+  float nvfp4_global_amax_ = 0;  // NVFP4: set in SetUp
   GptqColumnPlan plan_;
   GptqOptions options_;
   at::ScalarType dtype_;
@@ -49,8 +52,9 @@ class ColumnParameters {
   std::vector<QuantParams> observed_;
 };
 
-/// The engine's fake quantization of one column [N] float32 in the weight's dtype, back as [N] float32.
-absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const QuantSpec& column_spec,
+/// The engine's fake quantization of one column [N] float32 in the weight's dtype with its parameters (`params` as
+/// ColumnParameters::For gives them), back as [N] float32.
+absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const GptqColumnPlan& plan,
                                           const QuantParams& params, at::ScalarType dtype);
 
 }  // namespace quark::algorithms

@@ -14,14 +14,6 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
   if (IsCastType(spec.dtype)) {
     return absl::InvalidArgumentError(StrCat("weight.dtype: ", Name(spec.dtype), " is a cast, nothing to round"));
   }
-  if (spec.IsProgressive()) {  // #30 W4A8: the int4 grid sits on fp8 values; GPTQ's column loop rounds floats
-    return absl::UnimplementedError("weight.fp8_first_stage: GPTQ does not run W4A8's two-stage (fp8 then int4) "
-                                    "weights; use RTN, AWQ or rotation");
-  }
-  if (spec.IsNvfp4()) {  // #30: its block scales sit under a global scale shared by the fused shards (RTN computes it)
-    return absl::UnimplementedError("weight.scale_format: GPTQ does not run NVFP4 weights (e4m3 group scales under a "
-                                    "per-tensor global scale); use RTN, AWQ or rotation");
-  }
   QUARK_ASSIGN_OR_RETURN(const QuantLayout layout, ResolveLayout(spec, TensorRole::kWeight, sizes));
   GptqColumnPlan plan{spec, false, 0};
   switch (layout.granularity) {
@@ -40,10 +32,18 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
       }
       plan.grouped = true;
       plan.group_size = layout.group_size > 0 ? layout.group_size : sizes[1];
-      if (layout.granularity == Granularity::kPerGroup) plan.column_spec.group_size = 1;
+      plan.nvfp4 = spec.IsNvfp4();
+      if (layout.granularity == Granularity::kPerGroup && !plan.nvfp4) plan.column_spec.group_size = 1;
       break;
     case Granularity::kPerBlock:
-      return absl::UnimplementedError("weight.qscheme: GPTQ does not run per_block weights (2-D tiles); use RTN");
+      // A column crosses one tile per block of rows: it is rounded per output channel with each row's tile scale.
+      plan.grouped = true;
+      plan.group_size = layout.group_size;
+      plan.block_rows = layout.block_rows;
+      plan.column_spec.qscheme = QScheme::kPerChannel;
+      plan.column_spec.ch_axis = 0;
+      plan.column_spec.block_size.clear();
+      break;
     case Granularity::kPerToken:
       return absl::InvalidArgumentError("weight.qscheme: per_token is for dynamic activations, not GPTQ weights");
   }
@@ -51,6 +51,10 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
     return absl::InvalidArgumentError("desc_act: act order with groups needs static_groups");
   }
   return plan;
+}
+
+bool RoundsInTensorOpsOnly(const QuantSpec& spec) {
+  return spec.IsNvfp4() || spec.IsProgressive() || spec.qscheme == QScheme::kPerBlock;
 }
 
 }  // namespace quark::algorithms

@@ -16,15 +16,26 @@ struct GptqOptions;
 
 struct GptqColumnPlan {
   /// The spec applied to one [N, 1] column with that column's parameters (per group: groups of one element; MX keeps
-  /// its block spec, a one-element tail block).
+  /// its block spec, a one-element tail block; per_block: per output channel, each row with its tile's scale; W4A8:
+  /// the spec itself, both stages per output channel).
   QuantSpec column_spec;
-  /// per_group or MX: parameters per group of input columns.
+  /// per_group, MX, NVFP4 or per_block: parameters per group of input columns.
   bool grouped = false;
   int64_t group_size = 0;  // grouped only
+  /// per_block (2-D tiles, fp8_block): weight rows per row of parameters; 0 otherwise.
+  int64_t block_rows = 0;
+  /// NVFP4: e4m3 group scales under the float32 global scale, which no one-element spec carries.
+  bool nvfp4 = false;
 };
 
 /// INVALID_ARGUMENT naming the field for a spec GPTQ cannot run on a weight of `sizes` ([N, K]): dynamic, a cast,
-/// per_token, channels or groups on the wrong axis, act order with groups observed as they start.
+/// per_token, channels or groups on the wrong axis, act order with groups observed as they start. Tiles and NVFP4
+/// groups must divide the weight as ResolveLayout requires.
 absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArrayRef sizes, const GptqOptions& options);
+
+/// NVFP4 (a global scale above the group scales), W4A8 (two stages) and per_block (2-D tiles): specs the CPU kernel
+/// loop of gptq.cc, which rounds ranges of rows with one set of parameters per row, does not carry. They run in the
+/// tensor-operation loop (gptq_tensor_ops.h) on every device, the CPU included.
+bool RoundsInTensorOpsOnly(const QuantSpec& spec);
 
 }  // namespace quark::algorithms

@@ -273,7 +273,9 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
         run.MarkDone(target.relative_name, target.input);
         continue;
       }
-      auto result = GptqQuantizeWeight(weight, *factors[i], target.spec, options);
+      GptqOptions module_options = options;
+      module_options.nvfp4_global_amax = target.nvfp4_global_amax;
+      auto result = GptqQuantizeWeight(weight, *factors[i], target.spec, module_options);
       factors[i] = nullptr;  // the last module of an input releases its factor
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(name, ": ", std::string(result.status().message())));

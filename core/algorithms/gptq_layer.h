@@ -28,6 +28,8 @@ struct GptqTarget {
   /// An MoE expert's linear (checkpoint::LinearSpec::routed): its capture runs whole forwards (a sample may not reach
   /// it), then the layer's calibration top-up (DecoderLayer::FinishCalibration) so a short expert gets tokens too.
   bool routed = false;
+  /// NVFP4: GptqOptions::nvfp4_global_amax for this module (its fused shards' largest float amax); 0: its own.
+  float nvfp4_global_amax = 0;
   /// #37 item 4: replaces GptqQuantizeWeight for this module (K-quant-aware GPTQ, gptq_kquant.h): the quantized weight
   /// from the weight, GPTQ's factor of its input and that input's Hessian diagonal [K] (2/n Σ x², before damping).
   /// `spec` is unused then and the module has no entry in GptqQuantizeLayer's parameters.

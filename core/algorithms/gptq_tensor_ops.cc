@@ -57,7 +57,7 @@ absl::Status QuantizeColumns(at::Tensor& work, at::Tensor& q, const at::Tensor& 
     for (int64_t i = 0; i < count; ++i) {
       QUARK_ASSIGN_OR_RETURN(const QuantParams* params, parameters.For(i1 + i, work));
       const at::Tensor w = block.select(1, i);
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor quantized, QuantizeColumn(w, plan.column_spec, *params, dtype));
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor quantized, QuantizeColumn(w, plan, *params, dtype));
       q.select(1, i1 + i).copy_(quantized);
       const at::Tensor h = u.select(0, i1 + i);  // Hinv[j, :]
       at::Tensor err = errors.select(1, i);

@@ -13,9 +13,11 @@
 #include "core/checkpoint/llama4_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
+#include "core/config/fused_group.h"
 #include "core/config/quant_types.h"
 #include "core/export/gguf_kquant_grid.h"
 #include "core/export/scale_dtype.h"
+#include "core/quantize/layer_quantizer.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
@@ -128,6 +130,8 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
   for (const auto& linear : linears) {
     if (plan.input_order.empty() || plan.input_order.back() != linear.input) plan.input_order.push_back(linear.input);
   }
+  // NVFP4 shards share a global scale from their float weights, taken before GPTQ rounds (and changes) any of them.
+  const std::map<std::string, float> nvfp4_amax = SharedNvfp4Amax(plan_, layer);
   std::set<std::string> taken;  // Quark quantizes a module once, for the first entry that matches it
   for (const std::string& entry : algo_.inside_layer_modules) {
     std::vector<algorithms::GptqTarget> step;
@@ -153,6 +157,11 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
       target.input = linear.input;
       target.routed = linear.routed;
       target.spec = exporter::WeightSpecForExport(*a->config.weight, current->weight().scalar_type());
+      if (target.spec.IsNvfp4()) {
+        const auto amax = nvfp4_amax.find(Nvfp4GlobalScaleKey(name));
+        if (amax == nvfp4_amax.end()) return absl::InternalError(StrCat(name, ": no NVFP4 global amax for the module"));
+        target.nvfp4_global_amax = amax->second;
+      }
       step.push_back(std::move(target));
       taken.insert(name);
     }

@@ -10,10 +10,10 @@
 
 namespace quark::quantize {
 
-std::map<std::string, float> LayerQuantizer::SharedNvfp4Amax(runtime::DecoderLayer& layer) const {
+std::map<std::string, float> SharedNvfp4Amax(const LayerPlan& plan, const runtime::DecoderLayer& layer) {
   std::map<std::string, float> amax;
   for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
-    const LayerAssignment* a = plan_.Find(linear.name);
+    const LayerAssignment* a = plan.Find(linear.name);
     if (a == nullptr || a->source == ConfigSource::kExcluded || !a->config.weight || !a->config.weight->IsNvfp4()) continue;
     float& m = amax[Nvfp4GlobalScaleKey(linear.name)];
     m = std::max(m, Nvfp4AmaxOf(linear.linear->weight()));
@@ -24,7 +24,7 @@ std::map<std::string, float> LayerQuantizer::SharedNvfp4Amax(runtime::DecoderLay
 absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Install(runtime::DecoderLayer& layer,
                                                                                  const CalibratedParams* known) const {
   std::vector<std::shared_ptr<QuantLinear>> installed;
-  const auto nvfp4_amax = SharedNvfp4Amax(layer);
+  const auto nvfp4_amax = SharedNvfp4Amax(plan_, layer);
   for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
     const LayerAssignment* assignment = plan_.Find(linear.name);
     if (assignment == nullptr) {

@@ -33,6 +33,11 @@ struct ModuleParams {
 /// calibration re-applies them without recalibrating.
 using CalibratedParams = std::map<std::string, ModuleParams>;
 
+/// Per fused group of `layer` (q/k/v, gate/up, each MoE expert's gate/up: Nvfp4GlobalScaleKey; else the linear
+/// itself): the largest weight amax of the linears `plan` quantizes to NVFP4, for their shared global scale. GPTQ
+/// takes it on the float weights before it rounds any of them (gptq_pass.cc), RTN when it installs the layer.
+std::map<std::string, float> SharedNvfp4Amax(const LayerPlan& plan, const runtime::DecoderLayer& layer);
+
 class LayerQuantizer {
  public:
   LayerQuantizer(Config config, LayerPlan plan) : config_(std::move(config)), plan_(std::move(plan)) {}
@@ -62,10 +67,6 @@ class LayerQuantizer {
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
 
  private:
-  /// Per fused group of the layer (q/k/v, gate/up, each MoE expert's gate/up: Nvfp4GlobalScaleKey; else the linear
-  /// itself): the largest weight amax of its NVFP4 linears, for their shared global scale.
-  std::map<std::string, float> SharedNvfp4Amax(runtime::DecoderLayer& layer) const;
-
   Config config_;
   LayerPlan plan_;
   int64_t min_expert_tokens_ = kDefaultMinExpertTokens;

@@ -102,6 +102,40 @@ TEST(GptqPipelineTest, GptqWeightsDifferFromRoundToNearest) {
   EXPECT_NE(a->metrics.at("ppl_after"), b->metrics.at("ppl_after"));
 }
 
+// #30: NVFP4 (W4A4), fp8_block and W4A8 through GPTQ: exported (HF-quark, and compressed-tensors where it carries the
+// scheme), each export's checker passing (NVFP4: q/k/v and gate/up sharing one global scale), read back as the model
+// GPTQ made, and not RTN's model.
+TEST(GptqPipelineTest, Nvfp4Fp8BlockAndW4a8QuantizeExportAndReload) {
+  testing::SyntheticLlamaOptions tiled = testing::Group128Llama();
+  tiled.kv_heads = tiled.heads;  // k/v as wide as q: 128 rows tile fp8_block
+  const std::string model = testing::WriteSyntheticLlama(tiled);
+  for (const char* preset : {"nvfp4", "fp8_block", "int4_fp8"}) {
+    SCOPED_TRACE(preset);
+    QuantizeModelOptions gptq = GptqRun(preset);
+    Evaluate(gptq);
+    const bool ct = std::string(preset) != "int4_fp8";  // compressed-tensors has no two-stage W4A8
+    gptq.export_formats = ct ? std::vector<std::string>{"hf_quark", "compressed_tensors"}
+                             : std::vector<std::string>{"hf_quark"};
+    gptq.output_dir = testing::TempPath(std::string("gptq_formats_") + preset);
+    QuantizeModelOptions rtn = gptq;
+    rtn.config.algo_config.clear();
+    rtn.output_dir.clear();
+    auto a = QuantizeModel(model, gptq);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b = QuantizeModel(model, rtn);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_NEAR(a->metrics.at("ppl_after"), a->metrics.at("ppl_reloaded"), 1e-5 * a->metrics.at("ppl_after"));
+    EXPECT_NE(a->metrics.at("ppl_after"), b->metrics.at("ppl_after"));
+    const std::string hf_quark = ct ? gptq.output_dir + "/hf_quark" : gptq.output_dir;
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(hf_quark) / "config.json"));
+    if (ct) {
+      std::ifstream in(std::filesystem::path(gptq.output_dir) / "compressed_tensors" / "config.json");
+      const auto config = nlohmann::json::parse(in);
+      EXPECT_EQ(config.at("quantization_config").at("quant_method"), "compressed-tensors");
+    }
+  }
+}
+
 TEST(GptqPipelineTest, AlgorithmsQuarkHasAndTheEngineNotAreRefusedByName) {
   for (const char* name : {"quarot", "svdquant"}) {
     auto parsed = AlgoConfigFromQuarkJson({{"name", name}}, "algo_config[0]");

@@ -17,6 +17,7 @@
 #include "core/config/presets.h"
 #include "core/numerics/fake_quant.h"
 #include "tests/algorithms/blas_kernels.h"
+#include "tests/algorithms/gptq_test_layer.h"
 #include "tests/algorithms/gptq_test_specs.h"
 #include "tests/algorithms/hessian_bound.h"
 
@@ -24,33 +25,14 @@ namespace quark::algorithms {
 namespace {
 
 using testing::BitForBitBlasKernels;
+using testing::Layer;
+using testing::MakeLayer;
+using testing::RelativeOutputError;
 using testing::Verified;
 using testing::WithinFloat32Bound;
 using testing::Fp8PerChannel;
 using testing::IntSpec;
 using testing::Mxfp4;
-
-// A layer and calibration inputs that, like real activations, are correlated across channels (low rank plus noise;
-// with independent channels H is nearly diagonal and GPTQ has nothing to correct) and have outlier channels.
-struct Layer {
-  at::Tensor weight;  // [N, K]
-  at::Tensor inputs;  // [T, K]
-  at::Tensor hessian;
-};
-
-Layer MakeLayer(int64_t n, int64_t k, int64_t tokens, uint64_t seed) {
-  at::manual_seed(seed);
-  Layer layer;
-  layer.weight = at::randn({n, k}) * 0.02;
-  const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
-  const int64_t rank = std::max<int64_t>(4, k / 8);
-  layer.inputs = (at::matmul(at::randn({tokens, rank}), at::randn({rank, k})) + 0.3 * at::randn({tokens, k})) *
-                 channel_scale;
-  HessianAccumulator h(k);
-  EXPECT_TRUE(h.Add(layer.inputs.unsqueeze(0)).ok());
-  layer.hessian = *std::move(h).Finish();
-  return layer;
-}
 
 // The algorithm as Quark writes it, unblocked.
 at::Tensor ReferenceGptq(at::Tensor w, at::Tensor h, const QuantSpec& spec, const GptqOptions& o) {
@@ -92,11 +74,6 @@ at::Tensor ReferenceGptq(at::Tensor w, at::Tensor h, const QuantSpec& spec, cons
     q.select(1, j).copy_(col.squeeze(1));
   }
   return o.act_order ? q.index_select(1, at::argsort(perm)) : q;
-}
-
-double RelativeOutputError(const Layer& l, const at::Tensor& q) {
-  const at::Tensor ref = at::matmul(l.inputs, l.weight.t()).to(at::kDouble);
-  return (ref - at::matmul(l.inputs, q.t()).to(at::kDouble)).pow(2).sum().item<double>() / ref.pow(2).sum().item<double>();
 }
 
 void ExpectMatchesReference(const Layer& l, const QuantSpec& spec, GptqOptions o) {
@@ -184,21 +161,6 @@ TEST(GptqTest, FloatAndMxWeightFormatsRun) {
 
 // Weight formats GPTQ's column loop cannot round are refused naming the field before any work: NVFP4 (group scales
 // under a global scale the fused shards share), W4A8's two-stage weights, 128x128 blocks.
-TEST(GptqTest, WeightFormatsTheColumnLoopCannotRoundAreRefusedNamingTheField) {
-  const Layer l = MakeLayer(128, 128, 256, 7);  // one 128x128 block
-  for (const auto& [preset, field] : std::vector<std::pair<std::string, std::string>>{
-           {"nvfp4_weight_only", "weight.scale_format: GPTQ does not run NVFP4"},
-           {"int4_fp8", "weight.fp8_first_stage: GPTQ does not run W4A8"},
-           {"fp8_block", "weight.qscheme: GPTQ does not run per_block"}}) {
-    SCOPED_TRACE(preset);
-    const QuantSpec spec = *PresetConfig(preset)->global_quant_config.weight;
-    auto result = GptqQuantizeWeight(l.weight, l.hessian, spec, {});
-    ASSERT_FALSE(result.ok());
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kUnimplemented) << result.status();
-    EXPECT_NE(result.status().message().find(field), std::string::npos) << result.status();
-  }
-}
-
 TEST(GptqTest, DeadInputsGetZeroWeights) {
   Layer l = MakeLayer(16, 64, 128, 8);
   l.inputs.select(1, 5).zero_();

@@ -115,6 +115,8 @@ class CtModelsTest : public ::testing::Test {
             {"mxfp4", model_},  // #30 item 4
             {"mxfp8", model_},
             {"uint4_wo_32+gptq", model_},
+            {"nvfp4+gptq", model_},  // #30: GPTQ under NVFP4's shared global scale
+            {"fp8_block+gptq", tiled_},
             {"uint4_wo_32+awq", model_}};
   }
   static inline std::string* model_ = nullptr;
