@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/algorithms/learned_rotation.h"
+#include "core/estimate/rotation_training_cost.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/config/presets.h"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
     report["first_10pct_loss"] = MeanLoss(steps, 0, tenth);
     report["last_10pct_loss"] = MeanLoss(steps, steps.size() - tenth, steps.size());
     report["train_s"] = learned->seconds;
-    report["estimate_mib"] = algorithms::EstimateRotationTrainingBytes(*model, seq_len, options.train_batch_size) >> 20;
+    report["estimate_mib"] = estimate::RotationTrainingBytes(*model, seq_len, options.train_batch_size) >> 20;
     const at::Tensor& r = learned->r1;
     report["orthogonality_error"] = (at::matmul(r.t(), r) - at::eye(r.size(0), r.options())).abs().max().item<double>();
     fold.r1 = learned->r1;

@@ -4,7 +4,8 @@
 // "Estimates vs measured". --extrapolate-layers N also prints the estimate for the same model with N decoder layers
 // (layer 0's tensors repeated), to compare with full-depth runs that are too long to repeat.
 //
-//   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq] [--extrapolate-layers N]
+//   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq,uint4_wo_128+learned_rotation10]
+//                  [--extrapolate-layers N]
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 //                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
 //                  of --dir's model: estimate/deepseek_shape.h; --dir is then only where the disk probe writes)
@@ -72,6 +73,29 @@ ModelShape WithLayers(const ModelShape& model, int64_t layers) {
   return out;
 }
 
+// The algorithms after a preset's '+'s, in order: gptq, rotation, learned_rotationN (trainable, N steps).
+absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& preset) {
+  std::vector<quark::AlgoConfig> algos;
+  std::stringstream parts(preset);
+  std::string part;
+  std::getline(parts, part, '+');  // the preset itself
+  while (std::getline(parts, part, '+')) {
+    if (part == "gptq") {
+      algos.push_back(quark::GptqAlgo{});
+    } else if (part == "rotation") {
+      algos.push_back(quark::RotationAlgo{});
+    } else if (part.rfind("learned_rotation", 0) == 0) {
+      quark::RotationAlgo rotation;
+      rotation.trainable = true;
+      if (part.size() > 16) rotation.max_steps = std::stoi(part.substr(16));
+      algos.push_back(rotation);
+    } else {
+      return absl::InvalidArgumentError("unknown algorithm \"" + part + "\" (gptq, rotation, learned_rotationN)");
+    }
+  }
+  return algos;
+}
+
 void PrintTable(const ModelShape& model, const std::string& presets, int samples, int seq_len,
                 const quark::estimate::Throughput& rates) {
   fmt::print("| scheme            | est. wall (s) | est. peak RSS (GB) | est. peak GPU (GB) | est. size (GB) | peak phase | phases (s) |\n");
@@ -79,9 +103,13 @@ void PrintTable(const ModelShape& model, const std::string& presets, int samples
   std::stringstream list(presets);
   for (std::string preset; std::getline(list, preset, ',');) {
     quark::estimate::JobInputs job;
-    const size_t plus = preset.find("+gptq");
-    job.config = *quark::PresetConfig(preset.substr(0, plus));
-    if (plus != std::string::npos) job.config.algo_config.push_back(quark::GptqAlgo{});
+    auto algos = AlgorithmsOf(preset);
+    if (!algos.ok()) {
+      std::cerr << preset << ": " << algos.status() << "\n";
+      continue;
+    }
+    job.config = *quark::PresetConfig(preset.substr(0, preset.find('+')));
+    job.config.algo_config = *std::move(algos);
     job.calibration_samples = samples;
     job.calibration_seq_len = seq_len;
     auto e = quark::estimate::EstimateJob(model, job, rates);

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "core/algorithms/cayley_sgd.h"
+#include "core/estimate/rotation_training_cost.h"
 #include "core/config/rotation_json.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -78,11 +79,6 @@ absl::Status CheckLayout(const ModelConfig& m, const std::string& path) {
   return absl::OkStatus();
 }
 
-int64_t DecoderParameters(const ModelConfig& m) {
-  const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
-  return m.num_hidden_layers * (m.hidden_size * (2 * q + 2 * kv) + 3 * m.hidden_size * m.intermediate_size);
-}
-
 }  // namespace
 
 absl::Status ValidateLearnedRotationOptions(const LearnedRotationOptions& o, const std::string& path) {
@@ -107,24 +103,6 @@ LearnedRotationOptions LearnedRotationOptionsFor(const RotationAlgo& entry) {
   return o;
 }
 
-int64_t EstimateRotationTrainingBytes(const ModelConfig& m, int64_t seq_len, int64_t batch) {
-  const int64_t f = 4;  // float32
-  const int64_t tokens = seq_len * batch;
-  const int64_t decoder = DecoderParameters(m);
-  const int64_t tables = 2 * m.vocab_size * m.hidden_size;  // embed_tokens, lm_head
-  const int64_t held = f * (decoder + tables);
-  // Per step: each decoder weight rotated and fake-quantized (both kept for the backward), the rotated lm_head.
-  const int64_t weight_graph = f * (2 * decoder + m.vocab_size * m.hidden_size);
-  const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
-  // Per layer: the residual, norms and quantized inputs (~8 x hidden), q/k/v before and after RoPE and repeat,
-  // the attention output, the MLP's three intermediates and their product; scores, softmax and mask per head.
-  const int64_t per_layer = f * tokens * (8 * m.hidden_size + 4 * q + 6 * kv + 5 * m.intermediate_size) +
-                            f * batch * m.num_attention_heads * seq_len * seq_len * 3;
-  const int64_t logits = f * tokens * m.vocab_size * 3;  // logits, log-softmax, their gradient
-  const int64_t rotation = f * 8 * m.hidden_size * m.hidden_size;
-  return held + weight_graph + m.num_hidden_layers * per_layer + logits + rotation;
-}
-
 struct RotationTrainingModel::Weights {
   ModelConfig model;
   at::Tensor embed, lm_head;  // [V, H]; lm_head with the final norm folded
@@ -145,7 +123,7 @@ absl::StatusOr<std::unique_ptr<RotationTrainingModel>> RotationTrainingModel::Lo
     const LearnedRotationOptions& options, const std::string& path) {
   QUARK_RETURN_IF_ERROR(ValidateLearnedRotationOptions(options, path));
   QUARK_RETURN_IF_ERROR(CheckLayout(model, path));
-  const int64_t needed = EstimateRotationTrainingBytes(model, seq_len, options.train_batch_size);
+  const int64_t needed = estimate::RotationTrainingBytes(model, seq_len, options.train_batch_size);
   if (needed > options.max_memory_bytes) {
     return absl::InvalidArgumentError(StrCat(
         path, ".max_memory_bytes: training a rotation holds the whole model and one step's graph, ~", needed >> 20,

@@ -12,7 +12,7 @@
 //
 // Memory: SpinQuant trains end to end (a gradient through every layer), so it cannot stream one layer at a time like
 // the other passes. The trainer holds the float model once (float32, norms folded) plus one step's autograd graph
-// over train_batch_size windows; EstimateRotationTrainingBytes gives that figure and training above
+// over train_batch_size windows; estimate::RotationTrainingBytes gives that figure and training above
 // max_memory_bytes is refused naming the field, before any weight is read. The tiny models fit; a 7B model would
 // need a device and activation checkpointing, which this trainer does not do.
 #pragma once
@@ -44,7 +44,8 @@ struct LearnedRotationOptions {
   /// Also train one R2 per layer (from init's R2), as SpinQuant does; off: R2 stays init's fixed rotation. Needs
   /// init.r2.
   bool train_r2 = false;
-  /// The held model plus one step's graph (EstimateRotationTrainingBytes) must fit: 8 GiB by default.
+  /// The held model plus one step's graph (estimate::RotationTrainingBytes, checked to bound the measured peak) must
+  /// fit: 8 GiB by default.
   int64_t max_memory_bytes = int64_t{8} << 30;
 };
 
@@ -54,11 +55,6 @@ absl::Status ValidateLearnedRotationOptions(const LearnedRotationOptions& option
 /// The options of a trainable `rotation` algo_config entry: its training arguments, and R2 trained when the entry
 /// applies R2 (Quark's trainable=True makes every rotation it inserts trainable).
 LearnedRotationOptions LearnedRotationOptionsFor(const RotationAlgo& entry);
-
-/// What the trainer holds for `model` with windows of seq_len tokens: the float32 weights, and one step's autograd
-/// graph (the rotated and fake-quantized copies of every decoder weight, the activations each layer keeps for the
-/// backward pass, the logits). An estimate from the shapes; the test checks it bounds the measured peak.
-int64_t EstimateRotationTrainingBytes(const checkpoint::ModelConfig& model, int64_t seq_len, int64_t batch);
 
 /// The scheme the training simulates: the weight and input specs of the decoder linears.
 struct RotationTrainingScheme {

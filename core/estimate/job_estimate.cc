@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "core/estimate/rotation_training_cost.h"
 
 namespace quark::estimate {
 namespace {
@@ -234,7 +235,15 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid), working + c.activations));
     } else if (std::holds_alternative<SmoothQuantAlgo>(algo)) {
       e.phases.push_back(Phase(c, "smoothquant", quantized_weight_bytes / rates.fake_quant_bytes_per_s, working));
-    } else if (std::holds_alternative<RotationAlgo>(algo)) {
+    } else if (const auto* rotation = std::get_if<RotationAlgo>(&algo)) {
+      if (rotation->trainable) {
+        // #35: SpinQuant's training holds the whole float model and one step's graph (it cannot stream layers), and
+        // runs max_steps forward and backward passes over train_batch_size calibration windows before any layer.
+        const double flops =
+            RotationTrainingFlops(mc, seq, rotation->train_batch_size, rotation->max_steps, rotation->r2);
+        const auto held = static_cast<uint64_t>(RotationTrainingBytes(mc, seq, rotation->train_batch_size));
+        e.phases.push_back(Phase(c, "rotation_training", flops / rates.gemm_flops, held));
+      }
       double flops = 0;
       for (const Linear& l : c.linears) {
         if (l.in == mc.hidden_size || l.out == mc.hidden_size) flops += 2.0 * l.out * l.in * mc.hidden_size;

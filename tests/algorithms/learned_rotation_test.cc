@@ -4,6 +4,7 @@
 // twin the learned R1's held-out quantized loss is at most the Hadamard one's; bad options, budgets and shapes are
 // refused naming the field.
 #include "core/algorithms/learned_rotation.h"
+#include "core/estimate/rotation_training_cost.h"
 
 #include <filesystem>
 #include <iostream>
@@ -280,7 +281,7 @@ TEST(LearnedRotationRefusalTest, AModelAboveTheBudgetIsRefusedBeforeAnyRead) {
   auto model = checkpoint::LoadModelConfig(dir);
   ASSERT_TRUE(model.ok());
   LearnedRotationOptions options;
-  options.max_memory_bytes = EstimateRotationTrainingBytes(*model, kSeq, 1) - 1;
+  options.max_memory_bytes = estimate::RotationTrainingBytes(*model, kSeq, 1) - 1;
   auto refused = RotationTrainingModel::Load(*Weights(dir), *model, {}, kSeq, options, "algo_config[0]");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
@@ -294,7 +295,7 @@ TEST(LearnedRotationRefusalTest, AModelAboveTheBudgetIsRefusedBeforeAnyRead) {
   llama7b.num_attention_heads = llama7b.num_key_value_heads = 32;
   llama7b.head_dim = 128;
   llama7b.vocab_size = 32000;
-  EXPECT_GT(EstimateRotationTrainingBytes(llama7b, 2048, 1), LearnedRotationOptions{}.max_memory_bytes);
+  EXPECT_GT(estimate::RotationTrainingBytes(llama7b, 2048, 1), LearnedRotationOptions{}.max_memory_bytes);
 }
 
 TEST(LearnedRotationRefusalTest, AGivenR1OfTheWrongShapeIsRefused) {
