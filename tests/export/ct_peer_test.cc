@@ -139,5 +139,31 @@ TEST_F(CtPeerTest, MoeExpertsDecompressAsTheEnginesWeights) {
   }
 }
 
+// #30 / #32: DeepSeek-V3 (MLA, a dense first layer, shared and routed experts): the library decompresses every
+// quantized linear of the three decoder layers as the engine's weights, in a WNA16 and an NVFP4 export; the routers and
+// the MTP layer's linears are ignored (float), so none of them is among the decompressed.
+TEST_F(CtPeerTest, DeepseekV3DecompressesAsTheEnginesWeights) {
+  const std::string dir = testing::TempPath("quark_ct_peer_deepseek");
+  ASSERT_TRUE(testing::WriteTinyDeepseek(dir).ok());
+  for (const char* preset : {"uint4_wo_32", "nvfp4"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(dir, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    std::vector<std::string> names;
+    ExpectPeerAgrees(*e, &names);
+    if (IsSkipped()) return;
+    // 3 layers x 5 MLA linears, the dense layer's MLP, 2 MoE layers x (shared expert + 16 experts) x 3.
+    EXPECT_EQ(names.size(), 3u * 5 + 3 + 2 * 17 * 3);
+    for (const char* name : {"model.layers.0.self_attn.q_a_proj.weight", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+                             "model.layers.2.mlp.shared_experts.up_proj.weight", "model.layers.2.mlp.experts.15.down_proj.weight"}) {
+      EXPECT_EQ(std::count(names.begin(), names.end(), name), 1) << name;
+    }
+    for (const std::string& name : names) {
+      EXPECT_EQ(name.find("mlp.gate."), std::string::npos) << name;
+      EXPECT_NE(name.rfind("model.layers.3.", 0), 0u) << name;  // the MTP layer
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quark
