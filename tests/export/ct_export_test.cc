@@ -226,6 +226,24 @@ TEST_F(CtExportTest, AnFp8KvCacheIsTheKvCacheSchemeWithItsLegacyScaleNames) {
   EXPECT_FALSE((*reader)->Has("model.layers.1.self_attn.q_proj.output_scale"));
 }
 
+// `config` on `model_dir` with a compressed-tensors export: refused at submit (INVALID_ARGUMENT) with every one of
+// `fragments` in the message, and no output folder.
+void ExpectCtExportRefusedBeforeAnyWork(const std::string& model_dir, const Config& config,
+                                        const std::vector<std::string>& fragments) {
+  QuantizeModelOptions o;
+  o.config = config;
+  o.output_dir = testing::TempPath("quark_ct_refused_out");
+  o.export_formats = {"compressed_tensors"};
+  auto report = QuantizeModel(model_dir, o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+  for (const std::string& fragment : fragments) {
+    EXPECT_NE(report.status().message().find(fragment), std::string::npos) << fragment << " not in " << report.status();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.output_dir));
+  EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
+}
+
 // #30 item 2, MoE experts (vLLM's CompressedTensorsMoEMethod.get_moe_method): a scheme its fused-MoE path has no
 // kernel for (W8A8 int8 static per tensor) and a recipe that puts one expert in another config group than the rest of
 // its block are refused before any work (no output folder), naming vLLM's message or the module.
@@ -239,15 +257,7 @@ TEST_F(CtExportTest, MoeRecipesVllmsFusedMoePathCannotLoadAreRefusedBeforeAnyWor
       {one_expert_apart, "experts.1.w2: in a config group other than model.layers.0.block_sparse_moe.experts.0.w1's"}};
   for (const auto& [config, message] : cases) {
     SCOPED_TRACE(message);
-    QuantizeModelOptions o;
-    o.config = config;
-    o.output_dir = testing::TempPath("quark_ct_moe_out");
-    o.export_formats = {"compressed_tensors"};
-    auto report = QuantizeModel(dir, o);
-    ASSERT_FALSE(report.ok());
-    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
-    EXPECT_NE(report.status().message().find(message), std::string::npos) << report.status();
-    EXPECT_FALSE(std::filesystem::exists(o.output_dir));
+    ExpectCtExportRefusedBeforeAnyWork(dir, config, {message});
   }
 }
 
@@ -294,19 +304,7 @@ TEST_F(CtExportTest, DeepseekRecipesThatSplitAFusedLinearAreRefusedBeforeAnyWork
        "one linear, model.layers.2.mlp.shared_experts.gate_up_proj"}};
   for (const auto& [config, module, rule] : cases) {
     SCOPED_TRACE(module);
-    QuantizeModelOptions o;
-    o.config = config;
-    o.output_dir = testing::TempPath("quark_ct_deepseek_refused_out");
-    o.export_formats = {"compressed_tensors"};
-    auto report = QuantizeModel(dir, o);
-    ASSERT_FALSE(report.ok());
-    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
-    const std::string message(report.status().message());
-    EXPECT_NE(message.find("export_formats[0] (compressed_tensors)"), std::string::npos) << message;
-    EXPECT_NE(message.find(module), std::string::npos) << message;
-    EXPECT_NE(message.find(rule), std::string::npos) << message;
-    EXPECT_FALSE(std::filesystem::exists(o.output_dir));
-    EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
+    ExpectCtExportRefusedBeforeAnyWork(dir, config, {"export_formats[0] (compressed_tensors)", module, rule});
   }
 }
 
@@ -327,39 +325,29 @@ TEST_F(CtExportTest, TheCheckerRefusesADeepseekExportThatSplitsAFusedLinearOrQua
   ASSERT_TRUE(exporter::CheckCompressedTensorsExport(o.output_dir).ok());
   const std::string path = o.output_dir + "/config.json";
   const nlohmann::json original = nlohmann::json::parse(std::ifstream(path));
-  const auto check_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+  using Edit = std::function<void(nlohmann::json& ignore)>;
+  const std::vector<std::pair<Edit, std::string>> edits = {
+      {[](nlohmann::json& ignore) { ignore.push_back("model.layers.0.self_attn.kv_a_proj_with_mqa"); },
+       "model.layers.0.self_attn.kv_a_proj_with_mqa: in a config group other than model.layers.0.self_attn.q_a_proj's "
+       "(vLLM fuses them into model.layers.0.self_attn.fused_qkv_a_proj)"},
+      {[](nlohmann::json& ignore) { ignore.push_back("model.layers.1.mlp.shared_experts.gate_proj"); },
+       "model.layers.1.mlp.shared_experts.up_proj: in a config group other than "
+       "model.layers.1.mlp.shared_experts.gate_proj's (vLLM fuses them into "
+       "model.layers.1.mlp.shared_experts.gate_up_proj)"},
+      {[](nlohmann::json& ignore) {
+         ignore.erase(std::find(ignore.begin(), ignore.end(), "model.layers.3.mlp.experts.0.down_proj"));
+       },
+       "model.layers.3.mlp.experts.0.down_proj: an MTP layer's linear, copied float, is not in ignore"}};
+  for (const auto& [edit, expected] : edits) {
+    SCOPED_TRACE(expected);
     nlohmann::json edited = original;
-    edit(edited);
+    edit(edited["quantization_config"]["ignore"]);
     std::ofstream(path) << edited.dump(2);
     const absl::Status s = exporter::CheckCompressedTensorsExport(o.output_dir);
     std::ofstream(path) << original.dump(2);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    return std::string(s.message());
-  };
-  std::string message = check_edited([](nlohmann::json& c) {
-    c["quantization_config"]["ignore"].push_back("model.layers.0.self_attn.kv_a_proj_with_mqa");
-  });
-  EXPECT_NE(message.find("model.layers.0.self_attn.kv_a_proj_with_mqa: in a config group other than "
-                         "model.layers.0.self_attn.q_a_proj's (vLLM fuses them into "
-                         "model.layers.0.self_attn.fused_qkv_a_proj)"),
-            std::string::npos)
-      << message;
-  message = check_edited([](nlohmann::json& c) {
-    c["quantization_config"]["ignore"].push_back("model.layers.1.mlp.shared_experts.gate_proj");
-  });
-  EXPECT_NE(message.find("model.layers.1.mlp.shared_experts.up_proj: in a config group other than "
-                         "model.layers.1.mlp.shared_experts.gate_proj's (vLLM fuses them into "
-                         "model.layers.1.mlp.shared_experts.gate_up_proj)"),
-            std::string::npos)
-      << message;
-  message = check_edited([](nlohmann::json& c) {
-    nlohmann::json& ignore = c["quantization_config"]["ignore"];
-    ignore.erase(std::find(ignore.begin(), ignore.end(), "model.layers.3.mlp.experts.0.down_proj"));
-  });
-  EXPECT_NE(message.find("model.layers.3.mlp.experts.0.down_proj: an MTP layer's linear, copied float, is not in "
-                         "ignore"),
-            std::string::npos)
-      << message;
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s;
+  }
   ASSERT_TRUE(exporter::CheckCompressedTensorsExport(o.output_dir).ok());
   // The same export rewritten with a weight scale beside a router: vLLM builds the router unquantized.
   const std::string quantized_router = o.output_dir + "_router";
