@@ -14,6 +14,7 @@
 #include "core/config/fused_group.h"
 #include "core/export/ct_moe_rules.h"
 #include "core/export/ct_targets.h"
+#include "core/export/hf_quark_moe_rules.h"
 
 namespace quark::exporter {
 namespace {
@@ -156,16 +157,6 @@ void CheckTensors(const std::vector<Expected>& expected, const checkpoint::Check
   }
 }
 
-// The fused module a dense linear belongs to in vLLM ("qkv", "gate_up"), or "".
-std::string FusedGroupOf(const std::string& relative) {
-  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
-    if (relative.size() >= 6 && relative.compare(relative.size() - 6, 6, p) == 0) return "qkv";
-  }
-  if (relative.find("gate_proj") != std::string::npos || relative.find("up_proj") != std::string::npos)
-    return "gate_up";
-  return "";
-}
-
 absl::StatusOr<Json> ReadJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
@@ -185,11 +176,13 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
   for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, layer)) {
     const std::string name = prefix + linear.relative_name;
     const Json g = CtGroupFor(qc, name);
-    // A routed expert's scheme follows its MoE block (CtMoeProblems), not the dense fused shards.
+    // A routed expert's scheme follows its MoE block (CtMoeProblems); the shards vLLM fuses into one linear (q/k/v,
+    // gate/up, MLA's q_a/kv_a: FusedGroupKey) follow the first shard's, as its should_ignore_layer and
+    // find_matched_target require with the model's packed_modules_mapping.
     if (linear.routed) {
       routed.push_back(name);
-    } else {
-      fused_groups[FusedGroupOf(linear.relative_name)].push_back({name, g});
+    } else if (const std::string key = FusedGroupKey(name); key != name) {
+      fused_groups[key].push_back({name, g});
     }
     if (g.is_null()) {
       if (!reader.Has(name + ".weight")) out.push_back(StrCat(name, ".weight: an ignored linear without its weight"));
@@ -221,10 +214,10 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
     }
   }
   for (const auto& [fused, shards] : fused_groups) {
-    if (fused.empty()) continue;
     for (const auto& [name, g] : shards) {
       if (g != shards.front().second) {
-        out.push_back(StrCat(name, ": in a config group other than ", shards.front().first, "'s (vLLM fuses them)"));
+        out.push_back(StrCat(name, ": in a config group other than ", shards.front().first, "'s (vLLM fuses them into ",
+                             fused, "_proj)"));
       }
     }
   }
@@ -374,6 +367,18 @@ absl::Status CheckCompressedTensorsExport(const std::string& dir) {
     if (!reader.ok()) return reader.status();
     for (int64_t i = 0; i < model->num_hidden_layers && problems.empty(); ++i)
       CheckLayer(qc, *model, **reader, i, problems);
+    // The routers (DeepSeek's with e_score_correction_bias) stay float: vLLM builds them without quantization.
+    for (std::string& p : MoeRouterProblems(*model, **reader)) problems.push_back(std::move(p));
+    // DeepSeek's MTP layers are copied float; vLLM's MTP drafter builds their decoder block with this config, so
+    // every linear of theirs must be ignored.
+    for (const checkpoint::TensorSpec& spec : checkpoint::ModelTensors(*model)) {
+      if (spec.role != checkpoint::TensorRole::kLinearWeight || !checkpoint::IsOutsideForward(*model, spec.name)) continue;
+      const std::string module = spec.name.substr(0, spec.name.rfind('.'));
+      if (!CtGroupFor(qc, module).is_null()) {
+        problems.push_back(StrCat(module, ": an MTP layer's linear, copied float, is not in ignore (vLLM's MTP drafter "
+                                          "would load it quantized)"));
+      }
+    }
   }
   if (problems.empty()) return absl::OkStatus();
   const size_t shown = std::min<size_t>(problems.size(), 20);

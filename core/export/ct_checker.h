@@ -43,9 +43,11 @@ bool IsCtMxFormat(std::string_view format);
 std::vector<std::string> CtVllmLoadWarnings(const nlohmann::json& qc);
 
 /// Everything above plus the files: every linear of every decoder layer either ignored (float `weight`) or with
-/// exactly its format's tensors (names, dtypes, shapes; weight_shape's values), fused shards (q/k/v, gate/up) in one
-/// group, NVFP4 weight global scales equal across fused shards (an MoE expert's gate and up too), the MoE blocks'
-/// experts under vLLM's fused-MoE rules (ct_moe_rules.h). FAILED_PRECONDITION listing every problem.
+/// exactly its format's tensors (names, dtypes, shapes; weight_shape's values), the shards vLLM fuses (FusedGroupKey:
+/// q/k/v, gate/up of a dense MLP or shared expert, MLA's q_a_proj/kv_a_proj_with_mqa) in one group or all ignored,
+/// NVFP4 weight global scales equal across fused shards (an MoE expert's gate and up too), the MoE blocks' experts
+/// under vLLM's fused-MoE rules (ct_moe_rules.h), the routers float and without scales, DeepSeek's MTP linears
+/// ignored. FAILED_PRECONDITION listing every problem.
 absl::Status CheckCompressedTensorsExport(const std::string& dir);
 
 }  // namespace quark::exporter

@@ -28,17 +28,13 @@ bool Nvfp4(const Json& x) {
 absl::Status CtSupportsExperts(const checkpoint::ModelConfig& model) {
   if (!checkpoint::HasRoutedExperts(model)) return absl::OkStatus();
   if (model.family == checkpoint::ArchFamily::kMoe) return absl::OkStatus();
-  if (model.family == checkpoint::ArchFamily::kDeepseek) {
-    // Its experts are per expert, but vLLM also fuses MLA's q_a_proj and kv_a_proj_with_mqa (fused_qkv_a_proj), a
-    // shard rule the compressed-tensors writer and checker do not carry yet (the HF-quark ones do).
-    return absl::UnimplementedError(StrCat("export_formats: compressed_tensors of a ", model.model_type,
-                                           " model: MLA's fused_qkv_a_proj shards are not written for "
-                                           "compressed-tensors yet (export hf_quark)"));
-  }
+  // DeepSeek-V3 names every routed expert too (mlp.experts.E.*); its MLA shards vLLM fuses (fused_qkv_a_proj) are
+  // kept in one group by the writer's pre-check and the checker (FusedGroupKey).
+  if (model.family == checkpoint::ArchFamily::kDeepseek) return absl::OkStatus();
   return absl::UnimplementedError(StrCat("export_formats: compressed_tensors of a ", model.model_type,
                                          " model: its checkpoint holds the experts fused ([experts, ...] tensors per "
-                                         "projection); only per-expert layouts (mixtral, qwen2_moe, qwen3_moe) are "
-                                         "written"));
+                                         "projection); only per-expert layouts (mixtral, qwen2_moe, qwen3_moe, "
+                                         "deepseek_v3) are written"));
 }
 
 absl::StatusOr<std::string> VllmCtMoeMethod(const Json& group, const std::string& format) {

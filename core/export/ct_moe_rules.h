@@ -16,9 +16,8 @@
 namespace quark::exporter {
 
 /// OK for a model without routed experts and for the families whose checkpoints name every expert's linears (mixtral,
-/// qwen2_moe, qwen3_moe), as llm-compressor writes them; UNIMPLEMENTED naming the model_type for gpt-oss and Llama 4,
-/// whose checkpoints hold each projection of all experts as one [experts, ...] tensor, and for deepseek_v3 (MLA's
-/// fused_qkv_a_proj shards are not carried by the compressed-tensors writer yet).
+/// qwen2_moe, qwen3_moe, deepseek_v3), as llm-compressor writes them; UNIMPLEMENTED naming the model_type for gpt-oss
+/// and Llama 4, whose checkpoints hold each projection of all experts as one [experts, ...] tensor.
 absl::Status CtSupportsExperts(const checkpoint::ModelConfig& model);
 
 /// The fused-MoE method vLLM picks for a config group (null JSON: the experts are ignored, UnquantizedFusedMoEMethod):

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/config/fused_group.h"
 
 namespace quark::exporter {
 namespace {
@@ -33,14 +34,6 @@ std::string Escape(const std::string& text) {
     out.push_back(c);
   }
   return out;
-}
-
-// The fused linear vLLM makes of a dense decoder shard ("model.layers.0.self_attn.qkv_proj"), or "".
-std::string FusedLinearOf(const std::string& module) {
-  static const std::regex kShard(R"(^(.*\.)(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj)$)");
-  std::smatch m;
-  if (!std::regex_match(module, m, kShard)) return "";
-  return m[1].str() + (m[3].matched ? "mlp.gate_up_proj" : "self_attn.qkv_proj");
 }
 
 // Patterns of one group's modules (see CtGroupTargets), before the check against the whole model.
@@ -94,8 +87,9 @@ absl::Status CheckCtFusedShards(const Config& config, const LayerPlan& plan) {
   std::map<std::string, const LayerAssignment*> first;  // fused linear -> its first shard
   for (const LayerAssignment& a : plan.layers) {
     if (a.module_type != "Linear") continue;
-    const std::string fused = FusedLinearOf(a.module);
-    if (fused.empty()) continue;
+    const std::string key = FusedGroupKey(a.module);
+    if (key == a.module) continue;  // vLLM loads it alone
+    const std::string fused = key + "_proj";
     auto [it, inserted] = first.insert({fused, &a});
     if (inserted) continue;
     const LayerAssignment& ref = *it->second;

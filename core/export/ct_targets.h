@@ -2,8 +2,8 @@
 // llm-compressor's non-uniform recipes name their groups' modules with "re:" patterns ("re:.*mlp.down_proj"); the
 // library and vLLM match a target as Python's re.match does (anchored at the start only) or as an exact name, and
 // vLLM takes the first target, over every group in order, that matches a module (compressed_tensors/utils.py
-// find_matched_target). vLLM loads q/k/v and gate/up as one fused linear whose scheme is the first shard's, so those
-// shards must share one scheme (and be all ignored or none).
+// find_matched_target). vLLM loads q/k/v, gate/up and MLA's q_a/kv_a as one fused linear whose scheme is the first
+// shard's (FusedGroupKey), so those shards must share one scheme (and be all ignored or none).
 #pragma once
 
 #include <string>
@@ -18,7 +18,8 @@ namespace quark::exporter {
 /// re.match (from the start, any end), else the exact name. "Linear" (a class name) is not a name match.
 bool CtNameMatches(const std::string& target, const std::string& module);
 
-/// The shards vLLM fuses (q/k/v -> qkv_proj, gate/up -> gate_up_proj) of each decoder layer in `plan`, each with the
+/// The shards vLLM fuses (FusedGroupKey: q/k/v -> qkv_proj, gate/up -> gate_up_proj of a dense MLP or a shared
+/// expert, q_a_proj/kv_a_proj_with_mqa -> fused_qkv_a_proj) of each decoder layer in `plan`, each with the
 /// layer config it resolves to (the KV cache's output spec aside) and whether it is ignored: INVALID_ARGUMENT naming
 /// both modules and the plan entries that decided them when two shards differ, before any work.
 absl::Status CheckCtFusedShards(const Config& config, const LayerPlan& plan);

@@ -11,6 +11,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/fused_group.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/hf_quark_layout.h"
@@ -355,19 +356,6 @@ std::optional<float> ScalarF32(const checkpoint::CheckpointReader& reader, const
   return v;
 }
 
-// The vLLM fused module a linear belongs to ("qkv", "gate_up"), or "" for one that is not fused.
-std::string FusedGroupOf(const std::string& relative_name) {
-  if (relative_name.find("experts.") != std::string::npos) return "";  // vLLM keeps one global scale per expert
-  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
-    if (relative_name.size() >= 6 && relative_name.compare(relative_name.size() - 6, 6, p) == 0) return "qkv";
-  }
-  for (const char* p : {"gate_proj", "up_proj"}) {
-    const size_t n = std::strlen(p);
-    if (relative_name.size() >= n && relative_name.compare(relative_name.size() - n, n, p) == 0) return "gate_up";
-  }
-  return "";
-}
-
 void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
                         std::vector<std::string>& out) {
   auto embed = reader.Get(checkpoint::EmbedTokensName(model) + ".weight");
@@ -405,7 +393,8 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
       }
       for (const auto& spec : *specs) CheckTensor(reader, spec, out);
       if (config.weight && config.weight->IsNvfp4()) {
-        if (auto g = ScalarF32(reader, name + ".weight_scale_2")) nvfp4_globals[FusedGroupOf(linear.relative_name)].push_back({name, *g});
+        // The engine's own grouping of shared global scales (q/k/v, gate/up, MLA's q_a/kv_a, an expert's w1/w3).
+        if (auto g = ScalarF32(reader, name + ".weight_scale_2")) nvfp4_globals[Nvfp4GlobalScaleKey(name)].push_back({name, *g});
       }
       if (config.output_tensors) {
         if (auto v = ScalarF32(reader, name + ".output_scale")) kv_scales.push_back(*v);
@@ -414,7 +403,7 @@ void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, co
     // vLLM takes the max of the shards' weight_scale_2 ("should be recomputed"): they must be one shared scale.
     for (const auto& [group, shards] : nvfp4_globals) {
       for (const auto& [name, g] : shards) {
-        if (!group.empty() && g != shards.front().second) {
+        if (g != shards.front().second) {
           out.push_back(StrCat(name, ".weight_scale_2: ", g, " differs from ", shards.front().first, "'s ",
                                shards.front().second, " (NVFP4 fused shards share one global scale)"));
         }

@@ -1,16 +1,20 @@
 #include "core/export/hf_quark_moe_rules.h"
 
+#include <map>
+
 #include "core/base/strings.h"
+#include "core/checkpoint/deepseek_layout.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
+#include "core/config/fused_group.h"
 #include "core/export/hf_quark_checker.h"
 
 namespace quark::exporter {
 namespace {
 
 // `name` against `reference`: the same exclusion, and the same resolved config when quantized.
-void Agree(const nlohmann::ordered_json& qc, const std::string& name, const std::string& reference, const char* why,
-           std::vector<std::string>& out) {
+void Agree(const nlohmann::ordered_json& qc, const std::string& name, const std::string& reference,
+           const std::string& why, std::vector<std::string>& out) {
   const bool excluded = VllmExcluded(qc, reference);
   if (VllmExcluded(qc, name) != excluded) {
     out.push_back(StrCat(name, ": excluded differently from ", reference, " (", why, ")"));
@@ -95,19 +99,20 @@ std::vector<std::string> MoeRouterProblems(const checkpoint::ModelConfig& model,
 
 std::vector<std::string> DeepseekConfigProblems(const nlohmann::ordered_json& qc, const checkpoint::DeepseekConfig& model) {
   std::vector<std::string> out;
-  const char* const kGateUp = "vLLM fuses them into gate_up_proj";
   for (int64_t i = 0; i < model.base.num_hidden_layers; ++i) {
     const std::string prefix = checkpoint::LayerPrefix(model.base, i);
-    if (model.q_lora_rank > 0) {
-      Agree(qc, prefix + "self_attn.kv_a_proj_with_mqa", prefix + "self_attn.q_a_proj", "vLLM fuses them into fused_qkv_a_proj",
-            out);
+    // The shards vLLM fuses (FusedGroupKey: fused_qkv_a_proj with q_lora_rank, the dense MLP's or the shared experts'
+    // gate_up_proj) agree with the first one.
+    std::map<std::string, std::string> first_shard;
+    for (const checkpoint::LinearSpec& linear : checkpoint::DeepseekLayerLinears(model, i)) {
+      const std::string name = prefix + linear.relative_name, key = FusedGroupKey(name);
+      if (linear.routed || key == name) continue;
+      const auto [it, inserted] = first_shard.try_emplace(key, name);
+      if (!inserted) {
+        Agree(qc, name, it->second, StrCat("vLLM fuses them into ", key.substr(key.rfind('.') + 1), "_proj"), out);
+      }
     }
-    if (!model.IsMoeLayer(i)) {
-      Agree(qc, prefix + "mlp.up_proj", prefix + "mlp.gate_proj", kGateUp, out);
-      continue;
-    }
-    Agree(qc, prefix + "mlp.shared_experts.up_proj", prefix + "mlp.shared_experts.gate_proj", kGateUp, out);
-    FusedExpertsAgree(qc, prefix + "mlp", model.n_routed_experts, out);
+    if (model.IsMoeLayer(i)) FusedExpertsAgree(qc, prefix + "mlp", model.n_routed_experts, out);
   }
   return out;
 }

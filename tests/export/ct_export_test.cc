@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <tuple>
 
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_checker.h"
@@ -224,6 +226,24 @@ TEST_F(CtExportTest, AnFp8KvCacheIsTheKvCacheSchemeWithItsLegacyScaleNames) {
   EXPECT_FALSE((*reader)->Has("model.layers.1.self_attn.q_proj.output_scale"));
 }
 
+// `config` on `model_dir` with a compressed-tensors export: refused at submit (INVALID_ARGUMENT) with every one of
+// `fragments` in the message, and no output folder.
+void ExpectCtExportRefusedBeforeAnyWork(const std::string& model_dir, const Config& config,
+                                        const std::vector<std::string>& fragments) {
+  QuantizeModelOptions o;
+  o.config = config;
+  o.output_dir = testing::TempPath("quark_ct_refused_out");
+  o.export_formats = {"compressed_tensors"};
+  auto report = QuantizeModel(model_dir, o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+  for (const std::string& fragment : fragments) {
+    EXPECT_NE(report.status().message().find(fragment), std::string::npos) << fragment << " not in " << report.status();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.output_dir));
+  EXPECT_FALSE(std::filesystem::exists(o.output_dir + ".partial"));
+}
+
 // #30 item 2, MoE experts (vLLM's CompressedTensorsMoEMethod.get_moe_method): a scheme its fused-MoE path has no
 // kernel for (W8A8 int8 static per tensor) and a recipe that puts one expert in another config group than the rest of
 // its block are refused before any work (no output folder), naming vLLM's message or the module.
@@ -237,27 +257,19 @@ TEST_F(CtExportTest, MoeRecipesVllmsFusedMoePathCannotLoadAreRefusedBeforeAnyWor
       {one_expert_apart, "experts.1.w2: in a config group other than model.layers.0.block_sparse_moe.experts.0.w1's"}};
   for (const auto& [config, message] : cases) {
     SCOPED_TRACE(message);
-    QuantizeModelOptions o;
-    o.config = config;
-    o.output_dir = testing::TempPath("quark_ct_moe_out");
-    o.export_formats = {"compressed_tensors"};
-    auto report = QuantizeModel(dir, o);
-    ASSERT_FALSE(report.ok());
-    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
-    EXPECT_NE(report.status().message().find(message), std::string::npos) << report.status();
-    EXPECT_FALSE(std::filesystem::exists(o.output_dir));
+    ExpectCtExportRefusedBeforeAnyWork(dir, config, {message});
   }
 }
 
-// gpt-oss and Llama 4 checkpoints hold each projection of all experts as one [experts, ...] tensor, and DeepSeek's MLA
-// shard rule is not carried yet: refused naming the model_type; the per-expert families are written.
+// gpt-oss and Llama 4 checkpoints hold each projection of all experts as one [experts, ...] tensor: refused naming the
+// model_type; the per-expert families (DeepSeek-V3's included) are written.
 TEST(CtMoeRulesTest, FusedExpertFamiliesAreRefusedNamingTheModelType) {
   checkpoint::ModelConfig m;
   for (const auto& [type, family, written] : std::vector<std::tuple<std::string, checkpoint::ArchFamily, bool>>{
            {"gpt_oss", checkpoint::ArchFamily::kGptOss, false},
            {"llama4_text", checkpoint::ArchFamily::kLlama4, false},
            {"mixtral", checkpoint::ArchFamily::kMoe, true},
-           {"deepseek_v3", checkpoint::ArchFamily::kDeepseek, false},
+           {"deepseek_v3", checkpoint::ArchFamily::kDeepseek, true},
            {"llama", checkpoint::ArchFamily::kLlama, true}}) {
     m.model_type = type;
     m.family = family;
@@ -265,6 +277,98 @@ TEST(CtMoeRulesTest, FusedExpertFamiliesAreRefusedNamingTheModelType) {
     EXPECT_EQ(s.ok(), written) << type << ": " << s;
     if (!written) EXPECT_NE(s.message().find("compressed_tensors of a " + type + " model"), std::string::npos) << s;
   }
+}
+
+// #30 / #32: vLLM's deepseek_v2.py loads MLA's q_a_proj and kv_a_proj_with_mqa as one linear (fused_qkv_a_proj) and a
+// shared expert's gate and up as one (gate_up_proj); compressed-tensors' lookup for a fused linear (should_ignore_layer,
+// find_matched_target with the packed_modules_mapping) needs its shards in one scheme, all ignored or none. A recipe
+// that splits them is refused by the writer before any work (no output folder) naming both modules and the fused linear.
+TEST_F(CtExportTest, DeepseekRecipesThatSplitAFusedLinearAreRefusedBeforeAnyWork) {
+  const std::string dir = testing::TempPath("quark_ct_deepseek_refused");
+  ASSERT_TRUE(testing::WriteTinyDeepseek(dir).ok());
+  const LayerQuantConfig per_channel = PresetConfig("uint4_wo_per_channel")->global_quant_config;
+  Config q_a_apart = *PresetConfig("uint4_wo_32");
+  q_a_apart.layer_quant_config.push_back({"*.q_a_proj", per_channel});
+  Config kv_a_float = *PresetConfig("uint4_wo_32");
+  kv_a_float.exclude.push_back("model.layers.1.self_attn.kv_a_proj_with_mqa");
+  Config shared_up_apart = *PresetConfig("uint4_wo_32");
+  shared_up_apart.layer_quant_config.push_back({"model.layers.2.mlp.shared_experts.up_proj", per_channel});
+  const std::vector<std::tuple<Config, std::string, std::string>> cases = {
+      {q_a_apart, "model.layers.0.self_attn.kv_a_proj_with_mqa (",
+       "different schemes; vLLM loads them as one linear, model.layers.0.self_attn.fused_qkv_a_proj"},
+      {kv_a_float, "model.layers.1.self_attn.kv_a_proj_with_mqa (",
+       "one is left in float and the other is not; vLLM loads them as one linear, "
+       "model.layers.1.self_attn.fused_qkv_a_proj"},
+      {shared_up_apart, "model.layers.2.mlp.shared_experts.up_proj (",
+       "and model.layers.2.mlp.shared_experts.gate_proj (global_quant_config): different schemes; vLLM loads them as "
+       "one linear, model.layers.2.mlp.shared_experts.gate_up_proj"}};
+  for (const auto& [config, module, rule] : cases) {
+    SCOPED_TRACE(module);
+    ExpectCtExportRefusedBeforeAnyWork(dir, config, {"export_formats[0] (compressed_tensors)", module, rule});
+  }
+}
+
+// The checker reads the same rules from the folder alone: a DeepSeek-V3 export whose `ignore` is edited to leave one
+// shard of fused_qkv_a_proj (or of the shared experts' gate_up_proj) apart or to drop an MTP linear, or whose router
+// carries a scale, fails naming the module and the fused linear, the MTP linear or the router.
+TEST_F(CtExportTest, TheCheckerRefusesADeepseekExportThatSplitsAFusedLinearOrQuantizesARouterOrAnMtpLinear) {
+  const std::string dir = testing::TempPath("quark_ct_deepseek_checked");
+  ASSERT_TRUE(testing::WriteTinyDeepseek(dir).ok());
+  QuantizeModelOptions o;
+  o.config = *PresetConfig("fp8");
+  o.num_calibration_samples = 2;
+  o.seq_len = 32;
+  o.calibration_file = testing::SmallEvalText();
+  o.output_dir = testing::TempPath("quark_ct_deepseek_checked_out");
+  o.export_formats = {"compressed_tensors"};
+  ASSERT_TRUE(QuantizeModel(dir, o).ok());
+  ASSERT_TRUE(exporter::CheckCompressedTensorsExport(o.output_dir).ok());
+  const std::string path = o.output_dir + "/config.json";
+  const nlohmann::json original = nlohmann::json::parse(std::ifstream(path));
+  using Edit = std::function<void(nlohmann::json& ignore)>;
+  const std::vector<std::pair<Edit, std::string>> edits = {
+      {[](nlohmann::json& ignore) { ignore.push_back("model.layers.0.self_attn.kv_a_proj_with_mqa"); },
+       "model.layers.0.self_attn.kv_a_proj_with_mqa: in a config group other than model.layers.0.self_attn.q_a_proj's "
+       "(vLLM fuses them into model.layers.0.self_attn.fused_qkv_a_proj)"},
+      {[](nlohmann::json& ignore) { ignore.push_back("model.layers.1.mlp.shared_experts.gate_proj"); },
+       "model.layers.1.mlp.shared_experts.up_proj: in a config group other than "
+       "model.layers.1.mlp.shared_experts.gate_proj's (vLLM fuses them into "
+       "model.layers.1.mlp.shared_experts.gate_up_proj)"},
+      {[](nlohmann::json& ignore) {
+         ignore.erase(std::find(ignore.begin(), ignore.end(), "model.layers.3.mlp.experts.0.down_proj"));
+       },
+       "model.layers.3.mlp.experts.0.down_proj: an MTP layer's linear, copied float, is not in ignore"}};
+  for (const auto& [edit, expected] : edits) {
+    SCOPED_TRACE(expected);
+    nlohmann::json edited = original;
+    edit(edited["quantization_config"]["ignore"]);
+    std::ofstream(path) << edited.dump(2);
+    const absl::Status s = exporter::CheckCompressedTensorsExport(o.output_dir);
+    std::ofstream(path) << original.dump(2);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s;
+  }
+  ASSERT_TRUE(exporter::CheckCompressedTensorsExport(o.output_dir).ok());
+  // The same export rewritten with a weight scale beside a router: vLLM builds the router unquantized.
+  const std::string quantized_router = o.output_dir + "_router";
+  std::filesystem::create_directories(quantized_router);
+  std::filesystem::copy_file(path, quantized_router + "/config.json");
+  auto reader = CheckpointReader::Open(o.output_dir);
+  ASSERT_TRUE(reader.ok());
+  const std::string router_scale = "model.layers.2.mlp.gate.weight_scale";
+  std::vector<checkpoint::PlannedTensor> plan = {{router_scale, checkpoint::StDType::kF32, {1}}};
+  for (const std::string& name : (*reader)->Names()) {
+    plan.push_back({name, (*reader)->Get(name)->info->dtype, (*reader)->Get(name)->info->shape});
+  }
+  auto writer = checkpoint::CheckpointWriter::Create(quantized_router, plan);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const float one = 1.0f;
+  ASSERT_TRUE((*writer)->Write(router_scale, std::string_view(reinterpret_cast<const char*>(&one), sizeof(one))).ok());
+  for (const std::string& name : (*reader)->Names()) ASSERT_TRUE((*writer)->Write(name, (*reader)->Get(name)->bytes()).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  const absl::Status router = exporter::CheckCompressedTensorsExport(quantized_router);
+  EXPECT_NE(router.message().find(router_scale + ": a router carries quantization scales"), std::string::npos)
+      << router;
 }
 
 // The fused-MoE dispatch, group by group, as vLLM's get_moe_method: each preset's compressed-tensors group (ct_config)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
@@ -122,21 +123,50 @@ TEST_F(CtPeerTest, AMixedRecipesGroupsDecompressAsTheEnginesWeights) {
   EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.mlp.down_proj.weight"), 1);
 }
 
+// Each of a WNA16 and an NVFP4 export of `model_dir` through the peer (ExpectPeerAgrees), then `check` on the names
+// the library decompressed; nothing more once the peer is skipped.
+void ExpectWna16AndNvfp4Decompress(const std::string& model_dir,
+                                   const std::function<void(const std::vector<std::string>&)>& check) {
+  for (const char* preset : {"uint4_wo_32", "nvfp4"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(model_dir, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    std::vector<std::string> names;
+    ExpectPeerAgrees(*e, &names);
+    if (::testing::Test::IsSkipped()) return;
+    check(names);
+  }
+}
+
 // #30 item 2: MoE experts under their per-expert names (mixtral's w1/w2/w3): the library decompresses every expert
 // linear of both layers as the engine's weights, in a WNA16 and an NVFP4 export.
 TEST_F(CtPeerTest, MoeExpertsDecompressAsTheEnginesWeights) {
   const std::string dir = testing::TempPath("quark_ct_peer_moe");
   ASSERT_TRUE(testing::WriteSmallMoeModel("mixtral", dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
-  for (const char* preset : {"uint4_wo_32", "nvfp4"}) {
-    SCOPED_TRACE(preset);
-    auto e = testing::ExportBoth(dir, preset);
-    ASSERT_TRUE(e.ok()) << e.status();
-    std::vector<std::string> names;
-    ExpectPeerAgrees(*e, &names);
-    if (IsSkipped()) return;
+  ExpectWna16AndNvfp4Decompress(dir, [](const std::vector<std::string>& names) {
     EXPECT_EQ(names.size(), 32u);  // 2 layers x (4 attention linears + 4 experts x 3)
     EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.block_sparse_moe.experts.3.w2.weight"), 1);
-  }
+  });
+}
+
+// #30 / #32: DeepSeek-V3 (MLA, a dense first layer, shared and routed experts): the library decompresses every
+// quantized linear of the three decoder layers as the engine's weights, in a WNA16 and an NVFP4 export; the routers and
+// the MTP layer's linears are ignored (float), so none of them is among the decompressed.
+TEST_F(CtPeerTest, DeepseekV3DecompressesAsTheEnginesWeights) {
+  const std::string dir = testing::TempPath("quark_ct_peer_deepseek");
+  ASSERT_TRUE(testing::WriteTinyDeepseek(dir).ok());
+  ExpectWna16AndNvfp4Decompress(dir, [](const std::vector<std::string>& names) {
+    // 3 layers x 5 MLA linears, the dense layer's MLP, 2 MoE layers x (shared expert + 16 experts) x 3.
+    EXPECT_EQ(names.size(), 3u * 5 + 3 + 2 * 17 * 3);
+    for (const char* name : {"model.layers.0.self_attn.q_a_proj.weight", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+                             "model.layers.2.mlp.shared_experts.up_proj.weight", "model.layers.2.mlp.experts.15.down_proj.weight"}) {
+      EXPECT_EQ(std::count(names.begin(), names.end(), name), 1) << name;
+    }
+    for (const std::string& name : names) {
+      EXPECT_EQ(name.find("mlp.gate."), std::string::npos) << name;
+      EXPECT_NE(name.rfind("model.layers.3.", 0), 0u) << name;  // the MTP layer
+    }
+  });
 }
 
 }  // namespace

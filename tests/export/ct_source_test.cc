@@ -17,6 +17,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
+#include "core/checkpoint/deepseek_config.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_read_config.h"
@@ -69,7 +70,7 @@ void ExpectSameReadBack(const testing::CtTestExport& e, const std::string& model
   const LayerPlan plan = BuildLayerPlan(config, exporter::ModulesFromConfig(*model));
   int64_t exact = 0, total = 0;
   for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
-    for (const auto& linear : checkpoint::LayerLinears(*model)) {
+    for (const auto& linear : checkpoint::LayerLinears(*model, layer)) {
       const std::string m = checkpoint::LayerPrefix(*model, layer) + linear.relative_name;
       SCOPED_TRACE(m);
       const LayerAssignment* a = (*ct)->Assignment(m);
@@ -178,6 +179,69 @@ TEST_F(CtReadBackTest, MoeExpertsReadBackAsTheHfQuarkExportAndNvfp4GateAndUpShar
       }
       EXPECT_EQ(pairs, 8);
     }
+  }
+}
+
+// #30 / #32: DeepSeek-V3 (MLA, a dense first layer, shared and routed experts, an MTP layer) in compressed-tensors, as
+// vLLM's deepseek_v2.py loads it: each scheme with a fused-MoE kernel exports (its checker run by the exporter: MLA's
+// q_a_proj and kv_a_proj_with_mqa in one group as fused_qkv_a_proj needs, gate/up of the dense MLP and the shared
+// experts likewise, one group per expert block, the routers float), reads back linear by linear as the HF-quark export
+// of the same pass, the routers and the MTP layer's linears are ignored, and NVFP4's fused shards (fused_qkv_a_proj,
+// gate_up_proj, each expert's w13) carry one global scale.
+TEST_F(CtReadBackTest, DeepseekV3ReadsBackAsTheHfQuarkExportAndItsFusedShardsShareAGlobalScale) {
+  const std::string dir = testing::TempPath("quark_ct_deepseek");
+  ASSERT_TRUE(testing::WriteTinyDeepseek(dir).ok());
+  auto model = checkpoint::LoadModelConfig(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->family, checkpoint::ArchFamily::kDeepseek);
+  const checkpoint::DeepseekConfig& ds = *model->deepseek;
+  ASSERT_GT(ds.q_lora_rank, 0);
+  ASSERT_EQ(ds.first_k_dense_replace, 1);
+  ASSERT_EQ(ds.num_nextn_predict_layers, 1);
+  for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(dir, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const bool nvfp4 = std::string(preset) == "nvfp4";
+    ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
+    const Json qc = Json::parse(std::ifstream(e->compressed_tensors + "/config.json"))["quantization_config"];
+    EXPECT_EQ(qc["config_groups"].size(), 1u) << qc.dump(1);
+    const Json& ignore = qc["ignore"];
+    const std::string mtp = StrCat("model.layers.", model->num_hidden_layers, ".");
+    for (const std::string& module : {std::string("model.layers.1.mlp.gate"), std::string("model.layers.2.mlp.gate"),
+                                      mtp + "self_attn.q_a_proj", mtp + "self_attn.kv_a_proj_with_mqa", mtp + "eh_proj",
+                                      mtp + "mlp.experts.0.down_proj"}) {
+      EXPECT_NE(std::find(ignore.begin(), ignore.end(), module), ignore.end()) << module << " not in " << ignore.dump();
+    }
+    if (!nvfp4) continue;
+    auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
+    ASSERT_TRUE(reader.ok());
+    const auto global = [&](const std::string& module) {
+      auto ref = (*reader)->Get(module + ".weight_global_scale");
+      EXPECT_TRUE(ref.ok()) << module;
+      return ref.ok() ? std::string(ref->bytes()) : std::string();
+    };
+    int64_t pairs = 0;
+    for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
+      const std::string prefix = StrCat("model.layers.", layer, ".");
+      std::vector<std::pair<std::string, std::string>> shards = {
+          {"self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"}};
+      if (layer < ds.first_k_dense_replace) {
+        shards.push_back({"mlp.gate_proj", "mlp.up_proj"});
+      } else {
+        shards.push_back({"mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"});
+        for (int64_t expert = 0; expert < ds.n_routed_experts; ++expert) {
+          shards.push_back({StrCat("mlp.experts.", expert, ".gate_proj"), StrCat("mlp.experts.", expert, ".up_proj")});
+        }
+      }
+      for (const auto& [first, second] : shards) {
+        EXPECT_EQ(global(prefix + first), global(prefix + second)) << prefix << first << " / " << second;
+        ++pairs;
+      }
+      // Not fused: q_b_proj reads q_a_layernorm's output and keeps its own global scale.
+      EXPECT_NE(global(prefix + "self_attn.q_b_proj"), global(prefix + "self_attn.q_a_proj")) << prefix;
+    }
+    EXPECT_EQ(pairs, 2 + 2 * (2 + ds.n_routed_experts));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
+#include "core/runtime/synthetic_model.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark::testing {
@@ -85,6 +86,19 @@ inline SyntheticLlamaOptions BlockTiledLlama() {
   o.heads = 8;
   o.kv_heads = 8;
   return o;
+}
+
+/// `quark make-model --arch deepseek_v3 --shape tiny --dtype f32` with stories260K's tokenizer into `dir`: MLA with
+/// q_lora_rank, the first layer dense, two MoE layers of 16 routed experts and a shared one, an MTP layer.
+inline absl::Status WriteTinyDeepseek(const std::string& dir) {
+  runtime::SyntheticModelOptions o;
+  o.arch = "deepseek_v3";
+  o.shape = "tiny";
+  o.dtype = "f32";
+  o.seed = 30;
+  o.out_dir = dir;
+  o.tokenizer_path = FixturePath("stories260K/tokenizer.model");
+  return runtime::MakeSyntheticModel(o);
 }
 
 /// The synthetic Llama and its block-tiled twin, written once per suite.
