@@ -53,14 +53,7 @@ at::Tensor ReferenceGptq(at::Tensor w, at::Tensor h, const QuantSpec& spec, cons
   const int64_t k = w.size(1);
   const int64_t gs = GroupColumns(spec, k);
   const at::Tensor original = w.clone();
-  at::Tensor perm = at::arange(k);
-  if (o.act_order) {
-    perm = at::argsort(at::diag(h), 0, /*descending=*/true);
-    w = w.index_select(1, perm);
-    h = h.index_select(0, perm).index_select(1, perm);
-  }
-  h.diagonal().add_(at::diag(h).mean() * o.damp_percent);
-  const at::Tensor u = at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), /*upper=*/true);
+  const auto [perm, u] = testing::ReferenceOrderAndFactor(w, h, o);
   at::Tensor q = at::zeros_like(w);
   QuantParams observed;
   for (int64_t j = 0; j < k; ++j) {

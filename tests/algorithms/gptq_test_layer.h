@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
 
 namespace quark::algorithms::testing {
@@ -39,6 +40,20 @@ inline Layer MakeLayer(int64_t n, int64_t k, int64_t tokens, uint64_t seed) {
 inline double RelativeOutputError(const Layer& l, const at::Tensor& q) {
   const at::Tensor ref = at::matmul(l.inputs, l.weight.t()).to(at::kDouble);
   return (ref - at::matmul(l.inputs, q.t()).to(at::kDouble)).pow(2).sum().item<double>() / ref.pow(2).sum().item<double>();
+}
+
+/// The references' start, as Quark writes it: with act order, w's columns and h permuted by diag(h) descending; then
+/// the upper Cholesky factor of the damped inverse Hessian (cholesky -> cholesky_inverse -> upper cholesky). Returns
+/// the permutation (permuted position -> original column; the identity without act order) and the factor.
+inline std::pair<at::Tensor, at::Tensor> ReferenceOrderAndFactor(at::Tensor& w, at::Tensor& h, const GptqOptions& o) {
+  at::Tensor perm = at::arange(w.size(1));
+  if (o.act_order) {
+    perm = at::argsort(at::diag(h), 0, /*descending=*/true);
+    w = w.index_select(1, perm);
+    h = h.index_select(0, perm).index_select(1, perm);
+  }
+  h.diagonal().add_(at::diag(h).mean() * o.damp_percent);
+  return {perm, at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(h)), /*upper=*/true)};
 }
 
 }  // namespace quark::algorithms::testing

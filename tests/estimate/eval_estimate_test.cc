@@ -5,16 +5,12 @@
 #include "core/estimate/job_estimate.h"
 #include "core/estimate/model_shape.h"
 #include "core/estimate/task_cost.h"
+#include "tests/estimate/find_phase.h"
 
 namespace quark::estimate {
 namespace {
 
-const PhaseEstimate* Find(const JobEstimate& e, const std::string& phase) {
-  for (const PhaseEstimate& p : e.phases) {
-    if (p.phase == phase) return &p;
-  }
-  return nullptr;
-}
+using testing::Find;
 
 TEST(EvalEstimateTest, TasksAndKldAddPhasesThatGrowWithTheirWork) {
   absl::StatusOr<ModelShape> model = ReadModelShape(QUARK_TEST_SOURCE_DIR "/../shared/fixtures/tinyllama-a");

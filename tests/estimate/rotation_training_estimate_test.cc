@@ -8,16 +8,12 @@
 #include "core/estimate/model_shape.h"
 #include "core/estimate/rotation_training_cost.h"
 #include "core/estimate/throughput.h"
+#include "tests/estimate/find_phase.h"
 
 namespace quark::estimate {
 namespace {
 
-const PhaseEstimate* Find(const JobEstimate& e, const std::string& phase) {
-  for (const PhaseEstimate& p : e.phases) {
-    if (p.phase == phase) return &p;
-  }
-  return nullptr;
-}
+using testing::Find;
 
 JobInputs RotationJob(RotationAlgo rotation) {
   JobInputs job;
