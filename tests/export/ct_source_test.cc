@@ -155,11 +155,13 @@ TEST_F(CtReadBackTest, MoeExpertsReadBackAsTheHfQuarkExportAndNvfp4GateAndUpShar
   for (const char* type : {"mixtral", "qwen2_moe", "qwen3_moe"}) {
     const std::string dir = testing::TempPath(std::string("quark_ct_moe_") + type);
     ASSERT_TRUE(testing::WriteSmallMoeModel(type, dir, testing::FixturePath("stories260K/tokenizer.model")).ok());
-    for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+    // nvfp4+gptq: GPTQ rounds every routed expert under the global scale its gate and up share.
+    for (const char* preset :
+         {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic", "nvfp4+gptq"}) {
       SCOPED_TRACE(std::string(type) + " " + preset);
       auto e = testing::ExportBoth(dir, preset);
       ASSERT_TRUE(e.ok()) << e.status();
-      const bool nvfp4 = std::string(preset) == "nvfp4";
+      const bool nvfp4 = std::string(preset).rfind("nvfp4", 0) == 0;
       ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
       if (!nvfp4) continue;
       auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
