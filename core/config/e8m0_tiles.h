@@ -7,7 +7,8 @@
 //     weight_scale float8_e8m0fnu [N/128, K/128]. The input is dynamic fp8_e4m3 per_group 128.
 // The engine spells it as a QuantSpec with qscheme per_block and scale_format e8m0 (no new field: quant_spec.h is
 // included everywhere). Such a spec also answers IsMx() (scale_format e8m0), yet it is not OCP MX (blocks of 32 along
-// one axis): the numerics and exports test IsE8m0Tiles first, or ask IsOcpMx.
+// one axis): the numerics and exports test IsE8m0Tiles first, or ask IsOcpMx. QuantParams hold the tile scales as
+// float32 powers of two (like MX); RealQuantized (real_quant.h) holds their E8M0 bytes (log2(s) + 127), as for MX.
 #pragma once
 
 #include <optional>
