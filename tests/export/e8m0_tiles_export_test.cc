@@ -17,6 +17,7 @@
 #include "core/numerics/fake_quant.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/tensor_view.h"
+#include "kernels/cpu/format_traits.h"
 #include "tests/export/ct_test_export.h"
 #include "tests/quantize/test_model.h"
 
@@ -156,6 +157,17 @@ TEST_F(E8m0TilesModelTest, ExportIsCheckedAndReadsBackTheFakeQuantizedModel) {
     // The scale bytes are the exponents of the tile scales.
     const at::Tensor bytes = runtime::ViewTensor(*(*reader)->Get(m + ".weight_scale"))->to(at::kInt);
     EXPECT_TRUE(at::equal(bytes, at::log2(params->scale).round().to(at::kInt) + 127)) << preset;
+    // vLLM's own decode of the raw tensors, not the engine's reader: QuarkW8A8Mxfp8 repeat_interleaves the scale rows
+    // by R and dequant_mxfp8_to_bf16 multiplies each 32-column block by 2^(byte - 127); the 128x128 E8M0 key
+    // broadcasts each byte's 2^(byte - 127) over its tile (scaled_dequantize's group_broadcast).
+    const auto& e4m3 = kernels::Traits(kernels::ElemFormat::kFp8E4M3);
+    at::Tensor table = at::empty({256});
+    for (int c = 0; c < 256; ++c) table[c] = e4m3.decode_ref(static_cast<uint8_t>(c));
+    const at::Tensor codes = runtime::ViewTensor(*(*reader)->Get(m + ".weight"))->to(at::kLong);
+    const at::Tensor scales = at::pow(2.0, (bytes - 127).to(at::kDouble)).to(at::kFloat);
+    const int64_t rows = spec.block_size[0], cols = spec.block_size[1];
+    const at::Tensor full = scales.repeat_interleave(rows, 0).repeat_interleave(cols, 1);
+    EXPECT_TRUE(at::equal(table.index({codes}) * full, *fake_w)) << preset;
   }
 }
 
