@@ -340,7 +340,10 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["mx_element_dtype"] = s.mx_element_dtype ? Json(std::string(Name(*s.mx_element_dtype))) : Json(nullptr);
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
-  if (IsE8m0Tiles(s)) j["scale_type"] = kE8m0ScaleTypeName;  // #30: Quark's spelling of E8M0 tile scales
+  if (IsE8m0Tiles(s)) {  // #30: Quark's spelling of E8M0 tile scales (its per_block fp8 specs have no scale_format)
+    j["scale_type"] = kE8m0ScaleTypeName;
+    j["scale_format"] = nullptr;
+  }
   return j;
 }
 

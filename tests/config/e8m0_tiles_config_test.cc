@@ -43,6 +43,7 @@ TEST(E8m0TilesConfigTest, PresetsWriteQuarksSpellingAndReadBackEqual) {
     EXPECT_EQ(w["qscheme"], "per_block");
     EXPECT_EQ(w["block_size"], Json::array({rows, cols}));
     EXPECT_EQ(w["scale_type"], "float8_e8m0fnu");
+    EXPECT_TRUE(w["scale_format"].is_null()) << w["scale_format"];
     EXPECT_EQ(w["observer_cls"], "PerBlock2DMinMaxObserver");
     EXPECT_EQ(w["symmetric"], true);
     EXPECT_EQ(w["is_dynamic"], false);
