@@ -9,6 +9,7 @@ constexpr StDTypeTraits kTraits[] = {
     {StDType::kU16, "U16", 2},     {StDType::kF16, "F16", 2},     {StDType::kBF16, "BF16", 2},
     {StDType::kI32, "I32", 4},     {StDType::kU32, "U32", 4},     {StDType::kF32, "F32", 4},
     {StDType::kI64, "I64", 8},     {StDType::kU64, "U64", 8},     {StDType::kF64, "F64", 8},
+    {StDType::kF8E8M0, "F8_E8M0", 1},
 };
 constexpr int kCount = sizeof(kTraits) / sizeof(kTraits[0]);
 

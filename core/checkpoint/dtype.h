@@ -24,6 +24,9 @@ enum class StDType {
   kI64,
   kU64,
   kF64,
+  /// float8_e8m0fnu (OCP MX's E8M0 exponent byte; safetensors >= 0.6): vLLM's dtype of 128x128 FP8 block scales
+  /// under kFp8Static128BlockE8M0Sym (#30). Last, so the values above keep their numbers.
+  kF8E8M0,
 };
 
 struct StDTypeTraits {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/config/e8m0_tiles.h"  // #30
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/cli/command_registry.h"
 #include "core/config/quark_json.h"
@@ -116,8 +117,9 @@ absl::Status AddReal(const std::string& name, const TensorQuantizer& q, const at
   auto packed = PackForExport(*real, q.spec(), method);
   if (!packed.ok()) return packed.status();
   ckpt::StDType code_dtype = StDtypeOf(packed->codes.scalar_type());
-  if (!q.spec().IsMx() && q.spec().ElementType() == DType::kFp8E4M3) code_dtype = ckpt::StDType::kF8E4M3;
-  if (!q.spec().IsMx() && q.spec().ElementType() == DType::kFp8E5M2) code_dtype = ckpt::StDType::kF8E5M2;
+  // #30: E8M0 tiles store fp8 codes like any fp8 weight (only OCP MX keeps its element bytes untyped).
+  if (!IsOcpMx(q.spec()) && q.spec().ElementType() == DType::kFp8E4M3) code_dtype = ckpt::StDType::kF8E4M3;
+  if (!IsOcpMx(q.spec()) && q.spec().ElementType() == DType::kFp8E5M2) code_dtype = ckpt::StDType::kF8E5M2;
   out.push_back({name + ".qweight", code_dtype, packed->codes});
   out.push_back({name + ".scale", StDtypeOf(packed->scale.scalar_type()), packed->scale});
   if (packed->zero_point.defined()) {

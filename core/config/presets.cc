@@ -82,13 +82,22 @@ QuantSpec Fp8BlockWeight() {
   return s;
 }
 
-// Dynamic fp8 activations per token-group of 128 along the hidden axis.
-QuantSpec Fp8TokenGroupDynamic() {
+// Dynamic fp8 activations per token-group of `group` along the hidden axis.
+QuantSpec Fp8TokenGroupDynamic(int group = 128) {
   QuantSpec s = Fp8PerTensor();
   s.qscheme = QScheme::kPerGroup;
   s.ch_axis = -1;
-  s.group_size = 128;
+  s.group_size = group;
   s.is_dynamic = true;
+  return s;
+}
+
+// #30 E8M0 tiles (core/config/e8m0_tiles.h): fp8_e4m3 per [rows, cols] tile with a power-of-two scale (Quark's
+// scale_type float8_e8m0fnu), the exponent from the tile amax as OCP MX rounds it (scale_calculation_mode even).
+QuantSpec Fp8E8m0TileWeight(int rows, int cols) {
+  QuantSpec s = Fp8BlockWeight();
+  s.block_size = {rows, cols};
+  s.scale_format = ScaleFormat::kE8M0;
   return s;
 }
 
@@ -172,6 +181,14 @@ std::vector<Preset> BuildPresets() {
       LlmConfig(Mx(DType::kInt8, false), Mx(DType::kInt8, true)));
   add("fp8_block", "fp8_e4m3 weights per 128x128 block, activations per token-group of 128 dynamic",
       LlmConfig(Fp8BlockWeight(), Fp8TokenGroupDynamic()));
+  add("mxfp8_2d",
+      "MXFP8 with 2-D scale blocks: fp8_e4m3 weights per 32x32 tile with E8M0 scales (vLLM QuarkW8A8Mxfp8), "
+      "activations per token-group of 32 dynamic",
+      LlmConfig(Fp8E8m0TileWeight(32, 32), Fp8TokenGroupDynamic(32)));
+  add("fp8_block_e8m0",
+      "fp8_e4m3 weights per 128x128 block with E8M0 (power-of-two) scales, DeepSeek's ue8m0 recipe, activations per "
+      "token-group of 128 dynamic",
+      LlmConfig(Fp8E8m0TileWeight(128, 128), Fp8TokenGroupDynamic()));
   add("nvfp4",
       "NVFP4 W4A4: fp4 weights and dynamic activations in groups of 16, fp8_e4m3 block scales, float32 global scale "
       "per tensor",

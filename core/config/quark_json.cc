@@ -9,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
+#include "core/config/e8m0_tiles.h"  // #30 E8M0 tiles
 #include "core/config/json_read.h"
 #include "core/config/rotation_json.h"  // #35 learned rotation
 #include "core/config/quark_json_two_stage.h"
@@ -339,6 +340,10 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["mx_element_dtype"] = s.mx_element_dtype ? Json(std::string(Name(*s.mx_element_dtype))) : Json(nullptr);
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
+  if (IsE8m0Tiles(s)) {  // #30: Quark's spelling of E8M0 tile scales (its per_block fp8 specs have no scale_format)
+    j["scale_type"] = kE8m0ScaleTypeName;
+    j["scale_format"] = nullptr;
+  }
   return j;
 }
 
@@ -366,7 +371,12 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
     s.block_size = {(*it)[0].get<int>(), (*it)[1].get<int>()};
   }
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "round_method", path, &ParseRoundMethod, s.round_method));
-  QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_type", path, &ParseScaleType, s.scale_type));
+  // #30: Quark's scale_type "float8_e8m0fnu" is E8M0 tile scales on an fp8 per_block weight (scale_format e8m0
+  // here); everywhere else the engine has no such scale.
+  const auto scale_type = j.find("scale_type");
+  const bool e8m0_scale_type = scale_type != j.end() && scale_type->is_string() &&
+                               scale_type->get<std::string>() == kE8m0ScaleTypeName;
+  if (!e8m0_scale_type) QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_type", path, &ParseScaleType, s.scale_type));
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "scale_format", path, &ParseScaleFormat, s.scale_format));
   QUARK_RETURN_IF_ERROR(
       ReadEnum(j, "scale_calculation_mode", path, &ParseScaleCalculationMode, s.scale_calculation_mode));
@@ -377,6 +387,16 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   }
   QUARK_RETURN_IF_ERROR(ReadEnum(j, "zero_point_type", path, &ParseZeroPointType, s.zero_point_type));
   QUARK_RETURN_IF_ERROR(ReadNumber(j, "percentile", path, s.percentile));
+  if (e8m0_scale_type) {
+    if (s.qscheme != QScheme::kPerBlock || s.scale_format == ScaleFormat::kE4M3) {
+      return absl::InvalidArgumentError(StrCat(path, ".scale_type: ", kE8m0ScaleTypeName, " (E8M0 tile scales) needs ",
+                                               "qscheme per_block and no other scale_format, got ", Name(s.qscheme),
+                                               " with scale_format ", Name(s.scale_format)));
+    }
+    s.scale_format = ScaleFormat::kE8M0;
+  }
+  // The tile scales are float32 powers of two whatever scale_type a config names (one spelling, so round trips equal).
+  if (IsE8m0Tiles(s)) s.scale_type = ScaleType::kFloat32;
   // NVFP4 in one spec (Quark's scale_format "e4m3"): block and global amax, whatever observer class is named.
   if (s.scale_format == ScaleFormat::kE4M3) s.observer = ObserverKind::kMinMax;
   // Quark's MX observer implies the MX layout when a config names only the observer.

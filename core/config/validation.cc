@@ -5,6 +5,7 @@
 
 #include "core/base/strings.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
+#include "core/config/e8m0_tiles.h"  // #30 E8M0 tiles
 #include "core/config/rotation_json.h"  // #35 learned rotation
 #include "core/base/glob.h"
 
@@ -153,7 +154,9 @@ void CheckObserver(const QuantSpec& s, TensorRole role, const std::string& path,
 }
 
 void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Issues& out) {
-  if (s.IsMx()) {
+  if (IsE8m0Tiles(s)) {  // #30: checked with the layer's input in CheckLayerConfig
+    if (role != TensorRole::kWeight) out.Error(path + ".qscheme", "E8M0 tiles (per_block, e8m0) are weight scales");
+  } else if (s.IsMx()) {
     CheckMx(s, path, out);
   } else if (s.IsNvfp4()) {
     CheckNvfp4(s, path, out);
@@ -182,6 +185,10 @@ void CheckSpec(const QuantSpec& s, TensorRole role, const std::string& path, Iss
 
 void CheckLayerConfig(const LayerQuantConfig& c, const std::string& path, Issues& out) {
   if (c.weight) CheckSpec(*c.weight, TensorRole::kWeight, path + ".weight", out);
+  if (c.weight && IsE8m0Tiles(*c.weight)) {  // #30: vLLM's steps 0 / 3a, weight and input together
+    const QuantSpec* input = c.input_tensors ? &*c.input_tensors : nullptr;
+    for (const auto& issue : E8m0TileIssues(*c.weight, input, path)) out.Error(issue.field, issue.message);
+  }
   if (c.bias) CheckSpec(*c.bias, TensorRole::kBias, path + ".bias", out);
   if (c.input_tensors) CheckSpec(*c.input_tensors, TensorRole::kActivation, path + ".input_tensors", out);
   if (c.output_tensors) CheckSpec(*c.output_tensors, TensorRole::kActivation, path + ".output_tensors", out);
@@ -319,6 +326,10 @@ void CheckAlgorithms(const Config& c, Issues& out) {
         out.Error(path + ".damp_percent", StrCat("must be in (0, 1], got ", gptq->damp_percent));
       }
       CheckAsymmetricFields(*gptq, weight, path, out);
+      if (weight && IsE8m0Tiles(*weight)) {  // #30: the column loop has no power-of-two tile scale yet
+        out.Error(path, StrCat(name, " does not round E8M0 tiles (", weight_path, ".scale_format e8m0 per_block); "
+                               "use RTN or fp8_block's float32 tiles"));
+      }
       if (gptq->block_size <= 0) out.Error(path + ".block_size", StrCat("must be positive, got ", gptq->block_size));
       if (gptq->desc_act && !gptq->static_groups) {
         out.Error(path + ".static_groups", "must be true with desc_act: act order needs the groups fixed up front");

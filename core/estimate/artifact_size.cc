@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/e8m0_tiles.h"  // #30
 #include "core/export/gguf_arch_names.h"
 #include "core/export/gguf_deepseek_plan.h"  // #37
 #include "core/export/gguf_gpt_oss_plan.h"    // #32
@@ -90,6 +91,9 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
   if (IsCastType(w.dtype)) return bytes + elements * 2;
   const DType element = w.ElementType();
   bytes += PackedBytes(element, elements);
+  if (IsE8m0Tiles(w) && w.block_size.size() == 2 && w.block_size[0] > 0 && w.block_size[1] > 0) {  // #30
+    return bytes + static_cast<uint64_t>(out / w.block_size[0]) * (in / w.block_size[1]);  // one E8M0 byte per tile
+  }
   if (w.IsMx()) return bytes + static_cast<uint64_t>(out) * ((in + 31) / 32);
   if (w.IsNvfp4()) return bytes + elements / 16 + 4 + 4;  // float8 block scales, weight and input global scales
   // #30 W4A8: F32 weight_scale_2 per channel, weight_zero_point_2 eight per int32, the F32 fp8 weight_scale.

@@ -6,7 +6,11 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+<<<<<<< HEAD
 #include "core/estimate/rotation_training_cost.h"
+=======
+#include "core/config/e8m0_tiles.h"  // #30
+>>>>>>> helper-b
 
 namespace quark::estimate {
 namespace {
@@ -193,7 +197,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
     if (l.config == nullptr) continue;
     quantized_weight_bytes += 4.0 * l.out * l.in;
     const auto& w = l.config->weight;
-    if (w && !w->IsMx() && IsFloatFormat(w->dtype)) float_format_weight_bytes += 4.0 * l.out * l.in;
+    if (w && !IsOcpMx(*w) && IsFloatFormat(w->dtype)) float_format_weight_bytes += 4.0 * l.out * l.in;
   }
   const double params = static_cast<double>(model.params_total);
   e.phases.push_back(Phase(c, "load",

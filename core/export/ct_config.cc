@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/config/e8m0_tiles.h"  // #30
 #include "core/export/ct_targets.h"
 
 namespace quark::exporter {
@@ -42,6 +43,11 @@ absl::StatusOr<std::string> StrategyOf(const QuantSpec& s, bool is_weight, const
 absl::StatusOr<Json> CtQuantizationArgs(const QuantSpec& s, bool is_weight, const std::string& path) {
   const DType el = s.ElementType();
   if (IsCastType(s.dtype)) return Refuse(path + ".dtype", StrCat(Name(s.dtype), " is a cast, not a quantization"));
+  if (IsE8m0Tiles(s)) {  // #30: vLLM's compressed_tensors fp8 block scheme allocates float32 block scales
+    return absl::InvalidArgumentError(StrCat(path, ".scale_format: E8M0 tile scales (per_block, e8m0) are not written ",
+                                             "as compressed-tensors: vLLM's float-quantized block scheme loads float32 ",
+                                             "block scales and its MX formats are groups of 32; export hf_quark"));
+  }
   if (el == DType::kFp8E5M2 || el == DType::kFp6E3M2 || el == DType::kFp6E2M3) {
     return Refuse(path + ".dtype", StrCat(Name(el), " (its float types are fp8_e4m3 and fp4_e2m1)"));
   }

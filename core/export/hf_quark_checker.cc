@@ -13,6 +13,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/config/fused_group.h"
 #include "core/config/quark_json.h"
+#include "core/export/hf_quark_block_rules.h"
 #include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/export/hf_quark_moe_rules.h"
@@ -109,18 +110,9 @@ void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer,
   }
   const Json w = layer.value("weight", Json());
   const Json in = layer.value("input_tensors", Json());
-  // Dispatch steps 2 and 3a: a per_block weight is QuarkW8A8Fp8PerBlock only with fp8 [128, 128] symmetric static
-  // weights and dynamic fp8 inputs per group of 128 (else no scheme matches and vLLM raises).
+  // Dispatch steps 0, 2 and 3a (#30: E8M0 tiles as MXFP8 [R, 32] or the 128x128 E8M0 key): hf_quark_block_rules.h.
   if (IsStr(w, "qscheme", "per_block")) {
-    const bool ok = IsStr(w, "dtype", "fp8_e4m3") && w.value("block_size", Json()) == Json::array({128, 128}) &&
-                    w.value("symmetric", Json()) == true && w.value("is_dynamic", Json()) == false &&
-                    IsStr(in, "dtype", "fp8_e4m3") && IsStr(in, "qscheme", "per_group") &&
-                    in.value("is_dynamic", Json()) == true && in.value("group_size", Json()) == 128 &&
-                    in.value("symmetric", Json()) == true;
-    if (!ok) {
-      out.push_back(StrCat(path, ": a per_block weight loads in vLLM only as QuarkW8A8Fp8PerBlock (weight fp8_e4m3 ",
-                           "block_size [128, 128] symmetric static; input fp8_e4m3 per_group 128 dynamic symmetric)"));
-    }
+    if (auto problem = VllmPerBlockProblem(w, in)) out.push_back(StrCat(path, ": ", *problem));
   }
   // Dispatch step 1: a two-element list on either tensor must be NVFP4 on both (QuarkNVFP4), else NotImplementedError.
   const bool multi = (w.is_array() && w.size() > 1) || (in.is_array() && in.size() > 1);

@@ -2,6 +2,7 @@
 #include "core/export/hf_quark_tensor_plan.h"
 
 #include "core/base/strings.h"
+#include "core/config/e8m0_tiles.h"
 
 namespace quark::exporter {
 namespace {
@@ -46,6 +47,34 @@ absl::StatusOr<int64_t> PackedLength(const std::string& module, DType element, i
   return n * num / den;
 }
 
+// #30 E8M0 tiles: weight fp8 [N, K] and one E8M0 byte per [R, C] tile. The scale dtype is the one vLLM registers:
+// QuarkW8A8Mxfp8 a uint8 parameter (its loader views R > 1 scales as uint8 before repeat_interleave, so F8_E8M0
+// bytes load there too, but for R == 1 a copy_ would convert their values), QuarkW8A8Fp8PerBlock's E8M0 key a
+// float8_e8m0fnu one (a U8 tensor would be converted by value).
+absl::Status AddE8m0TileTensors(const std::string& m, const QuantSpec& w, int64_t out, int64_t in,
+                                std::vector<ExportTensorSpec>& t) {
+  const auto form = E8m0TileFormOf(w);
+  if (!form) {
+    return absl::InvalidArgumentError(StrCat(m, ".weight.block_size: E8M0 tiles load in vLLM as [R, 32] (MXFP8) or ",
+                                             "[128, 128] (FP8 block), got ", w.block_size.size() == 2
+                                                 ? StrCat("[", w.block_size[0], ", ", w.block_size[1], "]")
+                                                 : std::string("no [rows, cols]")));
+  }
+  const int64_t rows = w.block_size[0], cols = w.block_size[1];
+  if (out % rows != 0 || in % cols != 0) {
+    return absl::InvalidArgumentError(StrCat(m, ".weight: block_size [", rows, ", ", cols, "] does not tile [", out,
+                                             ", ", in, "] (rule: out_features % ", rows, " == 0, in_features % ", cols,
+                                             " == 0)"));
+  }
+  std::vector<StDType> scale_dtypes{StDType::kF8E8M0};
+  if (*form == E8m0TileForm::kMxfp8) {
+    scale_dtypes = rows > 1 ? std::vector<StDType>{StDType::kU8, StDType::kF8E8M0} : std::vector<StDType>{StDType::kU8};
+  }
+  t.push_back({m + ".weight", {StDType::kF8E4M3}, {out, in}});
+  t.push_back({m + ".weight_scale", scale_dtypes, {out / rows, in / cols}});
+  return absl::OkStatus();
+}
+
 absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType model_dtype,
                               StDType float_scale_dtype, std::vector<ExportTensorSpec>& t) {
   const DType element = w.ElementType();
@@ -74,6 +103,7 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
     t.push_back({m + ".weight_zero_point_2", {StDType::kI32}, {*packed_out}});
     return absl::OkStatus();
   }
+  if (IsE8m0Tiles(w)) return AddE8m0TileTensors(m, w, out, in, t);  // #30: before MX (IsMx() is true for it)
   if (w.IsMx()) {
     auto packed = PackedLength(m, element, in, "in_features");
     if (!packed.ok()) return packed.status();

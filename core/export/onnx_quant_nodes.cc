@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/base/strings.h"
+#include "core/config/e8m0_tiles.h"  // #30
 #include "core/numerics/quant_layout.h"
 
 namespace quark::exporter::onnx_export {
@@ -49,6 +50,10 @@ int TypeOpset(int32_t onnx_type) {
 bool IsFloat8(int32_t onnx_type) { return onnx_type == kOnnxFloat8E4M3FN || onnx_type == kOnnxFloat8E5M2; }
 
 absl::StatusOr<int> SpecOpset(const std::string& module, const char* field, const QuantSpec& spec, bool is_weight) {
+  if (IsE8m0Tiles(spec)) {  // #30, before MX (IsMx() is true for it)
+    return Refuse(module, field, "E8M0 tiles (fp8_e4m3 per 2-D block with power-of-two scales) have no ONNX "
+                                 "DequantizeLinear form (its blocks run along one axis); export it as hf_quark");
+  }
   if (spec.IsMx()) {
     return Refuse(module, field, StrCat("MX (", Name(spec.ElementType()), " with shared E8M0 block scales) has no ",
                                         "ONNX QuantizeLinear/DequantizeLinear form; export it as hf_quark"));

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/config/e8m0_tiles.h"
 #include "core/numerics/dispatch.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/nvfp4_quant.h"
@@ -135,7 +136,8 @@ absl::StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& sp
   }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
   if (x.numel() == 0) return x.contiguous().clone();
-  if (spec.IsMx()) return RunMx(x, spec, *layout, &params.scale);
+  // #30 E8M0 tiles run the float kernels with their power-of-two tile scales (x / 2^e is exact, as MX's x * 2^-e).
+  if (IsOcpMx(spec)) return RunMx(x, spec, *layout, &params.scale);
   return RunScaled(x, spec, *layout, params);
 }
 
@@ -165,7 +167,7 @@ absl::Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const 
   }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
   if (x.numel() == 0) return absl::OkStatus();
-  if (spec.IsMx()) {
+  if (IsOcpMx(spec)) {
     RunMx(x, spec, *layout, &params.scale, &out);
   } else {
     RunScaled(x, spec, *layout, params, &out);
@@ -186,7 +188,7 @@ absl::StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantS
   }
   if (spec.IsNvfp4()) return Nvfp4FakeQuantize(x, nullptr);
   // MX computes each block's scale inside the kernel: one pass.
-  if (spec.IsMx()) return RunMx(x, spec, *layout, nullptr);
+  if (IsOcpMx(spec)) return RunMx(x, spec, *layout, nullptr);
   auto params = ParamsOf(x, spec, role);
   if (!params.ok()) return params.status();
   return RunScaled(x, spec, *layout, *params);

@@ -1,6 +1,7 @@
 #include "core/numerics/observer.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/config/e8m0_tiles.h"
 #include "core/numerics/histogram_observer.h"
 #include "core/numerics/imatrix_mse_observer.h"
 #include "core/numerics/minmax_observer.h"
@@ -14,7 +15,8 @@ absl::StatusOr<std::unique_ptr<Observer>> MakeObserver(const QuantSpec& spec, Te
   if (IsCastType(spec.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("dtype: ", std::string(Name(spec.dtype)), " is a cast and needs no observer"));
   }
-  if (spec.IsMx()) return std::unique_ptr<Observer>(std::make_unique<MxBlockObserver>(spec, role));
+  // #30 E8M0 tiles observe each tile's min/max (their scale is then made a power of two), not MX blocks.
+  if (IsOcpMx(spec)) return std::unique_ptr<Observer>(std::make_unique<MxBlockObserver>(spec, role));
   switch (spec.observer) {
     case ObserverKind::kPercentile:
       return std::unique_ptr<Observer>(std::make_unique<PercentileObserver>(spec));

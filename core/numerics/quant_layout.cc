@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/config/e8m0_tiles.h"
 #include "kernels/cpu/mx_kernels.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 
@@ -131,6 +132,10 @@ bool QuantLayout::MovesAxisLast(int64_t dim) const {
 absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
   const DType el = spec.ElementType();
   if (spec.dtype == DType::kMx && !spec.mx_element_dtype) return Invalid("mx_element_dtype", "required for dtype mx");
+  if (IsE8m0Tiles(spec) && spec.dtype != DType::kFp8E4M3) {  // #30
+    return Invalid("dtype", absl::StrCat("E8M0 tiles (per_block, scale_format e8m0) are fp8_e4m3, got ",
+                                         std::string(Name(spec.dtype))));
+  }
   if (spec.IsMx() && !IsFloatFormat(el) && el != DType::kInt8) {
     return Invalid("mx_element_dtype", absl::StrCat(std::string(Name(el)), " is not an OCP MX element type"));
   }
@@ -169,6 +174,7 @@ absl::Status ValidateSpecForNumerics(const QuantSpec& spec) {
 absl::StatusOr<QuantLayout> ResolveLayout(const QuantSpec& spec, TensorRole role, at::IntArrayRef sizes) {
   if (auto st = ValidateSpecForNumerics(spec); !st.ok()) return st;
   if (IsCastType(spec.dtype)) return QuantLayout{};
+  if (IsE8m0Tiles(spec)) return ResolveBlocks(spec, sizes);  // #30: 2-D tiles, not MX's blocks of 32
   if (spec.IsMx()) return ResolveMx(spec, sizes);
   if (spec.IsNvfp4()) return ResolveNvfp4(spec, sizes);
   switch (spec.qscheme) {

@@ -1,10 +1,12 @@
 #include "core/numerics/real_quant.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/config/e8m0_tiles.h"
 #include "core/numerics/dispatch.h"
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/nvfp4_quant.h"
+#include "core/numerics/packing.h"
 #include "core/numerics/progressive_quant.h"
 #include "core/numerics/quant_layout.h"
 #include "kernels/cpu/affine_kernels.h"
@@ -61,7 +63,7 @@ template <typename T>
 void DequantizeInto(const at::Tensor& codes, at::Tensor& out, const QuantSpec& spec, const QuantLayout& layout,
                     const RealQuantized& q) {
   const DType el = spec.ElementType();
-  if (spec.IsMx()) {
+  if (IsOcpMx(spec)) {
     const int64_t len = RowLength(codes);
     const at::Tensor bytes = codes.scalar_type() == at::kChar ? codes.view(at::kByte) : codes;
     const at::Tensor e8m0 = q.scale.contiguous();
@@ -70,7 +72,8 @@ void DequantizeInto(const at::Tensor& codes, at::Tensor& out, const QuantSpec& s
     return;
   }
   const kernels::ChannelLayout cl = ChannelLayoutOf(codes, layout);
-  const at::Tensor scale = q.scale.to(at::kFloat).contiguous();
+  // #30 E8M0 tiles: the bytes are exponents (2^(e - 127)), not values.
+  const at::Tensor scale = IsE8m0Tiles(spec) ? E8M0ToScale(q.scale) : q.scale.to(at::kFloat).contiguous();
   const at::Tensor zp = q.zero_point.to(at::kFloat).contiguous();
   if (IsFloatFormat(el)) {
     kernels::DequantizeFloat<T>(codes.data_ptr<uint8_t>(), out.data_ptr<T>(), cl, scale.data_ptr<float>(),
@@ -98,13 +101,19 @@ absl::StatusOr<RealQuantized> QuantizeReal(const at::Tensor& device_x, const Qua
   }
   auto layout = ResolveLayout(spec, role, x.sizes());
   if (!layout.ok()) return layout.status();
-  if (spec.IsMx()) return QuantizeMx(x, spec, *layout);
+  if (IsOcpMx(spec)) return QuantizeMx(x, spec, *layout);
   if (spec.IsProgressive()) return ProgressiveQuantizeReal(x, spec, params, role);  // #30 W4A8
   if (spec.IsNvfp4()) {
     if (auto st = CheckNvfp4Params(params, layout->param_shape); !st.ok()) return st;
     return Nvfp4QuantizeReal(x, &params);
   }
   if (auto st = CheckParams(params, layout->param_shape); !st.ok()) return st;
+  if (IsE8m0Tiles(spec)) {  // #30: the codes of the power-of-two tile scales, which are kept as their E8M0 bytes
+    auto e8m0 = ScaleToE8M0(params.scale);
+    if (!e8m0.ok()) return e8m0.status();
+    return RealQuantized{QuantizeScaled(x, spec, *layout, params), e8m0->reshape(layout->param_shape),
+                         at::zeros(layout->param_shape, at::kInt)};
+  }
   return RealQuantized{QuantizeScaled(x, spec, *layout, params), params.scale.reshape(layout->param_shape),
                        params.zero_point.reshape(layout->param_shape)};
 }

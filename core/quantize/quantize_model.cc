@@ -16,6 +16,11 @@ bool InDecoderLayer(const checkpoint::ModelConfig& model, const std::string& nam
   return false;
 }
 
+// An exporter's refusal, prefixed with the export_formats entry it came from (#30: the job names the format).
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  return absl::Status(s.code(), prefix + std::string(s.message()));
+}
+
 }  // namespace
 
 void QuantizeRun::Progress(const std::string& phase, int layer, double fraction, double eta,
@@ -188,14 +193,14 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
         if (imatrix_) gguf.imatrix = imatrix_->stats();
         gguf.pre_encoded = pre_encoded_;
         auto exporter = exporter::CreateGgufExporter(model_dir_, e.path, config_, plan, gguf);
-        if (!exporter.ok()) return exporter.status();
+        if (!exporter.ok()) return Prefixed(exporter.status(), StrCat("export_formats[", &format - formats.data(), "] (gguf): "));
         e.exporter = *std::move(exporter);
       } else {
         e.path = single ? root.string() : (root / "onnx").string();
         exporter::OnnxExportOptions onnx;
         onnx.untie_embeddings = untie;
         auto exporter = exporter::CreateOnnxExporter(model_dir_, e.path, config_, plan, onnx);
-        if (!exporter.ok()) return exporter.status();
+        if (!exporter.ok()) return Prefixed(exporter.status(), StrCat("export_formats[", &format - formats.data(), "] (onnx): "));
         e.exporter = *std::move(exporter);
       }
     }

@@ -16,7 +16,8 @@ absl::StatusOr<at::ScalarType> AtenTypeOf(StDType dtype) {
     case StDType::kU8: return at::kByte;
     case StDType::kI8: return at::kChar;
     case StDType::kF8E4M3:
-    case StDType::kF8E5M2: return at::kByte;
+    case StDType::kF8E5M2:
+    case StDType::kF8E8M0: return at::kByte;
     case StDType::kI16: return at::kShort;
     case StDType::kF16: return at::kHalf;
     case StDType::kBF16: return at::kBFloat16;

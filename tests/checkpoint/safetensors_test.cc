@@ -51,6 +51,9 @@ TEST(SafetensorsHeaderTest, AcceptsAValidFileWithMetadataAndEveryDtype) {
   EXPECT_EQ(parsed->tensors.size(), static_cast<size_t>(count));
   EXPECT_EQ(parsed->metadata.at("format"), "pt");
   EXPECT_EQ(parsed->tensors[parsed->Find("t3")].dtype, StDType::kF8E4M3);
+  // #30: float8_e8m0fnu (vLLM's dtype of E8M0 128x128 block scales), one byte.
+  EXPECT_EQ(ParseStDType("F8_E8M0"), StDType::kF8E8M0);
+  EXPECT_EQ(StDTypeSize(StDType::kF8E8M0), 1);
 }
 
 TEST(SafetensorsHeaderTest, AcceptsScalarsAndEmptyTensors) {

@@ -144,6 +144,13 @@ TEST(HfQuarkLinearBytesTest, CountsCodesScalesAndZeroPoints) {
   // int8 per tensor, static int8 input: + int8 zero points of weight and input.
   EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("int8")->global_quant_config, 256, 512, true, checkpoint::StDType::kBF16),
             131072u + 5u + 5u + 512u);
+  // #30 E8M0 tiles: fp8 codes + one byte per [32, 32] / [128, 128] tile (dynamic inputs: nothing more).
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("mxfp8_2d")->global_quant_config, 256, 512, false,
+                               checkpoint::StDType::kBF16),
+            131072u + 8u * 16u);
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("fp8_block_e8m0")->global_quant_config, 256, 512, false,
+                               checkpoint::StDType::kBF16),
+            131072u + 2u * 4u);
 }
 
 TEST(EstimateJobTest, RefusesRatesThatAreNotPositive) {
@@ -223,7 +230,8 @@ TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->num_layers, 2);
   EXPECT_EQ(model->max_layer_params, 4 * 256 * 256 + 3 * 256 * 768 + 2 * 256);
-  for (const std::string preset : {"uint4_wo_128", "fp8", "int8", "int4_wo_32", "mxfp4", "int4_fp8"}) {
+  for (const std::string preset :
+       {"uint4_wo_128", "fp8", "int8", "int4_wo_32", "mxfp4", "int4_fp8", "mxfp8_2d", "fp8_block_e8m0"}) {
     SCOPED_TRACE(preset);
     const std::string out = Track(TempDir("estimate_out"));
     ChildRun run = RunQuark({"quantize", "--model", model_dir, "--scheme", preset, "--output", out, "--calib",
