@@ -6,11 +6,8 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-<<<<<<< HEAD
-#include "core/estimate/rotation_training_cost.h"
-=======
 #include "core/config/e8m0_tiles.h"  // #30
->>>>>>> helper-b
+#include "core/estimate/rotation_training_cost.h"
 
 namespace quark::estimate {
 namespace {
