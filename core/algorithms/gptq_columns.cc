@@ -3,7 +3,6 @@
 #include "core/algorithms/gptq.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
-#include "core/config/e8m0_tiles.h"
 #include "core/config/quant_types.h"
 #include "core/numerics/quant_layout.h"
 
@@ -14,10 +13,6 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
   if (spec.is_dynamic) return absl::InvalidArgumentError("weight.is_dynamic: GPTQ needs a static weight spec");
   if (IsCastType(spec.dtype)) {
     return absl::InvalidArgumentError(StrCat("weight.dtype: ", Name(spec.dtype), " is a cast, nothing to round"));
-  }
-  if (IsE8m0Tiles(spec)) {  // #30: the column loop rounds with float32 tile scales only (fp8_block)
-    return absl::UnimplementedError("weight.scale_format: GPTQ does not round E8M0 tiles (per_block with power-of-two "
-                                    "scales); use RTN, or fp8_block's float32 tiles");
   }
   QUARK_ASSIGN_OR_RETURN(const QuantLayout layout, ResolveLayout(spec, TensorRole::kWeight, sizes));
   GptqColumnPlan plan{spec, false, 0};
@@ -48,6 +43,9 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
       plan.column_spec.qscheme = QScheme::kPerChannel;
       plan.column_spec.ch_axis = 0;
       plan.column_spec.block_size.clear();
+      // E8M0 tiles: the tile scales are float32 powers of two in the parameters, which an fp8 per-channel spec
+      // rounds with the same float kernel the tiles run.
+      plan.column_spec.scale_format = ScaleFormat::kFloat;
       break;
     case Granularity::kPerToken:
       return absl::InvalidArgumentError("weight.qscheme: per_token is for dynamic activations, not GPTQ weights");

@@ -314,7 +314,6 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     // --- end AutoRound ---
     std::string weight_path;
     const auto& weight = AlgoWeightSpec(c, weight_path);
-    const bool integer_weight = weight && IsIntegerType(weight->dtype) && !weight->IsMx();
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
       // GPTQ rounds with the engine's own quantizer, so any static weight format works (int, fp8/fp6/fp4, MX).
       if (!weight || IsCastType(weight->dtype) || weight->is_dynamic) {
@@ -326,10 +325,6 @@ void CheckAlgorithms(const Config& c, Issues& out) {
         out.Error(path + ".damp_percent", StrCat("must be in (0, 1], got ", gptq->damp_percent));
       }
       CheckAsymmetricFields(*gptq, weight, path, out);
-      if (weight && IsE8m0Tiles(*weight)) {  // #30: the column loop has no power-of-two tile scale yet
-        out.Error(path, StrCat(name, " does not round E8M0 tiles (", weight_path, ".scale_format e8m0 per_block); "
-                               "use RTN or fp8_block's float32 tiles"));
-      }
       if (gptq->block_size <= 0) out.Error(path + ".block_size", StrCat("must be positive, got ", gptq->block_size));
       if (gptq->desc_act && !gptq->static_groups) {
         out.Error(path + ".static_groups", "must be true with desc_act: act order needs the groups fixed up front");
@@ -339,9 +334,16 @@ void CheckAlgorithms(const Config& c, Issues& out) {
     } else if (const auto* rotation = std::get_if<RotationAlgo>(&algo)) {  // #35 learned rotation
       ReportFieldStatus(CheckRotationTrainingRanges(*rotation, path), out);
     } else if (std::holds_alternative<AwqAlgo>(algo)) {
-      if (!integer_weight) {
-        out.Error(path, StrCat("awq needs an integer weight spec (int4/uint4/int8 ...) in ", weight_path,
-                                     ", got ", weight ? std::string(Name(weight->dtype)) : "none"));
+      // Quark's AWQ searches with the layer's own weight quantizer (ScaledFakeQuantize, NonScaledFakeQuantize for MX),
+      // so any static weight format: integer, fp8/fp4 per channel or group, MX, NVFP4, W4A8. Not 2-D tiles: the clip
+      // search quantizes batches of 64 or 256 output channels, which [rows, cols] tiles need not divide.
+      if (!weight || IsCastType(weight->dtype) || weight->is_dynamic) {
+        out.Error(path, StrCat("awq needs a static quantized weight spec in ", weight_path, ", got ",
+                               !weight ? std::string("none") : weight->is_dynamic ? std::string("a dynamic one")
+                                                                               : std::string(Name(weight->dtype))));
+      } else if (weight->qscheme == QScheme::kPerBlock) {
+        out.Error(path, StrCat("awq does not run per_block weights (", weight_path, ".qscheme): its clip search "
+                               "quantizes batches of 64 or 256 output channels, which 2-D tiles need not divide"));
       }
       if (std::get<AwqAlgo>(algo).grid_size <= 0) out.Error(path + ".grid_size", "must be positive");
     } else if (const auto* sq = std::get_if<SmoothQuantAlgo>(&algo)) {

@@ -1,7 +1,8 @@
 // #30: GPTQ (and GPTAQ / Qronos, which share its column rounding) on the weight formats of 2026 that one
 // one-element spec cannot carry: NVFP4 (e4m3 group scales under a float32 global scale that fused shards share),
-// fp8_block (128 x 128 tiles: a column crosses one tile per 128 rows) and W4A8 (an fp8 per-tensor stage, then int4
-// per output channel). The reference written here rounds every column as RTN rounds it: the whole-tensor fake
+// fp8_block (128 x 128 tiles: a column crosses one tile per 128 rows), E8M0 tiles (mxfp8_2d's 32 x 32 and
+// fp8_block_e8m0's 128 x 128 power-of-two tile scales) and W4A8 (an fp8 per-tensor stage, then int4 per output
+// channel). The reference written here rounds every column as RTN rounds it: the whole-tensor fake
 // quantization of the column's group (tile rows, or the whole weight) with that group's RTN parameters, taken from
 // the original weight (static groups, as llm-compressor's GPTQ takes NVFP4's) or from the current weight when the group
 // starts (Quark's default).
@@ -93,7 +94,8 @@ std::vector<FormatCase> Cases() {
           {"nvfp4_weight_only", act, 1.25f},   {"nvfp4", dynamic, 1.25f},
           {"fp8_block", dynamic},              {"fp8_block", fixed},
           {"fp8_block", act},                  {"int4_fp8", dynamic},
-          {"int4_fp8", act}};
+          {"int4_fp8", act},                   {"mxfp8_2d", dynamic},
+          {"mxfp8_2d", act},                   {"fp8_block_e8m0", fixed}};
 }
 
 std::string Describe(const FormatCase& c) {
@@ -164,7 +166,7 @@ TEST(GptqFormatsTest, IndependentInputsGiveRtnsWeightsAndParameters) {
 TEST(GptqFormatsTest, CorrelatedInputsLowerTheOutputErrorBelowRtnInBfloat16Too) {
   const Layer l = MakeLayer(256, 256, 512, 32);
   for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const char* preset : {"nvfp4_weight_only", "fp8_block", "int4_fp8"}) {
+    for (const char* preset : {"nvfp4_weight_only", "fp8_block", "int4_fp8", "mxfp8_2d"}) {
       SCOPED_TRACE(std::string(preset) + " " + c10::toString(dtype));
       const QuantSpec spec = WeightSpecOf(preset);
       const at::Tensor w = l.weight.to(dtype);

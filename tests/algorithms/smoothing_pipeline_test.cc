@@ -72,6 +72,29 @@ TEST(SmoothingPipelineTest, AutoSmoothQuantThenGptqCompose) {
   EXPECT_EQ(algo[1].at("name"), "gptq");
 }
 
+// #30: AWQ searches with the layer's own weight quantizer, as Quark's does, so the float grids take it too: NVFP4
+// (its fused shards' shared global scale taken after the scaling), MXFP4 and W4A8. Each exports with its checker,
+// reloads as the fake-quantized model, and is not RTN's model.
+TEST(SmoothingPipelineTest, AwqRunsOnNvfp4Mxfp4AndW4a8) {
+  const std::string model = testing::WriteSyntheticLlama();
+  for (const char* preset : {"nvfp4", "mxfp4", "int4_fp8"}) {
+    SCOPED_TRACE(preset);
+    QuantizeModelOptions awq = Options(preset, {AwqAlgo{}});
+    awq.output_dir = testing::TempPath(std::string("awq_float_") + preset);
+    const bool nvfp4 = std::string(preset) == "nvfp4";
+    if (nvfp4) awq.export_formats = {"hf_quark", "compressed_tensors"};  // both checkers: shared global scales
+    auto report = QuantizeModel(model, awq);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_NEAR(report->metrics.at("ppl_after"), report->metrics.at("ppl_reloaded"),
+                1e-5 * report->metrics.at("ppl_after"));
+    EXPECT_EQ(report->quantization_config.at("algo_config")[0].at("name"), "awq");
+    EXPECT_FALSE(report->algorithm_log.empty());
+    auto rtn = QuantizeModel(model, Options(preset, {}));
+    ASSERT_TRUE(rtn.ok()) << rtn.status();
+    EXPECT_NE(report->metrics.at("ppl_after"), rtn->metrics.at("ppl_after"));
+  }
+}
+
 TEST(SmoothingPipelineTest, ScalingAfterGptqIsRefusedByName) {
   QuantizeModelOptions o = Options("uint4_wo_32", {GptqAlgo{}, AwqAlgo{}});
   auto report = QuantizeModel(testing::WriteSyntheticLlama(), o);
@@ -165,12 +188,15 @@ TEST(SmoothingPipelineTest, ValidationNamesEveryField) {
   Config weight_only = *PresetConfig("uint4_wo_128");
   weight_only.algo_config = {SmoothQuantAlgo{}};
   EXPECT_EQ(ErrorPaths(weight_only), std::vector<std::string>{"algo_config[0]"});
-  // AWQ searches an integer grid: not a float or MX weight.
+  // AWQ searches with the weight's own quantizer (Quark's), any static format but 2-D tiles.
   for (const char* preset : {"fp8", "mxfp4"}) {
     Config c = *PresetConfig(preset);
     c.algo_config = {AwqAlgo{}};
-    EXPECT_EQ(ErrorPaths(c), std::vector<std::string>{"algo_config[0]"}) << preset;
+    EXPECT_TRUE(ErrorPaths(c).empty()) << preset;
   }
+  Config tiles = *PresetConfig("fp8_block");
+  tiles.algo_config = {AwqAlgo{}};
+  EXPECT_EQ(ErrorPaths(tiles), std::vector<std::string>{"algo_config[0]"});
   // Rotation first; the scaling algorithms before GPTQ.
   Config order = *PresetConfig("uint4_wo_128");
   order.algo_config = {GptqAlgo{}, RotationAlgo{}};

@@ -248,10 +248,20 @@ TEST(ValidationTest, GptqHyperparameters) {
   EXPECT_THAT(errors, HasSubstr("algo_config[0].static_groups: must be true with desc_act"));
 }
 
-TEST(ValidationTest, AwqNeedsAnIntegerWeight) {
-  Config c = *PresetConfig("mxfp4_weight_only");
-  c.algo_config.push_back(AwqAlgo{});
-  EXPECT_THAT(Errors(c), HasSubstr("algo_config[0]: awq needs an integer weight spec"));
+// Quark's AWQ searches with the layer's own weight quantizer: every static format but 2-D tiles.
+TEST(ValidationTest, AwqNeedsAStaticWeightThatIsNotTiled) {
+  for (const char* preset : {"mxfp4_weight_only", "nvfp4", "int4_fp8", "uint4_wo_128"}) {
+    Config c = *PresetConfig(preset);
+    c.algo_config.push_back(AwqAlgo{});
+    EXPECT_EQ(Errors(c), "") << preset;
+  }
+  Config tiles = *PresetConfig("fp8_block");
+  tiles.algo_config.push_back(AwqAlgo{});
+  EXPECT_THAT(Errors(tiles), HasSubstr("algo_config[0]: awq does not run per_block weights"));
+  Config none = *PresetConfig("uint4_wo_128");
+  none.global_quant_config.weight.reset();
+  none.algo_config.push_back(AwqAlgo{});
+  EXPECT_THAT(Errors(none), HasSubstr("algo_config[0]: awq needs a static quantized weight spec"));
 }
 
 TEST(ValidationTest, SmoothQuantNeedsQuantizedInputs) {
