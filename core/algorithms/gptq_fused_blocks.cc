@@ -14,9 +14,11 @@ namespace {
 
 using kernels::element::GptqBlockArgs;
 
+// The fused kernel reads one parameter row per weight row: 2-D tiles (a parameter row per block of rows) take the
+// column loop.
 bool IsIntegerGrid(const QuantSpec& spec) {
   return !spec.IsMx() && !spec.IsNvfp4() && !spec.IsProgressive() && !IsCastType(spec.dtype) &&
-         !IsFloatFormat(spec.ElementType());
+         !IsFloatFormat(spec.ElementType()) && spec.qscheme != QScheme::kPerBlock;
 }
 
 // Parameters as the kernel reads them: [rows, groups] float32 on the device, with 1.0f / scale in float32 (as the

@@ -143,6 +143,28 @@ TEST(GptqFormatsTest, EveryColumnIsRoundedAsRtnRoundsItsGroupBitForBit) {
   }
 }
 
+// Integer 2-D tiles (int8 per 128 x 128 block, asymmetric) take the column loop too, not the fused integer blocks,
+// whose kernel reads one parameter row per weight row.
+TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
+  const Layer l = MakeLayer(256, 256, 512, 35);
+  QuantSpec tiles = WeightSpecOf("fp8_block");
+  tiles.dtype = DType::kUInt8;
+  tiles.symmetric = false;
+  for (bool fixed : {false, true}) {
+    GptqOptions o;
+    o.static_groups = fixed;
+    o.block_size = 256;
+    auto result = GptqQuantizeWeight(l.weight, l.hessian, tiles, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_FALSE(result->fused_blocks);
+    const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, tiles, o, 0);
+    EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>();
+    auto again = FakeQuantize(result->weight, tiles, result->params);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(at::equal(*again, result->weight));
+  }
+}
+
 TEST(GptqFormatsTest, IndependentInputsGiveRtnsWeightsAndParameters) {
   // A diagonal Hessian: no column's error reaches another, so GPTQ rounds the original weight as RTN does.
   at::manual_seed(31);
