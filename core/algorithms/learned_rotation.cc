@@ -11,11 +11,11 @@
 #include <torch/torch.h>
 
 #include "core/algorithms/cayley_sgd.h"
-#include "core/estimate/rotation_training_cost.h"
-#include "core/config/rotation_json.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/rotation_json.h"
+#include "core/estimate/rotation_training_cost.h"
 #include "core/numerics/tensor_quantizer.h"
 #include "core/runtime/attention.h"
 

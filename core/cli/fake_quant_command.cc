@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_reader.h"
-#include "core/config/e8m0_tiles.h"  // #30
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/cli/command_registry.h"
+#include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/quark_json.h"
 #include "core/numerics/packing.h"
 #include "core/numerics/tensor_quantizer.h"
