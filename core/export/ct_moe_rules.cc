@@ -31,10 +31,25 @@ absl::Status CtSupportsExperts(const checkpoint::ModelConfig& model) {
   // DeepSeek-V3 names every routed expert too (mlp.experts.E.*); its MLA shards vLLM fuses (fused_qkv_a_proj) are
   // kept in one group by the writer's pre-check and the checker (FusedGroupKey).
   if (model.family == checkpoint::ArchFamily::kDeepseek) return absl::OkStatus();
+  // Llama 4: the engine reads (and writes) the per-expert layout feed_forward.experts.E.{gate,up,down}_proj, which
+  // vLLM's llama4.py maps onto its FusedMoE through make_expert_params_mapping for any quantization config (its
+  // fused experts.gate_up_proj branch is for float checkpoints); llm-compressor's Llama 4 recipes write the same names.
+  if (model.family == checkpoint::ArchFamily::kLlama4) return absl::OkStatus();
+  if (model.family == checkpoint::ArchFamily::kGptOss) {
+    // vLLM's gpt_oss.py sends every quant_method but "mxfp4" and "quark" to _load_weights_other, which copies the
+    // fused float experts (mlp.experts.gate_up_proj [E, hidden, 2 I], down_proj) or per-expert float ones; it maps
+    // no quantized expert tensor (weight_packed, weight_scale, ...), so a compressed-tensors export's experts would
+    // be left unloaded.
+    return absl::UnimplementedError(StrCat(
+        "export_formats: compressed_tensors of a ", model.model_type,
+        " model: vLLM's gpt_oss loader reads compressed-tensors checkpoints through _load_weights_other, which loads "
+        "only float experts (fused gate_up_proj/down_proj tensors), not quantized ones; export hf_quark (vLLM's "
+        "quark path loads per-expert quantized gpt-oss experts) or gguf"));
+  }
   return absl::UnimplementedError(StrCat("export_formats: compressed_tensors of a ", model.model_type,
                                          " model: its checkpoint holds the experts fused ([experts, ...] tensors per "
                                          "projection); only per-expert layouts (mixtral, qwen2_moe, qwen3_moe, "
-                                         "deepseek_v3) are written"));
+                                         "deepseek_v3, llama4_text) are written"));
 }
 
 absl::StatusOr<std::string> VllmCtMoeMethod(const Json& group, const std::string& format) {

@@ -15,9 +15,10 @@
 
 namespace quark::exporter {
 
-/// OK for a model without routed experts and for the families whose checkpoints name every expert's linears (mixtral,
-/// qwen2_moe, qwen3_moe, deepseek_v3), as llm-compressor writes them; UNIMPLEMENTED naming the model_type for gpt-oss
-/// and Llama 4, whose checkpoints hold each projection of all experts as one [experts, ...] tensor.
+/// OK for a model without routed experts and for the families whose experts the engine holds as per-expert linears
+/// under names vLLM's compressed_tensors path maps onto its FusedMoE (mixtral, qwen2_moe, qwen3_moe, deepseek_v3,
+/// llama4_text), as llm-compressor writes them; UNIMPLEMENTED naming the model_type and the reason for gpt-oss (vLLM's
+/// gpt_oss loader takes only float experts outside its mxfp4 and quark paths) and any other fused-expert family.
 absl::Status CtSupportsExperts(const checkpoint::ModelConfig& model);
 
 /// The fused-MoE method vLLM picks for a config group (null JSON: the experts are ignored, UnquantizedFusedMoEMethod):

@@ -15,6 +15,9 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/llama4_config.h"
+#include "core/checkpoint/model_config.h"
+#include "core/checkpoint/model_layout.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/export/ct_source.h"
 #include "core/export/hf_quark_source.h"
@@ -166,6 +169,24 @@ TEST_F(CtPeerTest, DeepseekV3DecompressesAsTheEnginesWeights) {
       EXPECT_EQ(name.find("mlp.gate."), std::string::npos) << name;
       EXPECT_NE(name.rfind("model.layers.3.", 0), 0u) << name;  // the MTP layer
     }
+  });
+}
+
+// #32 item 4: Llama 4 text (MoE layers interleaved with dense ones, a shared expert, per-expert
+// feed_forward.experts.E.*): the library decompresses every linear of every layer as the engine's weights, in a WNA16
+// and an NVFP4 export; the routers are not linears of the export, so none is among the decompressed.
+TEST_F(CtPeerTest, Llama4DecompressesAsTheEnginesWeights) {
+  const std::string dir = testing::TempPath("quark_ct_peer_llama4");
+  ASSERT_TRUE(testing::WriteTinyModel("llama4", dir).ok());
+  auto model = checkpoint::LoadModelConfig(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  size_t linears = 0;
+  for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) linears += checkpoint::LayerLinears(*model, layer).size();
+  ExpectWna16AndNvfp4Decompress(dir, [&](const std::vector<std::string>& names) {
+    EXPECT_EQ(names.size(), linears);
+    for (const std::string& name : names) EXPECT_EQ(name.find("router"), std::string::npos) << name;
+    const std::string expert = StrCat("model.layers.", model->num_hidden_layers - 1, ".feed_forward.experts.0.down_proj.weight");
+    EXPECT_EQ(std::count(names.begin(), names.end(), expert), model->llama4->moe_layers.back() ? 1 : 0) << expert;
   });
 }
 

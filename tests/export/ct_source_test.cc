@@ -18,6 +18,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_read_config.h"
@@ -244,6 +245,67 @@ TEST_F(CtReadBackTest, DeepseekV3ReadsBackAsTheHfQuarkExportAndItsFusedShardsSha
       EXPECT_NE(global(prefix + "self_attn.q_b_proj"), global(prefix + "self_attn.q_a_proj")) << prefix;
     }
     EXPECT_EQ(pairs, 2 + 2 * (2 + ds.n_routed_experts));
+  }
+}
+
+// #32 item 4: Llama 4 text in compressed-tensors, as vLLM's llama4.py loads it (per-expert
+// feed_forward.experts.E.{gate,up,down}_proj mapped onto its FusedMoE, q/k/v and gate/up fused, the routers float):
+// MoE layers interleaved with dense ones, the shared expert; each scheme with a fused-MoE kernel exports (its checker
+// run by the exporter), reads back linear by linear as the HF-quark export of the same pass, and NVFP4's fused shards
+// (each expert's w13, the shared expert's and the dense MLP's gate_up_proj) carry one global scale.
+TEST_F(CtReadBackTest, Llama4ReadsBackAsTheHfQuarkExportAndItsFusedShardsShareAGlobalScale) {
+  const std::string dir = testing::TempPath("quark_ct_llama4");
+  ASSERT_TRUE(testing::WriteTinyModel("llama4", dir).ok());
+  auto model = checkpoint::LoadModelConfig(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->family, checkpoint::ArchFamily::kLlama4);
+  const checkpoint::Llama4Config& l4 = *model->llama4;
+  ASSERT_TRUE(std::count(l4.moe_layers.begin(), l4.moe_layers.end(), true) > 0 &&
+              std::count(l4.moe_layers.begin(), l4.moe_layers.end(), false) > 0)
+      << "the tiny shape interleaves MoE and dense layers";
+  for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+    SCOPED_TRACE(preset);
+    auto e = testing::ExportBoth(dir, preset);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const bool nvfp4 = std::string(preset) == "nvfp4";
+    ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
+    const Json qc = Json::parse(std::ifstream(e->compressed_tensors + "/config.json"))["quantization_config"];
+    EXPECT_EQ(qc["config_groups"].size(), 1u) << qc.dump(1);
+    auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
+    ASSERT_TRUE(reader.ok());
+    for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
+      if (!l4.moe_layers[layer]) continue;
+      auto router = (*reader)->Get(StrCat("model.layers.", layer, ".feed_forward.router.weight"));
+      ASSERT_TRUE(router.ok()) << layer;
+      EXPECT_EQ(router->info->dtype, checkpoint::StDType::kF32) << "the router is copied in float";
+    }
+    if (!nvfp4) continue;
+    const auto global = [&](const std::string& module) {
+      auto ref = (*reader)->Get(module + ".weight_global_scale");
+      EXPECT_TRUE(ref.ok()) << module;
+      return ref.ok() ? std::string(ref->bytes()) : std::string();
+    };
+    int64_t pairs = 0;
+    for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
+      const std::string prefix = StrCat("model.layers.", layer, ".feed_forward.");
+      std::vector<std::pair<std::string, std::string>> shards;
+      if (!l4.moe_layers[layer]) {
+        shards.push_back({"gate_proj", "up_proj"});
+      } else {
+        shards.push_back({"shared_expert.gate_proj", "shared_expert.up_proj"});
+        for (int64_t expert = 0; expert < l4.num_local_experts; ++expert) {
+          shards.push_back({StrCat("experts.", expert, ".gate_proj"), StrCat("experts.", expert, ".up_proj")});
+        }
+      }
+      for (const auto& [first, second] : shards) {
+        EXPECT_EQ(global(prefix + first), global(prefix + second)) << prefix << first << " / " << second;
+        ++pairs;
+      }
+      const std::string attn = StrCat("model.layers.", layer, ".self_attn.");
+      EXPECT_EQ(global(attn + "q_proj"), global(attn + "k_proj")) << attn;
+      EXPECT_EQ(global(attn + "q_proj"), global(attn + "v_proj")) << attn;
+    }
+    EXPECT_GT(pairs, model->num_hidden_layers);
   }
 }
 

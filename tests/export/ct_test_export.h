@@ -88,11 +88,10 @@ inline SyntheticLlamaOptions BlockTiledLlama() {
   return o;
 }
 
-/// `quark make-model --arch deepseek_v3 --shape tiny --dtype f32` with stories260K's tokenizer into `dir`: MLA with
-/// q_lora_rank, the first layer dense, two MoE layers of 16 routed experts and a shared one, an MTP layer.
-inline absl::Status WriteTinyDeepseek(const std::string& dir) {
+/// `quark make-model --arch ARCH --shape tiny --dtype f32` with stories260K's tokenizer into `dir`.
+inline absl::Status WriteTinyModel(const std::string& arch, const std::string& dir) {
   runtime::SyntheticModelOptions o;
-  o.arch = "deepseek_v3";
+  o.arch = arch;
   o.shape = "tiny";
   o.dtype = "f32";
   o.seed = 30;
@@ -100,6 +99,10 @@ inline absl::Status WriteTinyDeepseek(const std::string& dir) {
   o.tokenizer_path = FixturePath("stories260K/tokenizer.model");
   return runtime::MakeSyntheticModel(o);
 }
+
+/// The tiny deepseek_v3: MLA with q_lora_rank, the first layer dense, two MoE layers of 16 routed experts and a
+/// shared one, an MTP layer.
+inline absl::Status WriteTinyDeepseek(const std::string& dir) { return WriteTinyModel("deepseek_v3", dir); }
 
 /// The synthetic Llama and its block-tiled twin, written once per suite.
 class CtModelsTest : public ::testing::Test {
