@@ -185,6 +185,44 @@ TEST_F(CtReadBackTest, MoeExpertsReadBackAsTheHfQuarkExportAndNvfp4GateAndUpShar
   }
 }
 
+// The presets with a vLLM fused-MoE kernel the MoE families are exported with.
+constexpr const char* kMoePresets[] = {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"};
+
+// `preset` on the model in `dir` exported as both formats into `*e`, read back as the HF-quark export (NVFP4 within an
+// ulp), every linear in one compressed-tensors config group.
+void ExportAndReadBackInOneGroup(const std::string& dir, const std::string& preset, testing::CtTestExport* e) {
+  auto exported = testing::ExportBoth(dir, preset);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  *e = *exported;
+  ExpectSameReadBack(*e, dir, PresetOf(preset), preset, preset == "nvfp4");
+  const Json qc = Json::parse(std::ifstream(e->compressed_tensors + "/config.json"))["quantization_config"];
+  EXPECT_EQ(qc["config_groups"].size(), 1u) << qc.dump(1);
+}
+
+// The stored bytes of `module`'s NVFP4 global scale in a compressed-tensors export (empty, and a failure, when missing).
+std::string GlobalScaleBytes(const checkpoint::CheckpointReader& reader, const std::string& module) {
+  auto ref = reader.Get(module + ".weight_global_scale");
+  EXPECT_TRUE(ref.ok()) << module;
+  return ref.ok() ? std::string(ref->bytes()) : std::string();
+}
+
+// The shards vLLM fuses in one decoder layer's MLP block `prefix` ("model.layers.2.mlp."): the shared expert's (or a
+// dense MLP's) gate/up under `shared` (empty for none), then each routed expert's gate/up; each pair must carry one
+// NVFP4 global scale. Returns the number of pairs checked.
+int64_t ExpectGateUpShardsShareAGlobalScale(const checkpoint::CheckpointReader& reader, const std::string& prefix,
+                                           const std::string& shared, int64_t experts) {
+  std::vector<std::pair<std::string, std::string>> shards;
+  if (!shared.empty() || experts == 0) shards.push_back({shared + "gate_proj", shared + "up_proj"});
+  for (int64_t expert = 0; expert < experts; ++expert) {
+    shards.push_back({StrCat("experts.", expert, ".gate_proj"), StrCat("experts.", expert, ".up_proj")});
+  }
+  for (const auto& [first, second] : shards) {
+    EXPECT_EQ(GlobalScaleBytes(reader, prefix + first), GlobalScaleBytes(reader, prefix + second))
+        << prefix << first << " / " << second;
+  }
+  return static_cast<int64_t>(shards.size());
+}
+
 // #30 / #32: DeepSeek-V3 (MLA, a dense first layer, shared and routed experts, an MTP layer) in compressed-tensors, as
 // vLLM's deepseek_v2.py loads it: each scheme with a fused-MoE kernel exports (its checker run by the exporter: MLA's
 // q_a_proj and kv_a_proj_with_mqa in one group as fused_qkv_a_proj needs, gate/up of the dense MLP and the shared
@@ -201,15 +239,13 @@ TEST_F(CtReadBackTest, DeepseekV3ReadsBackAsTheHfQuarkExportAndItsFusedShardsSha
   ASSERT_GT(ds.q_lora_rank, 0);
   ASSERT_EQ(ds.first_k_dense_replace, 1);
   ASSERT_EQ(ds.num_nextn_predict_layers, 1);
-  for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+  for (const std::string preset : kMoePresets) {
     SCOPED_TRACE(preset);
-    auto e = testing::ExportBoth(dir, preset);
-    ASSERT_TRUE(e.ok()) << e.status();
-    const bool nvfp4 = std::string(preset) == "nvfp4";
-    ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
-    const Json qc = Json::parse(std::ifstream(e->compressed_tensors + "/config.json"))["quantization_config"];
-    EXPECT_EQ(qc["config_groups"].size(), 1u) << qc.dump(1);
-    const Json& ignore = qc["ignore"];
+    testing::CtTestExport e;
+    ExportAndReadBackInOneGroup(dir, preset, &e);
+    if (HasFatalFailure()) return;
+    const bool nvfp4 = preset == "nvfp4";
+    const Json ignore = Json::parse(std::ifstream(e.compressed_tensors + "/config.json"))["quantization_config"]["ignore"];
     const std::string mtp = StrCat("model.layers.", model->num_hidden_layers, ".");
     for (const std::string& module : {std::string("model.layers.1.mlp.gate"), std::string("model.layers.2.mlp.gate"),
                                       mtp + "self_attn.q_a_proj", mtp + "self_attn.kv_a_proj_with_mqa", mtp + "eh_proj",
@@ -217,32 +253,19 @@ TEST_F(CtReadBackTest, DeepseekV3ReadsBackAsTheHfQuarkExportAndItsFusedShardsSha
       EXPECT_NE(std::find(ignore.begin(), ignore.end(), module), ignore.end()) << module << " not in " << ignore.dump();
     }
     if (!nvfp4) continue;
-    auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
+    auto reader = checkpoint::CheckpointReader::Open(e.compressed_tensors);
     ASSERT_TRUE(reader.ok());
-    const auto global = [&](const std::string& module) {
-      auto ref = (*reader)->Get(module + ".weight_global_scale");
-      EXPECT_TRUE(ref.ok()) << module;
-      return ref.ok() ? std::string(ref->bytes()) : std::string();
-    };
     int64_t pairs = 0;
     for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
       const std::string prefix = StrCat("model.layers.", layer, ".");
-      std::vector<std::pair<std::string, std::string>> shards = {
-          {"self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"}};
-      if (layer < ds.first_k_dense_replace) {
-        shards.push_back({"mlp.gate_proj", "mlp.up_proj"});
-      } else {
-        shards.push_back({"mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"});
-        for (int64_t expert = 0; expert < ds.n_routed_experts; ++expert) {
-          shards.push_back({StrCat("mlp.experts.", expert, ".gate_proj"), StrCat("mlp.experts.", expert, ".up_proj")});
-        }
-      }
-      for (const auto& [first, second] : shards) {
-        EXPECT_EQ(global(prefix + first), global(prefix + second)) << prefix << first << " / " << second;
-        ++pairs;
-      }
+      const std::string q_a = prefix + "self_attn.q_a_proj";
+      EXPECT_EQ(GlobalScaleBytes(**reader, q_a), GlobalScaleBytes(**reader, prefix + "self_attn.kv_a_proj_with_mqa"));
+      ++pairs;
+      const bool dense = layer < ds.first_k_dense_replace;
+      pairs += ExpectGateUpShardsShareAGlobalScale(**reader, prefix + "mlp.", dense ? "" : "shared_experts.",
+                                                   dense ? 0 : ds.n_routed_experts);
       // Not fused: q_b_proj reads q_a_layernorm's output and keeps its own global scale.
-      EXPECT_NE(global(prefix + "self_attn.q_b_proj"), global(prefix + "self_attn.q_a_proj")) << prefix;
+      EXPECT_NE(GlobalScaleBytes(**reader, prefix + "self_attn.q_b_proj"), GlobalScaleBytes(**reader, q_a)) << prefix;
     }
     EXPECT_EQ(pairs, 2 + 2 * (2 + ds.n_routed_experts));
   }
@@ -263,15 +286,13 @@ TEST_F(CtReadBackTest, Llama4ReadsBackAsTheHfQuarkExportAndItsFusedShardsShareAG
   ASSERT_TRUE(std::count(l4.moe_layers.begin(), l4.moe_layers.end(), true) > 0 &&
               std::count(l4.moe_layers.begin(), l4.moe_layers.end(), false) > 0)
       << "the tiny shape interleaves MoE and dense layers";
-  for (const char* preset : {"uint4_wo_32", "fp8", "nvfp4", "w_int8_per_channel_a_int8_per_token_dynamic"}) {
+  for (const std::string preset : kMoePresets) {
     SCOPED_TRACE(preset);
-    auto e = testing::ExportBoth(dir, preset);
-    ASSERT_TRUE(e.ok()) << e.status();
-    const bool nvfp4 = std::string(preset) == "nvfp4";
-    ExpectSameReadBack(*e, dir, PresetOf(preset), preset, nvfp4);
-    const Json qc = Json::parse(std::ifstream(e->compressed_tensors + "/config.json"))["quantization_config"];
-    EXPECT_EQ(qc["config_groups"].size(), 1u) << qc.dump(1);
-    auto reader = checkpoint::CheckpointReader::Open(e->compressed_tensors);
+    testing::CtTestExport e;
+    ExportAndReadBackInOneGroup(dir, preset, &e);
+    if (HasFatalFailure()) return;
+    const bool nvfp4 = preset == "nvfp4";
+    auto reader = checkpoint::CheckpointReader::Open(e.compressed_tensors);
     ASSERT_TRUE(reader.ok());
     for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
       if (!l4.moe_layers[layer]) continue;
@@ -280,30 +301,14 @@ TEST_F(CtReadBackTest, Llama4ReadsBackAsTheHfQuarkExportAndItsFusedShardsShareAG
       EXPECT_EQ(router->info->dtype, checkpoint::StDType::kF32) << "the router is copied in float";
     }
     if (!nvfp4) continue;
-    const auto global = [&](const std::string& module) {
-      auto ref = (*reader)->Get(module + ".weight_global_scale");
-      EXPECT_TRUE(ref.ok()) << module;
-      return ref.ok() ? std::string(ref->bytes()) : std::string();
-    };
     int64_t pairs = 0;
     for (int64_t layer = 0; layer < model->num_hidden_layers; ++layer) {
-      const std::string prefix = StrCat("model.layers.", layer, ".feed_forward.");
-      std::vector<std::pair<std::string, std::string>> shards;
-      if (!l4.moe_layers[layer]) {
-        shards.push_back({"gate_proj", "up_proj"});
-      } else {
-        shards.push_back({"shared_expert.gate_proj", "shared_expert.up_proj"});
-        for (int64_t expert = 0; expert < l4.num_local_experts; ++expert) {
-          shards.push_back({StrCat("experts.", expert, ".gate_proj"), StrCat("experts.", expert, ".up_proj")});
-        }
-      }
-      for (const auto& [first, second] : shards) {
-        EXPECT_EQ(global(prefix + first), global(prefix + second)) << prefix << first << " / " << second;
-        ++pairs;
-      }
+      const bool moe = l4.moe_layers[layer];
+      pairs += ExpectGateUpShardsShareAGlobalScale(**reader, StrCat("model.layers.", layer, ".feed_forward."),
+                                                   moe ? "shared_expert." : "", moe ? l4.num_local_experts : 0);
       const std::string attn = StrCat("model.layers.", layer, ".self_attn.");
-      EXPECT_EQ(global(attn + "q_proj"), global(attn + "k_proj")) << attn;
-      EXPECT_EQ(global(attn + "q_proj"), global(attn + "v_proj")) << attn;
+      EXPECT_EQ(GlobalScaleBytes(**reader, attn + "q_proj"), GlobalScaleBytes(**reader, attn + "k_proj")) << attn;
+      EXPECT_EQ(GlobalScaleBytes(**reader, attn + "q_proj"), GlobalScaleBytes(**reader, attn + "v_proj")) << attn;
     }
     EXPECT_GT(pairs, model->num_hidden_layers);
   }
