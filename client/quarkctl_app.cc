@@ -82,6 +82,9 @@ void AddCommands(CLI::App& app, Parsed& p) {
   submit->add_option("--target-bits", p.spec.target_bits,
                      "With --auto: average bits per weight of the decoder linears, scales included");
   submit->add_option("--max-rounds", p.spec.max_rounds, "With --auto: verification rounds of a loss budget (default 4)");
+  submit->add_option("--pass-splits", p.spec.pass_splits,
+                     "With --auto: split each candidate's sensitivity pass into N decoder-layer ranges, one child job "
+                     "each (1 = unsplit; default: quarkd gives every live worker a range)");
   submit->add_option("--quant-algo", p.spec.quant_algo, "Algorithms to run in order, e.g. gptq (comma-separated)");
   submit->add_option("--quant-algo-config-file", p.spec.quant_algo_config_file,
                      "Quark algo_config (YAML/JSON): {name: gptq, damp_percent: ...} or a list of them");

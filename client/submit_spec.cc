@@ -241,9 +241,10 @@ absl::Status ApplySweep(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
 // instead of the evaluation's gates; --max-kld keeps --kld's measurement).
 absl::Status ApplyAuto(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
   if (flags.auto_candidates.empty()) {
-    if (flags.target_bits || flags.max_rounds) {
-      return absl::InvalidArgumentError(flags.target_bits ? "--target-bits: only with --auto"
-                                                          : "--max-rounds: only with --auto");
+    if (flags.target_bits || flags.max_rounds || flags.pass_splits) {
+      return absl::InvalidArgumentError(flags.target_bits  ? "--target-bits: only with --auto"
+                                        : flags.max_rounds ? "--max-rounds: only with --auto"
+                                                           : "--pass-splits: only with --auto");
     }
     return absl::OkStatus();
   }
@@ -271,6 +272,7 @@ absl::Status ApplyAuto(const SubmitFlags& flags, quark::v1::JobSpec& spec) {
     evaluation.clear_max_ppl_increase();
   }
   if (flags.max_rounds) a.set_max_rounds(*flags.max_rounds);
+  if (flags.pass_splits) a.set_pass_splits(*flags.pass_splits);
   return absl::OkStatus();
 }
 

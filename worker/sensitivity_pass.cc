@@ -43,6 +43,15 @@ absl::StatusOr<search::SensitivityTable> Measure(const PipelineRequest& request)
   absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer =
       runtime::LayerStreamer::Open(model, streamer_options);
   if (!streamer.ok()) return streamer.status();
+  // #36 item 4: a split pass's layer range, checked against the model before any work.
+  const int64_t layers = (*streamer)->model().config().num_hidden_layers;
+  const int64_t first = spec.sensitivity_first_layer(), count = spec.sensitivity_layer_count();
+  if (first < 0 || count < 0 || (count == 0 && first != 0) || first + count > layers) {
+    return absl::InvalidArgumentError(str::Cat("spec.sensitivity_first_layer ", first, ", spec.sensitivity_layer_count ",
+                                               count, ": not a range of the model's ", layers, " decoder layers"));
+  }
+  options.sensitivity.first_layer = first;
+  options.sensitivity.layer_count = count;
   return search::MeasureSensitivity(**streamer, *samples, *candidates, options.sensitivity);
 }
 
@@ -53,7 +62,12 @@ absl::StatusOr<PipelineResult> RunSensitivityPass(const PipelineRequest& request
   if (cancel.IsCancelled()) return absl::CancelledError("cancelled");
   quark::v1::Progress start;
   start.set_phase("calibrate");
-  start.set_message(str::Cat("sensitivity pass of ", request.spec.preset()));
+  start.set_message(str::Cat("sensitivity pass of ", request.spec.preset(),
+                              request.spec.sensitivity_layer_count() > 0
+                                  ? str::Cat(", layers ", request.spec.sensitivity_first_layer(), "..",
+                                             request.spec.sensitivity_first_layer() +
+                                                 request.spec.sensitivity_layer_count() - 1)
+                                  : std::string()));
   progress.Report(start);
   const auto began = std::chrono::steady_clock::now();
   absl::StatusOr<search::SensitivityTable> table;

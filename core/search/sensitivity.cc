@@ -54,6 +54,7 @@ class CandidateRun {
       for (Branch& b : branches_) {
         for (at::Tensor& h : b.hidden) h = layer.forward(h, streamer_.model().Context(h.size(1)));
       }
+      if (!InRange(index)) return absl::OkStatus();  // a split pass: another range's child starts these branches
       std::vector<ModuleInfo> modules;
       for (const runtime::NamedLinear& l : layer.NamedLinears()) {
         modules.push_back({l.name, "Linear", {l.linear->out_features(), l.linear->in_features()}});
@@ -83,6 +84,11 @@ class CandidateRun {
   std::vector<Branch>& branches() { return branches_; }
 
  private:
+  bool InRange(int64_t index) const {
+    if (options_.layer_count <= 0) return true;
+    return index >= options_.first_layer && index < options_.first_layer + options_.layer_count;
+  }
+
   absl::StatusOr<size_t> GroupIndex(int64_t layer, const std::string& key,
                                     const std::vector<runtime::NamedLinear>& linears) {
     if (record_groups_) {
@@ -155,6 +161,13 @@ absl::StatusOr<SensitivityTable> MeasureSensitivity(runtime::LayerStreamer& stre
     }
   }
   if (candidates.empty()) return absl::InvalidArgumentError("sensitivity: no candidates");
+  const int64_t layers = streamer.model().config().num_hidden_layers;
+  if (options.layer_count < 0 || options.first_layer < 0 ||
+      (options.layer_count > 0 && options.first_layer + options.layer_count > layers)) {
+    return absl::InvalidArgumentError(StrCat("sensitivity: first_layer ", options.first_layer, " and layer_count ",
+                                             options.layer_count, " do not lie within the model's ", layers,
+                                             " decoder layers"));
+  }
   SensitivityTable table;
   std::optional<NextTokenReference> ref;
   for (size_t c = 0; c < candidates.size(); ++c) {

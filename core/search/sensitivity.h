@@ -26,10 +26,15 @@ namespace quark::search {
 struct SensitivityOptions {
   /// Bytes the branches' hidden states may take in one pass; past it RESOURCE_EXHAUSTED names the layer.
   int64_t max_branch_bytes = int64_t{4} << 30;
+  /// #36 item 4, a pass split by layer range: branches start only at decoder layers [first_layer, first_layer +
+  /// layer_count) (layer_count 0 = every layer). The float stream still runs the whole model, so each branch is
+  /// computed exactly as in the whole pass and the table holds the whole pass's figures for those layers' groups.
+  int64_t first_layer = 0;
+  int64_t layer_count = 0;
 };
 
 /// `samples`: token ids [1, T] int64 each (T >= 2). Errors: INVALID_ARGUMENT for no samples or a sample shorter
-/// than 2 tokens, candidate errors of the quantizer naming the group, RESOURCE_EXHAUSTED past max_branch_bytes,
+/// than 2 tokens, a layer range outside the model's layers (naming first_layer / layer_count), candidate errors of the quantizer naming the group, RESOURCE_EXHAUSTED past max_branch_bytes,
 /// streamer errors as they are.
 absl::StatusOr<SensitivityTable> MeasureSensitivity(runtime::LayerStreamer& streamer,
                                                     const std::vector<at::Tensor>& samples,

@@ -1,6 +1,8 @@
 // #36 sweep jobs in the public API: SubmitJob with spec.sweep plans one child per candidate, each checked as a job
 // of its own (PrepareSubmit: URIs, tenant roots, memory fit, content key) and against the model's shapes
 // (sweep_plan.h), and submits the parent with them; DeleteJob of a parent takes its children with it.
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "server/api/sweep_plan.h"
 #include "server/log_text.h"
 #include "server/scheduler/auto_search_plan.h"
+#include "server/scheduler/pass_ranges.h"
 #include "server/scheduler/sweep_table.h"
 
 namespace quark::server {
@@ -45,19 +48,75 @@ std::optional<estimate::ModelShape> ReadShape(const quark::v1::JobSpec& spec, co
   return *std::move(shape);
 }
 
-/// Per spec candidate of an automatic search, the succeeded pass its child would be deduplicated from (the same
-/// rule as the scheduler's: same tenant and content key, not forced, its result still verified), else an empty job.
-std::vector<quark::v1::Job> StoredPasses(JobStore& store, const quark::v1::JobSpec& spec,
-                                         const std::vector<SweepChild>& children) {
-  std::vector<quark::v1::Job> passes(spec.auto_search().candidates_size());
-  for (const SweepChild& child : children) {
-    const SubmitOptions& o = child.options;
-    if (o.content_key.empty() || child.spec.force() || !o.reuse_succeeded) continue;
-    if (child.row < 0 || child.row >= static_cast<int>(passes.size())) continue;
-    absl::StatusOr<quark::v1::Job> match = store.FindByContentKey(o.tenant, o.content_key);
-    if (match.ok() && match->state() == quark::v1::JOB_STATE_SUCCEEDED) passes[child.row] = *std::move(match);
+/// The succeeded job `child` would be deduplicated from (the same rule as the scheduler's: same tenant and content
+/// key, not forced, its result still verified), else an empty job.
+quark::v1::Job StoredMatch(JobStore& store, const SweepChild& child) {
+  const SubmitOptions& o = child.options;
+  if (o.content_key.empty() || child.spec.force() || !o.reuse_succeeded) return {};
+  absl::StatusOr<quark::v1::Job> match = store.FindByContentKey(o.tenant, o.content_key);
+  if (match.ok() && match->state() == quark::v1::JOB_STATE_SUCCEEDED) return *std::move(match);
+  return {};
+}
+
+/// Per spec candidate of an automatic search, the stored pass its children would be deduplicated from: its whole
+/// pass, or its split passes merged (#36 item 4); a pass not stored (or a dropped candidate) is not SUCCEEDED.
+std::vector<quark::v1::Job> StoredPasses(JobStore& store, const quark::v1::JobSpec& spec, const SweepPlan& plan) {
+  std::vector<quark::v1::Job> passes;
+  for (const std::string& candidate : spec.auto_search().candidates()) {
+    std::vector<quark::v1::Job> parts;
+    for (const SweepChild& child : plan.children) {
+      if (plan.table.candidates(child.row).scheme() == candidate) parts.push_back(StoredMatch(store, child));
+    }
+    passes.push_back(MergeSplitPasses(parts));
   }
   return passes;
+}
+
+/// #36 item 4: each kept candidate's pass split into one child per layer range (PassLayerRanges: the spec's ranges
+/// or quarkd's policy over the live workers), each checked and keyed by `prepare` as any job; a candidate whose whole
+/// pass is stored keeps its one row and reuses it. The table's pass rows are rebuilt in candidate order.
+absl::StatusOr<SweepPlan> SplitPasses(JobStore& store, const quark::v1::JobSpec& spec,
+                                      const estimate::ModelShape& shape, SweepPlan plan, size_t live_workers,
+                                      const std::function<absl::StatusOr<SubmitOptions>(
+                                          const quark::v1::SubmitJobRequest&)>& prepare) {
+  absl::StatusOr<std::vector<quark::v1::LayerRange>> ranges =
+      PassLayerRanges(spec.auto_search(), shape.num_layers, static_cast<int>(live_workers),
+                      static_cast<int>(plan.children.size()));
+  if (!ranges.ok()) return ranges.status();
+  SweepPlan out;
+  out.auto_search = std::move(plan.auto_search);
+  std::vector<std::string> splits;
+  for (int row = 0; row < plan.table.candidates_size(); ++row) {
+    const quark::v1::SweepCandidate& whole_row = plan.table.candidates(row);
+    auto child = std::find_if(plan.children.begin(), plan.children.end(),
+                              [row](const SweepChild& c) { return c.row == row; });
+    // Dropped at submit, unsplit, or its whole pass already stored (reused as it is, not measured again by ranges).
+    if (child == plan.children.end() || ranges->size() <= 1 || StoredMatch(store, *child).id() != "") {
+      if (child != plan.children.end()) out.children.push_back({out.table.candidates_size(), child->spec, child->options});
+      *out.table.add_candidates() = whole_row;
+      continue;
+    }
+    for (const quark::v1::LayerRange& range : *ranges) {
+      quark::v1::SubmitJobRequest part;
+      *part.mutable_spec() = SplitPassSpec(child->spec, range);
+      absl::StatusOr<SubmitOptions> options = prepare(part);
+      if (!options.ok()) return options.status();
+      quark::v1::SweepCandidate* part_row = out.table.add_candidates();
+      *part_row = whole_row;
+      part_row->set_first_layer(range.first());
+      part_row->set_layer_count(range.count());
+      out.children.push_back({out.table.candidates_size() - 1, part.spec(), *std::move(options)});
+    }
+    splits.push_back(whole_row.scheme());
+  }
+  out.auto_search.set_pass_rows(out.table.candidates_size());
+  if (!splits.empty()) {
+    std::vector<std::string> texts;
+    for (const quark::v1::LayerRange& r : *ranges) texts.push_back(LayerRangeText(r.first(), r.count()));
+    log::Get("server")->info("job=- automatic search: the passes of {} split into {} ({} live workers)",
+                             absl::StrJoin(splits, ","), absl::StrJoin(texts, ", "), live_workers);
+  }
+  return out;
 }
 
 }  // namespace
@@ -129,10 +188,15 @@ absl::StatusOr<quark::v1::Job> QuantizationServiceImpl::SubmitSweep(const grpc::
     absl::StatusOr<quark::v1::AutoSearchResult> groups = PlanAutoSearch(*shape, spec.auto_search(), kept);
     if (!groups.ok()) return refuse(groups.status());
     plan.auto_search = *std::move(groups);
+    absl::StatusOr<SweepPlan> split =
+        SplitPasses(*store_, spec, *shape, std::move(plan), live.size(),
+                    [&](const quark::v1::SubmitJobRequest& part) { return PrepareSubmit(principal, part, live); });
+    if (!split.ok()) return refuse(split.status());
+    plan = *std::move(split);
     // A loss budget below every recipe is known before any work only when each pass already ran (stored by content
     // key, so its child would be deduplicated to those figures); otherwise the parent fails after its passes with the
     // same message (FirstRecipe), since the figures do not exist yet.
-    const std::vector<quark::v1::Job> stored = StoredPasses(*store_, spec, plan.children);
+    const std::vector<quark::v1::Job> stored = StoredPasses(*store_, spec, plan);
     if (absl::Status s = CheckLossBudgetOnStoredPasses(spec, plan.auto_search, kept, stored); !s.ok()) {
       return refuse(s);
     }

@@ -155,6 +155,11 @@ absl::StatusOr<ContentKey> ComputeContentKey(const quark::v1::JobSpec& spec, Fil
   Field(&text, "engine", QUARK_ENGINE_VERSION);
   // #36 item 3: a sensitivity pass of a preset is not its quantization (only when set: other keys do not move).
   if (spec.sensitivity_pass()) Field(&text, "sensitivity_pass", "1");
+  // #36 item 4: a split pass's layer range (only when split: whole passes keep their keys).
+  if (spec.sensitivity_layer_count() > 0) {
+    Field(&text, "sensitivity_layers",
+          absl::StrCat(spec.sensitivity_first_layer(), "+", spec.sensitivity_layer_count()));
+  }
   absl::Status status = ConfigFields(&text, spec);
   if (!status.ok()) return status;
   std::set<int> formats;

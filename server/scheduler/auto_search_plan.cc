@@ -98,6 +98,11 @@ AutoRecipe MakeRecipe(const PassSpace& p, const search::Recipe& recipe) {
 
 bool IsAutoSearchParent(const Job& job) { return job.spec().has_auto_search(); }
 
+int AutoPassRows(const Job& parent) {
+  return parent.auto_search().pass_rows() > 0 ? parent.auto_search().pass_rows()
+                                              : parent.spec().auto_search().candidates_size();
+}
+
 absl::StatusOr<search::Budget> AutoSearchBudget(const AutoSearchSpec& spec) {
   search::Budget budget;
   switch (spec.budget_case()) {
@@ -147,6 +152,19 @@ absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec) {
   }
   if (spec.sensitivity_pass()) {
     return absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
+  }
+  if (spec.sensitivity_first_layer() != 0 || spec.sensitivity_layer_count() != 0) {
+    return absl::InvalidArgumentError(
+        "spec.sensitivity_first_layer / spec.sensitivity_layer_count: set by quarkd on its own split sensitivity "
+        "passes, not by clients (use spec.auto_search.pass_splits or pass_layer_ranges)");
+  }
+  if (a.pass_splits() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.auto_search.pass_splits: ", a.pass_splits(), " is negative (0 = quarkd decides)"));
+  }
+  if (a.pass_splits() > 0 && a.pass_layer_ranges_size() > 0) {
+    return absl::InvalidArgumentError(
+        "spec.auto_search.pass_layer_ranges: give the ranges or spec.auto_search.pass_splits, not both");
   }
   if (spec.evaluation().uri().empty()) {
     return absl::InvalidArgumentError(

@@ -20,6 +20,10 @@ namespace quark::server {
 /// Whether `job` is an automatic search's parent (spec.auto_search set).
 bool IsAutoSearchParent(const quark::v1::Job& job);
 
+/// How many of Job.sweep's first rows are the parent's sensitivity passes (AutoSearchResult.pass_rows, else one per
+/// candidate as parents before #36 item 4 had).
+int AutoPassRows(const quark::v1::Job& parent);
+
 /// spec.auto_search's budget; INVALID_ARGUMENT naming spec.auto_search when none is set.
 absl::StatusOr<search::Budget> AutoSearchBudget(const quark::v1::AutoSearchSpec& spec);
 

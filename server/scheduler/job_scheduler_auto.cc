@@ -13,6 +13,7 @@
 #include "server/log_text.h"
 #include "server/scheduler/auto_search_plan.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/scheduler/pass_ranges.h"
 #include "server/scheduler/sweep_table.h"
 #include "server/scheduler/time_util.h"
 
@@ -33,17 +34,27 @@ std::string RoundText(const quark::v1::AutoSearchRound& r) {
 }  // namespace
 
 std::vector<Job> JobScheduler::AutoPassesLocked(const Job& parent) {
+  // #36 item 4: a candidate's pass may be split by layer range over several rows; they merge into one pass here.
   std::vector<Job> passes;
-  const int n = parent.spec().auto_search().candidates_size();
-  for (int i = 0; i < n && i < parent.sweep().candidates_size(); ++i) {
-    const quark::v1::SweepCandidate& row = parent.sweep().candidates(i);
-    Job pass;
-    pass.set_state(JobState::JOB_STATE_FAILED);
-    if (!row.job_id().empty()) {
-      absl::StatusOr<Job> stored = store_->GetJob(row.job_id());
-      if (stored.ok()) pass = *std::move(stored);
+  const int rows = std::min(AutoPassRows(parent), parent.sweep().candidates_size());
+  for (const std::string& candidate : parent.spec().auto_search().candidates()) {
+    std::vector<Job> parts;
+    for (int i = 0; i < rows; ++i) {
+      const quark::v1::SweepCandidate& row = parent.sweep().candidates(i);
+      if (row.scheme() != candidate) continue;
+      Job part;
+      part.set_id(row.job_id());
+      part.set_state(JobState::JOB_STATE_FAILED);
+      part.set_error(row.error());
+      part.mutable_spec()->set_sensitivity_first_layer(row.first_layer());
+      part.mutable_spec()->set_sensitivity_layer_count(row.layer_count());
+      if (!row.job_id().empty()) {
+        absl::StatusOr<Job> stored = store_->GetJob(row.job_id());
+        if (stored.ok()) part = *std::move(stored);
+      }
+      parts.push_back(std::move(part));
     }
-    passes.push_back(std::move(pass));
+    passes.push_back(MergeSplitPasses(parts));
   }
   return passes;
 }
@@ -72,7 +83,7 @@ std::optional<AutoRecipe> JobScheduler::NextAutoRecipeLocked(const std::string& 
   };
   const quark::v1::AutoSearchSpec& spec = parent.spec().auto_search();
   const int rows = parent.sweep().candidates_size();
-  if (rows <= spec.candidates_size()) {  // the passes ended: the first search
+  if (rows <= AutoPassRows(parent)) {  // the passes ended: the first search
     absl::StatusOr<AutoRecipe> first = FirstRecipe(parent, passes);
     if (!first.ok()) return fail(std::string(first.status().message()), nullptr);
     return *std::move(first);

@@ -67,7 +67,9 @@ absl::StatusOr<Job> JobScheduler::SubmitSweep(const std::string& request_id, con
     if (over_quota->has_value()) return **over_quota;
     std::vector<JobEvent> events = {StateEventLocked(parent),
                                     LogEvent(absl::StrCat(spec.has_auto_search() ? "automatic search over " : "sweep of ",
-                                                          plan.table.candidates_size(), " candidates: ",
+                                                          spec.has_auto_search() ? spec.auto_search().candidates_size()
+                                                                                 : plan.table.candidates_size(),
+                                                          " candidates: ",
                                                           children, " child jobs"),
                                              now)};
     bool created = false;

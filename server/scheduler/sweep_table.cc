@@ -1,10 +1,13 @@
 #include "server/scheduler/sweep_table.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/eval/evaluation_plan.h"
 
 namespace quark::server {
 namespace {
@@ -19,6 +22,25 @@ bool IsFinalState(JobState state) {
 double MetricOr(const quark::v1::JobResult& result, const char* name, double fallback) {
   auto it = result.metrics().find(name);
   return it == result.metrics().end() ? fallback : it->second;
+}
+
+// #36 item 1: each spec.evaluation task's gated score of the export read back (hf_quark first, as the table's ppl),
+// and the float model's, from a child's metrics (core/eval's names: arc_easy_acc_reloaded).
+void FillTaskScores(const quark::v1::Job& child, quark::v1::SweepCandidate* row, quark::v1::SweepResult* table) {
+  const auto& metrics = child.result().metrics();
+  for (const std::string& task : child.spec().evaluation().tasks()) {
+    const std::string metric = eval::GatedTaskMetric(task);
+    for (const char* label : {"reloaded", "gguf", "compressed_tensors"}) {
+      auto it = metrics.find(eval::TaskMetricName(task, metric, label));
+      if (it == metrics.end()) continue;
+      (*row->mutable_task_scores())[task] = it->second;
+      break;
+    }
+    auto float_score = metrics.find(eval::TaskMetricName(task, metric, "float"));
+    if (float_score != metrics.end() && table->task_scores_float().count(task) == 0) {
+      (*table->mutable_task_scores_float())[task] = float_score->second;
+    }
+  }
 }
 
 }  // namespace
@@ -38,6 +60,8 @@ bool FillSweepRow(const quark::v1::Job& child, quark::v1::SweepResult* table) {
     row.set_kld(MetricOr(result, "kld_mean_reloaded", 0.0));
     row.set_seconds(MetricOr(result, "seconds_total", 0.0));
     if (table->ppl_float() == 0.0) table->set_ppl_float(MetricOr(result, "ppl_before", 0.0));
+    row.clear_task_scores();
+    FillTaskScores(child, &row, table);
     return true;
   }
   return false;
@@ -81,7 +105,9 @@ quark::v1::JobResult SweepJobResult(const quark::v1::SweepResult& table) {
     metrics["kld:" + row.scheme()] = row.kld();
     metrics["size_bytes:" + row.scheme()] = static_cast<double>(row.size_bytes());
     metrics["bits_per_weight:" + row.scheme()] = row.bits_per_weight();
+    for (const auto& [task, score] : row.task_scores()) metrics["task:" + task + ":" + row.scheme()] = score;
   }
+  for (const auto& [task, score] : table.task_scores_float()) metrics["task:" + task + ":float"] = score;
   metrics["candidates"] = table.candidates_size();
   metrics["candidates_succeeded"] = succeeded;
   metrics["ppl_float"] = table.ppl_float();
@@ -92,8 +118,12 @@ std::string SweepRowText(const quark::v1::SweepCandidate& row) {
   std::string head = absl::StrCat(row.scheme(), " (", row.job_id().empty() ? "dropped" : "job " + row.job_id(), ") ",
                                   JobState_Name(row.state()));
   if (row.state() != JobState::JOB_STATE_SUCCEEDED) return absl::StrCat(head, ": ", row.error());
-  return absl::StrCat(head, absl::StrFormat(": %d bytes, %.3f bits/weight, ppl %.6g, kld %.6g", row.size_bytes(),
-                                            row.bits_per_weight(), row.ppl(), row.kld()));
+  std::string text = absl::StrCat(head, absl::StrFormat(": %d bytes, %.3f bits/weight, ppl %.6g, kld %.6g",
+                                                        row.size_bytes(), row.bits_per_weight(), row.ppl(), row.kld()));
+  // The map's order is unspecified: sorted, so the log line is stable.
+  std::map<std::string, double> tasks(row.task_scores().begin(), row.task_scores().end());
+  for (const auto& [task, score] : tasks) absl::StrAppend(&text, absl::StrFormat(", %s %.4f", task, score));
+  return text;
 }
 
 }  // namespace quark::server

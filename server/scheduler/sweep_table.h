@@ -15,7 +15,9 @@ bool IsSweepParent(const quark::v1::Job& job);
 
 /// Copies what the ended (or deduplicated) `child` measured into its row of `table` (the row whose job_id is the
 /// child's): its state and error, its artifacts' bytes, ppl (ppl_reloaded, else ppl_after), kld
-/// (kld_mean_reloaded), seconds_total; and the float perplexity (ppl_before) when the table has none yet.
+/// (kld_mean_reloaded), seconds_total, task_scores (per spec.evaluation task, its gated metric on the export read
+/// back: <task>_acc_reloaded, else _gguf, else _compressed_tensors); and the float perplexity (ppl_before) and the
+/// float task scores (<task>_acc_float) when the table has none yet.
 /// Returns false when no row names the child.
 bool FillSweepRow(const quark::v1::Job& child, quark::v1::SweepResult* table);
 
@@ -28,7 +30,8 @@ bool SweepFinished(const quark::v1::SweepResult& table);
 std::pair<quark::v1::JobState, std::string> SweepOutcome(const quark::v1::SweepResult& table, bool cancel_requested);
 
 /// The parent's JobResult: metrics candidates, candidates_succeeded, ppl_float, and per succeeded candidate
-/// "ppl:SCHEME", "kld:SCHEME", "size_bytes:SCHEME", "bits_per_weight:SCHEME" (the table itself is Job.sweep).
+/// "ppl:SCHEME", "kld:SCHEME", "size_bytes:SCHEME", "bits_per_weight:SCHEME", "task:TASK:SCHEME", and
+/// "task:TASK:float" (the table itself is Job.sweep).
 quark::v1::JobResult SweepJobResult(const quark::v1::SweepResult& table);
 
 /// One line per row for the parent's event log: "SCHEME (job ID) SUCCEEDED: 1.23e+07 bytes, ppl 8.49, kld 0.01".

@@ -83,6 +83,42 @@ TEST(SweepTableOutputTest, RowsForSucceededDroppedAndFailedCandidates) {
   EXPECT_EQ(JobTable(child).find("SCHEME"), std::string::npos);
 }
 
+// #36 item 1: a column per evaluation task (the rows' export scores), the float scores above; #36 item 4: a split
+// pass's row names its layers.
+TEST(SweepTableOutputTest, TaskColumnsAndSplitPassRows) {
+  quark::v1::SweepResult sweep;
+  sweep.set_ppl_float(10.0);
+  (*sweep.mutable_task_scores_float())["piqa"] = 0.75;
+  (*sweep.mutable_task_scores_float())["arc_easy"] = 0.5;
+  quark::v1::SweepCandidate* ok = sweep.add_candidates();
+  ok->set_scheme("int8");
+  ok->set_job_id("job-c");
+  ok->set_state(quark::v1::JOB_STATE_SUCCEEDED);
+  ok->set_bits_per_weight(8.0);
+  ok->set_size_bytes(1048576);
+  ok->set_ppl(10.5);
+  ok->set_kld(0.0125);
+  ok->set_seconds(2);
+  (*ok->mutable_task_scores())["piqa"] = 0.625;
+  (*ok->mutable_task_scores())["arc_easy"] = 0.25;
+  quark::v1::SweepCandidate* part = sweep.add_candidates();
+  part->set_scheme("fp8");
+  part->set_job_id("job-d");
+  part->set_state(quark::v1::JOB_STATE_FAILED);
+  part->set_first_layer(2);
+  part->set_layer_count(3);
+  part->set_error("boom");
+  EXPECT_EQ(SweepTable(sweep),
+            "float perplexity: 10.0000\n"
+            "float task scores:   0.5000   0.7500\n"
+            "SCHEME                       STATE        BITS   SIZE_MIB        PPL     dPPL        KLD arc_easy     piqa "
+            " SECONDS  JOB\n"
+            "int8                         SUCCEEDED   8.000      1.000    10.5000   +5.00%   0.012500   0.2500   0.6250 "
+            "     2.0  job-c\n"
+            "fp8 [2..4]                   FAILED          -          -          -        -          -        -        - "
+            "       -  job-d  boom\n");
+}
+
 TEST(AutoFlagTest, CandidatesAndOneBudgetBecomeSpecAutoSearch) {
   SubmitFlags flags;
   flags.model = "file:///m";
@@ -102,6 +138,12 @@ TEST(AutoFlagTest, CandidatesAndOneBudgetBecomeSpecAutoSearch) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->auto_search().max_ppl_increase(), 0.02);
   EXPECT_EQ(spec->auto_search().max_rounds(), 3);
+  EXPECT_EQ(spec->auto_search().pass_splits(), 0);
+  flags.pass_splits = 2;
+  spec = BuildJobSpec(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->auto_search().pass_splits(), 2);
+  flags.pass_splits.reset();
   EXPECT_FALSE(spec->evaluation().has_max_ppl_increase());
   // Two budgets, none, a scheme beside it, --target-bits alone: refused naming the flag.
   flags.target_bits = 5;
@@ -118,6 +160,9 @@ TEST(AutoFlagTest, CandidatesAndOneBudgetBecomeSpecAutoSearch) {
   alone.scheme = "int8";
   alone.target_bits = 5;
   EXPECT_NE(BuildJobSpec(alone).status().message().find("--target-bits: only with --auto"), std::string::npos);
+  alone.target_bits.reset();
+  alone.pass_splits = 2;
+  EXPECT_NE(BuildJobSpec(alone).status().message().find("--pass-splits: only with --auto"), std::string::npos);
 }
 
 TEST(AutoFlagTest, GetPrintsTheRoundsAndTheRecipe) {

@@ -98,6 +98,40 @@ TEST_F(SensitivityTest, EveryValueIsTheDirectMeasurementOfThatGroupAlone) {
   }
 }
 
+// #36 item 4: a pass split by layer range (branches started only at its layers, the float stream over all of them)
+// gives exactly the whole pass's figures for its groups: bit for bit, since every branch runs the same arithmetic.
+TEST_F(SensitivityTest, PassesSplitByLayerRangeEqualTheWholePassBitForBit) {
+  auto candidates = ResolveCandidates({"int8"}, "--candidates");
+  ASSERT_TRUE(candidates.ok());
+  auto whole = MeasureSensitivity(*streamer_, samples_, *candidates);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  size_t next = 0;  // the ranges tile the layers: together they hold every group once, in order
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {3, 1}}) {
+    SensitivityOptions range;
+    range.first_layer = first;
+    range.layer_count = count;
+    auto part = MeasureSensitivity(*streamer_, samples_, *candidates, range);
+    ASSERT_TRUE(part.ok()) << part.status();
+    ASSERT_EQ(part->groups.size(), 4u * count);
+    EXPECT_EQ(part->float_nll, whole->float_nll);
+    EXPECT_EQ(part->tokens, whole->tokens);
+    for (size_t g = 0; g < part->groups.size(); ++g, ++next) {
+      ASSERT_LT(next, whole->groups.size());
+      EXPECT_EQ(part->groups[g].name, whole->groups[next].name);
+      EXPECT_EQ(part->groups[g].layer, first + static_cast<int64_t>(g / 4));
+      EXPECT_EQ(part->passes[0].kld[g], whole->passes[0].kld[next]) << part->groups[g].name;
+      EXPECT_EQ(part->passes[0].nll_increase[g], whole->passes[0].nll_increase[next]) << part->groups[g].name;
+    }
+  }
+  EXPECT_EQ(next, whole->groups.size());
+  SensitivityOptions outside;
+  outside.first_layer = 3;
+  outside.layer_count = 2;
+  auto refused = MeasureSensitivity(*streamer_, samples_, *candidates, outside);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("layer_count 2"), std::string::npos) << refused.status();
+}
+
 TEST_F(SensitivityTest, BadInputsAreRefused) {
   auto candidates = ResolveCandidates({"uint4_wo_128"}, "--candidates");
   ASSERT_TRUE(candidates.ok());

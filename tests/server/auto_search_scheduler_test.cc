@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/scheduler/auto_search_plan.h"
+#include "server/scheduler/pass_ranges.h"
 #include "tests/server/scheduler_fixture.h"
 
 namespace quark::server {
@@ -163,6 +164,85 @@ TEST_F(AutoSearchSchedulerTest, AMissedLossBudgetIsRefinedUntilTheMeasurementMee
   EXPECT_EQ(done.result().metrics().at("rounds"), 2);
   EXPECT_EQ(done.result().artifacts(0).uri(), "file:///out/" + second.job_id() + "/model.safetensors");
   EXPECT_NE(done.auto_search().recipe_json().find("model.layers.0.down_proj"), std::string::npos);
+}
+
+// #36 item 4: each candidate's pass split in two rows (q_proj's layers; o_proj's and down_proj's): the parent merges
+// the parts and searches as over whole passes; a failed part fails its candidate, naming its layers.
+TEST_F(AutoSearchSchedulerTest, SplitPassesAreMergedPerCandidateBeforeTheSearch) {
+  quark::v1::AutoSearchSpec search = Search(0.01);
+  quark::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.set_output_uri("file:///out");
+  spec.mutable_evaluation()->set_uri("file:///eval.txt");
+  *spec.mutable_auto_search() = search;
+  SweepPlan plan;
+  plan.auto_search = Groups();
+  for (const std::string& candidate : search.candidates()) {
+    for (auto [first, count] : {std::pair<int, int>{0, 1}, {1, 2}}) {
+      quark::v1::SweepCandidate* row = plan.table.add_candidates();
+      row->set_scheme(candidate);
+      row->set_first_layer(first);
+      row->set_layer_count(count);
+      quark::v1::JobSpec part = SensitivityChildSpec(spec, candidate);
+      part.set_sensitivity_first_layer(first);
+      part.set_sensitivity_layer_count(count);
+      plan.children.push_back({plan.table.candidates_size() - 1, part, {}});
+    }
+  }
+  plan.auto_search.set_pass_rows(plan.table.candidates_size());
+  absl::StatusOr<Job> parent = scheduler_->SubmitSweep("", spec, {}, plan);
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_EQ(scheduler_->QueueDepth(), 4);
+  scheduler_->Register(Worker("w"));
+  const char* names[] = {"q_proj", "o_proj", "down_proj"};
+  for (int i = 0; i < 4; ++i) {
+    std::optional<LeaseResponse> pass = LeaseNow("w");
+    ASSERT_TRUE(pass.has_value());
+    const bool four = pass->job().spec().preset() == kFour;
+    const bool first = pass->job().spec().sensitivity_first_layer() == 0;
+    std::map<std::string, double> metrics = {{"sensitivity_float_nll", 2.0}, {"sensitivity_tokens", 100}};
+    for (int g = first ? 0 : 1; g < (first ? 1 : 3); ++g) {
+      const double nll = four ? 0.001 * (g + 1) : 0.0001;
+      metrics[std::string("kld:model.layers.0.") + names[g]] = nll;
+      metrics[std::string("nll_increase:model.layers.0.") + names[g]] = nll;
+    }
+    Complete(*pass, metrics);
+    if (i < 3) EXPECT_EQ(Get(parent->id()).auto_search().rounds_size(), 0) << "searched before every part ended";
+  }
+  // The same first round as the whole passes' (AMissedLossBudgetIsRefinedUntilTheMeasurementMeetsIt).
+  Job searching = Get(parent->id());
+  ASSERT_EQ(searching.auto_search().rounds_size(), 1) << searching.DebugString();
+  EXPECT_DOUBLE_EQ(searching.auto_search().rounds(0).bits_per_weight(), 4.25);
+  EXPECT_DOUBLE_EQ(searching.auto_search().rounds(0).predicted_kld(), 0.006);
+  ASSERT_EQ(searching.sweep().candidates_size(), 5);
+  EXPECT_EQ(searching.sweep().candidates(4).scheme(), "round 1");
+
+  // One part of kFour fails: kFour is not searched, the message names the part.
+  ASSERT_TRUE(scheduler_->Cancel(parent->id()).ok());  // its queued round ends at once
+  absl::StatusOr<Job> again = scheduler_->SubmitSweep("", spec, {}, plan);
+  ASSERT_TRUE(again.ok());
+  for (int i = 0; i < 4; ++i) {
+    std::optional<LeaseResponse> pass = LeaseNow("w");
+    ASSERT_TRUE(pass.has_value());
+    if (pass->job().spec().preset() == kFour && pass->job().spec().sensitivity_first_layer() == 1) {
+      Complete(*pass, {}, "boom");
+      continue;
+    }
+    std::map<std::string, double> metrics = {{"sensitivity_float_nll", 2.0}, {"sensitivity_tokens", 100}};
+    for (const char* name : names) {
+      metrics[std::string("kld:model.layers.0.") + name] = 0.0001;
+      metrics[std::string("nll_increase:model.layers.0.") + name] = 0.0001;
+    }
+    Complete(*pass, metrics);
+  }
+  Job partial = Get(again->id());
+  ASSERT_EQ(partial.auto_search().rounds_size(), 1) << partial.DebugString();
+  for (const std::string& choice : partial.auto_search().rounds(0).choice()) EXPECT_EQ(choice, kEight);
+  EXPECT_EQ(partial.sweep().candidates(3).state(), JobState::JOB_STATE_FAILED);
+  EXPECT_EQ(MergeSplitPasses({Get(partial.sweep().candidates(2).job_id()), Get(partial.sweep().candidates(3).job_id())})
+                .error()
+                .rfind("layers 1..2 (job ", 0),
+            0u);
 }
 
 TEST_F(AutoSearchSchedulerTest, ABudgetStillMissedAfterMaxRoundsFailsWithTheLastRecipeKept) {

@@ -85,7 +85,7 @@ TEST_F(ContentKeyTest, SameContentSameKeyWhateverTheOutputLabelsAndOrder) {
 
 TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   std::string base = Key(Spec());
-  std::vector<pb::JobSpec> variants(12, Spec());
+  std::vector<pb::JobSpec> variants(16, Spec());
   variants[0].set_preset("int8");
   variants[1].set_kv_cache_dtype("fp8");
   variants[2].mutable_calibration()->set_seed(7);
@@ -103,6 +103,12 @@ TEST_F(ContentKeyTest, EveryInputThatChangesTheOutputChangesTheKey) {
   variants[9].set_gguf_imatrix_from_calibration(true);
   variants[10].set_gguf_imatrix_uri(variants[10].calibration().uri());  // a file's digest, as the calibration's
   variants[11].mutable_resources()->set_compute_dtype("bf16");  // #27: bf16 activations, another artifact
+  // #36: a sensitivity pass, and (item 4) each of its layer ranges, is another result than the quantization.
+  for (int i = 12; i < 16; ++i) variants[i].set_sensitivity_pass(true);
+  variants[13].set_sensitivity_layer_count(2);
+  variants[14].set_sensitivity_first_layer(2);
+  variants[14].set_sensitivity_layer_count(2);
+  variants[15].set_sensitivity_layer_count(4);
   std::set<std::string> keys = {base};
   for (const pb::JobSpec& spec : variants) keys.insert(Key(spec));
   EXPECT_EQ(keys.size(), variants.size() + 1);

@@ -296,3 +296,48 @@ TEST(SweepTableTest, OutcomeAndRowText) {
 
 }  // namespace
 }  // namespace quark::server
+
+namespace quark::server {
+namespace {
+
+// #36 item 1: a child's task scores (the gated metric of the export read back: hf_quark's, else gguf's) land in its
+// row, the float ones in the table, and both in the parent's metrics as task:TASK:SCHEME / task:TASK:float.
+TEST(SweepTableTest, TaskScoresOfTheExportReadBackAndTheFloatModel) {
+  quark::v1::SweepResult table;
+  for (const char* scheme : {"int8", "fp8"}) {
+    quark::v1::SweepCandidate* row = table.add_candidates();
+    row->set_scheme(scheme);
+    row->set_job_id(std::string("job-") + scheme);
+  }
+  Job child;
+  child.set_id("job-int8");
+  child.set_state(JobState::JOB_STATE_SUCCEEDED);
+  child.mutable_spec()->mutable_evaluation()->add_tasks("arc_easy");
+  child.mutable_spec()->mutable_evaluation()->add_tasks("gsm8k");
+  auto& m = *child.mutable_result()->mutable_metrics();
+  m["arc_easy_acc_reloaded"] = 0.5;
+  m["arc_easy_acc_gguf"] = 0.25;  // hf_quark's read-back is the row's, as its perplexity
+  m["arc_easy_acc_norm_reloaded"] = 0.75;
+  m["arc_easy_acc_float"] = 0.625;
+  m["gsm8k_exact_match_strict_match_gguf"] = 0.125;  // a GGUF-only job: gguf's
+  m["gsm8k_exact_match_strict_match_float"] = 0.375;
+  ASSERT_TRUE(FillSweepRow(child, &table));
+  child.set_id("job-fp8");
+  m["arc_easy_acc_reloaded"] = 0.375;
+  m["arc_easy_acc_float"] = 0.0;  // the first child's float figures stay
+  ASSERT_TRUE(FillSweepRow(child, &table));
+  const quark::v1::SweepCandidate& row = table.candidates(0);
+  ASSERT_EQ(row.task_scores_size(), 2);
+  EXPECT_EQ(row.task_scores().at("arc_easy"), 0.5);
+  EXPECT_EQ(row.task_scores().at("gsm8k"), 0.125);
+  EXPECT_EQ(table.task_scores_float().at("arc_easy"), 0.625);
+  EXPECT_EQ(table.task_scores_float().at("gsm8k"), 0.375);
+  const quark::v1::JobResult result = SweepJobResult(table);
+  EXPECT_EQ(result.metrics().at("task:arc_easy:int8"), 0.5);
+  EXPECT_EQ(result.metrics().at("task:arc_easy:fp8"), 0.375);
+  EXPECT_EQ(result.metrics().at("task:gsm8k:float"), 0.375);
+  EXPECT_NE(SweepRowText(row).find(", arc_easy 0.5000, gsm8k 0.1250"), std::string::npos) << SweepRowText(row);
+}
+
+}  // namespace
+}  // namespace quark::server
