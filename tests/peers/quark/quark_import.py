@@ -138,8 +138,8 @@ def check_source(root, manifest):
             with open(full, encoding="utf-8") as g:
                 have = len(g.read())
             if have != int(chars):
-                print(f"Quark peer missing: {full} has {have} characters, the stored file at {QUARK_COMMIT[:8]} "
-                      f"{chars} (gather it again)", file=sys.stderr)
+                print(f"Quark peer missing: the gathered {path} has {have} characters, the stored file at "
+                      f"{QUARK_COMMIT[:8]} {chars} (gather it again)", file=sys.stderr)
                 sys.exit(77)
 
 
@@ -229,10 +229,9 @@ def main():
         if file.endswith(".safetensors"):
             checkpoint.update(load_file(os.path.join(export_dir, file)))
 
-    # The plain model: every module with a 2-D weight that a layer config covers becomes an nn.Linear of the shape
-    # Quark's packing implies, then a QParamsLinear as _map_to_quark builds it.
-    # A module is a linear when its weight comes with quantization tensors; a 2-D float weight that the config would
-    # quantize (other than an embedding, which Quark never replaces) is reported as not exported quantized.
+    # The plain model: every module whose 2-D weight comes with quantization tensors and that a layer config covers
+    # becomes an nn.Linear of the shape Quark's packing implies, then a QParamsLinear as _map_to_quark builds it. A 2-D
+    # float weight the config would quantize (other than an embedding, which Quark never replaces) is reported.
     export = {"custom_mode": custom_mode, "pack_method": pack_method}
     model = nn.Module()
     modules = {}
