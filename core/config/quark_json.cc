@@ -194,13 +194,16 @@ Json AlgoToJson(const AlgoConfig& algo) {
                  [&](const AwqAlgo& a) {
                    j["scaling_layers"] = ScalingLayersToJson(a.scaling_layers);
                    j["model_decoder_layers"] = a.model_decoder_layers;
-                   j["grid_size"] = a.grid_size;
+                   // Quark's AWQConfig has no grid_size (QConfig.from_dict builds it with cls(**dict), which refuses
+                   // unknown keys): written only when it departs from the default 20, which a reader assumes.
+                   if (a.grid_size != AwqAlgo{}.grid_size) j["grid_size"] = a.grid_size;
                  },
                  [&](const GptqAlgo& a) {
                    if (a.method != HessianMethod::kQronos) j["damp_percent"] = a.damp_percent;
                    j["desc_act"] = a.desc_act;
                    j["static_groups"] = a.static_groups;
-                   if (a.method == HessianMethod::kGptq) j["true_sequential"] = a.true_sequential;
+                   // Likewise Quark's GPTQConfig has no true_sequential: written only when false.
+                   if (a.method == HessianMethod::kGptq && !a.true_sequential) j["true_sequential"] = false;
                    if (a.method != HessianMethod::kGptq) j["alpha"] = a.alpha;
                    if (a.method == HessianMethod::kQronos) j["beta"] = a.beta;
                    j["inside_layer_modules"] = a.inside_layer_modules;

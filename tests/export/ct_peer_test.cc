@@ -8,53 +8,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
-#include "core/export/hf_quark_layout.h"
 #include "core/export/ct_source.h"
 #include "core/export/hf_quark_source.h"
 #include "tests/export/ct_test_export.h"
 #include "tests/export/gguf_moe_models.h"
+#include "tests/export/peer_run.h"
 
 namespace quark {
 namespace {
-
-std::string SourceDir() {
-  const char* dir = std::getenv("QUARK_SOURCE_DIR");
-  return dir ? dir : ".";
-}
-
-// Runs the peer; stdout only (its stderr goes to the test log).
-std::string RunPeer(const std::string& export_dir, const std::string& out, int* exit_code) {
-  const std::string cmd =
-      StrCat("bash ", SourceDir(), "/tests/peers/compressed_tensors/run_peer.sh ", export_dir, " ", out);
-  std::string text;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) {
-    *exit_code = -1;
-    return text;
-  }
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) text.append(buffer, n);
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return text;
-}
-
-// Elements whose bytes differ between the peer's tensor and ours in the peer's dtype (-1: other shape or dtype).
-int64_t DifferingElements(const at::Tensor& peer, const at::Tensor& ours) {
-  if (peer.sizes() != ours.sizes() || peer.scalar_type() != ours.scalar_type()) return -1;
-  const at::ScalarType bits = peer.element_size() == 4 ? at::kInt : at::kShort;
-  return (peer.contiguous().view(bits) != ours.contiguous().view(bits)).sum().item<int64_t>();
-}
 
 class CtPeerTest : public testing::CtModelsTest {};
 
@@ -62,8 +30,9 @@ class CtPeerTest : public testing::CtModelsTest {};
 // `decompressed` gets the names of the weights the library decompressed.
 void ExpectPeerAgrees(const testing::CtTestExport& e, std::vector<std::string>* decompressed = nullptr) {
   const std::string out = testing::TempPath("quark_ct_peer") + ".safetensors";
-  int rc = 0;
-  const std::string stdout_text = RunPeer(e.compressed_tensors, out, &rc);
+  const testing::PeerRun run = testing::RunPeer("compressed_tensors", e.compressed_tensors, out);
+  const int rc = run.exit_code;
+  const std::string& stdout_text = run.output;
   // compressed-tensors is published on PyPI and GitHub only, which CI machines cannot reach (Debian and npm
   // registries only): a visible skip on the allowed list (tests/support/legitimate_skips.txt), never a pass.
   if (rc == 77) {
@@ -87,19 +56,18 @@ void ExpectPeerAgrees(const testing::CtTestExport& e, std::vector<std::string>* 
   EXPECT_EQ(static_cast<int64_t>(names.size()), report["modules"].get<int64_t>());
   EXPECT_GT(names.size(), 0u);
   for (const std::string& name : names) {
-    auto ref = (*peer)->Get(name);
-    auto dtype = exporter::AtenFloatOf(ref->info->dtype);
-    ASSERT_TRUE(dtype.ok()) << name;
-    const std::string_view bytes = ref->bytes();
-    const at::Tensor theirs = at::from_blob(const_cast<char*>(bytes.data()), ref->info->shape, *dtype).clone();
+    auto peer_tensor = testing::PeerTensor(**peer, name);
+    ASSERT_TRUE(peer_tensor.ok()) << name << ": " << peer_tensor.status();
+    const at::Tensor& theirs = *peer_tensor;
+    const at::ScalarType dtype = theirs.scalar_type();
     auto mine = (*ours)->Get(name, at::kFloat);
     ASSERT_TRUE(mine.ok()) << name << ": " << mine.status();
-    EXPECT_EQ(DifferingElements(theirs, mine->to(*dtype)), 0)
-        << name << " (" << c10::toString(*dtype) << "): max |diff| "
+    EXPECT_EQ(testing::DifferingElements(theirs, mine->to(dtype)), 0)
+        << name << " (" << c10::toString(dtype) << "): max |diff| "
         << (theirs.to(at::kFloat) - *mine).abs().max().item<float>();
     auto read = (*reader)->Get(name, at::kFloat);
     ASSERT_TRUE(read.ok()) << name << ": " << read.status();
-    EXPECT_EQ(DifferingElements(theirs, read->to(*dtype)), 0) << name << " read back from compressed-tensors";
+    EXPECT_EQ(testing::DifferingElements(theirs, read->to(dtype)), 0) << name << " read back from compressed-tensors";
   }
 }
 

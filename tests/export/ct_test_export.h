@@ -22,23 +22,32 @@ struct CtTestExport {
   std::string compressed_tensors;  // output/compressed_tensors
 };
 
-/// `config` quantized and exported as both formats into a new folder named after `label`.
-inline absl::StatusOr<CtTestExport> ExportBothWith(const std::string& model, const Config& config,
-                                                   const std::string& label) {
+/// `config` quantized (2 calibration samples of SmallEvalText) and exported as `formats` into a new folder named
+/// after `label`; the folder's path (each format in its own subfolder when there are several).
+inline absl::StatusOr<std::string> ExportFormats(const std::string& model, const Config& config,
+                                                 const std::string& label, std::vector<std::string> formats) {
   QuantizeModelOptions o;
   o.config = config;
   o.num_calibration_samples = 2;
   o.seq_len = 32;
   o.calibration_file = SmallEvalText();
   o.output_dir = TempPath("quark_ct_" + label);
-  o.export_formats = {"hf_quark", "compressed_tensors"};
+  o.export_formats = std::move(formats);
   auto report = QuantizeModel(model, o);
   if (!report.ok()) return report.status();
-  return CtTestExport{o.output_dir + "/hf_quark", o.output_dir + "/compressed_tensors"};
+  return o.output_dir;
 }
 
-/// `preset` may end in "+gptq" or "+awq": the algorithm's codes go into both exports.
-inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
+/// `config` quantized and exported as both formats into a new folder named after `label`.
+inline absl::StatusOr<CtTestExport> ExportBothWith(const std::string& model, const Config& config,
+                                                   const std::string& label) {
+  auto dir = ExportFormats(model, config, label, {"hf_quark", "compressed_tensors"});
+  if (!dir.ok()) return dir.status();
+  return CtTestExport{*dir + "/hf_quark", *dir + "/compressed_tensors"};
+}
+
+/// The preset's Config; `preset` may end in "+gptq" or "+awq" (the algorithm appended).
+inline absl::StatusOr<Config> PresetWithAlgo(const std::string& preset) {
   const size_t plus = preset.find('+');
   auto config = PresetConfig(preset.substr(0, plus));
   if (!config.ok()) return config.status();
@@ -47,7 +56,14 @@ inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const s
     if (algo == "gptq") config->algo_config.push_back(GptqAlgo{});
     if (algo == "awq") config->algo_config.push_back(AwqAlgo{});
   }
-  return ExportBothWith(model, *config, preset.substr(0, plus));
+  return config;
+}
+
+/// `preset` may end in "+gptq" or "+awq": the algorithm's codes go into both exports.
+inline absl::StatusOr<CtTestExport> ExportBoth(const std::string& model, const std::string& preset) {
+  auto config = PresetWithAlgo(preset);
+  if (!config.ok()) return config.status();
+  return ExportBothWith(model, *config, preset.substr(0, preset.find('+')));
 }
 
 /// #36 item 5: a mixed recipe over the synthetic Llama's two layers in three compressed-tensors groups and `ignore`:
@@ -63,17 +79,9 @@ inline Config MixedRecipe() {
 
 /// fp8 with an fp8 KV cache (ApplyKvCacheDtype) quantized and exported as `formats` into a new folder; its path.
 inline absl::StatusOr<std::string> ExportFp8WithKvCache(const std::string& model, std::vector<std::string> formats) {
-  QuantizeModelOptions o;
-  o.config = *PresetConfig("fp8");
-  if (auto s = ApplyKvCacheDtype("fp8", o.config); !s.ok()) return s;
-  o.num_calibration_samples = 2;
-  o.seq_len = 32;
-  o.calibration_file = SmallEvalText();
-  o.output_dir = TempPath("quark_ct_kv");
-  o.export_formats = std::move(formats);
-  auto report = QuantizeModel(model, o);
-  if (!report.ok()) return report.status();
-  return o.output_dir;
+  Config config = *PresetConfig("fp8");
+  if (auto s = ApplyKvCacheDtype("fp8", config); !s.ok()) return s;
+  return ExportFormats(model, config, "kv", std::move(formats));
 }
 
 /// Dense shapes every scheme tiles: 128-multiples for fp8_block (k/v as wide as q: as many KV heads as heads), at
