@@ -10,7 +10,8 @@
 # children ran at once on average (the fan-out), which only turns into a shorter wall time on free cores.
 #   bash bench/server/sweep_bench.sh [BUILD_DIR]
 #   (env: WORKERS_LIST="1 2" CANDIDATES=uint4_wo_128,int8,fp8,mxfp4 MODEL=tinyllama-a EVAL_WINDOWS=8 AUTO_BITS=
-#    AUTO_SAMPLES=16 PASS_SPLITS=)
+#    AUTO_SAMPLES=16 PASS_SPLITS= MODEL_DIR=: a model folder outside the fixtures, e.g. the 2-layer Llama-2-7B cut
+#    `quantize_bench --dir D --layers 2 --presets "" --keep` writes, with a tokenizer.model copied in)
 set -euo pipefail
 build="$(cd "${1:-build}" && pwd)"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,6 +19,7 @@ fixtures="$(cd "${QUARK_SHARED_DIR:-$here/../../../shared}/fixtures" && pwd)"
 workers_list=${WORKERS_LIST:-"1 2"}
 candidates=${CANDIDATES:-uint4_wo_128,int8,fp8,mxfp4}
 model=${MODEL:-tinyllama-a}
+model_dir=${MODEL_DIR:-$fixtures/$model}
 windows=${EVAL_WINDOWS:-8}
 dir=$(mktemp -d /tmp/quark-sweep-bench-XXXXXX)
 quarkd_pid=""
@@ -27,16 +29,16 @@ cleanup() {
 }
 trap cleanup EXIT
 cat > "$dir/job.json" <<JSON
-{"model_uri": "file://$fixtures/$model", "output_uri": "file://$dir/out", "max_attempts": 1,
+{"model_uri": "file://$model_dir", "output_uri": "file://$dir/out", "max_attempts": 1,
  "evaluation": {"uri": "file://$fixtures/eval/tinystories_validation_prefix.txt", "seq_len": 128,
                 "max_windows": $windows, "kld": true}}
 JSON
-echo "model $model, candidates $candidates, $windows evaluation windows of 128 tokens, $(nproc) cores"
+echo "model $model_dir, candidates $candidates, $windows evaluation windows of 128 tokens, $(nproc) cores"
 for n in $workers_list; do
   rm -rf "$dir/data" "$dir/out" "$dir/ready"
   QUARK_THREADS=1 OMP_NUM_THREADS=1 "$build/server/quarkd" --data-dir "$dir/data" --listen 127.0.0.1:0 \
       --metrics-listen "" --workers "$n" --worker-binary "$build/worker/quark-worker" \
-      --allowed-roots "$fixtures,$dir" --worker-arg=--allowed-roots="$fixtures,$dir" \
+      --allowed-roots "$fixtures,$dir,$model_dir" --worker-arg=--allowed-roots="$fixtures,$dir,$model_dir" \
       --worker-arg=--skip-throughput-probe --ready-file "$dir/ready" 2>"$dir/quarkd-$n.log" &
   quarkd_pid=$!
   for _ in $(seq 300); do [ -s "$dir/ready" ] && break; sleep 0.1; done

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,14 @@ namespace fs = std::filesystem;
 using sweep_e2e::Fixtures;
 using sweep_e2e::SweepE2eTest;
 
+// The workers quarkd's scheduler registered (its own line: the workers' "registered with" lines are in the log too).
 int Registered(const std::string& log) {
-  const std::regex line("worker=[^ ]+ registered");
-  return static_cast<int>(std::distance(std::sregex_iterator(log.begin(), log.end(), line), std::sregex_iterator()));
+  const std::regex line("worker=([^ ]+) registered slots=");
+  std::set<std::string> workers;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+    workers.insert((*it)[1].str());
+  }
+  return static_cast<int>(workers.size());
 }
 
 TEST_F(SweepE2eTest, ASweepsRowsCarryEachChildsTaskScoresAsAPlainJobOfTheSchemeScoresThem) {
