@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
