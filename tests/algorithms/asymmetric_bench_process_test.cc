@@ -89,25 +89,25 @@ TEST_F(AsymmetricBenchProcessTest, AFileWithoutXqOrWithMismatchedShapesIsRefused
     return path.string();
   };
   using checkpoint::StDType;
-  const std::string no_xq = write("no_xq.safetensors", {{"x", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 16}}});
-  CliRun run = Bench("gptaq --load-inputs " + no_xq);
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("xq"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find(no_xq), std::string::npos) << run.output;
-
-  const std::string other_k =
-      write("other_k.safetensors",
-            {{"x", StDType::kF32, {8, 16}}, {"xq", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 32}}});
-  run = Bench("qronos --load-inputs " + other_k);
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("w [4, 32]"), std::string::npos) << run.output;
-
-  const std::string half =
-      write("half.safetensors",
-            {{"x", StDType::kF16, {8, 16}}, {"xq", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 16}}});
-  run = Bench("gptaq --load-inputs " + half);
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("`x` must be a float32 matrix"), std::string::npos) << run.output;
+  // Each file, the method run on it and what the refusal must say (the file's path is said in every one).
+  struct Case {
+    std::string file, method, says;
+  };
+  const Case cases[] = {
+      {write("no_xq.safetensors", {{"x", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 16}}}), "gptaq", "xq"},
+      {write("other_k.safetensors",
+             {{"x", StDType::kF32, {8, 16}}, {"xq", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 32}}}),
+       "qronos", "w [4, 32]"},
+      {write("half.safetensors",
+             {{"x", StDType::kF16, {8, 16}}, {"xq", StDType::kF32, {8, 16}}, {"w", StDType::kF32, {4, 16}}}),
+       "gptaq", "`x` must be a float32 matrix"},
+  };
+  for (const Case& c : cases) {
+    const CliRun run = Bench(c.method + " --load-inputs " + c.file);
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find(c.says), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find(c.file), std::string::npos) << run.output;
+  }
 }
 
 TEST_F(AsymmetricBenchProcessTest, LoadedInputsTakeNoSeedOrShape) {
