@@ -15,6 +15,7 @@
 // algo_bench smoothquant --input MLP.safetensors [--alpha 0.5] [--scale-clamp-min 1e-3] [--pairs both|norm] ...
 // algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
 //                 [--block-size 128] [--threads N] [--compare-gptq]   (asymmetric_bench.h: #35)
+//                 [--save-inputs IN.safetensors | --load-inputs IN.safetensors]   (Quark's side: asymmetric_vs_quark.sh)
 // algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
 //
 // The MLP subcommands (mlp_bench.cc) run the engine's AwqLayer / SmoothQuantLayer on one saved Llama MLP block
@@ -312,6 +313,13 @@ int main(int argc, char** argv) {
     sub->add_option("--block-size", a.block_size, "columns per lazy update (default 128)");
     sub->add_option("--threads", a.threads, "LibTorch and OpenBLAS threads");
     sub->add_flag("--compare-gptq", a.compare_gptq, "also GPTQ on the quantized inputs alone");
+    CLI::Option* save = sub->add_option("--save-inputs", a.save_inputs,
+                                        "writes the seeded x, xq, w (float32 safetensors) here and exits");
+    sub->add_option("--load-inputs", a.load_inputs, "x, xq, w from a --save-inputs file instead of seeded ones")
+        ->excludes(save)
+        ->excludes("--random")
+        ->excludes("--seed")
+        ->excludes("--drift");
     asymmetric.push_back(sub);
   }
   CLI11_PARSE(app, argc, argv);

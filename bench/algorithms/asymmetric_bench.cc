@@ -4,14 +4,20 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/algorithms/mlp_block.h"
 #include "core/algorithms/asymmetric_gptq.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
+#include "core/base/status_macros.h"
+#include "core/base/strings.h"
+#include "core/checkpoint/checkpoint_reader.h"
 #include "core/numerics/fake_quant.h"
 
 namespace quark::bench {
@@ -33,20 +39,77 @@ double RelativeError(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return diff.pow(2).sum().item<double>() / reference.pow(2).sum().item<double>();
 }
 
-}  // namespace
+/// x: the float model's input [T, K]; xq: the quantized model's [T, K]; w: the weight [N, K]. Float32, contiguous.
+struct Inputs {
+  at::Tensor x, xq, w;
+};
 
-int RunAsymmetric(const AsymmetricFlags& f) {
+absl::StatusOr<Inputs> SeededInputs(const AsymmetricFlags& f) {
   int64_t n = 0, k = 0, t = 0;
   if (std::sscanf(f.random.c_str(), "%ld,%ld,%ld", &n, &k, &t) != 3 || n <= 0 || k < 8 || t <= 0) {
-    return std::cerr << "--random: '" << f.random << "' is not N,K,T with K >= 8\n", 2;
+    return absl::InvalidArgumentError(StrCat("--random: '", f.random, "' is not N,K,T with K >= 8"));
   }
-  if (f.method != "gptaq" && f.method != "qronos") return std::cerr << "method: gptaq or qronos\n", 2;
   at::manual_seed(f.seed);
   const at::Tensor channel_scale = at::exp(at::randn({k}) * 0.8);
   const at::Tensor mix = at::randn({k / 8, k});
-  const at::Tensor x = ((at::matmul(at::randn({t, k / 8}), mix) + 0.3 * at::randn({t, k})) * channel_scale).contiguous();
-  const at::Tensor xq = (x + at::matmul(at::randn({t, k / 8}), mix) * channel_scale * f.drift).contiguous();
-  const at::Tensor w = at::randn({n, k}) * 0.02;
+  Inputs in;
+  in.x = ((at::matmul(at::randn({t, k / 8}), mix) + 0.3 * at::randn({t, k})) * channel_scale).contiguous();
+  in.xq = (in.x + at::matmul(at::randn({t, k / 8}), mix) * channel_scale * f.drift).contiguous();
+  in.w = at::randn({n, k}) * 0.02;
+  return in;
+}
+
+/// Reads each tensor from the file into memory of its own (one copy, no mapped pages left in the resident set), as
+/// the peer's harness reads the same file, so both sides' peak RSS holds the inputs once.
+absl::StatusOr<Inputs> ReadInputs(const std::string& path) {
+  namespace ckpt = quark::checkpoint;
+  auto reader = ckpt::CheckpointReader::OpenFile(path);
+  if (!reader.ok()) {
+    return absl::InvalidArgumentError(StrCat("--load-inputs: ", std::string(reader.status().message())));
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::map<std::string, at::Tensor> read;
+  for (const char* name : {"x", "xq", "w"}) {
+    auto ref = (*reader)->Get(name);
+    if (!ref.ok()) {
+      return absl::InvalidArgumentError(StrCat("--load-inputs ", path, ": ", std::string(ref.status().message())));
+    }
+    if (ref->info->dtype != ckpt::StDType::kF32 || ref->info->shape.size() != 2) {
+      return absl::InvalidArgumentError(StrCat("--load-inputs ", path, ": `", name, "` must be a float32 matrix"));
+    }
+    at::Tensor t = at::empty(ref->info->shape, at::kFloat);
+    file.seekg(static_cast<std::streamoff>(ref->file->FileOffset(*ref->info)));
+    file.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    if (!file) return absl::DataLossError(StrCat("--load-inputs ", path, ": cannot read `", name, "`"));
+    read[name] = t;
+  }
+  Inputs in{read["x"], read["xq"], read["w"]};
+  if (in.xq.sizes() != in.x.sizes() || in.w.size(1) != in.x.size(1)) {
+    return absl::InvalidArgumentError(StrCat("--load-inputs ", path, ": needs x and xq [T, K] and w [N, K]; got x [",
+                                             in.x.size(0), ", ", in.x.size(1), "], xq [", in.xq.size(0), ", ",
+                                             in.xq.size(1), "], w [", in.w.size(0), ", ", in.w.size(1), "]"));
+  }
+  return in;
+}
+
+}  // namespace
+
+int RunAsymmetric(const AsymmetricFlags& f) {
+  if (f.method != "gptaq" && f.method != "qronos") return std::cerr << "method: gptaq or qronos\n", 2;
+  auto inputs = f.load_inputs.empty() ? SeededInputs(f) : ReadInputs(f.load_inputs);
+  if (!inputs.ok()) return std::cerr << inputs.status().message() << "\n", 2;
+  const at::Tensor x = inputs->x, xq = inputs->xq, w = inputs->w;
+  const int64_t n = w.size(0), k = w.size(1), t = x.size(0);
+  if (!f.save_inputs.empty()) {
+    const std::map<std::string, std::string> metadata = {
+        {"random", f.random}, {"seed", std::to_string(f.seed)}, {"drift", StrCat(f.drift)}, {"made_by", "algo_bench"}};
+    if (auto s = WriteTensors(f.save_inputs, {{"x", x}, {"xq", xq}, {"w", w}}, metadata); !s.ok()) {
+      return std::cerr << "--save-inputs: " << s.message() << "\n", 1;
+    }
+    const nlohmann::ordered_json saved = {{"saved", f.save_inputs}, {"shape", {n, k}}, {"tokens", t}};
+    std::cout << saved.dump() << std::endl;
+    return 0;
+  }
   QuantSpec spec;
   spec.dtype = DType::kUInt4;
   spec.symmetric = false;
@@ -75,6 +138,7 @@ int RunAsymmetric(const AsymmetricFlags& f) {
       {"algorithm", f.method},
       {"shape", {n, k}},
       {"tokens", t},
+      {"inputs", f.load_inputs.empty() ? "seeded" : f.load_inputs},
       {"threads", at::get_num_threads()},
       {"stats_s", stats_s},
       {"quantize_s", quantize_s},

@@ -1,4 +1,5 @@
-// algo_bench gptaq|qronos: GPTAQ or Qronos (core/algorithms/asymmetric_gptq.h) on one seeded linear, timed.
+// algo_bench gptaq|qronos: GPTAQ or Qronos (core/algorithms/asymmetric_gptq.h) on one seeded linear, timed. The same
+// inputs go to AMD Quark's own classes through --save-inputs / --load-inputs (bench/algorithms/asymmetric_vs_quark.sh).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +17,15 @@ struct AsymmetricFlags {
   int block_size = 128;
   int threads = 0;
   bool compare_gptq = false;
+  /// Writes the seeded x, xq [T, K] and w [N, K] (float32, the flags in the metadata) to this file and exits.
+  std::string save_inputs;
+  /// Runs on x, xq and w from this file (as --save-inputs writes them) instead of seeded ones.
+  std::string load_inputs;
 };
 
 /// Prints one JSON line: stats_s, quantize_s, total_s, peak_rss_mb, rel_output_error = |XW^T - X~Q^T|^2 / |XW^T|^2
-/// (uint4 asymmetric per group), rtn's and, with compare_gptq, GPTQ's on X~ alone.
+/// (uint4 asymmetric per group), rtn's and, with compare_gptq, GPTQ's on X~ alone. X is the float model's input, X~
+/// the quantized model's (x and xq in a --save-inputs file).
 int RunAsymmetric(const AsymmetricFlags& f);
 
 }  // namespace quark::bench

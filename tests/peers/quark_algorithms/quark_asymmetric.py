@@ -9,6 +9,9 @@ asymmetric per group of 32 (static groups), blocks of 32 columns, as Quark's per
 observer on each group (torch.ao's calculate_qparams arithmetic, Quark's) and torch.fake_quantize_per_channel_affine.
 
 Usage (inside the trixie chroot, python3-torch 2.6): QUARK_SRC=/path/to/Quark python3 quark_asymmetric.py OUT.safetensors
+
+Also a module: bench/algorithms/peers/quark_asymmetric_peer.py times the same classes on a 7B-shaped linear through
+load_quark_classes, new_instance, add_sample and quantize below.
 """
 import importlib.util
 import os
@@ -68,6 +71,15 @@ def load(name, relative):
     return module
 
 
+def load_quark_classes():
+    """Quark's Gptaq and Qronos classes, from QUARK_SRC, with the rest of the quark package stubbed."""
+    sys.meta_path.insert(0, _StubFinder())
+    load("quark.torch.algorithm.common", "quark/torch/algorithm/common.py")
+    gptaq = load("quark.torch.algorithm.gptaq.gptaq", "quark/torch/algorithm/gptaq/gptaq.py")
+    qronos = load("quark.torch.algorithm.qronos.qronos", "quark/torch/algorithm/qronos/qronos.py")
+    return gptaq.Gptaq, qronos.Qronos
+
+
 class GroupQuantizer:
     """uint4 asymmetric, one (scale, zero_point) per row of what it observes: Quark's per-channel MinMax observer."""
 
@@ -104,41 +116,57 @@ def make_inputs():
     return torch.cat(floats), torch.cat(quantized), weight
 
 
-def run(cls, floats, quantized, weight, act_order):
+def new_instance(cls, weight):
+    """What BaseHessianAlgorithm.__init__ and the subclass's leave behind for a Linear with this weight [N, K], with
+    GroupQuantizer as the per-group observer (its __init__ would build one from Quark's config classes, stubbed here)."""
+    columns = weight.shape[1]
     algo = cls.__new__(cls)
-    algo.layer = nn.Linear(K, N, bias=False)
+    algo.layer = nn.Linear(columns, weight.shape[0], bias=False)
     algo.layer.weight.data = weight.clone()
     algo.layer._weight_quantizer = types.SimpleNamespace(scale=None, zero_point=None)
     algo.device = torch.device("cpu")
-    algo.columns = K
-    algo.H = torch.zeros((K, K))
+    algo.columns = columns
+    algo.H = torch.zeros((columns, columns))
     algo.nsamples = 0
     algo.q_input = None
     algo.quantizer = GroupQuantizer()
     if cls.__name__ == "Gptaq":
-        algo.delta_X_Xt = torch.zeros((K, K))
+        algo.delta_X_Xt = torch.zeros((columns, columns))
     else:
-        algo.G = torch.zeros((K, K))
-    for b in range(BATCHES):  # the processors' order: the quantized sample's hook, then the float sample's
-        algo.add_batch_quantized(quantized[b : b + 1], None, "layer")
-        algo.add_batch_nonquantized(floats[b : b + 1], None, "layer")
+        algo.G = torch.zeros((columns, columns))
+    return algo
+
+
+def add_sample(algo, quantized, original):
+    """One calibration sample [1, T, K], in the processors' order: the quantized forward's hook, then the float one's."""
+    algo.add_batch_quantized(quantized, None, "layer")
+    algo.add_batch_nonquantized(original, None, "layer")
+
+
+def quantize(algo, block, group, act_order, static_groups=True):
+    """quantize() as the processors' _quantize_layer calls it, with Quark 0.13's config defaults: GPTAQConfig
+    damp_percent 0.01 and alpha 0.25; QronosConfig alpha 1e-3 and beta 1e4."""
+    if type(algo).__name__ == "Gptaq":
+        algo.quantize(block, 0.01, 0.25, group, act_order, static_groups)
+    else:
+        algo.quantize(block, 1e-3, 1e4, group, act_order, static_groups)
+
+
+def run(cls, floats, quantized, weight, act_order):
+    algo = new_instance(cls, weight)
+    for b in range(BATCHES):
+        add_sample(algo, quantized[b : b + 1], floats[b : b + 1])
     stats = {"hessian": algo.H.clone(), "cross": (algo.delta_X_Xt if cls.__name__ == "Gptaq" else algo.G).clone()}
-    if cls.__name__ == "Gptaq":
-        algo.quantize(BLOCK, 0.01, 0.25, GROUP, act_order, True)
-    else:
-        algo.quantize(BLOCK, 1e-3, 1e4, GROUP, act_order, True)
+    quantize(algo, BLOCK, GROUP, act_order)
     return stats, algo.layer.weight.data.clone(), algo.layer._weight_quantizer.scale
 
 
 def main():
-    sys.meta_path.insert(0, _StubFinder())
-    load("quark.torch.algorithm.common", "quark/torch/algorithm/common.py")
-    gptaq = load("quark.torch.algorithm.gptaq.gptaq", "quark/torch/algorithm/gptaq/gptaq.py")
-    qronos = load("quark.torch.algorithm.qronos.qronos", "quark/torch/algorithm/qronos/qronos.py")
+    gptaq, qronos = load_quark_classes()
     torch.set_num_threads(1)
     floats, quantized, weight = make_inputs()
     out = {"float_inputs": floats.half(), "quantized_inputs": quantized.half(), "weight": weight}
-    for name, cls in (("gptaq", gptaq.Gptaq), ("qronos", qronos.Qronos)):
+    for name, cls in (("gptaq", gptaq), ("qronos", qronos)):
         for act_order in (False, True):
             tag = f"{name}_{'desc_act' if act_order else 'in_order'}"
             stats, q, scale = run(cls, floats, quantized, weight, act_order)
