@@ -50,7 +50,8 @@ struct SubmitFlags {
   std::vector<std::string> auto_candidates;
   std::optional<double> target_bits;
   std::optional<int> max_rounds;
-  std::optional<int> pass_splits;  // #36 item 4: ranges per candidate's sensitivity pass (1 = unsplit; unset = quarkd's)
+  // #36 item 4: --pass-splits, ranges per candidate's sensitivity pass (1 = unsplit; unset = quarkd's policy)
+  std::optional<int> pass_splits;
 };
 
 /// Adds each --label KEY=VALUE to `out`; INVALID_ARGUMENT naming --label for one without a key or '='.

@@ -47,8 +47,9 @@ absl::StatusOr<search::SensitivityTable> Measure(const PipelineRequest& request)
   const int64_t layers = (*streamer)->model().config().num_hidden_layers;
   const int64_t first = spec.sensitivity_first_layer(), count = spec.sensitivity_layer_count();
   if (first < 0 || count < 0 || (count == 0 && first != 0) || first + count > layers) {
-    return absl::InvalidArgumentError(str::Cat("spec.sensitivity_first_layer ", first, ", spec.sensitivity_layer_count ",
-                                               count, ": not a range of the model's ", layers, " decoder layers"));
+    return absl::InvalidArgumentError(str::Cat("spec.sensitivity_first_layer ", first,
+                                               ", spec.sensitivity_layer_count ", count,
+                                               ": not a range of the model's ", layers, " decoder layers"));
   }
   options.sensitivity.first_layer = first;
   options.sensitivity.layer_count = count;

@@ -34,7 +34,8 @@ struct SensitivityOptions {
 };
 
 /// `samples`: token ids [1, T] int64 each (T >= 2). Errors: INVALID_ARGUMENT for no samples or a sample shorter
-/// than 2 tokens, a layer range outside the model's layers (naming first_layer / layer_count), candidate errors of the quantizer naming the group, RESOURCE_EXHAUSTED past max_branch_bytes,
+/// than 2 tokens, a layer range outside the model's layers (naming first_layer / layer_count), candidate errors of
+/// the quantizer naming the group, RESOURCE_EXHAUSTED past max_branch_bytes,
 /// streamer errors as they are.
 absl::StatusOr<SensitivityTable> MeasureSensitivity(runtime::LayerStreamer& streamer,
                                                     const std::vector<at::Tensor>& samples,

@@ -124,7 +124,8 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (status.ok() && request->spec().sensitivity_pass()) {
     status = absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
   }
-  if (status.ok() && (request->spec().sensitivity_first_layer() != 0 || request->spec().sensitivity_layer_count() != 0)) {
+  if (status.ok() &&
+      (request->spec().sensitivity_first_layer() != 0 || request->spec().sensitivity_layer_count() != 0)) {
     status = absl::InvalidArgumentError(
         "spec.sensitivity_first_layer / spec.sensitivity_layer_count: set by quarkd on its own split sensitivity "
         "passes, not by clients (split a search's passes with spec.auto_search.pass_splits or pass_layer_ranges)");

@@ -92,7 +92,9 @@ absl::StatusOr<SweepPlan> SplitPasses(JobStore& store, const quark::v1::JobSpec&
                               [row](const SweepChild& c) { return c.row == row; });
     // Dropped at submit, unsplit, or its whole pass already stored (reused as it is, not measured again by ranges).
     if (child == plan.children.end() || ranges->size() <= 1 || StoredMatch(store, *child).id() != "") {
-      if (child != plan.children.end()) out.children.push_back({out.table.candidates_size(), child->spec, child->options});
+      if (child != plan.children.end()) {
+        out.children.push_back({out.table.candidates_size(), child->spec, child->options});
+      }
       *out.table.add_candidates() = whole_row;
       continue;
     }

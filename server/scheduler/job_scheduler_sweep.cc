@@ -65,13 +65,14 @@ absl::StatusOr<Job> JobScheduler::SubmitSweep(const std::string& request_id, con
     absl::StatusOr<std::optional<Job>> over_quota = CheckStoredBytesQuota(*store_, options, request_id, bytes);
     if (!over_quota.ok()) return over_quota.status();
     if (over_quota->has_value()) return **over_quota;
-    std::vector<JobEvent> events = {StateEventLocked(parent),
-                                    LogEvent(absl::StrCat(spec.has_auto_search() ? "automatic search over " : "sweep of ",
-                                                          spec.has_auto_search() ? spec.auto_search().candidates_size()
-                                                                                 : plan.table.candidates_size(),
-                                                          " candidates: ",
-                                                          children, " child jobs"),
-                                             now)};
+    // An automatic search's split passes make more rows than candidates (#36 item 4).
+    const int candidates =
+        spec.has_auto_search() ? spec.auto_search().candidates_size() : plan.table.candidates_size();
+    std::vector<JobEvent> events = {
+        StateEventLocked(parent),
+        LogEvent(absl::StrCat(spec.has_auto_search() ? "automatic search over " : "sweep of ", candidates,
+                              " candidates: ", children, " child jobs"),
+                 now)};
     bool created = false;
     absl::StatusOr<StoredJob> stored = store_->CreateJob(parent, &events, &created);
     if (!stored.ok()) return stored.status();

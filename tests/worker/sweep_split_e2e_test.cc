@@ -62,7 +62,8 @@ TEST_F(SweepE2eTest, ASweepsRowsCarryEachChildsTaskScoresAsAPlainJobOfTheSchemeS
       const double score = child.result().metrics().at(std::string(task) + "_acc_reloaded");
       EXPECT_EQ(row.task_scores().at(task), score) << row.scheme() << " " << task;
       EXPECT_EQ(parent_metrics.at("task:" + std::string(task) + ":" + row.scheme()), score);
-      EXPECT_EQ(parent.sweep().task_scores_float().at(task), child.result().metrics().at(std::string(task) + "_acc_float"));
+      EXPECT_EQ(parent.sweep().task_scores_float().at(task),
+                child.result().metrics().at(std::string(task) + "_acc_float"));
     }
   }
   EXPECT_EQ(parent_metrics.at("task:piqa:float"), parent.sweep().task_scores_float().at("piqa"));
