@@ -46,12 +46,18 @@ class AutoSearchSchedulerTest : public testing::SchedulerFixture {
  protected:
   AutoSearchSchedulerTest() : SchedulerFixture(ShortOptions()) {}
 
-  absl::StatusOr<Job> SubmitAuto(const quark::v1::AutoSearchSpec& search) {
+  // The parent's spec of `search` on the fixture's model.
+  static quark::v1::JobSpec AutoSpec(const quark::v1::AutoSearchSpec& search) {
     quark::v1::JobSpec spec;
     spec.set_model_uri("file:///m");
     spec.set_output_uri("file:///out");
     spec.mutable_evaluation()->set_uri("file:///eval.txt");
     *spec.mutable_auto_search() = search;
+    return spec;
+  }
+
+  absl::StatusOr<Job> SubmitAuto(const quark::v1::AutoSearchSpec& search) {
+    const quark::v1::JobSpec spec = AutoSpec(search);
     SweepPlan plan;
     plan.auto_search = Groups();
     for (int i = 0; i < search.candidates_size(); ++i) {
@@ -169,12 +175,8 @@ TEST_F(AutoSearchSchedulerTest, AMissedLossBudgetIsRefinedUntilTheMeasurementMee
 // #36 item 4: each candidate's pass split in two rows (q_proj's layers; o_proj's and down_proj's): the parent merges
 // the parts and searches as over whole passes; a failed part fails its candidate, naming its layers.
 TEST_F(AutoSearchSchedulerTest, SplitPassesAreMergedPerCandidateBeforeTheSearch) {
-  quark::v1::AutoSearchSpec search = Search(0.01);
-  quark::v1::JobSpec spec;
-  spec.set_model_uri("file:///m");
-  spec.set_output_uri("file:///out");
-  spec.mutable_evaluation()->set_uri("file:///eval.txt");
-  *spec.mutable_auto_search() = search;
+  const quark::v1::AutoSearchSpec search = Search(0.01);
+  const quark::v1::JobSpec spec = AutoSpec(search);
   SweepPlan plan;
   plan.auto_search = Groups();
   for (const std::string& candidate : search.candidates()) {

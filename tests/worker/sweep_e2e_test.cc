@@ -275,21 +275,15 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   EXPECT_GT(again.auto_search().rounds(0).bits_per_weight(), round.bits_per_weight());
 
   // Bad input names the field; a budget below every recipe names the smallest size.
-  auto refusal = [&](const quark::v1::SubmitJobRequest& r) {
-    quark::v1::Job job;
-    grpc::Status status = Submit(r, &job);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    return status.error_message();
-  };
   quark::v1::SubmitJobRequest small = request;
   small.mutable_spec()->mutable_auto_search()->set_target_bits(3.0);
-  const std::string below = refusal(small);
+  const std::string below = Refusal(small);
   EXPECT_NE(below.find("spec.auto_search.target_bits: 3 bits per weight is below 4.2"), std::string::npos) << below;
   // A loss budget below every recipe the stored passes allow: refused at submit (no child runs), naming the smallest
   // predicted loss and the passes it comes from.
   quark::v1::SubmitJobRequest tight = request;
   tight.mutable_spec()->mutable_auto_search()->set_max_kld(1e-9);
-  const std::string unreachable = refusal(tight);
+  const std::string unreachable = Refusal(tight);
   for (const std::string& part :
        {std::string("spec.auto_search.max_kld: 1e-09 is below "),
         std::string("the smallest predicted loss the candidates"),
@@ -299,15 +293,15 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   }
   quark::v1::SubmitJobRequest unknown = request;
   unknown.mutable_spec()->mutable_auto_search()->add_candidates("int9");
-  EXPECT_NE(refusal(unknown).find("spec.auto_search.candidates[2]"), std::string::npos);
+  EXPECT_NE(Refusal(unknown).find("spec.auto_search.candidates[2]"), std::string::npos);
   quark::v1::SubmitJobRequest no_budget = request;
   no_budget.mutable_spec()->mutable_auto_search()->clear_budget();
-  EXPECT_NE(refusal(no_budget).find("spec.auto_search: give one budget"), std::string::npos);
+  EXPECT_NE(Refusal(no_budget).find("spec.auto_search: give one budget"), std::string::npos);
   quark::v1::SubmitJobRequest pass_by_hand = request;
   pass_by_hand.mutable_spec()->clear_auto_search();
   pass_by_hand.mutable_spec()->set_preset("fp8");
   pass_by_hand.mutable_spec()->set_sensitivity_pass(true);
-  EXPECT_NE(refusal(pass_by_hand).find("spec.sensitivity_pass"), std::string::npos);
+  EXPECT_NE(Refusal(pass_by_hand).find("spec.sensitivity_pass"), std::string::npos);
   remote->Stop(SIGTERM);
 }
 
@@ -350,26 +344,20 @@ TEST_F(SweepE2eTest, CancelAndDeleteReachTheChildrenAndBadInputNamesTheField) {
   }
 
   // Bad input: each refusal names its field.
-  auto refusal = [&](const quark::v1::SubmitJobRequest& request) {
-    quark::v1::Job job;
-    grpc::Status status = Submit(request, &job);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    return status.error_message();
-  };
-  EXPECT_NE(refusal(SweepRequest({"int8", "int9"})).find("spec.sweep[1]"), std::string::npos);
-  EXPECT_NE(refusal(SweepRequest({"int8", "int8"})).find("spec.sweep[1]"), std::string::npos);
-  EXPECT_NE(refusal(SweepRequest({"int8", ""})).find("spec.sweep[1]"), std::string::npos);
+  EXPECT_NE(Refusal(SweepRequest({"int8", "int9"})).find("spec.sweep[1]"), std::string::npos);
+  EXPECT_NE(Refusal(SweepRequest({"int8", "int8"})).find("spec.sweep[1]"), std::string::npos);
+  EXPECT_NE(Refusal(SweepRequest({"int8", ""})).find("spec.sweep[1]"), std::string::npos);
   quark::v1::SubmitJobRequest with_preset = SweepRequest({"int8"});
   with_preset.mutable_spec()->set_preset("fp8");
-  EXPECT_NE(refusal(with_preset).find("spec.preset"), std::string::npos);
+  EXPECT_NE(Refusal(with_preset).find("spec.preset"), std::string::npos);
   quark::v1::SubmitJobRequest no_eval = SweepRequest({"int8"});
   no_eval.mutable_spec()->clear_evaluation();
-  EXPECT_NE(refusal(no_eval).find("spec.evaluation.uri"), std::string::npos);
+  EXPECT_NE(Refusal(no_eval).find("spec.evaluation.uri"), std::string::npos);
   quark::v1::SubmitJobRequest bad_model = SweepRequest({"int8", "fp8"});
   bad_model.mutable_spec()->set_model_uri("http://example.com/m");
-  EXPECT_NE(refusal(bad_model).find("model_uri"), std::string::npos);
+  EXPECT_NE(Refusal(bad_model).find("model_uri"), std::string::npos);
   // Every candidate dropped for the model's shapes: refused, each reason named.
-  const std::string none = refusal(SweepRequest({"uint4_wo_128", "int4_wo_128"}));
+  const std::string none = Refusal(SweepRequest({"uint4_wo_128", "int4_wo_128"}));
   EXPECT_NE(none.find("spec.sweep: no candidate can run on this model: uint4_wo_128: "), std::string::npos) << none;
   EXPECT_NE(none.find("; int4_wo_128: "), std::string::npos) << none;
   // quarkctl refuses --sweep beside --scheme before calling quarkd.

@@ -188,28 +188,22 @@ TEST_F(SweepE2eTest, SearchPassesSplitByLayerRangeOverFourWorkersMergeToTheUnspl
   }
 
   // Bad input names the field.
-  auto refusal = [&](const quark::v1::SubmitJobRequest& r) {
-    quark::v1::Job job;
-    grpc::Status status = Submit(r, &job);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    return status.error_message();
-  };
   quark::v1::SubmitJobRequest gap = request;
   for (auto [f, n] : {std::pair<int, int>{0, 2}, {3, 2}}) {
     quark::v1::LayerRange* range = gap.mutable_spec()->mutable_auto_search()->add_pass_layer_ranges();
     range->set_first(f);
     range->set_count(n);
   }
-  EXPECT_NE(refusal(gap).find("spec.auto_search.pass_layer_ranges[1]: starts at layer 3, not at 2"),
+  EXPECT_NE(Refusal(gap).find("spec.auto_search.pass_layer_ranges[1]: starts at layer 3, not at 2"),
             std::string::npos);
   quark::v1::SubmitJobRequest too_many = request;
   too_many.mutable_spec()->mutable_auto_search()->set_pass_splits(6);
-  EXPECT_NE(refusal(too_many).find("spec.auto_search.pass_splits: 6"), std::string::npos);
+  EXPECT_NE(Refusal(too_many).find("spec.auto_search.pass_splits: 6"), std::string::npos);
   quark::v1::SubmitJobRequest by_hand = request;
   by_hand.mutable_spec()->clear_auto_search();
   by_hand.mutable_spec()->set_preset("fp8");
   by_hand.mutable_spec()->set_sensitivity_layer_count(2);
-  EXPECT_NE(refusal(by_hand).find("spec.sensitivity_first_layer / spec.sensitivity_layer_count"), std::string::npos);
+  EXPECT_NE(Refusal(by_hand).find("spec.sensitivity_first_layer / spec.sensitivity_layer_count"), std::string::npos);
 }
 
 }  // namespace

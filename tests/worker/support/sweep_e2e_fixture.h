@@ -106,6 +106,14 @@ class SweepE2eTest : public ::testing::Test {
 
   quark::v1::Job Get(const std::string& id) { return quark::testing::GetJob(*stub_, id); }
 
+  // Submits `request`, expects INVALID_ARGUMENT and returns the message (which names the field).
+  std::string Refusal(const quark::v1::SubmitJobRequest& request) {
+    quark::v1::Job job;
+    grpc::Status status = Submit(request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    return status.error_message();
+  }
+
   // The finished job's log lines, replayed from quarkd's durable event log.
   std::vector<std::string> Logs(const std::string& id) {
     grpc::ClientContext context;
