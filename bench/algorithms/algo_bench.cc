@@ -16,6 +16,8 @@
 // algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
 //                 [--block-size 128] [--threads N] [--compare-gptq]   (asymmetric_bench.h: #35)
 //                 [--save-inputs IN.safetensors | --load-inputs IN.safetensors]   (Quark's side: asymmetric_vs_quark.sh)
+// algo_bench autoround --model DIR --calib TEXT --save DIR [--layer 0 --samples 8 --heldout 8 --seq-len 128 --iters 200
+//                 --batch 8 --group-size 128 --seed 42]   (autoround_bench.h: #35, auto-round's own code beside it)
 // algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
 //
 // The MLP subcommands (mlp_bench.cc) run the engine's AwqLayer / SmoothQuantLayer on one saved Llama MLP block
@@ -39,6 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/algorithms/asymmetric_bench.h"
+#include "bench/algorithms/autoround_bench.h"
 #include "bench/algorithms/mlp_bench.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
@@ -322,10 +325,25 @@ int main(int argc, char** argv) {
         ->excludes("--drift");
     asymmetric.push_back(sub);
   }
+  quark::bench::AutoRoundBenchFlags r;
+  CLI::App* autoround = app.add_subcommand("autoround", "AutoRound on one decoder layer, saved for auto-round's code");
+  autoround->add_option("--model", r.model_dir, "HF Llama directory with tokenizer.model")->required();
+  autoround->add_option("--calib", r.calib, "text file for the windows")->required();
+  autoround->add_option("--save", r.save_dir, "folder for layer.safetensors, engine_weights.safetensors, engine.json")
+      ->required();
+  autoround->add_option("--layer", r.layer, "decoder layer (default 0)");
+  autoround->add_option("--samples", r.samples, "training windows (default 8)");
+  autoround->add_option("--heldout", r.heldout, "held-out windows (default 8)");
+  autoround->add_option("--seq-len", r.seq_len, "tokens per window (default 128)");
+  autoround->add_option("--seed", r.seed, "window and sampler seed (default 42)");
+  autoround->add_option("--iters", r.iters, "iterations (default 200; lr = minmax_lr = 1 / iters)");
+  autoround->add_option("--batch", r.batch, "batch size (default 8)");
+  autoround->add_option("--group-size", r.group_size, "uint4 asymmetric groups (default 128)");
+  autoround->add_option("--threads", r.threads, "LibTorch threads");
   CLI11_PARSE(app, argc, argv);
   // LibTorch's and OpenBLAS's threads both (0: QUARK_THREADS or every core).
   quark::EngineOptions engine;
-  engine.intra_op_threads = gptq->parsed() ? f.threads : m.threads;
+  engine.intra_op_threads = gptq->parsed() ? f.threads : autoround->parsed() ? r.threads : m.threads;
   for (CLI::App* sub : asymmetric) {
     if (sub->parsed()) engine.intra_op_threads = a.threads;
   }
@@ -335,6 +353,7 @@ int main(int argc, char** argv) {
     a.method = sub->get_name();
     return quark::bench::RunAsymmetric(a);
   }
+  if (autoround->parsed()) return quark::bench::RunAutoRoundBench(r);
   if (awq->parsed()) return quark::bench::RunAwq(m);
   if (smooth->parsed()) return quark::bench::RunSmoothQuant(m);
   if (dump->parsed()) return quark::bench::RunDumpMlp(m);
