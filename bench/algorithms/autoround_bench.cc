@@ -59,13 +59,10 @@ double Mse(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& wa
 }  // namespace
 
 int RunAutoRoundBench(const AutoRoundBenchFlags& f) {
-  auto lm = runtime::CausalLm::Open(f.model_dir);
-  if (!lm.ok()) return std::cerr << "--model: " << lm.status().message() << "\n", 2;
+  auto lm = OpenModelAtLayer(f.model_dir, f.layer);
+  if (!lm.ok()) return std::cerr << lm.status().message() << "\n", 2;
   runtime::TransformerModel& model = (*lm)->model();
   const auto& config = model.config();
-  if (f.layer < 0 || f.layer >= static_cast<int>((*lm)->layers().size())) {
-    return std::cerr << "--layer: " << f.layer << " is not a layer of " << f.model_dir << "\n", 2;
-  }
   if (f.samples <= 0 || f.heldout <= 0 || f.iters <= 0 || f.batch <= 0) {
     return std::cerr << "--samples, --heldout, --iters, --batch: must be positive\n", 2;
   }

@@ -238,13 +238,10 @@ int RunSmoothQuant(const MlpFlags& f) {
 }
 
 int RunDumpMlp(const MlpFlags& f) {
-  auto lm = runtime::CausalLm::Open(f.model_dir);
-  if (!lm.ok()) return std::cerr << "--model: " << lm.status().message() << "\n", 2;
+  auto lm = OpenModelAtLayer(f.model_dir, f.layer);
+  if (!lm.ok()) return std::cerr << lm.status().message() << "\n", 2;
   runtime::TransformerModel& model = (*lm)->model();
   const auto& config = model.config();
-  if (f.layer < 0 || f.layer >= static_cast<int>((*lm)->layers().size())) {
-    return std::cerr << "--layer: " << f.layer << " is not a layer of " << f.model_dir << "\n", 2;
-  }
   auto* target = dynamic_cast<runtime::LlamaDecoderLayer*>((*lm)->layers()[f.layer].get());
   if (target == nullptr) return std::cerr << "--model: not a Llama-family model\n", 2;
   auto tokenizer = runtime::Tokenizer::Open(f.model_dir + "/tokenizer.model", config.bos_token_id, config.eos_token_id);

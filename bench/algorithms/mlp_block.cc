@@ -85,6 +85,15 @@ absl::StatusOr<at::Tensor> QuantizedBlockOutput(const MlpOnlyLayer& layer, const
   return y;
 }
 
+absl::StatusOr<std::unique_ptr<runtime::CausalLm>> OpenModelAtLayer(const std::string& model_dir, int layer) {
+  auto lm = runtime::CausalLm::Open(model_dir);
+  if (!lm.ok()) return absl::InvalidArgumentError(StrCat("--model: ", std::string(lm.status().message())));
+  if (layer < 0 || layer >= static_cast<int>((*lm)->layers().size())) {
+    return absl::InvalidArgumentError(StrCat("--layer: ", layer, " is not a layer of ", model_dir));
+  }
+  return lm;
+}
+
 double RelativeError(const at::Tensor& y, const at::Tensor& yq) {
   const at::Tensor ref = y.to(at::kDouble);
   return (ref - yq.to(at::kDouble)).pow(2).sum().item<double>() / ref.pow(2).sum().item<double>();

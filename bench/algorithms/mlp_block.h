@@ -14,6 +14,7 @@
 #include "core/config/quant_spec.h"
 #include "core/runtime/attention.h"
 #include "core/runtime/decoder_layer.h"
+#include "core/runtime/full_model.h"
 #include "core/runtime/llama_layer.h"
 
 namespace quark::bench {
@@ -50,6 +51,10 @@ struct BlockQuant {
 /// from that input (a static observer calibrated on this one batch). `quantized_weights` receives Q(W) by name.
 absl::StatusOr<at::Tensor> QuantizedBlockOutput(const MlpOnlyLayer& layer, const at::Tensor& x, const BlockQuant& quant,
                                                 std::map<std::string, at::Tensor>* quantized_weights = nullptr);
+
+/// The model in `model_dir` (float32) after checking that `layer` is one of its decoder layers; errors name the flag
+/// ("--model: ...", "--layer: L is not a layer of DIR") for the subcommands that take them.
+absl::StatusOr<std::unique_ptr<runtime::CausalLm>> OpenModelAtLayer(const std::string& model_dir, int layer);
 
 /// |y - yq|^2 / |y|^2 in float64.
 double RelativeError(const at::Tensor& y, const at::Tensor& yq);
