@@ -20,6 +20,7 @@
 #include "server/api/watch_job_reactor.h"
 #include "server/dedup/content_key.h"
 #include "server/dedup/result_verification.h"
+#include "server/scheduler/auto_search_plan.h"
 
 namespace quark::server {
 namespace {
@@ -116,19 +117,11 @@ grpc::ServerUnaryReactor* QuantizationServiceImpl::SubmitJob(grpc::CallbackServe
   if (!principal.ok()) return FinishNow(context, principal.status());  // audited by Authorize
   const std::vector<WorkerProfile> live = workers_ != nullptr ? workers_->Live() : std::vector<WorkerProfile>{};
   absl::Status status = CheckDeadline(context);
+  if (status.ok()) status = RefuseQuarkdOnlyFields(request->spec());
   if (status.ok() && (request->spec().sweep_size() > 0 || request->spec().has_auto_search())) {  // #36
     absl::StatusOr<quark::v1::Job> parent = SubmitSweep(*context, *principal, *request, live);
     if (parent.ok()) *response = std::move(*parent);
     return FinishNow(context, parent.status());
-  }
-  if (status.ok() && request->spec().sensitivity_pass()) {
-    status = absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
-  }
-  if (status.ok() &&
-      (request->spec().sensitivity_first_layer() != 0 || request->spec().sensitivity_layer_count() != 0)) {
-    status = absl::InvalidArgumentError(
-        "spec.sensitivity_first_layer / spec.sensitivity_layer_count: set by quarkd on its own split sensitivity "
-        "passes, not by clients (split a search's passes with spec.auto_search.pass_splits or pass_layer_ranges)");
   }
   absl::StatusOr<SubmitOptions> options =
       status.ok() ? PrepareSubmit(*principal, *request, live) : absl::StatusOr<SubmitOptions>(status);

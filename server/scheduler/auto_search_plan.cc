@@ -150,14 +150,6 @@ absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec) {
     return absl::InvalidArgumentError(
         "spec.exclude: not with spec.auto_search (every decoder linear is searched and sized; lm_head stays float)");
   }
-  if (spec.sensitivity_pass()) {
-    return absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
-  }
-  if (spec.sensitivity_first_layer() != 0 || spec.sensitivity_layer_count() != 0) {
-    return absl::InvalidArgumentError(
-        "spec.sensitivity_first_layer / spec.sensitivity_layer_count: set by quarkd on its own split sensitivity "
-        "passes, not by clients (use spec.auto_search.pass_splits or pass_layer_ranges)");
-  }
   if (a.pass_splits() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec.auto_search.pass_splits: ", a.pass_splits(), " is negative (0 = quarkd decides)"));
@@ -169,6 +161,18 @@ absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec) {
   if (spec.evaluation().uri().empty()) {
     return absl::InvalidArgumentError(
         "spec.evaluation.uri: required with spec.auto_search (the verification measures the recipe's perplexity)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RefuseQuarkdOnlyFields(const quark::v1::JobSpec& spec) {
+  if (spec.sensitivity_pass()) {
+    return absl::InvalidArgumentError("spec.sensitivity_pass: set by quarkd on its own child jobs, not by clients");
+  }
+  if (spec.sensitivity_first_layer() != 0 || spec.sensitivity_layer_count() != 0) {
+    return absl::InvalidArgumentError(
+        "spec.sensitivity_first_layer / spec.sensitivity_layer_count: set by quarkd on its own split sensitivity "
+        "passes, not by clients (split a search's passes with spec.auto_search.pass_splits or pass_layer_ranges)");
   }
   return absl::OkStatus();
 }

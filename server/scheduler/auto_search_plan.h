@@ -33,6 +33,11 @@ absl::StatusOr<search::Budget> AutoSearchBudget(const quark::v1::AutoSearchSpec&
 /// decoder linear is searched and sized), and evaluation.uri (the verification's perplexity).
 absl::Status ValidateAutoSearchSpec(const quark::v1::JobSpec& spec);
 
+/// The fields quarkd sets on its own child jobs and a client may not: spec.sensitivity_pass (a search's pass) and
+/// spec.sensitivity_first_layer / sensitivity_layer_count (#36 item 4, a split pass). INVALID_ARGUMENT naming them;
+/// SubmitJob checks every request (plain jobs, sweeps, automatic searches) with it before anything else.
+absl::Status RefuseQuarkdOnlyFields(const quark::v1::JobSpec& spec);
+
 /// The sensitivity child of candidate `scheme`: the parent's spec with preset = scheme, sensitivity_pass set,
 /// auto_search cleared, the calibration text the evaluation text when calibration.uri is empty, and no evaluation
 /// (a pass evaluates nothing).
