@@ -17,3 +17,17 @@ write_int3_wo_128_config() {
  "exclude": ["lm_head"]}
 JSON
 }
+
+# The last line of a refused run, for a table cell: "refused: <reason>" ("|" escaped, 110 characters).
+refused_cell() {
+  echo "refused: $(echo "$1" | grep -v -i openblas | tail -1 | sed 's/|/\\|/g' | cut -c1-110)"
+}
+
+# The mean KL divergence of the export in "$1" from the float model "$2" on the held-out split (`quark eval --kld`,
+# as llama-perplexity --kl-divergence: the second half of each 256-token window), "?" when the evaluation fails.
+# Needs QUARK set.
+mean_kld() {
+  "$QUARK" eval --model "$1" --kld --reference "$2" --text "$EVAL" --seq-len 256 --max-windows 40 --json 2>/dev/null |
+    grep '^{' | python3 -c 'import json,sys; print("%.5f" % json.load(sys.stdin)["kld_mean"]["value"])' 2>/dev/null ||
+    echo "?"
+}

@@ -51,13 +51,12 @@ cell() {
   seconds=$(echo "$(date +%s.%N) - $start" | bc)
   line=$(echo "$run" | grep '^perplexity:')
   if [ -z "$line" ]; then
-    echo "refused: $(echo "$run" | grep -v -i openblas | tail -1 | sed 's/|/\\|/g' | cut -c1-110)"
+    refused_cell "$run"
     return
   fi
   set -- $line
   if [ "${KLD:-1}" = 1 ] && [ -d "$dir" ]; then
-    kld=$("$QUARK" eval --model "$dir" --kld --reference "$model" --text "$EVAL" --seq-len 256 --max-windows 40 --json 2>/dev/null |
-          grep '^{' | python3 -c 'import json,sys; print("%.5f" % json.load(sys.stdin)["kld_mean"]["value"])' 2>/dev/null || echo "?")
+    kld=$(mean_kld "$dir" "$model")
   fi
   printf "%.4f / %s / %s (%.0f s)" "$5" "${7:--}" "$kld" "$seconds"
 }

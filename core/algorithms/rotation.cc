@@ -1,5 +1,7 @@
 #include "core/algorithms/rotation.h"
 
+#include <cmath>
+
 #include "core/algorithms/hadamard.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -91,6 +93,16 @@ absl::StatusOr<std::shared_ptr<RotatedWeightSource>> RotatedWeightSource::Create
       }
     }
   }
+  if (options.r4) {
+    // No random fallback: the matrix travels to vLLM as compressed-tensors' +-1 transform weight.
+    const int64_t n = model.intermediate_size;
+    if (!HasHadamard(n) || n > kMaxRotationOrder) {
+      return absl::InvalidArgumentError(StrCat(field, ".r4 (R4, intermediate_size): no Hadamard matrix of order ", n,
+                                               " can be built here (orders k * 2^m with a Paley or tabulated k)"));
+    }
+    QUARK_ASSIGN_OR_RETURN(source->r4_, HadamardMatrix(n));
+    source->r4_normalised_ = source->r4_ / std::sqrt(static_cast<double>(n));
+  }
   return source;
 }
 
@@ -180,7 +192,11 @@ absl::StatusOr<at::Tensor> RotatedWeightSource::Compute(const std::string& name)
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, folded("post_attention_layernorm.weight"));
     return in_dtype(stored, RotateIn(w, r1_));
   }
-  if (relative == "mlp.down_proj.weight") return in_dtype(stored, RotateOut(stored, r1_));
+  if (relative == "mlp.down_proj.weight") {
+    at::Tensor rotated = RotateOut(stored, r1_);
+    if (r4_normalised_.defined()) rotated = RotateIn(rotated, r4_normalised_);  // R4: W H4 / sqrt(n)
+    return in_dtype(stored, rotated);
+  }
   // Biases of the residual-stream writers rotate with their outputs.
   if (relative == "self_attn.o_proj.bias" || relative == "mlp.down_proj.bias") {
     return in_dtype(stored, RotateLastAxis(stored, r1_));

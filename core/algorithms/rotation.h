@@ -29,6 +29,10 @@ struct RotationOptions {
   bool random = false;
   uint64_t seed = 0;
   bool r2 = true;
+  /// R4 (#35 item 4): down_proj's weight also becomes W H4 / sqrt(n) (H4 the +-1 HadamardMatrix of the MLP width n,
+  /// never randomized), for a forward that multiplies down_proj's input by H4 / sqrt(n) online
+  /// (runtime/online_hadamard_linear.h).
+  bool r4 = false;
   /// When defined: this R1 ([hidden_size, hidden_size], orthonormal, e.g. a learned one: learned_rotation.h) instead
   /// of RotationFor's; folded the same way, so every export takes it unchanged. Used as float64.
   at::Tensor r1;
@@ -45,7 +49,8 @@ class RotatedWeightSource : public runtime::WeightSource {
  public:
   /// UNIMPLEMENTED for an architecture other than the Llama family (LayerNorm models need their means moved first);
   /// INVALID_ARGUMENT naming `field` for a size without a rotation (RotationFor), or a given r1 / r2_per_layer that
-  /// is not [hidden_size, hidden_size] / one [head_dim, head_dim] per layer.
+  /// is not [hidden_size, hidden_size] / one [head_dim, head_dim] per layer; with r4, INVALID_ARGUMENT naming
+  /// `field` (R4, intermediate_size) when the MLP width has no Hadamard matrix here.
   static absl::StatusOr<std::shared_ptr<RotatedWeightSource>> Create(std::shared_ptr<const runtime::WeightSource> base,
                                                                      const checkpoint::ModelConfig& model,
                                                                      const RotationOptions& options,
@@ -60,6 +65,8 @@ class RotatedWeightSource : public runtime::WeightSource {
   /// The model as the rotated weights describe it: untied embeddings.
   const checkpoint::ModelConfig& model() const { return model_; }
   const at::Tensor& r1() const { return r1_; }
+  /// R4's unnormalised +-1 Hadamard [intermediate_size, intermediate_size] (float64); undefined without r4.
+  const at::Tensor& r4() const { return r4_; }
 
  private:
   RotatedWeightSource() = default;
@@ -69,6 +76,7 @@ class RotatedWeightSource : public runtime::WeightSource {
   std::shared_ptr<const runtime::WeightSource> base_;
   checkpoint::ModelConfig original_, model_;
   at::Tensor r1_, r2_;  // float64
+  at::Tensor r4_, r4_normalised_;  // float64: +-1, and / sqrt(n)
   std::vector<at::Tensor> r2_per_layer_;  // float64; replaces r2_ when not empty
   std::string embed_, final_norm_;
   mutable std::mutex mutex_;

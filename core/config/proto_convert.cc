@@ -192,6 +192,7 @@ pb::AlgoConfig ToProto(const AlgoConfig& algo) {
                    // #35 learned rotation: the optional fields only away from their defaults (unset = default).
                    const RotationAlgo d;
                    if (a.r2 != d.r2) p->set_r2(a.r2);
+                   p->set_r4(a.r4);
                    p->set_trainable(a.trainable);
                    if (a.learning_rate != d.learning_rate) p->set_learning_rate(a.learning_rate);
                    if (a.max_steps != d.max_steps) p->set_max_steps(a.max_steps);
@@ -412,6 +413,7 @@ absl::StatusOr<AlgoConfig> FromProto(const pb::AlgoConfig& a, const std::string&
       out.random = p.random();
       out.scaling_layers = FromProto(p.scaling_layers());
       if (p.has_r2()) out.r2 = p.r2();
+      out.r4 = p.r4();
       out.trainable = p.trainable();  // #35 learned rotation; unset arguments keep Quark's script's defaults
       if (p.has_learning_rate()) out.learning_rate = p.learning_rate();
       if (p.has_max_steps()) out.max_steps = p.max_steps();

@@ -59,10 +59,10 @@ bool operator==(const GptqAlgo& a, const GptqAlgo& b) {
 }
 
 bool operator==(const RotationAlgo& a, const RotationAlgo& b) {
-  return std::tie(a.random, a.scaling_layers, a.r2, a.trainable, a.learning_rate, a.max_steps, a.train_batch_size,
-                  a.seed, a.max_memory_bytes) == std::tie(b.random, b.scaling_layers, b.r2, b.trainable,
-                                                          b.learning_rate, b.max_steps, b.train_batch_size, b.seed,
-                                                          b.max_memory_bytes);
+  return std::tie(a.random, a.scaling_layers, a.r2, a.r4, a.trainable, a.learning_rate, a.max_steps,
+                  a.train_batch_size, a.seed, a.max_memory_bytes) ==
+         std::tie(b.random, b.scaling_layers, b.r2, b.r4, b.trainable, b.learning_rate, b.max_steps,
+                  b.train_batch_size, b.seed, b.max_memory_bytes);
 }
 
 bool operator==(const AutoRoundAlgo& a, const AutoRoundAlgo& b) {

@@ -134,6 +134,10 @@ struct RotationAlgo {
   /// Quark's r2: also rotate each attention head's value space. Quark's dataclass defaults it to false; this engine
   /// has always applied R2 with R1 (Quark <= 0.11's rotation), so an entry without the key keeps it on.
   bool r2 = true;
+  /// Quark's r4 (#35 item 4, SpinQuant's R4): an online Hadamard H of the MLP width on each down_proj's input: the
+  /// weight becomes W H offline and the forward computes x H before down_proj's input quantizer (x H H^T W^T = x W^T).
+  /// vLLM applies it online only through compressed-tensors' transform_config, so the other exports refuse it.
+  bool r4 = false;
   // #35 item 4: Quark's `trainable` (SpinQuant's Cayley SGD on R1, and on R2 when r2) trained on the job's
   // calibration windows. Quark reads its training arguments from its rotation script (HF TrainingArguments:
   // learning_rate, max_steps, per-device train_batch_size) rather than RotationConfig; they are read here under those

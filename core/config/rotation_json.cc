@@ -19,7 +19,8 @@ using Json = nlohmann::ordered_json;
 bool Supported(const std::string& key, const Json& v) {
   static const std::set<std::string> kNullOrFalse = {"online_r1_rotation", "train_smooth"};
   if (key == "r1") return v == Json(true);
-  if (key == "r3" || key == "r4") return v == Json(false);
+  if (key == "r3") return v == Json(false);
+  if (key == "r4") return true;  // RotationAlgo::r4, read (and type-checked) with the engine's own fields
   if (kNullOrFalse.count(key)) return v.is_null() || v == Json(false);
   if (key == "rotation_size" || key == "online_config") return v.is_null();
   if (key == "smooth_positions") return v.is_null() || v == Json::array();
@@ -58,10 +59,16 @@ absl::Status RotationFieldsFromJson(const Json& j, const std::string& path, Rota
                                              "max_steps",     "train_batch_size", "seed",  "max_memory_bytes"};
   for (const auto& [key, value] : j.items()) {
     if (FixedQuarkKeys().count(key)) {
+      if (key == "r3" && value == Json(true)) {
+        return absl::UnimplementedError(StrCat(path, ".r3: true is not implemented: R3 is an online Hadamard on the "
+                                               "attention's queries and keys (compressed-tensors' q_attn / k_cache "
+                                               "locations), which vLLM's compressed-tensors loader does not implement "
+                                               "yet and its quark loader has no transform for"));
+      }
       if (!Supported(key, value)) {
         return absl::UnimplementedError(StrCat(path, ".", key, ": ", value.dump(),
                                                " is not implemented (this engine's rotation is Quark's offline R1 with "
-                                               "R2 on a Llama layout: r1 true, r3 / r4 false, no online R1, no "
+                                               "R2 on a Llama layout, and R4: r1 true, r3 false, no online R1, no "
                                                "rotation_size, no train_smooth)"));
       }
       continue;
@@ -83,6 +90,7 @@ absl::Status RotationFieldsFromJson(const Json& j, const std::string& path, Rota
   }
   out.random = random_r1;
   QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "r2", path, out.r2));
+  QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "r4", path, out.r4));
   QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "trainable", path, out.trainable));
   if (auto it = j.find("learning_rate"); it != j.end() && !it->is_null()) {
     if (!it->is_number() || !std::isfinite(it->get<double>())) {
@@ -100,6 +108,7 @@ void RotationFieldsToJson(const RotationAlgo& a, Json& j) {
   j["random"] = a.random;
   // Written only away from the defaults, so a Hadamard entry reads as it always has.
   if (!a.r2) j["r2"] = false;
+  if (a.r4) j["r4"] = true;
   if (!a.trainable) return;
   j["trainable"] = true;
   j["learning_rate"] = a.learning_rate;

@@ -12,14 +12,15 @@
 namespace quark {
 
 /// Reads every key of a rotation entry but `scaling_layers` (quark_json.cc reads those, as for the other algorithms)
-/// into `out`. Quark 0.13's keys are accepted at the values this engine implements: r1 true; r3, r4 false;
+/// into `out`. Quark 0.13's keys are accepted at the values this engine implements: r1 true; r3 false (true is
+/// UNIMPLEMENTED with vLLM's reason); r4 true or false (RotationAlgo::r4);
 /// online_r1_rotation false or null; rotation_size, online_config null; train_smooth false or null; smooth_positions
 /// null or empty; random_r1 equal to random_r2 (they become `random`); backbone, model_decoder_layers, v_proj, o_proj,
 /// self_attn, mlp at the Llama layout's names. Another value is UNIMPLEMENTED naming `path.key`; an unknown key or a
 /// value of the wrong type is INVALID_ARGUMENT naming `path.key`. Ranges are checked by ValidateConfig.
 absl::Status RotationFieldsFromJson(const nlohmann::ordered_json& j, const std::string& path, RotationAlgo& out);
 
-/// `random`, `r2` when off, and `trainable` with the training arguments when on (scaling_layers: quark_json.cc).
+/// `random`, `r2` when off, `r4` when on, and `trainable` with the training arguments when on (scaling_layers: quark_json.cc).
 void RotationFieldsToJson(const RotationAlgo& a, nlohmann::ordered_json& j);
 
 /// The training arguments' ranges, for a trainable entry: INVALID_ARGUMENT naming `path.field` (learning_rate in

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
@@ -14,6 +15,7 @@
 #include "core/config/fused_group.h"
 #include "core/export/ct_moe_rules.h"
 #include "core/export/ct_targets.h"
+#include "core/export/ct_transform.h"
 #include "core/export/hf_quark_moe_rules.h"
 
 namespace quark::exporter {
@@ -153,6 +155,66 @@ void CheckTensors(const std::vector<Expected>& expected, const checkpoint::Check
     if (ref->info->shape != e.shape) {
       out.push_back(
           StrCat(e.name, ": shape [", StrJoin(ref->info->shape, ", "), "], expected [", StrJoin(e.shape, ", "), "]"));
+    }
+  }
+}
+
+// #35 item 4: transform_config as vLLM's CompressedTensorsLinearTransformMethod loads it: each online input transform
+// needs `<module>.<scheme>_input.weight` [in_features, in_features] on every linear it targets; type "hadamard" is
+// computed by hadacore (Sylvester's matrix, powers of two only); vLLM's fused linears need one input transform for all
+// their shards ("Must have same input"), and its fused MoE has no transform method at all.
+void CheckTransforms(const Json& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
+                     std::vector<std::string>& out) {
+  auto transforms = CtInputTransforms(qc.contains("transform_config") ? qc["transform_config"] : Json());
+  if (!transforms.ok()) {
+    out.push_back(std::string(transforms.status().message()));
+    return;
+  }
+  if (transforms->empty()) return;
+  // (scheme, n) -> whether some targeted module stores the shared matrix; the modules that do not store one.
+  std::map<std::pair<std::string, int64_t>, bool> stored;
+  std::vector<std::tuple<std::string, std::string, int64_t>> tied;
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    std::map<std::string, std::vector<std::pair<std::string, std::string>>> fused;  // key -> (shard, scheme or "")
+    for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, i)) {
+      const std::string name = checkpoint::LayerPrefix(model, i) + linear.relative_name;
+      const CtInputTransform* t = CtInputTransformFor(*transforms, name);
+      if (const std::string key = FusedGroupKey(name); key != name && !linear.routed) {
+        fused[key].push_back({name, t ? t->scheme : ""});
+      }
+      if (t == nullptr) continue;
+      if (linear.routed) {
+        out.push_back(StrCat(name, ": an online transform (", t->scheme, ") on a routed expert; vLLM's fused MoE "
+                                   "applies none"));
+        continue;
+      }
+      const int64_t n = linear.in_features;
+      const std::string matrix = CtTransformWeightName(name, t->scheme, "input");
+      if (reader.Has(matrix)) {
+        CheckTensors({{matrix, {StDType::kF32, StDType::kBF16, StDType::kF16}, {n, n}}}, reader, out);
+        stored[{t->scheme, n}] = true;
+      } else {
+        tied.emplace_back(name, t->scheme, n);  // a tied copy: the library's save keeps the first module's only
+      }
+      if (t->type == "hadamard" && (n & (n - 1)) != 0) {
+        out.push_back(StrCat(name, ": transform ", t->scheme, " is type \"hadamard\", which vLLM computes with hadacore "
+                                   "(Sylvester's matrix, a power of two), but in_features is ", n,
+                                   "; use \"random-hadamard\" (a dense product with the stored matrix)"));
+      }
+    }
+    for (const auto& [key, shards] : fused) {
+      for (const auto& [name, scheme] : shards) {
+        if (scheme != shards.front().second) {
+          out.push_back(StrCat(name, ": online input transform \"", scheme, "\" differs from ", shards.front().first,
+                               "'s \"", shards.front().second, "\" (vLLM fuses them into ", key, "_proj)"));
+        }
+      }
+    }
+  }
+  for (const auto& [name, scheme, n] : tied) {
+    if (!stored.count({scheme, n})) {
+      out.push_back(StrCat(CtTransformWeightName(name, scheme, "input"), ": missing, and no module of transform ",
+                           scheme, " stores a [", n, ", ", n, "] matrix"));
     }
   }
 }
@@ -311,6 +373,11 @@ std::vector<std::string> CtVllmLoadWarnings(const Json& qc) {
                            "export hf_quark for vLLM's QuarkOCP_MX"));
     }
   }
+  auto transforms = CtInputTransforms(qc.contains("transform_config") ? qc["transform_config"] : Json());
+  if (transforms.ok() && !transforms->empty()) {
+    out.push_back("transform_config: vLLM applies online transforms with tensor parallelism 1 only (\"Online "
+                  "transforms with tensor parallelism is not supported\")");
+  }
   return out;
 }
 
@@ -367,6 +434,7 @@ absl::Status CheckCompressedTensorsExport(const std::string& dir) {
     if (!reader.ok()) return reader.status();
     for (int64_t i = 0; i < model->num_hidden_layers && problems.empty(); ++i)
       CheckLayer(qc, *model, **reader, i, problems);
+    if (problems.empty()) CheckTransforms(qc, *model, **reader, problems);
     // The routers (DeepSeek's with e_score_correction_bias) stay float: vLLM builds them without quantization.
     for (std::string& p : MoeRouterProblems(*model, **reader)) problems.push_back(std::move(p));
     // DeepSeek's MTP layers are copied float; vLLM's MTP drafter builds their decoder block with this config, so

@@ -5,7 +5,9 @@
 
 #include "core/base/strings.h"
 #include "core/config/e8m0_tiles.h"  // #30
+#include "core/config/online_rotation.h"
 #include "core/export/ct_targets.h"
+#include "core/export/ct_transform.h"
 
 namespace quark::exporter {
 namespace {
@@ -196,7 +198,8 @@ absl::StatusOr<Json> CompressedTensorsConfig(const Config& config, const LayerPl
   qc["quant_method"] = "compressed-tensors";
   qc["quantization_status"] = "compressed";
   qc["sparsity_config"] = Json::object();
-  qc["transform_config"] = Json::object();
+  // #35 item 4: the rotation's r4 travels as compressed-tensors' online input Hadamard on down_proj (ct_transform.h).
+  qc["transform_config"] = HasOnlineR4(config) ? CtR4TransformConfig() : Json::object();
   qc["version"] = kCompressedTensorsVersion;
   return qc;
 }

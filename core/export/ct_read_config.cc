@@ -208,7 +208,8 @@ absl::Status CheckTopLevel(const Json& qc) {
   for (const auto& [key, value] : qc.items()) {
     if (!kKeys.count(key)) return Invalid(key, "not a compressed-tensors QuantizationConfig field");
   }
-  for (const char* key : {"sparsity_config", "transform_config"}) {
+  // transform_config (#35 item 4) is read by CtWeightSource (ct_transform.h: online input Hadamards).
+  for (const char* key : {"sparsity_config"}) {
     if (qc.contains(key) && !qc[key].is_null() && !(qc[key].is_object() && qc[key].empty())) {
       return absl::UnimplementedError(StrCat(key, ": ", qc[key].dump(), " (this reader reads quantization only)"));
     }

@@ -13,6 +13,7 @@
 #include "core/export/ct_layout.h"
 #include "core/export/ct_moe_rules.h"
 #include "core/export/ct_read_config.h"
+#include "core/export/ct_transform.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/tensor_view.h"
@@ -124,8 +125,54 @@ absl::StatusOr<std::shared_ptr<CtWeightSource>> CtWeightSource::Open(const std::
       source->linear_shapes_[m.name] = {m.weight_shape[0], m.weight_shape[1]};
     }
   }
+  // #35 item 4: the online input transforms (R4), checked against the linears and the stored matrices up front.
+  auto transforms = CtInputTransforms(json["quantization_config"].value("transform_config", nlohmann::json()));
+  if (!transforms.ok()) {
+    return absl::Status(transforms.status().code(),
+                        StrCat(path, ": quantization_config.", std::string(transforms.status().message())));
+  }
+  // A module's own matrix, else the one its scheme stores for that size: compressed-tensors shares one matrix per
+  // (scheme, size) and save_pretrained keeps it once (tied weights); vLLM shares it the same way (its data key).
+  std::map<std::pair<std::string, int64_t>, std::string> stored;  // (scheme, n) -> a stored matrix
+  std::vector<std::pair<std::string, const CtInputTransform*>> targeted;
+  for (const auto& [module, shape] : source->linear_shapes_) {
+    const CtInputTransform* t = CtInputTransformFor(*transforms, module);
+    if (t == nullptr) continue;
+    targeted.push_back({module, t});
+    const std::string name = CtTransformWeightName(module, t->scheme, "input");
+    auto ref = source->reader().Get(name);
+    if (!ref.ok()) continue;
+    const checkpoint::TensorInfo& info = *ref->info;
+    if (!IsFloatStorage(info.dtype) || info.shape != std::vector<int64_t>{shape.second, shape.second}) {
+      return absl::InvalidArgumentError(StrCat(name, ": ", checkpoint::StDTypeName(info.dtype), " [",
+                                               StrJoin(info.shape, ", "), "], expected a float [", shape.second, ", ",
+                                               shape.second, "] (", module, "'s in_features)"));
+    }
+    stored.emplace(std::make_pair(t->scheme, shape.second), name);
+    source->input_transforms_[module] = name;
+  }
+  for (const auto& [module, t] : targeted) {
+    if (source->input_transforms_.count(module)) continue;
+    const int64_t n = source->linear_shapes_.at(module).second;
+    const auto it = stored.find({t->scheme, n});
+    if (it == stored.end()) {
+      return absl::NotFoundError(StrCat(CtTransformWeightName(module, t->scheme, "input"), ": missing from ", dir,
+                                        ", and no other module stores a [", n, ", ", n, "] matrix of transform ",
+                                        t->scheme, " (transform_config.config_groups.", t->scheme, " targets ",
+                                        module, ")"));
+    }
+    source->input_transforms_[module] = it->second;
+  }
   source->SetUp(*std::move(config), *std::move(model), compute_dtype);
   return source;
+}
+
+absl::StatusOr<at::Tensor> CtWeightSource::InputTransform(const std::string& module) const {
+  const auto it = input_transforms_.find(module);
+  if (it == input_transforms_.end()) return at::Tensor();
+  auto stored = Stored(it->second);
+  if (!stored.ok()) return stored.status();
+  return stored->to(at::kDouble);
 }
 
 absl::StatusOr<at::Tensor> CtWeightSource::Stored(const std::string& name) const {

@@ -35,6 +35,11 @@ class CtWeightSource : public HfQuarkWeightSource {
   static absl::StatusOr<std::shared_ptr<CtWeightSource>> Open(const std::string& dir,
                                                               at::ScalarType compute_dtype = at::kFloat);
 
+  /// #35 item 4: the matrix of the online input transform that quantization_config.transform_config puts on linear
+  /// `module` (the stored `<module>.<scheme>_input.weight`, [in, in], as float64; the runtime divides by sqrt(n) as
+  /// the library and vLLM do), undefined when none targets it.
+  absl::StatusOr<at::Tensor> InputTransform(const std::string& module) const;
+
  protected:
   /// The stored tensors of `module` (names, shapes and dtypes checked against CtLinearTensors), unpacked by the
   /// format's family and dequantized. INVALID_ARGUMENT / NOT_FOUND naming the tensor.
@@ -51,6 +56,7 @@ class CtWeightSource : public HfQuarkWeightSource {
   absl::StatusOr<at::Tensor> Stored(const std::string& name) const;
 
   std::map<std::string, std::pair<int64_t, int64_t>> linear_shapes_;  // module -> (out, in)
+  std::map<std::string, std::string> input_transforms_;  // module -> its transform matrix's tensor name
 };
 
 }  // namespace quark::exporter

@@ -32,6 +32,11 @@ class CompressedTensorsExporter : public HfQuarkExporter {
 
  private:
   CompressedTensorsExporter() = default;
+  // #35 item 4: the rotation's R4 (ct_transform.h): the MLP width (0 without r4), the +-1 Hadamard in float32, and
+  // the down_proj that stores it as `<module>.R4_input.weight` (the first decoder layer's; see CtR4MatrixOwner).
+  int64_t r4_width_ = 0;
+  at::Tensor r4_matrix_;
+  std::string r4_owner_;
 };
 
 }  // namespace quark::exporter

@@ -1,6 +1,8 @@
 #include "core/quantize/quantize_model.h"
 
+#include "absl/strings/match.h"
 #include "core/base/status_macros.h"
+#include "core/config/online_rotation.h"
 #include "core/export/ct_checker.h"
 #include "core/quantize/quantize_run.h"
 #include "core/runtime/device_memory.h"
@@ -14,6 +16,27 @@ bool InDecoderLayer(const checkpoint::ModelConfig& model, const std::string& nam
     if (name.rfind(checkpoint::LayerPrefix(model, i), 0) == 0) return true;
   }
   return false;
+}
+
+// R4's online Hadamard sits between up_proj and down_proj: a smoothing pair whose scales would have to pass through
+// it (down_proj's input channels are Hadamard mixtures, no per-channel scale of up_proj's rows reaches them) is
+// refused, naming the pair.
+absl::Status ScalingThroughR4(const AlgoConfig& algo, const std::string& path) {
+  const std::vector<ScalingLayer>* layers = nullptr;
+  if (const auto* a = std::get_if<AwqAlgo>(&algo)) layers = &a->scaling_layers;
+  if (const auto* a = std::get_if<SmoothQuantAlgo>(&algo)) layers = &a->scaling_layers;
+  if (const auto* a = std::get_if<AutoSmoothQuantAlgo>(&algo)) layers = &a->scaling_layers;
+  if (layers == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    for (const std::string& layer : (*layers)[i].layers) {
+      if (absl::EndsWith(layer, "down_proj")) {
+        return absl::InvalidArgumentError(StrCat(path, ".scaling_layers[", i, "]: ", (*layers)[i].prev_op, " -> ",
+                                                 layer, " cannot be smoothed under the rotation's r4 (down_proj's "
+                                                 "input is rotated online by a Hadamard; leave this pair out)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // An exporter's refusal, prefixed with the export_formats entry it came from (#30: the job names the format).
@@ -111,6 +134,9 @@ absl::Status QuantizeRun::CreateExports(const LayerPlan& plan) {
     }
     if (std::count(formats.begin(), formats.end(), f) > 1) {
       return absl::InvalidArgumentError(StrCat("export_formats[", i, "]: ", f, " appears twice"));
+    }
+    if (HasOnlineR4(options_.config)) {
+      if (auto s = CheckR4ExportFormat(f); !s.ok()) return Prefixed(s, StrCat("export_formats[", i, "]: "));
     }
   }
   if (!options_.gguf_type.empty() && std::find(formats.begin(), formats.end(), "gguf") == formats.end()) {
@@ -221,6 +247,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
       r.random = rotation->random;
       r.seed = options_.seed;
       r.r2 = rotation->r2;
+      r.r4 = rotation->r4;
       // Made here, before any work: an architecture or a size without a rotation fails up front. It reads no weight
       // until the streamer asks for one.
       auto reader = checkpoint::CheckpointReader::Open(model_dir_);
@@ -251,6 +278,9 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
                                                  " must come before gptq (it rescales the float weights GPTQ rounds)"));
       }
       algo = quantize::ResolveScalingDefaults(algo, model_);
+      if (rotated_ && rotated_->r4().defined()) {
+        if (auto s = ScalingThroughR4(algo, path); !s.ok()) return s;
+      }
       scaling.emplace_back(i, algo);
       continue;
     }

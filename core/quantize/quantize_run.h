@@ -88,6 +88,8 @@ class QuantizeRun {
   absl::StatusOr<double> Evaluate(runtime::LayerStreamer& streamer, const runtime::LayerHooks& hooks, const char* phase,
                                   double base);
   absl::Status QuantizeLayers();
+  // The rotation's r4: down_proj of `layer` behind its online Hadamard (nothing without r4).
+  absl::Status InstallR4(runtime::DecoderLayer& layer) const;
   absl::Status OpenCheckpoint();
   absl::Status CalibrateLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);
   absl::Status RestoreLayer(int64_t index, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs);

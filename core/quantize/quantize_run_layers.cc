@@ -1,4 +1,5 @@
 #include "core/quantize/quantize_run.h"
+#include "core/runtime/online_hadamard_linear.h"
 
 namespace quark::quantize_internal {
 namespace {
@@ -258,6 +259,13 @@ absl::Status QuantizeRun::OpenCheckpoint() {
   return absl::OkStatus();
 }
 
+// #35 item 4: with the rotation's r4, down_proj's weight is W H / sqrt(n) (RotatedWeightSource) and its input is
+// multiplied by H / sqrt(n) online, in front of whatever linear (float, observed, quantized) takes the slot.
+absl::Status QuantizeRun::InstallR4(runtime::DecoderLayer& layer) const {
+  if (!rotated_ || !rotated_->r4().defined()) return absl::OkStatus();
+  return runtime::InstallOnlineHadamard(layer, "mlp.down_proj", rotated_->r4());
+}
+
 absl::Status QuantizeRun::QuantizeLayers() {
   absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer;
   if (rotated_) {
@@ -273,6 +281,7 @@ absl::Status QuantizeRun::QuantizeLayers() {
   runtime::LayerHooks hooks;
   // The importance matrix observes the forward that computes the layer's outputs (through the layer as quantized).
   hooks.before = [this](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+    if (auto s = InstallR4(layer); !s.ok()) return s;
     if (auto s = CalibrateLayer(i, layer, inputs); !s.ok() || !imatrix_) return s;
     return imatrix_->Attach(layer);
   };
@@ -346,7 +355,8 @@ absl::Status QuantizeRun::EvaluateAfter() {
   runtime::LayerHooks fake;
   fake.before = [this](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>&) {
     auto linears = quantizer_->Apply(layer, params_);
-    return linears.ok() ? absl::OkStatus() : linears.status();
+    if (!linears.ok()) return linears.status();
+    return InstallR4(layer);
   };
   // The streamer that quantized the model, or, after GPTQ, one whose weights are GPTQ's (the checkpoint has the
   // float ones).

@@ -6,6 +6,7 @@
 #include "core/quantize/quant_linear.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/moe_layer.h"
+#include "core/runtime/online_hadamard_linear.h"
 
 namespace quark::quantize {
 namespace {
@@ -58,6 +59,15 @@ absl::Status InstallExported(const exporter::HfQuarkWeightSource& source, runtim
     if (!q.ok()) return q.status();
     if (auto s = (*q)->Freeze(); !s.ok()) return s;
     if (auto s = layer.ReplaceLinear(linear.relative_name, *q); !s.ok()) return s;
+  }
+  // #35 item 4: a compressed-tensors export's online input transforms (R4 on down_proj) in front of the linears.
+  if (const auto* ct = dynamic_cast<const exporter::CtWeightSource*>(&source)) {
+    for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
+      auto hadamard = ct->InputTransform(linear.name);
+      if (!hadamard.ok()) return hadamard.status();
+      if (!hadamard->defined()) continue;
+      if (auto s = runtime::InstallOnlineHadamard(layer, linear.relative_name, *hadamard); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }

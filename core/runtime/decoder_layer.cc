@@ -1,8 +1,19 @@
 #include "core/runtime/decoder_layer.h"
 
 #include "core/base/strings.h"
+#include "core/runtime/online_hadamard_linear.h"
 
 namespace quark::runtime {
+namespace {
+
+// A slot behind an online Hadamard (online_hadamard_linear.h) shows its inner linear: every pass that observes,
+// captures or replaces a linear then works on the rotated input without knowing about the rotation.
+std::shared_ptr<LinearLike> Unwrapped(const std::shared_ptr<LinearLike>& linear) {
+  if (const auto* online = dynamic_cast<const OnlineHadamardLinear*>(linear.get())) return online->inner();
+  return linear;
+}
+
+}  // namespace
 
 void DecoderLayer::AddLinear(const std::string& relative_name, torch::nn::Module& parent, const std::string& child,
                              std::shared_ptr<LinearLike>* slot) {
@@ -13,13 +24,13 @@ void DecoderLayer::AddLinear(const std::string& relative_name, torch::nn::Module
 std::vector<NamedLinear> DecoderLayer::NamedLinears() const {
   std::vector<NamedLinear> out;
   out.reserve(slots_.size());
-  for (const Slot& s : slots_) out.push_back({prefix_ + s.relative_name, s.relative_name, *s.slot});
+  for (const Slot& s : slots_) out.push_back({prefix_ + s.relative_name, s.relative_name, Unwrapped(*s.slot)});
   return out;
 }
 
 std::shared_ptr<LinearLike> DecoderLayer::FindLinear(const std::string& relative_name) const {
   for (const Slot& s : slots_) {
-    if (s.relative_name == relative_name) return *s.slot;
+    if (s.relative_name == relative_name) return Unwrapped(*s.slot);
   }
   return nullptr;
 }
@@ -33,6 +44,12 @@ absl::Status DecoderLayer::ReplaceLinear(const std::string& relative_name, std::
       return absl::InvalidArgumentError(StrCat(prefix_, relative_name, ": replacement is [", replacement->out_features(), ", ",
                                                replacement->in_features(), "], the layer needs [", old.out_features(), ", ",
                                                old.in_features(), "]"));
+    }
+    // The inner linear of an online Hadamard is replaced behind it; a new OnlineHadamardLinear takes the slot.
+    auto* online = dynamic_cast<OnlineHadamardLinear*>(s.slot->get());
+    if (online != nullptr && dynamic_cast<const OnlineHadamardLinear*>(replacement.get()) == nullptr) {
+      online->set_inner(std::move(replacement));
+      return absl::OkStatus();
     }
     s.parent->replace_module(s.child, replacement);
     *s.slot = std::move(replacement);

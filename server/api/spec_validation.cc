@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
+#include "core/config/online_rotation.h"  // #35 item 4
 #include "core/config/presets.h"
 #include "core/export/ct_config.h"
 #include "core/eval/evaluation_plan_proto.h"
@@ -124,6 +125,34 @@ absl::Status CheckGgufType(const quark::v1::JobSpec& spec) {
   return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
 }
 
+// #35 item 4: a rotation with r4 (spec.algo_config or spec.config.algo_config) reaches vLLM only through the
+// compressed-tensors export's transform_config; the other formats are refused here (core/config/online_rotation.h).
+absl::Status CheckR4ExportFormats(const quark::v1::JobSpec& spec) {
+  bool r4 = false;
+  for (const auto& a : spec.algo_config()) r4 |= a.has_rotation() && a.rotation().r4();
+  if (spec.has_config()) {
+    for (const auto& a : spec.config().algo_config()) r4 |= a.has_rotation() && a.rotation().r4();
+  }
+  if (!r4) return absl::OkStatus();
+  const auto name = [](quark::v1::ExportFormat f) -> std::string {
+    switch (f) {
+      case quark::v1::EXPORT_FORMAT_GGUF: return "gguf";
+      case quark::v1::EXPORT_FORMAT_ONNX: return "onnx";
+      case quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS: return "compressed_tensors";
+      default: return "hf_quark";  // EXPORT_FORMAT_UNSPECIFIED is hf_quark
+    }
+  };
+  if (spec.export_formats_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.export_formats: empty (hf_quark) but ",
+                                                   quark::CheckR4ExportFormat("hf_quark").message()));
+  }
+  for (int i = 0; i < spec.export_formats_size(); ++i) {
+    absl::Status s = quark::CheckR4ExportFormat(name(spec.export_formats(i)));
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("spec.export_formats[", i, "]: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 // A compressed-tensors export of a scheme the library cannot express, or one the engine does not write yet, is
 // refused at submit rather than when the worker starts the export.
 absl::Status CheckCompressedTensorsSchemes(const quark::v1::JobSpec& spec, const quark::Config& config) {
@@ -218,6 +247,7 @@ absl::Status ValidateSubmitRequest(const quark::v1::SubmitJobRequest& request, c
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckR4ExportFormats(spec); !s.ok()) return s;
   // A GGUF by llama.cpp's own rules (a gguf_type, GGUF the only export) quantizes the float model: no scheme needed,
   // and only algorithms that transform the float weights may come first (core/config/llama_cpp_rules.h).
   if (QuantizesByLlamaCppRules(has_preset || has_config, spec.gguf_type(), GgufOnly(spec))) {

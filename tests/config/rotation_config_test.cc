@@ -21,6 +21,7 @@ RotationAlgo TrainedEntry() {
   RotationAlgo r;
   r.random = true;
   r.r2 = false;
+  r.r4 = true;
   r.trainable = true;
   r.learning_rate = 0.75;
   r.max_steps = 12;
@@ -50,6 +51,7 @@ TEST(RotationConfigTest, TrainableEntryRoundTripsThroughEveryForm) {
   EXPECT_EQ(entry["learning_rate"], 0.75);
   EXPECT_EQ(entry["max_steps"], 12);
   EXPECT_EQ(entry["r2"], false);
+  EXPECT_EQ(entry["r4"], true);
   auto back = ConfigFromQuarkJson(dict);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, c) << dict.dump(2);
@@ -68,12 +70,16 @@ TEST(RotationConfigTest, TrainableEntryRoundTripsThroughEveryForm) {
   other = TrainedEntry();
   other.max_memory_bytes += 1;
   EXPECT_FALSE(other == TrainedEntry());
+  other = TrainedEntry();
+  other.r4 = false;
+  EXPECT_FALSE(other == TrainedEntry());
 }
 
 // A Hadamard entry is written as before the trainable fields existed: Quark's keys only.
 TEST(RotationConfigTest, HadamardEntryWritesNoTrainingArguments) {
   const auto entry = ConfigToQuarkJson(WithRotation(RotationAlgo{}))["algo_config"][0];
-  for (const char* key : {"trainable", "learning_rate", "max_steps", "train_batch_size", "seed", "max_memory_bytes", "r2"}) {
+  for (const char* key : {"trainable", "learning_rate", "max_steps", "train_batch_size", "seed", "max_memory_bytes", "r2",
+                          "r4"}) {
     EXPECT_FALSE(entry.contains(key)) << key << " in " << entry.dump();
   }
 }
@@ -115,7 +121,7 @@ TEST(RotationConfigTest, UnimplementedQuarkValuesAndUnknownKeysNameTheKey) {
     const char* field;
   } cases[] = {
       {R"({"name": "rotation", "r3": true})", absl::StatusCode::kUnimplemented, "algo_config[0].r3"},
-      {R"({"name": "rotation", "r4": true})", absl::StatusCode::kUnimplemented, "algo_config[0].r4"},
+      {R"({"name": "rotation", "r4": "yes"})", absl::StatusCode::kInvalidArgument, "algo_config[0].r4"},
       {R"({"name": "rotation", "r1": false})", absl::StatusCode::kUnimplemented, "algo_config[0].r1"},
       {R"({"name": "rotation", "online_r1_rotation": true})", absl::StatusCode::kUnimplemented,
        "algo_config[0].online_r1_rotation"},
@@ -135,6 +141,26 @@ TEST(RotationConfigTest, UnimplementedQuarkValuesAndUnknownKeysNameTheKey) {
     EXPECT_EQ(config.status().code(), c.code) << c.entry << ": " << config.status();
     EXPECT_THAT(config.status().message(), HasSubstr(std::string(c.field) + ":")) << c.entry;
   }
+}
+
+// #35 item 4: R3 (online Hadamards on the attention's queries and keys) has no reader: vLLM's compressed-tensors path
+// does not implement its q_attn / k_cache transforms yet; the refusal says so.
+TEST(RotationConfigTest, R3IsRefusedWithVllmsReason) {
+  auto config = FromQuarkAlgo(nlohmann::ordered_json::parse(R"({"name": "rotation", "r3": true, "r4": true})"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(config.status().message(), HasSubstr("algo_config[0].r3: true is not implemented"));
+  EXPECT_THAT(config.status().message(), HasSubstr("vLLM's compressed-tensors loader does not implement"));
+}
+
+// Quark's r4 reads as RotationAlgo::r4 (an online Hadamard on down_proj's input) from Quark's dict.
+TEST(RotationConfigTest, R4ReadsFromQuarksDict) {
+  auto c = FromQuarkAlgo(nlohmann::ordered_json::parse(R"({"name": "rotation", "r1": true, "r3": false, "r4": true})"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(std::get<RotationAlgo>(c->algo_config[0]).r4);
+  auto off = FromQuarkAlgo(nlohmann::ordered_json::parse(R"({"name": "rotation", "r4": false})"));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(std::get<RotationAlgo>(off->algo_config[0]).r4);
 }
 
 TEST(RotationConfigTest, ValidationNamesTheTrainingArgument) {

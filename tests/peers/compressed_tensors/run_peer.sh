@@ -3,7 +3,8 @@
 # that scripts/check-libtorch2.sh builds (python3-torch 2.6, pydantic 2, safetensors; see the README's
 # "compressed-tensors peer"). The library's source is fetched at run time from a git repository of
 # vllm-project/compressed-tensors (never committed here), at the commit formats-2026.md was read from.
-# Usage: run_peer.sh EXPORT_DIR OUT.safetensors      (prints the peer's JSON report on stdout)
+# Usage: run_peer.sh EXPORT_DIR OUT.safetensors [SCRIPT IN.safetensors]   (prints the peer's JSON report on stdout)
+#   SCRIPT: ct_decompress.py (default) or ct_transform.py (#35 item 4: the transforms; it reads IN too)
 # Environment:
 #   QUARK_TRIXIE_ROOT   the chroot (default /var/tmp/quark-trixie)
 #   QUARK_CT_GIT        a git directory or clone of compressed-tensors (default: the first of
@@ -14,6 +15,8 @@
 set -euo pipefail
 export_dir="$1"
 out="$2"
+script="${3:-ct_decompress.py}"
+input="${4:-}"
 root="${QUARK_TRIXIE_ROOT:-/var/tmp/quark-trixie}"
 commit="${QUARK_CT_COMMIT:-ac8e2ba8}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,10 +51,13 @@ __version__ = version = "$version"
 __version_tuple__ = version_tuple = tuple("$version".split("."))
 PY
 cp "$here/ct_decompress.py" "$work/"
+[ "$script" = ct_decompress.py ] || cp "$here/$script" "$work/"
 mkdir "$work/export"
 cp "$export_dir"/config.json "$export_dir"/*.safetensors "$work/export/"
 inside="/tmp/$(basename "$work")"
-chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 PYTHONPATH="$inside/src" \
-  python3 "$inside/ct_decompress.py" "$inside/export" "$inside/out.safetensors" 2> >(grep -v -e "UCX  ERROR" \
+args=("$inside/export")
+if [ -n "$input" ]; then cp "$input" "$work/in.safetensors"; args+=("$inside/in.safetensors"); fi
+chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 PYTHONPATH="$inside/src:$inside" \
+  python3 "$inside/$script" "${args[@]}" "$inside/out.safetensors" 2> >(grep -v -e "UCX  ERROR" \
   -e "Error in cpuinfo" >&2)
 cp "$work/out.safetensors" "$out"

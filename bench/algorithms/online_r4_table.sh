@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# #35 item 4: the rotation's r4 (SpinQuant's R4: an online Hadamard on down_proj's input) against rotation alone
+# (R1 + R2), on tinyllama-a and its outlier twin (`quark outlier-twin`), for a W4A4 scheme and uint4_wo_128. Every
+# cell exports compressed-tensors (the one format that carries R4: transform_config) and reads it back as `quark eval`
+# does; per cell: the quantized perplexity on the held-out split (40 windows of 256 tokens), the compressed-tensors
+# export read back, and the mean KL divergence of the read-back from the float model (`quark eval --kld`).
+#
+#   bench/algorithms/online_r4_table.sh [BUILD_DIR] [SHARED_DIR]
+#     SAMPLES=32 SEQ=256                  calibration windows
+#     MODELS="base twin"  SCHEMES="nvfp4 mxfp4 uint4_wo_128"  KLD=1
+set -u
+ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
+QUARK="$BUILD/core/cli/quark"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+export QUARK_THREADS=${QUARK_THREADS:-1}
+echo '{"name": "rotation"}' > "$OUT/rotation.json"
+echo '{"name": "rotation", "r4": true}' > "$OUT/rotation_r4.json"
+"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
+
+# One cell: "ppl / reloaded / KLD (seconds)".
+cell() {
+  local model=$1 scheme=$2 algo=$3 dir="$OUT/run" run line seconds kld="-"
+  rm -rf "$dir"
+  local start; start=$(date +%s.%N)
+  run=$("$QUARK" quantize --model "$model" --scheme "$scheme" --calib "$CALIB" --num-calib-samples "$SAMPLES" \
+          --seq-len "$SEQ" --eval "$EVAL" --eval-seq-len 256 --eval-max-windows 40 --quant-algo rotation \
+          --quant-algo-config-file "$OUT/$algo.json" --export compressed_tensors --output "$dir" 2>&1)
+  seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  line=$(echo "$run" | grep '^perplexity:')
+  if [ -z "$line" ]; then
+    refused_cell "$run"
+    return
+  fi
+  set -- $line
+  if [ "${KLD:-1}" = 1 ] && [ -d "$dir" ]; then
+    kld=$(mean_kld "$dir" "$model")
+  fi
+  printf "%.4f / %s / %s (%.0f s)" "$5" "${9:--}" "$kld" "$seconds"
+}
+
+float=$("$QUARK" eval --model "$MODEL" --text "$EVAL" --seq-len 256 --max-windows 40 2>/dev/null | awk '/^perplexity:/ {print $2}')
+echo "float32 perplexity (both models): $float; calibration $SAMPLES x $SEQ tokens; cells: quantized / reloaded (compressed-tensors) / mean KLD (time)"
+for which in ${MODELS:-base twin}; do
+  model=$([ "$which" = base ] && echo "$MODEL" || echo "$OUT/twin")
+  schemes=(${SCHEMES:-nvfp4 mxfp4 uint4_wo_128})
+  echo
+  echo "$([ "$which" = base ] && echo tinyllama-a || echo 'outlier twin')"
+  echo
+  printf "| rotation |"; printf " %s |" "${schemes[@]}"; echo
+  printf "|---|"; printf -- "---|%.0s" "${schemes[@]}"; echo
+  for algo in rotation rotation_r4; do
+    printf "| %s |" "$([ "$algo" = rotation ] && echo "R1 + R2" || echo "R1 + R2 + R4 (online)")"
+    for scheme in "${schemes[@]}"; do printf " %s |" "$(cell "$model" "$scheme" "$algo")"; done
+    echo
+  done
+done
