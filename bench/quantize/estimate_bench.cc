@@ -12,6 +12,7 @@
 //                  [--gpt-oss gpt-oss-20b|gpt-oss-20b-2l|gpt-oss-120b|gpt-oss-120b-2l]  (likewise runtime/gpt_oss_synthetic.h's shape:
 //                  estimate/gpt_oss_shape.h)
 //                  [--llama4 llama-4-scout|llama-4-scout-2l|llama-4-maverick]  (likewise for Llama 4 text, #32)
+//                  [--expert-group-size G]  (#32 item 5: MoE experts streamed in groups of G, RTN presets only)
 //                  [--gguf-types Q4_K_M,Q2_K,...]  (also the GGUF sizes of llama-quantize's file types with no scheme:
 //                  every float weight by the type's mixture; bits per weight over all parameters)
 #include <filesystem>
@@ -97,7 +98,7 @@ absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& p
 }
 
 void PrintTable(const ModelShape& model, const std::string& presets, int samples, int seq_len,
-                const quark::estimate::Throughput& rates) {
+                const quark::estimate::Throughput& rates, int64_t expert_group_size) {
   fmt::print("| scheme            | est. wall (s) | est. peak RSS (GB) | est. peak GPU (GB) | est. size (GB) | peak phase | phases (s) |\n");
   fmt::print("|-------------------|---------------|--------------------|--------------------|----------------|------------|------------|\n");
   std::stringstream list(presets);
@@ -112,6 +113,7 @@ void PrintTable(const ModelShape& model, const std::string& presets, int samples
     job.config.algo_config = *std::move(algos);
     job.calibration_samples = samples;
     job.calibration_seq_len = seq_len;
+    job.expert_group_size = expert_group_size;
     auto e = quark::estimate::EstimateJob(model, job, rates);
     if (!e.ok()) {
       std::cerr << preset << ": " << e.status() << "\n";
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
   quark::InitEngine();
   std::string dir = "/tmp/quark_bench_llama7b", presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";
   int samples = 1, seq_len = 32;
+  int64_t expert_group_size = 0;
   int64_t extrapolate = 0;
   std::string deepseek;      // a DeepSeek-V3 shape name: estimate it instead of --dir's model
   std::string gpt_oss;       // a gpt-oss shape name (gpt-oss-120b, ...): likewise
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
     if (a == "--dir") dir = next();
     else if (a == "--samples") samples = std::stoi(next());
     else if (a == "--seq-len") seq_len = std::stoi(next());
+    else if (a == "--expert-group-size") expert_group_size = std::stoll(next());
     else if (a == "--presets") presets = next();
     else if (a == "--extrapolate-layers") extrapolate = std::stoll(next());
     else if (a == "--device-rates") device_rates = next();
@@ -219,10 +223,10 @@ int main(int argc, char** argv) {
   fmt::print("model: {} ({} layers, {:.1f}B parameters, largest layer {:.2f}B), {} sample(s) x {} tokens\n",
              deepseek.empty() ? dir : deepseek, model->num_layers, model->params_total / 1e9,
              model->max_layer_params / 1e9, samples, seq_len);
-  PrintTable(*model, presets, samples, seq_len, rates);
+  PrintTable(*model, presets, samples, seq_len, rates, expert_group_size);
   if (extrapolate > 0) {
     fmt::print("\nextrapolated to {} layers (layer 0 repeated):\n", extrapolate);
-    PrintTable(WithLayers(*model, extrapolate), presets, samples, seq_len, rates);
+    PrintTable(WithLayers(*model, extrapolate), presets, samples, seq_len, rates, expert_group_size);
   }
   if (!gguf_types.empty()) {
     fmt::print("\n");

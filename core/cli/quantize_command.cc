@@ -42,6 +42,7 @@ struct QuantizeCommandOptions {
   int num_calib_samples = 128;
   int seq_len = 512;
   int64_t moe_min_expert_tokens = 32;
+  int64_t expert_group_size = 0;
   int eval_seq_len = 0;
   int eval_max_windows = 0;
   uint64_t seed = 42;
@@ -142,6 +143,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
   options.moe_min_expert_tokens = o.moe_min_expert_tokens;
+  options.expert_group_size = o.expert_group_size;
   options.seed = o.seed;
   options.eval_text_file = o.eval;
   options.eval_seq_len = o.eval_seq_len;
@@ -204,6 +206,11 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--moe-min-expert-tokens", o->moe_min_expert_tokens,
                       "MoE: an expert the router sends fewer calibration tokens also calibrates on the tokens that "
                       "ranked it highest, up to this many (default 32; 0 = no top-up)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--expert-group-size", o->expert_group_size,
+                      "MoE: keep at most this many routed experts of a layer in memory, reading each from the "
+                      "checkpoint when a pass needs it (same outputs and exports; RTN schemes only; 0 = the whole "
+                      "layer, the default)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--seed", o->seed, "seed of the calibration sampling");
   command->add_option("--eval", o->eval, "a text file: print the perplexity before and after");

@@ -1,6 +1,7 @@
 #include "core/estimate/job_estimate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <variant>
@@ -146,6 +147,37 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   return Phase(c, "gptq", seconds, 3 * c.layer_f32 / 2 + c.activations + extra);
 }
 
+// The parameters of the largest decoder layer as the streamer holds it: every linear, the layer's other tensors (its
+// norms: what max_layer_params has beyond the largest layer's linears), and with `group_size` > 0 only that many of
+// the layer's routed experts ("<...>.experts.<E>.<linear>").
+uint64_t HeldLayerParams(const ModelShape& model, const std::vector<Linear>& linears, int64_t group_size) {
+  if (group_size <= 0) return static_cast<uint64_t>(model.max_layer_params);
+  struct LayerParams {
+    double linears = 0, routed = 0;
+    std::map<std::string, int> experts;
+  };
+  std::map<int64_t, LayerParams> layers;
+  for (const Linear& l : linears) {
+    if (l.layer < 0) continue;
+    LayerParams& layer = layers[l.layer];
+    const double n = static_cast<double>(l.out) * l.in;
+    layer.linears += n;
+    const size_t at = l.module.find(".experts.");
+    if (at == std::string::npos || at + 9 >= l.module.size() || !std::isdigit(l.module[at + 9])) continue;
+    layer.routed += n;
+    layer.experts[l.module.substr(0, l.module.find('.', at + 9))] = 1;
+  }
+  double largest_linears = 0, held = 0;
+  for (const auto& [index, layer] : layers) {
+    largest_linears = std::max(largest_linears, layer.linears);
+    const double experts = static_cast<double>(layer.experts.size());
+    const double kept = experts > 0 ? layer.routed * std::min<double>(group_size, experts) / experts : 0;
+    held = std::max(held, layer.linears - layer.routed + kept);
+  }
+  const double others = std::max(0.0, static_cast<double>(model.max_layer_params) - largest_linears);
+  return static_cast<uint64_t>(held + others);
+}
+
 absl::Status CheckRates(const Throughput& t) {
   const std::pair<const char*, double> rates[] = {{"gemm", t.gemm_flops},
                                                   {"cholesky", t.cholesky_flops},
@@ -177,7 +209,14 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                          quantized ? &a.config : nullptr});
   }
   const checkpoint::ModelConfig& mc = model.config;
-  c.layer_f32 = 4ull * model.max_layer_params;
+  if (job.expert_group_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_group_size: ", job.expert_group_size, " must be >= 0"));
+  }
+  if (job.expert_group_size > 0 && !job.config.algo_config.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_group_size: experts streamed in groups run RTN schemes only, "
+                                                   "but algo_config[0] is ", std::string(AlgoName(job.config.algo_config[0]))));
+  }
+  c.layer_f32 = 4ull * HeldLayerParams(model, c.linears, job.expert_group_size);
   c.calibrates = NeedsCalibration(job.config);
   const int64_t seq = std::min<int64_t>(job.calibration_seq_len,
                                         mc.max_position_embeddings > 0 ? mc.max_position_embeddings : job.calibration_seq_len);

@@ -8,6 +8,9 @@
 //   layer       4 x P_layer: the float32 compute copy of the largest decoder layer, and as much again for its
 //               fake-quantized weights while the layer is in flight (both alive until the layer is written); GPTQ
 //               quantizes in place, so its phase holds the float32 copy and the streamed bfloat16 layer (1.5 x)
+//               With experts streamed in groups (JobInputs::expert_group_size = G, runtime/expert_streaming.h)
+//               P_layer is the layer's parameters but its routed experts' plus G of them: at most G experts hold
+//               their float32 and fake-quantized weights at once, the attention, router and shared experts as before
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
 //   gptq        + kGptqHessianCopies x K^2 x 4 per input of the largest GPTQ step (the Hessian, permuted for act
@@ -101,6 +104,9 @@ struct JobInputs {
   std::optional<int64_t> num_fewshot;  // --num-fewshot (unset: each task's default; task_cost.h's DefaultFewshot)
   int64_t task_models = 0;         // float + the exports read back
   int64_t kld_exports = 0;        // exports whose KLD is measured (0 = no evaluate_kld phase)
+  /// #32 item 5: MoE layers' routed experts streamed in groups of this many (QuantizeModelOptions::expert_group_size;
+  /// 0 = the whole layer). RTN only: with an algo_config the estimate is refused as the run is.
+  int64_t expert_group_size = 0;
 };
 
 struct PhaseEstimate {

@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Instal
       }
       options.weight_params = *std::move(params);
     }
-    auto q = QuantLinear::Create(std::move(options));
+    auto q = QuantLinear::CreateFor(std::move(options), linear.linear);  // streams with a streamed expert
     if (!q.ok()) return q.status();
     if (auto s = layer.ReplaceLinear(linear.relative_name, *q); !s.ok()) return s;
     installed.push_back(*std::move(q));

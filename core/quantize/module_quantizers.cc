@@ -121,14 +121,19 @@ absl::Status ModuleQuantizers::FreezeTensor(TensorQuantizer* quantizer, const at
   return absl::OkStatus();
 }
 
-absl::Status ModuleQuantizers::Freeze() {
-  if (frozen_) return absl::OkStatus();
-  // Activations first: the likely failure (a static activation that saw no batch) then leaves the weight
-  // quantizers untouched, so calibrating more and freezing again starts from a clean state.
-  for (const auto& [q, field] : {std::pair{input_.get(), "input_tensors"}, std::pair{output_.get(), "output_tensors"}}) {
-    if (q == nullptr) continue;
-    if (auto s = q->Freeze(); !s.ok()) return Named(s, name_, field);
-  }
+void ModuleQuantizers::DropWeights() {
+  weight_ = bias_ = qweight_ = qbias_ = at::Tensor();
+}
+
+absl::Status ModuleQuantizers::RestoreWeights(at::Tensor weight, at::Tensor bias) {
+  if (weight_.defined()) return absl::OkStatus();
+  weight_ = std::move(weight);
+  bias_ = std::move(bias);
+  if (!frozen_) return absl::OkStatus();
+  return FakeQuantizeWeights();
+}
+
+absl::Status ModuleQuantizers::FakeQuantizeWeights() {
   at::Tensor qweight = weight_, qbias = bias_;
   if (weight_quantizer_) {
     if (auto s = FreezeTensor(weight_quantizer_.get(), weight_, "weight", qweight); !s.ok()) return s;
@@ -138,6 +143,18 @@ absl::Status ModuleQuantizers::Freeze() {
   }
   qweight_ = std::move(qweight);
   qbias_ = std::move(qbias);
+  return absl::OkStatus();
+}
+
+absl::Status ModuleQuantizers::Freeze() {
+  if (frozen_) return absl::OkStatus();
+  // Activations first: the likely failure (a static activation that saw no batch) then leaves the weight
+  // quantizers untouched, so calibrating more and freezing again starts from a clean state.
+  for (const auto& [q, field] : {std::pair{input_.get(), "input_tensors"}, std::pair{output_.get(), "output_tensors"}}) {
+    if (q == nullptr) continue;
+    if (auto s = q->Freeze(); !s.ok()) return Named(s, name_, field);
+  }
+  if (auto s = FakeQuantizeWeights(); !s.ok()) return s;
   frozen_ = true;
   return absl::OkStatus();
 }

@@ -69,6 +69,12 @@ class ModuleQuantizers {
   absl::StatusOr<RealQuantized> ExportWeight() const;
   /// Drops the float weight and bias once frozen (the fake-quantized ones stay for the forward).
   void ReleaseFloatWeight();
+  /// #32 item 5, a routed expert streamed in groups: drops every weight and bias tensor (float and fake-quantized),
+  /// keeping the quantizers and their parameters; RestoreWeights takes the float ones again (when none is held) and,
+  /// once frozen, fake-quantizes them with the frozen parameters: the same tensors as before the drop.
+  void DropWeights();
+  absl::Status RestoreWeights(at::Tensor weight, at::Tensor bias);
+  bool holds_weights() const { return weight_.defined(); }
 
   const std::string& name() const { return name_; }
   const LayerQuantConfig& config() const { return config_; }
@@ -82,6 +88,8 @@ class ModuleQuantizers {
  private:
   ModuleQuantizers() = default;
   absl::Status FreezeTensor(TensorQuantizer* quantizer, const at::Tensor& x, const char* field, at::Tensor& out);
+  // qweight_ / qbias_ from weight_ / bias_ (observing and freezing a weight quantizer that has no parameters yet).
+  absl::Status FakeQuantizeWeights();
   at::Tensor Activation(ActivationQuantizer* quantizer, const at::Tensor& x, const char* field);
 
   std::string name_;

@@ -1,6 +1,7 @@
 #include "core/quantize/quant_linear.h"
 
 #include <ostream>
+#include <stdexcept>
 
 #include "core/base/strings.h"
 #include "core/runtime/matmul_precision.h"
@@ -33,7 +34,56 @@ absl::StatusOr<std::shared_ptr<QuantLinear>> QuantLinear::Create(QuantLinearOpti
   return q;
 }
 
+absl::StatusOr<std::shared_ptr<QuantLinear>> QuantLinear::CreateFor(QuantLinearOptions options,
+                                                                     const std::shared_ptr<runtime::LinearLike>& replaced) {
+  auto q = Create(std::move(options));
+  if (!q.ok()) return q.status();
+  if (auto streamed = std::dynamic_pointer_cast<runtime::StreamedLinear>(replaced)) {
+    (*q)->streamed_ = streamed;
+    // Registered after the float linear: an expert's load materializes that one first, which this one then reads.
+    streamed->residency()->Register(streamed->expert(), *q);
+  }
+  return q;
+}
+
+void QuantLinear::Resident() const {
+  if (streamed_) streamed_->residency()->Acquire(streamed_->expert());
+}
+
+void QuantLinear::MaterializeWeights() {
+  if (!streamed_ || q_->holds_weights()) return;
+  streamed_->MaterializeWeights();
+  if (auto s = q_->RestoreWeights(streamed_->weight(), streamed_->bias()); !s.ok()) {
+    throw std::runtime_error(std::string(s.message()));
+  }
+}
+
+void QuantLinear::ReleaseWeights() {
+  if (!streamed_) return;
+  q_->DropWeights();
+  float32_.Reset();
+}
+
+absl::Status QuantLinear::Freeze() {
+  try {
+    Resident();
+  } catch (const std::exception& error) {
+    return absl::InternalError(StrCat(name(), ": ", error.what()));
+  }
+  return q_->Freeze();
+}
+
+absl::StatusOr<RealQuantized> QuantLinear::ExportWeight() const {
+  try {
+    Resident();
+  } catch (const std::exception& error) {
+    return absl::InternalError(StrCat(name(), ": ", error.what()));
+  }
+  return q_->ExportWeight();
+}
+
 at::Tensor QuantLinear::forward(const at::Tensor& input) {
+  Resident();
   // Calibrating: Input/Output observe and the weight is the float one; frozen: all three are fake-quantized.
   const at::Tensor x = q_->Input(input);
   if (runtime::MatmulInFloat32(x)) {

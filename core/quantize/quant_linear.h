@@ -18,6 +18,7 @@
 #include "core/numerics/tensor_quantizer.h"
 #include "core/quantize/activation_quantizer.h"
 #include "core/quantize/module_quantizers.h"
+#include "core/runtime/expert_streaming.h"
 #include "core/runtime/linear.h"
 #include "core/runtime/matmul_precision.h"
 
@@ -37,10 +38,15 @@ struct QuantLinearOptions {
   std::optional<QuantParams> output_params;
 };
 
-class QuantLinear : public runtime::LinearLike {
+class QuantLinear : public runtime::LinearLike, public runtime::StreamableLinear {
  public:
   /// INVALID_ARGUMENT naming the module and field for a weight/bias shape or spec the numerics cannot run.
   static absl::StatusOr<std::shared_ptr<QuantLinear>> Create(QuantLinearOptions options);
+  /// Create, for the linear `replaced` of a layer: when it is a routed expert streamed in groups (StreamedLinear),
+  /// the quantized linear streams with it: it holds its weights only while the expert is resident and, on every
+  /// later load, fake-quantizes them again with its frozen parameters (expert_streaming.h).
+  static absl::StatusOr<std::shared_ptr<QuantLinear>> CreateFor(QuantLinearOptions options,
+                                                                const std::shared_ptr<runtime::LinearLike>& replaced);
 
   /// [..., in] -> [..., out]. Calibrating: float result, static observers updated. Frozen: fake-quantized.
   /// Throws std::runtime_error naming the module on a quantization error (the LayerStreamer turns it into a Status).
@@ -48,18 +54,33 @@ class QuantLinear : public runtime::LinearLike {
   int64_t in_features() const override { return in_features_; }
   int64_t out_features() const override { return out_features_; }
   /// The weight the forward uses: fake-quantized once frozen.
-  at::Tensor weight() const override { return q_->weight(); }
-  at::Tensor bias() const override { return q_->bias(); }
+  at::Tensor weight() const override {
+    Resident();
+    return q_->weight();
+  }
+  at::Tensor bias() const override {
+    Resident();
+    return q_->bias();
+  }
 
   /// Observes the weight and bias, freezes every static quantizer and computes the fake-quantized weight.
   /// FAILED_PRECONDITION naming the module when a static activation saw no calibration batch.
-  absl::Status Freeze() { return q_->Freeze(); }
+  absl::Status Freeze();
   bool frozen() const { return q_->frozen(); }
 
   /// Real-quantized weight codes (unpacked) for export; FAILED_PRECONDITION before Freeze or without a weight spec.
-  absl::StatusOr<RealQuantized> ExportWeight() const { return q_->ExportWeight(); }
-  /// Drops the float weight once exported (the fake-quantized weight stays for the forward).
-  void ReleaseFloatWeight() { q_->ReleaseFloatWeight(); }
+  absl::StatusOr<RealQuantized> ExportWeight() const;
+  /// Drops the float weight once exported (the fake-quantized weight stays for the forward). A streamed linear
+  /// keeps both while its expert is resident: the residency bounds them.
+  void ReleaseFloatWeight() {
+    if (!streamed_) q_->ReleaseFloatWeight();
+  }
+
+  /// StreamableLinear (a streamed routed expert only): loads the float linear's weights and fake-quantizes them,
+  /// or drops them.
+  void MaterializeWeights() override;
+  void ReleaseWeights() override;
+  bool streamed() const { return streamed_ != nullptr; }
 
   const std::string& name() const { return q_->name(); }
   const LayerQuantConfig& config() const { return q_->config(); }
@@ -73,6 +94,8 @@ class QuantLinear : public runtime::LinearLike {
 
  private:
   QuantLinear() = default;
+  // Acquires the streamed expert (loading this linear's weights when it is not resident); nothing otherwise.
+  void Resident() const;
 
   std::unique_ptr<ModuleQuantizers> q_;
   int64_t in_features_ = 0, out_features_ = 0;
@@ -81,6 +104,8 @@ class QuantLinear : public runtime::LinearLike {
   // once frozen. One layer's worth, released with the layer.
   runtime::Float32Operands float32_;
   bool float32_frozen_ = false;
+  // The routed expert's float linear this one streams with; null for every other linear.
+  std::shared_ptr<runtime::StreamedLinear> streamed_;
 };
 
 }  // namespace quark::quantize

@@ -79,6 +79,26 @@ absl::Status QuantizeRun::PrepareDevice() {
   return absl::OkStatus();
 }
 
+absl::Status QuantizeRun::CheckExpertGroupSize(const LayerPlan& plan) const {
+  if (options_.expert_group_size < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("expert_group_size: ", options_.expert_group_size, " must be >= 0 (0 = the whole layer in memory)"));
+  }
+  if (options_.expert_group_size == 0) return absl::OkStatus();
+  // GPTQ's Hessians, the scaling algorithms' statistics and edits, AutoRound, the rotations and imatrix_mse's searched
+  // parameters are per-linear state across the whole layer: streaming its experts would reload what they changed.
+  if (!options_.config.algo_config.empty()) {
+    return absl::InvalidArgumentError(StrCat(
+        "expert_group_size: experts streamed in groups run RTN schemes only, but algo_config[0] is ",
+        AlgoName(options_.config.algo_config[0]), ": set expert_group_size to 0 (the whole layer in memory)"));
+  }
+  if (quantize::UsesImatrixMse(plan)) {
+    return absl::InvalidArgumentError("expert_group_size: experts streamed in groups run RTN schemes only, but the "
+                                      "weights observe with imatrix_mse: set expert_group_size to 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status QuantizeRun::Prepare() {
   Progress("prepare", 0, 0, 0, "validating the config against the model");
   if (auto s = PrepareDevice(); !s.ok()) return s;
@@ -98,6 +118,7 @@ absl::Status QuantizeRun::Prepare() {
     return s;
   }
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
+  if (auto s = CheckExpertGroupSize(plan); !s.ok()) return s;  // before the algorithms do any work
   if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;
@@ -376,8 +397,21 @@ absl::Status QuantizeRun::LoadEvaluationText() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpointStreamer() const {
+  if (options_.expert_group_size <= 0) return runtime::LayerStreamer::Open(model_dir_, OnDevice());
+  // LayerStreamer::Open's reading, with the routed experts deferred to their groups (expert_streaming.h).
+  auto config = checkpoint::LoadModelConfig(model_dir_);
+  if (!config.ok()) return config.status();
+  auto reader = checkpoint::CheckpointReader::Open(model_dir_);
+  if (!reader.ok()) return reader.status();
+  auto weights = runtime::CheckpointWeightsFor(*config, std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
+  auto streaming = std::make_shared<const runtime::ExpertStreamingWeights>(std::move(weights), options_.expert_group_size,
+                                                                           device_);
+  return runtime::LayerStreamer::Create(*std::move(config), std::move(streaming), OnDevice());
+}
+
 absl::StatusOr<double> QuantizeRun::EvaluateFloat() {
-  auto float_streamer = runtime::LayerStreamer::Open(model_dir_, OnDevice());
+  auto float_streamer = OpenCheckpointStreamer();
   if (!float_streamer.ok()) return float_streamer.status();
   return Evaluate(**float_streamer, {}, "evaluate_float", 0);
 }

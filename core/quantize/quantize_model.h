@@ -85,6 +85,12 @@ struct QuantizeModelOptions {
   /// calibration set also runs, for statistics only, on its best-ranked other tokens up to this many; 0 = no top-up
   /// (an expert then left without tokens fails a run that needs its statistics, naming it).
   int64_t moe_min_expert_tokens = 32;
+  /// #32 item 5: the routed experts of MoE layers streamed in groups of this many (runtime/expert_streaming.h): each
+  /// expert's weights are read from the checkpoint when a pass needs them and at most this many experts are in
+  /// memory at once, so a layer costs its attention, router and shared expert plus G experts. 0 = the whole layer
+  /// (today's path); the outputs and exports are the same bytes either way. RTN schemes only: with an algo_config
+  /// the run is refused naming it (the algorithms keep per-linear state for the whole layer).
+  int64_t expert_group_size = 0;
   uint64_t seed = 42;
   std::string eval_text_file;     // empty = no perplexity
   int eval_seq_len = 0;           // 0 = defaults of the perplexity protocol

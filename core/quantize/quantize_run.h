@@ -47,6 +47,8 @@
 #include "core/runtime/perplexity.h"
 #include "core/runtime/tokenizer.h"
 #include "core/runtime/compute_device.h"
+#include "core/runtime/expert_streaming.h"
+#include "core/runtime/mxfp4_expert_source.h"
 
 namespace quark::quantize_internal {
 
@@ -80,7 +82,10 @@ class QuantizeRun {
   absl::Status PrepareDevice();
   absl::Status LoadEvaluationText();
   absl::StatusOr<double> EvaluateFloat();
+  // The model folder's LayerStreamer on the run's device; with expert_group_size its routed experts stream in groups.
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> OpenCheckpointStreamer() const;
   absl::Status Prepare();
+  absl::Status CheckExpertGroupSize(const LayerPlan& plan) const;  // #32 item 5: RTN schemes only
   absl::Status PrepareAlgorithms(const LayerPlan& plan);
   bool NeedsCalibration() const;
   absl::Status LoadInputs();

@@ -274,7 +274,7 @@ absl::Status QuantizeRun::QuantizeLayers() {
     streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_, OnDevice());
   } else {
     runtime_model_ = model_;
-    streamer = runtime::LayerStreamer::Open(model_dir_, OnDevice());
+    streamer = OpenCheckpointStreamer();  // experts streamed in groups with expert_group_size
   }
   if (!streamer.ok()) return streamer.status();
   streamer_ = *std::move(streamer);

@@ -1,6 +1,7 @@
 #include "core/runtime/module_loader.h"
 
 #include "core/base/strings.h"
+#include "core/runtime/expert_streaming.h"
 
 namespace quark::runtime {
 
@@ -17,6 +18,14 @@ absl::StatusOr<at::Tensor> LoadChecked(const WeightSource& weights, const std::s
 
 absl::StatusOr<std::shared_ptr<LinearLike>> LoadLinear(const WeightSource& weights, const std::string& prefix,
                                                        const checkpoint::LinearSpec& spec, at::ScalarType dtype) {
+  if (spec.routed) {
+    // #32 item 5: a routed expert of a model streamed with experts in groups loads when its expert is acquired.
+    if (auto streaming = ExpertStreamingOf(weights)) {
+      auto streamed = StreamedLinear::Create(std::move(streaming), prefix, spec, dtype);
+      if (!streamed.ok()) return streamed.status();
+      return std::shared_ptr<LinearLike>(*std::move(streamed));
+    }
+  }
   const std::string name = prefix + spec.relative_name;
   auto weight = LoadChecked(weights, name + ".weight", {spec.out_features, spec.in_features}, dtype);
   if (!weight.ok()) return weight.status();

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "core/config/presets.h"
+#include "core/estimate/deepseek_shape.h"
 #include "core/estimate/gpt_oss_shape.h"
 #include "core/estimate/job_estimate.h"
+#include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/gpt_oss_synthetic.h"
 
 namespace quark::estimate {
@@ -72,6 +74,46 @@ TEST(MoeGgufEstimateTest, Mxfp4ExpertsShrinkTheFileByTheirBlocks) {
   const double experts = 2.0 * 32 * 3 * 2880 * 2880;  // 2 layers x 32 experts x (gate_up 2 x 2880^2 + down 2880^2)
   // Alignment padding moves each of the 2 x 3 expert tensors by < 32 bytes.
   EXPECT_NEAR(gguf_bytes("") - gguf_bytes("mxfp4_weight_only"), experts * (4 - 17.0 / 32), 6 * 32);
+}
+
+// #32 item 5: DeepSeek-V3's 671B shape with its routed experts streamed in groups of G: the layer term (the load
+// phase's base + 4 x held parameters, job_estimate.h) drops by exactly 256 - G experts of 3 x 7168 x 2048 in float32
+// until a dense layer is the largest,
+// G >= 256 is the whole layer, and an algorithm is refused as the run refuses it.
+absl::StatusOr<JobEstimate> DeepseekV3Fp8(int64_t group_size) {
+  const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("deepseek-v3", "bfloat16");
+  const ModelShape shape = DeepseekModelShape(config, checkpoint::StDType::kBF16);
+  JobInputs job;
+  job.config = *PresetConfig("fp8");
+  job.calibration_samples = 4;
+  job.calibration_seq_len = 64;
+  job.expert_group_size = group_size;
+  return EstimateJob(shape, job, ReferenceThroughput());
+}
+
+TEST(ExpertGroupEstimateTest, HoldsGExpertsOfTheLargestMoeLayer) {
+  const double expert = 3.0 * 7168 * 2048;
+  auto whole = DeepseekV3Fp8(0), g8 = DeepseekV3Fp8(8), g1 = DeepseekV3Fp8(1), all = DeepseekV3Fp8(256);
+  for (const auto* e : {&whole, &g8, &g1, &all}) ASSERT_TRUE(e->ok()) << e->status();
+  EXPECT_DOUBLE_EQ(PeakOf(*whole, "load") - PeakOf(*g8, "load"), 4 * 248 * expert);
+  // Below G = 8 a dense layer is the largest: its 7168 x 18432 MLP is nine experts' worth, as G = 8 plus the shared
+  // expert is, so from G = 8 to G = 1 the layer term loses the router only (256 x 7168).
+  EXPECT_DOUBLE_EQ(PeakOf(*g8, "load") - PeakOf(*g1, "load"), 4 * 256 * 7168.0);
+  EXPECT_DOUBLE_EQ(PeakOf(*all, "load"), PeakOf(*whole, "load"));
+  // The calibrate phase holds the layer twice (float32 and fake-quantized weights): 2 x the layer term's difference.
+  EXPECT_DOUBLE_EQ(PeakOf(*whole, "calibrate") - PeakOf(*g8, "calibrate"), 2 * 4 * 248 * expert);
+}
+
+TEST(ExpertGroupEstimateTest, RefusedWithAnAlgorithmAsTheRunIs) {
+  const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("deepseek-v3-4l", "bfloat16");
+  JobInputs job;
+  job.config = *PresetConfig("uint4_wo_128");
+  job.config.algo_config.push_back(GptqAlgo{});
+  job.expert_group_size = 4;
+  auto e = EstimateJob(DeepseekModelShape(config, checkpoint::StDType::kBF16), job, ReferenceThroughput());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("expert_group_size"), std::string::npos) << e.status();
+  EXPECT_NE(std::string(e.status().message()).find("gptq"), std::string::npos) << e.status();
 }
 
 }  // namespace
