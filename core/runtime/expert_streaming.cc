@@ -50,7 +50,7 @@ void ExpertResidency::Acquire(const std::string& expert) {
   }
 }
 
-void ExpertResidency::Evict(const std::string& expert) {
+void ExpertResidency::Evict(std::string expert) {  // a copy: callers pass resident_'s own elements
   resident_.erase(std::remove(resident_.begin(), resident_.end(), expert), resident_.end());
   auto it = linears_.find(expert);
   if (it == linears_.end()) return;

@@ -48,7 +48,7 @@ class ExpertResidency {
   /// Makes `expert` resident: every live linear registered to it materializes (in registration order), after the most
   /// recently used other expert was released when group_size() already are.
   void Acquire(const std::string& expert);
-  void Evict(const std::string& expert);
+  void Evict(std::string expert);
 
   int64_t group_size() const { return group_size_; }
   int64_t resident() const { return static_cast<int64_t>(resident_.size()); }

@@ -142,7 +142,7 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     EXPECT_TRUE(streamer.ok()) << streamer.status();
     if (!streamer.ok()) return -1;
     const Config fp8 = *PresetConfig("fp8");
-    LayerQuantizer quantizer(fp8, BuildLayerPlan(fp8, *checkpoint::ListModelModules(dir)));
+    LayerQuantizer quantizer(fp8, BuildLayerPlan(fp8, *ListModelModules(dir)));
     quantizer.set_min_expert_tokens(4);
     std::vector<at::Tensor> samples;
     for (int s = 0; s < 3; ++s) samples.push_back(at::arange(3 + s, 3 + s + 24, at::kLong).mul(37).remainder(509));
