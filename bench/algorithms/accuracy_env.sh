@@ -7,6 +7,16 @@ CALIB=$SHARED/fixtures/eval/tinystories_train_split.txt
 EVAL=$SHARED/fixtures/eval/tinystories_heldout_split.txt
 SAMPLES=${SAMPLES:-${ACCURACY_SAMPLES:-128}}
 SEQ=${SEQ:-256}
+QUARK="$BUILD/core/cli/quark"
+
+# The table scripts' start: a scratch folder $OUT removed on exit, one thread per run unless QUARK_THREADS says
+# otherwise, and tinyllama-a's outlier twin in $OUT/twin.
+start_table_run() {
+  OUT=$(mktemp -d)
+  trap 'rm -rf "$OUT"' EXIT
+  export QUARK_THREADS=${QUARK_THREADS:-1}
+  "$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
+}
 
 # int3 has no preset: writes Quark's quantization_config for symmetric int3 groups of 128, weight only, to "$1".
 write_int3_wo_128_config() {

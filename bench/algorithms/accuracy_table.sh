@@ -18,15 +18,10 @@
 # not apply to a scheme); int3 has no HF-quark packing, so its cells have no reloaded perplexity and no KLD.
 set -u
 ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
-QUARK="$BUILD/core/cli/quark"
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-1}
+start_table_run
 
 write_int3_wo_128_config "$OUT/int3_wo_128.json"
 echo "{\"name\": \"autoround\", \"iters\": ${AUTOROUND_ITERS:-200}}" > "$OUT/autoround.json"
-
-"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
 
 # The flags that choose an algorithm (empty for round to nearest).
 algo_flags() {

@@ -10,13 +10,9 @@
 #     MODELS="base twin"  SCHEMES="nvfp4 mxfp4 uint4_wo_128"  KLD=1
 set -u
 ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
-QUARK="$BUILD/core/cli/quark"
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-1}
+start_table_run
 echo '{"name": "rotation"}' > "$OUT/rotation.json"
 echo '{"name": "rotation", "r4": true}' > "$OUT/rotation_r4.json"
-"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
 
 # One cell: "ppl / reloaded / KLD (seconds)" (accuracy_env.sh), exported as compressed-tensors.
 cell() {
