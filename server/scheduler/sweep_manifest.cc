@@ -1,6 +1,5 @@
 #include "server/scheduler/sweep_manifest.h"
 
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,7 +11,6 @@
 #include "core/base/digest.h"
 #include "core/base/ed25519.h"
 #include "server/scheduler/auto_search_plan.h"
-#include "server/scheduler/sweep_table.h"
 #include "server/scheduler/time_util.h"
 #include "worker/storage/manifest_signature.h"
 #include "worker/storage/object_store.h"
