@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/quarkctl_app.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/client/run_ctl.h"
@@ -98,6 +100,16 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   EXPECT_NE(get.out.find("fp8 "), std::string::npos) << get.out;
   EXPECT_NE(get.out.find("dropped at submit"), std::string::npos) << get.out;
   EXPECT_NE(get.out.find("float perplexity: "), std::string::npos) << get.out;
+  // #36 item 1: the parent's own manifest holds the same table, each child's manifest named with its digest, and the
+  // two candidates dropped at submit with their reasons; quarkctl get says where it is.
+  const nlohmann::json manifest = CheckParentManifest(parent);
+  ASSERT_TRUE(manifest.is_object());
+  EXPECT_EQ(manifest["kind"], "sweep");
+  ASSERT_EQ(manifest["failed"].size(), 2u);
+  EXPECT_EQ(manifest["failed"][0]["scheme"], "uint4_wo_128");
+  EXPECT_EQ(manifest["failed"][1]["error"], packed.error());
+  const std::string where = "file://" + (quarkd_->root() / "out" / parent_id / "manifest.json").string();
+  EXPECT_NE(get.out.find("table:     " + where), std::string::npos) << get.out;
   remote->Stop(SIGTERM);
 }
 
@@ -263,6 +275,21 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   EXPECT_EQ(parent.result().artifacts_size(), child.result().artifacts_size());
   EXPECT_EQ(parent.result().metrics().at("bits_per_weight"), round.bits_per_weight());
   EXPECT_NE(found.recipe_json().find("layer_quant_config"), std::string::npos);
+  // #36 item 1: the search's own manifest: the pass rows and the round (each child's manifest named with its
+  // digest), the recipe as Quark's quantization_config, predicted vs measured loss.
+  const nlohmann::json manifest = CheckParentManifest(parent);
+  ASSERT_TRUE(manifest.is_object());
+  EXPECT_EQ(manifest["kind"], "auto_search");
+  EXPECT_EQ(manifest["table"][0]["role"], "pass");
+  EXPECT_EQ(manifest["table"][1]["role"], "pass");
+  EXPECT_EQ(manifest["table"][2]["role"], "round");
+  const nlohmann::json& answer = manifest["auto_search"]["answer"];
+  EXPECT_EQ(manifest["auto_search"]["recipe"], nlohmann::json::parse(found.recipe_json()));
+  EXPECT_EQ(answer["job_id"], round.job_id());
+  EXPECT_EQ(answer["bits_per_weight"].get<double>(), round.bits_per_weight());
+  EXPECT_EQ(answer["predicted_kld"].get<double>(), round.predicted_kld());
+  EXPECT_EQ(answer["measured_kld"].get<double>(), round.measured_kld());
+  EXPECT_EQ(manifest["auto_search"]["met"], true);
 
   // The same search again: the passes are reused by content key (deduplicated), only the verification runs.
   request.mutable_spec()->mutable_auto_search()->set_target_bits(7.0);
@@ -273,6 +300,7 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   }
   EXPECT_LE(again.auto_search().rounds(0).bits_per_weight(), 7.0);
   EXPECT_GT(again.auto_search().rounds(0).bits_per_weight(), round.bits_per_weight());
+  CheckParentManifest(again);  // its pass rows name the reused passes' manifests
 
   // Bad input names the field; a budget below every recipe names the smallest size.
   quark::v1::SubmitJobRequest small = request;
