@@ -291,7 +291,8 @@ TEST(HfQuarkExportConfigTest, MxWidthsThatAreNotMultiplesOf32AreNamedInAWarning)
   ASSERT_TRUE(model.ok()) << model.status();
   const auto warnings = VllmQuarkLoadWarnings(ConfigToQuarkJson(*PresetConfig("mxfp4_weight_only")), *model);
   EXPECT_TRUE(Mentions(warnings, "model.layers.0.mlp.down_proj: in_features 172 is not a multiple of 32; its MX "
-                                 "scales are written as Quark's exporter writes them (6 columns, the last block padded)"))
+                                 "scales are written as Quark's exporter writes them (6 columns, the last block "
+                                 "padded)"))
       << warnings.size();
   EXPECT_FALSE(Mentions(warnings, "q_proj"));
   EXPECT_TRUE(VllmQuarkLoadWarnings(ConfigToQuarkJson(*PresetConfig("fp8")), *model).empty());
