@@ -38,9 +38,9 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
   std::unique_ptr<Subprocess> remote = StartPoolAndRemoteWorker();
   ASSERT_NE(remote, nullptr) << quarkd_->Log();
-  // uint4_wo_128's groups do not divide stories260K's 64 input columns, and uint4_wo_per_channel's down_proj (172
-  // columns) cannot be packed 8 codes to a word: both are dropped at submit with the reason (no child runs them),
-  // and the parent succeeds with the others' results (partial results).
+  // uint4_wo_128's groups do not divide stories260K's 64 input columns, and uint4_wo_per_channel's gate_proj (172
+  // channels) cannot have its zero points packed 8 to a word: both are dropped at submit with the reason (no child
+  // runs them), and the parent succeeds with the others' results (partial results).
   client::CtlRun run = client::RunCtl({"--server", quarkd_->address(), "submit", "-f", JobFile(), "--sweep",
                                        "w_int8_per_tensor_sym,uint4_wo_128", "--sweep", "fp8,uint4_wo_per_channel",
                                        "--sweep", "mxfp4_weight_only", "--wait"});
@@ -63,10 +63,10 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   EXPECT_EQ(packed.state(), quark::v1::JOB_STATE_FAILED);
   EXPECT_EQ(packed.job_id(), "");
   EXPECT_NE(packed.error().find("dropped at submit: spec.preset: the model's shapes do not take uint4_wo_per_channel: "
-                                "hf_quark: model.layers.0.mlp.down_proj (weight [64, 172]"),
+                                "hf_quark: model.layers.0.mlp.gate_proj (weight [172, 64]"),
             std::string::npos)
       << packed.error();
-  EXPECT_NE(packed.error().find("in_features = 172 is not a multiple of 8"), std::string::npos) << packed.error();
+  EXPECT_NE(packed.error().find("= 172 is not a multiple of 8"), std::string::npos) << packed.error();
   std::set<std::string> workers;
   for (int i : {0, 2, 4}) {
     const quark::v1::SweepCandidate& row = parent.sweep().candidates(i);
