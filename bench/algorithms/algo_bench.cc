@@ -16,6 +16,7 @@
 // algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
 //                 [--block-size 128] [--threads N] [--compare-gptq]   (asymmetric_bench.h: #35)
 //                 [--save-inputs IN.safetensors | --load-inputs IN.safetensors]   (Quark's side: asymmetric_vs_quark.sh)
+//                 [--save-weights Q.safetensors]   (the result, to compare two builds byte for byte)
 // algo_bench autoround --model DIR --calib TEXT --save DIR [--layer 0 --samples 8 --heldout 8 --seq-len 128 --iters 200
 //                 --batch 8 --group-size 128 --seed 42]   (autoround_bench.h: #35, auto-round's own code beside it)
 // algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
@@ -323,6 +324,9 @@ int main(int argc, char** argv) {
         ->excludes("--random")
         ->excludes("--seed")
         ->excludes("--drift");
+    sub->add_option("--save-weights", a.save_weights,
+                    "also writes the quantized weight, scale and zero_point (safetensors) here")
+        ->excludes(save);
     asymmetric.push_back(sub);
   }
   quark::bench::AutoRoundBenchFlags r;

@@ -132,6 +132,14 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   if (!result.ok()) return std::cerr << f.method << ": " << result.status().message() << "\n", 2;
   const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
   const double peak_mb = PeakRssMb();
+  if (!f.save_weights.empty()) {
+    const std::map<std::string, at::Tensor> written = {{"weight", result->weight.contiguous()},
+                                                       {"scale", result->params.scale.contiguous()},
+                                                       {"zero_point", result->params.zero_point.contiguous()}};
+    if (auto s = WriteTensors(f.save_weights, written, {{"algorithm", f.method}}); !s.ok()) {
+      return std::cerr << "--save-weights: " << s.message() << "\n", 1;
+    }
+  }
   auto rtn = FakeQuantizeDynamic(w, spec, TensorRole::kWeight);
   if (!rtn.ok()) return std::cerr << "rtn: " << rtn.status().message() << "\n", 2;
   nlohmann::ordered_json line = {
