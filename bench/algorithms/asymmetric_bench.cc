@@ -128,7 +128,8 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   if (auto s = stats.Add(xq.unsqueeze(0), x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
   const double stats_s = Seconds(start);
   const auto quantize_start = Clock::now();
-  auto result = algorithms::AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+  auto [hessian, cross] = stats.Release();  // quantized in their own memory, as the layer pass does
+  auto result = algorithms::AsymmetricQuantizeWeight(w, std::move(hessian), std::move(cross), spec, o);
   if (!result.ok()) return std::cerr << f.method << ": " << result.status().message() << "\n", 2;
   const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
   const double peak_mb = PeakRssMb();
