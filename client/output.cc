@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "client/sweep_output.h"
+#include "worker/storage/publish.h"
 
 namespace quark::client {
 namespace {
@@ -102,6 +103,11 @@ std::string JobTable(const quark::v1::Job& job) {
   }
   if (job.attempts_size() > 0) row("attempts", absl::StrCat(job.attempts_size()));
   if (!job.result().manifest_uri().empty()) row("manifest", job.result().manifest_uri());
+  // #36: a sweep's or a search's own manifest, its comparison table (quarkd writes it as the parent ends; the
+  // parent's events say whether it was written and its SHA-256).
+  if ((job.spec().sweep_size() > 0 || job.spec().has_auto_search()) && job.has_finished_at()) {
+    row("table", storage::SweepManifestUri(job.spec().output_uri(), job.id()));
+  }
   for (const auto& artifact : job.result().artifacts()) {
     row("artifact", absl::StrCat(artifact.uri(), " (", artifact.size_bytes(), " bytes)"));
   }

@@ -11,13 +11,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/ed25519.h"
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/api/access_control.h"
 #include "server/api/admin_service.h"
+#include "server/api/sweep_manifest_store.h"
 #include "server/api/provenance_service.h"
 #include "server/api/quantization_service.h"
 #include "server/api/uri_policy.h"
@@ -31,6 +34,7 @@
 #include "server/security/tls_credentials.h"
 #include "server/scheduler/event_relay.h"
 #include "server/scheduler/replicated_scheduler.h"
+#include "server/scheduler/sweep_manifest.h"
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/workers/local_devices.h"
@@ -101,13 +105,15 @@ absl::StatusOr<std::unique_ptr<QuarkServer>> QuarkServer::Start(const ServerOpti
   server->drain_grace_ = options.drain_grace;
   absl::Status status = server->OpenStore(options, clock);
   if (!status.ok()) return status;
-  status = server->scheduler_->Recover();
-  if (!status.ok()) return status;
   server->policy_ = std::make_unique<UriPolicy>(options.allowed_roots);
   status = server->StartSecurity(options);
   if (!status.ok()) return status;
   server->access_ = std::make_unique<AccessControl>(server->auth_.get(), server->store_.get(), server->metrics_.get(),
                                                     clock);
+  // After the tenants' policies are known: a sweep parent that ends while recovering writes its manifest through its
+  // tenant's store (sweep_manifest_store.h).
+  status = server->scheduler_->Recover();
+  if (!status.ok()) return status;
   status = server->StartGrpc(options);
   if (!status.ok()) return status;
   if (!options.metrics_listen.empty()) {
@@ -153,7 +159,11 @@ absl::Status QuarkServer::OpenStore(const ServerOptions& options, Clock* clock) 
         SqliteJobStore::Open((std::filesystem::path(options.data_dir) / "quarkd.db").string());
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
-    scheduler_ = std::make_unique<JobScheduler>(store_.get(), clock, hub_.get(), metrics_.get(), options.scheduler);
+    SchedulerOptions scheduler_options = options.scheduler;
+    absl::StatusOr<std::shared_ptr<const SweepManifestWriter>> manifests = MakeSweepManifestWriter(options);
+    if (!manifests.ok()) return manifests.status();
+    scheduler_options.sweep_manifests = *std::move(manifests);
+    scheduler_ = std::make_unique<JobScheduler>(store_.get(), clock, hub_.get(), metrics_.get(), scheduler_options);
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<PostgresJobStore>> store = PostgresJobStore::Open(options.store);
@@ -183,6 +193,27 @@ absl::Status QuarkServer::OpenStore(const ServerOptions& options, Clock* clock) 
       });
   log::Get("server")->info("job=- store: PostgreSQL {}", RedactDsn(options.store));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const SweepManifestWriter>> QuarkServer::MakeSweepManifestWriter(
+    const ServerOptions& options) {
+  std::optional<storage::S3Config> s3;
+  if (absl::StatusOr<storage::S3Config> loaded = storage::LoadS3Config(storage::ProcessEnvironment()); loaded.ok()) {
+    s3 = *std::move(loaded);
+  } else {  // as a worker would refuse to start; quarkd runs on, and an s3:// parent's manifest fails naming this
+    log::Get("server")->warn("job=- s3:// sweep manifests disabled: {}", ForLog(loaded.status().ToString()));
+  }
+  std::shared_ptr<const Ed25519Signer> signer;
+  if (!options.signing_key.empty()) {
+    absl::StatusOr<std::unique_ptr<Ed25519Signer>> loaded = Ed25519Signer::FromPemFile(options.signing_key);
+    if (!loaded.ok()) return absl::InvalidArgumentError(absl::StrCat("signing-key: ", loaded.status().message()));
+    signer = *std::move(loaded);
+  }
+  // access_ is read at each write: it is set before Recover(), the first moment a parent can end.
+  ParentStoreFor stores = [this, roots = options.allowed_roots, s3](const quark::v1::Job& parent) {
+    return MakeParentStoreFor(roots, s3, access_.get())(parent);
+  };
+  return std::make_shared<const SweepManifestWriter>(std::move(stores), std::move(signer));
 }
 
 absl::Status QuarkServer::StartSecurity(const ServerOptions& options) {

@@ -120,6 +120,9 @@ class QuarkServer {
   absl::Status OpenStore(const ServerOptions& options, Clock* clock);
   absl::Status StartGrpc(const ServerOptions& options);
   absl::Status StartSecurity(const ServerOptions& options);
+  /// #36: the parents' manifest writer: quarkd's storage (allowed roots, its environment's S3 settings) narrowed to
+  /// each parent's tenant, signed with signing_key when set.
+  absl::StatusOr<std::shared_ptr<const SweepManifestWriter>> MakeSweepManifestWriter(const ServerOptions& options);
   void ApplyTenantLimits();
   void AfterTokensReload();
   absl::Status StartWorkers(const ServerOptions& options);

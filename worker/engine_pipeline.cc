@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/config/config_choice.h"
+#include "core/config/export_format_proto.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/proto_convert.h"
 #include "core/quantize/quantize_model.h"
@@ -59,16 +60,9 @@ absl::StatusOr<quark::Config> LlamaCppRulesConfig(const quark::v1::JobSpec& spec
 absl::StatusOr<std::vector<std::string>> ExportFormats(const quark::v1::JobSpec& spec) {
   std::vector<std::string> formats;
   for (int i = 0; i < spec.export_formats_size(); ++i) {
-    switch (spec.export_formats(i)) {
-      case quark::v1::EXPORT_FORMAT_UNSPECIFIED:
-      case quark::v1::EXPORT_FORMAT_HF_QUARK: formats.push_back("hf_quark"); break;
-      case quark::v1::EXPORT_FORMAT_GGUF: formats.push_back("gguf"); break;
-      case quark::v1::EXPORT_FORMAT_ONNX: formats.push_back("onnx"); break;
-      case quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS: formats.push_back("compressed_tensors"); break;
-      default:
-        return absl::InvalidArgumentError(str::Cat("spec.export_formats[", i, "]: unknown value ",
-                                                   static_cast<int>(spec.export_formats(i))));
-    }
+    absl::StatusOr<std::string> name = quark::ExportFormatName(spec.export_formats(i), i);
+    if (!name.ok()) return name.status();
+    formats.push_back(*std::move(name));
   }
   return formats;
 }

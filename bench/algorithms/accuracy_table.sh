@@ -18,15 +18,10 @@
 # not apply to a scheme); int3 has no HF-quark packing, so its cells have no reloaded perplexity and no KLD.
 set -u
 ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
-QUARK="$BUILD/core/cli/quark"
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-1}
+start_table_run
 
 write_int3_wo_128_config "$OUT/int3_wo_128.json"
 echo "{\"name\": \"autoround\", \"iters\": ${AUTOROUND_ITERS:-200}}" > "$OUT/autoround.json"
-
-"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
 
 # The flags that choose an algorithm (empty for round to nearest).
 algo_flags() {
@@ -39,26 +34,12 @@ algo_flags() {
   esac
 }
 
-# One cell: "ppl / reloaded / KLD (seconds)".
+# One cell: "ppl / reloaded / KLD (seconds)" (accuracy_env.sh); int3 is written by --config and has no export.
 cell() {
-  local model=$1 scheme=$2 algo=$3 dir="$OUT/run" choose export=(--output "$OUT/run") run line seconds kld="-"
-  rm -rf "$dir"
-  if [ -f "$OUT/$scheme.json" ]; then choose=(--config "$OUT/$scheme.json"); export=(); else choose=(--scheme "$scheme"); fi
-  local start; start=$(date +%s.%N)
+  local model=$1 scheme=$2 algo=$3 choose
+  if [ -f "$OUT/$scheme.json" ]; then choose=(--config "$OUT/$scheme.json"); else choose=(--scheme "$scheme" --output "$OUT/run"); fi
   # shellcheck disable=SC2046 # algo_flags is a list of words
-  run=$("$QUARK" quantize --model "$model" "${choose[@]}" --calib "$CALIB" --num-calib-samples "$SAMPLES" --seq-len "$SEQ" \
-          --eval "$EVAL" --eval-seq-len 256 --eval-max-windows 40 $(algo_flags "$algo") "${export[@]}" 2>&1)
-  seconds=$(echo "$(date +%s.%N) - $start" | bc)
-  line=$(echo "$run" | grep '^perplexity:')
-  if [ -z "$line" ]; then
-    refused_cell "$run"
-    return
-  fi
-  set -- $line
-  if [ "${KLD:-1}" = 1 ] && [ -d "$dir" ]; then
-    kld=$(mean_kld "$dir" "$model")
-  fi
-  printf "%.4f / %s / %s (%.0f s)" "$5" "${7:--}" "$kld" "$seconds"
+  quantize_cell "$model" "${choose[@]}" $(algo_flags "$algo")
 }
 
 float=$("$QUARK" eval --model "$MODEL" --text "$EVAL" --seq-len 256 --max-windows 40 2>/dev/null | awk '/^perplexity:/ {print $2}')

@@ -16,8 +16,10 @@
 // algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
 //                 [--block-size 128] [--threads N] [--compare-gptq]   (asymmetric_bench.h: #35)
 //                 [--save-inputs IN.safetensors | --load-inputs IN.safetensors]   (Quark's side: asymmetric_vs_quark.sh)
+//                 [--save-weights Q.safetensors]   (the result, to compare two builds byte for byte)
 // algo_bench autoround --model DIR --calib TEXT --save DIR [--layer 0 --samples 8 --heldout 8 --seq-len 128 --iters 200
-//                 --batch 8 --group-size 128 --seed 42]   (autoround_bench.h: #35, auto-round's own code beside it)
+//                 --batch 8 --group-size 128 --seed 42 --order-seed S]   (autoround_bench.h: #35, auto-round's own code
+//                 beside it)
 // algo_bench dump-mlp --model DIR --layer L --calib TEXT [--samples 16 --seq-len 128 --seed 42] --out MLP.safetensors
 //
 // The MLP subcommands (mlp_bench.cc) run the engine's AwqLayer / SmoothQuantLayer on one saved Llama MLP block
@@ -323,6 +325,9 @@ int main(int argc, char** argv) {
         ->excludes("--random")
         ->excludes("--seed")
         ->excludes("--drift");
+    sub->add_option("--save-weights", a.save_weights,
+                    "also writes the quantized weight, scale and zero_point (safetensors) here")
+        ->excludes(save);
     asymmetric.push_back(sub);
   }
   quark::bench::AutoRoundBenchFlags r;
@@ -336,6 +341,8 @@ int main(int argc, char** argv) {
   autoround->add_option("--heldout", r.heldout, "held-out windows (default 8)");
   autoround->add_option("--seq-len", r.seq_len, "tokens per window (default 128)");
   autoround->add_option("--seed", r.seed, "window and sampler seed (default 42)");
+  autoround->add_option("--order-seed", r.order_seed, "sampler seed alone, the windows kept (default: --seed)")
+      ->check(CLI::NonNegativeNumber);
   autoround->add_option("--iters", r.iters, "iterations (default 200; lr = minmax_lr = 1 / iters)");
   autoround->add_option("--batch", r.batch, "batch size (default 8)");
   autoround->add_option("--group-size", r.group_size, "uint4 asymmetric groups (default 128)");

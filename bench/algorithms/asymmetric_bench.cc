@@ -128,10 +128,19 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   if (auto s = stats.Add(xq.unsqueeze(0), x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
   const double stats_s = Seconds(start);
   const auto quantize_start = Clock::now();
-  auto result = algorithms::AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+  auto [hessian, cross] = stats.Release();  // quantized in their own memory, as the layer pass does
+  auto result = algorithms::AsymmetricQuantizeWeight(w, std::move(hessian), std::move(cross), spec, o);
   if (!result.ok()) return std::cerr << f.method << ": " << result.status().message() << "\n", 2;
   const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
   const double peak_mb = PeakRssMb();
+  if (!f.save_weights.empty()) {
+    const std::map<std::string, at::Tensor> written = {{"weight", result->weight.contiguous()},
+                                                       {"scale", result->params.scale.contiguous()},
+                                                       {"zero_point", result->params.zero_point.contiguous()}};
+    if (auto s = WriteTensors(f.save_weights, written, {{"algorithm", f.method}}); !s.ok()) {
+      return std::cerr << "--save-weights: " << s.message() << "\n", 1;
+    }
+  }
   auto rtn = FakeQuantizeDynamic(w, spec, TensorRole::kWeight);
   if (!rtn.ok()) return std::cerr << "rtn: " << rtn.status().message() << "\n", 2;
   nlohmann::ordered_json line = {

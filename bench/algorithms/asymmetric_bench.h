@@ -21,6 +21,9 @@ struct AsymmetricFlags {
   std::string save_inputs;
   /// Runs on x, xq and w from this file (as --save-inputs writes them) instead of seeded ones.
   std::string load_inputs;
+  /// Also writes the quantized `weight` [N, K] and its `scale` / `zero_point` (float32 / int32) here: two builds'
+  /// files compared byte for byte say whether a change moved any result bit.
+  std::string save_weights;
 };
 
 /// Prints one JSON line: stats_s, quantize_s, total_s, peak_rss_mb, rel_output_error = |XW^T - X~Q^T|^2 / |XW^T|^2

@@ -136,7 +136,8 @@ int RunAutoRoundBench(const AutoRoundBenchFlags& f) {
   options.iters = f.iters;
   options.lr = options.minmax_lr = 1.0 / f.iters;
   options.batch_size = f.batch;
-  options.seed = static_cast<uint32_t>(f.seed);
+  const int order_seed = f.order_seed >= 0 ? f.order_seed : f.seed;
+  options.seed = static_cast<uint32_t>(order_seed);
   std::vector<double> losses;
   algorithms::AutoRoundCallbacks callbacks;
   callbacks.on_iteration = [&losses](int, double loss) { losses.push_back(loss); };
@@ -168,6 +169,8 @@ int RunAutoRoundBench(const AutoRoundBenchFlags& f) {
                      {"samples", f.samples},
                      {"seq_len", f.seq_len},
                      {"group_size", f.group_size},
+                     {"seed", f.seed},
+                     {"order_seed", order_seed},
                      {"first_loss", result->first_loss},
                      {"best_loss", result->best_loss},
                      {"best_iter", result->best_iter},

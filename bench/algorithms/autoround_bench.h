@@ -13,6 +13,9 @@ struct AutoRoundBenchFlags {
   int heldout = 8;   // held-out windows (the output error), disjoint from the training ones
   int seq_len = 128;
   int seed = 42;     // windows and the sampler
+  /// The sampler alone (the order the windows are drawn and summed in), the windows kept: -1 takes `seed`. Two values
+  /// give two runs of the same problem whose gradient sums round differently (the engine's own run-to-run spread).
+  int order_seed = -1;
   int iters = 200;
   int batch = 8;
   int group_size = 128;

@@ -10,33 +10,14 @@
 #     MODELS="base twin"  SCHEMES="nvfp4 mxfp4 uint4_wo_128"  KLD=1
 set -u
 ACCURACY_SAMPLES=32 source "$(dirname "$0")/accuracy_env.sh" "$@"
-QUARK="$BUILD/core/cli/quark"
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-1}
+start_table_run
 echo '{"name": "rotation"}' > "$OUT/rotation.json"
 echo '{"name": "rotation", "r4": true}' > "$OUT/rotation_r4.json"
-"$QUARK" outlier-twin --model "$MODEL" --output "$OUT/twin" > /dev/null 2>&1 || { echo "outlier-twin failed" >&2; exit 1; }
 
-# One cell: "ppl / reloaded / KLD (seconds)".
+# One cell: "ppl / reloaded / KLD (seconds)" (accuracy_env.sh), exported as compressed-tensors.
 cell() {
-  local model=$1 scheme=$2 algo=$3 dir="$OUT/run" run line seconds kld="-"
-  rm -rf "$dir"
-  local start; start=$(date +%s.%N)
-  run=$("$QUARK" quantize --model "$model" --scheme "$scheme" --calib "$CALIB" --num-calib-samples "$SAMPLES" \
-          --seq-len "$SEQ" --eval "$EVAL" --eval-seq-len 256 --eval-max-windows 40 --quant-algo rotation \
-          --quant-algo-config-file "$OUT/$algo.json" --export compressed_tensors --output "$dir" 2>&1)
-  seconds=$(echo "$(date +%s.%N) - $start" | bc)
-  line=$(echo "$run" | grep '^perplexity:')
-  if [ -z "$line" ]; then
-    refused_cell "$run"
-    return
-  fi
-  set -- $line
-  if [ "${KLD:-1}" = 1 ] && [ -d "$dir" ]; then
-    kld=$(mean_kld "$dir" "$model")
-  fi
-  printf "%.4f / %s / %s (%.0f s)" "$5" "${9:--}" "$kld" "$seconds"
+  quantize_cell "$1" --scheme "$2" --quant-algo rotation --quant-algo-config-file "$OUT/$3.json" \
+    --export compressed_tensors --output "$OUT/run"
 }
 
 float=$("$QUARK" eval --model "$MODEL" --text "$EVAL" --seq-len 256 --max-windows 40 2>/dev/null | awk '/^perplexity:/ {print $2}')

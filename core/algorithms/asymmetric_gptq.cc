@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/quant_layout.h"
@@ -16,6 +19,70 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Memory: at K = 11008 (a 7B down_proj's input) each K x K matrix is 485 MB, so the run holds as few as it can: the
+// statistics come in owned (AsymmetricStats::Release) and are worked on in their own memory, each matrix is released
+// as soon as its last use is past, and on the host (without GptqOptions::tensor_ops) the permutation and the
+// factorisations run in place (linalg.h: LAPACK on the same array, LibTorch's bits and strides). Every float
+// operation is the one the code had when it cloned, in the same order, so the weights are the same bits
+// (tests/algorithms/asymmetric_gptq_test.cc checks the two ways against each other). At most three K x K matrices are
+// alive at once: GPTAQ's U, dXX L and P; Qronos's H, G and the inverse (and H / max|H| in the power iteration).
+
+// K x K work in place on the host (linalg.h), or in LibTorch's calls on any device (GptqOptions::tensor_ops, a GPU).
+struct SquareOps {
+  bool in_place = false;
+
+  // m = m[perm][:, perm]. In place: no second matrix; otherwise one row-permuted copy at a time.
+  void Permute(at::Tensor& m, const at::Tensor& perm) const {
+    if (in_place) {
+      PermuteSymmetricInPlace(m, perm);  // any square matrix: columns then rows (the name says where GPTQ uses it)
+      return;
+    }
+    m = m.index_select(0, perm);
+    m = m.index_select(1, perm);
+  }
+
+  // Lower L with L L^T = h, h consumed (in place: L is h's array).
+  absl::StatusOr<at::Tensor> Cholesky(at::Tensor& h, const char* what) const {
+    if (in_place) {
+      absl::StatusOr<at::Tensor> lower = CholeskyStep(h, /*fast=*/false);
+      if (!lower.ok()) return Renamed(lower.status(), what);
+      return lower;
+    }
+    auto [lower, info] = at::linalg_cholesky_ex(h);
+    const int64_t minor = info.item<int64_t>();
+    if (minor != 0) return NotPositiveDefinite(what, minor);
+    h = at::Tensor();
+    return lower;
+  }
+
+  // (L L^T)^-1 from L (consumed), as LibTorch's cholesky_inverse.
+  absl::StatusOr<at::Tensor> CholeskyInverse(at::Tensor lower) const {
+    if (in_place) return CholeskyInverseStep(std::move(lower));
+    return at::cholesky_inverse(lower);
+  }
+
+  // Upper U with U^T U = m, m consumed.
+  absl::StatusOr<at::Tensor> UpperCholesky(at::Tensor m, const char* what) const {
+    if (in_place) return UpperCholeskyStep(std::move(m), what);
+    auto [upper, info] = at::linalg_cholesky_ex(m, /*upper=*/true);
+    const int64_t minor = info.item<int64_t>();
+    if (minor != 0) return NotPositiveDefinite(what, minor);
+    return upper;
+  }
+
+ private:
+  static absl::Status NotPositiveDefinite(const char* what, int64_t minor) {
+    return absl::FailedPreconditionError(StrCat(what, " is not positive definite (leading minor ", minor, ")"));
+  }
+  // CholeskyStep names the matrix "Hessian"; here it may be the damped one.
+  static absl::Status Renamed(const absl::Status& status, const char* what) {
+    std::string message(status.message());
+    const std::string from = "Hessian";
+    if (message.compare(0, from.size(), from) == 0) message.replace(0, from.size(), what);
+    return absl::Status(status.code(), message);
+  }
+};
+
 // One run's working state, after Quark's preparation: dead inputs, parameters from the original weight, act order.
 struct Prepared {
   at::Tensor w;      // [N, K] float32, columns in act order
@@ -24,13 +91,18 @@ struct Prepared {
   at::Tensor perm;   // act order only
 };
 
-absl::StatusOr<at::Tensor> Cholesky(const at::Tensor& h, const char* what, bool upper = false) {
-  auto [factor, info] = at::linalg_cholesky_ex(h, upper);
-  const int64_t minor = info.item<int64_t>();
-  if (minor != 0) {
-    return absl::FailedPreconditionError(StrCat(what, " is not positive definite (leading minor ", minor, ")"));
+// `t` itself when nothing else holds its memory and it is float32, contiguous and on `device` (the run may then write
+// over it), else a float32 copy there. FAILED_PRECONDITION when an entry is NaN or infinite (LAPACK does not reliably
+// report them: gptq_damping.cc); the extremes take no K x K temporary.
+absl::StatusOr<at::Tensor> Working(at::Tensor t, at::Device device, const char* name) {
+  const bool owned = t.use_count() == 1 && t.storage().use_count() == 1 && t.scalar_type() == at::kFloat &&
+                     t.is_contiguous() && t.device() == device;
+  if (!owned) t = t.to(device, at::kFloat, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+  const auto [lowest, highest] = at::aminmax(t);
+  if (!std::isfinite(lowest.item<float>()) || !std::isfinite(highest.item<float>())) {
+    return absl::FailedPreconditionError(StrCat(name, ": has NaN or infinite entries"));
   }
-  return factor;
+  return t;
 }
 
 absl::StatusOr<std::vector<int64_t>> Prepare(const at::Tensor& weight, at::Tensor h, at::Tensor cross,
@@ -51,25 +123,30 @@ absl::StatusOr<std::vector<int64_t>> Prepare(const at::Tensor& weight, at::Tenso
   return host_perm;
 }
 
-void Permute(Prepared& p) {
+void Permute(Prepared& p, const SquareOps& ops) {
   if (!p.perm.defined()) return;
   p.w = p.w.index_select(1, p.perm);
-  p.h = p.h.index_select(0, p.perm).index_select(1, p.perm);
-  p.cross = p.cross.index_select(0, p.perm).index_select(1, p.perm);
+  ops.Permute(p.h, p.perm);
+  ops.Permute(p.cross, p.perm);
 }
 
 // GPTAQ's columns (Gptaq.quantize): q [N, K] in act order.
 absl::Status GptaqColumns(Prepared& p, ColumnParameters& params, const GptqColumnPlan& plan, at::ScalarType dtype,
-                          const AsymmetricOptions& options, at::Tensor& q) {
+                          const AsymmetricOptions& options, const SquareOps& ops, at::Tensor& q) {
   const int64_t k = p.w.size(1), block = options.gptq.block_size;
-  at::Tensor h = p.h.clone();
-  const at::Tensor damp = at::mean(at::diag(h)).mul(options.gptq.damp_percent);
-  h.diagonal().add_(damp);
-  QUARK_ASSIGN_OR_RETURN(at::Tensor lower, Cholesky(h, "Hessian"));
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor u, Cholesky(at::cholesky_inverse(lower), "inverse Hessian", true));
+  // Quark damps H itself (it has no later use) and keeps the factors only.
+  const at::Tensor damp = at::mean(at::diag(p.h)).mul(options.gptq.damp_percent);
+  p.h.diagonal().add_(damp);
+  QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(p.h, "Hessian"));
+  QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, ops.CholeskyInverse(std::move(lower)));
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
   const at::Tensor l = u.t();
-  const at::Tensor pm = p.cross.matmul(l).triu_(1).mul(options.alpha).matmul(l.t());
+  // P = alpha * triu_1(dXX L) L^T, dXX released once multiplied, the scaling in place (the same products).
+  at::Tensor cross_l = p.cross.matmul(l);
   p.cross = at::Tensor();
+  cross_l.triu_(1).mul_(options.alpha);
+  const at::Tensor pm = cross_l.matmul(l.t());
+  cross_l = at::Tensor();
   at::Tensor& w = p.w;
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k), count = i2 - i1;
@@ -90,46 +167,74 @@ absl::Status GptaqColumns(Prepared& p, ColumnParameters& params, const GptqColum
       err1.select(1, i).copy_(e);
     }
     if (i2 < k) {
-      w.slice(1, i2).sub_(err1.matmul(l.t().slice(0, i1, i2).slice(1, i2)) - w1.matmul(pm.slice(0, i1, i2).slice(1, i2)));
+      // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory.
+      at::Tensor lazy = err1.matmul(l.t().slice(0, i1, i2).slice(1, i2));
+      lazy.sub_(w1.matmul(pm.slice(0, i1, i2).slice(1, i2)));
+      w.slice(1, i2).sub_(lazy);
     }
   }
   return absl::OkStatus();
 }
 
+// Rows of the Sherman-Morrison update a -= b b^T / c at a time: each product b_i b_j is one rounding whatever the
+// GEMM's shape, so the update is the whole-matrix one bit for bit without its two (K - 1)^2 temporaries.
+constexpr int64_t kDowndateRows = 256;
+
 // Qronos's first column and re-solve (Qronos.qronos_inner / qronos_inner_eager), then its GPTQ loop.
 absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColumnPlan& plan, at::ScalarType dtype,
-                           const AsymmetricOptions& options, at::Tensor& q) {
+                           const AsymmetricOptions& options, const SquareOps& ops, at::Tensor& q) {
   const int64_t k = p.w.size(1), block = options.gptq.block_size;
   at::Tensor& w = p.w;
-  const at::Tensor& h = p.h;
+  at::Tensor& h = p.h;
   const double damp = options.alpha * QronosLargestEigenvalue(h);
   at::Tensor hinv = h.clone();
   hinv.diagonal().add_(damp);
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor lower, Cholesky(hinv, "damped Hessian"));
-  hinv = at::cholesky_inverse(lower);
+  QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(hinv, "damped Hessian"));
+  QUARK_ASSIGN_OR_RETURN(hinv, ops.CholeskyInverse(std::move(lower)));
   // 1) q_0 = Q((G_{0,:} w - H_{0,>0} w_{>0}) / H_00)
-  const at::Tensor h00 = h.select(0, 0).select(0, 0);
-  const at::Tensor dhi = h00.item<float>() == 0 ? at::zeros_like(h00) : h00.reciprocal();
-  at::Tensor h0 = h.select(0, 0).clone();
-  h0.select(0, 0).fill_(0);
-  const at::Tensor gw0 = w.matmul(p.cross.select(1, 0).mul(dhi));
-  const at::Tensor hv0 = w.matmul(h0.mul(dhi));
-  QUARK_ASSIGN_OR_RETURN(const QuantParams* first, params.For(0, w));
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor q0, QuantizeColumn(gw0 - hv0, plan, *first, dtype));
+  at::Tensor q0;
+  {
+    const at::Tensor h00 = h.select(0, 0).select(0, 0);
+    const at::Tensor dhi = h00.item<float>() == 0 ? at::zeros_like(h00) : h00.reciprocal();
+    at::Tensor h0 = h.select(0, 0).clone();
+    h0.select(0, 0).fill_(0);
+    const at::Tensor gw0 = w.matmul(p.cross.select(1, 0).mul(dhi));
+    const at::Tensor hv0 = w.matmul(h0.mul(dhi));
+    QUARK_ASSIGN_OR_RETURN(const QuantParams* first, params.For(0, w));
+    QUARK_ASSIGN_OR_RETURN(q0, QuantizeColumn(gw0 - hv0, plan, *first, dtype));
+  }
   q.select(1, 0).copy_(q0);
-  // Sherman-Morrison downdate: (H_{>0,>0})^-1 from (H + damp I)^-1.
-  at::Tensor a = hinv.slice(0, 1).slice(1, 1);
-  const at::Tensor c = hinv.select(0, 0).select(0, 0);
-  const at::Tensor b = hinv.slice(0, 1).slice(1, 0, 1);
-  a.sub_(b.matmul(b.t()).div(c));
-  // 2) w_{>0} = (H_{>0,>0})^-1 (G_{>0,:} w - H_{>0,0} q_0), G damped as H was.
-  const at::Tensor g_damp = p.cross + at::diag(at::full({k}, damp, p.cross.options()));
-  const at::Tensor gw = w.matmul(g_damp.slice(1, 1).matmul(a));
-  const at::Tensor hq = q0.unsqueeze(1).matmul(h.slice(0, 0, 1).slice(1, 1).matmul(a));
-  w.slice(1, 1).copy_(gw - hq);
-  p.cross = at::Tensor();
-  QUARK_ASSIGN_OR_RETURN(at::Tensor l, Cholesky(a.mul(options.beta), "downdated inverse Hessian", true));
-  l = l.div(std::sqrt(options.beta));
+  // Sherman-Morrison downdate: (H_{>0,>0})^-1 from (H + damp I)^-1, in the inverse's memory. (Views of it live only in
+  // this scope, so that the inverse is released as soon as its scaled copy exists.)
+  at::Tensor scaled;
+  {
+    at::Tensor a = hinv.slice(0, 1).slice(1, 1);
+    {
+      const at::Tensor c = hinv.select(0, 0).select(0, 0);
+      const at::Tensor b = hinv.slice(0, 1).slice(1, 0, 1);
+      for (int64_t r = 0; r < k - 1; r += kDowndateRows) {
+        const int64_t end = std::min(r + kDowndateRows, k - 1);
+        a.slice(0, r, end).sub_(b.slice(0, r, end).matmul(b.t()).div(c));
+      }
+    }
+    // 2) w_{>0} = (H_{>0,>0})^-1 (G_{>0,:} w - H_{>0,0} q_0), G damped as H was. H's last use comes first (the two
+    // products are independent), so that H is released before G's product is formed.
+    const at::Tensor hq = q0.unsqueeze(1).matmul(h.slice(0, 0, 1).slice(1, 1).matmul(a));
+    h = at::Tensor();
+    // G + diag(damp) in G's memory: the diagonal as that sum adds it, and off it the sum's + 0 (which makes -0 +0).
+    at::Tensor& g_damp = p.cross;
+    g_damp.add_(0.0);
+    g_damp.diagonal().add_(at::full({k}, damp, g_damp.options()));
+    at::Tensor gw = w.matmul(g_damp.slice(1, 1).matmul(a));
+    p.cross = at::Tensor();
+    gw.sub_(hq);
+    w.slice(1, 1).copy_(gw);
+    gw = at::Tensor();
+    scaled = a.mul(options.beta);
+  }
+  hinv = at::Tensor();
+  QUARK_ASSIGN_OR_RETURN(at::Tensor l, ops.UpperCholesky(std::move(scaled), "downdated inverse Hessian"));
+  l.div_(std::sqrt(options.beta));
   at::Tensor q1 = at::zeros_like(w.slice(1, 0, std::min(block, k)));
   at::Tensor err1 = at::zeros_like(q1);
   for (int64_t i1 = 1; i1 < k; i1 += block) {
@@ -209,20 +314,20 @@ absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at
   }
   try {
     const auto start = Clock::now();
+    SquareOps ops;
+    ops.in_place = weight.device().is_cpu() && !options.gptq.tensor_ops;
     Prepared p;
-    const at::Tensor h = hessian.to(weight.device(), at::kFloat).clone(at::MemoryFormat::Contiguous);
-    const at::Tensor x = cross.to(weight.device(), at::kFloat).clone(at::MemoryFormat::Contiguous);
-    hessian = at::Tensor();
-    cross = at::Tensor();
-    QUARK_ASSIGN_OR_RETURN(std::vector<int64_t> host_perm, Prepare(weight, h, x, options, p));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor h, Working(std::move(hessian), weight.device(), "hessian"));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor x, Working(std::move(cross), weight.device(), "cross"));
+    QUARK_ASSIGN_OR_RETURN(std::vector<int64_t> host_perm, Prepare(weight, std::move(h), std::move(x), options, p));
     ColumnParameters params(spec, plan, options.gptq, dtype, std::move(host_perm));
     QUARK_RETURN_IF_ERROR(params.SetUp(p.w));
-    Permute(p);
+    Permute(p, ops);
     at::Tensor q = at::zeros_like(p.w);
     if (options.method == HessianMethod::kGptaq) {
-      QUARK_RETURN_IF_ERROR(GptaqColumns(p, params, plan, dtype, options, q));
+      QUARK_RETURN_IF_ERROR(GptaqColumns(p, params, plan, dtype, options, ops, q));
     } else {
-      QUARK_RETURN_IF_ERROR(QronosColumns(p, params, plan, dtype, options, q));
+      QUARK_RETURN_IF_ERROR(QronosColumns(p, params, plan, dtype, options, ops, q));
     }
     if (p.perm.defined()) q = q.index_select(1, at::argsort(p.perm));
     GptqResult result;

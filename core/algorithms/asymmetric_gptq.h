@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include <ATen/ATen.h>
 
@@ -46,6 +47,9 @@ class AsymmetricStats {
   int64_t sequences() const { return sequences_; }
   const at::Tensor& hessian() const { return h_; }  // [K, K] float32
   const at::Tensor& cross() const { return cross_; }  // GPTAQ: dXX; Qronos: G. [K, K] float32
+  /// Hands both over ({hessian, cross}; this object then holds neither), so that AsymmetricQuantizeWeight works in
+  /// their memory instead of copying them (two K x K float32 matrices: 0.97 GB at K = 11008).
+  std::pair<at::Tensor, at::Tensor> Release();
 
  private:
   HessianMethod method_;
@@ -54,10 +58,12 @@ class AsymmetricStats {
   at::Tensor h_, cross_;
 };
 
-/// `weight` [N, K] float32 / bfloat16 / float16; `hessian`, `cross` [K, K] from AsymmetricStats (consumed). `spec` as
-/// GptqQuantizeWeight's. INVALID_ARGUMENT naming the field for bad options, shapes or a spec the loop cannot run
-/// (per-group weights need static_groups: Quark 0.13's own dynamic-group paths of both algorithms fail);
-/// FAILED_PRECONDITION when a factorisation fails.
+/// `weight` [N, K] float32 / bfloat16 / float16; `hessian`, `cross` [K, K] from AsymmetricStats. Handed over
+/// (AsymmetricStats::Release, std::move) they are worked on in their own memory; still held elsewhere they are copied
+/// first. `spec` as GptqQuantizeWeight's; options.gptq.tensor_ops runs the K x K steps in LibTorch's calls on the host
+/// too (the same bits; the path a GPU takes). INVALID_ARGUMENT naming the field for bad options, shapes or a spec the
+/// loop cannot run (per-group weights need static_groups: Quark 0.13's own dynamic-group paths of both algorithms
+/// fail); FAILED_PRECONDITION for NaN or infinite statistics or when a factorisation fails.
 absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, at::Tensor cross,
                                                     const QuantSpec& spec, const AsymmetricOptions& options);
 

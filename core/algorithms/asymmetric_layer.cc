@@ -1,6 +1,8 @@
 #include "core/algorithms/asymmetric_layer.h"
 
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "core/base/status_macros.h"
@@ -137,6 +139,9 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
   for (const auto& step : plan.steps) {
     QUARK_ASSIGN_OR_RETURN(auto stats,
                            CollectStep(run, step, quantized_samples, float_samples, options.method, layer.prefix()));
+    // The last module reading an input takes its statistics over (quantized in their memory); earlier ones get copies.
+    std::map<std::string, const GptqTarget*> last_reader;
+    for (const GptqTarget& target : step) last_reader[target.input] = &target;
     for (const GptqTarget& target : step) {
       const std::string module = layer.prefix() + target.relative_name;
       if (callbacks.cancelled && callbacks.cancelled()) {
@@ -144,11 +149,14 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       }
       if (callbacks.on_module) callbacks.on_module(module, index, total);
       ++index;
-      const AsymmetricStats& s = stats.at(target.input);
+      AsymmetricStats& s = stats.at(target.input);
       QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
       AsymmetricOptions module_options = options;
       module_options.gptq.nvfp4_global_amax = target.nvfp4_global_amax;
-      auto result = AsymmetricQuantizeWeight(linear->weight(), s.hessian(), s.cross(), target.spec, module_options);
+      auto [hessian, cross] =
+          last_reader.at(target.input) == &target ? s.Release() : std::make_pair(s.hessian(), s.cross());
+      auto result = AsymmetricQuantizeWeight(linear->weight(), std::move(hessian), std::move(cross), target.spec,
+                                             module_options);
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(module, ": ", std::string(result.status().message())));
       }

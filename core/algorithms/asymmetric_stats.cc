@@ -1,6 +1,7 @@
 // AsymmetricStats: GPTAQ's and Qronos's paired input statistics with Quark's calls in Quark's order
 // (Gptaq.add_batch_quantized / add_batch_nonquantized; Qronos's the same names), one batch at a time.
 #include <cmath>
+#include <utility>
 
 #include "core/algorithms/asymmetric_gptq.h"
 #include "core/base/strings.h"
@@ -45,6 +46,10 @@ absl::Status AsymmetricStats::Add(const at::Tensor& quantized, const at::Tensor&
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "asymmetric statistics");
   }
+}
+
+std::pair<at::Tensor, at::Tensor> AsymmetricStats::Release() {
+  return {std::exchange(h_, at::Tensor()), std::exchange(cross_, at::Tensor())};
 }
 
 }  // namespace quark::algorithms

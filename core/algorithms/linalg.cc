@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/base/blas_threads.h"
+#include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "kernels/cpu/lane_table.h"
 
@@ -251,42 +252,68 @@ absl::StatusOr<at::Tensor> CholeskyStep(at::Tensor& h, bool fast) {
 }
 
 absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast) {
-#ifdef QUARK_HAVE_LAPACK
-  const int n = Size(factor);
-  int info = 0;
   if (fast) {
+#ifdef QUARK_HAVE_LAPACK
     // strtri('L') turns the column-major lower L (of J h J) into L^-1; U = J L^-1 J, which reversing the array gives
     // in the column-major upper triangle.
+    const int n = Size(factor);
+    int info = 0;
     if (n > 0) strtri_("L", "N", &n, factor.data_ptr<float>(), &n, &info, 1, 1);
     if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
     ReverseInPlace(factor);
-  } else {
-    // Quark's cholesky_inverse then cholesky(upper): spotri('L'), the symmetric completion LibTorch makes, and
-    // spotrf('U'), which leaves U in the column-major upper triangle.
-    if (n > 0) spotri_("L", &n, factor.data_ptr<float>(), &n, &info, 1);
-    if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
-    CompleteSymmetric(factor, Triangle::kUpper, Writes::kAll);
-    if (n > 0) spotrf_("U", &n, factor.data_ptr<float>(), &n, &info, 1);
-    if (info != 0) {
-      return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ", info,
-                                                  ")"));
-    }
-  }
-  ZeroStrictUpper(factor);
-  return factor.t();
+    ZeroStrictUpper(factor);
+    return factor.t();
 #else
-  if (fast) {
     const at::Tensor identity = at::eye(factor.size(0), factor.options());
     const at::Tensor inverse = at::linalg_solve_triangular(factor, identity, /*upper=*/false);
     return inverse.flip({0, 1}).contiguous();
+#endif
   }
-  at::Tensor inverse = at::cholesky_inverse(factor);
-  factor = at::Tensor();  // one K x K matrix fewer at the peak
-  auto [upper, info] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
-  inverse = at::Tensor();
+  // Quark's cholesky_inverse then cholesky(upper), each in the memory the step before it leaves.
+  QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, CholeskyInverseStep(std::move(factor)));
+  return UpperCholeskyStep(std::move(inverse), "inverse Hessian");
+}
+
+absl::StatusOr<at::Tensor> CholeskyInverseStep(at::Tensor factor) {
+#ifdef QUARK_HAVE_LAPACK
+  // spotri('L') on the factor's column-major lower triangle, then the symmetric completion LibTorch makes.
+  const int n = Size(factor);
+  int info = 0;
+  if (n > 0) spotri_("L", &n, factor.data_ptr<float>(), &n, &info, 1);
+  if (info != 0) return absl::FailedPreconditionError(StrCat("Cholesky factor is singular at ", info));
+  CompleteSymmetric(factor, Triangle::kUpper, Writes::kAll);
+  return factor.t();
+#else
+  return at::cholesky_inverse(factor);
+#endif
+}
+
+absl::StatusOr<at::Tensor> UpperCholeskyStep(at::Tensor m, const char* what) {
+#ifdef QUARK_HAVE_LAPACK
+  // LAPACK reads the column-major upper triangle of the array: m's upper triangle when m is a transposed view, its
+  // lower one when m is contiguous, which then first takes the upper one's values (LibTorch reads the upper one).
+  const bool transposed = !m.is_contiguous();
+  at::Tensor a = transposed ? m.t() : m;
+  m = at::Tensor();
+  if (!a.is_contiguous() || a.scalar_type() != at::kFloat) {
+    a = (transposed ? a.t() : a).to(at::kFloat).contiguous();
+  } else if (!transposed) {
+    CompleteSymmetric(a, Triangle::kUpper);
+  }
+  // A transposed view's array holds m^T: its column-major upper triangle is m's upper triangle already.
+  const int n = Size(a);
+  int info = 0;
+  if (n > 0) spotrf_("U", &n, a.data_ptr<float>(), &n, &info, 1);
+  if (info != 0) {
+    return absl::FailedPreconditionError(StrCat(what, " is not positive definite (leading minor ", info, ")"));
+  }
+  ZeroStrictUpper(a);
+  return a.t();
+#else
+  auto [upper, info] = at::linalg_cholesky_ex(m, /*upper=*/true);
   if (info.item<int>() != 0) {
-    return absl::FailedPreconditionError(StrCat("inverse Hessian is not positive definite (leading minor ",
-                                                info.item<int>(), ")"));
+    return absl::FailedPreconditionError(StrCat(what, " is not positive definite (leading minor ", info.item<int>(),
+                                                ")"));
   }
   return upper;
 #endif

@@ -56,6 +56,17 @@ void CompleteSymmetric(at::Tensor& a, Triangle from, Writes writes = Writes::kOn
 absl::StatusOr<at::Tensor> CholeskyStep(at::Tensor& h, bool fast);
 absl::StatusOr<at::Tensor> InverseFactorStep(at::Tensor factor, bool fast);
 
+/// Quark's way's two halves of InverseFactorStep, for algorithms that use the inverse itself between them (Qronos):
+///   CholeskyInverseStep: LibTorch's cholesky_inverse of CholeskyStep's factor (fast = false) in the factor's own
+///   memory: h^-1, symmetric to the bit, as a transposed view (LibTorch's column-major layout, so that every later
+///   GEMM is called with the same operands); FAILED_PRECONDITION when the factor is singular.
+///   UpperCholeskyStep: LibTorch's cholesky(m, upper=True) in m's own memory, for m [K, K] float32 contiguous or a
+///   transposed view of a contiguous array (what CholeskyInverseStep returns, or an elementwise result of it): U, zero
+///   below the diagonal, as a transposed view (LibTorch's layout); only m's upper triangle is read, as LibTorch reads
+///   it. FAILED_PRECONDITION "`what` is not positive definite (leading minor i)".
+absl::StatusOr<at::Tensor> CholeskyInverseStep(at::Tensor factor);
+absl::StatusOr<at::Tensor> UpperCholeskyStep(at::Tensor m, const char* what);
+
 /// While alive, OpenBLAS runs each call on the calling thread (its own pool is put back as it was on destruction):
 /// for BLAS calls made from several threads at once, each on its own share of the work. No-op with another BLAS.
 class SingleThreadedBlas {

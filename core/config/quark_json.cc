@@ -343,9 +343,12 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["mx_element_dtype"] = s.mx_element_dtype ? Json(std::string(Name(*s.mx_element_dtype))) : Json(nullptr);
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
-  if (IsE8m0Tiles(s)) {  // #30: Quark's spelling of E8M0 tile scales (its per_block fp8 specs have no scale_format)
+  if (IsE8m0Tiles(s)) {
+    // #30: vLLM dispatches E8M0 tiles on scale_type float8_e8m0fnu; Quark's importer decodes the stored bytes as
+    // 2^(b - 127) only under scale_format "e8m0" (StaticRealQuantizer.unpack_params; without it a uint8 scale is
+    // multiplied as the integer b), so both are written. Exports before this wrote scale_format null; read alike.
     j["scale_type"] = kE8m0ScaleTypeName;
-    j["scale_format"] = nullptr;
+    j["scale_format"] = std::string(Name(ScaleFormat::kE8M0));
   }
   return j;
 }

@@ -66,18 +66,20 @@ uint64_t WeightScaleCount(const QuantSpec& w, int64_t out, int64_t in) {
   return 1;
 }
 
-// Zero-point bytes HF-quark writes and compressed-tensors does not: none for symmetric integers (Quark writes zeros),
-// and an asymmetric per-channel int4 zero point packed eight per int32 instead of one int32 each.
+// Zero-point bytes HF-quark writes and compressed-tensors does not: all of them for symmetric integers (Quark writes
+// zeros); for asymmetric int4, HF-quark's zero-point bytes less compressed-tensors' eight-per-int32 ones (none left
+// per group or per channel, where both pack them).
 uint64_t CtZeroPointSavings(const LayerQuantConfig& config, int64_t out, int64_t in) {
   if (!config.weight || IsCastType(config.weight->dtype) || config.weight->IsMx()) return 0;
   const QuantSpec& w = *config.weight;
   const DType element = w.ElementType();
   if (!IsIntegerType(element)) return 0;
   const uint64_t scales = WeightScaleCount(w, out, in);
-  const bool grouped_int4 = IsInt4(element) && w.qscheme == QScheme::kPerGroup;
-  const uint64_t quark = grouped_int4 ? scales / 2 : scales * (IsInt4(element) ? 4 : 1);
+  // #30: HF-quark packs int4 zero points eight per int32 per group and per channel (one int32 per tensor).
+  const bool packed_int4 = IsInt4(element) && (w.qscheme == QScheme::kPerGroup || w.qscheme == QScheme::kPerChannel);
+  const uint64_t quark = packed_int4 ? scales / 2 : scales * (IsInt4(element) ? 4 : 1);
   if (w.symmetric) return quark;
-  return IsInt4(element) && !grouped_int4 ? quark - scales / 2 : 0;
+  return IsInt4(element) && !packed_int4 ? quark - scales / 2 : 0;
 }
 
 uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t in, bool has_bias,
@@ -103,6 +105,7 @@ uint64_t HfQuarkLinearBytes(const LayerQuantConfig& config, int64_t out, int64_t
     return bytes + scales * 2 + scales / 2;  // 16-bit scales; zero points eight per int32
   }
   bytes += scales * 4;
+  if (IsInt4(element) && w.qscheme == QScheme::kPerChannel) return bytes + scales / 2;  // #30: eight per int32
   if (IsIntegerType(element)) bytes += scales * (IsInt4(element) ? 4 : 1);
   return bytes;
 }

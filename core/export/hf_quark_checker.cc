@@ -11,6 +11,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/e8m0_tiles.h"
 #include "core/config/fused_group.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_block_rules.h"
@@ -340,6 +341,27 @@ void CheckTensor(const checkpoint::CheckpointReader& reader, const ExportTensorS
   }
 }
 
+// #30: an MX weight whose input width is not a multiple of 32 is written as Quark's exporter writes it, the last
+// block padded (PerBlockMXObserver's reshape_to_blocks: ceil(in / 32) scale columns); vLLM (QuarkOCP_MX allocates
+// in / 32 columns, QuarkW8A8Mxfp8 raises) and Quark's own importer (PackMethod._infer_scale_zero_point_shape: floor)
+// cannot load it.
+void MxPartialBlockWarnings(const Json& qc, const checkpoint::ModelConfig& model, std::vector<std::string>& out) {
+  for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
+    const std::string prefix = checkpoint::LayerPrefix(model, i);
+    for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, i)) {
+      const int64_t in = linear.in_features;
+      const std::string name = prefix + linear.relative_name;
+      if (in % 32 == 0 || VllmExcluded(qc, name)) continue;
+      auto config = LayerConfigFromQuarkJson(VllmLayerConfig(qc, name), name);
+      if (!config.ok() || !config->weight || !IsOcpMx(*config->weight)) continue;
+      out.push_back(StrCat(name, ": in_features ", in, " is not a multiple of 32; its MX scales are written as Quark's ",
+                           "exporter writes them (", (in + 31) / 32, " columns, the last block padded), which vLLM ",
+                           "(QuarkOCP_MX allocates ", in / 32, ") and Quark's own importer (in_features / 32) cannot ",
+                           "load"));
+    }
+  }
+}
+
 std::optional<float> ScalarF32(const checkpoint::CheckpointReader& reader, const std::string& name) {
   auto ref = reader.Get(name);
   if (!ref.ok() || ref->info->dtype != checkpoint::StDType::kF32 || ref->info->NumElements() != 1) return std::nullopt;
@@ -440,6 +462,7 @@ absl::Status CheckHfQuarkExport(const std::string& dir) {
 std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc, const checkpoint::ModelConfig& model) {
   std::vector<std::string> out = VllmQuarkLoadWarnings(qc);
   for (std::string& warning : GptOssVllmLoadWarnings(qc, model)) out.push_back(std::move(warning));
+  MxPartialBlockWarnings(qc, model, out);  // #30
   return out;
 }
 

@@ -24,7 +24,9 @@ std::vector<std::string> QuantizationConfigProblems(const nlohmann::ordered_json
 /// Schemes the export carries correctly but vLLM's quark path does not load on dense linears (NVFP4 weight-only),
 /// each naming the config entry and what to do instead; the exporter reports them as notices, not refusals.
 std::vector<std::string> VllmQuarkLoadWarnings(const nlohmann::ordered_json& qc);
-/// The same and the model family's own (gpt-oss experts in a scheme vLLM has no MoE method for).
+/// The same, the model family's own (gpt-oss experts in a scheme vLLM has no MoE method for), and each MX weight whose
+/// in_features is not a multiple of 32 (written with its last block padded, as Quark's exporter writes it; neither
+/// vLLM nor Quark's importer loads that).
 std::vector<std::string> VllmQuarkLoadWarnings(const nlohmann::ordered_json& qc, const checkpoint::ModelConfig& model);
 
 /// Problems that need the model: for every decoder layer, the layers vLLM fuses (q/k/v -> qkv_proj, gate/up ->

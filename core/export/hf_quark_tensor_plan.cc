@@ -108,6 +108,9 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
     auto packed = PackedLength(m, element, in, "in_features");
     if (!packed.ok()) return packed.status();
     t.push_back({m + ".weight", {CodeDType(element)}, {out, *packed}});
+    // A last partial block is padded, as Quark's exporter pads it (PerBlockMXObserver: reshape_to_blocks), so such
+    // a width has ceil(in / 32) scale columns; vLLM and Quark's importer allocate floor(in / 32) and cannot load it
+    // (#30: a warning, VllmQuarkLoadWarnings).
     t.push_back({m + ".weight_scale", {StDType::kU8}, {out, (in + 31) / 32}});
     return absl::OkStatus();
   }
@@ -143,6 +146,14 @@ absl::Status AddWeightTensors(const std::string& m, const QuantSpec& w, int64_t 
   if (!packed.ok()) return packed.status();
   t.push_back({m + ".weight", {CodeDType(element)}, {out, *packed}});
   t.push_back({m + ".weight_scale", {StDType::kF32}, scale_shape});
+  if (int4 && w.qscheme == QScheme::kPerChannel) {
+    // #30: Quark packs a per-channel int4 zero point 8 a word (Pack_4_bits.pack on the 1-D [C], as int4_fp8's
+    // weight_zero_point_2); vLLM loads no per-channel int4, so Quark's importer is the consumer.
+    auto packed_zp = PackedLength(m, element, scale_shape[0], "the channel count (weight_zero_point packs 8 a word)");
+    if (!packed_zp.ok()) return packed_zp.status();
+    t.push_back({m + ".weight_zero_point", {StDType::kI32}, {*packed_zp}});
+    return absl::OkStatus();
+  }
   if (IsIntegerType(element)) t.push_back({m + ".weight_zero_point", {ZeroPointDType(element)}, scale_shape});
   (void)model_dtype;
   return absl::OkStatus();

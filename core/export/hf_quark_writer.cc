@@ -13,6 +13,7 @@
 #include "core/checkpoint/moe_layout.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_checker.h"
+#include "core/export/hf_quark_config.h"
 #include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/scale_dtype.h"
 #include "core/numerics/quant_params.h"
@@ -89,7 +90,7 @@ absl::StatusOr<std::vector<ExportTensor>> HfQuarkExporter::PackLinear(const Line
 
 absl::StatusOr<nlohmann::ordered_json> HfQuarkExporter::MakeQuantizationConfig(
     const LayerPlan&, const std::vector<std::string>& excluded) const {
-  nlohmann::ordered_json qc = ConfigToQuarkJson(config_);
+  nlohmann::ordered_json qc = ConfigToQuarkJson(HfQuarkExportConfig(config_));  // #30 Quark's and vLLM's spelling
   qc["exclude"] = excluded;  // exact names: vLLM does no glob matching here
   return qc;
 }

@@ -149,7 +149,11 @@ absl::StatusOr<RealQuantized> PackForExport(const RealQuantized& q, const QuantS
   if (spec.qscheme != QScheme::kPerGroup) {
     auto words = PackInt4(q.codes, method);
     if (!words.ok()) return words.status();
-    return RealQuantized{*words, q.scale, zp};
+    if (spec.qscheme != QScheme::kPerChannel) return RealQuantized{*words, q.scale, zp};
+    // #30: per channel, Quark packs the zero points 8 a word too ([C] -> [C / 8]), in the weight's nibble order.
+    auto zp_words = PackInt4(zp.reshape({-1}).to(IsUnsigned(el) ? at::kByte : at::kChar), method);
+    if (!zp_words.ok()) return absl::Status(zp_words.status().code(), absl::StrCat("zero_point: ", zp_words.status().message()));
+    return RealQuantized{*words, q.scale, *zp_words};
   }
   if (q.codes.dim() != 2 || q.scale.dim() != 2 || (spec.ch_axis && *spec.ch_axis != -1 && *spec.ch_axis != 1)) {
     return absl::InvalidArgumentError(absl::StrCat("codes: per_group int4 export needs a 2-D weight grouped along its "
@@ -182,6 +186,18 @@ absl::StatusOr<RealQuantized> UnpackFromExport(const RealQuantized& packed, cons
   }
   auto codes = UnpackInt4(packed.codes, method, is_signed);
   if (!codes.ok()) return codes.status();
+  if (spec.qscheme == QScheme::kPerChannel && packed.zero_point.defined() &&
+      packed.zero_point.numel() != packed.scale.numel()) {
+    // #30: zero points packed 8 a word ([C / 8]); exports before that wrote them unpacked ([C]), read as they are.
+    if (packed.zero_point.numel() * 8 != packed.scale.numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("zero_point: ", ShapeString(packed.zero_point.sizes()),
+                                                     " is neither the scale's ", ShapeString(packed.scale.sizes()),
+                                                     " nor those channels packed 8 a word"));
+    }
+    auto zp = UnpackInt4(packed.zero_point.reshape({-1}).to(at::kInt), method, is_signed);
+    if (!zp.ok()) return zp.status();
+    return RealQuantized{*codes, packed.scale, zp->to(at::kInt).reshape(packed.scale.sizes())};
+  }
   if (spec.qscheme != QScheme::kPerGroup) return RealQuantized{*codes, packed.scale, packed.zero_point};
   auto zp = UnpackInt4(packed.zero_point, method, is_signed);
   if (!zp.ok()) return zp.status();

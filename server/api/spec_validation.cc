@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/config/export_format_proto.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/online_rotation.h"  // #35 item 4
 #include "core/config/presets.h"
@@ -134,20 +135,14 @@ absl::Status CheckR4ExportFormats(const quark::v1::JobSpec& spec) {
     for (const auto& a : spec.config().algo_config()) r4 |= a.has_rotation() && a.rotation().r4();
   }
   if (!r4) return absl::OkStatus();
-  const auto name = [](quark::v1::ExportFormat f) -> std::string {
-    switch (f) {
-      case quark::v1::EXPORT_FORMAT_GGUF: return "gguf";
-      case quark::v1::EXPORT_FORMAT_ONNX: return "onnx";
-      case quark::v1::EXPORT_FORMAT_COMPRESSED_TENSORS: return "compressed_tensors";
-      default: return "hf_quark";  // EXPORT_FORMAT_UNSPECIFIED is hf_quark
-    }
-  };
   if (spec.export_formats_size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat("spec.export_formats: empty (hf_quark) but ",
                                                    quark::CheckR4ExportFormat("hf_quark").message()));
   }
   for (int i = 0; i < spec.export_formats_size(); ++i) {
-    absl::Status s = quark::CheckR4ExportFormat(name(spec.export_formats(i)));
+    absl::StatusOr<std::string> name = quark::ExportFormatName(spec.export_formats(i), i);
+    if (!name.ok()) return name.status();
+    absl::Status s = quark::CheckR4ExportFormat(*name);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat("spec.export_formats[", i, "]: ", s.message()));
   }
   return absl::OkStatus();

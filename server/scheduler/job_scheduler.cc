@@ -343,7 +343,13 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
     *attempt->mutable_ended_at() = ToTimestamp(now);
     if (state != JobState::JOB_STATE_SUCCEEDED) attempt->set_error(error);
   }
-  absl::Status status = SaveLocked(job, {StateEventLocked(job)});
+  std::vector<JobEvent> events;
+  // #36: a parent's manifest is written before its end is stored, so whoever sees the parent ended can read it.
+  if (IsSweepParent(job)) {
+    if (std::optional<JobEvent> written = WriteSweepManifestLocked(job)) events.push_back(*std::move(written));
+  }
+  events.push_back(StateEventLocked(job));
+  absl::Status status = SaveLocked(job, std::move(events));
   CountStateLocked(job, from);
   std::string preset = PresetLabel(job.spec());
   if (metrics_ != nullptr) {

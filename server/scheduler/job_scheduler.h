@@ -138,6 +138,10 @@ class JobScheduler : public Scheduler {
   void SweepChildEndedLocked(const quark::v1::Job& child) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Recover(): active parents' rows catch up with children that ended (or were never created) while quarkd was down.
   void ResyncSweepsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Writes the ending `parent`'s manifest (options_.sweep_manifests; sweep_manifest.h) from its stored children.
+  /// The event saying where it is and its SHA-256, or why it was not written; nullopt without a writer.
+  std::optional<quark::v1::JobEvent> WriteSweepManifestLocked(const quark::v1::Job& parent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Ends `parent_id` when every row is final (SweepOutcome); else saves the table. Returns whether it ended.
   bool MaybeFinishSweepLocked(const std::string& parent_id, const std::string& note) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Automatic searches (#36 item 3, job_scheduler_auto.cc): a sweep parent whose rows are sensitivity passes, then

@@ -1,6 +1,7 @@
 // #36 sweep jobs in JobScheduler: a parent that runs nothing itself (RUNNING from submission, never queued nor
 // leased) and one child job per candidate, ordinary jobs linked by Job.parent_id. The parent's table (Job.sweep)
 // is filled from each child as it ends; the parent ends with its last child (sweep_table.h's SweepOutcome).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "server/log_text.h"
 #include "server/scheduler/job_scheduler.h"
 #include "server/scheduler/storage_quota.h"
+#include "server/scheduler/sweep_manifest.h"
 #include "server/scheduler/time_util.h"
 
 namespace quark::server {
@@ -130,6 +132,28 @@ bool JobScheduler::MaybeFinishSweepLocked(const std::string& parent_id, const st
   quark::v1::JobResult result = SweepJobResult(active.job.sweep());
   FinishLocked(parent_id, state, error, &result).IgnoreError();
   return true;
+}
+
+std::optional<JobEvent> JobScheduler::WriteSweepManifestLocked(const Job& parent) {
+  if (options_.sweep_manifests == nullptr) return std::nullopt;
+  std::vector<Job> children;
+  for (const quark::v1::SweepCandidate& row : parent.sweep().candidates()) {
+    if (row.job_id().empty()) continue;
+    if (auto active = active_.find(row.job_id()); active != active_.end()) {
+      children.push_back(active->second.job);
+      continue;
+    }
+    absl::StatusOr<Job> child = store_->GetJob(row.job_id());  // a child that ended was stored before it left active_
+    if (child.ok()) children.push_back(*std::move(child));
+  }
+  absl::StatusOr<WrittenManifest> written = options_.sweep_manifests->Write(parent, children);
+  if (!written.ok()) {
+    log::Get("scheduler")->warn("job={} parent manifest not written: {}", parent.id(),
+                                ForLog(written.status().ToString()));
+    return LogEvent(absl::StrCat("manifest not written: ", written.status().ToString()), clock_->Now());
+  }
+  log::Get("scheduler")->info("job={} parent manifest {} sha256={}", parent.id(), ForLog(written->uri), written->sha256);
+  return LogEvent(absl::StrCat("manifest: ", written->uri, " (sha256 ", written->sha256, ")"), clock_->Now());
 }
 
 void JobScheduler::SweepChildEndedLocked(const Job& child) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,16 @@
 
 namespace quark::server {
 
+class SweepManifestWriter;  // sweep_manifest.h
+
 struct SchedulerOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers at Register
   absl::Duration lease_timeout = absl::Seconds(15);      // a lease without a heartbeat for this long is lost
   absl::Duration cancel_grace = absl::Seconds(5);        // a cancelled job's worker is killed after this
   int default_max_attempts = 3;                          // when JobSpec.max_attempts is 0
+  /// #36: writes a sweep's (or an automatic search's) parent manifest as the parent ends, before its end is stored.
+  /// Null: none is written (scheduler tests that do not look at it; quarkd always sets it).
+  std::shared_ptr<const SweepManifestWriter> sweep_manifests;
 };
 
 /// Who submits a job and the limits that apply to it (security_config.h's TenantPolicy).

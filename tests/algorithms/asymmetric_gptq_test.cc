@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/algorithms/gptq_tensor_ops.h"
+#include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
 #include "tests/algorithms/gptq_test_specs.h"
 
@@ -116,6 +118,44 @@ TEST(AsymmetricGptqTest, BothBeatGptqOnTheAsymmetricError) {
   }
 }
 
+// The host runs the K x K steps in place (LAPACK on the statistics' own memory); GptqOptions::tensor_ops runs
+// LibTorch's calls on copies, as a GPU does. The same bits, with act order (the in-place permutation) and without,
+// at a size where the Sherman-Morrison downdate runs in several row blocks. Handed-over statistics are worked on;
+// statistics still held by the caller are left as they were.
+TEST(AsymmetricGptqTest, InPlaceStepsGiveTheTensorOpsBits) {
+  const Inputs in = MakeInputs(320, 2, 400, /*drift=*/0.1, 7);
+  at::manual_seed(8);
+  const at::Tensor w = at::randn({24, 320});
+  const QuantSpec spec = IntSpec(DType::kUInt4, false, 32);
+  for (HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    for (bool act_order : {false, true}) {
+      const std::string tag = StrCat(method == HessianMethod::kQronos ? "qronos" : "gptaq", " act_order ", act_order);
+      AsymmetricOptions o = Options(method, act_order);
+      o.gptq.tensor_ops = true;
+      const AsymmetricStats shared = Stats(method, in);
+      const at::Tensor h_before = shared.hessian().clone(), cross_before = shared.cross().clone();
+      auto ops = AsymmetricQuantizeWeight(w, shared.hessian(), shared.cross(), spec, o);
+      ASSERT_TRUE(ops.ok()) << ops.status();
+      o.gptq.tensor_ops = false;
+      auto kept = AsymmetricQuantizeWeight(w, shared.hessian(), shared.cross(), spec, o);
+      ASSERT_TRUE(kept.ok()) << kept.status();
+      EXPECT_TRUE(at::equal(shared.hessian(), h_before)) << tag;
+      EXPECT_TRUE(at::equal(shared.cross(), cross_before)) << tag;
+      AsymmetricStats handed = Stats(method, in);
+      auto [hessian, cross] = handed.Release();
+      EXPECT_FALSE(handed.hessian().defined());
+      auto in_place = AsymmetricQuantizeWeight(w, std::move(hessian), std::move(cross), spec, o);
+      ASSERT_TRUE(in_place.ok()) << in_place.status();
+      for (const GptqResult* r : {&*kept, &*in_place}) {
+        EXPECT_TRUE(at::equal(r->weight, ops->weight))
+            << tag << ": " << (r->weight != ops->weight).sum().item<int64_t>() << " weights differ";
+        EXPECT_TRUE(at::equal(r->params.scale, ops->params.scale)) << tag;
+        EXPECT_TRUE(at::equal(r->params.zero_point, ops->params.zero_point)) << tag;
+      }
+    }
+  }
+}
+
 TEST(AsymmetricGptqTest, PowerIterationFindsTheLargestEigenvalue) {
   const AsymmetricStats stats = Stats(HessianMethod::kQronos, MakeInputs(64, 2, 200, 0.1, 5));
   const double largest = at::linalg_eigvalsh(stats.hessian().to(at::kDouble)).max().item<double>();
@@ -145,6 +185,14 @@ TEST(AsymmetricGptqTest, BadInputsAreRefusedNamingTheField) {
   o.gptq.static_groups = true;
   o.gptq.damp_percent = 0;
   EXPECT_NE(message(w, stats.hessian(), o).find("damp_percent:"), std::string::npos);
+  o.gptq.damp_percent = 0.01;
+  at::Tensor bad = stats.hessian().clone();
+  bad[3][5] = NAN;
+  auto refused = AsymmetricQuantizeWeight(w, bad, stats.cross(), spec, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("hessian: has NaN or infinite"), std::string::npos)
+      << refused.status();
   AsymmetricStats s(HessianMethod::kQronos, 32);
   EXPECT_FALSE(s.Add(at::randn({1, 4, 32}), at::randn({1, 5, 32})).ok());
   EXPECT_FALSE(s.Add(at::randn({1, 4, 31}), at::randn({1, 4, 31})).ok());

@@ -46,7 +46,8 @@ TEST_F(GptqCliTest, QuantizeWithGptqWritesAnExportThatRecordsIt) {
 }
 
 TEST_F(GptqCliTest, EvaluationOnlyRunsASchemeTheExportCannotPack) {
-  // int4 per channel packs eight codes per word along in_features, and stories260K's down_proj has 172.
+  // int4 per channel packs eight codes per word along in_features and eight zero points per word (#30), and
+  // stories260K's down_proj has 172 columns, gate_proj 172 channels.
   const std::string args = "quantize --model " + testing::FixturePath("stories260K") +
                            " --scheme int4_wo_per_channel --eval " + testing::SmallEvalText() +
                            " --eval-seq-len 64 --eval-max-windows 1";

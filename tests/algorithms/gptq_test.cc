@@ -239,6 +239,44 @@ TEST(GptqTest, UpperCholeskyOfInverseIsQuarksFactorOnBlockedSizes) {
   }
 }
 
+// Qronos uses the inverse between the two halves of InverseFactorStep: each half in place is LibTorch's call bit for
+// bit, with LibTorch's strides (so that the GEMMs after it get the same operands), and the upper factor reads the
+// upper triangle only, as LibTorch's does, whichever way round its array is.
+TEST(GptqTest, CholeskyInverseAndUpperStepsAreLibTorchsCalls) {
+  ASSERT_TRUE(BitForBitBlasKernels(Verified::kAvx2AndAvx512));  // the kernels these bits assume (blas_kernels.h)
+  for (int64_t k : {int64_t{96}, int64_t{520}}) {
+    const Layer l = MakeLayer(4, k, k / 2, 17);
+    at::Tensor h = l.hessian.clone();
+    h.diagonal().add_(0.01 * h.diagonal().mean().item<double>());
+    const at::Tensor lower = at::linalg_cholesky(h);
+    const at::Tensor torch_inverse = at::cholesky_inverse(lower);
+    at::Tensor work = h.clone();
+    auto factor = CholeskyStep(work, /*fast=*/false);
+    ASSERT_TRUE(factor.ok()) << factor.status();
+    auto inverse = CholeskyInverseStep(*std::move(factor));
+    ASSERT_TRUE(inverse.ok()) << inverse.status();
+    EXPECT_TRUE(at::equal(*inverse, torch_inverse)) << "K = " << k;
+    EXPECT_EQ(inverse->strides(), torch_inverse.strides()) << "K = " << k;
+    // An elementwise result of the inverse (Qronos scales its downdated block), and a contiguous copy of it whose
+    // lower triangle holds something else: only the upper triangle counts.
+    const at::Tensor scaled = torch_inverse.mul(1e4);
+    const at::Tensor torch_upper = at::linalg_cholesky(scaled, /*upper=*/true);
+    at::Tensor skewed = scaled.clone(at::MemoryFormat::Contiguous);
+    skewed.tril_(-1).mul_(3).add_(at::triu(scaled));
+    for (const at::Tensor& m : {scaled.clone(), skewed}) {
+      auto upper = UpperCholeskyStep(m.clone(), "scaled inverse");
+      ASSERT_TRUE(upper.ok()) << upper.status();
+      EXPECT_TRUE(at::equal(*upper, torch_upper)) << "K = " << k << ", contiguous " << m.is_contiguous();
+      EXPECT_EQ(upper->strides(), torch_upper.strides()) << "K = " << k;
+    }
+    auto refused = UpperCholeskyStep(-scaled, "scaled inverse");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(std::string(refused.status().message()).find("scaled inverse is not positive definite"),
+              std::string::npos)
+        << refused.status();
+  }
+}
+
 // The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
 // bit, parameters included (groups observed as they start are observed per range and stacked back by rows). The lazy
 // update's GEMMs run on fixed blocks of rows whatever the split, so this holds on AVX2 kernels too (#33 item 0: with

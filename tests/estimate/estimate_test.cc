@@ -151,6 +151,10 @@ TEST(HfQuarkLinearBytesTest, CountsCodesScalesAndZeroPoints) {
   EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("fp8_block_e8m0")->global_quant_config, 256, 512, false,
                                checkpoint::StDType::kBF16),
             131072u + 2u * 4u);
+  // #30 per-channel uint4: codes + F32 scale per channel + zero points eight per int32 (as Quark packs them).
+  EXPECT_EQ(HfQuarkLinearBytes(PresetConfig("uint4_wo_per_channel")->global_quant_config, 256, 512, false,
+                               checkpoint::StDType::kBF16),
+            65536u + 256u * 4u + 256u / 2u);
 }
 
 TEST(EstimateJobTest, RefusesRatesThatAreNotPositive) {

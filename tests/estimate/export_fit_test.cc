@@ -38,10 +38,11 @@ class ExportFitTest : public ::testing::Test {
 TEST_F(ExportFitTest, Int4PerChannelPacksEightCodesAlongTheInputColumns) {
   const absl::Status s = Fit(Preset("uint4_wo_per_channel"), {ExportKind::kHfQuark});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  // #30: the zero points pack 8 a word too (as Quark packs them), so gate_proj's 172 output channels fail first.
   EXPECT_EQ(s.message(),
-            "hf_quark: model.layers.0.mlp.down_proj (weight [64, 172], global_quant_config): "
-            "model.layers.0.mlp.down_proj.weight: uint4 packs 8 values per word, but in_features = 172 is not a "
-            "multiple of 8");
+            "hf_quark: model.layers.0.mlp.gate_proj (weight [172, 64], global_quant_config): "
+            "model.layers.0.mlp.gate_proj.weight: uint4 packs 8 values per word, but the channel count "
+            "(weight_zero_point packs 8 a word) = 172 is not a multiple of 8");
   // compressed-tensors packs with spill (any shape): not refused here.
   EXPECT_TRUE(Fit(Preset("uint4_wo_per_channel"), {ExportKind::kCompressedTensors}).ok());
   // Eight-bit codes pack nothing.
@@ -65,9 +66,10 @@ TEST_F(ExportFitTest, GgufHoldsEngineCodesOnlyInGroupsOfThirtyTwoAndExcludedLine
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("gguf: model.layers.0.self_attn.q_proj"), std::string::npos) << s;
   EXPECT_NE(s.message().find("cannot be held by GGUF"), std::string::npos) << s;
-  // Excluded linears stay float: without the 172-column down_projs uint4 per channel packs everywhere.
+  // Excluded linears stay float: without the MLPs (gate/up: 172 channels, down: 172 columns) uint4 per channel packs
+  // everywhere.
   Config excluded = Preset("uint4_wo_per_channel");
-  excluded.exclude.push_back("*.down_proj");
+  excluded.exclude.push_back("*.mlp.*");
   EXPECT_TRUE(Fit(excluded, {ExportKind::kHfQuark}).ok());
 }
 

@@ -207,6 +207,43 @@ TEST_F(ServiceTest, BadRequestsNameTheirField) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// #35 item 4: an online R4 rotation reaches vLLM only through compressed-tensors' transform_config, so a job with r4
+// (in spec.algo_config or spec.config.algo_config) and any other export is refused at submit naming the export.
+TEST_F(ServiceTest, AnOnlineR4RotationIsRefusedAtSubmitWithAnyExportButCompressedTensors) {
+  pb::Job job;
+  const auto r4_request = [&](std::initializer_list<pb::ExportFormat> formats) {
+    pb::SubmitJobRequest request = ValidRequest("uint4_wo_128");
+    request.mutable_spec()->add_algo_config()->mutable_rotation()->set_r4(true);
+    for (pb::ExportFormat f : formats) request.mutable_spec()->add_export_formats(f);
+    return request;
+  };
+  const std::pair<pb::SubmitJobRequest, std::string> refused[] = {
+      {r4_request({}), "spec.export_formats: empty (hf_quark)"},
+      {r4_request({pb::EXPORT_FORMAT_COMPRESSED_TENSORS, pb::EXPORT_FORMAT_GGUF}), "spec.export_formats[1]:"},
+      {r4_request({pb::EXPORT_FORMAT_ONNX}), "spec.export_formats[0]:"},
+      {r4_request({pb::EXPORT_FORMAT_COMPRESSED_TENSORS, pb::EXPORT_FORMAT_HF_QUARK}), "spec.export_formats[1]:"},
+  };
+  for (const auto& [request, message] : refused) {
+    const grpc::Status status = Submit(request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+    EXPECT_NE(status.error_message().find(message), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("r4"), std::string::npos) << status.error_message();
+  }
+  // The same rotation inside spec.config is found too; with compressed-tensors alone the job is taken.
+  pb::SubmitJobRequest in_config = ValidRequest();
+  in_config.mutable_spec()->clear_preset();
+  *in_config.mutable_spec()->mutable_config() = ToProto(*PresetConfig("uint4_wo_128"));
+  in_config.mutable_spec()->mutable_config()->add_algo_config()->mutable_rotation()->set_r4(true);
+  grpc::Status status = Submit(in_config, &job);
+  EXPECT_NE(status.error_message().find("spec.export_formats: empty (hf_quark)"), std::string::npos)
+      << status.error_message();
+  in_config.mutable_spec()->add_export_formats(pb::EXPORT_FORMAT_COMPRESSED_TENSORS);
+  status = Submit(in_config, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  status = Submit(r4_request({pb::EXPORT_FORMAT_COMPRESSED_TENSORS}), &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
 // #35: GPTAQ and Qronos in the API's algo_config (Quark 0.13's fields): bad values are refused at submit naming
 // spec.algo_config[i].field, good ones reach the worker's lease as sent and convert to the engine's algorithm.
 TEST_F(ServiceTest, GptaqAndQronosTravelToTheWorkerAndBadFieldsAreNamed) {
@@ -367,12 +404,13 @@ TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheMo
     request.mutable_spec()->set_model_uri(std::string("file://") + shared + "/fixtures/stories260K");
     return request;
   };
-  // stories260K's down_proj is [64, 172]: HF-quark packs uint4 codes eight to an int32 along the 172 columns.
+  // stories260K's gate_proj is [172, 64]: HF-quark packs the per-channel uint4 zero points eight to an int32 (as Quark
+  // does), and 172 channels do not divide (down_proj's 172 columns would fail the codes' packing next).
   grpc::Status packed = Submit(request_for("uint4_wo_per_channel"));
   EXPECT_EQ(packed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   for (const char* part : {"spec.preset: the model's shapes do not take uint4_wo_per_channel", "hf_quark: ",
-                           "model.layers.0.mlp.down_proj (weight [64, 172]",
-                           "in_features = 172 is not a multiple of 8"}) {
+                           "model.layers.0.mlp.gate_proj (weight [172, 64]",
+                           "the channel count (weight_zero_point packs 8 a word) = 172 is not a multiple of 8"}) {
     EXPECT_NE(packed.error_message().find(part), std::string::npos) << part << " in " << packed.error_message();
   }
   // GGUF holds int4 codes only in groups of 32 (its own rule, named as such).
@@ -411,7 +449,7 @@ TEST_F(ServiceTest, ASchemeTheModelsShapesCannotTakeIsRefusedAtSubmitNamingTheMo
   EXPECT_NE(dropped.error().find("dropped at submit: spec.preset: the model's shapes do not take uint4_wo_per_channel"),
             std::string::npos)
       << dropped.error();
-  EXPECT_NE(dropped.error().find("in_features = 172 is not a multiple of 8"), std::string::npos) << dropped.error();
+  EXPECT_NE(dropped.error().find("= 172 is not a multiple of 8"), std::string::npos) << dropped.error();
 }
 
 // #36: an automatic search's loss budget below every recipe. Without stored passes SubmitJob cannot know it: the parent

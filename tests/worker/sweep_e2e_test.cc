@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/quarkctl_app.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/client/run_ctl.h"
@@ -36,9 +38,9 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   if (!fs::exists(worker)) QUARK_PEER_MISSING() << "quark-worker (the engine build) not built";
   std::unique_ptr<Subprocess> remote = StartPoolAndRemoteWorker();
   ASSERT_NE(remote, nullptr) << quarkd_->Log();
-  // uint4_wo_128's groups do not divide stories260K's 64 input columns, and uint4_wo_per_channel's down_proj (172
-  // columns) cannot be packed 8 codes to a word: both are dropped at submit with the reason (no child runs them),
-  // and the parent succeeds with the others' results (partial results).
+  // uint4_wo_128's groups do not divide stories260K's 64 input columns, and uint4_wo_per_channel's gate_proj (172
+  // channels) cannot have its zero points packed 8 to a word: both are dropped at submit with the reason (no child
+  // runs them), and the parent succeeds with the others' results (partial results).
   client::CtlRun run = client::RunCtl({"--server", quarkd_->address(), "submit", "-f", JobFile(), "--sweep",
                                        "w_int8_per_tensor_sym,uint4_wo_128", "--sweep", "fp8,uint4_wo_per_channel",
                                        "--sweep", "mxfp4_weight_only", "--wait"});
@@ -61,10 +63,10 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   EXPECT_EQ(packed.state(), quark::v1::JOB_STATE_FAILED);
   EXPECT_EQ(packed.job_id(), "");
   EXPECT_NE(packed.error().find("dropped at submit: spec.preset: the model's shapes do not take uint4_wo_per_channel: "
-                                "hf_quark: model.layers.0.mlp.down_proj (weight [64, 172]"),
+                                "hf_quark: model.layers.0.mlp.gate_proj (weight [172, 64]"),
             std::string::npos)
       << packed.error();
-  EXPECT_NE(packed.error().find("in_features = 172 is not a multiple of 8"), std::string::npos) << packed.error();
+  EXPECT_NE(packed.error().find("= 172 is not a multiple of 8"), std::string::npos) << packed.error();
   std::set<std::string> workers;
   for (int i : {0, 2, 4}) {
     const quark::v1::SweepCandidate& row = parent.sweep().candidates(i);
@@ -98,6 +100,16 @@ TEST_F(SweepE2eTest, ALocalAndARemoteWorkerRunTheCandidatesAndTheTableIsWhatEach
   EXPECT_NE(get.out.find("fp8 "), std::string::npos) << get.out;
   EXPECT_NE(get.out.find("dropped at submit"), std::string::npos) << get.out;
   EXPECT_NE(get.out.find("float perplexity: "), std::string::npos) << get.out;
+  // #36 item 1: the parent's own manifest holds the same table, each child's manifest named with its digest, and the
+  // two candidates dropped at submit with their reasons; quarkctl get says where it is.
+  const nlohmann::json manifest = CheckParentManifest(parent);
+  ASSERT_TRUE(manifest.is_object());
+  EXPECT_EQ(manifest["kind"], "sweep");
+  ASSERT_EQ(manifest["failed"].size(), 2u);
+  EXPECT_EQ(manifest["failed"][0]["scheme"], "uint4_wo_128");
+  EXPECT_EQ(manifest["failed"][1]["error"], packed.error());
+  const std::string where = "file://" + (quarkd_->root() / "out" / parent_id / "manifest.json").string();
+  EXPECT_NE(get.out.find("table:     " + where), std::string::npos) << get.out;
   remote->Stop(SIGTERM);
 }
 
@@ -263,6 +275,21 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   EXPECT_EQ(parent.result().artifacts_size(), child.result().artifacts_size());
   EXPECT_EQ(parent.result().metrics().at("bits_per_weight"), round.bits_per_weight());
   EXPECT_NE(found.recipe_json().find("layer_quant_config"), std::string::npos);
+  // #36 item 1: the search's own manifest: the pass rows and the round (each child's manifest named with its
+  // digest), the recipe as Quark's quantization_config, predicted vs measured loss.
+  const nlohmann::json manifest = CheckParentManifest(parent);
+  ASSERT_TRUE(manifest.is_object());
+  EXPECT_EQ(manifest["kind"], "auto_search");
+  EXPECT_EQ(manifest["table"][0]["role"], "pass");
+  EXPECT_EQ(manifest["table"][1]["role"], "pass");
+  EXPECT_EQ(manifest["table"][2]["role"], "round");
+  const nlohmann::json& answer = manifest["auto_search"]["answer"];
+  EXPECT_EQ(manifest["auto_search"]["recipe"], nlohmann::json::parse(found.recipe_json()));
+  EXPECT_EQ(answer["job_id"], round.job_id());
+  EXPECT_EQ(answer["bits_per_weight"].get<double>(), round.bits_per_weight());
+  EXPECT_EQ(answer["predicted_kld"].get<double>(), round.predicted_kld());
+  EXPECT_EQ(answer["measured_kld"].get<double>(), round.measured_kld());
+  EXPECT_EQ(manifest["auto_search"]["met"], true);
 
   // The same search again: the passes are reused by content key (deduplicated), only the verification runs.
   request.mutable_spec()->mutable_auto_search()->set_target_bits(7.0);
@@ -273,6 +300,7 @@ TEST_F(SweepE2eTest, AnAutomaticSearchRunsItsPassesAsChildrenAndVerifiesTheRecip
   }
   EXPECT_LE(again.auto_search().rounds(0).bits_per_weight(), 7.0);
   EXPECT_GT(again.auto_search().rounds(0).bits_per_weight(), round.bits_per_weight());
+  CheckParentManifest(again);  // its pass rows name the reused passes' manifests
 
   // Bad input names the field; a budget below every recipe names the smallest size.
   quark::v1::SubmitJobRequest small = request;

@@ -108,6 +108,10 @@ std::string AttemptOutputPrefix(std::string_view output_uri, std::string_view jo
   return JoinUri(JoinUri(output_uri, job_id), str::Cat("attempt-", attempt));
 }
 
+std::string SweepManifestUri(std::string_view output_uri, std::string_view job_id) {
+  return JoinUri(JoinUri(output_uri, job_id), kManifestName);
+}
+
 absl::Status RemovePublished(ObjectStore& store, std::string_view prefix) {
   absl::Status first = store.Delete(JoinUri(prefix, kManifestName));
   absl::StatusOr<std::vector<ObjectInfo>> objects = store.List(prefix);

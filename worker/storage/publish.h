@@ -67,6 +67,10 @@ absl::StatusOr<PublishResult> PublishArtifacts(ObjectStore& store, const std::fi
 /// the lease of the current attempt and only inside that attempt's folder (server/scheduler/result_check.h).
 std::string AttemptOutputPrefix(std::string_view output_uri, std::string_view job_id, int attempt);
 
+/// #36: where quarkd writes a sweep's (or an automatic search's) parent manifest, <output_uri>/<job_id>/manifest.json
+/// (server/scheduler/sweep_manifest.h): beside its children's folders under the same output URI, in the parent's own.
+std::string SweepManifestUri(std::string_view output_uri, std::string_view job_id);
+
 /// Removes what one attempt published under `prefix` (its AttemptOutputPrefix): manifest.json first, so that no
 /// reader sees a manifest whose files are going, then every other object below it. Errors name the URI; what could
 /// be removed is removed.

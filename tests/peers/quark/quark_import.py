@@ -173,11 +173,12 @@ def unpacked_shape(name, local, config, qconfig, export):
     (`local`, renamed to Quark's state_dict keys): candidates from the packed weight's dimensions and packing ratios."""
     p0, p1 = local["weight"].shape
     candidates = sorted({(a, b) for a in (p0, p1, p1 * 8) for b in (p0, p1, p1 * 2, p1 * 4 // 3, p1 * 8)})
-    matches, weight_matches = [], []
+    matches, weight_matches, refusals = [], [], []
     for out_features, in_features in candidates:
         try:
             qlinear = build_qlinear(out_features, in_features, "bias" in local, config, qconfig, export, "meta")
-        except (ValueError, AssertionError, ZeroDivisionError, NotImplementedError):
+        except (ValueError, AssertionError, ZeroDivisionError, NotImplementedError) as e:
+            refusals.append(f"{type(e).__name__}: {e}")
             continue
         state = qlinear.state_dict()
         if tuple(state["weight"].shape) == tuple(local["weight"].shape):
@@ -186,6 +187,9 @@ def unpacked_shape(name, local, config, qconfig, export):
             matches.append((out_features, in_features))
     # When only the weight fits, Quark's own load (missing keys, load_state_dict's size mismatch) says what differs.
     chosen = matches if matches else weight_matches
+    if not chosen and len(refusals) == len(candidates) and len(set(refusals)) == 1:
+        # Quark cannot build a QParamsLinear of any shape for this config: its own message says why.
+        raise SystemExit(f"{name}: Quark's QParamsLinear refuses the config: {refusals[0]}")
     if len(chosen) != 1:
         shapes = {k: tuple(v.shape) for k, v in local.items()}
         raise SystemExit(f"{name}: no single [out, in] for which Quark allocates the exported weight {shapes} "

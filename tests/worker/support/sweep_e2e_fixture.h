@@ -6,13 +6,18 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/base/digest.h"
 #include "quark/v1/service.grpc.pb.h"
 #include "tests/storage/support/subprocess.h"
 #include "tests/worker/support/quarkd.h"
@@ -143,6 +148,70 @@ class SweepE2eTest : public ::testing::Test {
         std::chrono::seconds(400)))
         << quarkd_->Log();
     return Get(job.id());
+  }
+
+  // #36 item 1: the ended parent's own manifest, <output_uri>/<id>/manifest.json, checked against GetJob's table
+  // and each child's published manifest: every row's figures bit for bit, the child's manifest URI and the SHA-256
+  // of its bytes, a child's measured figures in its own manifest, the failed rows with their errors, and the parent's
+  // log naming the file with the SHA-256 of its bytes. Returns the document (null when a check could not start).
+  nlohmann::json CheckParentManifest(const quark::v1::Job& parent) {
+    const std::string path = (quarkd_->root() / "out" / parent.id() / "manifest.json").string();
+    const std::string bytes = ReadAll(path);
+    EXPECT_FALSE(bytes.empty()) << path << " was not written\n" << quarkd_->Log();
+    nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, false);
+    if (bytes.empty() || doc.is_discarded()) return nullptr;
+    EXPECT_EQ(doc["format_version"], 1);
+    EXPECT_EQ(doc["job_id"], parent.id());
+    EXPECT_EQ(doc["state"], quark::v1::JobState_Name(parent.state()));
+    EXPECT_EQ(doc["float"]["ppl"].get<double>(), parent.sweep().ppl_float());
+    for (const auto& [name, value] : parent.result().metrics()) EXPECT_EQ(doc["metrics"][name].get<double>(), value);
+    const nlohmann::json& table = doc["table"];
+    EXPECT_EQ(table.size(), static_cast<size_t>(parent.sweep().candidates_size()));
+    size_t failed = 0;
+    for (int i = 0; i < parent.sweep().candidates_size() && i < static_cast<int>(table.size()); ++i) {
+      const quark::v1::SweepCandidate& row = parent.sweep().candidates(i);
+      const nlohmann::json& written = table[i];
+      SCOPED_TRACE(row.scheme());
+      EXPECT_EQ(written["scheme"], row.scheme());
+      EXPECT_EQ(written["job_id"], row.job_id());
+      EXPECT_EQ(written["state"], quark::v1::JobState_Name(row.state()));
+      EXPECT_EQ(written["size_bytes"].get<int64_t>(), row.size_bytes());
+      EXPECT_EQ(written["bits_per_weight"].get<double>(), row.bits_per_weight());
+      EXPECT_EQ(written["ppl"].get<double>(), row.ppl());
+      EXPECT_EQ(written["kld"].get<double>(), row.kld());
+      EXPECT_EQ(written["seconds"].get<double>(), row.seconds());
+      for (const auto& [task, score] : row.task_scores()) EXPECT_EQ(written["task_scores"][task].get<double>(), score);
+      if (row.state() != quark::v1::JOB_STATE_SUCCEEDED) {
+        ++failed;
+        EXPECT_EQ(written["error"], row.error());
+        continue;
+      }
+      const quark::v1::Job child = Get(row.job_id());
+      if (child.result().manifest_uri().empty()) {  // a child that publishes nothing (none of these tests' kinds)
+        EXPECT_FALSE(written.contains("manifest_uri"));
+        continue;
+      }
+      EXPECT_EQ(written["manifest_uri"], child.result().manifest_uri());
+      EXPECT_EQ(written["manifest_sha256"], child.result().manifest_sha256());
+      const std::string child_bytes = ReadAll(child.result().manifest_uri().substr(std::string("file://").size()));
+      EXPECT_EQ(quark::Sha256Hex(child_bytes), written["manifest_sha256"].get<std::string>());
+      const nlohmann::json child_doc = nlohmann::json::parse(child_bytes, nullptr, false);
+      EXPECT_EQ(child_doc["job_id"], child.deduplicated_from().empty() ? child.id() : child.deduplicated_from());
+      const nlohmann::json& metrics = child_doc["metrics"];
+      if (metrics.contains("ppl_reloaded")) EXPECT_EQ(metrics["ppl_reloaded"].get<double>(), row.ppl());
+      if (metrics.contains("kld_mean_reloaded")) EXPECT_EQ(metrics["kld_mean_reloaded"].get<double>(), row.kld());
+      if (metrics.contains("seconds_total")) EXPECT_EQ(metrics["seconds_total"].get<double>(), row.seconds());
+    }
+    EXPECT_EQ(doc["failed"].size(), failed);
+    const std::string line = "manifest: file://" + path + " (sha256 " + quark::Sha256Hex(bytes) + ")";
+    const std::vector<std::string> logs = Logs(parent.id());
+    EXPECT_NE(std::find(logs.begin(), logs.end(), line), logs.end()) << line;
+    return doc;
+  }
+
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
   std::unique_ptr<quark::testing::Quarkd> quarkd_;
