@@ -5,6 +5,14 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 if [ -f scripts/install-test-peers.sh ]; then bash scripts/install-test-peers.sh; fi
 bash scripts/build.sh
+# Where Debian's OpenBLAS does not know the CPU, every LibTorch process re-executes itself with OPENBLAS_CORETYPE set
+# (core/base/blas_core.h): the same choice made once here spares each of the suite's thousands of processes a second
+# LibTorch start (~0.7 s each). Nothing is set where OpenBLAS knows the CPU or the caller chose a core already.
+coretype=$(python3 scripts/blas_coretype.py)
+if [ -n "$coretype" ]; then
+  export OPENBLAS_CORETYPE="$coretype"
+  echo "test.sh: OpenBLAS reports a generic core on this CPU: OPENBLAS_CORETYPE=$coretype for the whole suite"
+fi
 # The summary (tests run / passed / skipped and each skip's reason) comes from ctest's JUnit file; with CI=true or
 # QUARK_REQUIRE_PEERS=1 a missing test peer fails its test, and a skip not in tests/support/legitimate_skips.txt
 # fails the run.
