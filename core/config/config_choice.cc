@@ -9,6 +9,7 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/config/mxfp8_tiles_as_mx.h"
 #include "core/config/presets.h"
 #include "core/config/quark_json.h"
 
@@ -23,7 +24,7 @@ absl::StatusOr<Config> ResolveConfigChoice(const ConfigChoice& choice) {
   }
   Config config;
   if (choice.config) {
-    config = *choice.config;
+    config = WithExportedMxfp8AsMx(*choice.config);  // #30: an HF-quark MXFP8 export's own config means mxfp8
   } else {
     QUARK_ASSIGN_OR_RETURN(config, PresetConfig(choice.preset));
   }

@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/config/export_format_proto.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
+#include "core/config/mxfp8_tiles_as_mx.h"  // #30
 #include "core/config/online_rotation.h"  // #35 item 4
 #include "core/config/presets.h"
 #include "core/export/ct_config.h"
@@ -202,6 +203,7 @@ absl::StatusOr<quark::Config> ResolveRequestConfig(const std::string& prefix, co
   } else if (config != nullptr) {
     resolved = FromProto(*config);
     if (!resolved.ok()) return WithPrefix(resolved.status(), absl::StrCat(prefix, "config."));
+    *resolved = WithExportedMxfp8AsMx(*std::move(resolved));  // #30: as ResolveConfigChoice (the worker's) reads it
   } else {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "quantization: set either config or preset"));
   }

@@ -149,38 +149,41 @@ absl::Status JobScheduler::Recover() {
   if (!jobs.ok()) return jobs.status();
   absl::StatusOr<std::map<std::pair<JobState, std::string>, int64_t>> counts = store_->CountJobs();
   if (!counts.ok()) return counts.status();
-  absl::MutexLock lock(&mu_);
-  if (metrics_ != nullptr) {
-    for (const auto& [key, count] : *counts) {
-      metrics_->jobs.WithLabels({StateLabel(key.first), key.second}).Set(static_cast<double>(count));
+  {
+    absl::MutexLock lock(&mu_);
+    if (metrics_ != nullptr) {
+      for (const auto& [key, count] : *counts) {
+        metrics_->jobs.WithLabels({StateLabel(key.first), key.second}).Set(static_cast<double>(count));
+      }
     }
+    int requeued = 0;
+    for (StoredJob& stored : *jobs) {
+      if (stored.job.deduplicated_from().empty() && !IsSweepParent(stored.job)) {
+        CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
+      }
+      ActiveJob& active = active_[stored.job.id()];
+      active.order = stored.order;
+      active.job = std::move(stored.job);
+      if (!active.job.deduplicated_from().empty()) {  // a follower: never queued, caught up below
+        followers_[active.job.deduplicated_from()].insert(active.job.id());
+        continue;
+      }
+      if (IsSweepParent(active.job)) continue;  // never leased: its rows are caught up below
+      if (active.job.state() == JobState::JOB_STATE_QUEUED) {
+        queue_.insert(KeyOf(active));
+        continue;
+      }
+      ++requeued;
+      RequeueOrFailLocked(active, absl::StrCat("quarkd restarted while worker ", active.job.worker_id(),
+                                               " ran the job; its lease was lost"));
+    }
+    ResyncFollowersLocked();
+    ResyncSweepsLocked();
+    UpdateGaugesLocked();
+    log::Get("scheduler")->info("job=- recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
+                                requeued);
   }
-  int requeued = 0;
-  for (StoredJob& stored : *jobs) {
-    if (stored.job.deduplicated_from().empty() && !IsSweepParent(stored.job)) {
-      CountTenantLocked(stored.job.tenant(), stored.job.state(), +1);
-    }
-    ActiveJob& active = active_[stored.job.id()];
-    active.order = stored.order;
-    active.job = std::move(stored.job);
-    if (!active.job.deduplicated_from().empty()) {  // a follower: never queued, caught up below
-      followers_[active.job.deduplicated_from()].insert(active.job.id());
-      continue;
-    }
-    if (IsSweepParent(active.job)) continue;  // never leased: its rows are caught up below
-    if (active.job.state() == JobState::JOB_STATE_QUEUED) {
-      queue_.insert(KeyOf(active));
-      continue;
-    }
-    ++requeued;
-    RequeueOrFailLocked(active, absl::StrCat("quarkd restarted while worker ", active.job.worker_id(),
-                                             " ran the job; its lease was lost"));
-  }
-  ResyncFollowersLocked();
-  ResyncSweepsLocked();
-  UpdateGaugesLocked();
-  log::Get("scheduler")->info("job=- recovered {} queued jobs ({} were running and lost their lease)", queue_.size(),
-                              requeued);
+  WriteEndingManifests();  // parents that ended with what quarkd missed while it was down
   return absl::OkStatus();
 }
 
@@ -285,6 +288,11 @@ absl::StatusOr<Job> JobScheduler::Cancel(const std::string& job_id) {
     out = CancelLocked(job_id, &answers);
   }
   for (auto& answer : answers) answer();
+  WriteEndingManifests();
+  if (out.ok() && IsSweepParent(*out) && !IsFinal(out->state())) {
+    absl::StatusOr<Job> stored = store_->GetJob(job_id);  // it may have ended just now, its manifest written above
+    if (stored.ok()) return stored;
+  }
   return out;
 }
 
@@ -343,11 +351,21 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
     *attempt->mutable_ended_at() = ToTimestamp(now);
     if (state != JobState::JOB_STATE_SUCCEEDED) attempt->set_error(error);
   }
-  std::vector<JobEvent> events;
-  // #36: a parent's manifest is written before its end is stored, so whoever sees the parent ended can read it.
-  if (IsSweepParent(job)) {
-    if (std::optional<JobEvent> written = WriteSweepManifestLocked(job)) events.push_back(*std::move(written));
+  // #36: a parent's manifest is written before its end is stored, so whoever sees the parent ended can read it; but
+  // not under the lock (an s3 endpoint that is down would hold it through the client's retries): the parent leaves
+  // active_ here and WriteEndingManifests, run by the caller once it let go of the lock, writes it and stores the end.
+  if (IsSweepParent(job) && options_.sweep_manifests != nullptr) {
+    BeginParentEndLocked(it, from, result != nullptr);
+    return absl::OkStatus();
   }
+  return StoreEndLocked(it, from, result, {});
+}
+
+absl::Status JobScheduler::StoreEndLocked(std::map<std::string, ActiveJob>::iterator it, JobState from,
+                                          const quark::v1::JobResult* result, std::vector<JobEvent> events) {
+  const std::string job_id = it->first;
+  Job& job = it->second.job;
+  const JobState state = job.state();
   events.push_back(StateEventLocked(job));
   absl::Status status = SaveLocked(job, std::move(events));
   CountStateLocked(job, from);
@@ -357,13 +375,13 @@ absl::Status JobScheduler::FinishLocked(const std::string& job_id, JobState stat
     if (!job.tenant().empty()) metrics_->tenant_jobs_finished.WithLabels({job.tenant(), StateLabel(state)}).Increment();
     if (job.has_started_at()) {
       metrics_->job_duration.WithLabels({StateLabel(state), preset})
-          .Observe(absl::ToDoubleSeconds(now - FromTimestamp(job.started_at())));
+          .Observe(absl::ToDoubleSeconds(FromTimestamp(job.finished_at()) - FromTimestamp(job.started_at())));
     }
     if (result != nullptr) {
       for (const auto& artifact : result->artifacts()) metrics_->uploaded_bytes.Increment(artifact.size_bytes());
     }
   }
-  log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), ForLog(error));
+  log::Get("scheduler")->info("job={} {} {}", job_id, StateLabel(state), ForLog(job.error()));
   Job ended = followers_.count(job_id) ? job : Job();
   Job child = job.parent_id().empty() ? Job() : job;
   active_.erase(it);

@@ -138,10 +138,20 @@ class JobScheduler : public Scheduler {
   void SweepChildEndedLocked(const quark::v1::Job& child) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Recover(): active parents' rows catch up with children that ended (or were never created) while quarkd was down.
   void ResyncSweepsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Writes the ending `parent`'s manifest (options_.sweep_manifests; sweep_manifest.h) from its stored children.
-  /// The event saying where it is and its SHA-256, or why it was not written; nullopt without a writer.
-  std::optional<quark::v1::JobEvent> WriteSweepManifestLocked(const quark::v1::Job& parent)
+  /// The stored (or still active) children the rows of `parent`'s table name: what its manifest is built from.
+  std::vector<quark::v1::Job> SweepChildrenLocked(const quark::v1::Job& parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// FinishLocked of a parent with a manifest writer: the parent (its final state, error, result and finished_at
+  /// set) moves from active_ to ending_parents_ with a snapshot of its children; its end is stored by
+  /// WriteEndingManifests once the manifest is written.
+  void BeginParentEndLocked(std::map<std::string, ActiveJob>::iterator it, quark::v1::JobState from, bool has_result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Writes the manifest of every parent in ending_parents_ (sweep_manifest.h) without the lock, then stores each
+  /// parent's end after the event saying where its manifest is and its SHA-256, or why it was not written. Every
+  /// public call that can end a job runs it after letting go of the lock, so the caller that ended a parent sees
+  /// it ended when the call returns, and a store that blocks (an s3 endpoint that is down, retried) stalls only
+  /// that caller. A quarkd stopped between the write and the stored end ends the parent again at Recover, and the
+  /// writer writes the same bytes (sweep_manifest.h).
+  void WriteEndingManifests() ABSL_LOCKS_EXCLUDED(mu_);
   /// Ends `parent_id` when every row is final (SweepOutcome); else saves the table. Returns whether it ended.
   bool MaybeFinishSweepLocked(const std::string& parent_id, const std::string& note) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Automatic searches (#36 item 3, job_scheduler_auto.cc): a sweep parent whose rows are sensitivity passes, then
@@ -168,6 +178,11 @@ class JobScheduler : public Scheduler {
   quark::v1::JobEvent StateEventLocked(const quark::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FinishLocked(const std::string& job_id, quark::v1::JobState state, const std::string& error,
                             const quark::v1::JobResult* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The second half of FinishLocked: stores the ended job (after `events`), counts it, leaves active_, and tells its
+  /// followers and its parent.
+  absl::Status StoreEndLocked(std::map<std::string, ActiveJob>::iterator it, quark::v1::JobState from,
+                              const quark::v1::JobResult* result, std::vector<quark::v1::JobEvent> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseLeaseLocked(const std::string& lease_id, const std::string& reason, const std::string& metric_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueOrFailLocked(ActiveJob& active, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -228,6 +243,15 @@ class JobScheduler : public Scheduler {
   std::map<std::string, int64_t> max_running_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> draining_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<std::string>> followers_ ABSL_GUARDED_BY(mu_);  // leader id -> follower ids
+  // #36: sweep parents that ended, their manifests not yet written (BeginParentEndLocked, WriteEndingManifests).
+  struct EndingParent {
+    ActiveJob active;
+    quark::v1::JobState from = quark::v1::JobState::JOB_STATE_UNSPECIFIED;
+    std::vector<quark::v1::Job> children;
+    bool has_result = false;
+    bool writing = false;  // a caller is writing its manifest now
+  };
+  std::map<std::string, EndingParent> ending_parents_ ABSL_GUARDED_BY(mu_);
 };
 
 /// The error of a job stopped by its deadline: "DEADLINE_EXCEEDED: deadline of N s passed".

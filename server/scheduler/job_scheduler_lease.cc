@@ -49,6 +49,7 @@ RegisterResponse JobScheduler::Register(const RegisterRequest& request) {
     UpdateGaugesLocked();
   }
   for (auto& answer : answers) answer();
+  WriteEndingManifests();  // #36: a lost lease may have ended a sweep's last child
   RegisterResponse response;
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   response.set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
@@ -289,6 +290,7 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
     UpdateGaugesLocked();
   }
   for (auto& answer : answers) answer();
+  WriteEndingManifests();  // #36: this child may have been its sweep's last
   return status;
 }
 
@@ -367,6 +369,7 @@ void JobScheduler::Tick() {
     killer = killer_;
   }
   for (auto& answer : answers) answer();
+  WriteEndingManifests();  // #36: an expired lease or deadline may have ended a sweep's last child
   for (const std::string& worker_id : to_kill) {
     log::Get("scheduler")->warn("job=- worker={} did not stop a cancelled job; killing it", ForLog(worker_id));
     if (killer) killer(worker_id);

@@ -1,6 +1,7 @@
 // #36 sweep jobs in JobScheduler: a parent that runs nothing itself (RUNNING from submission, never queued nor
 // leased) and one child job per candidate, ordinary jobs linked by Job.parent_id. The parent's table (Job.sweep)
 // is filled from each child as it ends; the parent ends with its last child (sweep_table.h's SweepOutcome).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -116,6 +117,7 @@ absl::StatusOr<Job> JobScheduler::SubmitSweep(const std::string& request_id, con
     UpdateGaugesLocked();
   }
   for (auto& answer : answers) answer();
+  WriteEndingManifests();  // every child deduplicated from a job that ended: the parent ended at once
   return store_->GetJob(parent_id);
 }
 
@@ -134,8 +136,7 @@ bool JobScheduler::MaybeFinishSweepLocked(const std::string& parent_id, const st
   return true;
 }
 
-std::optional<JobEvent> JobScheduler::WriteSweepManifestLocked(const Job& parent) {
-  if (options_.sweep_manifests == nullptr) return std::nullopt;
+std::vector<Job> JobScheduler::SweepChildrenLocked(const Job& parent) {
   std::vector<Job> children;
   for (const quark::v1::SweepCandidate& row : parent.sweep().candidates()) {
     if (row.job_id().empty()) continue;
@@ -146,14 +147,54 @@ std::optional<JobEvent> JobScheduler::WriteSweepManifestLocked(const Job& parent
     absl::StatusOr<Job> child = store_->GetJob(row.job_id());  // a child that ended was stored before it left active_
     if (child.ok()) children.push_back(*std::move(child));
   }
-  absl::StatusOr<WrittenManifest> written = options_.sweep_manifests->Write(parent, children);
-  if (!written.ok()) {
-    log::Get("scheduler")->warn("job={} parent manifest not written: {}", parent.id(),
-                                ForLog(written.status().ToString()));
-    return LogEvent(absl::StrCat("manifest not written: ", written.status().ToString()), clock_->Now());
+  return children;
+}
+
+void JobScheduler::BeginParentEndLocked(std::map<std::string, ActiveJob>::iterator it, JobState from,
+                                        bool has_result) {
+  EndingParent& ending = ending_parents_[it->first];
+  ending.children = SweepChildrenLocked(it->second.job);
+  ending.from = from;
+  ending.has_result = has_result;
+  ending.active = std::move(it->second);
+  active_.erase(it);
+}
+
+void JobScheduler::WriteEndingManifests() {
+  for (;;) {
+    std::string parent_id;
+    Job parent;
+    std::vector<Job> children;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = std::find_if(ending_parents_.begin(), ending_parents_.end(),
+                             [](const auto& entry) { return !entry.second.writing; });
+      if (it == ending_parents_.end()) return;
+      it->second.writing = true;  // another caller's loop leaves it to this one
+      parent_id = it->first;
+      parent = it->second.active.job;
+      children = it->second.children;
+    }
+    absl::StatusOr<WrittenManifest> written = options_.sweep_manifests->Write(parent, children);
+    absl::MutexLock lock(&mu_);
+    auto it = ending_parents_.find(parent_id);
+    EndingParent ending = std::move(it->second);
+    ending_parents_.erase(it);
+    JobEvent event;
+    if (!written.ok()) {
+      log::Get("scheduler")->warn("job={} parent manifest not written: {}", parent_id,
+                                  ForLog(written.status().ToString()));
+      event = LogEvent(absl::StrCat("manifest not written: ", written.status().ToString()), clock_->Now());
+    } else {
+      log::Get("scheduler")->info("job={} parent manifest {} sha256={}", parent_id, ForLog(written->uri),
+                                  written->sha256);
+      event = LogEvent(absl::StrCat("manifest: ", written->uri, " (sha256 ", written->sha256, ")"), clock_->Now());
+    }
+    auto active = active_.emplace(parent_id, std::move(ending.active)).first;
+    const quark::v1::JobResult* result = ending.has_result ? &active->second.job.result() : nullptr;
+    StoreEndLocked(active, ending.from, result, {std::move(event)}).IgnoreError();  // logged by SaveLocked
+    UpdateGaugesLocked();
   }
-  log::Get("scheduler")->info("job={} parent manifest {} sha256={}", parent.id(), ForLog(written->uri), written->sha256);
-  return LogEvent(absl::StrCat("manifest: ", written->uri, " (sha256 ", written->sha256, ")"), clock_->Now());
 }
 
 void JobScheduler::SweepChildEndedLocked(const Job& child) {

@@ -2,10 +2,18 @@
 // say, the GGUF read back to the fake-quantized model's perplexity, llama.cpp's own float quantization when no scheme
 // is given, and the refusals that name the field.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "core/config/config_choice.h"
 #include "core/config/presets.h"
+#include "core/config/quark_json.h"
+#include "core/config/validation.h"
 #include "core/export/gguf_source.h"
 #include "core/quantize/quantize_model.h"
 #include "tests/quantize/test_model.h"
@@ -20,6 +28,60 @@ QuantizeModelOptions Evaluated(QuantizeModelOptions o) {
   o.eval_seq_len = 64;
   o.eval_max_windows = 2;
   return o;
+}
+
+std::string BytesOf(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Every file below `dir` by relative path, with its bytes.
+std::map<std::string, std::string> FilesOf(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) files[fs::relative(entry.path(), dir).string()] = BytesOf(entry.path());
+  }
+  return files;
+}
+
+// #30: the quantization_config an HF-quark export of mxfp8 declares (the weight as E8M0 tiles per_block [1, 32], the
+// input MX fp8 per_group 32 dynamic), fed back as a job's config (`quark quantize --config`, the worker: both through
+// ResolveConfigChoice), is the mxfp8 preset: it validates, and its export is the preset's, file for file.
+TEST(ExportFormatsTest, TheExportedMxfp8ConfigFedBackAsAConfigWritesTheSameBytes) {
+  QuantizeModelOptions preset;
+  preset.config = *PresetConfig("mxfp8");
+  preset.output_dir = testing::TempPath("mxfp8_preset");
+  fs::remove_all(preset.output_dir);
+  auto first = QuantizeModel(testing::FixturePath("tinyllama-a"), preset);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const auto exported = nlohmann::ordered_json::parse(BytesOf(fs::path(preset.output_dir) / "config.json"));
+  ASSERT_TRUE(exported.contains("quantization_config"));
+  auto read = ConfigFromQuarkJson(exported["quantization_config"]);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ConfigChoice choice;
+  choice.config = *read;
+  auto fed = ResolveConfigChoice(choice);
+  ASSERT_TRUE(fed.ok()) << fed.status();
+  for (const ValidationIssue& issue : ValidateConfig(*fed)) {
+    EXPECT_NE(issue.severity, ValidationIssue::Severity::kError) << issue.ToString();
+  }
+  QuantizeModelOptions again = preset;
+  again.config = *fed;
+  again.output_dir = testing::TempPath("mxfp8_fed_back");
+  fs::remove_all(again.output_dir);
+  auto second = QuantizeModel(testing::FixturePath("tinyllama-a"), again);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const auto want = FilesOf(preset.output_dir);
+  const auto got = FilesOf(again.output_dir);
+  ASSERT_GT(want.size(), 1u);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, bytes] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << name;
+    EXPECT_TRUE(it->second == bytes) << name << " differs";
+  }
+  fs::remove_all(preset.output_dir);
+  fs::remove_all(again.output_dir);
 }
 
 TEST(ExportFormatsTest, EveryFormatInOnePassEachInItsPlace) {

@@ -7,6 +7,11 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "core/config/presets.h"
+#include "core/config/proto_convert.h"
+#include "core/config/quark_json.h"
 #include "server/api/model_view.h"
 #include "tests/server/test_util.h"
 
@@ -52,6 +57,35 @@ class ContentKeyTest : public ::testing::Test {
   testing::TempDir other_;  // another tenant's files, outside the caller's roots
   FileDigestCache cache_;
 };
+
+// #30: the quantization_config an HF-quark export of mxfp8 declares (E8M0 tiles [1, 32], MX fp8 input), sent back as
+// spec.config, is resolved by quarkd as the worker resolves it, as the mxfp8 preset: the same key, so such a job is
+// deduplicated against the preset's. The 2-D tiles of mxfp8_2d are another quantization: another key.
+TEST_F(ContentKeyTest, TheExportedMxfp8ConfigIsKeyedAsTheMxfp8Preset) {
+  pb::JobSpec preset = Spec();
+  preset.set_preset("mxfp8");
+  // The layer as `quark quantize --scheme mxfp8` writes it into config.json's quantization_config.
+  const nlohmann::ordered_json exported = nlohmann::ordered_json::parse(R"({"global_quant_config": {
+      "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_group", "observer_cls": "PerBlockMXObserver",
+        "is_dynamic": true, "symmetric": true, "ch_axis": -1, "group_size": 32, "block_size": null,
+        "round_method": "half_even", "scale_type": "float", "scale_format": "e8m0", "scale_calculation_mode": "even",
+        "mx_element_dtype": null, "zero_point_type": "int32"},
+      "output_tensors": null,
+      "weight": {"dtype": "fp8_e4m3", "qscheme": "per_block", "observer_cls": "PerBlock2DMinMaxObserver",
+        "is_dynamic": false, "symmetric": true, "ch_axis": null, "group_size": null, "block_size": [1, 32],
+        "round_method": "half_even", "scale_type": "float8_e8m0fnu", "scale_format": "e8m0",
+        "scale_calculation_mode": "even", "mx_element_dtype": null, "zero_point_type": "int32"},
+      "bias": null, "target_device": null},
+    "exclude": ["lm_head"]})");
+  absl::StatusOr<quark::Config> read = ConfigFromQuarkJson(exported);
+  ASSERT_TRUE(read.ok()) << read.status();
+  pb::JobSpec fed = Spec();
+  *fed.mutable_config() = ToProto(*read);
+  EXPECT_EQ(Key(fed), Key(preset));
+  pb::JobSpec tiles = Spec();
+  *tiles.mutable_config() = ToProto(*PresetConfig("mxfp8_2d"));
+  EXPECT_NE(Key(tiles), Key(preset));
+}
 
 TEST_F(ContentKeyTest, SameContentSameKeyWhateverTheOutputLabelsAndOrder) {
   std::string base = Key(Spec());

@@ -4,17 +4,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/synchronization/notification.h"
 #include "core/base/digest.h"
 #include "core/base/ed25519.h"
 #include "server/api/sweep_manifest_store.h"
@@ -260,10 +266,46 @@ class SweepManifestSchedulerTest : public testing::SchedulerFixture {
     SchedulerOptions options = ShortOptions();
     // The root is read at each write: the fixture's folder exists by then.
     options.sweep_manifests = std::make_shared<const SweepManifestWriter>(
-        [self](const Job& parent) { return MakeParentStoreFor({self->root_.path()}, std::nullopt, nullptr)(parent); },
+        [self](const Job& parent) -> absl::StatusOr<std::shared_ptr<storage::ObjectStore>> {
+          absl::StatusOr<std::shared_ptr<storage::ObjectStore>> store =
+              MakeParentStoreFor({self->root_.path()}, std::nullopt, nullptr)(parent);
+          if (!store.ok() || !self->hang_writes_) return store;
+          return std::shared_ptr<storage::ObjectStore>(std::make_shared<HangingStore>(*store, &self->hang_));
+        },
         nullptr);
     return options;
   }
+
+  // A store whose PutBytes hangs until released, as an s3 endpoint that is down holds a PUT through its retries.
+  struct Hang {
+    absl::Notification entered;
+    absl::Notification released;
+  };
+  class HangingStore : public storage::ObjectStore {
+   public:
+    HangingStore(std::shared_ptr<storage::ObjectStore> base, Hang* hang) : base_(std::move(base)), hang_(hang) {}
+    absl::Status PutBytes(std::string_view uri, std::string_view bytes) override {
+      hang_->entered.Notify();
+      hang_->released.WaitForNotification();
+      return base_->PutBytes(uri, bytes);
+    }
+    absl::Status PutFile(std::string_view uri, const std::filesystem::path& file) override {
+      return base_->PutFile(uri, file);
+    }
+    absl::StatusOr<std::string> GetBytes(std::string_view uri) override { return base_->GetBytes(uri); }
+    absl::Status GetFile(std::string_view uri, const std::filesystem::path& file) override {
+      return base_->GetFile(uri, file);
+    }
+    absl::StatusOr<storage::ObjectInfo> Head(std::string_view uri) override { return base_->Head(uri); }
+    absl::StatusOr<std::vector<storage::ObjectInfo>> List(std::string_view prefix_uri) override {
+      return base_->List(prefix_uri);
+    }
+    absl::Status Delete(std::string_view uri) override { return base_->Delete(uri); }
+
+   private:
+    std::shared_ptr<storage::ObjectStore> base_;
+    Hang* hang_;
+  };
 
   std::string Output() const { return "file://" + root_.path() + "/out"; }
 
@@ -324,6 +366,8 @@ class SweepManifestSchedulerTest : public testing::SchedulerFixture {
   }
 
   testing::TempDir root_;
+  std::atomic<bool> hang_writes_{false};
+  Hang hang_;
 };
 
 TEST_F(SweepManifestSchedulerTest, TheParentsManifestIsWrittenAsItEndsAlsoAfterARestart) {
@@ -396,6 +440,62 @@ TEST_F(SweepManifestSchedulerTest, AManifestThatCannotBeWrittenIsNamedInTheLogAn
   bool named = false;
   for (const std::string& log : Logs(parent->id())) named |= log.rfind("manifest not written: ", 0) == 0;
   EXPECT_TRUE(named) << ::testing::PrintToString(Logs(parent->id()));
+}
+
+}  // namespace
+}  // namespace quark::server
+
+namespace quark::server {
+namespace {
+
+// The parent's manifest is written without the scheduler's lock: while its store hangs (an s3 endpoint that is down,
+// retried), another job is submitted, leased and completed and the parent can be asked to cancel; the parent's end is
+// stored only once its manifest is written, and it ends once.
+TEST_F(SweepManifestSchedulerTest, AManifestStoreThatHangsStallsNoOtherJob) {
+  absl::StatusOr<Job> parent = SubmitSweep({"int8"});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  Register("w", 2);
+  std::optional<quark::v1::internal::LeaseResponse> a = LeaseNow("w");
+  ASSERT_TRUE(a.has_value());
+  hang_writes_ = true;
+  std::thread ender([&] { Complete(*a, true, 10.5); });  // the sweep's last child: the parent's PUT hangs
+  ASSERT_TRUE(hang_.entered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+
+  std::future<JobState> other = std::async(std::launch::async, [&]() -> JobState {
+    quark::v1::JobSpec spec;
+    spec.set_model_uri("file:///m");
+    spec.set_output_uri(Output());
+    spec.set_preset("int8");
+    absl::StatusOr<Job> job = scheduler_->Submit("", spec, {});
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return JobState::JOB_STATE_UNSPECIFIED;
+    std::optional<quark::v1::internal::LeaseResponse> lease = LeaseNow("w");
+    EXPECT_TRUE(lease.has_value() && lease->job().id() == job->id());
+    if (!lease.has_value()) return JobState::JOB_STATE_UNSPECIFIED;
+    Complete(*lease, true, 11.0);
+    absl::StatusOr<Job> cancelled = scheduler_->Cancel(parent->id());  // the ending parent: unchanged
+    EXPECT_TRUE(cancelled.ok()) << cancelled.status();
+    return store_->GetJob(job->id())->state();
+  });
+  const bool scheduled = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(scheduled) << "the other job waited for the parent's manifest (the scheduler's lock held by the write)";
+  if (scheduled) EXPECT_EQ(other.get(), JobState::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(store_->GetJob(parent->id())->state(), JobState::JOB_STATE_RUNNING)
+      << "the parent's end is stored only after its manifest";
+  const std::string path = root_.path() + "/out/" + parent->id() + "/manifest.json";
+  EXPECT_FALSE(std::filesystem::exists(path));
+
+  hang_.released.Notify();
+  ender.join();
+  if (!scheduled) other.wait();
+  const Job done = *store_->GetJob(parent->id());
+  EXPECT_EQ(done.state(), JobState::JOB_STATE_SUCCEEDED) << done.DebugString();
+  const std::string bytes = ReadFile(path);
+  ASSERT_FALSE(bytes.empty()) << path;
+  int manifests = 0;
+  for (const std::string& log : Logs(parent->id())) manifests += log.rfind("manifest: ", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(manifests, 1) << ::testing::PrintToString(Logs(parent->id()));
+  EXPECT_EQ(json::parse(bytes)["state"], "JOB_STATE_SUCCEEDED");
 }
 
 }  // namespace

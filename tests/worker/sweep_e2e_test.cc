@@ -357,12 +357,17 @@ TEST_F(SweepE2eTest, CancelAndDeleteReachTheChildrenAndBadInputNamesTheField) {
     EXPECT_EQ(row.state(), quark::v1::JOB_STATE_CANCELLED) << row.DebugString();
     EXPECT_EQ(Get(row.job_id()).state(), quark::v1::JOB_STATE_CANCELLED);
   }
-  // Deleting the parent deletes its children.
+  // Deleting the parent deletes its children; the files in the output prefix stay, as DeleteJob leaves any job's
+  // artifacts (api.md): the cancelled parent's manifest too.
+  const std::string manifest_path = (quarkd_->root() / "out" / parent.id() / "manifest.json").string();
+  const std::string manifest = ReadAll(manifest_path);
+  EXPECT_FALSE(manifest.empty()) << manifest_path;
   quark::v1::DeleteJobRequest del;
   del.set_id(parent.id());
   quark::v1::DeleteJobResponse deleted;
   grpc::ClientContext delete_context;
   ASSERT_TRUE(stub_->DeleteJob(&delete_context, del, &deleted).ok());
+  EXPECT_EQ(ReadAll(manifest_path), manifest) << "DeleteJob touched the parent's manifest";
   for (const auto& row : cancelled.sweep().candidates()) {
     grpc::ClientContext context;
     quark::v1::GetJobRequest get;
