@@ -353,10 +353,15 @@ void MxPartialBlockWarnings(const Json& qc, const checkpoint::ModelConfig& model
       const std::string name = prefix + linear.relative_name;
       if (in % 32 == 0 || VllmExcluded(qc, name)) continue;
       auto config = LayerConfigFromQuarkJson(VllmLayerConfig(qc, name), name);
-      if (!config.ok() || !config->weight || !IsOcpMx(*config->weight)) continue;
+      if (!config.ok() || !config->weight) continue;
+      const QuantSpec& weight = *config->weight;
+      // OCP MX proper, or MXFP8 declared as [1, 32] E8M0 tiles (#30: how the mxfp8 preset is exported).
+      const bool one_d_mxfp8 = IsE8m0Tiles(weight) && E8m0TileFormOf(weight) == E8m0TileForm::kMxfp8 &&
+                               weight.block_size.size() == 2 && weight.block_size[0] == 1;
+      if (!IsOcpMx(weight) && !one_d_mxfp8) continue;
       out.push_back(StrCat(name, ": in_features ", in, " is not a multiple of 32; its MX scales are written as Quark's ",
                            "exporter writes them (", (in + 31) / 32, " columns, the last block padded), which vLLM ",
-                           "(QuarkOCP_MX allocates ", in / 32, ") and Quark's own importer (in_features / 32) cannot ",
+                           "(", one_d_mxfp8 ? "QuarkW8A8Mxfp8" : "QuarkOCP_MX", " allocates ", in / 32, ") and Quark's own importer (in_features / 32) cannot ",
                            "load"));
     }
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/strings.h"
+#include "core/config/mxfp8_tiles_as_mx.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/numerics/packing.h"
@@ -38,7 +39,9 @@ absl::StatusOr<std::shared_ptr<HfQuarkWeightSource>> HfQuarkWeightSource::Open(c
   if (!reader.ok()) return reader.status();
   std::shared_ptr<HfQuarkWeightSource> source(
       new HfQuarkWeightSource(std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader))));
-  source->SetUp(*std::move(config), *std::move(model), compute_dtype);
+  // #30: an MXFP8 weight is declared as [1, 32] E8M0 tiles; read it as the OCP MX it is, whose last partial block
+  // (in_features not a multiple of 32) is padded as Quark's exporter writes it, which tiles cannot express.
+  source->SetUp(WithExportedMxfp8AsMx(*std::move(config)), *std::move(model), compute_dtype);
   return source;
 }
 

@@ -61,6 +61,13 @@ absl::Status AddE8m0TileTensors(const std::string& m, const QuantSpec& w, int64_
                                                  : std::string("no [rows, cols]")));
   }
   const int64_t rows = w.block_size[0], cols = w.block_size[1];
+  if (*form == E8m0TileForm::kMxfp8 && rows == 1) {
+    // 1-D MXFP8 (the mxfp8 preset as Quark declares it): a last partial block is padded as Quark's exporter pads MX
+    // (ceil(in / 32) scale columns), as for the MX branch below; VllmQuarkLoadWarnings says vLLM cannot load it.
+    t.push_back({m + ".weight", {StDType::kF8E4M3}, {out, in}});
+    t.push_back({m + ".weight_scale", {StDType::kU8}, {out, (in + cols - 1) / cols}});
+    return absl::OkStatus();
+  }
   if (out % rows != 0 || in % cols != 0) {
     return absl::InvalidArgumentError(StrCat(m, ".weight: block_size [", rows, ", ", cols, "] does not tile [", out,
                                              ", ", in, "] (rule: out_features % ", rows, " == 0, in_features % ", cols,

@@ -373,6 +373,24 @@ TEST(HfQuarkExportConfigTest, MxWidthsThatAreNotMultiplesOf32AreNamedInAWarning)
       << warnings.size();
   EXPECT_FALSE(Mentions(warnings, "q_proj"));
   EXPECT_TRUE(VllmQuarkLoadWarnings(ConfigToQuarkJson(*PresetConfig("fp8")), *model).empty());
+  // MXFP8 as exported ([1, 32] E8M0 tiles): the same padded layout, the same warning, naming vLLM's MXFP8 class.
+  const Config exported_mxfp8 = HfQuarkExportConfig(*PresetConfig("mxfp8"));
+  const auto mxfp8_warnings = VllmQuarkLoadWarnings(ConfigToQuarkJson(exported_mxfp8), *model);
+  EXPECT_TRUE(Mentions(mxfp8_warnings, "model.layers.0.mlp.down_proj: in_features 172 is not a multiple of 32; its MX "
+                                       "scales are written as Quark's exporter writes them (6 columns, the last block "
+                                       "padded), which vLLM (QuarkW8A8Mxfp8 allocates 5)"))
+      << mxfp8_warnings.size();
+  auto tiles = QuantizedLinearTensors("m", exported_mxfp8.global_quant_config, 64, 172, false, StDType::kBF16,
+                                      StDType::kBF16);
+  ASSERT_TRUE(tiles.ok()) << tiles.status();
+  ASSERT_EQ(tiles->size(), 2u);
+  EXPECT_EQ((*tiles)[1].name, "m.weight_scale");
+  EXPECT_EQ((*tiles)[1].shape, (std::vector<int64_t>{64, 6}));
+  // Two-row tiles are not MX: they must still tile the weight.
+  Config two_rows = exported_mxfp8;
+  two_rows.global_quant_config.weight->block_size = {2, 32};
+  EXPECT_FALSE(QuantizedLinearTensors("m", two_rows.global_quant_config, 64, 172, false, StDType::kBF16,
+                                      StDType::kBF16).ok());
 }
 
 }  // namespace

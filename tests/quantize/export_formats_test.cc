@@ -84,6 +84,23 @@ TEST(ExportFormatsTest, TheExportedMxfp8ConfigFedBackAsAConfigWritesTheSameBytes
   fs::remove_all(again.output_dir);
 }
 
+// #30: the mxfp8 preset is exported as [1, 32] E8M0 tiles; stories260K's 172-wide down_proj has a last partial block,
+// which the export pads as Quark's exporter pads MX (6 scale columns). The export's own check and its read-back took
+// the declared tiles literally and refused "[1, 32] does not tile [64, 172]": the export is now checked and read as
+// the MX it is, and the read-back is the fake-quantized model.
+TEST(ExportFormatsTest, Mxfp8OfAWidthThatIsNotAMultipleOf32ExportsAndReadsBack) {
+  QuantizeModelOptions o = Evaluated({});
+  o.config = *PresetConfig("mxfp8");
+  o.output_dir = testing::TempPath("mxfp8_172");
+  fs::remove_all(o.output_dir);
+  auto report = QuantizeModel(testing::FixturePath("stories260K"), o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const double after = report->metrics.at("ppl_after");
+  EXPECT_NEAR(report->metrics.at("ppl_reloaded"), after, 3e-5 * after);
+  EXPECT_NE(report->metrics.at("ppl_before"), after);
+  fs::remove_all(o.output_dir);
+}
+
 TEST(ExportFormatsTest, EveryFormatInOnePassEachInItsPlace) {
   QuantizeModelOptions o;
   o.config = *PresetConfig("uint4_wo_32");
