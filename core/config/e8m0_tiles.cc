@@ -37,14 +37,25 @@ std::vector<E8m0TileIssue> E8m0TileIssues(const QuantSpec& w, const QuantSpec* i
                  "(QuarkW8A8Fp8PerBlock, kFp8Static128BlockE8M0Sym): cols must be 32, or the block [128, 128]"));
   }
   const std::string ip = path + ".input_tensors";
-  const std::string want = StrCat("vLLM loads E8M0 weight tiles [", rows, ", ", cols,
-                                  "] only with dynamic symmetric fp8_e4m3 per_group ", cols, " inputs");
+  const std::string want =
+      E8m0TileFormOf(w) == E8m0TileForm::kMxfp8
+          ? StrCat("vLLM loads E8M0 weight tiles [", rows, ", ", cols, "] (QuarkW8A8Mxfp8) only with dynamic symmetric ",
+                   "fp8_e4m3 per_group 32 inputs and quantizes them as MXFP8 (E8M0 scales): the input must be MX ",
+                   "fp8_e4m3")
+          : StrCat("vLLM loads E8M0 weight tiles [", rows, ", ", cols, "] only with dynamic symmetric fp8_e4m3 ",
+                   "per_group ", cols, " inputs");
   if (in == nullptr) {
     error(ip, StrCat("none; ", want));
     return out;
   }
-  if (in->dtype != DType::kFp8E4M3 || in->IsMx() || in->IsNvfp4()) {
-    error(ip + ".dtype", StrCat(Name(in->ElementType()), in->IsMx() ? " (MX)" : "", "; ", want));
+  // MXFP8's [R, 32] tiles: vLLM's QuarkW8A8Mxfp8 quantizes the input with E8M0 scales per 32 (kMxfp8Dynamic) whatever
+  // the input spec's scale format says, and Quark reads an MX input spec with its PerBlockMXObserver; so the input
+  // must be MX fp8_e4m3 (a float-scaled one would be evaluated here as neither consumer runs it). The [128, 128] form
+  // takes float-scaled token groups (QuarkW8A8Fp8PerBlock).
+  const bool mxfp8 = E8m0TileFormOf(w) == E8m0TileForm::kMxfp8;
+  const bool fp8_elements = in->ElementType() == DType::kFp8E4M3 && !in->IsNvfp4();
+  if (!fp8_elements || (mxfp8 ? !in->IsMx() : in->IsMx())) {
+    error(ip + ".dtype", StrCat(Name(in->ElementType()), in->IsMx() ? " (MX)" : " (float scales)", "; ", want));
   }
   if (in->qscheme != QScheme::kPerGroup) error(ip + ".qscheme", StrCat(Name(in->qscheme), "; ", want));
   if (in->group_size.value_or(0) != cols) {

@@ -183,8 +183,8 @@ std::vector<Preset> BuildPresets() {
       LlmConfig(Fp8BlockWeight(), Fp8TokenGroupDynamic()));
   add("mxfp8_2d",
       "MXFP8 with 2-D scale blocks: fp8_e4m3 weights per 32x32 tile with E8M0 scales (vLLM QuarkW8A8Mxfp8), "
-      "activations per token-group of 32 dynamic",
-      LlmConfig(Fp8E8m0TileWeight(32, 32), Fp8TokenGroupDynamic(32)));
+      "activations OCP MXFP8 dynamic (E8M0 scales per 32, as QuarkW8A8Mxfp8 quantizes them)",
+      LlmConfig(Fp8E8m0TileWeight(32, 32), Mx(DType::kFp8E4M3, true)));
   add("fp8_block_e8m0",
       "fp8_e4m3 weights per 128x128 block with E8M0 (power-of-two) scales, DeepSeek's ue8m0 recipe, activations per "
       "token-group of 128 dynamic",

@@ -110,9 +110,22 @@ TEST(E8m0TilesConfigTest, BlockSizesAndInputsVllmCannotLoadAreRefusedNamingTheFi
     EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors: none"));
   }
   {
+    // The input vLLM's QuarkW8A8Mxfp8 computes (kMxfp8Dynamic: E8M0 scales per 32) is the preset's; a float-scaled
+    // fp8 token group of 32 would be evaluated here as neither vLLM nor Quark's MX observer runs it.
+    ASSERT_TRUE(mxfp8.global_quant_config.input_tensors->IsMx());
     Config c = mxfp8;
+    c.global_quant_config.input_tensors = PresetConfig("fp8_block")->global_quant_config.input_tensors;
+    c.global_quant_config.input_tensors->group_size = 32;
+    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (float scales); vLLM loads "
+                                     "E8M0 weight tiles [32, 32] (QuarkW8A8Mxfp8)"));
+  }
+  {
+    // The [128, 128] form is the other way round: QuarkW8A8Fp8PerBlock takes float-scaled token groups of 128.
+    Config c = *PresetConfig("fp8_block_e8m0");
+    EXPECT_TRUE(Errors(c).empty()) << Errors(c);
     c.global_quant_config.input_tensors = PresetConfig("mxfp8")->global_quant_config.input_tensors;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.dtype"));
+    c.global_quant_config.input_tensors->group_size = 128;
+    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (MX)"));
   }
   {
     Config c = mxfp8;

@@ -173,22 +173,28 @@ TEST(E8m0TilesTest, TensorOpKernelsGiveTheCpuKernelsBits) {
   }
 }
 
-TEST(E8m0TilesTest, ActivationsArePerTokenGroupsOfTheTileCols) {
+// vLLM's QuarkW8A8Mxfp8 quantizes the input of [R, 32] tiles as MXFP8 (kMxfp8Dynamic: an E8M0 scale per 32), so the
+// preset's activations are the mxfp8 preset's, not fp8 token groups with float scales (amax / 448) as fp8_block's.
+TEST(E8m0TilesTest, ActivationsAreMxfp8AsQuarkW8A8Mxfp8QuantizesThem) {
   const QuantSpec in = *PresetConfig("mxfp8_2d")->global_quant_config.input_tensors;
   EXPECT_EQ(*in.group_size, 32);
   const at::Tensor x = RandomTensor({5, 96}, 3);
   auto y = FakeQuantizeDynamic(x, in, TensorRole::kActivation);
   ASSERT_TRUE(y.ok()) << y.status();
-  // fp8 per group: amax / 448 (float32 scale), as fp8_block's inputs.
+  auto mx = FakeQuantizeDynamic(x, *PresetConfig("mxfp8")->global_quant_config.input_tensors, TensorRole::kActivation);
+  ASSERT_TRUE(mx.ok()) << mx.status();
+  EXPECT_TRUE(BitEqual(*y, *mx));
   const auto& e4m3 = kernels::Traits(kernels::ElemFormat::kFp8E4M3);
-  at::Tensor ref = at::empty_like(x);
+  at::Tensor float_scaled = at::empty_like(x);
   for (int64_t r = 0; r < 5; ++r) {
     for (int64_t g = 0; g < 96; g += 32) {
       const float s = x[r].narrow(0, g, 32).abs().max().item<float>() / 448.0f;
-      for (int64_t c = g; c < g + 32; ++c) ref[r][c] = e4m3.round_ref(std::clamp(x[r][c].item<float>() / s, -448.0f, 448.0f)) * s;
+      for (int64_t c = g; c < g + 32; ++c) {
+        float_scaled[r][c] = e4m3.round_ref(std::clamp(x[r][c].item<float>() / s, -448.0f, 448.0f)) * s;
+      }
     }
   }
-  EXPECT_TRUE(BitEqual(*y, ref));
+  EXPECT_FALSE(BitEqual(*y, float_scaled));
 }
 
 TEST(E8m0TilesTest, ShapesTheTilesDoNotDivideAreRefusedNamingShapeAndRule) {
