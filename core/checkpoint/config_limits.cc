@@ -1,8 +1,11 @@
 #include "core/checkpoint/config_limits.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/llama4_config.h"
 
 namespace quark::checkpoint {
 
@@ -43,11 +46,21 @@ absl::Status CheckTensorCountBound(const ModelConfig& config, int64_t tensors_he
   }
   // gpt-oss stores a layer's experts in four fused tensors (its parser bounds layers x experts by kMaxLayerExperts).
   const bool fused_experts = config.family == ArchFamily::kGptOss;
-  if (config.num_experts > 0 && !fused_experts && config.num_hidden_layers * config.num_experts > tensors_held) {
+  // Only the MoE layers hold experts: DeepSeek-V3's first_k_dense_replace layers and Llama 4's interleaved dense
+  // layers hold none (a DeepSeek-V3 cut of 3 dense + 1 MoE layer holds 256 experts, not 4 x 256).
+  int64_t moe_layers = config.num_hidden_layers;
+  if (config.deepseek) {
+    moe_layers = std::max<int64_t>(config.num_hidden_layers - config.deepseek->first_k_dense_replace, 0);
+  }
+  if (config.llama4) {
+    moe_layers = 0;
+    for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) moe_layers += config.llama4->IsMoeLayer(layer);
+  }
+  if (config.num_experts > 0 && !fused_experts && moe_layers * config.num_experts > tensors_held) {
     const char* field = config.model_type == "mixtral" ? "num_local_experts" : "num_experts";
     return absl::InvalidArgumentError(quark::StrCat(
-        "config.json: field \"", field, "\" = ", config.num_experts, " in each of ", config.num_hidden_layers,
-        " layers is more experts than the ", tensors_held, " tensors of ", location, " can hold"));
+        "config.json: field \"", field, "\" = ", config.num_experts, " in each of ", moe_layers,
+        " MoE layers is more experts than the ", tensors_held, " tensors of ", location, " can hold"));
   }
   return absl::OkStatus();
 }

@@ -13,12 +13,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <limits>
 #include <iostream>
 #include <optional>
 #include <variant>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "absl/strings/numbers.h"
 
 #include "core/cli/auto_search_options.h"
 #include "core/cli/command_registry.h"
@@ -27,6 +31,7 @@
 #include "core/cli/config_options.h"
 #include "core/config/config_choice.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
+#include "core/estimate/expert_group_choice.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/quantize_model.h"
 
@@ -42,7 +47,8 @@ struct QuantizeCommandOptions {
   int num_calib_samples = 128;
   int seq_len = 512;
   int64_t moe_min_expert_tokens = 32;
-  int64_t expert_group_size = 0;
+  std::string expert_group_size = "0";  // a count, or "auto"
+  double memory_budget_gb = 0;          // with --expert-group-size auto; 0 = MemAvailable
   int eval_seq_len = 0;
   int eval_max_windows = 0;
   uint64_t seed = 42;
@@ -101,6 +107,51 @@ absl::StatusOr<std::optional<Config>> SearchedConfig(const QuantizeCommandOption
   return std::optional<Config>(*std::move(config));
 }
 
+// The host memory the kernel says is available without swapping (MemAvailable of /proc/meminfo), in bytes.
+absl::StatusOr<uint64_t> MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib = 0;
+    if (key == "MemAvailable:" && meminfo >> kib) return kib * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return absl::UnavailableError("--memory-budget-gb: /proc/meminfo has no MemAvailable: give the budget");
+}
+
+// --expert-group-size: a count, or "auto": the largest group whose estimated peak (estimate/expert_group_choice.h)
+// fits --memory-budget-gb (else MemAvailable), told on stderr.
+absl::StatusOr<int64_t> ExpertGroupSize(const QuantizeCommandOptions& o, const QuantizeModelOptions& options) {
+  if (o.expert_group_size != "auto") {
+    int64_t group = -1;
+    if (!absl::SimpleAtoi(o.expert_group_size, &group) || group < 0) {
+      return absl::InvalidArgumentError(StrCat("--expert-group-size: \"", o.expert_group_size,
+                                               "\" is neither a count >= 0 nor auto"));
+    }
+    return group;
+  }
+  uint64_t budget = static_cast<uint64_t>(o.memory_budget_gb * 1e9);
+  if (o.memory_budget_gb <= 0) {
+    QUARK_ASSIGN_OR_RETURN(budget, MemAvailableBytes());
+  }
+  QUARK_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::ReadModelShape(o.model));
+  estimate::JobInputs job;
+  job.config = options.config;
+  job.calibration_samples = options.num_calibration_samples;
+  job.calibration_seq_len = options.seq_len;
+  if (!options.eval_text_file.empty()) {  // the peak holds one window's hidden states and logits
+    job.evaluation_seq_len = options.eval_seq_len > 0 ? options.eval_seq_len : job.evaluation_seq_len;
+    job.evaluation_tokens = job.evaluation_seq_len;
+  }
+  QUARK_ASSIGN_OR_RETURN(estimate::ExpertGroupChoice choice, estimate::ChooseExpertGroupSize(shape, job, budget));
+  std::cerr << fmt::format(
+      "expert_group_size auto: {} (estimated peak {:.2f} GB of the {:.2f} GB budget{}; the whole layer {:.2f} GB, {} "
+      "routed experts a layer)\n",
+      choice.group_size == 0 ? std::string("0, the whole layer fits") : std::to_string(choice.group_size),
+      choice.peak_host_bytes / 1e9, budget / 1e9, o.memory_budget_gb > 0 ? "" : " (MemAvailable)",
+      choice.whole_layer_bytes / 1e9, choice.experts);
+  return choice.group_size;
+}
+
 int RunQuantize(const QuantizeCommandOptions& o) {
   std::optional<Config> searched;
   if (o.auto_search.enabled) {
@@ -143,7 +194,6 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.num_calibration_samples = o.num_calib_samples;
   options.seq_len = o.seq_len;
   options.moe_min_expert_tokens = o.moe_min_expert_tokens;
-  options.expert_group_size = o.expert_group_size;
   options.seed = o.seed;
   options.eval_text_file = o.eval;
   options.eval_seq_len = o.eval_seq_len;
@@ -153,6 +203,12 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.device = o.device;
   options.compute_dtype = o.compute_dtype;
   options.device_memory_budget = static_cast<int64_t>(o.device_memory_gb * (1LL << 30));
+  auto group = ExpertGroupSize(o, options);
+  if (!group.ok()) {
+    std::cerr << "quark quantize: " << group.status().message() << "\n";
+    return group.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure;
+  }
+  options.expert_group_size = *group;
   const bool terminal = isatty(fileno(stderr)) != 0;
   options.on_progress = [terminal](const QuantizeProgress& p) { ShowProgress(p, terminal); };
   auto report = QuantizeModel(o.model, options);
@@ -210,7 +266,9 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--expert-group-size", o->expert_group_size,
                       "MoE: keep at most this many routed experts of a layer in memory, reading each from the "
                       "checkpoint when a pass needs it (same outputs and exports; RTN schemes only; 0 = the whole "
-                      "layer, the default)")
+                      "layer, the default; auto = the largest group whose estimated peak fits --memory-budget-gb)");
+  command->add_option("--memory-budget-gb", o->memory_budget_gb,
+                      "with --expert-group-size auto: the host memory to fit, GB (default: MemAvailable)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--seed", o->seed, "seed of the calibration sampling");
   command->add_option("--eval", o->eval, "a text file: print the perplexity before and after");

@@ -6,6 +6,7 @@
 #include "core/base/strings.h"
 #include "core/config/fused_group.h"
 #include "core/numerics/nvfp4_quant.h"
+#include "core/runtime/layer_forward.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
@@ -91,7 +92,7 @@ absl::StatusOr<std::vector<std::shared_ptr<QuantLinear>>> LayerQuantizer::Calibr
     std::vector<runtime::ExpertCoverage> counts;
     try {
       layer.BeginCalibration(min_expert_tokens_);
-      for (const at::Tensor& input : inputs) layer.forward(input, model.Context(input.size(1)));
+      (void)runtime::ForwardLayerSamples(layer, inputs, model);  // streamed experts: one load each
       // The experts short of tokens run on their best-ranked other tokens before the observers freeze.
       counts = layer.FinishCalibration();
     } catch (const std::exception& error) {

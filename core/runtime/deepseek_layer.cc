@@ -29,12 +29,6 @@ MoeBlock::RoutingFunction DeepseekRouting(const checkpoint::DeepseekConfig& conf
   };
 }
 
-at::Tensor DeepseekDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
-  at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
-  const at::Tensor normed = post_attention_layernorm->forward(h);
-  return h + (moe ? moe->forward(normed) : mlp->forward(normed));
-}
-
 std::vector<ExpertCoverage> DeepseekDecoderLayer::FinishCalibration() {
   if (!moe) return {};
   ExpertCoverage coverage = moe->FinishCoverage();

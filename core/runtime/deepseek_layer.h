@@ -13,6 +13,7 @@
 #include "core/runtime/deepseek_attention.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/moe_block.h"
+#include "core/runtime/moe_split_layer.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
@@ -24,14 +25,17 @@ namespace quark::runtime {
 /// routed_scaling_factor. Routing::scores is the choice before the group mask (what the coverage top-up ranks by).
 MoeBlock::RoutingFunction DeepseekRouting(const checkpoint::DeepseekConfig& config, at::Tensor correction_bias);
 
-class DeepseekDecoderLayer : public DecoderLayer {
+class DeepseekDecoderLayer : public DecoderLayer, public StandardMoeSplit<DeepseekDecoderLayer> {
  public:
   /// Loads decoder layer `index` (< num_hidden_layers) from `weights` as `dtype`; errors name the missing or
   /// mis-shaped tensor.
   static absl::StatusOr<std::shared_ptr<DeepseekDecoderLayer>> Load(const checkpoint::DeepseekConfig& config,
                                                                     int64_t index, const WeightSource& weights,
                                                                     at::ScalarType dtype);
-  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
+  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override {
+    return SplitForward(hidden, context);
+  }
+  at::Tensor FeedForward(const at::Tensor& input) override { return moe ? moe->forward(input) : mlp->forward(input); }
   void BeginCalibration(int64_t min_expert_tokens) override {
     if (moe) moe->BeginCoverage(min_expert_tokens);
   }

@@ -28,11 +28,6 @@ at::Tensor GptOssExpert::forward(const at::Tensor& x) {
   return down_proj->forward((up + 1) * (gate * at::sigmoid(gate * alpha_)));
 }
 
-at::Tensor GptOssDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
-  const at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
-  return h + moe->forward(post_attention_layernorm->forward(h));
-}
-
 std::vector<ExpertCoverage> GptOssDecoderLayer::FinishCalibration() {
   ExpertCoverage coverage = moe->FinishCoverage();
   coverage.block = prefix() + "mlp";

@@ -13,6 +13,7 @@
 #include "core/runtime/attention.h"
 #include "core/runtime/gpt_oss_attention.h"
 #include "core/runtime/moe_block.h"
+#include "core/runtime/moe_split_layer.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
@@ -34,14 +35,17 @@ class GptOssExpert : public MoeExpert {
   double alpha_, limit_;
 };
 
-class GptOssDecoderLayer : public DecoderLayer {
+class GptOssDecoderLayer : public DecoderLayer, public StandardMoeSplit<GptOssDecoderLayer> {
  public:
   /// Loads decoder layer `index` from `weights` as `dtype` (the fused expert tensors split into each expert's
   /// linears, or the experts stored per expert as an HF-quark export holds them); errors name the missing or
   /// mis-shaped tensor and both shapes.
   static absl::StatusOr<std::shared_ptr<GptOssDecoderLayer>> Load(const checkpoint::GptOssConfig& config, int64_t index,
                                                                   const WeightSource& weights, at::ScalarType dtype);
-  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
+  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override {
+    return SplitForward(hidden, context);
+  }
+  at::Tensor FeedForward(const at::Tensor& input) override { return moe->forward(input); }
   void BeginCalibration(int64_t min_expert_tokens) override { moe->BeginCoverage(min_expert_tokens); }
   std::vector<ExpertCoverage> FinishCalibration() override;
 

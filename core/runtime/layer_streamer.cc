@@ -6,6 +6,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/runtime/layer_forward.h"
 #include "core/runtime/mxfp4_expert_source.h"
 
 namespace quark::runtime {
@@ -101,9 +102,7 @@ absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hid
   if (hooks.before) {
     if (auto status = hooks.before(index, *layer, hidden); !status.ok()) return status;
   }
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(hidden.size());
-  for (const at::Tensor& input : hidden) outputs.push_back(layer->forward(input, model_->Context(input.size(1))));
+  std::vector<at::Tensor> outputs = ForwardLayerSamples(*layer, hidden, *model_);
   if (has_next && double_buffered_) {
     // The forward above is queued on the compute stream: the next layer's weights cross the bus beside it.
     absl::Status staged;

@@ -19,12 +19,6 @@ MoeBlock::RoutingFunction Llama4Routing(int64_t top_k) {
   };
 }
 
-at::Tensor Llama4DecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
-  at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
-  const at::Tensor normed = post_attention_layernorm->forward(h);
-  return h + (moe ? moe->forward(normed) : mlp->forward(normed));
-}
-
 std::vector<ExpertCoverage> Llama4DecoderLayer::FinishCalibration() {
   if (!moe) return {};
   ExpertCoverage coverage = moe->FinishCoverage();

@@ -15,6 +15,7 @@
 #include "core/runtime/llama4_attention.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/moe_block.h"
+#include "core/runtime/moe_split_layer.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
@@ -23,13 +24,16 @@ namespace quark::runtime {
 /// (in float32, cast to x's dtype). Routing::scores is sigmoid of every logit (float32), what the coverage top-up ranks.
 MoeBlock::RoutingFunction Llama4Routing(int64_t top_k);
 
-class Llama4DecoderLayer : public DecoderLayer {
+class Llama4DecoderLayer : public DecoderLayer, public StandardMoeSplit<Llama4DecoderLayer> {
  public:
   /// Loads decoder layer `index` from `weights` as `dtype`; errors name the missing or mis-shaped tensor, and a
   /// checkpoint with HF's fused experts (feed_forward.experts.gate_up_proj) is refused naming that tensor.
   static absl::StatusOr<std::shared_ptr<Llama4DecoderLayer>> Load(const checkpoint::Llama4Config& config, int64_t index,
                                                                   const WeightSource& weights, at::ScalarType dtype);
-  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
+  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override {
+    return SplitForward(hidden, context);
+  }
+  at::Tensor FeedForward(const at::Tensor& input) override { return moe ? moe->forward(input) : mlp->forward(input); }
   void BeginCalibration(int64_t min_expert_tokens) override {
     if (moe) moe->BeginCoverage(min_expert_tokens);
   }

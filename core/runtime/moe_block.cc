@@ -26,37 +26,57 @@ MoeBlock::Routing MoeBlock::SoftmaxTopK(const at::Tensor& flat) const {
   return {probs, weights.to(flat.scalar_type()), selected};
 }
 
-at::Tensor MoeBlock::forward(const at::Tensor& x) {
-  const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, hidden]
-  if (input_observer_) input_observer_(flat);
-  const Routing routing = routing_ ? routing_(flat, router_) : SoftmaxTopK(flat);
-  const at::Tensor& weights = routing.weights;
-  const at::Tensor& selected = routing.selected;
-  if (recording_) Record(flat, routing.scores, selected);
-  // The shared expert first: it reads every token, as the router does (a capture pass for it stops here).
-  at::Tensor shared;
-  if (shared_expert) {
-    shared = shared_expert->forward(flat);
-    if (shared_gate_.defined()) shared = at::sigmoid(ComputeLinear(flat, shared_gate_, at::Tensor())) * shared;
-  }
-  at::Tensor out = at::zeros_like(flat, weights.scalar_type());
-  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
-    const at::Tensor hits = (selected == e).nonzero();  // [n, 2]: token, slot (a token picks an expert at most once)
-    if (hits.size(0) == 0) continue;
-    const at::Tensor tokens = hits.select(1, 0);
-    const at::Tensor slots = hits.select(1, 1);
-    const at::Tensor w = weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
-    if (weights_scale_inputs_) {
-      const at::Tensor scaled = (flat.index_select(0, tokens) * w).to(flat.scalar_type());
-      out.index_add_(0, tokens, experts[e]->forward(scaled).to(out.scalar_type()));
-      continue;
+at::Tensor MoeBlock::forward(const at::Tensor& x) { return ForwardSamples({x}).front(); }
+
+std::vector<at::Tensor> MoeBlock::ForwardSamples(const std::vector<at::Tensor>& xs) {
+  // Each sample's own computation, in the same order as a forward of that sample alone: the samples only interleave
+  // at the experts, which walk the samples inside one expert (one load per expert when the experts stream in groups).
+  struct Sample {
+    at::Tensor flat;    // [N, hidden]
+    Routing routing;
+    at::Tensor shared;  // the shared expert's output, undefined when none
+    at::Tensor out;     // the routed experts' weighted sum, in the routing weights' dtype
+  };
+  std::vector<Sample> samples;
+  samples.reserve(xs.size());
+  for (const at::Tensor& x : xs) {
+    Sample s;
+    s.flat = x.reshape({-1, x.size(-1)});
+    if (input_observer_) input_observer_(s.flat);
+    s.routing = routing_ ? routing_(s.flat, router_) : SoftmaxTopK(s.flat);
+    if (recording_) Record(s.flat, s.routing.scores, s.routing.selected);
+    // The shared expert first: it reads every token, as the router does (a capture pass for it stops here).
+    if (shared_expert) {
+      s.shared = shared_expert->forward(s.flat);
+      if (shared_gate_.defined()) s.shared = at::sigmoid(ComputeLinear(s.flat, shared_gate_, at::Tensor())) * s.shared;
     }
-    const at::Tensor routed = experts[e]->forward(flat.index_select(0, tokens));
-    out.index_add_(0, tokens, (routed * w).to(out.scalar_type()));
+    s.out = at::zeros_like(s.flat, s.routing.weights.scalar_type());
+    samples.push_back(std::move(s));
   }
-  out = out.to(flat.scalar_type());
-  if (shared.defined()) out = out + shared;
-  return out.view(x.sizes());
+  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
+    for (Sample& s : samples) {
+      const at::Tensor hits = (s.routing.selected == e).nonzero();  // [n, 2]: token, slot (an expert at most once)
+      if (hits.size(0) == 0) continue;
+      const at::Tensor tokens = hits.select(1, 0);
+      const at::Tensor slots = hits.select(1, 1);
+      const at::Tensor w = s.routing.weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
+      if (weights_scale_inputs_) {
+        const at::Tensor scaled = (s.flat.index_select(0, tokens) * w).to(s.flat.scalar_type());
+        s.out.index_add_(0, tokens, experts[e]->forward(scaled).to(s.out.scalar_type()));
+        continue;
+      }
+      const at::Tensor routed = experts[e]->forward(s.flat.index_select(0, tokens));
+      s.out.index_add_(0, tokens, (routed * w).to(s.out.scalar_type()));
+    }
+  }
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    at::Tensor out = samples[i].out.to(samples[i].flat.scalar_type());
+    if (samples[i].shared.defined()) out = out + samples[i].shared;
+    outputs.push_back(out.view(xs[i].sizes()));
+  }
+  return outputs;
 }
 
 void MoeBlock::BeginCoverage(int64_t min_tokens) {

@@ -59,6 +59,10 @@ class MoeBlock : public torch::nn::Module {
 
   /// x [B, T, hidden] -> [B, T, hidden].
   at::Tensor forward(const at::Tensor& x);
+  /// forward of each sample, bit for bit, with the experts walked once for all samples (each expert runs on every
+  /// sample's tokens before the next expert starts): what keeps experts streamed in groups (expert_streaming.h) to one
+  /// load per expert per pass. Every linear still sees the samples in order, and the coverage records them in order.
+  std::vector<at::Tensor> ForwardSamples(const std::vector<at::Tensor>& xs);
 
   /// Starts counting (and, with min_tokens > 0, collecting top-up candidates); resets an earlier recording.
   void BeginCoverage(int64_t min_tokens);

@@ -13,11 +13,6 @@ class ExpertList : public torch::nn::Module {};
 
 }  // namespace
 
-at::Tensor MoeDecoderLayer::forward(const at::Tensor& hidden, const LayerContext& context) {
-  at::Tensor h = hidden + self_attn->forward(input_layernorm->forward(hidden), context);
-  return h + moe->forward(post_attention_layernorm->forward(h));
-}
-
 std::vector<ExpertCoverage> MoeDecoderLayer::FinishCalibration() {
   ExpertCoverage coverage = moe->FinishCoverage();
   coverage.block = block_name_;

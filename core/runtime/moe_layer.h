@@ -12,16 +12,20 @@
 #include "core/runtime/attention.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/moe_block.h"
+#include "core/runtime/moe_split_layer.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::runtime {
 
-class MoeDecoderLayer : public DecoderLayer {
+class MoeDecoderLayer : public DecoderLayer, public StandardMoeSplit<MoeDecoderLayer> {
  public:
   /// Loads layer `index` from `weights` as `dtype`; errors name the missing or mis-shaped tensor.
   static absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> Load(const checkpoint::ModelConfig& config, int64_t index,
                                                                const WeightSource& weights, at::ScalarType dtype);
-  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override;
+  at::Tensor forward(const at::Tensor& hidden, const LayerContext& context) override {
+    return SplitForward(hidden, context);
+  }
+  at::Tensor FeedForward(const at::Tensor& input) override { return moe->forward(input); }
   void BeginCalibration(int64_t min_expert_tokens) override { moe->BeginCoverage(min_expert_tokens); }
   std::vector<ExpertCoverage> FinishCalibration() override;
 

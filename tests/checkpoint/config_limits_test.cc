@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/deepseek_config.h"
+#include "core/checkpoint/llama4_config.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_modules.h"
 
@@ -118,7 +120,34 @@ TEST_F(ModelFolderTest, LayersAndExpertsAreBoundedByTheTensorsHeld) {
   modules = ListModelModules(dir_);
   ASSERT_FALSE(modules.ok());
   EXPECT_THAT(std::string(modules.status().message()),
-              HasSubstr("field \"num_local_experts\" = 4000 in each of 5 layers is more experts than the"));
+              HasSubstr("field \"num_local_experts\" = 4000 in each of 5 MoE layers is more experts than the"));
+}
+
+// Only the MoE layers hold experts: DeepSeek-V3's deepseek-v3-4l cut (3 dense layers, then one of 256 experts) holds
+// 821 tensors, which 4 x 256 experts would exceed; Llama 4 counts its interleaved MoE layers alone.
+TEST(TensorCountBoundTest, OnlyTheMoeLayersAreCountedForExperts) {
+  ModelConfig deepseek;
+  deepseek.model_type = "deepseek_v3";
+  deepseek.family = ArchFamily::kDeepseek;
+  deepseek.num_hidden_layers = 4;
+  deepseek.num_experts = 256;
+  auto parsed = std::make_shared<DeepseekConfig>();
+  parsed->first_k_dense_replace = 3;
+  deepseek.deepseek = parsed;
+  EXPECT_TRUE(CheckTensorCountBound(deepseek, 821, "cut").ok());
+  absl::Status refused = CheckTensorCountBound(deepseek, 255, "cut");
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("= 256 in each of 1 MoE layers is more experts than the 255"));
+
+  ModelConfig llama4;
+  llama4.model_type = "llama4_text";
+  llama4.family = ArchFamily::kLlama4;
+  llama4.num_hidden_layers = 4;
+  llama4.num_experts = 16;
+  auto interleaved = std::make_shared<Llama4Config>();
+  interleaved->moe_layers = {false, true, false, true};
+  llama4.llama4 = interleaved;
+  EXPECT_TRUE(CheckTensorCountBound(llama4, 40, "cut").ok());
+  EXPECT_THAT(std::string(CheckTensorCountBound(llama4, 31, "cut").message()), HasSubstr("in each of 2 MoE layers"));
 }
 
 TEST_F(ModelFolderTest, AConfigJsonAboveFourMebibytesIsNotRead) {

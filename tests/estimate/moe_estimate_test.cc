@@ -8,6 +8,7 @@
 #include "core/config/presets.h"
 #include "core/estimate/deepseek_shape.h"
 #include "core/estimate/gpt_oss_shape.h"
+#include "core/estimate/expert_group_choice.h"
 #include "core/estimate/job_estimate.h"
 #include "core/runtime/deepseek_synthetic.h"
 #include "core/runtime/gpt_oss_synthetic.h"
@@ -80,15 +81,23 @@ TEST(MoeGgufEstimateTest, Mxfp4ExpertsShrinkTheFileByTheirBlocks) {
 // with its routed experts streamed in groups of G: the layer term (the load phase's base + 4 x held parameters,
 // job_estimate.h) drops by exactly 256 - G experts of 3 x 7168 x 2048 in float32 until a dense layer is the largest,
 // G >= 256 is the whole layer, and an algorithm is refused as the run refuses it.
-absl::StatusOr<JobEstimate> DeepseekV3Fp8(int64_t group_size) {
+ModelShape DeepseekV3Cut() {
   const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("deepseek-v3-4l", "bfloat16");
-  const ModelShape shape = DeepseekModelShape(config, checkpoint::StDType::kBF16);
+  return DeepseekModelShape(config, checkpoint::StDType::kBF16);
+}
+
+// fp8 over 4 calibration samples of 64 tokens (the measured runs' job).
+JobInputs Fp8Job(int64_t group_size) {
   JobInputs job;
   job.config = *PresetConfig("fp8");
   job.calibration_samples = 4;
   job.calibration_seq_len = 64;
   job.expert_group_size = group_size;
-  return EstimateJob(shape, job, ReferenceThroughput());
+  return job;
+}
+
+absl::StatusOr<JobEstimate> DeepseekV3Fp8(int64_t group_size) {
+  return EstimateJob(DeepseekV3Cut(), Fp8Job(group_size), ReferenceThroughput());
 }
 
 TEST(ExpertGroupEstimateTest, HoldsGExpertsOfTheLargestMoeLayer) {
@@ -114,6 +123,30 @@ TEST(ExpertGroupEstimateTest, RefusedWithAnAlgorithmAsTheRunIs) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(std::string(e.status().message()).find("expert_group_size"), std::string::npos) << e.status();
   EXPECT_NE(std::string(e.status().message()).find("gptq"), std::string::npos) << e.status();
+}
+
+// --expert-group-size auto on deepseek-v3-4l (256 experts, fp8): the largest G whose estimated peak fits the budget,
+// 0 when the whole layer does, refused naming the budget below G = 1's peak.
+TEST(ExpertGroupChoiceTest, TheLargestGroupWhosePeakFitsTheBudget) {
+  const ModelShape shape = DeepseekV3Cut();
+  const JobInputs job = Fp8Job(0);
+  const auto peak = [&](int64_t group) { return DeepseekV3Fp8(group)->peak_host_bytes; };
+  ASSERT_LT(peak(99), peak(100));
+  auto exact = ChooseExpertGroupSize(shape, job, peak(100));
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->group_size, 100);
+  EXPECT_EQ(exact->peak_host_bytes, peak(100));
+  EXPECT_EQ(exact->whole_layer_bytes, peak(0));
+  EXPECT_EQ(exact->experts, 256);
+  EXPECT_EQ(ChooseExpertGroupSize(shape, job, peak(100) - 1)->group_size, 99);
+  EXPECT_EQ(ChooseExpertGroupSize(shape, job, peak(255))->group_size, 255);
+  EXPECT_EQ(ChooseExpertGroupSize(shape, job, peak(0))->group_size, 0) << "the whole layer fits";
+  // From G = 8 down the dense layer bounds the peak: a budget of G = 1's peak takes the largest such G.
+  EXPECT_EQ(ChooseExpertGroupSize(shape, job, peak(1))->group_size, 8);
+  auto refused = ChooseExpertGroupSize(shape, job, peak(1) - 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(std::string(refused.status().message()).find("memory budget"), std::string::npos) << refused.status();
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 //   - counted through the WeightSource seam (a source that keeps a weak reference to every expert tensor it hands
 //     out), the streamed passes of a layer (float forward, calibration, freeze, the export's per-linear data, the
 //     quantized forward) never hold more than G experts' tensors at once, where the whole-layer path holds all E;
+//   - with G = 1 each pass over a layer (float forward, calibration, quantized forward, export data) loads each
+//     expert at most once for all the samples (the samples are batched through each loaded expert);
 //   - an algorithm is refused naming expert_group_size and the algorithm.
 #include <gtest/gtest.h>
 
@@ -181,6 +183,69 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     }
   }
 
+  // Each pass over a layer with G < E loads every expert at most once for all the samples: the float forward, the
+  // calibration (its forward, the coverage top-up and freeze walk the experts once each), the quantized forward that
+  // feeds the next layer and the export's per-linear data. Counted by the residency (loads of an expert not resident).
+  void ExpectEachExpertLoadedOncePerPass() {
+    const std::string& dir = *Base::dir_;
+    const int64_t experts = Experts();
+    checkpoint::ModelConfig config = *checkpoint::LoadModelConfig(dir);
+    std::shared_ptr<const runtime::WeightSource> checkpoint =
+        std::make_shared<runtime::CheckpointWeightSource>(*checkpoint::CheckpointReader::Open(dir));
+    auto streaming = std::make_shared<runtime::ExpertStreamingWeights>(checkpoint, 1);
+    auto streamer = runtime::LayerStreamer::Create(config, streaming);
+    ASSERT_TRUE(streamer.ok()) << streamer.status();
+    const runtime::ExpertResidency& residency = *streaming->residency();
+    const Config fp8 = *PresetConfig("fp8");
+    LayerQuantizer quantizer(fp8, BuildLayerPlan(fp8, *ListModelModules(dir)));
+    quantizer.set_min_expert_tokens(4);
+    std::vector<at::Tensor> samples;  // 4 samples of 24 tokens: enough for every expert to be routed in each
+    for (int s = 0; s < 4; ++s) samples.push_back(at::arange(3 + s, 3 + s + 24, at::kLong).mul(37).remainder(509));
+    int64_t mark = 0, moe_layers = 0;
+    std::vector<std::shared_ptr<QuantLinear>> current;
+    const auto since_mark = [&](const char* pass, int64_t bound, int64_t layer) {
+      const int64_t loads = residency.loads() - mark;
+      EXPECT_LE(loads, bound) << pass << " of layer " << layer << " loaded experts " << loads << " times";
+      mark = residency.loads();
+      return loads;
+    };
+    runtime::LayerHooks float_pass;
+    float_pass.before = [&](int64_t, runtime::DecoderLayer&, const std::vector<at::Tensor>&) {
+      mark = residency.loads();
+      return absl::OkStatus();
+    };
+    float_pass.after = [&](int64_t i, runtime::DecoderLayer&, const std::vector<at::Tensor>&,
+                           const std::vector<at::Tensor>&) {
+      if (since_mark("the float forward", experts, i) > 0) ++moe_layers;
+      return absl::OkStatus();
+    };
+    ASSERT_TRUE((*streamer)->Run(samples, float_pass).ok());
+    EXPECT_GT(moe_layers, 0) << "no layer loaded an expert";
+    runtime::LayerHooks quantize_pass;
+    quantize_pass.before = [&](int64_t i, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+      mark = residency.loads();
+      auto linears = quantizer.Calibrate(layer, inputs, (*streamer)->model());
+      if (!linears.ok()) return linears.status();
+      current = *std::move(linears);
+      since_mark("calibration (forward, top-up, freeze)", 3 * experts, i);
+      return absl::OkStatus();
+    };
+    quantize_pass.after = [&](int64_t i, runtime::DecoderLayer&, const std::vector<at::Tensor>&,
+                              const std::vector<at::Tensor>&) {
+      since_mark("the quantized forward", experts, i);
+      for (const auto& q : current) {
+        auto data = LinearExportDataOf(*q);
+        if (!data.ok()) return data.status();
+        q->ReleaseFloatWeight();
+      }
+      since_mark("the export data", experts, i);
+      current.clear();
+      return absl::OkStatus();
+    };
+    auto run = (*streamer)->Run(samples, quantize_pass);
+    EXPECT_TRUE(run.ok()) << run.status();
+  }
+
   void ExpectAlgorithmsRefused() {
     QuantizeModelOptions o = Base::Options("uint4_wo_32", "refused");
     o.config.algo_config.push_back(GptqAlgo{});
@@ -208,6 +273,7 @@ using Qwen3MoeExpertStreamingTest = ExpertStreamingTest<kQwen3Moe>;
   }                                                                                                         \
   TEST_F(Fixture, Nvfp4ExportAndPerplexitiesEqualTheWholeLayers) { ExpectSameBytesForEveryGroupSize("nvfp4"); } \
   TEST_F(Fixture, AtMostGExpertsAreEverInMemory) { ExpectAtMostGExpertsAlive(); }                           \
+  TEST_F(Fixture, EachExpertLoadsOncePerPassForAllSamples) { ExpectEachExpertLoadedOncePerPass(); }         \
   TEST_F(Fixture, AlgorithmsAreRefused) { ExpectAlgorithmsRefused(); }
 
 QUARK_EXPERT_STREAMING_TESTS(Llama4ExpertStreamingTest)

@@ -1,0 +1,28 @@
+// #32 item 5: `quark quantize --expert-group-size auto`: the group of routed experts (runtime/expert_streaming.h) to
+// stream an MoE model with, chosen as the largest whose estimated peak host memory fits a budget. The peaks are
+// EstimateJob's (job_estimate.h: the largest layer with G of its routed experts, twice while the layer is in flight,
+// the activations and the process base), so the choice is as good as that formula; they do not depend on the rates.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "core/estimate/job_estimate.h"
+#include "core/estimate/model_shape.h"
+
+namespace quark::estimate {
+
+struct ExpertGroupChoice {
+  int64_t group_size = 0;          // 0: the whole layer fits (no streaming needed)
+  uint64_t peak_host_bytes = 0;    // the estimated peak at group_size
+  uint64_t whole_layer_bytes = 0;  // the estimated peak with the whole layer (group_size 0)
+  int64_t experts = 0;             // routed experts of an MoE layer (config num_experts)
+};
+
+/// The largest G in [1, experts) whose estimated peak fits `budget_bytes`, or 0 when the whole layer does (the
+/// job's own expert_group_size is ignored). INVALID_ARGUMENT when the model has no routed experts or the job runs an
+/// algorithm (streaming is RTN only, as the run refuses), RESOURCE_EXHAUSTED naming the budget and the smallest peak
+/// (G = 1) when not even that fits.
+absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model, JobInputs job, uint64_t budget_bytes);
+
+}  // namespace quark::estimate

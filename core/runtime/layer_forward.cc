@@ -1,0 +1,32 @@
+#include "core/runtime/layer_forward.h"
+
+#include "core/runtime/expert_streaming.h"
+#include "core/runtime/moe_split_layer.h"
+
+namespace quark::runtime {
+
+std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vector<at::Tensor>& hidden,
+                                            TransformerModel& model) {
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(hidden.size());
+  auto* split = dynamic_cast<MoeSplitLayer*>(&layer);
+  MoeBlock* block = split != nullptr ? split->routed_block() : nullptr;
+  // Sample by sample unless streamed experts would reload: the whole-layer path stays the reference the streamed one
+  // is compared with, and only the streamed path needs every sample's block input at once.
+  if (block == nullptr || hidden.size() < 2 || ExpertStreamingOf(model.weights()) == nullptr) {
+    for (const at::Tensor& input : hidden) outputs.push_back(layer.forward(input, model.Context(input.size(1))));
+    return outputs;
+  }
+  std::vector<at::Tensor> attended, block_inputs;
+  attended.reserve(hidden.size());
+  block_inputs.reserve(hidden.size());
+  for (const at::Tensor& input : hidden) {
+    attended.push_back(split->Attend(input, model.Context(input.size(1))));
+    block_inputs.push_back(split->FeedForwardInput(attended.back()));
+  }
+  std::vector<at::Tensor> routed = block->ForwardSamples(block_inputs);
+  for (size_t i = 0; i < hidden.size(); ++i) outputs.push_back(attended[i] + routed[i]);
+  return outputs;
+}
+
+}  // namespace quark::runtime

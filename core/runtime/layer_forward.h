@@ -1,0 +1,22 @@
+// One decoder layer's forward over a pass's samples (the calibration forward, the forward that feeds the next layer,
+// the evaluation windows).
+#pragma once
+
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "core/runtime/decoder_layer.h"
+#include "core/runtime/transformer_model.h"
+
+namespace quark::runtime {
+
+/// `layer` on each of `hidden` ([1, T, hidden] each) -> the outputs, in order. When the model's routed experts stream
+/// in groups (ExpertStreamingWeights) and `layer` has a routed block (MoeSplitLayer), every sample's attention runs
+/// first and the block then walks its experts once for all samples (MoeBlock::ForwardSamples), so that each expert is
+/// loaded at most once per call instead of once per sample; the outputs, and what every linear sees, are bit for bit
+/// those of the sample-by-sample forward, which every other layer (and the whole-layer path) runs.
+std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vector<at::Tensor>& hidden,
+                                            TransformerModel& model);
+
+}  // namespace quark::runtime
