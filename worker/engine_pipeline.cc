@@ -1,13 +1,19 @@
 #include "worker/engine_pipeline.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 
 #include "core/config/config_choice.h"
 #include "core/config/export_format_proto.h"
 #include "core/config/llama_cpp_rules.h"  // #37 item 4
 #include "core/config/proto_convert.h"
+#include "core/estimate/expert_group_choice.h"
 #include "core/quantize/quantize_model.h"
+#include "core/quantize/run_memory.h"
 #include "worker/float_baseline.h"
 #include "worker/job_evaluation.h"
 #include "worker/sensitivity_pass.h"
@@ -138,6 +144,45 @@ absl::Status MeasureFloatBaseline(const PipelineRequest& request, const Quantize
 // The share of the pipeline's progress the quantization takes when tasks or KLD follow it.
 constexpr double kQuantizeShareWithEvaluation = 0.6;
 
+// #32 item 5: an MoE job whose whole layer would not fit the host memory this worker has free streams its routed
+// experts in groups (runtime/expert_streaming.h: the exports and figures are byte for byte the whole layer's; only
+// memory and time change). The budget is MemAvailable, or QUARK_WORKER_MEMORY_BUDGET_GB where the operator sets one.
+// Dense models, jobs running an algorithm that holds state over the whole layer (GPTQ, AWQ...: refused with groups)
+// and models whose shape the estimator cannot read keep the whole layer, as before.
+int64_t ExpertGroupSizeFor(const PipelineRequest& request, const QuantizeModelOptions& options, ProgressSink& progress) {
+  uint64_t budget = 0;
+  if (const char* gb = std::getenv("QUARK_WORKER_MEMORY_BUDGET_GB"); gb != nullptr && *gb != '\0') {
+    double value = 0;
+    if (!absl::SimpleAtod(gb, &value) || value <= 0) {
+      progress.Log(str::Cat("QUARK_WORKER_MEMORY_BUDGET_GB=\"", gb, "\" is not a positive number: ignored"));
+    } else {
+      budget = static_cast<uint64_t>(value * 1e9);
+    }
+  }
+  if (budget == 0) {
+    absl::StatusOr<uint64_t> available = estimate::MemAvailableBytes();
+    if (!available.ok()) return 0;
+    budget = *available;
+  }
+  absl::StatusOr<estimate::ExpertGroupChoice> choice =
+      estimate::ChooseExpertGroupSizeForRun(request.model_dir.string(), RunMemoryInputsOf(options), budget);
+  if (choice.ok()) {
+    if (choice->group_size > 0) {
+      progress.Log(str::Cat("expert_group_size ", choice->group_size, ": the whole layer needs an estimated ",
+                            absl::StrFormat("%.2f", choice->whole_layer_bytes / 1e9), " GB of the ",
+                            absl::StrFormat("%.2f", budget / 1e9), " GB this worker has; ", choice->group_size,
+                            " of the ", choice->experts, " routed experts at a time need ",
+                            absl::StrFormat("%.2f", choice->peak_host_bytes / 1e9), " GB"));
+    }
+    return choice->group_size;
+  }
+  if (absl::IsResourceExhausted(choice.status())) {  // it may not fit; one expert at a time is its best chance
+    progress.Log(str::Cat(choice.status().message(), "; streaming one expert at a time"));
+    return 1;
+  }
+  return 0;
+}
+
 class EnginePipeline : public QuantizePipeline {
  public:
   absl::StatusOr<PipelineResult> Run(const PipelineRequest& request, ProgressSink& progress,
@@ -163,6 +208,7 @@ class EnginePipeline : public QuantizePipeline {
       return absl::InvalidArgumentError("spec.gguf_type: set, but EXPORT_FORMAT_GGUF is not among spec.export_formats");
     }
     if (absl::Status s = CheckJobEvaluation(request, options.export_formats); !s.ok()) return s;
+    options.expert_group_size = ExpertGroupSizeFor(request, options, progress);
     // With tasks or KLD after the export, QuantizeModel's run fills the first part of the pipeline's progress.
     const bool evaluates = !request.spec.evaluation().tasks().empty() || request.spec.evaluation().kld();
     const double quantize_share = evaluates ? kQuantizeShareWithEvaluation : 1.0;

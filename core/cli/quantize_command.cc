@@ -34,6 +34,7 @@
 #include "core/estimate/expert_group_choice.h"
 #include "core/quantize/layer_checkpoint.h"
 #include "core/quantize/quantize_model.h"
+#include "core/quantize/run_memory.h"
 
 namespace quark::cli {
 namespace {
@@ -107,17 +108,6 @@ absl::StatusOr<std::optional<Config>> SearchedConfig(const QuantizeCommandOption
   return std::optional<Config>(*std::move(config));
 }
 
-// The host memory the kernel says is available without swapping (MemAvailable of /proc/meminfo), in bytes.
-absl::StatusOr<uint64_t> MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    uint64_t kib = 0;
-    if (key == "MemAvailable:" && meminfo >> kib) return kib * 1024;
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return absl::UnavailableError("--memory-budget-gb: /proc/meminfo has no MemAvailable: give the budget");
-}
-
 // --expert-group-size: a count, or "auto": the largest group whose estimated peak (estimate/expert_group_choice.h)
 // fits --memory-budget-gb (else MemAvailable), told on stderr.
 absl::StatusOr<int64_t> ExpertGroupSize(const QuantizeCommandOptions& o, const QuantizeModelOptions& options) {
@@ -131,18 +121,15 @@ absl::StatusOr<int64_t> ExpertGroupSize(const QuantizeCommandOptions& o, const Q
   }
   uint64_t budget = static_cast<uint64_t>(o.memory_budget_gb * 1e9);
   if (o.memory_budget_gb <= 0) {
-    QUARK_ASSIGN_OR_RETURN(budget, MemAvailableBytes());
+    auto available = estimate::MemAvailableBytes();
+    if (!available.ok()) {
+      return absl::UnavailableError(
+          StrCat("--memory-budget-gb: ", std::string(available.status().message()), ": give the budget"));
+    }
+    budget = *available;
   }
-  QUARK_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::ReadModelShape(o.model));
-  estimate::JobInputs job;
-  job.config = options.config;
-  job.calibration_samples = options.num_calibration_samples;
-  job.calibration_seq_len = options.seq_len;
-  if (!options.eval_text_file.empty()) {  // the peak holds one window's hidden states and logits
-    job.evaluation_seq_len = options.eval_seq_len > 0 ? options.eval_seq_len : job.evaluation_seq_len;
-    job.evaluation_tokens = job.evaluation_seq_len;
-  }
-  QUARK_ASSIGN_OR_RETURN(estimate::ExpertGroupChoice choice, estimate::ChooseExpertGroupSize(shape, job, budget));
+  QUARK_ASSIGN_OR_RETURN(estimate::ExpertGroupChoice choice,
+                         estimate::ChooseExpertGroupSizeForRun(o.model, RunMemoryInputsOf(options), budget));
   std::cerr << fmt::format(
       "expert_group_size auto: {} (estimated peak {:.2f} GB of the {:.2f} GB budget{}; the whole layer {:.2f} GB, {} "
       "routed experts a layer)\n",

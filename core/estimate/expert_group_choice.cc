@@ -1,5 +1,8 @@
 #include "core/estimate/expert_group_choice.h"
 
+#include <fstream>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -56,6 +59,31 @@ absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model,
   choice.group_size = lo;
   choice.peak_host_bytes = lo_peak;
   return choice;
+}
+
+absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSizeForRun(const std::string& model_dir, const RunMemoryInputs& run,
+                                                              uint64_t budget_bytes) {
+  absl::StatusOr<ModelShape> shape = ReadModelShape(model_dir);
+  if (!shape.ok()) return shape.status();
+  JobInputs job;
+  job.config = run.config;
+  job.calibration_samples = run.calibration_samples;
+  job.calibration_seq_len = run.calibration_seq_len;
+  if (run.evaluates) {  // the peak holds one window's hidden states and logits
+    if (run.evaluation_seq_len > 0) job.evaluation_seq_len = run.evaluation_seq_len;
+    job.evaluation_tokens = job.evaluation_seq_len;
+  }
+  return ChooseExpertGroupSize(*shape, std::move(job), budget_bytes);
+}
+
+absl::StatusOr<uint64_t> MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib = 0;
+    if (key == "MemAvailable:" && meminfo >> kib) return kib * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return absl::UnavailableError("/proc/meminfo has no MemAvailable");
 }
 
 }  // namespace quark::estimate

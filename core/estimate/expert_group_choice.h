@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/estimate/job_estimate.h"
@@ -24,5 +25,22 @@ struct ExpertGroupChoice {
 /// algorithm (streaming is RTN only, as the run refuses), RESOURCE_EXHAUSTED naming the budget and the smallest peak
 /// (G = 1) when not even that fits.
 absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model, JobInputs job, uint64_t budget_bytes);
+
+/// What a quantize run's choice depends on besides the model (`quark quantize --expert-group-size auto`, and the
+/// worker for every job: quark-worker streams an MoE job's experts when its whole layer would not fit).
+struct RunMemoryInputs {
+  Config config;
+  int64_t calibration_samples = 128;
+  int64_t calibration_seq_len = 512;
+  bool evaluates = false;          // the run measures perplexity (one window's hidden states and logits are held)
+  int64_t evaluation_seq_len = 0;  // 0 = the protocol's default window
+};
+
+/// ChooseExpertGroupSize for the model folder `model_dir` (its config.json, estimate::ReadModelShape).
+absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSizeForRun(const std::string& model_dir, const RunMemoryInputs& run,
+                                                              uint64_t budget_bytes);
+
+/// The host memory the kernel says is available without swapping (MemAvailable of /proc/meminfo), in bytes.
+absl::StatusOr<uint64_t> MemAvailableBytes();
 
 }  // namespace quark::estimate

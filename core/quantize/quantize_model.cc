@@ -119,6 +119,10 @@ absl::Status QuantizeRun::Prepare() {
   }
   LayerPlan plan = BuildLayerPlan(options_.config, *modules);
   if (auto s = CheckExpertGroupSize(plan); !s.ok()) return s;  // before the algorithms do any work
+  if (options_.expert_group_size > 0) {
+    Notice("prepare", 0, StrCat("routed experts streamed in groups of ", options_.expert_group_size,
+                                " (expert_group_size): each MoE layer holds at most that many experts at once"));
+  }
   if (auto s = PrepareAlgorithms(plan); !s.ok()) return s;
   for (const LayerAssignment& a : plan.layers) {
     if (a.source == ConfigSource::kExcluded || a.config.Empty()) continue;

@@ -100,5 +100,71 @@ TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPe
   EXPECT_NE(std::find(exclude.begin(), exclude.end(), mtp), exclude.end()) << exclude.dump();
 }
 
+// #32 item 5 through the service: a worker whose memory budget is below the layer's estimated peak streams the routed
+// experts in groups on its own (JobSpec has no field for it), says so in the job's log, and publishes the bytes a
+// worker with memory to spare publishes.
+TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBytes) {
+  struct Run {
+    quark::v1::Job job;
+    std::string log;
+    std::string weights;
+  };
+  const auto run = [](const std::vector<std::string>& env) -> Run {
+    quark::testing::QuarkdOptions options;
+    options.workers = 1;
+    options.test_mode = "";
+    options.worker_binary = "worker/quark-worker";
+    options.extra_roots = {Fixtures()};
+    options.env = env;
+    auto quarkd = quark::testing::Quarkd::Start(options);
+    EXPECT_TRUE(quarkd.ok()) << quarkd.status();
+    if (!quarkd.ok()) return {};
+    const fs::path model = (*quarkd)->root() / "deepseek";
+    MakeTinyDeepseek(model);
+    auto stub = quark::v1::QuantizationService::NewStub(
+        grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+    quark::v1::SubmitJobRequest request;
+    quark::v1::JobSpec* spec = request.mutable_spec();
+    spec->set_model_uri("file://" + model.string());
+    spec->set_output_uri("file://" + ((*quarkd)->root() / "out").string());
+    spec->set_max_attempts(1);
+    spec->set_preset("fp8");
+    spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
+    spec->mutable_calibration()->set_uri("file://" + Fixtures() + "/eval/tinystories_train_split.txt");
+    spec->mutable_calibration()->set_num_samples(4);
+    spec->mutable_calibration()->set_seq_len(48);
+    spec->mutable_evaluation()->set_uri("file://" + Fixtures() + "/eval/tinystories_heldout_split.txt");
+    spec->mutable_evaluation()->set_seq_len(64);
+    spec->mutable_evaluation()->set_max_windows(2);
+    std::vector<quark::v1::JobEvent> events;
+    Run out;
+    out.job = quark::testing::RunJobToEnd(*stub, request, events);
+    EXPECT_EQ(out.job.state(), quark::v1::JOB_STATE_SUCCEEDED) << out.job.DebugString() << (*quarkd)->Log();
+    for (const quark::v1::JobEvent& event : events) {
+      if (event.has_log()) out.log += event.log() + "\n";
+    }
+    const fs::path folder =
+        (*quarkd)->root() / "out" / out.job.id() / ("attempt-" + std::to_string(out.job.attempts_size()));
+    // One export format: its files are the attempt folder's own.
+    std::ifstream in(folder / "model.safetensors", std::ios::binary);
+    out.weights.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return out;
+  };
+  const Run roomy = run({});
+  const Run short_of_memory = run({"QUARK_WORKER_MEMORY_BUDGET_GB=0.000001"});
+  EXPECT_EQ(roomy.log.find("expert_group_size"), std::string::npos) << roomy.log;
+  EXPECT_NE(short_of_memory.log.find("streaming one expert at a time"), std::string::npos) << short_of_memory.log;
+  // The engine's own word that it streamed (QuantizeRun's notice), not only the worker's choice.
+  EXPECT_NE(short_of_memory.log.find("routed experts streamed in groups of 1"), std::string::npos)
+      << short_of_memory.log;
+  EXPECT_EQ(roomy.log.find("routed experts streamed"), std::string::npos) << roomy.log;
+  ASSERT_GT(roomy.weights.size(), 1000u);
+  EXPECT_TRUE(short_of_memory.weights == roomy.weights) << "the streamed job published other weights";
+  for (const char* key : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
+    ASSERT_TRUE(roomy.job.result().metrics().count(key)) << key;
+    EXPECT_EQ(short_of_memory.job.result().metrics().at(key), roomy.job.result().metrics().at(key)) << key;
+  }
+}
+
 }  // namespace
 }  // namespace quark::worker
