@@ -11,7 +11,32 @@ namespace {
 
 std::string Gb(uint64_t bytes) { return absl::StrFormat("%.2f GB", static_cast<double>(bytes) / 1e9); }
 
+bool UsesImatrixMse(const LayerQuantConfig& layer) {
+  return layer.weight && layer.weight->observer == ObserverKind::kImatrixMse;
+}
+
 }  // namespace
+
+bool CanStreamExperts(const Config& config) {
+  if (!config.algo_config.empty() || UsesImatrixMse(config.global_quant_config)) return false;
+  for (const auto& [type, layer] : config.layer_type_quant_config) {
+    if (UsesImatrixMse(layer)) return false;
+  }
+  for (const PatternQuantConfig& entry : config.layer_quant_config) {
+    if (UsesImatrixMse(entry.config)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<JobEstimate> LeastHostMemoryEstimate(const ModelShape& model, JobInputs job, const Throughput& rates) {
+  job.expert_group_size = 0;
+  absl::StatusOr<JobEstimate> whole = EstimateJob(model, job, rates);
+  if (!whole.ok() || model.config.num_experts <= 0 || !CanStreamExperts(job.config)) return whole;
+  job.expert_group_size = 1;
+  absl::StatusOr<JobEstimate> streamed = EstimateJob(model, job, rates);
+  if (streamed.ok() && streamed->peak_host_bytes < whole->peak_host_bytes) return streamed;
+  return whole;
+}
 
 absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model, JobInputs job, uint64_t budget_bytes) {
   ExpertGroupChoice choice;
@@ -19,6 +44,10 @@ absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model,
   if (choice.experts <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("expert_group_size auto: model_type ", model.config.model_type, " has no routed experts to stream"));
+  }
+  if (!CanStreamExperts(job.config)) {
+    return absl::InvalidArgumentError("expert_group_size auto: experts stream with RTN schemes only (no algo_config, "
+                                      "no imatrix_mse weights)");
   }
   const Throughput rates = ReferenceThroughput();  // the peaks do not depend on the rates
   const auto peak = [&](int64_t group) -> absl::StatusOr<uint64_t> {

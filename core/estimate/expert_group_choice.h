@@ -26,6 +26,15 @@ struct ExpertGroupChoice {
 /// (G = 1) when not even that fits.
 absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model, JobInputs job, uint64_t budget_bytes);
 
+/// Whether a run of `config` can stream its routed experts: RTN schemes only (no algo_config; no imatrix_mse weight
+/// observer), as QuantizeRun::CheckExpertGroupSize refuses otherwise.
+bool CanStreamExperts(const Config& config);
+
+/// The job's estimate with the least host memory it can run in: the whole layer's, or, for an MoE model whose run
+/// can stream its experts (quark-worker does by itself when short of memory), one expert at a time's when smaller.
+/// What quarkd records as a job's host memory need (server/api/job_estimates.h).
+absl::StatusOr<JobEstimate> LeastHostMemoryEstimate(const ModelShape& model, JobInputs job, const Throughput& rates);
+
 /// What a quantize run's choice depends on besides the model (`quark quantize --expert-group-size auto`, and the
 /// worker for every job: quark-worker streams an MoE job's experts when its whole layer would not fit).
 struct RunMemoryInputs {

@@ -1,5 +1,7 @@
 #include "server/api/job_estimates.h"
 
+#include "core/estimate/expert_group_choice.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -209,7 +211,9 @@ JobMemoryNeeds EstimateJobNeeds(const quark::v1::JobSpec& spec, const estimate::
       inputs.gguf_pure = spec.gguf_pure();
       inputs.gguf_imatrix = !spec.gguf_imatrix_uri().empty() || spec.gguf_imatrix_from_calibration();
       estimate::Throughput rates = estimate::ReferenceThroughput();
-      absl::StatusOr<estimate::JobEstimate> cpu = estimate::EstimateJob(*model, inputs, rates);
+      // An MoE job that can stream its experts runs in what one expert at a time takes: a worker short of memory
+      // streams them by itself (worker/engine_pipeline.cc), so a smaller worker can take it.
+      absl::StatusOr<estimate::JobEstimate> cpu = estimate::LeastHostMemoryEstimate(*model, inputs, rates);
       if (cpu.ok()) {
         needs.host_bytes = static_cast<int64_t>(cpu->peak_host_bytes);
         needs.host_phase = cpu->peak_host_phase;

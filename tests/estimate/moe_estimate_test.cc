@@ -149,5 +149,28 @@ TEST(ExpertGroupChoiceTest, TheLargestGroupWhosePeakFitsTheBudget) {
   EXPECT_NE(std::string(refused.status().message()).find("memory budget"), std::string::npos) << refused.status();
 }
 
+// What quarkd records as an MoE job's host memory need (server/api/job_estimates.cc): one expert at a time's peak when
+// the run can stream its experts (a worker short of memory does by itself), the whole layer's when it cannot (an
+// algorithm, imatrix_mse weights) or the model has no routed experts.
+TEST(ExpertGroupChoiceTest, AJobNeedsWhatOneExpertAtATimeTakesWhenItCanStream) {
+  const ModelShape shape = DeepseekV3Cut();
+  const auto peak = [&](int64_t group) { return DeepseekV3Fp8(group)->peak_host_bytes; };
+  auto least = LeastHostMemoryEstimate(shape, Fp8Job(0), ReferenceThroughput());
+  ASSERT_TRUE(least.ok()) << least.status();
+  EXPECT_EQ(least->peak_host_bytes, peak(1));
+  EXPECT_LT(least->peak_host_bytes, peak(0) / 10);
+  JobInputs gptq = Fp8Job(0);
+  gptq.config.algo_config.push_back(GptqAlgo{});
+  EXPECT_FALSE(CanStreamExperts(gptq.config));
+  EXPECT_EQ(LeastHostMemoryEstimate(shape, gptq, ReferenceThroughput())->peak_host_bytes,
+            EstimateJob(shape, gptq, ReferenceThroughput())->peak_host_bytes);
+  JobInputs imatrix = Fp8Job(0);
+  imatrix.config.layer_quant_config.push_back({"*down_proj", imatrix.config.global_quant_config});
+  imatrix.config.layer_quant_config.back().config.weight->observer = ObserverKind::kImatrixMse;
+  EXPECT_FALSE(CanStreamExperts(imatrix.config));
+  EXPECT_FALSE(ChooseExpertGroupSize(shape, imatrix, peak(1)).ok());
+  EXPECT_TRUE(CanStreamExperts(Fp8Job(0).config));
+}
+
 }  // namespace
 }  // namespace quark::estimate
