@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,35 +45,50 @@ void MakeTinyDeepseek(const fs::path& dir) {
   std::ofstream(dir / "config.json") << config.dump(2);
 }
 
-TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPerplexity) {
+// quarkd with one real quark-worker (and `env` for both), reading the fixtures.
+absl::StatusOr<std::unique_ptr<quark::testing::Quarkd>> StartQuarkd(const std::vector<std::string>& env = {}) {
   quark::testing::QuarkdOptions options;
   options.workers = 1;
   options.test_mode = "";
   options.worker_binary = "worker/quark-worker";
   options.extra_roots = {Fixtures()};
-  auto quarkd = quark::testing::Quarkd::Start(options);
-  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
-  const fs::path model = (*quarkd)->root() / "deepseek";
-  MakeTinyDeepseek(model);
-  auto stub = quark::v1::QuantizationService::NewStub(
-      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+  options.env = env;
+  return quark::testing::Quarkd::Start(options);
+}
 
+// A job on the tiny DeepSeek-V3 at `model` with `preset`, published under quarkd's root, calibrated on 4 x 48 tokens
+// and evaluated on 2 windows of 64.
+quark::v1::SubmitJobRequest TinyDeepseekJob(const quark::testing::Quarkd& quarkd, const fs::path& model,
+                                            const std::string& preset) {
   quark::v1::SubmitJobRequest request;
   quark::v1::JobSpec* spec = request.mutable_spec();
   spec->set_model_uri("file://" + model.string());
-  spec->set_output_uri("file://" + ((*quarkd)->root() / "out").string());
+  spec->set_output_uri("file://" + (quarkd.root() / "out").string());
   spec->set_max_attempts(1);
-  spec->set_preset("uint4_wo_32");
-  spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
+  spec->set_preset(preset);
   spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
-  spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
-  spec->set_gguf_type("F32");
   spec->mutable_calibration()->set_uri("file://" + Fixtures() + "/eval/tinystories_train_split.txt");
   spec->mutable_calibration()->set_num_samples(4);
   spec->mutable_calibration()->set_seq_len(48);
   spec->mutable_evaluation()->set_uri("file://" + Fixtures() + "/eval/tinystories_heldout_split.txt");
   spec->mutable_evaluation()->set_seq_len(64);
   spec->mutable_evaluation()->set_max_windows(2);
+  return request;
+}
+
+TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPerplexity) {
+  auto quarkd = StartQuarkd();
+  ASSERT_TRUE(quarkd.ok()) << quarkd.status();
+  const fs::path model = (*quarkd)->root() / "deepseek";
+  MakeTinyDeepseek(model);
+  auto stub = quark::v1::QuantizationService::NewStub(
+      grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
+
+  quark::v1::SubmitJobRequest request = TinyDeepseekJob(**quarkd, model, "uint4_wo_32");
+  quark::v1::JobSpec* spec = request.mutable_spec();
+  spec->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
+  spec->add_export_formats(quark::v1::EXPORT_FORMAT_GGUF);
+  spec->set_gguf_type("F32");
   std::vector<quark::v1::JobEvent> events;
   const quark::v1::Job done = quark::testing::RunJobToEnd(*stub, request, events);
   ASSERT_EQ(done.state(), quark::v1::JOB_STATE_SUCCEEDED) << done.DebugString() << (*quarkd)->Log();
@@ -110,32 +126,14 @@ TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBy
     std::string weights;
   };
   const auto run = [](const std::vector<std::string>& env) -> Run {
-    quark::testing::QuarkdOptions options;
-    options.workers = 1;
-    options.test_mode = "";
-    options.worker_binary = "worker/quark-worker";
-    options.extra_roots = {Fixtures()};
-    options.env = env;
-    auto quarkd = quark::testing::Quarkd::Start(options);
+    auto quarkd = StartQuarkd(env);
     EXPECT_TRUE(quarkd.ok()) << quarkd.status();
     if (!quarkd.ok()) return {};
     const fs::path model = (*quarkd)->root() / "deepseek";
     MakeTinyDeepseek(model);
     auto stub = quark::v1::QuantizationService::NewStub(
         grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
-    quark::v1::SubmitJobRequest request;
-    quark::v1::JobSpec* spec = request.mutable_spec();
-    spec->set_model_uri("file://" + model.string());
-    spec->set_output_uri("file://" + ((*quarkd)->root() / "out").string());
-    spec->set_max_attempts(1);
-    spec->set_preset("fp8");
-    spec->add_export_formats(quark::v1::EXPORT_FORMAT_HF_QUARK);
-    spec->mutable_calibration()->set_uri("file://" + Fixtures() + "/eval/tinystories_train_split.txt");
-    spec->mutable_calibration()->set_num_samples(4);
-    spec->mutable_calibration()->set_seq_len(48);
-    spec->mutable_evaluation()->set_uri("file://" + Fixtures() + "/eval/tinystories_heldout_split.txt");
-    spec->mutable_evaluation()->set_seq_len(64);
-    spec->mutable_evaluation()->set_max_windows(2);
+    const quark::v1::SubmitJobRequest request = TinyDeepseekJob(**quarkd, model, "fp8");
     std::vector<quark::v1::JobEvent> events;
     Run out;
     out.job = quark::testing::RunJobToEnd(*stub, request, events);
