@@ -27,9 +27,9 @@ def main():
         return 0
     try:
         blas = ctypes.CDLL("libopenblas.so.0")
-    except OSError:
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+    except (OSError, AttributeError):  # no OpenBLAS, or one without openblas_get_corename: nothing to choose
         return 0
-    blas.openblas_get_corename.restype = ctypes.c_char_p
     core = (blas.openblas_get_corename() or b"unknown").decode().lower()
     if core not in GENERIC:
         return 0
