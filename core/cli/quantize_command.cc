@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <limits>
 #include <iostream>
 #include <optional>
 #include <variant>

@@ -13,6 +13,7 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/config/e8m0_tiles.h"
 #include "core/config/fused_group.h"
+#include "core/config/mxfp8_tiles_as_mx.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_block_rules.h"
 #include "core/export/hf_quark_gpt_oss.h"
@@ -354,15 +355,13 @@ void MxPartialBlockWarnings(const Json& qc, const checkpoint::ModelConfig& model
       if (in % 32 == 0 || VllmExcluded(qc, name)) continue;
       auto config = LayerConfigFromQuarkJson(VllmLayerConfig(qc, name), name);
       if (!config.ok() || !config->weight) continue;
-      const QuantSpec& weight = *config->weight;
-      // OCP MX proper, or MXFP8 declared as [1, 32] E8M0 tiles (#30: how the mxfp8 preset is exported).
-      const bool one_d_mxfp8 = IsE8m0Tiles(weight) && E8m0TileFormOf(weight) == E8m0TileForm::kMxfp8 &&
-                               weight.block_size.size() == 2 && weight.block_size[0] == 1;
-      if (!IsOcpMx(weight) && !one_d_mxfp8) continue;
+      // OCP MX proper, or MXFP8 as the mxfp8 preset is exported ([1, 32] E8M0 tiles, mxfp8_tiles_as_mx.h).
+      const bool exported_mxfp8 = IsExportedMxfp8Layer(*config);
+      if (!IsOcpMx(*config->weight) && !exported_mxfp8) continue;
       out.push_back(StrCat(name, ": in_features ", in, " is not a multiple of 32; its MX scales are written as Quark's ",
-                           "exporter writes them (", (in + 31) / 32, " columns, the last block padded), which vLLM ",
-                           "(", one_d_mxfp8 ? "QuarkW8A8Mxfp8" : "QuarkOCP_MX", " allocates ", in / 32, ") and Quark's own importer (in_features / 32) cannot ",
-                           "load"));
+                           "exporter writes them (", (in + 31) / 32, " columns, the last block padded), which vLLM (",
+                           exported_mxfp8 ? "QuarkW8A8Mxfp8" : "QuarkOCP_MX", " allocates ", in / 32,
+                           ") and Quark's own importer (in_features / 32) cannot load"));
     }
   }
 }

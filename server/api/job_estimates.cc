@@ -1,7 +1,5 @@
 #include "server/api/job_estimates.h"
 
-#include "core/estimate/expert_group_choice.h"
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -10,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/config/proto_convert.h"
 #include "core/eval/evaluation_plan_proto.h"
+#include "core/estimate/expert_group_choice.h"
 #include "core/estimate/job_estimate.h"
 #include "server/api/model_fit.h"
 #include "server/api/model_view.h"
