@@ -147,8 +147,8 @@ constexpr double kQuantizeShareWithEvaluation = 0.6;
 // #32 item 5: an MoE job whose whole layer would not fit the host memory this worker has free streams its routed
 // experts in groups (runtime/expert_streaming.h: the exports and figures are byte for byte the whole layer's; only
 // memory and time change). The budget is MemAvailable, or QUARK_WORKER_MEMORY_BUDGET_GB where the operator sets one.
-// Dense models, jobs running an algorithm that holds state over the whole layer (GPTQ, AWQ...: refused with groups)
-// and models whose shape the estimator cannot read keep the whole layer, as before.
+// Dense models, jobs running an algorithm that holds state over the whole layer (AWQ, SmoothQuant, GPTAQ...: refused
+// with groups; GPTQ alone streams) and models whose shape the estimator cannot read keep the whole layer, as before.
 int64_t ExpertGroupSizeFor(const PipelineRequest& request, const QuantizeModelOptions& options, ProgressSink& progress) {
   uint64_t budget = 0;
   if (const char* gb = std::getenv("QUARK_WORKER_MEMORY_BUDGET_GB"); gb != nullptr && *gb != '\0') {
@@ -224,6 +224,13 @@ class EnginePipeline : public QuantizePipeline {
     };
     options.cancelled = [&cancel] { return cancel.IsCancelled(); };
     options.checkpoint_dir = request.checkpoint_dir.string();
+    if (options.expert_group_size > 0 && !options.config.algo_config.empty() && !options.checkpoint_dir.empty()) {
+      // GPTQ's weights of experts streamed in groups stay in the run's scratch folder, which a layer checkpoint does
+      // not hold (QuantizeRun refuses the pair): a job that only fits with its experts streamed runs uncheckpointed.
+      progress.Log("layer checkpoint off for this run: GPTQ's weights of experts streamed in groups are not "
+                   "checkpointed, so a retry starts again at layer 0");
+      options.checkpoint_dir.clear();
+    }
     options.checkpoint_identity = request.checkpoint_identity;
     options.on_layer_checkpointed = request.on_layer_checkpointed;
     options.on_notice = [&progress](const std::string& line) { progress.Log(line); };

@@ -54,6 +54,12 @@ struct GptqLayerCallbacks {
   std::function<bool()> cancelled;
   /// After each routed capture: the MoE counts of that pass (routed and topped-up tokens per expert).
   std::function<void(const std::vector<runtime::ExpertCoverage>&)> on_coverage;
+  /// Experts streamed in groups (runtime::StreamedLinear, #32 item 5): keeps a routed linear's GPTQ weight (full tensor
+  /// name "...experts.3.up_proj.weight") where the streamer reads it when the expert loads again, with its spec and
+  /// parameters (null for a target with its own quantizer). Without it, GPTQ of a streamed expert fails naming it.
+  std::function<absl::Status(const std::string& tensor, const at::Tensor& weight, const QuantSpec* spec,
+                             const QuantParams* params)>
+      keep_streamed_weight;
 };
 
 /// Runs the layer on one sample [1, T, hidden] (the caller supplies the model's context).
@@ -61,6 +67,8 @@ using LayerForward = std::function<void(const at::Tensor& sample)>;
 
 /// Quantizes the plan's modules of `layer` in place: each FloatLinear's weight becomes its GPTQ result (values on the
 /// grid of the returned parameters). Returns the weight parameters by full module name. Errors name the module.
+/// Routed experts streamed in groups are quantized expert by expert, a group at a time, with the same results
+/// (GptqLayerCallbacks::keep_streamed_weight keeps their weights).
 absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::DecoderLayer& layer,
                                                                      const std::vector<at::Tensor>& samples,
                                                                      const LayerForward& forward,

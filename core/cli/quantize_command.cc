@@ -250,7 +250,7 @@ const CommandRegistration kQuantize([](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--expert-group-size", o->expert_group_size,
                       "MoE: keep at most this many routed experts of a layer in memory, reading each from the "
-                      "checkpoint when a pass needs it (same outputs and exports; RTN schemes only; 0 = the whole "
+                      "checkpoint when a pass needs it (same outputs and exports; RTN schemes or GPTQ alone; 0 = the whole "
                       "layer, the default; auto = the largest group whose estimated peak fits --memory-budget-gb)");
   command->add_option("--memory-budget-gb", o->memory_budget_gb,
                       "with --expert-group-size auto: the host memory to fit, GB (default: MemAvailable)")

@@ -18,7 +18,13 @@ bool UsesImatrixMse(const LayerQuantConfig& layer) {
 }  // namespace
 
 bool CanStreamExperts(const Config& config) {
-  if (!config.algo_config.empty() || UsesImatrixMse(config.global_quant_config)) return false;
+  const auto& algos = config.algo_config;
+  if (algos.size() > 1) return false;
+  if (algos.size() == 1) {  // GPTQ alone quantizes streamed experts expert by expert (algorithms/gptq_layer.h)
+    const auto* gptq = std::get_if<GptqAlgo>(&algos[0]);
+    if (gptq == nullptr || gptq->method != HessianMethod::kGptq) return false;
+  }
+  if (UsesImatrixMse(config.global_quant_config)) return false;
   for (const auto& [type, layer] : config.layer_type_quant_config) {
     if (UsesImatrixMse(layer)) return false;
   }
@@ -46,7 +52,7 @@ absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model,
         absl::StrCat("expert_group_size auto: model_type ", model.config.model_type, " has no routed experts to stream"));
   }
   if (!CanStreamExperts(job.config)) {
-    return absl::InvalidArgumentError("expert_group_size auto: experts stream with RTN schemes only (no algo_config, "
+    return absl::InvalidArgumentError("expert_group_size auto: experts stream with RTN schemes or GPTQ alone (no other algo_config, "
                                       "no imatrix_mse weights)");
   }
   const Throughput rates = ReferenceThroughput();  // the peaks do not depend on the rates

@@ -26,8 +26,8 @@ struct ExpertGroupChoice {
 /// (G = 1) when not even that fits.
 absl::StatusOr<ExpertGroupChoice> ChooseExpertGroupSize(const ModelShape& model, JobInputs job, uint64_t budget_bytes);
 
-/// Whether a run of `config` can stream its routed experts: RTN schemes only (no algo_config; no imatrix_mse weight
-/// observer), as QuantizeRun::CheckExpertGroupSize refuses otherwise.
+/// Whether a run of `config` can stream its routed experts: RTN schemes or GPTQ alone (no other algo_config; no
+/// imatrix_mse weight observer), as QuantizeRun::CheckExpertGroupSize refuses otherwise.
 bool CanStreamExperts(const Config& config);
 
 /// The job's estimate with the least host memory it can run in: the whole layer's, or, for an MoE model whose run

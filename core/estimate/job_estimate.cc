@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -48,10 +49,12 @@ std::string InputGroup(const Linear& linear) {
 // The GPTQ step a linear belongs to: its module with an expert's index replaced by "*". GPTQ's MoE templates quantize
 // one projection of every expert as one step ("mlp.experts.*.down_proj"), and it captures the Hessians of a step's
 // routed linears in one pass, so a step's distinct inputs are all held at once (then their factors, one per input).
-std::string GptqStep(const Linear& linear) {
+// With experts streamed in groups (expert_group_size > 0) GPTQ quantizes the routed linears expert by expert
+// (algorithms/gptq_layer.h): each expert's projection is a step of its own.
+std::string GptqStep(const Linear& linear, bool experts_in_groups) {
   const std::string& m = linear.module;
   const size_t experts = m.find(".experts.");
-  if (experts == std::string::npos) return m;
+  if (experts == std::string::npos || experts_in_groups) return m;
   const size_t start = experts + 9, end = m.find('.', start);
   return m.substr(0, start) + "*" + (end == std::string::npos ? "" : m.substr(end));
 }
@@ -116,7 +119,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
     groups[InputGroup(l)] = l.in;
-    steps[GptqStep(l)][InputGroup(l)] = l.in;
+    steps[GptqStep(l, c.job.expert_group_size > 0)][InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
     // Integer grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
@@ -134,6 +137,29 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   }
   double factor = 0;
   gemm += c.forward_flops;  // the forward that captures each group's inputs for its Hessian
+  const checkpoint::ModelConfig& mc = c.model.config;
+  uint64_t recorded = 0;
+  if (c.job.expert_group_size > 0 && mc.num_experts > 0) {
+    // Experts in groups: each group's experts' inputs are recorded by running the routed block alone on its inputs
+    // (kept from one forward: float32 hidden states of every token), its experts left out: ceil(E / G) passes of the
+    // router and the shared expert over the tokens. The recorded inputs are held: the group's share of the routed
+    // tokens plus each expert's coverage top-up.
+    const double experts = static_cast<double>(mc.num_experts);
+    const double group = std::min(experts, static_cast<double>(c.job.expert_group_size));
+    std::map<int64_t, double> shared_params;  // MoE layer -> its shared expert's linears
+    std::set<int64_t> moe_layers;
+    for (const Linear& l : c.linears) {
+      if (l.layer < 0) continue;
+      if (l.module.find(".experts.") != std::string::npos) moe_layers.insert(l.layer);
+      if (l.module.find("shared_expert") != std::string::npos) shared_params[l.layer] += static_cast<double>(l.out) * l.in;
+    }
+    for (const int64_t layer : moe_layers) {
+      gemm += std::ceil(experts / group) * 2.0 * (shared_params[layer] + experts * mc.hidden_size) *
+              static_cast<double>(c.tokens);
+    }
+    const double routed_tokens = static_cast<double>(c.tokens) * mc.num_experts_per_tok / experts;
+    recorded = static_cast<uint64_t>(4.0 * mc.hidden_size * (group * (routed_tokens + kExpertTopUpTokens) + c.tokens));
+  }
   for (const auto& [group, k] : groups) {
     gemm += 2.0 * static_cast<double>(c.tokens) * k * k;
     factor += kCholeskyChainFactor * static_cast<double>(k) * k * k;
@@ -141,7 +167,8 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency) +
                          device_ops * c.rates.device_op_seconds;
-  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * hessian_elements * 4);
+  const uint64_t extra =
+      kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * hessian_elements * 4) + recorded;
   // GPTQ quantizes each weight in its own float32 copy, in place: no second float32 copy of the layer beside the
   // streamed bfloat16 one (half of layer_f32), as the other phases hold.
   return Phase(c, "gptq", seconds, 3 * c.layer_f32 / 2 + c.activations + extra);
@@ -212,9 +239,16 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   if (job.expert_group_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("expert_group_size: ", job.expert_group_size, " must be >= 0"));
   }
-  if (job.expert_group_size > 0 && !job.config.algo_config.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("expert_group_size: experts streamed in groups run RTN schemes only, "
-                                                   "but algo_config[0] is ", std::string(AlgoName(job.config.algo_config[0]))));
+  if (job.expert_group_size > 0) {
+    // As QuantizeRun::CheckExpertGroupSize: RTN schemes, or GPTQ alone.
+    const auto& algos = job.config.algo_config;
+    for (size_t i = 0; i < algos.size(); ++i) {
+      const auto* gptq = std::get_if<GptqAlgo>(&algos[i]);
+      if (gptq != nullptr && gptq->method == HessianMethod::kGptq && algos.size() == 1) continue;
+      return absl::InvalidArgumentError(absl::StrCat("expert_group_size: experts streamed in groups run RTN schemes or "
+                                                     "GPTQ alone, but algo_config[", i, "] is ",
+                                                     std::string(AlgoName(algos[i]))));
+    }
   }
   c.layer_f32 = 4ull * HeldLayerParams(model, c.linears, job.expert_group_size);
   c.calibrates = NeedsCalibration(job.config);

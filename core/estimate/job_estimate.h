@@ -10,7 +10,11 @@
 //               quantizes in place, so its phase holds the float32 copy and the streamed bfloat16 layer (1.5 x)
 //               With experts streamed in groups (JobInputs::expert_group_size = G, runtime/expert_streaming.h)
 //               P_layer is the layer's parameters but its routed experts' plus G of them: at most G experts hold
-//               their float32 and fake-quantized weights at once, the attention, router and shared experts as before
+//               their float32 and fake-quantized weights at once, the attention, router and shared experts as before;
+//               GPTQ then quantizes expert by expert: one expert's Hessians at a time (not a step's, below) beside
+//               the routed block's inputs (tokens x hidden x 4) and the recorded inputs of G experts (their routed
+//               share of the tokens + kExpertTopUpTokens each), which ceil(E / G) passes of each MoE layer's router
+//               and shared expert record
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
 //               one sample's attention scores (heads x seq_len^2 x 4) and MLP intermediate (seq_len x mlp x 4)
 //   gptq        + kGptqHessianCopies x K^2 x 4 per input of the largest GPTQ step (the Hessian, permuted for act
@@ -82,6 +86,9 @@ inline constexpr double kGptqOpsPerColumn = 10;
 /// parameters as it starts (about ten small operations), and the lazy update's slices, product and subtraction.
 /// Before fused blocks the column loop paid kGptqOpsPerColumn a column: on the H200 ~200 s of a 7B job's launches.
 inline constexpr double kGptqOpsPerFusedBlock = 16;
+/// The tokens the calibration top-up gives each expert short of them (QuantizeModelOptions::moe_min_expert_tokens'
+/// default, quantize/expert_coverage.h): what GPTQ of experts in groups records per expert beside its routed tokens.
+inline constexpr double kExpertTopUpTokens = 32;
 /// The task scorer's hidden-state memory per streamed pass (TaskScoreOptions::activation_bytes_per_pass).
 inline constexpr uint64_t kTaskActivationBytes = 256ull << 20;
 
@@ -105,7 +112,7 @@ struct JobInputs {
   int64_t task_models = 0;         // float + the exports read back
   int64_t kld_exports = 0;        // exports whose KLD is measured (0 = no evaluate_kld phase)
   /// #32 item 5: MoE layers' routed experts streamed in groups of this many (QuantizeModelOptions::expert_group_size;
-  /// 0 = the whole layer). RTN only: with an algo_config the estimate is refused as the run is.
+  /// 0 = the whole layer). RTN schemes or GPTQ alone: another algo_config is refused as the run refuses it.
   int64_t expert_group_size = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "core/export/gguf_kquant_grid.h"
 #include "core/export/scale_dtype.h"
 #include "core/quantize/layer_quantizer.h"
+#include "core/runtime/expert_streaming.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
@@ -152,11 +153,14 @@ absl::StatusOr<algorithms::GptqLayerPlan> GptqPass::PlanFor(const runtime::Decod
       if (IsCastType(a->config.weight->dtype)) continue;
       auto current = layer.FindLinear(linear.relative_name);
       if (current == nullptr) return absl::InvalidArgumentError(StrCat(name, ": no such linear in the layer"));
+      // A streamed expert knows its dtype without loading its weight.
+      const auto streamed = std::dynamic_pointer_cast<runtime::StreamedLinear>(current);
+      const at::ScalarType dtype = streamed ? streamed->dtype() : current->weight().scalar_type();
       algorithms::GptqTarget target;
       target.relative_name = linear.relative_name;
       target.input = linear.input;
       target.routed = linear.routed;
-      target.spec = exporter::WeightSpecForExport(*a->config.weight, current->weight().scalar_type());
+      target.spec = exporter::WeightSpecForExport(*a->config.weight, dtype);
       if (target.spec.IsNvfp4()) {
         const auto amax = nvfp4_amax.find(Nvfp4GlobalScaleKey(name));
         if (amax == nvfp4_amax.end()) return absl::InternalError(StrCat(name, ": no NVFP4 global amax for the module"));
@@ -187,7 +191,14 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
     const algorithms::LayerForward forward = [&](const at::Tensor& sample) {
       layer.forward(sample, model.Context(sample.size(1)));
     };
-    params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, callbacks);
+    algorithms::GptqLayerCallbacks with_spill = callbacks;
+    if (expert_spill_) {
+      with_spill.keep_streamed_weight = [spill = expert_spill_](const std::string& tensor, const at::Tensor& weight,
+                                                                const QuantSpec* spec, const QuantParams* params) {
+        return spill->Put(tensor, weight, spec, params);
+      };
+    }
+    params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, with_spill);
   } else {
     if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
     const algorithms::LayerForwardOutput forward = [&](const at::Tensor& sample) {

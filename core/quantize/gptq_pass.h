@@ -17,6 +17,7 @@
 #include "core/config/layer_plan.h"
 #include "core/config/quant_spec.h"
 #include "core/export/gguf_pre_encoded.h"
+#include "core/quantize/expert_weight_spill.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/transformer_model.h"
@@ -60,6 +61,10 @@ class GptqPass {
   /// llama-imatrix accumulates), as llama-quantize weights it by an importance matrix. gptq only (not gptaq/qronos).
   void UseKQuantTargets(std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded, bool with_imatrix);
   bool kquant() const { return pre_encoded_ != nullptr; }
+
+  /// #32 item 5, routed experts streamed in groups: their GPTQ weights go to `spill`, which the streamer's
+  /// ExpertStreamingWeights reads in place of the checkpoint's.
+  void set_expert_spill(std::shared_ptr<ExpertWeightSpill> spill) { expert_spill_ = std::move(spill); }
   /// The last Run's K-quant results by tensor name ("model.layers.0.mlp.down_proj.weight"), float32: what their
   /// blocks decode to. Handed over (the next call returns only newer ones).
   std::map<std::string, at::Tensor> TakeKQuantWeights() { return std::move(kquant_weights_); }
@@ -80,6 +85,7 @@ class GptqPass {
   std::shared_ptr<exporter::gguf::PreEncodedTensors> pre_encoded_;  // K-quant mode only
   bool kquant_imatrix_ = false;
   std::map<std::string, at::Tensor> kquant_weights_;
+  std::shared_ptr<ExpertWeightSpill> expert_spill_;
 };
 
 }  // namespace quark::quantize

@@ -85,12 +85,27 @@ absl::Status QuantizeRun::CheckExpertGroupSize(const LayerPlan& plan) const {
         StrCat("expert_group_size: ", options_.expert_group_size, " must be >= 0 (0 = the whole layer in memory)"));
   }
   if (options_.expert_group_size == 0) return absl::OkStatus();
-  // GPTQ's Hessians, the scaling algorithms' statistics and edits, AutoRound, the rotations and imatrix_mse's searched
-  // parameters are per-linear state across the whole layer: streaming its experts would reload what they changed.
-  if (!options_.config.algo_config.empty()) {
+  // The scaling algorithms' statistics and edits, AutoRound, the rotations and imatrix_mse's searched parameters are
+  // per-linear state across the whole layer: streaming its experts would reload what they changed. GPTQ quantizes
+  // the streamed experts expert by expert (gptq_layer.h) and keeps their weights on disk (ExpertWeightSpill).
+  const auto& algos = options_.config.algo_config;
+  for (size_t i = 0; i < algos.size(); ++i) {
+    const auto* gptq = std::get_if<GptqAlgo>(&algos[i]);
+    if (gptq != nullptr && gptq->method == HessianMethod::kGptq && algos.size() == 1) continue;
     return absl::InvalidArgumentError(StrCat(
-        "expert_group_size: experts streamed in groups run RTN schemes only, but algo_config[0] is ",
-        AlgoName(options_.config.algo_config[0]), ": set expert_group_size to 0 (the whole layer in memory)"));
+        "expert_group_size: experts streamed in groups run RTN schemes or GPTQ alone, but algo_config[", i, "] is ",
+        AlgoName(algos[i]), algos.size() > 1 && gptq != nullptr ? " beside other algorithms" : "",
+        ": set expert_group_size to 0 (the whole layer in memory)"));
+  }
+  if (!algos.empty() && kquant_gptq_) {
+    return absl::InvalidArgumentError("expert_group_size: K-quant-aware GPTQ (a GGUF by llama.cpp's rules) keeps every "
+                                      "expert's blocks in memory: set expert_group_size to 0");
+  }
+  if (!algos.empty() && !options_.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(StrCat(
+        "expert_group_size: GPTQ's weights of experts streamed in groups stay in a scratch folder of the run, not in "
+        "the layer checkpoint (checkpoint_dir \"", options_.checkpoint_dir, "\"): run without a checkpoint, or set "
+        "expert_group_size to 0"));
   }
   if (quantize::UsesImatrixMse(plan)) {
     return absl::InvalidArgumentError("expert_group_size: experts streamed in groups run RTN schemes only, but the "
@@ -401,7 +416,8 @@ absl::Status QuantizeRun::LoadEvaluationText() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpointStreamer() const {
+absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpointStreamer(
+    std::shared_ptr<const runtime::WeightSource> replaced) const {
   if (options_.expert_group_size <= 0) return runtime::LayerStreamer::Open(model_dir_, OnDevice());
   // LayerStreamer::Open's reading, with the routed experts deferred to their groups (expert_streaming.h).
   auto config = checkpoint::LoadModelConfig(model_dir_);
@@ -410,7 +426,7 @@ absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpo
   if (!reader.ok()) return reader.status();
   auto weights = runtime::CheckpointWeightsFor(*config, std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
   auto streaming = std::make_shared<const runtime::ExpertStreamingWeights>(std::move(weights), options_.expert_group_size,
-                                                                           device_);
+                                                                           device_, std::move(replaced));
   return runtime::LayerStreamer::Create(*std::move(config), std::move(streaming), OnDevice());
 }
 

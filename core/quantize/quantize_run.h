@@ -58,6 +58,7 @@ using quantize::GptqPass;
 using quantize::ResolveGptqDefaults;
 using quantize::ScalingPass;
 using quantize::WeightSpill;
+using quantize::ExpertWeightSpill;
 using quantize::LayerQuantizer;
 using quantize::QuantLinear;
 
@@ -82,10 +83,12 @@ class QuantizeRun {
   absl::Status PrepareDevice();
   absl::Status LoadEvaluationText();
   absl::StatusOr<double> EvaluateFloat();
-  // The model folder's LayerStreamer on the run's device; with expert_group_size its routed experts stream in groups.
-  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> OpenCheckpointStreamer() const;
+  // The model folder's LayerStreamer on the run's device; with expert_group_size its routed experts stream in groups,
+  // reading `replaced`'s tensors (GPTQ's expert weights) in place of the checkpoint's.
+  absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> OpenCheckpointStreamer(
+      std::shared_ptr<const runtime::WeightSource> replaced = nullptr) const;
   absl::Status Prepare();
-  absl::Status CheckExpertGroupSize(const LayerPlan& plan) const;  // #32 item 5: RTN schemes only
+  absl::Status CheckExpertGroupSize(const LayerPlan& plan) const;  // #32 item 5: RTN schemes and GPTQ only
   absl::Status PrepareAlgorithms(const LayerPlan& plan);
   bool NeedsCalibration() const;
   absl::Status LoadInputs();
@@ -145,6 +148,8 @@ class QuantizeRun {
   std::unique_ptr<quantize::AutoRoundPass> autoround_;  // #35: rounds in GPTQ's place
   std::unique_ptr<quantize::ImatrixMsePass> imatrix_mse_;  // #35: imatrix_mse weight parameters, else null
   std::unique_ptr<WeightSpill> spill_;  // the algorithms' weights for the fake-quantized evaluation
+  // #32 item 5: GPTQ's weights of routed experts streamed in groups (the streamer reads them; spill_ leaves them out).
+  std::shared_ptr<ExpertWeightSpill> expert_spill_;
   // The layer's tensors as the algorithms left them (what the export writes instead of the checkpoint's).
   std::shared_ptr<runtime::TensorMapWeightSource> edited_;
   std::unique_ptr<LayerQuantizer> quantizer_;

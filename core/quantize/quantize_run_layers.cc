@@ -149,8 +149,9 @@ absl::Status QuantizeRun::CalibrateLayer(int64_t index, runtime::DecoderLayer& l
     auto it = known.find(q->name());
     if (it == known.end()) continue;
     params_[q->name()].weight = it->second.weight;
-    // imatrix_mse fixes the parameters of the float weight the streamer reads again: nothing to record.
-    if (!imatrix_mse_) layer_tensors_[q->name() + ".weight"] = device_.ToHost(q->weight());
+    // imatrix_mse fixes the parameters of the float weight the streamer reads again: nothing to record. A streamed
+    // expert's GPTQ weight is in expert_spill_, which the streamer reads: holding it here would hold every expert.
+    if (!imatrix_mse_ && !q->streamed()) layer_tensors_[q->name() + ".weight"] = device_.ToHost(q->weight());
   }
   if (!spill_) return absl::OkStatus();
   return spill_->WriteLayer(index, {layer_tensors_.begin(), layer_tensors_.end()});
@@ -274,7 +275,13 @@ absl::Status QuantizeRun::QuantizeLayers() {
     streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_, OnDevice());
   } else {
     runtime_model_ = model_;
-    streamer = OpenCheckpointStreamer();  // experts streamed in groups with expert_group_size
+    if (gptq_ && options_.expert_group_size > 0) {
+      auto spill = ExpertWeightSpill::Create();
+      if (!spill.ok()) return spill.status();
+      expert_spill_ = *std::move(spill);
+      gptq_->set_expert_spill(expert_spill_);
+    }
+    streamer = OpenCheckpointStreamer(expert_spill_);  // experts streamed in groups with expert_group_size
   }
   if (!streamer.ok()) return streamer.status();
   streamer_ = *std::move(streamer);
@@ -312,6 +319,13 @@ absl::Status QuantizeRun::QuantizeLayers() {
   }
   samples_.clear();
   report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
+  if (expert_spill_) {
+    report_.metrics["expert_spill_bytes"] = static_cast<double>(expert_spill_->bytes());
+    Notice("quantize", static_cast<int>(model_.num_hidden_layers),
+           absl::StrFormat("GPTQ's weights of %d streamed expert linears kept in %s: %.2f GB (%d as codes)",
+                           expert_spill_->tensors(), expert_spill_->Location(), expert_spill_->bytes() / 1e9,
+                           expert_spill_->grid_tensors()));
+  }
   for (auto& e : exports_) {
     Progress("finish", static_cast<int>(model_.num_hidden_layers), 0.7, 0,
              StrCat("finishing and checking the ", e.format, " export"));
@@ -365,7 +379,13 @@ absl::Status QuantizeRun::EvaluateAfter() {
   if (spill_) {
     auto overlay = spill_->Overlay(streamer_->host_weights());
     if (!overlay.ok()) return overlay.status();
-    auto streamer = runtime::LayerStreamer::Create(runtime_model_, *std::move(overlay), OnDevice());
+    std::shared_ptr<const runtime::WeightSource> weights = *std::move(overlay);
+    if (expert_spill_) {
+      // The experts stream in groups here too; the overlay's base (the quantizing streamer's) reads GPTQ's weights.
+      weights = std::make_shared<const runtime::ExpertStreamingWeights>(std::move(weights), options_.expert_group_size,
+                                                                        device_);
+    }
+    auto streamer = runtime::LayerStreamer::Create(runtime_model_, std::move(weights), OnDevice());
     if (!streamer.ok()) return streamer.status();
     with_gptq_weights = *std::move(streamer);
     quantized = with_gptq_weights.get();

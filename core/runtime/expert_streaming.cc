@@ -110,6 +110,21 @@ FloatLinear& StreamedLinear::Loaded() const {
   return *loaded_;
 }
 
+absl::Status StreamedLinear::ReplaceWeight(const at::Tensor& weight) {
+  const std::string tensor = name_ + ".weight";
+  if (!source_->IsReplaced(tensor)) {
+    return absl::FailedPreconditionError(StrCat(tensor, ": a streamed expert's new weight must be kept where the "
+                                                "streamer reads it (the source's replaced weights), or its next load "
+                                                "would read the checkpoint's"));
+  }
+  if (weight.sizes() != at::IntArrayRef({spec_.out_features, spec_.in_features})) {
+    return absl::InvalidArgumentError(StrCat(tensor, ": the new weight has shape [", StrJoin(weight.sizes(), ", "),
+                                             "], not [", spec_.out_features, ", ", spec_.in_features, "]"));
+  }
+  if (loaded_) loaded_->set_weight(source_->device().Place(weight.to(dtype_)));
+  return absl::OkStatus();
+}
+
 at::Tensor StreamedLinear::forward(const at::Tensor& input) { return Loaded().forward(input); }
 
 at::Tensor StreamedLinear::weight() const { return Loaded().weight(); }

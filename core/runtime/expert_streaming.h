@@ -67,16 +67,22 @@ class ExpertResidency {
 
 /// `base` (what the model streams from) whose routed-expert linears LoadLinear defers to StreamedLinear, placed on
 /// `device` when they load. group_size >= 1.
+///
+/// `replaced`, when given, holds the weights an algorithm gave streamed experts (GPTQ's, kept on disk by the caller:
+/// quantize/expert_weight_spill.h): its tensors are read in place of `base`'s, so an expert loaded again after its
+/// eviction comes back as the algorithm left it.
 class ExpertStreamingWeights : public WeightSource {
  public:
-  ExpertStreamingWeights(std::shared_ptr<const WeightSource> base, int64_t group_size, ComputeDevice device = {})
-      : base_(std::move(base)), residency_(std::make_shared<ExpertResidency>(group_size)), device_(std::move(device)) {}
+  ExpertStreamingWeights(std::shared_ptr<const WeightSource> base, int64_t group_size, ComputeDevice device = {},
+                         std::shared_ptr<const WeightSource> replaced = nullptr)
+      : base_(std::move(base)), replaced_(std::move(replaced)),
+        residency_(std::make_shared<ExpertResidency>(group_size)), device_(std::move(device)) {}
   absl::StatusOr<at::Tensor> Get(const std::string& name, at::ScalarType dtype) const override {
-    return base_->Get(name, dtype);
+    return SourceOf(name).Get(name, dtype);
   }
-  absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override { return base_->GetStored(name); }
+  absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override { return SourceOf(name).GetStored(name); }
   absl::StatusOr<at::Tensor> GetStoredOnHost(const std::string& name) const override {
-    return base_->GetStoredOnHost(name);
+    return SourceOf(name).GetStoredOnHost(name);
   }
   bool Has(const std::string& name) const override { return base_->Has(name); }
   void Prefetch(const std::string& prefix) const override { base_->Prefetch(prefix); }
@@ -84,9 +90,13 @@ class ExpertStreamingWeights : public WeightSource {
 
   const std::shared_ptr<ExpertResidency>& residency() const { return residency_; }
   const ComputeDevice& device() const { return device_; }
+  /// Whether `name` is read from the replaced weights rather than the base.
+  bool IsReplaced(const std::string& name) const { return replaced_ != nullptr && replaced_->Has(name); }
 
  private:
+  const WeightSource& SourceOf(const std::string& name) const { return IsReplaced(name) ? *replaced_ : *base_; }
   std::shared_ptr<const WeightSource> base_;
+  std::shared_ptr<const WeightSource> replaced_;
   std::shared_ptr<ExpertResidency> residency_;
   ComputeDevice device_;
 };
@@ -110,6 +120,12 @@ class StreamedLinear : public LinearLike, public StreamableLinear {
   at::Tensor bias() const override;
   void MaterializeWeights() override;
   void ReleaseWeights() override { loaded_.reset(); }
+  /// The dtype its weight loads in (known without loading it).
+  at::ScalarType dtype() const { return dtype_; }
+  /// An algorithm's new weight (GPTQ's) for this linear, which the caller has already put into the source's replaced
+  /// weights (so that a later load reads it): the resident copy, if any, takes it too. FAILED_PRECONDITION, naming the
+  /// tensor, when the source does not read it from its replaced weights.
+  absl::Status ReplaceWeight(const at::Tensor& weight);
 
   const std::string& name() const { return name_; }
   const std::string& expert() const { return expert_; }

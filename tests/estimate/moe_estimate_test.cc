@@ -113,16 +113,59 @@ TEST(ExpertGroupEstimateTest, HoldsGExpertsOfTheLargestMoeLayer) {
   EXPECT_DOUBLE_EQ(PeakOf(*whole, "calibrate") - PeakOf(*g8, "calibrate"), 2 * 4 * 248 * expert);
 }
 
-TEST(ExpertGroupEstimateTest, RefusedWithAnAlgorithmAsTheRunIs) {
+TEST(ExpertGroupEstimateTest, RefusedWithAnotherAlgorithmAsTheRunIs) {
   const checkpoint::DeepseekConfig config = *runtime::DeepseekSyntheticConfig("deepseek-v3-4l", "bfloat16");
-  JobInputs job;
-  job.config = *PresetConfig("uint4_wo_128");
-  job.config.algo_config.push_back(GptqAlgo{});
-  job.expert_group_size = 4;
-  auto e = EstimateJob(DeepseekModelShape(config, checkpoint::StDType::kBF16), job, ReferenceThroughput());
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(std::string(e.status().message()).find("expert_group_size"), std::string::npos) << e.status();
-  EXPECT_NE(std::string(e.status().message()).find("gptq"), std::string::npos) << e.status();
+  GptqAlgo gptaq;
+  gptaq.method = HessianMethod::kGptaq;
+  for (const std::vector<AlgoConfig>& algos :
+       {std::vector<AlgoConfig>{AwqAlgo{}}, std::vector<AlgoConfig>{gptaq}, std::vector<AlgoConfig>{AwqAlgo{}, GptqAlgo{}}}) {
+    JobInputs job;
+    job.config = *PresetConfig("uint4_wo_128");
+    job.config.algo_config = algos;
+    job.expert_group_size = 4;
+    auto e = EstimateJob(DeepseekModelShape(config, checkpoint::StDType::kBF16), job, ReferenceThroughput());
+    ASSERT_FALSE(e.ok());
+    const std::string message(e.status().message());
+    EXPECT_NE(message.find("expert_group_size"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string(AlgoName(algos[0]))), std::string::npos) << message;
+    EXPECT_FALSE(CanStreamExperts(job.config));
+  }
+}
+
+// GPTQ of experts in groups (gpt-oss-20b-2l, 32 experts, top-4, K = 2880 for both expert inputs; 4 x 64 tokens):
+// one expert's Hessian at a time instead of a step's 32, so the widest single input counts (o_proj's 64 x 64 =
+// 4096), plus the routed block's inputs (256 tokens x 2880 x 4 bytes) and the recorded inputs of G experts:
+// (256 x 4 / 32 routed + 32 topped-up tokens) x 2880 x 4 bytes each.
+TEST(ExpertGroupEstimateTest, GptqHoldsOneExpertsHessiansAndGExpertsInputs) {
+  for (const int64_t group : {int64_t{1}, int64_t{8}}) {
+    const checkpoint::GptOssConfig config = *runtime::GptOssSyntheticConfig("gpt-oss-20b-2l", "bfloat16");
+    const ModelShape shape = GptOssModelShape(config, checkpoint::StDType::kBF16);
+    JobInputs job;
+    job.config = *PresetConfig("uint4_wo_32");
+    job.config.algo_config.push_back(GptqAlgo{});
+    job.config.exclude = {"lm_head"};
+    job.calibration_samples = 4;
+    job.calibration_seq_len = 64;
+    job.expert_group_size = group;
+    EXPECT_TRUE(CanStreamExperts(job.config));
+    absl::StatusOr<JobEstimate> e = EstimateJob(shape, job, ReferenceThroughput());
+    ASSERT_TRUE(e.ok()) << e.status();
+    const double layer = PeakOf(*e, "load") - static_cast<double>(kProcessBaseBytes);
+    const double extra = PeakOf(*e, "gptq") - PeakOf(*e, "calibrate") + layer / 2;
+    EXPECT_NEAR(extra,
+                static_cast<double>(kGptqWorkspaceBytes) + 4096.0 * 4096 * 4 + 4.0 * 2880 * (group * (32 + 32) + 256),
+                16)
+        << "expert_group_size " << group;
+    job.expert_group_size = 0;
+    absl::StatusOr<JobEstimate> whole = EstimateJob(shape, job, ReferenceThroughput());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_LT(PeakOf(*e, "gptq"), PeakOf(*whole, "gptq"));
+    // The recording passes: ceil(32 / G) passes of each MoE layer's router (gpt-oss has no shared expert).
+    double seconds = 0, whole_seconds = 0;
+    for (const auto& p : e->phases) seconds += p.phase == "gptq" ? p.seconds : 0;
+    for (const auto& p : whole->phases) whole_seconds += p.phase == "gptq" ? p.seconds : 0;
+    EXPECT_GT(seconds, whole_seconds);
+  }
 }
 
 // --expert-group-size auto on deepseek-v3-4l (256 experts, fp8): the largest G whose estimated peak fits the budget,
@@ -150,8 +193,8 @@ TEST(ExpertGroupChoiceTest, TheLargestGroupWhosePeakFitsTheBudget) {
 }
 
 // What quarkd records as an MoE job's host memory need (server/api/job_estimates.cc): one expert at a time's peak when
-// the run can stream its experts (a worker short of memory does by itself), the whole layer's when it cannot (an
-// algorithm, imatrix_mse weights) or the model has no routed experts.
+// the run can stream its experts (a worker short of memory does by itself; RTN or GPTQ alone), the whole layer's when
+// it cannot (another algorithm, imatrix_mse weights) or the model has no routed experts.
 TEST(ExpertGroupChoiceTest, AJobNeedsWhatOneExpertAtATimeTakesWhenItCanStream) {
   const ModelShape shape = DeepseekV3Cut();
   const auto peak = [&](int64_t group) { return DeepseekV3Fp8(group)->peak_host_bytes; };
@@ -159,11 +202,20 @@ TEST(ExpertGroupChoiceTest, AJobNeedsWhatOneExpertAtATimeTakesWhenItCanStream) {
   ASSERT_TRUE(least.ok()) << least.status();
   EXPECT_EQ(least->peak_host_bytes, peak(1));
   EXPECT_LT(least->peak_host_bytes, peak(0) / 10);
+  JobInputs awq = Fp8Job(0);
+  awq.config.algo_config.push_back(AwqAlgo{});
+  EXPECT_FALSE(CanStreamExperts(awq.config));
+  EXPECT_EQ(LeastHostMemoryEstimate(shape, awq, ReferenceThroughput())->peak_host_bytes,
+            EstimateJob(shape, awq, ReferenceThroughput())->peak_host_bytes);
+  // GPTQ alone streams its experts (expert by expert): one at a time is its least.
   JobInputs gptq = Fp8Job(0);
   gptq.config.algo_config.push_back(GptqAlgo{});
-  EXPECT_FALSE(CanStreamExperts(gptq.config));
-  EXPECT_EQ(LeastHostMemoryEstimate(shape, gptq, ReferenceThroughput())->peak_host_bytes,
-            EstimateJob(shape, gptq, ReferenceThroughput())->peak_host_bytes);
+  EXPECT_TRUE(CanStreamExperts(gptq.config));
+  JobInputs gptq_one = gptq;
+  gptq_one.expert_group_size = 1;
+  const uint64_t gptq_least = LeastHostMemoryEstimate(shape, gptq, ReferenceThroughput())->peak_host_bytes;
+  EXPECT_EQ(gptq_least, EstimateJob(shape, gptq_one, ReferenceThroughput())->peak_host_bytes);
+  EXPECT_LT(gptq_least, EstimateJob(shape, gptq, ReferenceThroughput())->peak_host_bytes / 10);
   JobInputs imatrix = Fp8Job(0);
   imatrix.config.layer_quant_config.push_back({"*down_proj", imatrix.config.global_quant_config});
   imatrix.config.layer_quant_config.back().config.weight->observer = ObserverKind::kImatrixMse;

@@ -7,7 +7,10 @@
 //     quantized forward) never hold more than G experts' tensors at once, where the whole-layer path holds all E;
 //   - with G = 1 each pass over a layer (float forward, calibration, quantized forward, export data) loads each
 //     expert at most once for all the samples (the samples are batched through each loaded expert);
-//   - an algorithm is refused naming expert_group_size and the algorithm.
+//   - GPTQ (uint4_wo_32) with G = 1, 3 and E writes the same bytes and perplexities as GPTQ on whole layers, and
+//     holds at most G experts at once (GPTQ's expert weights kept in an ExpertWeightSpill between loads);
+//   - other algorithms, GPTQ beside another algorithm, GPTAQ and GPTQ with a layer checkpoint are refused naming
+//     expert_group_size.
 #include <gtest/gtest.h>
 
 #include <c10/util/intrusive_ptr.h>
@@ -26,7 +29,10 @@
 #include "core/checkpoint/model_modules.h"
 #include "core/config/layer_plan.h"
 #include "core/config/presets.h"
+#include "core/quantize/expert_weight_spill.h"
+#include "core/quantize/gptq_pass.h"
 #include "core/quantize/layer_quantizer.h"
+#include "core/quantize/weight_spill.h"
 #include "core/quantize/linear_export_data.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/expert_streaming.h"
@@ -99,10 +105,12 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
 
   int64_t Experts() const { return checkpoint::LoadModelConfig(*Base::dir_)->num_experts; }
 
-  // G = 1, 3 and E against the whole layer: the same files and perplexities.
-  void ExpectSameBytesForEveryGroupSize(const std::string& preset) {
-    SCOPED_TRACE(preset);
-    QuantizeModelOptions whole = Base::Options(preset, preset + "_whole");
+  // G = 1, 3 and E against the whole layer: the same files and perplexities (with GPTQ first when `gptq`).
+  void ExpectSameBytesForEveryGroupSize(const std::string& preset, bool gptq = false) {
+    SCOPED_TRACE(preset + (gptq ? " + gptq" : ""));
+    const std::string tag = preset + (gptq ? "_gptq" : "");
+    QuantizeModelOptions whole = Base::Options(preset, tag + "_whole");
+    if (gptq) whole.config.algo_config.push_back(GptqAlgo{});
     auto reference = QuantizeModel(*Base::dir_, whole);
     ASSERT_TRUE(reference.ok()) << reference.status();
     const auto reference_files = FilesOf(whole.output_dir);
@@ -111,7 +119,8 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     ASSERT_GT(experts, 3);
     for (const int64_t group : {int64_t{1}, int64_t{3}, experts}) {
       SCOPED_TRACE("expert_group_size " + std::to_string(group));
-      QuantizeModelOptions streamed = Base::Options(preset, preset + "_g" + std::to_string(group));
+      QuantizeModelOptions streamed = Base::Options(preset, tag + "_g" + std::to_string(group));
+      streamed.config.algo_config = whole.config.algo_config;
       streamed.expert_group_size = group;
       auto report = QuantizeModel(*Base::dir_, streamed);
       ASSERT_TRUE(report.ok()) << report.status();
@@ -129,30 +138,53 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
   }
 
   // The most experts alive at once over a streamed quantization of every layer as QuantizeRun does it (fp8: the float
-  // forward, calibration with the coverage top-up, freeze, each linear's export data, the quantized forward), with
-  // `group` > 0 streamed in groups through ExpertStreamingWeights, 0 the whole layer.
-  int64_t PeakExperts(int64_t group, int64_t* residency_peak = nullptr) {
+  // forward, calibration with the coverage top-up, freeze, each linear's export data, the quantized forward; `gptq`:
+  // uint4_wo_32 with GPTQ first), with `group` > 0 streamed in groups through ExpertStreamingWeights, 0 the whole layer.
+  int64_t PeakExperts(int64_t group, int64_t* residency_peak = nullptr, bool gptq = false) {
     const std::string& dir = *Base::dir_;
     checkpoint::ModelConfig config = *checkpoint::LoadModelConfig(dir);
     std::shared_ptr<const runtime::WeightSource> checkpoint =
         std::make_shared<runtime::CheckpointWeightSource>(*checkpoint::CheckpointReader::Open(dir));
+    // GPTQ's expert weights are read back from the spill: counted as the checkpoint's are (the count sees the
+    // overlay of both, which the streamer reads as its replaced weights too).
+    std::shared_ptr<ExpertWeightSpill> spill = gptq ? *ExpertWeightSpill::Create() : nullptr;
+    if (spill) checkpoint = std::make_shared<OverlayWeightSource>(checkpoint, std::vector<std::shared_ptr<const runtime::WeightSource>>{spill});
     auto counted = std::make_shared<LiveExpertTensors>(checkpoint);
     std::shared_ptr<const runtime::WeightSource> source = counted;
     std::shared_ptr<const runtime::ExpertStreamingWeights> streaming;
-    if (group > 0) source = streaming = std::make_shared<runtime::ExpertStreamingWeights>(counted, group);
+    if (group > 0) {
+      source = streaming = std::make_shared<runtime::ExpertStreamingWeights>(counted, group, runtime::ComputeDevice{},
+                                                                             spill ? counted : nullptr);
+    }
     auto streamer = runtime::LayerStreamer::Create(config, source);
     EXPECT_TRUE(streamer.ok()) << streamer.status();
     if (!streamer.ok()) return -1;
-    const Config fp8 = *PresetConfig("fp8");
-    LayerQuantizer quantizer(fp8, BuildLayerPlan(fp8, *ListModelModules(dir)));
+    Config fp8 = *PresetConfig(gptq ? "uint4_wo_32" : "fp8");
+    const LayerPlan plan = BuildLayerPlan(fp8, *ListModelModules(dir));
+    LayerQuantizer quantizer(fp8, plan);
     quantizer.set_min_expert_tokens(4);
+    std::unique_ptr<GptqPass> gptq_pass;
+    if (gptq) {
+      auto created = GptqPass::Create(ResolveGptqDefaults(GptqAlgo{}, config), plan, config, "algo_config[0]");
+      EXPECT_TRUE(created.ok()) << created.status();
+      if (!created.ok()) return -1;
+      gptq_pass = *std::move(created);
+      gptq_pass->set_min_expert_tokens(4);
+      gptq_pass->set_expert_spill(spill);
+    }
     std::vector<at::Tensor> samples;
     for (int s = 0; s < 3; ++s) samples.push_back(at::arange(3 + s, 3 + s + 24, at::kLong).mul(37).remainder(509));
     EXPECT_TRUE((*streamer)->Run(samples).ok());  // the float model
     std::vector<std::shared_ptr<QuantLinear>> current;
     runtime::LayerHooks hooks;
     hooks.before = [&](int64_t, runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
-      auto linears = quantizer.Calibrate(layer, inputs, (*streamer)->model());
+      CalibratedParams known;
+      if (gptq_pass) {
+        auto params = gptq_pass->Run(layer, inputs, (*streamer)->model(), {});
+        if (!params.ok()) return params.status();
+        known = *std::move(params);
+      }
+      auto linears = quantizer.Calibrate(layer, inputs, (*streamer)->model(), gptq_pass ? &known : nullptr);
       if (!linears.ok()) return linears.status();
       current = *std::move(linears);
       return absl::OkStatus();
@@ -173,12 +205,13 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     return counted->peak();
   }
 
-  void ExpectAtMostGExpertsAlive() {
+  void ExpectAtMostGExpertsAlive(bool gptq = false) {
     const int64_t experts = Experts();
-    EXPECT_EQ(PeakExperts(0), experts) << "the whole-layer path holds every expert of a layer (the count sees them)";
+    EXPECT_EQ(PeakExperts(0, nullptr, gptq), experts)
+        << "the whole-layer path holds every expert of a layer (the count sees them)";
     for (const int64_t group : {int64_t{1}, int64_t{3}}) {
       int64_t residency = -1;
-      EXPECT_EQ(PeakExperts(group, &residency), group) << "expert_group_size " << group;
+      EXPECT_EQ(PeakExperts(group, &residency, gptq), group) << "expert_group_size " << group;
       EXPECT_EQ(residency, group);
     }
   }
@@ -246,16 +279,32 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     EXPECT_TRUE(run.ok()) << run.status();
   }
 
-  void ExpectAlgorithmsRefused() {
-    QuantizeModelOptions o = Base::Options("uint4_wo_32", "refused");
-    o.config.algo_config.push_back(GptqAlgo{});
+  void ExpectRefused(QuantizeModelOptions o, const std::string& names) {
     o.expert_group_size = 2;
     auto refused = QuantizeModel(*Base::dir_, o);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
     const std::string message(refused.status().message());
     EXPECT_NE(message.find("expert_group_size"), std::string::npos) << message;
-    EXPECT_NE(message.find("gptq"), std::string::npos) << message;
+    EXPECT_NE(message.find(names), std::string::npos) << message;
+  }
+
+  void ExpectAlgorithmsRefused() {
+    QuantizeModelOptions awq = Base::Options("uint4_wo_32", "refused_awq");
+    awq.config.algo_config.push_back(AwqAlgo{});
+    ExpectRefused(awq, "awq");
+    QuantizeModelOptions beside = Base::Options("uint4_wo_32", "refused_beside");
+    beside.config.algo_config = {AwqAlgo{}, GptqAlgo{}};  // GPTQ after AWQ: AWQ's scales span the layer
+    ExpectRefused(beside, "algo_config[0] is awq");
+    QuantizeModelOptions gptaq = Base::Options("uint4_wo_32", "refused_gptaq");
+    GptqAlgo asymmetric;
+    asymmetric.method = HessianMethod::kGptaq;
+    gptaq.config.algo_config.push_back(asymmetric);
+    ExpectRefused(gptaq, "gptaq");
+    QuantizeModelOptions checkpointed = Base::Options("uint4_wo_32", "refused_checkpoint");
+    checkpointed.config.algo_config.push_back(GptqAlgo{});
+    checkpointed.checkpoint_dir = checkpointed.output_dir + "_checkpoint";
+    ExpectRefused(checkpointed, "checkpoint_dir");
   }
 };
 
@@ -274,7 +323,11 @@ using Qwen3MoeExpertStreamingTest = ExpertStreamingTest<kQwen3Moe>;
   TEST_F(Fixture, Nvfp4ExportAndPerplexitiesEqualTheWholeLayers) { ExpectSameBytesForEveryGroupSize("nvfp4"); } \
   TEST_F(Fixture, AtMostGExpertsAreEverInMemory) { ExpectAtMostGExpertsAlive(); }                           \
   TEST_F(Fixture, EachExpertLoadsOncePerPassForAllSamples) { ExpectEachExpertLoadedOncePerPass(); }         \
-  TEST_F(Fixture, AlgorithmsAreRefused) { ExpectAlgorithmsRefused(); }
+  TEST_F(Fixture, GptqExportAndPerplexitiesEqualTheWholeLayers) {                                         \
+    ExpectSameBytesForEveryGroupSize("uint4_wo_32", /*gptq=*/true);                                         \
+  }                                                                                                         \
+  TEST_F(Fixture, GptqHoldsAtMostGExperts) { ExpectAtMostGExpertsAlive(/*gptq=*/true); }                    \
+  TEST_F(Fixture, OtherAlgorithmsAreRefused) { ExpectAlgorithmsRefused(); }
 
 QUARK_EXPERT_STREAMING_TESTS(Llama4ExpertStreamingTest)
 QUARK_EXPERT_STREAMING_TESTS(DeepseekExpertStreamingTest)
