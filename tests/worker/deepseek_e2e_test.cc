@@ -119,13 +119,16 @@ TEST(DeepseekE2eTest, GptqJobPublishesHfQuarkAndGgufThatReadBackToTheQuantizedPe
 // #32 item 5 through the service: a worker whose memory budget is below the layer's estimated peak streams the routed
 // experts in groups on its own (JobSpec has no field for it), says so in the job's log, and publishes the bytes a
 // worker with memory to spare publishes.
-TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBytes) {
+// A worker short of memory (QUARK_WORKER_MEMORY_BUDGET_GB below any estimate) streams one expert at a time and
+// publishes the bytes a roomy one does: fp8 (RTN), and uint4_wo_32 + GPTQ, which runs expert by expert and without
+// its layer checkpoint (the worker says so in the job's log).
+void ExpectAWorkerShortOfMemoryStreamsTheExperts(const std::string& preset, bool gptq) {
   struct Run {
     quark::v1::Job job;
     std::string log;
     std::string weights;
   };
-  const auto run = [](const std::vector<std::string>& env) -> Run {
+  const auto run = [&](const std::vector<std::string>& env) -> Run {
     auto quarkd = StartQuarkd(env);
     EXPECT_TRUE(quarkd.ok()) << quarkd.status();
     if (!quarkd.ok()) return {};
@@ -133,7 +136,8 @@ TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBy
     MakeTinyDeepseek(model);
     auto stub = quark::v1::QuantizationService::NewStub(
         grpc::CreateChannel((*quarkd)->address(), grpc::InsecureChannelCredentials()));
-    const quark::v1::SubmitJobRequest request = TinyDeepseekJob(**quarkd, model, "fp8");
+    quark::v1::SubmitJobRequest request = TinyDeepseekJob(**quarkd, model, preset);
+    if (gptq) request.mutable_spec()->add_algo_config()->mutable_gptq()->set_damp_percent(0.01f);
     std::vector<quark::v1::JobEvent> events;
     Run out;
     out.job = quark::testing::RunJobToEnd(*stub, request, events);
@@ -156,12 +160,23 @@ TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBy
   EXPECT_NE(short_of_memory.log.find("routed experts streamed in groups of 1"), std::string::npos)
       << short_of_memory.log;
   EXPECT_EQ(roomy.log.find("routed experts streamed"), std::string::npos) << roomy.log;
+  EXPECT_EQ(short_of_memory.log.find("layer checkpoint off") != std::string::npos, gptq) << short_of_memory.log;
+  EXPECT_EQ(short_of_memory.log.find("streamed expert linears kept in") != std::string::npos, gptq)
+      << short_of_memory.log;
   ASSERT_GT(roomy.weights.size(), 1000u);
   EXPECT_TRUE(short_of_memory.weights == roomy.weights) << "the streamed job published other weights";
   for (const char* key : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
     ASSERT_TRUE(roomy.job.result().metrics().count(key)) << key;
     EXPECT_EQ(short_of_memory.job.result().metrics().at(key), roomy.job.result().metrics().at(key)) << key;
   }
+}
+
+TEST(DeepseekE2eTest, AWorkerShortOfMemoryStreamsTheExpertsAndPublishesTheSameBytes) {
+  ExpectAWorkerShortOfMemoryStreamsTheExperts("fp8", /*gptq=*/false);
+}
+
+TEST(DeepseekE2eTest, AWorkerShortOfMemoryRunsGptqExpertByExpertAndPublishesTheSameBytes) {
+  ExpectAWorkerShortOfMemoryStreamsTheExperts("uint4_wo_32", /*gptq=*/true);
 }
 
 }  // namespace
