@@ -1,6 +1,5 @@
 #include "core/quantize/expert_weight_spill.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -41,19 +40,8 @@ at::Tensor UnpackNibbles(const at::Tensor& packed, at::ScalarType dtype, at::Int
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ExpertWeightSpill>> ExpertWeightSpill::Create(const std::string& parent) {
-  std::error_code ec;
-  const fs::path base = parent.empty() ? fs::temp_directory_path(ec) : fs::path(parent);
-  if (ec) return absl::InternalError(StrCat("temporary directory: ", ec.message()));
-  std::string pattern = (base / "quark-experts-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(StrCat(pattern, ": cannot create a scratch folder"));
-  }
-  return std::shared_ptr<ExpertWeightSpill>(new ExpertWeightSpill(pattern));
-}
-
-ExpertWeightSpill::~ExpertWeightSpill() {
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  QUARK_ASSIGN_OR_RETURN(std::unique_ptr<ScratchFolder> folder, ScratchFolder::Create(parent, "quark-experts"));
+  return std::shared_ptr<ExpertWeightSpill>(new ExpertWeightSpill(std::move(folder)));
 }
 
 int64_t ExpertWeightSpill::grid_tensors() const {
@@ -90,7 +78,7 @@ absl::Status ExpertWeightSpill::Put(const std::string& name, const at::Tensor& w
     }
   }
   if (!entry.spec) fields = {host.to(at::kFloat)};
-  entry.file = (fs::path(dir_) / StrCat(next_file_++, ".bin")).string();
+  entry.file = (fs::path(folder_->path()) / StrCat(next_file_++, ".bin")).string();
   std::ofstream out(entry.file, std::ios::binary | std::ios::trunc);
   for (const at::Tensor& field : fields) {
     // Undefined fields (no zero point) are kept as empty tensors: their position names them.

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
 #include "core/numerics/quant_params.h"
+#include "core/quantize/scratch_folder.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::quantize {
@@ -29,7 +30,6 @@ class ExpertWeightSpill : public runtime::WeightSource {
  public:
   /// A new folder under `parent` (empty = the system's temporary directory). INTERNAL naming the path on failure.
   static absl::StatusOr<std::shared_ptr<ExpertWeightSpill>> Create(const std::string& parent = "");
-  ~ExpertWeightSpill() override;
   ExpertWeightSpill(const ExpertWeightSpill&) = delete;
   ExpertWeightSpill& operator=(const ExpertWeightSpill&) = delete;
 
@@ -42,7 +42,7 @@ class ExpertWeightSpill : public runtime::WeightSource {
   /// In the dtype it was put in.
   absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override;
   bool Has(const std::string& name) const override { return entries_.count(name) > 0; }
-  std::string Location() const override { return dir_ + " (GPTQ's weights of streamed experts)"; }
+  std::string Location() const override { return folder_->path() + " (GPTQ's weights of streamed experts)"; }
 
   /// Tensors kept, those kept as codes, and the bytes of their files.
   int64_t tensors() const { return static_cast<int64_t>(entries_.size()); }
@@ -66,10 +66,10 @@ class ExpertWeightSpill : public runtime::WeightSource {
     std::vector<int64_t> codes_shape;
     int64_t bytes = 0;
   };
-  explicit ExpertWeightSpill(std::string dir) : dir_(std::move(dir)) {}
+  explicit ExpertWeightSpill(std::unique_ptr<ScratchFolder> folder) : folder_(std::move(folder)) {}
   absl::StatusOr<std::vector<at::Tensor>> ReadFields(const Entry& entry) const;
 
-  std::string dir_;
+  std::unique_ptr<ScratchFolder> folder_;
   std::map<std::string, Entry> entries_;
   int64_t next_file_ = 0;
   int64_t bytes_ = 0;

@@ -1,6 +1,5 @@
 #include "core/quantize/weight_spill.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "core/base/status_macros.h"
@@ -29,19 +28,8 @@ absl::StatusOr<at::Tensor> OverlayWeightSource::GetStored(const std::string& nam
 bool OverlayWeightSource::Has(const std::string& name) const { return Find(name)->Has(name); }
 
 absl::StatusOr<std::unique_ptr<WeightSpill>> WeightSpill::Create(const std::string& parent) {
-  std::error_code ec;
-  const fs::path base = parent.empty() ? fs::temp_directory_path(ec) : fs::path(parent);
-  if (ec) return absl::InternalError(StrCat("temporary directory: ", ec.message()));
-  std::string pattern = (base / "quark-spill-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(StrCat(pattern, ": cannot create a scratch folder"));
-  }
-  return std::unique_ptr<WeightSpill>(new WeightSpill(pattern));
-}
-
-WeightSpill::~WeightSpill() {
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  QUARK_ASSIGN_OR_RETURN(std::unique_ptr<ScratchFolder> folder, ScratchFolder::Create(parent, "quark-spill"));
+  return std::unique_ptr<WeightSpill>(new WeightSpill(std::move(folder)));
 }
 
 absl::Status WeightSpill::WriteLayer(int64_t index, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
@@ -51,7 +39,7 @@ absl::Status WeightSpill::WriteLayer(int64_t index, const std::vector<std::pair<
     contiguous.push_back(tensor.to(at::kCPU, at::kFloat).contiguous());  // the spill is host storage
     plan.push_back({name, checkpoint::StDType::kF32, tensor.sizes().vec()});
   }
-  const std::string dir = (fs::path(dir_) / StrCat("layer-", index)).string();
+  const std::string dir = (fs::path(folder_->path()) / StrCat("layer-", index)).string();
   QUARK_ASSIGN_OR_RETURN(auto writer, checkpoint::CheckpointWriter::Create(dir, plan));
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& c = contiguous[i];

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_reader.h"
+#include "core/quantize/scratch_folder.h"
 #include "core/runtime/weight_source.h"
 
 namespace quark::quantize {
@@ -39,7 +40,6 @@ class WeightSpill {
  public:
   /// A new folder under `parent` (empty = the system's temporary directory). INTERNAL naming the path on failure.
   static absl::StatusOr<std::unique_ptr<WeightSpill>> Create(const std::string& parent = "");
-  ~WeightSpill();
   WeightSpill(const WeightSpill&) = delete;
   WeightSpill& operator=(const WeightSpill&) = delete;
 
@@ -51,8 +51,8 @@ class WeightSpill {
       std::shared_ptr<const runtime::WeightSource> base) const;
 
  private:
-  explicit WeightSpill(std::string dir) : dir_(std::move(dir)) {}
-  std::string dir_;
+  explicit WeightSpill(std::unique_ptr<ScratchFolder> folder) : folder_(std::move(folder)) {}
+  std::unique_ptr<ScratchFolder> folder_;
   std::vector<std::string> layers_;  // files written
 };
 
