@@ -2,6 +2,7 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/gpt_oss_layout.h"
+#include "core/runtime/expert_streaming.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/module_loader.h"
 
@@ -58,10 +59,19 @@ absl::StatusOr<std::vector<std::shared_ptr<LinearLike>>> GptOssDecoderLayer::Loa
   };
   const std::vector<checkpoint::LinearSpec> specs = checkpoint::GptOssLayerLinears(config);  // q, k, v, o, experts
   std::vector<std::shared_ptr<LinearLike>> out;
+  // #32 item 5: experts streamed in groups load by their own names (the checkpoint's source serves each expert's
+  // slice: GptOssFloatExpertSource, Mxfp4ExpertSource) when their expert is acquired.
+  const bool streamed = ExpertStreamingOf(weights) != nullptr;
   for (int64_t e = 0; e < config.num_local_experts; ++e) {
     for (size_t proj = 0; proj < 2; ++proj) {  // gate_up_proj (fused tensors 0, 1), down_proj (2, 3)
       const checkpoint::LinearSpec& spec = specs[4 + 2 * e + proj];
       const std::string name = prefix() + spec.relative_name;
+      if (streamed && spec.routed) {
+        auto linear = LoadLinear(weights, prefix(), spec, dtype);
+        if (!linear.ok()) return linear.status();
+        out.push_back(*std::move(linear));
+        continue;
+      }
       at::Tensor parts[2];
       for (size_t k = 0; k < 2; ++k) {
         const std::string tensor = name + (k == 0 ? ".weight" : ".bias");

@@ -108,9 +108,37 @@ absl::StatusOr<at::Tensor> Mxfp4ExpertSource::Get(const std::string& name, at::S
   return values->to(dtype);
 }
 
+bool GptOssFloatExpertSource::IsFusedExpert(const std::string& name) const {
+  if (reader_->Has(name)) return false;
+  const auto slice = checkpoint::GptOssExpertSliceOf(name);
+  return slice && reader_->Has(slice->fused);
+}
+
+absl::StatusOr<at::Tensor> GptOssFloatExpertSource::GetStored(const std::string& name) const {
+  if (!IsFusedExpert(name)) return float_.GetStored(name);
+  const checkpoint::GptOssExpertSlice slice = *checkpoint::GptOssExpertSliceOf(name);
+  auto fused = float_.GetStored(slice.fused);
+  if (!fused.ok()) return fused.status();
+  if (fused->dim() < 2 || slice.expert >= fused->size(0)) {
+    return absl::InvalidArgumentError(StrCat("tensor \"", slice.fused, "\" of shape ", ShapeText(fused->sizes()),
+                                             " has no expert ", slice.expert));
+  }
+  const at::Tensor part = fused->select(0, slice.expert);
+  return slice.transposed ? part.t() : part;  // [in, out] -> [out, in]; a bias row as it is
+}
+
+absl::StatusOr<at::Tensor> GptOssFloatExpertSource::Get(const std::string& name, at::ScalarType dtype) const {
+  if (!IsFusedExpert(name)) return float_.Get(name, dtype);
+  auto part = GetStored(name);
+  if (!part.ok()) return part.status();
+  // One expert copied out of the mapped fused tensor into `dtype` (the layer's slice, gpt_oss_layer.cc, read alike).
+  return at::empty(part->sizes(), part->options().dtype(dtype)).copy_(*part);
+}
+
 std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
                                                          std::shared_ptr<const checkpoint::CheckpointReader> reader) {
   if (config.gpt_oss && config.gpt_oss->mxfp4_experts) return std::make_shared<Mxfp4ExpertSource>(std::move(reader));
+  if (config.gpt_oss) return std::make_shared<GptOssFloatExpertSource>(std::move(reader));
   return std::make_shared<CheckpointWeightSource>(std::move(reader));
 }
 

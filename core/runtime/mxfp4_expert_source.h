@@ -43,8 +43,30 @@ class Mxfp4ExpertSource : public WeightSource {
   CheckpointWeightSource float_;
 };
 
+/// A gpt-oss checkpoint with float fused experts (HF's bf16 release, make-model): also serves each expert's own
+/// linears, mlp.experts.E.{gate_up,down}_proj.{weight [out, in], bias}, as the slice of the fused tensor (GetStored: a
+/// view where it is stored; Get: that expert copied into the dtype), as Mxfp4ExpertSource does for MXFP4. What lets
+/// a routed expert stream in groups (expert_streaming.h: one expert read at a time, by its own name).
+class GptOssFloatExpertSource : public WeightSource {
+ public:
+  explicit GptOssFloatExpertSource(std::shared_ptr<const checkpoint::CheckpointReader> reader)
+      : reader_(reader), float_(std::move(reader)) {}
+  absl::StatusOr<at::Tensor> Get(const std::string& name, at::ScalarType dtype) const override;
+  absl::StatusOr<at::Tensor> GetStored(const std::string& name) const override;
+  bool Has(const std::string& name) const override { return float_.Has(name) || IsFusedExpert(name); }
+  void Prefetch(const std::string& prefix) const override { float_.Prefetch(prefix); }
+  std::string Location() const override { return float_.Location(); }
+
+ private:
+  // Whether `name` is one expert's weight or bias of a stored float fused tensor (and not stored itself).
+  bool IsFusedExpert(const std::string& name) const;
+  std::shared_ptr<const checkpoint::CheckpointReader> reader_;
+  CheckpointWeightSource float_;
+};
+
 /// The source a checkpoint folder's weights are read through for `config`: an Mxfp4ExpertSource for a gpt-oss whose
-/// config says its experts are MXFP4 (OpenAI's release), else a plain CheckpointWeightSource.
+/// config says its experts are MXFP4 (OpenAI's release), a GptOssFloatExpertSource for another gpt-oss, else a plain
+/// CheckpointWeightSource.
 std::shared_ptr<const WeightSource> CheckpointWeightsFor(const checkpoint::ModelConfig& config,
                                                          std::shared_ptr<const checkpoint::CheckpointReader> reader);
 

@@ -1,5 +1,5 @@
 // #32 item 5: the routed experts of MoE layers streamed in groups of G (runtime/expert_streaming.h). On the tiny
-// synthetic llama4, deepseek_v3 and qwen3_moe models (`quark make-model --arch ARCH --shape tiny --dtype f32`):
+// synthetic llama4, deepseek_v3, qwen3_moe and gpt_oss models (`quark make-model --arch ARCH --shape tiny --dtype f32`):
 //   - QuantizeModel with expert_group_size G = 1, 3 and E writes the same export bytes, file for file, and the same
 //     perplexities (float, fake-quantized, read back) as the whole-layer path (G = 0), for fp8, uint4_wo_32 and nvfp4;
 //   - counted through the WeightSource seam (a source that keeps a weak reference to every expert tensor it hands
@@ -37,6 +37,7 @@
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/expert_streaming.h"
 #include "core/runtime/layer_streamer.h"
+#include "core/runtime/mxfp4_expert_source.h"
 #include "tests/quantize/tiny_pipeline_fixture.h"
 
 namespace quark::quantize {
@@ -144,7 +145,7 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
     const std::string& dir = *Base::dir_;
     checkpoint::ModelConfig config = *checkpoint::LoadModelConfig(dir);
     std::shared_ptr<const runtime::WeightSource> checkpoint =
-        std::make_shared<runtime::CheckpointWeightSource>(*checkpoint::CheckpointReader::Open(dir));
+        runtime::CheckpointWeightsFor(config, *checkpoint::CheckpointReader::Open(dir));
     // GPTQ's expert weights are read back from the spill: counted as the checkpoint's are (the count sees the
     // overlay of both, which the streamer reads as its replaced weights too).
     std::shared_ptr<ExpertWeightSpill> spill = gptq ? *ExpertWeightSpill::Create() : nullptr;
@@ -217,14 +218,15 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
   }
 
   // Each pass over a layer with G < E loads every expert at most once for all the samples: the float forward, the
-  // calibration (its forward, the coverage top-up and freeze walk the experts once each), the quantized forward that
+  // calibration (Install reads each weight to build its quantizer; then its forward, the coverage top-up and freeze
+  // walk the experts once each), the quantized forward that
   // feeds the next layer and the export's per-linear data. Counted by the residency (loads of an expert not resident).
   void ExpectEachExpertLoadedOncePerPass() {
     const std::string& dir = *Base::dir_;
     const int64_t experts = Experts();
     checkpoint::ModelConfig config = *checkpoint::LoadModelConfig(dir);
     std::shared_ptr<const runtime::WeightSource> checkpoint =
-        std::make_shared<runtime::CheckpointWeightSource>(*checkpoint::CheckpointReader::Open(dir));
+        runtime::CheckpointWeightsFor(config, *checkpoint::CheckpointReader::Open(dir));
     auto streaming = std::make_shared<runtime::ExpertStreamingWeights>(checkpoint, 1);
     auto streamer = runtime::LayerStreamer::Create(config, streaming);
     ASSERT_TRUE(streamer.ok()) << streamer.status();
@@ -260,7 +262,7 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
       auto linears = quantizer.Calibrate(layer, inputs, (*streamer)->model());
       if (!linears.ok()) return linears.status();
       current = *std::move(linears);
-      since_mark("calibration (forward, top-up, freeze)", 3 * experts, i);
+      since_mark("calibration (install, forward, top-up, freeze)", 4 * experts, i);
       return absl::OkStatus();
     };
     quantize_pass.after = [&](int64_t i, runtime::DecoderLayer&, const std::vector<at::Tensor>&,
@@ -311,9 +313,11 @@ class ExpertStreamingTest : public testing::TinyPipelineTest<kArch> {
 constexpr char kLlama4[] = "llama4";
 constexpr char kDeepseek[] = "deepseek_v3";
 constexpr char kQwen3Moe[] = "qwen3_moe";
+constexpr char kGptOss[] = "gpt_oss";
 using Llama4ExpertStreamingTest = ExpertStreamingTest<kLlama4>;
 using DeepseekExpertStreamingTest = ExpertStreamingTest<kDeepseek>;
 using Qwen3MoeExpertStreamingTest = ExpertStreamingTest<kQwen3Moe>;
+using GptOssExpertStreamingTest = ExpertStreamingTest<kGptOss>;
 
 #define QUARK_EXPERT_STREAMING_TESTS(Fixture)                                                                 \
   TEST_F(Fixture, Fp8ExportAndPerplexitiesEqualTheWholeLayers) { ExpectSameBytesForEveryGroupSize("fp8"); } \
@@ -332,6 +336,7 @@ using Qwen3MoeExpertStreamingTest = ExpertStreamingTest<kQwen3Moe>;
 QUARK_EXPERT_STREAMING_TESTS(Llama4ExpertStreamingTest)
 QUARK_EXPERT_STREAMING_TESTS(DeepseekExpertStreamingTest)
 QUARK_EXPERT_STREAMING_TESTS(Qwen3MoeExpertStreamingTest)
+QUARK_EXPERT_STREAMING_TESTS(GptOssExpertStreamingTest)
 
 }  // namespace
 }  // namespace quark::quantize
