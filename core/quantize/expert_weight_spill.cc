@@ -5,36 +5,22 @@
 
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
-#include "core/config/quant_types.h"
+#include "core/numerics/packing.h"
 #include "core/numerics/real_quant.h"
+#include "core/quantize/grid_weights.h"
 
 namespace quark::quantize {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Bitwise, not numeric, equality: -0.0 and 0.0 must stay apart for a reloaded expert to equal the one GPTQ left.
+constexpr PackMethod kSpillPacking = PackMethod::kOrder;
+
+// Bitwise, not numeric, equality (as grid_weights.cc's check): -0.0 and 0.0 stay apart.
 bool BitIdentical(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
   const at::ScalarType bits = a.element_size() == 4 ? at::kInt : at::kShort;
   return at::equal(a.contiguous().view(bits), b.contiguous().view(bits));
-}
-
-bool IsGridDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
-
-// 4-bit codes (uint4 in [0, 15] as bytes, int4 in [-8, 7] as signed bytes) two to a byte, low nibble first.
-at::Tensor PackNibbles(const at::Tensor& codes) {
-  const at::Tensor u = (codes.scalar_type() == at::kChar ? codes.to(at::kShort) + 8 : codes.to(at::kShort))
-                           .flatten()
-                           .view({-1, 2});
-  return (u.select(1, 0) + u.select(1, 1) * 16).to(at::kByte);
-}
-
-at::Tensor UnpackNibbles(const at::Tensor& packed, at::ScalarType dtype, at::IntArrayRef shape) {
-  const at::Tensor b = packed.to(at::kShort);
-  at::Tensor u = at::stack({b.remainder(16), b.div(16, "floor")}, 1).flatten();
-  if (dtype == at::kChar) u = u - 8;
-  return u.to(dtype).view(shape);
 }
 
 }  // namespace
@@ -56,25 +42,20 @@ absl::Status ExpertWeightSpill::Put(const std::string& name, const at::Tensor& w
   Entry entry;
   entry.dtype = host.scalar_type();
   std::vector<at::Tensor> fields;
-  if (spec != nullptr && params != nullptr && !spec->IsMx() && IsGridDtype(entry.dtype)) {
-    QUARK_ASSIGN_OR_RETURN(RealQuantized real, QuantizeReal(host, *spec, OnHost(*params)));
-    QUARK_ASSIGN_OR_RETURN(at::Tensor back, Dequantize(real, *spec, entry.dtype));
-    if (BitIdentical(back, host)) {
+  if (spec != nullptr && params != nullptr) {
+    QUARK_ASSIGN_OR_RETURN(std::optional<RealQuantized> real, ExactGridCodes(host, *spec, OnHost(*params)));
+    if (real) {
       entry.spec = *spec;
-      at::Tensor codes = real.codes;
-      const bool byte_codes = codes.scalar_type() == at::kByte || codes.scalar_type() == at::kChar;
-      if (IntegerBits(spec->dtype) == 4 && byte_codes && codes.numel() % 2 == 0) {
-        const at::Tensor packed = PackNibbles(codes);
-        // Only codes that come back: a code outside the 4-bit range stays a byte.
-        if (at::equal(UnpackNibbles(packed, codes.scalar_type(), codes.sizes()), codes)) {
-          entry.nibbles = true;
-          entry.codes_dtype = codes.scalar_type();
-          entry.codes_shape = codes.sizes().vec();
-          codes = packed;
-        }
+      // The export's packing (int4 eight to an int32 word, fp4 two to a byte), where it gives the weight back.
+      absl::StatusOr<RealQuantized> packed = PackForExport(*real, *spec, kSpillPacking);
+      if (packed.ok()) {
+        absl::StatusOr<RealQuantized> unpacked = UnpackFromExport(*packed, *spec, kSpillPacking);
+        absl::StatusOr<at::Tensor> back =
+            unpacked.ok() ? Dequantize(*unpacked, *spec, entry.dtype) : absl::StatusOr<at::Tensor>(unpacked.status());
+        entry.packed = back.ok() && BitIdentical(*back, host);
       }
-      fields = {codes, real.scale, real.zero_point};
-      if (real.global_scale.defined()) fields.push_back(real.global_scale);
+      const RealQuantized& kept = entry.packed ? *packed : *real;
+      fields = {kept.codes, kept.scale, kept.zero_point, kept.global_scale};
     }
   }
   if (!entry.spec) fields = {host.to(at::kFloat)};
@@ -118,11 +99,11 @@ absl::StatusOr<at::Tensor> ExpertWeightSpill::GetStored(const std::string& name)
   const Entry& entry = it->second;
   QUARK_ASSIGN_OR_RETURN(std::vector<at::Tensor> fields, ReadFields(entry));
   if (!entry.spec) return fields[0].to(entry.dtype);
-  RealQuantized real;
-  real.codes = entry.nibbles ? UnpackNibbles(fields[0], entry.codes_dtype, entry.codes_shape) : std::move(fields[0]);
-  real.scale = fields[1].numel() > 0 ? std::move(fields[1]) : at::Tensor();
-  real.zero_point = fields[2].numel() > 0 ? std::move(fields[2]) : at::Tensor();
-  if (fields.size() > 3) real.global_scale = std::move(fields[3]);
+  const auto field = [&](size_t i) { return fields[i].numel() > 0 ? std::move(fields[i]) : at::Tensor(); };
+  RealQuantized real{field(0), field(1), field(2), field(3)};
+  if (entry.packed) {
+    QUARK_ASSIGN_OR_RETURN(real, UnpackFromExport(real, *entry.spec, kSpillPacking));
+  }
   return Dequantize(real, *entry.spec, entry.dtype);
 }
 

@@ -3,8 +3,9 @@
 // an expert evicted after its GPTQ loads again as GPTQ left it, for the calibration, export and evaluation passes.
 //
 // Holding them in memory would undo the streaming: a DeepSeek-V3 layer's 256 experts are 11.3B weights. GPTQ's
-// weights lie on their quantization grid, so each is kept as its codes and parameters (QuantizeReal; 4-bit integer
-// codes two to a byte: an eighth of float32) when Dequantize gives it back bit for bit, else as float32.
+// weights lie on their quantization grid, so each is kept as its codes and parameters (grid_weights.h's
+// ExactGridCodes, packed as the export packs them: int4 eight to a word, an eighth of float32) when Dequantize gives
+// it back bit for bit, else as float32.
 #pragma once
 
 #include <cstdint>
@@ -58,12 +59,9 @@ class ExpertWeightSpill : public runtime::WeightSource {
   struct Entry {
     std::string file;
     at::ScalarType dtype;           // the weight's, as put
-    std::optional<QuantSpec> spec;  // set: fields are codes, scale, zero_point[, global_scale]; else one float32 field
+    std::optional<QuantSpec> spec;  // set: fields are codes, scale, zero_point, global_scale; else one float32 field
     std::vector<Field> fields;
-    // 4-bit integer codes stored two to a byte (low nibble first; int4 offset by 8): their own dtype and shape.
-    bool nibbles = false;
-    at::ScalarType codes_dtype = at::kByte;
-    std::vector<int64_t> codes_shape;
+    bool packed = false;  // the fields are PackForExport's (packing.h), not QuantizeReal's
     int64_t bytes = 0;
   };
   explicit ExpertWeightSpill(std::unique_ptr<ScratchFolder> folder) : folder_(std::move(folder)) {}

@@ -28,6 +28,17 @@ bool IsDequantizableDtype(at::ScalarType t) { return t == at::kFloat || t == at:
 
 }  // namespace
 
+absl::StatusOr<std::optional<RealQuantized>> ExactGridCodes(const at::Tensor& weight, const QuantSpec& spec,
+                                                            const QuantParams& params) {
+  if (spec.IsMx() || !IsDequantizableDtype(weight.scalar_type())) return std::nullopt;
+  auto real = QuantizeReal(weight, spec, params);
+  if (!real.ok()) return real.status();
+  auto back = Dequantize(*real, spec, weight.scalar_type());
+  if (!back.ok()) return back.status();
+  if (!BitIdentical(*back, weight)) return std::nullopt;
+  return std::optional<RealQuantized>(*std::move(real));
+}
+
 absl::Status CompactGridWeights(const LayerPlan& plan, LayerCheckpointData& data) {
   for (auto it = data.tensors.begin(); it != data.tensors.end();) {
     const std::string& name = it->first;
@@ -37,20 +48,17 @@ absl::Status CompactGridWeights(const LayerPlan& plan, LayerCheckpointData& data
     const std::string module = is_weight ? name.substr(0, name.size() - kWeightSuffix.size()) : "";
     const QuantSpec* spec = is_weight ? WeightSpecOf(plan, module) : nullptr;
     const auto params = data.params.find(module);
-    if (spec == nullptr || spec->IsMx() || params == data.params.end() || !params->second.weight ||
-        !IsDequantizableDtype(weight.scalar_type())) {
+    if (spec == nullptr || params == data.params.end() || !params->second.weight) {
       ++it;
       continue;
     }
-    auto real = QuantizeReal(weight, *spec, *params->second.weight);
+    auto real = ExactGridCodes(weight, *spec, *params->second.weight);
     if (!real.ok()) return real.status();
-    auto back = Dequantize(*real, *spec, weight.scalar_type());
-    if (!back.ok()) return back.status();
-    if (!BitIdentical(*back, weight)) {
+    if (!real->has_value()) {
       ++it;
       continue;
     }
-    data.grid_weights[name] = GridWeight{*std::move(real), weight.scalar_type()};
+    data.grid_weights[name] = GridWeight{**std::move(real), weight.scalar_type()};
     it = data.tensors.erase(it);
   }
   return absl::OkStatus();
