@@ -126,3 +126,4 @@ if(QUARK_BUILD_TESTS)
 endif()
 add_subdirectory(bench/kernels)
 add_subdirectory(bench/algorithms)
+add_subdirectory(bench/quantize)  # pass_memory_bench only

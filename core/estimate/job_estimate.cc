@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/forward_workspace.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/estimate/rotation_training_cost.h"
 
@@ -256,8 +257,8 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                                         mc.max_position_embeddings > 0 ? mc.max_position_embeddings : job.calibration_seq_len);
   c.tokens = c.calibrates ? job.calibration_samples * seq : 0;
   if (c.calibrates) {
-    c.activations = 2ull * c.tokens * mc.hidden_size * 4 + 4ull * mc.num_attention_heads * seq * seq +
-                    4ull * seq * mc.intermediate_size;
+    c.activations = 2ull * c.tokens * mc.hidden_size * 4 +
+                    static_cast<uint64_t>(checkpoint::ForwardWorkspaceBytes(mc, seq, mc.hidden_size, 4));
   }
   const uint64_t working = 2 * c.layer_f32 + c.activations;
 

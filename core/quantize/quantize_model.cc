@@ -417,8 +417,8 @@ absl::Status QuantizeRun::LoadEvaluationText() {
 }
 
 absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpointStreamer(
-    std::shared_ptr<const runtime::WeightSource> replaced) const {
-  if (options_.expert_group_size <= 0) return runtime::LayerStreamer::Open(model_dir_, OnDevice());
+    const runtime::StreamerOptions& options, std::shared_ptr<const runtime::WeightSource> replaced) const {
+  if (options_.expert_group_size <= 0) return runtime::LayerStreamer::Open(model_dir_, options);
   // LayerStreamer::Open's reading, with the routed experts deferred to their groups (expert_streaming.h).
   auto config = checkpoint::LoadModelConfig(model_dir_);
   if (!config.ok()) return config.status();
@@ -427,11 +427,11 @@ absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> QuantizeRun::OpenCheckpo
   auto weights = runtime::CheckpointWeightsFor(*config, std::shared_ptr<const checkpoint::CheckpointReader>(*std::move(reader)));
   auto streaming = std::make_shared<const runtime::ExpertStreamingWeights>(std::move(weights), options_.expert_group_size,
                                                                            device_, std::move(replaced));
-  return runtime::LayerStreamer::Create(*std::move(config), std::move(streaming), OnDevice());
+  return runtime::LayerStreamer::Create(*std::move(config), std::move(streaming), options);
 }
 
 absl::StatusOr<double> QuantizeRun::EvaluateFloat() {
-  auto float_streamer = OpenCheckpointStreamer();
+  auto float_streamer = OpenCheckpointStreamer(OnDevice());
   if (!float_streamer.ok()) return float_streamer.status();
   return Evaluate(**float_streamer, {}, "evaluate_float", 0);
 }

@@ -86,7 +86,7 @@ class QuantizeRun {
   // The model folder's LayerStreamer on the run's device; with expert_group_size its routed experts stream in groups,
   // reading `replaced`'s tensors (GPTQ's expert weights) in place of the checkpoint's.
   absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> OpenCheckpointStreamer(
-      std::shared_ptr<const runtime::WeightSource> replaced = nullptr) const;
+      const runtime::StreamerOptions& options, std::shared_ptr<const runtime::WeightSource> replaced = nullptr) const;
   absl::Status Prepare();
   absl::Status CheckExpertGroupSize(const LayerPlan& plan) const;  // #32 item 5: RTN schemes and GPTQ only
   absl::Status PrepareAlgorithms(const LayerPlan& plan);
@@ -124,6 +124,8 @@ class QuantizeRun {
     options.device_memory_budget = device_memory_budget_;
     return options;
   }
+  // The quantizing streamer's: OnDevice() and what the passes hold beside each layer (quantize/pass_memory.h).
+  runtime::StreamerOptions Quantizing() const;
 
   std::string model_dir_;
   const QuantizeModelOptions options_;  // a copy: the run owns what it reads

@@ -1,4 +1,6 @@
 #include "core/quantize/quantize_run.h"
+
+#include "core/quantize/pass_memory.h"
 #include "core/runtime/online_hadamard_linear.h"
 
 namespace quark::quantize_internal {
@@ -267,12 +269,24 @@ absl::Status QuantizeRun::InstallR4(runtime::DecoderLayer& layer) const {
   return runtime::InstallOnlineHadamard(layer, "mlp.down_proj", rotated_->r4());
 }
 
+runtime::StreamerOptions QuantizeRun::Quantizing() const {
+  runtime::StreamerOptions options = OnDevice();
+  quantize::PassMemoryOptions passes;
+  passes.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype_));
+  passes.gptq = gptq_ != nullptr;
+  passes.expert_group_size = options_.expert_group_size;
+  options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) {
+    return quantize::PassDeviceMemory(layer, quantizer_->plan(), passes);
+  };
+  return options;
+}
+
 absl::Status QuantizeRun::QuantizeLayers() {
   absl::StatusOr<std::unique_ptr<runtime::LayerStreamer>> streamer;
   if (rotated_) {
     // Every later reader (calibration, the algorithms, the export, the evaluation) sees the rotated model.
     runtime_model_ = rotated_->model();
-    streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_, OnDevice());
+    streamer = runtime::LayerStreamer::Create(runtime_model_, rotated_, Quantizing());
   } else {
     runtime_model_ = model_;
     if (gptq_ && options_.expert_group_size > 0) {
@@ -281,7 +295,7 @@ absl::Status QuantizeRun::QuantizeLayers() {
       expert_spill_ = *std::move(spill);
       gptq_->set_expert_spill(expert_spill_);
     }
-    streamer = OpenCheckpointStreamer(expert_spill_);  // experts streamed in groups with expert_group_size
+    streamer = OpenCheckpointStreamer(Quantizing(), expert_spill_);  // experts streamed in groups with G
   }
   if (!streamer.ok()) return streamer.status();
   streamer_ = *std::move(streamer);

@@ -5,14 +5,11 @@
 #include <limits>
 #include <vector>
 
+#include "core/checkpoint/forward_workspace.h"
 #include "core/runtime/matmul_precision.h"
 
 namespace quark::runtime {
 namespace {
-
-// Score chunks of about this many float32 elements (128 MiB): long sequences of big models would otherwise
-// hold [H, T, T] scores and their softmax at once.
-constexpr int64_t kScoreElementsPerChunk = int64_t{32} << 20;
 
 std::vector<double> InverseFrequencies(const checkpoint::ModelConfig& config) {
   const int64_t dim = config.head_dim;
@@ -53,8 +50,8 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   // [B, KV, rep * T, D]: the query heads sharing a KV head side by side, so no KV copy is needed.
   const at::Tensor grouped_q = q.to(compute).reshape({batch, kv_heads, rep * seq, dim});
   const at::Tensor kw = k.to(compute), vw = v.to(compute);
-  const int64_t per_kv = std::max<int64_t>(1, batch * rep * seq * seq);
-  const int64_t chunk = std::max<int64_t>(1, kScoreElementsPerChunk / per_kv);
+  // The device budget counts one such chunk (checkpoint/forward_workspace.h).
+  const int64_t chunk = checkpoint::ScoreChunkKvHeads(batch, heads, kv_heads, seq);
   std::vector<at::Tensor> outputs;
   for (int64_t start = 0; start < kv_heads; start += chunk) {
     const int64_t n = std::min(chunk, kv_heads - start);

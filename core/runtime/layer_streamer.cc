@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/base/strings.h"
+#include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/layer_forward.h"
 #include "core/runtime/mxfp4_expert_source.h"
@@ -30,12 +31,14 @@ LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int
                                       const std::vector<at::Tensor>& hidden) {
   LayerDeviceMemory memory;
   memory.weights = layer_weight_bytes;
-  int64_t longest = 0;
+  int64_t longest = 0, width = config.hidden_size, element = 4;
   for (const at::Tensor& h : hidden) {
     memory.activations += 2 * static_cast<int64_t>(h.nbytes());
     longest = std::max<int64_t>(longest, h.dim() >= 2 ? h.size(-2) : 0);
+    width = h.dim() >= 1 ? h.size(-1) : width;
+    element = static_cast<int64_t>(h.element_size());
   }
-  memory.workspace = config.num_attention_heads * longest * longest * 4 + 3 * longest * config.intermediate_size * 4;
+  memory.workspace = checkpoint::ForwardWorkspaceBytes(config, longest, width, element);  // one sample at a time
   return memory;
 }
 
@@ -65,14 +68,16 @@ absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> LayerStreamer:
   return std::make_pair(*std::move(layer), placed_->placed_bytes() - before);
 }
 
-absl::Status LayerStreamer::CheckBudget(int64_t index, int64_t weight_bytes, const std::vector<at::Tensor>& hidden) {
+absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer, int64_t weight_bytes,
+                                        const std::vector<at::Tensor>& hidden) {
   const int buffers = options_.device.OverlapsCopies() ? 2 : 1;
   const int64_t budget = options_.device_memory_budget;
   if (budget <= 0) {
     double_buffered_ = buffers == 2;
     return absl::OkStatus();
   }
-  const LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
+  LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
+  if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
   if (memory.Need(buffers) <= budget) {
     double_buffered_ = buffers == 2;
     return absl::OkStatus();
@@ -83,8 +88,8 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, int64_t weight_bytes, con
   }
   return absl::ResourceExhaustedError(StrCat(
       "layer ", index, ": needs ", memory.Need(1), " bytes of ", options_.device.name(), " memory (weights ",
-      memory.weights, " + activations ", memory.activations, " + workspace ", memory.workspace,
-      ") but device_memory_budget is ", budget, " bytes: fewer or shorter calibration samples, or a larger budget"));
+      memory.weights, " + activations ", memory.activations, " + workspace ", memory.workspace, " + passes ",
+      memory.passes, ") but device_memory_budget is ", budget, " bytes: fewer or shorter calibration samples, or a larger budget"));
 }
 
 absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks) {
@@ -98,7 +103,7 @@ absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hid
   const bool has_next = index + 1 < config().num_hidden_layers;
   // Read-ahead of the next layer while this one computes.
   if (has_next) model_->weights().Prefetch(checkpoint::LayerPrefix(config(), index + 1));
-  if (auto status = CheckBudget(index, weight_bytes, hidden); !status.ok()) return status;
+  if (auto status = CheckBudget(index, *layer, weight_bytes, hidden); !status.ok()) return status;
   if (hooks.before) {
     if (auto status = hooks.before(index, *layer, hidden); !status.ok()) return status;
   }

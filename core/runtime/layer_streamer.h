@@ -30,14 +30,26 @@ struct StreamerOptions {
   /// the next layer's weights are staged in pinned memory and copied on a side stream while this one computes.
   ComputeDevice device;
   /// Bytes of device memory the run may hold (0 = no limit). Before a layer computes, the streamer checks
-  ///   need = weights(layer) * buffers + activations + workspace
+  ///   need = weights(layer) * buffers + activations + workspace + passes
   ///     weights(layer): the bytes of the layer's tensors as placed (counted by the DeviceWeightSource),
   ///     buffers:        2 while the next layer is staged beside this one (double buffering), else 1,
   ///     activations:    the samples' hidden states in and out, 2 * sum(T) * hidden * sizeof(compute dtype),
-  ///     workspace:      one sample's largest intermediates: heads * T^2 * 4 (scores) + 3 * T * intermediate * 4,
+  ///     workspace:      what one sample's forward holds at its widest (checkpoint/forward_workspace.h), the larger of
+  ///                       attention: C * (8 + (e if e != 4)) + 6 * T * hidden * e  (C: CausalAttention's score chunk,
+  ///                                  ScoreChunkElements; float32 scores and softmax, probabilities in the compute
+  ///                                  dtype; the normed input, q and k each with its contiguous copy, and v)
+  ///                       MLP:       4 * T * intermediate * e + 2 * T * hidden * e  (gate, up, their product and its
+  ///                                  quantized copy; the normed input and the residual)
+  ///                     plus the run's mask and RoPE tables (T^2 * 4 + 2 * T * head_dim * e), with T the longest
+  ///                     sample and e = sizeof(compute dtype),
+  ///     passes:         what pass_memory says the caller's passes add for this layer (0 without it),
   /// drops double buffering when only that does not fit, and otherwise fails with RESOURCE_EXHAUSTED naming the layer,
-  /// the bytes and the budget, before the layer computes.
+  /// the bytes and the budget, before the layer computes. tests/quantize/pass_memory_test.cc holds the formula against
+  /// the tensor bytes the passes allocate (runtime::AllocationMeter on the CPU).
   int64_t device_memory_budget = 0;
+  /// The bytes the caller's passes hold beside the layer's forward at their widest (quantize/pass_memory.h: the
+  /// quantized weight copies, GPTQ's Hessians); empty = none.
+  std::function<int64_t(const DecoderLayer& layer)> pass_memory;
 };
 
 /// The device memory a layer needs by StreamerOptions::device_memory_budget's formula.
@@ -45,7 +57,8 @@ struct LayerDeviceMemory {
   int64_t weights = 0;
   int64_t activations = 0;
   int64_t workspace = 0;
-  int64_t Need(int buffers) const { return weights * buffers + activations + workspace; }
+  int64_t passes = 0;
+  int64_t Need(int buffers) const { return weights * buffers + activations + workspace + passes; }
 };
 LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
                                       const std::vector<at::Tensor>& hidden);
@@ -92,7 +105,8 @@ class LayerStreamer {
   absl::Status RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks);
   // Layer `index` on the device, with the bytes its weights took there.
   absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> Load(int64_t index) const;
-  absl::Status CheckBudget(int64_t index, int64_t weight_bytes, const std::vector<at::Tensor>& hidden);
+  absl::Status CheckBudget(int64_t index, const DecoderLayer& layer, int64_t weight_bytes,
+                           const std::vector<at::Tensor>& hidden);
 
   std::unique_ptr<TransformerModel> model_;
   std::shared_ptr<const DeviceWeightSource> placed_;

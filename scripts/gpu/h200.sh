@@ -17,7 +17,9 @@
 #
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
-# QUARK_H200_STEPS picks and orders the steps (default "kit fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates"): kit, side
+# QUARK_H200_STEPS picks and orders the steps (default "kit memory fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b
+# rates"): kit, memory (pass_memory_bench on the 7B model, fp8, 16 x 2048 tokens: each layer's device allocated and
+# reserved bytes against the device budget's formula, #27's 3.6x question), side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
 # gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
 # A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
@@ -79,7 +81,7 @@ record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' 
 gpu=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then gpu=1; fi
 [[ $device == cpu ]] && gpu=1  # the dry run: every step, on the CPU
-steps=" ${QUARK_H200_STEPS:-kit fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates} "
+steps=" ${QUARK_H200_STEPS:-kit memory fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates} "
 want() { [[ $steps == *" $1 "* ]]; }
 say "H200 run: steps [${steps}], budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
 
@@ -89,7 +91,7 @@ say "== kit (scripts/gpu/run.sh)"
 m7b=$scratch/$shape
 ids=$scratch/calib-$calib.ids
 (
-  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b || want gptq7b_bf16 || want fp87b_bf16; }; then
+  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b || want gptq7b_bf16 || want fp87b_bf16 || want memory; }; then
     exit 0  # made by an earlier call, or not needed
   fi
   rm -rf "$m7b"
@@ -257,6 +259,15 @@ for step in $steps; do
       fi ;;
     parity) parity ;;
     rates) rates ;;
+    memory)
+      # Each layer's tensor bytes on the device (the caching allocator's allocated and reserved) against the formula.
+      if wait_model; then
+        say "== device memory per layer (pass_memory_bench, fp8, 16 x 2048)"
+        timeout "$(cap 90)" env LD_LIBRARY_PATH="$libs" "$build/bench/quantize/pass_memory_bench" --model "$m7b" \
+          --preset fp8 --samples 16 --seq-len 2048 --device "$device" > "$work/pass_memory.log" 2>&1
+        say "memory: status $?; $(head -1 "$work/pass_memory.log" | cut -c1-300)"
+        tail -4 "$work/pass_memory.log" >> "$log"
+      fi ;;
     *) say "unknown step '$step'" ;;
   esac
 done

@@ -5,8 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "core/checkpoint/forward_workspace.h"
 #include "core/runtime/device_memory.h"
 #include "core/runtime/layer_streamer.h"
 #include "tests/runtime/test_paths.h"
@@ -119,13 +121,50 @@ TEST(DeviceStreamingTest, ALayerThatDoesNotFitTheBudgetIsRefusedBeforeItComputes
 TEST(DeviceStreamingTest, TheBudgetFormula) {
   checkpoint::ModelConfig config;
   config.num_attention_heads = 8;
-  config.intermediate_size = 100;
+  config.intermediate_size = 110;
   const std::vector<at::Tensor> hidden = {at::zeros({1, 10, 64}), at::zeros({1, 4, 64})};
   const LayerDeviceMemory memory = LayerDeviceMemoryOf(config, 1000, hidden);
   EXPECT_EQ(memory.weights, 1000);
   EXPECT_EQ(memory.activations, 2 * (10 + 4) * 64 * 4);
-  EXPECT_EQ(memory.workspace, 8 * 10 * 10 * 4 + 3 * 10 * 100 * 4);
-  EXPECT_EQ(memory.Need(2), 2000 + memory.activations + memory.workspace);
+  // The wider of the attention (8 heads' 10 x 10 float32 scores and softmax, six 10 x 64 rows) and the MLP (four
+  // 10 x 110 intermediates, two rows): here the MLP; and the mask and RoPE tables (head_dim 8).
+  config.hidden_size = 64;
+  const LayerDeviceMemory wide = LayerDeviceMemoryOf(config, 1000, hidden);
+  const int64_t attention = 8 * 10 * 10 * (4 + 4) + 6 * 10 * 64 * 4;
+  const int64_t mlp = 4 * 10 * 110 * 4 + 2 * 10 * 64 * 4;
+  const int64_t context = 10 * 10 * 4 + 2 * 10 * 8 * 4;
+  ASSERT_GT(mlp, attention);
+  EXPECT_EQ(wide.workspace, mlp + context);
+  EXPECT_EQ(wide.passes, 0);
+  EXPECT_EQ(wide.Need(2), 2000 + wide.activations + wide.workspace);
+  // A narrow MLP: the attention. In bfloat16 the probabilities take a bfloat16 copy beside the float32 softmax.
+  config.intermediate_size = 4;
+  const std::vector<at::Tensor> bf16 = {at::zeros({1, 10, 64}, at::kBFloat16)};
+  EXPECT_EQ(LayerDeviceMemoryOf(config, 1000, bf16).workspace,
+            8 * 10 * 10 * (4 + 4 + 2) + 6 * 10 * 64 * 2 + 10 * 10 * 4 + 2 * 10 * 8 * 2);
+}
+
+// Long samples: CausalAttention takes the KV heads in chunks of about kScoreElementsPerChunk score elements, and the
+// formula counts one chunk, not every head's scores (Llama-2-7B at 2048 tokens: 8 of its 32 heads a chunk).
+TEST(DeviceStreamingTest, TheBudgetCountsOneScoreChunk) {
+  using checkpoint::ScoreChunkElements;
+  using checkpoint::ScoreChunkKvHeads;
+  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 32, 2048), 8);
+  EXPECT_EQ(ScoreChunkElements(1, 32, 32, 2048), 8 * 2048 * 2048);
+  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 8, 2048), 2) << "4 query heads share each KV head";
+  EXPECT_EQ(ScoreChunkElements(1, 32, 8, 2048), 2 * 4 * 2048 * 2048);
+  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 8, 16), 8) << "short samples: every head in one chunk";
+  EXPECT_EQ(ScoreChunkKvHeads(1, 64, 8, 8192), 1) << "never less than one KV head";
+  checkpoint::ModelConfig config;
+  config.num_attention_heads = 32;
+  config.num_key_value_heads = 32;
+  config.intermediate_size = 11008;
+  config.hidden_size = 4096;
+  const std::vector<at::Tensor> hidden = {at::empty({1, 2048, 4096}, at::device(at::kMeta))};
+  const int64_t attention = int64_t{8} * 2048 * 2048 * 8 + 6 * 2048 * 4096 * 4;
+  const int64_t mlp = int64_t{4} * 2048 * 11008 * 4 + 2 * 2048 * 4096 * 4;
+  EXPECT_EQ(LayerDeviceMemoryOf(config, 0, hidden).workspace,
+            std::max(attention, mlp) + int64_t{2048} * 2048 * 4 + 2 * 2048 * 128 * 4);
 }
 
 // The default budget: a share of what the device reports free; none where nothing reports (the CPU); a given budget

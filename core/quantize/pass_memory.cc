@@ -1,0 +1,54 @@
+#include "core/quantize/pass_memory.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <string>
+
+namespace quark::quantize {
+namespace {
+
+// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": GPTQ's MoE steps take one projection of every expert.
+std::string StepKey(const std::string& relative_name) {
+  static const std::string kExperts = ".experts.";
+  const size_t at = relative_name.find(kExperts);
+  if (at == std::string::npos) return relative_name;
+  size_t end = at + kExperts.size();
+  while (end < relative_name.size() && std::isdigit(static_cast<unsigned char>(relative_name[end]))) ++end;
+  return relative_name.substr(0, at + kExperts.size()) + "*" + relative_name.substr(end);
+}
+
+}  // namespace
+
+int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
+  // Shapes only: a streamed expert's weight() would load it.
+  int64_t copies = 0, largest_weight = 0;
+  std::map<std::string, int64_t> step_hessians;  // step key -> its Hessians' bytes
+  std::map<std::string, int64_t> streamed_copy;  // step key of streamed experts -> one expert's weight bytes
+  const bool streamed = options.expert_group_size > 0;
+  for (const runtime::NamedLinear& linear : layer.NamedLinears()) {
+    const LayerAssignment* assignment = plan.Find(linear.name);
+    if (assignment != nullptr && (assignment->source == ConfigSource::kExcluded || assignment->config.Empty())) continue;
+    const int64_t out = linear.linear->out_features(), in = linear.linear->in_features();
+    const std::string key = StepKey(linear.relative_name);
+    const bool expert = key != linear.relative_name;
+    if (streamed && expert) {
+      streamed_copy[key] = std::max(streamed_copy[key], out * in * options.element_bytes);
+    } else {
+      copies += out * in * options.element_bytes;
+    }
+    if (!options.gptq) continue;
+    largest_weight = std::max(largest_weight, out * in * 4);
+    if (streamed && expert) {
+      step_hessians[linear.relative_name] += in * in * 4;  // one expert at a time
+    } else {
+      step_hessians[key] += in * in * 4;
+    }
+  }
+  for (const auto& [key, bytes] : streamed_copy) copies += bytes * options.expert_group_size;
+  int64_t hessians = 0;
+  for (const auto& [key, bytes] : step_hessians) hessians = std::max(hessians, bytes);
+  return std::max(copies, hessians + largest_weight);
+}
+
+}  // namespace quark::quantize

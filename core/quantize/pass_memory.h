@@ -1,0 +1,34 @@
+// What a quantize run's passes hold beside a layer's forward, for the device budget (runtime::StreamerOptions::
+// pass_memory): the streamer counts the layer's weights, the hidden states and one sample's forward; the passes add
+// their own copies. tests/quantize/pass_memory_test.cc holds the sum against the tensor bytes the passes allocate.
+#pragma once
+
+#include <cstdint>
+
+#include "core/config/layer_plan.h"
+#include "core/runtime/decoder_layer.h"
+
+namespace quark::quantize {
+
+struct PassMemoryOptions {
+  /// Bytes of one element of the compute dtype (the layer's weights as placed, and their quantized copies).
+  int64_t element_bytes = 4;
+  /// GPTQ (or GPTAQ / Qronos) runs on the layer.
+  bool gptq = false;
+  /// MoE experts streamed in groups of this many (QuantizeModelOptions::expert_group_size; 0 = the whole layer):
+  /// only that many experts' copies are resident, and GPTQ holds one expert's Hessians at a time, not a step's for
+  /// every expert.
+  int64_t expert_group_size = 0;
+};
+
+/// The bytes, at their widest, that the passes hold for `layer` beyond what the streamer counts: the larger of
+///   quantized copies: every linear the plan quantizes keeps its fake-quantized weight beside the float one until
+///                     the export releases it (sum of their weights' bytes; of routed experts streamed in groups,
+///                     one group's);
+///   GPTQ:             the Hessians of one step in float32 (K^2 * 4 per input the step reads; a step of routed
+///                     experts reads one input per expert) plus the float32 working copy of the largest weight
+/// (GPTQ edits the float weights before the quantized linears are installed: the two are never alive together).
+/// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).
+int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options);
+
+}  // namespace quark::quantize
