@@ -4,12 +4,13 @@
 // the passes allocate there is what they would allocate on a device (#27: the H200 held 3.6x the formula).
 //
 //   pass_memory_bench --model DIR [--preset fp8|uint4_wo_128+gptq|...] [--samples N] [--seq-len T]
-//                     [--compute-dtype f32|bf16] [--seed S] [--device cpu|cuda:N]
+//                     [--compute-dtype f32|bf16] [--seed S] [--device cpu|cuda:N] [--max-layers N]
 //
 // Calibration: N samples of T seeded random token ids. Prints one row per layer: the bytes alive when the layer
 // starts (the head, the embeddings and the hidden states coming in), the layer's peak above that, and the formulas.
 // On a GPU (--device cuda:0) the rows are the device allocator's: its allocated bytes (what the formula should bound)
-// and its reserved ones (the caching allocator's pools), each at the layer's start and peak.
+// and its reserved ones (the caching allocator's pools), each at the layer's start and peak. --max-layers N stops the
+// run (cancelled) after N layers: a cut of a long model's job.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -36,7 +37,7 @@ namespace {
 
 struct Args {
   std::string model, preset = "fp8", dtype = "f32", device = "cpu";
-  int samples = 8, seq_len = 512;
+  int samples = 8, seq_len = 512, max_layers = 0;
   uint64_t seed = 1;
 };
 
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
     else if (flag == "--compute-dtype") a.dtype = value;
     else if (flag == "--seed") a.seed = std::stoull(value);
     else if (flag == "--device") a.device = value;
+    else if (flag == "--max-layers") a.max_layers = std::stoi(value);
   }
   if (a.model.empty()) {
     std::fprintf(stderr, "usage: pass_memory_bench --model DIR [--preset P[+gptq]] [--samples N] [--seq-len T] "
@@ -101,13 +103,21 @@ int main(int argc, char** argv) {
   job.calibration_seq_len = a.seq_len;
   auto estimate = quark::estimate::EstimateJob(*shape, job, quark::estimate::NominalH200Throughput());
 
-  quark::runtime::AllocationMeter meter;
+  quark::runtime::AllocationMeter meter(/*device_reports=*/a.device != "cpu");
   quark::quantize::LayerMemoryProfile profile(meter);
   profile.Attach(options);
+  int started = 0;  // layers begun, counted from the profile's progress events
+  auto progress = std::move(options.on_progress);
+  options.on_progress = [&](const quark::QuantizeProgress& p) {
+    if (p.phase == "quantize") started = std::max(started, p.layer);
+    progress(p);
+  };
+  options.cancelled = [&] { return a.max_layers > 0 && started >= a.max_layers; };
   auto report = quark::QuantizeModel(a.model, options);
   const std::vector<quark::quantize::LayerMemory> rows = profile.Finish();
   std::filesystem::remove_all(dir);
-  if (!report.ok()) return std::fprintf(stderr, "%s\n", report.status().ToString().c_str()), 1;
+  const bool cut = report.status().code() == absl::StatusCode::kCancelled && a.max_layers > 0;
+  if (!report.ok() && !cut) return std::fprintf(stderr, "%s\n", report.status().ToString().c_str()), 1;
 
   fmt::print("{} on {} ({}): {} x {} tokens, {}; formula weights {:.1f} + activations {:.1f} + workspace {:.1f} + "
              "passes {:.1f} = {:.1f} MiB (one buffer); estimator's peak GPU {:.1f} MiB ({})\n",

@@ -61,6 +61,7 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
   passes.element_bytes = element;
   for (const AlgoConfig& algo : options.config.algo_config) passes.gptq = passes.gptq || std::holds_alternative<GptqAlgo>(algo);
   passes.expert_group_size = options.expert_group_size;
+  passes.tensor_ops = options.device != "cpu";
   memory.passes = PassDeviceMemory(**layer, BuildLayerPlan(options.config, shape->modules), passes);
   return memory;
 }

@@ -18,11 +18,29 @@ std::string StepKey(const std::string& relative_name) {
   return relative_name.substr(0, at + kExperts.size()) + "*" + relative_name.substr(end);
 }
 
+// A quantized weight's parameters, a scale and a zero point per group in float32 (an upper bound for the narrower
+// scale types): per group of input columns, per channel, per block, or one pair.
+int64_t WeightParamBytes(const LayerQuantConfig& config, int64_t out, int64_t in) {
+  if (!config.weight) return 0;
+  const QuantSpec& w = *config.weight;
+  const int64_t group = std::max<int64_t>(1, w.group_size.value_or(1));
+  const auto per = [](int64_t n, int64_t g) { return (n + g - 1) / g; };
+  switch (w.qscheme) {
+    case QScheme::kPerGroup: return out * per(in, group) * 8;
+    case QScheme::kPerChannel: return out * 8;
+    case QScheme::kPerBlock:
+      if (w.block_size.size() == 2) return per(out, std::max(1, w.block_size[0])) * per(in, std::max(1, w.block_size[1])) * 8;
+      return out * in * 8;  // an unknown tile: every element its own (never less than the real count)
+    case QScheme::kPerTensor: break;
+  }
+  return 8;
+}
+
 }  // namespace
 
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
   // Shapes only: a streamed expert's weight() would load it.
-  int64_t copies = 0, largest_weight = 0;
+  int64_t copies = 0, largest_weight = 0, largest_hessian = 0;
   std::map<std::string, int64_t> step_hessians;  // step key -> its Hessians' bytes
   std::map<std::string, int64_t> streamed_copy;  // step key of streamed experts -> one expert's weight bytes
   const bool streamed = options.expert_group_size > 0;
@@ -32,13 +50,16 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     const int64_t out = linear.linear->out_features(), in = linear.linear->in_features();
     const std::string key = StepKey(linear.relative_name);
     const bool expert = key != linear.relative_name;
+    const int64_t copy = out * in * options.element_bytes +
+                         (assignment != nullptr ? WeightParamBytes(assignment->config, out, in) : 0);
     if (streamed && expert) {
-      streamed_copy[key] = std::max(streamed_copy[key], out * in * options.element_bytes);
+      streamed_copy[key] = std::max(streamed_copy[key], copy);
     } else {
-      copies += out * in * options.element_bytes;
+      copies += copy;
     }
     if (!options.gptq) continue;
     largest_weight = std::max(largest_weight, out * in * 4);
+    largest_hessian = std::max(largest_hessian, in * in * 4);
     if (streamed && expert) {
       step_hessians[linear.relative_name] += in * in * 4;  // one expert at a time
     } else {
@@ -48,6 +69,10 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
   for (const auto& [key, bytes] : streamed_copy) copies += bytes * options.expert_group_size;
   int64_t hessians = 0;
   for (const auto& [key, bytes] : step_hessians) hessians = std::max(hessians, bytes);
+  if (options.tensor_ops) {
+    hessians += (kTensorOpsHessianCopies - 1) * largest_hessian;
+    largest_weight *= kTensorOpsWeightCopies;
+  }
   return std::max(copies, hessians + largest_weight);
 }
 

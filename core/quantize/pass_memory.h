@@ -10,11 +10,21 @@
 
 namespace quark::quantize {
 
+// GPTQ's tensor-operation path, from its code (gptq_tensor_ops.cc; not measured: no device here, and the CPU runs the
+// in-place path): the working Hessian, its Cholesky factor, cholesky_inverse's result and the upper factor of that are
+// alive together; the float32 weight, its working copy and the quantized columns.
+inline constexpr int64_t kTensorOpsHessianCopies = 4;
+inline constexpr int64_t kTensorOpsWeightCopies = 3;
+
 struct PassMemoryOptions {
   /// Bytes of one element of the compute dtype (the layer's weights as placed, and their quantized copies).
   int64_t element_bytes = 4;
   /// GPTQ (or GPTAQ / Qronos) runs on the layer.
   bool gptq = false;
+  /// GPTQ runs in tensor operations (algorithms/gptq_tensor_ops.h: the path of every device but the CPU), which hold
+  /// more copies than the CPU path's in-place LAPACK: kTensorOpsHessianCopies K x K matrices at the factorisation's
+  /// widest and kTensorOpsWeightCopies float32 copies of the weight while its columns are quantized.
+  bool tensor_ops = false;
   /// MoE experts streamed in groups of this many (QuantizeModelOptions::expert_group_size; 0 = the whole layer):
   /// only that many experts' copies are resident, and GPTQ holds one expert's Hessians at a time, not a step's for
   /// every expert.
@@ -23,10 +33,12 @@ struct PassMemoryOptions {
 
 /// The bytes, at their widest, that the passes hold for `layer` beyond what the streamer counts: the larger of
 ///   quantized copies: every linear the plan quantizes keeps its fake-quantized weight beside the float one until
-///                     the export releases it (sum of their weights' bytes; of routed experts streamed in groups,
-///                     one group's);
+///                     the export releases it, with its parameters (a float32 scale and zero point per group, channel
+///                     or block) (the sum over the linears; of routed experts streamed in groups, one group's);
 ///   GPTQ:             the Hessians of one step in float32 (K^2 * 4 per input the step reads; a step of routed
-///                     experts reads one input per expert) plus the float32 working copy of the largest weight
+///                     experts reads one input per expert) plus the float32 working copy of the largest weight (in
+///                     tensor operations: kTensorOpsHessianCopies of the largest Hessian beside the step's others,
+///                     and kTensorOpsWeightCopies of the weight)
 /// (GPTQ edits the float weights before the quantized linears are installed: the two are never alive together).
 /// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options);

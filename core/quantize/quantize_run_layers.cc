@@ -274,9 +274,10 @@ runtime::StreamerOptions QuantizeRun::Quantizing() const {
   quantize::PassMemoryOptions passes;
   passes.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype_));
   passes.gptq = gptq_ != nullptr;
+  passes.tensor_ops = !device_.device().is_cpu();
   passes.expert_group_size = options_.expert_group_size;
-  options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) {
-    return quantize::PassDeviceMemory(layer, quantizer_->plan(), passes);
+  options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
+    return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes) : 0;
   };
   return options;
 }

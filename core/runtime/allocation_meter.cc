@@ -118,7 +118,7 @@ class DeviceReports final : public c10::MemoryReportingInfoBase {
 
 }  // namespace
 
-AllocationMeter::AllocationMeter() {
+AllocationMeter::AllocationMeter(bool device_reports) {
   if (installed.exchange(true)) std::abort();  // two meters would count each other's tensors
   previous_ = c10::GetAllocator(c10::DeviceType::CPU);
   Counting().set_inner(previous_);
@@ -128,7 +128,10 @@ AllocationMeter::AllocationMeter() {
     std::lock_guard<std::mutex> lock(device_mutex);
     device_bytes = DeviceAllocatorBytes{};
   }
-  reports_ = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<DeviceReports>());
+  if (device_reports) {
+    reports_ =
+        std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<DeviceReports>());
+  }
 }
 
 AllocationMeter::~AllocationMeter() {

@@ -34,12 +34,14 @@ struct DeviceAllocatorBytes {
 };
 
 /// Installs a counting allocator in front of LibTorch's CPU allocator for its lifetime (one at a time: a second
-/// meter while one is installed aborts), and listens to the device allocators' reports on the installing thread.
+/// meter while one is installed aborts), and with `device_reports` listens to the device allocators' reports on the
+/// installing thread (that hook also makes LibTorch's CPU allocator report, and warn once about blocks older than the
+/// meter: off unless a device is metered).
 /// Tensors allocated while it is installed are counted until they are freed, even after it is gone. Install, use and
 /// destroy it on one thread (the thread-local report hook is restored when it goes).
 class AllocationMeter {
  public:
-  AllocationMeter();
+  explicit AllocationMeter(bool device_reports = false);
   ~AllocationMeter();
   AllocationMeter(const AllocationMeter&) = delete;
   AllocationMeter& operator=(const AllocationMeter&) = delete;

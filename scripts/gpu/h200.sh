@@ -18,8 +18,9 @@
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
 # QUARK_H200_STEPS picks and orders the steps (default "kit memory fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b
-# rates"): kit, memory (pass_memory_bench on the 7B model, fp8, 16 x 2048 tokens: each layer's device allocated and
-# reserved bytes against the device budget's formula, #27's 3.6x question), side
+# rates"): kit, memory (pass_memory_bench on the 7B model, 16 x 2048 tokens, fp8 over 4 layers and uint4 g128 + GPTQ
+# over 2: each layer's device allocated and reserved bytes against the device budget's formula, #27's 3.6x question),
+# side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
 # gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
 # A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
@@ -262,11 +263,15 @@ for step in $steps; do
     memory)
       # Each layer's tensor bytes on the device (the caching allocator's allocated and reserved) against the formula.
       if wait_model; then
-        say "== device memory per layer (pass_memory_bench, fp8, 16 x 2048)"
-        timeout "$(cap 90)" env LD_LIBRARY_PATH="$libs" "$build/bench/quantize/pass_memory_bench" --model "$m7b" \
-          --preset fp8 --samples 16 --seq-len 2048 --device "$device" > "$work/pass_memory.log" 2>&1
-        say "memory: status $?; $(head -1 "$work/pass_memory.log" | cut -c1-300)"
-        tail -4 "$work/pass_memory.log" >> "$log"
+        say "== device memory per layer (pass_memory_bench, 16 x 2048: fp8 4 layers, uint4 g128 + GPTQ 2 layers)"
+        for run in "fp8 4" "uint4_wo_128+gptq 2"; do
+          read -r preset cut <<< "$run"
+          timeout "$(cap 90)" env LD_LIBRARY_PATH="$libs" "$build/bench/quantize/pass_memory_bench" --model "$m7b" \
+            --preset "$preset" --samples 16 --seq-len 2048 --device "$device" --max-layers "$cut" \
+            > "$work/pass_memory_$preset.log" 2>&1
+          say "memory $preset: status $?; $(head -1 "$work/pass_memory_$preset.log" | cut -c1-300)"
+          tail -6 "$work/pass_memory_$preset.log" >> "$log"
+        done
       fi ;;
     *) say "unknown step '$step'" ;;
   esac

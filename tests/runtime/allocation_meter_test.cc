@@ -55,7 +55,7 @@ TEST(AllocationMeterTest, TensorsOutliveTheMeter) {
 }
 
 TEST(AllocationMeterTest, KeepsWhatADeviceAllocatorReports) {
-  AllocationMeter meter;
+  AllocationMeter meter(/*device_reports=*/true);
   EXPECT_FALSE(meter.device().reported);
   const c10::Device gpu(c10::DeviceType::CUDA, 0);
   int block = 0;
@@ -73,6 +73,13 @@ TEST(AllocationMeterTest, KeepsWhatADeviceAllocatorReports) {
   // The CPU allocator's own reports are not the device's.
   c10::reportMemoryUsageToProfiler(&block, 1 << 30, 1 << 30, 0, c10::Device(c10::DeviceType::CPU));
   EXPECT_EQ(meter.device().peak_allocated, 1000);
+}
+
+TEST(AllocationMeterTest, DeviceReportsAreOptIn) {
+  AllocationMeter meter;
+  int block = 0;
+  c10::reportMemoryUsageToProfiler(&block, 1000, 1000, 2 << 20, c10::Device(c10::DeviceType::CUDA, 0));
+  EXPECT_FALSE(meter.device().reported);
 }
 
 }  // namespace
