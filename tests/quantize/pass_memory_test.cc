@@ -6,7 +6,9 @@
 // The model is a bf16 synthetic Llama (the streamer converts each layer to float32 as a device copy would place it),
 // hidden 256, intermediate 768, 8 heads over 4 KV heads, samples of 256 tokens: few samples leave the weights and one
 // sample's forward to dominate, many the hidden states, as a 7B job with 128 samples does.
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +22,15 @@
 #include "core/estimate/job_estimate.h"
 #include "core/estimate/model_shape.h"
 #include "core/estimate/throughput.h"
+#include "core/config/layer_plan.h"
+#include "core/config/presets.h"
 #include "core/quantize/layer_memory_profile.h"
+#include "core/quantize/pass_memory.h"
+#include "core/runtime/layer_streamer.h"
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/allocation_meter.h"
 #include "tests/quantize/scenario_run.h"
+#include "tests/runtime/moe_test_models.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark {
@@ -128,6 +135,66 @@ TEST(PassMemoryBudgetTest, TheQuantizingStreamerRefusesABudgetShortOfThePasses) 
   options.device_memory_budget = formula->Need(1);
   auto fits = QuantizeModel(model, options);
   EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
+// PassDeviceMemory's terms on one layer, in closed form from the shapes.
+absl::StatusOr<std::shared_ptr<runtime::DecoderLayer>> FirstLayer(const std::string& model) {
+  auto streamer = runtime::LayerStreamer::Open(model);
+  if (!streamer.ok()) return streamer.status();
+  return (*streamer)->model().LoadLayer(0);
+}
+
+TEST(PassDeviceMemoryTest, DenseCopiesAgainstGptqOnTheCpuAndInTensorOperations) {
+  const std::string model = BudgetLlama();
+  auto shape = estimate::ReadModelShape(model);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  auto layer = FirstLayer(model);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  const LayerPlan plan = BuildLayerPlan(*PresetConfig("uint4_wo_128"), shape->modules);
+  // q, o 256 x 256; k, v 128 x 256; gate, up 768 x 256; down 256 x 768; a scale and a zero point per 128 columns.
+  const int64_t weights = 256 * 256 * 2 + 128 * 256 * 2 + 768 * 256 * 3;
+  const int64_t params = (256 * 2 + 128 * 2 + 768 * 2) * 2 * 8 + 256 * 6 * 8;
+  quantize::PassMemoryOptions options;
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), weights * 4 + params);
+  options.element_bytes = 2;
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), weights * 2 + params);
+  // GPTQ on the CPU: down_proj's 768^2 Hessian and the widest float32 weight (768 x 256), under the copies in float32;
+  // in tensor operations four such Hessians and three weight copies, over them.
+  options.element_bytes = 4;
+  options.gptq = true;
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), weights * 4 + params);
+  options.element_bytes = 2;
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), std::max<int64_t>(weights * 2 + params, 768 * 768 * 4 + 768 * 256 * 4));
+  options.tensor_ops = true;
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), 4 * 768 * 768 * 4 + 3 * 768 * 256 * 4);
+}
+
+// Routed experts: GPTQ's step of one projection holds every expert's Hessian; streamed in groups of G, one expert's,
+// and only G experts' quantized copies are resident.
+TEST(PassDeviceMemoryTest, RoutedExpertsWholeAndStreamedInGroups) {
+  const checkpoint::ModelConfig config = runtime::testing::TinyMoeConfig("qwen3_moe");
+  const std::string model = testing::TempPath("moe");
+  ASSERT_TRUE(runtime::testing::WriteMoeModel(config, model, 1).ok());
+  auto shape = estimate::ReadModelShape(model);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  auto layer = FirstLayer(model);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  const LayerPlan plan = BuildLayerPlan(*PresetConfig("fp8"), shape->modules);
+  const int64_t experts = config.num_experts, width = config.moe_intermediate_size, hidden = config.hidden_size;
+  ASSERT_GT(experts, 2);
+  const int64_t expert_copy = 3 * width * hidden * 4 + 3 * 8;  // gate, up, down in float32, one fp8 scale pair each
+  quantize::PassMemoryOptions whole, grouped;
+  grouped.expert_group_size = 2;
+  const int64_t all = quantize::PassDeviceMemory(**layer, plan, whole);
+  EXPECT_EQ(all - quantize::PassDeviceMemory(**layer, plan, grouped), (experts - 2) * expert_copy);
+  // GPTQ's widest step: every expert's input to down_proj (width^2 each) or to gate/up (hidden^2 each, one input an
+  // expert), against one expert's when streamed.
+  whole.gptq = grouped.gptq = true;
+  whole.element_bytes = grouped.element_bytes = 0;  // the Hessians alone (and the widest weight)
+  const int64_t widest = std::max(width, hidden);
+  const int64_t largest_weight = width * hidden * 4;
+  EXPECT_GE(quantize::PassDeviceMemory(**layer, plan, whole), experts * widest * widest * 4 + largest_weight);
+  EXPECT_LT(quantize::PassDeviceMemory(**layer, plan, grouped), experts * widest * widest * 4);
 }
 
 std::vector<Case> Cases() {
