@@ -22,6 +22,7 @@
 #include "core/estimate/job_estimate.h"
 #include "core/estimate/model_shape.h"
 #include "core/estimate/throughput.h"
+#include "core/algorithms/gptq.h"
 #include "core/config/layer_plan.h"
 #include "core/config/presets.h"
 #include "core/quantize/layer_memory_profile.h"
@@ -159,14 +160,15 @@ TEST(PassDeviceMemoryTest, DenseCopiesAgainstGptqOnTheCpuAndInTensorOperations) 
   options.element_bytes = 2;
   EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), weights * 2 + params);
   // GPTQ on the CPU: down_proj's 768^2 Hessian and the widest float32 weight (768 x 256), under the copies in float32;
-  // in tensor operations four such Hessians and three weight copies, over them.
+  // in tensor operations kTensorOpsHessianCopies such Hessians and kTensorOpsWeightCopies weight copies, over them.
   options.element_bytes = 4;
   options.gptq = true;
   EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), weights * 4 + params);
   options.element_bytes = 2;
   EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), std::max<int64_t>(weights * 2 + params, 768 * 768 * 4 + 768 * 256 * 4));
   options.tensor_ops = true;
-  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options), 4 * 768 * 768 * 4 + 3 * 768 * 256 * 4);
+  EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options),
+            quantize::kTensorOpsHessianCopies * 768 * 768 * 4 + quantize::kTensorOpsWeightCopies * 768 * 256 * 4);
 }
 
 // Routed experts: GPTQ's step of one projection holds every expert's Hessian; streamed in groups of G, one expert's,
@@ -195,6 +197,42 @@ TEST(PassDeviceMemoryTest, RoutedExpertsWholeAndStreamedInGroups) {
   const int64_t largest_weight = width * hidden * 4;
   EXPECT_GE(quantize::PassDeviceMemory(**layer, plan, whole), experts * widest * widest * 4 + largest_weight);
   EXPECT_LT(quantize::PassDeviceMemory(**layer, plan, grouped), experts * widest * widest * 4);
+}
+
+// GPTQ's tensor-operation path (every device's but the CPU's) run on the CPU under the meter: the factorisation holds
+// at most kTensorOpsHessianCopies K x K matrices and the column quantization (fused blocks, the default)
+// kTensorOpsWeightCopies float32 copies of the weight, the constants PassDeviceMemory charges a device. Both a float32
+// and a bfloat16 weight (the compute dtypes); the slack is the per-block buffers and the group parameters.
+TEST(PassDeviceMemoryTest, GptqInTensorOperationsHoldsWhatTheDeviceTermCharges) {
+  constexpr int64_t n = 256, k = 768;
+  const int64_t hessian_bytes = k * k * 4, weight_bytes = n * k * 4, slack = 4 * n * 128 * 4;
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({2048, k});
+  const QuantSpec spec = *PresetConfig("uint4_wo_128")->global_quant_config.weight;
+  algorithms::GptqOptions options;
+  options.tensor_ops = true;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const at::Tensor weight = (at::randn({n, k}) * 0.02).to(dtype);
+    runtime::AllocationMeter meter;
+    at::Tensor hessian = x.t().matmul(x);
+    meter.ResetPeak();
+    const int64_t start = meter.live_bytes();  // the Hessian is alive: the factorisation's own copies come on top
+    auto factor = algorithms::GptqFactorOf(std::move(hessian), options);
+    ASSERT_TRUE(factor.ok()) << factor.status();
+    const int64_t factoring = meter.peak_bytes() - start + hessian_bytes;
+    meter.ResetPeak();
+    const int64_t before = meter.live_bytes();
+    auto result = algorithms::GptqQuantizeWeight(weight, *factor, spec, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const int64_t quantizing = meter.peak_bytes() - before;
+    std::printf("%s: factorisation %.2f Hessians, column quantization %.2f float32 weights\n", c10::toString(dtype),
+                static_cast<double>(factoring) / hessian_bytes, static_cast<double>(quantizing) / weight_bytes);
+    EXPECT_LE(factoring, quantize::kTensorOpsHessianCopies * hessian_bytes + slack);
+    EXPECT_GT(factoring, (quantize::kTensorOpsHessianCopies - 1) * hessian_bytes);
+    EXPECT_LE(quantizing, quantize::kTensorOpsWeightCopies * weight_bytes + slack);
+    EXPECT_GT(quantizing, (quantize::kTensorOpsWeightCopies - 1) * weight_bytes);
+  }
 }
 
 std::vector<Case> Cases() {
