@@ -12,11 +12,10 @@ namespace quark::quantize {
 
 // GPTQ's tensor-operation path, as the same tensor operations hold them on the CPU (pass_memory_test): the working
 // Hessian, its Cholesky factor, cholesky_inverse's result and the upper factor of that are alive together (4 K x K);
-// the column quantization in fused blocks peaks at 6 float32 copies of the weight (the column loop at 3: the working
-// copy, the quantized columns and the lazy update's product; the fused path's 3 more were measured, not traced). The
-// device's fused kernel (CUDA) allocates nothing itself: the rest is the same device-generic tensor code.
+// quantizing a weight holds 3 float32 copies of it (the working copy, the quantized columns, the lazy update's
+// product) beside the factor and the fused blocks' row-major copy of it (2 K x K, within the 4).
 inline constexpr int64_t kTensorOpsHessianCopies = 4;
-inline constexpr int64_t kTensorOpsWeightCopies = 6;
+inline constexpr int64_t kTensorOpsWeightCopies = 3;
 
 struct PassMemoryOptions {
   /// Bytes of one element of the compute dtype (the layer's weights as placed, and their quantized copies).
