@@ -1,17 +1,25 @@
 // GPTQ's tensor-operation path (what a GPU runs) against the optimized CPU path, both on the CPU: the Hessian, the
 // inverse Hessian factor and the quantized weights must agree bit for bit (both do Quark's arithmetic element for
-// element, in the same order), for every kind of spec the column loop handles.
+// element, in the same order), for every kind of spec the column loop handles. The Hessian's and the weights' bits
+// compare GEMMs of different shapes (the CPU path's panels and row blocks, the tensor path's one call), which sum
+// alike on OpenBLAS's AVX-512 kernels only (tests/algorithms/blas_kernels.h); on other kernels (Haswell / Zen: AVX2,
+// what OpenBLAS 0.3.21 picks on some AVX-512 AMD EPYCs) the Hessians are held to the float64 bound and the weights
+// to the parity bound on the layer's output error, and the test says so.
 #include "core/algorithms/gptq_tensor_ops.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/algorithms/hessian.h"
 #include "core/numerics/fake_quant.h"
+#include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
+#include "tests/algorithms/hessian_bound.h"
 
 namespace quark::algorithms {
 namespace {
@@ -46,11 +54,14 @@ at::Tensor HessianOf(const std::vector<at::Tensor>& batches, bool tensor_ops) {
 int64_t Differing(const at::Tensor& a, const at::Tensor& b) { return (a != b).sum().item<int64_t>(); }
 
 TEST(GptqTensorOpsTest, HessianIsTheCpuPathsBitForBit) {
+  const ::testing::AssertionResult bits = testing::BitForBitBlasKernels(testing::Verified::kAvx512);
+  if (!bits) std::cout << "Bits not compared, float64 bound only: " << bits.message() << "\n";
   // Token counts that the BLAS splits into blocks unevenly, and a second and third batch (the rescaling).
   for (int64_t k : {96, 600}) {
     const std::vector<at::Tensor> batches = MakeInputs(k, {700, 333, 1}, 1);
     const at::Tensor cpu = HessianOf(batches, false), ops = HessianOf(batches, true);
-    EXPECT_EQ(Differing(cpu, ops), 0) << "k " << k;
+    EXPECT_TRUE(testing::WithinFloat32Bound(cpu, ops, batches)) << "k " << k;  // ops: Quark's full GEMM
+    if (bits) EXPECT_EQ(Differing(cpu, ops), 0) << "k " << k;
   }
 }
 
@@ -109,7 +120,19 @@ GptqOptions OptionsOf(const Case& c, int64_t block, bool tensor_ops) {
   return options;
 }
 
+// The layer's output error of a quantized weight over the calibration tokens, ||X (Wq - W)^T||^2, in float64.
+double OutputError(const at::Tensor& quantized, const at::Tensor& weight, const std::vector<at::Tensor>& batches) {
+  double error = 0;
+  for (const at::Tensor& x : batches) {
+    const at::Tensor tokens = x.reshape({-1, x.size(-1)}).to(at::kDouble);
+    error += tokens.matmul((quantized.to(at::kDouble) - weight.to(at::kDouble)).t()).pow(2).sum().item<double>();
+  }
+  return error;
+}
+
 TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
+  const ::testing::AssertionResult bits = testing::BitForBitBlasKernels(testing::Verified::kAvx512);
+  if (!bits) std::cout << "Bits not compared, output error within 0.1% only: " << bits.message() << "\n";
   const int64_t n = 96, k = 384;  // with a block of 100: a short last block, and groups that straddle blocks
   const std::vector<at::Tensor> batches = MakeInputs(k, {1024}, 3);
   const at::Tensor h = HessianOf(batches, false);
@@ -125,6 +148,12 @@ TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
       ASSERT_TRUE(a.ok()) << c.name << ": " << a.status();
       ASSERT_TRUE(b.ok()) << c.name << ": " << b.status();
       EXPECT_EQ(b->weight.scalar_type(), c.dtype) << c.name;
+      if (!bits) {
+        // The parity bound (#27 item 6): the tensor path's output error within 0.1% of the CPU path's.
+        const double cpu_error = OutputError(a->weight, w, batches), ops_error = OutputError(b->weight, w, batches);
+        EXPECT_NEAR(ops_error / cpu_error, 1.0, 1e-3) << c.name << ", block " << block;
+        continue;
+      }
       EXPECT_EQ(Differing(a->weight, b->weight), 0) << c.name << ", block " << block;
       EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name;
       EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name;
