@@ -4,12 +4,14 @@
 // and their uint4 g32 weights, with and without desc_act. The engine recomputes the statistics and the weights here.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/algorithms/asymmetric_gptq.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/runtime/tensor_view.h"
+#include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
 
 namespace quark::algorithms {
@@ -62,11 +64,20 @@ TEST_P(AsymmetricPeerTest, StatisticsAreQuarks) {
   const std::string name = GetParam() == HessianMethod::kGptaq ? "gptaq" : "qronos";
   const AsymmetricStats stats = StatsOf(GetParam(), ref);
   // The same calls in the same order: bit for bit Quark's (torch 2.6 there, LibTorch 1.13 here, both on OpenBLAS
-  // for these shapes), and at worst within rounding of it.
-  EXPECT_TRUE(at::equal(stats.hessian(), ref.Get(name + "_hessian")))
-      << RelativeDifference(stats.hessian(), ref.Get(name + "_hessian"));
-  EXPECT_TRUE(at::equal(stats.cross(), ref.Get(name + "_cross")))
-      << RelativeDifference(stats.cross(), ref.Get(name + "_cross"));
+  // for these shapes) on the AVX-512 kernels the reference was made on, and within rounding of it on the others
+  // (OpenBLAS's Haswell kernels on some AMD EPYCs: 2e-8 / 8e-8 apart; blas_kernels.h).
+  const ::testing::AssertionResult bits = testing::BitForBitBlasKernels(testing::Verified::kAvx512);
+  const double hessian = RelativeDifference(stats.hessian(), ref.Get(name + "_hessian"));
+  const double cross = RelativeDifference(stats.cross(), ref.Get(name + "_cross"));
+  EXPECT_LE(hessian, 1e-6);
+  EXPECT_LE(cross, 1e-6);
+  if (!bits) {
+    std::cout << "Bits not compared (" << bits.message() << "): relative differences " << hessian << ", " << cross
+              << "\n";
+    return;
+  }
+  EXPECT_TRUE(at::equal(stats.hessian(), ref.Get(name + "_hessian"))) << hessian;
+  EXPECT_TRUE(at::equal(stats.cross(), ref.Get(name + "_cross"))) << cross;
 }
 
 TEST_P(AsymmetricPeerTest, WeightsMatchQuarksOnItsStatistics) {

@@ -7,10 +7,12 @@
 #include <filesystem>
 
 #include <cmath>
+#include <iostream>
 #include <random>
 
 #include "core/eval/kld_stats.h"
 #include "core/runtime/tokenizer.h"
+#include "tests/algorithms/blas_kernels.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::eval {
@@ -161,8 +163,25 @@ TEST_F(KldEvalTest, StreamingInPassesAndLogitBlocksChangesNothing) {
   options.logits_block = 7;
   auto streamed = EvaluateKld(*reference_, *model_, ids_, options);
   ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_EQ(streamed->kld_values, whole->kld_values);
-  EXPECT_EQ(streamed->p_diff_values, whole->p_diff_values);
+  // The lm_head's GEMMs take other shapes in blocks of 7 rows: the same bits on OpenBLAS's AVX-512 kernels; on its
+  // AVX2 ones (Haswell / Zen, which some AVX-512 AMD EPYCs get) a product's bits depend on its place in the call
+  // (tests/algorithms/blas_kernels.h): last-bit differences through four layers and the softmax move a token's KLD
+  // (~1e-3 to 3e-2 here) by up to ~3e-5, so there each value is held to 1e-4 and the mean to 1e-3 of itself.
+  const ::testing::AssertionResult bits = quark::algorithms::testing::BitForBitBlasKernels(
+      quark::algorithms::testing::Verified::kAvx512);
+  if (bits) {
+    EXPECT_EQ(streamed->kld_values, whole->kld_values);
+    EXPECT_EQ(streamed->p_diff_values, whole->p_diff_values);
+    return;
+  }
+  std::cout << "Bits not compared, values within 1e-4: " << bits.message() << "\n";
+  EXPECT_NEAR(streamed->summary.kld.value, whole->summary.kld.value, 1e-3 * whole->summary.kld.value);
+  ASSERT_EQ(streamed->kld_values.size(), whole->kld_values.size());
+  ASSERT_EQ(streamed->p_diff_values.size(), whole->p_diff_values.size());
+  for (size_t i = 0; i < whole->kld_values.size(); ++i) {
+    EXPECT_NEAR(streamed->kld_values[i], whole->kld_values[i], 1e-4) << "token " << i;
+    EXPECT_NEAR(streamed->p_diff_values[i], whole->p_diff_values[i], 1e-4) << "token " << i;
+  }
 }
 
 // #36 item 1: rows saved by one job and opened by another score exactly as the reference pass they came from; a file
