@@ -54,7 +54,19 @@ void DeleteCounted(void* data) {
 
 class CountingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  // LibTorch 1.13 declares allocate const, 2.x (2.3 on) not: each version overrides the one it declares, and the other
+  // is a plain overload (so no `override` on either).
+  c10::DataPtr allocate(size_t n) const { return Allocate(n); }
+  c10::DataPtr allocate(size_t n) { return Allocate(n); }
+  c10::DeleterFnPtr raw_deleter() const override { return &DeleteCounted; }
+  // LibTorch 2.x's Allocator declares it (pure virtual); 1.13's does not.
+  void copy_data(void* dest, const void* src, std::size_t count) const {
+    if (count > 0) std::memcpy(dest, src, count);
+  }
+  void set_inner(c10::Allocator* inner) { inner_ = inner; }
+
+ private:
+  c10::DataPtr Allocate(size_t n) const {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     // Only what can be freed by its pointer alone is counted (the CPU allocator's own memory always can).
@@ -69,14 +81,7 @@ class CountingAllocator final : public c10::Allocator {
     Count(static_cast<int64_t>(n));
     return c10::DataPtr(data, data, &DeleteCounted, device);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &DeleteCounted; }
-  // LibTorch 2.x's Allocator declares it (pure virtual); 1.13's does not.
-  void copy_data(void* dest, const void* src, std::size_t count) const {
-    if (count > 0) std::memcpy(dest, src, count);
-  }
-  void set_inner(c10::Allocator* inner) { inner_ = inner; }
 
- private:
   c10::Allocator* inner_ = nullptr;
 };
 
