@@ -1,12 +1,13 @@
 #include "core/quantize/layer_memory_profile.h"
 
+#include <optional>
 #include <utility>
-#include <variant>
 
 #include "core/checkpoint/dtype.h"
 #include "core/config/layer_plan.h"
 #include "core/estimate/model_shape.h"
 #include "core/quantize/pass_memory.h"
+#include "core/runtime/compute_device.h"
 
 namespace quark::quantize {
 
@@ -42,7 +43,9 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
                                                             int64_t samples, int64_t seq) {
   auto shape = estimate::ReadModelShape(model_dir);
   if (!shape.ok()) return shape.status();
-  const at::ScalarType dtype = options.compute_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  absl::StatusOr<at::ScalarType> compute_dtype = runtime::ResolveComputeDtype(options.compute_dtype, "compute_dtype");
+  if (!compute_dtype.ok()) return compute_dtype.status();
+  const at::ScalarType dtype = *compute_dtype;
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   int64_t weights = 0;
   for (const estimate::TensorShape& t : shape->tensors) {
@@ -57,11 +60,13 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
   if (!streamer.ok()) return streamer.status();
   auto layer = (*streamer)->model().LoadLayer(index);
   if (!layer.ok()) return layer.status();
-  PassMemoryOptions passes;
-  passes.element_bytes = element;
-  for (const AlgoConfig& algo : options.config.algo_config) passes.gptq = passes.gptq || std::holds_alternative<GptqAlgo>(algo);
-  passes.expert_group_size = options.expert_group_size;
-  passes.tensor_ops = options.device != "cpu";
+  std::optional<at::Device> device;
+  try {
+    device = at::Device(options.device);
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError("device: \"" + options.device + "\" is not a device: " + error.what());
+  }
+  const PassMemoryOptions passes = PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size);
   memory.passes = PassDeviceMemory(**layer, BuildLayerPlan(options.config, shape->modules), passes);
   return memory;
 }

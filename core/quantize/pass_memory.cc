@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 #include <string>
+#include <variant>
 
 namespace quark::quantize {
 namespace {
@@ -37,6 +38,16 @@ int64_t WeightParamBytes(const LayerQuantConfig& config, int64_t out, int64_t in
 }
 
 }  // namespace
+
+PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType compute_dtype, const at::Device& device,
+                                       int64_t expert_group_size) {
+  PassMemoryOptions options;
+  options.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype));
+  for (const AlgoConfig& algo : config.algo_config) options.gptq = options.gptq || std::holds_alternative<GptqAlgo>(algo);
+  options.tensor_ops = !device.is_cpu();
+  options.expert_group_size = expert_group_size;
+  return options;
+}
 
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
   // Shapes only: a streamed expert's weight() would load it.

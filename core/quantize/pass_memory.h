@@ -32,6 +32,11 @@ struct PassMemoryOptions {
   int64_t expert_group_size = 0;
 };
 
+/// What a QuantizeModel run with `config` passes: the compute dtype's element size, GPTQ when algo_config has it,
+/// tensor operations on any device but the CPU, experts streamed in groups of `expert_group_size`.
+PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType compute_dtype, const at::Device& device,
+                                       int64_t expert_group_size);
+
 /// The bytes, at their widest, that the passes hold for `layer` beyond what the streamer counts: the larger of
 ///   quantized copies: every linear the plan quantizes keeps its fake-quantized weight beside the float one until
 ///                     the export releases it, with its parameters (a float32 scale and zero point per group, channel

@@ -271,11 +271,8 @@ absl::Status QuantizeRun::InstallR4(runtime::DecoderLayer& layer) const {
 
 runtime::StreamerOptions QuantizeRun::Quantizing() const {
   runtime::StreamerOptions options = OnDevice();
-  quantize::PassMemoryOptions passes;
-  passes.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype_));
-  passes.gptq = gptq_ != nullptr;
-  passes.tensor_ops = !device_.device().is_cpu();
-  passes.expert_group_size = options_.expert_group_size;
+  const quantize::PassMemoryOptions passes = quantize::PassMemoryOptionsFor(
+      options_.config, compute_dtype_, device_.device(), options_.expert_group_size);
   options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
     return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes) : 0;
   };
