@@ -39,12 +39,13 @@ endfunction()
 # every engine translation unit on a 2-core machine). Every such target compiles with -ffp-contract=off: the
 # bit-exact contract needs separately rounded multiplies and adds (Quark's column update is a product, then a
 # subtraction). OPTIONS adds code generation options of the target's own; targets with the same ones share.
+# QUARK_CODE_OPTIONS, set in a folder's scope, adds options to every such target of the folder (tests/: -O1).
 function(quark_use_torch target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "OPTIONS")
   if(DEFINED quark_kit_test_filter AND NOT TARGET ${target})
     return()  # a test the GPU kit leaves out (tests/CMakeLists.txt)
   endif()
-  set(options -ffp-contract=off ${arg_OPTIONS})
+  set(options -ffp-contract=off ${QUARK_CODE_OPTIONS} ${arg_OPTIONS})
   target_link_libraries(${target} PUBLIC quark_torch)
   target_compile_options(${target} PRIVATE ${options})
   get_target_property(type ${target} TYPE)

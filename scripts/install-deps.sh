@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
+  # LLVM's linker: links the suite's ~200 LibTorch executables and libraries ~6x faster than GNU ld (CMakeLists.txt)
+  lld
   # engine: LibTorch (CPU) and a fast BLAS (without it matmul falls back to reference BLAS, ~14x slower)
   libtorch-dev libopenblas0-pthread libsentencepiece-dev sentencepiece
   # tokenizer.json: Unicode split regexes (PCRE2) and NFC normalization (ICU)

@@ -55,18 +55,18 @@ TEST(HadamardTest, SylvesterForEveryPowerOfTwoUpTo8192) {
   EXPECT_TRUE(at::equal(h[0], at::ones({16}, at::kDouble)));
 }
 
-// The base orders real models need, each alone, doubled, and at the largest multiple k * 2^m <= 8192.
+// The base orders real models need, each alone and doubled, and real models' widths (k * 2^m up to 7168, among them
+// the tabulated 172's largest multiple below 8192). Each base's every doubling up to 8192 took ~100 s of the suite
+// for nothing new: a doubling is the Kronecker product with [[1, 1], [1, -1]], checked by the doubled orders.
 TEST(HadamardTest, BaseOrdersOfRealModelsAndTheirMultiples) {
   for (int64_t k : {12, 20, 28, 36, 40, 44, 52, 60, 76, 108, 140, 148, 156, 172}) {
-    int64_t largest = k;
-    while (largest * 2 <= 8192) largest *= 2;
-    for (int64_t n : {k, 2 * k, largest}) {
+    for (int64_t n : {k, 2 * k}) {
       absl::StatusOr<at::Tensor> h = HadamardMatrix(n);
       ASSERT_TRUE(h.ok()) << h.status();
       ExpectHadamard(*h, n);
     }
   }
-  for (int64_t n : {3584, 4864, 5120, 6144, 7168}) {
+  for (int64_t n : {3584, 4864, 5120, 5504, 6144, 7168}) {
     absl::StatusOr<at::Tensor> h = HadamardMatrix(n);
     ASSERT_TRUE(h.ok()) << h.status();
     ExpectHadamard(*h, n);

@@ -15,10 +15,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import {builtFile, importNodeLlamaCpp, sharedDir} from './llama_cpp_peer.mjs';
+import {builtFile, cpuLlama, sharedDir} from './llama_cpp_peer.mjs';
 import {llamaCppMeanNll} from './llama_cpp_nll.mjs';
 
-const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+const llama = await cpuLlama();  // first: a missing peer stops the test before any work
 const tool = builtFile('tests/export/deepseek_gguf_tool');
 const quark = builtFile('core/cli/quark');
 
@@ -41,7 +41,6 @@ const shapes = ['tiny'];
 let failures = 0;
 let compared = 0;
 try {
-  const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
   for (const shape of shapes) {
     const dir = path.join(work, shape);
     const lines = execFileSync(tool, [dir, sharedDir, '--shape', shape, '--seq-len', String(kSeqLen),

@@ -11,9 +11,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import {builtFile, importNodeLlamaCpp, sharedDir} from './llama_cpp_peer.mjs';
+import {builtFile, cpuLlama, sharedDir} from './llama_cpp_peer.mjs';
 
-const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+const llama = await cpuLlama();  // first: a missing peer stops the test before any work
 const quark = builtFile('core/cli/quark');
 const tool = builtFile('tests/export/gguf_export_tool');
 const kNewTokens = 48;
@@ -24,7 +24,6 @@ const kPrompts = [
   'The little dog was sad because',
 ];
 const modelDir = path.join(sharedDir, 'fixtures/tinyllama-a');
-const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_gguf_generation_'));
 let failures = 0;
 

@@ -17,9 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 
 import {llamaCppFileNll} from './llama_cpp_nll.mjs';
-import {builtFile, importNodeLlamaCpp, sharedDir} from './llama_cpp_peer.mjs';
+import {builtFile, cpuLlama, sharedDir} from './llama_cpp_peer.mjs';
 
-const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+const llama = await cpuLlama();  // first: a missing peer stops the test before any work
 const quark = builtFile('core/cli/quark');
 
 const env = (name, fallback) => Number(process.env[name] || fallback);
@@ -41,7 +41,6 @@ const variants = [
   {label: 'gptq+imatrix', args: [...calibration, '--quant-algo', 'gptq', '--imatrix-from-calibration']},
 ];
 
-const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'quark_kquant_gptq_'));
 const tinyllama = {name: 'tinyllama-a', dir: path.join(sharedDir, 'fixtures/tinyllama-a')};
 const models = process.env.QUARK_KGPTQ_TWIN === 'only' ? [] : [tinyllama];

@@ -1,11 +1,12 @@
 // What the GGUF node tests share before their first check: the source, build and shared folders (QUARK_SOURCE_DIR,
 // QUARK_BINARY_DIR, QUARK_SHARED_DIR, else beside this file), node-llama-cpp's prebuilt llama.cpp (a missing peer
 // skips, or fails under CI=true: peer_missing.cjs), the built binaries the test names (missing ones fail), and a CPU
-// Llama handle with errors-only logging.
+// Llama handle (llama_cpp_peer.mjs's cpuLlama: one thread).
 import fs from 'node:fs';
 import path from 'node:path';
-import {fileURLToPath, pathToFileURL} from 'node:url';
+import {fileURLToPath} from 'node:url';
 
+import {cpuLlama} from './llama_cpp_peer.mjs';
 import {peerMissing} from './peer_missing.cjs';
 
 /// binaries: paths under the build folder ("core/cli/quark"). Returns {sourceDir, binaryDir, sharedDir, llama,
@@ -27,7 +28,6 @@ export async function llamaCppEnv(binaries) {
       process.exit(1);
     }
   }
-  const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
-  const llama = await getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error});
+  const llama = await cpuLlama();
   return {sourceDir, binaryDir, sharedDir, llama, binaries: paths};
 }

@@ -23,6 +23,16 @@ export async function importNodeLlamaCpp() {
   return import(pathToFileURL(entry).href);
 }
 
+/// A CPU llama.cpp handle with errors-only logging and one thread per context. ggml's threads spin while they wait
+/// for work, and ctest runs these tests beside others on a 2-core machine: with every core's thread, a node test took
+/// 4-5x the CPU time of one thread and starved the tests beside it (gguf_consumer_test's F32/Q8_0/Q4_K_M cases beside
+/// two busy processes: 112 s of CPU and 138 s wall with every core, 24 s and 52 s with one thread, quark's children
+/// also held to one thread as in every other test of the suite).
+export async function cpuLlama() {
+  const {getLlama, LlamaLogLevel} = await importNodeLlamaCpp();
+  return getLlama({gpu: false, build: 'never', logLevel: LlamaLogLevel.error, maxThreads: 1});
+}
+
 /// The built file `relative` under the build folder; exits 1 (FAIL) when it is not built.
 export function builtFile(relative) {
   const file = path.join(binaryDir, relative);
