@@ -21,11 +21,11 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::string& bucket,
   // s3rver 3.7 mints ListObjectsV2 continuation tokens with DES-CBC, which Node 17+ (OpenSSL 3) only has in the
   // legacy provider: without it every listing past 1,000 keys answers 500 (s3rver's bug, not the client's; real S3
   // and MinIO tokens are opaque strings). The flag loads that provider for s3rver's process only.
-  std::vector<std::string> argv = {"node", "--openssl-legacy-provider", (modules / "s3rver/bin/s3rver.js").string()};
-  if (!extra_keys.empty()) {
-    fs::path launcher = fs::path(EnvOr("QUARK_SOURCE_DIR", QUARK_TEST_SOURCE_DIR)) / "tests/storage/support/s3rver_keys.js";
-    argv = {"node", "--openssl-legacy-provider", launcher.string(), modules.string(), nlohmann::json(extra_keys).dump()};
-  }
+  // Through the launcher: read-after-write consistent PUTs, and the extra access keys (s3rver_launcher.js).
+  fs::path launcher = fs::path(EnvOr("QUARK_SOURCE_DIR", QUARK_TEST_SOURCE_DIR)) / "tests/storage/support/s3rver_launcher.js";
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [id, secret] : extra_keys) keys[id] = secret;
+  std::vector<std::string> argv = {"node", "--openssl-legacy-provider", launcher.string(), modules.string(), keys.dump()};
   for (const std::string& arg : {std::string("-d"), (server->dir_.path() / "data").string(), std::string("-a"),
                                  std::string("127.0.0.1"), std::string("-p"), std::string("0"), std::string("-s"),
                                  std::string("--configure-bucket"), bucket}) {

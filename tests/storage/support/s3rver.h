@@ -15,8 +15,9 @@ namespace quark::testing {
 class S3rver {
  public:
   /// Starts s3rver with bucket `bucket`; FAILED_PRECONDITION when node or the npm peers are missing.
-  /// `extra_keys` (access key id -> secret) are accepted besides S3RVER/S3RVER (s3rver_keys.js); any other key
-  /// id is refused with 403 InvalidAccessKeyId.
+  /// `extra_keys` (access key id -> secret) are accepted besides S3RVER/S3RVER; any other key id is refused with 403
+  /// InvalidAccessKeyId. s3rver runs through tests/storage/support/s3rver_launcher.js, which also makes its PUTs
+  /// read-after-write consistent, as S3's are.
   static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::string& bucket = "test",
                                                        const std::map<std::string, std::string>& extra_keys = {});
 
