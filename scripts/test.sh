@@ -18,7 +18,17 @@ fi
 # fails the run.
 junit="$PWD/build/Testing/quark-junit.xml"
 rm -f "$junit"
+# Each GoogleTest suite's XML report (tests/support/gtest_suite.sh); test_summary.py reads them beside the JUnit file.
+rm -rf "$PWD/build/Testing/gtest"
 status=0
+# ctest starts the tests it knows to be longest first (from its own record of earlier runs); a fresh build tree, as in
+# CI, has no record, and a long suite started last would stretch the run by its length. The seed is one whole run's
+# times (tests/support/ctest_cost_data.txt, ctest's CTestCostData.txt format: name, runs, seconds); ctest keeps its
+# own record from then on.
+if [ ! -f build/Testing/Temporary/CTestCostData.txt ]; then
+  mkdir -p build/Testing/Temporary
+  cp tests/support/ctest_cost_data.txt build/Testing/Temporary/CTestCostData.txt
+fi
 # One more test than cores: many tests spend their time waiting on processes they started (quarkd, workers, s3rver,
 # PostgreSQL), and every engine process runs one thread (QUARK_THREADS=1); the suite is run so on the 2-core VM.
 ctest --test-dir build --output-on-failure -j "$(( $(nproc) + 1 ))" --timeout 900 --output-junit "$junit" || status=$?

@@ -121,7 +121,7 @@ TEST_F(ImatrixMsePassTest, WithoutSamplesItIsAFailedPrecondition) {
   EXPECT_NE(std::string(params.status().message()).find("calibration samples"), std::string::npos);
 }
 
-TEST(ImatrixMseObserverTest, WithoutImportanceItRefusesRatherThanFallBack) {
+TEST(ImatrixMseObserverRefusalTest, WithoutImportanceItRefusesRatherThanFallBack) {
   const QuantSpec spec = *ImatrixConfig().global_quant_config.weight;
   auto observer = MakeObserver(spec, TensorRole::kWeight);
   ASSERT_TRUE(observer.ok()) << observer.status();
