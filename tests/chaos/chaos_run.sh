@@ -77,7 +77,10 @@ sql() { psql -qAtX -h "$dir/pg" -U quark postgres -c "$1"; }
 # s3rver, and the fault proxy in front of it (its rules file is what the driver rewrites).
 mkdir -p "$dir/s3"
 # --openssl-legacy-provider: s3rver mints listing continuation tokens with DES (see tests/storage/support/s3rver.cc).
-node --openssl-legacy-provider "$s3rver_js" -d "$dir/s3" -a 127.0.0.1 -p 0 -s --configure-bucket chaos >"$dir/s3rver.log" 2>&1 &
+# Through the tests' launcher (tests/storage/support/s3rver_launcher.js): a PUT answers once its object's file holds its
+# bytes, as S3 is read-after-write consistent; the faults the chaos run injects are the proxy's, not s3rver's.
+node --openssl-legacy-provider "$src/tests/storage/support/s3rver_launcher.js" "$src/tests/peers/node_modules" '{}' \
+  -d "$dir/s3" -a 127.0.0.1 -p 0 -s --configure-bucket chaos >"$dir/s3rver.log" 2>&1 &
 echo $! >"$dir/s3rver.pid"; disown $!
 s3_port=$(wait_line "$dir/s3rver.log" 'listening on 127\.0\.0\.1:[0-9]+')
 echo '[]' >"$dir/rules.json"
