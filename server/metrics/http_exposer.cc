@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -47,6 +49,14 @@ constexpr size_t kThreads = 16;
 // own pool queues every accepted connection without limit.
 constexpr size_t kMaxQueued = 16;
 
+// TaskQueue::enqueue returns void in cpp-httplib 0.11 (Debian bookworm) and bool in later versions (trixie's 0.18),
+// where false refuses the connection. This pool never refuses (it blocks for space), so it answers "taken" where asked.
+using EnqueueResult = decltype(std::declval<httplib::TaskQueue&>().enqueue(std::function<void()>()));
+template <typename Result>
+Result Taken() {
+  if constexpr (std::is_same_v<Result, bool>) return true;
+}
+
 // cpp-httplib's TaskQueue with a bounded queue: enqueue() blocks while kMaxQueued connections wait.
 class BoundedThreadPool : public httplib::TaskQueue {
  public:
@@ -54,11 +64,12 @@ class BoundedThreadPool : public httplib::TaskQueue {
     for (size_t i = 0; i < kThreads; ++i) workers_.emplace_back([this] { Work(); });
   }
 
-  void enqueue(std::function<void()> fn) override {
+  EnqueueResult enqueue(std::function<void()> fn) override {
     std::unique_lock<std::mutex> lock(mu_);
     space_.wait(lock, [this] { return queue_.size() < kMaxQueued || shutdown_; });
     queue_.push_back(std::move(fn));
     ready_.notify_one();
+    return Taken<EnqueueResult>();
   }
 
   void shutdown() override {

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "core/algorithms/layer_scaling.h"
 #include "core/algorithms/smoothing.h"
 #include "core/checkpoint/checkpoint_reader.h"
