@@ -12,9 +12,11 @@
 // reference outputs, the trial weights and sample 0's output are the CPU's exactly), so the search compares other
 // losses. That is the lazy backend's doing, not shown on a GPU yet: the engine refuses AWQ and AutoSmoothQuant on a
 // device (tested below) until a GPU run shows their search equal to the CPU's.
+#include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include "core/quantize/quantize_model.h"
 #include "core/runtime/compute_device.h"
@@ -48,12 +50,26 @@ class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
 std::string* DeviceQuantizeTest::model_dir_ = nullptr;
 std::string* DeviceQuantizeTest::text_ = nullptr;
 
+// LibTorch 1.13's lazy backend runs every op through the eager CPU kernels: its perplexities equal the CPU run's.
+// Under LibTorch 2.6 (scripts/check-libtorch2.sh) they differ in the 8th digit (2.4e-8 relative, measured) while
+// every exported byte stays equal: one of the evaluation's ops runs another kernel there (not identified yet).
+#if TORCH_VERSION_MAJOR >= 2
+constexpr double kPerplexityTolerance = 1e-7;
+#else
+constexpr double kPerplexityTolerance = 0;
+#endif
+
 void ExpectSameRun(const QuantizeModelReport& cpu, const std::string& cpu_dir, const QuantizeModelReport& device,
                    const std::string& device_dir) {
-  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded", "ppl_gguf", "export_weight_differences"}) {
+  for (const char* metric : {"ppl_before", "ppl_after", "ppl_reloaded", "ppl_gguf"}) {
     if (!cpu.metrics.count(metric)) continue;
     ASSERT_TRUE(device.metrics.count(metric)) << metric;
-    EXPECT_EQ(device.metrics.at(metric), cpu.metrics.at(metric)) << metric;
+    const double expected = cpu.metrics.at(metric);
+    EXPECT_NEAR(device.metrics.at(metric), expected, kPerplexityTolerance * std::abs(expected)) << metric;
+  }
+  if (cpu.metrics.count("export_weight_differences")) {
+    ASSERT_TRUE(device.metrics.count("export_weight_differences"));
+    EXPECT_EQ(device.metrics.at("export_weight_differences"), cpu.metrics.at("export_weight_differences"));
   }
   EXPECT_EQ(device.algorithm_log, cpu.algorithm_log);
   const auto cpu_files = FilesUnder(cpu_dir), device_files = FilesUnder(device_dir);

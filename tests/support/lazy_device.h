@@ -5,6 +5,7 @@
 // are proven here without a GPU. (The meta device proves placement too, but computes no values.)
 #pragma once
 
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/lazy/ts_backend/ts_backend_impl.h>
 
 #include <mutex>
@@ -15,7 +16,14 @@ namespace quark::testing {
 
 inline runtime::ComputeDevice LazyComputeDevice() {
   static std::once_flag initialised;
-  std::call_once(initialised, [] { torch::lazy::InitTorchScriptBackend(); });
+  std::call_once(initialised, [] {
+    // The traced graphs run op by op, as the CPU path computes them, with none of TorchScript's graph passes. With
+    // them, LibTorch 2.6 (Debian's, built with LLVM) compiled every materialised graph with the TensorExpr fuser (a
+    // pipeline run that takes seconds with 1.13 did not finish in 10 minutes), and its rewritten graphs' perplexities
+    // differed from the CPU run's in the 8th digit.
+    torch::jit::setGraphExecutorOptimize(false);
+    torch::lazy::InitTorchScriptBackend();
+  });
   return runtime::ComputeDeviceForTesting(at::Device(at::kLazy, 0));
 }
 
