@@ -1,12 +1,12 @@
 # One ctest test per GoogleTest suite instead of one per test case.
 #
 # Why: a test process that links LibTorch spends ~0.7 s in LibTorch's static initialisation before its first line, and
-# a suite's SetUpTestSuite (a model written, a tokenizer loaded) ran again in every case's process. With one process per
-# case, 1,388 cases cost ~1,400 s of the suite's CPU on the 2-core CI machine for that alone; per suite, 337 processes.
+# a suite's SetUpTestSuite (a model written, a tokenizer loaded) ran again in every case's process: per case, 1,388
+# processes; per suite, 337, and ~1,450 s less test time on the 2-core CI machine (docs/results/service.md).
 #
 # quark_gtest_suites(TARGET t ENVIRONMENT vars... LABELS l... TIMEOUT s COST c)
 # After t links, it lists t's suites (`t --gtest_list_tests`, run during the build rather than when ctest starts:
-# ~200 listings at 0.7 s each would otherwise run one after another before the first test) into a ctest file of
+# ~120 listings at 0.7 s each would otherwise run one after another before the first test) into a ctest file of
 # `add_test(<Suite> ...)`, which ctest includes. Each test runs tests/support/gtest_suite.sh, which keeps GoogleTest's
 # XML report of the suite under <build>/Testing/gtest/ (scripts/test_summary.py reports every case from it, skips with
 # their reasons) and exits 77 (ctest: skipped) when every case of the suite skipped.

@@ -34,7 +34,6 @@ if(NOT suites)
   message(FATAL_ERROR "${EXECUTABLE} --gtest_list_tests listed no suite:\n${listing}")
 endif()
 
-set(timeout_line "")
 set(content "# Written by cmake/QuarkGtestSuitesList.cmake from ${EXECUTABLE} --gtest_list_tests.\n")
 foreach(suite IN LISTS suites)
   if(suite MATCHES "[^A-Za-z0-9_/]")
