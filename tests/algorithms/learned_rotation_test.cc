@@ -111,7 +111,9 @@ class LearnedRotationTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(model.ok()) << model.status();
     for (bool train_r2 : {false, true}) {
       LearnedRotationOptions options;
-      options.max_steps = 12;
+      // 40 steps: after 12, whether the training had beaten Hadamard depended on the summation order (it had with one
+      // OpenBLAS thread, not with two, nor under LibTorch 2.6); after 40 it has by >= 0.02 in all four.
+      options.max_steps = 40;
       options.train_r2 = train_r2;
       auto loaded = RotationTrainingModel::Load(*Weights(Dir()), *model, {}, kSeq, options, "algo_config[0]");
       ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -143,7 +145,7 @@ std::map<bool, Trained>* LearnedRotationTest::trained_ = nullptr;
 
 TEST_P(LearnedRotationTest, StaysOrthogonalAndLowersTheQuantizedLoss) {
   const LearnedRotation& learned = trained().learned;
-  ASSERT_EQ(learned.steps.size(), 12u);
+  ASSERT_EQ(learned.steps.size(), 40u);
   EXPECT_LT(OrthogonalityError(learned.r1), 1e-5);
   const at::Tensor hadamard = *RotationFor(256, {}, "r1");
   EXPECT_GT((learned.r1 - hadamard).abs().max().item<double>(), 1e-3) << "R1 did not move";
@@ -239,7 +241,8 @@ TEST(LearnedRotationTwinTest, LearnedBeatsHadamardOnTheOutlierTwin) {
   auto model = checkpoint::LoadModelConfig(twin);
   ASSERT_TRUE(model.ok());
   LearnedRotationOptions options;
-  options.max_steps = 16;
+  // 40 steps, not 16: see LearnedRotationTest (held-out margin >= 0.004 with one or two threads, LibTorch 1.13 or 2.6).
+  options.max_steps = 40;
   auto loaded = RotationTrainingModel::Load(*Weights(twin), *model, {}, kSeq, options, "algo_config[0]");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const RotationTrainingScheme scheme = SchemeOf("uint4_wo_128");
