@@ -18,9 +18,8 @@ inline runtime::ComputeDevice LazyComputeDevice() {
   static std::once_flag initialised;
   std::call_once(initialised, [] {
     // The traced graphs run op by op, as the CPU path computes them, with none of TorchScript's graph passes. With
-    // them, LibTorch 2.6 (Debian's, built with LLVM) compiled every materialised graph with the TensorExpr fuser (a
-    // pipeline run that takes seconds with 1.13 did not finish in 10 minutes), and its rewritten graphs' perplexities
-    // differed from the CPU run's in the 8th digit.
+    // them, LibTorch 2.6 (Debian's, built with LLVM) compiled every materialised graph with the TensorExpr fuser: a
+    // pipeline run that takes seconds with 1.13 did not finish in 10 minutes.
     torch::jit::setGraphExecutorOptimize(false);
     torch::lazy::InitTorchScriptBackend();
   });
