@@ -92,9 +92,15 @@ absl::StatusOr<std::vector<at::Tensor>> InspectOutputs(runtime::DecoderLayer& la
   return outputs;
 }
 
+// x^e as Quark gets it from eager PyTorch on the CPU or CUDA: both kernels of pow(Tensor, Scalar) take e == 0.5 as
+// sqrt, which is correctly rounded on every device. Written out because another backend may not (LibTorch 2.x's
+// lazy tensors pass the exponent as a tensor and round powf differently in ~0.06% of elements), and one step in a
+// smoothing scale moves the quantized model: SmoothQuant's default alpha 0.5 is then the same on every device.
+at::Tensor PowAsEager(const at::Tensor& x, double e) { return e == 0.5 ? x.sqrt() : x.pow(e); }
+
 // Quark's candidate scales for a ratio: clamp(x^r, 1e-4), normalised by sqrt(max * min).
 at::Tensor CandidateScales(const at::Tensor& x_stat, double ratio) {
-  at::Tensor s = x_stat.pow(ratio).clamp_min(1e-4).view(-1);
+  at::Tensor s = PowAsEager(x_stat, ratio).clamp_min(1e-4).view(-1);
   return s / (s.max() * s.min()).sqrt();
 }
 
@@ -140,7 +146,7 @@ absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLaye
     }
     const at::Tensor w_max = std::get<0>(at::cat(column_max, 0).max(0)).clamp_min(1e-5);
     const at::Tensor scales =
-        (act.pow(options.alpha) / w_max.pow(1.0 - options.alpha)).clamp_min(options.scale_clamp_min);
+        (PowAsEager(act, options.alpha) / PowAsEager(w_max, 1.0 - options.alpha)).clamp_min(options.scale_clamp_min);
     if (at::isnan(scales).any().item<bool>()) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": SmoothQuant scales contain NaN"));
     }

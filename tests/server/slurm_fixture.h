@@ -204,7 +204,26 @@ class TestSlurm {
         << "NodeName=" << node_ << " NodeAddr=127.0.0.1 CPUs=" << cpus_ << " RealMemory=" << memory
         << " State=UNKNOWN\n"
         << "PartitionName=debug Nodes=" << node_ << " Default=YES MaxTime=INFINITE State=UP\n";
-    return out ? "" : "cannot write " + conf();
+    if (!out) return "cannot write " + conf();
+    return WriteCgroupConfig();
+  }
+
+  // The configuration above tracks processes without cgroups, but slurmd 24.x still starts its cgroup plugin and
+  // refuses to run where no cgroup filesystem is mounted (a chroot, a bare container) unless cgroup.conf says
+  // CgroupPlugin=disabled. 22.05 (bookworm's) has no such value, and needs none: it is written from 24.05 on, the
+  // first release whose cgroup.conf(5) documents it.
+  std::string WriteCgroupConfig() const {
+    std::smatch version;
+    const std::string banner = Run({"slurmd", "-V"});  // "slurm 24.11.5" or "slurm-wlm 22.05.8"
+    if (!std::regex_search(banner, version, std::regex("(\\d+)\\.(\\d+)"))) {
+      return "slurmd -V printed no version: " + banner;
+    }
+    const int major = std::stoi(version[1]);
+    const int minor = std::stoi(version[2]);
+    if (major < 24 || (major == 24 && minor < 5)) return "";
+    std::ofstream out(dir_ + "/cgroup.conf");
+    out << "CgroupPlugin=disabled\n";
+    return out ? "" : "cannot write " + dir_ + "/cgroup.conf";
   }
 
   // Processes a job left running after slurmd stopped (slurmstepd and its children carry SLURM_CONF).
