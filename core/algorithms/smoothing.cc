@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
+#include "core/runtime/eager_powers.h"
 
 namespace quark::algorithms {
 namespace {
@@ -92,15 +93,9 @@ absl::StatusOr<std::vector<at::Tensor>> InspectOutputs(runtime::DecoderLayer& la
   return outputs;
 }
 
-// x^e as Quark gets it from eager PyTorch on the CPU or CUDA: both kernels of pow(Tensor, Scalar) take e == 0.5 as
-// sqrt, which is correctly rounded on every device. Written out because another backend may not (LibTorch 2.x's
-// lazy tensors pass the exponent as a tensor and round powf differently in ~0.06% of elements), and one step in a
-// smoothing scale moves the quantized model: SmoothQuant's default alpha 0.5 is then the same on every device.
-at::Tensor PowAsEager(const at::Tensor& x, double e) { return e == 0.5 ? x.sqrt() : x.pow(e); }
-
 // Quark's candidate scales for a ratio: clamp(x^r, 1e-4), normalised by sqrt(max * min).
 at::Tensor CandidateScales(const at::Tensor& x_stat, double ratio) {
-  at::Tensor s = PowAsEager(x_stat, ratio).clamp_min(1e-4).view(-1);
+  at::Tensor s = runtime::PowAsEager(x_stat, ratio).clamp_min(1e-4).view(-1);
   return s / (s.max() * s.min()).sqrt();
 }
 
@@ -111,7 +106,7 @@ std::pair<double, int64_t> LossSum(const std::vector<at::Tensor>& reference, con
   int64_t count = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
     const at::Tensor d = (reference[i] - outputs[i]).to(at::kFloat).abs();
-    sum += (p == 2.0 ? d.pow(2) : p == 1.0 ? d : d.pow(p)).sum().item<double>();
+    sum += (p == 1.0 ? d : runtime::PowAsEager(d, p)).sum().item<double>();
     count += d.numel();
   }
   return {sum, count};
@@ -145,8 +140,8 @@ absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLaye
       column_max.push_back(std::get<0>(w.abs().max(0, true)));
     }
     const at::Tensor w_max = std::get<0>(at::cat(column_max, 0).max(0)).clamp_min(1e-5);
-    const at::Tensor scales =
-        (PowAsEager(act, options.alpha) / PowAsEager(w_max, 1.0 - options.alpha)).clamp_min(options.scale_clamp_min);
+    const at::Tensor scales = (runtime::PowAsEager(act, options.alpha) / runtime::PowAsEager(w_max, 1.0 - options.alpha))
+                                  .clamp_min(options.scale_clamp_min);
     if (at::isnan(scales).any().item<bool>()) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": SmoothQuant scales contain NaN"));
     }
@@ -257,8 +252,8 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
       const at::Tensor clamped = at::max(at::min(wg, max_val), -max_val);
       QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(clamped.view({rows, in}), spec, qdq));
       const at::Tensor cur_out = at::bmm(xg, q.view({rows, groups, group}).permute({1, 2, 0}));
-      // mean over tokens of the squared error, per (row, group)
-      const at::Tensor err = (cur_out - org_out).pow(2).mean(1).transpose(0, 1).unsqueeze(-1);  // [rows, groups, 1]
+      // mean over tokens of the squared error, per (row, group): [rows, groups, 1]
+      const at::Tensor err = runtime::Squared(cur_out - org_out).mean(1).transpose(0, 1).unsqueeze(-1);
       const at::Tensor better = err < min_err;
       min_err = at::where(better, err, min_err);
       best = at::where(better, max_val, best);

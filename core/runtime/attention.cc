@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/checkpoint/forward_workspace.h"
+#include "core/runtime/eager_powers.h"
 #include "core/runtime/matmul_precision.h"
 
 namespace quark::runtime {
@@ -96,7 +97,7 @@ at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tenso
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) {
   const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  const at::Tensor normed = xf * at::rsqrt(Squared(xf).mean(-1, /*keepdim=*/true) + eps_);
   if (unit_offset_) return (normed * (weight_.to(at::kFloat) + 1.0)).to(x.scalar_type());
   return weight_.to(x.scalar_type()) * normed.to(x.scalar_type());
 }

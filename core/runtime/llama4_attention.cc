@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/runtime/attention.h"
+#include "core/runtime/eager_powers.h"
 
 namespace quark::runtime {
 namespace {
@@ -13,7 +14,7 @@ at::ScalarType AtLeastFloat(const at::Tensor& x) { return at::promote_types(x.sc
 // HF's Llama4TextL2Norm: x * rsqrt(mean(x^2) + eps) over the last dimension in float32, cast back.
 at::Tensor L2Norm(const at::Tensor& x, double eps) {
   const at::Tensor f = x.to(AtLeastFloat(x));
-  return (f * at::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
+  return (f * at::rsqrt(Squared(f).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
 }
 
 }  // namespace
