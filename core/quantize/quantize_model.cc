@@ -552,31 +552,6 @@ absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {
 
 using quantize_internal::QuantizeRun;
 
-namespace {
-
-// What runs on a device that is not the CPU. Calibration, RTN, SmoothQuant, rotation, the evaluations and the
-// read-backs give the CPU's exports byte for byte and its perplexities there (tests/quantize/device_quantize_test.cc
-// on LibTorch's lazy device); GPTQ runs its tensor-operation path (bit-identical to the CPU's on CPU tensors,
-// gptq_cuda_test's bounds on a GPU). AWQ's and AutoSmoothQuant's grid searches chose other grid points on that device
-// than on the CPU: there every sample's trial output equals the first sample's once a trial weight is set (the lazy
-// backend's doing, device_quantize_test.cc), so the lazy device cannot show them; they stay on the CPU until a GPU run
-// does.
-absl::Status CheckAlgorithmsRunOn(const runtime::ComputeDevice& device, const Config& config) {
-  if (device.is_cpu()) return absl::OkStatus();
-  for (size_t i = 0; i < config.algo_config.size(); ++i) {
-    if (std::holds_alternative<AwqAlgo>(config.algo_config[i]) ||
-        std::holds_alternative<AutoSmoothQuantAlgo>(config.algo_config[i])) {
-      return absl::FailedPreconditionError(StrCat(
-          "device: ", device.name(), ": algo_config[", i, "] (", AlgoName(config.algo_config[i]),
-          ") runs on the CPU only in this build (its search is not yet shown to equal the CPU's on a device; "
-          "docs/gpu.md): run it with --device cpu"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<QuantizeModelReport> QuantizeModel(const std::string& model_dir, const QuantizeModelOptions& options) {
   absl::StatusOr<runtime::ComputeDevice> device = runtime::ComputeDevice::Open(options.device, "device");
   if (!device.ok()) return device.status();
@@ -596,7 +571,6 @@ absl::StatusOr<double> MeasureFloatPerplexity(const std::string& model_dir, cons
 
 absl::StatusOr<QuantizeModelReport> QuantizeModelOn(const runtime::ComputeDevice& device, const std::string& model_dir,
                                                     const QuantizeModelOptions& options) {
-  if (absl::Status runs = CheckAlgorithmsRunOn(device, options.config); !runs.ok()) return runs;
   try {
     QuantizeRun run(model_dir, options, device);
     return run.Run();

@@ -43,8 +43,7 @@ struct QuantizeProgress {
 struct QuantizeModelOptions {
   quark::Config config;           // resolved (preset expanded, kv-cache and exclude applied)
   /// Where the passes run: "cpu", "cuda", "cuda:N" (runtime/compute_device.h); exports and checkpoints are written
-  /// from host memory. A device this process cannot use fails at once with FAILED_PRECONDITION naming it, and so do
-  /// AWQ and AutoSmoothQuant on a device other than the CPU (naming algo_config[i]).
+  /// from host memory. A device this process cannot use fails at once with FAILED_PRECONDITION naming it.
   std::string device = "cpu";
   /// The dtype the streamed layers and their activations compute in: "f32" (the default: every parity with Quark
   /// and between devices is stated for it) or "bf16", a GPU's fast path (an H200 multiplies bf16 ~16x faster than

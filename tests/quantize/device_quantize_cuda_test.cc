@@ -4,9 +4,7 @@
 // export must be the CPU's byte for byte. Everything else passes through cuBLAS GEMMs that sum in another order than
 // the CPU's BLAS (calibration ranges, Hessians, AWQ's and AutoSmoothQuant's search losses), so it is held to the
 // issue's bound: the exported model's perplexity within 1e-3 (relative) of the CPU's, the float model's within 1e-4;
-// whether the bytes came out identical anyway is printed. AWQ and AutoSmoothQuant are run through QuantizeRun
-// itself: QuantizeModelOn refuses them on any device until this test has shown their search on a GPU
-// (quantize_model.cc). Labelled `gpu`: skips, saying so, without a CUDA device (fails then if QUARK_EXPECT_CUDA is set).
+// whether the bytes came out identical anyway is printed. Labelled `gpu`: skips, saying so, without a CUDA device (fails then if QUARK_EXPECT_CUDA is set).
 
 #include <cmath>
 #include <cstdio>
@@ -15,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "core/quantize/quantize_model.h"
-#include "core/quantize/quantize_run.h"
 #include "core/runtime/compute_device.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
@@ -53,8 +50,7 @@ TEST_P(DeviceQuantizeCudaTest, TheGpuRunIsTheCpuRunWithinTheBounds) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto cuda = runtime::ComputeDevice::Open("cuda:0");
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  quantize_internal::QuantizeRun run(*model_dir_, testing::ScenarioOptions(scenario, *text_, gpu_out, ""), *cuda);
-  auto gpu = run.Run();
+  auto gpu = QuantizeModelOn(*cuda, *model_dir_, testing::ScenarioOptions(scenario, *text_, gpu_out, ""));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   const auto cpu_files = FilesUnder(cpu_out), gpu_files = FilesUnder(gpu_out);

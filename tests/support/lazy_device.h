@@ -6,6 +6,7 @@
 #pragma once
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/lazy/core/config.h>
 #include <torch/csrc/lazy/ts_backend/ts_backend_impl.h>
 
 #include <mutex>
@@ -21,6 +22,11 @@ inline runtime::ComputeDevice LazyComputeDevice() {
     // them, LibTorch 2.6 (Debian's, built with LLVM) compiled every materialised graph with the TensorExpr fuser: a
     // pipeline run that takes seconds with 1.13 did not finish in 10 minutes.
     torch::jit::setGraphExecutorOptimize(false);
+    // No cache of compiled graphs: with it, of two graphs the same but for their input data (SmoothQuant's
+    // k_proj * s, then v_proj * s; AWQ's trial outputs of one sample, then the next), the second came back with the
+    // first one's result (LibTorch 1.13 and 2.6; seen by materialising both and comparing with the CPU's products).
+    // Each graph is compiled anew instead, which these small models afford.
+    FLAGS_torch_lazy_compilation_cache_size = 0;
     torch::lazy::InitTorchScriptBackend();
   });
   return runtime::ComputeDeviceForTesting(at::Device(at::kLazy, 0));
