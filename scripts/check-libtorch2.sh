@@ -155,8 +155,12 @@ run_cpu() {
 run_cuda() {
   if [ -n "$download_pid" ]; then wait "$download_pid" || log "cuda: background download failed; apt retries"; fi
   log "cuda: installing ${cuda_packages[*]} in the chroot (~2 GB download the first time)"
+  # Without the CPU LibTorch's users: libtorch-dev, and python3-torch (it needs libtorch2.6, which conflicts with
+  # libtorch-cuda-2.6; apt removes it here and the cpu part installs it again).
   local others=() p
-  for p in "${cpu_packages[@]}"; do [ "$p" = libtorch-dev ] || others+=("$p"); done
+  for p in "${cpu_packages[@]}"; do
+    case "$p" in libtorch-dev | python3-torch) ;; *) others+=("$p") ;; esac
+  done
   apt_in_root install -y -q --no-install-recommends "${others[@]}" "${cuda_packages[@]}" || return 1
   apt_in_root clean || true
   local nvcc_version
