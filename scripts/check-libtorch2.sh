@@ -175,10 +175,22 @@ run_cuda() {
     log "cuda: no libcudnn.so.9 in the chroot: linking with -Wl,--allow-shlib-undefined"
     link=("-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined")
   fi
-  configure /build/lt2-cuda -DQUARK_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc "${link[@]}" || return 1
-  # The chroot's nvcc, never the host's /usr/local/cuda (not visible in the chroot; checked all the same).
+  # The C and C++ code is compiled by nvcc's host compiler (GCC 13 for the toolkit 12.4: its gcc/g++ wrappers), so
+  # that every object and the link see one libstdc++. Compiled by trixie's default GCC 14 instead, the executables
+  # failed to link: CUDA's implicit -L/usr/lib/gcc/x86_64-linux-gnu/13 comes first on their link line, so they took
+  # GCC 13's libstdc++.so, which lacks GCC 14's __cxa_call_terminate.
+  local host_cc="${QUARK_LT2_CUDA_HOST_CC:-gcc-13}" host_cxx="${QUARK_LT2_CUDA_HOST_CXX:-g++-13}"
+  in_root /bin/sh -c "command -v $host_cxx && command -v $host_cc" > /dev/null ||
+    { echo "check-libtorch2: no $host_cxx / $host_cc in the chroot (nvcc's host compiler)" >&2; return 1; }
   local cache="$root/build/lt2-cuda/CMakeCache.txt"
-  grep -E '^CMAKE_CUDA_COMPILER:|^QUARK_CUDA_ARCHITECTURES:' "$cache"
+  if [ -f "$cache" ] && ! grep -q "^CMAKE_CXX_COMPILER:FILEPATH=.*$host_cxx\$" "$cache"; then
+    log "cuda: the build tree was configured with another C++ compiler: starting it afresh"
+    rm -rf "$root/build/lt2-cuda"
+  fi
+  configure /build/lt2-cuda -DQUARK_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
+    -DCMAKE_C_COMPILER="$host_cc" -DCMAKE_CXX_COMPILER="$host_cxx" "${link[@]}" || return 1
+  # The chroot's nvcc, never the host's /usr/local/cuda (not visible in the chroot; checked all the same).
+  grep -E '^CMAKE_CUDA_COMPILER:|^CMAKE_CXX_COMPILER:|^QUARK_CUDA_ARCHITECTURES:' "$cache"
   if grep -q '/usr/local/cuda' "$cache"; then
     echo "check-libtorch2: the CUDA build refers to /usr/local/cuda" >&2
     return 1
