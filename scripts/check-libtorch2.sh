@@ -183,7 +183,7 @@ run_cuda() {
   in_root /bin/sh -c "command -v $host_cxx && command -v $host_cc" > /dev/null ||
     { echo "check-libtorch2: no $host_cxx / $host_cc in the chroot (nvcc's host compiler)" >&2; return 1; }
   local cache="$root/build/lt2-cuda/CMakeCache.txt"
-  if [ -f "$cache" ] && ! grep -q "^CMAKE_CXX_COMPILER:FILEPATH=.*$host_cxx\$" "$cache"; then
+  if [ -f "$cache" ] && ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=.*$host_cxx\$" "$cache"; then
     log "cuda: the build tree was configured with another C++ compiler: starting it afresh"
     rm -rf "$root/build/lt2-cuda"
   fi
