@@ -170,15 +170,20 @@ run_cuda() {
   # license prompt (declined above; there is no network to NVIDIA here). The executables then link with
   # --allow-shlib-undefined, which excuses only references left undefined inside shared libraries (libtorch_cuda's
   # cuDNN calls); every symbol of quarkd's own objects must still resolve.
-  local link=()
+  # Executables link against the system's libstdc++ (trixie's, from GCC 14: what they load at run time). CUDA's
+  # implicit link directories put /usr/lib/gcc/x86_64-linux-gnu/13, whose libstdc++.so is GCC 13's own and lacks
+  # GCC 14's symbols (__cxa_call_terminate, used by trixie's static libgtest.a and by code GCC 14 compiles), ahead
+  # of it on every link line; naming the system one's directory first in the linker flags keeps it first.
+  local libstdcxx_dir
+  libstdcxx_dir="$(dirname "$(in_root g++ -print-file-name=libstdc++.so)")"
+  local linker_flags="-L$libstdcxx_dir"
   if ! in_root /bin/sh -c 'ldconfig -p | grep -q libcudnn.so.9'; then
     log "cuda: no libcudnn.so.9 in the chroot: linking with -Wl,--allow-shlib-undefined"
-    link=("-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined")
+    linker_flags="$linker_flags -Wl,--allow-shlib-undefined"
   fi
-  # The C and C++ code is compiled by nvcc's host compiler (GCC 13 for the toolkit 12.4: its gcc/g++ wrappers), so
-  # that every object and the link see one libstdc++. Compiled by trixie's default GCC 14 instead, the executables
-  # failed to link: CUDA's implicit -L/usr/lib/gcc/x86_64-linux-gnu/13 comes first on their link line, so they took
-  # GCC 13's libstdc++.so, which lacks GCC 14's __cxa_call_terminate.
+  local link=("-DCMAKE_EXE_LINKER_FLAGS=$linker_flags" "-DCMAKE_SHARED_LINKER_FLAGS=$linker_flags")
+  # The C and C++ code is compiled by nvcc's host compiler (GCC 13 for the toolkit 12.4: its gcc/g++ wrappers), the
+  # compiler of the CUDA sources' host code.
   local host_cc="${QUARK_LT2_CUDA_HOST_CC:-gcc-13}" host_cxx="${QUARK_LT2_CUDA_HOST_CXX:-g++-13}"
   in_root /bin/sh -c "command -v $host_cxx && command -v $host_cc" > /dev/null ||
     { echo "check-libtorch2: no $host_cxx / $host_cc in the chroot (nvcc's host compiler)" >&2; return 1; }
@@ -187,8 +192,10 @@ run_cuda() {
     log "cuda: the build tree was configured with another C++ compiler: starting it afresh"
     rm -rf "$root/build/lt2-cuda"
   fi
+  # One ctest test per case (gtest_discover_tests, which lists a test executable when ctest runs): the default lists
+  # each executable's suites right after it links, and these cannot start without cuDNN.
   configure /build/lt2-cuda -DQUARK_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
-    -DCMAKE_C_COMPILER="$host_cc" -DCMAKE_CXX_COMPILER="$host_cxx" "${link[@]}" || return 1
+    -DCMAKE_C_COMPILER="$host_cc" -DCMAKE_CXX_COMPILER="$host_cxx" -DQUARK_TEST_PER_CASE=ON "${link[@]}" || return 1
   # The chroot's nvcc, never the host's /usr/local/cuda (not visible in the chroot; checked all the same).
   grep -E '^CMAKE_CUDA_COMPILER:|^CMAKE_CXX_COMPILER:|^QUARK_CUDA_ARCHITECTURES:' "$cache"
   if grep -q '/usr/local/cuda' "$cache"; then
