@@ -4,7 +4,8 @@
 // export must be the CPU's byte for byte. Everything else passes through cuBLAS GEMMs that sum in another order than
 // the CPU's BLAS (calibration ranges, Hessians, AWQ's and AutoSmoothQuant's search losses), so it is held to the
 // issue's bound: the exported model's perplexity within 1e-3 (relative) of the CPU's, the float model's within 1e-4;
-// whether the bytes came out identical anyway is printed. Labelled `gpu`: skips, saying so, without a CUDA device (fails then if QUARK_EXPECT_CUDA is set).
+// whether the bytes came out identical anyway is printed. Labelled `gpu`: skips, saying so, without a CUDA device
+// (fails then if QUARK_EXPECT_CUDA is set).
 
 #include <cmath>
 #include <cstdio>
