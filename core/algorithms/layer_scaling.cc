@@ -55,6 +55,7 @@ struct RecordingProgress {
 // Where one recorded input goes: the kept inputs and the running per-channel max |x|.
 struct InputRecord {
   bool keep = false;
+  const runtime::ActivationHome* activations = nullptr;  // where kept inputs go
   std::vector<at::Tensor>* inputs = nullptr;
   at::Tensor* abs_max = nullptr;
   RecordingProgress* progress = nullptr;
@@ -64,7 +65,7 @@ struct InputRecord {
     // Quark's stat_tensor: the max in the input's dtype, then float32.
     const at::Tensor incoming = std::get<0>(flat.abs().max(0)).to(at::kFloat);
     *abs_max = abs_max->defined() ? at::maximum(*abs_max, incoming) : incoming;
-    if (keep) inputs->push_back(flat.clone());
+    if (keep) inputs->push_back(activations->on_host() ? activations->Hold(flat) : flat.clone());
     if (++progress->seen == progress->total && progress->stop_when_done) throw StopRecording{};
   }
 };
@@ -388,7 +389,7 @@ at::Tensor LinearInputs::Concatenated(const std::string& name) const {
 absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                 const LayerRunner& run, const std::vector<std::string>& names,
                                                 bool keep_inputs, std::vector<at::Tensor>* outputs,
-                                                int64_t min_expert_tokens) {
+                                                int64_t min_expert_tokens, const runtime::ActivationHome& activations) {
   LinearInputs recorded;
   RecordingProgress progress;
   progress.total = names.size();
@@ -397,7 +398,7 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
     RestoreLinears restore(layer);
     ObservedBlocks observed;
     for (const std::string& name : names) {
-      const InputRecord record{keep_inputs, &recorded.inputs[name], &recorded.abs_max[name], &progress};
+      const InputRecord record{keep_inputs, &activations, &recorded.inputs[name], &recorded.abs_max[name], &progress};
       auto linear = layer.FindLinear(name);
       if (linear == nullptr) {
         runtime::MoeBlock* block = FindMoeBlock(layer, name);

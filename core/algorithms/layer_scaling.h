@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::algorithms {
@@ -76,11 +77,12 @@ struct LinearInputs {
 /// Without `outputs` each forward stops once every named linear has seen its input (the rest is not computed).
 /// An MoE layer's experts are covered as quantize/expert_coverage.h says: a short expert's linears also record its
 /// best-ranked other tokens, up to `min_expert_tokens`; a named linear that saw no token at all is a
-/// FAILED_PRECONDITION naming it.
+/// FAILED_PRECONDITION naming it. Kept inputs and outputs are where `activations` keeps activations (Hold).
 absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                                                 const LayerRunner& run, const std::vector<std::string>& names,
                                                 bool keep_inputs, std::vector<at::Tensor>* outputs,
-                                                int64_t min_expert_tokens = 0);
+                                                int64_t min_expert_tokens = 0,
+                                                const runtime::ActivationHome& activations = {});
 
 /// The output of `name` ("self_attn", "mlp", an MoE block or a linear's relative name) for its input x [1, T, in].
 absl::StatusOr<at::Tensor> RunSubmodule(runtime::DecoderLayer& layer, const std::string& name, const at::Tensor& x,

@@ -78,19 +78,31 @@ class TrialWeights {
   std::map<std::string, at::Tensor> originals_;
 };
 
-// The inspected module's outputs over the recorded inputs of a pair, one per recorded call: a sample's [T, in], or
-// for an MoE expert's linear the tokens of one routed call or of the coverage top-up (rows, not the sample length).
+// The inspected module's output for one recorded input of a pair: a sample's [T, in], or for an MoE expert's linear
+// the tokens of one routed call or of the coverage top-up (rows, not the sample length). An input kept in host memory
+// crosses to the layer's device for the call.
+absl::StatusOr<at::Tensor> InspectOutput(runtime::DecoderLayer& layer, const std::string& module, const at::Tensor& input,
+                                         const ScalingInputs& in) {
+  const int64_t rows = input.numel() / input.size(-1);
+  const at::Tensor x = in.activations.Place(input).view({1, rows, input.size(-1)});
+  return RunSubmodule(layer, module, x, in.context(rows));
+}
+
+// The outputs over every recorded input, kept where the activations are (the search's reference).
 absl::StatusOr<std::vector<at::Tensor>> InspectOutputs(runtime::DecoderLayer& layer, const std::string& module,
-                                                       const std::vector<at::Tensor>& inputs, const ContextFor& context) {
+                                                       const std::vector<at::Tensor>& inputs, const ScalingInputs& in) {
   std::vector<at::Tensor> outputs;
   outputs.reserve(inputs.size());
   for (const at::Tensor& input : inputs) {
-    const int64_t rows = input.numel() / input.size(-1);
-    const at::Tensor x = input.view({1, rows, input.size(-1)});
-    QUARK_ASSIGN_OR_RETURN(at::Tensor y, RunSubmodule(layer, module, x, context(rows)));
-    outputs.push_back(std::move(y));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor y, InspectOutput(layer, module, input, in));
+    outputs.push_back(in.activations.Hold(y));
   }
   return outputs;
+}
+
+QuantParams PlacedParams(const QuantParams& params, const runtime::ActivationHome& activations) {
+  const auto place = [&](const at::Tensor& t) { return t.defined() ? activations.Place(t) : t; };
+  return QuantParams{place(params.scale), place(params.zero_point), place(params.global_scale)};
 }
 
 // Quark's candidate scales for a ratio: clamp(x^r, 1e-4), normalised by sqrt(max * min).
@@ -99,17 +111,21 @@ at::Tensor CandidateScales(const at::Tensor& x_stat, double ratio) {
   return s / (s.max() * s.min()).sqrt();
 }
 
-// sum over samples of sum |a - b|^p, and the element count.
-std::pair<double, int64_t> LossSum(const std::vector<at::Tensor>& reference, const std::vector<at::Tensor>& outputs,
-                                   double p) {
+// sum over the recorded inputs of sum |reference - module(input)|^p, and the element count: each trial output is
+// compared as it is computed, so a search holds one at a time, never every sample's.
+absl::StatusOr<std::pair<double, int64_t>> InspectLossSum(runtime::DecoderLayer& layer, const std::string& module,
+                                                          const std::vector<at::Tensor>& inputs,
+                                                          const std::vector<at::Tensor>& reference, double p,
+                                                          const ScalingInputs& in) {
   double sum = 0;
   int64_t count = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
-    const at::Tensor d = (reference[i] - outputs[i]).to(at::kFloat).abs();
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor output, InspectOutput(layer, module, inputs[i], in));
+    const at::Tensor d = (in.activations.Place(reference[i]) - output).to(at::kFloat).abs();
     sum += (p == 1.0 ? d : runtime::PowAsEager(d, p)).sum().item<double>();
     count += d.numel();
   }
-  return {sum, count};
+  return std::make_pair(sum, count);
 }
 
 }  // namespace
@@ -127,7 +143,8 @@ absl::StatusOr<std::vector<ScalingResult>> SmoothQuantLayer(runtime::DecoderLaye
   std::vector<std::string> first_linears;
   for (const auto& pair : pairs) first_linears.push_back(statistic_input(pair));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
-                         RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs, in.min_expert_tokens));
+                         RecordLinearInputs(layer, *in.samples, in.run, first_linears, false, outputs, in.min_expert_tokens,
+                                            in.activations));
   if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
@@ -161,16 +178,18 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
   }
   QUARK_ASSIGN_OR_RETURN(const std::vector<ScalingLayer> pairs, CheckedPairs(layer, given));
   QUARK_ASSIGN_OR_RETURN(LinearInputs recorded,
-                         RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs, in.min_expert_tokens));
+                         RecordLinearInputs(layer, *in.samples, in.run, InputLinears(pairs), true, outputs, in.min_expert_tokens,
+                                            in.activations));
   if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
     const std::vector<at::Tensor>& x = recorded.inputs.at(inp);
+    // The statistics over every recorded token where the inputs are kept, then on the layer's device.
     const at::Tensor x_all = recorded.Concatenated(inp);
-    const at::Tensor x_max = std::get<0>(x_all.abs().max(0));
+    const at::Tensor x_max = in.activations.Place(std::get<0>(x_all.abs().max(0)));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
-                           InspectOutputs(layer, InspectedModule(pair), x, in.context));
+                           InspectOutputs(layer, InspectedModule(pair), x, in));
     // Quark quantizes the scaled input with the input quantizer of the pair's last linear (not a router: those are
     // listed last in front of an MoE block and never quantized).
     const auto spec_it = specs.find(PairLinears(layer, pair).back());
@@ -195,19 +214,22 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
       std::vector<at::Tensor> x_q;
       std::optional<QuantParams> params;
       if (input_spec && !input_spec->is_dynamic) {
-        QUARK_ASSIGN_OR_RETURN(params, ParamsOf(x_all / scales.view({1, -1}), *input_spec, TensorRole::kActivation));
+        // Observed where the inputs are kept (every token at once), then the parameters cross to the layer's device.
+        QUARK_ASSIGN_OR_RETURN(const QuantParams observed,
+                               ParamsOf(x_all / in.activations.Hold(scales).view({1, -1}), *input_spec,
+                                        TensorRole::kActivation));
+        params = PlacedParams(observed, in.activations);
       }
       for (const auto& xi : x) {
-        at::Tensor scaled = xi / scales.view({1, -1});
+        at::Tensor scaled = in.activations.Place(xi) / scales.view({1, -1});
         if (input_spec) {
           QUARK_ASSIGN_OR_RETURN(scaled, params ? FakeQuantize(scaled, *input_spec, *params, TensorRole::kActivation)
                                                 : FakeQuantizeDynamic(scaled, *input_spec, TensorRole::kActivation));
         }
-        x_q.push_back(std::move(scaled));
+        x_q.push_back(in.activations.Hold(scaled));
       }
-      QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
-                             InspectOutputs(layer, InspectedModule(pair), x_q, in.context));
-      const auto [sum, count] = LossSum(reference, out, power);
+      QUARK_ASSIGN_OR_RETURN(const auto loss, InspectLossSum(layer, InspectedModule(pair), x_q, reference, power, in));
+      const auto [sum, count] = loss;
       const double value = sum / static_cast<double>(count);
       if (value < best_loss) {  // argmin: the first of equal losses
         best_loss = value;
@@ -236,7 +258,8 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
   const int64_t sampled = std::min<int64_t>(tokens, options.clip_tokens);
   x = x.slice(0, 0, tokens, std::max<int64_t>(tokens / sampled, 1));  // Quark: input_feat[:, 0::T // n]
   // Outputs per group as batched products: [groups, tokens, group] x [groups, group, out] -> [groups, tokens, out].
-  const at::Tensor xg = x.to(weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
+  // The sampled tokens only cross to the weight's device (inputs kept in host memory).
+  const at::Tensor xg = x.to(weight.device(), weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
   const int64_t batch = out % 256 == 0 ? 256 : 64;  // Quark's output-channel batches
   std::vector<at::Tensor> best_all;
   for (int64_t start = 0; start < out; start += batch) {
@@ -289,15 +312,16 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
       names.push_back(pair.inp);
     }
   }
-  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs, in.min_expert_tokens));
+  QUARK_ASSIGN_OR_RETURN(LinearInputs recorded, RecordLinearInputs(layer, *in.samples, in.run, names, true, outputs, in.min_expert_tokens,
+                                            in.activations));
   if (in.coverage != nullptr && outputs != nullptr) *in.coverage = recorded.coverage;
   std::vector<ScalingResult> results;
   for (const auto& pair : pairs) {
     const std::string& inp = pair.inp.empty() ? pair.layers[0] : pair.inp;
     const std::vector<at::Tensor>& x = recorded.inputs.at(inp);
-    const at::Tensor x_mean = recorded.Concatenated(inp).abs().mean(0);
+    const at::Tensor x_mean = in.activations.Place(recorded.Concatenated(inp).abs().mean(0));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
-                           InspectOutputs(layer, InspectedModule(pair), x, in.context));
+                           InspectOutputs(layer, InspectedModule(pair), x, in));
     double best_loss = std::numeric_limits<double>::infinity();
     ScalingResult best{pair, {}, -1};
     for (int i = 0; i < options.grid_size; ++i) {
@@ -315,9 +339,8 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
         QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
         QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
       }
-      QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> out,
-                             InspectOutputs(layer, InspectedModule(pair), x, in.context));
-      const auto [sum, count] = LossSum(reference, out, 2.0);
+      QUARK_ASSIGN_OR_RETURN(const auto loss, InspectLossSum(layer, InspectedModule(pair), x, reference, 2.0, in));
+      const auto [sum, count] = loss;
       const double value = sum / static_cast<double>(count);
       if (value < best_loss) {
         best_loss = value;
@@ -337,7 +360,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     for (const auto& name : r.pair.layers) {
       auto it = recorded.inputs.find(name);
       if (it == recorded.inputs.end()) continue;
-      for (auto& x : it->second) x = x / applied.to(x.scalar_type()).view({1, -1});
+      for (auto& x : it->second) x = x / applied.to(x.device(), x.scalar_type()).view({1, -1});
     }
   }
   // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/algorithms/layer_scaling.h"
 #include "core/config/quant_spec.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::algorithms {
@@ -45,6 +46,9 @@ struct ScalingInputs {
   /// If set, receives the per-expert token counts of the recording pass that also gives the layer's outputs (the
   /// pass over the float layer; none for dense layers).
   std::vector<runtime::ExpertCoverage>* coverage = nullptr;
+  /// Where the layer's activations are kept (the model's ActivationHome): `run` places its sample and Holds its
+  /// output; the recorded linear inputs are kept there too and placed on the layer's device where they compute.
+  runtime::ActivationHome activations;
 };
 
 struct SmoothQuantOptions {

@@ -8,6 +8,7 @@
 #include "core/config/autoround_json.h"
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
+#include "core/runtime/layer_forward.h"
 
 namespace quark::quantize {
 
@@ -48,7 +49,7 @@ absl::StatusOr<AutoRoundLayerOutput> AutoRoundPass::Run(runtime::DecoderLayer& l
                                                         const algorithms::AutoRoundCallbacks& callbacks) const {
   QUARK_ASSIGN_OR_RETURN(const auto targets, TargetsOf(layer));
   const algorithms::BlockForward forward = [&](const at::Tensor& sample) {
-    return layer.forward(sample, model.Context(sample.size(1)));
+    return runtime::ForwardSample(layer, sample, model);
   };
   auto result = algorithms::AutoRoundQuantizeLayer(layer, samples, forward, targets, options_, callbacks);
   if (!result.ok()) {

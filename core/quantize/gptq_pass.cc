@@ -19,6 +19,7 @@
 #include "core/export/scale_dtype.h"
 #include "core/quantize/layer_quantizer.h"
 #include "core/runtime/expert_streaming.h"
+#include "core/runtime/layer_forward.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
@@ -189,7 +190,7 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
   absl::StatusOr<std::map<std::string, QuantParams>> params;
   if (algo_.method == HessianMethod::kGptq) {
     const algorithms::LayerForward forward = [&](const at::Tensor& sample) {
-      layer.forward(sample, model.Context(sample.size(1)));
+      runtime::ForwardSample(layer, sample, model);
     };
     algorithms::GptqLayerCallbacks with_spill = callbacks;
     if (expert_spill_) {
@@ -201,8 +202,9 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
     params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, with_spill);
   } else {
     if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
+    // Its outputs are the float stream's next inputs, kept with the activations.
     const algorithms::LayerForwardOutput forward = [&](const at::Tensor& sample) {
-      return layer.forward(sample, model.Context(sample.size(1)));
+      return model.activations().Hold(runtime::ForwardSample(layer, sample, model));
     };
     algorithms::AsymmetricOptions asymmetric;
     asymmetric.method = algo_.method;
@@ -225,7 +227,7 @@ absl::Status GptqPass::Advance(runtime::DecoderLayer& layer, const std::vector<a
   if (algo_.method == HessianMethod::kGptq) return absl::OkStatus();
   if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
   try {
-    for (at::Tensor& sample : float_inputs_) sample = layer.forward(sample, model.Context(sample.size(1)));
+    for (at::Tensor& sample : float_inputs_) sample = model.activations().Hold(runtime::ForwardSample(layer, sample, model));
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, StrCat("float forward of ", layer.prefix()));
   }

@@ -5,6 +5,7 @@
 #include "core/base/strings.h"
 #include "core/export/scale_dtype.h"
 #include "core/quantize/observed_linear.h"
+#include "core/runtime/layer_forward.h"
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::quantize {
@@ -53,7 +54,7 @@ absl::StatusOr<CalibratedParams> ImatrixMsePass::Run(runtime::DecoderLayer& laye
                              : absl::OkStatus();
   try {
     for (size_t i = 0; forward.ok() && i < samples.size(); ++i) {
-      layer.forward(samples[i], model.Context(samples[i].size(1)));
+      runtime::ForwardSample(layer, samples[i], model);
     }
   } catch (const std::exception& error) {
     forward = runtime::TorchErrorToStatus(error, StrCat("imatrix_mse forward of ", layer.prefix()));

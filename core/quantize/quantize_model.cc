@@ -1,5 +1,7 @@
 #include "core/quantize/quantize_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "core/base/status_macros.h"
 #include "core/config/online_rotation.h"
@@ -493,7 +495,22 @@ absl::StatusOr<double> QuantizeRun::Evaluate(runtime::LayerStreamer& streamer, c
   options.hooks = hooks;
   auto result = runtime::EvaluatePerplexity(streamer, eval_ids_, options);
   if (!result.ok()) return result.status();
+  NoteDeviceMemory(streamer);
   return result->ppl;
+}
+
+void QuantizeRun::NoteDeviceMemory(const runtime::LayerStreamer& streamer) {
+  if (device_.is_cpu()) return;
+  // What the run's streamers (quantization and every evaluation) needed of the device by the budget's formula: the
+  // estimator's figure to check, and the smallest budget this run fits.
+  const runtime::LayerStreamer::MemoryUse& use = streamer.memory_use();
+  auto raise = [this](const char* metric, int64_t bytes) {
+    double& m = report_.metrics[metric];
+    m = std::max(m, static_cast<double>(bytes));
+  };
+  raise("device_memory_peak_bytes", use.peak_need);
+  raise("device_memory_all_on_device_bytes", use.peak_need_on_device);
+  raise("device_memory_least_budget_bytes", use.least_budget);
 }
 
 absl::StatusOr<QuantizeModelReport> QuantizeRun::Run() {

@@ -115,6 +115,8 @@ class QuantizeRun {
     return (eval_ids_.empty() ? 0 : kEvalShare) + LayerShare() * static_cast<double>(index);
   }
   void Notice(const std::string& phase, int layer, const std::string& message) const;
+  // Raises the report's device memory figures (device_memory_*_bytes) to what `streamer` needed.
+  void NoteDeviceMemory(const runtime::LayerStreamer& streamer);
 
   // Every streamer of the run (calibration, evaluation, read-back) computes on the run's device.
   runtime::StreamerOptions OnDevice() const {

@@ -331,6 +331,18 @@ absl::Status QuantizeRun::QuantizeLayers() {
   }
   samples_.clear();
   report_.metrics["seconds_quantize"] = Seconds(quantize_start_);
+  NoteDeviceMemory(*streamer_);
+  if (!device_.is_cpu()) {
+    const runtime::LayerStreamer::MemoryUse& use = streamer_->memory_use();
+    report_.metrics["layers_activations_on_host"] = static_cast<double>(use.layers_activations_on_host);
+    if (use.layers_activations_on_host > 0) {
+      Notice("quantize", static_cast<int>(model_.num_hidden_layers),
+             absl::StrFormat("the calibration activations of %d of %d layers were kept in host memory: %.2f GB with "
+                             "them on %s, device_memory_budget %.2f GB",
+                             use.layers_activations_on_host, model_.num_hidden_layers, use.peak_need_on_device / 1e9,
+                             device_.name(), device_memory_budget_ / 1e9));
+    }
+  }
   if (expert_spill_) {
     report_.metrics["expert_spill_bytes"] = static_cast<double>(expert_spill_->bytes());
     Notice("quantize", static_cast<int>(model_.num_hidden_layers),

@@ -13,6 +13,7 @@
 #include "core/config/quant_types.h"
 #include "core/export/scale_dtype.h"
 #include "core/quantize/gguf_fake_quant.h"
+#include "core/runtime/layer_forward.h"
 
 namespace quark::quantize {
 namespace {
@@ -272,7 +273,8 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
   if (layer.index() == 0 || float_inputs_.size() != inputs.size()) float_inputs_ = inputs;
   algorithms::ScalingInputs in;
   in.samples = &float_inputs_;
-  in.run = [&](const at::Tensor& sample) { return layer.forward(sample, model.Context(sample.size(1))); };
+  in.activations = model.activations();
+  in.run = [&](const at::Tensor& sample) { return model.activations().Hold(runtime::ForwardSample(layer, sample, model)); };
   in.context = [&](int64_t seq_len) -> const runtime::LayerContext& { return model.Context(seq_len); };
   in.heads = {model_.num_attention_heads, model_.num_key_value_heads};
   in.min_expert_tokens = min_expert_tokens_;
@@ -328,7 +330,7 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
 absl::Status ScalingPass::Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
                                   runtime::TransformerModel& model) {
   if (layer.index() == 0 || float_inputs_.size() != inputs.size()) float_inputs_ = inputs;
-  for (at::Tensor& sample : float_inputs_) sample = layer.forward(sample, model.Context(sample.size(1)));
+  for (at::Tensor& sample : float_inputs_) sample = model.activations().Hold(runtime::ForwardSample(layer, sample, model));
   return absl::OkStatus();
 }
 

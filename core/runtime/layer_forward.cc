@@ -13,8 +13,9 @@ std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vect
   MoeBlock* block = split != nullptr ? split->routed_block() : nullptr;
   // Sample by sample unless streamed experts would reload: the whole-layer path stays the reference the streamed one
   // is compared with, and only the streamed path needs every sample's block input at once.
-  if (block == nullptr || hidden.size() < 2 || ExpertStreamingOf(model.weights()) == nullptr) {
-    for (const at::Tensor& input : hidden) outputs.push_back(layer.forward(input, model.Context(input.size(1))));
+  const ActivationHome& home = model.activations();
+  if (block == nullptr || hidden.size() < 2 || ExpertStreamingOf(model.weights()) == nullptr || home.on_host()) {
+    for (const at::Tensor& input : hidden) outputs.push_back(home.Hold(ForwardSample(layer, input, model)));
     return outputs;
   }
   std::vector<at::Tensor> attended, block_inputs;
@@ -27,6 +28,10 @@ std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vect
   std::vector<at::Tensor> routed = block->ForwardSamples(block_inputs);
   for (size_t i = 0; i < hidden.size(); ++i) outputs.push_back(attended[i] + routed[i]);
   return outputs;
+}
+
+at::Tensor ForwardSample(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model) {
+  return layer.forward(model.activations().Place(sample), model.Context(sample.size(1)));
 }
 
 }  // namespace quark::runtime

@@ -16,7 +16,14 @@ namespace quark::runtime {
 /// first and the block then walks its experts once for all samples (MoeBlock::ForwardSamples), so that each expert is
 /// loaded at most once per call instead of once per sample; the outputs, and what every linear sees, are bit for bit
 /// those of the sample-by-sample forward, which every other layer (and the whole-layer path) runs.
+/// Each output is where the model keeps activations (model.activations().Hold: on the host when they do not fit the
+/// device); with activations kept on the host the streamed-expert path runs sample by sample, so that only one sample
+/// is ever on the device (each expert is then loaded once per sample).
 std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vector<at::Tensor>& hidden,
                                             TransformerModel& model);
+
+/// `layer` on one sample [1, T, hidden], wherever it is kept: placed on the layer's device first. The output stays on
+/// the device (Hold it to keep it).
+at::Tensor ForwardSample(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model);
 
 }  // namespace quark::runtime

@@ -34,6 +34,7 @@ LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int
   int64_t longest = 0, width = config.hidden_size, element = 4;
   for (const at::Tensor& h : hidden) {
     memory.activations += 2 * static_cast<int64_t>(h.nbytes());
+    memory.one_sample_activations = std::max<int64_t>(memory.one_sample_activations, 2 * static_cast<int64_t>(h.nbytes()));
     longest = std::max<int64_t>(longest, h.dim() >= 2 ? h.size(-2) : 0);
     width = h.dim() >= 1 ? h.size(-1) : width;
     element = static_cast<int64_t>(h.element_size());
@@ -69,27 +70,36 @@ absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> LayerStreamer:
 }
 
 absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer, int64_t weight_bytes,
-                                        const std::vector<at::Tensor>& hidden) {
-  const int buffers = options_.device.OverlapsCopies() ? 2 : 1;
+                                        std::vector<at::Tensor>& hidden) {
+  const int most_buffers = options_.device.OverlapsCopies() ? 2 : 1;
   const int64_t budget = options_.device_memory_budget;
-  if (budget <= 0) {
-    double_buffered_ = buffers == 2;
-    return absl::OkStatus();
-  }
   LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
   if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
-  if (memory.Need(buffers) <= budget) {
-    double_buffered_ = buffers == 2;
-    return absl::OkStatus();
-  }
-  if (memory.Need(1) <= budget) {  // room for this layer, not for the next one beside it
-    double_buffered_ = false;
-    return absl::OkStatus();
+  memory_use_.peak_need_on_device = std::max(memory_use_.peak_need_on_device, memory.Need(1));
+  memory_use_.least_budget = std::max(memory_use_.least_budget, memory.Need(1, !options_.device.is_cpu()));
+  // The placements in the order the budget gives them up: double buffering first, then the activations' room.
+  for (const bool on_host : {false, true}) {
+    if (on_host && options_.device.is_cpu()) break;  // the CPU's activations are in host memory already
+    for (int buffers = most_buffers; buffers >= 1; --buffers) {
+      if (budget > 0 && memory.Need(buffers, on_host) > budget) continue;
+      double_buffered_ = buffers == 2;
+      model_->set_activations_on_host(on_host);
+      // On the host the samples leave the device before the layer's forwards and the outputs come back as they are
+      // computed; on the device, samples an earlier layer kept on the host come back.
+      for (at::Tensor& h : hidden) h = on_host ? model_->activations().Hold(h) : model_->activations().Place(h);
+      if (on_host) ++memory_use_.layers_activations_on_host;
+      memory_use_.peak_need = std::max(memory_use_.peak_need, memory.Need(buffers, on_host));
+      return absl::OkStatus();
+    }
   }
   return absl::ResourceExhaustedError(StrCat(
       "layer ", index, ": needs ", memory.Need(1), " bytes of ", options_.device.name(), " memory (weights ",
       memory.weights, " + activations ", memory.activations, " + workspace ", memory.workspace, " + passes ",
-      memory.passes, ") but device_memory_budget is ", budget, " bytes: fewer or shorter calibration samples, or a larger budget"));
+      memory.passes, ") but device_memory_budget is ", budget, " bytes",
+      options_.device.is_cpu() ? ""
+                               : StrCat("; ", memory.Need(1, true), " with the activations kept in host memory (",
+                                        memory.one_sample_activations, " for one sample in and out)"),
+      ": fewer or shorter calibration samples, or a larger budget"));
 }
 
 absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks) {
@@ -131,6 +141,7 @@ absl::Status LayerStreamer::RunLayer(int64_t index, std::vector<at::Tensor>& hid
 absl::StatusOr<std::vector<at::Tensor>> LayerStreamer::Run(const std::vector<at::Tensor>& samples, const LayerHooks& hooks) {
   std::vector<at::Tensor> hidden;
   hidden.reserve(samples.size());
+  model_->set_activations_on_host(false);
   int64_t stage = -1;
   try {
     for (size_t i = 0; i < samples.size(); ++i) {

@@ -43,9 +43,14 @@ struct StreamerOptions {
   ///                     plus the run's mask and RoPE tables (T^2 * 4 + 2 * T * head_dim * e), with T the longest
   ///                     sample and e = sizeof(compute dtype),
   ///     passes:         what pass_memory says the caller's passes add for this layer (0 without it),
-  /// drops double buffering when only that does not fit, and otherwise fails with RESOURCE_EXHAUSTED naming the layer,
-  /// the bytes and the budget, before the layer computes. tests/quantize/pass_memory_test.cc holds the formula against
-  /// the tensor bytes the passes allocate (runtime::AllocationMeter on the CPU).
+  /// and when need exceeds the budget it gives things up in this order (each step only when the one before does not fit):
+  ///   1. double buffering (buffers = 1);
+  ///   2. the activations on the device: the samples' hidden states are kept in host memory and cross to the device
+  ///      one at a time (ActivationHome), so that activations count one sample in and out, 2 * max(T) * hidden * e,
+  ///      buffers 2 again, then 1;
+  /// and otherwise fails with RESOURCE_EXHAUSTED naming the layer, the bytes and the budget, before the layer
+  /// computes. tests/quantize/pass_memory_test.cc holds the formula against the tensor bytes the passes allocate
+  /// (runtime::AllocationMeter on the CPU).
   int64_t device_memory_budget = 0;
   /// The bytes the caller's passes hold beside the layer's forward at their widest (quantize/pass_memory.h: the
   /// quantized weight copies, GPTQ's Hessians); empty = none.
@@ -55,10 +60,13 @@ struct StreamerOptions {
 /// The device memory a layer needs by StreamerOptions::device_memory_budget's formula.
 struct LayerDeviceMemory {
   int64_t weights = 0;
-  int64_t activations = 0;
+  int64_t activations = 0;          // every sample's hidden states in and out
+  int64_t one_sample_activations = 0;  // the longest sample's in and out: activations kept on the host
   int64_t workspace = 0;
   int64_t passes = 0;
-  int64_t Need(int buffers) const { return weights * buffers + activations + workspace + passes; }
+  int64_t Need(int buffers, bool activations_on_host = false) const {
+    return weights * buffers + (activations_on_host ? one_sample_activations : activations) + workspace + passes;
+  }
 };
 LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
                                       const std::vector<at::Tensor>& hidden);
@@ -87,6 +95,15 @@ class LayerStreamer {
   const ComputeDevice& device() const { return options_.device; }
   /// Whether the last run staged each next layer beside the current one (a GPU with room for both).
   bool double_buffered() const { return double_buffered_; }
+  /// What this streamer's runs so far needed of the device by the budget's formula, as placed.
+  struct MemoryUse {
+    int64_t peak_need = 0;              // the largest need of a layer as it ran (its buffers, its activations' home)
+    int64_t peak_need_on_device = 0;    // the largest need with every layer's activations on the device, one buffer
+    int64_t least_budget = 0;           // the largest need with the activations on the host, one buffer: the
+                                        // smallest budget the run fits
+    int64_t layers_activations_on_host = 0;  // layers (of every run) whose activations were kept in host memory
+  };
+  const MemoryUse& memory_use() const { return memory_use_; }
   TransformerModel& model() { return *model_; }
   /// The weights as the streamer reads them, in host memory (model().shared_weights() places them on the device):
   /// what exports and other host readers take.
@@ -105,13 +122,16 @@ class LayerStreamer {
   absl::Status RunLayer(int64_t index, std::vector<at::Tensor>& hidden, const LayerHooks& hooks);
   // Layer `index` on the device, with the bytes its weights took there.
   absl::StatusOr<std::pair<std::shared_ptr<DecoderLayer>, int64_t>> Load(int64_t index) const;
+  // Chooses where the layer's activations are kept and whether the next layer is staged beside it, within the budget;
+  // moves `hidden` to that home.
   absl::Status CheckBudget(int64_t index, const DecoderLayer& layer, int64_t weight_bytes,
-                           const std::vector<at::Tensor>& hidden);
+                           std::vector<at::Tensor>& hidden);
 
   std::unique_ptr<TransformerModel> model_;
   std::shared_ptr<const DeviceWeightSource> placed_;
   StreamerOptions options_;
   bool double_buffered_ = false;
+  MemoryUse memory_use_;
   // The next layer, staged on the device while the current one computes (double buffering).
   std::shared_ptr<DecoderLayer> staged_;
   int64_t staged_bytes_ = 0;

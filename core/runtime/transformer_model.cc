@@ -163,7 +163,7 @@ absl::Status TransformerModel::LoadHead() {
 
 absl::StatusOr<at::Tensor> TransformerModel::FinalHidden(const at::Tensor& hidden) {
   if (auto status = LoadHead(); !status.ok()) return status;
-  at::Tensor h = hidden;
+  at::Tensor h = activations_.Place(hidden);  // the last layer's outputs, kept on the host when they did not fit
   if (!IsOpt(config_)) {
     h = RmsNorm(final_norm_weight_, config_.rms_norm_eps, config_.family == ArchFamily::kGemma).forward(h);
   } else if (config_.do_layer_norm_before) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/weight_source.h"
 
@@ -33,6 +34,10 @@ class TransformerModel {
   std::shared_ptr<const WeightSource> shared_weights() const { return weights_; }
   at::ScalarType compute_dtype() const { return dtype_; }
   const at::Device& device() const { return device_; }
+  /// Where the current layer's activations are kept (the streamer sets it before each layer computes): passes place
+  /// samples on the device with it and hold what they keep with it.
+  const ActivationHome& activations() const { return activations_; }
+  void set_activations_on_host(bool on_host) { activations_ = ActivationHome(device_, on_host); }
 
   /// ids [B, T] int64 -> hidden [B, T, hidden] in the compute dtype (OPT: plus learned positions and
   /// project_in). InvalidArgument naming the position when an id is outside [0, vocab_size) or T exceeds
@@ -56,7 +61,8 @@ class TransformerModel {
  private:
   TransformerModel(checkpoint::ModelConfig config, std::shared_ptr<const WeightSource> weights, at::ScalarType dtype,
                    at::Device device)
-      : config_(std::move(config)), weights_(std::move(weights)), dtype_(dtype), device_(device) {}
+      : config_(std::move(config)), weights_(std::move(weights)), dtype_(dtype), device_(device),
+        activations_(device, /*on_host=*/false) {}
   absl::Status LoadHead();
   absl::StatusOr<at::Tensor> FinalHidden(const at::Tensor& hidden);
   at::Tensor SoftCap(const at::Tensor& logits) const;  // float32 logits, capped when final_logit_softcapping > 0
@@ -65,6 +71,7 @@ class TransformerModel {
   std::shared_ptr<const WeightSource> weights_;
   at::ScalarType dtype_;
   at::Device device_;
+  ActivationHome activations_;
   std::map<int64_t, LayerContext> contexts_;
   // Loaded on first use, in the stored dtype where possible (zero-copy views).
   at::Tensor lm_head_;            // [vocab, embed_dim]

@@ -95,5 +95,54 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
+// #27: at the smallest budget the run fits (its first run's report) the calibration activations of every layer are
+// kept in host memory, each sample crossing to the GPU while it computes; GPTQ's Hessians and the scaling searches
+// then read samples placed one at a time. Held to the same bounds against the CPU run; whether the exports are the
+// roomy GPU run's byte for byte is printed (AWQ's channel means are then taken on the host, in another order).
+class DeviceActivationsOnHostCudaTest : public DeviceQuantizeCudaTest {};
+
+TEST_P(DeviceActivationsOnHostCudaTest, AtTheLeastBudgetTheActivationsLeaveTheGpuAndTheRunHoldsItsBounds) {
+  const Scenario& scenario = GetParam();
+  const std::string cpu_out = testing::TempPath("cpu_out"), roomy_out = testing::TempPath("roomy_out"),
+                    tight_out = testing::TempPath("tight_out");
+  const auto options = [&](const std::string& out, int64_t budget) {
+    QuantizeModelOptions o = testing::ScenarioOptions(scenario, *text_, out, "");
+    o.eval_seq_len = o.seq_len;  // no evaluation needs more of the GPU than the quantization
+    o.device_memory_budget = budget;
+    return o;
+  };
+  auto cpu = QuantizeModel(*model_dir_, options(cpu_out, 0));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto cuda = runtime::ComputeDevice::Open("cuda:0");
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto roomy = QuantizeModelOn(*cuda, *model_dir_, options(roomy_out, int64_t{64} << 30));
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  const int64_t least = static_cast<int64_t>(roomy->metrics.at("device_memory_least_budget_bytes"));
+  auto tight = QuantizeModelOn(*cuda, *model_dir_, options(tight_out, least));
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_EQ(tight->metrics.at("layers_activations_on_host"), tight->metrics.at("num_layers"));
+  for (const char* name : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
+    if (!cpu->metrics.count(name)) continue;
+    EXPECT_LE(Relative(tight->metrics.at(name), cpu->metrics.at(name)), 1e-3) << name;
+  }
+  const auto roomy_files = FilesUnder(roomy_out), tight_files = FilesUnder(tight_out);
+  int differing = 0;
+  for (const auto& [name, bytes] : roomy_files) {
+    auto it = tight_files.find(name);
+    ASSERT_NE(it, tight_files.end()) << name;
+    if (it->second != bytes) ++differing;
+  }
+  std::printf("%s at %lld bytes (all on the GPU: %.0f): files differing from the roomy GPU run %d of %zu\n",
+              scenario.name.c_str(), static_cast<long long>(least),
+              roomy->metrics.at("device_memory_all_on_device_bytes"), differing, roomy_files.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, DeviceActivationsOnHostCudaTest,
+    ::testing::Values(Scenario{"rtn_static_int8", "int8", {}, {}},
+                      Scenario{"gptq", "uint4_wo_128", {GptqAlgo{}}, {}},
+                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}}),
+    [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
 }  // namespace
 }  // namespace quark

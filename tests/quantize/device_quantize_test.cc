@@ -87,6 +87,54 @@ INSTANTIATE_TEST_SUITE_P(
                                {"hf_quark", "gguf", "onnx"}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
+// #27: a budget too small for the calibration activations beside a layer keeps them in host memory (each sample
+// crosses to the device while it computes, what the passes keep comes back): the run is still the CPU run, byte for
+// byte. The first device run, with room for everything, says the smallest budget the run fits (its report: the most
+// any of its streamers needed with the activations on the host); the second runs at exactly that budget, where every
+// layer's calibration activations must leave the device.
+// Evaluation windows as long as the calibration samples: no evaluation then needs more of the device than the
+// quantization, so the smallest budget is the quantization's and its activations are the ones that leave.
+class DeviceActivationsOnHostTest : public DeviceQuantizeTest {
+ protected:
+  QuantizeModelOptions Options(const std::string& output) const {
+    QuantizeModelOptions options = DeviceQuantizeTest::Options(output);
+    options.eval_seq_len = options.seq_len;
+    return options;
+  }
+};
+
+TEST_P(DeviceActivationsOnHostTest, TheRunWithActivationsInHostMemoryIsTheCpuRun) {
+  const std::string cpu_out = testing::TempPath("cpu_out"), roomy_out = testing::TempPath("roomy_out"),
+                    device_out = testing::TempPath("device_out");
+  auto cpu = QuantizeModel(*model_dir_, Options(cpu_out));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  QuantizeModelOptions roomy = Options(roomy_out);
+  roomy.device_memory_budget = int64_t{1} << 40;
+  auto first = QuantizeModelOn(quark::testing::LazyComputeDevice(), *model_dir_, roomy);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->metrics.at("layers_activations_on_host"), 0);
+  const double least = first->metrics.at("device_memory_least_budget_bytes");
+  ASSERT_GT(least, 0);
+  ASSERT_LT(least, first->metrics.at("device_memory_all_on_device_bytes"));
+
+  QuantizeModelOptions tight = Options(device_out);
+  tight.device_memory_budget = static_cast<int64_t>(least);
+  auto device = QuantizeModelOn(quark::testing::LazyComputeDevice(), *model_dir_, tight);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ(device->metrics.at("layers_activations_on_host"), device->metrics.at("num_layers"));
+  EXPECT_EQ(device->metrics.at("device_memory_peak_bytes"), least);
+  ExpectSameRun(*cpu, cpu_out, *device, device_out);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, DeviceActivationsOnHostTest,
+    ::testing::Values(Scenario{"rtn_static_int8", "int8", {}, {}},
+                      Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
+                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                      Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
+                      Scenario{"smoothquant_all_formats", "int8", {SmoothQuantAlgo{}}, {"hf_quark", "onnx"}}),
+    [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
+
 // #27: a run on a device holds to a budget without anyone giving one: 90% of the free memory the device reports when
 // the run starts (a GPU's cudaMemGetInfo; here a probe registered for the lazy device says 1 MiB, which the model's
 // first layer and its activations do not fit), and fails naming the layer and the bytes before it computes. A given

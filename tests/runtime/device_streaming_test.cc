@@ -118,6 +118,66 @@ TEST(DeviceStreamingTest, ALayerThatDoesNotFitTheBudgetIsRefusedBeforeItComputes
   EXPECT_FALSE(computed);
 }
 
+// #27: when the samples' hidden states do not fit beside the layer, they are kept in host memory and cross to the
+// device one at a time: the hooks see them on the host, the outputs are the run's with them on the device, bit for bit
+// (the lazy device computes with the CPU's kernels), and the budget then needs one sample's in and out.
+TEST(DeviceStreamingTest, ActivationsThatDoNotFitAreKeptInHostMemory) {
+  testing::InitTestEngine();
+  StreamerOptions options;
+  options.device = quark::testing::LazyComputeDevice();
+  auto unbounded = LayerStreamer::Open(testing::Stories260K(), options);
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  const std::vector<at::Tensor> samples = Samples();
+  auto reference = (*unbounded)->Run(samples);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const LayerStreamer::MemoryUse unbounded_use = (*unbounded)->memory_use();
+  EXPECT_EQ(unbounded_use.layers_activations_on_host, 0);
+  EXPECT_EQ(unbounded_use.peak_need, unbounded_use.peak_need_on_device);
+  // Two samples of 24 and 9 tokens: on the host the activations count the longer one only.
+  const int64_t hidden_bytes = (*unbounded)->config().hidden_size * 4;
+  EXPECT_EQ(unbounded_use.peak_need_on_device - unbounded_use.least_budget, 2 * 9 * hidden_bytes);
+
+  options.device_memory_budget = unbounded_use.least_budget;
+  auto bounded = LayerStreamer::Open(testing::Stories260K(), options);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  int64_t layers_seen = 0;
+  LayerHooks hooks;
+  hooks.before = [&](int64_t, DecoderLayer& layer, const std::vector<at::Tensor>& inputs) {
+    EXPECT_FALSE(layer.NamedLinears().front().linear->weight().is_cpu());
+    for (const at::Tensor& input : inputs) EXPECT_TRUE(input.is_cpu());
+    ++layers_seen;
+    return absl::OkStatus();
+  };
+  hooks.after = [&](int64_t, DecoderLayer&, const std::vector<at::Tensor>&, const std::vector<at::Tensor>& outputs) {
+    for (const at::Tensor& output : outputs) EXPECT_TRUE(output.is_cpu());
+    return absl::OkStatus();
+  };
+  auto spilled = (*bounded)->Run(samples, hooks);
+  ASSERT_TRUE(spilled.ok()) << spilled.status();
+  EXPECT_EQ(layers_seen, (*bounded)->config().num_hidden_layers);
+  EXPECT_EQ((*bounded)->memory_use().layers_activations_on_host, (*bounded)->config().num_hidden_layers);
+  EXPECT_EQ((*bounded)->memory_use().peak_need, unbounded_use.least_budget);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_TRUE(at::equal((*spilled)[i], (*reference)[i].cpu())) << "sample " << i;
+    // The head takes the last layer's outputs from the host.
+    auto nll = (*bounded)->model().NextTokenNll((*spilled)[i], samples[i]);
+    auto expected = (*unbounded)->model().NextTokenNll((*reference)[i], samples[i]);
+    ASSERT_TRUE(nll.ok() && expected.ok()) << nll.status() << expected.status();
+    EXPECT_TRUE(at::equal(*nll, *expected)) << "sample " << i;
+  }
+
+  // One byte less than one sample in and out needs: refused before the first layer computes, naming both figures.
+  options.device_memory_budget = unbounded_use.least_budget - 1;
+  auto short_of_one = LayerStreamer::Open(testing::Stories260K(), options);
+  ASSERT_TRUE(short_of_one.ok()) << short_of_one.status();
+  layers_seen = 0;
+  auto refused = (*short_of_one)->Run(samples, hooks);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr(std::to_string(unbounded_use.least_budget) + " with the activations kept in host memory"));
+  EXPECT_EQ(layers_seen, 0);
+}
+
 TEST(DeviceStreamingTest, TheBudgetFormula) {
   checkpoint::ModelConfig config;
   config.num_attention_heads = 8;
