@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/forward_workspace.h"
+#include "core/checkpoint/token_pass_memory.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/estimate/rotation_training_cost.h"
 
@@ -101,6 +102,43 @@ PhaseEstimate Phase(const Ctx& c, std::string name, double seconds, uint64_t wor
     p.peak_host_bytes = kProcessBaseBytes + working;
   }
   return p;
+}
+
+checkpoint::TokenPasses Passes(bool float_stream, bool awq, bool autosmoothquant) {
+  checkpoint::TokenPasses passes;
+  passes.float_stream = float_stream;
+  passes.awq = awq;
+  passes.autosmoothquant = autosmoothquant;
+  return passes;
+}
+
+// What the scaling searches and a float stream keep per calibration token, over all tokens, at the widest layer
+// (checkpoint/token_pass_memory.h, as the device budget counts it), in float32.
+uint64_t TokenPassBytes(const Ctx& c, const checkpoint::TokenPasses& passes) {
+  const checkpoint::ModelConfig& mc = c.model.config;
+  std::set<std::string> quantized;
+  for (const Linear& l : c.linears) {
+    if (l.config != nullptr && l.config->weight) quantized.insert(l.module);
+  }
+  int64_t widest = 0;
+  for (int64_t layer = 0; layer < c.model.num_layers; ++layer) {
+    const std::string prefix = checkpoint::LayerPrefix(mc, layer);
+    const auto is_quantized = [&](const checkpoint::LinearSpec& l) { return quantized.count(prefix + l.relative_name) > 0; };
+    widest = std::max(widest, checkpoint::TokenPassElements(checkpoint::LayerLinears(mc, layer), is_quantized, mc, passes));
+  }
+  return static_cast<uint64_t>(widest) * static_cast<uint64_t>(c.tokens) * 4;
+}
+
+// AWQ's clip search beside the recorded inputs: its widest linear's (checkpoint::AwqClipElements), in float32.
+uint64_t AwqClipBytes(const Ctx& c) {
+  int64_t widest = 0;
+  for (const Linear& l : c.linears) {
+    if (l.config == nullptr || !l.config->weight || l.layer < 0) continue;
+    const QuantSpec& w = *l.config->weight;
+    const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : l.in;
+    widest = std::max(widest, checkpoint::AwqClipElements(l.out, l.in, group));
+  }
+  return static_cast<uint64_t>(widest) * 4;
 }
 
 double AlgoForwardSeconds(const Ctx& c, int grid) {
@@ -299,7 +337,8 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
       e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128));
     } else if (const auto* awq = std::get_if<AwqAlgo>(&algo)) {
-      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)), working + c.activations));
+      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)),
+                               working + TokenPassBytes(c, Passes(true, true, false)) + AwqClipBytes(c)));
     } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
       // #35 AutoRound: the float targets, then per iteration a batch's forward and backward (about 3 forwards).
       const double n = static_cast<double>(std::max<int64_t>(1, job.calibration_samples));
@@ -307,9 +346,11 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       const int passes = static_cast<int>(std::ceil(1.0 + 3.0 * autoround->iters * batch / n));
       e.phases.push_back(Phase(c, "autoround", AlgoForwardSeconds(c, passes), working + 2 * c.activations));
     } else if (std::holds_alternative<AutoSmoothQuantAlgo>(algo)) {
-      e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid), working + c.activations));
+      e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid),
+                               working + TokenPassBytes(c, Passes(true, false, true))));
     } else if (std::holds_alternative<SmoothQuantAlgo>(algo)) {
-      e.phases.push_back(Phase(c, "smoothquant", quantized_weight_bytes / rates.fake_quant_bytes_per_s, working));
+      e.phases.push_back(Phase(c, "smoothquant", quantized_weight_bytes / rates.fake_quant_bytes_per_s,
+                               working + TokenPassBytes(c, Passes(true, false, false))));
     } else if (const auto* rotation = std::get_if<RotationAlgo>(&algo)) {
       if (rotation->trainable) {
         // #35: SpinQuant's training holds the whole float model and one step's graph (it cannot stream layers), and

@@ -67,7 +67,9 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
     return absl::InvalidArgumentError("device: \"" + options.device + "\" is not a device: " + error.what());
   }
   const PassMemoryOptions passes = PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size);
-  memory.passes = PassDeviceMemory(**layer, BuildLayerPlan(options.config, shape->modules), passes);
+  const LayerPlan plan = BuildLayerPlan(options.config, shape->modules);
+  memory.passes = PassDeviceMemory(**layer, plan, passes);
+  memory.bytes_per_token = PassDeviceBytesPerToken(shape->config, **layer, plan, passes);
   return memory;
 }
 

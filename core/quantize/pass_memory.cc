@@ -1,23 +1,12 @@
 #include "core/quantize/pass_memory.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <string>
 #include <variant>
 
 namespace quark::quantize {
 namespace {
-
-// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": GPTQ's MoE steps take one projection of every expert.
-std::string StepKey(const std::string& relative_name) {
-  static const std::string kExperts = ".experts.";
-  const size_t at = relative_name.find(kExperts);
-  if (at == std::string::npos) return relative_name;
-  size_t end = at + kExperts.size();
-  while (end < relative_name.size() && std::isdigit(static_cast<unsigned char>(relative_name[end]))) ++end;
-  return relative_name.substr(0, at + kExperts.size()) + "*" + relative_name.substr(end);
-}
 
 // A quantized weight's parameters, a scale and a zero point per group in float32 (an upper bound for the narrower
 // scale types): per group of input columns, per channel, per block, or one pair.
@@ -43,7 +32,17 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
                                        int64_t expert_group_size) {
   PassMemoryOptions options;
   options.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype));
-  for (const AlgoConfig& algo : config.algo_config) options.gptq = options.gptq || std::holds_alternative<GptqAlgo>(algo);
+  for (const AlgoConfig& algo : config.algo_config) {
+    if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
+      options.gptq = true;
+      options.token_passes.float_stream |= gptq->method != HessianMethod::kGptq;  // GPTAQ, Qronos
+    }
+    options.token_passes.awq |= std::holds_alternative<AwqAlgo>(algo);
+    options.token_passes.autosmoothquant |= std::holds_alternative<AutoSmoothQuantAlgo>(algo);
+    options.token_passes.float_stream |= std::holds_alternative<AwqAlgo>(algo) ||
+                                         std::holds_alternative<AutoSmoothQuantAlgo>(algo) ||
+                                         std::holds_alternative<SmoothQuantAlgo>(algo);
+  }
   options.tensor_ops = !device.is_cpu();
   options.expert_group_size = expert_group_size;
   return options;
@@ -51,7 +50,7 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
   // Shapes only: a streamed expert's weight() would load it.
-  int64_t copies = 0, largest_weight = 0, largest_hessian = 0;
+  int64_t copies = 0, largest_weight = 0, largest_hessian = 0, awq_clip = 0;
   std::map<std::string, int64_t> step_hessians;  // step key -> its Hessians' bytes
   std::map<std::string, int64_t> streamed_copy;  // step key of streamed experts -> one expert's weight bytes
   const bool streamed = options.expert_group_size > 0;
@@ -59,7 +58,8 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     const LayerAssignment* assignment = plan.Find(linear.name);
     if (assignment != nullptr && (assignment->source == ConfigSource::kExcluded || assignment->config.Empty())) continue;
     const int64_t out = linear.linear->out_features(), in = linear.linear->in_features();
-    const std::string key = StepKey(linear.relative_name);
+    // GPTQ's MoE steps take one projection of every expert: "mlp.experts.*.down_proj".
+    const std::string key = checkpoint::ExpertKind(linear.relative_name);
     const bool expert = key != linear.relative_name;
     const int64_t copy = out * in * options.element_bytes +
                          (assignment != nullptr ? WeightParamBytes(assignment->config, out, in) : 0);
@@ -67,6 +67,11 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
       streamed_copy[key] = std::max(streamed_copy[key], copy);
     } else {
       copies += copy;
+    }
+    if (options.token_passes.awq && assignment != nullptr && assignment->config.weight) {
+      const QuantSpec& w = *assignment->config.weight;
+      const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : in;
+      awq_clip = std::max(awq_clip, checkpoint::AwqClipElements(out, in, group) * options.element_bytes);
     }
     if (!options.gptq) continue;
     largest_weight = std::max(largest_weight, out * in * 4);
@@ -84,7 +89,18 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     hessians += (kTensorOpsHessianCopies - 1) * largest_hessian;
     largest_weight *= kTensorOpsWeightCopies;
   }
-  return std::max(copies, hessians + largest_weight);
+  return std::max(copies + awq_clip, hessians + largest_weight);
+}
+
+int64_t PassDeviceBytesPerToken(const checkpoint::ModelConfig& config, const runtime::DecoderLayer& layer,
+                                const LayerPlan& plan, const PassMemoryOptions& options) {
+  const auto quantized = [&](const checkpoint::LinearSpec& linear) {
+    const LayerAssignment* a = plan.Find(layer.prefix() + linear.relative_name);
+    return a == nullptr || (a->source != ConfigSource::kExcluded && a->config.weight.has_value());
+  };
+  return checkpoint::TokenPassElements(checkpoint::LayerLinears(config, layer.index()), quantized, config,
+                                       options.token_passes) *
+         options.element_bytes;
 }
 
 }  // namespace quark::quantize

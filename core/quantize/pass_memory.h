@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/checkpoint/model_config.h"
+#include "core/checkpoint/token_pass_memory.h"
 #include "core/config/layer_plan.h"
 #include "core/runtime/decoder_layer.h"
 
@@ -30,6 +32,8 @@ struct PassMemoryOptions {
   /// only that many experts' copies are resident, and GPTQ holds one expert's Hessians at a time, not a step's for
   /// every expert.
   int64_t expert_group_size = 0;
+  /// The passes that keep per-token copies of the layer's activations (checkpoint/token_pass_memory.h).
+  checkpoint::TokenPasses token_passes;
 };
 
 /// What a QuantizeModel run with `config` passes: the compute dtype's element size, GPTQ when algo_config has it,
@@ -45,8 +49,15 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 ///                     experts reads one input per expert) plus the float32 working copy of the largest weight (in
 ///                     tensor operations: kTensorOpsHessianCopies of the largest Hessian beside the step's others,
 ///                     and kTensorOpsWeightCopies of the weight)
+///   AWQ's clip search: checkpoint::AwqClipElements for the widest quantized linear, beside the copies
 /// (GPTQ edits the float weights before the quantized linears are installed: the two are never alive together).
 /// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options);
+
+/// The bytes per calibration token the passes keep beside the streamer's hidden states while the activations are on
+/// the device (checkpoint::TokenPassElements in the compute dtype): the scaling searches' recorded inputs, the float
+/// stream. Linears the plan does not know count as quantized.
+int64_t PassDeviceBytesPerToken(const checkpoint::ModelConfig& config, const runtime::DecoderLayer& layer,
+                                const LayerPlan& plan, const PassMemoryOptions& options);
 
 }  // namespace quark::quantize

@@ -276,6 +276,9 @@ runtime::StreamerOptions QuantizeRun::Quantizing() const {
   options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
     return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes) : 0;
   };
+  options.pass_bytes_per_token = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
+    return quantizer_ ? quantize::PassDeviceBytesPerToken(model_, layer, quantizer_->plan(), passes) : 0;
+  };
   return options;
 }
 

@@ -36,9 +36,11 @@ LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int
     memory.activations += 2 * static_cast<int64_t>(h.nbytes());
     memory.one_sample_activations = std::max<int64_t>(memory.one_sample_activations, 2 * static_cast<int64_t>(h.nbytes()));
     longest = std::max<int64_t>(longest, h.dim() >= 2 ? h.size(-2) : 0);
+    memory.tokens += h.dim() >= 2 ? h.size(-2) : 0;
     width = h.dim() >= 1 ? h.size(-1) : width;
     element = static_cast<int64_t>(h.element_size());
   }
+  memory.longest_sample = longest;
   memory.workspace = checkpoint::ForwardWorkspaceBytes(config, longest, width, element);  // one sample at a time
   return memory;
 }
@@ -75,6 +77,7 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer
   const int64_t budget = options_.device_memory_budget;
   LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
   if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
+  if (options_.pass_bytes_per_token) memory.bytes_per_token = options_.pass_bytes_per_token(layer);
   memory_use_.peak_need_on_device = std::max(memory_use_.peak_need_on_device, memory.Need(1));
   memory_use_.least_budget = std::max(memory_use_.least_budget, memory.Need(1, !options_.device.is_cpu()));
   // The placements in the order the budget gives them up: double buffering first, then the activations' room.
@@ -95,7 +98,7 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer
   return absl::ResourceExhaustedError(StrCat(
       "layer ", index, ": needs ", memory.Need(1), " bytes of ", options_.device.name(), " memory (weights ",
       memory.weights, " + activations ", memory.activations, " + workspace ", memory.workspace, " + passes ",
-      memory.passes, ") but device_memory_budget is ", budget, " bytes",
+      memory.Passes(), ") but device_memory_budget is ", budget, " bytes",
       options_.device.is_cpu() ? ""
                                : StrCat("; ", memory.Need(1, true), " with the activations kept in host memory (",
                                         memory.one_sample_activations, " for one sample in and out)"),

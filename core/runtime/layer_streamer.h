@@ -30,7 +30,7 @@ struct StreamerOptions {
   /// the next layer's weights are staged in pinned memory and copied on a side stream while this one computes.
   ComputeDevice device;
   /// Bytes of device memory the run may hold (0 = no limit). Before a layer computes, the streamer checks
-  ///   need = weights(layer) * buffers + activations + workspace + passes
+  ///   need = weights(layer) * buffers + activations + workspace + passes + token passes
   ///     weights(layer): the bytes of the layer's tensors as placed (counted by the DeviceWeightSource),
   ///     buffers:        2 while the next layer is staged beside this one (double buffering), else 1,
   ///     activations:    the samples' hidden states in and out, 2 * sum(T) * hidden * sizeof(compute dtype),
@@ -43,11 +43,13 @@ struct StreamerOptions {
   ///                     plus the run's mask and RoPE tables (T^2 * 4 + 2 * T * head_dim * e), with T the longest
   ///                     sample and e = sizeof(compute dtype),
   ///     passes:         what pass_memory says the caller's passes add for this layer (0 without it),
+  ///     token passes:   sum(T) * what pass_bytes_per_token says they keep per token (recorded inputs, a float
+  ///                     stream: checkpoint/token_pass_memory.h),
   /// and when need exceeds the budget it gives things up in this order (each step only when the one before does not fit):
   ///   1. double buffering (buffers = 1);
   ///   2. the activations on the device: the samples' hidden states are kept in host memory and cross to the device
   ///      one at a time (ActivationHome), so that activations count one sample in and out, 2 * max(T) * hidden * e,
-  ///      buffers 2 again, then 1;
+  ///      and the token passes max(T) tokens (what the passes keep goes to the host too), buffers 2 again, then 1;
   /// and otherwise fails with RESOURCE_EXHAUSTED naming the layer, the bytes and the budget, before the layer
   /// computes. tests/quantize/pass_memory_test.cc holds the formula against the tensor bytes the passes allocate
   /// (runtime::AllocationMeter on the CPU).
@@ -55,6 +57,9 @@ struct StreamerOptions {
   /// The bytes the caller's passes hold beside the layer's forward at their widest (quantize/pass_memory.h: the
   /// quantized weight copies, GPTQ's Hessians); empty = none.
   std::function<int64_t(const DecoderLayer& layer)> pass_memory;
+  /// The bytes per calibration token the caller's passes keep beside the hidden states (quantize/pass_memory.h:
+  /// PassDeviceBytesPerToken); empty = none.
+  std::function<int64_t(const DecoderLayer& layer)> pass_bytes_per_token;
 };
 
 /// The device memory a layer needs by StreamerOptions::device_memory_budget's formula.
@@ -64,8 +69,16 @@ struct LayerDeviceMemory {
   int64_t one_sample_activations = 0;  // the longest sample's in and out: activations kept on the host
   int64_t workspace = 0;
   int64_t passes = 0;
+  int64_t bytes_per_token = 0;          // the passes' per-token copies
+  int64_t tokens = 0;                   // every sample's
+  int64_t longest_sample = 0;           // tokens of the longest sample
+  /// The passes' bytes: their fixed term and their per-token copies of every sample (or of one, on the host).
+  int64_t Passes(bool activations_on_host = false) const {
+    return passes + bytes_per_token * (activations_on_host ? longest_sample : tokens);
+  }
   int64_t Need(int buffers, bool activations_on_host = false) const {
-    return weights * buffers + (activations_on_host ? one_sample_activations : activations) + workspace + passes;
+    return weights * buffers + (activations_on_host ? one_sample_activations : activations) + workspace +
+           Passes(activations_on_host);
   }
 };
 LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,

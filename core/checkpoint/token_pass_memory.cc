@@ -1,0 +1,45 @@
+#include "core/checkpoint/token_pass_memory.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+
+namespace quark::checkpoint {
+
+std::string ExpertKind(const std::string& relative_name) {
+  static const std::string kExperts = ".experts.";
+  const size_t at = relative_name.find(kExperts);
+  if (at == std::string::npos) return relative_name;
+  size_t end = at + kExperts.size();
+  while (end < relative_name.size() && std::isdigit(static_cast<unsigned char>(relative_name[end]))) ++end;
+  return relative_name.substr(0, at + kExperts.size()) + "*" + relative_name.substr(end);
+}
+
+int64_t TokenPassElements(const std::vector<LinearSpec>& linears, const std::function<bool(const LinearSpec&)>& quantized,
+                          const ModelConfig& config, const TokenPasses& passes) {
+  if (!passes.float_stream && !passes.awq && !passes.autosmoothquant) return 0;
+  const int64_t hidden = config.hidden_size;
+  const int64_t top_k = std::max<int64_t>(1, config.num_experts_per_tok);
+  std::map<std::string, int64_t> per_linear;  // AWQ: every quantized linear, expert kinds once
+  std::map<std::string, int64_t> per_input;   // AutoSmoothQuant: every distinct input
+  int64_t widest = hidden;
+  for (const LinearSpec& linear : linears) {
+    if (!quantized(linear)) continue;
+    const int64_t share = linear.routed ? top_k : 1;
+    per_linear[ExpertKind(linear.relative_name)] = linear.in_features * share;
+    int64_t& input = per_input[linear.routed ? ExpertKind(linear.relative_name) : linear.input];
+    input = std::max(input, linear.in_features * share);
+    widest = std::max(widest, linear.in_features * share);
+  }
+  int64_t recorded = 0, distinct = 0;
+  for (const auto& [name, elements] : per_linear) recorded += elements;
+  for (const auto& [name, elements] : per_input) distinct += elements;
+  int64_t search = 0;
+  if (passes.awq) search = std::max(search, recorded + hidden + 2 * widest);
+  if (passes.autosmoothquant) search = std::max(search, distinct + hidden + 2 * widest);
+  return (passes.float_stream ? 2 * hidden : 0) + search;
+}
+
+}  // namespace quark::checkpoint

@@ -1,0 +1,55 @@
+// What the passes that keep a layer's calibration activations hold per token beside the streamer's hidden states,
+// from the layer's linears alone: the per-token term of the device budget (quantize/pass_memory.h,
+// runtime::StreamerOptions::pass_bytes_per_token) and of the estimator's scaling phases (estimate/job_estimate.cc).
+// Here, without LibTorch, so that both count the same bytes; tests/quantize/pass_memory_test.cc holds it against the
+// tensors the passes allocate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/model_config.h"
+#include "core/checkpoint/model_layout.h"
+
+namespace quark::checkpoint {
+
+struct TokenPasses {
+  /// SmoothQuant, AWQ, AutoSmoothQuant, GPTAQ and Qronos carry the float model's hidden states beside the quantized
+  /// model's: the layer's float inputs and outputs.
+  bool float_stream = false;
+  /// AWQ records the input of every quantized linear (each its own copy) for its searches and its clip search.
+  bool awq = false;
+  /// AutoSmoothQuant records one input per pair (those its pairs read first) and quantizes one of them per trial.
+  bool autosmoothquant = false;
+};
+
+/// Elements per calibration token (times the compute dtype's size for bytes) that `passes` hold for a layer with
+/// `linears`, of which `quantized` says which the plan quantizes:
+///   float stream:    2 * hidden
+///   AWQ:             the sum of the quantized linears' in_features (every recorded input) + hidden (a pair's reference
+///                    outputs) + 2 * the widest input (a recorded input concatenated over the samples, and its |x|)
+///   AutoSmoothQuant: the sum of in_features over the distinct inputs the quantized linears read + hidden + 2 * the
+///                    widest input (the concatenation kept through a pair's search and one trial's quantized inputs)
+/// (the larger of AWQ's and AutoSmoothQuant's terms when both run: one after the other). A routed expert's linear
+/// sees the tokens routed to its expert: each kind of expert linear counts num_experts_per_tok times its input.
+/// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": one kind of expert linear (every expert's down_proj);
+/// other names unchanged. The recorded inputs of one kind together cover each token num_experts_per_tok times.
+std::string ExpertKind(const std::string& relative_name);
+
+/// AwqOptions::clip_tokens (Quark's n_sample_token): the tokens AWQ's clip search samples.
+inline constexpr int64_t kAwqClipTokens = 512;
+
+/// AWQ's clip search over a linear [out, in] with groups of `group` input columns holds the float and the clipped
+/// outputs of one batch of output channels (Quark's 256, or 64) over its sampled tokens: elements, whatever the
+/// number of calibration tokens.
+inline int64_t AwqClipElements(int64_t out, int64_t in, int64_t group) {
+  const int64_t groups = group > 0 && in % group == 0 ? in / group : 1;
+  return 2 * groups * kAwqClipTokens * (out < 256 ? out : 256);
+}
+
+int64_t TokenPassElements(const std::vector<LinearSpec>& linears, const std::function<bool(const LinearSpec&)>& quantized,
+                          const ModelConfig& config, const TokenPasses& passes);
+
+}  // namespace quark::checkpoint
