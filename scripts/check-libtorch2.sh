@@ -8,7 +8,8 @@
 #   QUARK_TRIXIE_ROOT    the chroot, reused between runs (default /var/tmp/quark-trixie; debootstrap when absent)
 #   QUARK_TRIXIE_MIRROR  Debian mirror (default http://deb.debian.org/debian)
 #   QUARK_LT2_JOBS       build jobs (default 2); every compile runs under nice -n 10
-#   QUARK_LT2_CTEST      extra ctest arguments for the cpu part, e.g. "-R Gptq" for a subset (default: the whole suite)
+#   QUARK_LT2_CTEST      extra ctest arguments for the cpu part, e.g. "-R Gptq" for a subset (default: the whole suite);
+#                        they pass through sh: quote an alternation, "-R 'Gptq|Smoothing'"
 #   QUARK_LT2_CPU_TARGETS  targets of the cpu part (default: all); ctest then runs only the tests built
 #   QUARK_LT2_TARGETS    targets of the cuda part (default: all)
 #   QUARK_LT2_NODE_MODULES  a tests/peers/node_modules to mount read-only where the checkout has none or an empty one
