@@ -100,7 +100,7 @@ TEST_P(PassMemoryTest, TheBudgetFormulaBoundsWhatEachLayerHolds) {
                 (formula->Passes() - formula->passes) / 1048576.0, static_cast<double>(held) / need);
     EXPECT_LE(held, need) << "layer " << layer.layer << ": the formula does not bound what the layer holds";
     // The scaling searches' per-token copies are counted at the widest any of their steps could hold them together;
-    // the steps of a given layer reach 55-95% of it here (measured: SmoothQuant's float stream the least).
+    // what a layer held reached 73-86% of it here (SmoothQuant's layer 1 the least), so the bound is a half for them.
     const bool per_token = formula->bytes_per_token > 0;
     EXPECT_GE(held, per_token ? need / 2 : need * 3 / 4)
         << "layer " << layer.layer << ": the formula asks far more than the layer holds";
@@ -255,11 +255,13 @@ TEST(PassDeviceMemoryTest, GptqInTensorOperationsHoldsWhatTheDeviceTermCharges) 
 std::vector<Case> Cases() {
   const testing::Scenario fp8{"fp8", "fp8", {}, {"hf_quark"}};
   const testing::Scenario gptq{"uint4_wo_128_gptq", "uint4_wo_128", {GptqAlgo{}}, {"hf_quark"}};
-  // In bf16 the quantized copies take half as much, and GPTQ's float32 Hessians and working weight are the wider term.
+  // #27: the scaling searches and their float stream keep per-token copies (checkpoint/token_pass_memory.h).
   const testing::Scenario awq{"uint4_wo_128_awq", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}};
   const testing::Scenario sq{"int8_smoothquant", "int8", {SmoothQuantAlgo{}}, {"hf_quark"}};
   const testing::Scenario asq{"int8_autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {"hf_quark"}};
-  return {{fp8, 4}, {fp8, 32}, {gptq, 4}, {gptq, 32}, {gptq, 4, "bf16"}, {fp8, 32, "bf16"}, {awq, 4}, {awq, 32}, {sq, 32}, {asq, 32}};
+  // In bf16 the quantized copies take half as much, and GPTQ's float32 Hessians and working weight are the wider term.
+  return {{fp8, 4}, {fp8, 32}, {gptq, 4}, {gptq, 32}, {gptq, 4, "bf16"}, {fp8, 32, "bf16"},
+          {awq, 4}, {awq, 32}, {sq, 32}, {asq, 32}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, PassMemoryTest, ::testing::ValuesIn(Cases()),
