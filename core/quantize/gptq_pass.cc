@@ -204,7 +204,7 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
     if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
     // Its outputs are the float stream's next inputs, kept with the activations.
     const algorithms::LayerForwardOutput forward = [&](const at::Tensor& sample) {
-      return model.activations().Hold(runtime::ForwardSample(layer, sample, model));
+      return runtime::ForwardAndHold(layer, sample, model);
     };
     algorithms::AsymmetricOptions asymmetric;
     asymmetric.method = algo_.method;
@@ -227,7 +227,7 @@ absl::Status GptqPass::Advance(runtime::DecoderLayer& layer, const std::vector<a
   if (algo_.method == HessianMethod::kGptq) return absl::OkStatus();
   if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
   try {
-    for (at::Tensor& sample : float_inputs_) sample = model.activations().Hold(runtime::ForwardSample(layer, sample, model));
+    for (at::Tensor& sample : float_inputs_) sample = runtime::ForwardAndHold(layer, sample, model);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, StrCat("float forward of ", layer.prefix()));
   }

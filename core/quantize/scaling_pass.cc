@@ -274,7 +274,7 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
   algorithms::ScalingInputs in;
   in.samples = &float_inputs_;
   in.activations = model.activations();
-  in.run = [&](const at::Tensor& sample) { return model.activations().Hold(runtime::ForwardSample(layer, sample, model)); };
+  in.run = [&](const at::Tensor& sample) { return runtime::ForwardAndHold(layer, sample, model); };
   in.context = [&](int64_t seq_len) -> const runtime::LayerContext& { return model.Context(seq_len); };
   in.heads = {model_.num_attention_heads, model_.num_key_value_heads};
   in.min_expert_tokens = min_expert_tokens_;
@@ -330,7 +330,7 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
 absl::Status ScalingPass::Advance(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& inputs,
                                   runtime::TransformerModel& model) {
   if (layer.index() == 0 || float_inputs_.size() != inputs.size()) float_inputs_ = inputs;
-  for (at::Tensor& sample : float_inputs_) sample = model.activations().Hold(runtime::ForwardSample(layer, sample, model));
+  for (at::Tensor& sample : float_inputs_) sample = runtime::ForwardAndHold(layer, sample, model);
   return absl::OkStatus();
 }
 

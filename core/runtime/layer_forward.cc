@@ -13,9 +13,9 @@ std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vect
   MoeBlock* block = split != nullptr ? split->routed_block() : nullptr;
   // Sample by sample unless streamed experts would reload: the whole-layer path stays the reference the streamed one
   // is compared with, and only the streamed path needs every sample's block input at once.
-  const ActivationHome& home = model.activations();
-  if (block == nullptr || hidden.size() < 2 || ExpertStreamingOf(model.weights()) == nullptr || home.on_host()) {
-    for (const at::Tensor& input : hidden) outputs.push_back(home.Hold(ForwardSample(layer, input, model)));
+  if (block == nullptr || hidden.size() < 2 || ExpertStreamingOf(model.weights()) == nullptr ||
+      model.activations().on_host()) {
+    for (const at::Tensor& input : hidden) outputs.push_back(ForwardAndHold(layer, input, model));
     return outputs;
   }
   std::vector<at::Tensor> attended, block_inputs;
@@ -32,6 +32,10 @@ std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vect
 
 at::Tensor ForwardSample(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model) {
   return layer.forward(model.activations().Place(sample), model.Context(sample.size(1)));
+}
+
+at::Tensor ForwardAndHold(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model) {
+  return model.activations().Hold(ForwardSample(layer, sample, model));
 }
 
 }  // namespace quark::runtime

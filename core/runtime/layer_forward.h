@@ -26,4 +26,7 @@ std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vect
 /// the device (Hold it to keep it).
 at::Tensor ForwardSample(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model);
 
+/// ForwardSample's output where the model keeps activations (Hold): what a pass keeps of a forward.
+at::Tensor ForwardAndHold(DecoderLayer& layer, const at::Tensor& sample, TransformerModel& model);
+
 }  // namespace quark::runtime

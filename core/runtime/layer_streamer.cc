@@ -75,6 +75,10 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer
                                         std::vector<at::Tensor>& hidden) {
   const int most_buffers = options_.device.OverlapsCopies() ? 2 : 1;
   const int64_t budget = options_.device_memory_budget;
+  if (budget <= 0 && options_.device.is_cpu()) {  // nothing to choose and nothing reported: the CPU's default path
+    double_buffered_ = false;
+    return absl::OkStatus();
+  }
   LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
   if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
   if (options_.pass_bytes_per_token) memory.bytes_per_token = options_.pass_bytes_per_token(layer);

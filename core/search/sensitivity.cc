@@ -53,7 +53,7 @@ class CandidateRun {
     try {
       at::NoGradGuard no_grad;
       for (Branch& b : branches_) {
-        for (at::Tensor& h : b.hidden) h = Hold(runtime::ForwardSample(layer, h, streamer_.model()));
+        for (at::Tensor& h : b.hidden) h = runtime::ForwardAndHold(layer, h, streamer_.model());
       }
       if (!InRange(index)) return absl::OkStatus();  // a split pass: another range's child starts these branches
       std::vector<ModuleInfo> modules;
@@ -85,9 +85,6 @@ class CandidateRun {
   std::vector<Branch>& branches() { return branches_; }
 
  private:
-  // A branch's hidden state where the streamer keeps the layer's activations (in host memory when they did not fit).
-  at::Tensor Hold(const at::Tensor& x) const { return streamer_.model().activations().Hold(x); }
-
   bool InRange(int64_t index) const {
     if (options_.layer_count <= 0) return true;
     return index >= options_.first_layer && index < options_.first_layer + options_.layer_count;
@@ -121,7 +118,7 @@ class CandidateRun {
     auto installed = quantizer.Calibrate(layer, inputs, streamer_.model());
     std::vector<at::Tensor> out;
     if (installed.ok()) {
-      for (const at::Tensor& x : inputs) out.push_back(Hold(runtime::ForwardSample(layer, x, streamer_.model())));
+      for (const at::Tensor& x : inputs) out.push_back(runtime::ForwardAndHold(layer, x, streamer_.model()));
     }
     for (const auto& l : linears) {
       if (auto s = layer.ReplaceLinear(l.relative_name, l.linear); !s.ok()) return s;
