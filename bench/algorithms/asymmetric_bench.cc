@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/algorithms/mlp_block.h"
+#include "bench/bench_clock.h"
 #include "core/algorithms/asymmetric_gptq.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
@@ -22,10 +23,6 @@
 
 namespace quark::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 double PeakRssMb() {
   rusage usage{};

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/algorithms/mlp_block.h"
+#include "bench/bench_clock.h"
 #include "core/algorithms/autoround.h"
 #include "core/numerics/fake_quant.h"
 #include "core/runtime/calibration_data.h"
@@ -21,8 +22,7 @@
 namespace quark::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Llama's linears in auto-round's wrapping order (the block's named_modules order).
 constexpr const char* kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -163,26 +163,26 @@ int RunAutoRoundBench(const AutoRoundBenchFlags& f) {
   if (auto s = WriteTensors(f.save_dir + "/engine_weights.safetensors", rounded); !s.ok()) {
     return std::cerr << "--save: " << s.message() << "\n", 1;
   }
-  const Json line = {{"side", "engine"},
-                     {"iters", f.iters},
-                     {"batch", f.batch},
-                     {"samples", f.samples},
-                     {"seq_len", f.seq_len},
-                     {"group_size", f.group_size},
-                     {"seed", f.seed},
-                     {"order_seed", order_seed},
-                     {"first_loss", result->first_loss},
-                     {"best_loss", result->best_loss},
-                     {"best_iter", result->best_iter},
-                     {"heldout_mse", heldout_mse},
-                     {"rtn_heldout_mse", rtn_heldout_mse},
-                     {"train_mse", train_mse},
-                     {"changed_roundings", result->changed_roundings},
-                     {"weights", result->weights},
-                     {"changed_fraction", static_cast<double>(result->changed_roundings) / result->weights},
-                     {"seconds", seconds},
-                     {"threads", at::get_num_threads()},
-                     {"losses", losses}};
+  const OrderedJson line = {{"side", "engine"},
+                            {"iters", f.iters},
+                            {"batch", f.batch},
+                            {"samples", f.samples},
+                            {"seq_len", f.seq_len},
+                            {"group_size", f.group_size},
+                            {"seed", f.seed},
+                            {"order_seed", order_seed},
+                            {"first_loss", result->first_loss},
+                            {"best_loss", result->best_loss},
+                            {"best_iter", result->best_iter},
+                            {"heldout_mse", heldout_mse},
+                            {"rtn_heldout_mse", rtn_heldout_mse},
+                            {"train_mse", train_mse},
+                            {"changed_roundings", result->changed_roundings},
+                            {"weights", result->weights},
+                            {"changed_fraction", static_cast<double>(result->changed_roundings) / result->weights},
+                            {"seconds", seconds},
+                            {"threads", at::get_num_threads()},
+                            {"losses", losses}};
   std::ofstream(f.save_dir + "/engine.json") << line.dump() << "\n";
   std::cout << line.dump() << std::endl;
   return 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/algorithms/mlp_block.h"
+#include "bench/bench_clock.h"
 #include "core/algorithms/smoothing.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -18,10 +19,7 @@
 namespace quark::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Json = nlohmann::ordered_json;
-
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+using OrderedJson = nlohmann::ordered_json;
 
 // Quark's Llama scaling_layers restricted to the MLP (core/quantize/scaling_pass.cc DefaultScalingLayers).
 std::vector<ScalingLayer> MlpPairs(bool with_down) {
@@ -31,10 +29,10 @@ std::vector<ScalingLayer> MlpPairs(bool with_down) {
   return pairs;
 }
 
-const char* const kLinears[] = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+const char* const kMlpLinears[] = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
 
-Json PairsSummary(const std::vector<algorithms::ScalingResult>& results) {
-  Json pairs = Json::array();
+OrderedJson PairsSummary(const std::vector<algorithms::ScalingResult>& results) {
+  OrderedJson pairs = OrderedJson::array();
   for (const auto& r : results) {
     const at::Tensor s = r.scales.to(at::kDouble);
     pairs.push_back({{"prev_op", r.pair.prev_op},
@@ -133,15 +131,15 @@ int RunAwq(const MlpFlags& f) {
     auto seconds = ClipSearchSeconds(layer, layer.post_attention_layernorm->forward(x), ones, ones_i, *block, *spec,
                                      options);
     if (!seconds.ok()) return std::cerr << "awq: " << seconds.status().message() << "\n", 1;
-    std::cout << Json{{"algorithm", "awq-clip-only"}, {"implementation", "quarkd"}, {"threads", at::get_num_threads()},
-                      {"clip_s", *seconds}}.dump() << std::endl;
+    std::cout << OrderedJson{{"algorithm", "awq-clip-only"}, {"implementation", "quarkd"}, {"threads", at::get_num_threads()},
+                             {"clip_s", *seconds}}.dump() << std::endl;
     return 0;
   }
   auto rtn = QuantizedBlockOutput(layer, x, quant);
   if (!rtn.ok()) return std::cerr << "rtn: " << rtn.status().message() << "\n", 2;
 
   algorithms::LayerQuantSpecs specs;
-  for (const char* name : kLinears) specs[name].weight = *spec;
+  for (const char* name : kMlpLinears) specs[name].weight = *spec;
   const std::vector<at::Tensor> samples = {x.unsqueeze(0)};
   std::vector<at::Tensor> outputs;
   std::map<std::string, at::Tensor> clips;
@@ -163,11 +161,11 @@ int RunAwq(const MlpFlags& f) {
     if (!seconds.ok()) return std::cerr << "awq: " << seconds.status().message() << "\n", 1;
     clip_s = *seconds;
   }
-  Json clip_summary;
+  OrderedJson clip_summary;
   for (const auto& [name, max_val] : clips) {
     clip_summary[name] = {max_val.min().item<double>(), max_val.max().item<double>()};
   }
-  const Json line = {
+  const OrderedJson line = {
       {"algorithm", "awq"},
       {"implementation", "quarkd"},
       {"hidden", x.size(1)},
@@ -217,7 +215,7 @@ int RunSmoothQuant(const MlpFlags& f) {
   std::map<std::string, at::Tensor> quantized;
   auto yq = QuantizedBlockOutput(layer, x, quant, &quantized);
   if (!yq.ok()) return std::cerr << "smoothquant: " << yq.status().message() << "\n", 1;
-  const Json line = {
+  const OrderedJson line = {
       {"algorithm", "smoothquant"},
       {"implementation", "quarkd"},
       {"hidden", x.size(1)},
@@ -279,12 +277,12 @@ int RunDumpMlp(const MlpFlags& f) {
       {"rms_norm_eps", fmt::format("{}", config.rms_norm_eps)},
       {"calibration", fmt::format("{} windows of {} tokens from {}, seed {}", f.samples, f.seq_len, f.calib, f.seed)}};
   if (auto s = WriteTensors(f.out, tensors, metadata); !s.ok()) return std::cerr << "--out: " << s.message() << "\n", 1;
-  const Json line = {{"wrote", f.out},
-                     {"layer", f.layer},
-                     {"tokens", tensors.at("inputs").size(0)},
-                     {"hidden", config.hidden_size},
-                     {"intermediate", target->mlp->gate_proj->out_features()},
-                     {"rms_norm_eps", config.rms_norm_eps}};
+  const OrderedJson line = {{"wrote", f.out},
+                            {"layer", f.layer},
+                            {"tokens", tensors.at("inputs").size(0)},
+                            {"hidden", config.hidden_size},
+                            {"intermediate", target->mlp->gate_proj->out_features()},
+                            {"rms_norm_eps", config.rms_norm_eps}};
   std::cout << line.dump() << std::endl;
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/algorithms/stop_forward.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/runtime/layer_streamer.h"
@@ -12,8 +13,6 @@
 
 namespace quark::algorithms {
 namespace {
-
-struct StopForward {};
 
 // Stands in for a linear during a capture pass: keeps its input, then stops the forward.
 class InputRecorder : public runtime::LinearLike {

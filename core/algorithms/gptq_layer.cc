@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/algorithms/hessian.h"
+#include "core/algorithms/stop_forward.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/runtime/expert_streaming.h"
@@ -17,9 +18,6 @@
 
 namespace quark::algorithms {
 namespace {
-
-// Thrown by a capturing linear once it has seen its input: the rest of the layer's forward is not needed.
-struct StopForward {};
 
 // Stands in for a linear during a capture pass: adds its input to the Hessian, then stops the forward. A routed
 // (MoE expert) linear lets the forward go on instead: a later sample, or the top-up, may bring it more tokens.

@@ -9,10 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status FieldError(const std::string& label, const std::string& field, const std::string& what) {
-  return ConfigFieldError(label, field, what);
-}
-
 // A positive integer field within its SizeLimitOf; `fallback` when absent or null (0 = required).
 absl::Status ReadPositive(const json& root, const std::string& label, const std::string& field, int64_t fallback,
                           int64_t* out) {
@@ -29,13 +25,13 @@ bool BoolOr(const json& root, const std::string& field, bool fallback) {
 absl::Status CheckAllLayersSparse(const json& root, const std::string& label) {
   auto step = root.find("decoder_sparse_step");
   if (step != root.end() && !step->is_null() && !(step->is_number_integer() && step->get<int64_t>() == 1)) {
-    return FieldError(label, "decoder_sparse_step", quark::StrCat("= ", step->dump(), " is not supported (only 1: "
-                      "every layer sparse; dense MLP layers between MoE layers are not built)"));
+    return ConfigFieldError(label, "decoder_sparse_step", quark::StrCat("= ", step->dump(), " is not supported (only 1: "
+                            "every layer sparse; dense MLP layers between MoE layers are not built)"));
   }
   auto dense = root.find("mlp_only_layers");
   if (dense != root.end() && !dense->is_null() && !(dense->is_array() && dense->empty())) {
-    return FieldError(label, "mlp_only_layers", quark::StrCat("= ", dense->dump(), " is not supported (only []: "
-                      "dense MLP layers between MoE layers are not built)"));
+    return ConfigFieldError(label, "mlp_only_layers", quark::StrCat("= ", dense->dump(), " is not supported (only []: "
+                            "dense MLP layers between MoE layers are not built)"));
   }
   return absl::OkStatus();
 }
@@ -58,14 +54,14 @@ absl::Status ParseMoeFields(const json& root, const std::string& label, ModelCon
     return s;
   }
   if (config.num_hidden_layers * config.num_experts > kMaxLayerExperts) {  // both bounded: no overflow
-    return FieldError(label, mixtral ? "num_local_experts" : "num_experts",
-                      quark::StrCat("= ", config.num_experts, " in each of ", config.num_hidden_layers,
-                                    " layers is above the limit of ", kMaxLayerExperts, " experts in all"));
+    return ConfigFieldError(label, mixtral ? "num_local_experts" : "num_experts",
+                            quark::StrCat("= ", config.num_experts, " in each of ", config.num_hidden_layers,
+                                          " layers is above the limit of ", kMaxLayerExperts, " experts in all"));
   }
   if (auto s = ReadPositive(root, label, "num_experts_per_tok", 0, &config.num_experts_per_tok); !s.ok()) return s;
   if (config.num_experts_per_tok > config.num_experts) {
-    return FieldError(label, "num_experts_per_tok", quark::StrCat("= ", config.num_experts_per_tok,
-                      " exceeds the number of experts (", config.num_experts, ")"));
+    return ConfigFieldError(label, "num_experts_per_tok", quark::StrCat("= ", config.num_experts_per_tok,
+                            " exceeds the number of experts (", config.num_experts, ")"));
   }
   if (mixtral) {
     // Mixtral's experts are intermediate_size wide and its top-k weights always sum to 1 (HF MixtralSparseMoeBlock).
@@ -77,7 +73,7 @@ absl::Status ParseMoeFields(const json& root, const std::string& label, ModelCon
     auto window = root.find("sliding_window");
     if (window != root.end() && !window->is_null()) {
       if (!window->is_number_integer() || window->get<int64_t>() <= 0) {
-        return FieldError(label, "sliding_window", quark::StrCat("= ", window->dump(), " must be a positive integer or null"));
+        return ConfigFieldError(label, "sliding_window", quark::StrCat("= ", window->dump(), " must be a positive integer or null"));
       }
       config.sliding_window = window->get<int64_t>();
     }
@@ -88,7 +84,7 @@ absl::Status ParseMoeFields(const json& root, const std::string& label, ModelCon
   if (auto s = ReadPositive(root, label, "moe_intermediate_size", 0, &config.moe_intermediate_size); !s.ok()) return s;
   if (auto s = CheckAllLayersSparse(root, label); !s.ok()) return s;
   if (BoolOr(root, "use_sliding_window", false)) {
-    return FieldError(label, "use_sliding_window", "= true is not supported for " + config.model_type);
+    return ConfigFieldError(label, "use_sliding_window", "= true is not supported for " + config.model_type);
   }
   config.sliding_window = 0;
   config.sliding_window_layers.clear();

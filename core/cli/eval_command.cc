@@ -63,7 +63,7 @@ int RunEval(const EvalArgs& args) {
   return kExitOk;
 }
 
-void Setup(CLI::App& app) {
+void SetupEvalCommand(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* eval = app.add_subcommand("eval", "Perplexity of a model on a text (non-overlapping windows, streamed by layer)");
   eval->add_option("--model", args->model, "HF model folder (float, or an HF-quark or compressed-tensors export: packed weights and its activation quantization) or a GGUF file (with --text: the "
@@ -94,7 +94,7 @@ void Setup(CLI::App& app) {
   eval->callback([args] { SetExitCode(RunEval(*args)); });
 }
 
-const CommandRegistration kRegistration(Setup);
+const CommandRegistration kEvalCommand(SetupEvalCommand);
 
 }  // namespace
 }  // namespace quark::cli

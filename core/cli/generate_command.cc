@@ -68,7 +68,7 @@ int Run(const GenerateArgs& args) {
   return kExitOk;
 }
 
-void Setup(CLI::App& app) {
+void SetupGenerateCommand(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation with a KV cache (the whole model in memory)");
   cmd->add_option("--model", args->model, "HF model folder, HF-quark export or GGUF file")->required();
@@ -80,7 +80,7 @@ void Setup(CLI::App& app) {
   cmd->callback([args] { SetExitCode(Run(*args)); });
 }
 
-const CommandRegistration kRegistration(Setup);
+const CommandRegistration kGenerateCommand(SetupGenerateCommand);
 
 }  // namespace
 }  // namespace quark::cli

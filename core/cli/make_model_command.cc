@@ -61,7 +61,7 @@ int RunTrainModel(const runtime::TrainedModelOptions& options) {
   return kExitOk;
 }
 
-void Setup(CLI::App& app) {
+void SetupMakeModelCommand(CLI::App& app) {
   auto options = std::make_shared<runtime::TrainedModelOptions>();
   runtime::SyntheticModelOptions& model = options->model;
   runtime::LlamaTrainingOptions& training = options->training;
@@ -91,7 +91,7 @@ void Setup(CLI::App& app) {
   });
 }
 
-const CommandRegistration kRegistration(Setup);
+const CommandRegistration kMakeModelCommand(SetupMakeModelCommand);
 
 }  // namespace
 }  // namespace quark::cli

@@ -27,7 +27,7 @@ int RunOutlierTwin(const runtime::OutlierTwinOptions& options) {
   return kExitOk;
 }
 
-void Setup(CLI::App& app) {
+void SetupOutlierTwinCommand(CLI::App& app) {
   auto options = std::make_shared<runtime::OutlierTwinOptions>();
   CLI::App* cmd = app.add_subcommand(
       "outlier-twin", "Write a model's outlier twin: a few RMSNorm channels scaled up, the reading columns down");
@@ -40,7 +40,7 @@ void Setup(CLI::App& app) {
   cmd->callback([options] { SetExitCode(RunOutlierTwin(*options)); });
 }
 
-const CommandRegistration kRegistration(Setup);
+const CommandRegistration kOutlierTwinCommand(SetupOutlierTwinCommand);
 
 }  // namespace
 }  // namespace quark::cli

@@ -9,12 +9,12 @@
 namespace quark {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Reads `key` when it is present and not null (auto-round's None: the default stays); `take` checks the JSON value
 // and converts it, false when it is not `expected`.
 template <typename T, typename Take>
-absl::Status ReadField(const Json& j, const char* key, const std::string& path, const char* expected, Take take,
+absl::Status ReadField(const OrderedJson& j, const char* key, const std::string& path, const char* expected, Take take,
                        T& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
@@ -22,25 +22,25 @@ absl::Status ReadField(const Json& j, const char* key, const std::string& path, 
   return absl::OkStatus();
 }
 
-bool TakeInt(const Json& v, int& out) {
+bool TakeInt(const OrderedJson& v, int& out) {
   if (!v.is_number_integer() || v.get<int64_t>() < -(int64_t{1} << 30) || v.get<int64_t>() > (int64_t{1} << 30)) return false;
   out = static_cast<int>(v.get<int64_t>());
   return true;
 }
 
-bool TakeRate(const Json& v, std::optional<float>& out) {
+bool TakeRate(const OrderedJson& v, std::optional<float>& out) {
   if (!v.is_number() || !std::isfinite(v.get<double>())) return false;
   out = static_cast<float>(v.get<double>());
   return true;
 }
 
-bool TakeFlag(const Json& v, bool& out) {
+bool TakeFlag(const OrderedJson& v, bool& out) {
   if (!v.is_boolean()) return false;
   out = v.get<bool>();
   return true;
 }
 
-bool TakeString(const Json& v, std::string& out) {
+bool TakeString(const OrderedJson& v, std::string& out) {
   if (!v.is_string()) return false;
   out = v.get<std::string>();
   return true;
@@ -48,7 +48,7 @@ bool TakeString(const Json& v, std::string& out) {
 
 }  // namespace
 
-absl::StatusOr<AutoRoundAlgo> AutoRoundFromJson(const Json& j, const std::string& path) {
+absl::StatusOr<AutoRoundAlgo> AutoRoundFromJson(const OrderedJson& j, const std::string& path) {
   static const std::set<std::string> kKeys = {"name",       "iters",    "lr",
                                               "minmax_lr",  "batch_size", "gradient_accumulate_steps",
                                               "enable_minmax_tuning", "not_use_best_mse", "seed",
@@ -75,10 +75,10 @@ absl::StatusOr<AutoRoundAlgo> AutoRoundFromJson(const Json& j, const std::string
   return a;
 }
 
-void AutoRoundToJson(const AutoRoundAlgo& a, Json& j) {
+void AutoRoundToJson(const AutoRoundAlgo& a, OrderedJson& j) {
   j["iters"] = a.iters;
-  j["lr"] = a.lr ? Json(*a.lr) : Json(nullptr);
-  j["minmax_lr"] = a.minmax_lr ? Json(*a.minmax_lr) : Json(nullptr);
+  j["lr"] = a.lr ? OrderedJson(*a.lr) : OrderedJson(nullptr);
+  j["minmax_lr"] = a.minmax_lr ? OrderedJson(*a.minmax_lr) : OrderedJson(nullptr);
   j["batch_size"] = a.batch_size;
   j["gradient_accumulate_steps"] = a.gradient_accumulate_steps;
   j["enable_minmax_tuning"] = a.enable_minmax_tuning;

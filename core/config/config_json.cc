@@ -13,9 +13,9 @@
 namespace quark {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-bool HasProtoEnumValue(const Json& j) {
+bool HasProtoEnumValue(const OrderedJson& j) {
   if (j.is_string()) return j.get<std::string>().rfind("DATA_TYPE_", 0) == 0;
   if (j.is_object() || j.is_array()) {
     for (const auto& child : j) {
@@ -27,7 +27,7 @@ bool HasProtoEnumValue(const Json& j) {
 
 // Proto JSON spells fields in lowerCamelCase (or as declared), keeps layer_quant_config as a list of
 // {pattern, config}, and writes enums as DATA_TYPE_*; Quark's dict has none of these.
-bool LooksLikeProtoJson(const Json& j) {
+bool LooksLikeProtoJson(const OrderedJson& j) {
   for (const char* key : {"globalQuantConfig", "layerQuantConfig", "layerTypeQuantConfig", "kvCacheQuantConfig",
                           "algoConfig", "quantMode", "exportOptions", "export_options"}) {
     if (j.contains(key)) return true;
@@ -56,9 +56,9 @@ absl::StatusOr<Config> ConfigFromProtoJson(std::string_view json) {
 }
 
 absl::StatusOr<Config> ConfigFromAnyJson(std::string_view text) {
-  Json j;
+  OrderedJson j;
   try {
-    j = Json::parse(text.begin(), text.end());
+    j = OrderedJson::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     return absl::InvalidArgumentError(StrCat("config: invalid JSON at byte ", e.byte, ": ", e.what()));
   } catch (const nlohmann::json::out_of_range& e) {

@@ -2,6 +2,7 @@
 
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
+#include "core/base/overloaded.h"
 
 namespace quark {
 namespace {
@@ -109,13 +110,6 @@ std::vector<ScalingLayer> FromProto(const Repeated& layers) {
   }
   return out;
 }
-
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <typename... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 // --- #35 GPTAQ / Qronos: Quark 0.13's fields (GPTAQConfig, QronosConfig) ---
 void AsymmetricToProto(const GptqAlgo& a, pb::AlgoConfig& out) {

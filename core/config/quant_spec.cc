@@ -2,6 +2,8 @@
 
 #include <tuple>
 
+#include "core/base/overloaded.h"
+
 namespace quark {
 namespace {
 
@@ -10,13 +12,6 @@ auto Tie(const QuantSpec& s) {
                   s.round_method, s.scale_format, s.scale_calculation_mode, s.mx_element_dtype, s.zero_point_type,
                   s.percentile, s.fp8_first_stage);
 }
-
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <typename... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <type_traits>
 
+#include "core/base/overloaded.h"
 #include "core/base/strings.h"
 #include "core/base/status_macros.h"
 #include "core/config/autoround_json.h"  // #35 AutoRound
@@ -17,7 +18,7 @@
 namespace quark {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Quark's exported config.json names the observer class; per-tensor/channel/group variants of MinMax.
 std::string ObserverClassName(const QuantSpec& s) {
@@ -39,12 +40,12 @@ std::string ObserverClassName(const QuantSpec& s) {
   return "PerTensorMinMaxObserver";
 }
 
-Json OptionalInt(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+OrderedJson OptionalInt(const std::optional<int>& v) { return v ? OrderedJson(*v) : OrderedJson(nullptr); }
 
 // ---- Reading, with the key path in every error ----
 
 template <typename Enum>
-absl::Status ReadEnum(const Json& j, const char* key, const std::string& path,
+absl::Status ReadEnum(const OrderedJson& j, const char* key, const std::string& path,
                       std::optional<Enum> (*parse)(std::string_view), Enum& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
@@ -65,7 +66,7 @@ absl::Status ReadEnum(const Json& j, const char* key, const std::string& path,
 // undefined behaviour and of 4294967424 silently 128; a float field given 1e300 would hold inf, which JSON cannot
 // write back. An integer field takes a float only when it has no fraction (128.0).
 template <typename Number>
-absl::Status JsonToNumber(const Json& value, const std::string& where, Number& out) {
+absl::Status JsonToNumber(const OrderedJson& value, const std::string& where, Number& out) {
   using Limits = std::numeric_limits<Number>;
   if constexpr (std::is_integral_v<Number>) {
     bool fits = false;
@@ -93,7 +94,7 @@ absl::Status JsonToNumber(const Json& value, const std::string& where, Number& o
   return absl::OkStatus();
 }
 
-absl::Status ReadOptionalInt(const Json& j, const char* key, const std::string& path, std::optional<int>& out) {
+absl::Status ReadOptionalInt(const OrderedJson& j, const char* key, const std::string& path, std::optional<int>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number_integer()) {
@@ -106,7 +107,7 @@ absl::Status ReadOptionalInt(const Json& j, const char* key, const std::string& 
 }
 
 template <typename Number>
-absl::Status ReadNumber(const Json& j, const char* key, const std::string& path, Number& out) {
+absl::Status ReadNumber(const OrderedJson& j, const char* key, const std::string& path, Number& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) {
@@ -115,7 +116,7 @@ absl::Status ReadNumber(const Json& j, const char* key, const std::string& path,
   return JsonToNumber(*it, StrCat(path, ".", key), out);
 }
 
-absl::Status ReadString(const Json& j, const char* key, const std::string& path, std::string& out) {
+absl::Status ReadString(const OrderedJson& j, const char* key, const std::string& path, std::string& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_string()) {
@@ -125,7 +126,7 @@ absl::Status ReadString(const Json& j, const char* key, const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status ReadStringList(const Json& j, const char* key, const std::string& path, std::vector<std::string>& out) {
+absl::Status ReadStringList(const OrderedJson& j, const char* key, const std::string& path, std::vector<std::string>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array()) {
@@ -142,22 +143,22 @@ absl::Status ReadStringList(const Json& j, const char* key, const std::string& p
   return absl::OkStatus();
 }
 
-Json ScalingLayersToJson(const std::vector<ScalingLayer>& layers) {
-  Json out = Json::array();
+OrderedJson ScalingLayersToJson(const std::vector<ScalingLayer>& layers) {
+  OrderedJson out = OrderedJson::array();
   for (const auto& l : layers) {
-    Json entry = {{"prev_op", l.prev_op}, {"layers", l.layers}, {"inp", l.inp}};
+    OrderedJson entry = {{"prev_op", l.prev_op}, {"layers", l.layers}, {"inp", l.inp}};
     if (!l.module2inspect.empty()) entry["module2inspect"] = l.module2inspect;
     out.push_back(std::move(entry));
   }
   return out;
 }
 
-absl::Status ReadScalingLayers(const Json& j, const std::string& path, std::vector<ScalingLayer>& out) {
+absl::Status ReadScalingLayers(const OrderedJson& j, const std::string& path, std::vector<ScalingLayer>& out) {
   auto it = j.find("scaling_layers");
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array()) return absl::InvalidArgumentError(path + ".scaling_layers: expected a list");
   for (size_t i = 0; i < it->size(); ++i) {
-    const Json& e = (*it)[i];
+    const OrderedJson& e = (*it)[i];
     const std::string p = StrCat(path, ".scaling_layers[", i, "]");
     if (!e.is_object()) return absl::InvalidArgumentError(p + ": expected an object");
     ScalingLayer layer;
@@ -170,15 +171,8 @@ absl::Status ReadScalingLayers(const Json& j, const std::string& path, std::vect
   return absl::OkStatus();
 }
 
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <typename... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
-
-Json AlgoToJson(const AlgoConfig& algo) {
-  Json j = {{"name", std::string(AlgoName(algo))}};
+OrderedJson AlgoToJson(const AlgoConfig& algo) {
+  OrderedJson j = {{"name", std::string(AlgoName(algo))}};
   std::visit(Overloaded{
                  [&](const SmoothQuantAlgo& a) {
                    j["alpha"] = a.alpha;
@@ -221,7 +215,7 @@ Json AlgoToJson(const AlgoConfig& algo) {
 }
 
 // The fields GPTQ, GPTAQ and Qronos share.
-absl::Status ReadGptqFamilyFields(const Json& j, const std::string& path, GptqAlgo& a) {
+absl::Status ReadGptqFamilyFields(const OrderedJson& j, const std::string& path, GptqAlgo& a) {
   QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "desc_act", path, a.desc_act));
   QUARK_RETURN_IF_ERROR(ReadJsonBool(j, "static_groups", path, a.static_groups));
   QUARK_RETURN_IF_ERROR(ReadStringList(j, "inside_layer_modules", path, a.inside_layer_modules));
@@ -230,7 +224,7 @@ absl::Status ReadGptqFamilyFields(const Json& j, const std::string& path, GptqAl
 }
 
 // GPTAQ and Qronos as Quark 0.13 reads them (GPTAQConfig, QronosConfig): their fields only, Quark's defaults.
-absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const Json& j, const std::string& name, const std::string& path) {
+absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const OrderedJson& j, const std::string& name, const std::string& path) {
   const bool qronos = name == "qronos";
   const std::set<std::string> fields =
       qronos ? std::set<std::string>{"name", "block_size", "desc_act", "static_groups", "alpha", "beta",
@@ -252,7 +246,7 @@ absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const Json& j, const std::stri
   return AlgoConfig(a);
 }
 
-absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) {
+absl::StatusOr<AlgoConfig> AlgoFromJson(const OrderedJson& j, const std::string& path) {
   if (!j.is_object()) return absl::InvalidArgumentError(path + ": expected an object");
   std::string name;
   QUARK_RETURN_IF_ERROR(ReadString(j, "name", path, name));
@@ -306,7 +300,7 @@ absl::StatusOr<AlgoConfig> AlgoFromJson(const Json& j, const std::string& path) 
       "\" (one of: smooth, autosmoothquant, awq, gptq, gptaq, qronos, rotation, autoround)"));
 }
 
-absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<PatternQuantConfig>& out) {
+absl::Status ReadPatternConfigs(const OrderedJson& j, const char* key, std::vector<PatternQuantConfig>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_object()) return absl::InvalidArgumentError(StrCat(key, ": expected an object of pattern: config"));
@@ -318,16 +312,16 @@ absl::Status ReadPatternConfigs(const Json& j, const char* key, std::vector<Patt
   return absl::OkStatus();
 }
 
-Json PatternConfigsToJson(const std::vector<PatternQuantConfig>& entries) {
-  Json out = Json::object();
+OrderedJson PatternConfigsToJson(const std::vector<PatternQuantConfig>& entries) {
+  OrderedJson out = OrderedJson::object();
   for (const auto& e : entries) out[e.pattern] = LayerConfigToQuarkJson(e.config);
   return out;
 }
 
 }  // namespace
 
-Json QuantSpecToQuarkJson(const QuantSpec& s) {
-  Json j;
+OrderedJson QuantSpecToQuarkJson(const QuantSpec& s) {
+  OrderedJson j;
   j["dtype"] = std::string(Name(s.dtype));
   j["qscheme"] = std::string(Name(s.qscheme));
   j["observer_cls"] = ObserverClassName(s);
@@ -335,12 +329,12 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   j["symmetric"] = s.symmetric;
   j["ch_axis"] = OptionalInt(s.ch_axis);
   j["group_size"] = OptionalInt(s.group_size);
-  j["block_size"] = s.block_size.empty() ? Json(nullptr) : Json(s.block_size);
+  j["block_size"] = s.block_size.empty() ? OrderedJson(nullptr) : OrderedJson(s.block_size);
   j["round_method"] = std::string(Name(s.round_method));
   j["scale_type"] = std::string(Name(s.scale_type));
   j["scale_format"] = std::string(Name(s.scale_format));
   j["scale_calculation_mode"] = std::string(Name(s.scale_calculation_mode));
-  j["mx_element_dtype"] = s.mx_element_dtype ? Json(std::string(Name(*s.mx_element_dtype))) : Json(nullptr);
+  j["mx_element_dtype"] = s.mx_element_dtype ? OrderedJson(std::string(Name(*s.mx_element_dtype))) : OrderedJson(nullptr);
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
   if (IsE8m0Tiles(s)) {
@@ -353,11 +347,11 @@ Json QuantSpecToQuarkJson(const QuantSpec& s) {
   return j;
 }
 
-absl::StatusOr<AlgoConfig> AlgoConfigFromQuarkJson(const Json& j, const std::string& path) {
+absl::StatusOr<AlgoConfig> AlgoConfigFromQuarkJson(const OrderedJson& j, const std::string& path) {
   return AlgoFromJson(j, path);
 }
 
-absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::string& path) {
+absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const OrderedJson& j, const std::string& path) {
   if (!j.is_object()) return absl::InvalidArgumentError(path + ": expected a tensor spec object, got " + j.dump());
   if (!j.contains("dtype") || j["dtype"].is_null()) return absl::InvalidArgumentError(path + ".dtype: required");
   QuantSpec s;
@@ -412,20 +406,20 @@ absl::StatusOr<QuantSpec> QuantSpecFromQuarkJson(const Json& j, const std::strin
   return s;
 }
 
-Json LayerConfigToQuarkJson(const LayerQuantConfig& c) {
+OrderedJson LayerConfigToQuarkJson(const LayerQuantConfig& c) {
   auto spec = [](const std::optional<QuantSpec>& s) {
-    if (!s) return Json(nullptr);
+    if (!s) return OrderedJson(nullptr);
     if (s->IsProgressive()) return ProgressiveToQuarkJson(*s);
     return s->IsNvfp4() ? Nvfp4ToQuarkJson(*s) : QuantSpecToQuarkJson(*s);
   };
-  return Json{{"input_tensors", spec(c.input_tensors)},
-              {"output_tensors", spec(c.output_tensors)},
-              {"weight", spec(c.weight)},
-              {"bias", spec(c.bias)},
-              {"target_device", nullptr}};
+  return OrderedJson{{"input_tensors", spec(c.input_tensors)},
+                     {"output_tensors", spec(c.output_tensors)},
+                     {"weight", spec(c.weight)},
+                     {"bias", spec(c.bias)},
+                     {"target_device", nullptr}};
 }
 
-absl::StatusOr<LayerQuantConfig> LayerConfigFromQuarkJson(const Json& j, const std::string& path) {
+absl::StatusOr<LayerQuantConfig> LayerConfigFromQuarkJson(const OrderedJson& j, const std::string& path) {
   if (!j.is_object()) return absl::InvalidArgumentError(path + ": expected an object, got " + j.dump());
   LayerQuantConfig c;
   struct Field {
@@ -437,7 +431,7 @@ absl::StatusOr<LayerQuantConfig> LayerConfigFromQuarkJson(const Json& j, const s
     auto it = j.find(f.key);
     if (it == j.end() || it->is_null()) continue;
     // Quark allows a list of specs for input_tensors (several inputs); one spec per tensor here.
-    const Json* spec_json = &*it;
+    const OrderedJson* spec_json = &*it;
     if (it->is_array() && it->size() == 2) {
       auto spec = TwoStageFromQuarkJson(*it, StrCat(path, ".", f.key));
       if (!spec.ok()) return spec.status();
@@ -458,11 +452,11 @@ absl::StatusOr<LayerQuantConfig> LayerConfigFromQuarkJson(const Json& j, const s
   return c;
 }
 
-Json ConfigToQuarkJson(const Config& c) {
-  Json j;
+OrderedJson ConfigToQuarkJson(const Config& c) {
+  OrderedJson j;
   j["quant_method"] = "quark";
   j["global_quant_config"] = LayerConfigToQuarkJson(c.global_quant_config);
-  Json types = Json::object();
+  OrderedJson types = OrderedJson::object();
   for (const auto& [type, layer] : c.layer_type_quant_config) types[type] = LayerConfigToQuarkJson(layer);
   j["layer_type_quant_config"] = std::move(types);
   j["layer_quant_config"] = PatternConfigsToJson(c.layer_quant_config);
@@ -471,23 +465,23 @@ Json ConfigToQuarkJson(const Config& c) {
   if (c.algo_config.empty()) {
     j["algo_config"] = nullptr;
   } else {
-    Json algos = Json::array();
+    OrderedJson algos = OrderedJson::array();
     for (const auto& a : c.algo_config) algos.push_back(AlgoToJson(a));
     j["algo_config"] = std::move(algos);
   }
   j["quant_mode"] = std::string(Name(c.quant_mode));
-  Json kv_group = Json::array();
+  OrderedJson kv_group = OrderedJson::array();
   for (const auto& e : c.kv_cache_quant_config) kv_group.push_back(e.pattern);
-  j["export"] = Json{{"kv_cache_group", std::move(kv_group)},
-                     {"min_kv_scale", c.min_kv_scale},
-                     {"pack_method", std::string(Name(c.pack_method))},
-                     {"weight_format", "real_quantized"},
-                     {"weight_merge_groups", nullptr}};
+  j["export"] = OrderedJson{{"kv_cache_group", std::move(kv_group)},
+                            {"min_kv_scale", c.min_kv_scale},
+                            {"pack_method", std::string(Name(c.pack_method))},
+                            {"weight_format", "real_quantized"},
+                            {"weight_merge_groups", nullptr}};
   j["version"] = "0.10";
   return j;
 }
 
-absl::StatusOr<Config> ConfigFromQuarkJson(const Json& j) {
+absl::StatusOr<Config> ConfigFromQuarkJson(const OrderedJson& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("quantization_config: expected an object");
   if (auto it = j.find("quant_method"); it != j.end() && it->is_string() && it->get<std::string>() != "quark") {
     return absl::InvalidArgumentError("quant_method: expected \"quark\", got " + it->dump());
@@ -511,7 +505,7 @@ absl::StatusOr<Config> ConfigFromQuarkJson(const Json& j) {
   QUARK_RETURN_IF_ERROR(ReadStringList(j, "exclude", "quantization_config", c.exclude));
   if (auto it = j.find("algo_config"); it != j.end() && !it->is_null()) {
     // Quark writes one algorithm object in older versions and a list in newer ones.
-    const Json list = it->is_array() ? *it : Json::array({*it});
+    const OrderedJson list = it->is_array() ? *it : OrderedJson::array({*it});
     for (size_t i = 0; i < list.size(); ++i) {
       auto algo = AlgoFromJson(list[i], StrCat("algo_config[", i, "]"));
       if (!algo.ok()) return algo.status();

@@ -8,15 +8,15 @@
 namespace quark {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-bool StringIs(const Json& j, const char* key, const char* value) {
+bool StringIs(const OrderedJson& j, const char* key, const char* value) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() && it->get<std::string>() == value;
 }
 
 // The first element of a ProgressiveSpec list: the fp8_e4m3 per-tensor stage, static, min_max, float32 scales.
-absl::StatusOr<QuantSpec> ProgressiveFromQuarkJson(const Json& list, const std::string& path) {
+absl::StatusOr<QuantSpec> ProgressiveFromQuarkJson(const OrderedJson& list, const std::string& path) {
   auto first = QuantSpecFromQuarkJson(list[0], path + "[0]");
   if (!first.ok()) return first.status();
   const char* bad = nullptr;
@@ -39,17 +39,17 @@ absl::StatusOr<QuantSpec> ProgressiveFromQuarkJson(const Json& list, const std::
 // NVFP4 as Quark writes it (formats-2026.md 1.6): a two-element list, the fp4 groups of 16 and the fp8 per-tensor
 // second stage that quantizes their scales (`is_scale_quant`), each with Quark's full key set.
 nlohmann::ordered_json Nvfp4ToQuarkJson(const QuantSpec& s) {
-  Json first{{"dtype", "fp4"},          {"is_dynamic", s.is_dynamic},     {"qscheme", "per_group"},
-             {"ch_axis", -1},           {"group_size", 16},               {"symmetric", nullptr},
-             {"round_method", "half_even"}, {"scale_type", "float32"},    {"scale_format", "float32"},
-             {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
-             {"observer_cls", "PerBlockMXObserver"}, {"is_scale_quant", false}, {"block_size", nullptr}};
-  Json second{{"dtype", "fp8_e4m3"},    {"is_dynamic", false},            {"qscheme", "per_tensor"},
-              {"ch_axis", nullptr},     {"group_size", nullptr},          {"symmetric", nullptr},
-              {"round_method", "half_even"}, {"scale_type", "float32"},   {"scale_format", nullptr},
-              {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
-              {"observer_cls", "PerTensorMinMaxObserver"}, {"is_scale_quant", true}, {"block_size", nullptr}};
-  return Json::array({std::move(first), std::move(second)});
+  OrderedJson first{{"dtype", "fp4"},          {"is_dynamic", s.is_dynamic},     {"qscheme", "per_group"},
+                    {"ch_axis", -1},           {"group_size", 16},               {"symmetric", nullptr},
+                    {"round_method", "half_even"}, {"scale_type", "float32"},    {"scale_format", "float32"},
+                    {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
+                    {"observer_cls", "PerBlockMXObserver"}, {"is_scale_quant", false}, {"block_size", nullptr}};
+  OrderedJson second{{"dtype", "fp8_e4m3"},    {"is_dynamic", false},            {"qscheme", "per_tensor"},
+                     {"ch_axis", nullptr},     {"group_size", nullptr},          {"symmetric", nullptr},
+                     {"round_method", "half_even"}, {"scale_type", "float32"},   {"scale_format", nullptr},
+                     {"scale_calculation_mode", nullptr}, {"mx_element_dtype", nullptr},
+                     {"observer_cls", "PerTensorMinMaxObserver"}, {"is_scale_quant", true}, {"block_size", nullptr}};
+  return OrderedJson::array({std::move(first), std::move(second)});
 }
 
 // #30 W4A8: Quark's ProgressiveSpec as it writes it (formats-2026.md 1.7, 1.8): [FP8E4M3PerTensorSpec (min_max,
@@ -61,18 +61,18 @@ nlohmann::ordered_json ProgressiveToQuarkJson(const QuantSpec& s) {
   first.scale_type = ScaleType::kFloat32;
   QuantSpec second = s;
   second.fp8_first_stage = false;
-  Json a = QuantSpecToQuarkJson(first);
-  Json b = QuantSpecToQuarkJson(second);
+  OrderedJson a = QuantSpecToQuarkJson(first);
+  OrderedJson b = QuantSpecToQuarkJson(second);
   a["is_scale_quant"] = false;
   b["is_scale_quant"] = false;
-  return Json::array({std::move(a), std::move(b)});
+  return OrderedJson::array({std::move(a), std::move(b)});
 }
 
 // The two-element list of a tensor: NVFP4 ([fp4 per_group 16, fp8_e4m3 per_tensor scale quantizer]) or W4A8's
 // ProgressiveSpec ([fp8_e4m3 per_tensor, int4 per_channel]).
 absl::StatusOr<QuantSpec> TwoStageFromQuarkJson(const nlohmann::ordered_json& list, const std::string& path) {
-  const Json& a = list[0];
-  const Json& b = list[1];
+  const OrderedJson& a = list[0];
+  const OrderedJson& b = list[1];
   if (a.is_object() && b.is_object() && StringIs(a, "dtype", "fp8_e4m3") && !StringIs(b, "dtype", "fp8_e4m3")) {
     return ProgressiveFromQuarkJson(list, path);
   }
@@ -88,7 +88,7 @@ absl::StatusOr<QuantSpec> TwoStageFromQuarkJson(const nlohmann::ordered_json& li
   if (auto it = b.find("is_dynamic"); it != b.end() && it->is_boolean() && it->get<bool>()) {
     return absl::InvalidArgumentError(path + "[1].is_dynamic: the NVFP4 global scale is static");
   }
-  Json first = a;
+  OrderedJson first = a;
   first.erase("scale_format");  // Quark's first stage says "float32": its scales are what the second stage quantizes
   first.erase("observer_cls");
   first.erase("is_scale_quant");

@@ -12,24 +12,24 @@
 namespace quark {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Quark 0.13's RotationConfig keys whose only value here is the one this engine implements (the offline R1 + R2 of a
 // Llama layout): another value names an online rotation, a block rotation, OSTQuant's smoothing or another layout.
-bool Supported(const std::string& key, const Json& v) {
+bool Supported(const std::string& key, const OrderedJson& v) {
   static const std::set<std::string> kNullOrFalse = {"online_r1_rotation", "train_smooth"};
-  if (key == "r1") return v == Json(true);
-  if (key == "r3") return v == Json(false);
+  if (key == "r1") return v == OrderedJson(true);
+  if (key == "r3") return v == OrderedJson(false);
   if (key == "r4") return true;  // RotationAlgo::r4, read (and type-checked) with the engine's own fields
-  if (kNullOrFalse.count(key)) return v.is_null() || v == Json(false);
+  if (kNullOrFalse.count(key)) return v.is_null() || v == OrderedJson(false);
   if (key == "rotation_size" || key == "online_config") return v.is_null();
-  if (key == "smooth_positions") return v.is_null() || v == Json::array();
-  if (key == "backbone") return v == Json("model");
-  if (key == "model_decoder_layers") return v == Json("model.layers");
-  if (key == "v_proj") return v == Json("self_attn.v_proj");
-  if (key == "o_proj") return v == Json("self_attn.o_proj");
-  if (key == "self_attn") return v == Json("self_attn");
-  if (key == "mlp") return v == Json("mlp");
+  if (key == "smooth_positions") return v.is_null() || v == OrderedJson::array();
+  if (key == "backbone") return v == OrderedJson("model");
+  if (key == "model_decoder_layers") return v == OrderedJson("model.layers");
+  if (key == "v_proj") return v == OrderedJson("self_attn.v_proj");
+  if (key == "o_proj") return v == OrderedJson("self_attn.o_proj");
+  if (key == "self_attn") return v == OrderedJson("self_attn");
+  if (key == "mlp") return v == OrderedJson("mlp");
   return false;
 }
 
@@ -42,7 +42,7 @@ const std::set<std::string>& FixedQuarkKeys() {
 }
 
 template <typename T>
-absl::Status ReadInteger(const Json& j, const char* key, const std::string& path, T& out) {
+absl::Status ReadInteger(const OrderedJson& j, const char* key, const std::string& path, T& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   const bool fits = std::is_unsigned_v<T> ? it->is_number_unsigned() : it->is_number_integer();
@@ -53,13 +53,13 @@ absl::Status ReadInteger(const Json& j, const char* key, const std::string& path
 
 }  // namespace
 
-absl::Status RotationFieldsFromJson(const Json& j, const std::string& path, RotationAlgo& out) {
+absl::Status RotationFieldsFromJson(const OrderedJson& j, const std::string& path, RotationAlgo& out) {
   static const std::set<std::string> kOwn = {"name",          "random",       "random_r1", "random_r2",
                                              "scaling_layers", "r2",          "trainable", "learning_rate",
                                              "max_steps",     "train_batch_size", "seed",  "max_memory_bytes"};
   for (const auto& [key, value] : j.items()) {
     if (FixedQuarkKeys().count(key)) {
-      if (key == "r3" && value == Json(true)) {
+      if (key == "r3" && value == OrderedJson(true)) {
         return absl::UnimplementedError(StrCat(path, ".r3: true is not implemented: R3 is an online Hadamard on the "
                                                "attention's queries and keys (compressed-tensors' q_attn / k_cache "
                                                "locations), which vLLM's compressed-tensors loader does not implement "
@@ -104,7 +104,7 @@ absl::Status RotationFieldsFromJson(const Json& j, const std::string& path, Rota
   return ReadInteger(j, "max_memory_bytes", path, out.max_memory_bytes);
 }
 
-void RotationFieldsToJson(const RotationAlgo& a, Json& j) {
+void RotationFieldsToJson(const RotationAlgo& a, OrderedJson& j) {
   j["random"] = a.random;
   // Written only away from the defaults, so a Hadamard entry reads as it always has.
   if (!a.r2) j["r2"] = false;

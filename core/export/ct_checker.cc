@@ -17,6 +17,7 @@
 #include "core/export/ct_targets.h"
 #include "core/export/ct_transform.h"
 #include "core/export/hf_quark_moe_rules.h"
+#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
@@ -33,12 +34,6 @@ const std::set<std::string> kFormats = {
     "pack-quantized",       "int-quantized",        "float-quantized", "naive-quantized",
     "nvfp4-pack-quantized", "mxfp4-pack-quantized", "mxfp8-quantized", "dense"};
 
-std::string Str(const Json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
-}
-int64_t Int(const Json& j, const char* key, int64_t fallback = 0) {
-  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : fallback;
-}
 bool Dynamic(const Json& a) { return a.contains("dynamic") && a["dynamic"] != false; }
 
 void ArgsProblems(const Json& a, const std::string& path, bool activation, std::vector<std::string>& out) {
@@ -46,12 +41,12 @@ void ArgsProblems(const Json& a, const std::string& path, bool activation, std::
   for (const auto& [key, value] : a.items()) {
     if (!kArgsKeys.count(key)) out.push_back(StrCat(path, ".", key, ": not a QuantizationArgs field (extra=forbid)"));
   }
-  const std::string type = Str(a, "type"), strategy = Str(a, "strategy");
+  const std::string type = JsonString(a, "type"), strategy = JsonString(a, "strategy");
   if (type != "int" && type != "float") out.push_back(StrCat(path, ".type: \"", type, "\" is not int or float"));
   if (!kStrategies.count(strategy)) out.push_back(StrCat(path, ".strategy: \"", strategy, "\" is not a strategy"));
-  const int64_t bits = Int(a, "num_bits");
+  const int64_t bits = JsonInt(a, "num_bits");
   if (bits < 1 || bits > 8) out.push_back(StrCat(path, ".num_bits: ", bits, " outside 1..8"));
-  const int64_t group = Int(a, "group_size", 0);
+  const int64_t group = JsonInt(a, "group_size", 0);
   if ((strategy == "group" || strategy == "tensor_group") && group <= 0) {
     out.push_back(StrCat(path, ".group_size: ", strategy, " needs group_size > 0"));
   }
@@ -78,9 +73,9 @@ struct Expected {
 };
 
 std::vector<int64_t> ScaleShape(const Json& w, int64_t out, int64_t in) {
-  const std::string s = Str(w, "strategy");
+  const std::string s = JsonString(w, "strategy");
   if (s == "channel") return {out, 1};
-  if (s == "group" || s == "tensor_group") return {out, in / std::max<int64_t>(1, Int(w, "group_size", 1))};
+  if (s == "group" || s == "tensor_group") return {out, in / std::max<int64_t>(1, JsonInt(w, "group_size", 1))};
   if (s == "block") return {out / w["block_structure"][0].get<int64_t>(), in / w["block_structure"][1].get<int64_t>()};
   return {1};
 }
@@ -89,7 +84,7 @@ std::vector<Expected> ExpectedTensors(const std::string& m, const Json& g, const
                                       int64_t in, std::vector<std::string>& problems) {
   const std::vector<StDType> kFloat = {StDType::kF32, StDType::kF16, StDType::kBF16};
   const Json& w = g["weights"];
-  const int64_t bits = Int(w, "num_bits");
+  const int64_t bits = JsonInt(w, "num_bits");
   const std::vector<int64_t> scale = ScaleShape(w, out, in);
   std::vector<Expected> t;
   if (format == "pack-quantized") {
@@ -97,7 +92,7 @@ std::vector<Expected> ExpectedTensors(const std::string& m, const Json& g, const
     t.push_back({m + ".weight_scale", kFloat, scale});
     t.push_back({m + ".weight_shape", {StDType::kI64}, {2}});
     if (!w.value("symmetric", true)) {
-      const bool packed = Str(w, "strategy") == "group" || Str(w, "strategy") == "channel";
+      const bool packed = JsonString(w, "strategy") == "group" || JsonString(w, "strategy") == "channel";
       t.push_back({m + ".weight_zero_point",
                    {packed ? StDType::kI32 : StDType::kI8},
                    packed ? std::vector<int64_t>{(out * bits + 31) / 32, scale.back()} : scale});
@@ -122,7 +117,7 @@ std::vector<Expected> ExpectedTensors(const std::string& m, const Json& g, const
   }
   const Json& a = g.contains("input_activations") ? g["input_activations"] : Json();
   if (a.is_object()) {
-    if (Str(a, "strategy") == "tensor_group") {
+    if (JsonString(a, "strategy") == "tensor_group") {
       t.push_back({m + ".input_global_scale", {StDType::kF32}, {1}});
     } else if (!Dynamic(a)) {
       t.push_back({m + ".input_scale", {StDType::kF32}, {1}});
@@ -251,7 +246,7 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
       continue;
     }
     const std::string format =
-        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : Str(qc, "format");
+        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : JsonString(qc, "format");
     auto scheme = VllmCtScheme(g, format);
     // MX: the library defines and decodes it, vLLM's loader has no scheme for it (a warning: CtVllmLoadWarnings).
     if (!scheme.ok() && !IsCtMxFormat(format)) out.push_back(StrCat(name, ": ", std::string(scheme.status().message())));
@@ -301,12 +296,12 @@ void CheckLayer(const Json& qc, const checkpoint::ModelConfig& model, const chec
 
 std::vector<std::string> CtQuantizationConfigProblems(const Json& qc) {
   std::vector<std::string> out;
-  if (Str(qc, "quant_method") != "compressed-tensors") out.push_back("quant_method: not \"compressed-tensors\"");
+  if (JsonString(qc, "quant_method") != "compressed-tensors") out.push_back("quant_method: not \"compressed-tensors\"");
   for (const char* key : {"config_groups", "format", "ignore", "quantization_status", "version"}) {
     if (!qc.contains(key)) out.push_back(StrCat(key, ": missing"));
   }
   if (!qc.contains("config_groups") || !qc["config_groups"].is_object()) return out;
-  const std::string global = Str(qc, "format");
+  const std::string global = JsonString(qc, "format");
   if (global != "mixed-precision" && !kFormats.count(global)) out.push_back(StrCat("format: \"", global, "\" unknown"));
   for (const auto& [name, g] : qc["config_groups"].items()) {
     const std::string path = "config_groups." + name;
@@ -366,7 +361,7 @@ std::vector<std::string> CtVllmLoadWarnings(const Json& qc) {
   if (!qc.is_object() || !qc.contains("config_groups") || !qc["config_groups"].is_object()) return out;
   for (const auto& [name, g] : qc["config_groups"].items()) {
     const std::string format =
-        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : Str(qc, "format");
+        g.contains("format") && g["format"].is_string() ? g["format"].get<std::string>() : JsonString(qc, "format");
     if (IsCtMxFormat(format)) {
       out.push_back(StrCat("config_groups.", name, ": ", format, " is compressed-tensors' own MX layout, but vLLM's ",
                            "compressed_tensors loader (_get_scheme_from_parts, formats-2026.md 2.5) has no MX scheme; ",
@@ -387,11 +382,11 @@ absl::StatusOr<std::string> VllmCtScheme(const Json& g, const std::string& forma
   const bool has_input = a.is_object();
   const bool w_static = w.is_object() && !Dynamic(w);
   const bool w_sym = w.value("symmetric", false);
-  const std::string ws = Str(w, "strategy"), wt = Str(w, "type"), as = Str(a, "strategy"), at = Str(a, "type");
-  const int64_t wb = Int(w, "num_bits"), ab = Int(a, "num_bits");
+  const std::string ws = JsonString(w, "strategy"), wt = JsonString(w, "type"), as = JsonString(a, "strategy"), at = JsonString(a, "type");
+  const int64_t wb = JsonInt(w, "num_bits"), ab = JsonInt(a, "num_bits");
   auto nvfp4 = [](const Json& x) {
-    return Str(x, "type") == "float" && Int(x, "num_bits") == 4 && Str(x, "strategy") == "tensor_group" &&
-           Int(x, "group_size") == 16 && x.value("symmetric", false);
+    return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 && JsonString(x, "strategy") == "tensor_group" &&
+           JsonInt(x, "group_size") == 16 && x.value("symmetric", false);
   };
   if (!has_input && nvfp4(w) && w_static) return std::string("CompressedTensorsW4A16Fp4");
   if (!has_input && wt == "int" && w_static && (ws == "channel" || ws == "group")) {

@@ -5,22 +5,17 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/export/ct_checker.h"
+#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
 
 using Json = nlohmann::json;
 
-std::string Str(const Json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
-}
-int64_t Int(const Json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : 0;
-}
 bool Dynamic(const Json& a) { return a.is_object() && a.contains("dynamic") && a["dynamic"] != false; }
 bool Nvfp4(const Json& x) {
-  return Str(x, "type") == "float" && Int(x, "num_bits") == 4 && Str(x, "strategy") == "tensor_group" &&
-         Int(x, "group_size") == 16;
+  return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 && JsonString(x, "strategy") == "tensor_group" &&
+         JsonInt(x, "group_size") == 16;
 }
 
 }  // namespace
@@ -59,9 +54,9 @@ absl::StatusOr<std::string> VllmCtMoeMethod(const Json& group, const std::string
   const Json& w = group.contains("weights") ? group["weights"] : Json();
   const Json& a = group.contains("input_activations") ? group["input_activations"] : Json();
   const bool has_input = a.is_object();
-  const std::string ws = Str(w, "strategy");
+  const std::string ws = JsonString(w, "strategy");
   if (!has_input && w.is_object() && !Dynamic(w) && (ws == "channel" || ws == "group")) {  // _is_wNa16_group_channel
-    const int64_t bits = Int(w, "num_bits");
+    const int64_t bits = JsonInt(w, "num_bits");
     if (format != "pack-quantized" || (bits != 4 && bits != 8)) {
       return absl::FailedPreconditionError(StrCat("For Fused MoE layers, only format 'pack-quantized' and bits [4, 8] "
                                                   "are supported, but got format '", format, "' and bits ", bits));
@@ -78,9 +73,9 @@ absl::StatusOr<std::string> VllmCtMoeMethod(const Json& group, const std::string
   if (auto linear = VllmCtScheme(group, format); linear.ok() && *linear == "CompressedTensorsW8A8Fp8") {
     return std::string("CompressedTensorsW8A8Fp8MoEMethod");  // _is_fp8_w8a8: the linear path's predicate
   }
-  const bool int8_per_token = Str(w, "type") == "int" && Int(w, "num_bits") == 8 && ws == "channel" &&
-                              w.value("symmetric", false) && !Dynamic(w) && Str(a, "type") == "int" &&
-                              Int(a, "num_bits") == 8 && Str(a, "strategy") == "token" && Dynamic(a);
+  const bool int8_per_token = JsonString(w, "type") == "int" && JsonInt(w, "num_bits") == 8 && ws == "channel" &&
+                              w.value("symmetric", false) && !Dynamic(w) && JsonString(a, "type") == "int" &&
+                              JsonInt(a, "num_bits") == 8 && JsonString(a, "strategy") == "token" && Dynamic(a);
   if (int8_per_token) return std::string("CompressedTensorsW8A8Int8MoEMethod");  // _is_dynamic_token_w8a8
   return absl::FailedPreconditionError(
       StrCat("Unsupported FusedMoe scheme: weights ", w.dump(), ", input_activations ", a.dump()));
@@ -104,7 +99,7 @@ std::vector<std::string> CtMoeProblems(const Json& qc, const std::vector<std::st
                            "'s (vLLM loads a block's experts as one fused tensor per projection: one scheme for all)"));
     }
   }
-  const std::string global_format = Str(qc, "format");
+  const std::string global_format = JsonString(qc, "format");
   for (const auto& [block, entry] : first) {
     const Json& g = entry.second;
     // vLLM resolves the block's scheme under its own projection names, whatever the checkpoint calls them (w1/w2/w3).

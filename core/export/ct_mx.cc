@@ -13,8 +13,8 @@ namespace {
 
 using checkpoint::StDType;
 
-absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType,
-                   std::vector<ExportTensorSpec>& t) {
+absl::Status MxSpecs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType,
+                     std::vector<ExportTensorSpec>& t) {
   const bool fp4 = w.ElementType() == DType::kFp4;
   if (!fp4 && w.ElementType() != DType::kFp8E4M3) {
     return absl::InvalidArgumentError(StrCat(m, ".weight: compressed-tensors' MX formats are mxfp4 and mxfp8 (e4m3), not ",
@@ -33,7 +33,7 @@ absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const QuantSpec& w, int64_t, int64_t) {
+absl::StatusOr<std::vector<at::Tensor>> MxValues(const RealQuantized& q, const QuantSpec& w, int64_t, int64_t) {
   if (q.scale.scalar_type() != at::kByte) return absl::InternalError("MX weight scales are not E8M0 bytes");
   if (w.ElementType() != DType::kFp4) return std::vector<at::Tensor>{q.codes, q.scale};  // fp8 bit patterns
   auto packed = PackFp4(q.codes.contiguous());
@@ -41,7 +41,7 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return std::vector<at::Tensor>{*packed, q.scale};
 }
 
-absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
+absl::StatusOr<RealQuantized> MxUnpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
   const bool fp4 = w.ElementType() == DType::kFp4;
   auto stored = get(fp4 ? "weight_packed" : "weight");
   if (!stored.ok()) return stored.status();
@@ -63,6 +63,6 @@ absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&
 
 }  // namespace
 
-const CtFamily kCtMx = {{"mxfp4-pack-quantized", "mxfp8-quantized"}, &Specs, &Values, &Unpack};
+const CtFamily kCtMx = {{"mxfp4-pack-quantized", "mxfp8-quantized"}, &MxSpecs, &MxValues, &MxUnpack};
 
 }  // namespace quark::exporter

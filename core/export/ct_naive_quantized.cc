@@ -9,8 +9,8 @@ namespace {
 
 using checkpoint::StDType;
 
-absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType scale_dtype,
-                   std::vector<ExportTensorSpec>& t) {
+absl::Status NaiveSpecs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType scale_dtype,
+                        std::vector<ExportTensorSpec>& t) {
   const DType el = w.ElementType();
   const bool integer = IsIntegerType(el);
   if (integer && IntegerBits(el) != 8) {
@@ -28,7 +28,7 @@ absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const QuantSpec& w, int64_t, int64_t) {
+absl::StatusOr<std::vector<at::Tensor>> NaiveValues(const RealQuantized& q, const QuantSpec& w, int64_t, int64_t) {
   const DType el = w.ElementType();
   const bool integer = IsIntegerType(el);
   std::vector<at::Tensor> v;
@@ -38,7 +38,7 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
   return v;
 }
 
-absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
+absl::StatusOr<RealQuantized> NaiveUnpack(const CtStoredTensor& get, const QuantSpec& w, int64_t, int64_t) {
   const DType el = w.ElementType();
   const bool integer = IsIntegerType(el);
   if (IsUnsigned(el)) return absl::InternalError(StrCat("int-quantized unpacks signed grids, not ", Name(el)));
@@ -58,6 +58,6 @@ absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&
 
 }  // namespace
 
-const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &Specs, &Values, &Unpack};
+const CtFamily kCtNaiveQuantized = {{"int-quantized", "float-quantized"}, &NaiveSpecs, &NaiveValues, &NaiveUnpack};
 
 }  // namespace quark::exporter

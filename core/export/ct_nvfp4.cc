@@ -11,8 +11,8 @@ namespace {
 
 using checkpoint::StDType;
 
-absl::Status Specs(const std::string& m, const QuantSpec&, int64_t out, int64_t in, StDType,
-                   std::vector<ExportTensorSpec>& t) {
+absl::Status Nvfp4Specs(const std::string& m, const QuantSpec&, int64_t out, int64_t in, StDType,
+                        std::vector<ExportTensorSpec>& t) {
   if (in % 16 != 0) {
     return absl::InvalidArgumentError(
         StrCat(m, ".weight: NVFP4 needs in_features % 16 == 0, got shape [", out, ", ", in, "]"));
@@ -23,7 +23,7 @@ absl::Status Specs(const std::string& m, const QuantSpec&, int64_t out, int64_t 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const QuantSpec&, int64_t, int64_t) {
+absl::StatusOr<std::vector<at::Tensor>> Nvfp4Values(const RealQuantized& q, const QuantSpec&, int64_t, int64_t) {
   auto packed = PackFp4(q.codes.contiguous());
   if (!packed.ok()) return packed.status();
   if (!q.global_scale.defined()) return absl::InternalError("NVFP4 weight without a global scale");
@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
 }
 
 // global_scale: the stored divisor (2688 / amax); the reader (ct_source.cc) turns it into the engine's multiplier.
-absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&, int64_t, int64_t) {
+absl::StatusOr<RealQuantized> Nvfp4Unpack(const CtStoredTensor& get, const QuantSpec&, int64_t, int64_t) {
   auto packed = get("weight_packed");
   if (!packed.ok()) return packed.status();
   auto codes = UnpackFp4(packed->contiguous());
@@ -45,6 +45,6 @@ absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec&
 
 }  // namespace
 
-const CtFamily kCtNvfp4 = {{"nvfp4-pack-quantized"}, &Specs, &Values, &Unpack};
+const CtFamily kCtNvfp4 = {{"nvfp4-pack-quantized"}, &Nvfp4Specs, &Nvfp4Values, &Nvfp4Unpack};
 
 }  // namespace quark::exporter

@@ -15,8 +15,8 @@ int64_t PackedWords(int64_t n, int bits) { return (n * bits + 31) / 32; }
 
 bool PacksZeroPoint(const QuantSpec& w) { return !w.symmetric && w.qscheme != QScheme::kPerTensor; }
 
-absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType scale_dtype,
-                   std::vector<ExportTensorSpec>& t) {
+absl::Status PackedSpecs(const std::string& m, const QuantSpec& w, int64_t out, int64_t in, StDType scale_dtype,
+                         std::vector<ExportTensorSpec>& t) {
   const int bits = IntegerBits(w.ElementType());
   auto scale = CtWeightScaleShape(m, w, out, in);
   if (!scale.ok()) return scale.status();
@@ -31,7 +31,7 @@ absl::Status Specs(const std::string& m, const QuantSpec& w, int64_t out, int64_
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const QuantSpec& w, int64_t out, int64_t in) {
+absl::StatusOr<std::vector<at::Tensor>> PackedValues(const RealQuantized& q, const QuantSpec& w, int64_t out, int64_t in) {
   const DType el = w.ElementType();
   const int bits = IntegerBits(el);
   std::vector<at::Tensor> v;
@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<at::Tensor>> Values(const RealQuantized& q, const Qua
 // Stored offset-binary values back to signed codes (v - 2^(b-1)) as int8: the reader's specs are signed.
 at::Tensor SignedCodes(const at::Tensor& stored, int bits) { return (stored - (1 << (bits - 1))).to(at::kChar); }
 
-absl::StatusOr<RealQuantized> Unpack(const CtStoredTensor& get, const QuantSpec& w, int64_t out, int64_t in) {
+absl::StatusOr<RealQuantized> PackedUnpack(const CtStoredTensor& get, const QuantSpec& w, int64_t out, int64_t in) {
   const DType el = w.ElementType();
   if (IsUnsigned(el)) return absl::InternalError(StrCat("pack-quantized unpacks signed grids, not ", Name(el)));
   const int bits = IntegerBits(el);
@@ -146,6 +146,6 @@ absl::StatusOr<at::Tensor> CtUnpackFromInt32(const at::Tensor& words, int bits, 
   return out;
 }
 
-const CtFamily kCtPackQuantized = {{"pack-quantized"}, &Specs, &Values, &Unpack};
+const CtFamily kCtPackQuantized = {{"pack-quantized"}, &PackedSpecs, &PackedValues, &PackedUnpack};
 
 }  // namespace quark::exporter

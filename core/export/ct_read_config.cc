@@ -7,6 +7,7 @@
 #include "core/config/presets.h"
 #include "core/export/ct_checker.h"
 #include "core/export/ct_families.h"
+#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
@@ -15,10 +16,6 @@ using Json = nlohmann::json;
 
 absl::Status Invalid(const std::string& path, const std::string& why) {
   return absl::InvalidArgumentError(StrCat(path, ": ", why));
-}
-
-std::string Str(const Json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
 // scale_dtype / zp_dtype: the torch dtype names the library serialises.
@@ -65,7 +62,7 @@ QuantSpec PresetSpec(const char* preset, bool dynamic) {
 
 absl::StatusOr<DType> ElementOf(const Json& a, const std::string& path) {
   const int64_t bits = a.value("num_bits", 8);
-  if (Str(a, "type") == "int") {
+  if (JsonString(a, "type") == "int") {
     switch (bits) {
       case 8:
         return DType::kInt8;
@@ -85,7 +82,7 @@ absl::StatusOr<DType> ElementOf(const Json& a, const std::string& path) {
 
 // tensor / channel / group / block / token for a non-MX, non-NVFP4 spec `s` (dtype set).
 absl::Status SetGranularity(const Json& a, bool is_weight, const std::string& path, QuantSpec& s) {
-  const std::string strategy = Str(a, "strategy");
+  const std::string strategy = JsonString(a, "strategy");
   if (strategy == "tensor") {
     s.qscheme = QScheme::kPerTensor;
   } else if (strategy == "channel" && is_weight) {
@@ -129,9 +126,9 @@ absl::StatusOr<QuantSpec> QuantSpecFromCtArgs(const Json& a, bool is_weight, con
   const bool dynamic = a.contains("dynamic") && a["dynamic"] != false;
   if (is_weight && dynamic) return Invalid(path + ".dynamic", "a weight is stored quantized, not dynamic");
   const bool symmetric = a.value("symmetric", true);
-  const bool is_float = Str(a, "type") == "float";
+  const bool is_float = JsonString(a, "type") == "float";
   if (is_float && !symmetric) return Invalid(path + ".symmetric", "false with a float type");
-  const std::string strategy = Str(a, "strategy");
+  const std::string strategy = JsonString(a, "strategy");
   const int64_t group =
       a.contains("group_size") && a["group_size"].is_number_integer() ? a["group_size"].get<int64_t>() : 0;
   if (strategy == "tensor_group") {
@@ -140,7 +137,7 @@ absl::StatusOr<QuantSpec> QuantSpecFromCtArgs(const Json& a, bool is_weight, con
     }
     return PresetSpec("nvfp4_weight_only", dynamic);
   }
-  const bool mx = Str(a, "scale_dtype") == "torch.uint8" || (is_weight && IsCtMxFormat(format));
+  const bool mx = JsonString(a, "scale_dtype") == "torch.uint8" || (is_weight && IsCtMxFormat(format));
   if (mx) {
     if (!is_float || strategy != "group" || group != 32) {
       return Invalid(path + ".group_size", "MX (E8M0 uint8 scales) is float groups of 32");
@@ -214,7 +211,7 @@ absl::Status CheckTopLevel(const Json& qc) {
       return absl::UnimplementedError(StrCat(key, ": ", qc[key].dump(), " (this reader reads quantization only)"));
     }
   }
-  const std::string status = Str(qc, "quantization_status");
+  const std::string status = JsonString(qc, "quantization_status");
   if (status != "compressed") {
     const bool known = status == "initialized" || status == "calibration" || status == "frozen";
     return Invalid("quantization_status",
@@ -286,7 +283,7 @@ absl::StatusOr<Config> ConfigFromCompressedTensors(const Json& qc, const std::ve
   if (auto s = CheckTopLevel(qc); !s.ok()) return s;
   std::vector<Group> groups;
   for (const auto& [name, g] : qc["config_groups"].items()) {  // key order, as CtGroupFor
-    auto group = ReadGroup(name, g, Str(qc, "format"));
+    auto group = ReadGroup(name, g, JsonString(qc, "format"));
     if (!group.ok()) return group.status();
     groups.push_back(*std::move(group));
   }

@@ -18,11 +18,11 @@ namespace {
 
 using checkpoint::GptOssConfig;
 
-constexpr char kArch[] = "gpt-oss";
+constexpr char kGptOssArch[] = "gpt-oss";
 
 Metadata GptOssMetadata(const GptOssConfig& c, const GgufVocab& vocab, GgmlType type, bool mxfp4_experts) {
   const checkpoint::ModelConfig& b = c.base;
-  const std::string a = kArch;
+  const std::string a = kGptOssArch;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   auto f32 = [](double v) { return Value::F32(static_cast<float>(v)); };
   Metadata md = WholeFileMetadata(a, "gpt_oss", b, b.num_key_value_heads);
@@ -211,7 +211,7 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> GptOssWeightsFro
 }
 
 absl::StatusOr<checkpoint::ModelConfig> GptOssModelConfigFromGguf(const GgufFile& file) {
-  const std::string a = StrCat(kArch, ".");
+  const std::string a = StrCat(kGptOssArch, ".");
   GptOssConfig c;
   checkpoint::ModelConfig& b = c.base;
   b.model_type = "gpt_oss";

@@ -19,7 +19,7 @@ namespace {
 
 using checkpoint::Llama4Config;
 
-constexpr char kArch[] = "llama4";
+constexpr char kLlama4Arch[] = "llama4";
 // Llama 3 rope_scaling's parameters, for the engine's read-back (llama.cpp reads only rope_freqs).
 constexpr char kLlama3Keys[] = "quark.llama3_rope.";
 
@@ -49,7 +49,7 @@ at::Tensor RopeFreqs(const checkpoint::ModelConfig& b) {
 
 Metadata Llama4Metadata(const Llama4Config& c, const GgufVocab& vocab, GgmlType type, bool mxfp4_experts) {
   const checkpoint::ModelConfig& b = c.base;
-  const std::string a = kArch;
+  const std::string a = kLlama4Arch;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   auto f32 = [](double v) { return Value::F32(static_cast<float>(v)); };
   Metadata md = WholeFileMetadata(a, "llama4_text", b, b.num_key_value_heads);
@@ -168,7 +168,7 @@ absl::StatusOr<std::shared_ptr<runtime::TensorMapWeightSource>> Llama4WeightsFro
 }
 
 absl::StatusOr<checkpoint::ModelConfig> Llama4ModelConfigFromGguf(const GgufFile& file) {
-  const std::string a = StrCat(kArch, ".");
+  const std::string a = StrCat(kLlama4Arch, ".");
   Llama4Config c;
   checkpoint::ModelConfig& b = c.base;
   b.model_type = "llama4_text";

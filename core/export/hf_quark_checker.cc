@@ -19,33 +19,30 @@
 #include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/export/hf_quark_moe_rules.h"
+#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 constexpr const char* kSpecFields[] = {"dtype",         "qscheme",      "is_dynamic",   "symmetric",
                                        "ch_axis",       "group_size",   "round_method", "scale_type",
                                        "scale_format",  "scale_calculation_mode", "mx_element_dtype", "observer_cls"};
 constexpr const char* kLayerKeys[] = {"weight", "input_tensors", "output_tensors", "bias"};
 
-bool IsStr(const Json& j, const char* key, const char* value) {
-  return j.is_object() && j.contains(key) && j[key].is_string() && j[key].get<std::string>() == value;
-}
-
 // vLLM's `_is_nvfp4` for one tensor (formats-2026.md 1.3): [{fp4, per_group, group_size 16, is_dynamic as given},
 // {fp8_e4m3, per_tensor, static}].
-bool IsVllmNvfp4List(const Json& list, bool dynamic_first) {
+bool IsVllmNvfp4List(const OrderedJson& list, bool dynamic_first) {
   if (!list.is_array() || list.size() != 2) return false;
-  const Json& a = list[0];
-  const Json& b = list[1];
-  return IsStr(a, "dtype", "fp4") && IsStr(a, "qscheme", "per_group") && a.value("group_size", Json()) == 16 &&
-         a.value("is_dynamic", Json()) == dynamic_first && IsStr(b, "dtype", "fp8_e4m3") &&
-         IsStr(b, "qscheme", "per_tensor") && b.value("is_dynamic", Json()) == false;
+  const OrderedJson& a = list[0];
+  const OrderedJson& b = list[1];
+  return JsonStringIs(a, "dtype", "fp4") && JsonStringIs(a, "qscheme", "per_group") && a.value("group_size", OrderedJson()) == 16 &&
+         a.value("is_dynamic", OrderedJson()) == dynamic_first && JsonStringIs(b, "dtype", "fp8_e4m3") &&
+         JsonStringIs(b, "qscheme", "per_tensor") && b.value("is_dynamic", OrderedJson()) == false;
 }
 
-void CheckSpec(const Json& spec, const std::string& path, std::vector<std::string>& out) {
+void CheckSpec(const OrderedJson& spec, const std::string& path, std::vector<std::string>& out) {
   if (spec.is_null()) return;
   if (spec.is_array()) {  // vLLM unwraps one-element lists; two elements are NVFP4 only (checked per layer)
     if (spec.size() != 1 && spec.size() != 2) {
@@ -67,32 +64,32 @@ void CheckSpec(const Json& spec, const std::string& path, std::vector<std::strin
 // Weight-only NVFP4 (a [fp4 g16, fp8 per_tensor] weight list, no input): what Quark writes for nvfp4_weight_only, a
 // valid checkpoint, but vLLM's quark path (095bfa45) dispatches a two-element list only as W4A4 (formats-2026.md 9),
 // so it does not load on dense linears there: a warning (VllmQuarkLoadWarnings), not a refusal.
-bool IsWeightOnlyNvfp4(const Json& layer) {
-  return layer.is_object() && IsVllmNvfp4List(layer.value("weight", Json()), false) &&
-         layer.value("input_tensors", Json()).is_null();
+bool IsWeightOnlyNvfp4(const OrderedJson& layer) {
+  return layer.is_object() && IsVllmNvfp4List(layer.value("weight", OrderedJson()), false) &&
+         layer.value("input_tensors", OrderedJson()).is_null();
 }
 
 // #30 W4A8: vLLM's `_is_fp8_w4a8` (quark.py 095bfa45): weight [fp8_e4m3 per_tensor static, int4 per_channel
 // symmetric ch_axis 0 static], input fp8_e4m3 dynamic, or static per_tensor. vLLM dispatches it for FusedMoE only
 // (QuarkW4A8Fp8MoEMethod, ROCm AITER): on dense linears a two-element weight list is NVFP4 or nothing (formats-2026.md
 // 9), so Quark's int4_fp8 is a warning there (VllmQuarkLoadWarnings), not a refusal.
-bool IsVllmW4A8(const Json& layer) {
+bool IsVllmW4A8(const OrderedJson& layer) {
   if (!layer.is_object()) return false;
-  const Json w = layer.value("weight", Json());
-  Json in = layer.value("input_tensors", Json());
+  const OrderedJson w = layer.value("weight", OrderedJson());
+  OrderedJson in = layer.value("input_tensors", OrderedJson());
   if (in.is_array() && in.size() == 1) in = in[0];
   if (!w.is_array() || w.size() != 2 || !in.is_object()) return false;
-  const Json& a = w[0];
-  const Json& b = w[1];
-  const bool weight_ok = IsStr(a, "dtype", "fp8_e4m3") && IsStr(a, "qscheme", "per_tensor") &&
-                         a.value("is_dynamic", Json()) != true && IsStr(b, "dtype", "int4") &&
-                         IsStr(b, "qscheme", "per_channel") && b.value("symmetric", Json()) == true &&
-                         b.value("ch_axis", Json()) == 0 && b.value("is_dynamic", Json()) != true;
-  return weight_ok && IsStr(in, "dtype", "fp8_e4m3") &&
-         (in.value("is_dynamic", Json()) == true || IsStr(in, "qscheme", "per_tensor"));
+  const OrderedJson& a = w[0];
+  const OrderedJson& b = w[1];
+  const bool weight_ok = JsonStringIs(a, "dtype", "fp8_e4m3") && JsonStringIs(a, "qscheme", "per_tensor") &&
+                         a.value("is_dynamic", OrderedJson()) != true && JsonStringIs(b, "dtype", "int4") &&
+                         JsonStringIs(b, "qscheme", "per_channel") && b.value("symmetric", OrderedJson()) == true &&
+                         b.value("ch_axis", OrderedJson()) == 0 && b.value("is_dynamic", OrderedJson()) != true;
+  return weight_ok && JsonStringIs(in, "dtype", "fp8_e4m3") &&
+         (in.value("is_dynamic", OrderedJson()) == true || JsonStringIs(in, "qscheme", "per_tensor"));
 }
 
-void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer, std::vector<std::string>& out) {
+void CheckLayerConfig(const OrderedJson& layer, const std::string& path, bool kv_layer, std::vector<std::string>& out) {
   if (!layer.is_object()) {
     out.push_back(StrCat(path, ": expected an object with weight, input_tensors, output_tensors, bias"));
     return;
@@ -110,10 +107,10 @@ void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer,
   if (layer.contains("bias") && !layer["bias"].is_null()) {
     out.push_back(StrCat(path, ".bias: must be null (vLLM refuses quantized biases)"));
   }
-  const Json w = layer.value("weight", Json());
-  const Json in = layer.value("input_tensors", Json());
+  const OrderedJson w = layer.value("weight", OrderedJson());
+  const OrderedJson in = layer.value("input_tensors", OrderedJson());
   // Dispatch steps 0, 2 and 3a (#30: E8M0 tiles as MXFP8 [R, 32] or the 128x128 E8M0 key): hf_quark_block_rules.h.
-  if (IsStr(w, "qscheme", "per_block")) {
+  if (JsonStringIs(w, "qscheme", "per_block")) {
     if (auto problem = VllmPerBlockProblem(w, in)) out.push_back(StrCat(path, ": ", *problem));
   }
   // Dispatch step 1: a two-element list on either tensor must be NVFP4 on both (QuarkNVFP4), else NotImplementedError.
@@ -128,10 +125,10 @@ void CheckLayerConfig(const Json& layer, const std::string& path, bool kv_layer,
   }
 }
 
-std::vector<std::string> KvGroup(const Json& qc) {
+std::vector<std::string> KvGroup(const OrderedJson& qc) {
   std::vector<std::string> group;
   if (!qc.contains("export") || !qc["export"].is_object()) return group;
-  const Json& g = qc["export"].value("kv_cache_group", Json::array());
+  const OrderedJson& g = qc["export"].value("kv_cache_group", OrderedJson::array());
   if (!g.is_array()) return group;
   for (const auto& p : g) {
     if (p.is_string()) group.push_back(p.get<std::string>());
@@ -143,16 +140,16 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-void CheckKvGroup(const Json& qc, std::vector<std::string>& out) {
+void CheckKvGroup(const OrderedJson& qc, std::vector<std::string>& out) {
   const auto group = KvGroup(qc);
-  const Json& layers = qc["layer_quant_config"];
-  const Json* first = nullptr;
+  const OrderedJson& layers = qc["layer_quant_config"];
+  const OrderedJson* first = nullptr;
   for (const auto& pattern : group) {
     if (!layers.is_object() || !layers.contains(pattern)) {
       out.push_back(StrCat("export.kv_cache_group: \"", pattern, "\" has no layer_quant_config entry (vLLM refuses it)"));
       continue;
     }
-    const Json& o = layers[pattern].value("output_tensors", Json());
+    const OrderedJson& o = layers[pattern].value("output_tensors", OrderedJson());
     if (o.is_null()) {
       out.push_back(StrCat("layer_quant_config[", pattern, "].output_tensors: null for a kv_cache_group pattern"));
       continue;
@@ -166,9 +163,9 @@ void CheckKvGroup(const Json& qc, std::vector<std::string>& out) {
 
 }  // namespace
 
-std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc) {
+std::vector<std::string> VllmQuarkLoadWarnings(const OrderedJson& qc) {
   std::vector<std::string> out;
-  auto check = [&](const Json& layer, const std::string& path) {
+  auto check = [&](const OrderedJson& layer, const std::string& path) {
     if (IsWeightOnlyNvfp4(layer)) {
       out.push_back(StrCat(path, ": NVFP4 weight-only loads in vLLM's quark path only for MoE experts (a two-element "
                            "weight list dispatches as W4A4 or not at all on dense linears); export compressed_tensors "
@@ -189,7 +186,7 @@ std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc) {
   return out;
 }
 
-std::vector<std::string> QuantizationConfigProblems(const Json& qc) {
+std::vector<std::string> QuantizationConfigProblems(const OrderedJson& qc) {
   std::vector<std::string> out;
   if (!qc.is_object()) return {"quantization_config: expected an object"};
   if (qc.value("quant_method", "") != "quark") out.push_back("quant_method: must be \"quark\"");
@@ -214,7 +211,7 @@ std::vector<std::string> QuantizationConfigProblems(const Json& qc) {
     out.push_back("exclude: expected a list of module names");
   } else {
     for (size_t i = 0; i < qc["exclude"].size(); ++i) {
-      const Json& e = qc["exclude"][i];
+      const OrderedJson& e = qc["exclude"][i];
       if (!e.is_string()) {
         out.push_back(StrCat("exclude[", i, "]: expected a string"));
       } else if (e.get<std::string>().rfind("re:", 0) != 0 && HasGlobChars(e.get<std::string>())) {
@@ -223,7 +220,7 @@ std::vector<std::string> QuantizationConfigProblems(const Json& qc) {
       }
     }
   }
-  const Json& exp = qc["export"];
+  const OrderedJson& exp = qc["export"];
   if (!exp.is_object()) {
     out.push_back("export: expected an object");
     return out;
@@ -237,8 +234,8 @@ std::vector<std::string> QuantizationConfigProblems(const Json& qc) {
   return out;
 }
 
-Json VllmLayerConfig(const Json& qc, const std::string& module) {
-  Json chosen;
+OrderedJson VllmLayerConfig(const OrderedJson& qc, const std::string& module) {
+  OrderedJson chosen;
   std::string chosen_key;
   if (qc.contains("layer_quant_config") && qc["layer_quant_config"].is_object()) {
     for (const auto& [pattern, layer] : qc["layer_quant_config"].items()) {
@@ -262,7 +259,7 @@ Json VllmLayerConfig(const Json& qc, const std::string& module) {
   return chosen;
 }
 
-bool VllmExcluded(const Json& qc, const std::string& module) {
+bool VllmExcluded(const OrderedJson& qc, const std::string& module) {
   if (!qc.contains("exclude") || !qc["exclude"].is_array()) return false;
   for (const auto& e : qc["exclude"]) {
     if (!e.is_string()) continue;
@@ -280,7 +277,7 @@ bool VllmExcluded(const Json& qc, const std::string& module) {
   return false;
 }
 
-std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::ModelConfig& model) {
+std::vector<std::string> FusedLayerProblems(const OrderedJson& qc, const checkpoint::ModelConfig& model) {
   std::vector<std::string> out;
   // Phi-3's qkv_proj and gate_up_proj are one module each in the checkpoint (vLLM's packed mapping is the identity):
   // nothing to fuse, so nothing to agree on.
@@ -298,7 +295,7 @@ std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::Mo
     const std::string prefix = checkpoint::LayerPrefix(model, i);
     for (const auto& group : fused) {
       const std::string first = prefix + group[0];
-      const Json reference = VllmLayerConfig(qc, first);
+      const OrderedJson reference = VllmLayerConfig(qc, first);
       const bool excluded = VllmExcluded(qc, first);
       for (size_t k = 1; k < group.size(); ++k) {
         const std::string name = prefix + group[k];
@@ -316,12 +313,12 @@ std::vector<std::string> FusedLayerProblems(const Json& qc, const checkpoint::Mo
 
 namespace {
 
-absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
+absl::StatusOr<OrderedJson> ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  Json j = Json::parse(buffer.str(), nullptr, false);
+  OrderedJson j = OrderedJson::parse(buffer.str(), nullptr, false);
   if (j.is_discarded()) return absl::InvalidArgumentError(StrCat(path, ": not valid JSON"));
   return j;
 }
@@ -346,7 +343,7 @@ void CheckTensor(const checkpoint::CheckpointReader& reader, const ExportTensorS
 // block padded (PerBlockMXObserver's reshape_to_blocks: ceil(in / 32) scale columns); vLLM (QuarkOCP_MX allocates
 // in / 32 columns, QuarkW8A8Mxfp8 raises) and Quark's own importer (PackMethod._infer_scale_zero_point_shape: floor)
 // cannot load it.
-void MxPartialBlockWarnings(const Json& qc, const checkpoint::ModelConfig& model, std::vector<std::string>& out) {
+void MxPartialBlockWarnings(const OrderedJson& qc, const checkpoint::ModelConfig& model, std::vector<std::string>& out) {
   for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
     const std::string prefix = checkpoint::LayerPrefix(model, i);
     for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, i)) {
@@ -374,7 +371,7 @@ std::optional<float> ScalarF32(const checkpoint::CheckpointReader& reader, const
   return v;
 }
 
-void CheckModuleTensors(const Json& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
+void CheckModuleTensors(const OrderedJson& qc, const checkpoint::ModelConfig& model, const checkpoint::CheckpointReader& reader,
                         std::vector<std::string>& out) {
   auto embed = reader.Get(checkpoint::EmbedTokensName(model) + ".weight");
   const checkpoint::StDType model_dtype = embed.ok() ? embed->info->dtype : checkpoint::StDType::kF32;
@@ -442,7 +439,7 @@ absl::Status CheckHfQuarkExport(const std::string& dir) {
   if (!config_json->contains("quantization_config")) {
     return absl::FailedPreconditionError(StrCat(dir, "/config.json: no quantization_config"));
   }
-  const Json& qc = (*config_json)["quantization_config"];
+  const OrderedJson& qc = (*config_json)["quantization_config"];
   std::vector<std::string> problems = QuantizationConfigProblems(qc);
   if (problems.empty()) {
     auto model = checkpoint::ParseModelConfig(config_json->dump(), dir + "/config.json");
@@ -463,7 +460,7 @@ absl::Status CheckHfQuarkExport(const std::string& dir) {
                                               " consumer rule(s): ", StrJoin(head, "; ")));
 }
 
-std::vector<std::string> VllmQuarkLoadWarnings(const Json& qc, const checkpoint::ModelConfig& model) {
+std::vector<std::string> VllmQuarkLoadWarnings(const OrderedJson& qc, const checkpoint::ModelConfig& model) {
   std::vector<std::string> out = VllmQuarkLoadWarnings(qc);
   for (std::string& warning : GptOssVllmLoadWarnings(qc, model)) out.push_back(std::move(warning));
   MxPartialBlockWarnings(qc, model, out);  // #30

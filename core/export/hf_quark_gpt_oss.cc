@@ -12,29 +12,29 @@
 namespace quark::exporter {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-std::string StrOf(const Json& spec, const char* key) {
+std::string StrOf(const OrderedJson& spec, const char* key) {
   return spec.is_object() && spec.contains(key) && spec[key].is_string() ? spec[key].get<std::string>() : "";
 }
 
 // A spec list of one element is that element (vLLM unwraps it).
-Json Unwrapped(const Json& spec) { return spec.is_array() && spec.size() == 1 ? spec[0] : spec; }
+OrderedJson Unwrapped(const OrderedJson& spec) { return spec.is_array() && spec.size() == 1 ? spec[0] : spec; }
 
 // vLLM's QuarkMoEMethod.get_moe_method: _is_fp8_w8a8 (fp8_e4m3 weight and input, per_tensor or per_channel), the
 // OCP MX weights (_is_mx_fp4 / _is_ocp_mx: fp4 or fp6 per_group of 32 with e8m0 scales). W4A8 (two-element weight
 // lists) dispatches on ROCm only and is left to VllmQuarkLoadWarnings.
-bool VllmHasMoeMethod(const Json& layer) {
-  const Json weight = Unwrapped(layer.value("weight", Json()));
-  const Json input = Unwrapped(layer.value("input_tensors", Json()));
-  if (layer.value("weight", Json()).is_array() && layer["weight"].size() == 2) return true;
+bool VllmHasMoeMethod(const OrderedJson& layer) {
+  const OrderedJson weight = Unwrapped(layer.value("weight", OrderedJson()));
+  const OrderedJson input = Unwrapped(layer.value("input_tensors", OrderedJson()));
+  if (layer.value("weight", OrderedJson()).is_array() && layer["weight"].size() == 2) return true;
   const std::string w = StrOf(weight, "dtype");
   if (w == "fp8_e4m3") {
     const std::string scheme = StrOf(weight, "qscheme");
     return StrOf(input, "dtype") == "fp8_e4m3" && (scheme == "per_tensor" || scheme == "per_channel");
   }
   const bool mx_element = w == "fp4" || w == "fp6_e2m3" || w == "fp6_e3m2";
-  return mx_element && StrOf(weight, "qscheme") == "per_group" && weight.value("group_size", Json()) == 32;
+  return mx_element && StrOf(weight, "qscheme") == "per_group" && weight.value("group_size", OrderedJson()) == 32;
 }
 
 }  // namespace
@@ -59,14 +59,14 @@ bool ReplacedByExpertLinears(const checkpoint::ModelConfig& model, const std::st
   return model.family == checkpoint::ArchFamily::kGptOss && checkpoint::IsGptOssFusedExpertTensor(name);
 }
 
-std::vector<std::string> GptOssVllmLoadWarnings(const Json& qc, const checkpoint::ModelConfig& model) {
+std::vector<std::string> GptOssVllmLoadWarnings(const OrderedJson& qc, const checkpoint::ModelConfig& model) {
   std::vector<std::string> out;
   if (model.family != checkpoint::ArchFamily::kGptOss) return out;
   std::set<std::string> seen;
   for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
     const std::string expert = StrCat(checkpoint::LayerPrefix(model, i), "mlp.experts.0.gate_up_proj");
     if (VllmExcluded(qc, expert)) continue;
-    const Json layer = VllmLayerConfig(qc, expert);
+    const OrderedJson layer = VllmLayerConfig(qc, expert);
     if (!layer.is_object() || VllmHasMoeMethod(layer) || !seen.insert(layer.dump()).second) continue;
     out.push_back(StrCat(expert, ": vLLM's QuarkMoEMethod has no method for this expert scheme (fp8 W8A8 and MXFP4 ",
                          "experts load; others raise \"Unsupported FusedMoe scheme\"): the export reads back here and in ",

@@ -7,6 +7,7 @@
 #include "core/base/strings.h"
 #include "core/numerics/packing.h"
 #include "core/numerics/real_quant.h"
+#include "core/quantize/bit_identical.h"
 #include "core/quantize/grid_weights.h"
 
 namespace quark::quantize {
@@ -15,13 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr PackMethod kSpillPacking = PackMethod::kOrder;
-
-// Bitwise, not numeric, equality (as grid_weights.cc's check): -0.0 and 0.0 stay apart.
-bool BitIdentical(const at::Tensor& a, const at::Tensor& b) {
-  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
-  const at::ScalarType bits = a.element_size() == 4 ? at::kInt : at::kShort;
-  return at::equal(a.contiguous().view(bits), b.contiguous().view(bits));
-}
 
 }  // namespace
 

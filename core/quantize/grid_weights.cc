@@ -4,6 +4,7 @@
 
 #include "core/base/strings.h"
 #include "core/numerics/real_quant.h"
+#include "core/quantize/bit_identical.h"
 
 namespace quark::quantize {
 namespace {
@@ -15,13 +16,6 @@ const QuantSpec* WeightSpecOf(const LayerPlan& plan, const std::string& module) 
   const LayerAssignment* assignment = plan.Find(module);
   if (assignment == nullptr || !assignment->config.weight) return nullptr;
   return &*assignment->config.weight;
-}
-
-// Bitwise, not numeric, equality: -0.0 and 0.0 must stay apart for the restored layer to equal the first run's.
-bool BitIdentical(const at::Tensor& a, const at::Tensor& b) {
-  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
-  const at::ScalarType bits = a.element_size() == 4 ? at::kInt : at::kShort;
-  return at::equal(a.contiguous().view(bits), b.contiguous().view(bits));
 }
 
 bool IsDequantizableDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }

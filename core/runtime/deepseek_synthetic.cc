@@ -20,7 +20,7 @@ struct DeepseekShape {
 
 // deepseek-v3: DeepSeek-V3's (and R1's) config.json. tiny: v_head_dim apart from the q/k head size, mscale apart from
 // mscale_all_dim (so YaRN's attention_factor is not 1), groups that leave some experts unreachable per token.
-constexpr DeepseekShape kShapes[] = {
+constexpr DeepseekShape kDeepseekShapes[] = {
     {"tiny", 64, 128, 3, 4, 512, 2048, 32, 32, 16, 8, 16, 16, 1, 4, 4, 2, 32, 1, 1, 2.5, 4.0, 512, 1.0, 0.8, 0, 1},
     // q_lora_rank null (a plain q_proj, as DeepSeek-V2-Lite), 2 shared experts, 8 experts in 2 groups of which 1 kept.
     {"tiny-q-proj", 64, 128, 3, 4, 512, 2048, 0, 32, 16, 8, 32, 8, 2, 2, 2, 1, 32, 1, 0, 1.5, 4.0, 512, 1.0, 1.0, 0, 1},
@@ -35,12 +35,12 @@ constexpr DeepseekShape kShapes[] = {
 std::vector<std::string> DeepseekSyntheticShapes(const std::string& arch) {
   std::vector<std::string> names;
   if (arch != "deepseek_v3") return names;
-  for (const DeepseekShape& s : kShapes) names.push_back(s.name);
+  for (const DeepseekShape& s : kDeepseekShapes) names.push_back(s.name);
   return names;
 }
 
 absl::StatusOr<checkpoint::DeepseekConfig> DeepseekSyntheticConfig(const std::string& shape, const std::string& torch_dtype) {
-  for (const DeepseekShape& s : kShapes) {
+  for (const DeepseekShape& s : kDeepseekShapes) {
     if (shape != s.name) continue;
     checkpoint::DeepseekConfig c;
     checkpoint::ModelConfig& b = c.base;

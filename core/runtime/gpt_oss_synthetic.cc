@@ -14,7 +14,7 @@ struct GptOssShape {
 
 // gpt-oss-20b / gpt-oss-120b: openai's config.json as HF ships it (rope_theta 150000, YaRN factor 32 over 4096,
 // beta_fast 32, beta_slow 1, truncate false, rms_norm_eps 1e-5, swiglu_limit 7, attention_bias true).
-constexpr GptOssShape kShapes[] = {
+constexpr GptOssShape kGptOssShapes[] = {
     {"tiny", 64, 32, 3, 6, 2, 16, 512, 8, 2, 4, 64, 1},
     {"gpt-oss-20b", 2880, 2880, 24, 64, 8, 64, 201088, 32, 4, 128, 4096, 200002},
     {"gpt-oss-20b-2l", 2880, 2880, 2, 64, 8, 64, 201088, 32, 4, 128, 4096, 200002},
@@ -27,12 +27,12 @@ constexpr GptOssShape kShapes[] = {
 std::vector<std::string> GptOssSyntheticShapes(const std::string& arch) {
   std::vector<std::string> names;
   if (arch != "gpt_oss") return names;
-  for (const GptOssShape& s : kShapes) names.push_back(s.name);
+  for (const GptOssShape& s : kGptOssShapes) names.push_back(s.name);
   return names;
 }
 
 absl::StatusOr<checkpoint::GptOssConfig> GptOssSyntheticConfig(const std::string& shape, const std::string& torch_dtype) {
-  for (const GptOssShape& s : kShapes) {
+  for (const GptOssShape& s : kGptOssShapes) {
     if (shape != s.name) continue;
     checkpoint::GptOssConfig c;
     checkpoint::ModelConfig& b = c.base;

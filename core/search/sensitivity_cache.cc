@@ -13,7 +13,7 @@ namespace quark::search {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 constexpr int kFormatVersion = 1;
 
@@ -22,7 +22,7 @@ absl::Status Bad(const std::string& field, const std::string& what) {
 }
 
 // A JSON array of numbers as doubles, of exactly `size` entries.
-absl::StatusOr<std::vector<double>> Numbers(const Json& j, const std::string& field, size_t size) {
+absl::StatusOr<std::vector<double>> Numbers(const OrderedJson& j, const std::string& field, size_t size) {
   if (!j.is_array() || j.size() != size) return Bad(field, StrCat("expected an array of ", size, " numbers"));
   std::vector<double> out;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -32,13 +32,13 @@ absl::StatusOr<std::vector<double>> Numbers(const Json& j, const std::string& fi
   return out;
 }
 
-absl::StatusOr<LinearGroup> GroupFromJson(const Json& j, const std::string& path) {
+absl::StatusOr<LinearGroup> GroupFromJson(const OrderedJson& j, const std::string& path) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return Bad(path + ".name", "missing");
   if (!j.contains("layer") || !j["layer"].is_number_integer()) return Bad(path + ".layer", "missing");
   if (!j.contains("modules") || !j["modules"].is_array()) return Bad(path + ".modules", "missing");
   LinearGroup g{j["name"].get<std::string>(), j["layer"].get<int64_t>(), {}, 0};
   for (size_t i = 0; i < j["modules"].size(); ++i) {
-    const Json& m = j["modules"][i];
+    const OrderedJson& m = j["modules"][i];
     const std::string at = StrCat(path, ".modules[", i, "]");
     if (!m.is_object() || !m.contains("name") || !m["name"].is_string()) return Bad(at + ".name", "missing");
     if (!m.contains("shape") || !m["shape"].is_array() || m["shape"].size() != 2 ||
@@ -82,20 +82,20 @@ std::string SensitivityKey(const std::string& model_digest, const std::vector<st
   return Sha256Hex(text);
 }
 
-Json SensitivityToJson(const SensitivityTable& table) {
-  Json j;
+OrderedJson SensitivityToJson(const SensitivityTable& table) {
+  OrderedJson j;
   j["version"] = kFormatVersion;
   j["key"] = table.key;
   j["float_nll"] = table.float_nll;
   j["tokens"] = table.tokens;
-  Json groups = Json::array();
+  OrderedJson groups = OrderedJson::array();
   for (const LinearGroup& g : table.groups) {
-    Json modules = Json::array();
+    OrderedJson modules = OrderedJson::array();
     for (const ModuleInfo& m : g.modules) modules.push_back({{"name", m.name}, {"shape", m.weight_shape}});
     groups.push_back({{"name", g.name}, {"layer", g.layer}, {"params", g.params}, {"modules", modules}});
   }
   j["groups"] = groups;
-  Json passes = Json::array();
+  OrderedJson passes = OrderedJson::array();
   for (const CandidatePass& p : table.passes) {
     passes.push_back({{"candidate", p.candidate}, {"seconds", p.seconds}, {"kld", p.kld},
                       {"nll_increase", p.nll_increase}});
@@ -104,7 +104,7 @@ Json SensitivityToJson(const SensitivityTable& table) {
   return j;
 }
 
-absl::StatusOr<SensitivityTable> SensitivityFromJson(const Json& j, const std::string& path) {
+absl::StatusOr<SensitivityTable> SensitivityFromJson(const OrderedJson& j, const std::string& path) {
   if (!j.is_object()) return Bad(path, "not a JSON object");
   if (!j.contains("version") || j["version"] != kFormatVersion) {
     return Bad(path + ".version", StrCat("expected ", kFormatVersion));
@@ -124,15 +124,15 @@ absl::StatusOr<SensitivityTable> SensitivityFromJson(const Json& j, const std::s
   }
   if (!j.contains("passes") || !j["passes"].is_array()) return Bad(path + ".passes", "missing");
   for (size_t i = 0; i < j["passes"].size(); ++i) {
-    const Json& p = j["passes"][i];
+    const OrderedJson& p = j["passes"][i];
     const std::string at = StrCat(path, ".passes[", i, "]");
     if (!p.is_object() || !p.contains("candidate") || !p["candidate"].is_string()) return Bad(at + ".candidate", "missing");
     CandidatePass pass;
     pass.candidate = p["candidate"].get<std::string>();
     pass.seconds = p.value("seconds", 0.0);
-    auto kld = Numbers(p.value("kld", Json()), at + ".kld", t.groups.size());
+    auto kld = Numbers(p.value("kld", OrderedJson()), at + ".kld", t.groups.size());
     if (!kld.ok()) return kld.status();
-    auto nll = Numbers(p.value("nll_increase", Json()), at + ".nll_increase", t.groups.size());
+    auto nll = Numbers(p.value("nll_increase", OrderedJson()), at + ".nll_increase", t.groups.size());
     if (!nll.ok()) return nll.status();
     pass.kld = *std::move(kld);
     pass.nll_increase = *std::move(nll);
@@ -147,7 +147,7 @@ absl::StatusOr<std::optional<SensitivityTable>> LoadCachedSensitivity(const std:
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::optional<SensitivityTable>();
   std::ifstream in(path);
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const OrderedJson j = OrderedJson::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InternalError(StrCat(path.string(), ": not valid JSON"));
   auto table = SensitivityFromJson(j, path.string());
   if (!table.ok()) return absl::InternalError(std::string(table.status().message()));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/api/request_limits.h"
 #include "server/api/status_util.h"
 
 namespace quark::server {
@@ -10,13 +11,6 @@ namespace {
 
 constexpr int kDefaultAuditPage = 100;
 constexpr int kMaxAuditPage = 1000;
-constexpr size_t kMaxWorkerIdBytes = 256;
-
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 }  // namespace
 

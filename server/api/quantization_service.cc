@@ -31,12 +31,6 @@ constexpr int kMaxPageSize = 1000;
 constexpr int64_t kMaxPageBytes = int64_t{3} << 20;
 constexpr size_t kMaxPageTokenBytes = 32;
 
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 void FillLayers(const LayerPlan& plan, quark::v1::ValidateConfigResponse* response) {
   for (const LayerAssignment& layer : plan.layers) {
     quark::v1::LayerAssignment* out = response->add_layers();

@@ -24,6 +24,8 @@ inline constexpr size_t kMaxRequestBytes = size_t{256} << 10;
 inline constexpr size_t kMaxStringBytes = 1024;
 /// Names chosen from a list: preset, kv_cache_dtype, gguf_type, compute_scale_loss, ...
 inline constexpr size_t kMaxNameBytes = 128;
+/// A worker's id, as the worker names itself and as DrainWorker / ResumeWorker name it.
+inline constexpr size_t kMaxWorkerIdBytes = 256;
 /// Entries of any repeated field or map of a request (exclude patterns, layer_quant_config, scaling_layers, ...).
 inline constexpr int kMaxEntries = 1024;
 /// spec.resources: far above any machine, and far from overflowing memory_mb << 20.

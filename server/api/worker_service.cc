@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "server/api/request_limits.h"
 #include "server/api/status_util.h"
 
 namespace quark::server {
@@ -11,15 +12,8 @@ namespace {
 
 using quark::v1::internal::LeaseResponse;
 
-constexpr size_t kMaxWorkerIdBytes = 256;
 // A long poll answers this much before the caller's deadline, so the empty answer arrives in time.
 constexpr int64_t kDeadlineMarginMs = 200;
-
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 absl::Status CheckWorkerId(const std::string& worker_id) {
   if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");

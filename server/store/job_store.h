@@ -130,6 +130,9 @@ class JobStore {
 /// NOT_FOUND "job \"ID\" not found": the one answer for a missing job and for another tenant's job.
 absl::Status JobNotFoundError(const std::string& id);
 
+/// A job row's bytes as a Job; DATA_LOSS naming `where` (the row) when they do not parse.
+absl::StatusOr<quark::v1::Job> ParseStoredJob(const std::string& bytes, const std::string& where);
+
 /// The request_id as stored: unique per tenant ("" tenant: the id itself).
 std::string ScopedRequestId(const std::string& tenant, const std::string& request_id);
 

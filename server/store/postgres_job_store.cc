@@ -23,18 +23,13 @@ using quark::v1::JobEvent;
 using quark::v1::JobState;
 
 constexpr int kMaxRetries = 10;
-bool Matches(const JobFilter& filter, const Job& job) {
+// The filter's labels (its tenant and states are in the query).
+bool LabelsMatch(const JobFilter& filter, const Job& job) {
   for (const auto& [key, value] : filter.labels) {
     auto it = job.spec().labels().find(key);
     if (it == job.spec().labels().end() || it->second != value) return false;
   }
   return true;
-}
-
-absl::StatusOr<Job> ParseJob(const std::string& bytes, const std::string& where) {
-  Job job;
-  if (!job.ParseFromString(bytes)) return absl::DataLossError(absl::StrCat("job store: unreadable job row ", where));
-  return job;
 }
 
 }  // namespace
@@ -164,7 +159,7 @@ absl::StatusOr<StoredJob> PostgresJobStore::CreateJob(const Job& job, std::vecto
                                                  PgParams().Add(ScopedRequestId(job.tenant(), job.request_id())));
       if (!existing.ok()) return existing.status();
       if (existing->rows() == 0) return absl::AbortedError("request_id insert conflict without a row; retrying");
-      absl::StatusOr<Job> parsed = ParseJob(existing->Bytes(0, 1), job.request_id());
+      absl::StatusOr<Job> parsed = ParseStoredJob(existing->Bytes(0, 1), job.request_id());
       if (!parsed.ok()) return parsed.status();
       stored = StoredJob{existing->Int(0, 0), std::move(*parsed)};
       return absl::OkStatus();
@@ -206,7 +201,7 @@ absl::StatusOr<Job> PostgresJobStore::GetJob(const std::string& id) {
     absl::StatusOr<PgResult> result = PgExec(conn, "SELECT job FROM jobs WHERE id = $1", PgParams().Add(id));
     if (!result.ok()) return result.status();
     if (result->rows() == 0) return JobNotFoundError(id);
-    absl::StatusOr<Job> parsed = ParseJob(result->Bytes(0, 0), id);
+    absl::StatusOr<Job> parsed = ParseStoredJob(result->Bytes(0, 0), id);
     if (!parsed.ok()) return parsed.status();
     job = std::move(*parsed);
     return absl::OkStatus();
@@ -222,7 +217,7 @@ absl::StatusOr<StoredJob> PostgresJobStore::FindByRequestId(const std::string& t
                                              PgParams().Add(ScopedRequestId(tenant, request_id)));
     if (!result.ok()) return result.status();
     if (result->rows() == 0) return absl::NotFoundError(absl::StrCat("request_id \"", request_id, "\" not found"));
-    absl::StatusOr<Job> parsed = ParseJob(result->Bytes(0, 1), request_id);
+    absl::StatusOr<Job> parsed = ParseStoredJob(result->Bytes(0, 1), request_id);
     if (!parsed.ok()) return parsed.status();
     stored = StoredJob{result->Int(0, 0), std::move(*parsed)};
     return absl::OkStatus();
@@ -242,7 +237,7 @@ absl::StatusOr<Job> PostgresJobStore::FindByContentKey(const std::string& tenant
                PgParams().Add(tenant).Add(key));
     if (!result.ok()) return result.status();
     if (result->rows() == 0) return absl::NotFoundError(absl::StrCat("no job with content key ", key));
-    absl::StatusOr<Job> parsed = ParseJob(result->Bytes(0, 1), key);
+    absl::StatusOr<Job> parsed = ParseStoredJob(result->Bytes(0, 1), key);
     if (!parsed.ok()) return parsed.status();
     job = std::move(*parsed);
     return absl::OkStatus();
@@ -261,7 +256,7 @@ absl::StatusOr<std::vector<StoredJob>> PostgresJobStore::LoadJobs(const std::vec
                PgParams().Add(absl::StrCat("{", absl::StrJoin(numbers, ","), "}")));
     if (!result.ok()) return result.status();
     for (int i = 0; i < result->rows(); ++i) {
-      absl::StatusOr<Job> job = ParseJob(result->Bytes(i, 1), absl::StrCat("seq ", result->Int(i, 0)));
+      absl::StatusOr<Job> job = ParseStoredJob(result->Bytes(i, 1), absl::StrCat("seq ", result->Int(i, 0)));
       if (!job.ok()) return job.status();
       jobs.push_back(StoredJob{result->Int(i, 0), std::move(*job)});
     }
@@ -304,9 +299,9 @@ absl::StatusOr<JobPage> PostgresJobStore::ListJobs(const JobFilter& filter, int 
       for (int i = 0; i < result->rows() && static_cast<int>(page.jobs.size()) < page_size && !bytes.full();
            ++i, ++rows) {
         const int64_t seq = result->Int(i, 0);
-        absl::StatusOr<Job> job = ParseJob(result->Bytes(i, 1), absl::StrCat("seq ", seq));
+        absl::StatusOr<Job> job = ParseStoredJob(result->Bytes(i, 1), absl::StrCat("seq ", seq));
         if (!job.ok()) return job.status();
-        const bool matches = Matches(filter, *job);
+        const bool matches = LabelsMatch(filter, *job);
         if (matches && !bytes.Take(*job)) break;  // this job starts the next page: the cursor stays before it
         cursor = seq;
         if (matches) page.jobs.push_back(std::move(*job));

@@ -31,16 +31,16 @@ bool Matches(const JobFilter& filter, const Job& job) {
   return true;
 }
 
-absl::StatusOr<Job> ParseJob(const std::string& bytes, const std::string& where) {
-  Job job;
-  if (!job.ParseFromString(bytes)) return absl::DataLossError(absl::StrCat("job store: unreadable job row ", where));
-  return job;
-}
-
 }  // namespace
 
 absl::Status JobNotFoundError(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("job \"", id, "\" not found"));
+}
+
+absl::StatusOr<Job> ParseStoredJob(const std::string& bytes, const std::string& where) {
+  Job job;
+  if (!job.ParseFromString(bytes)) return absl::DataLossError(absl::StrCat("job store: unreadable job row ", where));
+  return job;
 }
 
 std::string ScopedRequestId(const std::string& tenant, const std::string& request_id) {
@@ -160,7 +160,7 @@ absl::StatusOr<std::optional<StoredJob>> SqliteJobStore::FindByRequestIdLocked(c
   }
   StoredJob existing;
   existing.order = find.ColumnInt(0);
-  absl::StatusOr<Job> parsed = ParseJob(find.ColumnBlob(1), scoped_request_id);
+  absl::StatusOr<Job> parsed = ParseStoredJob(find.ColumnBlob(1), scoped_request_id);
   find.Reset();
   if (!parsed.ok()) return parsed.status();
   existing.job = std::move(*parsed);
@@ -240,7 +240,7 @@ absl::StatusOr<Job> SqliteJobStore::GetJobLocked(const std::string& id) {
     get.Reset();
     return JobNotFoundError(id);
   }
-  absl::StatusOr<Job> job = ParseJob(get.ColumnBlob(0), id);
+  absl::StatusOr<Job> job = ParseStoredJob(get.ColumnBlob(0), id);
   get.Reset();
   return job;
 }
@@ -261,7 +261,7 @@ absl::StatusOr<Job> SqliteJobStore::FindByContentKey(const std::string& tenant, 
     find.Reset();
     return absl::NotFoundError(absl::StrCat("no job with content key ", key));
   }
-  absl::StatusOr<Job> job = ParseJob(find.ColumnBlob(1), absl::StrCat("seq ", find.ColumnInt(0)));
+  absl::StatusOr<Job> job = ParseStoredJob(find.ColumnBlob(1), absl::StrCat("seq ", find.ColumnInt(0)));
   find.Reset();
   return job;
 }
@@ -277,7 +277,7 @@ absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadJobs(const std::vecto
       absl::StatusOr<bool> row = load.Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      absl::StatusOr<Job> job = ParseJob(load.ColumnBlob(1), absl::StrCat("seq ", load.ColumnInt(0)));
+      absl::StatusOr<Job> job = ParseStoredJob(load.ColumnBlob(1), absl::StrCat("seq ", load.ColumnInt(0)));
       if (!job.ok()) return job.status();
       jobs.push_back(StoredJob{load.ColumnInt(0), std::move(*job)});
     }
@@ -308,7 +308,7 @@ absl::StatusOr<JobPage> SqliteJobStore::ListJobs(const JobFilter& filter, int pa
       if (!*row) break;
       ++rows;
       const int64_t seq = scan.ColumnInt(0);
-      absl::StatusOr<Job> job = ParseJob(scan.ColumnBlob(1), absl::StrCat("seq ", seq));
+      absl::StatusOr<Job> job = ParseStoredJob(scan.ColumnBlob(1), absl::StrCat("seq ", seq));
       if (!job.ok()) return job.status();
       const bool matches = Matches(filter, *job);
       if (matches && !bytes.Take(*job)) break;  // this job starts the next page: the cursor stays before it

@@ -25,7 +25,7 @@ GptqTarget Target(const std::string& name, const std::string& input) { return {n
 class GptqLayerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(testing::WriteSyntheticLlama());
+    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
     ASSERT_TRUE(streamer.ok()) << streamer.status();
     streamer_ = *std::move(streamer);
     at::manual_seed(3);

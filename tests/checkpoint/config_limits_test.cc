@@ -24,13 +24,13 @@ namespace {
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-std::string SharedDir() {
+std::string FixturesRoot() {
   const char* dir = std::getenv("QUARK_SHARED_DIR");
   return dir ? dir : "/work/shared";
 }
 
 json Stories() {
-  std::ifstream in(SharedDir() + "/fixtures/stories260K/config.json");
+  std::ifstream in(FixturesRoot() + "/fixtures/stories260K/config.json");
   return json::parse(in);
 }
 
@@ -94,7 +94,7 @@ class ModelFolderTest : public ::testing::Test {
     char pattern[] = "/tmp/config-limits-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     dir_ = pattern;
-    std::filesystem::copy_file(SharedDir() + "/fixtures/stories260K/model.safetensors", dir_ + "/model.safetensors");
+    std::filesystem::copy_file(FixturesRoot() + "/fixtures/stories260K/model.safetensors", dir_ + "/model.safetensors");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void WriteConfig(const std::string& text) { std::ofstream(dir_ + "/config.json") << text; }

@@ -13,16 +13,16 @@ namespace quark {
 namespace {
 
 using ::testing::HasSubstr;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-std::string Errors(const Config& config, const std::vector<ModuleInfo>* modules = nullptr) {
+std::string ValidationErrors(const Config& config, const std::vector<ModuleInfo>* modules = nullptr) {
   return std::string(ValidationStatus(ValidateConfig(config, modules)).message());
 }
 
 // The layer config of Quark's own test of DeepSeek-V3.1's "ue8m0" checkpoints (amd/Quark 1d27b558,
 // test_file2file_quantization.py: _make_quark_source_qc_with_per_layer_e8m0): no scale_format key.
-Json QuarkUe8m0Layer() {
-  return Json::parse(R"({
+OrderedJson QuarkUe8m0Layer() {
+  return OrderedJson::parse(R"({
     "input_tensors": {"ch_axis": -1, "dtype": "fp8_e4m3", "group_size": 128, "block_size": null, "is_dynamic": true,
                       "observer_cls": "PerGroupMinMaxObserver", "qscheme": "per_group", "round_method": "half_even",
                       "scale_type": null, "symmetric": true},
@@ -37,11 +37,11 @@ TEST(E8m0TilesConfigTest, PresetsWriteQuarksSpellingAndReadBackEqual) {
   for (auto [preset, rows, cols] : {std::tuple{"mxfp8_2d", 32, 32}, std::tuple{"fp8_block_e8m0", 128, 128}}) {
     const Config c = *PresetConfig(preset);
     EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << preset;
-    const Json j = ConfigToQuarkJson(c);
-    const Json& w = j["global_quant_config"]["weight"];
+    const OrderedJson j = ConfigToQuarkJson(c);
+    const OrderedJson& w = j["global_quant_config"]["weight"];
     EXPECT_EQ(w["dtype"], "fp8_e4m3") << preset;
     EXPECT_EQ(w["qscheme"], "per_block");
-    EXPECT_EQ(w["block_size"], Json::array({rows, cols}));
+    EXPECT_EQ(w["block_size"], OrderedJson::array({rows, cols}));
     EXPECT_EQ(w["scale_type"], "float8_e8m0fnu");
     // Quark's importer decodes the bytes as 2^(b - 127) only under scale_format "e8m0" (#30); vLLM's dispatch does not
     // read the field.
@@ -49,7 +49,7 @@ TEST(E8m0TilesConfigTest, PresetsWriteQuarksSpellingAndReadBackEqual) {
     EXPECT_EQ(w["observer_cls"], "PerBlock2DMinMaxObserver");
     EXPECT_EQ(w["symmetric"], true);
     EXPECT_EQ(w["is_dynamic"], false);
-    const Json& in = j["global_quant_config"]["input_tensors"];
+    const OrderedJson& in = j["global_quant_config"]["input_tensors"];
     EXPECT_EQ(in["qscheme"], "per_group");
     EXPECT_EQ(in["group_size"], cols);
     EXPECT_EQ(in["is_dynamic"], true);
@@ -68,11 +68,11 @@ TEST(E8m0TilesConfigTest, QuarksUe8m0LayerReadsAsE8m0Tiles) {
   EXPECT_EQ(*layer->weight, *PresetConfig("fp8_block_e8m0")->global_quant_config.weight);
   Config c;
   c.global_quant_config = *layer;
-  EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << Errors(c);
+  EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << ValidationErrors(c);
 }
 
 TEST(E8m0TilesConfigTest, E8m0ScaleTypeOffPerBlockIsRefusedNamingTheField) {
-  Json layer = QuarkUe8m0Layer();
+  OrderedJson layer = QuarkUe8m0Layer();
   layer["weight"]["qscheme"] = "per_group";
   layer["weight"]["block_size"] = nullptr;
   layer["weight"]["group_size"] = 128;
@@ -87,27 +87,27 @@ TEST(E8m0TilesConfigTest, BlockSizesAndInputsVllmCannotLoadAreRefusedNamingTheFi
   {
     Config c = mxfp8;
     c.global_quant_config.weight->block_size = {64, 64};
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.weight.block_size: [64, 64] is neither MXFP8's [R, 32]"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.weight.block_size: [64, 64] is neither MXFP8's [R, 32]"));
   }
   {
     Config c = mxfp8;  // R other than 32 is MXFP8 too (vLLM's scale_block_rows)
     c.global_quant_config.weight->block_size = {1, 32};
-    EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << Errors(c);
+    EXPECT_TRUE(ValidationStatus(ValidateConfig(c)).ok()) << ValidationErrors(c);
   }
   {
     Config c = mxfp8;
     c.global_quant_config.input_tensors->group_size = 128;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.group_size: 128 is not the tile's cols 32"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.input_tensors.group_size: 128 is not the tile's cols 32"));
   }
   {
     Config c = mxfp8;
     c.global_quant_config.input_tensors->is_dynamic = false;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.is_dynamic"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.input_tensors.is_dynamic"));
   }
   {
     Config c = mxfp8;
     c.global_quant_config.input_tensors.reset();
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors: none"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.input_tensors: none"));
   }
   {
     // The input vLLM's QuarkW8A8Mxfp8 computes (kMxfp8Dynamic: E8M0 scales per 32) is the preset's; a float-scaled
@@ -116,33 +116,33 @@ TEST(E8m0TilesConfigTest, BlockSizesAndInputsVllmCannotLoadAreRefusedNamingTheFi
     Config c = mxfp8;
     c.global_quant_config.input_tensors = PresetConfig("fp8_block")->global_quant_config.input_tensors;
     c.global_quant_config.input_tensors->group_size = 32;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (float scales); vLLM loads "
-                                     "E8M0 weight tiles [32, 32] (QuarkW8A8Mxfp8)"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (float scales); vLLM loads "
+                                               "E8M0 weight tiles [32, 32] (QuarkW8A8Mxfp8)"));
   }
   {
     // The [128, 128] form is the other way round: QuarkW8A8Fp8PerBlock takes float-scaled token groups of 128.
     Config c = *PresetConfig("fp8_block_e8m0");
-    EXPECT_TRUE(Errors(c).empty()) << Errors(c);
+    EXPECT_TRUE(ValidationErrors(c).empty()) << ValidationErrors(c);
     c.global_quant_config.input_tensors = PresetConfig("mxfp8")->global_quant_config.input_tensors;
     c.global_quant_config.input_tensors->group_size = 128;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (MX)"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.input_tensors.dtype: fp8_e4m3 (MX)"));
   }
   {
     Config c = mxfp8;
     c.global_quant_config.weight->dtype = DType::kFp8E5M2;
-    EXPECT_THAT(Errors(c), HasSubstr("global_quant_config.weight.dtype"));
+    EXPECT_THAT(ValidationErrors(c), HasSubstr("global_quant_config.weight.dtype"));
   }
   {
     Config c = mxfp8;
     c.algo_config.push_back(GptqAlgo{});  // GPTQ rounds E8M0 tiles (gptq_formats_test)
-    EXPECT_TRUE(Errors(c).empty()) << Errors(c);
+    EXPECT_TRUE(ValidationErrors(c).empty()) << ValidationErrors(c);
   }
 }
 
 TEST(E8m0TilesConfigTest, ModulesTheTilesDoNotDivideAreRefusedNamingModuleAndRule) {
   const std::vector<ModuleInfo> modules = {{"model.layers.0.self_attn.q_proj", "Linear", {64, 64}},
                                            {"model.layers.0.mlp.down_proj", "Linear", {64, 48}}};
-  EXPECT_THAT(Errors(*PresetConfig("mxfp8_2d"), &modules),
+  EXPECT_THAT(ValidationErrors(*PresetConfig("mxfp8_2d"), &modules),
               HasSubstr("global_quant_config.weight.block_size: [32, 32] does not tile model.layers.0.mlp.down_proj "
                         "(weight [64, 48]; rule: out_features % 32 == 0 and in_features % 32 == 0)"));
 }

@@ -8,7 +8,7 @@ namespace quark {
 namespace {
 
 using ::testing::HasSubstr;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Written the way a Quark export of Llama with fp8 weights/activations and an fp8 KV cache looks.
 constexpr const char* kQuarkExport = R"({
@@ -39,7 +39,7 @@ constexpr const char* kQuarkExport = R"({
 })";
 
 TEST(QuarkJsonTest, ImportsAQuarkExport) {
-  auto config = ConfigFromQuarkJson(Json::parse(kQuarkExport));
+  auto config = ConfigFromQuarkJson(OrderedJson::parse(kQuarkExport));
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_TRUE(config->global_quant_config.weight);
   EXPECT_EQ(config->global_quant_config.weight->dtype, DType::kFp8E4M3);
@@ -57,21 +57,21 @@ TEST(QuarkJsonTest, ImportsAQuarkExport) {
 
 TEST(QuarkJsonTest, ObserverClassNamesMapToObservers) {
   auto spec = [](const char* observer) {
-    return QuantSpecFromQuarkJson(Json{{"dtype", "int8"}, {"observer_cls", observer}}, "w");
+    return QuantSpecFromQuarkJson(OrderedJson{{"dtype", "int8"}, {"observer_cls", observer}}, "w");
   };
   EXPECT_EQ(spec("PerTensorPercentileObserver")->observer, ObserverKind::kPercentile);
   EXPECT_EQ(spec("PerTensorMSEObserver")->observer, ObserverKind::kMse);
   EXPECT_EQ(spec("PerChannelMinMaxObserver")->observer, ObserverKind::kMinMax);
-  auto mx = QuantSpecFromQuarkJson(Json{{"dtype", "fp4"}, {"observer_cls", "PerBlockMXObserver"},
-                                        {"qscheme", "per_group"}, {"group_size", 32}}, "w");
+  auto mx = QuantSpecFromQuarkJson(OrderedJson{{"dtype", "fp4"}, {"observer_cls", "PerBlockMXObserver"},
+                                               {"qscheme", "per_group"}, {"group_size", 32}}, "w");
   EXPECT_TRUE(mx->IsMx());
   EXPECT_THAT(std::string(spec("MagicObserver").status().message()),
               HasSubstr("w.observer_cls: unknown value \"MagicObserver\""));
 }
 
 TEST(QuarkJsonTest, ShortSpecTakesDefaults) {
-  auto spec = QuantSpecFromQuarkJson(Json{{"dtype", "uint4"}, {"qscheme", "per_group"}, {"group_size", 128},
-                                          {"symmetric", false}}, "weight");
+  auto spec = QuantSpecFromQuarkJson(OrderedJson{{"dtype", "uint4"}, {"qscheme", "per_group"}, {"group_size", 128},
+                                                 {"symmetric", false}}, "weight");
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->round_method, RoundMethod::kHalfEven);
   EXPECT_EQ(spec->scale_type, ScaleType::kFloat);
@@ -79,44 +79,44 @@ TEST(QuarkJsonTest, ShortSpecTakesDefaults) {
 }
 
 TEST(QuarkJsonTest, BadValuesNameTheKeyPath) {
-  auto bad = [](Json j) { return std::string(ConfigFromQuarkJson(j).status().message()); };
-  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"dtype", "int8"}, {"group_size", "big"}}}}}}),
+  auto bad = [](OrderedJson j) { return std::string(ConfigFromQuarkJson(j).status().message()); };
+  EXPECT_THAT(bad(OrderedJson{{"global_quant_config", {{"weight", {{"dtype", "int8"}, {"group_size", "big"}}}}}}),
               HasSubstr("global_quant_config.weight.group_size: expected an integer or null, got \"big\""));
-  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"qscheme", "per_tensor"}}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"global_quant_config", {{"weight", {{"qscheme", "per_tensor"}}}}}}),
               HasSubstr("global_quant_config.weight.dtype: required"));
-  EXPECT_THAT(bad(Json{{"layer_quant_config", {{"*down", {{"weight", {{"dtype", "int8"}, {"round_method", "up"}}}}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"layer_quant_config", {{"*down", {{"weight", {{"dtype", "int8"}, {"round_method", "up"}}}}}}}}),
               HasSubstr("layer_quant_config[*down].weight.round_method: unknown value \"up\""));
-  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "gptq"}, {"desc_act", "yes"}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"algo_config", {{{"name", "gptq"}, {"desc_act", "yes"}}}}}),
               HasSubstr("algo_config[0].desc_act: expected true or false"));
-  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "magic"}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"algo_config", {{{"name", "magic"}}}}}),
               HasSubstr("algo_config[0].name: unknown algorithm \"magic\""));
-  EXPECT_THAT(bad(Json{{"exclude", {"lm_head", 3}}}), HasSubstr("quantization_config.exclude[1]: expected a string"));
-  EXPECT_THAT(bad(Json{{"quant_method", "awq"}}), HasSubstr("quant_method: expected \"quark\""));
+  EXPECT_THAT(bad(OrderedJson{{"exclude", {"lm_head", 3}}}), HasSubstr("quantization_config.exclude[1]: expected a string"));
+  EXPECT_THAT(bad(OrderedJson{{"quant_method", "awq"}}), HasSubstr("quant_method: expected \"quark\""));
 }
 
 // Found by config_json_fuzz (tests/fuzz/corpus/config_json_fuzz/crash_block_size_1e93): numbers that do not fit
 // their field were converted anyway (undefined behaviour for 1e93, a silent 128 for 2^32 + 128, inf for 1e300).
 TEST(QuarkJsonTest, NumbersOutsideTheirFieldsRangeAreRefused) {
-  auto bad = [](Json j) { return std::string(ConfigFromQuarkJson(j).status().message()); };
-  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "gptq"}, {"block_size", 2.5e93}}}}}),
+  auto bad = [](OrderedJson j) { return std::string(ConfigFromQuarkJson(j).status().message()); };
+  EXPECT_THAT(bad(OrderedJson{{"algo_config", {{{"name", "gptq"}, {"block_size", 2.5e93}}}}}),
               HasSubstr("algo_config[0].block_size: expected an integer from -2147483648 to 2147483647"));
-  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "awq"}, {"grid_size", 20.5}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"algo_config", {{{"name", "awq"}, {"grid_size", 20.5}}}}}),
               HasSubstr("algo_config[0].grid_size: expected an integer"));
-  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"group_size", 4294967424LL}}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"group_size", 4294967424LL}}}}}}),
               HasSubstr("global_quant_config.weight.group_size: expected an integer from"));
-  EXPECT_THAT(bad(Json{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"ch_axis", 18446744073709551615ULL}}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"global_quant_config", {{"weight", {{"dtype", "int4"}, {"ch_axis", 18446744073709551615ULL}}}}}}),
               HasSubstr("global_quant_config.weight.ch_axis: expected an integer from"));
-  EXPECT_THAT(bad(Json{{"algo_config", {{{"name", "smooth"}, {"alpha", 1e300}}}}}),
+  EXPECT_THAT(bad(OrderedJson{{"algo_config", {{{"name", "smooth"}, {"alpha", 1e300}}}}}),
               HasSubstr("algo_config[0].alpha: 1e+300 is out of range"));
   // What fits still reads, an integral float included.
-  auto fits = ConfigFromQuarkJson(Json{{"algo_config", {{{"name", "gptq"}, {"block_size", 64.0}}}}});
+  auto fits = ConfigFromQuarkJson(OrderedJson{{"algo_config", {{{"name", "gptq"}, {"block_size", 64.0}}}}});
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(std::get<GptqAlgo>(fits->algo_config[0]).block_size, 64);
 }
 
 TEST(QuarkJsonTest, OlderSingleAlgorithmObjectIsAccepted) {
   auto config = ConfigFromQuarkJson(
-      Json{{"algo_config", {{"name", "awq"}, {"model_decoder_layers", "model.layers"}}}});
+      OrderedJson{{"algo_config", {{"name", "awq"}, {"model_decoder_layers", "model.layers"}}}});
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_EQ(config->algo_config.size(), 1u);
   EXPECT_EQ(std::get<AwqAlgo>(config->algo_config[0]).model_decoder_layers, "model.layers");

@@ -13,7 +13,7 @@
 namespace quark::eval {
 namespace {
 
-std::string TasksDir() { return runtime::testing::SharedDir() + "/fixtures/tasks"; }
+std::string FewshotTasksDir() { return runtime::testing::SharedDir() + "/fixtures/tasks"; }
 
 TaskInfo Task(const std::string& name) {
   auto task = FindTask(name);
@@ -38,7 +38,7 @@ TEST(PythonRandomTest, MatchesCPythonsMersenneTwisterAndSample) {
 }
 
 TEST(FewshotTest, IndicesAreLmEvalsSamplersOnTheFixtures) {
-  auto gsm8k = LoadTaskDocs("gsm8k", TasksDir(), 0);
+  auto gsm8k = LoadTaskDocs("gsm8k", FewshotTasksDir(), 0);
   ASSERT_TRUE(gsm8k.ok()) << gsm8k.status();
   const std::vector<TaskDoc> first(gsm8k->begin(), gsm8k->begin() + 4);
   EXPECT_EQ(FewshotIndices(Task("gsm8k"), first, *gsm8k, 5),
@@ -46,12 +46,12 @@ TEST(FewshotTest, IndicesAreLmEvalsSamplersOnTheFixtures) {
                                                 {171, 201, 726, 484, 35},
                                                 {32, 708, 1276, 991, 1261},  // drew doc 2 itself: dropped
                                                 {304, 186, 374, 234, 29}}));
-  auto arc = LoadTaskDocs("arc_easy", TasksDir(), 0);
+  auto arc = LoadTaskDocs("arc_easy", FewshotTasksDir(), 0);
   ASSERT_TRUE(arc.ok()) << arc.status();
   EXPECT_EQ(FewshotIndices(Task("arc_easy"), {(*arc)[0], (*arc)[1], (*arc)[2]}, *arc, 3),
             (std::vector<std::vector<int64_t>>{{1805, 478, 30}, {143, 343, 403}, {969, 71, 126}}));
   // mmlu's first_n within the subject, the evaluated question left out.
-  auto mmlu = LoadTaskDocs("mmlu", TasksDir(), 0);
+  auto mmlu = LoadTaskDocs("mmlu", FewshotTasksDir(), 0);
   ASSERT_TRUE(mmlu.ok()) << mmlu.status();
   ASSERT_EQ((*mmlu)[2].group, "abstract_algebra");
   EXPECT_EQ(FewshotIndices(Task("mmlu"), {(*mmlu)[2]}, *mmlu, 5), (std::vector<std::vector<int64_t>>{{0, 1, 3, 4, 5}}));
@@ -59,9 +59,9 @@ TEST(FewshotTest, IndicesAreLmEvalsSamplersOnTheFixtures) {
 
 TEST(FewshotTest, ContextsAreDescriptionExamplesAndTheDoc) {
   int64_t shots = 3;
-  auto arc = LoadFewshotTaskDocs(Task("arc_easy"), TasksDir(), 1, shots);
+  auto arc = LoadFewshotTaskDocs(Task("arc_easy"), FewshotTasksDir(), 1, shots);
   ASSERT_TRUE(arc.ok()) << arc.status();
-  auto pool = LoadTaskDocs("arc_easy", TasksDir(), 0);
+  auto pool = LoadTaskDocs("arc_easy", FewshotTasksDir(), 0);
   ASSERT_TRUE(pool.ok());
   const std::string last = "Question: Photosynthesis occurs in which of these organisms?\nAnswer: Sunflower plant";
   EXPECT_EQ((*pool)[30].example, last);
@@ -71,7 +71,7 @@ TEST(FewshotTest, ContextsAreDescriptionExamplesAndTheDoc) {
                              "food webs?\nAnswer:");
   }
   int64_t mmlu_shots = -1;  // lm-eval's default for mmlu: 5
-  auto mmlu = LoadFewshotTaskDocs(Task("mmlu"), TasksDir(), 1, mmlu_shots);
+  auto mmlu = LoadFewshotTaskDocs(Task("mmlu"), FewshotTasksDir(), 1, mmlu_shots);
   ASSERT_TRUE(mmlu.ok()) << mmlu.status();
   EXPECT_EQ(mmlu_shots, 5);
   const std::string& context = (*mmlu)[0].requests[0].context;
@@ -82,10 +82,10 @@ TEST(FewshotTest, ContextsAreDescriptionExamplesAndTheDoc) {
             std::string::npos)
       << "the first mmlu doc is left out of its own shots: " << context.substr(0, 300);
   int64_t gsm8k_shots = -1;
-  auto gsm8k = LoadFewshotTaskDocs(Task("gsm8k"), TasksDir(), 1, gsm8k_shots);
+  auto gsm8k = LoadFewshotTaskDocs(Task("gsm8k"), FewshotTasksDir(), 1, gsm8k_shots);
   ASSERT_TRUE(gsm8k.ok()) << gsm8k.status();
   EXPECT_EQ(gsm8k_shots, 5);
-  auto gsm8k_pool = LoadTaskDocs("gsm8k", TasksDir(), 0);
+  auto gsm8k_pool = LoadTaskDocs("gsm8k", FewshotTasksDir(), 0);
   ASSERT_TRUE(gsm8k_pool.ok());
   std::string expected;
   for (int i : {902, 239, 15, 185, 1192}) expected += (*gsm8k_pool)[i].example + "\n\n";
@@ -94,7 +94,7 @@ TEST(FewshotTest, ContextsAreDescriptionExamplesAndTheDoc) {
 }
 
 TEST(FewshotTest, TooFewDocsForTheShotsNameTheFlag) {
-  auto docs = LoadTaskDocs("arc_easy", TasksDir(), 3);
+  auto docs = LoadTaskDocs("arc_easy", FewshotTasksDir(), 3);
   ASSERT_TRUE(docs.ok());
   const std::vector<TaskDoc> pool = *docs;
   absl::Status status = ApplyFewshot(Task("arc_easy"), *docs, pool, 3);
@@ -135,7 +135,7 @@ TEST(Gsm8kTest, FiltersAndExactMatchAsLmEvalsRegexes) {
 }
 
 TEST(Gsm8kTest, DocsArePromptAndAnswer) {
-  auto docs = LoadTaskDocs("gsm8k", TasksDir(), 2);
+  auto docs = LoadTaskDocs("gsm8k", FewshotTasksDir(), 2);
   ASSERT_TRUE(docs.ok()) << docs.status();
   ASSERT_EQ(docs->size(), 2u);
   const TaskDoc& d = (*docs)[0];

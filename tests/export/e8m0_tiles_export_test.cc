@@ -25,7 +25,7 @@ namespace quark {
 namespace {
 
 using checkpoint::StDType;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 TEST(E8m0TilesExportTest, TensorsAreTheOnesVllmAllocates) {
   auto plan = [](const char* preset, int64_t out, int64_t in) {
@@ -60,38 +60,38 @@ TEST(E8m0TilesExportTest, TensorsAreTheOnesVllmAllocates) {
       << odd.status();
 }
 
-Json LayerOf(const char* preset) { return LayerConfigToQuarkJson(PresetConfig(preset)->global_quant_config); }
+OrderedJson LayerOf(const char* preset) { return LayerConfigToQuarkJson(PresetConfig(preset)->global_quant_config); }
 
 TEST(E8m0TilesExportTest, CheckerFollowsVllmsPerBlockDispatch) {
   for (const char* preset : {"mxfp8_2d", "fp8_block_e8m0", "fp8_block"}) {
-    const Json layer = LayerOf(preset);
+    const OrderedJson layer = LayerOf(preset);
     EXPECT_FALSE(exporter::VllmPerBlockProblem(layer["weight"], layer["input_tensors"])) << preset;
   }
   {  // step 0 with R = 128 (vLLM's scale_block_rows) and a one-element input list (unwrapped)
-    Json layer = LayerOf("mxfp8_2d");
-    layer["weight"]["block_size"] = Json::array({128, 32});
-    EXPECT_FALSE(exporter::VllmPerBlockProblem(layer["weight"], Json::array({layer["input_tensors"]})));
+    OrderedJson layer = LayerOf("mxfp8_2d");
+    layer["weight"]["block_size"] = OrderedJson::array({128, 32});
+    EXPECT_FALSE(exporter::VllmPerBlockProblem(layer["weight"], OrderedJson::array({layer["input_tensors"]})));
   }
   {  // E8M0 tiles neither [R, 32] nor [128, 128]
-    Json layer = LayerOf("fp8_block_e8m0");
-    layer["weight"]["block_size"] = Json::array({64, 64});
+    OrderedJson layer = LayerOf("fp8_block_e8m0");
+    layer["weight"]["block_size"] = OrderedJson::array({64, 64});
     layer["input_tensors"]["group_size"] = 64;
     auto problem = exporter::VllmPerBlockProblem(layer["weight"], layer["input_tensors"]);
     ASSERT_TRUE(problem);
     EXPECT_NE(problem->find("weight.block_size [64,64] with E8M0 tile scales"), std::string::npos) << *problem;
   }
   {  // MXFP8 tiles with inputs in groups of 128: step 0 needs group_size == block_size[1]
-    Json layer = LayerOf("mxfp8_2d");
+    OrderedJson layer = LayerOf("mxfp8_2d");
     layer["input_tensors"]["group_size"] = 128;
     EXPECT_TRUE(exporter::VllmPerBlockProblem(layer["weight"], layer["input_tensors"]));
   }
   {  // the same tiles with float32 scales are not MXFP8 (step 0 needs scale_type float8_e8m0fnu)
-    Json layer = LayerOf("mxfp8_2d");
+    OrderedJson layer = LayerOf("mxfp8_2d");
     layer["weight"]["scale_type"] = "float32";
     EXPECT_TRUE(exporter::VllmPerBlockProblem(layer["weight"], layer["input_tensors"]));
   }
   {  // step 2: per_block without block_size
-    Json layer = LayerOf("fp8_block_e8m0");
+    OrderedJson layer = LayerOf("fp8_block_e8m0");
     layer["weight"]["block_size"] = nullptr;
     auto problem = exporter::VllmPerBlockProblem(layer["weight"], layer["input_tensors"]);
     ASSERT_TRUE(problem);
@@ -129,7 +129,7 @@ TEST_F(E8m0TilesModelTest, ExportIsCheckedAndReadsBackTheFakeQuantizedModel) {
     const double fake = report->metrics.at("ppl_after"), reloaded = report->metrics.at("ppl_reloaded");
     EXPECT_EQ(fake, reloaded) << preset;
     EXPECT_TRUE(exporter::CheckHfQuarkExport(out).ok()) << exporter::CheckHfQuarkExport(out);
-    const Json& w = report->quantization_config["global_quant_config"]["weight"];
+    const OrderedJson& w = report->quantization_config["global_quant_config"]["weight"];
     EXPECT_EQ(w["scale_type"], "float8_e8m0fnu") << preset;
 
     auto reader = checkpoint::CheckpointReader::Open(out);

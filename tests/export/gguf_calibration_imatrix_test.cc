@@ -33,6 +33,7 @@ namespace quark {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TensorBytes;
 using exporter::gguf::ImatrixStats;
 
 constexpr int kCtx = 128;
@@ -89,10 +90,6 @@ void ExpectSameStatistics(const ImatrixStats& ours, const ImatrixStats& theirs, 
   }
 }
 
-std::string Data(const exporter::gguf::GgufFile& f, const exporter::gguf::TensorInfo& t) {
-  return std::string(reinterpret_cast<const char*>(f.TensorData(t)), t.nbytes);
-}
-
 // Our export's tensors are llama_model_quantize's from the F32 file with the quant weights of our imatrix.gguf.
 void ExpectExportIsLlamaQuantizeWith(const testing::LlamaCpp& l, const std::string& f32, const std::string& dir,
                                      const std::string& label) {
@@ -115,7 +112,7 @@ void ExpectExportIsLlamaQuantizeWith(const testing::LlamaCpp& l, const std::stri
     const exporter::gguf::TensorInfo* o = (*ours)->FindTensor(t.name);
     ASSERT_NE(o, nullptr) << label << " " << t.name;
     ASSERT_EQ(o->type, t.type) << label << " " << t.name;
-    EXPECT_TRUE(Data(**ours, *o) == Data(**theirs, t)) << label << " " << t.name;
+    EXPECT_TRUE(TensorBytes(**ours, *o) == TensorBytes(**theirs, t)) << label << " " << t.name;
   }
 }
 

@@ -25,6 +25,7 @@ namespace quark::exporter {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TensorBytes;
 using gguf::GgmlType;
 
 absl::StatusOr<std::string> ExportWith(const std::string& model, const char* file_type,
@@ -66,10 +67,6 @@ gguf::ImatrixStats RandomStats(const gguf::GgufFile& f32, uint32_t seed) {
   }
   stats.entries.begin()->second.counts[0] = 0;  // a slice no token reached: weights 1
   return stats;
-}
-
-std::string Data(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
-  return std::string(reinterpret_cast<const char*>(f.TensorData(t)), t.nbytes);
 }
 
 TEST(GgufImatrixTest, ExportsMatchLlamaQuantizeWithTheSameImatrix) {
@@ -118,7 +115,7 @@ TEST(GgufImatrixTest, ExportsMatchLlamaQuantizeWithTheSameImatrix) {
         const gguf::TensorInfo* o = (*ours)->FindTensor(t.name);
         ASSERT_NE(o, nullptr) << label << " " << t.name;
         ASSERT_EQ(o->type, t.type) << label << " " << t.name;
-        EXPECT_TRUE(Data(**ours, *o) == Data(**theirs, t)) << label << " " << t.name;
+        EXPECT_TRUE(TensorBytes(**ours, *o) == TensorBytes(**theirs, t)) << label << " " << t.name;
       }
       fs::remove(theirs_path);
       fs::remove_all(fs::path(*ours_path).parent_path());

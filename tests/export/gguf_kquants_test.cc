@@ -51,7 +51,7 @@ Rows Random(int64_t nrow, int64_t ncols, uint32_t seed, float sd) {
 }
 
 // Rows whose blocks take the kernels' rare branches.
-std::vector<Rows> EdgeRows() {
+std::vector<Rows> KQuantEdgeRows() {
   std::vector<Rows> rows;
   auto row = [&](const std::string& label, int64_t ncols, auto f) {
     Rows r{label, 1, ncols, std::vector<float>(ncols)};
@@ -131,7 +131,7 @@ TEST(GgufKQuantsTest, RandomRowsMatchGgml) {
 
 TEST(GgufKQuantsTest, EdgeRowsMatchGgml) {
   LLAMA_CPP_OR_SKIP(l);
-  for (const Rows& r : EdgeRows()) {
+  for (const Rows& r : KQuantEdgeRows()) {
     ExpectSameBlocks(*l, r, /*with_imatrix=*/false);
     ExpectSameBlocks(*l, r, /*with_imatrix=*/true);
   }
@@ -142,7 +142,7 @@ TEST(GgufKQuantsTest, EdgeRowsMatchGgml) {
 // ggml leaves that block's codes uninitialized.
 TEST(GgufKQuantsTest, ReferenceRowsMatchGgml) {
   LLAMA_CPP_OR_SKIP(l);
-  std::vector<Rows> rows = EdgeRows();
+  std::vector<Rows> rows = KQuantEdgeRows();
   rows.push_back(Random(3, 512, 7, 0.02f));
   for (const Rows& r : rows) {
     const int64_t n = r.nrow * r.ncols;
@@ -193,7 +193,7 @@ TEST(GgufKQuantsTest, TinyLlamaWeightsMatchGgml) {
 
 TEST(GgufKQuantsTest, DequantizationMatchesGgml) {
   LLAMA_CPP_OR_SKIP(l);
-  std::vector<Rows> rows = EdgeRows();
+  std::vector<Rows> rows = KQuantEdgeRows();
   rows.push_back(Random(2, 768, 9, 0.1f));
   for (const Rows& r : rows) {
     const int64_t n = r.nrow * r.ncols;

@@ -21,6 +21,7 @@ namespace quark::exporter {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TensorBytes;
 using gguf::GgmlType;
 
 std::string ExportAs(const std::string& model, const gguf::FileType* file_type, bool pure) {
@@ -40,10 +41,6 @@ std::string ExportAs(const std::string& model, const gguf::FileType* file_type, 
   return job.output_file;
 }
 
-std::string Data(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
-  return std::string(reinterpret_cast<const char*>(f.TensorData(t)), t.nbytes);
-}
-
 // Every tensor of `ours` has the type, shape and bytes of the same tensor of `theirs`.
 void ExpectSameFile(const std::string& ours_path, const std::string& theirs_path, const std::string& label) {
   auto theirs = gguf::GgufFile::Open(theirs_path);
@@ -55,7 +52,9 @@ void ExpectSameFile(const std::string& ours_path, const std::string& theirs_path
     ASSERT_NE(o, nullptr) << label << " " << t.name;
     EXPECT_EQ(gguf::FindType(o->type)->name, std::string(gguf::FindType(t.type)->name)) << label << " " << t.name;
     EXPECT_EQ(o->ne, t.ne) << label << " " << t.name;
-    if (o->type == t.type) EXPECT_TRUE(Data(**ours, *o) == Data(**theirs, t)) << label << " " << t.name << " bytes";
+    if (o->type == t.type) {
+      EXPECT_TRUE(TensorBytes(**ours, *o) == TensorBytes(**theirs, t)) << label << " " << t.name << " bytes";
+    }
   }
   EXPECT_EQ(*(*ours)->GetInt("general.file_type"), *(*theirs)->GetInt("general.file_type")) << label;
 }

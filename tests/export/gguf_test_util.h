@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
+#include "core/export/gguf_file.h"
 #include "core/export/gguf_writer.h"
 
 namespace quark::testing {
@@ -35,5 +36,10 @@ absl::StatusOr<Config> GgufTestConfig(const std::string& preset, const std::vect
 /// vocabulary 512, no sliding window.
 absl::Status WriteSyntheticModelForGguf(const std::string& model_type, const std::string& dir,
                                         const std::string& tokenizer_model);
+
+/// The bytes of tensor `t` of an opened GGUF file, to compare two files tensor by tensor.
+inline std::string TensorBytes(const exporter::gguf::GgufFile& f, const exporter::gguf::TensorInfo& t) {
+  return std::string(reinterpret_cast<const char*>(f.TensorData(t)), t.nbytes);
+}
 
 }  // namespace quark::testing

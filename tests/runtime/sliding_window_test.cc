@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kWindow = 4;
 constexpr int64_t kSeq = 23;  // several windows long
 
-std::vector<int64_t> SomeIds(int64_t n, int64_t vocab) {
+std::vector<int64_t> WindowIds(int64_t n, int64_t vocab) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < n; ++i) ids.push_back((i * 7919 + 13) % vocab);
   return ids;
@@ -52,7 +52,7 @@ class SlidingWindowTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  at::Tensor Ids() const { return at::tensor(SomeIds(kSeq, 512), at::kLong).unsqueeze(0); }
+  at::Tensor Ids() const { return at::tensor(WindowIds(kSeq, 512), at::kLong).unsqueeze(0); }
 
   fs::path dir_;
 };
@@ -84,7 +84,7 @@ TEST_F(SlidingWindowTest, ConfigCarriesTheWindowToEveryLayer) {
 
 TEST_F(SlidingWindowTest, StreamedAndWholeModelMatchTheWindowedReference) {
   const at::Tensor ids = Ids();
-  const at::Tensor reference = testing::ReferenceLogits(dir_.string(), SomeIds(kSeq, 512));
+  const at::Tensor reference = testing::ReferenceLogits(dir_.string(), WindowIds(kSeq, 512));
   auto lm = CausalLm::Open(dir_.string());
   ASSERT_TRUE(lm.ok()) << lm.status();
   auto whole = (*lm)->Forward(ids);
@@ -107,7 +107,7 @@ TEST_F(SlidingWindowTest, WindowChangesOnlyPositionsPastTheWindow) {
   ASSERT_EQ(checkpoint::LoadModelConfig(dir_.string())->sliding_window, 0);
   auto full = CausalLm::Open(dir_.string()).value()->Forward(ids).value().squeeze(0);
   // The no-window run is itself the plain causal reference.
-  const at::Tensor reference = testing::ReferenceLogits(dir_.string(), SomeIds(kSeq, 512));
+  const at::Tensor reference = testing::ReferenceLogits(dir_.string(), WindowIds(kSeq, 512));
   EXPECT_LT((full.to(at::kDouble) - reference).abs().max().item<double>(), 1e-4);
   // Positions 0 .. window-1 see every earlier token either way; later ones lose the oldest keys.
   EXPECT_TRUE(at::allclose(windowed.narrow(0, 0, kWindow), full.narrow(0, 0, kWindow), 1e-5, 1e-6));
@@ -121,7 +121,7 @@ TEST_F(SlidingWindowTest, PerplexityUsesTheWindow) {
   ASSERT_TRUE(streamer.ok());
   PerplexityOptions options;
   options.seq_len = kSeq;
-  const std::vector<int64_t> ids = SomeIds(kSeq, 512);
+  const std::vector<int64_t> ids = WindowIds(kSeq, 512);
   auto result = EvaluatePerplexity(**streamer, ids, options);
   ASSERT_TRUE(result.ok()) << result.status();
   const at::Tensor log_probs = at::log_softmax(testing::ReferenceLogits(dir_.string(), ids), -1);

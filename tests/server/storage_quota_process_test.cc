@@ -19,10 +19,10 @@ using testing::Call;
 using testing::QuarkdProcess;
 using testing::TokenEntry;
 
-constexpr char kTokenA[] = "qk_quota_tenant_a_submitter_0123";
-constexpr char kTokenAViewer[] = "qk_quota_tenant_a_viewer_0123456";
-constexpr char kTokenB[] = "qk_quota_tenant_b_submitter_0123";
-constexpr char kTokenAdmin[] = "qk_quota_admin_0123456789abcdef";
+constexpr char kQuotaTokenA[] = "qk_quota_tenant_a_submitter_0123";
+constexpr char kQuotaTokenAViewer[] = "qk_quota_tenant_a_viewer_0123456";
+constexpr char kQuotaTokenB[] = "qk_quota_tenant_b_submitter_0123";
+constexpr char kQuotaTokenAdmin[] = "qk_quota_admin_0123456789abcdef";
 constexpr int64_t kQuotaBytes = 1 << 20;
 
 class StorageQuotaProcessTest : public ::testing::Test {
@@ -31,10 +31,10 @@ class StorageQuotaProcessTest : public ::testing::Test {
     for (const char* folder : {"models/a/m", "models/b/m", "out/a", "out/b"}) {
       std::filesystem::create_directories(dir_.File(folder));
     }
-    const std::string tokens = "[" + TokenEntry("a-ci", kTokenA, "a", "submitter") + "," +
-                               TokenEntry("a-dashboard", kTokenAViewer, "a", "viewer") + "," +
-                               TokenEntry("b-ci", kTokenB, "b", "submitter") + "," +
-                               TokenEntry("ops", kTokenAdmin, "", "admin") + "]";
+    const std::string tokens = "[" + TokenEntry("a-ci", kQuotaTokenA, "a", "submitter") + "," +
+                               TokenEntry("a-dashboard", kQuotaTokenAViewer, "a", "viewer") + "," +
+                               TokenEntry("b-ci", kQuotaTokenB, "b", "submitter") + "," +
+                               TokenEntry("ops", kQuotaTokenAdmin, "", "admin") + "]";
     testing::WriteText(dir_.File("tokens.json"),
                        "{\"tokens\": " + tokens + ", \"tenants\": {\"a\": {\"max_stored_bytes\": " +
                            std::to_string(kQuotaBytes) + "}, \"b\": {\"max_stored_bytes\": " +
@@ -103,7 +103,7 @@ class StorageQuotaProcessTest : public ::testing::Test {
 TEST_F(StorageQuotaProcessTest, SubmitAndCancelLoopStopsAtTheQuotaAndDeleteJobFreesIt) {
   std::vector<std::string> ids;
   // Each round stores about 3 copies of a 16 KB spec (the row and the two state events): 1 MiB lasts ~20 rounds.
-  grpc::Status refused = SubmitAndCancelLoop(kTokenA, "a", 0, 200, &ids);
+  grpc::Status refused = SubmitAndCancelLoop(kQuotaTokenA, "a", 0, 200, &ids);
   ASSERT_EQ(refused.error_code(), StatusCode::RESOURCE_EXHAUSTED) << refused.error_message() << " after "
                                                                   << ids.size() << " jobs";
   EXPECT_GE(ids.size(), 10u);
@@ -113,33 +113,33 @@ TEST_F(StorageQuotaProcessTest, SubmitAndCancelLoopStopsAtTheQuotaAndDeleteJobFr
   EXPECT_NE(refused.error_message().find("more needed"), std::string::npos) << refused.error_message();
   // A repeated request id still answers its job (idempotency beats the quota).
   pb::Job again;
-  ASSERT_TRUE(Submit(kTokenA, BigRequest("a", 0), &again).ok());
+  ASSERT_TRUE(Submit(kQuotaTokenA, BigRequest("a", 0), &again).ok());
   EXPECT_EQ(again.id(), ids.front());
   // Tenant b has its own budget.
   pb::Job b_job;
-  ASSERT_TRUE(Submit(kTokenB, BigRequest("b", 0), &b_job).ok());
+  ASSERT_TRUE(Submit(kQuotaTokenB, BigRequest("b", 0), &b_job).ok());
 
   // DeleteJob: a queued job is refused, another tenant's job is NOT_FOUND, a viewer may not, the owner may.
-  grpc::Status queued = Delete(kTokenB, b_job.id());
+  grpc::Status queued = Delete(kQuotaTokenB, b_job.id());
   EXPECT_EQ(queued.error_code(), StatusCode::FAILED_PRECONDITION) << queued.error_message();
   EXPECT_NE(queued.error_message().find("JOB_STATE_QUEUED"), std::string::npos) << queued.error_message();
-  EXPECT_EQ(Delete(kTokenB, ids[0]).error_code(), StatusCode::NOT_FOUND);
-  EXPECT_EQ(Delete(kTokenAViewer, ids[0]).error_code(), StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Delete(kTokenA, "").error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Delete(kQuotaTokenB, ids[0]).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Delete(kQuotaTokenAViewer, ids[0]).error_code(), StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Delete(kQuotaTokenA, "").error_code(), StatusCode::INVALID_ARGUMENT);
   pb::DeleteJobResponse deleted;
-  ASSERT_TRUE(Delete(kTokenA, ids[0], &deleted).ok());
+  ASSERT_TRUE(Delete(kQuotaTokenA, ids[0], &deleted).ok());
   EXPECT_EQ(deleted.id(), ids[0]);
   EXPECT_GT(deleted.freed_bytes(), 3 * 16000);
-  ASSERT_TRUE(Delete(kTokenAdmin, ids[1], &deleted).ok());  // an admin may delete any tenant's finished job
-  EXPECT_EQ(Delete(kTokenA, ids[0]).error_code(), StatusCode::NOT_FOUND);
+  ASSERT_TRUE(Delete(kQuotaTokenAdmin, ids[1], &deleted).ok());  // an admin may delete any tenant's finished job
+  EXPECT_EQ(Delete(kQuotaTokenA, ids[0]).error_code(), StatusCode::NOT_FOUND);
   pb::GetJobRequest get;
   get.set_id(ids[0]);
   pb::Job gone;
-  EXPECT_EQ(api_->GetJob(Call(kTokenA).get(), get, &gone).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_EQ(api_->GetJob(Call(kQuotaTokenA).get(), get, &gone).error_code(), StatusCode::NOT_FOUND);
 
   // Two deleted rounds make room for about two more, and then the quota holds again.
   std::vector<std::string> more;
-  refused = SubmitAndCancelLoop(kTokenA, "a", 1000, 50, &more);
+  refused = SubmitAndCancelLoop(kQuotaTokenA, "a", 1000, 50, &more);
   EXPECT_EQ(refused.error_code(), StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_GE(more.size(), 1u);
   EXPECT_LE(more.size(), 3u);
@@ -148,7 +148,7 @@ TEST_F(StorageQuotaProcessTest, SubmitAndCancelLoopStopsAtTheQuotaAndDeleteJobFr
   pb::ListAuditRecordsRequest audit_request;
   audit_request.set_page_size(1000);
   pb::ListAuditRecordsResponse audit;
-  ASSERT_TRUE(admin_->ListAuditRecords(Call(kTokenAdmin).get(), audit_request, &audit).ok());
+  ASSERT_TRUE(admin_->ListAuditRecords(Call(kQuotaTokenAdmin).get(), audit_request, &audit).ok());
   int deletes = 0, quota_refusals = 0;
   for (const pb::AuditRecord& record : audit.records()) {
     EXPECT_EQ(record.DebugString().find("qk_quota"), std::string::npos) << record.DebugString();
@@ -166,13 +166,13 @@ TEST_F(StorageQuotaProcessTest, SubmitAndCancelLoopStopsAtTheQuotaAndDeleteJobFr
 // The stored bytes are the store's own: a restarted quarkd refuses at once.
 TEST_F(StorageQuotaProcessTest, TheQuotaHoldsAcrossARestart) {
   std::vector<std::string> ids;
-  ASSERT_EQ(SubmitAndCancelLoop(kTokenA, "a", 0, 200, &ids).error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_EQ(SubmitAndCancelLoop(kQuotaTokenA, "a", 0, 200, &ids).error_code(), StatusCode::RESOURCE_EXHAUSTED);
   quarkd_.reset();
   SetUp();
   pb::Job job;
-  EXPECT_EQ(Submit(kTokenA, BigRequest("a", 500), &job).error_code(), StatusCode::RESOURCE_EXHAUSTED);
-  ASSERT_TRUE(Delete(kTokenA, ids.back()).ok());
-  EXPECT_TRUE(Submit(kTokenA, BigRequest("a", 501), &job).ok());
+  EXPECT_EQ(Submit(kQuotaTokenA, BigRequest("a", 500), &job).error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_TRUE(Delete(kQuotaTokenA, ids.back()).ok());
+  EXPECT_TRUE(Submit(kQuotaTokenA, BigRequest("a", 501), &job).ok());
 }
 
 }  // namespace
