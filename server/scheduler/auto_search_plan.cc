@@ -8,6 +8,7 @@
 #include "core/config/proto_convert.h"
 #include "core/config/quark_json.h"
 #include "core/search/recipe_space.h"
+#include "server/scheduler/sweep_table.h"
 
 namespace quark::server {
 namespace {
@@ -19,11 +20,6 @@ using quark::v1::JobState;
 constexpr int kMaxAutoCandidates = 16;
 constexpr int kMaxAutoRounds = 16;
 constexpr int kDefaultAutoRounds = 4;
-
-double MetricOr(const quark::v1::JobResult& result, const std::string& name, double fallback) {
-  auto it = result.metrics().find(name);
-  return it == result.metrics().end() ? fallback : it->second;
-}
 
 // The search space over the candidates whose pass succeeded: the parent's groups and sizes, the passes' losses.
 struct PassSpace {

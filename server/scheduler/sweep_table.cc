@@ -19,11 +19,6 @@ bool IsFinalState(JobState state) {
          state == JobState::JOB_STATE_CANCELLED;
 }
 
-double MetricOr(const quark::v1::JobResult& result, const char* name, double fallback) {
-  auto it = result.metrics().find(name);
-  return it == result.metrics().end() ? fallback : it->second;
-}
-
 // #36 item 1: each spec.evaluation task's gated score of the export read back (hf_quark first, as the table's ppl),
 // and the float model's, from a child's metrics (core/eval's names: arc_easy_acc_reloaded).
 void FillTaskScores(const quark::v1::Job& child, quark::v1::SweepCandidate* row, quark::v1::SweepResult* table) {
@@ -44,6 +39,11 @@ void FillTaskScores(const quark::v1::Job& child, quark::v1::SweepCandidate* row,
 }
 
 }  // namespace
+
+double MetricOr(const quark::v1::JobResult& result, const std::string& name, double fallback) {
+  auto it = result.metrics().find(name);
+  return it == result.metrics().end() ? fallback : it->second;
+}
 
 bool IsSweepParent(const quark::v1::Job& job) { return job.spec().sweep_size() > 0 || job.spec().has_auto_search(); }
 

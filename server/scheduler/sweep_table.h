@@ -9,6 +9,9 @@
 
 namespace quark::server {
 
+/// `result`'s metric `name`, or `fallback` when it has none.
+double MetricOr(const quark::v1::JobResult& result, const std::string& name, double fallback);
+
 /// Whether `job` is a sweep's parent (spec.sweep not empty) or an automatic search's (spec.auto_search, #36 item 3):
 /// it is never queued nor leased.
 bool IsSweepParent(const quark::v1::Job& job);
