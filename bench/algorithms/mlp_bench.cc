@@ -131,8 +131,9 @@ int RunAwq(const MlpFlags& f) {
     auto seconds = ClipSearchSeconds(layer, layer.post_attention_layernorm->forward(x), ones, ones_i, *block, *spec,
                                      options);
     if (!seconds.ok()) return std::cerr << "awq: " << seconds.status().message() << "\n", 1;
-    std::cout << OrderedJson{{"algorithm", "awq-clip-only"}, {"implementation", "quarkd"}, {"threads", at::get_num_threads()},
-                             {"clip_s", *seconds}}.dump() << std::endl;
+    std::cout << OrderedJson{{"algorithm", "awq-clip-only"}, {"implementation", "quarkd"},
+                             {"threads", at::get_num_threads()}, {"clip_s", *seconds}}.dump()
+              << std::endl;
     return 0;
   }
   auto rtn = QuantizedBlockOutput(layer, x, quant);

@@ -25,8 +25,9 @@ bool BoolOr(const json& root, const std::string& field, bool fallback) {
 absl::Status CheckAllLayersSparse(const json& root, const std::string& label) {
   auto step = root.find("decoder_sparse_step");
   if (step != root.end() && !step->is_null() && !(step->is_number_integer() && step->get<int64_t>() == 1)) {
-    return ConfigFieldError(label, "decoder_sparse_step", quark::StrCat("= ", step->dump(), " is not supported (only 1: "
-                            "every layer sparse; dense MLP layers between MoE layers are not built)"));
+    return ConfigFieldError(label, "decoder_sparse_step",
+                            quark::StrCat("= ", step->dump(), " is not supported (only 1: every layer sparse; "
+                                          "dense MLP layers between MoE layers are not built)"));
   }
   auto dense = root.find("mlp_only_layers");
   if (dense != root.end() && !dense->is_null() && !(dense->is_array() && dense->empty())) {

@@ -126,7 +126,8 @@ absl::Status ReadString(const OrderedJson& j, const char* key, const std::string
   return absl::OkStatus();
 }
 
-absl::Status ReadStringList(const OrderedJson& j, const char* key, const std::string& path, std::vector<std::string>& out) {
+absl::Status ReadStringList(const OrderedJson& j, const char* key, const std::string& path,
+                            std::vector<std::string>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array()) {
@@ -224,7 +225,8 @@ absl::Status ReadGptqFamilyFields(const OrderedJson& j, const std::string& path,
 }
 
 // GPTAQ and Qronos as Quark 0.13 reads them (GPTAQConfig, QronosConfig): their fields only, Quark's defaults.
-absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const OrderedJson& j, const std::string& name, const std::string& path) {
+absl::StatusOr<AlgoConfig> AsymmetricAlgoFromJson(const OrderedJson& j, const std::string& name,
+                                                  const std::string& path) {
   const bool qronos = name == "qronos";
   const std::set<std::string> fields =
       qronos ? std::set<std::string>{"name", "block_size", "desc_act", "static_groups", "alpha", "beta",
@@ -334,7 +336,8 @@ OrderedJson QuantSpecToQuarkJson(const QuantSpec& s) {
   j["scale_type"] = std::string(Name(s.scale_type));
   j["scale_format"] = std::string(Name(s.scale_format));
   j["scale_calculation_mode"] = std::string(Name(s.scale_calculation_mode));
-  j["mx_element_dtype"] = s.mx_element_dtype ? OrderedJson(std::string(Name(*s.mx_element_dtype))) : OrderedJson(nullptr);
+  j["mx_element_dtype"] =
+      s.mx_element_dtype ? OrderedJson(std::string(Name(*s.mx_element_dtype))) : OrderedJson(nullptr);
   j["zero_point_type"] = std::string(Name(s.zero_point_type));
   if (s.observer == ObserverKind::kPercentile) j["percentile"] = s.percentile;
   if (IsE8m0Tiles(s)) {

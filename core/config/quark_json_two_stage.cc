@@ -3,17 +3,13 @@
 #include "core/config/quark_json_two_stage.h"
 
 #include "core/base/strings.h"
+#include "core/config/json_read.h"
 #include "core/config/quark_json.h"
 
 namespace quark {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
-
-bool StringIs(const OrderedJson& j, const char* key, const char* value) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() && it->get<std::string>() == value;
-}
 
 // The first element of a ProgressiveSpec list: the fp8_e4m3 per-tensor stage, static, min_max, float32 scales.
 absl::StatusOr<QuantSpec> ProgressiveFromQuarkJson(const OrderedJson& list, const std::string& path) {
@@ -73,12 +69,12 @@ nlohmann::ordered_json ProgressiveToQuarkJson(const QuantSpec& s) {
 absl::StatusOr<QuantSpec> TwoStageFromQuarkJson(const nlohmann::ordered_json& list, const std::string& path) {
   const OrderedJson& a = list[0];
   const OrderedJson& b = list[1];
-  if (a.is_object() && b.is_object() && StringIs(a, "dtype", "fp8_e4m3") && !StringIs(b, "dtype", "fp8_e4m3")) {
+  if (a.is_object() && b.is_object() && JsonStringIs(a, "dtype", "fp8_e4m3") && !JsonStringIs(b, "dtype", "fp8_e4m3")) {
     return ProgressiveFromQuarkJson(list, path);
   }
-  const bool nvfp4 = a.is_object() && b.is_object() && StringIs(a, "dtype", "fp4") && StringIs(a, "qscheme", "per_group") &&
-                     a.contains("group_size") && a["group_size"] == 16 && StringIs(b, "dtype", "fp8_e4m3") &&
-                     StringIs(b, "qscheme", "per_tensor");
+  const bool nvfp4 = a.is_object() && b.is_object() && JsonStringIs(a, "dtype", "fp4") &&
+                     JsonStringIs(a, "qscheme", "per_group") && a.contains("group_size") && a["group_size"] == 16 &&
+                     JsonStringIs(b, "dtype", "fp8_e4m3") && JsonStringIs(b, "qscheme", "per_tensor");
   if (!nvfp4) {
     return absl::InvalidArgumentError(StrCat(path, ": a two-element spec list is read as NVFP4 ([{dtype fp4, ",
                                              "qscheme per_group, group_size 16}, {dtype fp8_e4m3, qscheme ",

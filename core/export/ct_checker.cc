@@ -13,11 +13,11 @@
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/config/fused_group.h"
+#include "core/config/json_read.h"
 #include "core/export/ct_moe_rules.h"
 #include "core/export/ct_targets.h"
 #include "core/export/ct_transform.h"
 #include "core/export/hf_quark_moe_rules.h"
-#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
@@ -382,11 +382,12 @@ absl::StatusOr<std::string> VllmCtScheme(const Json& g, const std::string& forma
   const bool has_input = a.is_object();
   const bool w_static = w.is_object() && !Dynamic(w);
   const bool w_sym = w.value("symmetric", false);
-  const std::string ws = JsonString(w, "strategy"), wt = JsonString(w, "type"), as = JsonString(a, "strategy"), at = JsonString(a, "type");
+  const std::string ws = JsonString(w, "strategy"), wt = JsonString(w, "type"), as = JsonString(a, "strategy"),
+                    at = JsonString(a, "type");
   const int64_t wb = JsonInt(w, "num_bits"), ab = JsonInt(a, "num_bits");
   auto nvfp4 = [](const Json& x) {
-    return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 && JsonString(x, "strategy") == "tensor_group" &&
-           JsonInt(x, "group_size") == 16 && x.value("symmetric", false);
+    return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 &&
+           JsonString(x, "strategy") == "tensor_group" && JsonInt(x, "group_size") == 16 && x.value("symmetric", false);
   };
   if (!has_input && nvfp4(w) && w_static) return std::string("CompressedTensorsW4A16Fp4");
   if (!has_input && wt == "int" && w_static && (ws == "channel" || ws == "group")) {

@@ -4,8 +4,8 @@
 
 #include "core/base/strings.h"
 #include "core/checkpoint/model_layout.h"
+#include "core/config/json_read.h"
 #include "core/export/ct_checker.h"
-#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
@@ -14,8 +14,8 @@ using Json = nlohmann::json;
 
 bool Dynamic(const Json& a) { return a.is_object() && a.contains("dynamic") && a["dynamic"] != false; }
 bool Nvfp4(const Json& x) {
-  return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 && JsonString(x, "strategy") == "tensor_group" &&
-         JsonInt(x, "group_size") == 16;
+  return JsonString(x, "type") == "float" && JsonInt(x, "num_bits") == 4 &&
+         JsonString(x, "strategy") == "tensor_group" && JsonInt(x, "group_size") == 16;
 }
 
 }  // namespace

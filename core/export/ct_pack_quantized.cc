@@ -31,7 +31,8 @@ absl::Status PackedSpecs(const std::string& m, const QuantSpec& w, int64_t out, 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<at::Tensor>> PackedValues(const RealQuantized& q, const QuantSpec& w, int64_t out, int64_t in) {
+absl::StatusOr<std::vector<at::Tensor>> PackedValues(const RealQuantized& q, const QuantSpec& w, int64_t out,
+                                                     int64_t in) {
   const DType el = w.ElementType();
   const int bits = IntegerBits(el);
   std::vector<at::Tensor> v;

@@ -4,10 +4,10 @@
 #include <set>
 
 #include "core/base/strings.h"
+#include "core/config/json_read.h"
 #include "core/config/presets.h"
 #include "core/export/ct_checker.h"
 #include "core/export/ct_families.h"
-#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {

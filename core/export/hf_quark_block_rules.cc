@@ -1,7 +1,7 @@
 #include "core/export/hf_quark_block_rules.h"
 
 #include "core/base/strings.h"
-#include "core/export/json_fields.h"
+#include "core/config/json_read.h"
 
 namespace quark::exporter {
 namespace {
@@ -14,8 +14,8 @@ bool IsTrue(const OrderedJson& j, const char* key) { return j.is_object() && j.v
 bool IsVllmMxfp8(const OrderedJson& w, const OrderedJson& in, const OrderedJson& block) {
   return JsonStringIs(w, "dtype", "fp8_e4m3") && IsTrue(w, "symmetric") && !IsTrue(w, "is_dynamic") &&
          JsonStringIs(w, "scale_type", "float8_e8m0fnu") && block.is_array() && block.size() == 2 && block[1] == 32 &&
-         JsonStringIs(in, "dtype", "fp8_e4m3") && IsTrue(in, "is_dynamic") && JsonStringIs(in, "qscheme", "per_group") &&
-         in.value("group_size", OrderedJson()) == block[1];
+         JsonStringIs(in, "dtype", "fp8_e4m3") && IsTrue(in, "is_dynamic") &&
+         JsonStringIs(in, "qscheme", "per_group") && in.value("group_size", OrderedJson()) == block[1];
 }
 
 // Dispatch step 3a: _is_fp8_w8a8 with a [128, 128] symmetric weight and dynamic symmetric groups of 128.

@@ -13,13 +13,13 @@
 #include "core/checkpoint/model_layout.h"
 #include "core/config/e8m0_tiles.h"
 #include "core/config/fused_group.h"
+#include "core/config/json_read.h"
 #include "core/config/mxfp8_tiles_as_mx.h"
 #include "core/config/quark_json.h"
 #include "core/export/hf_quark_block_rules.h"
 #include "core/export/hf_quark_gpt_oss.h"
 #include "core/export/hf_quark_layout.h"
 #include "core/export/hf_quark_moe_rules.h"
-#include "core/export/json_fields.h"
 
 namespace quark::exporter {
 namespace {
@@ -37,9 +37,10 @@ bool IsVllmNvfp4List(const OrderedJson& list, bool dynamic_first) {
   if (!list.is_array() || list.size() != 2) return false;
   const OrderedJson& a = list[0];
   const OrderedJson& b = list[1];
-  return JsonStringIs(a, "dtype", "fp4") && JsonStringIs(a, "qscheme", "per_group") && a.value("group_size", OrderedJson()) == 16 &&
-         a.value("is_dynamic", OrderedJson()) == dynamic_first && JsonStringIs(b, "dtype", "fp8_e4m3") &&
-         JsonStringIs(b, "qscheme", "per_tensor") && b.value("is_dynamic", OrderedJson()) == false;
+  return JsonStringIs(a, "dtype", "fp4") && JsonStringIs(a, "qscheme", "per_group") &&
+         a.value("group_size", OrderedJson()) == 16 && a.value("is_dynamic", OrderedJson()) == dynamic_first &&
+         JsonStringIs(b, "dtype", "fp8_e4m3") && JsonStringIs(b, "qscheme", "per_tensor") &&
+         b.value("is_dynamic", OrderedJson()) == false;
 }
 
 void CheckSpec(const OrderedJson& spec, const std::string& path, std::vector<std::string>& out) {
@@ -343,7 +344,8 @@ void CheckTensor(const checkpoint::CheckpointReader& reader, const ExportTensorS
 // block padded (PerBlockMXObserver's reshape_to_blocks: ceil(in / 32) scale columns); vLLM (QuarkOCP_MX allocates
 // in / 32 columns, QuarkW8A8Mxfp8 raises) and Quark's own importer (PackMethod._infer_scale_zero_point_shape: floor)
 // cannot load it.
-void MxPartialBlockWarnings(const OrderedJson& qc, const checkpoint::ModelConfig& model, std::vector<std::string>& out) {
+void MxPartialBlockWarnings(const OrderedJson& qc, const checkpoint::ModelConfig& model,
+                            std::vector<std::string>& out) {
   for (int64_t i = 0; i < model.num_hidden_layers; ++i) {
     const std::string prefix = checkpoint::LayerPrefix(model, i);
     for (const checkpoint::LinearSpec& linear : checkpoint::LayerLinears(model, i)) {
