@@ -117,17 +117,21 @@ std::vector<at::Tensor> Snapshot(const std::vector<at::Tensor>& params) {
   return out;
 }
 
-// One iteration's loss over `batch` (mean squared error over all its elements) and the summed gradients.
+// One iteration's loss over `batch` (mean squared error over all its elements) and the summed gradients. The targets
+// are kept in the compute dtype where the activations are (float32 from them is exact); the per-sample losses are
+// added on the device in float64, in batch order (the additions a host loop over their values makes), and read once.
 double BatchLossAndGradients(const std::vector<size_t>& batch, const std::vector<at::Tensor>& samples,
                              const std::vector<at::Tensor>& targets, const BlockForward& forward,
-                             const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) {
+                             const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
+                             const runtime::ActivationHome& activations) {
   double elements = 0;
   for (size_t i : batch) elements += static_cast<double>(targets[i].numel());
-  double loss = 0;
+  at::Tensor loss;
   for (size_t i : batch) {
     const at::Tensor out = forward(samples[i]).to(at::kFloat);
-    const at::Tensor l = (out - targets[i]).pow(2).sum() / elements;
-    loss += l.item<double>();
+    const at::Tensor l = (out - activations.Place(targets[i]).to(at::kFloat)).pow(2).sum() / elements;
+    const at::Tensor value = l.detach().to(at::kDouble);
+    loss = loss.defined() ? loss + value : value;
     const auto g = torch::autograd::grad({l}, params, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                          /*create_graph=*/false, /*allow_unused=*/true);
     for (size_t k = 0; k < params.size(); ++k) {
@@ -135,7 +139,7 @@ double BatchLossAndGradients(const std::vector<size_t>& batch, const std::vector
       grads[k] = grads[k].defined() ? grads[k] + g[k] : g[k];
     }
   }
-  return loss;
+  return loss.defined() ? loss.item<double>() : 0.0;
 }
 
 // SignSGD (weight decay 0, no momentum): p -= lr * sign(g); the clipping factors stay in [0, 1].
@@ -151,7 +155,8 @@ void SignStep(const std::vector<at::Tensor>& params, const std::vector<at::Tenso
 
 absl::StatusOr<AutoRoundLayerResult> Train(std::vector<Tuned>& tuned, const std::vector<at::Tensor>& samples,
                                            const std::vector<at::Tensor>& targets, const BlockForward& forward,
-                                           const AutoRoundOptions& o, const AutoRoundCallbacks& callbacks) {
+                                           const AutoRoundOptions& o, const AutoRoundCallbacks& callbacks,
+                                           const runtime::ActivationHome& activations) {
   const std::vector<at::Tensor> params = Parameters(tuned, o.enable_minmax_tuning);
   const size_t global_batch =
       std::min(samples.size(), static_cast<size_t>(o.batch_size) * static_cast<size_t>(o.gradient_accumulate_steps));
@@ -164,7 +169,7 @@ absl::StatusOr<AutoRoundLayerResult> Train(std::vector<Tuned>& tuned, const std:
       return absl::CancelledError(StrCat("autoround cancelled at iteration ", i));
     }
     std::vector<at::Tensor> grads(params.size());
-    const double loss = BatchLossAndGradients(sampler.Next(), samples, targets, forward, params, grads);
+    const double loss = BatchLossAndGradients(sampler.Next(), samples, targets, forward, params, grads, activations);
     if (i == 0) result.first_loss = loss;
     if (loss < result.best_loss) {
       result.best_loss = loss;
@@ -230,7 +235,8 @@ absl::StatusOr<AutoRoundLayerResult> AutoRoundQuantizeLayer(runtime::DecoderLaye
                                                             const BlockForward& forward,
                                                             const std::vector<AutoRoundTarget>& targets,
                                                             const AutoRoundOptions& options,
-                                                            const AutoRoundCallbacks& callbacks) {
+                                                            const AutoRoundCallbacks& callbacks,
+                                                            const runtime::ActivationHome& activations) {
   QUARK_RETURN_IF_ERROR(CheckOptions(options));
   if (samples.empty()) return absl::InvalidArgumentError(StrCat(layer.prefix(), ": AutoRound needs calibration samples"));
   if (targets.empty()) return AutoRoundLayerResult{};
@@ -238,11 +244,11 @@ absl::StatusOr<AutoRoundLayerResult> AutoRoundQuantizeLayer(runtime::DecoderLaye
     std::vector<at::Tensor> float_outputs;
     {
       at::NoGradGuard no_grad;
-      for (const at::Tensor& s : samples) float_outputs.push_back(forward(s).to(at::kFloat));
+      for (const at::Tensor& s : samples) float_outputs.push_back(activations.Hold(forward(s)));
     }
     QUARK_ASSIGN_OR_RETURN(std::vector<Tuned> tuned, SwapIn(layer, targets));
     at::AutoGradMode grad(true);
-    auto result = Train(tuned, samples, float_outputs, forward, options, callbacks);
+    auto result = Train(tuned, samples, float_outputs, forward, options, callbacks, activations);
     if (!result.ok()) {
       for (Tuned& t : tuned) (void)layer.ReplaceLinear(t.target.relative_name, t.original);
       return result.status();

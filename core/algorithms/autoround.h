@@ -1,7 +1,8 @@
 // AutoRound / SignRound (Cheng et al., 2023; Intel auto-round, auto_round/algorithms/quantization/sign_round/
 // quantizer.py quantize_block) on one decoder layer of the LayerStreamer:
 //
-//   targets  y_i = the float layer on sample i (no grad), every sample kept
+//   targets  y_i = the float layer on sample i (no grad), every sample kept in the compute dtype where the
+//            activations are kept (on the host when they do not fit the device: runtime::ActivationHome)
 //   tuned    per quantized linear: V (rounding offsets) and the min / max clipping factors (autoround_qdq.h), the
 //            linears swapped for trainable fake-quantized ones
 //   iters    a batch of batch_size * gradient_accumulate_steps samples (a shuffled cycle, reshuffled when fewer are
@@ -12,7 +13,8 @@
 //   finish   the engine's parameters of the clipped ranges, the weights on their grid (FinishAutoRound)
 //
 // Gradients of a sample are computed one sample at a time and summed (the sign of the sum is the batch's), so a
-// batch costs one sample's activations. The loss is computed in float32.
+// batch costs one sample's activations. The loss is computed in float32; its per-sample sums are added on the layer's
+// device in float64 and read once an iteration (the value on_iteration reports and the best iteration is chosen by).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
 #include "core/numerics/quant_params.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::algorithms {
@@ -78,6 +81,7 @@ absl::StatusOr<AutoRoundLayerResult> AutoRoundQuantizeLayer(runtime::DecoderLaye
                                                             const BlockForward& forward,
                                                             const std::vector<AutoRoundTarget>& targets,
                                                             const AutoRoundOptions& options,
-                                                            const AutoRoundCallbacks& callbacks = {});
+                                                            const AutoRoundCallbacks& callbacks = {},
+                                                            const runtime::ActivationHome& activations = {});
 
 }  // namespace quark::algorithms

@@ -16,6 +16,11 @@ constexpr double kEps = std::numeric_limits<float>::epsilon();  // the engine's 
 // Forward: round half to even; backward: the identity (auto-round's round_ste).
 at::Tensor RoundSte(const at::Tensor& x) { return x + (at::round(x) - x).detach(); }
 
+// clamp(x, lo, hi) as clamp_max then clamp_min: the same values and the same gradient (grad where lo <= x <= hi,
+// else 0), but backwards of one comparison each, where clamp's joins two with logical_and, which LibTorch 1.13's lazy
+// tensors cannot shape (no Meta kernel): the lazy test device could not train through it.
+at::Tensor ClampBetween(const at::Tensor& x, double lo, double hi) { return at::clamp_min(at::clamp_max(x, hi), lo); }
+
 // [N, K] -> [N, K / g, g] in float32.
 at::Tensor Grouped(const at::Tensor& weight, int64_t g) {
   return weight.to(at::kFloat).reshape({weight.size(0), weight.size(1) / g, g});
@@ -74,10 +79,10 @@ at::Tensor AutoRoundQdq(const at::Tensor& weight, const AutoRoundTensors& t, con
     zp = at::zeros_like(scale);
   } else {
     scale = at::clamp_min((r.hi - r.lo) / (qmax - qmin), kEps).unsqueeze(-1);
-    zp = at::clamp(qmin - RoundSte(r.lo.unsqueeze(-1) / scale), qmin, qmax);
+    zp = ClampBetween(qmin - RoundSte(r.lo.unsqueeze(-1) / scale), qmin, qmax);
   }
   // x * (1 / s), as the engine's quantizer computes it (lane_table.h), so that V = 0 is its round to nearest.
-  const at::Tensor q = at::clamp(RoundSte(w * at::reciprocal(scale) + t.value) + zp, qmin, qmax);
+  const at::Tensor q = ClampBetween(RoundSte(w * at::reciprocal(scale) + t.value) + zp, qmin, qmax);
   return (scale * (q - zp)).reshape(weight.sizes());
 }
 

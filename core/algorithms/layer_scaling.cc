@@ -45,11 +45,50 @@ NormRef FindNorm(const runtime::DecoderLayer& layer, const std::string& name) {
 // (down_proj's product, for SmoothQuant's norm pairs all three MLP products) is not computed.
 struct StopRecording {};
 
-// Counts the recorded linears a forward has reached.
+// One tensor a forward handed to recorded linears, with what was taken of it. Linears that read the same tensor (q,
+// k and v the normed hidden states; an MLP's or an expert's gate and up) share one kept copy and one statistic: AWQ
+// keeps every quantized linear's input, and those copies are its largest per-token term
+// (checkpoint/token_pass_memory.h). The tensor is known by its TensorImpl, held by a weak reference so that no other
+// tensor can take that address while the forward runs, and by its version: changed in place between two reads, it
+// is two inputs.
+struct ReadInput {
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> source;
+  int64_t version = 0;
+  at::Tensor abs_max;  // per input channel, float32
+  at::Tensor kept;     // [tokens, in], where the activations are kept; undefined unless inputs are kept
+
+  static int64_t VersionOf(const at::Tensor& t) { return t.is_inference() ? -1 : static_cast<int64_t>(t._version()); }
+  bool Is(const at::Tensor& t) const {
+    return source._unsafe_get_target() == t.unsafeGetTensorImpl() && version == VersionOf(t);
+  }
+};
+
+// Counts the recorded linears a forward has reached, and remembers the inputs it handed them (one forward's: the
+// list is cleared with the count).
 struct RecordingProgress {
   size_t seen = 0;
   size_t total = 0;
   bool stop_when_done = false;
+  std::vector<ReadInput> reads;
+
+  void StartForward() {
+    seen = 0;
+    reads.clear();
+  }
+  // What was taken of `input`: taken now if no linear of this forward read it before.
+  const ReadInput& Read(const at::Tensor& input, bool keep, const runtime::ActivationHome& activations) {
+    for (const ReadInput& read : reads) {
+      if (read.Is(input)) return read;
+    }
+    ReadInput read{c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(input.getIntrusivePtr()),
+                   ReadInput::VersionOf(input)};
+    const at::Tensor flat = input.reshape({-1, input.size(-1)});
+    // Quark's stat_tensor: the max in the input's dtype, then float32.
+    read.abs_max = std::get<0>(flat.abs().max(0)).to(at::kFloat);
+    if (keep) read.kept = activations.on_host() ? activations.Hold(flat) : flat.clone();
+    reads.push_back(std::move(read));
+    return reads.back();
+  }
 };
 
 // Where one recorded input goes: the kept inputs and the running per-channel max |x|.
@@ -61,11 +100,9 @@ struct InputRecord {
   RecordingProgress* progress = nullptr;
 
   void Add(const at::Tensor& input) const {
-    const at::Tensor flat = input.reshape({-1, input.size(-1)});
-    // Quark's stat_tensor: the max in the input's dtype, then float32.
-    const at::Tensor incoming = std::get<0>(flat.abs().max(0)).to(at::kFloat);
-    *abs_max = abs_max->defined() ? at::maximum(*abs_max, incoming) : incoming;
-    if (keep) inputs->push_back(activations->on_host() ? activations->Hold(flat) : flat.clone());
+    const ReadInput& read = progress->Read(input, keep, *activations);
+    *abs_max = abs_max->defined() ? at::maximum(*abs_max, read.abs_max) : read.abs_max;
+    if (keep) inputs->push_back(read.kept);
     if (++progress->seen == progress->total && progress->stop_when_done) throw StopRecording{};
   }
 };
@@ -414,7 +451,7 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
     if (outputs) outputs->clear();
     layer.BeginCalibration(min_expert_tokens);
     for (const at::Tensor& sample : samples) {
-      progress.seen = 0;
+      progress.StartForward();
       try {
         at::Tensor out = run(sample);
         if (outputs) outputs->push_back(std::move(out));
@@ -424,6 +461,7 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
     }
     // MoE: the experts short of tokens run on their best-ranked other tokens (every top-up, not stopped early).
     progress.stop_when_done = false;
+    progress.StartForward();
     try {
       recorded.coverage = layer.FinishCalibration();
     } catch (const std::exception& error) {

@@ -111,21 +111,41 @@ at::Tensor CandidateScales(const at::Tensor& x_stat, double ratio) {
   return s / (s.max() * s.min()).sqrt();
 }
 
-// sum over the recorded inputs of sum |reference - module(input)|^p, and the element count: each trial output is
-// compared as it is computed, so a search holds one at a time, never every sample's.
-absl::StatusOr<std::pair<double, int64_t>> InspectLossSum(runtime::DecoderLayer& layer, const std::string& module,
-                                                          const std::vector<at::Tensor>& inputs,
-                                                          const std::vector<at::Tensor>& reference, double p,
-                                                          const ScalingInputs& in) {
-  double sum = 0;
+// mean over the recorded inputs' elements of |reference - module(input)|^p, as a float64 scalar on the layer's
+// device. Each trial output is compared as it is computed, so a search holds one at a time, never every sample's; and
+// nothing waits for the device: the per-sample sums are added there in float64, in sample order (the same additions
+// a host loop over their values makes), and read once per search (BestTrial).
+absl::StatusOr<at::Tensor> InspectLoss(runtime::DecoderLayer& layer, const std::string& module,
+                                       const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& reference,
+                                       double p, const ScalingInputs& in) {
+  at::Tensor sum;
   int64_t count = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
     QUARK_ASSIGN_OR_RETURN(const at::Tensor output, InspectOutput(layer, module, inputs[i], in));
     const at::Tensor d = (in.activations.Place(reference[i]) - output).to(at::kFloat).abs();
-    sum += (p == 1.0 ? d : runtime::PowAsEager(d, p)).sum().item<double>();
+    const at::Tensor part = (p == 1.0 ? d : runtime::PowAsEager(d, p)).sum().to(at::kDouble);
+    sum = sum.defined() ? sum + part : part;
     count += d.numel();
   }
-  return std::make_pair(sum, count);
+  if (!sum.defined()) return at::full({}, std::numeric_limits<double>::quiet_NaN(), at::kDouble);
+  return sum / static_cast<double>(count);
+}
+
+// The trial with the lowest loss, the first of equal ones (Quark's argmin over its ratio loop); -1 when every loss is
+// NaN. The search's one wait for the device.
+int BestTrial(const std::vector<at::Tensor>& losses) {
+  if (losses.empty()) return -1;
+  const at::Tensor values = at::stack(losses).to(at::kCPU);
+  const auto value = values.accessor<double, 1>();
+  double best_loss = std::numeric_limits<double>::infinity();
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(losses.size()); ++i) {
+    if (value[i] < best_loss) {
+      best_loss = value[i];
+      best = i;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -194,8 +214,7 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
     // listed last in front of an MoE block and never quantized).
     const auto spec_it = specs.find(PairLinears(layer, pair).back());
     const std::optional<QuantSpec> input_spec = spec_it == specs.end() ? std::nullopt : spec_it->second.input;
-    double best_loss = std::numeric_limits<double>::infinity();
-    ScalingResult best{pair, {}, -1};
+    std::vector<at::Tensor> candidates, losses;
     for (int i = 0; i < 10; ++i) {
       const double ratio = i / 10.0;
       const at::Tensor scales = CandidateScales(x_max, ratio);
@@ -228,18 +247,15 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
         }
         x_q.push_back(in.activations.Hold(scaled));
       }
-      QUARK_ASSIGN_OR_RETURN(const auto loss, InspectLossSum(layer, InspectedModule(pair), x_q, reference, power, in));
-      const auto [sum, count] = loss;
-      const double value = sum / static_cast<double>(count);
-      if (value < best_loss) {  // argmin: the first of equal losses
-        best_loss = value;
-        best = {pair, scales, ratio};
-      }
+      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, InspectedModule(pair), x_q, reference, power, in));
+      candidates.push_back(scales);
+      losses.push_back(std::move(loss));
     }
-    if (!best.scales.defined()) {
+    const int best = BestTrial(losses);
+    if (best < 0) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AutoSmoothQuant loss was NaN"));
     }
-    results.push_back(std::move(best));
+    results.push_back({pair, candidates[best], best / 10.0});
   }
   for (const auto& r : results) QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
   return results;
@@ -322,8 +338,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     const at::Tensor x_mean = in.activations.Place(recorded.Concatenated(inp).abs().mean(0));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
                            InspectOutputs(layer, InspectedModule(pair), x, in));
-    double best_loss = std::numeric_limits<double>::infinity();
-    ScalingResult best{pair, {}, -1};
+    std::vector<at::Tensor> candidates, losses;
     for (int i = 0; i < options.grid_size; ++i) {
       const double ratio = static_cast<double>(i) / options.grid_size;
       const at::Tensor scales = CandidateScales(x_mean, ratio);
@@ -339,28 +354,35 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
         QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
         QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
       }
-      QUARK_ASSIGN_OR_RETURN(const auto loss, InspectLossSum(layer, InspectedModule(pair), x, reference, 2.0, in));
-      const auto [sum, count] = loss;
-      const double value = sum / static_cast<double>(count);
-      if (value < best_loss) {
-        best_loss = value;
-        best = {pair, scales, ratio};
-      }
+      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, InspectedModule(pair), x, reference, 2.0, in));
+      candidates.push_back(scales);
+      losses.push_back(std::move(loss));
     }
-    if (!best.scales.defined()) {
+    const int best = BestTrial(losses);
+    if (best < 0) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AWQ loss was NaN or infinite"));
     }
-    results.push_back(std::move(best));
+    results.push_back({pair, candidates[best], static_cast<double>(best) / options.grid_size});
   }
   for (const auto& r : results) {
     // Under grouped KV heads o_proj's columns take the per-KV-head reduced scale, not r.scales.
     QUARK_ASSIGN_OR_RETURN(const at::Tensor applied, ReaderScales(layer, r.pair, r.scales, in.heads));
     QUARK_RETURN_IF_ERROR(ApplyScaling(layer, r.pair, r.scales, in.heads));
-    // The scaled linears now read x / s: so must their recorded inputs, for the clip search.
+    // The scaled linears now read x / s: so must their recorded inputs, for the clip search. Readers that recorded
+    // one shared input (q, k and v; gate and up) divide it once and go on sharing it; the originals stay alive until
+    // the pair is done, so no other tensor takes their addresses meanwhile.
+    std::map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> divided;  // original -> (original, x / s)
     for (const auto& name : r.pair.layers) {
       auto it = recorded.inputs.find(name);
       if (it == recorded.inputs.end()) continue;
-      for (auto& x : it->second) x = x / applied.to(x.device(), x.scalar_type()).view({1, -1});
+      for (auto& x : it->second) {
+        auto& [original, scaled] = divided[x.unsafeGetTensorImpl()];
+        if (!scaled.defined()) {
+          original = x;
+          scaled = x / applied.to(x.device(), x.scalar_type()).view({1, -1});
+        }
+        x = scaled;
+      }
     }
   }
   // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).

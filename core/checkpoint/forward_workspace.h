@@ -56,4 +56,27 @@ inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int
   return std::max(scores + 6 * row, mlp) + LayerContextBytes(config, seq, element_bytes);
 }
 
+/// AutoRound's float32 copies of each weight it tunes, at the backward's start: its rounding offsets V, their summed
+/// gradient and the best iteration's snapshot; what autograd keeps of AutoRoundQdq for the backward (the clamped
+/// codes' input, q - zp, the fake-quantized weight) and, in a narrower compute dtype, the weight's float32 copy; one
+/// gradient in flight. What a layer held beyond its targets and TrainingForwardBytes came to 6.1 (float32) and 6.9
+/// (bfloat16) copies of its tuned weights (tests/quantize/pass_memory_test.cc, hidden 256, intermediate 768).
+inline constexpr int64_t kAutoRoundWeightCopies = 8;
+
+/// What autograd keeps of one sample's forward through a decoder layer for the backward, when a pass trains through
+/// the layer (AutoRound, whose tuned linears compute in float32), at the backward's start:
+///   scores:  H * T^2 * (4 + (e if e != 4))   every score chunk's softmax output in float32 and its probabilities in
+///                                            the compute dtype (the chunks are all kept, not one at a time)
+///   tokens:  T * (10 * width + 5 * intermediate) * 4   the linears' float32 inputs and the tensors between them: the
+///            normed inputs, q, k, v and their rotated and contiguous copies, the attention's output, the residual's
+///            norm; gate, up, the activation, their product
+/// Measured on the CPU (tests/quantize/pass_memory_test.cc, hidden 256, intermediate 768, 8 heads): beside
+/// AutoRound's targets, what a layer held grew 4.35 MiB (float32) and 5.14 MiB (bfloat16) from T = 128 to 256, where
+/// this (with the tables) grows 4.84 and 5.58.
+inline int64_t TrainingForwardBytes(const ModelConfig& config, int64_t seq, int64_t width, int64_t element_bytes) {
+  if (seq <= 0) return 0;
+  const int64_t scores = config.num_attention_heads * seq * seq * (4 + (element_bytes != 4 ? element_bytes : 0));
+  return scores + seq * (10 * width + 5 * config.intermediate_size) * 4 + LayerContextBytes(config, seq, element_bytes);
+}
+
 }  // namespace quark::checkpoint

@@ -19,26 +19,26 @@ std::string ExpertKind(const std::string& relative_name) {
 
 int64_t TokenPassElements(const std::vector<LinearSpec>& linears, const std::function<bool(const LinearSpec&)>& quantized,
                           const ModelConfig& config, const TokenPasses& passes) {
-  if (!passes.float_stream && !passes.awq && !passes.autosmoothquant) return 0;
+  if (!passes.float_stream && !passes.awq && !passes.autosmoothquant && !passes.autoround) return 0;
   const int64_t hidden = config.hidden_size;
   const int64_t top_k = std::max<int64_t>(1, config.num_experts_per_tok);
-  std::map<std::string, int64_t> per_linear;  // AWQ: every quantized linear, expert kinds once
-  std::map<std::string, int64_t> per_input;   // AutoSmoothQuant: every distinct input
+  // Every distinct input the quantized linears read: linears that read one tensor record it once (q, k and v; gate
+  // and up); a routed expert's linears by their kind of input (every expert's gate and up read its tokens).
+  std::map<std::string, int64_t> per_input;
   int64_t widest = hidden;
   for (const LinearSpec& linear : linears) {
     if (!quantized(linear)) continue;
     const int64_t share = linear.routed ? top_k : 1;
-    per_linear[ExpertKind(linear.relative_name)] = linear.in_features * share;
-    int64_t& input = per_input[linear.routed ? ExpertKind(linear.relative_name) : linear.input];
+    int64_t& input = per_input[linear.routed ? ExpertKind(linear.input) : linear.input];
     input = std::max(input, linear.in_features * share);
     widest = std::max(widest, linear.in_features * share);
   }
-  int64_t recorded = 0, distinct = 0;
-  for (const auto& [name, elements] : per_linear) recorded += elements;
+  int64_t distinct = 0;
   for (const auto& [name, elements] : per_input) distinct += elements;
   int64_t search = 0;
-  if (passes.awq) search = std::max(search, recorded + hidden + 2 * widest);
-  if (passes.autosmoothquant) search = std::max(search, distinct + hidden + 2 * widest);
+  // AWQ keeps every distinct input, AutoSmoothQuant those its pairs read first: the same bound.
+  if (passes.awq || passes.autosmoothquant) search = distinct + hidden + 2 * widest;
+  if (passes.autoround) search = std::max(search, hidden);
   return (passes.float_stream ? 2 * hidden : 0) + search;
 }
 

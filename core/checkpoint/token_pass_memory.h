@@ -19,21 +19,26 @@ struct TokenPasses {
   /// SmoothQuant, AWQ, AutoSmoothQuant, GPTAQ and Qronos carry the float model's hidden states beside the quantized
   /// model's: the layer's float inputs and outputs.
   bool float_stream = false;
-  /// AWQ records the input of every quantized linear (each its own copy) for its searches and its clip search.
+  /// AWQ records the input of every quantized linear for its searches and its clip search (linears that read one
+  /// tensor share one copy: algorithms::RecordLinearInputs).
   bool awq = false;
   /// AutoSmoothQuant records one input per pair (those its pairs read first) and quantizes one of them per trial.
   bool autosmoothquant = false;
+  /// AutoRound keeps the float layer's output of every sample (its training targets).
+  bool autoround = false;
 };
 
 /// Elements per calibration token (times the compute dtype's size for bytes) that `passes` hold for a layer with
 /// `linears`, of which `quantized` says which the plan quantizes:
 ///   float stream:    2 * hidden
-///   AWQ:             the sum of the quantized linears' in_features (every recorded input) + hidden (a pair's reference
-///                    outputs) + 2 * the widest input (a recorded input concatenated over the samples, and its |x|)
-///   AutoSmoothQuant: the sum of in_features over the distinct inputs the quantized linears read + hidden + 2 * the
-///                    widest input (the concatenation kept through a pair's search and one trial's quantized inputs)
-/// (the larger of AWQ's and AutoSmoothQuant's terms when both run: one after the other). A routed expert's linear
-/// sees the tokens routed to its expert: each kind of expert linear counts num_experts_per_tok times its input.
+///   AWQ and AutoSmoothQuant (one after the other when both run):
+///                    the sum of in_features over the distinct inputs the quantized linears read (LinearSpec::input:
+///                    q, k and v one input, gate and up another) + hidden (a pair's reference outputs) + 2 * the
+///                    widest input (a recorded input concatenated over the samples and its |x|, or one AutoSmoothQuant
+///                    trial's quantized inputs)
+///   AutoRound:       hidden (its targets; it runs alone, after the scaling algorithms' searches are done)
+/// A routed expert's linear sees the tokens routed to its expert: each kind of expert input (every expert's gate and
+/// up read one) counts num_experts_per_tok times.
 /// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": one kind of expert linear (every expert's down_proj);
 /// other names unchanged. The recorded inputs of one kind together cover each token num_experts_per_tok times.
 std::string ExpertKind(const std::string& relative_name);

@@ -344,7 +344,14 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       const double n = static_cast<double>(std::max<int64_t>(1, job.calibration_samples));
       const double batch = std::min(n, static_cast<double>(autoround->batch_size) * autoround->gradient_accumulate_steps);
       const int passes = static_cast<int>(std::ceil(1.0 + 3.0 * autoround->iters * batch / n));
-      e.phases.push_back(Phase(c, "autoround", AlgoForwardSeconds(c, passes), working + 2 * c.activations));
+      // #27: held, as the device budget counts it: the targets (one hidden state a token), the tuned weights' float32
+      // copies and what autograd keeps of one sample's forward.
+      checkpoint::TokenPasses targets;
+      targets.autoround = true;
+      const uint64_t training = static_cast<uint64_t>(checkpoint::kAutoRoundWeightCopies) * c.layer_f32 +
+                                static_cast<uint64_t>(checkpoint::TrainingForwardBytes(mc, seq, mc.hidden_size, 4));
+      e.phases.push_back(
+          Phase(c, "autoround", AlgoForwardSeconds(c, passes), working + TokenPassBytes(c, targets) + training));
     } else if (std::holds_alternative<AutoSmoothQuantAlgo>(algo)) {
       e.phases.push_back(Phase(c, "autosmoothquant", AlgoForwardSeconds(c, kAutoSmoothQuantGrid),
                                working + TokenPassBytes(c, Passes(true, false, true))));

@@ -51,7 +51,8 @@ absl::StatusOr<AutoRoundLayerOutput> AutoRoundPass::Run(runtime::DecoderLayer& l
   const algorithms::BlockForward forward = [&](const at::Tensor& sample) {
     return runtime::ForwardSample(layer, sample, model);
   };
-  auto result = algorithms::AutoRoundQuantizeLayer(layer, samples, forward, targets, options_, callbacks);
+  auto result = algorithms::AutoRoundQuantizeLayer(layer, samples, forward, targets, options_, callbacks,
+                                                   model.activations());
   if (!result.ok()) {
     return absl::Status(result.status().code(), StrCat(path_, " (autoround): ", std::string(result.status().message())));
   }

@@ -53,7 +53,6 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
   }
   const std::vector<at::Tensor> hidden(samples, at::empty({1, seq, shape->config.hidden_size},
                                                           at::device(at::kMeta).dtype(dtype)));
-  runtime::LayerDeviceMemory memory = runtime::LayerDeviceMemoryOf(shape->config, weights, hidden);
   runtime::StreamerOptions streamed;
   streamed.compute_dtype = dtype;
   auto streamer = runtime::LayerStreamer::Open(model_dir, streamed);
@@ -68,6 +67,7 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
   }
   const PassMemoryOptions passes = PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size);
   const LayerPlan plan = BuildLayerPlan(options.config, shape->modules);
+  runtime::LayerDeviceMemory memory = runtime::LayerDeviceMemoryOf(shape->config, weights, hidden, passes.autoround);
   memory.passes = PassDeviceMemory(**layer, plan, passes);
   memory.bytes_per_token = PassDeviceBytesPerToken(shape->config, **layer, plan, passes);
   return memory;

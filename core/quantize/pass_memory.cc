@@ -37,6 +37,8 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
       options.gptq = true;
       options.token_passes.float_stream |= gptq->method != HessianMethod::kGptq;  // GPTAQ, Qronos
     }
+    options.autoround |= std::holds_alternative<AutoRoundAlgo>(algo);
+    options.token_passes.autoround |= std::holds_alternative<AutoRoundAlgo>(algo);
     options.token_passes.awq |= std::holds_alternative<AwqAlgo>(algo);
     options.token_passes.autosmoothquant |= std::holds_alternative<AutoSmoothQuantAlgo>(algo);
     options.token_passes.float_stream |= std::holds_alternative<AwqAlgo>(algo) ||
@@ -50,7 +52,7 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
   // Shapes only: a streamed expert's weight() would load it.
-  int64_t copies = 0, largest_weight = 0, largest_hessian = 0, awq_clip = 0;
+  int64_t copies = 0, largest_weight = 0, largest_hessian = 0, awq_clip = 0, tuned = 0;
   std::map<std::string, int64_t> step_hessians;  // step key -> its Hessians' bytes
   std::map<std::string, int64_t> streamed_copy;  // step key of streamed experts -> one expert's weight bytes
   const bool streamed = options.expert_group_size > 0;
@@ -73,6 +75,7 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
       const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : in;
       awq_clip = std::max(awq_clip, checkpoint::AwqClipElements(out, in, group) * options.element_bytes);
     }
+    if (options.autoround) tuned += checkpoint::kAutoRoundWeightCopies * out * in * 4;
     if (!options.gptq) continue;
     largest_weight = std::max(largest_weight, out * in * 4);
     largest_hessian = std::max(largest_hessian, in * in * 4);
@@ -89,7 +92,7 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     hessians += (kTensorOpsHessianCopies - 1) * largest_hessian;
     largest_weight *= kTensorOpsWeightCopies;
   }
-  return std::max(copies + awq_clip, hessians + largest_weight);
+  return std::max({copies + awq_clip, hessians + largest_weight, tuned});
 }
 
 int64_t PassDeviceBytesPerToken(const checkpoint::ModelConfig& config, const runtime::DecoderLayer& layer,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/token_pass_memory.h"
 #include "core/config/layer_plan.h"
@@ -32,6 +33,9 @@ struct PassMemoryOptions {
   /// only that many experts' copies are resident, and GPTQ holds one expert's Hessians at a time, not a step's for
   /// every expert.
   int64_t expert_group_size = 0;
+  /// AutoRound trains the layer's quantized linears (checkpoint::kAutoRoundWeightCopies of their weights; its forwards
+  /// keep what their backward reads: runtime::StreamerOptions::training_forward).
+  bool autoround = false;
   /// The passes that keep per-token copies of the layer's activations (checkpoint/token_pass_memory.h).
   checkpoint::TokenPasses token_passes;
 };
@@ -50,7 +54,8 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 ///                     tensor operations: kTensorOpsHessianCopies of the largest Hessian beside the step's others,
 ///                     and kTensorOpsWeightCopies of the weight)
 ///   AWQ's clip search: checkpoint::AwqClipElements for the widest quantized linear, beside the copies
-/// (GPTQ edits the float weights before the quantized linears are installed: the two are never alive together).
+///   AutoRound:        checkpoint::kAutoRoundWeightCopies float32 copies of every quantized linear's weight
+/// (GPTQ and AutoRound edit the float weights before the quantized linears are installed: never alive together).
 /// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).
 int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options);
 

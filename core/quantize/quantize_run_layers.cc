@@ -279,6 +279,7 @@ runtime::StreamerOptions QuantizeRun::Quantizing() const {
   options.pass_bytes_per_token = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
     return quantizer_ ? quantize::PassDeviceBytesPerToken(model_, layer, quantizer_->plan(), passes) : 0;
   };
+  options.training_forward = passes.autoround;
   return options;
 }
 

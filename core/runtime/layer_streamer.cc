@@ -28,7 +28,7 @@ absl::Status TorchErrorToStatus(const std::exception& error, const std::string& 
 }
 
 LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
-                                      const std::vector<at::Tensor>& hidden) {
+                                      const std::vector<at::Tensor>& hidden, bool training_forward) {
   LayerDeviceMemory memory;
   memory.weights = layer_weight_bytes;
   int64_t longest = 0, width = config.hidden_size, element = 4;
@@ -42,6 +42,9 @@ LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int
   }
   memory.longest_sample = longest;
   memory.workspace = checkpoint::ForwardWorkspaceBytes(config, longest, width, element);  // one sample at a time
+  if (training_forward) {
+    memory.workspace = std::max(memory.workspace, checkpoint::TrainingForwardBytes(config, longest, width, element));
+  }
   return memory;
 }
 
@@ -79,7 +82,7 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer
     double_buffered_ = false;
     return absl::OkStatus();
   }
-  LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden);
+  LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden, options_.training_forward);
   if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
   if (options_.pass_bytes_per_token) memory.bytes_per_token = options_.pass_bytes_per_token(layer);
   memory_use_.peak_need_on_device = std::max(memory_use_.peak_need_on_device, memory.Need(1));

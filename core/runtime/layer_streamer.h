@@ -41,7 +41,8 @@ struct StreamerOptions {
   ///                       MLP:       4 * T * intermediate * e + 2 * T * hidden * e  (gate, up, their product and its
   ///                                  quantized copy; the normed input and the residual)
   ///                     plus the run's mask and RoPE tables (T^2 * 4 + 2 * T * head_dim * e), with T the longest
-  ///                     sample and e = sizeof(compute dtype),
+  ///                     sample and e = sizeof(compute dtype); with training_forward the larger of that and what
+  ///                     autograd keeps of one sample's forward (checkpoint::TrainingForwardBytes),
   ///     passes:         what pass_memory says the caller's passes add for this layer (0 without it),
   ///     token passes:   sum(T) * what pass_bytes_per_token says they keep per token (recorded inputs, a float
   ///                     stream: checkpoint/token_pass_memory.h),
@@ -60,6 +61,8 @@ struct StreamerOptions {
   /// The bytes per calibration token the caller's passes keep beside the hidden states (quantize/pass_memory.h:
   /// PassDeviceBytesPerToken); empty = none.
   std::function<int64_t(const DecoderLayer& layer)> pass_bytes_per_token;
+  /// A pass trains through the layer (AutoRound): its forwards keep what their backward reads.
+  bool training_forward = false;
 };
 
 /// The device memory a layer needs by StreamerOptions::device_memory_budget's formula.
@@ -82,7 +85,7 @@ struct LayerDeviceMemory {
   }
 };
 LayerDeviceMemory LayerDeviceMemoryOf(const checkpoint::ModelConfig& config, int64_t layer_weight_bytes,
-                                      const std::vector<at::Tensor>& hidden);
+                                      const std::vector<at::Tensor>& hidden, bool training_forward = false);
 
 /// The plug-in points of the quantizer and its algorithms. Inputs and outputs are one tensor per sample,
 /// [1, T, hidden] in the compute dtype. Either hook may be empty.

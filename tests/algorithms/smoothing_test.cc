@@ -100,6 +100,52 @@ TEST_F(SmoothingTest, ScalingKeepsTheFloatLayerIncludingGroupedHeads) {
   EXPECT_LT(MaxDiff(before, Outputs(*layer)), 1e-5);
 }
 
+// AWQ keeps every quantized linear's input: linears that read one tensor (q, k and v the normed input; gate and up)
+// keep one copy between them, and each still gets its own statistic. A tensor changed in place between two reads is
+// two inputs.
+TEST_F(SmoothingTest, LinearsThatReadOneTensorRecordOneCopy) {
+  auto layer = Layer();
+  auto* llama = dynamic_cast<runtime::LlamaDecoderLayer*>(layer.get());
+  ASSERT_NE(llama, nullptr);
+  const std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj", o = "self_attn.o_proj";
+  const std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
+  const std::vector<std::string> names = {q, k, v, o, gate, up, down};
+  std::vector<at::Tensor> outputs;
+  auto recorded = RecordLinearInputs(*layer, samples_, Inputs(*layer).run, names, true, &outputs);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  const auto& in = recorded->inputs;
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(at::equal(in.at(q)[i], llama->input_layernorm->forward(samples_[i]).reshape({-1, 64})));
+    EXPECT_TRUE(in.at(q)[i].is_same(in.at(k)[i]));
+    EXPECT_TRUE(in.at(q)[i].is_same(in.at(v)[i]));
+    EXPECT_TRUE(in.at(gate)[i].is_same(in.at(up)[i]));
+    EXPECT_FALSE(in.at(q)[i].is_same(in.at(o)[i]));
+    EXPECT_FALSE(in.at(gate)[i].is_same(in.at(down)[i]));
+    EXPECT_FALSE(in.at(q)[i].is_same(in.at(gate)[i]));
+    if (i > 0) EXPECT_FALSE(in.at(q)[i].is_same(in.at(q)[i - 1]));
+  }
+  for (const std::string& name : names) {
+    const at::Tensor expected = std::get<0>(recorded->Concatenated(name).abs().max(0)).to(at::kFloat);
+    EXPECT_TRUE(at::equal(recorded->abs_max.at(name), expected)) << name;
+  }
+  EXPECT_LT(MaxDiff(outputs, Outputs(*layer)), 1e-6);  // the forward itself is untouched
+
+  // A runner that doubles q_proj's input in place before k_proj reads it: two inputs, two copies.
+  const LayerRunner in_place = [&](const at::Tensor& sample) {
+    at::Tensor x = llama->input_layernorm->forward(sample);
+    at::Tensor out = layer->FindLinear(q)->forward(x);
+    x.mul_(2);
+    return out + layer->FindLinear(k)->forward(x).sum();
+  };
+  auto changed = RecordLinearInputs(*layer, samples_, in_place, {q, k}, true, nullptr);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    EXPECT_FALSE(changed->inputs.at(q)[i].is_same(changed->inputs.at(k)[i]));
+    EXPECT_TRUE(at::equal(changed->inputs.at(q)[i] * 2, changed->inputs.at(k)[i]));
+  }
+}
+
 TEST_F(SmoothingTest, SmoothQuantScalesAreQuarksFormula) {
   auto layer = Layer();
   auto* llama = dynamic_cast<runtime::LlamaDecoderLayer*>(layer.get());

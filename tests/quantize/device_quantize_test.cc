@@ -24,6 +24,14 @@ namespace {
 using testing::FilesUnder;
 using testing::Scenario;
 
+// AutoRound trains through each layer (autograd on the device); a few iterations show every hand-off.
+AutoRoundAlgo ShortAutoRound() {
+  AutoRoundAlgo algo;
+  algo.iters = 3;
+  algo.batch_size = 2;
+  return algo;
+}
+
 class DeviceQuantizeTest : public ::testing::TestWithParam<Scenario> {
  protected:
   static void SetUpTestSuite() {
@@ -83,6 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
                       Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
+                      Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
                       Scenario{"rotation_all_formats", "uint4_wo_32", {RotationAlgo{}},
                                {"hf_quark", "gguf", "onnx"}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
@@ -132,6 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
                       Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
+                      Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
                       Scenario{"smoothquant_all_formats", "int8", {SmoothQuantAlgo{}}, {"hf_quark", "onnx"}}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 

@@ -259,9 +259,15 @@ std::vector<Case> Cases() {
   const testing::Scenario awq{"uint4_wo_128_awq", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}};
   const testing::Scenario sq{"int8_smoothquant", "int8", {SmoothQuantAlgo{}}, {"hf_quark"}};
   const testing::Scenario asq{"int8_autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {"hf_quark"}};
+  // AutoRound trains through the layer: its float targets (one hidden state a token), its tuned tensors and their
+  // gradients, and what autograd keeps of one sample's forward. A few iterations show the peak (every iteration holds
+  // the same).
+  AutoRoundAlgo few_iterations;
+  few_iterations.iters = 2;
+  const testing::Scenario autoround{"uint4_wo_128_autoround", "uint4_wo_128", {few_iterations}, {"hf_quark"}};
   // In bf16 the quantized copies take half as much, and GPTQ's float32 Hessians and working weight are the wider term.
   return {{fp8, 4}, {fp8, 32}, {gptq, 4}, {gptq, 32}, {gptq, 4, "bf16"}, {fp8, 32, "bf16"},
-          {awq, 4}, {awq, 32}, {sq, 32}, {asq, 32}};
+          {awq, 4}, {awq, 32}, {sq, 32}, {asq, 32}, {autoround, 4}, {autoround, 32}, {autoround, 32, "bf16"}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, PassMemoryTest, ::testing::ValuesIn(Cases()),
