@@ -232,7 +232,13 @@ TEST_P(LearnedRotationTest, TheTrainedNetworkIsTheFoldedModelQuantized) {
 INSTANTIATE_TEST_SUITE_P(R1AndR1R2, LearnedRotationTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "R1R2" : "R1"; });
 
-TEST(LearnedRotationTwinTest, LearnedBeatsHadamardOnTheOutlierTwin) {
+// The training lowers what it optimizes: the twin's quantized loss on its training windows, below Hadamard's (by
+// 0.027-0.042 over 40-100 steps, OpenBLAS's Haswell and SkylakeX kernels). On held-out windows 8 training windows do
+// not generalize reliably: learned was 0.0048 above to 0.0065 below Hadamard's 2.2392 depending on the step count and
+// the BLAS kernels' summation order (40 steps: 2.2327 with Haswell's, 2.2415 with SkylakeX's, where this test had
+// asserted learned <= Hadamard and failed), so held-out it must only stay within 0.01 of Hadamard (a broken rotation
+// is worse by far more).
+TEST(LearnedRotationTwinTest, LearnedBeatsHadamardOnTheOutlierTwinsTrainingWindows) {
   const std::string twin = testing::TempPath("twin");
   runtime::OutlierTwinOptions make;
   make.model_dir = testing::FixturePath("tinyllama-a");
@@ -254,10 +260,14 @@ TEST(LearnedRotationTwinTest, LearnedBeatsHadamardOnTheOutlierTwin) {
   const double identity = MeanLoss(**loaded, held_out, at::eye(256, at::kDouble), scheme);
   const double with_hadamard = MeanLoss(**loaded, held_out, hadamard, scheme);
   const double learned = MeanLoss(**loaded, held_out, trained->r1, scheme);
+  const double train_hadamard = MeanLoss(**loaded, train, hadamard, scheme);
+  const double train_learned = MeanLoss(**loaded, train, trained->r1, scheme);
   std::cout << "held-out quantized loss: no rotation " << identity << ", Hadamard " << with_hadamard << ", learned "
-            << learned << "\n";
+            << learned << "; training windows: Hadamard " << train_hadamard << ", learned " << train_learned << "\n";
   EXPECT_LT(with_hadamard, identity) << "the twin's outliers should make rotation worth it";
-  EXPECT_LE(learned, with_hadamard) << "RTN " << identity << ", Hadamard " << with_hadamard << ", learned " << learned;
+  EXPECT_LT(train_learned, train_hadamard - 0.01) << "the training did not lower its own objective below Hadamard's";
+  EXPECT_LT(learned, with_hadamard + 0.01)
+      << "RTN " << identity << ", Hadamard " << with_hadamard << ", learned " << learned;
 }
 
 TEST(LearnedRotationRefusalTest, OptionsOutOfRangeNameTheField) {
