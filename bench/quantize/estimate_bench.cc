@@ -5,6 +5,7 @@
 // (layer 0's tensors repeated), to compare with full-depth runs that are too long to repeat.
 //
 //   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq,uint4_wo_128+learned_rotation10]
+//                  (algorithms after the preset: gptq, rotation, learned_rotationN, awq, autoround)
 //                  [--extrapolate-layers N]
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 //                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
@@ -85,13 +86,18 @@ absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& p
       algos.push_back(quark::GptqAlgo{});
     } else if (part == "rotation") {
       algos.push_back(quark::RotationAlgo{});
+    } else if (part == "awq") {
+      algos.push_back(quark::AwqAlgo{});
+    } else if (part == "autoround") {
+      algos.push_back(quark::AutoRoundAlgo{});
     } else if (part.rfind("learned_rotation", 0) == 0) {
       quark::RotationAlgo rotation;
       rotation.trainable = true;
       if (part.size() > 16) rotation.max_steps = std::stoi(part.substr(16));
       algos.push_back(rotation);
     } else {
-      return absl::InvalidArgumentError("unknown algorithm \"" + part + "\" (gptq, rotation, learned_rotationN)");
+      return absl::InvalidArgumentError("unknown algorithm \"" + part +
+                                        "\" (gptq, rotation, learned_rotationN, awq, autoround)");
     }
   }
   return algos;
