@@ -13,6 +13,7 @@
 #include "core/algorithms/autoround_qdq.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/runtime/eager_powers.h"
 #include "core/runtime/linear.h"
 #include "core/runtime/layer_streamer.h"
 
@@ -129,7 +130,12 @@ double BatchLossAndGradients(const std::vector<size_t>& batch, const std::vector
   at::Tensor loss;
   for (size_t i : batch) {
     const at::Tensor out = forward(samples[i]).to(at::kFloat);
-    const at::Tensor l = (out - activations.Place(targets[i]).to(at::kFloat)).pow(2).sum() / elements;
+    // Squared: eager pow(d, 2)'s bits on every device, and its gradient's (grad * d + grad * d is grad * (2 * d) but
+    // where the product is subnormal). A float32 0-dim divisor divides as the double scalar did (converted to
+    // float32 first); the double scalar became a float64 tensor in LibTorch 2.6's lazy backward and met the float32
+    // weights in a matmul.
+    const at::Tensor squares = runtime::Squared(out - activations.Place(targets[i]).to(at::kFloat)).sum();
+    const at::Tensor l = squares / at::scalar_tensor(elements, squares.options());
     const at::Tensor value = l.detach().to(at::kDouble);
     loss = loss.defined() ? loss + value : value;
     const auto g = torch::autograd::grad({l}, params, /*grad_outputs=*/{}, /*retain_graph=*/false,

@@ -4,8 +4,9 @@
 // rounded, the same on every device. A backend that passes the exponent as a tensor calls powf instead: under
 // LibTorch 2.6 the lazy tensors (the device-parity tests' device) are one float32 step off in ~2% of elements for
 // both exponents (measured on 65,536 normal values), which moved RMSNorm outputs and SmoothQuant scales. Forward
-// computations whose results are compared across devices use these; training code keeps pow (its gradient is
-// pow's, and nothing compares it across devices).
+// computations whose results are compared across devices use these, and AutoRound's loss (x * x's gradient is
+// pow's: grad * x + grad * x = grad * (2 * x), but for subnormal products); the other training code (learned
+// rotation, the trainer) keeps pow (nothing compares it across devices).
 #pragma once
 
 #include <ATen/ATen.h>
