@@ -69,6 +69,8 @@ struct RecordingProgress {
   size_t seen = 0;
   size_t total = 0;
   bool stop_when_done = false;
+  bool keep = false;                                     // inputs are kept, not only their statistics
+  const runtime::ActivationHome* activations = nullptr;  // where kept inputs go
   std::vector<ReadInput> reads;
 
   void StartForward() {
@@ -76,7 +78,7 @@ struct RecordingProgress {
     reads.clear();
   }
   // What was taken of `input`: taken now if no linear of this forward read it before.
-  const ReadInput& Read(const at::Tensor& input, bool keep, const runtime::ActivationHome& activations) {
+  const ReadInput& Read(const at::Tensor& input) {
     for (const ReadInput& read : reads) {
       if (read.Is(input)) return read;
     }
@@ -85,24 +87,22 @@ struct RecordingProgress {
     const at::Tensor flat = input.reshape({-1, input.size(-1)});
     // Quark's stat_tensor: the max in the input's dtype, then float32.
     read.abs_max = std::get<0>(flat.abs().max(0)).to(at::kFloat);
-    if (keep) read.kept = activations.on_host() ? activations.Hold(flat) : flat.clone();
+    if (keep) read.kept = activations->on_host() ? activations->Hold(flat) : flat.clone();
     reads.push_back(std::move(read));
     return reads.back();
   }
 };
 
-// Where one recorded input goes: the kept inputs and the running per-channel max |x|.
+// Where one linear's recorded input goes: its kept inputs and its running per-channel max |x|.
 struct InputRecord {
-  bool keep = false;
-  const runtime::ActivationHome* activations = nullptr;  // where kept inputs go
   std::vector<at::Tensor>* inputs = nullptr;
   at::Tensor* abs_max = nullptr;
   RecordingProgress* progress = nullptr;
 
   void Add(const at::Tensor& input) const {
-    const ReadInput& read = progress->Read(input, keep, *activations);
+    const ReadInput& read = progress->Read(input);
     *abs_max = abs_max->defined() ? at::maximum(*abs_max, read.abs_max) : read.abs_max;
-    if (keep) inputs->push_back(read.kept);
+    if (progress->keep) inputs->push_back(read.kept);
     if (++progress->seen == progress->total && progress->stop_when_done) throw StopRecording{};
   }
 };
@@ -431,11 +431,13 @@ absl::StatusOr<LinearInputs> RecordLinearInputs(runtime::DecoderLayer& layer, co
   RecordingProgress progress;
   progress.total = names.size();
   progress.stop_when_done = outputs == nullptr;
+  progress.keep = keep_inputs;
+  progress.activations = &activations;
   {
     RestoreLinears restore(layer);
     ObservedBlocks observed;
     for (const std::string& name : names) {
-      const InputRecord record{keep_inputs, &activations, &recorded.inputs[name], &recorded.abs_max[name], &progress};
+      const InputRecord record{&recorded.inputs[name], &recorded.abs_max[name], &progress};
       auto linear = layer.FindLinear(name);
       if (linear == nullptr) {
         runtime::MoeBlock* block = FindMoeBlock(layer, name);

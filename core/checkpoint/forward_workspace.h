@@ -1,6 +1,7 @@
-// What one sample's forward through a decoder layer holds at its widest, from the model's shape alone: the workspace
-// term of the device budget (runtime/layer_streamer.h, StreamerOptions::device_memory_budget) and of the estimator's
-// peaks (estimate/job_estimate.cc). Here, without LibTorch, so that both count the same bytes.
+// What one sample's forward through a decoder layer holds at its widest, from the model's shape alone (and, when a
+// pass trains through the layer, what autograd keeps of it): the workspace term of the device budget
+// (runtime/layer_streamer.h, StreamerOptions::device_memory_budget) and of the estimator's peaks
+// (estimate/job_estimate.cc). Here, without LibTorch, so that both count the same bytes.
 #pragma once
 
 #include <algorithm>
@@ -55,13 +56,6 @@ inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int
   const int64_t mlp = 4 * seq * config.intermediate_size * element_bytes + 2 * row;
   return std::max(scores + 6 * row, mlp) + LayerContextBytes(config, seq, element_bytes);
 }
-
-/// AutoRound's float32 copies of each weight it tunes, at the backward's start: its rounding offsets V, their summed
-/// gradient and the best iteration's snapshot; what autograd keeps of AutoRoundQdq for the backward (the clamped
-/// codes' input, q - zp, the fake-quantized weight) and, in a narrower compute dtype, the weight's float32 copy; one
-/// gradient in flight. What a layer held beyond its targets and TrainingForwardBytes came to 6.1 (float32) and 6.9
-/// (bfloat16) copies of its tuned weights (tests/quantize/pass_memory_test.cc, hidden 256, intermediate 768).
-inline constexpr int64_t kAutoRoundWeightCopies = 8;
 
 /// What autograd keeps of one sample's forward through a decoder layer for the backward, when a pass trains through
 /// the layer (AutoRound, whose tuned linears compute in float32), at the backward's start:

@@ -39,8 +39,9 @@ struct TokenPasses {
 ///   AutoRound:       hidden (its targets; it runs alone, after the scaling algorithms' searches are done)
 /// A routed expert's linear sees the tokens routed to its expert: each kind of expert input (every expert's gate and
 /// up read one) counts num_experts_per_tok times.
-/// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": one kind of expert linear (every expert's down_proj);
-/// other names unchanged. The recorded inputs of one kind together cover each token num_experts_per_tok times.
+/// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": one kind of expert linear (every expert's down_proj), and
+/// "mlp.experts.7" -> "mlp.experts.*" (what every expert's gate and up read); other names unchanged. The recorded
+/// inputs of one kind together cover each token num_experts_per_tok times.
 std::string ExpertKind(const std::string& relative_name);
 
 /// AwqOptions::clip_tokens (Quark's n_sample_token): the tokens AWQ's clip search samples.
@@ -53,6 +54,14 @@ inline int64_t AwqClipElements(int64_t out, int64_t in, int64_t group) {
   const int64_t groups = group > 0 && in % group == 0 ? in / group : 1;
   return 2 * groups * kAwqClipTokens * (out < 256 ? out : 256);
 }
+
+/// AutoRound's float32 copies of each weight it tunes, at the backward's start: its rounding offsets V, their summed
+/// gradient and the best iteration's snapshot; what autograd keeps of AutoRoundQdq for the backward (the clamped
+/// codes' input, q - zp, the fake-quantized weight) and, in a narrower compute dtype, the weight's float32 copy; one
+/// gradient in flight. What a layer held beyond its targets and TrainingForwardBytes (forward_workspace.h) came to
+/// 6.1 (float32) and 6.9 (bfloat16) copies of its tuned weights (tests/quantize/pass_memory_test.cc, hidden 256,
+/// intermediate 768).
+inline constexpr int64_t kAutoRoundWeightCopies = 8;
 
 int64_t TokenPassElements(const std::vector<LinearSpec>& linears, const std::function<bool(const LinearSpec&)>& quantized,
                           const ModelConfig& config, const TokenPasses& passes);

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/token_pass_memory.h"
 #include "core/config/layer_plan.h"
