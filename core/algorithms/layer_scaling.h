@@ -34,6 +34,7 @@ struct ScalingResult {
   ScalingLayer pair;
   at::Tensor scales;    // [channels] in the weights' dtype
   double ratio = -1;    // the searched ratio (AWQ, AutoSmoothQuant); -1 for SmoothQuant
+  int trial_batches = 0;  // AWQ: the batched forwards its grid took (search_batch.h); 0 = one ratio at a time
 };
 
 /// Checks that `pair` names ops of `layer`: prev_op a norm or a linear, `layers` linears that read prev_op's output,

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/algorithms/moe_scaling.h"
+#include "core/algorithms/search_batch.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/numerics/fake_quant.h"
@@ -47,14 +48,6 @@ std::vector<std::string> PairLinears(const runtime::DecoderLayer& layer, const S
     if (layer.FindLinear(name) != nullptr) names.push_back(name);
   }
   return names;
-}
-
-// Q(w) with the weight spec: the observer's parameters of w itself, then fake quantization (what the weight
-// quantizer does to a weight it sees once).
-absl::StatusOr<at::Tensor> PseudoQuantizeWeight(const at::Tensor& w, const QuantSpec& spec, const WeightQdq& qdq = {}) {
-  if (qdq) return qdq(w);
-  QUARK_ASSIGN_OR_RETURN(const QuantParams params, ParamsOf(w, spec, TensorRole::kWeight));
-  return FakeQuantize(w, spec, params, TensorRole::kWeight);
 }
 
 // Swaps weights for a trial and puts the originals back however the trial ends.
@@ -131,15 +124,39 @@ absl::StatusOr<at::Tensor> InspectLoss(runtime::DecoderLayer& layer, const std::
   return sum / static_cast<double>(count);
 }
 
+// InspectLoss for n trials at once, [n] float64 on the layer's device: each recorded input runs through the module
+// once, expanded over the trials ([n, rows, in], no copy), with the pair's linears StackedTrialLinears.
+absl::StatusOr<at::Tensor> InspectLossBatch(runtime::DecoderLayer& layer, const std::string& module,
+                                            const std::vector<at::Tensor>& inputs,
+                                            const std::vector<at::Tensor>& reference, double p, int64_t n,
+                                            const ScalingInputs& in) {
+  at::Tensor sum;
+  int64_t count = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const int64_t rows = inputs[i].numel() / inputs[i].size(-1);
+    const at::Tensor x = in.activations.Place(inputs[i]).view({1, rows, inputs[i].size(-1)}).expand({n, rows, -1});
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor output, RunSubmodule(layer, module, x, in.context(rows)));
+    const at::Tensor d = (in.activations.Place(reference[i]) - output).to(at::kFloat).abs();  // [n, rows, out]
+    const at::Tensor part = (p == 1.0 ? d : runtime::PowAsEager(d, p)).sum({1, 2}).to(at::kDouble);
+    sum = sum.defined() ? sum + part : part;
+    count += d.numel() / n;
+  }
+  if (!sum.defined()) return at::full({n}, std::numeric_limits<double>::quiet_NaN(), at::kDouble);
+  return sum / static_cast<double>(count);
+}
+
 // The trial with the lowest loss, the first of equal ones (Quark's argmin over its ratio loop); -1 when every loss is
 // NaN. The search's one wait for the device.
+// `losses` holds one loss per trial, each a scalar or a batch's [n], in trial order.
 int BestTrial(const std::vector<at::Tensor>& losses) {
   if (losses.empty()) return -1;
-  const at::Tensor values = at::stack(losses).to(at::kCPU);
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& loss : losses) flat.push_back(loss.view(-1));
+  const at::Tensor values = at::cat(flat).to(at::kCPU);
   const auto value = values.accessor<double, 1>();
   double best_loss = std::numeric_limits<double>::infinity();
   int best = -1;
-  for (int i = 0; i < static_cast<int>(losses.size()); ++i) {
+  for (int i = 0; i < static_cast<int>(values.size(0)); ++i) {
     if (value[i] < best_loss) {
       best_loss = value[i];
       best = i;
@@ -261,47 +278,6 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
   return results;
 }
 
-absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
-                                       const AwqOptions& options, const WeightQdq& qdq) {
-  const int64_t out = weight.size(0), in = weight.size(1);
-  const int64_t group = spec.qscheme == QScheme::kPerGroup && spec.group_size && *spec.group_size > 0
-                            ? *spec.group_size
-                            : in;
-  if (in % group != 0) return absl::InvalidArgumentError(StrCat("group_size ", group, " does not divide ", in));
-  const int64_t groups = in / group;
-  at::Tensor x = input.reshape({-1, in});
-  const int64_t tokens = x.size(0);
-  const int64_t sampled = std::min<int64_t>(tokens, options.clip_tokens);
-  x = x.slice(0, 0, tokens, std::max<int64_t>(tokens / sampled, 1));  // Quark: input_feat[:, 0::T // n]
-  // Outputs per group as batched products: [groups, tokens, group] x [groups, group, out] -> [groups, tokens, out].
-  // The sampled tokens only cross to the weight's device (inputs kept in host memory).
-  const at::Tensor xg = x.to(weight.device(), weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
-  const int64_t batch = out % 256 == 0 ? 256 : 64;  // Quark's output-channel batches
-  std::vector<at::Tensor> best_all;
-  for (int64_t start = 0; start < out; start += batch) {
-    const at::Tensor w = weight.slice(0, start, std::min(out, start + batch));
-    const int64_t rows = w.size(0);
-    const at::Tensor wg = w.view({rows, groups, group});
-    const at::Tensor org_max = std::get<0>(wg.abs().max(-1, true));  // [rows, groups, 1]
-    const at::Tensor org_out = at::bmm(xg, wg.permute({1, 2, 0}));  // [groups, tokens, rows]
-    at::Tensor best = org_max.clone();
-    at::Tensor min_err = at::full_like(org_max, 1e9);
-    for (int i = 0; i < static_cast<int>(options.max_shrink * options.clip_grid); ++i) {
-      const at::Tensor max_val = org_max * (1.0 - static_cast<double>(i) / options.clip_grid);
-      const at::Tensor clamped = at::max(at::min(wg, max_val), -max_val);
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(clamped.view({rows, in}), spec, qdq));
-      const at::Tensor cur_out = at::bmm(xg, q.view({rows, groups, group}).permute({1, 2, 0}));
-      // mean over tokens of the squared error, per (row, group): [rows, groups, 1]
-      const at::Tensor err = runtime::Squared(cur_out - org_out).mean(1).transpose(0, 1).unsqueeze(-1);
-      const at::Tensor better = err < min_err;
-      min_err = at::where(better, err, min_err);
-      best = at::where(better, max_val, best);
-    }
-    best_all.push_back(best.squeeze(-1));
-  }
-  return at::cat(best_all, 0);
-}
-
 absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
                                                     const std::vector<ScalingLayer>& given,
                                                     const LayerQuantSpecs& specs, const AwqOptions& options,
@@ -338,31 +314,65 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     const at::Tensor x_mean = in.activations.Place(recorded.Concatenated(inp).abs().mean(0));
     QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> reference,
                            InspectOutputs(layer, InspectedModule(pair), x, in));
-    std::vector<at::Tensor> candidates, losses;
+    // Every ratio's scales, and what the readers take of them as ApplyScaling will (reduced per KV head under
+    // grouped heads): the search then compares what would be applied.
+    std::vector<at::Tensor> candidates, applied, losses;
     for (int i = 0; i < options.grid_size; ++i) {
-      const double ratio = static_cast<double>(i) / options.grid_size;
-      const at::Tensor scales = CandidateScales(x_mean, ratio);
-      // The trial scales the readers as ApplyScaling will (reduced per KV head under grouped heads): the search
-      // then compares what would be applied.
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor applied, ReaderScales(layer, pair, scales, in.heads));
-      TrialWeights trial(layer);
+      candidates.push_back(CandidateScales(x_mean, static_cast<double>(i) / options.grid_size));
+      QUARK_ASSIGN_OR_RETURN(at::Tensor reader, ReaderScales(layer, pair, candidates.back(), in.heads));
+      applied.push_back(std::move(reader));
+    }
+    const std::vector<std::string> linears = PairLinears(layer, pair);
+    const std::string& module = InspectedModule(pair);
+    int per_batch = 1;
+    if (options.search_batch_bytes > 0 && BatchesTrials(layer, module, linears)) {
+      int64_t rows = 0;
+      for (const at::Tensor& xi : x) rows = std::max(rows, xi.numel() / xi.size(-1));
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, linears.front()));
+      per_batch = TrialsPerBatch(options.search_batch_bytes,
+                                 GridTrialBytes(layer, module, linears, rows, in.heads.heads, in.heads.kv_heads,
+                                                static_cast<int64_t>(first.element_size())),
+                                 options.grid_size);
+    }
+    for (int start = 0; start < options.grid_size; start += per_batch) {
+      const int64_t n = std::min(per_batch, options.grid_size - start);
       // Q(W s) / s on the unscaled input: the routers (exact under s) keep their weights and so their routing.
-      for (const auto& name : PairLinears(layer, pair)) {
-        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
-        const at::Tensor s = applied.to(w.scalar_type()).view({1, -1});
+      const auto trial_weight = [&](const std::string& name, const at::Tensor& w, int i) -> absl::StatusOr<at::Tensor> {
+        const at::Tensor s = applied[i].to(w.scalar_type()).view({1, -1});
         const LinearQuantSpecs& spec = specs.at(name);
         QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
-        QUARK_RETURN_IF_ERROR(trial.Set(name, q / s));
+        return q / s;
+      };
+      if (per_batch == 1) {
+        TrialWeights trial(layer);
+        for (const auto& name : linears) {
+          QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+          QUARK_ASSIGN_OR_RETURN(at::Tensor q, trial_weight(name, w, start));
+          QUARK_RETURN_IF_ERROR(trial.Set(name, std::move(q)));
+        }
+        QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, module, x, reference, 2.0, in));
+        losses.push_back(std::move(loss));
+        continue;
       }
-      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, InspectedModule(pair), x, reference, 2.0, in));
-      candidates.push_back(scales);
+      StackedTrials trials(layer);
+      for (const auto& name : linears) {
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+        at::Tensor stacked = at::empty({n, w.size(0), w.size(1)}, w.options());
+        for (int64_t g = 0; g < n; ++g) {
+          QUARK_ASSIGN_OR_RETURN(const at::Tensor q, trial_weight(name, w, start + static_cast<int>(g)));
+          stacked[g].copy_(q);
+        }
+        QUARK_RETURN_IF_ERROR(trials.Install(name, std::move(stacked)));
+      }
+      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLossBatch(layer, module, x, reference, 2.0, n, in));
       losses.push_back(std::move(loss));
     }
     const int best = BestTrial(losses);
     if (best < 0) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AWQ loss was NaN or infinite"));
     }
-    results.push_back({pair, candidates[best], static_cast<double>(best) / options.grid_size});
+    const int batches = per_batch > 1 ? (options.grid_size + per_batch - 1) / per_batch : 0;
+    results.push_back({pair, candidates[best], static_cast<double>(best) / options.grid_size, batches});
   }
   for (const auto& r : results) {
     // Under grouped KV heads o_proj's columns take the per-KV-head reduced scale, not r.scales.

@@ -15,15 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/algorithms/layer_scaling.h"
+#include "core/algorithms/search_batch.h"
 #include "core/config/quant_spec.h"
 #include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::algorithms {
-
-/// Q(w) of a whole weight [out, in] by another quantizer than a QuantSpec's fake quantization (a GGUF K-quant's
-/// quantize + dequantize, quantize/gguf_fake_quant.h); the result has w's shape and dtype.
-using WeightQdq = std::function<absl::StatusOr<at::Tensor>(const at::Tensor& w)>;
 
 /// How a linear of the layer is quantized afterwards (what the searches simulate).
 struct LinearQuantSpecs {
@@ -78,11 +75,18 @@ struct AwqOptions {
   int clip_grid = 20;
   double max_shrink = 0.5;
   int clip_tokens = 512;
+  /// Device bytes the searches may use to evaluate several trials at once (search_batch.h): ratios of the grid in
+  /// one forward of the inspected module, shrink factors of the clip search in one product. 0: one trial at a
+  /// time (the CPU's path; Quark's loop).
+  int64_t search_batch_bytes = 0;
 };
 
 /// AWQ: per pair, ratio r = i/grid (x_max = mean |x|), loss = MSE of module2inspect's output with Q(W s) / s; the
 /// scales are applied, then the clip search (not for q/k projections): per output channel and weight group the
 /// max |W| shrunk by i/20 (i < max_shrink * 20) with the lowest output MSE on sampled tokens; weights clamped to it.
+/// With `search_batch_bytes` the ratios of a pair whose module BatchesTrials run in batches of TrialsPerBatch
+/// (GridTrialBytes each): the module runs once per sample for the batch, its input expanded over the trials and the
+/// pair's linears StackedTrialLinears. The first lowest loss wins either way.
 /// `clips` (if given) receives the clip values per linear ([out, groups]).
 absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
                                                     const std::vector<ScalingLayer>& pairs,
@@ -92,7 +96,9 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
 
 /// The clip search of AWQ for one weight [out, in] and its recorded input [tokens, in] (exposed for tests and the
 /// benchmark): the best max |W| per (output channel, group), [out, groups]. `qdq`, if set, quantizes the clamped
-/// weight instead of `spec` (which then gives only the groups).
+/// weight instead of `spec` (which then gives only the groups). With `search_batch_bytes` the shrink factors of a
+/// block of output channels run in batches of TrialsPerBatch (ClipShrinkBytes each): one clamp, one quantization
+/// where it is RowLocalQuantization (else one per factor), one product and one error for the batch.
 absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
                                        const AwqOptions& options, const WeightQdq& qdq = {});
 

@@ -55,6 +55,11 @@ inline int64_t AwqClipElements(int64_t out, int64_t in, int64_t group) {
   return 2 * groups * kAwqClipTokens * (out < 256 ? out : 256);
 }
 
+/// What AWQ's searches may hold to evaluate several trials at once on a device that queues launches (a GPU;
+/// algorithms/search_batch.h, QuantizeModelOptions::search_batch_bytes): 2 GiB beyond the one-at-a-time search, in
+/// the device budget and the estimator's GPU peak.
+inline constexpr int64_t kDefaultSearchBatchBytes = int64_t{2} << 30;
+
 /// AutoRound's float32 copies of each weight it tunes, at the backward's start: its rounding offsets V, their summed
 /// gradient and the best iteration's snapshot; what autograd keeps of AutoRoundQdq for the backward (the clamped
 /// codes' input, q - zp, the fake-quantized weight) and, in a narrower compute dtype, the weight's float32 copy; one

@@ -62,6 +62,7 @@ struct QuantizeCommandOptions {
   std::string device = "cpu";
   std::string compute_dtype = "f32";
   double device_memory_gb = 0;
+  double search_batch_gb = -1;
   AutoSearchOptions auto_search;
 };
 
@@ -188,6 +189,7 @@ int RunQuantize(const QuantizeCommandOptions& o) {
   options.device = o.device;
   options.compute_dtype = o.compute_dtype;
   options.device_memory_budget = static_cast<int64_t>(o.device_memory_gb * (1LL << 30));
+  options.search_batch_bytes = o.search_batch_gb < 0 ? -1 : static_cast<int64_t>(o.search_batch_gb * (1LL << 30));
   auto group = ExpertGroupSize(o, options);
   if (!group.ok()) {
     std::cerr << "quark quantize: " << group.status().message() << "\n";
@@ -269,6 +271,10 @@ const CommandRegistration kQuantize([](CLI::App& app) {
   command->add_option("--device-memory-gb", o->device_memory_gb,
                       "GiB of device memory the layers and activations may hold (0 = 90% of the device's free memory "
                       "on a GPU; no budget on the CPU); past it the run stops naming the layer")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--search-batch-gb", o->search_batch_gb,
+                      "GiB of device memory AWQ's searches may use to try several ratios / clip factors at once "
+                      "(default: 2 on a GPU, 0 on the CPU; 0 = one at a time), counted in the device budget")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports,

@@ -65,7 +65,10 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError("device: \"" + options.device + "\" is not a device: " + error.what());
   }
-  const PassMemoryOptions passes = PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size);
+  absl::StatusOr<int64_t> search_batch = SearchBatchBytes(options.search_batch_bytes, *device);
+  if (!search_batch.ok()) return search_batch.status();
+  const PassMemoryOptions passes =
+      PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size, *search_batch);
   const LayerPlan plan = BuildLayerPlan(options.config, shape->modules);
   runtime::LayerDeviceMemory memory = runtime::LayerDeviceMemoryOf(shape->config, weights, hidden, passes.autoround);
   memory.passes = PassDeviceMemory(**layer, plan, passes);

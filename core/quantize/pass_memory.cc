@@ -5,6 +5,8 @@
 #include <string>
 #include <variant>
 
+#include "core/base/strings.h"
+#include "core/runtime/compute_device.h"
 namespace quark::quantize {
 namespace {
 
@@ -28,8 +30,17 @@ int64_t WeightParamBytes(const LayerQuantConfig& config, int64_t out, int64_t in
 
 }  // namespace
 
+absl::StatusOr<int64_t> SearchBatchBytes(int64_t requested, const at::Device& device) {
+  if (requested < -1) {
+    return absl::InvalidArgumentError(StrCat("search_batch_bytes: ", requested,
+                                             " must be >= 0 (0 = one trial at a time) or -1 (by the device)"));
+  }
+  if (requested >= 0) return requested;
+  return runtime::QueuesLaunches(device) ? checkpoint::kDefaultSearchBatchBytes : int64_t{0};
+}
+
 PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType compute_dtype, const at::Device& device,
-                                       int64_t expert_group_size) {
+                                       int64_t expert_group_size, int64_t search_batch_bytes) {
   PassMemoryOptions options;
   options.element_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype));
   for (const AlgoConfig& algo : config.algo_config) {
@@ -47,6 +58,7 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
   }
   options.tensor_ops = !device.is_cpu();
   options.expert_group_size = expert_group_size;
+  if (options.token_passes.awq) options.search_batch_bytes = search_batch_bytes;
   return options;
 }
 
@@ -92,6 +104,7 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     hessians += (kTensorOpsHessianCopies - 1) * largest_hessian;
     largest_weight *= kTensorOpsWeightCopies;
   }
+  if (awq_clip > 0) awq_clip += options.search_batch_bytes;
   return std::max({copies + awq_clip, hessians + largest_weight, tuned});
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
 #include "core/checkpoint/model_config.h"
 #include "core/checkpoint/token_pass_memory.h"
 #include "core/config/layer_plan.h"
@@ -37,12 +38,21 @@ struct PassMemoryOptions {
   bool autoround = false;
   /// The passes that keep per-token copies of the layer's activations (checkpoint/token_pass_memory.h).
   checkpoint::TokenPasses token_passes;
+  /// AWQ's searches evaluate trials in batches of at most these bytes (AwqOptions::search_batch_bytes; 0 = one
+  /// trial at a time).
+  int64_t search_batch_bytes = 0;
 };
 
+/// The search batch of a run that asked for `requested` bytes (QuantizeModelOptions::search_batch_bytes): -1 means
+/// checkpoint::kDefaultSearchBatchBytes on a device that queues launches (runtime::QueuesLaunches) and 0 elsewhere;
+/// anything else as asked. INVALID_ARGUMENT naming search_batch_bytes below -1.
+absl::StatusOr<int64_t> SearchBatchBytes(int64_t requested, const at::Device& device);
+
 /// What a QuantizeModel run with `config` passes: the compute dtype's element size, GPTQ when algo_config has it,
-/// tensor operations on any device but the CPU, experts streamed in groups of `expert_group_size`.
+/// tensor operations on any device but the CPU, experts streamed in groups of `expert_group_size`, AWQ's trials in
+/// batches of `search_batch_bytes` (SearchBatchBytes's result).
 PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType compute_dtype, const at::Device& device,
-                                       int64_t expert_group_size);
+                                       int64_t expert_group_size, int64_t search_batch_bytes = 0);
 
 /// The bytes, at their widest, that the passes hold for `layer` beyond what the streamer counts: the larger of
 ///   quantized copies: every linear the plan quantizes keeps its fake-quantized weight beside the float one until
@@ -52,7 +62,8 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 ///                     experts reads one input per expert) plus the float32 working copy of the largest weight (in
 ///                     tensor operations: kTensorOpsHessianCopies of the largest Hessian beside the step's others,
 ///                     and kTensorOpsWeightCopies of the weight)
-///   AWQ's clip search: checkpoint::AwqClipElements for the widest quantized linear, beside the copies
+///   AWQ's clip search: checkpoint::AwqClipElements for the widest quantized linear, beside the copies, and
+///                     search_batch_bytes where its searches batch their trials
 ///   AutoRound:        checkpoint::kAutoRoundWeightCopies float32 copies of every quantized linear's weight
 /// (GPTQ and AutoRound edit the float weights before the quantized linears are installed: never alive together).
 /// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).

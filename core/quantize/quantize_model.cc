@@ -6,6 +6,7 @@
 #include "core/base/status_macros.h"
 #include "core/config/online_rotation.h"
 #include "core/export/ct_checker.h"
+#include "core/quantize/pass_memory.h"
 #include "core/quantize/quantize_run.h"
 #include "core/runtime/device_memory.h"
 
@@ -75,6 +76,9 @@ absl::Status QuantizeRun::PrepareDevice() {
       runtime::DeviceMemoryBudget(device_, options_.device_memory_budget, "device_memory_budget");
   if (!budget.ok()) return budget.status();
   device_memory_budget_ = *budget;
+  absl::StatusOr<int64_t> search_batch = quantize::SearchBatchBytes(options_.search_batch_bytes, device_.device());
+  if (!search_batch.ok()) return search_batch.status();
+  search_batch_bytes_ = *search_batch;
   auto model = checkpoint::LoadModelConfig(model_dir_);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
@@ -350,6 +354,7 @@ absl::Status QuantizeRun::PrepareAlgorithms(const LayerPlan& plan) {
     if (!pass.ok()) return pass.status();
     scaling_ = *std::move(pass);
     scaling_->set_min_expert_tokens(options_.moe_min_expert_tokens);
+    scaling_->set_search_batch_bytes(search_batch_bytes_);
   }
   return absl::OkStatus();
 }

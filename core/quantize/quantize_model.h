@@ -55,6 +55,10 @@ struct QuantizeModelOptions {
   /// formula, checked before each layer computes: past it the run fails naming the layer and the bytes). 0 = on a
   /// GPU, 90% of the device's free memory when the run starts (runtime/device_memory.h); on the CPU no budget.
   int64_t device_memory_budget = 0;
+  /// Device bytes AWQ's searches may use to evaluate several trials at once (ratios of its grid in one forward of
+  /// the inspected module, clip shrink factors in one product: algorithms/search_batch.h), counted in the budget.
+  /// -1 = 2 GiB on a GPU (each small operation there is a launch) and 0 on the CPU; 0 = one trial at a time.
+  int64_t search_batch_bytes = -1;
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With
   /// one format the artifact is output_dir itself (GGUF: output_dir/model.gguf); with several each has its own place:

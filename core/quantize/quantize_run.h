@@ -134,6 +134,7 @@ class QuantizeRun {
   const runtime::ComputeDevice device_;
   at::ScalarType compute_dtype_ = at::kFloat;  // QuantizeModelOptions::compute_dtype, checked by Prepare
   int64_t device_memory_budget_ = 0;           // QuantizeModelOptions::device_memory_budget or its default, by Prepare
+  int64_t search_batch_bytes_ = 0;             // QuantizeModelOptions::search_batch_bytes resolved, by Prepare
   Clock::time_point start_;
   checkpoint::ModelConfig model_;
   checkpoint::ModelConfig runtime_model_;  // model_, or as the rotation describes it (untied embeddings)

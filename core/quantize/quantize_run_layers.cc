@@ -272,7 +272,7 @@ absl::Status QuantizeRun::InstallR4(runtime::DecoderLayer& layer) const {
 runtime::StreamerOptions QuantizeRun::Quantizing() const {
   runtime::StreamerOptions options = OnDevice();
   const quantize::PassMemoryOptions passes = quantize::PassMemoryOptionsFor(
-      options_.config, compute_dtype_, device_.device(), options_.expert_group_size);
+      options_.config, compute_dtype_, device_.device(), options_.expert_group_size, search_batch_bytes_);
   options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
     return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes) : 0;
   };

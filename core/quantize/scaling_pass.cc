@@ -314,6 +314,7 @@ absl::StatusOr<ScalingLayerResult> ScalingPass::Run(runtime::DecoderLayer& layer
       const auto& awq = std::get<AwqAlgo>(algo);
       algorithms::AwqOptions options;
       options.grid_size = awq.grid_size;
+      options.search_batch_bytes = search_batch_bytes_;
       applied = algorithms::AwqLayer(layer, in, quantized_pairs(awq.scaling_layers), specs, options, outputs);
     }
     if (!applied.ok()) {

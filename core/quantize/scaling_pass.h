@@ -72,6 +72,8 @@ class ScalingPass {
 
   /// MoE calibration coverage of the recorded expert inputs (quantize/expert_coverage.h).
   void set_min_expert_tokens(int64_t n) { min_expert_tokens_ = n; }
+  /// AWQ's trials evaluated in batches of at most these device bytes (algorithms::AwqOptions::search_batch_bytes).
+  void set_search_batch_bytes(int64_t bytes) { search_batch_bytes_ = bytes; }
 
   /// #37 item 4, before llama.cpp's K-quants (no engine scheme): the GGUF type the file holds each weight in (HF
   /// name -> type, the writer's plan); AWQ then simulates each linear by that type (quantize/gguf_fake_quant.h).
@@ -83,6 +85,7 @@ class ScalingPass {
 
   std::vector<std::pair<size_t, AlgoConfig>> algos_;
   int64_t min_expert_tokens_ = 32;  // kDefaultMinExpertTokens
+  int64_t search_batch_bytes_ = 0;
   LayerPlan plan_;
   checkpoint::ModelConfig model_;
   std::vector<at::Tensor> float_inputs_;  // the float model's hidden states before the next layer

@@ -90,6 +90,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
                       Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                      // #27: the searches' trials in batches (a GPU's default), here of ~1 MiB: a few ratios a
+                      // forward, every clip factor of a block in one product.
+                      Scenario{"awq_search_batches", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 1 << 20},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
                       Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
                       Scenario{"rotation_all_formats", "uint4_wo_32", {RotationAlgo{}},
@@ -140,6 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Scenario{"rtn_static_int8", "int8", {}, {}},
                       Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
                       Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                      Scenario{"awq_search_batches", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 1 << 20},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
                       Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
                       Scenario{"smoothquant_all_formats", "int8", {SmoothQuantAlgo{}}, {"hf_quark", "onnx"}}),

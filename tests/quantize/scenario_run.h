@@ -22,6 +22,7 @@ struct Scenario {
   std::vector<AlgoConfig> algos;
   std::vector<std::string> formats;
   ObserverKind weight_observer = ObserverKind::kMinMax;  // #35: the preset's weight observer (imatrix_mse)
+  int64_t search_batch_bytes = -1;                       // #27: QuantizeModelOptions::search_batch_bytes
 };
 
 inline std::string ReadBytes(const std::filesystem::path& path) {
@@ -60,6 +61,7 @@ inline QuantizeModelOptions ScenarioOptions(const Scenario& scenario, const std:
   o.eval_max_windows = 2;
   o.output_dir = output;
   o.checkpoint_dir = checkpoint;
+  o.search_batch_bytes = scenario.search_batch_bytes;
   return o;
 }
 
