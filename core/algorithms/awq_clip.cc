@@ -104,7 +104,7 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
   const int shrinks = static_cast<int>(options.max_shrink * options.clip_grid);
   const int per_batch = TrialsPerBatch(
       options.search_batch_bytes,
-      ClipShrinkBytes(std::min(batch, out), in, groups, xg.size(1), static_cast<int64_t>(weight.element_size())), shrinks);
+      ClipShrinkBytes(std::min(batch, out), in, groups, xg.size(1), SearchElementBytes(weight.scalar_type())), shrinks);
   std::vector<at::Tensor> best_all;
   for (int64_t start = 0; start < out; start += batch) {
     const at::Tensor w = weight.slice(0, start, std::min(out, start + batch));

@@ -44,7 +44,8 @@ at::Tensor StackedTrialLinear::forward(const at::Tensor& input) {
   // [n, R, in] x [n, in, out] (+ bias), in the dtype ComputeLinear would use. An input expanded over the trials
   // (stride 0 in dim 0) is read in place, not copied n times.
   const at::ScalarType compute = runtime::MatmulInFloat32(input) ? at::kFloat : input.scalar_type();
-  const at::Tensor x = input.reshape({n, -1, in}).to(compute);
+  at::Tensor x = input.reshape({n, -1, in});
+  x = x.stride(0) == 0 ? x.select(0, 0).to(compute).unsqueeze(0).expand({n, -1, -1}) : x.to(compute);
   const at::Tensor w = weights_.to(compute).transpose(1, 2);
   at::Tensor y = bias_.defined() ? at::baddbmm(bias_.to(compute).view({1, 1, out}).expand({n, x.size(1), out}), x, w)
                                  : at::bmm(x, w);
@@ -79,6 +80,11 @@ bool BatchesTrials(const runtime::DecoderLayer& layer, const std::string& module
   }
   if (module_is_linear) return true;
   return (module == "self_attn" || module == "mlp") && FindMoeBlock(layer, module) == nullptr;
+}
+
+int64_t SearchElementBytes(at::ScalarType dtype) {
+  const int64_t size = static_cast<int64_t>(c10::elementSize(dtype));
+  return size < 4 ? size + 4 : size;
 }
 
 int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& module,

@@ -83,6 +83,12 @@ class StackedTrials {
 bool BatchesTrials(const runtime::DecoderLayer& layer, const std::string& module,
                    const std::vector<std::string>& linears);
 
+/// The bytes a batched search counts for an element of `dtype`: its size, and for a type narrower than float32 also
+/// a float32 copy (bf16 products widened on a CPU without bf16 GEMMs; reductions and fake quantization that compute
+/// in float32). A bf16 AWQ layer held 1.3x GridTrialBytes + ClipShrinkBytes at the bf16 size alone
+/// (tests/quantize/pass_memory_test.cc).
+int64_t SearchElementBytes(at::ScalarType dtype);
+
 /// Device bytes one ratio of a batched grid adds for the pair `linears` read through `module` over inputs of up to
 /// `rows` tokens: the trial's weights ([out, in] each, `element_bytes`), the module's forward over its batch row
 /// (4 x the pair's outputs and 2 x the module's output a token, `element_bytes`; its loss's float32 difference and

@@ -331,7 +331,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
       QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, linears.front()));
       per_batch = TrialsPerBatch(options.search_batch_bytes,
                                  GridTrialBytes(layer, module, linears, rows, in.heads.heads, in.heads.kv_heads,
-                                                static_cast<int64_t>(first.element_size())),
+                                                SearchElementBytes(first.scalar_type())),
                                  options.grid_size);
     }
     for (int start = 0; start < options.grid_size; start += per_batch) {

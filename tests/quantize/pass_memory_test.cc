@@ -257,6 +257,10 @@ std::vector<Case> Cases() {
   const testing::Scenario gptq{"uint4_wo_128_gptq", "uint4_wo_128", {GptqAlgo{}}, {"hf_quark"}};
   // #27: the scaling searches and their float stream keep per-token copies (checkpoint/token_pass_memory.h).
   const testing::Scenario awq{"uint4_wo_128_awq", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}};
+  // AWQ's trials in batches of 32 MiB (a GPU's default is 2 GiB): here 3 ratios a forward of the MLP, 6 of the
+  // attention, and every clip factor of a block in one product; the budget adds the allowance.
+  const testing::Scenario awq_batched{
+      "uint4_wo_128_awq_batched", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}, ObserverKind::kMinMax, int64_t{32} << 20};
   const testing::Scenario sq{"int8_smoothquant", "int8", {SmoothQuantAlgo{}}, {"hf_quark"}};
   const testing::Scenario asq{"int8_autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {"hf_quark"}};
   // AutoRound trains through the layer: its float targets (one hidden state a token), its tuned tensors and their
@@ -267,7 +271,7 @@ std::vector<Case> Cases() {
   const testing::Scenario autoround{"uint4_wo_128_autoround", "uint4_wo_128", {few_iterations}, {"hf_quark"}};
   // In bf16 the quantized copies take half as much, and GPTQ's float32 Hessians and working weight are the wider term.
   return {{fp8, 4}, {fp8, 32}, {gptq, 4}, {gptq, 32}, {gptq, 4, "bf16"}, {fp8, 32, "bf16"},
-          {awq, 4}, {awq, 32}, {sq, 32}, {asq, 32}, {autoround, 4}, {autoround, 32}, {autoround, 32, "bf16"}};
+          {awq, 4}, {awq, 32}, {awq, 4, "bf16"}, {awq_batched, 4}, {awq_batched, 32}, {awq_batched, 4, "bf16"}, {sq, 32}, {asq, 32}, {autoround, 4}, {autoround, 32}, {autoround, 32, "bf16"}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, PassMemoryTest, ::testing::ValuesIn(Cases()),
