@@ -3,15 +3,19 @@
 // estimator's peak for a GPU worker (EstimateJob's peak_gpu_bytes). Runs on the CPU with an AllocationMeter: what
 // the passes allocate there is what they would allocate on a device (#27: the H200 held 3.6x the formula).
 //
-//   pass_memory_bench --model DIR [--preset fp8|uint4_wo_128+gptq|...] [--samples N] [--seq-len T]
+//   pass_memory_bench --model DIR [--preset fp8|uint4_wo_128+gptq|uint4_wo_128+awq|...] [--samples N] [--seq-len T]
 //                     [--compute-dtype f32|bf16] [--seed S] [--device cpu|cuda:N] [--max-layers N]
+//                     [--search-batch-mb M]
 //
 // Calibration: N samples of T seeded random token ids. Prints one row per layer: the bytes alive when the layer
 // starts (the head, the embeddings and the hidden states coming in), the layer's peak above that, and the formulas.
 // On a GPU (--device cuda:0) the rows are the device allocator's: its allocated bytes (what the formula should bound)
 // and its reserved ones (the caching allocator's pools), each at the layer's start and peak. --max-layers N stops the
-// run (cancelled) after N layers: a cut of a long model's job.
+// run (cancelled) after N layers: a cut of a long model's job. --search-batch-mb M sets AWQ's search batches
+// (QuantizeModelOptions::search_batch_bytes; default: the device's) and the first line says how long the run took,
+// so two runs compare AWQ's batched and one-at-a-time searches in time and memory.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +42,7 @@ namespace {
 struct Args {
   std::string model, preset = "fp8", dtype = "f32", device = "cpu";
   int samples = 8, seq_len = 512, max_layers = 0;
+  int64_t search_batch_mb = -1;
   uint64_t seed = 1;
 };
 
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
     else if (flag == "--seed") a.seed = std::stoull(value);
     else if (flag == "--device") a.device = value;
     else if (flag == "--max-layers") a.max_layers = std::stoi(value);
+    else if (flag == "--search-batch-mb") a.search_batch_mb = std::stoll(value);
   }
   if (a.model.empty()) {
     std::fprintf(stderr, "usage: pass_memory_bench --model DIR [--preset P[+gptq]] [--samples N] [--seq-len T] "
@@ -82,6 +88,7 @@ int main(int argc, char** argv) {
   auto config = quark::PresetConfig(scheme);
   if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().ToString().c_str()), 1;
   if (a.preset.find("+gptq") != std::string::npos) config->algo_config.push_back(quark::GptqAlgo{});
+  if (a.preset.find("+awq") != std::string::npos) config->algo_config.push_back(quark::AwqAlgo{});
 
   const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("pass_memory_{}", getpid())).string();
   std::filesystem::create_directories(dir);
@@ -93,6 +100,7 @@ int main(int argc, char** argv) {
   options.num_calibration_samples = a.samples;
   options.seq_len = a.seq_len;
   options.output_dir = dir + "/out";
+  options.search_batch_bytes = a.search_batch_mb < 0 ? -1 : a.search_batch_mb << 20;
 
   // The budget formula for layer 0 (every layer of a dense model has its shapes).
   auto formula = quark::quantize::BudgetFormulaFor(a.model, options, 0, a.samples, a.seq_len);
@@ -113,15 +121,17 @@ int main(int argc, char** argv) {
     progress(p);
   };
   options.cancelled = [&] { return a.max_layers > 0 && started >= a.max_layers; };
+  const auto start = std::chrono::steady_clock::now();
   auto report = quark::QuantizeModel(a.model, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<quark::quantize::LayerMemory> rows = profile.Finish();
   std::filesystem::remove_all(dir);
   const bool cut = report.status().code() == absl::StatusCode::kCancelled && a.max_layers > 0;
   if (!report.ok() && !cut) return std::fprintf(stderr, "%s\n", report.status().ToString().c_str()), 1;
 
-  fmt::print("{} on {} ({}): {} x {} tokens, {}; formula weights {:.1f} + activations {:.1f} + workspace {:.1f} + "
+  fmt::print("{} on {} ({}): {} x {} tokens, {}, search batches {} MiB, {:.2f} s; formula weights {:.1f} + activations {:.1f} + workspace {:.1f} + "
              "passes {:.1f} = {:.1f} MiB (one buffer); estimator's peak GPU {:.1f} MiB ({})\n",
-             a.preset, a.model, a.device, a.samples, a.seq_len, a.dtype, MiB(formula->weights),
+             a.preset, a.model, a.device, a.samples, a.seq_len, a.dtype, a.search_batch_mb, seconds, MiB(formula->weights),
              MiB(formula->activations), MiB(formula->workspace), MiB(formula->passes), MiB(formula->Need(1)),
              estimate.ok() ? MiB(estimate->peak_gpu_bytes) : -1.0, estimate.ok() ? estimate->peak_gpu_phase : "");
   // The formula counts the layer's weights and inputs, which are alive when its first pass starts: the layer holds

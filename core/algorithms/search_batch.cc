@@ -90,11 +90,12 @@ int64_t SearchElementBytes(at::ScalarType dtype) {
 int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& module,
                        const std::vector<std::string>& linears, int64_t rows, int64_t heads, int64_t kv_heads,
                        int64_t element_bytes) {
-  int64_t weights = 0, outputs = 0;
+  int64_t weights = 0, outputs = 0, reads = 0;
   for (const auto& name : linears) {
     if (auto linear = layer.FindLinear(name)) {
       weights += linear->out_features() * linear->in_features();
       outputs += linear->out_features();
+      reads += linear->in_features();
     }
   }
   // The module's output: a linear's own rows, else the layer's hidden size (the width the pair's linears read).
@@ -104,7 +105,7 @@ int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& mo
   } else if (!linears.empty()) {
     if (auto first = layer.FindLinear(linears.front())) module_out = first->in_features();
   }
-  int64_t bytes = (weights + rows * (4 * outputs + 2 * module_out)) * element_bytes + rows * module_out * 8;
+  int64_t bytes = (weights + rows * (4 * outputs + reads + 2 * module_out)) * element_bytes + rows * module_out * 8;
   if (module == "self_attn") {
     const int64_t rep = heads / std::max<int64_t>(1, kv_heads);
     bytes += rep * rows * rows * (8 + element_bytes);

@@ -91,9 +91,10 @@ int64_t SearchElementBytes(at::ScalarType dtype);
 
 /// Device bytes one ratio of a batched grid adds for the pair `linears` read through `module` over inputs of up to
 /// `rows` tokens: the trial's weights ([out, in] each, `element_bytes`), the module's forward over its batch row
-/// (4 x the pair's outputs and 2 x the module's output a token, `element_bytes`; its loss's float32 difference and
-/// power, 8 bytes a token and output), and for "self_attn" its scores (rep x rows^2 x (8 + e)). An upper bound:
-/// tests/quantize/pass_memory_test.cc holds a batched AWQ's layer under the budget with it.
+/// (4 x the pair's outputs, its linears' inputs, where a batched product copies an expanded input, and 2 x the
+/// module's output a token, `element_bytes`; its loss's float32 difference and power, 8 bytes a token and output),
+/// and for "self_attn" its scores (rep x rows^2 x (8 + e)). An upper bound: tests/quantize/pass_memory_test.cc holds
+/// a batched AWQ's layer under the budget with it.
 int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& module,
                        const std::vector<std::string>& linears, int64_t rows, int64_t heads, int64_t kv_heads,
                        int64_t element_bytes);

@@ -17,9 +17,11 @@
 #
 #   run(command="bash scripts/gpu/h200.sh", carry=["gpu-kit"], timeout_s=590)
 #
-# QUARK_H200_STEPS picks and orders the steps (default "kit memory fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b
-# rates"): kit, memory (pass_memory_bench on the 7B model, 16 x 2048 tokens, fp8 over 4 layers and uint4 g128 + GPTQ
+# QUARK_H200_STEPS picks and orders the steps (default "kit memory fp87b_bf16 gptq7b_bf16 awq side parity side11008 fp87b
+# gptq7b rates"): kit, memory (pass_memory_bench on the 7B model, 16 x 2048 tokens, fp8 over 4 layers and uint4 g128 + GPTQ
 # over 2: each layer's device allocated and reserved bytes against the device budget's formula, #27's 3.6x question),
+# awq (AWQ on the 7B model's first layer, bf16, 8 x 2048 tokens, its searches batched and one at a time: time and
+# memory),
 # side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
 # gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
@@ -82,7 +84,7 @@ record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' 
 gpu=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then gpu=1; fi
 [[ $device == cpu ]] && gpu=1  # the dry run: every step, on the CPU
-steps=" ${QUARK_H200_STEPS:-kit memory fp87b_bf16 gptq7b_bf16 side parity side11008 fp87b gptq7b rates} "
+steps=" ${QUARK_H200_STEPS:-kit memory fp87b_bf16 gptq7b_bf16 awq side parity side11008 fp87b gptq7b rates} "
 want() { [[ $steps == *" $1 "* ]]; }
 say "H200 run: steps [${steps}], budget $(left) s, $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GB, disk $(df -h "$scratch" | awk 'NR==2{print $4}') free; GPU: $(nvidia-smi -L 2> /dev/null | head -1)"
 
@@ -92,7 +94,7 @@ say "== kit (scripts/gpu/run.sh)"
 m7b=$scratch/$shape
 ids=$scratch/calib-$calib.ids
 (
-  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b || want gptq7b_bf16 || want fp87b_bf16 || want memory; }; then
+  if [[ -e $m7b.done ]] || ! { want gptq7b || want fp87b || want gptq7b_bf16 || want fp87b_bf16 || want memory || want awq; }; then
     exit 0  # made by an earlier call, or not needed
   fi
   rm -rf "$m7b"
@@ -271,6 +273,19 @@ for step in $steps; do
             > "$work/pass_memory_$preset.log" 2>&1
           say "memory $preset: status $?; $(head -1 "$work/pass_memory_$preset.log" | cut -c1-300)"
           tail -6 "$work/pass_memory_$preset.log" >> "$log"
+        done
+      fi ;;
+    awq)
+      # #27 item 2: AWQ's searches with their trials batched (the GPU's default, 2 GiB) and one at a time, on the
+      # 7B model's first layer in bf16 (8 x 2048 tokens): the time, and the device memory against the formula.
+      if wait_model; then
+        say "== AWQ search batches (pass_memory_bench, uint4_wo_128 + AWQ, 8 x 2048, bf16, 1 layer)"
+        for mb in -1 0; do
+          timeout "$(cap 120)" env LD_LIBRARY_PATH="$libs" "$build/bench/quantize/pass_memory_bench" --model "$m7b" \
+            --preset uint4_wo_128+awq --samples 8 --seq-len 2048 --compute-dtype bf16 --device "$device" \
+            --max-layers 1 --search-batch-mb "$mb" > "$work/pass_memory_awq_$mb.log" 2>&1
+          say "awq search batches $mb MiB: status $?; $(head -1 "$work/pass_memory_awq_$mb.log" | cut -c1-300)"
+          tail -4 "$work/pass_memory_awq_$mb.log" >> "$log"
         done
       fi ;;
     *) say "unknown step '$step'" ;;

@@ -203,7 +203,7 @@ TEST_F(AwqSearchBatchTest, BatchedGridChoosesTheLoopsRatios) {
   for (const QuantSpec& spec : {Uint4Group(32), Int8PerTensor()}) {
     const auto [loop, loop_tensors] = Run(0, spec);
     ASSERT_EQ(loop.size(), 4u);
-    // mlp's trial (hidden 64, intermediate 128, 26 tokens): ~0.2 MB in float32; 1 MB holds a few.
+    // A trial (hidden 64, intermediate 128, up to 26 tokens) is 0.07-0.2 MB in float32: 1 MiB holds 5-14.
     for (const int64_t batch_bytes : {int64_t{1} << 40, int64_t{1} << 20}) {
       const auto [batched, tensors] = Run(batch_bytes, spec);
       ASSERT_EQ(batched.size(), loop.size());
@@ -216,7 +216,7 @@ TEST_F(AwqSearchBatchTest, BatchedGridChoosesTheLoopsRatios) {
         EXPECT_EQ(batched[i].ratio, loop[i].ratio) << loop[i].pair.prev_op << " at " << batch_bytes;
         EXPECT_TRUE(at::equal(batched[i].scales, loop[i].scales)) << loop[i].pair.prev_op;
       }
-      // 1 MiB: several batches, the last shorter where 20 does not divide (self_attn: 8, 8, 4).
+      // 1 MiB: several batches a pair, the last shorter where the batch does not divide 20 (self_attn: 7, 7, 6).
       if (batch_bytes == int64_t{1} << 20) EXPECT_GE(most_batches, 3);
       for (const auto& [name, tensor] : loop_tensors) {
         const double equal = EqualFraction(tensors.at(name), tensor);
