@@ -274,7 +274,7 @@ const CommandRegistration kQuantize([](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--search-batch-gb", o->search_batch_gb,
                       "GiB of device memory AWQ's searches may use to try several ratios / clip factors at once "
-                      "(default: 2 on a GPU, 0 on the CPU; 0 = one at a time), counted in the device budget")
+                      "(default: 2 on a GPU, 0.25 on the CPU; 0 = one at a time), counted in the device budget")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--output", o->output, "the export folder (must not exist or be empty); none: evaluate only");
   command->add_option("--export", o->exports,

@@ -36,7 +36,7 @@ absl::StatusOr<int64_t> SearchBatchBytes(int64_t requested, const at::Device& de
                                              " must be >= 0 (0 = one trial at a time) or -1 (by the device)"));
   }
   if (requested >= 0) return requested;
-  return runtime::QueuesLaunches(device) ? checkpoint::kDefaultSearchBatchBytes : int64_t{0};
+  return runtime::QueuesLaunches(device) ? checkpoint::kGpuSearchBatchBytes : checkpoint::kCpuSearchBatchBytes;
 }
 
 PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType compute_dtype, const at::Device& device,

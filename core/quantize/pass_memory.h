@@ -44,8 +44,9 @@ struct PassMemoryOptions {
 };
 
 /// The search batch of a run that asked for `requested` bytes (QuantizeModelOptions::search_batch_bytes): -1 means
-/// checkpoint::kDefaultSearchBatchBytes on a device that queues launches (runtime::QueuesLaunches) and 0 elsewhere;
-/// anything else as asked. INVALID_ARGUMENT naming search_batch_bytes below -1.
+/// checkpoint::kGpuSearchBatchBytes on a device that queues launches (runtime::QueuesLaunches) and
+/// checkpoint::kCpuSearchBatchBytes elsewhere; anything else as asked. INVALID_ARGUMENT naming search_batch_bytes
+/// below -1.
 absl::StatusOr<int64_t> SearchBatchBytes(int64_t requested, const at::Device& device);
 
 /// What a QuantizeModel run with `config` passes: the compute dtype's element size, GPTQ when algo_config has it,

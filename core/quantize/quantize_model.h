@@ -57,7 +57,8 @@ struct QuantizeModelOptions {
   int64_t device_memory_budget = 0;
   /// Device bytes AWQ's searches may use to evaluate several trials at once (ratios of its grid in one forward of
   /// the inspected module, clip shrink factors in one product: algorithms/search_batch.h), counted in the budget.
-  /// -1 = 2 GiB on a GPU (each small operation there is a launch) and 0 on the CPU; 0 = one trial at a time.
+  /// -1 = 2 GiB on a GPU (each small operation there is a launch) and 256 MiB elsewhere (small trials batched, a
+  /// large model's one at a time); 0 = one trial at a time (Quark's loop; on the CPU the same bits either way).
   int64_t search_batch_bytes = -1;
   std::string output_dir;         // receives the exports; empty = no export (fake-quantized evaluation only)
   /// "hf_quark" (the default when empty; vLLM), "gguf" (llama.cpp), "onnx" (ONNX Runtime), written in one pass. With

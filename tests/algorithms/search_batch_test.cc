@@ -100,8 +100,9 @@ TEST(SearchBatchTest, BatchSizesFollowTheAllowance) {
   EXPECT_FALSE(RowLocalQuantization(nvfp4, false));
 
   // -1: by the device; below that refused, naming the field.
-  EXPECT_EQ(quantize::SearchBatchBytes(-1, at::Device(at::kCPU)).value(), 0);
-  EXPECT_EQ(quantize::SearchBatchBytes(-1, at::Device(at::kCUDA, 0)).value(), checkpoint::kDefaultSearchBatchBytes);
+  EXPECT_EQ(quantize::SearchBatchBytes(-1, at::Device(at::kCPU)).value(), checkpoint::kCpuSearchBatchBytes);
+  EXPECT_EQ(quantize::SearchBatchBytes(-1, at::Device(at::kCUDA, 0)).value(), checkpoint::kGpuSearchBatchBytes);
+  EXPECT_EQ(quantize::SearchBatchBytes(0, at::Device(at::kCUDA, 0)).value(), 0);
   EXPECT_EQ(quantize::SearchBatchBytes(12345, at::Device(at::kCUDA, 0)).value(), 12345);
   const auto refused = quantize::SearchBatchBytes(-2, at::Device(at::kCPU));
   ASSERT_FALSE(refused.ok());

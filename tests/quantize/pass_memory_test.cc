@@ -256,7 +256,8 @@ std::vector<Case> Cases() {
   const testing::Scenario fp8{"fp8", "fp8", {}, {"hf_quark"}};
   const testing::Scenario gptq{"uint4_wo_128_gptq", "uint4_wo_128", {GptqAlgo{}}, {"hf_quark"}};
   // #27: the scaling searches and their float stream keep per-token copies (checkpoint/token_pass_memory.h).
-  const testing::Scenario awq{"uint4_wo_128_awq", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}};
+  // One trial at a time (a CPU run's default batches this model's small trials).
+  const testing::Scenario awq{"uint4_wo_128_awq", "uint4_wo_128", {AwqAlgo{}}, {"hf_quark"}, ObserverKind::kMinMax, 0};
   // AWQ's trials in batches of 32 MiB (a GPU's default is 2 GiB): here 3 ratios a forward of the MLP, 6 of the
   // attention, and every clip factor of a block in one product; the budget adds the allowance.
   const testing::Scenario awq_batched{
