@@ -146,8 +146,7 @@ absl::StatusOr<at::Tensor> InspectLossBatch(runtime::DecoderLayer& layer, const 
 }
 
 // The trial with the lowest loss, the first of equal ones (Quark's argmin over its ratio loop); -1 when every loss is
-// NaN. The search's one wait for the device.
-// `losses` holds one loss per trial, each a scalar or a batch's [n], in trial order.
+// NaN. `losses` are in trial order, each one trial's scalar or a batch's [n]. The search's one wait for the device.
 int BestTrial(const std::vector<at::Tensor>& losses) {
   if (losses.empty()) return -1;
   std::vector<at::Tensor> flat;
@@ -278,6 +277,71 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
   return results;
 }
 
+namespace {
+
+// How many of AWQ's ratios one forward of `module` tries for the pair `linears` (1 without an allowance or where the
+// module cannot run the trials batched).
+absl::StatusOr<int> AwqTrialsPerBatch(const runtime::DecoderLayer& layer, const std::string& module,
+                                      const std::vector<std::string>& linears, const std::vector<at::Tensor>& x,
+                                      const AwqOptions& options, const ScalingInputs& in) {
+  if (options.search_batch_bytes <= 0 || !BatchesTrials(layer, module, linears)) return 1;
+  int64_t rows = 0;
+  for (const at::Tensor& xi : x) rows = std::max(rows, xi.numel() / xi.size(-1));
+  QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, linears.front()));
+  return TrialsPerBatch(options.search_batch_bytes,
+                        GridTrialBytes(layer, module, linears, rows, in.heads.heads, in.heads.kv_heads,
+                                       SearchElementBytes(first.scalar_type())),
+                        options.grid_size);
+}
+
+// AWQ's grid for one pair: the loss of each ratio's trial weights Q(W s) / s on the unscaled input (`applied[i]` the
+// readers' scales of ratio i; the routers, exact under s, keep their weights and so their routing), one ratio at a
+// time or `per_batch` at a time through StackedTrialLinears: a loss tensor per step ([] or [n]), in ratio order.
+absl::StatusOr<std::vector<at::Tensor>> AwqGridLosses(runtime::DecoderLayer& layer,
+                                                      const std::vector<std::string>& linears,
+                                                      const std::string& module, const std::vector<at::Tensor>& x,
+                                                      const std::vector<at::Tensor>& reference,
+                                                      const std::vector<at::Tensor>& applied,
+                                                      const LayerQuantSpecs& specs, int per_batch,
+                                                      const ScalingInputs& in) {
+  const auto trial_weight = [&](const std::string& name, const at::Tensor& w, size_t i) -> absl::StatusOr<at::Tensor> {
+    const at::Tensor s = applied[i].to(w.scalar_type()).view({1, -1});
+    const LinearQuantSpecs& spec = specs.at(name);
+    QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
+    return q / s;
+  };
+  std::vector<at::Tensor> losses;
+  for (size_t start = 0; start < applied.size(); start += per_batch) {
+    if (per_batch == 1) {
+      TrialWeights trial(layer);
+      for (const auto& name : linears) {
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+        QUARK_ASSIGN_OR_RETURN(at::Tensor q, trial_weight(name, w, start));
+        QUARK_RETURN_IF_ERROR(trial.Set(name, std::move(q)));
+      }
+      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, module, x, reference, 2.0, in));
+      losses.push_back(std::move(loss));
+      continue;
+    }
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(per_batch, applied.size() - start));
+    StackedTrials trials(layer);
+    for (const auto& name : linears) {
+      QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
+      at::Tensor stacked = at::empty({n, w.size(0), w.size(1)}, w.options());
+      for (int64_t g = 0; g < n; ++g) {
+        QUARK_ASSIGN_OR_RETURN(const at::Tensor q, trial_weight(name, w, start + static_cast<size_t>(g)));
+        stacked[g].copy_(q);
+      }
+      QUARK_RETURN_IF_ERROR(trials.Install(name, std::move(stacked)));
+    }
+    QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLossBatch(layer, module, x, reference, 2.0, n, in));
+    losses.push_back(std::move(loss));
+  }
+  return losses;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer, const ScalingInputs& in,
                                                     const std::vector<ScalingLayer>& given,
                                                     const LayerQuantSpecs& specs, const AwqOptions& options,
@@ -316,7 +380,7 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
                            InspectOutputs(layer, InspectedModule(pair), x, in));
     // Every ratio's scales, and what the readers take of them as ApplyScaling will (reduced per KV head under
     // grouped heads): the search then compares what would be applied.
-    std::vector<at::Tensor> candidates, applied, losses;
+    std::vector<at::Tensor> candidates, applied;
     for (int i = 0; i < options.grid_size; ++i) {
       candidates.push_back(CandidateScales(x_mean, static_cast<double>(i) / options.grid_size));
       QUARK_ASSIGN_OR_RETURN(at::Tensor reader, ReaderScales(layer, pair, candidates.back(), in.heads));
@@ -324,49 +388,9 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
     }
     const std::vector<std::string> linears = PairLinears(layer, pair);
     const std::string& module = InspectedModule(pair);
-    int per_batch = 1;
-    if (options.search_batch_bytes > 0 && BatchesTrials(layer, module, linears)) {
-      int64_t rows = 0;
-      for (const at::Tensor& xi : x) rows = std::max(rows, xi.numel() / xi.size(-1));
-      QUARK_ASSIGN_OR_RETURN(const at::Tensor first, LinearWeight(layer, linears.front()));
-      per_batch = TrialsPerBatch(options.search_batch_bytes,
-                                 GridTrialBytes(layer, module, linears, rows, in.heads.heads, in.heads.kv_heads,
-                                                SearchElementBytes(first.scalar_type())),
-                                 options.grid_size);
-    }
-    for (int start = 0; start < options.grid_size; start += per_batch) {
-      const int64_t n = std::min(per_batch, options.grid_size - start);
-      // Q(W s) / s on the unscaled input: the routers (exact under s) keep their weights and so their routing.
-      const auto trial_weight = [&](const std::string& name, const at::Tensor& w, int i) -> absl::StatusOr<at::Tensor> {
-        const at::Tensor s = applied[i].to(w.scalar_type()).view({1, -1});
-        const LinearQuantSpecs& spec = specs.at(name);
-        QUARK_ASSIGN_OR_RETURN(const at::Tensor q, PseudoQuantizeWeight(w * s, *spec.weight, spec.weight_qdq));
-        return q / s;
-      };
-      if (per_batch == 1) {
-        TrialWeights trial(layer);
-        for (const auto& name : linears) {
-          QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
-          QUARK_ASSIGN_OR_RETURN(at::Tensor q, trial_weight(name, w, start));
-          QUARK_RETURN_IF_ERROR(trial.Set(name, std::move(q)));
-        }
-        QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLoss(layer, module, x, reference, 2.0, in));
-        losses.push_back(std::move(loss));
-        continue;
-      }
-      StackedTrials trials(layer);
-      for (const auto& name : linears) {
-        QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
-        at::Tensor stacked = at::empty({n, w.size(0), w.size(1)}, w.options());
-        for (int64_t g = 0; g < n; ++g) {
-          QUARK_ASSIGN_OR_RETURN(const at::Tensor q, trial_weight(name, w, start + static_cast<int>(g)));
-          stacked[g].copy_(q);
-        }
-        QUARK_RETURN_IF_ERROR(trials.Install(name, std::move(stacked)));
-      }
-      QUARK_ASSIGN_OR_RETURN(at::Tensor loss, InspectLossBatch(layer, module, x, reference, 2.0, n, in));
-      losses.push_back(std::move(loss));
-    }
+    QUARK_ASSIGN_OR_RETURN(const int per_batch, AwqTrialsPerBatch(layer, module, linears, x, options, in));
+    QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> losses,
+                           AwqGridLosses(layer, linears, module, x, reference, applied, specs, per_batch, in));
     const int best = BestTrial(losses);
     if (best < 0) {
       return absl::InternalError(StrCat(layer.prefix(), pair.prev_op, ": every AWQ loss was NaN or infinite"));

@@ -89,9 +89,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"mxfp4", "mxfp4", {}, {}},
                       Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
                       Scenario{"rotation", "int4_wo_128", {RotationAlgo{}}, {}},
-                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
-                      // #27: the searches' trials in batches (a GPU's default), here of ~1 MiB: a few ratios a
-                      // forward, every clip factor of a block in one product.
+                      // #27: one trial at a time, and the searches' trials in batches of ~1 MiB (a few ratios a
+                      // forward, every clip factor of a block in one product).
+                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 0},
                       Scenario{"awq_search_batches", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 1 << 20},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
                       Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
@@ -142,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(
     Algorithms, DeviceActivationsOnHostTest,
     ::testing::Values(Scenario{"rtn_static_int8", "int8", {}, {}},
                       Scenario{"smoothquant", "int8", {SmoothQuantAlgo{}}, {}},
-                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}},
+                      Scenario{"awq", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 0},
                       Scenario{"awq_search_batches", "uint4_wo_128", {AwqAlgo{}}, {}, ObserverKind::kMinMax, 1 << 20},
                       Scenario{"autosmoothquant", "int8", {AutoSmoothQuantAlgo{}}, {}},
                       Scenario{"autoround", "uint4_wo_128", {ShortAutoRound()}, {}},
