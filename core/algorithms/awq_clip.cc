@@ -71,8 +71,8 @@ absl::StatusOr<at::Tensor> ClipShrinkBatches(const at::Tensor& xg, const at::Ten
     // [groups, tokens, group] x [groups, group, n * rows] -> [groups, tokens, n, rows]
     const at::Tensor cur_out =
         at::bmm(xg, q.reshape({n * rows, groups, group}).permute({1, 2, 0})).view({groups, tokens, n, rows});
-    const at::Tensor err =
-        runtime::Squared(cur_out - org_out.unsqueeze(2)).mean(1).permute({1, 2, 0}).unsqueeze(-1);  // [n, rows, groups, 1]
+    // mean over tokens of the squared error, per (factor, row, group): [n, rows, groups, 1]
+    const at::Tensor err = runtime::Squared(cur_out - org_out.unsqueeze(2)).mean(1).permute({1, 2, 0}).unsqueeze(-1);
     const at::Tensor finite = at::where(at::isnan(err), at::full({}, std::numeric_limits<double>::infinity(),
                                                                   err.options()), err);
     const auto [batch_min, batch_arg] = finite.min(0);  // the first of equal errors
@@ -99,7 +99,8 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
   x = x.slice(0, 0, tokens, std::max<int64_t>(tokens / sampled, 1));  // Quark: input_feat[:, 0::T // n]
   // Outputs per group as batched products: [groups, tokens, group] x [groups, group, out] -> [groups, tokens, out].
   // The sampled tokens only cross to the weight's device (inputs kept in host memory).
-  const at::Tensor xg = x.to(weight.device(), weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
+  const at::Tensor xg =
+      x.to(weight.device(), weight.scalar_type()).view({-1, groups, group}).transpose(0, 1).contiguous();
   const int64_t batch = out % 256 == 0 ? 256 : 64;  // Quark's output-channel batches
   const int shrinks = static_cast<int>(options.max_shrink * options.clip_grid);
   const int per_batch = TrialsPerBatch(
@@ -108,7 +109,8 @@ absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tenso
   std::vector<at::Tensor> best_all;
   for (int64_t start = 0; start < out; start += batch) {
     const at::Tensor w = weight.slice(0, start, std::min(out, start + batch));
-    const at::Tensor org_out = at::bmm(xg, w.view({w.size(0), groups, group}).permute({1, 2, 0}));  // [groups, tokens, rows]
+    // [groups, tokens, rows]
+    const at::Tensor org_out = at::bmm(xg, w.view({w.size(0), groups, group}).permute({1, 2, 0}));
     absl::StatusOr<at::Tensor> best = per_batch > 1
                                           ? ClipShrinkBatches(xg, w, org_out, shrinks, per_batch, spec, options, qdq)
                                           : ClipOneShrinkAtATime(xg, w, org_out, shrinks, spec, options, qdq);

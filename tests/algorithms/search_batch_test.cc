@@ -12,6 +12,7 @@
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/algorithms/gptq_test_specs.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 #include "tests/runtime/dense_arch_models.h"
@@ -19,22 +20,7 @@
 namespace quark::algorithms {
 namespace {
 
-QuantSpec Uint4Group(int group) {
-  QuantSpec spec;
-  spec.dtype = DType::kUInt4;
-  spec.symmetric = false;
-  spec.qscheme = QScheme::kPerGroup;
-  spec.group_size = group;
-  spec.ch_axis = 1;
-  return spec;
-}
-
-QuantSpec Int8PerTensor() {
-  QuantSpec spec;
-  spec.dtype = DType::kInt8;
-  spec.qscheme = QScheme::kPerTensor;
-  return spec;
-}
+QuantSpec Uint4Group(int group) { return testing::IntSpec(DType::kUInt4, /*symmetric=*/false, group); }
 
 // The fraction of elements of a that equal b's bit for bit (what the tolerances below leave room for).
 double EqualFraction(const at::Tensor& a, const at::Tensor& b) {
@@ -86,7 +72,7 @@ TEST(SearchBatchTest, BatchSizesFollowTheAllowance) {
   EXPECT_EQ(TrialsPerBatch(int64_t{1} << 40, 100, 20), 20);
   EXPECT_EQ(TrialsPerBatch(1000, 100, 1), 1);
 
-  QuantSpec per_tensor = Int8PerTensor();
+  QuantSpec per_tensor = testing::Int8PerTensor();
   EXPECT_FALSE(RowLocalQuantization(per_tensor, false));
   EXPECT_TRUE(RowLocalQuantization(Uint4Group(32), false));
   EXPECT_FALSE(RowLocalQuantization(Uint4Group(32), true));  // another quantizer: not known to be row-local
@@ -127,7 +113,7 @@ TEST(SearchBatchTest, BatchedClipSearchChoosesWhatTheLoopChooses) {
     QuantSpec spec;
     WeightQdq qdq;
   };
-  for (const Case& c : {Case{"uint4 g32", Uint4Group(32), {}}, Case{"int8 per tensor", Int8PerTensor(), {}},
+  for (const Case& c : {Case{"uint4 g32", Uint4Group(32), {}}, Case{"int8 per tensor", testing::Int8PerTensor(), {}},
                         Case{"qdq", Uint4Group(32), qdq}}) {
     AwqOptions options;
     auto loop = AwqBestClip(w, x, c.spec, options, c.qdq);
@@ -152,7 +138,7 @@ TEST(SearchBatchTest, BatchedClipSearchChoosesWhatTheLoopChooses) {
 class AwqSearchBatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(testing::WriteSyntheticLlama());
+    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
     ASSERT_TRUE(streamer.ok()) << streamer.status();
     streamer_ = *std::move(streamer);
     at::manual_seed(5);
@@ -201,7 +187,7 @@ class AwqSearchBatchTest : public ::testing::Test {
 // Every batch size (the whole grid in one batch, batches of a few with a shorter last one) chooses the loop's ratios
 // and so leaves the layer with the loop's weights.
 TEST_F(AwqSearchBatchTest, BatchedGridChoosesTheLoopsRatios) {
-  for (const QuantSpec& spec : {Uint4Group(32), Int8PerTensor()}) {
+  for (const QuantSpec& spec : {Uint4Group(32), testing::Int8PerTensor()}) {
     const auto [loop, loop_tensors] = Run(0, spec);
     ASSERT_EQ(loop.size(), 4u);
     // A trial (hidden 64, intermediate 128, up to 26 tokens) is 0.07-0.2 MB in float32: 1 MiB holds 5-14.
@@ -244,45 +230,46 @@ class AwqSearchBatchPipelineTest : public ::testing::TestWithParam<PipelineCase>
       make.arch = "opt";
       make.dtype = "f32";
       make.seed = 3;
-      make.out_dir = testing::TempPath("batch_opt");
-      make.tokenizer_path = testing::FixturePath("stories260K/tokenizer.model");
+      make.out_dir = quark::testing::TempPath("batch_opt");
+      make.tokenizer_path = quark::testing::FixturePath("stories260K/tokenizer.model");
       EXPECT_TRUE(runtime::MakeSyntheticModel(make).ok());
       return make.out_dir;
     }
     if (name == "phi3") {
-      const std::string dir = testing::TempPath("batch_phi3");
-      const absl::Status status = runtime::testing::TransplantTinyLlama(testing::FixturePath("tinyllama-a"), "phi3", dir);
+      const std::string dir = quark::testing::TempPath("batch_phi3");
+      const absl::Status status =
+          runtime::testing::TransplantTinyLlama(quark::testing::FixturePath("tinyllama-a"), "phi3", dir);
       EXPECT_TRUE(status.ok()) << status;
       return dir;
     }
-    return testing::WriteSyntheticLlama(testing::Group128Llama());
+    return quark::testing::WriteSyntheticLlama(quark::testing::Group128Llama());
   }
 };
 
 TEST_P(AwqSearchBatchPipelineTest, BatchedRunIsTheOneAtATimeRun) {
   const PipelineCase& c = GetParam();
-  const std::string model = Model(c.name), text = testing::SmallEvalText();
+  const std::string model = Model(c.name), text = quark::testing::SmallEvalText();
   const auto run = [&](int64_t batch_bytes, const std::string& out) {
-    testing::Scenario scenario{c.name, c.preset, {AwqAlgo{}}, {}};
+    quark::testing::Scenario scenario{c.name, c.preset, {AwqAlgo{}}, {}};
     scenario.search_batch_bytes = batch_bytes;
-    QuantizeModelOptions options = testing::ScenarioOptions(scenario, text, out, "");
+    QuantizeModelOptions options = quark::testing::ScenarioOptions(scenario, text, out, "");
     options.compute_dtype = c.compute_dtype;
     return QuantizeModel(model, options);
   };
-  const std::string loop_out = testing::TempPath("loop_out");
+  const std::string loop_out = quark::testing::TempPath("loop_out");
   auto loop = run(0, loop_out);
   ASSERT_TRUE(loop.ok()) << loop.status();
-  const auto loop_files = testing::FilesUnder(loop_out);
+  const auto loop_files = quark::testing::FilesUnder(loop_out);
   // 4 MiB: a few ratios a forward (the fused Phi-3 MLP's trial is over 4 MiB: one at a time); 2^40: the whole grid.
   for (const int64_t batch_bytes : {int64_t{4} << 20, int64_t{1} << 40}) {
-    const std::string out = testing::TempPath("batched_out");
+    const std::string out = quark::testing::TempPath("batched_out");
     auto batched = run(batch_bytes, out);
     ASSERT_TRUE(batched.ok()) << batched.status();
     EXPECT_EQ(batched->algorithm_log, loop->algorithm_log) << batch_bytes;
     for (const std::string metric : {"ppl_before", "ppl_after", "ppl_reloaded"}) {
       EXPECT_EQ(batched->metrics.at(metric), loop->metrics.at(metric)) << metric << " at " << batch_bytes;
     }
-    const auto files = testing::FilesUnder(out);
+    const auto files = quark::testing::FilesUnder(out);
     ASSERT_EQ(files.size(), loop_files.size());
     for (const auto& [name, bytes] : loop_files) {
       EXPECT_TRUE(files.at(name) == bytes) << name << " differs at " << batch_bytes << " bytes a batch";
