@@ -77,7 +77,7 @@ struct AwqOptions {
   int clip_tokens = 512;
   /// Device bytes the searches may use to evaluate several trials at once (search_batch.h): ratios of the grid in
   /// one forward of the inspected module, shrink factors of the clip search in one product. 0: one trial at a
-  /// time (the CPU's path; Quark's loop).
+  /// time (Quark's loop).
   int64_t search_batch_bytes = 0;
 };
 

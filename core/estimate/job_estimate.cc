@@ -338,9 +338,10 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128));
     } else if (const auto* awq = std::get_if<AwqAlgo>(&algo)) {
       // The searches batch their trials (their default allowance beside them: checkpoint/token_pass_memory.h).
+      const auto search_batch =
+          static_cast<uint64_t>(c.gpu ? checkpoint::kGpuSearchBatchBytes : checkpoint::kCpuSearchBatchBytes);
       e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)),
-                               working + TokenPassBytes(c, Passes(true, true, false)) + AwqClipBytes(c) +
-                                   static_cast<uint64_t>(c.gpu ? checkpoint::kGpuSearchBatchBytes : checkpoint::kCpuSearchBatchBytes)));
+                               working + TokenPassBytes(c, Passes(true, true, false)) + AwqClipBytes(c) + search_batch));
     } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
       // #35 AutoRound: the float targets, then per iteration a batch's forward and backward (about 3 forwards).
       const double n = static_cast<double>(std::max<int64_t>(1, job.calibration_samples));

@@ -24,8 +24,8 @@ absl::StatusOr<at::Device> ResolveDevice(const std::string& text, const std::str
 absl::StatusOr<at::ScalarType> ResolveComputeDtype(const std::string& text, const std::string& what);
 
 /// Whether each operation on `device` is a kernel launch queued for it (a GPU: CUDA or HIP): a search that runs many
-/// small operations then pays a launch for each, and evaluates its trials in batches instead (algorithms/
-/// search_batch.h). Not the CPU, whose operations run as they are called.
+/// small operations pays a launch for each there, and batches its trials within a larger allowance
+/// (quantize::SearchBatchBytes, algorithms/search_batch.h). Not the CPU, whose operations run as they are called.
 inline bool QueuesLaunches(const at::Device& device) { return device.is_cuda() || device.is_hip(); }
 
 class ComputeDevice {
@@ -41,8 +41,6 @@ class ComputeDevice {
   /// this one computes pays, and a second layer's weights are worth their memory. Not on the CPU, nor on devices
   /// whose work is synchronous.
   bool OverlapsCopies() const { return device_.is_cuda() || device_.is_hip(); }
-  /// runtime::QueuesLaunches of this device.
-  bool QueuesLaunches() const { return runtime::QueuesLaunches(device_); }
   std::string name() const { return device_.str(); }
 
   /// x on this device: x itself when it is already there, else a copy (asynchronous when x is pinned host memory).
