@@ -46,9 +46,14 @@ at::Tensor StackedTrialLinear::forward(const at::Tensor& input) {
   const at::ScalarType compute = runtime::MatmulInFloat32(input) ? at::kFloat : input.scalar_type();
   at::Tensor x = input.reshape({n, -1, in});
   x = x.stride(0) == 0 ? x.select(0, 0).to(compute).unsqueeze(0).expand({n, -1, -1}) : x.to(compute);
-  const at::Tensor w = weights_.to(compute).transpose(1, 2);
-  at::Tensor y = bias_.defined() ? at::baddbmm(bias_.to(compute).view({1, 1, out}).expand({n, x.size(1), out}), x, w)
-                                 : at::bmm(x, w);
+  // The operands in the compute dtype, made once for the batch (a bf16 batch on a CPU without bf16 GEMMs is widened
+  // for its first sample, not for every one).
+  if (!weights_t_.defined() || weights_t_.scalar_type() != compute) {
+    weights_t_ = weights_.to(compute).transpose(1, 2);
+    if (bias_.defined()) bias_row_ = bias_.to(compute).view({1, 1, out});
+  }
+  at::Tensor y = bias_.defined() ? at::baddbmm(bias_row_.expand({n, x.size(1), out}), x, weights_t_)
+                                 : at::bmm(x, weights_t_);
   std::vector<int64_t> sizes = input.sizes().vec();
   sizes.back() = out;
   return y.to(input.scalar_type()).view(sizes);

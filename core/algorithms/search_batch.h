@@ -46,7 +46,7 @@ int TrialsPerBatch(int64_t batch_bytes, int64_t per_trial_bytes, int trials);
 /// the dtype it would use (runtime::ComputeLinear: bf16 in float32 where the CPU has no native bf16 GEMMs): on the
 /// CPU, whose batched product runs one GEMM a batch, the same bits. (One GEMM of the trials' weights side by side,
 /// [n * out, in], differed from them in ~75% of the elements by OpenBLAS's blocking.) Only for the searches:
-/// weight() is the first trial's.
+/// weight() is the first trial's. Not thread-safe (forward keeps its operands).
 class StackedTrialLinear : public runtime::LinearLike {
  public:
   /// `weights` [n, out, in] in the compute dtype; `bias` [out] or undefined.
@@ -60,6 +60,8 @@ class StackedTrialLinear : public runtime::LinearLike {
  private:
   at::Tensor weights_;  // [n, out, in]
   at::Tensor bias_;     // [out] or undefined
+  at::Tensor weights_t_;  // [n, in, out] in the compute dtype, made on the first forward
+  at::Tensor bias_row_;   // [1, 1, out] in the compute dtype
 };
 
 /// Installs StackedTrialLinears in place of a layer's float linears for one batch of trials and puts the originals
