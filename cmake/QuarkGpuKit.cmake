@@ -15,7 +15,7 @@
 # glibc >= 2.36 and the C++11 ABI; run.sh checks the first, this file the second).
 option(QUARK_GPU_KIT_ENGINE "The GPU kit also builds the engine and its device tests" OFF)
 set(QUARK_KIT_ENGINE_TESTS gptq_tensor_ops_test gptq_cuda_test device_streaming_cuda_test device_quantize_cuda_test
-  CACHE STRING "The engine tests the GPU kit builds (names of quark_add_test targets)")
+  device_moe_cuda_test CACHE STRING "The engine tests the GPU kit builds (names of quark_add_test targets)")
 set(QUARK_GTEST_SOURCE_DIR "" CACHE PATH "GoogleTest source tree (googletest package's /usr/src/googletest)")
 
 # Stock CMake 3.25.1 (bookworm's) fails in FindCUDAToolkit on CUDA 13 (no nvToolsExt) for projects requiring 3.25

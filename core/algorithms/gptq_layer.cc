@@ -355,29 +355,38 @@ absl::StatusOr<std::optional<size_t>> FirstStreamedExpertStep(const runtime::Dec
   return first;
 }
 
+// A copy of x that outlives the forward, where the activations are kept: x's own values, never a view into a buffer
+// the forward reuses.
+at::Tensor KeptCopy(const at::Tensor& x, const runtime::ActivationHome& activations) {
+  const at::Tensor held = activations.Hold(x);
+  return held.is_same(x) ? x.clone() : held;
+}
+
 // Stands in for an expert of the routed block during a recording pass: keeps the tokens it is called with when its
 // expert is in the group, and returns zeros without running (or loading) anything. An expert's input depends on the
 // routing only, never on another expert's output, so what the group records is what the real forward feeds it.
 class RecordingExpert : public runtime::MoeExpert {
  public:
-  explicit RecordingExpert(bool record) : record_(record) {}
+  RecordingExpert(bool record, const runtime::ActivationHome& activations) : record_(record), activations_(activations) {}
   at::Tensor forward(const at::Tensor& x) override {
-    if (record_) calls.push_back(x.clone());
+    if (record_) calls.push_back(KeptCopy(x, activations_));
     return at::zeros_like(x);
   }
   std::vector<at::Tensor> calls;
 
  private:
   bool record_;
+  const runtime::ActivationHome& activations_;
 };
 
 // Every expert of `block` replaced by a RecordingExpert while it lives (those of `group` recording).
 class RecordedExperts {
  public:
-  RecordedExperts(runtime::MoeBlock& block, const std::vector<int64_t>& group) : block_(block), originals_(block.experts) {
+  RecordedExperts(runtime::MoeBlock& block, const std::vector<int64_t>& group, const runtime::ActivationHome& activations)
+      : block_(block), originals_(block.experts) {
     for (size_t e = 0; e < block.experts.size(); ++e) {
       const bool record = std::find(group.begin(), group.end(), static_cast<int64_t>(e)) != group.end();
-      recorders_.push_back(std::make_shared<RecordingExpert>(record));
+      recorders_.push_back(std::make_shared<RecordingExpert>(record, activations));
       block.experts[e] = recorders_.back();
     }
   }
@@ -396,10 +405,11 @@ class RecordedExperts {
 // hidden states), from one forward of the layer stopped there.
 absl::StatusOr<std::vector<at::Tensor>> RoutedBlockInputs(runtime::DecoderLayer& layer, runtime::MoeBlock& block,
                                                           const std::vector<at::Tensor>& samples,
-                                                          const LayerForward& forward) {
+                                                          const LayerForward& forward,
+                                                          const runtime::ActivationHome& activations) {
   std::vector<at::Tensor> inputs;
-  block.set_input_observer([&inputs](const at::Tensor& flat) {
-    inputs.push_back(flat.clone());
+  block.set_input_observer([&inputs, &activations](const at::Tensor& flat) {
+    inputs.push_back(KeptCopy(flat, activations));
     throw StopForward{};
   });
   absl::Status status;
@@ -424,11 +434,12 @@ absl::StatusOr<std::vector<at::Tensor>> RoutedBlockInputs(runtime::DecoderLayer&
 absl::StatusOr<std::vector<std::vector<at::Tensor>>> RecordExpertInputs(
     runtime::DecoderLayer& layer, runtime::MoeBlock& block, const std::vector<at::Tensor>& block_inputs,
     const std::vector<int64_t>& group, int64_t min_expert_tokens,
-    const std::function<void(const std::vector<runtime::ExpertCoverage>&)>& on_coverage) {
-  RecordedExperts recorded(block, group);
+    const std::function<void(const std::vector<runtime::ExpertCoverage>&)>& on_coverage,
+    const runtime::ActivationHome& activations) {
+  RecordedExperts recorded(block, group, activations);
   layer.BeginCalibration(min_expert_tokens);
   try {
-    for (const at::Tensor& input : block_inputs) block.forward(input);
+    for (const at::Tensor& input : block_inputs) block.forward(activations.Place(input));
     const std::vector<runtime::ExpertCoverage> coverage = layer.FinishCalibration();
     if (on_coverage) on_coverage(coverage);
   } catch (const std::exception& error) {
@@ -447,7 +458,8 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> RecordExpertInputs(
 // expert's Hessians, not every expert's.
 absl::Status ExpertsInGroups(runtime::DecoderLayer& layer, const std::vector<at::Tensor>& samples,
                              const LayerForward& forward, const GptqLayerPlan& plan, size_t first,
-                             const GptqOptions& options, const GptqLayerCallbacks& callbacks, GptqProgress& progress) {
+                             const GptqOptions& options, const GptqLayerCallbacks& callbacks, GptqProgress& progress,
+                             const runtime::ActivationHome& activations) {
   auto* split = dynamic_cast<runtime::MoeSplitLayer*>(&layer);
   runtime::MoeBlock* block = split != nullptr ? split->routed_block() : nullptr;
   if (block == nullptr) return absl::InternalError(StrCat(layer.prefix(), ": streamed experts but no routed block"));
@@ -476,7 +488,8 @@ absl::Status ExpertsInGroups(runtime::DecoderLayer& layer, const std::vector<at:
     experts.push_back(e);
   }
   // Later groups route the same block inputs: the layer's attention runs once, not once a group.
-  QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> block_inputs, RoutedBlockInputs(layer, *block, samples, forward));
+  QUARK_ASSIGN_OR_RETURN(const std::vector<at::Tensor> block_inputs,
+                         RoutedBlockInputs(layer, *block, samples, forward, activations));
   for (size_t g = 0; g < experts.size(); g += static_cast<size_t>(group_size)) {
     const std::vector<int64_t> group(experts.begin() + static_cast<std::ptrdiff_t>(g),
                                      experts.begin() + static_cast<std::ptrdiff_t>(
@@ -484,7 +497,7 @@ absl::Status ExpertsInGroups(runtime::DecoderLayer& layer, const std::vector<at:
     // Every group's pass routes the same tokens: the coverage is reported once.
     QUARK_ASSIGN_OR_RETURN(std::vector<std::vector<at::Tensor>> calls,
                            RecordExpertInputs(layer, *block, block_inputs, group, plan.min_expert_tokens,
-                                              g == 0 ? callbacks.on_coverage : nullptr));
+                                              g == 0 ? callbacks.on_coverage : nullptr, activations));
     for (size_t i = 0; i < group.size(); ++i) {
       const GptqLayerPlan& own = by_expert.at(group[i]);
       if (calls[i].empty()) {
@@ -493,7 +506,9 @@ absl::Status ExpertsInGroups(runtime::DecoderLayer& layer, const std::vector<at:
                                             StrCat("GPTQ's Hessian of ", layer.prefix(), name), plan.min_expert_tokens);
       }
       const std::shared_ptr<runtime::MoeExpert> expert = block->experts[group[i]];
-      const LayerForward expert_forward = [&expert](const at::Tensor& x) { expert->forward(x); };
+      const LayerForward expert_forward = [&expert, &activations](const at::Tensor& x) {
+        expert->forward(activations.Place(x));
+      };
       LayerGptq run(layer, calls[i], expert_forward, own, callbacks);
       for (size_t s = 0; s < own.steps.size(); ++s) {
         QUARK_RETURN_IF_ERROR(QuantizeStep(run, layer, own, s, options, callbacks, progress));
@@ -511,7 +526,8 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
                                                                      const LayerForward& forward,
                                                                      const GptqLayerPlan& plan,
                                                                      const GptqOptions& options,
-                                                                     const GptqLayerCallbacks& callbacks) {
+                                                                     const GptqLayerCallbacks& callbacks,
+                                                                     const runtime::ActivationHome& activations) {
   if (samples.empty()) return absl::FailedPreconditionError(StrCat(layer.prefix(), ": GPTQ needs calibration samples"));
   GptqProgress progress;
   for (const auto& step : plan.steps) progress.total += static_cast<int>(step.size());
@@ -534,7 +550,8 @@ absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::De
   LayerGptq rest_run(layer, samples, forward, rest, callbacks);
   for (size_t s = 0; s < rest.steps.size(); ++s) {
     if (s == *grouped) {
-      QUARK_RETURN_IF_ERROR(ExpertsInGroups(layer, samples, forward, plan, *grouped, options, callbacks, progress));
+      QUARK_RETURN_IF_ERROR(
+          ExpertsInGroups(layer, samples, forward, plan, *grouped, options, callbacks, progress, activations));
     }
     QUARK_RETURN_IF_ERROR(QuantizeStep(rest_run, layer, rest, s, options, callbacks, progress));
   }

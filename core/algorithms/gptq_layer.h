@@ -16,6 +16,7 @@
 #include "core/algorithms/gptq.h"
 #include "core/config/quant_spec.h"
 #include "core/numerics/quant_params.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::algorithms {
@@ -68,12 +69,15 @@ using LayerForward = std::function<void(const at::Tensor& sample)>;
 /// Quantizes the plan's modules of `layer` in place: each FloatLinear's weight becomes its GPTQ result (values on the
 /// grid of the returned parameters). Returns the weight parameters by full module name. Errors name the module.
 /// Routed experts streamed in groups are quantized expert by expert, a group at a time, with the same results
-/// (GptqLayerCallbacks::keep_streamed_weight keeps their weights).
+/// (GptqLayerCallbacks::keep_streamed_weight keeps their weights); what that path records per token (the routed
+/// block's inputs, a group's calls to its experts) is kept where `activations` keeps the layer's activations, in host
+/// memory when they do not fit the device (#27), and crosses to the device one call at a time.
 absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::DecoderLayer& layer,
                                                                      const std::vector<at::Tensor>& samples,
                                                                      const LayerForward& forward,
                                                                      const GptqLayerPlan& plan,
                                                                      const GptqOptions& options,
-                                                                     const GptqLayerCallbacks& callbacks = {});
+                                                                     const GptqLayerCallbacks& callbacks = {},
+                                                                     const runtime::ActivationHome& activations = {});
 
 }  // namespace quark::algorithms

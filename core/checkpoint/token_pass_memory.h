@@ -26,6 +26,9 @@ struct TokenPasses {
   bool autosmoothquant = false;
   /// AutoRound keeps the float layer's output of every sample (its training targets).
   bool autoround = false;
+  /// GPTQ of routed experts streamed in groups of this many (QuantizeModelOptions::expert_group_size; 0 = none):
+  /// algorithms/gptq_layer.cc keeps the routed block's input of every token and one group's recorded calls.
+  int64_t gptq_expert_group = 0;
 };
 
 /// Elements per calibration token (times the compute dtype's size for bytes) that `passes` hold for a layer with
@@ -37,6 +40,11 @@ struct TokenPasses {
 ///                    widest input (a recorded input concatenated over the samples and its |x|, or one AutoSmoothQuant
 ///                    trial's quantized inputs)
 ///   AutoRound:       hidden (its targets; it runs alone, after the scaling algorithms' searches are done)
+///   GPTQ of experts in groups of G, in a layer with quantized routed experts:
+///                    hidden + min(G, num_experts_per_tok) * the experts' input width (the routed block's inputs,
+///                    and one group's calls: a token reaches at most min(G, k) of the group's experts; it runs
+///                    alone). The calibration top-up's tokens (moe_min_expert_tokens a group's expert, and as many
+///                    candidates of every expert's) are a fixed few per expert, left to the workspace's slack.
 /// A routed expert's linear sees the tokens routed to its expert: each kind of expert input (every expert's gate and
 /// up read one) counts num_experts_per_tok times.
 /// "mlp.experts.7.down_proj" -> "mlp.experts.*.down_proj": one kind of expert linear (every expert's down_proj), and

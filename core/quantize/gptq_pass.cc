@@ -199,7 +199,7 @@ absl::StatusOr<CalibratedParams> GptqPass::Run(runtime::DecoderLayer& layer, con
         return spill->Put(tensor, weight, spec, params);
       };
     }
-    params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, with_spill);
+    params = algorithms::GptqQuantizeLayer(layer, samples, forward, plan, options, with_spill, model.activations());
   } else {
     if (layer.index() == 0 || float_inputs_.size() != samples.size()) float_inputs_ = samples;
     // Its outputs are the float stream's next inputs, kept with the activations.

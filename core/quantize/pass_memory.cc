@@ -47,6 +47,8 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
       options.gptq = true;
       options.token_passes.float_stream |= gptq->method != HessianMethod::kGptq;  // GPTAQ, Qronos
+      // Experts in groups record the routed block's inputs and a group's calls (GPTAQ and Qronos are refused there).
+      if (gptq->method == HessianMethod::kGptq) options.token_passes.gptq_expert_group = expert_group_size;
     }
     options.autoround |= std::holds_alternative<AutoRoundAlgo>(algo);
     options.token_passes.autoround |= std::holds_alternative<AutoRoundAlgo>(algo);

@@ -88,8 +88,9 @@ void MoeBlock::BeginCoverage(int64_t min_tokens) {
 
 void MoeBlock::Record(const at::Tensor& flat, const at::Tensor& probs, const at::Tensor& selected) {
   const int64_t n = probs.size(0), e_count = probs.size(1);
-  at::Tensor routed_mask = at::zeros({n, e_count}, at::kBool).scatter_(1, selected, true);
-  const at::Tensor counts = routed_mask.sum(0).to(at::kLong).contiguous();
+  // On the routing's device; the counts cross to the host (the top-up's choices below depend on them).
+  at::Tensor routed_mask = at::zeros({n, e_count}, selected.options().dtype(at::kBool)).scatter_(1, selected, true);
+  const at::Tensor counts = routed_mask.sum(0).to(at::kLong).to(at::kCPU).contiguous();
   const int64_t* c = counts.data_ptr<int64_t>();
   for (int64_t e = 0; e < e_count; ++e) routed_[e] += c[e];
   if (min_tokens_ == 0) return;

@@ -8,6 +8,7 @@
 // sample's forward to dominate, many the hidden states, as a 7B job with 128 samples does.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "tests/quantize/scenario_run.h"
 #include "tests/runtime/moe_test_models.h"
 #include "tests/quantize/test_model.h"
+#include "tests/quantize/tiny_family_model.h"
 
 namespace quark {
 namespace {
@@ -145,6 +147,69 @@ TEST(PassMemoryBudgetTest, TheQuantizingStreamerRefusesABudgetShortOfThePasses) 
   options.device_memory_budget = formula->Need(1);
   auto fits = QuantizeModel(model, options);
   EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
+// GPTQ of routed experts streamed in groups records, for each MoE layer, the routed block's input of every token and
+// one group's calls to its experts (algorithms/gptq_layer.cc): the formula's per-token term
+// (checkpoint::TokenPasses::gptq_expert_group) must bound them. The tiny qwen3_moe (hidden 64, 8 experts, top-2) with
+// 32 samples of 128 tokens, groups of 2: without that term a layer held 1.8x the formula.
+TEST(PassMemoryMoeTest, GptqOfExpertsInGroupsHoldsWithinTheFormula) {
+  const std::string model = testing::TempPath("tiny_qwen3_moe");
+  ASSERT_TRUE(testing::MakeTinyFamilyModel("qwen3_moe", model).ok());
+  constexpr int kSamples = 32, kMoeSeq = 128;
+  QuantizeModelOptions options;
+  options.config = *PresetConfig("uint4_wo_32");
+  options.config.algo_config = {GptqAlgo{}};
+  options.expert_group_size = 2;
+  options.calibration_file = CalibrationText();
+  options.num_calibration_samples = kSamples;
+  options.seq_len = kMoeSeq;
+  options.moe_min_expert_tokens = 4;
+  options.output_dir = testing::TempPath("out");
+  absl::StatusOr<runtime::LayerDeviceMemory> formula = quantize::BudgetFormulaFor(model, options, 0, kSamples, kMoeSeq);
+  ASSERT_TRUE(formula.ok()) << formula.status();
+  ASSERT_GT(formula->bytes_per_token, 0);
+
+  runtime::AllocationMeter meter;
+  quantize::LayerMemoryProfile profile(meter);
+  profile.Attach(options);
+  auto report = QuantizeModel(model, options);
+  const std::vector<quantize::LayerMemory> layers = profile.Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(layers.size(), 2u);
+  // The streamer places the layer without its routed experts, which load a group at a time (the passes' term counts
+  // a group's copies); the model is float32, as the run computes.
+  auto shape = estimate::ReadModelShape(model);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  int64_t placed_weights = 0;
+  for (const estimate::TensorShape& t : shape->tensors) {
+    if (t.layer == 0 && t.name.find(".experts.") == std::string::npos) placed_weights += static_cast<int64_t>(t.bytes);
+  }
+  const int64_t need = placed_weights + formula->activations + formula->workspace + formula->Passes();
+  for (const quantize::LayerMemory& layer : layers) {
+    const int64_t held = layer.peak_above_start + formula->activations / 2 + placed_weights;
+    std::printf("qwen3_moe, GPTQ, experts in groups of 2, layer %lld: held %.2f MiB, formula %.2f MiB (per token "
+                "%.2f): %.3f\n",
+                static_cast<long long>(layer.layer), held / 1048576.0, need / 1048576.0,
+                (formula->Passes() - formula->passes) / 1048576.0, static_cast<double>(held) / need);
+    EXPECT_LE(held, need) << "layer " << layer.layer << ": the formula does not bound what the layer holds";
+    EXPECT_GE(held, need / 2) << "layer " << layer.layer << ": the formula asks far more than the layer holds";
+  }
+  // The estimator's GPU peak for the job counts at least what the layers held.
+  estimate::JobInputs job;
+  job.config = options.config;
+  job.calibration_samples = kSamples;
+  job.calibration_seq_len = kMoeSeq;
+  job.expert_group_size = 2;
+  auto estimated = estimate::EstimateJob(*shape, job, estimate::NominalH200Throughput());
+  ASSERT_TRUE(estimated.ok()) << estimated.status();
+  std::printf("the estimator's GPU peak: %.2f MiB\n", estimated->peak_gpu_bytes / 1048576.0);
+  for (const quantize::LayerMemory& layer : layers) {
+    EXPECT_GE(static_cast<int64_t>(estimated->peak_gpu_bytes),
+              layer.peak_above_start + formula->activations / 2 + placed_weights)
+        << "layer " << layer.layer << ": the estimator's GPU peak is under what the layer held";
+  }
+  std::filesystem::remove_all(model);
 }
 
 // PassDeviceMemory's terms on one layer, in closed form from the shapes.

@@ -17,7 +17,7 @@
 #include "core/config/presets.h"
 #include "core/export/hf_quark_checker.h"
 #include "core/quantize/quantize_model.h"
-#include "core/runtime/synthetic_model.h"
+#include "tests/quantize/tiny_family_model.h"
 #include "tests/runtime/test_paths.h"
 
 namespace quark::quantize::testing {
@@ -28,15 +28,7 @@ class TinyPipelineTest : public ::testing::Test {
   static void SetUpTestSuite() {
     runtime::testing::InitTestEngine();
     dir_ = new std::string(Temp("").string());
-    std::filesystem::remove_all(*dir_);
-    runtime::SyntheticModelOptions options;
-    options.arch = kArch;
-    options.shape = "tiny";
-    options.dtype = "f32";
-    options.seed = 21;
-    options.out_dir = *dir_;
-    options.tokenizer_path = runtime::testing::Stories260K() + "/tokenizer.model";
-    ASSERT_TRUE(runtime::MakeSyntheticModel(options).ok());
+    ASSERT_TRUE(quark::testing::MakeTinyFamilyModel(kArch, *dir_).ok());
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*dir_);
