@@ -106,12 +106,7 @@ TEST_P(DeviceMoeCudaTest, TheGpuRunHoldsItsBounds) {
   auto second = QuantizeModelOn(*cuda, model_, tight);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_GE(second->metrics.at("layers_activations_on_host"), 1);
-  const auto roomy_files = testing::FilesUnder(roomy.output_dir), tight_files = testing::FilesUnder(tight.output_dir);
-  ASSERT_GT(roomy_files.size(), 1u);
-  ASSERT_EQ(tight_files.size(), roomy_files.size());
-  for (const auto& [name, bytes] : roomy_files) {
-    EXPECT_TRUE(tight_files.at(name) == bytes) << name << " differs with the activations on the host";
-  }
+  testing::ExpectSameFiles(roomy.output_dir, tight.output_dir, "differs with the activations on the host");
   std::printf("%s %s: least budget %lld bytes (all on the GPU %.0f), layers with activations on the host %.0f of %.0f\n",
               GetParam().arch.c_str(), GetParam().name.c_str(), static_cast<long long>(least),
               first->metrics.at("device_memory_all_on_device_bytes"), second->metrics.at("layers_activations_on_host"),

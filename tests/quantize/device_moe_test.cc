@@ -92,14 +92,7 @@ void ExpectSameRun(const QuantizeModelReport& cpu, const std::string& cpu_dir, c
     ASSERT_TRUE(device.metrics.count(metric)) << metric;
     EXPECT_EQ(device.metrics.at(metric), cpu.metrics.at(metric)) << metric;
   }
-  const auto cpu_files = testing::FilesUnder(cpu_dir), device_files = testing::FilesUnder(device_dir);
-  ASSERT_GT(cpu_files.size(), 1u);
-  ASSERT_EQ(device_files.size(), cpu_files.size());
-  for (const auto& [name, bytes] : cpu_files) {
-    auto it = device_files.find(name);
-    ASSERT_NE(it, device_files.end()) << name;
-    EXPECT_TRUE(it->second == bytes) << name << " differs between the CPU run and the device run";
-  }
+  testing::ExpectSameFiles(cpu_dir, device_dir, "differs between the CPU run and the device run");
 }
 
 TEST_P(DeviceMoeTest, TheDeviceRunIsTheCpuRun) {

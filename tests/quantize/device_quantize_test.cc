@@ -21,7 +21,6 @@
 namespace quark {
 namespace {
 
-using testing::FilesUnder;
 using testing::Scenario;
 
 // AutoRound trains through each layer (autograd on the device); a few iterations show every hand-off.
@@ -62,14 +61,7 @@ void ExpectSameRun(const QuantizeModelReport& cpu, const std::string& cpu_dir, c
     EXPECT_EQ(device.metrics.at(metric), cpu.metrics.at(metric)) << metric;
   }
   EXPECT_EQ(device.algorithm_log, cpu.algorithm_log);
-  const auto cpu_files = FilesUnder(cpu_dir), device_files = FilesUnder(device_dir);
-  ASSERT_FALSE(cpu_files.empty());
-  ASSERT_EQ(device_files.size(), cpu_files.size());
-  for (const auto& [name, bytes] : cpu_files) {
-    auto it = device_files.find(name);
-    ASSERT_NE(it, device_files.end()) << name;
-    EXPECT_TRUE(it->second == bytes) << name << " differs between the CPU run and the device run";
-  }
+  testing::ExpectSameFiles(cpu_dir, device_dir, "differs between the CPU run and the device run");
 }
 
 TEST_P(DeviceQuantizeTest, TheDeviceRunIsTheCpuRun) {

@@ -61,6 +61,21 @@ std::string BudgetLlama() {
 // Calibration text long enough for `samples` windows of kSeq tokens.
 std::string CalibrationText() { return testing::SmallEvalText(60000); }
 
+// A quantize run under an AllocationMeter: what each layer's passes allocated above what was alive at its start.
+struct ProfiledRun {
+  absl::StatusOr<QuantizeModelReport> report;
+  std::vector<quantize::LayerMemory> layers;
+};
+
+ProfiledRun RunProfiled(const std::string& model, QuantizeModelOptions options) {
+  runtime::AllocationMeter meter;
+  quantize::LayerMemoryProfile profile(meter);
+  profile.Attach(options);
+  ProfiledRun run{QuantizeModel(model, options), {}};
+  run.layers = profile.Finish();
+  return run;
+}
+
 class PassMemoryTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PassMemoryTest, TheBudgetFormulaBoundsWhatEachLayerHolds) {
@@ -79,11 +94,9 @@ TEST_P(PassMemoryTest, TheBudgetFormulaBoundsWhatEachLayerHolds) {
   ASSERT_TRUE(formula.ok()) << formula.status();
   EXPECT_EQ(formula->weights, layer_weights);
 
-  runtime::AllocationMeter meter;
-  quantize::LayerMemoryProfile profile(meter);
-  profile.Attach(options);
-  auto report = QuantizeModel(model, options);
-  const std::vector<quantize::LayerMemory> layers = profile.Finish();
+  const ProfiledRun run = RunProfiled(model, options);
+  const absl::StatusOr<QuantizeModelReport>& report = run.report;
+  const std::vector<quantize::LayerMemory>& layers = run.layers;
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(layers.size(), 2u);
   const checkpoint::TokenPasses token_passes =
@@ -170,11 +183,9 @@ TEST(PassMemoryMoeTest, GptqOfExpertsInGroupsHoldsWithinTheFormula) {
   ASSERT_TRUE(formula.ok()) << formula.status();
   ASSERT_GT(formula->bytes_per_token, 0);
 
-  runtime::AllocationMeter meter;
-  quantize::LayerMemoryProfile profile(meter);
-  profile.Attach(options);
-  auto report = QuantizeModel(model, options);
-  const std::vector<quantize::LayerMemory> layers = profile.Finish();
+  const ProfiledRun run = RunProfiled(model, options);
+  const absl::StatusOr<QuantizeModelReport>& report = run.report;
+  const std::vector<quantize::LayerMemory>& layers = run.layers;
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(layers.size(), 2u);
   // The streamer places the layer without its routed experts, which load a group at a time (the passes' term counts

@@ -43,6 +43,19 @@ inline std::map<std::string, std::string> FilesUnder(const std::string& dir) {
   return files;
 }
 
+/// Expects `dir` to hold the files of `reference_dir`, byte for byte, and no others; `what` ends the failure message
+/// ("differs between the CPU run and the device run").
+inline void ExpectSameFiles(const std::string& reference_dir, const std::string& dir, const std::string& what) {
+  const auto reference = FilesUnder(reference_dir), files = FilesUnder(dir);
+  ASSERT_FALSE(reference.empty()) << reference_dir << " holds no files";
+  ASSERT_EQ(files.size(), reference.size()) << dir;
+  for (const auto& [name, bytes] : reference) {
+    auto it = files.find(name);
+    ASSERT_NE(it, files.end()) << name << " is missing from " << dir;
+    EXPECT_TRUE(it->second == bytes) << name << " " << what;
+  }
+}
+
 /// 4 calibration samples of 32 tokens and 2 evaluation windows of 64 from `text`, into `output` (and `checkpoint`).
 inline QuantizeModelOptions ScenarioOptions(const Scenario& scenario, const std::string& text, const std::string& output,
                                             const std::string& checkpoint) {
