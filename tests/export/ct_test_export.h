@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
-#include "core/runtime/synthetic_model.h"
 #include "tests/quantize/test_model.h"
+#include "tests/quantize/tiny_family_model.h"
 
 namespace quark::testing {
 
@@ -98,14 +98,7 @@ inline SyntheticLlamaOptions BlockTiledLlama() {
 
 /// `quark make-model --arch ARCH --shape tiny --dtype f32` with stories260K's tokenizer into `dir`.
 inline absl::Status WriteTinyModel(const std::string& arch, const std::string& dir) {
-  runtime::SyntheticModelOptions o;
-  o.arch = arch;
-  o.shape = "tiny";
-  o.dtype = "f32";
-  o.seed = 30;
-  o.out_dir = dir;
-  o.tokenizer_path = FixturePath("stories260K/tokenizer.model");
-  return runtime::MakeSyntheticModel(o);
+  return MakeTinyFamilyModel(arch, dir, /*seed=*/30);
 }
 
 /// The tiny deepseek_v3: MLA with q_lora_rank, the first layer dense, two MoE layers of 16 routed experts and a
