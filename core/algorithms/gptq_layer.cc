@@ -355,13 +355,6 @@ absl::StatusOr<std::optional<size_t>> FirstStreamedExpertStep(const runtime::Dec
   return first;
 }
 
-// A copy of x that outlives the forward, where the activations are kept: x's own values, never a view into a buffer
-// the forward reuses.
-at::Tensor KeptCopy(const at::Tensor& x, const runtime::ActivationHome& activations) {
-  const at::Tensor held = activations.Hold(x);
-  return held.is_same(x) ? x.clone() : held;
-}
-
 // Stands in for an expert of the routed block during a recording pass: keeps the tokens it is called with when its
 // expert is in the group, and returns zeros without running (or loading) anything. An expert's input depends on the
 // routing only, never on another expert's output, so what the group records is what the real forward feeds it.
@@ -369,7 +362,7 @@ class RecordingExpert : public runtime::MoeExpert {
  public:
   RecordingExpert(bool record, const runtime::ActivationHome& activations) : record_(record), activations_(activations) {}
   at::Tensor forward(const at::Tensor& x) override {
-    if (record_) calls.push_back(KeptCopy(x, activations_));
+    if (record_) calls.push_back(activations_.Keep(x));
     return at::zeros_like(x);
   }
   std::vector<at::Tensor> calls;
@@ -409,7 +402,7 @@ absl::StatusOr<std::vector<at::Tensor>> RoutedBlockInputs(runtime::DecoderLayer&
                                                           const runtime::ActivationHome& activations) {
   std::vector<at::Tensor> inputs;
   block.set_input_observer([&inputs, &activations](const at::Tensor& flat) {
-    inputs.push_back(KeptCopy(flat, activations));
+    inputs.push_back(activations.Keep(flat));
     throw StopForward{};
   });
   absl::Status status;

@@ -87,7 +87,7 @@ struct RecordingProgress {
     const at::Tensor flat = input.reshape({-1, input.size(-1)});
     // Quark's stat_tensor: the max in the input's dtype, then float32.
     read.abs_max = std::get<0>(flat.abs().max(0)).to(at::kFloat);
-    if (keep) read.kept = activations->on_host() ? activations->Hold(flat) : flat.clone();
+    if (keep) read.kept = activations->Keep(flat);
     reads.push_back(std::move(read));
     return reads.back();
   }

@@ -26,6 +26,9 @@ class ActivationHome {
   at::Tensor Place(const at::Tensor& x) const { return IsOnComputeDevice(x) ? x : x.to(compute_); }
   /// x where activations are kept: a host copy when they are kept on the host, else x itself.
   at::Tensor Hold(const at::Tensor& x) const { return on_host_ && !x.device().is_cpu() ? x.to(at::kCPU) : x; }
+  /// A copy of x that outlives the forward it came from, where activations are kept: Hold's host copy, else a clone
+  /// (never x itself, whose buffer the forward may reuse).
+  at::Tensor Keep(const at::Tensor& x) const { return on_host_ && !x.device().is_cpu() ? x.to(at::kCPU) : x.clone(); }
 
  private:
   // "cuda" without an index is the current GPU, where the layer's weights were placed.
