@@ -17,8 +17,9 @@ namespace quark::runtime {
 /// loaded at most once per call instead of once per sample; the outputs, and what every linear sees, are bit for bit
 /// those of the sample-by-sample forward, which every other layer (and the whole-layer path) runs.
 /// Each output is where the model keeps activations (model.activations().Hold: on the host when they do not fit the
-/// device); with activations kept on the host the streamed-expert path runs sample by sample, so that only one sample
-/// is ever on the device (each expert is then loaded once per sample).
+/// device); with activations kept on the host the streamed-expert path keeps every sample's residual, block input and
+/// routed sum there too, and the device holds one sample's attention, then one sample's tokens of one expert at a time
+/// (each expert still loaded once per call).
 std::vector<at::Tensor> ForwardLayerSamples(DecoderLayer& layer, const std::vector<at::Tensor>& hidden,
                                             TransformerModel& model);
 

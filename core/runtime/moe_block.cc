@@ -26,47 +26,64 @@ MoeBlock::Routing MoeBlock::SoftmaxTopK(const at::Tensor& flat) const {
   return {probs, weights.to(flat.scalar_type()), selected};
 }
 
-at::Tensor MoeBlock::forward(const at::Tensor& x) { return ForwardSamples({x}).front(); }
+at::Tensor MoeBlock::forward(const at::Tensor& x) { return ForwardSamples({x}, ActivationHome(x.device(), false)).front(); }
 
-std::vector<at::Tensor> MoeBlock::ForwardSamples(const std::vector<at::Tensor>& xs) {
+std::vector<at::Tensor> MoeBlock::ForwardSamples(const std::vector<at::Tensor>& xs, const ActivationHome& activations) {
   // Each sample's own computation, in the same order as a forward of that sample alone: the samples only interleave
   // at the experts, which walk the samples inside one expert (one load per expert when the experts stream in groups).
+  // What crosses between the device and the host is only moved, never computed on the way: index_select and a single
+  // add per token and expert in index_add_ give the same bits on either side.
   struct Sample {
-    at::Tensor flat;    // [N, hidden]
-    Routing routing;
+    at::Tensor flat;     // [N, hidden], where activations are kept
+    at::Tensor weights;  // the routing's [N * k], where activations are kept
+    // Every expert's tokens: the positions t * k + slot of the routing's choices ordered by expert, token order within
+    // an expert (a stable sort), and where each expert's run starts (E + 1 offsets, on the host). One copy of the
+    // counts to the host a sample, where asking each expert for its tokens (nonzero) was a device sync an expert.
+    at::Tensor by_expert;
+    std::vector<int64_t> starts;
+    int64_t top_k = 0;
     at::Tensor shared;  // the shared expert's output, undefined when none
     at::Tensor out;     // the routed experts' weighted sum, in the routing weights' dtype
   };
+  const int64_t expert_count = static_cast<int64_t>(experts.size());
   std::vector<Sample> samples;
   samples.reserve(xs.size());
   for (const at::Tensor& x : xs) {
+    const at::Tensor flat = activations.Place(x).reshape({-1, x.size(-1)});
+    if (input_observer_) input_observer_(flat);
+    const Routing routing = routing_ ? routing_(flat, router_) : SoftmaxTopK(flat);
+    if (recording_) Record(flat, routing.scores, routing.selected);
     Sample s;
-    s.flat = x.reshape({-1, x.size(-1)});
-    if (input_observer_) input_observer_(s.flat);
-    s.routing = routing_ ? routing_(s.flat, router_) : SoftmaxTopK(s.flat);
-    if (recording_) Record(s.flat, s.routing.scores, s.routing.selected);
     // The shared expert first: it reads every token, as the router does (a capture pass for it stops here).
     if (shared_expert) {
-      s.shared = shared_expert->forward(s.flat);
-      if (shared_gate_.defined()) s.shared = at::sigmoid(ComputeLinear(s.flat, shared_gate_, at::Tensor())) * s.shared;
+      at::Tensor shared = shared_expert->forward(flat);
+      if (shared_gate_.defined()) shared = at::sigmoid(ComputeLinear(flat, shared_gate_, at::Tensor())) * shared;
+      s.shared = activations.Hold(shared);
     }
-    s.out = at::zeros_like(s.flat, s.routing.weights.scalar_type());
+    s.flat = activations.Hold(flat);
+    s.weights = activations.Hold(routing.weights).reshape({-1});
+    const at::Tensor choices = activations.Hold(routing.selected).reshape({-1});
+    s.by_expert = std::get<1>(choices.sort(/*stable=*/true, 0, /*descending=*/false));
+    const at::Tensor counts = at::bincount(choices, {}, expert_count).to(at::kCPU).to(at::kLong).contiguous();
+    const int64_t* count = counts.data_ptr<int64_t>();
+    s.starts.assign(1, 0);
+    for (int64_t e = 0; e < expert_count; ++e) s.starts.push_back(s.starts.back() + count[e]);
+    s.top_k = routing.selected.size(1);
+    s.out = at::zeros_like(s.flat, s.weights.scalar_type());
     samples.push_back(std::move(s));
   }
-  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
+  for (int64_t e = 0; e < expert_count; ++e) {
     for (Sample& s : samples) {
-      const at::Tensor hits = (s.routing.selected == e).nonzero();  // [n, 2]: token, slot (an expert at most once)
-      if (hits.size(0) == 0) continue;
-      const at::Tensor tokens = hits.select(1, 0);
-      const at::Tensor slots = hits.select(1, 1);
-      const at::Tensor w = s.routing.weights.index_select(0, tokens).gather(1, slots.unsqueeze(1));  // [n, 1]
-      if (weights_scale_inputs_) {
-        const at::Tensor scaled = (s.flat.index_select(0, tokens) * w).to(s.flat.scalar_type());
-        s.out.index_add_(0, tokens, experts[e]->forward(scaled).to(s.out.scalar_type()));
-        continue;
-      }
-      const at::Tensor routed = experts[e]->forward(s.flat.index_select(0, tokens));
-      s.out.index_add_(0, tokens, (routed * w).to(s.out.scalar_type()));
+      const int64_t n = s.starts[e + 1] - s.starts[e];
+      if (n == 0) continue;
+      const at::Tensor positions = s.by_expert.narrow(0, s.starts[e], n);  // an expert at most once a token
+      const at::Tensor tokens = positions.div(s.top_k, "floor");
+      const at::Tensor w = activations.Place(s.weights.index_select(0, positions).unsqueeze(1));  // [n, 1]
+      const at::Tensor routed_tokens = activations.Place(s.flat.index_select(0, tokens));
+      const at::Tensor contribution =
+          weights_scale_inputs_ ? experts[e]->forward((routed_tokens * w).to(s.flat.scalar_type()))
+                                : experts[e]->forward(routed_tokens) * w;
+      s.out.index_add_(0, tokens, activations.Hold(contribution.to(s.out.scalar_type())));
     }
   }
   std::vector<at::Tensor> outputs;

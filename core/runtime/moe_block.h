@@ -20,6 +20,7 @@
 #include <torch/nn/module.h>
 
 #include "absl/status/status.h"
+#include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
 #include "core/runtime/linear.h"
 
@@ -62,7 +63,10 @@ class MoeBlock : public torch::nn::Module {
   /// forward of each sample, bit for bit, with the experts walked once for all samples (each expert runs on every
   /// sample's tokens before the next expert starts): what keeps experts streamed in groups (expert_streaming.h) to one
   /// load per expert per pass. Every linear still sees the samples in order, and the coverage records them in order.
-  std::vector<at::Tensor> ForwardSamples(const std::vector<at::Tensor>& xs);
+  /// With `activations` kept on the host, `xs` may be host tensors and the outputs are: what the block keeps of a
+  /// sample between its routing and its experts (its tokens, routing weights and choices, the shared expert's output,
+  /// the routed sum) stays there, and the device holds one sample's routing, then one sample's tokens of one expert.
+  std::vector<at::Tensor> ForwardSamples(const std::vector<at::Tensor>& xs, const ActivationHome& activations);
 
   /// Starts counting (and, with min_tokens > 0, collecting top-up candidates); resets an earlier recording.
   void BeginCoverage(int64_t min_tokens);

@@ -24,7 +24,11 @@
 # memory),
 # side
 # (GPTQ side by side on the 4096 x 4096 layer: the engine's fused blocks and its column loop beside the peers),
-# gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py).
+# gptq7b and fp87b (the 7B jobs), parity (stories260K), side11008 (the 11008 x 4096 layer), rates (device_rates.py),
+# and, not in the default list, moe (an MoE model in bf16: QUARK_H200_MOE, default deepseek_v3:deepseek-v3-4l, whose
+# fourth layer has DeepSeek-V3's 256 routed experts, 30 GB; fp8 with 16 x 2048 token ids, QUARK_H200_MOE_CALIB, on
+# whole layers and with the experts streamed in groups of QUARK_H200_MOE_GROUP, default 32: time, device memory, and
+# whether the two exports are the same bytes).
 # A second call on the still-warm machine can finish what the first left: the kit's build and the 7B model stay
 # (QUARK_H200_STEPS="fp87b parity" QUARK_H200_SKIP_KIT=1 reuses both; the model is made again only if it is missing).
 # Environment: QUARK_H200_BUDGET_S (seconds for everything, default 560), QUARK_H200_SCRATCH (model and exports,
@@ -33,6 +37,7 @@
 # QUARK_H200_DEVICE=cpu, QUARK_H200_SHAPE=tiny, QUARK_H200_CALIB=4x64, QUARK_H200_LAYERS="256,512",
 # QUARK_H200_PYTHON=/usr/bin/python3 (a python3 with torch; default: python3 on PATH, the GPU machine's).
 set -uo pipefail
+QUARK_H200_MOE=${QUARK_H200_MOE:-deepseek_v3:deepseek-v3-4l}
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-$root/out}
@@ -230,6 +235,43 @@ parity() {
   (($(left) > 15)) && record "{\"figure\": \"eval_float\", \"cpu\": $(eval_json "$s260" cpu), \"device\": $(eval_json "$s260" "$device")}"
 }
 
+# An MoE model on the device, whole layers against experts streamed in groups (#27: the MoE device paths, one load of
+# each expert per pass, one sync a sample for the experts' tokens).
+moe() {
+  local arch=${QUARK_H200_MOE%%:*} moe_shape=${QUARK_H200_MOE#*:} moe_calib=${QUARK_H200_MOE_CALIB:-16x2048}
+  local group=${QUARK_H200_MOE_GROUP:-32} model=$scratch/moe-$moe_shape moe_ids
+  moe_ids=$scratch/moe-calib-$moe_calib.ids
+  say "== MoE on the device ($arch $moe_shape, $moe_calib, whole layers and experts in groups of $group)"
+  if [[ ! -e $model.done ]]; then
+    rm -rf "$model"
+    measure moe_make_model "$(cap 240)" env QUARK_THREADS="$(nproc)" "$quark" make-model --arch "$arch" \
+      --shape "$moe_shape" --dtype bf16 --seed 0 --out "$model" > /dev/null
+    py -c 'import json, random, sys
+vocab = json.load(open(sys.argv[2] + "/config.json"))["vocab_size"]
+r = random.Random(1)
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[3])): f.write(" ".join(str(r.randrange(1, vocab)) for _ in range(int(sys.argv[4]))) + "\n")' \
+      "$moe_ids" "$model" "${moe_calib%x*}" "${moe_calib#*x}" && [[ -e $model/config.json ]] && touch "$model.done"
+  fi
+  [[ -e $model.done ]] || { say "moe: no model"; return; }
+  local g
+  for g in 0 "$group"; do
+    (($(left) < 30)) && { say "moe groups $g: not started, $(left) s left"; continue; }
+    rm -rf "$scratch/export-moe-$g"
+    measure "moe_fp8_groups_$g" "$(cap 240)" "$quark" quantize --model "$model" --scheme fp8 --calib "$moe_ids" \
+      --num-calib-samples "${moe_calib%x*}" --seq-len "${moe_calib#*x}" --compute-dtype bf16 --device "$device" \
+      --expert-group-size "$g" --output "$scratch/export-moe-$g" > /dev/null
+    # Hashed and removed at once: two fp8 exports of the model and the 7B model do not fit the disk together.
+    (cd "$scratch/export-moe-$g" 2> /dev/null && sha256sum -- * > "$work/moe-export-$g.sha256")
+    rm -rf "$scratch/export-moe-$g"
+  done
+  if [[ -s $work/moe-export-0.sha256 && -s $work/moe-export-$group.sha256 ]]; then
+    local same=false
+    cmp -s "$work/moe-export-0.sha256" "$work/moe-export-$group.sha256" && same=true
+    record "{\"figure\": \"moe_exports_identical\", \"model\": \"$moe_shape\", \"group\": $group, \"identical\": $same}"
+  fi
+}
+
 rates() {
   say "== device rates"
   [[ $device == cpu ]] && return
@@ -262,6 +304,7 @@ for step in $steps; do
       fi ;;
     parity) parity ;;
     rates) rates ;;
+    moe) moe ;;
     memory)
       # Each layer's tensor bytes on the device (the caching allocator's allocated and reserved) against the formula.
       if wait_model; then

@@ -22,8 +22,13 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include "core/checkpoint/checkpoint_reader.h"
+#include "core/checkpoint/model_config.h"
 #include "core/config/presets.h"
 #include "core/quantize/quantize_model.h"
+#include "core/runtime/expert_streaming.h"
+#include "core/runtime/layer_streamer.h"
+#include "core/runtime/mxfp4_expert_source.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/tiny_family_model.h"
 #include "tests/runtime/test_paths.h"
@@ -44,16 +49,29 @@ std::filesystem::path Temp(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("quark_device_moe_" + name + std::to_string(::getpid()));
 }
 
-// The family's tiny model, made once per process.
+// The families' tiny models, made once per process and removed when its tests end.
+class TinyModels : public ::testing::Environment {
+ public:
+  static std::map<std::string, std::string>& Made() {
+    static auto* models = new std::map<std::string, std::string>();
+    return *models;
+  }
+  void TearDown() override {
+    for (const auto& [arch, dir] : Made()) std::filesystem::remove_all(dir);
+    Made().clear();
+  }
+};
+::testing::Environment* const kTinyModels = ::testing::AddGlobalTestEnvironment(new TinyModels);
+
 const std::string& ModelOf(const std::string& arch) {
-  static auto* models = new std::map<std::string, std::string>();
-  auto it = models->find(arch);
-  if (it != models->end()) return it->second;
+  auto& models = TinyModels::Made();
+  auto it = models.find(arch);
+  if (it != models.end()) return it->second;
   runtime::testing::InitTestEngine();
   const std::string dir = Temp("model_" + arch).string();
   const absl::Status made = testing::MakeTinyFamilyModel(arch, dir);
   EXPECT_TRUE(made.ok()) << made;
-  return models->emplace(arch, dir).first->second;
+  return models.emplace(arch, dir).first->second;
 }
 
 class DeviceMoeTest : public ::testing::TestWithParam<MoeCase> {
@@ -174,6 +192,66 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceMoeTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<MoeCase>& info) {
                            return info.param.arch + "_" + info.param.name;
                          });
+
+// Experts streamed one at a time, with every layer's activations in host memory (the smallest budget the run fits):
+// each pass over a layer still loads each expert at most once for all the samples (the residual, the block's input and
+// the routed sum of every sample stay on the host, one sample's tokens of one expert cross at a time); the hooks see
+// host tensors, and the outputs are the CPU's whole-layer forward, bit for bit. Sample by sample it had loaded each
+// expert once per sample.
+TEST(DeviceMoeStreamingTest, WithTheActivationsOnTheHostEachExpertStillLoadsOncePerPass) {
+  const std::string& dir = ModelOf("qwen3_moe");
+  const checkpoint::ModelConfig config = *checkpoint::LoadModelConfig(dir);
+  const std::shared_ptr<const runtime::WeightSource> checkpoint =
+      runtime::CheckpointWeightsFor(config, *checkpoint::CheckpointReader::Open(dir));
+  std::vector<at::Tensor> samples;  // 4 samples of 24 tokens: every expert routed in each
+  for (int s = 0; s < 4; ++s) samples.push_back(at::arange(3 + s, 3 + s + 24, at::kLong).mul(37).remainder(509));
+  auto cpu = runtime::LayerStreamer::Create(config, checkpoint);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto reference = (*cpu)->Run(samples);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  // The roomy run sets the least budget; the run at it keeps every layer's activations on the host.
+  int64_t least_budget = int64_t{1} << 40;
+  for (const bool on_host : {false, true}) {
+    auto streaming = std::make_shared<const runtime::ExpertStreamingWeights>(checkpoint, 1, testing::LazyComputeDevice());
+    runtime::StreamerOptions options;
+    options.device = testing::LazyComputeDevice();
+    options.device_memory_budget = least_budget;
+    auto streamer = runtime::LayerStreamer::Create(config, streaming, options);
+    ASSERT_TRUE(streamer.ok()) << streamer.status();
+    const runtime::ExpertResidency& residency = *streaming->residency();
+    int64_t mark = 0, moe_layers = 0;
+    runtime::LayerHooks hooks;
+    hooks.before = [&](int64_t, runtime::DecoderLayer&, const std::vector<at::Tensor>& inputs) {
+      for (const at::Tensor& input : inputs) EXPECT_EQ(input.is_cpu(), on_host);
+      mark = residency.loads();
+      return absl::OkStatus();
+    };
+    hooks.after = [&](int64_t layer, runtime::DecoderLayer&, const std::vector<at::Tensor>&,
+                      const std::vector<at::Tensor>& outputs) {
+      for (const at::Tensor& output : outputs) EXPECT_EQ(output.is_cpu(), on_host);
+      const int64_t loads = residency.loads() - mark;
+      EXPECT_LE(loads, config.num_experts) << "layer " << layer << (on_host ? ", activations on the host" : "");
+      std::printf("layer %lld, activations %s: %lld expert loads\n", static_cast<long long>(layer),
+                  on_host ? "on the host" : "on the device", static_cast<long long>(loads));
+      moe_layers += loads > 0;
+      return absl::OkStatus();
+    };
+    auto hidden = (*streamer)->Run(samples, hooks);
+    ASSERT_TRUE(hidden.ok()) << hidden.status();
+    EXPECT_EQ(moe_layers, config.num_hidden_layers);
+    EXPECT_EQ((*streamer)->memory_use().layers_activations_on_host, on_host ? config.num_hidden_layers : 0);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (kLazyIsEager) {
+        EXPECT_TRUE(at::equal((*hidden)[i].cpu(), (*reference)[i])) << "sample " << i << " on_host " << on_host;
+      } else {
+        EXPECT_TRUE(at::allclose((*hidden)[i].cpu(), (*reference)[i], 1e-5, 1e-6)) << "sample " << i;
+      }
+    }
+    least_budget = (*streamer)->memory_use().least_budget;
+  }
+}
+
 
 }  // namespace
 }  // namespace quark
