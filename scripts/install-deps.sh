@@ -29,6 +29,8 @@ packages=(
   libgtest-dev libgmock-dev prometheus nodejs
   # the fuzz campaign (scripts/fuzz.sh): clang with libFuzzer and the ASan/UBSan runtimes
   clang libclang-rt-14-dev
+  # the HIP kernels (kernels/hip, for AMD GPUs): hipcc (clang 15), the HIP runtime and the device libraries
+  hipcc libamdhip64-dev rocm-device-libs
 )
 
 missing=()

@@ -10,7 +10,7 @@ bool FreeMemoryBytes(int device, int64_t* free_bytes) {
   if (previous != device && cudaSetDevice(device) != cudaSuccess) return false;
   size_t free = 0, total = 0;
   const bool ok = cudaMemGetInfo(&free, &total) == cudaSuccess;
-  if (previous != device) cudaSetDevice(previous);
+  if (previous != device) (void)cudaSetDevice(previous);  // best effort: the answer is already read
   if (ok) *free_bytes = static_cast<int64_t>(free);
   return ok;
 }

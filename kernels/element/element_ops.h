@@ -13,7 +13,7 @@
 
 #include "kernels/element/grid_args.h"
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define QUARK_HD __host__ __device__ __forceinline__
 #else
 #define QUARK_HD inline
@@ -26,7 +26,7 @@ namespace quark::kernels::element {
 #endif
 
 QUARK_HD uint32_t Bits(float f) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __float_as_uint(f);
 #else
   uint32_t b;
@@ -36,7 +36,7 @@ QUARK_HD uint32_t Bits(float f) {
 }
 
 QUARK_HD float Float(uint32_t b) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __uint_as_float(b);
 #else
   float f;

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #ifndef QUARK_HD
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define QUARK_HD __host__ __device__ __forceinline__
 #else
 #define QUARK_HD inline

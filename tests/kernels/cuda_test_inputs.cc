@@ -68,7 +68,7 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
 }
 
-DeviceBuffer::~DeviceBuffer() { cudaFree(ptr_); }
+DeviceBuffer::~DeviceBuffer() { (void)cudaFree(ptr_); }  // a destructor cannot report it
 
 void DeviceBuffer::Upload(const void* host, size_t bytes, size_t offset) {
   if (offset + bytes > bytes_ || cudaMemcpy(at(offset), host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
