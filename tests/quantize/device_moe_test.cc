@@ -1,10 +1,11 @@
 // #27: the MoE families on a compute device that is not the CPU equal the CPU run, every exported byte and every
 // perplexity: their routing and the calibration top-up (int8's static activation scales), with whole layers and with
 // the routed experts streamed in groups, the latter also at the smallest budget the run fits, where every layer's
-// activations are kept in host memory and cross to the device one sample at a time; SmoothQuant and AWQ through the
-// norm pair that spans the router and every expert (algorithms/moe_scaling.h). The device is LibTorch's
-// lazy-tensor device (tests/support/lazy_device.h): a CPU tensor left beside a device tensor fails the run there as it
-// would on a GPU. The models are `quark make-model --arch ARCH --shape tiny --dtype f32 --seed 21`.
+// activations are kept in host memory and cross to the device one sample at a time (DeepSeek-V3 also in bfloat16
+// compute, with fp8); SmoothQuant and AWQ through the norm pair that spans the router and every expert
+// (algorithms/moe_scaling.h). The device is LibTorch's lazy-tensor device (tests/support/lazy_device.h): a CPU tensor
+// left beside a device tensor fails the run there as it would on a GPU. The models are `quark make-model --arch ARCH
+// --shape tiny --dtype f32 --seed 21`.
 //
 // The calibration top-up built its routing mask on the CPU whatever the routing's device, so every MoE run that
 // calibrated (static activations, GPTQ's routed captures) failed on a device; no MoE model had run on one before.
@@ -43,6 +44,7 @@ struct MoeCase {
   int64_t expert_group_size = 0;  // QuantizeModelOptions::expert_group_size (0: whole layers)
   std::string preset = "int8";
   std::vector<AlgoConfig> algos;
+  std::string compute_dtype = "f32";  // QuantizeModelOptions::compute_dtype
 };
 
 std::filesystem::path Temp(const std::string& name) {
@@ -90,6 +92,7 @@ class DeviceMoeTest : public ::testing::TestWithParam<MoeCase> {
     o.config = PresetConfig(c.preset).value();
     o.config.algo_config = c.algos;
     o.expert_group_size = c.expert_group_size;
+    o.compute_dtype = c.compute_dtype;
     o.calibration_file = runtime::testing::TinyStoriesText();
     o.num_calibration_samples = 4;
     o.seq_len = 32;
@@ -181,6 +184,8 @@ std::vector<MoeCase> Cases() {
   // The families with scaling templates (their norm pair spans the router and every expert: moe_scaling.h); qwen2_moe
   // with its gated shared expert.
   cases.push_back({"qwen2_moe", "int8", 0});
+  // bfloat16 compute (the GPU's fast path, h200.sh's moe step): the routed sums kept on the host are bfloat16 there.
+  cases.push_back({"deepseek_v3", "fp8_bf16_experts_in_groups", 2, "fp8", {}, "bf16"});
   cases.push_back({"qwen3_moe", "smoothquant", 0, "int8", {SmoothQuantAlgo{}}});
   // AWQ (its searches one trial at a time through the routed block) takes ~2 minutes on this device; AutoSmoothQuant
   // and mixtral's AWQ passed as well (2 minutes each) and are left out for time.
