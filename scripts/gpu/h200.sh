@@ -244,25 +244,28 @@ moe() {
   say "== MoE on the device ($arch $moe_shape, $moe_calib, whole layers and experts in groups of $group)"
   if [[ ! -e $model.done ]]; then
     rm -rf "$model"
+    # A model cut short by the deadline is not marked made (a later call makes it again).
     measure moe_make_model "$(cap 240)" env QUARK_THREADS="$(nproc)" "$quark" make-model --arch "$arch" \
-      --shape "$moe_shape" --dtype bf16 --seed 0 --out "$model" > /dev/null
+      --shape "$moe_shape" --dtype bf16 --seed 0 --out "$model" > /dev/null &&
     py -c 'import json, random, sys
 vocab = json.load(open(sys.argv[2] + "/config.json"))["vocab_size"]
 r = random.Random(1)
 with open(sys.argv[1], "w") as f:
     for _ in range(int(sys.argv[3])): f.write(" ".join(str(r.randrange(1, vocab)) for _ in range(int(sys.argv[4]))) + "\n")' \
-      "$moe_ids" "$model" "${moe_calib%x*}" "${moe_calib#*x}" && [[ -e $model/config.json ]] && touch "$model.done"
+      "$moe_ids" "$model" "${moe_calib%x*}" "${moe_calib#*x}" && touch "$model.done"
   fi
   [[ -e $model.done ]] || { say "moe: no model"; return; }
   local g
   for g in 0 "$group"; do
     (($(left) < 30)) && { say "moe groups $g: not started, $(left) s left"; continue; }
     rm -rf "$scratch/export-moe-$g"
+    rm -f "$work/moe-export-$g.sha256"
+    # Hashed and removed at once (two fp8 exports of the model and the 7B model do not fit the disk together); only a
+    # finished export is hashed.
     measure "moe_fp8_groups_$g" "$(cap 240)" "$quark" quantize --model "$model" --scheme fp8 --calib "$moe_ids" \
       --num-calib-samples "${moe_calib%x*}" --seq-len "${moe_calib#*x}" --compute-dtype bf16 --device "$device" \
-      --expert-group-size "$g" --output "$scratch/export-moe-$g" > /dev/null
-    # Hashed and removed at once: two fp8 exports of the model and the 7B model do not fit the disk together.
-    (cd "$scratch/export-moe-$g" 2> /dev/null && sha256sum -- * > "$work/moe-export-$g.sha256")
+      --expert-group-size "$g" --output "$scratch/export-moe-$g" > /dev/null &&
+      (cd "$scratch/export-moe-$g" && sha256sum -- * > "$work/moe-export-$g.sha256")
     rm -rf "$scratch/export-moe-$g"
   done
   if [[ -s $work/moe-export-0.sha256 && -s $work/moe-export-$group.sha256 ]]; then
