@@ -84,6 +84,15 @@ measure() { # measure NAME TIMEOUT COMMAND...
   py "$root/scripts/gpu/measure.py" --name "$name" --log "$work/$name.log" --jsonl "$jsonl" --timeout "$t" \
     --env "LD_LIBRARY_PATH=$libs" -- "$@" | tee -a "$log"
 }
+# token_ids FILE MODEL SAMPLES SEQ_LEN SEED: seeded token ids below the model's vocabulary, the calibration set as a
+# token-id file (SAMPLES lines of SEQ_LEN ids).
+token_ids() {
+  py -c 'import json, random, sys
+vocab = json.load(open(sys.argv[2] + "/config.json"))["vocab_size"]
+r = random.Random(int(sys.argv[5]))
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[3])): f.write(" ".join(str(r.randrange(1, vocab)) for _ in range(int(sys.argv[4]))) + "\n")' "$@"
+}
 record() { py -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])))' "$1" >> "$jsonl"; }
 
 gpu=0
@@ -108,13 +117,7 @@ ids=$scratch/calib-$calib.ids
   [[ -x $quark ]] || { say "make-model: no quark built"; exit 1; }
   QUARK_THREADS=6 nice -n 10 env LD_LIBRARY_PATH="$libs" "$quark" make-model --arch llama --shape "$shape" \
     --dtype bf16 --seed 0 --out "$m7b" > "$work/make-model.log" 2>&1 || { say "make-model: failed"; exit 1; }
-  # Seeded token ids below the model's vocabulary: the calibration set (samples x seq_len, a token-id file).
-  py -c 'import json, random, sys
-vocab = json.load(open(sys.argv[2] + "/config.json"))["vocab_size"]
-r = random.Random(0)
-with open(sys.argv[1], "w") as f:
-    for _ in range(int(sys.argv[3])): f.write(" ".join(str(r.randrange(1, vocab)) for _ in range(int(sys.argv[4]))) + "\n")' \
-    "$ids" "$m7b" "$samples" "$seq_len" && touch "$m7b.done"
+  token_ids "$ids" "$m7b" "$samples" "$seq_len" 0 && touch "$m7b.done"
   say "make-model: $shape done ($(du -sh "$m7b" 2> /dev/null | cut -f1))"
 ) &
 maker=$!
@@ -247,12 +250,7 @@ moe() {
     # A model cut short by the deadline is not marked made (a later call makes it again).
     measure moe_make_model "$(cap 240)" env QUARK_THREADS="$(nproc)" "$quark" make-model --arch "$arch" \
       --shape "$moe_shape" --dtype bf16 --seed 0 --out "$model" > /dev/null &&
-    py -c 'import json, random, sys
-vocab = json.load(open(sys.argv[2] + "/config.json"))["vocab_size"]
-r = random.Random(1)
-with open(sys.argv[1], "w") as f:
-    for _ in range(int(sys.argv[3])): f.write(" ".join(str(r.randrange(1, vocab)) for _ in range(int(sys.argv[4]))) + "\n")' \
-      "$moe_ids" "$model" "${moe_calib%x*}" "${moe_calib#*x}" && touch "$model.done"
+    token_ids "$moe_ids" "$model" "${moe_calib%x*}" "${moe_calib#*x}" 1 && touch "$model.done"
   fi
   [[ -e $model.done ]] || { say "moe: no model"; return; }
   local g
