@@ -1,5 +1,6 @@
 #include "core/runtime/moe_block.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/base/strings.h"
@@ -116,13 +117,22 @@ void MoeBlock::Record(const at::Tensor& flat, const at::Tensor& probs, const at:
   const at::Tensor order = probs.argsort(-1, /*descending=*/true);
   const at::Tensor rank = at::empty_like(order).scatter_(1, order, at::arange(e_count, order.options()).expand({n, e_count}));
   const at::Tensor keys = rank.to(at::kDouble) - probs.to(at::kDouble);
+  // Each expert's other tokens (those not routed to it), in token order: a stable sort of the mask's column puts its
+  // n - c[e] of them first. One sort for every expert, where asking each short expert for them (nonzero) was a wait
+  // for the device per expert and sample; every count it needs is already on the host.
+  const bool any_short = std::any_of(routed_.begin(), routed_.end(), [&](int64_t r) { return r < min_tokens_; });
+  at::Tensor others_first;  // [E, n]
+  if (any_short) {
+    const at::Tensor by_mask = std::get<1>(routed_mask.to(at::kByte).sort(/*stable=*/true, 0, /*descending=*/false));
+    others_first = by_mask.t().contiguous();
+  }
   for (int64_t e = 0; e < e_count; ++e) {
     if (routed_[e] >= min_tokens_) {
       candidates_[e] = Candidates{};  // enough routed tokens: this expert will never need a top-up
       continue;
     }
-    const at::Tensor others = routed_mask.select(1, e).logical_not().nonzero().squeeze(1);
-    if (others.numel() == 0) continue;
+    if (n - c[e] == 0) continue;
+    const at::Tensor others = others_first.select(0, e).narrow(0, 0, n - c[e]);
     at::Tensor k = keys.select(1, e).index_select(0, others);
     at::Tensor t = flat.index_select(0, others);
     Candidates& kept = candidates_[e];
