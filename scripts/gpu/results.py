@@ -114,13 +114,13 @@ def results(args):
         "ok": bool(steps) and all(s["status"] == 0 for s in steps),
         "tests": tests_from_junit(os.path.join(args.build, "ctest.xml")),
     }
-    bench = os.path.join(args.out, "bench.json")
+    bench = os.path.join(args.build, "bench.json")
     if os.path.exists(bench):
         try:
             doc["bench"] = json.load(open(bench))
         except ValueError as e:
             doc["bench"] = {"error": f"bench.json unreadable: {e}"}
-    engine = os.path.join(args.out, "engine_bench.jsonl")
+    engine = os.path.join(args.build, "engine_bench.jsonl")
     if os.path.exists(engine):
         lines = [line for line in open(engine) if line.startswith("{")]
         try:
@@ -135,7 +135,6 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps")
     p.add_argument("--build")
-    p.add_argument("--out")
     p.add_argument("--unpack")
     p.add_argument("--into")
     p.add_argument("--pin-mtimes")

@@ -4,10 +4,12 @@
 # the machine's PyTorch with CUDA, builds it with ninja, runs its tests (the `gpu`-labelled ones included) and the
 # CUDA kernel benchmark, and writes under $OUT (default ./out):
 #   run.log        every step: what ran, how long, and how it ended
-#   configure.log  build.log  ctest.log  bench.log
-#   bench.json     cuda_kernels_bench's figures
-#   engine_bench.jsonl  the engine's figures (scripts/gpu/engine_bench.sh: GPTQ and perplexity, GPU and CPU)
+#   configure.log  build.log  diagnose.log  ctest.log  bench.log
+#   ctest.xml      ctest's JUnit report: every test's output, the passed ones' printed figures too
 #   results.json   the machine, each step's status and time, test counts and failures, the bench's figures
+#                  (cuda_kernels_bench's bench.json) and the engine's (engine_bench.sh's engine_bench.jsonl)
+# Eight files at the most: the device tool brings back no more, so every other file (the figures' own files, the
+# diagnosis's scratch) stays in the build folder.
 # The engine tier (QUARK_GPU_KIT_ENGINE: core/, `quark`, algo_bench, the GPTQ and streaming device tests) is built
 # when prepare.sh carried its packages and this machine's glibc and libstdc++ are at least what they need
 # (gpu-kit/glibc-needed, glibcxx-needed); otherwise the kernels tier alone, saying why.
@@ -37,6 +39,8 @@ log=$out/run.log
 steps=$build/steps.tsv
 : > "$log"
 : > "$steps"
+# The figures' files of an earlier run in a kept build folder must not pass for this run's.
+rm -f "$build/bench.json" "$build/engine_bench.jsonl"
 failed=0
 
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
@@ -61,7 +65,7 @@ step() {
   return $rc
 }
 results() {
-  env -u LD_LIBRARY_PATH python3 "$root/scripts/gpu/results.py" --steps "$steps" --build "$build" --out "$out" > "$out/results.json" 2>> "$log" ||
+  env -u LD_LIBRARY_PATH python3 "$root/scripts/gpu/results.py" --steps "$steps" --build "$build" > "$out/results.json" 2>> "$log" ||
     say "results.py failed (see run.log)"
 }
 
@@ -198,21 +202,21 @@ diagnose() {
     [[ -f $lib/$so ]] && echo "$so exports $(nm -D --defined-only "$lib/$so" 2> /dev/null | grep -c '_ZN6google8protobuf') protobuf symbols"
   done
   if [[ -x $quark_bin && -d $kit/shared/fixtures/stories260K ]]; then
-    head -c 4096 "$kit/shared/fixtures/eval/tinystories_validation_prefix.txt" > "$out/diagnose-text.txt"
-    timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" --text "$out/diagnose-text.txt" \
+    head -c 4096 "$kit/shared/fixtures/eval/tinystories_validation_prefix.txt" > "$build/diagnose-text.txt"
+    timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" --text "$build/diagnose-text.txt" \
       --seq-len 64 --max-windows 1 --json 2>&1 | tail -n 40
     echo "quark eval with text (SentencePiece): exit ${PIPESTATUS[0]}"
     # Where the SentencePiece module's and protobuf's symbols bind across libraries (LD_DEBUG's "binding file A to
     # B": A's reference resolved in B): sentencepiece bound outside its own libraries, and protobuf bound into torch.
     LD_DEBUG=bindings timeout 60 "$quark_bin" eval --model "$kit/shared/fixtures/stories260K" \
-      --text "$out/diagnose-text.txt" --seq-len 64 --max-windows 1 --json > "$out/diagnose-bindings.txt" 2>&1
+      --text "$build/diagnose-text.txt" --seq-len 64 --max-windows 1 --json > "$build/diagnose-bindings.txt" 2>&1
     echo "-- sentencepiece's references bound outside sentencepiece / protobuf-lite / libstdc++ / libc:"
     awk '/binding file .*sentencepiece/ && $7 !~ /sentencepiece|protobuf-lite|libstdc|libc\.so|libgcc|libm\.so/' \
-      "$out/diagnose-bindings.txt" | head -n 30
+      "$build/diagnose-bindings.txt" | head -n 30
     echo "-- protobuf symbols bound into a torch library, or torch's references bound to another library's protobuf:"
     awk '/normal symbol .*google8protobuf/ && (($7 ~ /torch/ && $4 !~ /torch/) || ($4 ~ /torch/ && $7 !~ /torch/))' \
-      "$out/diagnose-bindings.txt" | head -n 30
-    rm -f "$out/diagnose-bindings.txt"
+      "$build/diagnose-bindings.txt" | head -n 30
+    rm -f "$build/diagnose-bindings.txt"
   fi
   return 0
 }
@@ -228,7 +232,7 @@ cp -f "$build/ctest.xml" "$out/ctest.xml" 2> /dev/null
 # 5. The benchmark.
 bench=$build/bench/kernels/cuda_kernels_bench
 if [[ -x $bench ]]; then
-  step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-60}" "$bench" --json "$out/bench.json"
+  step bench "$out/bench.log" timeout "${QUARK_BENCH_TIMEOUT:-60}" "$bench" --json "$build/bench.json"
   tee -a "$log" < "$out/bench.log"
 else
   say "== bench: FAILED: $bench was not built (see build.log)"
@@ -240,11 +244,16 @@ fi
 if ((engine)) && [[ ${QUARK_KIT_ENGINE_BENCH:-1} == 1 ]]; then
   # Its log joins the kernel bench's (the device tool brings back at most 8 files).
   step engine-bench "$out/bench.log" timeout "${QUARK_ENGINE_BENCH_TIMEOUT:-90}" \
-    bash "$root/scripts/gpu/engine_bench.sh" "$build" "$kit/shared" "$out/engine_bench.jsonl"
-  grep '^{' "$out/engine_bench.jsonl" 2> /dev/null | tee -a "$log"
+    bash "$root/scripts/gpu/engine_bench.sh" "$build" "$kit/shared" "$build/engine_bench.jsonl"
+  grep '^{' "$build/engine_bench.jsonl" 2> /dev/null | tee -a "$log"
 fi
 
 results
+# The device tool brings back eight files from $OUT (16 MiB each): say so here if this run wrote more.
+returned=$(find "$out" -type f | wc -l)
+if ((returned > 8)); then
+  say "warning: \$OUT holds $returned files; the device tool brings back 8 of them (this script writes 8 at most)"
+fi
 if ((failed)); then
   say "GPU kit run: FAILED (see the steps above; every log is in \$OUT)"
   exit 1
