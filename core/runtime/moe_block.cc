@@ -118,20 +118,19 @@ void MoeBlock::Record(const at::Tensor& flat, const at::Tensor& probs, const at:
   const at::Tensor rank = at::empty_like(order).scatter_(1, order, at::arange(e_count, order.options()).expand({n, e_count}));
   const at::Tensor keys = rank.to(at::kDouble) - probs.to(at::kDouble);
   // Each expert's other tokens (those not routed to it), in token order: a stable sort of the mask's column puts its
-  // n - c[e] of them first. One sort for every expert, where asking each short expert for them (nonzero) was a wait
-  // for the device per expert and sample; every count it needs is already on the host.
-  const bool any_short = std::any_of(routed_.begin(), routed_.end(), [&](int64_t r) { return r < min_tokens_; });
+  // n - c[e] of them first. One sort for every expert, made at the first one that needs it, where asking each short
+  // expert for them (nonzero) was a wait for the device per expert and sample; every count is already on the host.
   at::Tensor others_first;  // [E, n]
-  if (any_short) {
-    const at::Tensor by_mask = std::get<1>(routed_mask.to(at::kByte).sort(/*stable=*/true, 0, /*descending=*/false));
-    others_first = by_mask.t().contiguous();
-  }
   for (int64_t e = 0; e < e_count; ++e) {
     if (routed_[e] >= min_tokens_) {
       candidates_[e] = Candidates{};  // enough routed tokens: this expert will never need a top-up
       continue;
     }
     if (n - c[e] == 0) continue;
+    if (!others_first.defined()) {
+      const at::Tensor by_mask = std::get<1>(routed_mask.to(at::kByte).sort(/*stable=*/true, 0, /*descending=*/false));
+      others_first = by_mask.t().contiguous();
+    }
     const at::Tensor others = others_first.select(0, e).narrow(0, 0, n - c[e]);
     at::Tensor k = keys.select(1, e).index_select(0, others);
     at::Tensor t = flat.index_select(0, others);
