@@ -28,7 +28,8 @@
 // mit-han-lab/llm-awq and mit-han-lab/smoothquant: bench/algorithms/smoothing_vs_peers.sh.
 //
 // --bits 8|4|3|2 picks int8/int4/int3/int2, with --asym uint8/uint4 (3 and 2 bits stay signed, with a zero point);
-// --group-size -1 is per output channel. --spec takes any Quark tensor spec instead (fp8, fp4, MX ...).
+// --group-size -1 is per output channel. --spec takes any Quark tensor spec instead (fp8, fp4, MX ...; NVFP4 and W4A8
+// as the two-element list `quark presets --show NAME` prints for their weight).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -46,10 +47,12 @@
 #include "bench/algorithms/autoround_bench.h"
 #include "bench/algorithms/mlp_bench.h"
 #include "core/algorithms/gptq.h"
+#include "core/algorithms/gptq_columns.h"
 #include "core/algorithms/hessian.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/config/quark_json.h"
+#include "core/config/quark_json_two_stage.h"
 #include "core/engine/engine_init.h"
 #include "core/numerics/fake_quant.h"
 #include "core/runtime/compute_device.h"
@@ -84,8 +87,10 @@ double Seconds(Clock::time_point since) { return std::chrono::duration<double>(C
 absl::StatusOr<quark::QuantSpec> SpecFromFlags(const Flags& f) {
   if (!f.spec_file.empty()) {
     std::ifstream in(f.spec_file);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (!in || j.is_discarded()) return absl::InvalidArgumentError("--spec: cannot read " + f.spec_file);
+    // A two-element list is Quark's NVFP4 or W4A8 (what `quark presets --show` prints for their weight).
+    if (j.is_array()) return quark::TwoStageFromQuarkJson(j, "spec");
     return quark::QuantSpecFromQuarkJson(j, "spec");
   }
   quark::QuantSpec spec;
@@ -237,6 +242,9 @@ int RunGptq(const Flags& f) {
       {"extra_damp", result->extra_damp},
       {"linalg", f.fast_linalg ? "fast" : "quark"},
       {"path", f.tensor_ops || !device->is_cpu() ? "tensor_ops" : "cpu"},
+      // NVFP4 and W4A8 round in tensor operations even on the CPU path (gptq_columns.h).
+      {"columns_path",
+       f.tensor_ops || !device->is_cpu() || quark::algorithms::RoundsInTensorOpsOnly(*spec) ? "tensor_ops" : "cpu"},
       {"fused_blocks", result->fused_blocks},
       {"device", device->name()},
   };
@@ -267,7 +275,7 @@ int main(int argc, char** argv) {
   gptq->add_flag("--static-groups", f.static_groups, "group parameters from the original weight");
   gptq->add_option("--damp", f.damp, "damp_percent");
   gptq->add_option("--block-size", f.block_size, "columns per lazy update");
-  gptq->add_option("--spec", f.spec_file, "a Quark tensor spec (JSON) instead of --bits/--group-size/--asym");
+  gptq->add_option("--spec", f.spec_file, "a Quark tensor spec (JSON; NVFP4 and W4A8 as their two-element list) instead of --bits/--group-size/--asym");
   gptq->add_option("--threads", f.threads, "LibTorch and OpenBLAS threads (default: QUARK_THREADS or every core)");
   gptq->add_flag("--fast-linalg", f.fast_linalg,
                  "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "

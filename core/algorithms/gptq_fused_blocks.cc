@@ -1,41 +1,69 @@
 #include "core/algorithms/gptq_fused_blocks.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "core/base/status_macros.h"
+#include "core/config/gptq_block_grid.h"
 #include "core/config/quant_types.h"
 #include "core/numerics/format_map.h"
 #include "core/numerics/quant_kernels.h"
+#include "kernels/cpu/format_traits.h"
 
 namespace quark::algorithms {
 namespace {
 
 using kernels::element::GptqBlockArgs;
 
-// The fused kernel reads one parameter row per weight row: 2-D tiles (a parameter row per block of rows) take the
-// column loop.
-bool IsIntegerGrid(const QuantSpec& spec) {
-  return !spec.IsMx() && !spec.IsNvfp4() && !spec.IsProgressive() && !IsCastType(spec.dtype) &&
-         !IsFloatFormat(spec.ElementType()) && spec.qscheme != QScheme::kPerBlock;
+// The grid a fused block rounds a spec's columns on (core/config/gptq_block_grid.h): what FakeQuantize runs for the
+// column (gptq_column_params.cc). nullopt where the column loop runs instead.
+struct FusedGrid {
+  int kind = kernels::element::kGptqIntegerGrid;
+  kernels::GridArgs float_grid;  // float grids
+};
+
+std::optional<FusedGrid> FusedGridOf(const QuantSpec& spec) {
+  const GptqBlockGrid grid = GptqBlockGridOf(spec);
+  if (grid == GptqBlockGrid::kNone) return std::nullopt;
+  FusedGrid fused;
+  if (grid == GptqBlockGrid::kFloat) {
+    const kernels::FormatTraits& t = kernels::Traits(*ElemFormatOf(spec.ElementType()));
+    fused.kind = kernels::element::kGptqFloatGrid;
+    fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
+  }
+  return fused;
 }
 
-// Parameters as the kernel reads them: [rows, groups] float32 on the device, with 1.0f / scale in float32 (as the
-// fake-quantization kernels compute it) and whether the zero point is a float one (as FakeQuantize decides it).
+// Parameters as the kernel reads them: [rows, groups] float32 on the device. An integer grid's also with
+// 1.0f / scale in float32 (as the fake-quantization kernels compute it) and whether the zero point is a float one (as
+// FakeQuantize decides it); a float grid's scale is the element scale (an MX block's power of two, an NVFP4 group's
+// e4m3 value) under NVFP4's global scale.
 struct ParamTable {
   at::Tensor scale, inv_scale, zero_point;
   bool float_zero_point = false;
+  float global_scale = 1.0f;
 };
 
-ParamTable TableOf(const QuantParams& p, int64_t rows, const at::Device& device) {
+// `block_rows` > 0 (2-D tiles): a parameter row covers that many weight rows, as the column loop repeats it.
+ParamTable TableOf(const QuantParams& p, int64_t rows, int64_t block_rows, const FusedGrid& grid,
+                   const at::Device& device) {
   const auto row_wise = [&](const at::Tensor& t) {
     at::Tensor f = t.to(device, at::kFloat);
-    f = f.numel() == 1 ? f.reshape({1, 1}).expand({rows, 1}) : f.reshape({rows, -1});
-    return f.contiguous();
+    if (f.numel() == 1) return f.reshape({1, 1}).expand({rows, 1}).contiguous();
+    if (block_rows <= 0) return f.reshape({rows, -1}).contiguous();
+    return f.reshape({(rows + block_rows - 1) / block_rows, -1})
+        .repeat_interleave(block_rows, 0)
+        .slice(0, 0, rows)
+        .contiguous();
   };
   ParamTable table;
   table.scale = row_wise(p.scale);
+  if (grid.kind == kernels::element::kGptqFloatGrid) {
+    if (p.global_scale.defined()) table.global_scale = p.global_scale.item<float>();
+    return table;
+  }
   table.inv_scale = at::full_like(table.scale, 1.0f).div_(table.scale);
   table.zero_point = row_wise(p.zero_point);
   table.float_zero_point = p.zero_point.scalar_type() != at::kInt;
@@ -44,10 +72,12 @@ ParamTable TableOf(const QuantParams& p, int64_t rows, const at::Device& device)
 
 void Point(GptqBlockArgs& a, const ParamTable& t) {
   a.scale = t.scale.data_ptr<float>();
-  a.inv_scale = t.inv_scale.data_ptr<float>();
-  a.zero_point = t.zero_point.data_ptr<float>();
+  // A float grid reads only the scale; the other pointers stay valid for the row's address arithmetic.
+  a.inv_scale = t.inv_scale.defined() ? t.inv_scale.data_ptr<float>() : a.scale;
+  a.zero_point = t.zero_point.defined() ? t.zero_point.data_ptr<float>() : a.scale;
   a.groups = t.scale.size(1);
   a.float_zero_point = t.float_zero_point;
+  a.global_scale = t.global_scale;
 }
 
 int CastOf(at::ScalarType dtype) {
@@ -64,7 +94,8 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
                                                   int64_t block_size) {
   const QuantKernels& kernels = QuantKernelsFor(work.device());
   // An empty segment asks the device whether it has the kernel, before anything is observed or changed.
-  if (!IsIntegerGrid(spec) || !kernels.GptqAffineBlock(GptqBlockArgs{})) return false;
+  const std::optional<FusedGrid> grid = FusedGridOf(spec);
+  if (!grid || !kernels.GptqBlock(GptqBlockArgs{})) return false;
   if (!work.is_contiguous() || !q.is_contiguous() || work.scalar_type() != at::kFloat) {
     return absl::InternalError("gptq: the fused blocks need contiguous float32 work and result tensors");
   }
@@ -83,15 +114,19 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
   a.upper = upper.data_ptr<float>();
   a.ldu = k;
   a.rows = n;
-  std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
-  a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
+  a.grid = grid->kind;
+  if (grid->kind == kernels::element::kGptqIntegerGrid) {
+    std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
+    a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
+  }
+  a.float_grid = grid->float_grid;
   a.cast = CastOf(dtype);
 
   // Parameters known before the loop (per tensor, per channel, static groups): one table, and each column's group.
   ParamTable fixed;
   at::Tensor column_group;
   if (!parameters.ObservesAsItGoes()) {
-    fixed = TableOf(parameters.Whole(), n, device);
+    fixed = TableOf(parameters.Whole(), n, plan.block_rows, *grid, device);
     if (plan.grouped) {
       std::vector<int32_t> groups(static_cast<size_t>(k));
       for (int64_t c = 0; c < k; ++c) groups[static_cast<size_t>(c)] = static_cast<int32_t>(parameters.FixedGroupOf(c));
@@ -111,7 +146,7 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
         const int64_t column = i1 + begin;
         end = std::min(count, (column / plan.group_size + 1) * plan.group_size - i1);
         QUARK_ASSIGN_OR_RETURN(const QuantParams* p, parameters.For(column, work));
-        observed = TableOf(*p, n, device);
+        observed = TableOf(*p, n, plan.block_rows, *grid, device);
         Point(a, observed);
         a.column_group = nullptr;
       } else {
@@ -120,7 +155,7 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
       }
       a.begin = begin;
       a.end = end;
-      kernels.GptqAffineBlock(a);
+      kernels.GptqBlock(a);
       begin = end;
     }
     // The lazy update of every column after the block, as the column loop (and Quark) does it.

@@ -1,5 +1,5 @@
 // GPTQ's column loop in tensor operations with each block's sequential part fused into one kernel launch
-// (kernels/element/gptq_row.h through the numerics' device seam, QuantKernels::GptqAffineBlock): per block one
+// (kernels/element/gptq_row.h through the numerics' device seam, QuantKernels::GptqBlock): per block one
 // launch (one per group inside the block where group parameters are observed as groups start) and the lazy update's
 // GEMM, instead of about ten device operations a column. Same float operations, same order, same bits as the
 // column-by-column loop of gptq_tensor_ops.cc on the same device.
@@ -17,9 +17,10 @@
 namespace quark::algorithms {
 
 /// The column loop of gptq_tensor_ops.cc over work [N, K] (float32, contiguous, columns in act order; updated in
-/// place) into q [N, K] (float32, contiguous), with u [K, K] the upper inverse factor on work's device. Returns
-/// false, having changed nothing, where it does not apply: a spec that is not integer (float, MX, NVFP4 grids) or a
-/// device without the block kernel; the caller then runs the column loop.
+/// place) into q [N, K] (float32, contiguous), with u [K, K] the upper inverse factor on work's device. Integer grids
+/// (per tensor, channel, group, 2-D tile) and float ones (fp8 / fp6 / fp4 with their scales, OCP MX's float
+/// elements, NVFP4). Returns false, having changed nothing, where it does not apply: W4A8, MXINT8, or a device
+/// without the block kernel; the caller then runs the column loop.
 absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
                                                   const QuantSpec& spec, const GptqColumnPlan& plan,
                                                   ColumnParameters& parameters, at::ScalarType dtype,

@@ -11,6 +11,7 @@
 #include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/token_pass_memory.h"
 #include "core/config/e8m0_tiles.h"  // #30
+#include "core/config/gptq_block_grid.h"
 #include "core/estimate/rotation_training_cost.h"
 
 namespace quark::estimate {
@@ -161,8 +162,8 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
     steps[GptqStep(l, c.job.expert_group_size > 0)][InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
-    // Integer grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
-    const bool fused = l.config->weight && IsIntegerType(l.config->weight->dtype) && !l.config->weight->IsMx();
+    // Integer and float grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
+    const bool fused = l.config->weight && GptqBlockGridOf(*l.config->weight) != GptqBlockGrid::kNone;
     device_ops += fused ? std::ceil(static_cast<double>(l.in) / block_size) * kGptqOpsPerFusedBlock
                         : static_cast<double>(l.in) * kGptqOpsPerColumn;
   }

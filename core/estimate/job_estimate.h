@@ -82,9 +82,10 @@ inline constexpr uint64_t kGptqWorkspaceBytes = 8ull << 20;
 /// Device operations per column of GPTQ's tensor-operation column loop (gptq_tensor_ops.cc: the column's dtype
 /// round trip, fake quantization, error, and the outer-product update), each costing Throughput::device_op_seconds.
 inline constexpr double kGptqOpsPerColumn = 10;
-/// Device operations per block of GPTQ's fused blocks (integer grids, GptqOptions::fused_blocks, on by default:
-/// gptq_fused_blocks.cc): the block's one fused launch per group segment, the observation of each group's
-/// parameters as it starts (about ten small operations), and the lazy update's slices, product and subtraction.
+/// Device operations per block of GPTQ's fused blocks (gptq_fused_blocks.cc; GptqOptions::fused_blocks, on by default,
+/// for the grids of core/config/gptq_block_grid.h): the block's one fused launch per group segment, the observation
+/// of each group's parameters as it starts (about ten small operations), and the lazy update's slices, product and
+/// subtraction.
 /// Before fused blocks the column loop paid kGptqOpsPerColumn a column: on the H200 ~200 s of a 7B job's launches.
 inline constexpr double kGptqOpsPerFusedBlock = 16;
 /// The tokens the calibration top-up gives each expert short of them (QuantizeModelOptions::moe_min_expert_tokens'

@@ -90,8 +90,8 @@ class CudaKernels final : public QuantKernels {
     TensorOpQuantKernels().MxBlockAmax(in, rows, len, amax);
   }
 
-  bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
-    Check(cuda::GptqAffineBlockCuda(args, nullptr), "GptqAffineBlockCuda");
+  bool GptqBlock(const kernels::element::GptqBlockArgs& args) const override {
+    Check(cuda::GptqBlockCuda(args, nullptr), "GptqBlockCuda");
     return true;
   }
 

@@ -73,8 +73,8 @@ class CpuKernels final : public QuantKernels {
     });
   }
 
-  bool GptqAffineBlock(const kernels::element::GptqBlockArgs& args) const override {
-    kernels::GptqAffineBlockCpu(args);
+  bool GptqBlock(const kernels::element::GptqBlockArgs& args) const override {
+    kernels::GptqBlockCpu(args);
     return true;
   }
 

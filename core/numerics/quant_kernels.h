@@ -50,10 +50,10 @@ class QuantKernels {
                              at::Tensor& max) const = 0;
   /// max |x| of every MX block as a [rows * blocks] float32 CPU tensor (NaN propagates).
   virtual void MxBlockAmax(const at::Tensor& in, int64_t rows, int64_t len, at::Tensor& amax) const = 0;
-  /// The sequential part of one GPTQ block with integer parameters (kernels/element/gptq_row.h) on this device's
+  /// The sequential part of one GPTQ block on an integer or float grid (kernels/element/gptq_row.h) on this device's
   /// memory, in one launch. false (nothing done) where the device has no such kernel: the caller then runs the
   /// block column by column in tensor operations, with the same bits.
-  virtual bool GptqAffineBlock(const kernels::element::GptqBlockArgs& /*args*/) const { return false; }
+  virtual bool GptqBlock(const kernels::element::GptqBlockArgs& /*args*/) const { return false; }
   /// NVFP4 fake quantization of [rows, len] (groups of 16 along len, kernels/cpu/nvfp4_kernels.h) with global scale
   /// `global`; `blk` is [rows, len / 16] float32 (e4m3 values) on the data's device, or undefined: each group's scale
   /// from its own amax. false (nothing done) where the device has no such kernel: the caller computes on the CPU.

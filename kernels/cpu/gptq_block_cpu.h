@@ -6,6 +6,6 @@
 namespace quark::kernels {
 
 /// Runs the segment of `args` for every row, rows in parallel (at::parallel_for).
-void GptqAffineBlockCpu(const element::GptqBlockArgs& args);
+void GptqBlockCpu(const element::GptqBlockArgs& args);
 
 }  // namespace quark::kernels

@@ -14,8 +14,8 @@ constexpr int kTileRows = 32;  // one warp
 constexpr int kTileColumns = 128;
 constexpr int kPitch = kTileColumns + 1;  // row r's column c at r * kPitch + c: a warp's 32 rows hit 32 banks
 
-template <int kMode, bool kFloatZp, int kCast>
-__global__ void GptqAffineTileKernel(element::GptqBlockArgs a) {
+template <int kGrid, int kMode, bool kFloatZp, int kCast>
+__global__ void GptqTileKernel(element::GptqBlockArgs a) {
   __shared__ float tile[kTileRows * kPitch];
   const int64_t row0 = blockIdx.x * static_cast<int64_t>(kTileRows);
   const int lane = static_cast<int>(threadIdx.x);
@@ -26,7 +26,7 @@ __global__ void GptqAffineTileKernel(element::GptqBlockArgs a) {
     for (int c = first + lane; c < count; c += kTileRows) tile[rr * kPitch + c] = src[c];
   }
   __syncwarp();
-  if (lane < rows) element::GptqAffineRow<kMode, kFloatZp, kCast>(a, row0 + lane, tile + lane * kPitch);
+  if (lane < rows) element::GptqRow<kGrid, kMode, kFloatZp, kCast>(a, row0 + lane, tile + lane * kPitch);
   __syncwarp();
   for (int rr = 0; rr < rows; ++rr) {
     float* dst = a.work + (row0 + rr) * a.ldw + a.block_begin;
@@ -34,26 +34,27 @@ __global__ void GptqAffineTileKernel(element::GptqBlockArgs a) {
   }
 }
 
-template <int kMode, bool kFloatZp, int kCast>
-__global__ void GptqAffineRowKernel(element::GptqBlockArgs a) {
+template <int kGrid, int kMode, bool kFloatZp, int kCast>
+__global__ void GptqRowKernel(element::GptqBlockArgs a) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (r < a.rows) element::GptqAffineRow<kMode, kFloatZp, kCast>(a, r, a.work + r * a.ldw + a.block_begin);
+  if (r < a.rows) element::GptqRow<kGrid, kMode, kFloatZp, kCast>(a, r, a.work + r * a.ldw + a.block_begin);
 }
 
 }  // namespace
 
-int GptqAffineBlockCuda(const element::GptqBlockArgs& args, void* stream) {
+int GptqBlockCuda(const element::GptqBlockArgs& args, void* stream) {
   if (args.rows <= 0 || args.begin >= args.end) return 0;
   const auto s = static_cast<cudaStream_t>(stream);
   const auto blocks = static_cast<unsigned>((args.rows + kTileRows - 1) / kTileRows);
-  element::DispatchGptqRow(args, [&](auto mode, auto float_zp, auto cast) {
+  element::DispatchGptqRow(args, [&](auto grid, auto mode, auto float_zp, auto cast) {
+    constexpr int k = decltype(grid)::value;
     constexpr int m = decltype(mode)::value;
     constexpr bool z = decltype(float_zp)::value;
     constexpr int c = decltype(cast)::value;
     if (args.count <= kTileColumns) {
-      GptqAffineTileKernel<m, z, c><<<blocks, kTileRows, 0, s>>>(args);
+      GptqTileKernel<k, m, z, c><<<blocks, kTileRows, 0, s>>>(args);
     } else {
-      GptqAffineRowKernel<m, z, c><<<blocks, kTileRows, 0, s>>>(args);
+      GptqRowKernel<k, m, z, c><<<blocks, kTileRows, 0, s>>>(args);
     }
   });
   return static_cast<int>(cudaGetLastError());

@@ -8,6 +8,6 @@ namespace quark::kernels::cuda {
 
 /// Runs the segment of `args` (device pointers) for every row on `stream` (a cudaStream_t; nullptr = the legacy
 /// default stream). Returns the CUDA error code of the launch (0 = success).
-int GptqAffineBlockCuda(const element::GptqBlockArgs& args, void* stream);
+int GptqBlockCuda(const element::GptqBlockArgs& args, void* stream);
 
 }  // namespace quark::kernels::cuda

@@ -6,10 +6,11 @@
 // bound: 0.8 s for a 4096-column layer). But rows never mix inside a block: row r's rounding, error and updates read
 // only row r of the weight (and the shared factor U), so one thread per row can run the whole block in one launch.
 // The float operations are exactly the tensor-op loop's, in its order: the column cast to the weight's dtype, the
-// fake quantization (element_ops.h's AffineFake), the result cast back, (w - q) / U[j][j], and each later column's
-// w - e * U[j][t] with the product rounded first (no contraction on either target). So the fused block gives the
-// tensor-op loop's bits on the same device (tests/algorithms/gptq_tensor_ops_test.cc on the CPU, gptq_cuda_test on
-// a GPU); the lazy update after the block stays one GEMM.
+// fake quantization (element_ops.h's AffineFake on an integer grid, GridSat on a float one), the result cast back,
+// (w - q) / U[j][j], and each later column's w - e * U[j][t] with the product rounded first (no contraction on
+// either target). So the fused block gives the tensor-op loop's bits on the same device
+// (tests/algorithms/gptq_tensor_ops_test.cc on the CPU, gptq_cuda_test on a GPU); the lazy update after the block
+// stays one GEMM.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,15 @@ namespace quark::kernels::QUARK_LANE_NS {
 #else
 namespace quark::kernels::element {
 #endif
+
+/// The grids a fused block rounds on.
+enum GptqGrid : int {
+  /// Integers with a scale and zero point: AffineFake.
+  kGptqIntegerGrid = 0,
+  /// A small float format (fp8 / fp6 / fp4) with a scale, and a global scale above it (NVFP4; 1 otherwise):
+  /// ScaledGridFake. MX's float elements are this grid with the block's power-of-two scale.
+  kGptqFloatGrid = 1,
+};
 
 /// One segment [begin, end) of a block of `count` columns that starts at column `block_begin` of the working weight.
 /// Pointers are to the memory of the device that runs it. Parameters are a [rows, groups] table; column j of the
@@ -35,8 +45,8 @@ struct GptqBlockArgs {
   const float* upper = nullptr;  // U [K, ldu] float32: the inverse Hessian's upper factor
   int64_t ldu = 0;
   const float* scale = nullptr;  // [rows, groups] float32
-  const float* inv_scale = nullptr;  // 1.0f / scale in float32
-  const float* zero_point = nullptr;  // [rows, groups] float32
+  const float* inv_scale = nullptr;  // 1.0f / scale in float32 (integer grid)
+  const float* zero_point = nullptr;  // [rows, groups] float32 (integer grid)
   int64_t groups = 1;
   const int32_t* column_group = nullptr;  // [count] or null
   int64_t rows = 0;
@@ -44,12 +54,24 @@ struct GptqBlockArgs {
   int64_t count = 0;
   int64_t begin = 0;
   int64_t end = 0;
-  int qmin = -128;
+  int grid = kGptqIntegerGrid;
+  int qmin = -128;  // integer grid
   int qmax = 127;
-  int round_mode = 0;  // RoundMode order: 0 half even, 1 half away from zero, 2 floor
-  bool float_zero_point = false;
+  int round_mode = 0;  // integer grid; RoundMode order: 0 half even, 1 half away from zero, 2 floor
+  bool float_zero_point = false;  // integer grid
+  GridArgs float_grid;  // float grid: the element format
+  float global_scale = 1.0f;  // float grid: NVFP4's float32 global scale (a dequant multiplier), else 1
   int cast = 0;  // the weight's dtype, which each column is rounded in: 0 float32, 1 bfloat16, 2 float16
 };
+
+/// A float grid's fake quantization of x with scale s under global scale g: the element value
+/// GridSat(clamp(x / (s * g), -max, max)), dequantized as (value * s) * g. With g = 1 the products with g change no
+/// bit, so it is ScaledGridValue(x, s) * s, what the fp8 / fp6 / fp4 kernels compute, and for s = 2^e MX's
+/// GridSat(x * 2^-e) * 2^e (x / 2^e and x * 2^-e round the same exact value once, e in [-127, 127]; GridSat
+/// saturates as the clamp does); with NVFP4's global scale it is Nvfp4Dequant(Nvfp4Value(x, s, g), s, g).
+QUARK_HD float ScaledGridFake(float x, float s, float g, const GridArgs& grid) {
+  return (GridSat(Clamp(x / (s * g), -grid.max, grid.max), grid) * s) * g;
+}
 
 /// float32 -> the weight's dtype -> float32 (what `.to(dtype).to(kFloat)` gives: round to nearest even).
 template <int kCast>
@@ -61,8 +83,8 @@ QUARK_HD float CastRoundTrip(float v) {
 
 /// Row r of the segment. `w` holds row r's columns of the block (w[j] is column block_begin + j of the working
 /// weight): the working weight itself on the CPU, a copy in fast memory on a GPU (written back by the caller).
-template <int kMode, bool kFloatZp, int kCast>
-QUARK_HD void GptqAffineRow(const GptqBlockArgs& a, int64_t r, float* __restrict__ w) {
+template <int kGrid, int kMode, bool kFloatZp, int kCast>
+QUARK_HD void GptqRow(const GptqBlockArgs& a, int64_t r, float* __restrict__ w) {
   float* __restrict__ q = a.q + r * a.ldq + a.block_begin;
   float* __restrict__ err = a.err + r * a.lde;
   const float* s = a.scale + r * a.groups;
@@ -73,8 +95,10 @@ QUARK_HD void GptqAffineRow(const GptqBlockArgs& a, int64_t r, float* __restrict
   for (int64_t j = a.begin; j < a.end; ++j) {
     const int64_t g = a.column_group ? a.column_group[j] : 0;
     const float x = w[j];
-    const float rounded =
-        CastRoundTrip<kCast>(AffineFake<kMode, kFloatZp>(CastRoundTrip<kCast>(x), s[g], inv[g], z[g], qmin, qmax));
+    const float cast = CastRoundTrip<kCast>(x);
+    const float rounded = CastRoundTrip<kCast>(kGrid == kGptqIntegerGrid
+                                                   ? AffineFake<kMode, kFloatZp>(cast, s[g], inv[g], z[g], qmin, qmax)
+                                                   : ScaledGridFake(cast, s[g], a.global_scale, a.float_grid));
     q[j] = rounded;
     const float* __restrict__ uj = u + j * a.ldu;
     const float e = (x - rounded) / uj[j];
@@ -93,18 +117,20 @@ struct BoolConstant {
   static constexpr bool value = V;
 };
 
-/// Calls f(mode, float_zp, cast) as IntConstant / BoolConstant for the arguments' run-time choices (host code: it
-/// picks the template instance that runs).
+/// Calls f(grid, mode, float_zp, cast) as IntConstant / BoolConstant for the arguments' run-time choices (host code:
+/// it picks the template instance that runs). A float grid has no rounding mode or zero point: one instance a cast.
 template <typename F>
 void DispatchGptqRow(const GptqBlockArgs& a, F f) {
-  auto by_cast = [&](auto mode, auto fzp) {
-    if (a.cast == 1) return f(mode, fzp, IntConstant<1>{});
-    if (a.cast == 2) return f(mode, fzp, IntConstant<2>{});
-    return f(mode, fzp, IntConstant<0>{});
+  auto by_cast = [&](auto grid, auto mode, auto fzp) {
+    if (a.cast == 1) return f(grid, mode, fzp, IntConstant<1>{});
+    if (a.cast == 2) return f(grid, mode, fzp, IntConstant<2>{});
+    return f(grid, mode, fzp, IntConstant<0>{});
   };
+  if (a.grid == kGptqFloatGrid) return by_cast(IntConstant<kGptqFloatGrid>{}, IntConstant<0>{}, BoolConstant<false>{});
+  const auto integer = IntConstant<kGptqIntegerGrid>{};
   auto by_zp = [&](auto mode) {
-    if (a.float_zero_point) return by_cast(mode, BoolConstant<true>{});
-    return by_cast(mode, BoolConstant<false>{});
+    if (a.float_zero_point) return by_cast(integer, mode, BoolConstant<true>{});
+    return by_cast(integer, mode, BoolConstant<false>{});
   };
   if (a.round_mode == 1) return by_zp(IntConstant<1>{});
   if (a.round_mode == 2) return by_zp(IntConstant<2>{});

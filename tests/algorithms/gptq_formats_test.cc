@@ -143,8 +143,8 @@ TEST(GptqFormatsTest, EveryColumnIsRoundedAsRtnRoundsItsGroupBitForBit) {
   }
 }
 
-// Integer 2-D tiles (int8 per 128 x 128 block, asymmetric) take the column loop too, not the fused integer blocks,
-// whose kernel reads one parameter row per weight row.
+// Integer 2-D tiles (uint8 per 128 x 128 block, asymmetric) round as RTN rounds them, in fused blocks (each weight
+// row reads its tile's parameter row).
 TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
   const Layer l = MakeLayer(256, 256, 512, 35);
   QuantSpec tiles = WeightSpecOf("fp8_block");
@@ -156,12 +156,64 @@ TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
     o.block_size = 256;
     auto result = GptqQuantizeWeight(l.weight, l.hessian, tiles, o);
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_FALSE(result->fused_blocks);
+    EXPECT_TRUE(result->fused_blocks);
     const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, tiles, o, 0);
     EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>();
     auto again = FakeQuantize(result->weight, tiles, result->params);
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(at::equal(*again, result->weight));
+  }
+}
+
+// GPTQ's fused blocks (one launch a block: kernels/element/gptq_row.h) on the float grids of these formats and the
+// others (fp8 per tensor and channel, OCP MX's float elements, E8M0 tiles, integer tiles) against the column-by-column
+// loop of the same tensor-op path: the same float operations in the same order, so the same bits, in every weight
+// dtype, with groups observed as they start (straddling blocks of 100 columns), static groups and act order. W4A8
+// and MXINT8 keep the column loop.
+TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
+  const Layer l = MakeLayer(256, 384, 512, 36);
+  QuantSpec integer_tiles = WeightSpecOf("fp8_block");
+  integer_tiles.dtype = DType::kUInt8;
+  integer_tiles.symmetric = false;
+  struct Named {
+    std::string name;
+    QuantSpec spec;
+  };
+  std::vector<Named> specs = {{"integer tiles", integer_tiles}};
+  for (const char* preset : {"nvfp4_weight_only", "fp8_block", "mxfp8_2d", "fp8_block_e8m0", "fp8", "ptpc_fp8",
+                             "mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8", "int4_fp8", "mxint8"}) {
+    specs.push_back({preset, WeightSpecOf(preset)});
+  }
+  GptqOptions dynamic, fixed, act;
+  fixed.static_groups = true;
+  act.static_groups = true;
+  act.act_order = true;
+  for (const Named& named : specs) {
+    const bool column_loop = named.spec.IsProgressive() || named.name == "mxint8";
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      for (GptqOptions options : {dynamic, fixed, act}) {
+        for (int64_t block : {int64_t{100}, int64_t{128}}) {
+          SCOPED_TRACE(named.name + " " + c10::toString(dtype) + (options.act_order ? " act_order" : "") +
+                       (options.static_groups ? " static_groups" : "") + " block " + std::to_string(block));
+          options.block_size = block;
+          options.tensor_ops = true;
+          GptqOptions columns = options;
+          columns.fused_blocks = false;
+          const at::Tensor w = l.weight.to(dtype);
+          auto a = GptqQuantizeWeight(w, l.hessian, named.spec, columns);
+          auto b = GptqQuantizeWeight(w, l.hessian, named.spec, options);
+          ASSERT_TRUE(a.ok()) << a.status();
+          ASSERT_TRUE(b.ok()) << b.status();
+          EXPECT_FALSE(a->fused_blocks);
+          EXPECT_EQ(b->fused_blocks, !column_loop);
+          EXPECT_EQ((a->weight != b->weight).sum().item<int64_t>(), 0);
+          EXPECT_TRUE(at::equal(a->params.scale, b->params.scale));
+          EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point));
+          EXPECT_EQ(a->params.global_scale.defined(), b->params.global_scale.defined());
+          if (a->params.global_scale.defined()) EXPECT_TRUE(at::equal(a->params.global_scale, b->params.global_scale));
+        }
+      }
+    }
   }
 }
 

@@ -1,0 +1,31 @@
+// Which grid GPTQ's fused blocks round a weight spec on (core/algorithms/gptq_fused_blocks.cc), in plain Config terms:
+// the job estimator (core/estimate, no LibTorch) charges the launches the run will make from the same answer.
+#pragma once
+
+#include "core/config/e8m0_tiles.h"
+#include "core/config/quant_spec.h"
+#include "core/config/quant_types.h"
+
+namespace quark {
+
+enum class GptqBlockGrid {
+  /// The column loop rounds it (about ten device operations a column): W4A8's two stages, MXINT8 (its negative
+  /// zeros and its two-step scaling for exponents past 2^127 stay in the MX kernels' loop), casts, and the legacy
+  /// MX spelling without an element type.
+  kNone,
+  /// Integers with a scale and zero point, per tensor, channel, group or 2-D tile.
+  kInteger,
+  /// fp8 / fp6 / fp4 elements with their scales (E8M0 tiles among them), OCP MX's float elements and NVFP4.
+  kFloat,
+};
+
+inline GptqBlockGrid GptqBlockGridOf(const QuantSpec& spec) {
+  const DType element = spec.ElementType();
+  if (spec.IsProgressive() || IsCastType(spec.dtype) || element == DType::kMx || IsCastType(element)) {
+    return GptqBlockGrid::kNone;
+  }
+  if (IsFloatFormat(element)) return GptqBlockGrid::kFloat;
+  return IsOcpMx(spec) ? GptqBlockGrid::kNone : GptqBlockGrid::kInteger;
+}
+
+}  // namespace quark
