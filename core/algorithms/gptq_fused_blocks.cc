@@ -33,13 +33,14 @@ std::optional<FusedGrid> FusedGridOf(const QuantSpec& spec) {
     fused.kind = kernels::element::kGptqFloatGrid;
     fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
   }
+  if (grid == GptqBlockGrid::kMxInt) fused.kind = kernels::element::kGptqMxIntGrid;
   return fused;
 }
 
 // Parameters as the kernel reads them: [rows, groups] float32 on the device. An integer grid's also with
 // 1.0f / scale in float32 (as the fake-quantization kernels compute it) and whether the zero point is a float one (as
 // FakeQuantize decides it); a float grid's scale is the element scale (an MX block's power of two, an NVFP4 group's
-// e4m3 value) under NVFP4's global scale.
+// e4m3 value) under NVFP4's global scale; MXINT8's is the block's power of two (its exponent read from the bits).
 struct ParamTable {
   at::Tensor scale, inv_scale, zero_point;
   bool float_zero_point = false;
@@ -60,7 +61,7 @@ ParamTable TableOf(const QuantParams& p, int64_t rows, int64_t block_rows, const
   };
   ParamTable table;
   table.scale = row_wise(p.scale);
-  if (grid.kind == kernels::element::kGptqFloatGrid) {
+  if (grid.kind != kernels::element::kGptqIntegerGrid) {
     if (p.global_scale.defined()) table.global_scale = p.global_scale.item<float>();
     return table;
   }
@@ -72,7 +73,7 @@ ParamTable TableOf(const QuantParams& p, int64_t rows, int64_t block_rows, const
 
 void Point(GptqBlockArgs& a, const ParamTable& t) {
   a.scale = t.scale.data_ptr<float>();
-  // A float grid reads only the scale; the other pointers stay valid for the row's address arithmetic.
+  // Float and MXINT8 grids read only the scale; the other pointers stay valid for the row's address arithmetic.
   a.inv_scale = t.inv_scale.defined() ? t.inv_scale.data_ptr<float>() : a.scale;
   a.zero_point = t.zero_point.defined() ? t.zero_point.data_ptr<float>() : a.scale;
   a.groups = t.scale.size(1);
@@ -115,10 +116,8 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
   a.ldu = k;
   a.rows = n;
   a.grid = grid->kind;
-  if (grid->kind == kernels::element::kGptqIntegerGrid) {
-    std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
-    a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
-  }
+  if (grid->kind == kernels::element::kGptqIntegerGrid) std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
+  if (grid->kind != kernels::element::kGptqFloatGrid) a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
   a.float_grid = grid->float_grid;
   a.cast = CastOf(dtype);
 

@@ -18,8 +18,8 @@ namespace quark::algorithms {
 
 /// The column loop of gptq_tensor_ops.cc over work [N, K] (float32, contiguous, columns in act order; updated in
 /// place) into q [N, K] (float32, contiguous), with u [K, K] the upper inverse factor on work's device. Integer grids
-/// (per tensor, channel, group, 2-D tile) and float ones (fp8 / fp6 / fp4 with their scales, OCP MX's float
-/// elements, NVFP4). Returns false, having changed nothing, where it does not apply: W4A8, MXINT8, or a device
+/// (per tensor, channel, group, 2-D tile), float ones (fp8 / fp6 / fp4 with their scales, OCP MX's float
+/// elements, NVFP4) and MXINT8. Returns false, having changed nothing, where it does not apply: W4A8, or a device
 /// without the block kernel; the caller then runs the column loop.
 absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
                                                   const QuantSpec& spec, const GptqColumnPlan& plan,

@@ -9,14 +9,15 @@
 namespace quark {
 
 enum class GptqBlockGrid {
-  /// The column loop rounds it (about ten device operations a column): W4A8's two stages, MXINT8 (its negative
-  /// zeros and its two-step scaling for exponents past 2^127 stay in the MX kernels' loop), casts, and the legacy
-  /// MX spelling without an element type.
+  /// The column loop rounds it (about ten device operations a column): W4A8's two stages (an fp8 stage, then int4
+  /// on its result), casts, and the legacy MX spelling without an element type.
   kNone,
   /// Integers with a scale and zero point, per tensor, channel, group or 2-D tile.
   kInteger,
   /// fp8 / fp6 / fp4 elements with their scales (E8M0 tiles among them), OCP MX's float elements and NVFP4.
   kFloat,
+  /// MXINT8: int8 elements under each block's power-of-two scale.
+  kMxInt,
 };
 
 inline GptqBlockGrid GptqBlockGridOf(const QuantSpec& spec) {
@@ -25,7 +26,7 @@ inline GptqBlockGrid GptqBlockGridOf(const QuantSpec& spec) {
     return GptqBlockGrid::kNone;
   }
   if (IsFloatFormat(element)) return GptqBlockGrid::kFloat;
-  return IsOcpMx(spec) ? GptqBlockGrid::kNone : GptqBlockGrid::kInteger;
+  return IsOcpMx(spec) ? GptqBlockGrid::kMxInt : GptqBlockGrid::kInteger;
 }
 
 }  // namespace quark

@@ -6,6 +6,7 @@
 // quantization of the column's group (tile rows, or the whole weight) with that group's RTN parameters, taken from
 // the original weight (static groups, as llm-compressor's GPTQ takes NVFP4's) or from the current weight when the group
 // starts (Quark's default).
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -168,8 +169,8 @@ TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
 // GPTQ's fused blocks (one launch a block: kernels/element/gptq_row.h) on the float grids of these formats and the
 // others (fp8 per tensor and channel, OCP MX's float elements, E8M0 tiles, integer tiles) against the column-by-column
 // loop of the same tensor-op path: the same float operations in the same order, so the same bits, in every weight
-// dtype, with groups observed as they start (straddling blocks of 100 columns), static groups and act order. W4A8
-// and MXINT8 keep the column loop.
+// dtype, with groups observed as they start (straddling blocks of 100 columns), static groups and act order; MXINT8
+// too (its negative zeros, its exponents past 2^127). W4A8 keeps the column loop.
 TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   const Layer l = MakeLayer(256, 384, 512, 36);
   QuantSpec integer_tiles = WeightSpecOf("fp8_block");
@@ -188,8 +189,14 @@ TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   fixed.static_groups = true;
   act.static_groups = true;
   act.act_order = true;
+  // MX blocks whose shared exponent is -127 (rows scaled to about 2^-130): MXINT8's element x / 2^-133 takes
+  // ScaleByPow2's two steps.
+  const at::Tensor tiny_rows = l.weight.clone();
+  tiny_rows.slice(0, 0, 8).mul_(std::ldexp(1.0f, -124));
+  specs.push_back({"mxint8 tiny rows", WeightSpecOf("mxint8")});
   for (const Named& named : specs) {
-    const bool column_loop = named.spec.IsProgressive() || named.name == "mxint8";
+    const bool column_loop = named.spec.IsProgressive();
+    const at::Tensor& weight = named.name == "mxint8 tiny rows" ? tiny_rows : l.weight;
     for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
       for (GptqOptions options : {dynamic, fixed, act}) {
         for (int64_t block : {int64_t{100}, int64_t{128}}) {
@@ -199,7 +206,7 @@ TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
           options.tensor_ops = true;
           GptqOptions columns = options;
           columns.fused_blocks = false;
-          const at::Tensor w = l.weight.to(dtype);
+          const at::Tensor w = weight.to(dtype);
           auto a = GptqQuantizeWeight(w, l.hessian, named.spec, columns);
           auto b = GptqQuantizeWeight(w, l.hessian, named.spec, options);
           ASSERT_TRUE(a.ok()) << a.status();
@@ -207,10 +214,15 @@ TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
           EXPECT_FALSE(a->fused_blocks);
           EXPECT_EQ(b->fused_blocks, !column_loop);
           EXPECT_EQ((a->weight != b->weight).sum().item<int64_t>(), 0);
+          EXPECT_TRUE(at::equal(at::signbit(a->weight), at::signbit(b->weight)));  // negative zeros too
           EXPECT_TRUE(at::equal(a->params.scale, b->params.scale));
           EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point));
           EXPECT_EQ(a->params.global_scale.defined(), b->params.global_scale.defined());
           if (a->params.global_scale.defined()) EXPECT_TRUE(at::equal(a->params.global_scale, b->params.global_scale));
+          if (&weight == &tiny_rows && dtype != at::kHalf) {  // float16 flushes such rows to zero
+            const at::Tensor tiny_scales = b->params.scale.to(at::kFloat).slice(0, 0, 8);
+            EXPECT_TRUE((tiny_scales == std::ldexp(1.0f, -127)).any().item<bool>()) << tiny_scales.max();
+          }
         }
       }
     }
