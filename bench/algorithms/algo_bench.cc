@@ -275,7 +275,9 @@ int main(int argc, char** argv) {
   gptq->add_flag("--static-groups", f.static_groups, "group parameters from the original weight");
   gptq->add_option("--damp", f.damp, "damp_percent");
   gptq->add_option("--block-size", f.block_size, "columns per lazy update");
-  gptq->add_option("--spec", f.spec_file, "a Quark tensor spec (JSON; NVFP4 and W4A8 as their two-element list) instead of --bits/--group-size/--asym");
+  gptq->add_option("--spec", f.spec_file,
+                   "a Quark tensor spec (JSON; NVFP4 and W4A8 as their two-element list) instead of "
+                   "--bits/--group-size/--asym");
   gptq->add_option("--threads", f.threads, "LibTorch and OpenBLAS threads (default: QUARK_THREADS or every core)");
   gptq->add_flag("--fast-linalg", f.fast_linalg,
                  "Hessian by a symmetric rank-k update and the factor by one Cholesky + triangular inverse (half the "

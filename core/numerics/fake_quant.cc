@@ -1,8 +1,6 @@
 #include "core/numerics/fake_quant.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <tuple>
 
 #include <ATen/Parallel.h>
@@ -17,6 +15,7 @@
 #include "core/numerics/quant_kernels.h"
 #include "core/numerics/quant_layout.h"
 #include "core/numerics/range_reduce.h"
+#include "kernels/element/element_ops.h"
 
 namespace quark {
 namespace {
@@ -25,23 +24,15 @@ at::Tensor CastRoundTrip(const at::Tensor& x, DType dtype) {
   return x.to(dtype == DType::kBFloat16 ? at::kBFloat16 : at::kHalf).to(x.scalar_type()).contiguous();
 }
 
-// Scale exponents of MX params: floor(log2(scale)) clamped to [-127, 127], read from the float32 bit pattern (what
-// clamping std::ilogb gives: subnormals are below 2^-126, and zero and NaN give glibc's FP_ILOGB0 / FP_ILOGBNAN,
-// INT_MIN, so all three land on -127). One exponent per 32 elements: done in parallel, as it would otherwise be a
-// serial tail of every MX fake quantization.
+// Scale exponents of MX params (kernels/element's MxScaleExponent, which GPTQ's fused MXINT8 blocks read too). One
+// exponent per 32 elements: done in parallel, as it would otherwise be a serial tail of every MX fake quantization.
 at::Tensor MxExponents(const at::Tensor& scale) {
   const at::Tensor s = scale.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor exps = at::empty(s.sizes(), at::kChar);
   const float* sp = s.data_ptr<float>();
   int8_t* ep = exps.data_ptr<int8_t>();
   at::parallel_for(0, s.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &sp[i], sizeof(bits));
-      const int field = static_cast<int>((bits >> 23) & 0xFFu);
-      const bool nan = field == 0xFF && (bits & 0x7FFFFFu) != 0;
-      ep[i] = static_cast<int8_t>(field == 0 || nan ? -127 : std::min(field - 127, 127));
-    }
+    for (int64_t i = b; i < e; ++i) ep[i] = static_cast<int8_t>(kernels::element::MxScaleExponent(sp[i]));
   });
   return exps;
 }

@@ -198,6 +198,17 @@ QUARK_HD int MxSharedExponent(float amax, int mbits, int emax, int mode) {
   return e < -127 ? -127 : (e > 127 ? 127 : e);
 }
 
+/// The shared exponent e of a block scale s = 2^e, read from its float32 bits and clamped to [-127, 127]: zero,
+/// subnormal and NaN scales give -127 (what clamping std::ilogb gives: subnormals are below 2^-126, and zero and NaN
+/// give glibc's FP_ILOGB0 / FP_ILOGBNAN, INT_MIN).
+QUARK_HD int MxScaleExponent(float s) {
+  const uint32_t bits = Bits(s);
+  const int field = static_cast<int>((bits >> 23) & 0xFFu);
+  const bool nan = field == 0xFF && (bits & 0x7FFFFFu) != 0;
+  if (field == 0 || nan) return -127;
+  return field - 127 < 127 ? field - 127 : 127;
+}
+
 /// One MXINT8 element value: clamp(round(x * inv), -127, 127), keeping the sign of zero (as AMD Quark's
 /// torch.round(x / scale) does).
 template <int kMode>

@@ -3,9 +3,9 @@
 # GPTQ on one 4096 x 4096 layer with 2048 calibration tokens (uint4 g128 asymmetric, with and without act order) on
 # the GPU and on every CPU core, the same layer's NVFP4 and fp8 GPTQ on the GPU (NVFP4 also column by column: the
 # float grids' fused blocks against the loop they replace), and the perplexity of stories260K streamed on the GPU and
-# on the CPU. One JSON line
-# per figure into ENGINE_BENCH_JSONL; a figure that fails prints {"figure": ..., "error": ...} and the script exits 1
-# at the end. Without QUARK_EXPECT_CUDA (no GPU listed) the device figures are not run, saying so.
+# on the CPU. One JSON line per figure into ENGINE_BENCH_JSONL; a figure that fails prints
+# {"figure": ..., "error": ...} and the script exits 1 at the end. Without QUARK_EXPECT_CUDA (no GPU listed) the
+# device figures are not run, saying so.
 #
 #   engine_bench.sh BUILD_DIR SHARED_DIR ENGINE_BENCH_JSONL
 set -uo pipefail
