@@ -34,13 +34,20 @@ std::optional<FusedGrid> FusedGridOf(const QuantSpec& spec) {
     fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
   }
   if (grid == GptqBlockGrid::kMxInt) fused.kind = kernels::element::kGptqMxIntGrid;
+  if (grid == GptqBlockGrid::kW4A8) {
+    // The first stage's grid (Fp8FirstStageSpec: fp8 e4m3 per tensor); the second stage's range is the spec's.
+    const kernels::FormatTraits& t = kernels::Traits(*ElemFormatOf(DType::kFp8E4M3));
+    fused.kind = kernels::element::kGptqW4A8Grid;
+    fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
+  }
   return fused;
 }
 
 // Parameters as the kernel reads them: [rows, groups] float32 on the device. An integer grid's also with
 // 1.0f / scale in float32 (as the fake-quantization kernels compute it) and whether the zero point is a float one (as
 // FakeQuantize decides it); a float grid's scale is the element scale (an MX block's power of two, an NVFP4 group's
-// e4m3 value) under NVFP4's global scale; MXINT8's is the block's power of two (its exponent read from the bits).
+// e4m3 value) under NVFP4's global scale; MXINT8's is the block's power of two (its exponent read from the bits);
+// W4A8's are its integer stage's, under the fp8 stage's per-tensor scale.
 struct ParamTable {
   at::Tensor scale, inv_scale, zero_point;
   bool float_zero_point = false;
@@ -61,10 +68,8 @@ ParamTable TableOf(const QuantParams& p, int64_t rows, int64_t block_rows, const
   };
   ParamTable table;
   table.scale = row_wise(p.scale);
-  if (grid.kind != kernels::element::kGptqIntegerGrid) {
-    if (p.global_scale.defined()) table.global_scale = p.global_scale.item<float>();
-    return table;
-  }
+  if (p.global_scale.defined()) table.global_scale = p.global_scale.item<float>();
+  if (grid.kind == kernels::element::kGptqFloatGrid || grid.kind == kernels::element::kGptqMxIntGrid) return table;
   table.inv_scale = at::full_like(table.scale, 1.0f).div_(table.scale);
   table.zero_point = row_wise(p.zero_point);
   table.float_zero_point = p.zero_point.scalar_type() != at::kInt;
@@ -116,7 +121,9 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
   a.ldu = k;
   a.rows = n;
   a.grid = grid->kind;
-  if (grid->kind == kernels::element::kGptqIntegerGrid) std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
+  if (grid->kind == kernels::element::kGptqIntegerGrid || grid->kind == kernels::element::kGptqW4A8Grid) {
+    std::tie(a.qmin, a.qmax) = IntegerRange(spec.ElementType());
+  }
   if (grid->kind != kernels::element::kGptqFloatGrid) a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
   a.float_grid = grid->float_grid;
   a.cast = CastOf(dtype);

@@ -19,8 +19,8 @@ namespace quark::algorithms {
 /// The column loop of gptq_tensor_ops.cc over work [N, K] (float32, contiguous, columns in act order; updated in
 /// place) into q [N, K] (float32, contiguous), with u [K, K] the upper inverse factor on work's device. Integer grids
 /// (per tensor, channel, group, 2-D tile), float ones (fp8 / fp6 / fp4 with their scales, OCP MX's float
-/// elements, NVFP4) and MXINT8. Returns false, having changed nothing, where it does not apply: W4A8, or a device
-/// without the block kernel; the caller then runs the column loop.
+/// elements, NVFP4), MXINT8 and W4A8's two stages. Returns false, having changed nothing, where it does not apply (a
+/// cast, the legacy MX spelling, or a device without the block kernel); the caller then runs the column loop.
 absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
                                                   const QuantSpec& spec, const GptqColumnPlan& plan,
                                                   ColumnParameters& parameters, at::ScalarType dtype,

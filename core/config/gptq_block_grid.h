@@ -9,8 +9,8 @@
 namespace quark {
 
 enum class GptqBlockGrid {
-  /// The column loop rounds it (about ten device operations a column): W4A8's two stages (an fp8 stage, then int4
-  /// on its result), casts, and the legacy MX spelling without an element type.
+  /// The column loop rounds it (about ten device operations a column): casts, and the legacy MX spelling without an
+  /// element type.
   kNone,
   /// Integers with a scale and zero point, per tensor, channel, group or 2-D tile.
   kInteger,
@@ -18,13 +18,14 @@ enum class GptqBlockGrid {
   kFloat,
   /// MXINT8: int8 elements under each block's power-of-two scale.
   kMxInt,
+  /// W4A8's two stages: an fp8 e4m3 value under the per-tensor scale, then int4 per channel on it.
+  kW4A8,
 };
 
 inline GptqBlockGrid GptqBlockGridOf(const QuantSpec& spec) {
   const DType element = spec.ElementType();
-  if (spec.IsProgressive() || IsCastType(spec.dtype) || element == DType::kMx || IsCastType(element)) {
-    return GptqBlockGrid::kNone;
-  }
+  if (IsCastType(spec.dtype) || element == DType::kMx || IsCastType(element)) return GptqBlockGrid::kNone;
+  if (spec.IsProgressive()) return GptqBlockGrid::kW4A8;
   if (IsFloatFormat(element)) return GptqBlockGrid::kFloat;
   return IsOcpMx(spec) ? GptqBlockGrid::kMxInt : GptqBlockGrid::kInteger;
 }

@@ -162,7 +162,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
     steps[GptqStep(l, c.job.expert_group_size > 0)][InputGroup(l)] = l.in;
     gemm += static_cast<double>(l.out) * l.in * l.in;
     column_loop += static_cast<double>(l.out) * l.in * block_size;
-    // Integer and float grids run GPTQ's fused blocks (one launch a block); the others the column loop (ops a column).
+    // Every grid of gptq_block_grid.h runs GPTQ's fused blocks (one launch a block); the rest the column loop.
     const bool fused = l.config->weight && GptqBlockGridOf(*l.config->weight) != GptqBlockGrid::kNone;
     device_ops += fused ? std::ceil(static_cast<double>(l.in) / block_size) * kGptqOpsPerFusedBlock
                         : static_cast<double>(l.in) * kGptqOpsPerColumn;

@@ -34,8 +34,8 @@
 //               inverse, Cholesky: ~1.35 x K^3) at Cholesky rate; per linear the lazy block updates (out x K^2,
 //               GEMM rate) and the column loop (rank-1 updates inside each block of block_size columns: out x K x
 //               block_size FLOPs at a quarter of the GEMM rate); on a GPU also device operations at
-//               device_op_seconds each (launch-bound): kGptqOpsPerFusedBlock per block of an integer grid's fused
-//               blocks, kGptqOpsPerColumn per column of the other grids' column loop
+//               device_op_seconds each (launch-bound): kGptqOpsPerFusedBlock per block of the fused blocks (every
+//               grid of core/config/gptq_block_grid.h), kGptqOpsPerColumn per column of the column loop (the rest)
 //   awq / autosmoothquant   grid_size forwards of every scaled linear over the calibration tokens (GEMM rate)
 //               + grid_size fake quantizations of those weights; smoothquant: one fake quantization pass
 //   rotation    2 x out x in x hidden FLOPs for every linear that reads or writes the residual stream

@@ -6,11 +6,11 @@
 // bound: 0.8 s for a 4096-column layer). But rows never mix inside a block: row r's rounding, error and updates read
 // only row r of the weight (and the shared factor U), so one thread per row can run the whole block in one launch.
 // The float operations are exactly the tensor-op loop's, in its order: the column cast to the weight's dtype, the
-// fake quantization (element_ops.h's AffineFake on an integer grid, GridSat on a float one, MxIntValue on MXINT8),
-// the result cast back, (w - q) / U[j][j], and each later column's w - e * U[j][t] with the product rounded first (no
-// contraction on either target). So the fused block gives the tensor-op loop's bits on the same device
-// (tests/algorithms/gptq_tensor_ops_test.cc on the CPU, gptq_cuda_test on a GPU); the lazy update after the block
-// stays one GEMM.
+// fake quantization (element_ops.h's AffineFake on an integer grid, GridSat on a float one, MxIntValue on MXINT8,
+// W4A8's two stages), the result cast back, (w - q) / U[j][j], and each later column's w - e * U[j][t] with the
+// product rounded first (no contraction on either target). So the fused block gives the tensor-op loop's bits on the
+// same device (tests/algorithms/gptq_tensor_ops_test.cc on the CPU, gptq_cuda_test on a GPU); the lazy update after
+// the block stays one GEMM.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,9 @@ enum GptqGrid : int {
   /// MXINT8: int8 elements under the block's power-of-two scale 2^(e - 6), rounded keeping the sign of zero:
   /// MxIntFake.
   kGptqMxIntGrid = 2,
+  /// W4A8's two stages: the fp8 value of x under the per-tensor scale, then the integer code of that value with its
+  /// channel's scale and zero point: W4A8Fake.
+  kGptqW4A8Grid = 3,
 };
 
 /// One segment [begin, end) of a block of `count` columns that starts at column `block_begin` of the working weight.
@@ -60,10 +63,11 @@ struct GptqBlockArgs {
   int grid = kGptqIntegerGrid;
   int qmin = -128;  // integer grid
   int qmax = 127;
-  int round_mode = 0;  // integer and MXINT8 grids; RoundMode order: 0 half even, 1 half away from zero, 2 floor
+  int round_mode = 0;  // integer, MXINT8 and W4A8 grids; RoundMode order: 0 half even, 1 half away from zero, 2 floor
   bool float_zero_point = false;  // integer grid
-  GridArgs float_grid;  // float grid: the element format
-  float global_scale = 1.0f;  // float grid: NVFP4's float32 global scale (a dequant multiplier), else 1
+  GridArgs float_grid;  // float grid: the element format; W4A8: its first stage's (fp8 e4m3)
+  float global_scale = 1.0f;  // float grid: NVFP4's float32 global scale (a dequant multiplier), else 1; W4A8: the
+                              // fp8 stage's per-tensor scale
   int cast = 0;  // the weight's dtype, which each column is rounded in: 0 float32, 1 bfloat16, 2 float16
 };
 
@@ -77,17 +81,24 @@ QUARK_HD float ScaledGridFake(float x, float s, float g, const GridArgs& grid) {
 }
 
 /// MXINT8's fake quantization of x in a block with scale s = 2^e, the exponent read from s's bits as the MX
-/// kernels' callers read it (core/numerics/fake_quant.cc's MxExponents: zero, subnormal and NaN give -127, the rest
-/// at most 127): the element x / 2^(e - 6) (ScaleByPow2's two exact steps where 2^(6 - e) is no float), rounded and
-/// clamped to [-127, 127] keeping the sign of zero (MxIntValue), times 2^(e - 6). What the MX kernels compute
-/// (kernels/cpu/mx_kernels.cc, kernels/cuda/cuda_mx.cuh).
+/// kernels' callers read it (MxScaleExponent): the element x / 2^(e - 6) (ScaleByPow2's two exact steps where
+/// 2^(6 - e) is no float), rounded and clamped to [-127, 127] keeping the sign of zero (MxIntValue), times
+/// 2^(e - 6). What the MX kernels compute (kernels/cpu/mx_kernels.cc, kernels/cuda/cuda_mx.cuh).
 template <int kMode>
 QUARK_HD float MxIntFake(float x, float s) {
-  const uint32_t bits = Bits(s);
-  const int field = static_cast<int>((bits >> 23) & 0xFFu);
-  const bool nan = field == 0xFF && (bits & 0x7FFFFFu) != 0;
-  const int e = field == 0 || nan ? -127 : (field - 127 < 127 ? field - 127 : 127);
+  const int e = MxScaleExponent(s);
   return MxIntValue<kMode>(ScaleByPow2(x, 6 - e), 1.0f) * Pow2(e - 6);
+}
+
+/// W4A8's fake quantization of x, what its column-by-column rounding computes (core/numerics/progressive_quant.cc):
+/// the fp8 first stage's value v = ScaledGridValue(x, g) (the e4m3 code of x / g, read back with a unit scale), the
+/// second stage's real code of v (AffineRealCode with 1.0f / s, as the integer kernels quantize: NaN gives qmin),
+/// dequantized as (code - z) * s, times g. The code is never -0 (x * inv + z and the rounding give +0), as the int8
+/// the column loop stores it in cannot be.
+template <int kMode>
+QUARK_HD float W4A8Fake(float x, float s, float inv, float z, float qmin, float qmax, float g, const GridArgs& fp8) {
+  const float v = ScaledGridValue(x, g, fp8);
+  return ((AffineRealCode<kMode>(v, inv, z, qmin, qmax) - z) * s) * g;
 }
 
 /// float32 -> the weight's dtype -> float32 (what `.to(dtype).to(kFloat)` gives: round to nearest even).
@@ -113,10 +124,17 @@ QUARK_HD void GptqRow(const GptqBlockArgs& a, int64_t r, float* __restrict__ w) 
     const int64_t g = a.column_group ? a.column_group[j] : 0;
     const float x = w[j];
     const float cast = CastRoundTrip<kCast>(x);
-    const float rounded = CastRoundTrip<kCast>(
-        kGrid == kGptqIntegerGrid ? AffineFake<kMode, kFloatZp>(cast, s[g], inv[g], z[g], qmin, qmax)
-        : kGrid == kGptqFloatGrid ? ScaledGridFake(cast, s[g], a.global_scale, a.float_grid)
-                                  : MxIntFake<kMode>(cast, s[g]));
+    float fake;
+    if (kGrid == kGptqIntegerGrid) {
+      fake = AffineFake<kMode, kFloatZp>(cast, s[g], inv[g], z[g], qmin, qmax);
+    } else if (kGrid == kGptqFloatGrid) {
+      fake = ScaledGridFake(cast, s[g], a.global_scale, a.float_grid);
+    } else if (kGrid == kGptqMxIntGrid) {
+      fake = MxIntFake<kMode>(cast, s[g]);
+    } else {
+      fake = W4A8Fake<kMode>(cast, s[g], inv[g], z[g], qmin, qmax, a.global_scale, a.float_grid);
+    }
+    const float rounded = CastRoundTrip<kCast>(fake);
     q[j] = rounded;
     const float* __restrict__ uj = u + j * a.ldu;
     const float e = (x - rounded) / uj[j];
@@ -137,7 +155,7 @@ struct BoolConstant {
 
 /// Calls f(grid, mode, float_zp, cast) as IntConstant / BoolConstant for the arguments' run-time choices (host code:
 /// it picks the template instance that runs). A float grid has no rounding mode or zero point: one instance a cast;
-/// MXINT8 has a rounding mode and no zero point.
+/// MXINT8 and W4A8 have a rounding mode and no float zero point.
 template <typename F>
 void DispatchGptqRow(const GptqBlockArgs& a, F f) {
   auto by_cast = [&](auto grid, auto mode, auto fzp) {
@@ -145,13 +163,14 @@ void DispatchGptqRow(const GptqBlockArgs& a, F f) {
     if (a.cast == 2) return f(grid, mode, fzp, IntConstant<2>{});
     return f(grid, mode, fzp, IntConstant<0>{});
   };
+  auto by_mode = [&](auto grid) {
+    if (a.round_mode == 1) return by_cast(grid, IntConstant<1>{}, BoolConstant<false>{});
+    if (a.round_mode == 2) return by_cast(grid, IntConstant<2>{}, BoolConstant<false>{});
+    return by_cast(grid, IntConstant<0>{}, BoolConstant<false>{});
+  };
   if (a.grid == kGptqFloatGrid) return by_cast(IntConstant<kGptqFloatGrid>{}, IntConstant<0>{}, BoolConstant<false>{});
-  if (a.grid == kGptqMxIntGrid) {
-    const auto mx_int = IntConstant<kGptqMxIntGrid>{};
-    if (a.round_mode == 1) return by_cast(mx_int, IntConstant<1>{}, BoolConstant<false>{});
-    if (a.round_mode == 2) return by_cast(mx_int, IntConstant<2>{}, BoolConstant<false>{});
-    return by_cast(mx_int, IntConstant<0>{}, BoolConstant<false>{});
-  }
+  if (a.grid == kGptqMxIntGrid) return by_mode(IntConstant<kGptqMxIntGrid>{});
+  if (a.grid == kGptqW4A8Grid) return by_mode(IntConstant<kGptqW4A8Grid>{});
   const auto integer = IntConstant<kGptqIntegerGrid>{};
   auto by_zp = [&](auto mode) {
     if (a.float_zero_point) return by_cast(integer, mode, BoolConstant<true>{});

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kit's engine figures (scripts/gpu/run.sh runs this after the kernel bench when the kit built the engine):
 # GPTQ on one 4096 x 4096 layer with 2048 calibration tokens (uint4 g128 asymmetric, with and without act order) on
-# the GPU and on every CPU core, the same layer's NVFP4 and fp8 GPTQ on the GPU (NVFP4 also column by column: the
+# the GPU and on every CPU core, the same layer's NVFP4, fp8 and W4A8 GPTQ on the GPU (NVFP4 also column by column: the
 # float grids' fused blocks against the loop they replace), and the perplexity of stories260K streamed on the GPU and
 # on the CPU. One JSON line per figure into ENGINE_BENCH_JSONL; a figure that fails prints
 # {"figure": ..., "error": ...} and the script exits 1 at the end. Without QUARK_EXPECT_CUDA (no GPU listed) the
@@ -41,7 +41,7 @@ if [[ -n ${QUARK_EXPECT_CUDA:-} ]]; then
   figure gptq_cuda "$algo" "${layer[@]}" --device cuda:0
   figure gptq_cuda_act_order "$algo" "${layer[@]}" --act-order --static-groups --device cuda:0
   # The weight specs as `quark presets --show` gives them (NVFP4's is its two-element list).
-  for preset in nvfp4_weight_only fp8; do
+  for preset in nvfp4_weight_only fp8 int4_fp8; do
     "$quark" presets --show "$preset" |
       python3 -c 'import json, sys; json.dump(json.load(sys.stdin)["global_quant_config"]["weight"], sys.stdout)' \
         > "$build/gptq_spec_$preset.json"
@@ -51,6 +51,7 @@ if [[ -n ${QUARK_EXPECT_CUDA:-} ]]; then
   figure gptq_cuda_nvfp4_column_loop "$algo" "${float_layer[@]}" --spec "$build/gptq_spec_nvfp4_weight_only.json" \
     --column-loop
   figure gptq_cuda_fp8 "$algo" "${float_layer[@]}" --spec "$build/gptq_spec_fp8.json"
+  figure gptq_cuda_w4a8 "$algo" "${float_layer[@]}" --spec "$build/gptq_spec_int4_fp8.json"
   figure eval_cuda "$quark" eval "${text[@]}" --device cuda:0
 else
   echo "no GPU listed (QUARK_EXPECT_CUDA unset): the cuda figures are not run"

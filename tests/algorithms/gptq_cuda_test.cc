@@ -66,7 +66,8 @@ TEST_F(GptqCudaTest, MatchesTheCpuPathWithinTheParityBounds) {
 // The fused blocks (one launch a block: kernels/cuda/gptq_cuda.cu) against the column-by-column tensor-op loop on the
 // same device with the same Hessian: the same float operations in the same order, so the same bits, for groups
 // observed as they start (segments inside a block), static groups in act order, per channel, bfloat16 and float16
-// weights and an odd row count, on integer grids, float ones (fp8, MXFP4, NVFP4 under its global scale) and MXINT8.
+// weights and an odd row count, on integer grids, float ones (fp8, MXFP4, NVFP4 under its global scale), MXINT8 and
+// W4A8's two stages.
 // Both loops' times are printed (the fused one is the point of the kernel).
 TEST_F(GptqCudaTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   const at::Device cuda(at::kCUDA, 0);
@@ -89,6 +90,8 @@ TEST_F(GptqCudaTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   ASSERT_TRUE(nvfp4.ok()) << nvfp4.status();
   auto mxint8 = PresetConfig("mxint8");
   ASSERT_TRUE(mxint8.ok()) << mxint8.status();
+  auto w4a8 = PresetConfig("int4_fp8");
+  ASSERT_TRUE(w4a8.ok()) << w4a8.status();
   const Case cases[] = {
       {"uint4 g128", Uint4Group128(), false, at::kFloat, 1000},
       {"int4 g32 observed (segments)", testing::IntSpec(DType::kInt4, true, 32), false, at::kBFloat16, 333},
@@ -98,6 +101,7 @@ TEST_F(GptqCudaTest, FusedBlocksAreTheColumnLoopsBitForBit) {
       {"mxfp4 observed (segments)", testing::Mxfp4(), false, at::kFloat, 256},
       {"nvfp4 act order static groups", *nvfp4->global_quant_config.weight, true, at::kBFloat16, 512},
       {"mxint8 observed (segments)", *mxint8->global_quant_config.weight, false, at::kHalf, 130},
+      {"w4a8 act order", *w4a8->global_quant_config.weight, true, at::kBFloat16, 200},
   };
   for (const Case& c : cases) {
     const at::Tensor w = (at::randn({c.rows, k}) * 0.02).to(cuda, c.dtype);

@@ -170,7 +170,7 @@ TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
 // others (fp8 per tensor and channel, OCP MX's float elements, E8M0 tiles, integer tiles) against the column-by-column
 // loop of the same tensor-op path: the same float operations in the same order, so the same bits, in every weight
 // dtype, with groups observed as they start (straddling blocks of 100 columns), static groups and act order; MXINT8
-// too (its negative zeros, its exponents past 2^127). W4A8 keeps the column loop.
+// too (its negative zeros, its exponents past 2^127), and W4A8's two stages (its int4 stage also rounding by floor).
 TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   const Layer l = MakeLayer(256, 384, 512, 36);
   QuantSpec integer_tiles = WeightSpecOf("fp8_block");
@@ -194,8 +194,10 @@ TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
   const at::Tensor tiny_rows = l.weight.clone();
   tiny_rows.slice(0, 0, 8).mul_(std::ldexp(1.0f, -124));
   specs.push_back({"mxint8 tiny rows", WeightSpecOf("mxint8")});
+  QuantSpec w4a8_floor = WeightSpecOf("int4_fp8");
+  w4a8_floor.round_method = RoundMethod::kFloor;
+  specs.push_back({"int4_fp8 floor", w4a8_floor});
   for (const Named& named : specs) {
-    const bool column_loop = named.spec.IsProgressive();
     const at::Tensor& weight = named.name == "mxint8 tiny rows" ? tiny_rows : l.weight;
     for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
       for (GptqOptions options : {dynamic, fixed, act}) {
@@ -212,7 +214,7 @@ TEST(GptqFormatsTest, FusedBlocksAreTheColumnLoopsBitForBit) {
           ASSERT_TRUE(a.ok()) << a.status();
           ASSERT_TRUE(b.ok()) << b.status();
           EXPECT_FALSE(a->fused_blocks);
-          EXPECT_EQ(b->fused_blocks, !column_loop);
+          EXPECT_TRUE(b->fused_blocks);
           EXPECT_EQ((a->weight != b->weight).sum().item<int64_t>(), 0);
           EXPECT_TRUE(at::equal(at::signbit(a->weight), at::signbit(b->weight)));  // negative zeros too
           EXPECT_TRUE(at::equal(a->params.scale, b->params.scale));

@@ -208,9 +208,9 @@ TEST_F(EstimateTest, CalibrationChargesEveryForwardThePipelineRuns) {
               forward_seconds(4) - forward_seconds(2) + hessians_per_token * 2 * 32, 1e-9);
 }
 
-// On a GPU, GPTQ is launch-bound: integer, float and MXINT8 grids run fused blocks (kGptqOpsPerFusedBlock launches a
-// block of 128 columns), W4A8's two stages the column loop (kGptqOpsPerColumn a column). Each op costs
-// device_op_seconds.
+// On a GPU, GPTQ is launch-bound: integer, float and MXINT8 grids and W4A8's two stages run fused blocks
+// (kGptqOpsPerFusedBlock launches a block of 128 columns); the legacy MX spelling without an element type runs the
+// column loop (kGptqOpsPerColumn a column). Each op costs device_op_seconds.
 TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
   absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -221,11 +221,17 @@ TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
   };
   // Per layer: six linears read 256 columns (2 blocks each), down_proj 768 (6 blocks); two layers.
   const double blocks = 2.0 * (6 * 2 + 6);
-  for (const char* fused : {"uint4_wo_128", "fp8", "nvfp4_weight_only", "mxfp4", "mxint8"}) {
+  for (const char* fused : {"uint4_wo_128", "fp8", "nvfp4_weight_only", "mxfp4", "mxint8", "int4_fp8"}) {
     EXPECT_NEAR(gptq_seconds(fused, 1.0) - gptq_seconds(fused, 0), blocks * kGptqOpsPerFusedBlock, 1e-6) << fused;
   }
+  JobInputs legacy_mx = Job("mxfp4", true);
+  legacy_mx.config.global_quant_config.weight->dtype = DType::kMx;
+  legacy_mx.config.global_quant_config.weight->mx_element_dtype.reset();
+  Throughput rates = ReferenceThroughput();
+  const double base = PhaseSeconds(EstimateJob(*model, legacy_mx, rates), "gptq");
+  rates.device_op_seconds = 1.0;
   const double columns = 2.0 * (6 * 256 + 768);
-  EXPECT_NEAR(gptq_seconds("int4_fp8", 1.0) - gptq_seconds("int4_fp8", 0), columns * kGptqOpsPerColumn, 1e-6);
+  EXPECT_NEAR(PhaseSeconds(EstimateJob(*model, legacy_mx, rates), "gptq") - base, columns * kGptqOpsPerColumn, 1e-6);
 }
 
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
