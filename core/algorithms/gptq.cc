@@ -120,9 +120,9 @@ at::Tensor GroupOf(const RangeWeights& v, int64_t begin, int64_t end) {
 }
 
 QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
-  // Per-tensor parameters are one value for every row.
+  // Per-tensor parameters are one value for every row; so is W4A8's fp8 stage scale (the global scale).
   const auto rows = [&](const at::Tensor& t) { return t.dim() == 0 || t.numel() == 1 ? t : t.slice(0, begin, end); };
-  return QuantParams{rows(p.scale), rows(p.zero_point)};
+  return QuantParams{rows(p.scale), rows(p.zero_point), p.global_scale};
 }
 
 // U^T U = (h + damp I)^-1, with Quark's damping and retries, in h's own memory (h is consumed).
@@ -231,7 +231,10 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
 ColumnParams GptqRun::ForColumns(QuantParams params) const {
   ColumnParams column{std::move(params), {}, {}, {}, std::nullopt};
   const DType element = column_spec_.ElementType();
-  if (dtype_ != at::kFloat || column_spec_.IsMx() || !IsIntegerType(element)) return column;
+  // W4A8's int4 stage reads the fp8 stage's values: FakeQuantize runs both.
+  if (dtype_ != at::kFloat || column_spec_.IsMx() || column_spec_.IsProgressive() || !IsIntegerType(element)) {
+    return column;
+  }
   // What FakeQuantize hands the affine kernel (fake_quant.cc, RunScaled), prepared once.
   column.scale = column.params.scale.to(at::kFloat).contiguous();
   column.zero_point = column.params.zero_point.to(at::kFloat).contiguous();

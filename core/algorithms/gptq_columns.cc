@@ -57,7 +57,7 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
 }
 
 bool RoundsInTensorOpsOnly(const QuantSpec& spec) {
-  return spec.IsNvfp4() || spec.IsProgressive() || spec.qscheme == QScheme::kPerBlock;
+  return spec.IsNvfp4() || spec.qscheme == QScheme::kPerBlock;
 }
 
 }  // namespace quark::algorithms

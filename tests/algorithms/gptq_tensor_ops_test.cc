@@ -28,6 +28,7 @@ using testing::Fp8PerChannel;
 using testing::Int8PerTensor;
 using testing::IntSpec;
 using testing::Mxfp4;
+using testing::W4A8;
 
 // Correlated inputs with outlier channels (as real activations), in batches of uneven token counts.
 std::vector<at::Tensor> MakeInputs(int64_t k, std::vector<int64_t> token_counts, uint64_t seed) {
@@ -108,6 +109,8 @@ std::vector<Case> Cases() {
       {"fp8 per channel act order", Fp8PerChannel(), true},
       {"mxfp4", Mxfp4()},
       {"uint4 g32 bfloat16 weight", IntSpec(DType::kUInt4, false, 32), false, false, at::kBFloat16},
+      {"w4a8 act order", W4A8(), true},
+      {"w4a8 bfloat16 weight", W4A8(), false, false, at::kBFloat16},
   };
 }
 
@@ -157,6 +160,8 @@ TEST(GptqTensorOpsTest, WeightsAreTheCpuPathsBitForBit) {
       EXPECT_EQ(Differing(a->weight, b->weight), 0) << c.name << ", block " << block;
       EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name;
       EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name;
+      EXPECT_EQ(a->params.global_scale.defined(), b->params.global_scale.defined()) << c.name;
+      if (a->params.global_scale.defined()) EXPECT_TRUE(at::equal(a->params.global_scale, b->params.global_scale));
     }
   }
 }

@@ -47,4 +47,11 @@ inline QuantSpec Mxfp4() {
   return spec;
 }
 
+/// W4A8 (Quark's int4_fp8 weight): an fp8 e4m3 stage per tensor, then symmetric int4 per output channel on its values.
+inline QuantSpec W4A8() {
+  QuantSpec spec = IntSpec(DType::kInt4, true, -1);
+  spec.fp8_first_stage = true;
+  return spec;
+}
+
 }  // namespace quark::algorithms::testing
