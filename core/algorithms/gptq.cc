@@ -28,10 +28,6 @@
 namespace quark::algorithms {
 namespace {
 
-// The longest block whose lazy update one fused GEMM (C - A B) rounds as Quark's matmul-then-subtract: OpenBLAS
-// sums a shared dimension up to its kernel depth (>= 256 for single precision) in one pass.
-constexpr int64_t kFusedUpdateMaxBlock = 256;
-
 // A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
 struct ColumnParams {
   QuantParams params;
@@ -326,7 +322,7 @@ absl::Status GptqRun::LazyUpdate(at::Tensor& w, const at::Tensor& err, const at:
                                  const RowRange& rows) const {
   const int64_t n = rows.end - rows.begin, blocks = (n + kUpdateRows - 1) / kUpdateRows;
   const int64_t i2 = w.size(1) - hinv_block.size(1);
-  const bool fused = options_.fast_linalg || err.size(0) <= kFusedUpdateMaxBlock;
+  const bool fused = options_.fast_linalg || err.size(0) <= kOneGemmUpdateMaxBlock;
   std::vector<absl::Status> statuses(static_cast<size_t>(blocks));
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {

@@ -14,6 +14,11 @@ namespace quark::algorithms {
 
 struct GptqOptions;
 
+/// The longest block whose lazy update one GEMM into the weight (C - A B: beta 1, alpha -1) rounds as Quark's
+/// matmul-then-subtract: OpenBLAS sums a shared dimension up to its kernel depth (>= 256 for single precision) in one
+/// pass, then adds the sum to C, so C + (-(A B)) is C - (A B) bit for bit. Longer blocks take Quark's two steps.
+inline constexpr int64_t kOneGemmUpdateMaxBlock = 256;
+
 struct GptqColumnPlan {
   /// The spec applied to one [N, 1] column with that column's parameters (per group: groups of one element; MX keeps
   /// its block spec, a one-element tail block; per_block: per output channel, each row with its tile's scale; W4A8:

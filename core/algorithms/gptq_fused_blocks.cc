@@ -164,8 +164,7 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
       kernels.GptqBlock(a);
       begin = end;
     }
-    // The lazy update of every column after the block, as the column loop (and Quark) does it.
-    if (i2 < k) work.slice(1, i2).sub_(errors.slice(1, 0, count).matmul(u.slice(0, i1, i2).slice(1, i2)));
+    LazyUpdate(work, errors, u, i1, i2);  // every column after the block, as the column loop does it
   }
   return true;
 }

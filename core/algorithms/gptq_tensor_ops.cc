@@ -65,8 +65,7 @@ absl::Status QuantizeColumns(at::Tensor& work, at::Tensor& q, const at::Tensor& 
       // Each later column of the block: w_t -= err * Hinv[j, t], the product rounded before the subtraction.
       if (i + 1 < count) block.slice(1, i + 1).sub_(at::outer(err, h.slice(0, i1 + i + 1, i2)));
     }
-    // The lazy update of every column after the block, as Quark's matmul-then-subtract.
-    if (i2 < k) work.slice(1, i2).sub_(errors.slice(1, 0, count).matmul(u.slice(0, i1, i2).slice(1, i2)));
+    LazyUpdate(work, errors, u, i1, i2);  // every column after the block
   }
   return absl::OkStatus();
 }
