@@ -322,19 +322,13 @@ absl::Status GptqRun::LazyUpdate(at::Tensor& w, const at::Tensor& err, const at:
                                  const RowRange& rows) const {
   const int64_t n = rows.end - rows.begin, blocks = (n + kUpdateRows - 1) / kUpdateRows;
   const int64_t i2 = w.size(1) - hinv_block.size(1);
-  const bool fused = options_.fast_linalg || err.size(0) <= kOneGemmUpdateMaxBlock;
   std::vector<absl::Status> statuses(static_cast<size_t>(blocks));
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r1 = b * kUpdateRows, r2 = std::min(r1 + kUpdateRows, n);
       try {
         at::Tensor rest = w.slice(0, rows.begin + r1, rows.begin + r2).slice(1, i2);
-        const at::Tensor err_block = err.slice(1, r1, r2).t();
-        if (fused) {
-          rest.addmm_(err_block, hinv_block, /*beta=*/1, /*alpha=*/-1);
-        } else {
-          rest -= err_block.matmul(hinv_block);
-        }
+        SubtractProduct(rest, err.slice(1, r1, r2).t(), hinv_block, options_.fast_linalg);
       } catch (const std::exception& error) {
         statuses[static_cast<size_t>(b)] = runtime::TorchErrorToStatus(error, "gptq lazy update");
       }

@@ -76,15 +76,9 @@ absl::StatusOr<QuantParams> ColumnParameters::Of(const at::Tensor& columns) cons
 }
 
 void LazyUpdate(at::Tensor& work, const at::Tensor& errors, const at::Tensor& u, int64_t i1, int64_t i2) {
-  const int64_t k = work.size(1), count = i2 - i1;
-  if (i2 >= k) return;
+  if (i2 >= work.size(1)) return;
   at::Tensor rest = work.slice(1, i2);
-  const at::Tensor err = errors.slice(1, 0, count), hinv = u.slice(0, i1, i2).slice(1, i2);
-  if (count <= kOneGemmUpdateMaxBlock) {
-    rest.addmm_(err, hinv, /*beta=*/1, /*alpha=*/-1);
-  } else {
-    rest.sub_(err.matmul(hinv));
-  }
+  SubtractProduct(rest, errors.slice(1, 0, i2 - i1), u.slice(0, i1, i2).slice(1, i2));
 }
 
 absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const GptqColumnPlan& plan,

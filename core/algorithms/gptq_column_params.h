@@ -53,8 +53,7 @@ class ColumnParameters {
 };
 
 /// The lazy update after the block of columns [i1, i2) of a tensor-op column loop: work[:, i2:] -= errors[:, :i2 - i1]
-/// @ u[i1:i2, i2:], as one GEMM into work while the block is at most kOneGemmUpdateMaxBlock columns (no temporary of
-/// the rest of the weight's size, no second pass over it; Quark's bits on the CPU), else Quark's matmul-then-subtract.
+/// @ u[i1:i2, i2:] (SubtractProduct).
 void LazyUpdate(at::Tensor& work, const at::Tensor& errors, const at::Tensor& u, int64_t i1, int64_t i2);
 
 /// The engine's fake quantization of one column [N] float32 in the weight's dtype with its parameters (`params` as

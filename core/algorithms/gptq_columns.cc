@@ -56,6 +56,14 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
   return plan;
 }
 
+void SubtractProduct(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool one_gemm) {
+  if (one_gemm || a.size(1) <= kOneGemmUpdateMaxBlock) {
+    c.addmm_(a, b, /*beta=*/1, /*alpha=*/-1);
+  } else {
+    c.sub_(a.matmul(b));
+  }
+}
+
 bool RoundsInTensorOpsOnly(const QuantSpec& spec) {
   return spec.IsNvfp4() || spec.qscheme == QScheme::kPerBlock;
 }

@@ -19,6 +19,11 @@ struct GptqOptions;
 /// pass, then adds the sum to C, so C + (-(A B)) is C - (A B) bit for bit. Longer blocks take Quark's two steps.
 inline constexpr int64_t kOneGemmUpdateMaxBlock = 256;
 
+/// c -= a @ b, as GPTQ's lazy updates take it: one GEMM into c (addmm_, beta 1, alpha -1) while a's inner dimension
+/// (the block's columns) is at most kOneGemmUpdateMaxBlock, or always with `one_gemm` (fast linalg, which gives up
+/// Quark's bits); else Quark's matmul-then-subtract. One GEMM makes no temporary of c's size and no second pass.
+void SubtractProduct(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool one_gemm = false);
+
 struct GptqColumnPlan {
   /// The spec applied to one [N, 1] column with that column's parameters (per group: groups of one element; MX keeps
   /// its block spec, a one-element tail block; per_block: per output channel, each row with its tile's scale; W4A8:

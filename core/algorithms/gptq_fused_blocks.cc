@@ -29,16 +29,14 @@ std::optional<FusedGrid> FusedGridOf(const QuantSpec& spec) {
   if (grid == GptqBlockGrid::kNone) return std::nullopt;
   FusedGrid fused;
   if (grid == GptqBlockGrid::kFloat) {
-    const kernels::FormatTraits& t = kernels::Traits(*ElemFormatOf(spec.ElementType()));
     fused.kind = kernels::element::kGptqFloatGrid;
-    fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
+    fused.float_grid = kernels::GridArgsOf(kernels::Traits(*ElemFormatOf(spec.ElementType())));
   }
   if (grid == GptqBlockGrid::kMxInt) fused.kind = kernels::element::kGptqMxIntGrid;
   if (grid == GptqBlockGrid::kW4A8) {
     // The first stage's grid (Fp8FirstStageSpec: fp8 e4m3 per tensor); the second stage's range is the spec's.
-    const kernels::FormatTraits& t = kernels::Traits(*ElemFormatOf(DType::kFp8E4M3));
     fused.kind = kernels::element::kGptqW4A8Grid;
-    fused.float_grid = kernels::GridArgs{t.mbits, t.emin, t.max};
+    fused.float_grid = kernels::GridArgsOf(kernels::Traits(kernels::ElemFormat::kFp8E4M3));
   }
   return fused;
 }

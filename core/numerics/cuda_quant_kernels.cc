@@ -59,7 +59,7 @@ class CudaKernels final : public QuantKernels {
     const at::Tensor s = scale.to(in.device(), at::kFloat).contiguous();
     const kernels::FormatTraits& t = kernels::Traits(format);
     Check(cuda::FakeQuantFloatCuda(in.data_ptr(), out.data_ptr(), ElemOf(in), ArgsOf(l, s, s, nullptr),
-                                   kernels::GridArgs{t.mbits, t.emin, t.max}, nullptr),
+                                   kernels::GridArgsOf(t), nullptr),
           "FakeQuantFloatCuda");
   }
 
@@ -72,7 +72,7 @@ class CudaKernels final : public QuantKernels {
     cuda::CudaMxArgs a;
     a.rows = rows;
     a.len = len;
-    a.grid = kernels::GridArgs{t.mbits, t.emin, t.max};
+    a.grid = kernels::GridArgsOf(t);
     a.elem_mbits = is_int ? 6 : t.mbits;
     a.emax = is_int ? 0 : t.emax;
     a.mode = static_cast<int>(args.mode);

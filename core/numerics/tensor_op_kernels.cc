@@ -146,7 +146,7 @@ class TensorOpKernels final : public QuantKernels {
     if (is_int) {
       r = at::clamp(RoundKeepSign(at::clamp(scaled, -128.0, 128.0), args.round), -127.0, 127.0);
     } else {
-      r = GridSat(scaled, kernels::GridArgs{t.mbits, t.emin, t.max});
+      r = GridSat(scaled, kernels::GridArgsOf(t));
     }
     const at::Tensor y = (r * Pow2(e - shift)).reshape({rows, blocks * 32}).narrow(1, 0, len);
     StoreLikeCpu(x.reshape({rows, blocks * 32}).narrow(1, 0, len), y, out);

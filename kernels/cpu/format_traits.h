@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/element/grid_args.h"
+
 namespace quark::kernels {
 
 /// Element formats of the numerics (numerics.md, "Data types").
@@ -51,6 +53,9 @@ struct FormatTraits {
 
 /// The row of one format. Every enum value has a row.
 const FormatTraits& Traits(ElemFormat format);
+
+/// What the shared element math (kernels/element) rounds a float format's grid with.
+inline GridArgs GridArgsOf(const FormatTraits& t) { return GridArgs{t.mbits, t.emin, t.max}; }
 
 /// All rows, for tests that loop over the table.
 const FormatTraits* AllTraits();

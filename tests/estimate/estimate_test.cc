@@ -214,24 +214,24 @@ TEST_F(EstimateTest, CalibrationChargesEveryForwardThePipelineRuns) {
 TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
   absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
   ASSERT_TRUE(model.ok()) << model.status();
-  const auto gptq_seconds = [&](const std::string& preset, double op_seconds) {
+  // The launches' share of the GPTQ phase: the phase with each device op costing 1 s, less the phase without.
+  const auto launch_seconds = [&](const JobInputs& job) {
     Throughput rates = ReferenceThroughput();
-    rates.device_op_seconds = op_seconds;
-    return PhaseSeconds(EstimateJob(*model, Job(preset, true), rates), "gptq");
+    rates.device_op_seconds = 0;
+    const double without = PhaseSeconds(EstimateJob(*model, job, rates), "gptq");
+    rates.device_op_seconds = 1.0;
+    return PhaseSeconds(EstimateJob(*model, job, rates), "gptq") - without;
   };
   // Per layer: six linears read 256 columns (2 blocks each), down_proj 768 (6 blocks); two layers.
   const double blocks = 2.0 * (6 * 2 + 6);
   for (const char* fused : {"uint4_wo_128", "fp8", "nvfp4_weight_only", "mxfp4", "mxint8", "int4_fp8"}) {
-    EXPECT_NEAR(gptq_seconds(fused, 1.0) - gptq_seconds(fused, 0), blocks * kGptqOpsPerFusedBlock, 1e-6) << fused;
+    EXPECT_NEAR(launch_seconds(Job(fused, true)), blocks * kGptqOpsPerFusedBlock, 1e-6) << fused;
   }
   JobInputs legacy_mx = Job("mxfp4", true);
   legacy_mx.config.global_quant_config.weight->dtype = DType::kMx;
   legacy_mx.config.global_quant_config.weight->mx_element_dtype.reset();
-  Throughput rates = ReferenceThroughput();
-  const double base = PhaseSeconds(EstimateJob(*model, legacy_mx, rates), "gptq");
-  rates.device_op_seconds = 1.0;
   const double columns = 2.0 * (6 * 256 + 768);
-  EXPECT_NEAR(PhaseSeconds(EstimateJob(*model, legacy_mx, rates), "gptq") - base, columns * kGptqOpsPerColumn, 1e-6);
+  EXPECT_NEAR(launch_seconds(legacy_mx), columns * kGptqOpsPerColumn, 1e-6);
 }
 
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
