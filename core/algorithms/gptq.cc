@@ -18,11 +18,14 @@
 #include "core/base/strings.h"
 #include "core/config/quant_types.h"
 #include "core/numerics/fake_quant.h"
+#include "core/numerics/dispatch.h"
 #include "core/numerics/format_map.h"
+#include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/quant_params.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
 #include "kernels/cpu/affine_kernels.h"
+#include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/reduce_kernels.h"
 
 namespace quark::algorithms {
@@ -34,6 +37,7 @@ struct ColumnParams {
   at::Tensor scale, zero_point;               // float32, contiguous: the kernel's arrays
   std::vector<float> inverse;                 // 1 / scale, as the kernel computes it on every call
   std::optional<kernels::AffineArgs> affine;  // float32 weights on an integer grid: the kernel is called directly
+  std::optional<float> nvfp4_global;          // NVFP4: the global scale, `scale` holding each row's group scale
 };
 
 // GPTQ never mixes rows: a row's updates read only that row's errors and the shared factor. So the column loop runs
@@ -116,7 +120,7 @@ at::Tensor GroupOf(const RangeWeights& v, int64_t begin, int64_t end) {
 }
 
 QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
-  // Per-tensor parameters are one value for every row; so is W4A8's fp8 stage scale (the global scale).
+  // Per-tensor parameters are one value for every row; so are W4A8's fp8 stage scale and NVFP4's global scale.
   const auto rows = [&](const at::Tensor& t) { return t.dim() == 0 || t.numel() == 1 ? t : t.slice(0, begin, end); };
   return QuantParams{rows(p.scale), rows(p.zero_point), p.global_scale};
 }
@@ -156,8 +160,10 @@ class GptqRun {
   QuantSpec column_spec_;  // the spec applied to one [N, 1] column with that column's parameters
   GptqOptions options_;
   at::ScalarType dtype_;
-  bool grouped_ = false;    // per_group or MX: parameters per group of input columns
+  bool grouped_ = false;    // per_group, MX or NVFP4: parameters per group of input columns
   int64_t group_size_ = 0;  // grouped only
+  bool nvfp4_ = false;      // NVFP4: e4m3 group scales under one global scale, taken from the weight before the loop
+  float nvfp4_global_amax_ = 0;
   // One per group in column order (static groups), or one for the whole weight (not grouped); empty with groups
   // observed as they start, which are per row range (rows_).
   std::vector<QuantParams> params_;
@@ -166,10 +172,14 @@ class GptqRun {
 };
 
 absl::StatusOr<QuantParams> GptqRun::ParamsOfColumns(const at::Tensor& columns) const {
+  if (nvfp4_) return Nvfp4ParamsOf(columns.to(dtype_).contiguous(), spec_, nvfp4_global_amax_);
   return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
 }
 
 absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
+  if (nvfp4_) {  // the one global scale every group's scale sits under (fused shards share it: the option)
+    nvfp4_global_amax_ = options_.nvfp4_global_amax > 0 ? options_.nvfp4_global_amax : Nvfp4AmaxOf(w.to(dtype_));
+  }
   if (!grouped_) {
     QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(w));
     params_.push_back(std::move(p));
@@ -184,7 +194,8 @@ absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
   const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
   if (per_group(whole.scale) && per_group(whole.zero_point)) {
     for (int64_t g = 0; g < groups; ++g) {
-      params_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1)});
+      params_.push_back(
+          QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1), whole.global_scale});
     }
     return absl::OkStatus();
   }
@@ -203,7 +214,8 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
       // updates, those after the block only the lazy updates of earlier blocks (IST-DASLab reads a stale copy).
       const int64_t end = std::min(column + group_size_, weights.stride);
       std::optional<QuantParams> observed;
-      if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx() && end <= weights.i2) {
+      if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx() && !nvfp4_ &&
+          end <= weights.i2) {
         auto [min, max] = GroupMinMax(weights, column, end);
         QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
       } else {
@@ -225,7 +237,12 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
 }
 
 ColumnParams GptqRun::ForColumns(QuantParams params) const {
-  ColumnParams column{std::move(params), {}, {}, {}, std::nullopt};
+  ColumnParams column{std::move(params), {}, {}, {}, std::nullopt, std::nullopt};
+  if (nvfp4_) {  // each row's group scale (e4m3 values as float32) for the NVFP4 kernel
+    column.scale = column.params.scale.to(at::kFloat).contiguous();
+    column.nvfp4_global = column.params.global_scale.item<float>();
+    return column;
+  }
   const DType element = column_spec_.ElementType();
   // W4A8's int4 stage reads the fp8 stage's values: FakeQuantize runs both.
   if (dtype_ != at::kFloat || column_spec_.IsMx() || column_spec_.IsProgressive() || !IsIntegerType(element)) {
@@ -249,6 +266,14 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
     // The kernel FakeQuantize would run on this [n, 1] column: one parameter per row, or one for all of them.
     kernels::FakeQuantAffineRow(column, quantized, n, params.inverse.data(), params.scale.numel() != 1,
                                 *params.affine);
+    return absl::OkStatus();
+  }
+  if (params.nvfp4_global) {
+    // NVFP4 rounds each element alone once its group's scale is known: RTN's element math, row by row.
+    DispatchFloating(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::Nvfp4FakeQuantColumn<T>(column, quantized, n, *params.nvfp4_global, params.scale.data_ptr<float>());
+    });
     return absl::OkStatus();
   }
   const at::Tensor x = at::from_blob(const_cast<float*>(column), {n, 1}, at::kFloat);
@@ -374,7 +399,8 @@ QuantParams GptqRun::WholeParams() const {
       scales.push_back(p.scale);
       zero_points.push_back(p.zero_point);
     }
-    return QuantParams{at::cat(scales, dim), at::cat(zero_points, dim)};
+    // NVFP4: every group's scales sit under the one global scale.
+    return QuantParams{at::cat(scales, dim), at::cat(zero_points, dim), params.front().global_scale};
   };
   if (options_.static_groups) return cat(params_, 1);
   std::vector<QuantParams> ranges;  // each range's groups side by side, then the ranges stacked by rows
@@ -391,6 +417,7 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   column_spec_ = plan.column_spec;
   grouped_ = plan.grouped;
   group_size_ = plan.group_size;
+  nvfp4_ = plan.nvfp4;
   return absl::OkStatus();
 }
 

@@ -65,7 +65,7 @@ void SubtractProduct(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bo
 }
 
 bool RoundsInTensorOpsOnly(const QuantSpec& spec) {
-  return spec.IsNvfp4() || spec.qscheme == QScheme::kPerBlock;
+  return spec.qscheme == QScheme::kPerBlock;
 }
 
 }  // namespace quark::algorithms

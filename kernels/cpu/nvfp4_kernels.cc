@@ -73,6 +73,14 @@ void Nvfp4FakeQuant(const T* x, T* y, int64_t rows, int64_t len, float global, c
 }
 
 template <typename T>
+void Nvfp4FakeQuantColumn(const float* x, float* y, int64_t rows, float global, const float* blk) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float v = element::Nvfp4Value(RoundTrip<T>(x[r]), blk[r], global);
+    y[r] = RoundTrip<T>(element::Nvfp4Dequant(v, blk[r], global));
+  }
+}
+
+template <typename T>
 void Nvfp4Quantize(const T* x, uint8_t* codes, uint8_t* scale_e4m3, int64_t rows, int64_t len, float global,
                    const float* blk) {
   ForEachGroup(rows, len, [&](int64_t k, int64_t off) {
@@ -127,6 +135,7 @@ void Nvfp4FakeQuantRef(const float* x, float* y, int64_t rows, int64_t len, floa
   template float Nvfp4Amax<T>(const T*, int64_t);                                                           \
   template void Nvfp4BlockScales<T>(const T*, int64_t, int64_t, float, float*);                             \
   template void Nvfp4FakeQuant<T>(const T*, T*, int64_t, int64_t, float, const float*);                     \
+  template void Nvfp4FakeQuantColumn<T>(const float*, float*, int64_t, float, const float*);                \
   template void Nvfp4Quantize<T>(const T*, uint8_t*, uint8_t*, int64_t, int64_t, float, const float*);       \
   template void Nvfp4Dequantize<T>(const uint8_t*, const uint8_t*, T*, int64_t, int64_t, float);
 

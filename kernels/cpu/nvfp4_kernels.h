@@ -28,6 +28,12 @@ void Nvfp4BlockScales(const T* x, int64_t rows, int64_t len, float global, float
 template <typename T>
 void Nvfp4FakeQuant(const T* x, T* y, int64_t rows, int64_t len, float global, const float* blk);
 
+/// One element a row with that row's group scale `blk[r]`, as Nvfp4FakeQuant rounds it in T: x and y are float32
+/// (a column of GPTQ's working weight), x[r] is first rounded to T and y[r] is T's result widened. Serial: GPTQ's
+/// CPU loop calls it inside its own row-range threads.
+template <typename T>
+void Nvfp4FakeQuantColumn(const float* x, float* y, int64_t rows, float global, const float* blk);
+
 /// Codes (one fp4 code per byte: sign << 3 | index) and the float8_e4m3fn bytes of the block scales ([rows, len/16]);
 /// `blk` as for Nvfp4FakeQuant.
 template <typename T>

@@ -28,6 +28,7 @@ using testing::Fp8PerChannel;
 using testing::Int8PerTensor;
 using testing::IntSpec;
 using testing::Mxfp4;
+using testing::Nvfp4;
 using testing::W4A8;
 
 // Correlated inputs with outlier channels (as real activations), in batches of uneven token counts.
@@ -111,6 +112,9 @@ std::vector<Case> Cases() {
       {"uint4 g32 bfloat16 weight", IntSpec(DType::kUInt4, false, 32), false, false, at::kBFloat16},
       {"w4a8 act order", W4A8(), true},
       {"w4a8 bfloat16 weight", W4A8(), false, false, at::kBFloat16},
+      {"nvfp4 groups observed as they start", Nvfp4()},
+      {"nvfp4 act order static groups, bfloat16 weight", Nvfp4(), true, true, at::kBFloat16},
+      {"nvfp4 static groups, float16 weight", Nvfp4(), false, true, at::kHalf},
   };
 }
 

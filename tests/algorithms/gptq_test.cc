@@ -278,7 +278,8 @@ TEST(GptqTest, CholeskyInverseAndUpperStepsAreLibTorchsCalls) {
 }
 
 // The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
-// bit, parameters included (groups observed as they start are observed per range and stacked back by rows). The lazy
+// bit, parameters included (groups observed as they start are observed per range and stacked back by rows; NVFP4's
+// global scale is the whole weight's in every range). The lazy
 // update's GEMMs run on fixed blocks of rows whatever the split, so this holds on AVX2 kernels too (#33 item 0: with
 // one GEMM per range, 198 elements differed between 1 and 2 threads on Haswell/Zen kernels).
 TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
@@ -293,6 +294,8 @@ TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
       {IntSpec(DType::kUInt4, false, 32), {}},        // groups observed as they start, inside blocks
       {IntSpec(DType::kUInt4, false, 128), act_order},  // static groups, permuted columns
       {IntSpec(DType::kInt4, true, -1), fast},          // per channel, fast factor
+      {testing::Nvfp4(), {}},                           // NVFP4 groups observed per range under one global scale
+      {testing::Nvfp4(), act_order},                    // NVFP4 static groups, permuted columns
   };
   const int threads = at::get_num_threads();
   const Layer small = MakeLayer(300, 256, 512, 13);  // one range whose two row blocks run in parallel
@@ -310,6 +313,10 @@ TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
             << (one->weight != two->weight).sum().item<int64_t>() << " elements differ";
         EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
         EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
+        ASSERT_EQ(one->params.global_scale.defined(), two->params.global_scale.defined());
+        if (one->params.global_scale.defined()) {
+          EXPECT_TRUE(at::equal(one->params.global_scale, two->params.global_scale));
+        }
         auto again = FakeQuantize(two->weight, spec, two->params);
         ASSERT_TRUE(again.ok()) << again.status();
         EXPECT_TRUE(at::equal(*again, two->weight));

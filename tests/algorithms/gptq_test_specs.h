@@ -1,6 +1,7 @@
 // The weight specs the GPTQ tests run (gptq_test, gptq_tensor_ops_test, gptq_cuda_test).
 #pragma once
 
+#include "core/config/presets.h"
 #include "core/config/quant_spec.h"
 
 namespace quark::algorithms::testing {
@@ -53,5 +54,9 @@ inline QuantSpec W4A8() {
   spec.fp8_first_stage = true;
   return spec;
 }
+
+/// NVFP4 weights (the nvfp4_weight_only preset's): fp4 e2m1 in groups of 16 along the input, e4m3 group scales
+/// under one float32 global scale.
+inline QuantSpec Nvfp4() { return *PresetConfig("nvfp4_weight_only").value().global_quant_config.weight; }
 
 }  // namespace quark::algorithms::testing
