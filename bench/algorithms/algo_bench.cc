@@ -242,9 +242,6 @@ int RunGptq(const Flags& f) {
       {"extra_damp", result->extra_damp},
       {"linalg", f.fast_linalg ? "fast" : "quark"},
       {"path", f.tensor_ops || !device->is_cpu() ? "tensor_ops" : "cpu"},
-      // 2-D tiles round in tensor operations even on the CPU path (gptq_columns.h).
-      {"columns_path",
-       f.tensor_ops || !device->is_cpu() || quark::algorithms::RoundsInTensorOpsOnly(*spec) ? "tensor_ops" : "cpu"},
       {"fused_blocks", result->fused_blocks},
       {"device", device->name()},
   };

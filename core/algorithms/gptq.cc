@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -33,7 +34,8 @@ namespace {
 
 // A range's parameters for its columns, with what the integer kernel reads prepared once instead of once a column.
 struct ColumnParams {
-  QuantParams params;
+  QuantParams params;   // as the result reports them (per_block: one row a tile)
+  QuantParams per_row;  // what a [n, 1] column is rounded with: params, or per_block's tile parameters row by row
   at::Tensor scale, zero_point;               // float32, contiguous: the kernel's arrays
   std::vector<float> inverse;                 // 1 / scale, as the kernel computes it on every call
   std::optional<kernels::AffineArgs> affine;  // float32 weights on an integer grid: the kernel is called directly
@@ -119,9 +121,13 @@ at::Tensor GroupOf(const RangeWeights& v, int64_t begin, int64_t end) {
   return group;
 }
 
-QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end) {
-  // Per-tensor parameters are one value for every row; so are W4A8's fp8 stage scale and NVFP4's global scale.
-  const auto rows = [&](const at::Tensor& t) { return t.dim() == 0 || t.numel() == 1 ? t : t.slice(0, begin, end); };
+// The parameters of weight rows [begin, end), a row of `p` covering `rows_per_param` weight rows (per_block's tiles;
+// 1 otherwise). Per-tensor parameters are one value for every row; so are W4A8's fp8 stage scale and NVFP4's global
+// scale.
+QuantParams SliceRows(const QuantParams& p, int64_t begin, int64_t end, int64_t rows_per_param) {
+  const auto rows = [&](const at::Tensor& t) {
+    return t.dim() == 0 || t.numel() == 1 ? t : t.slice(0, begin / rows_per_param, end / rows_per_param);
+  };
   return QuantParams{rows(p.scale), rows(p.zero_point), p.global_scale};
 }
 
@@ -163,6 +169,7 @@ class GptqRun {
   bool grouped_ = false;    // per_group, MX or NVFP4: parameters per group of input columns
   int64_t group_size_ = 0;  // grouped only
   bool nvfp4_ = false;      // NVFP4: e4m3 group scales under one global scale, taken from the weight before the loop
+  int64_t block_rows_ = 0;  // per_block (2-D tiles): weight rows a tile spans; 0 otherwise
   float nvfp4_global_amax_ = 0;
   // One per group in column order (static groups), or one for the whole weight (not grouped); empty with groups
   // observed as they start, which are per row range (rows_).
@@ -215,7 +222,7 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
       const int64_t end = std::min(column + group_size_, weights.stride);
       std::optional<QuantParams> observed;
       if (dtype_ == at::kFloat && spec_.observer == ObserverKind::kMinMax && !spec_.IsMx() && !nvfp4_ &&
-          end <= weights.i2) {
+          block_rows_ == 0 && end <= weights.i2) {
         auto [min, max] = GroupMinMax(weights, column, end);
         QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
       } else {
@@ -232,12 +239,19 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
   }
   if (rows.sliced.empty()) rows.sliced.resize(params_.size());
   ColumnParams& sliced = rows.sliced[index];
-  if (!sliced.params.scale.defined()) sliced = ForColumns(SliceRows(params_[index], rows.begin, rows.end));
+  if (!sliced.params.scale.defined()) {
+    sliced = ForColumns(SliceRows(params_[index], rows.begin, rows.end, std::max<int64_t>(block_rows_, 1)));
+  }
   return &sliced;
 }
 
 ColumnParams GptqRun::ForColumns(QuantParams params) const {
-  ColumnParams column{std::move(params), {}, {}, {}, std::nullopt, std::nullopt};
+  ColumnParams column{std::move(params), {}, {}, {}, {}, std::nullopt, std::nullopt};
+  column.per_row = column.params;
+  if (block_rows_ > 0) {  // a tile's parameters for each of its rows (the column spec is per output channel)
+    column.per_row.scale = column.params.scale.reshape({-1}).repeat_interleave(block_rows_);
+    column.per_row.zero_point = column.params.zero_point.reshape({-1}).repeat_interleave(block_rows_);
+  }
   if (nvfp4_) {  // each row's group scale (e4m3 values as float32) for the NVFP4 kernel
     column.scale = column.params.scale.to(at::kFloat).contiguous();
     column.nvfp4_global = column.params.global_scale.item<float>();
@@ -249,10 +263,10 @@ ColumnParams GptqRun::ForColumns(QuantParams params) const {
     return column;
   }
   // What FakeQuantize hands the affine kernel (fake_quant.cc, RunScaled), prepared once.
-  column.scale = column.params.scale.to(at::kFloat).contiguous();
-  column.zero_point = column.params.zero_point.to(at::kFloat).contiguous();
+  column.scale = column.per_row.scale.to(at::kFloat).contiguous();
+  column.zero_point = column.per_row.zero_point.to(at::kFloat).contiguous();
   column.affine = AffineArgsOf(column_spec_, column.scale, column.zero_point,
-                               column.params.zero_point.scalar_type() != at::kInt);
+                               column.per_row.zero_point.scalar_type() != at::kInt);
   const float* scale = column.scale.data_ptr<float>();
   column.inverse.resize(static_cast<size_t>(column.scale.numel()));
   for (size_t i = 0; i < column.inverse.size(); ++i) column.inverse[i] = 1.0f / scale[i];
@@ -278,9 +292,9 @@ absl::Status GptqRun::QuantizeColumn(const float* column, float* quantized, cons
   }
   const at::Tensor x = at::from_blob(const_cast<float*>(column), {n, 1}, at::kFloat);
   at::Tensor out = at::from_blob(quantized, {n, 1}, at::kFloat);
-  if (dtype_ == at::kFloat) return FakeQuantizeInto(x, column_spec_, params.params, out, TensorRole::kWeight);
+  if (dtype_ == at::kFloat) return FakeQuantizeInto(x, column_spec_, params.per_row, out, TensorRole::kWeight);
   QUARK_ASSIGN_OR_RETURN(const at::Tensor q,
-                         FakeQuantize(x.to(dtype_), column_spec_, params.params, TensorRole::kWeight));
+                         FakeQuantize(x.to(dtype_), column_spec_, params.per_row, TensorRole::kWeight));
   out.copy_(q);
   return absl::OkStatus();
 }
@@ -365,12 +379,14 @@ absl::Status GptqRun::LazyUpdate(at::Tensor& w, const at::Tensor& err, const at:
 
 absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u) {
   const int64_t n = w.size(0);
-  const int64_t ranges = std::clamp<int64_t>(n / kMinRowsPerRange, 1, at::get_num_threads());
-  const int64_t blocks = (n + kUpdateRows - 1) / kUpdateRows;  // >= ranges: kMinRowsPerRange >= kUpdateRows
+  // A range is whole blocks of kUpdateRows (LazyUpdate) and whole tiles (per_block: a range observes its own tiles).
+  const int64_t unit = std::lcm(kUpdateRows, std::max<int64_t>(block_rows_, 1));
+  const int64_t ranges = std::clamp<int64_t>(n / std::max(kMinRowsPerRange, unit), 1, at::get_num_threads());
+  const int64_t units = (n + unit - 1) / unit;  // >= ranges
   rows_.resize(static_cast<size_t>(ranges));
-  for (int64_t i = 0; i < ranges; ++i) {  // whole blocks of kUpdateRows (LazyUpdate)
-    rows_[static_cast<size_t>(i)].begin = blocks * i / ranges * kUpdateRows;
-    rows_[static_cast<size_t>(i)].end = std::min(blocks * (i + 1) / ranges * kUpdateRows, n);
+  for (int64_t i = 0; i < ranges; ++i) {
+    rows_[static_cast<size_t>(i)].begin = units * i / ranges * unit;
+    rows_[static_cast<size_t>(i)].end = std::min(units * (i + 1) / ranges * unit, n);
   }
   // Single-threaded BLAS calls, in parallel over ranges (or over a lone range's row blocks): the work is the same,
   // minus the fork and join of every GEMM, and the bits do not depend on the thread count.
@@ -418,6 +434,7 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   grouped_ = plan.grouped;
   group_size_ = plan.group_size;
   nvfp4_ = plan.nvfp4;
+  block_rows_ = plan.block_rows;
   return absl::OkStatus();
 }
 
@@ -509,8 +526,8 @@ absl::Status CheckWeight(const at::Tensor& weight, int64_t hessian_size, const Q
   return run.Prepare(weight.sizes());
 }
 
-bool TakesTensorOps(const at::Tensor& weight, const QuantSpec& spec, const GptqOptions& options) {
-  return options.tensor_ops || !weight.device().is_cpu() || RoundsInTensorOpsOnly(spec);
+bool TakesTensorOps(const at::Tensor& weight, const GptqOptions& options) {
+  return options.tensor_ops || !weight.device().is_cpu();
 }
 
 }  // namespace
@@ -524,7 +541,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const Gp
     if (options.act_order != factor.perm.defined()) {
       return absl::InvalidArgumentError("desc_act: the factor was computed with another act order");
     }
-    if (TakesTensorOps(weight, spec, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
+    if (TakesTensorOps(weight, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");
@@ -538,7 +555,7 @@ absl::StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, at::Tens
     const bool square = hessian.defined() && hessian.dim() == 2 && hessian.size(0) == hessian.size(1);
     QUARK_RETURN_IF_ERROR(CheckWeight(weight, square ? hessian.size(0) : -1, spec, options, run));
     QUARK_ASSIGN_OR_RETURN(const GptqFactor factor, GptqFactorOf(std::move(hessian), options));
-    if (TakesTensorOps(weight, spec, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
+    if (TakesTensorOps(weight, options)) return GptqQuantizeByTensorOps(weight, factor, spec, options);
     return run.Run(weight.to(at::kFloat), factor);
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, "gptq");

@@ -64,8 +64,4 @@ void SubtractProduct(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bo
   }
 }
 
-bool RoundsInTensorOpsOnly(const QuantSpec& spec) {
-  return spec.qscheme == QScheme::kPerBlock;
-}
-
 }  // namespace quark::algorithms

@@ -43,10 +43,4 @@ struct GptqColumnPlan {
 /// groups must divide the weight as ResolveLayout requires.
 absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArrayRef sizes, const GptqOptions& options);
 
-/// per_block (2-D tiles): a spec the CPU kernel loop of gptq.cc, which rounds ranges of rows with one set of
-/// parameters per row, does not carry (a tile's scale spans rows of two ranges). It runs in the tensor-operation loop
-/// (gptq_tensor_ops.h) on every device, the CPU included. (W4A8's two stages and NVFP4's group scales are per row,
-/// with one fp8 stage scale or one global scale for every row: the CPU loop carries them.)
-bool RoundsInTensorOpsOnly(const QuantSpec& spec);
-
 }  // namespace quark::algorithms

@@ -144,25 +144,29 @@ TEST(GptqFormatsTest, EveryColumnIsRoundedAsRtnRoundsItsGroupBitForBit) {
   }
 }
 
-// Integer 2-D tiles (uint8 per 128 x 128 block, asymmetric) round as RTN rounds them, in fused blocks (each weight
-// row reads its tile's parameter row).
+// Integer 2-D tiles (uint8 per 128 x 128 block, asymmetric) round as RTN rounds them, in the CPU loop (each row
+// range observes its own tiles) and in fused blocks (each weight row reads its tile's parameter row).
 TEST(GptqFormatsTest, IntegerTilesRoundAsRtnRoundsThem) {
   const Layer l = MakeLayer(256, 256, 512, 35);
   QuantSpec tiles = WeightSpecOf("fp8_block");
   tiles.dtype = DType::kUInt8;
   tiles.symmetric = false;
   for (bool fixed : {false, true}) {
-    GptqOptions o;
-    o.static_groups = fixed;
-    o.block_size = 256;
-    auto result = GptqQuantizeWeight(l.weight, l.hessian, tiles, o);
-    ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_TRUE(result->fused_blocks);
-    const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, tiles, o, 0);
-    EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>();
-    auto again = FakeQuantize(result->weight, tiles, result->params);
-    ASSERT_TRUE(again.ok()) << again.status();
-    EXPECT_TRUE(at::equal(*again, result->weight));
+    for (bool tensor_ops : {false, true}) {  // the CPU kernel loop, the tensor-op loop's fused blocks
+      SCOPED_TRACE(std::string(fixed ? "static" : "observed") + (tensor_ops ? ", tensor ops" : ", CPU loop"));
+      GptqOptions o;
+      o.static_groups = fixed;
+      o.block_size = 256;
+      o.tensor_ops = tensor_ops;
+      auto result = GptqQuantizeWeight(l.weight, l.hessian, tiles, o);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->fused_blocks, tensor_ops);
+      const at::Tensor reference = ReferenceGptq(l.weight, l.hessian, tiles, o, 0);
+      EXPECT_TRUE(at::equal(result->weight, reference)) << (result->weight != reference).sum().item<int64_t>();
+      auto again = FakeQuantize(result->weight, tiles, result->params);
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_TRUE(at::equal(*again, result->weight));
+    }
   }
 }
 

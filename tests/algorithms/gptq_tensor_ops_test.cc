@@ -25,10 +25,12 @@ namespace quark::algorithms {
 namespace {
 
 using testing::Fp8PerChannel;
+using testing::Fp8Tiles;
 using testing::Int8PerTensor;
 using testing::IntSpec;
 using testing::Mxfp4;
 using testing::Nvfp4;
+using testing::Uint8Tiles;
 using testing::W4A8;
 
 // Correlated inputs with outlier channels (as real activations), in batches of uneven token counts.
@@ -115,6 +117,11 @@ std::vector<Case> Cases() {
       {"nvfp4 groups observed as they start", Nvfp4()},
       {"nvfp4 act order static groups, bfloat16 weight", Nvfp4(), true, true, at::kBFloat16},
       {"nvfp4 static groups, float16 weight", Nvfp4(), false, true, at::kHalf},
+      // 2-D tiles of 24 rows (dividing the tests' 96 and 72 rows) and 64 columns (blocks of 100 straddle them).
+      {"fp8 tiles observed as they start", Fp8Tiles(24, 64)},
+      {"fp8 tiles act order static groups, bfloat16 weight", Fp8Tiles(24, 64), true, true, at::kBFloat16},
+      {"uint8 tiles observed as they start", Uint8Tiles(24, 64)},
+      {"uint8 tiles static groups, float16 weight", Uint8Tiles(24, 64), false, true, at::kHalf},
   };
 }
 

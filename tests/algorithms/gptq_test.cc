@@ -279,7 +279,7 @@ TEST(GptqTest, CholeskyInverseAndUpperStepsAreLibTorchsCalls) {
 
 // The column loop runs on ranges of rows in parallel. Rows never mix, so the result is the one-range result bit for
 // bit, parameters included (groups observed as they start are observed per range and stacked back by rows; NVFP4's
-// global scale is the whole weight's in every range). The lazy
+// global scale is the whole weight's in every range; 2-D tiles are observed per range too). The lazy
 // update's GEMMs run on fixed blocks of rows whatever the split, so this holds on AVX2 kernels too (#33 item 0: with
 // one GEMM per range, 198 elements differed between 1 and 2 threads on Haswell/Zen kernels).
 TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
@@ -298,31 +298,42 @@ TEST(GptqTest, RowRangesInParallelGiveTheOneRangeResult) {
       {testing::Nvfp4(), act_order},                    // NVFP4 static groups, permuted columns
   };
   const int threads = at::get_num_threads();
+  const auto expect_one_range_result = [](const Layer& layer, const QuantSpec& spec, const GptqOptions& options,
+                                          std::initializer_list<int> more_threads) {
+    at::set_num_threads(1);
+    auto one = GptqQuantizeWeight(layer.weight, layer.hessian, spec, options);
+    ASSERT_TRUE(one.ok()) << one.status();
+    for (const int more : more_threads) {
+      at::set_num_threads(more);
+      auto two = GptqQuantizeWeight(layer.weight, layer.hessian, spec, options);
+      ASSERT_TRUE(two.ok()) << two.status();
+      EXPECT_TRUE(at::equal(one->weight, two->weight))
+          << layer.weight.size(0) << " rows, " << more << " threads: "
+          << (one->weight != two->weight).sum().item<int64_t>() << " elements differ";
+      EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
+      EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
+      ASSERT_EQ(one->params.global_scale.defined(), two->params.global_scale.defined());
+      if (one->params.global_scale.defined()) {
+        EXPECT_TRUE(at::equal(one->params.global_scale, two->params.global_scale));
+      }
+      auto again = FakeQuantize(two->weight, spec, two->params);
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_TRUE(at::equal(*again, two->weight));
+    }
+  };
   const Layer small = MakeLayer(300, 256, 512, 13);  // one range whose two row blocks run in parallel
   for (const Layer* layer : {&l, &small}) {
     for (const auto& [spec, options] : cases) {
-      at::set_num_threads(1);
-      auto one = GptqQuantizeWeight(layer->weight, layer->hessian, spec, options);
-      ASSERT_TRUE(one.ok()) << one.status();
-      for (const int more : {2, 3}) {  // 1100 rows: two ranges (512 + 588 rows), three (256 + 512 + 332)
-        at::set_num_threads(more);
-        auto two = GptqQuantizeWeight(layer->weight, layer->hessian, spec, options);
-        ASSERT_TRUE(two.ok()) << two.status();
-        EXPECT_TRUE(at::equal(one->weight, two->weight))
-            << layer->weight.size(0) << " rows, " << more << " threads: "
-            << (one->weight != two->weight).sum().item<int64_t>() << " elements differ";
-        EXPECT_TRUE(at::equal(one->params.scale, two->params.scale));
-        EXPECT_TRUE(at::equal(one->params.zero_point, two->params.zero_point));
-        ASSERT_EQ(one->params.global_scale.defined(), two->params.global_scale.defined());
-        if (one->params.global_scale.defined()) {
-          EXPECT_TRUE(at::equal(one->params.global_scale, two->params.global_scale));
-        }
-        auto again = FakeQuantize(two->weight, spec, two->params);
-        ASSERT_TRUE(again.ok()) << again.status();
-        EXPECT_TRUE(at::equal(*again, two->weight));
-      }
+      SCOPED_TRACE(layer->weight.size(0));
+      expect_one_range_result(*layer, spec, options, {2, 3});  // 1100 rows: 512 + 588 rows, 256 + 512 + 332
     }
   }
+  // 2-D tiles of 12 rows: ranges are whole tiles and whole update blocks, lcm(12, 256) = 768 rows, so 1,536 rows run
+  // as two ranges on two or three threads (three ranges of 512 rows would cut tiles); each range observes its own
+  // tiles as they start.
+  const Layer tall = MakeLayer(1536, 256, 512, 14);
+  expect_one_range_result(tall, testing::Fp8Tiles(12, 64), {}, {2, 3});
+  expect_one_range_result(tall, testing::Uint8Tiles(12, 64), act_order, {2, 3});
   at::set_num_threads(threads);
 }
 

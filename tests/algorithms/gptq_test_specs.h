@@ -59,4 +59,19 @@ inline QuantSpec W4A8() {
 /// under one float32 global scale.
 inline QuantSpec Nvfp4() { return *PresetConfig("nvfp4_weight_only").value().global_quant_config.weight; }
 
+/// fp8 e4m3 weights in 2-D tiles of [rows, cols] (the fp8_block preset's spec, other tile sizes).
+inline QuantSpec Fp8Tiles(int rows, int cols) {
+  QuantSpec spec = *PresetConfig("fp8_block").value().global_quant_config.weight;
+  spec.block_size = {rows, cols};
+  return spec;
+}
+
+/// Asymmetric uint8 weights in 2-D tiles of [rows, cols].
+inline QuantSpec Uint8Tiles(int rows, int cols) {
+  QuantSpec spec = Fp8Tiles(rows, cols);
+  spec.dtype = DType::kUInt8;
+  spec.symmetric = false;
+  return spec;
+}
+
 }  // namespace quark::algorithms::testing
