@@ -21,7 +21,6 @@
 #include "core/numerics/fake_quant.h"
 #include "core/numerics/dispatch.h"
 #include "core/numerics/format_map.h"
-#include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/quant_params.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
@@ -153,7 +152,6 @@ class GptqRun {
   absl::Status SetUpParams(const at::Tensor& w);
   absl::StatusOr<const ColumnParams*> ParamsForColumn(int64_t column, const RangeWeights& weights,
                                                       RowRange& rows) const;
-  absl::StatusOr<QuantParams> ParamsOfColumns(const at::Tensor& columns) const;  // [N, c] float32
   ColumnParams ForColumns(QuantParams params) const;
   absl::Status QuantizeColumn(const float* column, float* quantized, const ColumnParams& params, int64_t n) const;
   absl::Status QuantizeRows(at::Tensor& w, const at::Tensor& u, RowRange& rows) const;
@@ -168,9 +166,9 @@ class GptqRun {
   at::ScalarType dtype_;
   bool grouped_ = false;    // per_group, MX or NVFP4: parameters per group of input columns
   int64_t group_size_ = 0;  // grouped only
-  bool nvfp4_ = false;      // NVFP4: e4m3 group scales under one global scale, taken from the weight before the loop
+  bool nvfp4_ = false;      // NVFP4: e4m3 group scales under one global scale (observer_'s)
   int64_t block_rows_ = 0;  // per_block (2-D tiles): weight rows a tile spans; 0 otherwise
-  float nvfp4_global_amax_ = 0;
+  std::optional<GptqObserver> observer_;  // set by Prepare
   // One per group in column order (static groups), or one for the whole weight (not grouped); empty with groups
   // observed as they start, which are per row range (rows_).
   std::vector<QuantParams> params_;
@@ -178,38 +176,15 @@ class GptqRun {
   std::vector<RowRange> rows_;  // the row ranges the column loop ran on, in row order
 };
 
-absl::StatusOr<QuantParams> GptqRun::ParamsOfColumns(const at::Tensor& columns) const {
-  if (nvfp4_) return Nvfp4ParamsOf(columns.to(dtype_).contiguous(), spec_, nvfp4_global_amax_);
-  return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
-}
-
 absl::Status GptqRun::SetUpParams(const at::Tensor& w) {
-  if (nvfp4_) {  // the one global scale every group's scale sits under (fused shards share it: the option)
-    nvfp4_global_amax_ = options_.nvfp4_global_amax > 0 ? options_.nvfp4_global_amax : Nvfp4AmaxOf(w.to(dtype_));
-  }
+  observer_->SetUp(w, options_);
   if (!grouped_) {
-    QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(w));
+    QUARK_ASSIGN_OR_RETURN(QuantParams p, observer_->Of(w));
     params_.push_back(std::move(p));
     return absl::OkStatus();
   }
   if (!options_.static_groups) return absl::OkStatus();  // computed as each group starts
-  // Every group observed at once on the whole weight, as RTN observes it: the same parameters as group by group
-  // (each group's range is its own elements' extremes, and the parameters an elementwise function of the range),
-  // in one pass instead of a copy and an observation per group.
-  const int64_t groups = (w.size(1) + group_size_ - 1) / group_size_;
-  QUARK_ASSIGN_OR_RETURN(const QuantParams whole, ParamsOfColumns(w));
-  const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
-  if (per_group(whole.scale) && per_group(whole.zero_point)) {
-    for (int64_t g = 0; g < groups; ++g) {
-      params_.push_back(
-          QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1), whole.global_scale});
-    }
-    return absl::OkStatus();
-  }
-  for (int64_t start = 0; start < w.size(1); start += group_size_) {  // parameters shaped otherwise
-    QUARK_ASSIGN_OR_RETURN(QuantParams p, ParamsOfColumns(w.slice(1, start, start + group_size_)));
-    params_.push_back(std::move(p));
-  }
+  QUARK_ASSIGN_OR_RETURN(params_, observer_->EveryGroup(w));
   return absl::OkStatus();
 }
 
@@ -226,7 +201,7 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
         auto [min, max] = GroupMinMax(weights, column, end);
         QUARK_ASSIGN_OR_RETURN(observed, ComputeQuantParams(min, max, spec_));
       } else {
-        QUARK_ASSIGN_OR_RETURN(observed, ParamsOfColumns(GroupOf(weights, column, end)));
+        QUARK_ASSIGN_OR_RETURN(observed, observer_->Of(GroupOf(weights, column, end)));
       }
       rows.observed.push_back(ForColumns(*std::move(observed)));
     }
@@ -409,23 +384,14 @@ absl::Status GptqRun::QuantizeColumns(at::Tensor& w, const at::Tensor& u) {
 
 QuantParams GptqRun::WholeParams() const {
   if (!grouped_) return params_[0];
-  const auto cat = [](const std::vector<QuantParams>& params, int64_t dim) {
-    std::vector<at::Tensor> scales, zero_points;
-    for (const QuantParams& p : params) {
-      scales.push_back(p.scale);
-      zero_points.push_back(p.zero_point);
-    }
-    // NVFP4: every group's scales sit under the one global scale.
-    return QuantParams{at::cat(scales, dim), at::cat(zero_points, dim), params.front().global_scale};
-  };
-  if (options_.static_groups) return cat(params_, 1);
+  if (options_.static_groups) return ConcatParams(params_, 1);
   std::vector<QuantParams> ranges;  // each range's groups side by side, then the ranges stacked by rows
   for (const RowRange& rows : rows_) {
     std::vector<QuantParams> groups;
     for (const ColumnParams& group : rows.observed) groups.push_back(group.params);
-    ranges.push_back(cat(groups, 1));
+    ranges.push_back(ConcatParams(groups, 1));
   }
-  return cat(ranges, 0);
+  return ConcatParams(ranges, 0);
 }
 
 absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
@@ -435,6 +401,7 @@ absl::Status GptqRun::Prepare(at::IntArrayRef sizes) {
   group_size_ = plan.group_size;
   nvfp4_ = plan.nvfp4;
   block_rows_ = plan.block_rows;
+  observer_.emplace(spec_, plan, dtype_);
   return absl::OkStatus();
 }
 

@@ -12,30 +12,17 @@ namespace quark::algorithms {
 
 ColumnParameters::ColumnParameters(const QuantSpec& spec, const GptqColumnPlan& plan, const GptqOptions& options,
                                    at::ScalarType dtype, std::vector<int64_t> perm)
-    : spec_(spec), plan_(plan), options_(options), dtype_(dtype), perm_(std::move(perm)) {}
+    : plan_(plan), options_(options), observer_(spec, plan, dtype), perm_(std::move(perm)) {}
 
 absl::Status ColumnParameters::SetUp(const at::Tensor& w) {
-  if (plan_.nvfp4) {
-    nvfp4_global_amax_ = options_.nvfp4_global_amax > 0 ? options_.nvfp4_global_amax : Nvfp4AmaxOf(w.to(dtype_));
-  }
+  observer_.SetUp(w, options_);
   if (plan_.grouped && !options_.static_groups) return absl::OkStatus();
-  QUARK_ASSIGN_OR_RETURN(const QuantParams whole, Of(w));
-  if (!plan_.grouped) {
-    fixed_.push_back(whole);
+  if (plan_.grouped) {
+    QUARK_ASSIGN_OR_RETURN(fixed_, observer_.EveryGroup(w));
     return absl::OkStatus();
   }
-  const int64_t groups = (w.size(1) + plan_.group_size - 1) / plan_.group_size;
-  const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == groups; };
-  if (per_group(whole.scale) && per_group(whole.zero_point)) {
-    for (int64_t g = 0; g < groups; ++g) {
-      fixed_.push_back(QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1), whole.global_scale});
-    }
-    return absl::OkStatus();
-  }
-  for (int64_t start = 0; start < w.size(1); start += plan_.group_size) {
-    QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(w.slice(1, start, start + plan_.group_size)));
-    fixed_.push_back(std::move(p));
-  }
+  QUARK_ASSIGN_OR_RETURN(QuantParams whole, observer_.Of(w));
+  fixed_.push_back(std::move(whole));
   return absl::OkStatus();
 }
 
@@ -43,7 +30,7 @@ absl::StatusOr<const QuantParams*> ColumnParameters::For(int64_t column, const a
   if (plan_.grouped && !options_.static_groups) {
     if (column % plan_.group_size == 0) {
       const int64_t end = std::min(column + plan_.group_size, work.size(1));
-      QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(work.slice(1, column, end)));
+      QUARK_ASSIGN_OR_RETURN(QuantParams p, observer_.Of(work.slice(1, column, end)));
       observed_.push_back(std::move(p));
     }
     return &observed_.back();
@@ -59,20 +46,7 @@ int64_t ColumnParameters::FixedGroupOf(int64_t column) const {
 
 QuantParams ColumnParameters::Whole() const {
   if (!plan_.grouped) return fixed_[0];
-  const std::vector<QuantParams>& groups = options_.static_groups ? fixed_ : observed_;
-  std::vector<at::Tensor> scales, zero_points;
-  for (const QuantParams& p : groups) {
-    scales.push_back(p.scale);
-    zero_points.push_back(p.zero_point);
-  }
-  // NVFP4: every group's scales sit under the one global scale.
-  return QuantParams{at::cat(scales, 1), at::cat(zero_points, 1),
-                     groups.empty() ? at::Tensor() : groups.front().global_scale};
-}
-
-absl::StatusOr<QuantParams> ColumnParameters::Of(const at::Tensor& columns) const {
-  if (plan_.nvfp4) return Nvfp4ParamsOf(columns.to(dtype_).contiguous(), spec_, nvfp4_global_amax_);
-  return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
+  return ConcatParams(options_.static_groups ? fixed_ : observed_, 1);
 }
 
 void LazyUpdate(at::Tensor& work, const at::Tensor& errors, const at::Tensor& u, int64_t i1, int64_t i2) {

@@ -40,13 +40,9 @@ class ColumnParameters {
   int64_t FixedGroupOf(int64_t column) const;
 
  private:
-  absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const;
-
-  QuantSpec spec_;
-  float nvfp4_global_amax_ = 0;  // NVFP4: set in SetUp
   GptqColumnPlan plan_;
   GptqOptions options_;
-  at::ScalarType dtype_;
+  GptqObserver observer_;
   std::vector<int64_t> perm_;
   std::vector<QuantParams> fixed_;
   std::vector<QuantParams> observed_;

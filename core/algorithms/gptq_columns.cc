@@ -4,6 +4,8 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/config/quant_types.h"
+#include "core/numerics/fake_quant.h"
+#include "core/numerics/nvfp4_quant.h"
 #include "core/numerics/quant_layout.h"
 
 namespace quark::algorithms {
@@ -54,6 +56,45 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
     return absl::InvalidArgumentError("desc_act: act order with groups needs static_groups");
   }
   return plan;
+}
+
+QuantParams ConcatParams(const std::vector<QuantParams>& parts, int64_t dim) {
+  std::vector<at::Tensor> scales, zero_points;
+  for (const QuantParams& p : parts) {
+    scales.push_back(p.scale);
+    zero_points.push_back(p.zero_point);
+  }
+  return QuantParams{at::cat(scales, dim), at::cat(zero_points, dim),
+                     parts.empty() ? at::Tensor() : parts.front().global_scale};
+}
+
+void GptqObserver::SetUp(const at::Tensor& w, const GptqOptions& options) {
+  if (!plan_.nvfp4) return;
+  nvfp4_global_amax_ = options.nvfp4_global_amax > 0 ? options.nvfp4_global_amax : Nvfp4AmaxOf(w.to(dtype_));
+}
+
+absl::StatusOr<QuantParams> GptqObserver::Of(const at::Tensor& columns) const {
+  if (plan_.nvfp4) return Nvfp4ParamsOf(columns.to(dtype_).contiguous(), spec_, nvfp4_global_amax_);
+  return ParamsOf(columns.to(dtype_).contiguous(), spec_, TensorRole::kWeight);
+}
+
+absl::StatusOr<std::vector<QuantParams>> GptqObserver::EveryGroup(const at::Tensor& w) const {
+  std::vector<QuantParams> groups;
+  const int64_t count = (w.size(1) + plan_.group_size - 1) / plan_.group_size;
+  QUARK_ASSIGN_OR_RETURN(const QuantParams whole, Of(w));
+  const auto per_group = [&](const at::Tensor& t) { return t.dim() == 2 && t.size(1) == count; };
+  if (per_group(whole.scale) && per_group(whole.zero_point)) {
+    for (int64_t g = 0; g < count; ++g) {
+      groups.push_back(
+          QuantParams{whole.scale.slice(1, g, g + 1), whole.zero_point.slice(1, g, g + 1), whole.global_scale});
+    }
+    return groups;
+  }
+  for (int64_t start = 0; start < w.size(1); start += plan_.group_size) {  // parameters shaped otherwise
+    QUARK_ASSIGN_OR_RETURN(QuantParams p, Of(w.slice(1, start, start + plan_.group_size)));
+    groups.push_back(std::move(p));
+  }
+  return groups;
 }
 
 void SubtractProduct(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, bool one_gemm) {

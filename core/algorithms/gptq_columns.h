@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
 #include "core/config/quant_spec.h"
+#include "core/numerics/quant_params.h"
 
 namespace quark::algorithms {
 
@@ -42,5 +44,34 @@ struct GptqColumnPlan {
 /// per_token, channels or groups on the wrong axis, act order with groups observed as they start. Tiles and NVFP4
 /// groups must divide the weight as ResolveLayout requires.
 absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArrayRef sizes, const GptqOptions& options);
+
+/// Parameters side by side along `dim` (a weight's groups along 1, its row ranges along 0), under the first part's
+/// global scale (NVFP4's one for every group).
+QuantParams ConcatParams(const std::vector<QuantParams>& parts, int64_t dim);
+
+/// How both column loops observe parameters on a weight's columns: in the weight's dtype, as RTN observes them, with
+/// NVFP4's group scales under the one global scale taken before the loop.
+class GptqObserver {
+ public:
+  GptqObserver(const QuantSpec& spec, const GptqColumnPlan& plan, at::ScalarType dtype)
+      : spec_(spec), plan_(plan), dtype_(dtype) {}
+
+  /// Before the loop, on the whole original weight [N, K] (dead columns zeroed): NVFP4's global amax,
+  /// GptqOptions::nvfp4_global_amax when fused shards share one, else the weight's own.
+  void SetUp(const at::Tensor& w, const GptqOptions& options);
+
+  /// The parameters of `columns` ([N, c] of the weight, float32 or the weight's dtype).
+  absl::StatusOr<QuantParams> Of(const at::Tensor& columns) const;
+
+  /// Static groups: every group's parameters from the original weight, in column order (one observation of the
+  /// whole weight, sliced, where its parameters come per group: the same values as group by group).
+  absl::StatusOr<std::vector<QuantParams>> EveryGroup(const at::Tensor& w) const;
+
+ private:
+  QuantSpec spec_;
+  GptqColumnPlan plan_;
+  at::ScalarType dtype_;
+  float nvfp4_global_amax_ = 0;
+};
 
 }  // namespace quark::algorithms
