@@ -120,6 +120,7 @@ std::vector<Case> Cases() {
       // 2-D tiles of 24 rows (dividing the tests' 96 and 72 rows) and 64 columns (blocks of 100 straddle them).
       {"fp8 tiles observed as they start", Fp8Tiles(24, 64)},
       {"fp8 tiles act order static groups, bfloat16 weight", Fp8Tiles(24, 64), true, true, at::kBFloat16},
+      {"fp8 tiles observed, bfloat16 weight", Fp8Tiles(24, 64), false, false, at::kBFloat16},
       {"uint8 tiles observed as they start", Uint8Tiles(24, 64)},
       {"uint8 tiles static groups, float16 weight", Uint8Tiles(24, 64), false, true, at::kHalf},
   };
