@@ -119,6 +119,7 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   o.gptq.block_size = f.block_size;
   o.gptq.act_order = f.act_order;
   o.gptq.static_groups = true;
+  o.gptq.fused_blocks = !f.column_loop;
 
   const auto start = Clock::now();
   algorithms::AsymmetricStats stats(o.method, k);
@@ -152,6 +153,7 @@ int RunAsymmetric(const AsymmetricFlags& f) {
       {"peak_rss_mb", peak_mb},
       {"rel_output_error", RelativeError(x, w, xq, result->weight)},
       {"rtn_rel_output_error", RelativeError(x, w, xq, *rtn)},
+      {"fused_blocks", result->fused_blocks},
   };
   if (f.compare_gptq) {
     algorithms::HessianAccumulator h(k, false, true);

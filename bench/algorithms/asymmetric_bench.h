@@ -17,6 +17,8 @@ struct AsymmetricFlags {
   int block_size = 128;
   int threads = 0;
   bool compare_gptq = false;
+  /// The column-by-column loop instead of fused blocks (GptqOptions::fused_blocks = false): the old path, to compare.
+  bool column_loop = false;
   /// Writes the seeded x, xq [T, K] and w [N, K] (float32, the flags in the metadata) to this file and exits.
   std::string save_inputs;
   /// Runs on x, xq and w from this file (as --save-inputs writes them) instead of seeded ones.

@@ -8,6 +8,7 @@
 
 #include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/gptq_fused_blocks.h"
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
@@ -130,24 +131,57 @@ void Permute(Prepared& p, const SquareOps& ops) {
   ops.Permute(p.cross, p.perm);
 }
 
-// GPTAQ's columns (Gptaq.quantize): q [N, K] in act order.
-absl::Status GptaqColumns(Prepared& p, ColumnParameters& params, const GptqColumnPlan& plan, at::ScalarType dtype,
-                          const AsymmetricOptions& options, const SquareOps& ops, at::Tensor& q) {
+// How the asymmetric column loops round: the spec and its column plan, the parameters, the weight's dtype.
+struct Rounding {
+  const QuantSpec& spec;
+  const GptqColumnPlan& plan;
+  ColumnParameters& params;
+  at::ScalarType dtype;
+};
+
+// GPTAQ's columns (Gptaq.quantize): q [N, K] in act order. In fused blocks (GptqOptions::fused_blocks, where the
+// device has the block kernel: kernels/element/gptq_row.h with P) or column by column, the same float operations:
+// true when fused.
+absl::StatusOr<bool> GptaqColumns(Prepared& p, const Rounding& rounding, const AsymmetricOptions& options,
+                                  const SquareOps& ops, at::Tensor& q) {
+  const GptqColumnPlan& plan = rounding.plan;
+  ColumnParameters& params = rounding.params;
+  const at::ScalarType dtype = rounding.dtype;
   const int64_t k = p.w.size(1), block = options.gptq.block_size;
   // Quark damps H itself (it has no later use) and keeps the factors only.
   const at::Tensor damp = at::mean(at::diag(p.h)).mul(options.gptq.damp_percent);
   p.h.diagonal().add_(damp);
   QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(p.h, "Hessian"));
   QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, ops.CholeskyInverse(std::move(lower)));
-  QUARK_ASSIGN_OR_RETURN(const at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
+  QUARK_ASSIGN_OR_RETURN(at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
+  // Row-major, as the fused blocks read it (the in-place factor is LAPACK's column-major array): copied once here,
+  // the original released, rather than beside it inside the loop.
+  u = u.contiguous();
   const at::Tensor l = u.t();
   // P = alpha * triu_1(dXX L) L^T, dXX released once multiplied, the scaling in place (the same products).
   at::Tensor cross_l = p.cross.matmul(l);
   p.cross = at::Tensor();
   cross_l.triu_(1).mul_(options.alpha);
-  const at::Tensor pm = cross_l.matmul(l.t());
+  const at::Tensor pm = cross_l.matmul(l.t()).contiguous();
   cross_l = at::Tensor();
   at::Tensor& w = p.w;
+  // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory.
+  const auto lazy_update = [&](const at::Tensor& err1, const at::Tensor& w1, int64_t i1, int64_t i2) {
+    at::Tensor lazy = err1.matmul(l.t().slice(0, i1, i2).slice(1, i2));
+    lazy.sub_(w1.matmul(pm.slice(0, i1, i2).slice(1, i2)));
+    w.slice(1, i2).sub_(lazy);
+  };
+  if (options.gptq.fused_blocks) {
+    // The block's columns are updated in w itself (no column is read again once its block is done), so W1 is w's.
+    FusedBlockVariant gptaq;
+    gptaq.gptaq_p = pm;
+    gptaq.after_block = [&](int64_t i1, int64_t i2, const at::Tensor& errors) {
+      if (i2 < k) lazy_update(errors.slice(1, 0, i2 - i1), w.slice(1, i1, i2), i1, i2);
+    };
+    QUARK_ASSIGN_OR_RETURN(const bool fused, QuantizeColumnsInFusedBlocks(w, q, u, rounding.spec, plan, params, dtype,
+                                                                          block, gptaq));
+    if (fused) return true;
+  }
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k), count = i2 - i1;
     at::Tensor w1 = w.slice(1, i1, i2).clone();
@@ -166,23 +200,22 @@ absl::Status GptaqColumns(Prepared& p, ColumnParameters& params, const GptqColum
       w1.slice(1, i).sub_(update);
       err1.select(1, i).copy_(e);
     }
-    if (i2 < k) {
-      // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory.
-      at::Tensor lazy = err1.matmul(l.t().slice(0, i1, i2).slice(1, i2));
-      lazy.sub_(w1.matmul(pm.slice(0, i1, i2).slice(1, i2)));
-      w.slice(1, i2).sub_(lazy);
-    }
+    if (i2 < k) lazy_update(err1, w1, i1, i2);
   }
-  return absl::OkStatus();
+  return false;
 }
 
 // Rows of the Sherman-Morrison update a -= b b^T / c at a time: each product b_i b_j is one rounding whatever the
 // GEMM's shape, so the update is the whole-matrix one bit for bit without its two (K - 1)^2 temporaries.
 constexpr int64_t kDowndateRows = 256;
 
-// Qronos's first column and re-solve (Qronos.qronos_inner / qronos_inner_eager), then its GPTQ loop.
-absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColumnPlan& plan, at::ScalarType dtype,
-                           const AsymmetricOptions& options, const SquareOps& ops, at::Tensor& q) {
+// Qronos's first column and re-solve (Qronos.qronos_inner / qronos_inner_eager), then its GPTQ loop (in fused blocks
+// where GPTQ's would be: true then).
+absl::StatusOr<bool> QronosColumns(Prepared& p, const Rounding& rounding, const AsymmetricOptions& options,
+                                   const SquareOps& ops, at::Tensor& q) {
+  const GptqColumnPlan& plan = rounding.plan;
+  ColumnParameters& params = rounding.params;
+  const at::ScalarType dtype = rounding.dtype;
   const int64_t k = p.w.size(1), block = options.gptq.block_size;
   at::Tensor& w = p.w;
   at::Tensor& h = p.h;
@@ -235,6 +268,24 @@ absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColu
   hinv = at::Tensor();
   QUARK_ASSIGN_OR_RETURN(at::Tensor l, ops.UpperCholesky(std::move(scaled), "downdated inverse Hessian"));
   l.div_(std::sqrt(options.beta));
+  if (options.gptq.fused_blocks && k > 1) {
+    // GPTQ's loop on columns 1.. with the downdated factor (row-major, its column-major original released): a copy
+    // of the columns, worked on in place, Quark's lazy update (matmul, then subtract) after each block.
+    l = l.contiguous();
+    at::Tensor rest = w.slice(1, 1).contiguous();
+    at::Tensor rest_q = at::empty_like(rest);
+    FusedBlockVariant qronos;
+    qronos.column_offset = 1;
+    qronos.after_block = [&](int64_t i1, int64_t i2, const at::Tensor& errors) {
+      if (i2 < k - 1) rest.slice(1, i2).sub_(errors.slice(1, 0, i2 - i1).matmul(l.slice(0, i1, i2).slice(1, i2)));
+    };
+    QUARK_ASSIGN_OR_RETURN(const bool fused, QuantizeColumnsInFusedBlocks(rest, rest_q, l, rounding.spec, plan, params,
+                                                                          dtype, block, qronos));
+    if (fused) {
+      q.slice(1, 1).copy_(rest_q);
+      return true;
+    }
+  }
   at::Tensor q1 = at::zeros_like(w.slice(1, 0, std::min(block, k)));
   at::Tensor err1 = at::zeros_like(q1);
   for (int64_t i1 = 1; i1 < k; i1 += block) {
@@ -257,7 +308,7 @@ absl::Status QronosColumns(Prepared& p, ColumnParameters& params, const GptqColu
     q.slice(1, i1, i2).copy_(q1.slice(1, 0, count));
     if (i2 < k) w.slice(1, i2).sub_(err1.matmul(l.slice(0, i1 - 1, i2 - 1).slice(1, i2 - 1)));
   }
-  return absl::OkStatus();
+  return false;
 }
 
 absl::Status CheckOptions(const AsymmetricOptions& o) {
@@ -324,16 +375,16 @@ absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at
     QUARK_RETURN_IF_ERROR(params.SetUp(p.w));
     Permute(p, ops);
     at::Tensor q = at::zeros_like(p.w);
-    if (options.method == HessianMethod::kGptaq) {
-      QUARK_RETURN_IF_ERROR(GptaqColumns(p, params, plan, dtype, options, ops, q));
-    } else {
-      QUARK_RETURN_IF_ERROR(QronosColumns(p, params, plan, dtype, options, ops, q));
-    }
+    const Rounding rounding{spec, plan, params, dtype};
+    QUARK_ASSIGN_OR_RETURN(const bool fused, options.method == HessianMethod::kGptaq
+                                                 ? GptaqColumns(p, rounding, options, ops, q)
+                                                 : QronosColumns(p, rounding, options, ops, q));
     if (p.perm.defined()) q = q.index_select(1, at::argsort(p.perm));
     GptqResult result;
     result.weight = q.to(dtype);
     result.params = params.Whole();
     result.columns_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result.fused_blocks = fused;
     return result;
   } catch (const std::exception& error) {
     return runtime::TorchErrorToStatus(error, options.method == HessianMethod::kGptaq ? "gptaq" : "qronos");

@@ -1,6 +1,7 @@
 // GPTAQ (Li et al., 2025, arXiv:2504.02692) and Qronos (Zhang et al., 2025, arXiv:2505.11695) on one weight matrix,
 // as AMD Quark 0.13 computes them (quark/torch/algorithm/gptaq/gptaq.py, qronos/qronos.py), in tensor operations on
-// the weight's device. Both calibrate asymmetrically: the statistics pair the input X~ the layer sees in the
+// the weight's device, their column loops in GPTQ's fused blocks (gptq_fused_blocks.h; the same bits as column by
+// column, GptqOptions::fused_blocks). Both calibrate asymmetrically: the statistics pair the input X~ the layer sees in the
 // quantized model (its earlier layers and modules already quantized) with the input X the float model gives it.
 //
 //   GPTAQ:  H = 2/n sum X~ X~^T, dXX = 2/n sum (X - X~) X~^T; U = upper Cholesky factor of (H + damp I)^-1 (GPTQ's),

@@ -95,13 +95,20 @@ int CastOf(at::ScalarType dtype) {
 absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& q, const at::Tensor& u,
                                                   const QuantSpec& spec, const GptqColumnPlan& plan,
                                                   ColumnParameters& parameters, at::ScalarType dtype,
-                                                  int64_t block_size) {
+                                                  int64_t block_size, const FusedBlockVariant& variant) {
   const QuantKernels& kernels = QuantKernelsFor(work.device());
   // An empty segment asks the device whether it has the kernel, before anything is observed or changed.
   const std::optional<FusedGrid> grid = FusedGridOf(spec);
   if (!grid || !kernels.GptqBlock(GptqBlockArgs{})) return false;
   if (!work.is_contiguous() || !q.is_contiguous() || work.scalar_type() != at::kFloat) {
     return absl::InternalError("gptq: the fused blocks need contiguous float32 work and result tensors");
+  }
+  if (variant.column_offset != 0 && parameters.ObservesAsItGoes()) {
+    return absl::InternalError("gptq: a column offset needs parameters known before the loop");
+  }
+  if (variant.gptaq_p.defined() && (!variant.gptaq_p.is_contiguous() || variant.gptaq_p.device() != work.device() ||
+                                    variant.gptaq_p.scalar_type() != at::kFloat)) {
+    return absl::InternalError("gptaq: the fused blocks need P contiguous float32 on the weight's device");
   }
   const int64_t n = work.size(0), k = work.size(1);
   const at::Device device = work.device();
@@ -125,6 +132,10 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
   if (grid->kind != kernels::element::kGptqFloatGrid) a.round_mode = static_cast<int>(RoundModeOf(spec.round_method));
   a.float_grid = grid->float_grid;
   a.cast = CastOf(dtype);
+  if (variant.gptaq_p.defined()) {
+    a.asym = variant.gptaq_p.data_ptr<float>();
+    a.ldp = variant.gptaq_p.size(1);
+  }
 
   // Parameters known before the loop (per tensor, per channel, static groups): one table, and each column's group.
   ParamTable fixed;
@@ -133,7 +144,9 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
     fixed = TableOf(parameters.Whole(), n, plan.block_rows, *grid, device);
     if (plan.grouped) {
       std::vector<int32_t> groups(static_cast<size_t>(k));
-      for (int64_t c = 0; c < k; ++c) groups[static_cast<size_t>(c)] = static_cast<int32_t>(parameters.FixedGroupOf(c));
+      for (int64_t c = 0; c < k; ++c) {
+        groups[static_cast<size_t>(c)] = static_cast<int32_t>(parameters.FixedGroupOf(c + variant.column_offset));
+      }
       column_group = at::tensor(groups, at::kInt).to(device);
     }
   }
@@ -162,7 +175,11 @@ absl::StatusOr<bool> QuantizeColumnsInFusedBlocks(at::Tensor& work, at::Tensor& 
       kernels.GptqBlock(a);
       begin = end;
     }
-    LazyUpdate(work, errors, u, i1, i2);  // every column after the block, as the column loop does it
+    if (variant.after_block) {
+      variant.after_block(i1, i2, errors);
+    } else {
+      LazyUpdate(work, errors, u, i1, i2);  // every column after the block, as the column loop does it
+    }
   }
   return true;
 }

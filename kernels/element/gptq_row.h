@@ -69,6 +69,9 @@ struct GptqBlockArgs {
   float global_scale = 1.0f;  // float grid: NVFP4's float32 global scale (a dequant multiplier), else 1; W4A8: the
                               // fp8 stage's per-tensor scale
   int cast = 0;  // the weight's dtype, which each column is rounded in: 0 float32, 1 bfloat16, 2 float16
+  // GPTAQ (core/algorithms/asymmetric_gptq.cc): P [K, ldp] float32, alpha * triu_1(dXX L) L^T; null for GPTQ.
+  const float* asym = nullptr;
+  int64_t ldp = 0;
 };
 
 /// A float grid's fake quantization of x with scale s under global scale g: the element value
@@ -139,8 +142,16 @@ QUARK_HD void GptqRow(const GptqBlockArgs& a, int64_t r, float* __restrict__ w) 
     const float* __restrict__ uj = u + j * a.ldu;
     const float e = (x - rounded) / uj[j];
     err[j] = e;
-    // Each later column of the block: w_t - e * U[j][t], the product rounded before the subtraction.
-    for (int64_t t = j + 1; t < a.count; ++t) w[t] = w[t] - e * uj[t];
+    if (a.asym == nullptr) {
+      // Each later column of the block: w_t - e * U[j][t], the product rounded before the subtraction.
+      for (int64_t t = j + 1; t < a.count; ++t) w[t] = w[t] - e * uj[t];
+    } else {
+      // GPTAQ's update row, this column included (its value feeds the lazy update's W1 P): w_t - (e * U[j][t] -
+      // x * P[j][t]), each product rounded, then their difference, then the subtraction (Quark's two outer products
+      // and their difference, then sub_).
+      const float* __restrict__ pj = a.asym + (a.block_begin + j) * a.ldp + a.block_begin;
+      for (int64_t t = j; t < a.count; ++t) w[t] = w[t] - (e * uj[t] - x * pj[t]);
+    }
   }
 }
 

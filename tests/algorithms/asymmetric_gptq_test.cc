@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/algorithms/gptq_tensor_ops.h"
@@ -151,6 +152,54 @@ TEST(AsymmetricGptqTest, InPlaceStepsGiveTheTensorOpsBits) {
             << tag << ": " << (r->weight != ops->weight).sum().item<int64_t>() << " weights differ";
         EXPECT_TRUE(at::equal(r->params.scale, ops->params.scale)) << tag;
         EXPECT_TRUE(at::equal(r->params.zero_point, ops->params.zero_point)) << tag;
+      }
+    }
+  }
+}
+
+// GPTAQ's and Qronos's column loops in fused blocks (kernels/element/gptq_row.h: GPTAQ's update row with its P term,
+// Qronos's GPTQ loop on columns 1..) against their column-by-column loops: the same bits and parameters for every
+// grid (integer groups and channels, fp8, MXFP4, NVFP4, W4A8, fp8 and integer tiles), with and without act order,
+// in float32 and bfloat16, blocks of 32 (the last one short) and 100 (straddling groups), on the host's in-place
+// steps and on tensor ops.
+TEST(AsymmetricGptqTest, FusedBlocksAreTheColumnLoopsBitForBit) {
+  const int64_t k = 192;
+  const Inputs in = MakeInputs(k, 2, 300, /*drift=*/0.1, 11);
+  at::manual_seed(12);
+  const at::Tensor weight = at::randn({48, k}) * 0.05;
+  const std::vector<std::pair<std::string, QuantSpec>> specs = {
+      {"uint4 g32", IntSpec(DType::kUInt4, false, 32)}, {"int4 per channel", IntSpec(DType::kInt4, true, 0)},
+      {"fp8 per channel", testing::Fp8PerChannel()},      {"mxfp4", testing::Mxfp4()},
+      {"nvfp4", testing::Nvfp4()},                        {"w4a8", testing::W4A8()},
+      {"fp8 tiles", testing::Fp8Tiles(24, 64)},           {"uint8 tiles", testing::Uint8Tiles(24, 64)},
+  };
+  for (HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    const AsymmetricStats stats = Stats(method, in);
+    for (const auto& [name, spec] : specs) {
+      for (bool act_order : {false, true}) {
+        for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+          for (int64_t block : {int64_t{32}, int64_t{100}}) {
+            for (bool tensor_ops : {false, true}) {
+              SCOPED_TRACE(StrCat(method == HessianMethod::kQronos ? "qronos " : "gptaq ", name, " act_order ",
+                                  act_order, " ", c10::toString(dtype), " block ", block, " tensor_ops ", tensor_ops));
+              AsymmetricOptions o = Options(method, act_order);
+              o.gptq.block_size = block;
+              o.gptq.tensor_ops = tensor_ops;
+              const at::Tensor w = weight.to(dtype);
+              auto fused = AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+              o.gptq.fused_blocks = false;
+              auto columns = AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+              ASSERT_TRUE(fused.ok()) << fused.status();
+              ASSERT_TRUE(columns.ok()) << columns.status();
+              EXPECT_TRUE(fused->fused_blocks);
+              EXPECT_FALSE(columns->fused_blocks);
+              EXPECT_EQ((fused->weight != columns->weight).sum().item<int64_t>(), 0);
+              EXPECT_TRUE(at::equal(at::signbit(fused->weight), at::signbit(columns->weight)));
+              EXPECT_TRUE(at::equal(fused->params.scale, columns->params.scale));
+              EXPECT_TRUE(at::equal(fused->params.zero_point, columns->params.zero_point));
+            }
+          }
+        }
       }
     }
   }

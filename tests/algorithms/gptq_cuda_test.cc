@@ -5,11 +5,12 @@
 // with groups observed on the updated weight (a group's scale moves with any earlier difference, so all of its values
 // do) and 98.7% with static groups (only the flipped codes differ). So the values are held to 98% with static groups
 // and only printed otherwise. Labelled `gpu`; skips, saying so, where LibTorch sees no CUDA device, and fails there
-// when QUARK_EXPECT_CUDA is set (the GPU kit).
+// when QUARK_EXPECT_CUDA is set (the GPU kit). GPTAQ and Qronos, which share GPTQ's fused blocks, at the end.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include "core/algorithms/asymmetric_gptq.h"
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/hessian.h"
 #include "core/config/presets.h"
@@ -119,6 +120,40 @@ TEST_F(GptqCudaTest, FusedBlocksAreTheColumnLoopsBitForBit) {
     EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << c.name;
     EXPECT_TRUE(at::equal(a->params.zero_point, b->params.zero_point)) << c.name;
     std::printf("%s: columns_s column loop %.4f, fused %.4f\n", c.name, a->columns_seconds, b->columns_seconds);
+  }
+}
+
+// GPTAQ's and Qronos's column loops in fused blocks on the device (GPTAQ's update row with its P term, Qronos's GPTQ
+// loop on columns 1..) against their column-by-column tensor-op loops there: the same bits (asymmetric_gptq_test.cc
+// shows the same on the CPU).
+TEST_F(GptqCudaTest, AsymmetricFusedBlocksAreTheColumnLoopsBitForBit) {
+  const at::Device cuda(at::kCUDA, 0);
+  at::manual_seed(3);
+  const int64_t k = 512, tokens = 1024;
+  const at::Tensor x = at::matmul(at::randn({tokens, k / 8}), at::randn({k / 8, k})) + 0.3 * at::randn({tokens, k});
+  const at::Tensor drifted = x + 0.1 * at::matmul(at::randn({tokens, k / 8}), at::randn({k / 8, k}));
+  for (HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    const char* name = method == HessianMethod::kGptaq ? "gptaq" : "qronos";
+    AsymmetricStats stats(method, k);
+    ASSERT_TRUE(stats.Add(drifted.to(cuda).unsqueeze(0), x.to(cuda).unsqueeze(0)).ok());
+    for (const QuantSpec& spec : {Uint4Group128(), testing::Nvfp4(), testing::W4A8()}) {
+      const at::Tensor w = (at::randn({300, k}) * 0.02).to(cuda, at::kBFloat16);
+      AsymmetricOptions fused;
+      fused.method = method;
+      fused.alpha = method == HessianMethod::kGptaq ? 0.25 : 1e-3;
+      fused.gptq.act_order = true;
+      fused.gptq.static_groups = true;
+      AsymmetricOptions columns = fused;
+      columns.gptq.fused_blocks = false;
+      auto a = AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, columns);
+      auto b = AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, fused);
+      ASSERT_TRUE(a.ok()) << name << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << name << ": " << b.status();
+      EXPECT_TRUE(b->fused_blocks) << name;
+      EXPECT_EQ((a->weight != b->weight).sum().item<int64_t>(), 0) << name;
+      EXPECT_TRUE(at::equal(a->params.scale, b->params.scale)) << name;
+      std::printf("%s: columns_s column loop %.4f, fused %.4f\n", name, a->columns_seconds, b->columns_seconds);
+    }
   }
 }
 
