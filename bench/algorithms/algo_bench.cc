@@ -14,7 +14,8 @@
 // algo_bench awq --input MLP.safetensors [--bits 4] [--group-size 128] [--sym] [--eps 1e-5] [--out OUT.safetensors]
 // algo_bench smoothquant --input MLP.safetensors [--alpha 0.5] [--scale-clamp-min 1e-3] [--pairs both|norm] ...
 // algo_bench gptaq|qronos --random N,K,T [--seed S] [--drift 0.1] [--group-size 128] [--no-act-order]
-//                 [--block-size 128] [--threads N] [--compare-gptq] [--column-loop]   (asymmetric_bench.h: #35)
+//                 [--block-size 128] [--threads N] [--compare-gptq] [--column-loop] [--device cpu|cuda:N]
+//                 (asymmetric_bench.h: #35)
 //                 [--save-inputs IN.safetensors | --load-inputs IN.safetensors]   (Quark's side: asymmetric_vs_quark.sh)
 //                 [--save-weights Q.safetensors]   (the result, to compare two builds byte for byte)
 // algo_bench autoround --model DIR --calib TEXT --save DIR [--layer 0 --samples 8 --heldout 8 --seq-len 128 --iters 200
@@ -326,6 +327,7 @@ int main(int argc, char** argv) {
     sub->add_option("--threads", a.threads, "LibTorch and OpenBLAS threads");
     sub->add_flag("--compare-gptq", a.compare_gptq, "also GPTQ on the quantized inputs alone");
     sub->add_flag("--column-loop", a.column_loop, "the column-by-column loop instead of fused blocks");
+    sub->add_option("--device", a.device, "cpu (default) or cuda:N: where the statistics and the quantization run");
     CLI::Option* save = sub->add_option("--save-inputs", a.save_inputs,
                                         "writes the seeded x, xq, w (float32 safetensors) here and exits");
     sub->add_option("--load-inputs", a.load_inputs, "x, xq, w from a --save-inputs file instead of seeded ones")

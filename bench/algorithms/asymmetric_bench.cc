@@ -20,6 +20,7 @@
 #include "core/base/strings.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/numerics/fake_quant.h"
+#include "core/runtime/compute_device.h"
 
 namespace quark::bench {
 namespace {
@@ -121,15 +122,27 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   o.gptq.static_groups = true;
   o.gptq.fused_blocks = !f.column_loop;
 
+  auto device = runtime::ComputeDevice::Open(f.device, "--device");
+  if (!device.ok()) return std::cerr << device.status().message() << "\n", 2;
+  // On a device the layer and its inputs are placed before the clock starts, as the layer pass has them there.
+  const at::Tensor w_on = device->Place(w), x_on = device->Place(x), xq_on = device->Place(xq);
+  device->Synchronize();
   const auto start = Clock::now();
   algorithms::AsymmetricStats stats(o.method, k);
-  if (auto s = stats.Add(xq.unsqueeze(0), x.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  if (auto s = stats.Add(xq_on.unsqueeze(0), x_on.unsqueeze(0)); !s.ok()) return std::cerr << s.message() << "\n", 1;
+  device->Synchronize();
   const double stats_s = Seconds(start);
   const auto quantize_start = Clock::now();
   auto [hessian, cross] = stats.Release();  // quantized in their own memory, as the layer pass does
-  auto result = algorithms::AsymmetricQuantizeWeight(w, std::move(hessian), std::move(cross), spec, o);
-  if (!result.ok()) return std::cerr << f.method << ": " << result.status().message() << "\n", 2;
+  auto on_device = algorithms::AsymmetricQuantizeWeight(w_on, std::move(hessian), std::move(cross), spec, o);
+  if (!on_device.ok()) return std::cerr << f.method << ": " << on_device.status().message() << "\n", 2;
+  device->Synchronize();
   const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
+  algorithms::GptqResult host_result = *std::move(on_device);
+  host_result.weight = device->ToHost(host_result.weight);
+  host_result.params.scale = device->ToHost(host_result.params.scale);
+  host_result.params.zero_point = device->ToHost(host_result.params.zero_point);
+  const algorithms::GptqResult* result = &host_result;
   const double peak_mb = PeakRssMb();
   if (!f.save_weights.empty()) {
     const std::map<std::string, at::Tensor> written = {{"weight", result->weight.contiguous()},
@@ -154,6 +167,7 @@ int RunAsymmetric(const AsymmetricFlags& f) {
       {"rel_output_error", RelativeError(x, w, xq, result->weight)},
       {"rtn_rel_output_error", RelativeError(x, w, xq, *rtn)},
       {"fused_blocks", result->fused_blocks},
+      {"device", device->name()},
   };
   if (f.compare_gptq) {
     algorithms::HessianAccumulator h(k, false, true);

@@ -19,6 +19,9 @@ struct AsymmetricFlags {
   bool compare_gptq = false;
   /// The column-by-column loop instead of fused blocks (GptqOptions::fused_blocks = false): the old path, to compare.
   bool column_loop = false;
+  /// cpu (default) or cuda:N: where the statistics and the quantization run (the tensor-op path on a GPU; timings
+  /// wait for the device); the errors are computed on the host.
+  std::string device = "cpu";
   /// Writes the seeded x, xq [T, K] and w [N, K] (float32, the flags in the metadata) to this file and exits.
   std::string save_inputs;
   /// Runs on x, xq and w from this file (as --save-inputs writes them) instead of seeded ones.

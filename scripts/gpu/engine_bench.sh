@@ -2,10 +2,10 @@
 # The GPU kit's engine figures (scripts/gpu/run.sh runs this after the kernel bench when the kit built the engine):
 # GPTQ on one 4096 x 4096 layer with 2048 calibration tokens (uint4 g128 asymmetric, with and without act order) on
 # the GPU and on every CPU core, the same layer's NVFP4, fp8 and W4A8 GPTQ on the GPU (NVFP4 also column by column: the
-# float grids' fused blocks against the loop they replace), and the perplexity of stories260K streamed on the GPU and
-# on the CPU. One JSON line per figure into ENGINE_BENCH_JSONL; a figure that fails prints
-# {"figure": ..., "error": ...} and the script exits 1 at the end. Without QUARK_EXPECT_CUDA (no GPU listed) the
-# device figures are not run, saying so.
+# float grids' fused blocks against the loop they replace), the perplexity of stories260K streamed on the GPU and on
+# the CPU, and last GPTAQ (fused and column by column) and Qronos on the GPTQ layer's shape on the GPU. One JSON line
+# per figure into ENGINE_BENCH_JSONL; a figure that fails prints {"figure": ..., "error": ...} and the script exits 1
+# at the end. Without QUARK_EXPECT_CUDA (no GPU listed) the device figures are not run, saying so.
 #
 #   engine_bench.sh BUILD_DIR SHARED_DIR ENGINE_BENCH_JSONL
 set -uo pipefail
@@ -58,5 +58,12 @@ else
 fi
 figure gptq_cpu "$algo" "${layer[@]}" --threads "$(nproc)"
 figure eval_cpu "$quark" eval "${text[@]}"
+if [[ -n ${QUARK_EXPECT_CUDA:-} ]]; then
+  # GPTAQ's and Qronos's column loops in GPTQ's fused blocks, and GPTAQ's column by column (the loop they replace):
+  # last, so that every figure before them stands if the step's time runs out here.
+  figure gptaq_cuda "$algo" gptaq --random 4096,4096,2048 --device cuda:0
+  figure gptaq_cuda_column_loop "$algo" gptaq --random 4096,4096,2048 --device cuda:0 --column-loop
+  figure qronos_cuda "$algo" qronos --random 4096,4096,2048 --device cuda:0
+fi
 rm -f "$jsonl.err"
 exit $failed
