@@ -5,7 +5,7 @@
 // (layer 0's tensors repeated), to compare with full-depth runs that are too long to repeat.
 //
 //   estimate_bench --dir DIR [--samples N] [--seq-len L] [--presets fp8,uint4_wo_128+gptq,uint4_wo_128+learned_rotation10]
-//                  (algorithms after the preset: gptq, rotation, learned_rotationN, awq, autoround)
+//                  (algorithms after the preset: gptq, gptaq, qronos, rotation, learned_rotationN, awq, autoround)
 //                  [--extrapolate-layers N]
 //                  [--device-rates h200]   (the nominal H200 rates of throughput.h instead of this machine's probe)
 //                  [--deepseek deepseek-v3|deepseek-v3-4l]  (the shape of runtime/deepseek_synthetic.h in bf16 instead
@@ -75,7 +75,8 @@ ModelShape WithLayers(const ModelShape& model, int64_t layers) {
   return out;
 }
 
-// The algorithms after a preset's '+'s, in order: gptq, rotation, learned_rotationN (trainable, N steps).
+// The algorithms after a preset's '+'s, in order: gptq, gptaq, qronos, rotation, learned_rotationN (trainable, N
+// steps), awq, autoround.
 absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& preset) {
   std::vector<quark::AlgoConfig> algos;
   std::stringstream parts(preset);
@@ -84,6 +85,10 @@ absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& p
   while (std::getline(parts, part, '+')) {
     if (part == "gptq") {
       algos.push_back(quark::GptqAlgo{});
+    } else if (part == "gptaq" || part == "qronos") {
+      quark::GptqAlgo asymmetric;
+      asymmetric.method = part == "gptaq" ? quark::HessianMethod::kGptaq : quark::HessianMethod::kQronos;
+      algos.push_back(asymmetric);
     } else if (part == "rotation") {
       algos.push_back(quark::RotationAlgo{});
     } else if (part == "awq") {
@@ -97,7 +102,7 @@ absl::StatusOr<std::vector<quark::AlgoConfig>> AlgorithmsOf(const std::string& p
       algos.push_back(rotation);
     } else {
       return absl::InvalidArgumentError("unknown algorithm \"" + part +
-                                        "\" (gptq, rotation, learned_rotationN, awq, autoround)");
+                                        "\" (gptq, gptaq, qronos, rotation, learned_rotationN, awq, autoround)");
     }
   }
   return algos;

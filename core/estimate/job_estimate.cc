@@ -152,16 +152,30 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
   return flops / c.rates.gemm_flops + bytes / c.rates.fake_quant_bytes_per_s;
 }
 
-PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
+// GPTQ, or GPTAQ / Qronos (algorithms/asymmetric_gptq.h): the same capture, column loop and lazy updates, plus what
+// the asymmetric methods add. Each weight factorises its own statistics there (the chain per linear, not per input),
+// GPTAQ forms P = alpha triu_1(dXX L) L^T (two K^3 products) and runs a second lazy GEMM (W1 P), Qronos re-solves
+// (a K^3 product and W times it) before its loop; the statistics are two K x K matrices per input (H and dXX / G,
+// a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and its
+// activations), and up to three K x K matrices are alive while a weight is quantized.
+PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
+  const bool asymmetric = method != HessianMethod::kGptq;
   std::map<std::string, int64_t> groups;  // input group -> K
   std::map<std::string, std::map<std::string, int64_t>> steps;  // (layer, GPTQ step) -> its input groups -> K
-  double gemm = 0, column_loop = 0, device_ops = 0;
+  double gemm = 0, column_loop = 0, device_ops = 0, per_weight_factor = 0;
+  int64_t widest = 0;
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
     groups[InputGroup(l)] = l.in;
     steps[GptqStep(l, c.job.expert_group_size > 0)][InputGroup(l)] = l.in;
-    gemm += static_cast<double>(l.out) * l.in * l.in;
-    column_loop += static_cast<double>(l.out) * l.in * block_size;
+    const double k = static_cast<double>(l.in), n = static_cast<double>(l.out);
+    gemm += n * k * k;
+    column_loop += n * k * block_size;
+    widest = std::max(widest, l.in);
+    if (asymmetric) {
+      per_weight_factor += kCholeskyChainFactor * k * k * k;
+      gemm += method == HessianMethod::kGptaq ? 4.0 * k * k * k + n * k * k : 2.0 * k * k * k + 2.0 * n * k * k;
+    }
     // Every grid of gptq_block_grid.h runs GPTQ's fused blocks (one launch a block); the rest the column loop.
     const bool fused = l.config->weight && GptqBlockGridOf(*l.config->weight) != GptqBlockGrid::kNone;
     device_ops += fused ? std::ceil(static_cast<double>(l.in) / block_size) * kGptqOpsPerFusedBlock
@@ -201,17 +215,24 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size) {
     recorded = static_cast<uint64_t>(4.0 * mc.hidden_size * (group * (routed_tokens + kExpertTopUpTokens) + c.tokens));
   }
   for (const auto& [group, k] : groups) {
-    gemm += 2.0 * static_cast<double>(c.tokens) * k * k;
+    gemm += (asymmetric ? 4.0 : 2.0) * static_cast<double>(c.tokens) * k * k;
     factor += kCholeskyChainFactor * static_cast<double>(k) * k * k;
+  }
+  uint64_t asymmetric_bytes = 0;
+  if (asymmetric) {
+    factor = per_weight_factor;
+    gemm += c.forward_flops;  // the float model's layer beside the quantized one
+    asymmetric_bytes = static_cast<uint64_t>(4 * hessian_elements) + 4ull * widest * widest + c.activations;
   }
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency) +
                          device_ops * c.rates.device_op_seconds;
-  const uint64_t extra =
-      kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * hessian_elements * 4) + recorded;
+  const uint64_t extra = kGptqWorkspaceBytes + static_cast<uint64_t>(kGptqHessianCopies * hessian_elements * 4) +
+                         recorded + asymmetric_bytes;
   // GPTQ quantizes each weight in its own float32 copy, in place: no second float32 copy of the layer beside the
   // streamed bfloat16 one (half of layer_f32), as the other phases hold.
-  return Phase(c, "gptq", seconds, 3 * c.layer_f32 / 2 + c.activations + extra);
+  const char* name = method == HessianMethod::kGptaq ? "gptaq" : method == HessianMethod::kQronos ? "qronos" : "gptq";
+  return Phase(c, name, seconds, 3 * c.layer_f32 / 2 + c.activations + extra);
 }
 
 // The parameters of the largest decoder layer as the streamer holds it: every linear, the layer's other tensors (its
@@ -336,7 +357,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   }
   for (const AlgoConfig& algo : job.config.algo_config) {
     if (const auto* gptq = std::get_if<GptqAlgo>(&algo)) {
-      e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128));
+      e.phases.push_back(GptqPhase(c, gptq->block_size > 0 ? gptq->block_size : 128, gptq->method));
     } else if (const auto* awq = std::get_if<AwqAlgo>(&algo)) {
       // The searches batch their trials (their default allowance beside them: checkpoint/token_pass_memory.h).
       const auto search_batch =

@@ -234,6 +234,51 @@ TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
   EXPECT_NEAR(launch_seconds(legacy_mx), columns * kGptqOpsPerColumn, 1e-6);
 }
 
+// GPTAQ and Qronos (algorithms/asymmetric_gptq.h) are GPTQ plus their asymmetric work: a second K x K statistic per
+// input over the tokens, the factor chain per weight rather than per input, GPTAQ's two K^3 products for P and its
+// second lazy GEMM (Qronos's re-solve), the float model's forward beside the quantized one; and in memory the second
+// statistic, a third K x K matrix and the float stream's activations.
+TEST_F(EstimateTest, GptaqAndQronosPayTheirAsymmetricWork) {
+  absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Throughput rates = ReferenceThroughput();
+  const JobInputs gptq = Job("uint4_wo_128", true);
+  const absl::StatusOr<JobEstimate> base = EstimateJob(*model, gptq, rates);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const double gptq_seconds = PhaseSeconds(base, "gptq");
+  const double tokens = 2.0 * 32, cube = [] {
+    // Per layer: six linears read 256 columns, down_proj 768; two layers.
+    return 2.0 * (6 * 256.0 * 256 * 256 + 768.0 * 768 * 768);
+  }();
+  const double inputs_squared = 2.0 * (3 * 256.0 * 256 + 768.0 * 768);  // qkv, o, gate_up, down per layer
+  const double forward = PhaseSeconds(base, "calibrate") * rates.gemm_flops;  // one forward of the layers
+  const double per_input_chain = 1.35 * 2.0 * (3 * 256.0 * 256 * 256 + 768.0 * 768 * 768);
+  // out x in x in over the linears: q, k, v, o (256 x 256), gate and up (768 x 256), down (256 x 768); two layers.
+  const double nk2 = 2.0 * (4 * 256.0 * 256 * 256 + 2 * 768.0 * 256 * 256 + 256.0 * 768 * 768);
+  const auto phase_bytes = [](const absl::StatusOr<JobEstimate>& e, const std::string& name) -> uint64_t {
+    for (const auto& p : e->phases) {
+      if (p.phase == name) return p.peak_host_bytes;
+    }
+    ADD_FAILURE() << "no " << name << " phase";
+    return 0;
+  };
+  for (HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    const bool gptaq = method == HessianMethod::kGptaq;
+    SCOPED_TRACE(gptaq ? "gptaq" : "qronos");
+    JobInputs job = gptq;
+    std::get<GptqAlgo>(job.config.algo_config[0]).method = method;
+    const absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, rates);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const double extra_gemm =
+        2.0 * tokens * inputs_squared + forward + (gptaq ? 4.0 * cube + nk2 : 2.0 * cube + 2.0 * nk2);
+    const double extra_factor = 1.35 * cube - per_input_chain;
+    EXPECT_NEAR(PhaseSeconds(e, gptaq ? "gptaq" : "qronos") - gptq_seconds,
+                extra_gemm / rates.gemm_flops + extra_factor / rates.cholesky_flops, 1e-9);
+    // dXX or G beside H and a third K x K matrix (down_proj's K = 768), and the float stream's activations.
+    EXPECT_GE(phase_bytes(e, gptaq ? "gptaq" : "qronos"), phase_bytes(base, "gptq") + 2 * 4ull * 768 * 768);
+  }
+}
+
 // The hf_quark export of a real run has the estimated size up to the safetensors headers' JSON (< 1%).
 TEST_F(EstimateTest, ArtifactBytesMatchTheExportWritten) {
   const std::string model_dir = Track(WriteModel(256, 768, 2));
@@ -361,27 +406,33 @@ TEST_F(EstimateTest, PeakMemoryMatchesMeasuredRuns) {
   const std::string calib = CalibrationIds(Track(TempDir("estimate_calib")));
   absl::StatusOr<ModelShape> model = ReadModelShape(model_dir);
   ASSERT_TRUE(model.ok()) << model.status();
-  uint64_t measured[2] = {0, 0}, estimated[2] = {0, 0};
-  for (int gptq = 0; gptq < 2; ++gptq) {
-    SCOPED_TRACE(gptq ? "uint4_wo_128+gptq" : "uint4_wo_128");
+  // RTN, GPTQ, and GPTAQ (its second K x K statistic, a third matrix and the float stream beside GPTQ's).
+  const std::vector<std::string> algos = {"", "gptq", "gptaq"};
+  std::vector<uint64_t> measured, estimated;
+  for (const std::string& algo : algos) {
+    SCOPED_TRACE("uint4_wo_128" + (algo.empty() ? "" : "+" + algo));
     const std::string out = Track(TempDir("estimate_mem"));
     std::vector<std::string> args = {"quantize", "--model", model_dir, "--scheme", "uint4_wo_128", "--output", out,
                                      "--calib", calib, "--num-calib-samples", "2", "--seq-len", "32"};
-    if (gptq) args.insert(args.end(), {"--quant-algo", "gptq"});
+    if (!algo.empty()) args.insert(args.end(), {"--quant-algo", algo});
     ChildRun run = RunQuark(args);
     ASSERT_EQ(run.exit_code, 0);
-    absl::StatusOr<JobEstimate> e = EstimateJob(*model, Job("uint4_wo_128", gptq), ReferenceThroughput());
+    JobInputs job = Job("uint4_wo_128", !algo.empty());
+    if (algo == "gptaq") std::get<GptqAlgo>(job.config.algo_config[0]).method = HessianMethod::kGptaq;
+    absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, ReferenceThroughput());
     ASSERT_TRUE(e.ok()) << e.status();
-    measured[gptq] = run.peak_rss_bytes;
-    estimated[gptq] = e->peak_host_bytes;
-    EXPECT_NEAR(static_cast<double>(estimated[gptq]) / measured[gptq], 1.0, 0.25)
-        << "estimated " << estimated[gptq] << " measured " << measured[gptq];
+    measured.push_back(run.peak_rss_bytes);
+    estimated.push_back(e->peak_host_bytes);
+    EXPECT_NEAR(static_cast<double>(estimated.back()) / measured.back(), 1.0, 0.25)
+        << "estimated " << estimated.back() << " measured " << measured.back();
   }
-  const double measured_extra = static_cast<double>(measured[1]) - measured[0];
-  const double estimated_extra = static_cast<double>(estimated[1]) - estimated[0];
-  ASSERT_GT(measured_extra, 0);
-  EXPECT_NEAR(estimated_extra / measured_extra, 1.0, 0.4)
-      << "GPTQ extra: estimated " << estimated_extra << " measured " << measured_extra;
+  for (size_t i = 1; i < algos.size(); ++i) {
+    const double measured_extra = static_cast<double>(measured[i]) - measured[0];
+    const double estimated_extra = static_cast<double>(estimated[i]) - estimated[0];
+    ASSERT_GT(measured_extra, 0) << algos[i];
+    EXPECT_NEAR(estimated_extra / measured_extra, 1.0, 0.4)
+        << algos[i] << " extra: estimated " << estimated_extra << " measured " << measured_extra;
+  }
 }
 
 }  // namespace
