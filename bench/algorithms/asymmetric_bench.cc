@@ -138,16 +138,15 @@ int RunAsymmetric(const AsymmetricFlags& f) {
   if (!on_device.ok()) return std::cerr << f.method << ": " << on_device.status().message() << "\n", 2;
   device->Synchronize();
   const double quantize_s = Seconds(quantize_start), total_s = Seconds(start);
-  algorithms::GptqResult host_result = *std::move(on_device);
-  host_result.weight = device->ToHost(host_result.weight);
-  host_result.params.scale = device->ToHost(host_result.params.scale);
-  host_result.params.zero_point = device->ToHost(host_result.params.zero_point);
-  const algorithms::GptqResult* result = &host_result;
+  algorithms::GptqResult result = *std::move(on_device);  // on the host from here
+  result.weight = device->ToHost(result.weight);
+  result.params.scale = device->ToHost(result.params.scale);
+  result.params.zero_point = device->ToHost(result.params.zero_point);
   const double peak_mb = PeakRssMb();
   if (!f.save_weights.empty()) {
-    const std::map<std::string, at::Tensor> written = {{"weight", result->weight.contiguous()},
-                                                       {"scale", result->params.scale.contiguous()},
-                                                       {"zero_point", result->params.zero_point.contiguous()}};
+    const std::map<std::string, at::Tensor> written = {{"weight", result.weight.contiguous()},
+                                                       {"scale", result.params.scale.contiguous()},
+                                                       {"zero_point", result.params.zero_point.contiguous()}};
     if (auto s = WriteTensors(f.save_weights, written, {{"algorithm", f.method}}); !s.ok()) {
       return std::cerr << "--save-weights: " << s.message() << "\n", 1;
     }
@@ -164,9 +163,9 @@ int RunAsymmetric(const AsymmetricFlags& f) {
       {"quantize_s", quantize_s},
       {"total_s", total_s},
       {"peak_rss_mb", peak_mb},
-      {"rel_output_error", RelativeError(x, w, xq, result->weight)},
+      {"rel_output_error", RelativeError(x, w, xq, result.weight)},
       {"rtn_rel_output_error", RelativeError(x, w, xq, *rtn)},
-      {"fused_blocks", result->fused_blocks},
+      {"fused_blocks", result.fused_blocks},
       {"device", device->name()},
   };
   if (f.compare_gptq) {

@@ -222,11 +222,7 @@ absl::StatusOr<const ColumnParams*> GptqRun::ParamsForColumn(int64_t column, con
 
 ColumnParams GptqRun::ForColumns(QuantParams params) const {
   ColumnParams column{std::move(params), {}, {}, {}, {}, std::nullopt, std::nullopt};
-  column.per_row = column.params;
-  if (block_rows_ > 0) {  // a tile's parameters for each of its rows (the column spec is per output channel)
-    column.per_row.scale = column.params.scale.reshape({-1}).repeat_interleave(block_rows_);
-    column.per_row.zero_point = column.params.zero_point.reshape({-1}).repeat_interleave(block_rows_);
-  }
+  column.per_row = ColumnParamsPerRow(column.params, block_rows_);
   if (nvfp4_) {  // each row's group scale (e4m3 values as float32) for the NVFP4 kernel
     column.scale = column.params.scale.to(at::kFloat).contiguous();
     column.nvfp4_global = column.params.global_scale.item<float>();

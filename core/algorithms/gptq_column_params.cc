@@ -64,11 +64,7 @@ absl::StatusOr<at::Tensor> QuantizeColumn(const at::Tensor& column, const GptqCo
     const at::Tensor group = at::constant_pad_nd(x, {0, kernels::kNvfp4Group - 1});
     return Nvfp4FakeQuantize(group, &params).select(1, 0).to(at::kFloat);
   }
-  QuantParams column_params = params;
-  if (plan.block_rows > 0) {  // a tile scale per block of rows -> a scale per row
-    column_params.scale = params.scale.reshape({-1}).repeat_interleave(plan.block_rows);
-    column_params.zero_point = params.zero_point.reshape({-1}).repeat_interleave(plan.block_rows);
-  }
+  const QuantParams column_params = ColumnParamsPerRow(params, plan.block_rows);  // a tile's scale for each row
   QUARK_ASSIGN_OR_RETURN(const at::Tensor q,
                          FakeQuantize(x.contiguous(), plan.column_spec, column_params, TensorRole::kWeight));
   return q.to(at::kFloat).squeeze(1);

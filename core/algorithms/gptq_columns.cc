@@ -58,6 +58,14 @@ absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArr
   return plan;
 }
 
+QuantParams ColumnParamsPerRow(const QuantParams& params, int64_t block_rows) {
+  if (block_rows <= 0) return params;
+  QuantParams per_row = params;
+  per_row.scale = params.scale.reshape({-1}).repeat_interleave(block_rows);
+  per_row.zero_point = params.zero_point.reshape({-1}).repeat_interleave(block_rows);
+  return per_row;
+}
+
 QuantParams ConcatParams(const std::vector<QuantParams>& parts, int64_t dim) {
   std::vector<at::Tensor> scales, zero_points;
   for (const QuantParams& p : parts) {

@@ -45,6 +45,10 @@ struct GptqColumnPlan {
 /// groups must divide the weight as ResolveLayout requires.
 absl::StatusOr<GptqColumnPlan> PlanGptqColumns(const QuantSpec& spec, at::IntArrayRef sizes, const GptqOptions& options);
 
+/// One column's parameters for its rows: `params` itself, or with 2-D tiles (`block_rows` > 0) each tile's scale and
+/// zero point repeated for its weight rows (the column spec is then per output channel).
+QuantParams ColumnParamsPerRow(const QuantParams& params, int64_t block_rows);
+
 /// Parameters side by side along `dim` (a weight's groups along 1, its row ranges along 0), under the first part's
 /// global scale (NVFP4's one for every group).
 QuantParams ConcatParams(const std::vector<QuantParams>& parts, int64_t dim);
