@@ -8,10 +8,12 @@
 
 #include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
+#include "core/algorithms/gptaq_products.h"
 #include "core/algorithms/gptq_fused_blocks.h"
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
+#include "core/config/asymmetric_gptq_cost.h"
 #include "core/numerics/quant_layout.h"
 #include "core/runtime/layer_streamer.h"
 
@@ -25,8 +27,11 @@ using Clock = std::chrono::steady_clock;
 // as soon as its last use is past, and on the host (without GptqOptions::tensor_ops) the permutation and the
 // factorisations run in place (linalg.h: LAPACK on the same array, LibTorch's bits and strides). Every float
 // operation is the one the code had when it cloned, in the same order, so the weights are the same bits
-// (tests/algorithms/asymmetric_gptq_test.cc checks the two ways against each other). At most three K x K matrices are
-// alive at once: GPTAQ's U, dXX L and P; Qronos's H, G and the inverse (and H / max|H| in the power iteration).
+// (tests/algorithms/asymmetric_gptq_test.cc checks the two ways against each other). Two products are not Quark's
+// calls (asymmetric_gptq_cost.h): GPTAQ's P is formed on the blocks of its triangles (the same sums grouped by block,
+// Quark's two GEMMs when K fits one block), and Qronos's re-solve takes the weight's rows first when it has fewer rows
+// than inputs. While a weight is quantized at most two K x K matrices are alive at once in GPTAQ (H or its factor U,
+// and dXX or P); three in Qronos (H, G and the inverse, and H / max|H| in the power iteration).
 
 // K x K work in place on the host (linalg.h), or in LibTorch's calls on any device (GptqOptions::tensor_ops, a GPU).
 struct SquareOps {
@@ -60,6 +65,15 @@ struct SquareOps {
   absl::StatusOr<at::Tensor> CholeskyInverse(at::Tensor lower) const {
     if (in_place) return CholeskyInverseStep(std::move(lower));
     return at::cholesky_inverse(lower);
+  }
+
+  // m made row-major (as the fused blocks read a factor): in its own memory on the host, a copy elsewhere.
+  void RowMajor(at::Tensor& m) const {
+    if (in_place) {
+      RowMajorInPlace(m);
+      return;
+    }
+    m = m.contiguous();
   }
 
   // Upper U with U^T U = m, m consumed.
@@ -154,16 +168,12 @@ absl::StatusOr<bool> GptaqColumns(Prepared& p, const Rounding& rounding, const A
   QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(p.h, "Hessian"));
   QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, ops.CholeskyInverse(std::move(lower)));
   QUARK_ASSIGN_OR_RETURN(at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
-  // Row-major, as the fused blocks read it (the in-place factor is LAPACK's column-major array): copied once here,
-  // the original released, rather than beside it inside the loop.
-  u = u.contiguous();
+  // Row-major, as the fused blocks read it (the in-place factor is LAPACK's column-major array).
+  ops.RowMajor(u);
   const at::Tensor l = u.t();
-  // P = alpha * triu_1(dXX L) L^T, dXX released once multiplied, the scaling in place (the same products).
-  at::Tensor cross_l = p.cross.matmul(l);
-  p.cross = at::Tensor();
-  cross_l.triu_(1).mul_(options.alpha);
-  const at::Tensor pm = cross_l.matmul(l.t()).contiguous();
-  cross_l = at::Tensor();
+  // P = alpha * triu_1(dXX L) L^T in dXX's memory, on the blocks where the triangles can be nonzero.
+  GptaqPInPlace(p.cross, u, options.alpha);
+  const at::Tensor pm = std::move(p.cross);
   at::Tensor& w = p.w;
   // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory.
   const auto lazy_update = [&](const at::Tensor& err1, const at::Tensor& w1, int64_t i1, int64_t i2) {
@@ -258,7 +268,9 @@ absl::StatusOr<bool> QronosColumns(Prepared& p, const Rounding& rounding, const 
     at::Tensor& g_damp = p.cross;
     g_damp.add_(0.0);
     g_damp.diagonal().add_(at::full({k}, damp, g_damp.options()));
-    at::Tensor gw = w.matmul(g_damp.slice(1, 1).matmul(a));
+    // Quark's grouping G_{:, >0} A first, or the rows first where that is fewer flops and a smaller temporary.
+    at::Tensor gw = QronosResolvesRowsFirst(w.size(0), k) ? w.matmul(g_damp.slice(1, 1)).matmul(a)
+                                                          : w.matmul(g_damp.slice(1, 1).matmul(a));
     p.cross = at::Tensor();
     gw.sub_(hq);
     w.slice(1, 1).copy_(gw);
@@ -271,7 +283,7 @@ absl::StatusOr<bool> QronosColumns(Prepared& p, const Rounding& rounding, const 
   if (options.gptq.fused_blocks && k > 1) {
     // GPTQ's loop on columns 1.. with the downdated factor (row-major, its column-major original released): a copy
     // of the columns, worked on in place, Quark's lazy update (matmul, then subtract) after each block.
-    l = l.contiguous();
+    ops.RowMajor(l);
     at::Tensor rest = w.slice(1, 1).contiguous();
     at::Tensor rest_q = at::empty_like(rest);
     FusedBlockVariant qronos;

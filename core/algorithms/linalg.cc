@@ -353,6 +353,34 @@ void PermuteSymmetricInPlace(at::Tensor& h, const at::Tensor& perm) {
   }
 }
 
+void RowMajorInPlace(at::Tensor& a) {
+  if (a.is_contiguous()) return;
+  at::Tensor array = a.t();  // the row-major array a is the transpose of
+  TORCH_CHECK(array.is_contiguous() && array.dim() == 2 && array.size(0) == array.size(1) &&
+                  array.scalar_type() == at::kFloat,
+              "RowMajorInPlace: expected a square float32 matrix, row-major or a transposed view of one");
+  const int64_t n = array.size(0);
+  float* p = array.data_ptr<float>();
+  // Tile row t swaps its tiles right of the diagonal with their mirrors in tile column t (through one tile's
+  // buffer) and transposes its diagonal tile: the tile rows touch disjoint pairs, so they run in parallel.
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> buffer(static_cast<size_t>(kTile * kTile));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * kTile, rows = std::min(kTile, n - r0);
+      for (int64_t u = t; u < tiles; ++u) {
+        const int64_t c0 = u * kTile, columns = std::min(kTile, n - c0);
+        float* upper = p + r0 * n + c0;  // tile (t, u): rows x columns
+        float* lower = p + c0 * n + r0;  // tile (u, t): columns x rows
+        TransposeBlock(upper, n, rows, columns, buffer.data(), rows);  // (t, u)^T: columns x rows
+        if (u != t) TransposeBlock(lower, n, columns, rows, upper, n);
+        for (int64_t c = 0; c < columns; ++c) std::memcpy(lower + c * n, buffer.data() + c * rows, sizeof(float) * rows);
+      }
+    }
+  });
+  a = array;
+}
+
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast) {
   at::Tensor work = h.to(at::kFloat).clone(at::MemoryFormat::Contiguous);
   auto factor = CholeskyStep(work, fast);

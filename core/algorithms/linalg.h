@@ -84,6 +84,11 @@ class SingleThreadedBlas {
 /// 0..K-1: no second K x K matrix (0.5 GB for an 11008-wide input), bits as they are.
 void PermuteSymmetricInPlace(at::Tensor& h, const at::Tensor& perm);
 
+/// a [K, K] float32, row-major or the transposed view of a row-major array (what the in-place factorisations return),
+/// made row-major in its own memory: the array is transposed tile by tile and `a` becomes its row-major view, with the
+/// same values, bits as they are. No second K x K array, where `a.contiguous()` would copy (0.5 GB at K = 11008).
+void RowMajorInPlace(at::Tensor& a);
+
 /// Both steps on a copy of h (tests and benchmarks).
 absl::StatusOr<at::Tensor> UpperCholeskyOfInverse(const at::Tensor& h, bool fast = false);
 

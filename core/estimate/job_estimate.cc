@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/token_pass_memory.h"
+#include "core/config/asymmetric_gptq_cost.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/gptq_block_grid.h"
 #include "core/estimate/rotation_training_cost.h"
@@ -154,10 +155,11 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 
 // GPTQ, or GPTAQ / Qronos (algorithms/asymmetric_gptq.h): the same capture, column loop and lazy updates, plus what
 // the asymmetric methods add. Each weight factorises its own statistics there (the chain per linear, not per input),
-// GPTAQ forms P = alpha triu_1(dXX L) L^T (two K^3 products) and runs a second lazy GEMM (W1 P), Qronos re-solves
-// (a K^3 product and W times it) before its loop; the statistics are two K x K matrices per input (H and dXX / G,
-// a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and its
-// activations), and up to three K x K matrices are alive while a weight is quantized.
+// GPTAQ forms P = alpha triu_1(dXX L) L^T (on the blocks of its triangles: GptaqPFlops) and runs a second lazy GEMM
+// (W1 P), Qronos re-solves (QronosResolveFlops) before its loop; the statistics are two K x K matrices per input (H
+// and dXX / G, a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and
+// its activations), and three K x K matrices are alive at the peak: H, dXX / G and a batch's product while the
+// statistics accumulate (GPTAQ then quantizes in two: U, and dXX become P; Qronos in three: H, G, the inverse).
 PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   const bool asymmetric = method != HessianMethod::kGptq;
   std::map<std::string, int64_t> groups;  // input group -> K
@@ -174,7 +176,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
     widest = std::max(widest, l.in);
     if (asymmetric) {
       per_weight_factor += kCholeskyChainFactor * k * k * k;
-      gemm += method == HessianMethod::kGptaq ? 4.0 * k * k * k + n * k * k : 2.0 * k * k * k + 2.0 * n * k * k;
+      gemm += method == HessianMethod::kGptaq ? GptaqPFlops(l.in) + n * k * k : QronosResolveFlops(l.out, l.in);
     }
     // Every grid of gptq_block_grid.h runs GPTQ's fused blocks (one launch a block); the rest the column loop.
     const bool fused = l.config->weight && GptqBlockGridOf(*l.config->weight) != GptqBlockGrid::kNone;
@@ -222,6 +224,8 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   if (asymmetric) {
     factor = per_weight_factor;
     gemm += c.forward_flops;  // the float model's layer beside the quantized one
+    // dXX / G per input beside H, and a third matrix of the widest input: each batch's product while the statistics
+    // accumulate (Quark's calls: the product, then its sum), and Qronos's inverse while a weight is quantized.
     asymmetric_bytes = static_cast<uint64_t>(4 * hessian_elements) + 4ull * widest * widest + c.activations;
   }
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +

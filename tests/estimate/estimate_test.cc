@@ -235,9 +235,9 @@ TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
 }
 
 // GPTAQ and Qronos (algorithms/asymmetric_gptq.h) are GPTQ plus their asymmetric work: a second K x K statistic per
-// input over the tokens, the factor chain per weight rather than per input, GPTAQ's two K^3 products for P and its
-// second lazy GEMM (Qronos's re-solve), the float model's forward beside the quantized one; and in memory the second
-// statistic, a third K x K matrix and the float stream's activations.
+// input over the tokens, the factor chain per weight rather than per input, GPTAQ's products for P on the blocks of
+// its triangles and its second lazy GEMM (Qronos's re-solve), the float model's forward beside the quantized one; and
+// in memory the second statistic, a third K x K matrix and the float stream's activations.
 TEST_F(EstimateTest, GptaqAndQronosPayTheirAsymmetricWork) {
   absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -269,12 +269,22 @@ TEST_F(EstimateTest, GptaqAndQronosPayTheirAsymmetricWork) {
     std::get<GptqAlgo>(job.config.algo_config[0]).method = method;
     const absl::StatusOr<JobEstimate> e = EstimateJob(*model, job, rates);
     ASSERT_TRUE(e.ok()) << e.status();
-    const double extra_gemm =
-        2.0 * tokens * inputs_squared + forward + (gptaq ? 4.0 * cube + nk2 : 2.0 * cube + 2.0 * nk2);
+    // GPTAQ's P: Quark's two K^3 GEMMs where K = 256 fits one block of its triangular products; at down_proj's 768,
+    // blocks [0, 512) and [512, 768): dXX L's block columns, then (I, J) = (0, 0), (0, 1), (1, 1) of T L^T.
+    const double down_p = 2.0 * 512 * 768 * 512 + 2.0 * 768 * 256 * 256 + 2.0 * 512 * 512 * 512 +
+                          2.0 * 512 * 768 * 256 + 2.0 * 256 * 256 * 256;
+    const double gptaq_p = 2.0 * (6 * 4.0 * 256 * 256 * 256 + down_p);
+    // Qronos's re-solve: G A first where the weight has at least as many rows as inputs, the rows first (down_proj)
+    // else.
+    const double qronos_resolve = 2.0 * (4 * (2.0 * 256 * 255 * 255 + 2.0 * 256 * 256 * 255) +
+                                         2 * (2.0 * 256 * 255 * 255 + 2.0 * 768 * 256 * 255) +
+                                         (2.0 * 256 * 767 * 767 + 2.0 * 256 * 768 * 767));
+    const double extra_gemm = 2.0 * tokens * inputs_squared + forward + (gptaq ? gptaq_p + nk2 : qronos_resolve);
     const double extra_factor = 1.35 * cube - per_input_chain;
     EXPECT_NEAR(PhaseSeconds(e, gptaq ? "gptaq" : "qronos") - gptq_seconds,
                 extra_gemm / rates.gemm_flops + extra_factor / rates.cholesky_flops, 1e-9);
-    // dXX or G beside H and a third K x K matrix (down_proj's K = 768), and the float stream's activations.
+    // dXX or G beside H and a third K x K matrix (down_proj's K = 768: a batch's product as the statistics
+    // accumulate), and the float stream's activations.
     EXPECT_GE(phase_bytes(e, gptaq ? "gptaq" : "qronos"), phase_bytes(base, "gptq") + 2 * 4ull * 768 * 768);
   }
 }
