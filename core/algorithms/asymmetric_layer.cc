@@ -92,12 +92,14 @@ absl::Status LayerRun::UseOriginal(bool original) {
   return absl::OkStatus();
 }
 
-// The paired statistics of each distinct input of a step, sample by sample.
+// The paired statistics of each distinct input of a step, sample by sample; those in `kept` (still valid: see
+// CarriedInput) are taken as they are.
 absl::StatusOr<std::map<std::string, AsymmetricStats>> CollectStep(LayerRun& run, const std::vector<GptqTarget>& step,
                                                                     const std::vector<at::Tensor>& quantized,
                                                                     const std::vector<at::Tensor>& original,
-                                                                    HessianMethod method, const std::string& prefix) {
-  std::map<std::string, AsymmetricStats> stats;
+                                                                    HessianMethod method, const std::string& prefix,
+                                                                    std::map<std::string, AsymmetricStats> kept) {
+  std::map<std::string, AsymmetricStats> stats = std::move(kept);
   for (const GptqTarget& target : step) {
     if (target.routed) {
       return absl::UnimplementedError(
@@ -119,6 +121,22 @@ absl::StatusOr<std::map<std::string, AsymmetricStats>> CollectStep(LayerRun& run
   return stats;
 }
 
+// The input whose statistics step `s` hands on to step s + 1, or "" for none. A module never changes its own input,
+// so while the steps quantize only readers of one input (true_sequential's k_proj, v_proj, q_proj; up_proj,
+// gate_proj), that input's statistics stay what a new collection would give, bit for bit (the same forward of the
+// same layer input): Quark collects them again, here they are kept.
+std::string CarriedInput(const std::vector<std::vector<GptqTarget>>& steps, size_t s) {
+  if (s + 1 >= steps.size() || steps[s].empty()) return "";
+  const std::string& input = steps[s].front().input;
+  for (const GptqTarget& target : steps[s]) {
+    if (target.input != input) return "";
+  }
+  for (const GptqTarget& target : steps[s + 1]) {
+    if (target.input == input) return input;
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
@@ -135,12 +153,18 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
   LayerRun run(layer, forward);
   std::map<std::string, QuantParams> params;
   int index = 0;
-  for (const auto& step : plan.steps) {
-    QUARK_ASSIGN_OR_RETURN(auto stats,
-                           CollectStep(run, step, quantized_samples, float_samples, options.method, layer.prefix()));
-    // The last module reading an input takes its statistics over (quantized in their memory); earlier ones get copies.
+  std::map<std::string, AsymmetricStats> kept;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const std::vector<GptqTarget>& step = plan.steps[s];
+    QUARK_ASSIGN_OR_RETURN(auto stats, CollectStep(run, step, quantized_samples, float_samples, options.method,
+                                                   layer.prefix(), std::move(kept)));
+    kept.clear();
+    const std::string carried = CarriedInput(plan.steps, s);
+    // The last module reading an input takes its statistics over (quantized in their memory); earlier ones, and the
+    // last one of an input the next step keeps, get copies.
     std::map<std::string, const GptqTarget*> last_reader;
     for (const GptqTarget& target : step) last_reader[target.input] = &target;
+    if (!carried.empty()) last_reader.erase(carried);
     for (const GptqTarget& target : step) {
       const std::string module = layer.prefix() + target.relative_name;
       if (callbacks.cancelled && callbacks.cancelled()) {
@@ -148,12 +172,14 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       }
       if (callbacks.on_module) callbacks.on_module(module, index, total);
       ++index;
-      AsymmetricStats& s = stats.at(target.input);
+      AsymmetricStats& input_stats = stats.at(target.input);
       QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
       AsymmetricOptions module_options = options;
       module_options.gptq.nvfp4_global_amax = target.nvfp4_global_amax;
-      auto [hessian, cross] =
-          last_reader.at(target.input) == &target ? s.Release() : std::make_pair(s.hessian(), s.cross());
+      const auto last = last_reader.find(target.input);
+      auto [hessian, cross] = last != last_reader.end() && last->second == &target
+                                  ? input_stats.Release()
+                                  : std::make_pair(input_stats.hessian(), input_stats.cross());
       auto result = AsymmetricQuantizeWeight(linear->weight(), std::move(hessian), std::move(cross), target.spec,
                                              module_options);
       if (!result.ok()) {
@@ -162,6 +188,7 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       QUARK_RETURN_IF_ERROR(run.SetQuantized(target.relative_name, std::move(result->weight)));
       params[module] = std::move(result->params);
     }
+    if (!carried.empty()) kept.emplace(carried, std::move(stats.at(carried)));
   }
   // The float stream moves on through the layer as the float model has it.
   QUARK_RETURN_IF_ERROR(run.UseOriginal(true));

@@ -1,0 +1,112 @@
+// GPTAQ / Qronos over a decoder layer (asymmetric_layer.h): statistics kept across true_sequential's entries that read
+// one input are a new collection's numbers, and are collected again once a module upstream of that input changed.
+#include "core/algorithms/asymmetric_layer.h"
+
+#include <gtest/gtest.h>
+
+#include "core/runtime/layer_streamer.h"
+#include "tests/quantize/test_model.h"
+
+namespace quark::algorithms {
+namespace {
+
+QuantSpec AsymmetricUint4Group32() {
+  QuantSpec spec;
+  spec.dtype = DType::kUInt4;
+  spec.symmetric = false;
+  spec.qscheme = QScheme::kPerGroup;
+  spec.group_size = 32;
+  spec.ch_axis = 1;
+  return spec;
+}
+
+GptqTarget AsymmetricTarget(const std::string& name, const std::string& input) {
+  return {name, input, AsymmetricUint4Group32()};
+}
+
+class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod> {
+ protected:
+  void SetUp() override {
+    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
+    ASSERT_TRUE(streamer.ok()) << streamer.status();
+    streamer_ = *std::move(streamer);
+    at::manual_seed(5);
+    for (int i = 0; i < 3; ++i) {
+      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 24}, at::kLong));
+      ASSERT_TRUE(embedded.ok());
+      quantized_.push_back(*embedded);
+      // The float model's layer input differs from the quantized model's (as after quantized layers).
+      float_.push_back(*embedded + 0.05 * at::randn_like(*embedded));
+    }
+  }
+
+  struct Run {
+    std::shared_ptr<runtime::DecoderLayer> layer;
+    int forwards = 0;  // layer forwards: captures (each stopped at its module) and the float stream's
+  };
+  Run Quantize(std::vector<std::vector<GptqTarget>> steps) {
+    Run run;
+    auto layer = streamer_->model().LoadLayer(0);
+    EXPECT_TRUE(layer.ok()) << layer.status();
+    run.layer = *layer;
+    const LayerForwardOutput forward = [&](const at::Tensor& x) {
+      ++run.forwards;
+      return run.layer->forward(x, streamer_->model().Context(x.size(1)));
+    };
+    GptqLayerPlan plan;
+    plan.input_order = {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp.act_fn"};
+    plan.steps = std::move(steps);
+    AsymmetricOptions options;
+    options.method = GetParam();
+    options.alpha = GetParam() == HessianMethod::kGptaq ? 0.25 : 1e-3;
+    options.gptq.static_groups = true;
+    options.gptq.act_order = true;
+    std::vector<at::Tensor> float_samples = float_;
+    auto params = AsymmetricQuantizeLayer(**layer, quantized_, float_samples, forward, plan, options);
+    EXPECT_TRUE(params.ok()) << params.status();
+    return run;
+  }
+
+  static at::Tensor Weight(const Run& run, const std::string& name) { return run.layer->FindLinear(name)->weight(); }
+
+  std::unique_ptr<runtime::LayerStreamer> streamer_;
+  std::vector<at::Tensor> quantized_, float_;
+};
+
+const GptqTarget kK = AsymmetricTarget("self_attn.k_proj", "input_layernorm");
+const GptqTarget kV = AsymmetricTarget("self_attn.v_proj", "input_layernorm");
+const GptqTarget kQ = AsymmetricTarget("self_attn.q_proj", "input_layernorm");
+const GptqTarget kO = AsymmetricTarget("self_attn.o_proj", "self_attn");
+const GptqTarget kUp = AsymmetricTarget("mlp.up_proj", "post_attention_layernorm");
+const GptqTarget kGate = AsymmetricTarget("mlp.gate_proj", "post_attention_layernorm");
+const GptqTarget kDown = AsymmetricTarget("mlp.down_proj", "mlp.act_fn");
+
+// true_sequential's seven entries give what one entry per input gives (each input collected once, before any of its
+// readers is quantized), with that many captures: 2 x 3 samples per distinct input, then the float stream's 3.
+TEST_P(AsymmetricLayerTest, KeptStatisticsAreANewCollectionsBitForBit) {
+  const Run sequential = Quantize({{kK}, {kV}, {kQ}, {kO}, {kUp}, {kGate}, {kDown}});
+  const Run per_input = Quantize({{kK, kV, kQ}, {kO}, {kUp, kGate}, {kDown}});
+  for (const GptqTarget& t : {kK, kV, kQ, kO, kUp, kGate, kDown}) {
+    EXPECT_TRUE(at::equal(Weight(sequential, t.relative_name), Weight(per_input, t.relative_name))) << t.relative_name;
+  }
+  EXPECT_EQ(per_input.forwards, 4 * 2 * 3 + 3);
+  EXPECT_EQ(sequential.forwards, per_input.forwards);  // Quark's way collects seven times: 7 x 2 x 3 + 3
+}
+
+// o_proj is upstream of up_proj's and gate_proj's input: quantized between them, gate_proj's statistics are collected
+// again (with o quantized, as when o comes first), not kept from up_proj's entry.
+TEST_P(AsymmetricLayerTest, AnUpstreamModuleInBetweenStartsANewCollection) {
+  const Run interleaved = Quantize({{kUp}, {kO}, {kGate}});
+  const Run o_first = Quantize({{kO}, {kUp, kGate}});
+  EXPECT_TRUE(at::equal(Weight(interleaved, kGate.relative_name), Weight(o_first, kGate.relative_name)));
+  EXPECT_FALSE(at::equal(Weight(interleaved, kUp.relative_name), Weight(o_first, kUp.relative_name)));
+  EXPECT_EQ(interleaved.forwards, 3 * 2 * 3 + 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, AsymmetricLayerTest, ::testing::Values(HessianMethod::kGptaq, HessianMethod::kQronos),
+                         [](const ::testing::TestParamInfo<HessianMethod>& info) {
+                           return info.param == HessianMethod::kGptaq ? "Gptaq" : "Qronos";
+                         });
+
+}  // namespace
+}  // namespace quark::algorithms
