@@ -1,5 +1,6 @@
 #include "core/algorithms/asymmetric_gptq.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -98,6 +99,9 @@ struct SquareOps {
   }
 };
 
+// Rows of GPTAQ's lazy update formed at a time (GptaqColumns).
+constexpr int64_t kLazyUpdateRows = 512;
+
 // One run's working state, after Quark's preparation: dead inputs, parameters from the original weight, act order.
 struct Prepared {
   at::Tensor w;      // [N, K] float32, columns in act order
@@ -175,11 +179,17 @@ absl::StatusOr<bool> GptaqColumns(Prepared& p, const Rounding& rounding, const A
   GptaqPInPlace(p.cross, u, options.alpha);
   const at::Tensor pm = std::move(p.cross);
   at::Tensor& w = p.w;
-  // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory.
+  // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory, on
+  // kLazyUpdateRows rows at a time: rows never mix (each element the same two dot products), and the two products are
+  // slabs rather than two N x (K - i2) temporaries (360 MB each at a 7B down_proj's first block).
   const auto lazy_update = [&](const at::Tensor& err1, const at::Tensor& w1, int64_t i1, int64_t i2) {
-    at::Tensor lazy = err1.matmul(l.t().slice(0, i1, i2).slice(1, i2));
-    lazy.sub_(w1.matmul(pm.slice(0, i1, i2).slice(1, i2)));
-    w.slice(1, i2).sub_(lazy);
+    const at::Tensor u_rest = l.t().slice(0, i1, i2).slice(1, i2), p_rest = pm.slice(0, i1, i2).slice(1, i2);
+    for (int64_t r = 0; r < w.size(0); r += kLazyUpdateRows) {
+      const int64_t end = std::min(r + kLazyUpdateRows, w.size(0));
+      at::Tensor lazy = err1.slice(0, r, end).matmul(u_rest);
+      lazy.sub_(w1.slice(0, r, end).matmul(p_rest));
+      w.slice(0, r, end).slice(1, i2).sub_(lazy);
+    }
   };
   if (options.gptq.fused_blocks) {
     // The block's columns are updated in w itself (no column is read again once its block is done), so W1 is w's.

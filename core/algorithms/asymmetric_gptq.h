@@ -12,9 +12,12 @@
 //           the rest re-solved with a Sherman-Morrison downdate of (H + damp I)^-1, then GPTQ's column loop on the
 //           upper factor of beta * that inverse (divided by sqrt(beta)).
 //
-// Statistics are accumulated sequence by sequence in Quark's order with Quark's calls (AsymmetricStats), so on the
-// same BLAS the factors are Quark's; tests/algorithms/asymmetric_gptq_peer_test.cc checks the weights against
-// Quark's own code run on saved statistics.
+// Statistics are accumulated sequence by sequence in Quark's order with Quark's calls (AsymmetricStats; each batch's
+// product added 1,024 rows at a time: the same dot products, no third K x K matrix), so on the same BLAS the factors
+// are Quark's. Where K or N outgrow one block, three products are grouped otherwise than Quark's calls, equal up to
+// rounding, to save flops and K x K or N x K temporaries: GPTAQ's P on the blocks of its triangles, Qronos's re-solve
+// rows first when N < K (core/config/asymmetric_gptq_cost.h), GPTAQ's lazy update 512 rows at a time.
+// tests/algorithms/asymmetric_gptq_peer_test.cc checks the weights against Quark's own code run on saved statistics.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // AsymmetricStats: GPTAQ's and Qronos's paired input statistics with Quark's calls in Quark's order
 // (Gptaq.add_batch_quantized / add_batch_nonquantized; Qronos's the same names), one batch at a time.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -8,6 +9,25 @@
 #include "core/runtime/layer_streamer.h"
 
 namespace quark::algorithms {
+namespace {
+
+// Rows of a batch's K x K product formed at a time: the sum takes its product a slab of rows at a time, so that no
+// third K x K matrix (485 MB at K = 11008) joins H and the cross statistic. Each element is the same dot product
+// over the batch's tokens as in the whole GEMM (one call when K fits a slab: Quark's, bit for bit).
+constexpr int64_t kProductRows = 1024;
+
+// sum += a b^T (divided by `divisor` first when it is not 1, as Quark's product.div(n)), for a, b [K, tokens].
+void AddProduct(at::Tensor& sum, const at::Tensor& a, const at::Tensor& b, double divisor) {
+  const at::Tensor bt = b.t();
+  for (int64_t r = 0; r < sum.size(0); r += kProductRows) {
+    const int64_t end = std::min(r + kProductRows, sum.size(0));
+    at::Tensor product = a.slice(0, r, end).matmul(bt);
+    if (divisor != 1) product = product.div(divisor);
+    sum.slice(0, r, end).add_(product);
+  }
+}
+
+}  // namespace
 
 AsymmetricStats::AsymmetricStats(HessianMethod method, int64_t columns) : method_(method), columns_(columns) {}
 
@@ -34,13 +54,13 @@ absl::Status AsymmetricStats::Add(const at::Tensor& quantized, const at::Tensor&
       // H = 2/n sum X~ X~^T; dXX = 2/n sum (X - X~) X~^T, both inputs scaled by sqrt(2/n) first.
       const double root = std::sqrt(2.0 / n);
       xq = xq.mul(root);
-      h_.add_(xq.matmul(xq.t()));
+      AddProduct(h_, xq, xq, 1);
       x = x.mul(root);
-      cross_.add_((x - xq).matmul(xq.t()));
+      AddProduct(cross_, x - xq, xq, 1);
     } else {
       // H = 1/n sum X~ X~^T; G = 1/n sum X X~^T.
-      h_.add_(xq.matmul(xq.t()).div(n));
-      cross_.add_(x.matmul(xq.t()).div(n));
+      AddProduct(h_, xq, xq, n);
+      AddProduct(cross_, x, xq, n);
     }
     return absl::OkStatus();
   } catch (const std::exception& error) {

@@ -158,8 +158,8 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 // GPTAQ forms P = alpha triu_1(dXX L) L^T (on the blocks of its triangles: GptaqPFlops) and runs a second lazy GEMM
 // (W1 P), Qronos re-solves (QronosResolveFlops) before its loop; the statistics are two K x K matrices per input (H
 // and dXX / G, a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and
-// its activations), and three K x K matrices are alive at the peak: H, dXX / G and a batch's product while the
-// statistics accumulate (GPTAQ then quantizes in two: U, and dXX become P; Qronos in three: H, G, the inverse).
+// its activations); GPTAQ holds two K x K matrices per input (H or U, and dXX or P), Qronos a third (the inverse)
+// while a weight is quantized.
 PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   const bool asymmetric = method != HessianMethod::kGptq;
   std::map<std::string, int64_t> groups;  // input group -> K
@@ -224,9 +224,10 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   if (asymmetric) {
     factor = per_weight_factor;
     gemm += c.forward_flops;  // the float model's layer beside the quantized one
-    // dXX / G per input beside H, and a third matrix of the widest input: each batch's product while the statistics
-    // accumulate (Quark's calls: the product, then its sum), and Qronos's inverse while a weight is quantized.
-    asymmetric_bytes = static_cast<uint64_t>(4 * hessian_elements) + 4ull * widest * widest + c.activations;
+    // dXX / G per input beside H (each batch's product is added a slab of rows at a time); Qronos's inverse beside
+    // both while a weight is quantized.
+    asymmetric_bytes = static_cast<uint64_t>(4 * hessian_elements) + c.activations +
+                       (method == HessianMethod::kQronos ? 4ull * widest * widest : 0);
   }
   const double seconds = gemm / c.rates.gemm_flops + factor / c.rates.cholesky_flops +
                          column_loop / (c.rates.gemm_flops * kColumnLoopEfficiency) +

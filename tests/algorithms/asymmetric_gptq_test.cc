@@ -97,6 +97,28 @@ TEST(AsymmetricGptqTest, GptaqWithoutAsymmetryIsGptqBitForBit) {
   }
 }
 
+// A weight's rows never mix: the whole weight gives what its row ranges give apart, across the lazy update's slabs of
+// 512 rows (the GEMMs' rounding aside: other BLAS kernels may sum a slab of another shape otherwise).
+TEST(AsymmetricGptqTest, RowsAreQuantizedAloneAcrossLazyUpdateSlabs) {
+  const Inputs in = MakeInputs(96, 2, 80, /*drift=*/0.1, 4);
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({1100, 96});
+  for (const HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    SCOPED_TRACE(method == HessianMethod::kGptaq ? "gptaq" : "qronos");
+    const AsymmetricStats stats = Stats(method, in);
+    const QuantSpec spec = IntSpec(DType::kUInt4, false, 32);
+    const auto run = [&](const at::Tensor& rows) {
+      auto result = AsymmetricQuantizeWeight(rows, stats.hessian(), stats.cross(), spec, Options(method, true));
+      EXPECT_TRUE(result.ok()) << result.status();
+      return result.ok() ? result->weight : at::Tensor();
+    };
+    const at::Tensor whole = run(w);
+    const at::Tensor apart = at::cat({run(w.slice(0, 0, 600)), run(w.slice(0, 600))});
+    EXPECT_GE((whole == apart).to(at::kDouble).mean().item<double>(), 0.999);
+    EXPECT_NEAR(AsymmetricError(in, w, whole), AsymmetricError(in, w, apart), 1e-4 * AsymmetricError(in, w, apart));
+  }
+}
+
 TEST(AsymmetricGptqTest, BothBeatGptqOnTheAsymmetricError) {
   const Inputs in = MakeInputs(128, 4, 96, /*drift=*/0.15, 3);
   at::manual_seed(4);
@@ -201,6 +223,45 @@ TEST(AsymmetricGptqTest, FusedBlocksAreTheColumnLoopsBitForBit) {
           }
         }
       }
+    }
+  }
+}
+
+// The statistics add each batch's product a slab of 1,024 rows at a time (no third K x K matrix): Quark's sums
+// (asymmetric_gptq.h) up to the GEMMs' rounding, over two batches and a K of two slabs and a remainder.
+TEST(AsymmetricGptqTest, StatisticsInSlabsOfRowsAreQuarksSums) {
+  const int64_t k = 2100, tokens = 96;
+  at::manual_seed(11);
+  const std::vector<at::Tensor> xq = {at::randn({1, tokens, k}), at::randn({1, tokens, k})};
+  std::vector<at::Tensor> x;
+  for (const at::Tensor& q : xq) x.push_back(q + 0.1 * at::randn_like(q));
+  for (const HessianMethod method : {HessianMethod::kGptaq, HessianMethod::kQronos}) {
+    SCOPED_TRACE(method == HessianMethod::kGptaq ? "gptaq" : "qronos");
+    AsymmetricStats stats(method, k);
+    at::Tensor h = at::zeros({k, k}), cross = at::zeros({k, k});
+    for (size_t b = 0; b < xq.size(); ++b) {
+      ASSERT_TRUE(stats.Add(xq[b], x[b]).ok());
+      // Quark's add_batch: the running means, the whole product at once.
+      const double n = static_cast<double>(b + 1), keep = static_cast<double>(b) / n;
+      at::Tensor q = xq[b].reshape({-1, k}).t(), f = x[b].reshape({-1, k}).t();
+      h.mul_(keep);
+      cross.mul_(keep);
+      if (method == HessianMethod::kGptaq) {
+        q = q.mul(std::sqrt(2.0 / n));
+        f = f.mul(std::sqrt(2.0 / n));
+        h.add_(q.matmul(q.t()));
+        cross.add_((f - q).matmul(q.t()));
+      } else {
+        h.add_(q.matmul(q.t()).div(n));
+        cross.add_(f.matmul(q.t()).div(n));
+      }
+    }
+    for (const auto& [ours, quarks] : {std::pair{stats.hessian(), h}, std::pair{stats.cross(), cross}}) {
+      const double scale = quarks.abs().max().item<double>();
+      // Each element is the same dot product over the tokens as in Quark's one GEMM: on OpenBLAS's AVX-512 kernels
+      // all four matrices are Quark's bit for bit (2026-12-04); asserted to rounding, as other kernels may split the
+      // tokens otherwise for another shape.
+      EXPECT_LE((ours - quarks).abs().max().item<double>(), 1e-6 * scale);
     }
   }
 }
