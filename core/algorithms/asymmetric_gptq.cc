@@ -68,6 +68,16 @@ struct SquareOps {
     return at::cholesky_inverse(lower);
   }
 
+  // w = w[:, perm] for a working weight or result [N, K] float32: in its own memory on the host, a gathered copy
+  // elsewhere (the same values).
+  void PermuteColumns(at::Tensor& w, const at::Tensor& perm) const {
+    if (in_place) {
+      PermuteColumnsInPlace(w, perm);
+      return;
+    }
+    w = w.index_select(1, perm);
+  }
+
   // m made row-major (as the fused blocks read a factor): in its own memory on the host, a copy elsewhere.
   void RowMajor(at::Tensor& m) const {
     if (in_place) {
@@ -124,27 +134,42 @@ absl::StatusOr<at::Tensor> Working(at::Tensor t, at::Device device, const char* 
   return t;
 }
 
-absl::StatusOr<std::vector<int64_t>> Prepare(const at::Tensor& weight, at::Tensor h, at::Tensor cross,
-                                             const AsymmetricOptions& options, Prepared& p) {
-  p.w = weight.to(at::kFloat).clone(at::MemoryFormat::Contiguous);
+// The working float32 copy of a weight, its dead inputs' columns 0.
+at::Tensor WorkingWeight(const at::Tensor& weight, const at::Tensor& dead) {
+  at::Tensor w = weight.to(at::kFloat).clone(at::MemoryFormat::Contiguous);
+  w.masked_fill_(dead.unsqueeze(0), 0);
+  return w;
+}
+
+// Dead inputs get H_jj = 1 (returned: [K] bool); with act order the column order by diag(H) descending, on the device
+// and the host.
+at::Tensor MarkDead(at::Tensor& h) {
   const at::Tensor dead = at::diag(h) == 0;
   h.diagonal().masked_fill_(dead, 1);
-  p.w.masked_fill_(dead.unsqueeze(0), 0);
-  if (options.method == HessianMethod::kGptaq) cross.masked_fill_(dead.unsqueeze(0), 0);
-  p.h = std::move(h);
-  p.cross = std::move(cross);
+  return dead;
+}
+std::vector<int64_t> ActOrder(const at::Tensor& h, const AsymmetricOptions& options, at::Tensor& perm) {
   std::vector<int64_t> host_perm;
   if (options.gptq.act_order) {
-    p.perm = at::argsort(at::diag(p.h), /*dim=*/0, /*descending=*/true);
-    const at::Tensor on_host = p.perm.to(at::kCPU).contiguous();
+    perm = at::argsort(at::diag(h), /*dim=*/0, /*descending=*/true);
+    const at::Tensor on_host = perm.to(at::kCPU).contiguous();
     host_perm.assign(on_host.data_ptr<int64_t>(), on_host.data_ptr<int64_t>() + on_host.numel());
   }
   return host_perm;
 }
 
+std::vector<int64_t> Prepare(const at::Tensor& weight, at::Tensor h, at::Tensor cross,
+                             const AsymmetricOptions& options, Prepared& p) {
+  const at::Tensor dead = MarkDead(h);
+  p.w = WorkingWeight(weight, dead);
+  p.h = std::move(h);
+  p.cross = std::move(cross);
+  return ActOrder(p.h, options, p.perm);
+}
+
 void Permute(Prepared& p, const SquareOps& ops) {
   if (!p.perm.defined()) return;
-  p.w = p.w.index_select(1, p.perm);
+  ops.PermuteColumns(p.w, p.perm);
   ops.Permute(p.h, p.perm);
   ops.Permute(p.cross, p.perm);
 }
@@ -157,28 +182,18 @@ struct Rounding {
   at::ScalarType dtype;
 };
 
-// GPTAQ's columns (Gptaq.quantize): q [N, K] in act order. In fused blocks (GptqOptions::fused_blocks, where the
-// device has the block kernel: kernels/element/gptq_row.h with P) or column by column, the same float operations:
-// true when fused.
-absl::StatusOr<bool> GptaqColumns(Prepared& p, const Rounding& rounding, const AsymmetricOptions& options,
-                                  const SquareOps& ops, at::Tensor& q) {
+// GPTAQ's columns (Gptaq.quantize) of w [N, K] (working float32, in act order) on its input's factor: q [N, K] in
+// act order. In fused blocks (GptqOptions::fused_blocks, where the device has the block kernel:
+// kernels/element/gptq_row.h with P) or column by column, the same float operations: true when fused.
+absl::StatusOr<bool> GptaqColumns(at::Tensor& w, const GptaqFactor& factor, const Rounding& rounding,
+                                  const AsymmetricOptions& options, at::Tensor& q) {
   const GptqColumnPlan& plan = rounding.plan;
   ColumnParameters& params = rounding.params;
   const at::ScalarType dtype = rounding.dtype;
-  const int64_t k = p.w.size(1), block = options.gptq.block_size;
-  // Quark damps H itself (it has no later use) and keeps the factors only.
-  const at::Tensor damp = at::mean(at::diag(p.h)).mul(options.gptq.damp_percent);
-  p.h.diagonal().add_(damp);
-  QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(p.h, "Hessian"));
-  QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, ops.CholeskyInverse(std::move(lower)));
-  QUARK_ASSIGN_OR_RETURN(at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
-  // Row-major, as the fused blocks read it (the in-place factor is LAPACK's column-major array).
-  ops.RowMajor(u);
+  const int64_t k = w.size(1), block = options.gptq.block_size;
+  const at::Tensor& u = factor.upper;
   const at::Tensor l = u.t();
-  // P = alpha * triu_1(dXX L) L^T in dXX's memory, on the blocks where the triangles can be nonzero.
-  GptaqPInPlace(p.cross, u, options.alpha);
-  const at::Tensor pm = std::move(p.cross);
-  at::Tensor& w = p.w;
+  const at::Tensor& pm = factor.p;
   // W[:, i2:] -= Err1 U[i1:i2, i2:] - W1 P[i1:i2, i2:], the difference formed in the first product's memory, on
   // kLazyUpdateRows rows at a time: rows never mix (each element the same two dot products), and the two products are
   // slabs rather than two N x (K - i2) temporaries (360 MB each at a 7B down_proj's first block).
@@ -363,17 +378,12 @@ double QronosLargestEigenvalue(const at::Tensor& hessian, int iterations) {
   return at::dot(b, at::mv(hk, b)).mul(c).item<double>();
 }
 
-absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, at::Tensor cross,
-                                                    const QuantSpec& spec, const AsymmetricOptions& options) {
-  QUARK_RETURN_IF_ERROR(CheckOptions(options));
+namespace {
+
+// The weight's checks, shared by both methods' entry points: its plan of columns.
+absl::StatusOr<GptqColumnPlan> CheckWeight(const at::Tensor& weight, const QuantSpec& spec,
+                                           const AsymmetricOptions& options) {
   if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
-  const int64_t k = weight.size(1);
-  for (const at::Tensor* t : {&hessian, &cross}) {
-    if (!t->defined() || t->dim() != 2 || t->size(0) != k || t->size(1) != k) {
-      return absl::InvalidArgumentError(StrCat(t == &hessian ? "hessian" : "cross", ": expected [", k, ", ", k,
-                                               "] for a weight ", ShapeString(weight.sizes())));
-    }
-  }
   const at::ScalarType dtype = weight.scalar_type();
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
     return absl::InvalidArgumentError("weight: expected float32, bfloat16 or float16");
@@ -385,31 +395,134 @@ absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at
         "paths fail: GPTAQ never records a group's parameters, Qronos rounds its first column with an unobserved "
         "quantizer)");
   }
+  return plan;
+}
+
+// The quantized weight in its dtype and original column order, from q [N, K] in act order.
+GptqResult Finished(at::Tensor q, const at::Tensor& perm, const SquareOps& ops, at::ScalarType dtype,
+                    const ColumnParameters& params, bool fused, Clock::time_point start) {
+  if (perm.defined()) ops.PermuteColumns(q, at::argsort(perm));
+  GptqResult result;
+  result.weight = q.to(dtype);
+  result.params = params.Whole();
+  result.columns_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.fused_blocks = fused;
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<GptaqFactor> GptaqFactorOf(at::Tensor hessian, at::Tensor cross, const AsymmetricOptions& options,
+                                          at::Device device) {
+  QUARK_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.method != HessianMethod::kGptaq) return absl::InvalidArgumentError("method: expected gptaq");
+  if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != hessian.size(1)) {
+    return absl::InvalidArgumentError("hessian: expected [K, K]");
+  }
+  if (!cross.defined() || cross.sizes() != hessian.sizes()) {
+    return absl::InvalidArgumentError(StrCat("cross: expected ", ShapeString(hessian.sizes()), " as the hessian"));
+  }
   try {
     const auto start = Clock::now();
+    SquareOps ops;
+    ops.in_place = device.is_cpu() && !options.gptq.tensor_ops;
+    QUARK_ASSIGN_OR_RETURN(at::Tensor h, Working(std::move(hessian), device, "hessian"));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor x, Working(std::move(cross), device, "cross"));
+    GptaqFactor factor;
+    factor.dead = MarkDead(h);
+    x.masked_fill_(factor.dead.unsqueeze(0), 0);
+    factor.host_perm = ActOrder(h, options, factor.perm);
+    if (factor.perm.defined()) {
+      ops.Permute(h, factor.perm);
+      ops.Permute(x, factor.perm);
+    }
+    // Quark damps H itself (it has no later use) and keeps the factors only.
+    const at::Tensor damp = at::mean(at::diag(h)).mul(options.gptq.damp_percent);
+    h.diagonal().add_(damp);
+    QUARK_ASSIGN_OR_RETURN(at::Tensor lower, ops.Cholesky(h, "Hessian"));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor inverse, ops.CholeskyInverse(std::move(lower)));
+    QUARK_ASSIGN_OR_RETURN(at::Tensor u, ops.UpperCholesky(std::move(inverse), "inverse Hessian"));
+    // Row-major, as the fused blocks read it (the in-place factor is LAPACK's column-major array).
+    ops.RowMajor(u);
+    // P = alpha * triu_1(dXX L) L^T in dXX's memory, on the blocks where the triangles can be nonzero.
+    GptaqPInPlace(x, u, options.alpha);
+    factor.upper = std::move(u);
+    factor.p = std::move(x);
+    factor.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return factor;
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptaq");
+  }
+}
+
+absl::StatusOr<GptqResult> GptaqQuantizeWeight(const at::Tensor& weight, const GptaqFactor& factor,
+                                               const QuantSpec& spec, const AsymmetricOptions& options) {
+  QUARK_RETURN_IF_ERROR(CheckOptions(options));
+  QUARK_ASSIGN_OR_RETURN(const GptqColumnPlan plan, CheckWeight(weight, spec, options));
+  const int64_t k = weight.size(1);
+  for (const at::Tensor* t : {&factor.upper, &factor.p}) {
+    if (!t->defined() || t->dim() != 2 || t->size(0) != k || t->size(1) != k || t->device() != weight.device()) {
+      return absl::InvalidArgumentError(StrCat("factor: expected [", k, ", ", k, "] on ", weight.device().str(),
+                                               " for a weight ", ShapeString(weight.sizes())));
+    }
+  }
+  try {
+    const auto start = Clock::now();
+    const at::ScalarType dtype = weight.scalar_type();
+    SquareOps ops;
+    ops.in_place = weight.device().is_cpu() && !options.gptq.tensor_ops;
+    at::Tensor w = WorkingWeight(weight, factor.dead);
+    ColumnParameters params(spec, plan, options.gptq, dtype, factor.host_perm);
+    QUARK_RETURN_IF_ERROR(params.SetUp(w));
+    if (factor.perm.defined()) ops.PermuteColumns(w, factor.perm);
+    at::Tensor q = at::zeros_like(w);
+    const Rounding rounding{spec, plan, params, dtype};
+    QUARK_ASSIGN_OR_RETURN(const bool fused, GptaqColumns(w, factor, rounding, options, q));
+    w = at::Tensor();  // past its last use: the result is q
+    return Finished(std::move(q), factor.perm, ops, dtype, params, fused, start);
+  } catch (const std::exception& error) {
+    return runtime::TorchErrorToStatus(error, "gptaq");
+  }
+}
+
+absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, at::Tensor cross,
+                                                    const QuantSpec& spec, const AsymmetricOptions& options) {
+  QUARK_RETURN_IF_ERROR(CheckOptions(options));
+  if (!weight.defined() || weight.dim() != 2) return absl::InvalidArgumentError("weight: expected [N, K]");
+  const int64_t k = weight.size(1);
+  for (const at::Tensor* t : {&hessian, &cross}) {
+    if (!t->defined() || t->dim() != 2 || t->size(0) != k || t->size(1) != k) {
+      return absl::InvalidArgumentError(StrCat(t == &hessian ? "hessian" : "cross", ": expected [", k, ", ", k,
+                                               "] for a weight ", ShapeString(weight.sizes())));
+    }
+  }
+  QUARK_ASSIGN_OR_RETURN(const GptqColumnPlan plan, CheckWeight(weight, spec, options));
+  if (options.method == HessianMethod::kGptaq) {
+    QUARK_ASSIGN_OR_RETURN(const GptaqFactor factor,
+                           GptaqFactorOf(std::move(hessian), std::move(cross), options, weight.device()));
+    QUARK_ASSIGN_OR_RETURN(GptqResult result, GptaqQuantizeWeight(weight, factor, spec, options));
+    result.columns_seconds += factor.seconds;
+    return result;
+  }
+  try {
+    const auto start = Clock::now();
+    const at::ScalarType dtype = weight.scalar_type();
     SquareOps ops;
     ops.in_place = weight.device().is_cpu() && !options.gptq.tensor_ops;
     Prepared p;
     QUARK_ASSIGN_OR_RETURN(at::Tensor h, Working(std::move(hessian), weight.device(), "hessian"));
     QUARK_ASSIGN_OR_RETURN(at::Tensor x, Working(std::move(cross), weight.device(), "cross"));
-    QUARK_ASSIGN_OR_RETURN(std::vector<int64_t> host_perm, Prepare(weight, std::move(h), std::move(x), options, p));
+    std::vector<int64_t> host_perm = Prepare(weight, std::move(h), std::move(x), options, p);
     ColumnParameters params(spec, plan, options.gptq, dtype, std::move(host_perm));
     QUARK_RETURN_IF_ERROR(params.SetUp(p.w));
     Permute(p, ops);
     at::Tensor q = at::zeros_like(p.w);
     const Rounding rounding{spec, plan, params, dtype};
-    QUARK_ASSIGN_OR_RETURN(const bool fused, options.method == HessianMethod::kGptaq
-                                                 ? GptaqColumns(p, rounding, options, ops, q)
-                                                 : QronosColumns(p, rounding, options, ops, q));
-    if (p.perm.defined()) q = q.index_select(1, at::argsort(p.perm));
-    GptqResult result;
-    result.weight = q.to(dtype);
-    result.params = params.Whole();
-    result.columns_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    result.fused_blocks = fused;
-    return result;
+    QUARK_ASSIGN_OR_RETURN(const bool fused, QronosColumns(p, rounding, options, ops, q));
+    p.w = at::Tensor();  // past its last use: the result is q
+    return Finished(std::move(q), p.perm, ops, dtype, params, fused, start);
   } catch (const std::exception& error) {
-    return runtime::TorchErrorToStatus(error, options.method == HessianMethod::kGptaq ? "gptaq" : "qronos");
+    return runtime::TorchErrorToStatus(error, "qronos");
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -70,6 +71,29 @@ class AsymmetricStats {
 /// fail); FAILED_PRECONDITION for NaN or infinite statistics or when a factorisation fails.
 absl::StatusOr<GptqResult> AsymmetricQuantizeWeight(const at::Tensor& weight, at::Tensor hessian, at::Tensor cross,
                                                     const QuantSpec& spec, const AsymmetricOptions& options);
+
+/// What GPTAQ derives from one input's statistics alone: its dead inputs and column order, the inverse Hessian's
+/// upper factor and P. Every module reading that input shares it (q/k/v, gate/up), as GPTQ's share GptqFactor: the
+/// same bits as deriving it again for each module, without the statistics' copies beside it.
+struct GptaqFactor {
+  at::Tensor upper;  // U [K, K] float32 row-major, permuted: U^T U = (H + damp I)^-1
+  at::Tensor p;      // P = alpha * triu_1(dXX U^T) U [K, K] float32 row-major, permuted
+  at::Tensor dead;   // [K] bool: inputs no calibration token reached (H_jj = 0): their weight columns become 0
+  at::Tensor perm;   // act order: [K] int64, permuted position -> original column; undefined without
+  std::vector<int64_t> host_perm;  // perm on the host (empty without act order)
+  double seconds = 0;              // the time it took
+};
+
+/// GPTAQ's factor from `hessian` and `cross` (AsymmetricStats, handed over or copied as AsymmetricQuantizeWeight
+/// takes them) on `device`. Uses method (kGptaq), damp_percent, act_order, tensor_ops and alpha of `options`; the
+/// errors AsymmetricQuantizeWeight gives for them.
+absl::StatusOr<GptaqFactor> GptaqFactorOf(at::Tensor hessian, at::Tensor cross, const AsymmetricOptions& options,
+                                          at::Device device);
+
+/// GPTAQ's columns of one weight on a factor of its input (GptaqFactorOf with the same options): what
+/// AsymmetricQuantizeWeight gives for GPTAQ, bit for bit.
+absl::StatusOr<GptqResult> GptaqQuantizeWeight(const at::Tensor& weight, const GptaqFactor& factor,
+                                               const QuantSpec& spec, const AsymmetricOptions& options);
 
 /// Qronos's damping base: H's largest eigenvalue by Quark's power iteration (30 steps from ones, on H / max|H|).
 double QronosLargestEigenvalue(const at::Tensor& hessian, int iterations = 30);

@@ -92,20 +92,25 @@ absl::Status LayerRun::UseOriginal(bool original) {
   return absl::OkStatus();
 }
 
-// The paired statistics of each distinct input of a step, sample by sample; those in `kept` (still valid: see
-// CarriedInput) are taken as they are.
-absl::StatusOr<std::map<std::string, AsymmetricStats>> CollectStep(LayerRun& run, const std::vector<GptqTarget>& step,
-                                                                    const std::vector<at::Tensor>& quantized,
-                                                                    const std::vector<at::Tensor>& original,
-                                                                    HessianMethod method, const std::string& prefix,
-                                                                    std::map<std::string, AsymmetricStats> kept) {
-  std::map<std::string, AsymmetricStats> stats = std::move(kept);
+// What a step has of its inputs: their statistics, and for GPTAQ the factor derived from an input's statistics on its
+// first reader (which then replaces them: GptaqFactorOf takes them over).
+struct InputsAtHand {
+  std::map<std::string, AsymmetricStats> stats;
+  std::map<std::string, GptaqFactor> factors;
+};
+
+// The paired statistics of each distinct input of a step, sample by sample, added to what `at_hand` has (still valid:
+// see CarriedInput) of the step's inputs.
+absl::Status CollectStep(LayerRun& run, const std::vector<GptqTarget>& step, const std::vector<at::Tensor>& quantized,
+                         const std::vector<at::Tensor>& original, HessianMethod method, const std::string& prefix,
+                         InputsAtHand& at_hand) {
+  std::map<std::string, AsymmetricStats>& stats = at_hand.stats;
   for (const GptqTarget& target : step) {
     if (target.routed) {
       return absl::UnimplementedError(
           StrCat(prefix, target.relative_name, ": gptaq and qronos on MoE experts are not implemented"));
     }
-    if (stats.count(target.input) > 0) continue;
+    if (stats.count(target.input) > 0 || at_hand.factors.count(target.input) > 0) continue;
     QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
     AsymmetricStats s(method, linear->in_features());
     for (size_t b = 0; b < quantized.size(); ++b) {
@@ -118,10 +123,30 @@ absl::StatusOr<std::map<std::string, AsymmetricStats>> CollectStep(LayerRun& run
     }
     stats.emplace(target.input, std::move(s));
   }
-  return stats;
+  return absl::OkStatus();
 }
 
-// The input whose statistics step `s` hands on to step s + 1, or "" for none. A module never changes its own input,
+// One module's weight. GPTAQ: on its input's factor, derived from the statistics (handed over) on the input's first
+// reader and shared by the others. Qronos: on the statistics, handed over to `hand_over` and copied for the others.
+absl::StatusOr<GptqResult> QuantizeTarget(const at::Tensor& weight, const GptqTarget& target, bool hand_over,
+                                          InputsAtHand& at_hand, const AsymmetricOptions& options) {
+  if (options.method == HessianMethod::kGptaq) {
+    auto factor = at_hand.factors.find(target.input);
+    if (factor == at_hand.factors.end()) {
+      auto [hessian, cross] = at_hand.stats.at(target.input).Release();
+      QUARK_ASSIGN_OR_RETURN(GptaqFactor made,
+                             GptaqFactorOf(std::move(hessian), std::move(cross), options, weight.device()));
+      at_hand.stats.erase(target.input);
+      factor = at_hand.factors.emplace(target.input, std::move(made)).first;
+    }
+    return GptaqQuantizeWeight(weight, factor->second, target.spec, options);
+  }
+  AsymmetricStats& stats = at_hand.stats.at(target.input);
+  auto [hessian, cross] = hand_over ? stats.Release() : std::make_pair(stats.hessian(), stats.cross());
+  return AsymmetricQuantizeWeight(weight, std::move(hessian), std::move(cross), target.spec, options);
+}
+
+// The input whose statistics (or GPTAQ factor) step `s` hands on to step s + 1, or "" for none. A module never changes its own input,
 // so while the steps quantize only readers of one input (true_sequential's k_proj, v_proj, q_proj; up_proj,
 // gate_proj), that input's statistics stay what a new collection would give, bit for bit (the same forward of the
 // same layer input): Quark collects them again, here they are kept.
@@ -153,15 +178,16 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
   LayerRun run(layer, forward);
   std::map<std::string, QuantParams> params;
   int index = 0;
-  std::map<std::string, AsymmetricStats> kept;
+  InputsAtHand kept;
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const std::vector<GptqTarget>& step = plan.steps[s];
-    QUARK_ASSIGN_OR_RETURN(auto stats, CollectStep(run, step, quantized_samples, float_samples, options.method,
-                                                   layer.prefix(), std::move(kept)));
-    kept.clear();
+    InputsAtHand at_hand = std::move(kept);
+    kept = InputsAtHand();
+    QUARK_RETURN_IF_ERROR(
+        CollectStep(run, step, quantized_samples, float_samples, options.method, layer.prefix(), at_hand));
     const std::string carried = CarriedInput(plan.steps, s);
-    // The last module reading an input takes its statistics over (quantized in their memory); earlier ones, and the
-    // last one of an input the next step keeps, get copies.
+    // Qronos: the last module reading an input takes its statistics over (quantized in their memory); earlier ones,
+    // and the last one of an input the next step keeps, get copies.
     std::map<std::string, const GptqTarget*> last_reader;
     for (const GptqTarget& target : step) last_reader[target.input] = &target;
     if (!carried.empty()) last_reader.erase(carried);
@@ -172,23 +198,25 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       }
       if (callbacks.on_module) callbacks.on_module(module, index, total);
       ++index;
-      AsymmetricStats& input_stats = stats.at(target.input);
       QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
       AsymmetricOptions module_options = options;
       module_options.gptq.nvfp4_global_amax = target.nvfp4_global_amax;
       const auto last = last_reader.find(target.input);
-      auto [hessian, cross] = last != last_reader.end() && last->second == &target
-                                  ? input_stats.Release()
-                                  : std::make_pair(input_stats.hessian(), input_stats.cross());
-      auto result = AsymmetricQuantizeWeight(linear->weight(), std::move(hessian), std::move(cross), target.spec,
-                                             module_options);
+      const bool hand_over = last != last_reader.end() && last->second == &target;
+      auto result = QuantizeTarget(linear->weight(), target, hand_over, at_hand, module_options);
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(module, ": ", std::string(result.status().message())));
       }
       QUARK_RETURN_IF_ERROR(run.SetQuantized(target.relative_name, std::move(result->weight)));
       params[module] = std::move(result->params);
     }
-    if (!carried.empty()) kept.emplace(carried, std::move(stats.at(carried)));
+    if (!carried.empty()) {
+      if (auto factor = at_hand.factors.find(carried); factor != at_hand.factors.end()) {
+        kept.factors.emplace(carried, std::move(factor->second));
+      } else {
+        kept.stats.emplace(carried, std::move(at_hand.stats.at(carried)));
+      }
+    }
   }
   // The float stream moves on through the layer as the float model has it.
   QUARK_RETURN_IF_ERROR(run.UseOriginal(true));

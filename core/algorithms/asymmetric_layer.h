@@ -4,7 +4,9 @@
 // quantized) and the float-model sample through the layer with its original weights; then each module of the entry
 // is quantized (asymmetric_gptq.h). An input's statistics are kept, not collected again, for the next entry while the
 // entries quantize only readers of that input (true_sequential's k_proj, v_proj, q_proj): a module never changes its
-// own input, so Quark's new collection gives the same numbers. Afterwards the float samples move on through the
+// own input, so Quark's new collection gives the same numbers. GPTAQ derives its factor and P from an input's
+// statistics once, on the input's first reader, and shares them with the others (GptaqFactorOf: no copies of the
+// statistics, the same bits). Afterwards the float samples move on through the
 // layer with its original weights: the float stream the next layer pairs with.
 #pragma once
 

@@ -154,9 +154,9 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
 }
 
 // GPTQ, or GPTAQ / Qronos (algorithms/asymmetric_gptq.h): the same capture, column loop and lazy updates, plus what
-// the asymmetric methods add. Each weight factorises its own statistics there (the chain per linear, not per input),
-// GPTAQ forms P = alpha triu_1(dXX L) L^T (on the blocks of its triangles: GptaqPFlops) and runs a second lazy GEMM
-// (W1 P), Qronos re-solves (QronosResolveFlops) before its loop; the statistics are two K x K matrices per input (H
+// the asymmetric methods add. GPTAQ derives its factor and P = alpha triu_1(dXX L) L^T (on the blocks of its
+// triangles: GptaqPFlops) once per input, as GPTQ its factor, and runs a second lazy GEMM (W1 P); Qronos factorises
+// per weight (its chain runs on the weight's own re-solve) and re-solves (QronosResolveFlops) before its loop; the statistics are two K x K matrices per input (H
 // and dXX / G, a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and
 // its activations); GPTAQ holds two K x K matrices per input (H or U, and dXX or P), Qronos a third (the inverse)
 // while a weight is quantized.
@@ -174,9 +174,10 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
     gemm += n * k * k;
     column_loop += n * k * block_size;
     widest = std::max(widest, l.in);
-    if (asymmetric) {
+    if (method == HessianMethod::kGptaq) gemm += n * k * k;  // the second lazy GEMM (W1 P)
+    if (method == HessianMethod::kQronos) {
       per_weight_factor += kCholeskyChainFactor * k * k * k;
-      gemm += method == HessianMethod::kGptaq ? GptaqPFlops(l.in) + n * k * k : QronosResolveFlops(l.out, l.in);
+      gemm += QronosResolveFlops(l.out, l.in);
     }
     // Every grid of gptq_block_grid.h runs GPTQ's fused blocks (one launch a block); the rest the column loop.
     const bool fused = l.config->weight && GptqBlockGridOf(*l.config->weight) != GptqBlockGrid::kNone;
@@ -219,10 +220,11 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   for (const auto& [group, k] : groups) {
     gemm += (asymmetric ? 4.0 : 2.0) * static_cast<double>(c.tokens) * k * k;
     factor += kCholeskyChainFactor * static_cast<double>(k) * k * k;
+    if (method == HessianMethod::kGptaq) gemm += GptaqPFlops(k);  // shared by the input's readers, as the factor
   }
   uint64_t asymmetric_bytes = 0;
   if (asymmetric) {
-    factor = per_weight_factor;
+    if (method == HessianMethod::kQronos) factor = per_weight_factor;
     gemm += c.forward_flops;  // the float model's layer beside the quantized one
     // dXX / G per input beside H (each batch's product is added a slab of rows at a time); Qronos's inverse beside
     // both while a weight is quantized.

@@ -119,6 +119,37 @@ TEST(AsymmetricGptqTest, RowsAreQuantizedAloneAcrossLazyUpdateSlabs) {
   }
 }
 
+// q/k/v read one input: GPTAQ's factor of it, derived once and shared, gives each weight what its own run from (copies
+// of) the statistics gives, bit for bit, on the host's in-place steps and in tensor operations.
+TEST(AsymmetricGptqTest, OneGptaqFactorSharedByAnInputsReadersIsEachOnesOwn) {
+  const Inputs in = MakeInputs(96, 2, 80, /*drift=*/0.1, 6);
+  const AsymmetricStats stats = Stats(HessianMethod::kGptaq, in);
+  at::manual_seed(7);
+  const std::vector<at::Tensor> readers = {at::randn({40, 96}), at::randn({24, 96}).to(at::kBFloat16),
+                                           at::randn({64, 96})};
+  for (const bool tensor_ops : {false, true}) {
+    SCOPED_TRACE(tensor_ops ? "tensor ops" : "in place");
+    AsymmetricOptions o = Options(HessianMethod::kGptaq, /*act_order=*/true);
+    o.gptq.tensor_ops = tensor_ops;
+    const QuantSpec spec = IntSpec(DType::kUInt4, false, 32);
+    auto factor = GptaqFactorOf(stats.hessian().clone(), stats.cross().clone(), o, at::kCPU);
+    ASSERT_TRUE(factor.ok()) << factor.status();
+    for (const at::Tensor& w : readers) {
+      auto shared = GptaqQuantizeWeight(w, *factor, spec, o);
+      auto own = AsymmetricQuantizeWeight(w, stats.hessian(), stats.cross(), spec, o);
+      ASSERT_TRUE(shared.ok()) << shared.status();
+      ASSERT_TRUE(own.ok()) << own.status();
+      EXPECT_TRUE(at::equal(shared->weight, own->weight));
+      EXPECT_TRUE(at::equal(shared->params.scale, own->params.scale));
+      EXPECT_TRUE(at::equal(shared->params.zero_point, own->params.zero_point));
+    }
+    // A factor of another width is refused naming it.
+    auto wrong = GptaqQuantizeWeight(at::randn({8, 64}), *factor, IntSpec(DType::kUInt4, false, 32), o);
+    EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(wrong.status().message().find("factor: expected [64, 64]"), std::string::npos) << wrong.status();
+  }
+}
+
 TEST(AsymmetricGptqTest, BothBeatGptqOnTheAsymmetricError) {
   const Inputs in = MakeInputs(128, 4, 96, /*drift=*/0.15, 3);
   at::manual_seed(4);

@@ -235,9 +235,10 @@ TEST_F(EstimateTest, OnAGpuGptqPaysItsLaunchesPerFusedBlockOrPerColumn) {
 }
 
 // GPTAQ and Qronos (algorithms/asymmetric_gptq.h) are GPTQ plus their asymmetric work: a second K x K statistic per
-// input over the tokens, the factor chain per weight rather than per input, GPTAQ's products for P on the blocks of
-// its triangles and its second lazy GEMM (Qronos's re-solve), the float model's forward beside the quantized one; and
-// in memory the second statistic, Qronos's third K x K matrix and the float stream's activations.
+// input over the tokens, GPTAQ's products for P on the blocks of its triangles once per input and its second lazy
+// GEMM (Qronos: the factor chain per weight rather than per input, and its re-solve), the float model's forward
+// beside the quantized one; and in memory the second statistic, Qronos's third K x K matrix and the float stream's
+// activations.
 TEST_F(EstimateTest, GptaqAndQronosPayTheirAsymmetricWork) {
   absl::StatusOr<ModelShape> model = ReadModelShape(Track(WriteModel(256, 768, 2)));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -275,14 +276,14 @@ TEST_F(EstimateTest, GptaqAndQronosPayTheirAsymmetricWork) {
     // blocks [0, 512) and [512, 768): dXX L's block columns, then (I, J) = (0, 0), (0, 1), (1, 1) of T L^T.
     const double down_p = 2.0 * 512 * 768 * 512 + 2.0 * 768 * 256 * 256 + 2.0 * 512 * 512 * 512 +
                           2.0 * 512 * 768 * 256 + 2.0 * 256 * 256 * 256;
-    const double gptaq_p = 2.0 * (6 * 4.0 * 256 * 256 * 256 + down_p);
+    const double gptaq_p = 2.0 * (3 * 4.0 * 256 * 256 * 256 + down_p);  // once per input: qkv, o, gate_up at 256
     // Qronos's re-solve: G A first where the weight has at least as many rows as inputs, the rows first (down_proj)
     // else.
     const double qronos_resolve = 2.0 * (4 * (2.0 * 256 * 255 * 255 + 2.0 * 256 * 256 * 255) +
                                          2 * (2.0 * 256 * 255 * 255 + 2.0 * 768 * 256 * 255) +
                                          (2.0 * 256 * 767 * 767 + 2.0 * 256 * 768 * 767));
     const double extra_gemm = 2.0 * tokens * inputs_squared + forward + (gptaq ? gptaq_p + nk2 : qronos_resolve);
-    const double extra_factor = 1.35 * cube - per_input_chain;
+    const double extra_factor = gptaq ? 0 : 1.35 * cube - per_input_chain;  // Qronos: the chain per weight
     EXPECT_NEAR(PhaseSeconds(e, gptaq ? "gptaq" : "qronos") - gptq_seconds,
                 extra_gemm / rates.gemm_flops + extra_factor / rates.cholesky_flops, 1e-9);
     // dXX or G beside H (down_proj's K = 768), Qronos's inverse as a third K x K matrix, and the float stream's
