@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/algorithms/gptaq_products.h"
 #include "core/algorithms/gptq_column_params.h"
 #include "core/algorithms/gptq_columns.h"
-#include "core/algorithms/gptaq_products.h"
 #include "core/algorithms/gptq_fused_blocks.h"
 #include "core/algorithms/linalg.h"
 #include "core/base/status_macros.h"
@@ -24,15 +24,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Memory: at K = 11008 (a 7B down_proj's input) each K x K matrix is 485 MB, so the run holds as few as it can: the
-// statistics come in owned (AsymmetricStats::Release) and are worked on in their own memory, each matrix is released
-// as soon as its last use is past, and on the host (without GptqOptions::tensor_ops) the permutation and the
-// factorisations run in place (linalg.h: LAPACK on the same array, LibTorch's bits and strides). Every float
-// operation is the one the code had when it cloned, in the same order, so the weights are the same bits
-// (tests/algorithms/asymmetric_gptq_test.cc checks the two ways against each other). Two products are not Quark's
-// calls (asymmetric_gptq_cost.h): GPTAQ's P is formed on the blocks of its triangles (the same sums grouped by block,
-// Quark's two GEMMs when K fits one block), and Qronos's re-solve takes the weight's rows first when it has fewer rows
-// than inputs. While a weight is quantized at most two K x K matrices are alive at once in GPTAQ (H or its factor U,
-// and dXX or P); three in Qronos (H, G and the inverse, and H / max|H| in the power iteration).
+// statistics come in owned (AsymmetricStats::Release) and are worked on in their own memory, each matrix is released as
+// soon as its last use is past, and on the host (without GptqOptions::tensor_ops) the permutation and the
+// factorisations run in place (linalg.h: LAPACK on the same array, LibTorch's bits and strides). Every float operation
+// is the one the code had when it cloned, in the same order, so the weights are the same bits
+// (tests/algorithms/asymmetric_gptq_test.cc checks the two ways against each other). Three products are not Quark's
+// calls: GPTAQ's P is formed on the blocks of its triangles (the same sums grouped by block, Quark's two GEMMs when K
+// fits one block), Qronos's re-solve takes the weight's rows first when it has fewer rows than inputs
+// (asymmetric_gptq_cost.h), and GPTAQ's lazy update runs on slabs of rows (the same dot products). While a weight is
+// quantized at most two K x K matrices are alive at once in GPTAQ (H or its factor U, and dXX or P); three in Qronos
+// (H, G and the inverse, and H / max|H| in the power iteration).
 
 // K x K work in place on the host (linalg.h), or in LibTorch's calls on any device (GptqOptions::tensor_ops, a GPU).
 struct SquareOps {

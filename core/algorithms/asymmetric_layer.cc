@@ -146,10 +146,10 @@ absl::StatusOr<GptqResult> QuantizeTarget(const at::Tensor& weight, const GptqTa
   return AsymmetricQuantizeWeight(weight, std::move(hessian), std::move(cross), target.spec, options);
 }
 
-// The input whose statistics (or GPTAQ factor) step `s` hands on to step s + 1, or "" for none. A module never changes its own input,
-// so while the steps quantize only readers of one input (true_sequential's k_proj, v_proj, q_proj; up_proj,
-// gate_proj), that input's statistics stay what a new collection would give, bit for bit (the same forward of the
-// same layer input): Quark collects them again, here they are kept.
+// The input whose statistics (or GPTAQ factor) step `s` hands on to step s + 1, or "" for none. A module never
+// changes its own input, so while the steps quantize only readers of one input (true_sequential's k_proj, v_proj,
+// q_proj; up_proj, gate_proj), that input's statistics stay what a new collection would give, bit for bit (the same
+// forward of the same layer input): Quark collects them again, here they are kept.
 std::string CarriedInput(const std::vector<std::vector<GptqTarget>>& steps, size_t s) {
   if (s + 1 >= steps.size() || steps[s].empty()) return "";
   const std::string& input = steps[s].front().input;

@@ -374,7 +374,9 @@ void RowMajorInPlace(at::Tensor& a) {
         float* lower = p + c0 * n + r0;  // tile (u, t): columns x rows
         TransposeBlock(upper, n, rows, columns, buffer.data(), rows);  // (t, u)^T: columns x rows
         if (u != t) TransposeBlock(lower, n, columns, rows, upper, n);
-        for (int64_t c = 0; c < columns; ++c) std::memcpy(lower + c * n, buffer.data() + c * rows, sizeof(float) * rows);
+        for (int64_t c = 0; c < columns; ++c) {
+          std::memcpy(lower + c * n, buffer.data() + c * rows, sizeof(float) * rows);
+        }
       }
     }
   });

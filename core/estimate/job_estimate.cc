@@ -153,13 +153,13 @@ double AlgoForwardSeconds(const Ctx& c, int grid) {
   return flops / c.rates.gemm_flops + bytes / c.rates.fake_quant_bytes_per_s;
 }
 
-// GPTQ, or GPTAQ / Qronos (algorithms/asymmetric_gptq.h): the same capture, column loop and lazy updates, plus what
-// the asymmetric methods add. GPTAQ derives its factor and P = alpha triu_1(dXX L) L^T (on the blocks of its
-// triangles: GptaqPFlops) once per input, as GPTQ its factor, and runs a second lazy GEMM (W1 P); Qronos factorises
-// per weight (its chain runs on the weight's own re-solve) and re-solves (QronosResolveFlops) before its loop; the statistics are two K x K matrices per input (H
-// and dXX / G, a second GEMM over the tokens), the float model's layer runs beside the quantized one (its forward and
-// its activations); GPTAQ holds two K x K matrices per input (H or U, and dXX or P), Qronos a third (the inverse)
-// while a weight is quantized.
+// GPTQ, or GPTAQ / Qronos (algorithms/asymmetric_gptq.h): the same capture, column loop and lazy updates, plus what the
+// asymmetric methods add. GPTAQ derives its factor and P = alpha triu_1(dXX L) L^T (on the blocks of its triangles:
+// GptaqPFlops) once per input, as GPTQ its factor, and runs a second lazy GEMM (W1 P); Qronos factorises per weight
+// (its factors are not shared by an input's readers) and re-solves (QronosResolveFlops) before its loop; the statistics
+// are two K x K matrices per input (H and dXX / G, a second GEMM over the tokens), the float model's layer runs beside
+// the quantized one (its forward and its activations); GPTAQ holds two K x K matrices per input (H or U, and dXX or P),
+// Qronos a third (the inverse) while a weight is quantized.
 PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   const bool asymmetric = method != HessianMethod::kGptq;
   std::map<std::string, int64_t> groups;  // input group -> K

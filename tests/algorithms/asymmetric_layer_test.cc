@@ -5,23 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "core/runtime/layer_streamer.h"
+#include "tests/algorithms/gptq_test_specs.h"
 #include "tests/quantize/test_model.h"
 
 namespace quark::algorithms {
 namespace {
 
-QuantSpec AsymmetricUint4Group32() {
-  QuantSpec spec;
-  spec.dtype = DType::kUInt4;
-  spec.symmetric = false;
-  spec.qscheme = QScheme::kPerGroup;
-  spec.group_size = 32;
-  spec.ch_axis = 1;
-  return spec;
-}
-
 GptqTarget AsymmetricTarget(const std::string& name, const std::string& input) {
-  return {name, input, AsymmetricUint4Group32()};
+  return {name, input, testing::IntSpec(DType::kUInt4, /*symmetric=*/false, 32)};
 }
 
 class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod> {
