@@ -1,5 +1,6 @@
-// GPTAQ / Qronos over a decoder layer (asymmetric_layer.h): statistics kept across true_sequential's entries that read
-// one input are a new collection's numbers, and are collected again once a module upstream of that input changed.
+// GPTAQ / Qronos over a decoder layer (asymmetric_layer.h): statistics (GPTAQ: the factor made from them) kept across
+// true_sequential's entries that read one input are a new collection's numbers, and are collected again once a module
+// upstream of that input changed.
 #include "core/algorithms/asymmetric_layer.h"
 
 #include <gtest/gtest.h>
