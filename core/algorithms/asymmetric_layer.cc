@@ -2,6 +2,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -92,25 +94,30 @@ absl::Status LayerRun::UseOriginal(bool original) {
   return absl::OkStatus();
 }
 
-// What a step has of its inputs: their statistics, and for GPTAQ the factor derived from an input's statistics on its
-// first reader (which then replaces them: GptaqFactorOf takes them over).
-struct InputsAtHand {
-  std::map<std::string, AsymmetricStats> stats;
-  std::map<std::string, GptaqFactor> factors;
+// What the layer holds of an input: its paired statistics, or for GPTAQ the factor made from them on the input's first
+// reader (GptaqFactorOf takes the statistics over), with the quantized modules upstream of the input when they were
+// collected. They stay valid while that set is the same (QuantizedUpstreamOf, the rule GPTQ's cached Hessians follow):
+// a module never changes its own input, so after k_proj the statistics of v_proj's and q_proj's input are what a new
+// collection would give, bit for bit (Quark collects them again).
+struct CachedInput {
+  std::optional<AsymmetricStats> stats;
+  std::optional<GptaqFactor> factor;
+  std::set<std::string> upstream;
 };
+using InputCache = std::map<std::string, CachedInput>;
 
-// The paired statistics of each distinct input of a step, sample by sample, added to what `at_hand` has (still valid:
-// see CarriedInput) of the step's inputs.
+// The paired statistics of each distinct input of a step that `cache` has no valid entry for, sample by sample.
 absl::Status CollectStep(LayerRun& run, const std::vector<GptqTarget>& step, const std::vector<at::Tensor>& quantized,
-                         const std::vector<at::Tensor>& original, HessianMethod method, const std::string& prefix,
-                         InputsAtHand& at_hand) {
-  std::map<std::string, AsymmetricStats>& stats = at_hand.stats;
+                         const std::vector<at::Tensor>& original, HessianMethod method, const GptqLayerPlan& plan,
+                         const std::map<std::string, std::string>& done, const std::string& prefix,
+                         InputCache& cache) {
   for (const GptqTarget& target : step) {
     if (target.routed) {
       return absl::UnimplementedError(
           StrCat(prefix, target.relative_name, ": gptaq and qronos on MoE experts are not implemented"));
     }
-    if (stats.count(target.input) > 0 || at_hand.factors.count(target.input) > 0) continue;
+    std::set<std::string> upstream = QuantizedUpstreamOf(plan, done, target.input);
+    if (auto it = cache.find(target.input); it != cache.end() && it->second.upstream == upstream) continue;
     QUARK_ASSIGN_OR_RETURN(auto linear, run.Float(target.relative_name));
     AsymmetricStats s(method, linear->in_features());
     for (size_t b = 0; b < quantized.size(); ++b) {
@@ -121,45 +128,27 @@ absl::Status CollectStep(LayerRun& run, const std::vector<GptqTarget>& step, con
       if (!x.ok()) return x.status();
       QUARK_RETURN_IF_ERROR(s.Add(xq, *x));
     }
-    stats.emplace(target.input, std::move(s));
+    cache[target.input] = CachedInput{std::move(s), std::nullopt, std::move(upstream)};
   }
   return absl::OkStatus();
 }
 
-// One module's weight. GPTAQ: on its input's factor, derived from the statistics (handed over) on the input's first
+// One module's weight. GPTAQ: on its input's factor, made from the statistics (handed over) on the input's first
 // reader and shared by the others. Qronos: on the statistics, handed over to `hand_over` and copied for the others.
 absl::StatusOr<GptqResult> QuantizeTarget(const at::Tensor& weight, const GptqTarget& target, bool hand_over,
-                                          InputsAtHand& at_hand, const AsymmetricOptions& options) {
+                                          CachedInput& input, const AsymmetricOptions& options) {
   if (options.method == HessianMethod::kGptaq) {
-    auto factor = at_hand.factors.find(target.input);
-    if (factor == at_hand.factors.end()) {
-      auto [hessian, cross] = at_hand.stats.at(target.input).Release();
-      QUARK_ASSIGN_OR_RETURN(GptaqFactor made,
+    if (!input.factor) {
+      auto [hessian, cross] = input.stats->Release();
+      input.stats.reset();
+      QUARK_ASSIGN_OR_RETURN(input.factor,
                              GptaqFactorOf(std::move(hessian), std::move(cross), options, weight.device()));
-      at_hand.stats.erase(target.input);
-      factor = at_hand.factors.emplace(target.input, std::move(made)).first;
     }
-    return GptaqQuantizeWeight(weight, factor->second, target.spec, options);
+    return GptaqQuantizeWeight(weight, *input.factor, target.spec, options);
   }
-  AsymmetricStats& stats = at_hand.stats.at(target.input);
+  AsymmetricStats& stats = *input.stats;
   auto [hessian, cross] = hand_over ? stats.Release() : std::make_pair(stats.hessian(), stats.cross());
   return AsymmetricQuantizeWeight(weight, std::move(hessian), std::move(cross), target.spec, options);
-}
-
-// The input whose statistics (or GPTAQ factor) step `s` hands on to step s + 1, or "" for none. A module never
-// changes its own input, so while the steps quantize only readers of one input (true_sequential's k_proj, v_proj,
-// q_proj; up_proj, gate_proj), that input's statistics stay what a new collection would give, bit for bit (the same
-// forward of the same layer input): Quark collects them again, here they are kept.
-std::string CarriedInput(const std::vector<std::vector<GptqTarget>>& steps, size_t s) {
-  if (s + 1 >= steps.size() || steps[s].empty()) return "";
-  const std::string& input = steps[s].front().input;
-  for (const GptqTarget& target : steps[s]) {
-    if (target.input != input) return "";
-  }
-  for (const GptqTarget& target : steps[s + 1]) {
-    if (target.input == input) return input;
-  }
-  return "";
 }
 
 }  // namespace
@@ -178,19 +167,19 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
   LayerRun run(layer, forward);
   std::map<std::string, QuantParams> params;
   int index = 0;
-  InputsAtHand kept;
+  std::map<std::string, std::string> done;  // quantized module -> its input
+  InputCache cache;
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const std::vector<GptqTarget>& step = plan.steps[s];
-    InputsAtHand at_hand = std::move(kept);
-    kept = InputsAtHand();
-    QUARK_RETURN_IF_ERROR(
-        CollectStep(run, step, quantized_samples, float_samples, options.method, layer.prefix(), at_hand));
-    const std::string carried = CarriedInput(plan.steps, s);
-    // Qronos: the last module reading an input takes its statistics over (quantized in their memory); earlier ones,
-    // and the last one of an input the next step keeps, get copies.
+    QUARK_RETURN_IF_ERROR(CollectStep(run, step, quantized_samples, float_samples, options.method, plan, done,
+                                      layer.prefix(), cache));
+    const std::set<std::string> later = InputsReadFrom(plan, s + 1);
+    // Qronos: the last module reading an input takes its statistics over (quantized in their memory) unless a later
+    // step may read them; the others get copies.
     std::map<std::string, const GptqTarget*> last_reader;
-    for (const GptqTarget& target : step) last_reader[target.input] = &target;
-    if (!carried.empty()) last_reader.erase(carried);
+    for (const GptqTarget& target : step) {
+      if (later.count(target.input) == 0) last_reader[target.input] = &target;
+    }
     for (const GptqTarget& target : step) {
       const std::string module = layer.prefix() + target.relative_name;
       if (callbacks.cancelled && callbacks.cancelled()) {
@@ -203,20 +192,15 @@ absl::StatusOr<std::map<std::string, QuantParams>> AsymmetricQuantizeLayer(
       module_options.gptq.nvfp4_global_amax = target.nvfp4_global_amax;
       const auto last = last_reader.find(target.input);
       const bool hand_over = last != last_reader.end() && last->second == &target;
-      auto result = QuantizeTarget(linear->weight(), target, hand_over, at_hand, module_options);
+      auto result = QuantizeTarget(linear->weight(), target, hand_over, cache.at(target.input), module_options);
       if (!result.ok()) {
         return absl::Status(result.status().code(), StrCat(module, ": ", std::string(result.status().message())));
       }
       QUARK_RETURN_IF_ERROR(run.SetQuantized(target.relative_name, std::move(result->weight)));
       params[module] = std::move(result->params);
+      done[target.relative_name] = target.input;
     }
-    if (!carried.empty()) {
-      if (auto factor = at_hand.factors.find(carried); factor != at_hand.factors.end()) {
-        kept.factors.emplace(carried, std::move(factor->second));
-      } else {
-        kept.stats.emplace(carried, std::move(at_hand.stats.at(carried)));
-      }
-    }
+    for (auto it = cache.begin(); it != cache.end();) it = later.count(it->first) ? std::next(it) : cache.erase(it);
   }
   // The float stream moves on through the layer as the float model has it.
   QUARK_RETURN_IF_ERROR(run.UseOriginal(true));

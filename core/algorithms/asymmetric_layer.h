@@ -2,9 +2,9 @@
 // _use_original_weight): for each inside_layer_modules entry, the paired statistics of its modules' inputs are
 // collected sample by sample, the quantized-model sample through the layer as it is now (earlier entries already
 // quantized) and the float-model sample through the layer with its original weights; then each module of the entry
-// is quantized (asymmetric_gptq.h). An input's statistics are kept, not collected again, for the next entry while the
-// entries quantize only readers of that input (true_sequential's k_proj, v_proj, q_proj): a module never changes its
-// own input, so Quark's new collection gives the same numbers. GPTAQ derives its factor and P from an input's
+// is quantized (asymmetric_gptq.h). An input's statistics are kept, not collected again, while no module upstream of it
+// has been quantized since they were collected (QuantizedUpstreamOf, as GPTQ's Hessians; true_sequential's k_proj,
+// v_proj, q_proj): a module never changes its own input, so Quark's new collection gives the same numbers. GPTAQ derives its factor and P from an input's
 // statistics once, on the input's first reader, and shares them with the others (GptaqFactorOf: no copies of the
 // statistics, the same bits). Afterwards the float samples move on through the
 // layer with its original weights: the float stream the next layer pairs with.

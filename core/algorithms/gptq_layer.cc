@@ -89,24 +89,12 @@ class LayerGptq {
 };
 
 void LayerGptq::ForgetUnused(size_t next_step) {
-  std::set<std::string> needed;
-  for (size_t s = next_step; s < plan_.steps.size(); ++s) {
-    for (const GptqTarget& target : plan_.steps[s]) needed.insert(target.input);
-  }
+  const std::set<std::string> needed = InputsReadFrom(plan_, next_step);
   for (auto it = cache_.begin(); it != cache_.end();) it = needed.count(it->first) ? std::next(it) : cache_.erase(it);
 }
 
 std::set<std::string> LayerGptq::UpstreamOf(const std::string& input) const {
-  std::set<std::string> earlier;
-  for (const std::string& name : plan_.input_order) {
-    if (name == input) break;
-    earlier.insert(name);
-  }
-  std::set<std::string> upstream;
-  for (const auto& [module, module_input] : done_) {
-    if (earlier.count(module_input) > 0) upstream.insert(module);
-  }
-  return upstream;
+  return QuantizedUpstreamOf(plan_, done_, input);
 }
 
 absl::StatusOr<at::Tensor> LayerGptq::Capture(const GptqTarget& target) {
@@ -513,6 +501,28 @@ absl::Status ExpertsInGroups(runtime::DecoderLayer& layer, const std::vector<at:
 }
 
 }  // namespace
+
+std::set<std::string> QuantizedUpstreamOf(const GptqLayerPlan& plan, const std::map<std::string, std::string>& done,
+                                          const std::string& input) {
+  std::set<std::string> earlier;
+  for (const std::string& name : plan.input_order) {
+    if (name == input) break;
+    earlier.insert(name);
+  }
+  std::set<std::string> upstream;
+  for (const auto& [module, module_input] : done) {
+    if (earlier.count(module_input) > 0) upstream.insert(module);
+  }
+  return upstream;
+}
+
+std::set<std::string> InputsReadFrom(const GptqLayerPlan& plan, size_t step) {
+  std::set<std::string> inputs;
+  for (size_t s = step; s < plan.steps.size(); ++s) {
+    for (const GptqTarget& target : plan.steps[s]) inputs.insert(target.input);
+  }
+  return inputs;
+}
 
 absl::StatusOr<std::map<std::string, QuantParams>> GptqQuantizeLayer(runtime::DecoderLayer& layer,
                                                                      const std::vector<at::Tensor>& samples,

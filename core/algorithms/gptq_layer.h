@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,15 @@ struct GptqLayerPlan {
   /// MoE calibration coverage for routed targets: tokens each expert sees at least (0 = no top-up).
   int64_t min_expert_tokens = 0;
 };
+
+/// The quantized modules (`done`: module -> the input it reads) upstream of `input`: those reading an input before it
+/// in the plan's forward order. Statistics collected from `input` stay valid while this set does not change (a module
+/// never changes its own input or an earlier one), for GPTQ's Hessians and GPTAQ / Qronos's paired statistics alike.
+std::set<std::string> QuantizedUpstreamOf(const GptqLayerPlan& plan, const std::map<std::string, std::string>& done,
+                                          const std::string& input);
+
+/// The inputs that the plan's steps from `step` on read: statistics of any other input have no further use.
+std::set<std::string> InputsReadFrom(const GptqLayerPlan& plan, size_t step);
 
 struct GptqLayerCallbacks {
   /// Before each module: its full name and its index among the layer's targets.
