@@ -5,9 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/runtime/layer_streamer.h"
 #include "tests/algorithms/gptq_test_specs.h"
-#include "tests/quantize/test_model.h"
+#include "tests/algorithms/synthetic_layer_fixture.h"
 
 namespace quark::algorithms {
 namespace {
@@ -16,20 +15,14 @@ GptqTarget AsymmetricTarget(const std::string& name, const std::string& input) {
   return {name, input, testing::IntSpec(DType::kUInt4, /*symmetric=*/false, 32)};
 }
 
-class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod> {
+// samples_: the quantized model's layer inputs.
+class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod>,
+                            protected quark::testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
-    ASSERT_TRUE(streamer.ok()) << streamer.status();
-    streamer_ = *std::move(streamer);
-    at::manual_seed(5);
-    for (int i = 0; i < 3; ++i) {
-      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 24}, at::kLong));
-      ASSERT_TRUE(embedded.ok());
-      quantized_.push_back(*embedded);
-      // The float model's layer input differs from the quantized model's (as after quantized layers).
-      float_.push_back(*embedded + 0.05 * at::randn_like(*embedded));
-    }
+    ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/5, /*count=*/3, [](int) { return 24; }));
+    // The float model's layer input differs from the quantized model's (as after quantized layers).
+    for (const at::Tensor& sample : samples_) float_.push_back(sample + 0.05 * at::randn_like(sample));
   }
 
   struct Run {
@@ -38,12 +31,10 @@ class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod> {
   };
   Run Quantize(std::vector<std::vector<GptqTarget>> steps) {
     Run run;
-    auto layer = streamer_->model().LoadLayer(0);
-    EXPECT_TRUE(layer.ok()) << layer.status();
-    run.layer = *layer;
+    run.layer = Layer();
     const LayerForwardOutput forward = [&](const at::Tensor& x) {
       ++run.forwards;
-      return run.layer->forward(x, streamer_->model().Context(x.size(1)));
+      return Forward(*run.layer, x);
     };
     GptqLayerPlan plan;
     plan.input_order = {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp.act_fn"};
@@ -54,15 +45,14 @@ class AsymmetricLayerTest : public ::testing::TestWithParam<HessianMethod> {
     options.gptq.static_groups = true;
     options.gptq.act_order = true;
     std::vector<at::Tensor> float_samples = float_;
-    auto params = AsymmetricQuantizeLayer(**layer, quantized_, float_samples, forward, plan, options);
+    auto params = AsymmetricQuantizeLayer(*run.layer, samples_, float_samples, forward, plan, options);
     EXPECT_TRUE(params.ok()) << params.status();
     return run;
   }
 
   static at::Tensor Weight(const Run& run, const std::string& name) { return run.layer->FindLinear(name)->weight(); }
 
-  std::unique_ptr<runtime::LayerStreamer> streamer_;
-  std::vector<at::Tensor> quantized_, float_;
+  std::vector<at::Tensor> float_;
 };
 
 const GptqTarget kK = AsymmetricTarget("self_attn.k_proj", "input_layernorm");

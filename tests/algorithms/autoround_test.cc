@@ -7,8 +7,7 @@
 
 #include "core/algorithms/autoround_qdq.h"
 #include "core/numerics/fake_quant.h"
-#include "core/runtime/layer_streamer.h"
-#include "tests/quantize/test_model.h"
+#include "tests/algorithms/synthetic_layer_fixture.h"
 
 namespace quark::algorithms {
 namespace {
@@ -103,28 +102,14 @@ TEST(AutoRoundQdqTest, GroupsThatDoNotDivideTheInputsAreRefused) {
   EXPECT_NE(std::string(t.status().message()).find("group_size: 32 does not divide the 100 inputs"), std::string::npos);
 }
 
-class AutoRoundLayerTest : public ::testing::Test {
+class AutoRoundLayerTest : public ::testing::Test, protected testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(testing::WriteSyntheticLlama());
-    ASSERT_TRUE(streamer.ok()) << streamer.status();
-    streamer_ = *std::move(streamer);
-    at::manual_seed(3);
-    for (int i = 0; i < 4; ++i) {
-      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 24}, at::kLong));
-      ASSERT_TRUE(embedded.ok());
-      samples_.push_back(*embedded);
-    }
-  }
-
-  std::shared_ptr<runtime::DecoderLayer> Layer() {
-    auto layer = streamer_->model().LoadLayer(0);
-    EXPECT_TRUE(layer.ok()) << layer.status();
-    return *layer;
+    ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/3, /*count=*/4, [](int) { return 24; }));
   }
 
   BlockForward Forward(runtime::DecoderLayer& layer) {
-    return [&](const at::Tensor& x) { return layer.forward(x, streamer_->model().Context(x.size(1))); };
+    return [this, &layer](const at::Tensor& x) { return SyntheticLlamaLayer::Forward(layer, x); };
   }
 
   std::vector<AutoRoundTarget> Targets() const {
@@ -145,9 +130,6 @@ class AutoRoundLayerTest : public ::testing::Test {
     }
     return sum / elements;
   }
-
-  std::unique_ptr<runtime::LayerStreamer> streamer_;
-  std::vector<at::Tensor> samples_;
 };
 
 TEST_F(AutoRoundLayerTest, SignedGradientStepsBeatRoundToNearestOnTheLayerOutput) {

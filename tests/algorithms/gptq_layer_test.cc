@@ -4,8 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/runtime/layer_streamer.h"
-#include "tests/quantize/test_model.h"
+#include "tests/algorithms/synthetic_layer_fixture.h"
 
 namespace quark::algorithms {
 namespace {
@@ -22,35 +21,18 @@ QuantSpec Uint4Group32() {
 
 GptqTarget Target(const std::string& name, const std::string& input) { return {name, input, Uint4Group32()}; }
 
-class GptqLayerTest : public ::testing::Test {
+class GptqLayerTest : public ::testing::Test, protected quark::testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
-    ASSERT_TRUE(streamer.ok()) << streamer.status();
-    streamer_ = *std::move(streamer);
-    at::manual_seed(3);
-    for (int i = 0; i < 3; ++i) {
-      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 24}, at::kLong));
-      ASSERT_TRUE(embedded.ok());
-      samples_.push_back(*embedded);
-    }
-  }
-
-  std::shared_ptr<runtime::DecoderLayer> Layer() {
-    auto layer = streamer_->model().LoadLayer(0);
-    EXPECT_TRUE(layer.ok()) << layer.status();
-    return *layer;
+    ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/3, /*count=*/3, [](int) { return 24; }));
   }
 
   absl::StatusOr<std::map<std::string, QuantParams>> Run(runtime::DecoderLayer& layer, const GptqLayerPlan& plan) {
-    const LayerForward forward = [&](const at::Tensor& x) { layer.forward(x, streamer_->model().Context(x.size(1))); };
+    const LayerForward forward = [&](const at::Tensor& x) { Forward(layer, x); };
     return GptqQuantizeLayer(layer, samples_, forward, plan, GptqOptions{});
   }
 
   at::Tensor Weight(runtime::DecoderLayer& layer, const std::string& name) { return layer.FindLinear(name)->weight(); }
-
-  std::unique_ptr<runtime::LayerStreamer> streamer_;
-  std::vector<at::Tensor> samples_;
 };
 
 const std::vector<std::string> kInputs = {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp.act_fn"};
@@ -118,7 +100,7 @@ TEST_F(GptqLayerTest, CancelStopsBetweenModules) {
   GptqLayerCallbacks callbacks;
   callbacks.on_module = [&](const std::string&, int, int) { ++seen; };
   callbacks.cancelled = [&] { return seen >= 2; };
-  const LayerForward forward = [&](const at::Tensor& x) { layer->forward(x, streamer_->model().Context(x.size(1))); };
+  const LayerForward forward = [&](const at::Tensor& x) { Forward(*layer, x); };
   auto result = GptqQuantizeLayer(*layer, samples_, forward, LlamaPlan(), GptqOptions{}, callbacks);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
@@ -127,7 +109,7 @@ TEST_F(GptqLayerTest, CancelStopsBetweenModules) {
 
 TEST_F(GptqLayerTest, NoSamplesIsAClearError) {
   auto layer = Layer();
-  const LayerForward forward = [&](const at::Tensor& x) { layer->forward(x, streamer_->model().Context(x.size(1))); };
+  const LayerForward forward = [&](const at::Tensor& x) { Forward(*layer, x); };
   auto result = GptqQuantizeLayer(*layer, {}, forward, LlamaPlan(), GptqOptions{});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -13,6 +13,7 @@
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/synthetic_model.h"
 #include "tests/algorithms/gptq_test_specs.h"
+#include "tests/algorithms/synthetic_layer_fixture.h"
 #include "tests/quantize/scenario_run.h"
 #include "tests/quantize/test_model.h"
 #include "tests/runtime/dense_arch_models.h"
@@ -135,30 +136,21 @@ TEST(SearchBatchTest, BatchedClipSearchChoosesWhatTheLoopChooses) {
   }
 }
 
-class AwqSearchBatchTest : public ::testing::Test {
+class AwqSearchBatchTest : public ::testing::Test, protected quark::testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
-    auto streamer = runtime::LayerStreamer::Open(quark::testing::WriteSyntheticLlama());
-    ASSERT_TRUE(streamer.ok()) << streamer.status();
-    streamer_ = *std::move(streamer);
-    at::manual_seed(5);
-    for (int i = 0; i < 3; ++i) {
-      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 20 + 3 * i}, at::kLong));
-      ASSERT_TRUE(embedded.ok());
-      samples_.push_back(*embedded);
-    }
+    ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/5, /*count=*/3, [](int i) { return 20 + 3 * i; }));
   }
 
   // AWQ on layer 0 with `batch_bytes`: its results and the layer's tensors after it.
   std::pair<std::vector<ScalingResult>, std::map<std::string, at::Tensor>> Run(int64_t batch_bytes,
                                                                                 const QuantSpec& spec) {
-    auto loaded = streamer_->model().LoadLayer(0);
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    runtime::DecoderLayer& layer = **loaded;
+    const std::shared_ptr<runtime::DecoderLayer> loaded = Layer();
+    runtime::DecoderLayer& layer = *loaded;
     ScalingInputs in;
     in.samples = &samples_;
-    in.run = [this, &layer](const at::Tensor& x) { return layer.forward(x, streamer_->model().Context(x.size(1))); };
-    in.context = [this](int64_t t) -> const runtime::LayerContext& { return streamer_->model().Context(t); };
+    in.run = [this, &layer](const at::Tensor& x) { return Forward(layer, x); };
+    in.context = [this](int64_t t) -> const runtime::LayerContext& { return Context(t); };
     in.heads = {4, 2};
     LayerQuantSpecs specs;
     for (const auto& l : layer.NamedLinears()) specs[l.relative_name] = {spec, std::nullopt};
@@ -179,9 +171,6 @@ class AwqSearchBatchTest : public ::testing::Test {
     }
     return {results.ok() ? *results : std::vector<ScalingResult>{}, LayerTensors(layer)};
   }
-
-  std::unique_ptr<runtime::LayerStreamer> streamer_;
-  std::vector<at::Tensor> samples_;
 };
 
 // Every batch size (the whole grid in one batch, batches of a few with a shorter last one) chooses the loop's ratios

@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "core/numerics/fake_quant.h"
-#include "core/runtime/layer_streamer.h"
 #include "core/runtime/llama_layer.h"
-#include "tests/quantize/test_model.h"
+#include "tests/algorithms/synthetic_layer_fixture.h"
 
 namespace quark::algorithms {
 namespace {
@@ -36,39 +35,25 @@ const std::vector<ScalingLayer> kLlamaPairs = {
     {"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_proj", "mlp"},
     {"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""}};
 
-class SmoothingTest : public ::testing::Test {
+// GQA: 4 query heads over 2 KV heads, so v_proj -> o_proj crosses head groups.
+class SmoothingTest : public ::testing::Test, protected testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
-    // GQA: 4 query heads over 2 KV heads, so v_proj -> o_proj crosses head groups.
-    auto streamer = runtime::LayerStreamer::Open(testing::WriteSyntheticLlama());
-    ASSERT_TRUE(streamer.ok()) << streamer.status();
-    streamer_ = *std::move(streamer);
-    at::manual_seed(5);
-    for (int i = 0; i < 3; ++i) {
-      auto embedded = streamer_->model().Embed(at::randint(0, 512, {1, 20}, at::kLong));
-      ASSERT_TRUE(embedded.ok());
-      samples_.push_back(*embedded);
-    }
-  }
-
-  std::shared_ptr<runtime::DecoderLayer> Layer() {
-    auto layer = streamer_->model().LoadLayer(0);
-    EXPECT_TRUE(layer.ok()) << layer.status();
-    return *layer;
+    ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/5, /*count=*/3, [](int) { return 20; }));
   }
 
   ScalingInputs Inputs(runtime::DecoderLayer& layer) {
     ScalingInputs in;
     in.samples = &samples_;
-    in.run = [this, &layer](const at::Tensor& x) { return layer.forward(x, streamer_->model().Context(x.size(1))); };
-    in.context = [this](int64_t t) -> const runtime::LayerContext& { return streamer_->model().Context(t); };
+    in.run = [this, &layer](const at::Tensor& x) { return Forward(layer, x); };
+    in.context = [this](int64_t t) -> const runtime::LayerContext& { return Context(t); };
     in.heads = {4, 2};
     return in;
   }
 
   std::vector<at::Tensor> Outputs(runtime::DecoderLayer& layer) {
     std::vector<at::Tensor> out;
-    for (const auto& s : samples_) out.push_back(layer.forward(s, streamer_->model().Context(s.size(1))));
+    for (const auto& s : samples_) out.push_back(Forward(layer, s));
     return out;
   }
 
@@ -83,9 +68,6 @@ class SmoothingTest : public ::testing::Test {
     for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
     return d;
   }
-
-  std::unique_ptr<runtime::LayerStreamer> streamer_;
-  std::vector<at::Tensor> samples_;
 };
 
 TEST_F(SmoothingTest, ScalingKeepsTheFloatLayerIncludingGroupedHeads) {
