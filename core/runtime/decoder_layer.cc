@@ -21,6 +21,13 @@ void DecoderLayer::AddLinear(const std::string& relative_name, torch::nn::Module
   slots_.push_back({relative_name, &parent, child, slot});
 }
 
+void DecoderLayer::AddLinears(const std::vector<checkpoint::LinearSpec>& specs, const std::vector<LinearSlot>& slots) {
+  for (size_t i = 0; i < specs.size() && i < slots.size(); ++i) {
+    const std::string& relative_name = specs[i].relative_name;
+    AddLinear(relative_name, *slots[i].parent, relative_name.substr(relative_name.rfind('.') + 1), slots[i].member);
+  }
+}
+
 std::vector<NamedLinear> DecoderLayer::NamedLinears() const {
   std::vector<NamedLinear> out;
   out.reserve(slots_.size());

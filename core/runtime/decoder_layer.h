@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 
 #include "absl/status/status.h"
+#include "core/checkpoint/model_layout.h"
 #include "core/runtime/linear.h"
 
 namespace quark::runtime {
@@ -38,6 +39,12 @@ struct ExpertCoverage {
   std::vector<std::string> experts;  // full names: "model.layers.3.block_sparse_moe.experts.0", ...
   std::vector<int64_t> routed;       // tokens the router sent to each expert
   std::vector<int64_t> topped_up;    // tokens each expert also ran on for statistics only (output discarded)
+};
+
+/// Where a layer keeps one of its linears: the module it is a child of and the member that holds it.
+struct LinearSlot {
+  torch::nn::Module* parent;
+  std::shared_ptr<LinearLike>* member;
 };
 
 /// A linear of a layer with its names.
@@ -81,6 +88,10 @@ class DecoderLayer : public torch::nn::Module {
   /// nothing here: `parent` and `slot` are members of this layer.
   void AddLinear(const std::string& relative_name, torch::nn::Module& parent, const std::string& child,
                  std::shared_ptr<LinearLike>* slot);
+  /// AddLinear for each of `specs` (checkpoint::LayerLinears' order) with the slot at its index, as the child named by
+  /// the part of its relative name after the last '.' ("self_attn.q_proj": "q_proj", "fc1": "fc1"). Both lists are
+  /// one layer's (module_loader.h's LoadLinears filled the slots from the same specs).
+  void AddLinears(const std::vector<checkpoint::LinearSpec>& specs, const std::vector<LinearSlot>& slots);
 
  private:
   struct Slot {

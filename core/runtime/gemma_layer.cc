@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/module_loader.h"
 
@@ -65,15 +66,12 @@ absl::StatusOr<std::shared_ptr<GemmaDecoderLayer>> GemmaDecoderLayer::Load(const
   attn->scale = 1.0 / std::sqrt(config.query_pre_attn_scalar);
   attn->softcap = config.attn_logit_softcapping;
   auto mlp = std::make_shared<GemmaMlp>();
-  std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->o_proj,
-                                          &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj};
+  const std::vector<LinearSlot> slots = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
+                                         {attn.get(), &attn->v_proj}, {attn.get(), &attn->o_proj},
+                                         {mlp.get(), &mlp->gate_proj}, {mlp.get(), &mlp->up_proj},
+                                         {mlp.get(), &mlp->down_proj}};
   const auto specs = checkpoint::LayerLinears(config);
-  if (specs.size() != std::size(slots)) return absl::InternalError("Gemma layout: expected 7 linears");
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
-    if (!linear.ok()) return linear.status();
-    *slots[i] = *std::move(linear);
-  }
+  QUARK_RETURN_IF_ERROR(LoadLinears(weights, prefix, specs, slots, dtype));
   std::shared_ptr<RmsNorm>* norms[] = {&layer->input_layernorm, &layer->post_attention_layernorm,
                                        &layer->pre_feedforward_layernorm, &layer->post_feedforward_layernorm};
   const char* norm_names[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -98,11 +96,7 @@ absl::StatusOr<std::shared_ptr<GemmaDecoderLayer>> GemmaDecoderLayer::Load(const
   layer->register_module("pre_feedforward_layernorm", layer->pre_feedforward_layernorm);
   layer->mlp = layer->register_module("mlp", mlp);
   layer->register_module("post_feedforward_layernorm", layer->post_feedforward_layernorm);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string& rel = specs[i].relative_name;
-    torch::nn::Module& parent = i < 4 ? static_cast<torch::nn::Module&>(*attn) : static_cast<torch::nn::Module&>(*mlp);
-    layer->AddLinear(rel, parent, rel.substr(rel.find('.') + 1), slots[i]);
-  }
+  layer->AddLinears(specs, slots);
   return layer;
 }
 

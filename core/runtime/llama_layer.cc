@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/module_loader.h"
 
@@ -78,25 +79,19 @@ absl::StatusOr<std::shared_ptr<LlamaDecoderLayer>> LlamaDecoderLayer::Load(const
   if (!created.ok()) return created.status();
   std::shared_ptr<LlamaAttention> attn = *std::move(created);
   auto mlp = std::make_shared<LlamaMlp>();
-  std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->o_proj,
-                                          &mlp->gate_proj, &mlp->up_proj, &mlp->down_proj};
+  const std::vector<LinearSlot> slots = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
+                                         {attn.get(), &attn->v_proj}, {attn.get(), &attn->o_proj},
+                                         {mlp.get(), &mlp->gate_proj}, {mlp.get(), &mlp->up_proj},
+                                         {mlp.get(), &mlp->down_proj}};
   const auto specs = checkpoint::LayerLinears(config);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
-    if (!linear.ok()) return linear.status();
-    *slots[i] = *std::move(linear);
-  }
+  QUARK_RETURN_IF_ERROR(LoadLinears(weights, prefix, specs, slots, dtype));
   auto norms = LoadPreNorms(config, prefix, weights, dtype);
   if (!norms.ok()) return norms.status();
   layer->input_layernorm = layer->register_module("input_layernorm", norms->input_layernorm);
   layer->self_attn = layer->register_module("self_attn", attn);
   layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->mlp = layer->register_module("mlp", mlp);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string& rel = specs[i].relative_name;
-    torch::nn::Module& parent = i < 4 ? static_cast<torch::nn::Module&>(*attn) : static_cast<torch::nn::Module&>(*mlp);
-    layer->AddLinear(rel, parent, rel.substr(rel.find('.') + 1), slots[i]);
-  }
+  layer->AddLinears(specs, slots);
   return layer;
 }
 

@@ -38,4 +38,19 @@ absl::StatusOr<std::shared_ptr<LinearLike>> LoadLinear(const WeightSource& weigh
   return std::shared_ptr<LinearLike>(std::make_shared<FloatLinear>(*weight, bias));
 }
 
+absl::Status LoadLinears(const WeightSource& weights, const std::string& prefix,
+                         const std::vector<checkpoint::LinearSpec>& specs, const std::vector<LinearSlot>& slots,
+                         at::ScalarType dtype) {
+  if (specs.size() != slots.size()) {
+    return absl::InternalError(StrCat(prefix, ": the layout lists ", specs.size(), " linears, the layer builds ",
+                                      slots.size()));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
+    if (!linear.ok()) return linear.status();
+    *slots[i].member = *std::move(linear);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace quark::runtime

@@ -1,6 +1,6 @@
 #include "core/runtime/moe_layer.h"
 
-#include "core/base/strings.h"
+#include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/checkpoint/moe_layout.h"
 #include "core/runtime/module_loader.h"
@@ -51,29 +51,17 @@ absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> MoeDecoderLayer::Load(const che
   if (!shared_name.empty()) moe->shared_expert = moe->register_module("shared_expert", std::make_shared<MoeExpert>());
 
   // Each linear's slot and the module that owns it, in LayerLinears' order.
-  struct Target {
-    torch::nn::Module* parent;
-    std::shared_ptr<LinearLike>* slot;
-  };
-  std::vector<Target> targets = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
-                                 {attn.get(), &attn->v_proj}, {attn.get(), &attn->o_proj}};
-  const auto add_expert = [&targets](MoeExpert& expert) {
-    targets.push_back({&expert, &expert.gate});
-    targets.push_back({&expert, &expert.up});
-    targets.push_back({&expert, &expert.down});
+  std::vector<LinearSlot> slots = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
+                                   {attn.get(), &attn->v_proj}, {attn.get(), &attn->o_proj}};
+  const auto add_expert = [&slots](MoeExpert& expert) {
+    slots.push_back({&expert, &expert.gate});
+    slots.push_back({&expert, &expert.up});
+    slots.push_back({&expert, &expert.down});
   };
   if (moe->shared_expert) add_expert(*moe->shared_expert);
   for (auto& expert : moe->experts) add_expert(*expert);
   const auto specs = checkpoint::LayerLinears(config);
-  if (specs.size() != targets.size()) {
-    return absl::InternalError(StrCat(prefix, ": the layout lists ", specs.size(), " linears, the MoE layer builds ",
-                                      targets.size()));
-  }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
-    if (!linear.ok()) return linear.status();
-    *targets[i].slot = *std::move(linear);
-  }
+  QUARK_RETURN_IF_ERROR(LoadLinears(weights, prefix, specs, slots, dtype));
 
   auto norms = LoadPreNorms(config, prefix, weights, dtype);
   if (!norms.ok()) return norms.status();
@@ -81,10 +69,7 @@ absl::StatusOr<std::shared_ptr<MoeDecoderLayer>> MoeDecoderLayer::Load(const che
   layer->self_attn = layer->register_module("self_attn", attn);
   layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->moe = layer->register_module(block, moe);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string& rel = specs[i].relative_name;
-    layer->AddLinear(rel, *targets[i].parent, rel.substr(rel.rfind('.') + 1), targets[i].slot);
-  }
+  layer->AddLinears(specs, slots);
   return layer;
 }
 

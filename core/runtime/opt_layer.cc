@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/module_loader.h"
 
@@ -45,14 +46,12 @@ absl::StatusOr<std::shared_ptr<OptDecoderLayer>> OptDecoderLayer::Load(const che
   auto attn = std::make_shared<OptAttention>();
   attn->heads = config.num_attention_heads;
   attn->head_dim = config.head_dim;
-  std::shared_ptr<LinearLike>* slots[] = {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->out_proj,
-                                          &layer->fc1, &layer->fc2};
+  // fc1 and fc2 are the layer's own children (HF's OPTDecoderLayer has no mlp module).
+  const std::vector<LinearSlot> slots = {{attn.get(), &attn->q_proj}, {attn.get(), &attn->k_proj},
+                                         {attn.get(), &attn->v_proj}, {attn.get(), &attn->out_proj},
+                                         {layer.get(), &layer->fc1},  {layer.get(), &layer->fc2}};
   const auto specs = checkpoint::LayerLinears(config);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
-    if (!linear.ok()) return linear.status();
-    *slots[i] = *std::move(linear);
-  }
+  QUARK_RETURN_IF_ERROR(LoadLinears(weights, prefix, specs, slots, dtype));
   auto attn_norm = LoadLayerNorm(config, weights, prefix + "self_attn_layer_norm", dtype);
   if (!attn_norm.ok()) return attn_norm.status();
   auto final_norm = LoadLayerNorm(config, weights, prefix + "final_layer_norm", dtype);
@@ -60,12 +59,7 @@ absl::StatusOr<std::shared_ptr<OptDecoderLayer>> OptDecoderLayer::Load(const che
   layer->self_attn = layer->register_module("self_attn", attn);
   layer->self_attn_layer_norm = layer->register_module("self_attn_layer_norm", *attn_norm);
   layer->final_layer_norm = layer->register_module("final_layer_norm", *final_norm);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string& rel = specs[i].relative_name;
-    const bool in_attn = i < 4;
-    torch::nn::Module& parent = in_attn ? static_cast<torch::nn::Module&>(*attn) : static_cast<torch::nn::Module&>(*layer);
-    layer->AddLinear(rel, parent, in_attn ? rel.substr(rel.find('.') + 1) : rel, slots[i]);
-  }
+  layer->AddLinears(specs, slots);
   return layer;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/status_macros.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/runtime/llama_layer.h"
 #include "core/runtime/module_loader.h"
@@ -51,25 +52,17 @@ absl::StatusOr<std::shared_ptr<Phi3DecoderLayer>> Phi3DecoderLayer::Load(const c
   auto mlp = std::make_shared<Phi3Mlp>();
   mlp->intermediate = config.intermediate_size;
   // checkpoint::LayerLinears' phi3 order: qkv_proj, o_proj, gate_up_proj, down_proj.
-  std::shared_ptr<LinearLike>* slots[] = {&attn->qkv_proj, &attn->o_proj, &mlp->gate_up_proj, &mlp->down_proj};
+  const std::vector<LinearSlot> slots = {{attn.get(), &attn->qkv_proj}, {attn.get(), &attn->o_proj},
+                                         {mlp.get(), &mlp->gate_up_proj}, {mlp.get(), &mlp->down_proj}};
   const auto specs = checkpoint::LayerLinears(config);
-  if (specs.size() != 4) return absl::InternalError("phi3 layout does not list 4 linears");
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto linear = LoadLinear(weights, prefix, specs[i], dtype);
-    if (!linear.ok()) return linear.status();
-    *slots[i] = *std::move(linear);
-  }
+  QUARK_RETURN_IF_ERROR(LoadLinears(weights, prefix, specs, slots, dtype));
   auto norms = LoadPreNorms(config, prefix, weights, dtype);
   if (!norms.ok()) return norms.status();
   layer->input_layernorm = layer->register_module("input_layernorm", norms->input_layernorm);
   layer->self_attn = layer->register_module("self_attn", attn);
   layer->post_attention_layernorm = layer->register_module("post_attention_layernorm", norms->post_attention_layernorm);
   layer->mlp = layer->register_module("mlp", mlp);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const std::string& rel = specs[i].relative_name;
-    torch::nn::Module& parent = i < 2 ? static_cast<torch::nn::Module&>(*attn) : static_cast<torch::nn::Module&>(*mlp);
-    layer->AddLinear(rel, parent, rel.substr(rel.find('.') + 1), slots[i]);
-  }
+  layer->AddLinears(specs, slots);
   return layer;
 }
 

@@ -8,6 +8,7 @@
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/runtime/full_model.h"
 #include "core/runtime/layer_streamer.h"
+#include "core/runtime/module_loader.h"
 #include "core/runtime/perplexity.h"
 #include "core/runtime/synthetic_model.h"
 #include "tests/runtime/reference_model.h"
@@ -251,6 +252,35 @@ TEST(LoaderTest, MissingOrMisshapenWeightsAreNamed) {
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("model.layers.0.mlp.gate_proj.weight"));
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("[172, 64]"));
   fs::remove_all(dir);
+}
+
+// LoadLinears fills each slot with its spec's linear, and refuses a layout whose count differs from the layer's slots
+// (naming the layer and both counts) before it loads anything.
+TEST(LoaderTest, LoadLinearsFillsTheSlotsOrRefusesAnotherCount) {
+  testing::InitTestEngine();
+  TensorMapWeightSource weights;
+  weights.Set("model.layers.2.self_attn.q_proj.weight", at::ones({3, 2}));
+  weights.Set("model.layers.2.fc1.weight", at::full({4, 3}, 2.0));
+  weights.Set("model.layers.2.fc1.bias", at::full({4}, 5.0));
+  const std::vector<checkpoint::LinearSpec> specs = {{"self_attn.q_proj", 3, 2, false, "input_layernorm"},
+                                                     {"fc1", 4, 3, true, "final_layer_norm"}};
+  torch::nn::Module parent;
+  std::shared_ptr<LinearLike> q, fc1, extra;
+  ASSERT_TRUE(LoadLinears(weights, "model.layers.2.", specs, {{&parent, &q}, {&parent, &fc1}}, at::kFloat).ok());
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_TRUE(at::equal(q->weight(), at::ones({3, 2})));
+  EXPECT_TRUE(at::equal(fc1->bias(), at::full({4}, 5.0)));
+
+  std::shared_ptr<LinearLike> a, b, c;
+  const absl::Status more = LoadLinears(weights, "model.layers.2.", specs, {{&parent, &a}, {&parent, &b}, {&parent, &c}},
+                                        at::kFloat);
+  EXPECT_EQ(more.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(more.message()), HasSubstr("model.layers.2.: the layout lists 2 linears, the layer builds 3"));
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(LoadLinears(weights, "model.layers.2.", specs, {{&parent, &a}}, at::kFloat).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(a, nullptr);
 }
 
 }  // namespace
