@@ -9,6 +9,7 @@
 #include "core/base/log.h"
 #include "server/log_text.h"
 #include "server/scheduler/storage_quota.h"
+#include "server/scheduler/submission.h"
 #include "server/scheduler/time_util.h"
 
 namespace quark::server {
@@ -204,28 +205,11 @@ absl::StatusOr<Job> JobScheduler::Submit(const std::string& request_id, const qu
 
 absl::StatusOr<Job> JobScheduler::SubmitLocked(const std::string& request_id, const quark::v1::JobSpec& spec,
                                                const SubmitOptions& options, const std::string& parent_id) {
-  Job job;
-  job.set_id(NewId("job-"));
-  job.set_parent_id(parent_id);
-  job.set_request_id(request_id);
-  job.set_tenant(options.tenant);
   if (options.max_queued_jobs > 0 && tenants_[options.tenant].queued >= options.max_queued_jobs) {
-    // A repeated request_id still answers its job (idempotency beats the quota).
-    if (!request_id.empty()) {
-      absl::StatusOr<StoredJob> existing = store_->FindByRequestId(options.tenant, request_id);
-      if (existing.ok()) return existing->job;
-    }
-    return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
-                                                     options.max_queued_jobs, " reached (",
-                                                     tenants_[options.tenant].queued, " jobs queued)"));
+    return QueuedJobsQuotaAnswer(*store_, options, request_id, tenants_[options.tenant].queued);
   }
-  job.set_state(JobState::JOB_STATE_QUEUED);
-  *job.mutable_spec() = spec;
-  if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
-  *job.mutable_created_at() = ToTimestamp(clock_->Now());
-  job.set_content_key(options.content_key);
-  job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
-  job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
+  Job job = NewQueuedJob(request_id, spec, options, options_.default_max_attempts, clock_->Now());
+  job.set_parent_id(parent_id);
   absl::StatusOr<std::optional<Job>> over_quota =
       CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
   if (!over_quota.ok()) return over_quota.status();

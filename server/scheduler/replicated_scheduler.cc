@@ -11,6 +11,7 @@
 #include "server/scheduler/replicated_transitions.h"
 #include "server/scheduler/result_check.h"
 #include "server/scheduler/storage_quota.h"
+#include "server/scheduler/submission.h"
 #include "server/scheduler/time_util.h"
 #include "server/scheduler/worker_fit.h"
 
@@ -91,27 +92,9 @@ absl::StatusOr<Job> ReplicatedScheduler::Submit(const std::string& request_id, c
   if (options.max_queued_jobs > 0) {
     absl::StatusOr<int64_t> queued = queue_->CountInState(JobState::JOB_STATE_QUEUED, options.tenant);
     if (!queued.ok()) return queued.status();
-    if (*queued >= options.max_queued_jobs) {
-      if (!request_id.empty()) {
-        absl::StatusOr<StoredJob> existing = store_->FindByRequestId(options.tenant, request_id);
-        if (existing.ok()) return existing->job;
-      }
-      return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
-                                                       options.max_queued_jobs, " reached (", *queued,
-                                                       " jobs queued)"));
-    }
+    if (*queued >= options.max_queued_jobs) return QueuedJobsQuotaAnswer(*store_, options, request_id, *queued);
   }
-  Job job;
-  job.set_id(NewId("job-"));
-  job.set_request_id(request_id);
-  job.set_tenant(options.tenant);
-  job.set_state(JobState::JOB_STATE_QUEUED);
-  *job.mutable_spec() = spec;
-  if (spec.max_attempts() <= 0) job.mutable_spec()->set_max_attempts(options_.default_max_attempts);
-  *job.mutable_created_at() = ToTimestamp(clock_->Now());
-  job.set_content_key(options.content_key);
-  job.set_needs_host_memory_bytes(options.needs_host_memory_bytes);
-  job.set_needs_gpu_memory_bytes(options.needs_gpu_memory_bytes);
+  Job job = NewQueuedJob(request_id, spec, options, options_.default_max_attempts, clock_->Now());
   absl::StatusOr<std::optional<Job>> over_quota =
       CheckStoredBytesQuota(*store_, options, request_id, static_cast<int64_t>(job.ByteSizeLong()));
   if (!over_quota.ok()) return over_quota.status();
