@@ -102,7 +102,7 @@ TEST(AutoRoundQdqTest, GroupsThatDoNotDivideTheInputsAreRefused) {
   EXPECT_NE(std::string(t.status().message()).find("group_size: 32 does not divide the 100 inputs"), std::string::npos);
 }
 
-class AutoRoundLayerTest : public ::testing::Test, protected testing::SyntheticLlamaLayer {
+class AutoRoundLayerTest : public ::testing::Test, protected quark::testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/3, /*count=*/4, [](int) { return 24; }));

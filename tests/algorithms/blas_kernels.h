@@ -9,6 +9,8 @@
 //     whose X^T X is not even symmetric): HessianIsQuarksAddBatchBitForBit and HessianStartsFromItsFirstBatch check
 //     the float64 bound of tests/algorithms/hessian_bound.h instead on every kernel but the AVX-512 ones;
 //   Prescott (SSE3): the factor tests' blocked factor dies in strsm_kernel_RT_PRESCOTT.
+// OpenBLAS 0.3.21 picks Haswell on a newer EPYC (Zen 5: AVX-512 with VP2INTERSECT; seen 2026-12-04, GEMM as fast as
+// with SkylakeX there), so CI may run any of these: a claim verified on AVX-512 only checks a weaker bound elsewhere.
 // RowRangesInParallelGiveTheOneRangeResult holds on every kernel (kAnyKernel): GPTQ's lazy update runs the same GEMM
 // calls on fixed blocks of rows whatever the thread count (core/algorithms/gptq.cc, kUpdateRows); seen on SkylakeX,
 // Cooperlake, Haswell, Zen, Sandybridge, Nehalem, Barcelona and Prescott.

@@ -12,6 +12,7 @@
 #include "core/runtime/layer_streamer.h"
 #include "core/runtime/matmul_precision.h"
 #include "core/runtime/synthetic_model.h"
+#include "tests/algorithms/blas_kernels.h"
 #include "tests/algorithms/gptq_test_specs.h"
 #include "tests/algorithms/synthetic_layer_fixture.h"
 #include "tests/quantize/scenario_run.h"
@@ -101,6 +102,8 @@ TEST(SearchBatchTest, BatchSizesFollowTheAllowance) {
 // a time: stacked quantization (uint4 groups), per-factor quantization (int8 per tensor; another quantizer), and a
 // zero row (every factor ties: the first wins).
 TEST(SearchBatchTest, BatchedClipSearchChoosesWhatTheLoopChooses) {
+  const ::testing::AssertionResult bits = testing::BitForBitBlasKernels(testing::Verified::kAvx512);
+  if (!bits) std::cout << "near ties may fall either way: " << bits.message() << "\n";
   at::manual_seed(11);
   at::Tensor w = at::randn({320, 128});
   w.index_put_({7}, 0.0);
@@ -129,8 +132,14 @@ TEST(SearchBatchTest, BatchedClipSearchChoosesWhatTheLoopChooses) {
       const double equal = EqualFraction(*batched, *loop);
       std::cout << c.name << ", " << batch_bytes << " bytes: clip values equal to the loop's " << equal << "\n";
       // Each value is org_max * (1 - i / 20) for the chosen i: equal choices are equal values. The errors are summed
-      // in other shapes, so a near tie may fall the other way; not one did in these cases.
-      EXPECT_EQ(equal, 1.0) << c.name;
+      // in other shapes, so a near tie may fall the other way: not one did in these cases on OpenBLAS's AVX-512
+      // kernels; on its AVX2 ones (Haswell, Zen: a product's bits depend on its place in the GEMM, blas_kernels.h)
+      // 0.4% of the qdq case's values did (every near tie was still decided).
+      if (bits) {
+        EXPECT_EQ(equal, 1.0) << c.name;
+      } else {
+        EXPECT_GE(equal, 0.99) << c.name;
+      }
     }
     EXPECT_EQ(loop->index({7}).abs().max().item<float>(), 0.0f);
   }

@@ -36,7 +36,7 @@ const std::vector<ScalingLayer> kLlamaPairs = {
     {"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""}};
 
 // GQA: 4 query heads over 2 KV heads, so v_proj -> o_proj crosses head groups.
-class SmoothingTest : public ::testing::Test, protected testing::SyntheticLlamaLayer {
+class SmoothingTest : public ::testing::Test, protected quark::testing::SyntheticLlamaLayer {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenSyntheticLlama(/*seed=*/5, /*count=*/3, [](int) { return 20; }));
