@@ -13,6 +13,7 @@
 #include "core/config/asymmetric_gptq_cost.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/gptq_block_grid.h"
+#include "core/estimate/capture_cost.h"
 #include "core/estimate/rotation_training_cost.h"
 
 namespace quark::estimate {
@@ -71,6 +72,7 @@ struct Ctx {
   uint64_t layer_f32 = 0;
   uint64_t activations = 0;
   int64_t tokens = 0;
+  int64_t seq = 0;  // tokens a calibration sample
   bool calibrates = false;
   bool gpu = false;
   /// One forward of every decoder layer over the calibration tokens: the linears (experts at their routed share)
@@ -193,7 +195,15 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
     hessian_elements = std::max(hessian_elements, elements);
   }
   double factor = 0;
-  gemm += c.forward_flops;  // the forward that captures each group's inputs for its Hessian
+  // The captures: each input's layer run up to its first reader (capture_cost.h), the quantized stream's; GPTAQ and
+  // Qronos capture the float stream's too. (Routed experts streamed in groups are recorded instead: below.)
+  std::set<std::string> quantized;
+  for (const Linear& l : c.linears) {
+    if (l.config != nullptr && l.layer >= 0) quantized.insert(l.module);
+  }
+  const double captures = CaptureFlops(c.model.config, c.model.num_layers, quantized, c.job.calibration_samples, c.seq,
+                                       /*routed_recorded=*/c.job.expert_group_size > 0);
+  gemm += (asymmetric ? 2 : 1) * captures;
   const checkpoint::ModelConfig& mc = c.model.config;
   uint64_t recorded = 0;
   if (c.job.expert_group_size > 0 && mc.num_experts > 0) {
@@ -225,7 +235,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   uint64_t asymmetric_bytes = 0;
   if (asymmetric) {
     if (method == HessianMethod::kQronos) factor = per_weight_factor;
-    gemm += c.forward_flops;  // the float model's layer beside the quantized one
+    gemm += c.forward_flops;  // the float model's layer beside the quantized one, for the next layer's float inputs
     // dXX / G per input beside H (each batch's product is added a slab of rows at a time); Qronos's inverse beside
     // both while a weight is quantized.
     asymmetric_bytes = static_cast<uint64_t>(4 * hessian_elements) + c.activations +
@@ -323,6 +333,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
   const int64_t seq = std::min<int64_t>(job.calibration_seq_len,
                                         mc.max_position_embeddings > 0 ? mc.max_position_embeddings : job.calibration_seq_len);
   c.tokens = c.calibrates ? job.calibration_samples * seq : 0;
+  c.seq = seq;
   if (c.calibrates) {
     c.activations = 2ull * c.tokens * mc.hidden_size * 4 +
                     static_cast<uint64_t>(checkpoint::ForwardWorkspaceBytes(mc, seq, mc.hidden_size, 4));
