@@ -17,19 +17,28 @@ double CaptureFlops(const checkpoint::ModelConfig& config, int64_t num_layers, c
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     const std::string prefix = checkpoint::LayerPrefix(config, layer);
     const std::vector<checkpoint::LinearSpec> specs = checkpoint::LayerLinears(config, layer);
-    double routed_flops = 0;
+    double routed_flops = 0, routed_input_readers = 0;  // every routed linear; those reading the experts' input
     for (const checkpoint::LinearSpec& spec : specs) {
-      if (spec.routed) routed_flops += 2.0 * spec.out_features * spec.in_features * tokens * expert_share;
+      if (!spec.routed) continue;
+      const double flops = 2.0 * spec.out_features * spec.in_features * tokens * expert_share;
+      routed_flops += flops;
+      if (!absl::EndsWith(spec.input, ".act_fn")) routed_input_readers += flops;
     }
     std::set<std::string> captured;
     double before = 0;  // the linears' FLOPs of a forward stopped at the current linear
     bool past_attention = false;
     for (const checkpoint::LinearSpec& spec : specs) {
       past_attention = past_attention || spec.input == "self_attn";
-      std::string input = spec.input;
-      if (spec.routed) input = absl::EndsWith(spec.input, ".act_fn") && !routed_recorded ? "routed act_fn" : "routed";
+      const bool act_fn = absl::EndsWith(spec.input, ".act_fn");
+      const std::string input = !spec.routed ? spec.input : act_fn ? "routed act_fn" : "routed";
       if (quantized.count(prefix + spec.relative_name) > 0 && captured.insert(input).second) {
-        flops += before + (spec.routed && !routed_recorded ? routed_flops : 0) + (past_attention ? attention : 0);
+        if (!spec.routed || !routed_recorded) {
+          flops += before + (spec.routed ? routed_flops : 0) + (past_attention ? attention : 0);
+        } else {
+          // Recorded: the block's inputs from one forward stopped there; an act_fn input from each expert run alone
+          // on its recorded calls (its own first projections).
+          flops += act_fn ? routed_input_readers : before + (past_attention ? attention : 0);
+        }
       }
       before += 2.0 * spec.out_features * spec.in_features * tokens * (spec.routed ? expert_share : 1.0);
     }

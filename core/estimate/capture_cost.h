@@ -17,8 +17,9 @@ namespace quark::estimate {
 /// input (the attention's) costs no GEMM; a Llama layer's four add up to about 1.5 forwards. Routed experts are
 /// captured a projection of all experts at a time, the forward going on through the block: one capture per routed
 /// input kind (the experts' shared input, their act_fn), each charged every routed linear. `routed_recorded`: experts
-/// streamed in groups record their inputs from one forward stopped at the routed block (what the recording itself
-/// costs, the estimator charges beside this).
+/// streamed in groups record their inputs from one forward stopped at the routed block, and each expert runs alone on
+/// its recorded calls for its act_fn input (its first projections: the routed linears reading the experts' input);
+/// the recording passes themselves (the router over the tokens a group) the estimator charges beside this.
 double CaptureFlops(const checkpoint::ModelConfig& config, int64_t num_layers, const std::set<std::string>& quantized,
                     int64_t samples, int64_t seq_len, bool routed_recorded);
 
