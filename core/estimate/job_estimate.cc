@@ -196,7 +196,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
   }
   double factor = 0;
   // The captures: each input's layer run up to its first reader (capture_cost.h), the quantized stream's; GPTAQ and
-  // Qronos capture the float stream's too. (Routed experts streamed in groups are recorded instead: below.)
+  // Qronos capture the float stream's too. (Experts streamed in groups: their recording passes below.)
   std::set<std::string> quantized;
   for (const Linear& l : c.linears) {
     if (l.config != nullptr && l.layer >= 0) quantized.insert(l.module);
