@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/scheduler/job_scheduler.h"
+#include "server/scheduler/storage_quota.h"
 #include "server/scheduler/time_util.h"
 
 namespace quark::server {
@@ -24,12 +25,10 @@ quark::v1::Job NewQueuedJob(const std::string& request_id, const quark::v1::JobS
 
 absl::StatusOr<quark::v1::Job> QueuedJobsQuotaAnswer(JobStore& store, const SubmitOptions& options,
                                                      const std::string& request_id, int64_t queued) {
-  if (!request_id.empty()) {
-    absl::StatusOr<StoredJob> existing = store.FindByRequestId(options.tenant, request_id);
-    if (existing.ok()) return existing->job;
-  }
-  return absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
-                                                   options.max_queued_jobs, " reached (", queued, " jobs queued)"));
+  return RepeatedRequestOr(store, options.tenant, request_id,
+                           absl::ResourceExhaustedError(absl::StrCat("tenant ", options.tenant, ": quota max_queued_jobs=",
+                                                                     options.max_queued_jobs, " reached (", queued,
+                                                                     " jobs queued)")));
 }
 
 }  // namespace quark::server
