@@ -1,17 +1,21 @@
 // Forward throughput of one Llama-2-7B-shaped decoder layer on N tokens (default 2048), fp32 and bf16, as
 // achieved GFLOP/s and as a ratio to LibTorch's best matmul rate on the layer's linear shapes in the same run
 // (bf16: the better of LibTorch's bf16 and float32 GEMMs). The bf16 layer runs in the process's bf16 matmul
-// mode (matmul_precision.h; QUARK_BF16_MATMUL=native|f32 overrides the CPU detection).
+// mode (matmul_precision.h; QUARK_BF16_MATMUL=native|f32 overrides the CPU detection). Then the layer's attention
+// alone, side by side: CausalAttention's blocks of query rows (checkpoint::ScoreBlockOf) against whole rows of
+// every key in chunks of KV heads of 32M score elements (CausalAttention before 2026-12-04).
 //
 //   decoder_layer_bench [--tokens 2048] [--dtypes f32,bf16] [--shape llama-2-7b] [--reps 1]
 //                       [--native-bf16-mm-tokens 128]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/engine/engine_init.h"
 #include "core/runtime/attention.h"
@@ -53,6 +57,42 @@ double MmGflops(const ModelConfig& config, at::ScalarType dtype, int64_t tokens,
   return flop / seconds / 1e9;
 }
 
+int64_t KvHeads(const ModelConfig& config) {
+  return config.num_key_value_heads > 0 ? config.num_key_value_heads : config.num_attention_heads;
+}
+
+struct AttentionRow {
+  double blocks_s;      // CausalAttention: its blocks of KV heads and query rows
+  double whole_rows_s;  // every key for every row, KV heads in chunks of 32M score elements
+};
+
+AttentionRow MeasureAttention(const ModelConfig& config, at::ScalarType dtype, int64_t tokens, int reps) {
+  const int64_t heads = config.num_attention_heads, kv_heads = KvHeads(config), dim = config.head_dim;
+  const at::Tensor q = RandomLike({1, heads, tokens, dim}, dtype).mul_(50);
+  const at::Tensor k = RandomLike({1, kv_heads, tokens, dim}, dtype).mul_(50);
+  const at::Tensor v = RandomLike({1, kv_heads, tokens, dim}, dtype);
+  const at::Tensor mask = quark::runtime::CausalMask(tokens);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  const int64_t rep = heads / kv_heads;
+  const quark::checkpoint::ScoreBlock whole_rows{
+      std::clamp<int64_t>((int64_t{32} << 20) / (rep * tokens * tokens), 1, kv_heads), tokens};
+  auto best_of = [&](auto&& run) {
+    (void)run();  // warm-up
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto start = Clock::now();
+      (void)run();
+      best = std::min(best, Seconds(start));
+    }
+    return best;
+  };
+  AttentionRow row;
+  row.blocks_s = best_of([&] { return quark::runtime::CausalAttention(q, k, v, mask, scale); });
+  row.whole_rows_s =
+      best_of([&] { return quark::runtime::CausalAttentionInBlocks(q, k, v, mask, scale, 0, whole_rows); });
+  return row;
+}
+
 Row MeasureLayer(const ModelConfig& config, at::ScalarType dtype, const std::string& dtype_name, int64_t tokens, int reps) {
   quark::runtime::TensorMapWeightSource weights;
   const std::string prefix = quark::checkpoint::LayerPrefix(config, 0);
@@ -81,8 +121,10 @@ Row MeasureLayer(const ModelConfig& config, at::ScalarType dtype, const std::str
   }
   double linear_flop = 0;
   for (const auto& spec : quark::checkpoint::LayerLinears(config)) linear_flop += 2.0 * tokens * spec.out_features * spec.in_features;
-  // Attention: QK^T and PV over the full square (the runtime does not skip the masked half).
-  const double attention_flop = 4.0 * tokens * tokens * config.num_attention_heads * config.head_dim;
+  // Attention: QK^T and PV over the causal blocks' keys (the masked keys after each block's last row are skipped).
+  const double attention_flop = 4.0 * config.head_dim *
+                                quark::checkpoint::CausalScoreElements(1, config.num_attention_heads,
+                                                                       KvHeads(config), tokens);
   return {dtype_name, best, first_s, (linear_flop + attention_flop) / 1e9};
 }
 
@@ -117,11 +159,13 @@ int main(int argc, char** argv) {
   // build would otherwise understate the denominator and flatter the ratio.
   double f32_mm = MmGflops(*config, at::kFloat, tokens, reps);
   std::vector<Row> rows;
+  std::vector<AttentionRow> attention;
   std::vector<double> bf16_mm;
   for (const std::string name : {std::string("f32"), std::string("bf16")}) {
     if (dtypes.find(name) == std::string::npos) continue;
     const bool bf16 = name == "bf16";
     rows.push_back(MeasureLayer(*config, bf16 ? at::kBFloat16 : at::kFloat, name, tokens, reps));
+    attention.push_back(MeasureAttention(*config, bf16 ? at::kBFloat16 : at::kFloat, tokens, reps));
     bf16_mm.push_back(bf16 ? MmGflops(*config, at::kBFloat16, std::min(tokens, native_mm_tokens), 1) : 0);
   }
   f32_mm = std::max(f32_mm, MmGflops(*config, at::kFloat, tokens, reps));
@@ -136,6 +180,16 @@ int main(int argc, char** argv) {
     }
     std::printf("%-6s %10.3f %10.3f %10.1f %10.1f %14.1f %15s %8.2f\n", row.dtype.c_str(), row.layer_s, row.first_s,
                 row.gflop, achieved, f32_mm, bf16_column, achieved / std::max(f32_mm, bf16_mm[i]));
+  }
+  const quark::checkpoint::ScoreBlock block =
+      quark::checkpoint::ScoreBlockOf(1, config->num_attention_heads, KvHeads(*config), tokens);
+  std::printf("\nattention alone: blocks of %lld KV heads x %lld rows (keys up to each block's last row) against whole "
+              "rows in 32M-element chunks of KV heads\n",
+              static_cast<long long>(block.kv_heads), static_cast<long long>(block.rows));
+  std::printf("%-6s %10s %14s %8s\n", "dtype", "blocks_s", "whole_rows_s", "speedup");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::printf("%-6s %10.3f %14.3f %8.2f\n", rows[i].dtype.c_str(), attention[i].blocks_s, attention[i].whole_rows_s,
+                attention[i].whole_rows_s / attention[i].blocks_s);
   }
   return 0;
 }

@@ -11,22 +11,52 @@
 
 namespace quark::checkpoint {
 
-/// runtime::CausalAttention's score chunks hold about this many float32 elements (128 MiB): long sequences of big
-/// models would otherwise hold [H, T, T] scores and their softmax at once.
-inline constexpr int64_t kScoreElementsPerChunk = int64_t{32} << 20;
+/// runtime::CausalAttention's score blocks hold at most this many float32 elements (32 MiB). Small blocks are faster,
+/// not only smaller: a Llama-2-7B layer's forward on 2,048 tokens took 9.1 s (float32) and 4.5 s (bfloat16) with
+/// 128 MiB chunks of whole heads, 6.2 s and 2.1 s with these blocks (docs/results/engine.md, "Causal attention in
+/// blocks of query rows").
+inline constexpr int64_t kScoreElementsPerBlock = int64_t{8} << 20;
 
-/// The KV heads CausalAttention takes per chunk for q [batch, heads, seq, D] with `kv_heads` KV heads: all when their
-/// scores fit kScoreElementsPerChunk, never fewer than one.
-inline int64_t ScoreChunkKvHeads(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
-  const int64_t rep = heads / std::max<int64_t>(1, kv_heads);
-  const int64_t per_kv = std::max<int64_t>(1, batch * rep * seq * seq);
-  return std::min(std::max<int64_t>(1, kv_heads), std::max<int64_t>(1, kScoreElementsPerChunk / per_kv));
+/// How CausalAttention cuts the scores of q [batch, heads, seq, D] with `kv_heads` KV heads into blocks: `kv_heads` KV
+/// heads (their query heads side by side) and `rows` query positions at a time; a block's scores are
+/// [batch, kv_heads, rep * rows, keys] with keys <= seq (the causal mask hides every key after the block's last row).
+struct ScoreBlock {
+  int64_t kv_heads = 1;
+  int64_t rows = 1;
+};
+
+/// Every KV head and as many rows as fit kScoreElementsPerBlock; when not even kMinRows rows of every head fit,
+/// fewer KV heads (never less than one) and the rows that fit them (never less than one).
+inline ScoreBlock ScoreBlockOf(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
+  constexpr int64_t kMinRows = 64;  // below this a block's products are too thin for the GEMM to run at speed
+  const int64_t budget = kScoreElementsPerBlock;
+  kv_heads = std::max<int64_t>(1, kv_heads);
+  seq = std::max<int64_t>(1, seq);
+  const int64_t rep = std::max<int64_t>(1, heads / kv_heads);
+  const int64_t per_row = std::max<int64_t>(1, batch * rep * seq);  // one KV head's scores for one query position
+  ScoreBlock block;
+  block.kv_heads = std::clamp<int64_t>(budget / (per_row * std::min(kMinRows, seq)), 1, kv_heads);
+  block.rows = std::clamp<int64_t>(budget / (per_row * block.kv_heads), 1, seq);
+  return block;
 }
 
-/// The score elements of one chunk, [batch, chunk, rep * seq, seq].
-inline int64_t ScoreChunkElements(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
+/// The score elements of one block at most, [batch, kv_heads, rep * rows, seq] (the last rows' block reads every key).
+inline int64_t ScoreBlockElements(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
   const int64_t rep = heads / std::max<int64_t>(1, kv_heads);
-  return ScoreChunkKvHeads(batch, heads, kv_heads, seq) * batch * rep * seq * seq;
+  const ScoreBlock block = ScoreBlockOf(batch, heads, kv_heads, seq);
+  return block.kv_heads * block.rows * batch * rep * seq;
+}
+
+/// The score elements of every block of one forward together: each block of rows [r0, r1) scores keys [0, r1), so
+/// about H * T * (T + rows) / 2 rather than H * T^2 (what autograd keeps when a pass trains through the layer).
+inline int64_t CausalScoreElements(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
+  const int64_t rows = ScoreBlockOf(batch, heads, kv_heads, seq).rows;
+  int64_t elements = 0;
+  for (int64_t r0 = 0; r0 < seq; r0 += rows) {
+    const int64_t r1 = std::min(seq, r0 + rows);
+    elements += (r1 - r0) * r1;
+  }
+  return batch * heads * elements;
 }
 
 /// The tables every layer's forward reads for `seq` tokens, kept for the run (runtime::TransformerModel::Context):
@@ -41,7 +71,7 @@ inline int64_t LayerContextBytes(const ModelConfig& config, int64_t seq, int64_t
 }
 
 /// One sample of `seq` tokens, hidden states `width` wide, in a compute dtype of `element_bytes`: the larger of
-///   attention: C * (8 + (e if e != 4)) + 6 * T * width * e   (one score chunk C in float32 and its softmax, the
+///   attention: C * (8 + (e if e != 4)) + 6 * T * width * e   (one score block C in float32 and its softmax, the
 ///              probabilities in the compute dtype; the normed input, q and k each with its contiguous copy, and v)
 ///   MLP:       4 * T * intermediate * e + 2 * T * width * e   (gate, up, their product and its quantized copy; the
 ///              normed input and the residual)
@@ -52,15 +82,16 @@ inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int
   const int64_t heads = config.num_attention_heads;
   const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
   const int64_t row = seq * width * element_bytes;
-  const int64_t scores = ScoreChunkElements(1, heads, kv_heads, seq) * (8 + (element_bytes != 4 ? element_bytes : 0));
+  const int64_t scores = ScoreBlockElements(1, heads, kv_heads, seq) * (8 + (element_bytes != 4 ? element_bytes : 0));
   const int64_t mlp = 4 * seq * config.intermediate_size * element_bytes + 2 * row;
   return std::max(scores + 6 * row, mlp) + LayerContextBytes(config, seq, element_bytes);
 }
 
 /// What autograd keeps of one sample's forward through a decoder layer for the backward, when a pass trains through
 /// the layer (AutoRound, whose tuned linears compute in float32), at the backward's start:
-///   scores:  H * T^2 * (4 + (e if e != 4))   every score chunk's softmax output in float32 and its probabilities in
-///                                            the compute dtype (the chunks are all kept, not one at a time)
+///   scores:  S * (4 + (e if e != 4))   every score block's softmax output in float32 and its probabilities in the
+///                                      compute dtype (the blocks are all kept, not one at a time; S =
+///                                      CausalScoreElements, H * T^2 while one block holds every row)
 ///   tokens:  T * (10 * width + 5 * intermediate) * 4   the linears' float32 inputs and the tensors between them: the
 ///            normed inputs, q, k, v and their rotated and contiguous copies, the attention's output, the residual's
 ///            norm; gate, up, the activation, their product
@@ -69,7 +100,9 @@ inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int
 /// this (with the tables) grows 4.84 and 5.58.
 inline int64_t TrainingForwardBytes(const ModelConfig& config, int64_t seq, int64_t width, int64_t element_bytes) {
   if (seq <= 0) return 0;
-  const int64_t scores = config.num_attention_heads * seq * seq * (4 + (element_bytes != 4 ? element_bytes : 0));
+  const int64_t heads = config.num_attention_heads;
+  const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
+  const int64_t scores = CausalScoreElements(1, heads, kv_heads, seq) * (4 + (element_bytes != 4 ? element_bytes : 0));
   return scores + seq * (10 * width + 5 * config.intermediate_size) * 4 + LayerContextBytes(config, seq, element_bytes);
 }
 

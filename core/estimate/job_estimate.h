@@ -16,7 +16,7 @@
 //               share of the tokens + kExpertTopUpTokens each), which ceil(E / G) passes of each MoE layer's router
 //               and shared expert record
 //   activations samples x seq_len x hidden x 4 bytes, twice (a layer's input and output hidden states), plus
-//               one sample's forward at its widest (checkpoint::ForwardWorkspaceBytes: a score chunk and its softmax
+//               one sample's forward at its widest (checkpoint::ForwardWorkspaceBytes: a score block and its softmax
 //               beside q, k, v, or the MLP's intermediates; the device budget's workspace term)
 //   gptq        + kGptqHessianCopies x K^2 x 4 per input of the largest GPTQ step (the Hessian, permuted for act
 //               order and factored in its own memory; a dense model's step reads one input, the widest K counts; an

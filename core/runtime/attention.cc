@@ -43,29 +43,44 @@ std::vector<double> InverseFrequencies(const checkpoint::ModelConfig& config) {
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                            double scale, double softcap) {
+  // The device budget counts one such block (checkpoint/forward_workspace.h).
+  return CausalAttentionInBlocks(q, k, v, mask, scale, softcap,
+                                 checkpoint::ScoreBlockOf(q.size(0), q.size(1), k.size(1), q.size(2)));
+}
+
+at::Tensor CausalAttentionInBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                   double scale, double softcap, checkpoint::ScoreBlock block) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(1), rep = heads / kv_heads;
+  if (seq == 0) return at::empty({batch, 0, heads * dim}, q.options());
+  block.kv_heads = std::clamp<int64_t>(block.kv_heads, 1, kv_heads);
+  block.rows = std::clamp<int64_t>(block.rows, 1, seq);
   // Products in float32 where bf16 GEMMs are slow; q, k, v are small next to the weights, so widening them
   // whole costs little.
   const at::ScalarType compute = MatmulInFloat32(q) ? at::kFloat : q.scalar_type();
-  // [B, KV, rep * T, D]: the query heads sharing a KV head side by side, so no KV copy is needed.
-  const at::Tensor grouped_q = q.to(compute).reshape({batch, kv_heads, rep * seq, dim});
+  // [B, KV, rep, T, D]: the query heads sharing a KV head side by side, so no KV copy is needed.
+  const at::Tensor grouped_q = q.to(compute).reshape({batch, kv_heads, rep, seq, dim});
   const at::Tensor kw = k.to(compute), vw = v.to(compute);
-  // The device budget counts one such chunk (checkpoint/forward_workspace.h).
-  const int64_t chunk = checkpoint::ScoreChunkKvHeads(batch, heads, kv_heads, seq);
+  // A block of rows [r0, r1) reads keys [0, r1) only: the mask hides every later key, so the block skips their
+  // products (about half of the work at long sequences) and its scores stay small.
   std::vector<at::Tensor> outputs;
-  for (int64_t start = 0; start < kv_heads; start += chunk) {
-    const int64_t n = std::min(chunk, kv_heads - start);
-    const at::Tensor qc = grouped_q.narrow(1, start, n);
-    const at::Tensor kc = kw.narrow(1, start, n);
-    const at::Tensor vc = vw.narrow(1, start, n);
-    at::Tensor scores = at::matmul(qc, kc.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // [B, n, rep*T, T]
-    if (softcap > 0) scores = scores.div_(softcap).tanh_().mul_(softcap);
-    scores = scores.view({batch, n, rep, seq, seq}).add_(mask);
-    at::Tensor probs = at::softmax(scores, -1).to(compute).view({batch, n, rep * seq, seq});
-    outputs.push_back(at::matmul(probs, vc));  // [B, n, rep*T, D]
+  for (int64_t start = 0; start < kv_heads; start += block.kv_heads) {
+    const int64_t n = std::min(block.kv_heads, kv_heads - start);
+    std::vector<at::Tensor> row_blocks;
+    for (int64_t r0 = 0; r0 < seq; r0 += block.rows) {
+      const int64_t rows = std::min(block.rows, seq - r0), keys = r0 + rows;
+      const at::Tensor qc = grouped_q.narrow(1, start, n).narrow(3, r0, rows).reshape({batch, n, rep * rows, dim});
+      const at::Tensor kc = kw.narrow(1, start, n).narrow(2, 0, keys);
+      const at::Tensor vc = vw.narrow(1, start, n).narrow(2, 0, keys);
+      at::Tensor scores = at::matmul(qc, kc.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // [B, n, rep*rows, keys]
+      if (softcap > 0) scores = scores.div_(softcap).tanh_().mul_(softcap);
+      scores = scores.view({batch, n, rep, rows, keys}).add_(mask.narrow(0, r0, rows).narrow(1, 0, keys));
+      at::Tensor probs = at::softmax(scores, -1).to(compute).view({batch, n, rep * rows, keys});
+      row_blocks.push_back(at::matmul(probs, vc).view({batch, n, rep, rows, dim}));
+    }
+    outputs.push_back(row_blocks.size() == 1 ? row_blocks[0] : at::cat(row_blocks, 3));
   }
-  at::Tensor out = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);
+  at::Tensor out = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);  // [B, KV, rep, T, D]
   return out.view({batch, heads, seq, dim}).transpose(1, 2).reshape({batch, seq, heads * dim}).to(q.scalar_type());
 }
 

@@ -6,20 +6,28 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_config.h"
 #include "core/runtime/decoder_layer.h"
 
 namespace quark::runtime {
 
 /// Causal softmax attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
-/// KV head h / (H / KV), HF's repeat_kv); mask [T, T] additive float32. Scores and softmax in float32.
-/// Returns [B, T, H * D] in q's dtype. Works through the KV heads in chunks so the score matrix stays small.
+/// KV head h / (H / KV), HF's repeat_kv); mask [T, T] additive float32, -inf wherever the key comes after the query
+/// (CausalMask's, a window's, Llama 4's chunks': every mask here). Scores and softmax in float32.
+/// Returns [B, T, H * D] in q's dtype. Works through blocks of KV heads and query rows
+/// (checkpoint::ScoreBlockOf), each block scoring only the keys up to its last row, so the score matrix stays small
+/// and the masked half of it is never computed.
 /// bf16 on a CPU without native bf16 GEMMs (matmul_precision.h): both products in float32, the probabilities
 /// kept in float32, the result rounded to bf16 once.
 /// `softcap` > 0 (Gemma 2's attn_logit_softcapping): scores become softcap * tanh(scores / softcap) after the scale
 /// and before the mask, as HF's Gemma2 eager_attention_forward.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                            double scale, double softcap = 0);
+
+/// CausalAttention in the blocks given rather than ScoreBlockOf's (tests try every shape of block on small inputs).
+at::Tensor CausalAttentionInBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                   double scale, double softcap, checkpoint::ScoreBlock block);
 
 /// [T, T] additive float32 mask: query i sees key j (0) when j <= i and, with a window W > 0, also
 /// i - W < j, so each query sees at most W keys including itself; -inf elsewhere. `window` 0 = no window.

@@ -35,8 +35,8 @@ struct StreamerOptions {
   ///     buffers:        2 while the next layer is staged beside this one (double buffering), else 1,
   ///     activations:    the samples' hidden states in and out, 2 * sum(T) * hidden * sizeof(compute dtype),
   ///     workspace:      what one sample's forward holds at its widest (checkpoint/forward_workspace.h), the larger of
-  ///                       attention: C * (8 + (e if e != 4)) + 6 * T * hidden * e  (C: CausalAttention's score chunk,
-  ///                                  ScoreChunkElements; float32 scores and softmax, probabilities in the compute
+  ///                       attention: C * (8 + (e if e != 4)) + 6 * T * hidden * e  (C: CausalAttention's score block,
+  ///                                  ScoreBlockElements; float32 scores and softmax, probabilities in the compute
   ///                                  dtype; the normed input, q and k each with its contiguous copy, and v)
   ///                       MLP:       4 * T * intermediate * e + 2 * T * hidden * e  (gate, up, their product and its
   ///                                  quantized copy; the normed input and the residual)

@@ -204,24 +204,31 @@ TEST(DeviceStreamingTest, TheBudgetFormula) {
             8 * 10 * 10 * (4 + 4 + 2) + 6 * 10 * 64 * 2 + 10 * 10 * 4 + 2 * 10 * 8 * 2);
 }
 
-// Long samples: CausalAttention takes the KV heads in chunks of about kScoreElementsPerChunk score elements, and the
-// formula counts one chunk, not every head's scores (Llama-2-7B at 2048 tokens: 8 of its 32 heads a chunk).
-TEST(DeviceStreamingTest, TheBudgetCountsOneScoreChunk) {
-  using checkpoint::ScoreChunkElements;
-  using checkpoint::ScoreChunkKvHeads;
-  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 32, 2048), 8);
-  EXPECT_EQ(ScoreChunkElements(1, 32, 32, 2048), 8 * 2048 * 2048);
-  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 8, 2048), 2) << "4 query heads share each KV head";
-  EXPECT_EQ(ScoreChunkElements(1, 32, 8, 2048), 2 * 4 * 2048 * 2048);
-  EXPECT_EQ(ScoreChunkKvHeads(1, 32, 8, 16), 8) << "short samples: every head in one chunk";
-  EXPECT_EQ(ScoreChunkKvHeads(1, 64, 8, 8192), 1) << "never less than one KV head";
+// Long samples: CausalAttention takes blocks of KV heads and query rows of at most kScoreElementsPerBlock score
+// elements, and the formula counts one block, not every head's scores (Llama-2-7B at 2048 tokens: every head, 128
+// rows a block).
+TEST(DeviceStreamingTest, TheBudgetCountsOneScoreBlock) {
+  using checkpoint::ScoreBlockElements;
+  using checkpoint::ScoreBlockOf;
+  EXPECT_EQ(ScoreBlockOf(1, 32, 32, 2048).kv_heads, 32);
+  EXPECT_EQ(ScoreBlockOf(1, 32, 32, 2048).rows, 128);
+  EXPECT_EQ(ScoreBlockElements(1, 32, 32, 2048), 32 * 128 * 2048);
+  EXPECT_EQ(ScoreBlockOf(1, 32, 8, 2048).kv_heads, 8) << "4 query heads share each KV head";
+  EXPECT_EQ(ScoreBlockElements(1, 32, 8, 2048), 8 * 4 * 128 * 2048);
+  EXPECT_EQ(ScoreBlockOf(1, 32, 8, 16).rows, 16) << "short samples: every row and head in one block";
+  EXPECT_EQ(ScoreBlockElements(1, 32, 8, 16), 32 * 16 * 16);
+  EXPECT_EQ(ScoreBlockOf(1, 64, 8, 8192).kv_heads, 2) << "fewer KV heads before fewer than 64 rows";
+  EXPECT_EQ(ScoreBlockOf(1, 64, 8, 8192).rows, 64);
+  EXPECT_EQ(ScoreBlockOf(1, 64, 8, 1 << 17).kv_heads, 1) << "never less than one KV head";
+  EXPECT_EQ(ScoreBlockOf(1, 64, 8, 1 << 17).rows, 8);
+  EXPECT_LE(ScoreBlockElements(1, 64, 8, 1 << 17), checkpoint::kScoreElementsPerBlock);
   checkpoint::ModelConfig config;
   config.num_attention_heads = 32;
   config.num_key_value_heads = 32;
   config.intermediate_size = 11008;
   config.hidden_size = 4096;
   const std::vector<at::Tensor> hidden = {at::empty({1, 2048, 4096}, at::device(at::kMeta))};
-  const int64_t attention = int64_t{8} * 2048 * 2048 * 8 + 6 * 2048 * 4096 * 4;
+  const int64_t attention = int64_t{32} * 128 * 2048 * 8 + 6 * 2048 * 4096 * 4;
   const int64_t mlp = int64_t{4} * 2048 * 11008 * 4 + 2 * 2048 * 4096 * 4;
   EXPECT_EQ(LayerDeviceMemoryOf(config, 0, hidden).workspace,
             std::max(attention, mlp) + int64_t{2048} * 2048 * 4 + 2 * 2048 * 128 * 4);
