@@ -13,7 +13,7 @@ namespace quark::checkpoint {
 
 /// runtime::CausalAttention's score blocks hold at most this many float32 elements (32 MiB). Small blocks are faster,
 /// not only smaller: a Llama-2-7B layer's forward on 2,048 tokens took 9.1 s (float32) and 4.5 s (bfloat16) with
-/// 128 MiB chunks of whole heads, 6.2 s and 2.1 s with these blocks (docs/results/engine.md, "Causal attention in
+/// 128 MiB chunks of whole heads, 6.7 s and 1.9 s with these blocks (docs/results/engine.md, "Causal attention in
 /// blocks of query rows").
 inline constexpr int64_t kScoreElementsPerBlock = int64_t{8} << 20;
 
