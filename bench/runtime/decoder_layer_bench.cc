@@ -57,17 +57,14 @@ double MmGflops(const ModelConfig& config, at::ScalarType dtype, int64_t tokens,
   return flop / seconds / 1e9;
 }
 
-int64_t KvHeads(const ModelConfig& config) {
-  return config.num_key_value_heads > 0 ? config.num_key_value_heads : config.num_attention_heads;
-}
-
 struct AttentionRow {
   double blocks_s;      // CausalAttention: its blocks of KV heads and query rows
   double whole_rows_s;  // every key for every row, KV heads in chunks of 32M score elements
 };
 
 AttentionRow MeasureAttention(const ModelConfig& config, at::ScalarType dtype, int64_t tokens, int reps) {
-  const int64_t heads = config.num_attention_heads, kv_heads = KvHeads(config), dim = config.head_dim;
+  const int64_t heads = config.num_attention_heads, dim = config.head_dim;
+  const int64_t kv_heads = quark::checkpoint::KvHeadsOf(config);
   const at::Tensor q = RandomLike({1, heads, tokens, dim}, dtype).mul_(50);
   const at::Tensor k = RandomLike({1, kv_heads, tokens, dim}, dtype).mul_(50);
   const at::Tensor v = RandomLike({1, kv_heads, tokens, dim}, dtype);
@@ -124,7 +121,7 @@ Row MeasureLayer(const ModelConfig& config, at::ScalarType dtype, const std::str
   // Attention: QK^T and PV over the causal blocks' keys (the masked keys after each block's last row are skipped).
   const double attention_flop = 4.0 * config.head_dim *
                                 quark::checkpoint::CausalScoreElements(1, config.num_attention_heads,
-                                                                       KvHeads(config), tokens);
+                                                                       quark::checkpoint::KvHeadsOf(config), tokens);
   return {dtype_name, best, first_s, (linear_flop + attention_flop) / 1e9};
 }
 
@@ -182,7 +179,7 @@ int main(int argc, char** argv) {
                 row.gflop, achieved, f32_mm, bf16_column, achieved / std::max(f32_mm, bf16_mm[i]));
   }
   const quark::checkpoint::ScoreBlock block =
-      quark::checkpoint::ScoreBlockOf(1, config->num_attention_heads, KvHeads(*config), tokens);
+      quark::checkpoint::ScoreBlockOf(1, config->num_attention_heads, quark::checkpoint::KvHeadsOf(*config), tokens);
   std::printf("\nattention alone: blocks of %lld KV heads x %lld rows (keys up to each block's last row) against whole "
               "rows in 32M-element chunks of KV heads\n",
               static_cast<long long>(block.kv_heads), static_cast<long long>(block.rows));

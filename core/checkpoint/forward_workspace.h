@@ -40,6 +40,11 @@ inline ScoreBlock ScoreBlockOf(int64_t batch, int64_t heads, int64_t kv_heads, i
   return block;
 }
 
+/// The model's KV heads: num_key_value_heads, or every attention head where the config leaves it unset (0).
+inline int64_t KvHeadsOf(const ModelConfig& config) {
+  return config.num_key_value_heads > 0 ? config.num_key_value_heads : config.num_attention_heads;
+}
+
 /// The score elements of one block at most, [batch, kv_heads, rep * rows, seq] (the last rows' block reads every key).
 inline int64_t ScoreBlockElements(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq) {
   const int64_t rep = heads / std::max<int64_t>(1, kv_heads);
@@ -79,8 +84,7 @@ inline int64_t LayerContextBytes(const ModelConfig& config, int64_t seq, int64_t
 /// by tests/quantize/pass_memory_test.cc.
 inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int64_t width, int64_t element_bytes) {
   if (seq <= 0) return 0;
-  const int64_t heads = config.num_attention_heads;
-  const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
+  const int64_t heads = config.num_attention_heads, kv_heads = KvHeadsOf(config);
   const int64_t row = seq * width * element_bytes;
   const int64_t scores = ScoreBlockElements(1, heads, kv_heads, seq) * (8 + (element_bytes != 4 ? element_bytes : 0));
   const int64_t mlp = 4 * seq * config.intermediate_size * element_bytes + 2 * row;
@@ -100,8 +104,7 @@ inline int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t seq, int
 /// this (with the tables) grows 4.84 and 5.58.
 inline int64_t TrainingForwardBytes(const ModelConfig& config, int64_t seq, int64_t width, int64_t element_bytes) {
   if (seq <= 0) return 0;
-  const int64_t heads = config.num_attention_heads;
-  const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
+  const int64_t heads = config.num_attention_heads, kv_heads = KvHeadsOf(config);
   const int64_t scores = CausalScoreElements(1, heads, kv_heads, seq) * (4 + (element_bytes != 4 ? element_bytes : 0));
   return scores + seq * (10 * width + 5 * config.intermediate_size) * 4 + LayerContextBytes(config, seq, element_bytes);
 }

@@ -14,13 +14,13 @@
 
 namespace quark::server {
 
-/// std::nullopt when the job may be stored (no quota, or `needed_bytes` more fit); the job a repeated request_id
-/// created (idempotency beats the quota); else RESOURCE_EXHAUSTED naming the quota, the bytes stored and needed.
 /// The answer to a submission a quota refuses: the job a repeated request_id created (idempotency beats the quota),
 /// else `refusal`.
 absl::StatusOr<quark::v1::Job> RepeatedRequestOr(JobStore& store, const std::string& tenant,
                                                  const std::string& request_id, absl::Status refusal);
 
+/// std::nullopt when the job may be stored (no quota, or `needed_bytes` more fit); the job a repeated request_id
+/// created (idempotency beats the quota); else RESOURCE_EXHAUSTED naming the quota, the bytes stored and needed.
 absl::StatusOr<std::optional<quark::v1::Job>> CheckStoredBytesQuota(JobStore& store, const SubmitOptions& options,
                                                                    const std::string& request_id,
                                                                    int64_t needed_bytes);
