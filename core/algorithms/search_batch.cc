@@ -119,7 +119,7 @@ int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& mo
 }
 
 int64_t ClipShrinkBytes(int64_t rows, int64_t in, int64_t groups, int64_t tokens, int64_t element_bytes) {
-  return (2 * rows * in + 3 * groups * tokens * rows) * element_bytes;
+  return (2 * rows * in + groups * tokens * rows) * element_bytes;
 }
 
 }  // namespace quark::algorithms

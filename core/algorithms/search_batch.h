@@ -89,7 +89,7 @@ bool BatchesTrials(const runtime::DecoderLayer& layer, const std::string& module
 /// The bytes a batched search counts for an element of `dtype`: its size, and for a type narrower than float32 also
 /// a float32 copy (bf16 products widened on a CPU without bf16 GEMMs; reductions and fake quantization that compute
 /// in float32). A bf16 AWQ layer held 1.3x GridTrialBytes + ClipShrinkBytes at the bf16 size alone
-/// (tests/quantize/pass_memory_test.cc).
+/// (tests/quantize/pass_memory_test.cc, when the clip search's error still took two more outputs a factor).
 int64_t SearchElementBytes(at::ScalarType dtype);
 
 /// Device bytes one ratio of a batched grid adds for the pair `linears` read through `module` over inputs of up to
@@ -104,7 +104,8 @@ int64_t GridTrialBytes(const runtime::DecoderLayer& layer, const std::string& mo
 
 /// Device bytes one shrink factor of a batched clip search adds for `rows` output channels of a weight with `in`
 /// columns in `groups` groups over `tokens` sampled tokens: its clamped and quantized rows (2 x rows x in) and its
-/// outputs, their difference and its square (3 x groups x tokens x rows), `element_bytes` each.
+/// outputs (groups x tokens x rows; their error against the float outputs is computed in that memory), `element_bytes`
+/// each.
 int64_t ClipShrinkBytes(int64_t rows, int64_t in, int64_t groups, int64_t tokens, int64_t element_bytes);
 
 }  // namespace quark::algorithms

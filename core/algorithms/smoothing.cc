@@ -419,12 +419,8 @@ absl::StatusOr<std::vector<ScalingResult>> AwqLayer(runtime::DecoderLayer& layer
       }
     }
   }
-  // Clipping: q/k projections are left alone (their outputs meet in q k^T, which the per-linear MSE does not see).
-  static const char* const kAvoid[] = {"q_", "k_", "query", "key", "Wqkv"};
   for (const auto& name : clipped) {
-    bool avoid = false;
-    for (const char* a : kAvoid) avoid |= name.find(a) != std::string::npos;
-    if (avoid) continue;
+    if (!checkpoint::AwqClipsLinear(name)) continue;
     QUARK_ASSIGN_OR_RETURN(const at::Tensor w, LinearWeight(layer, name));
     const LinearQuantSpecs& spec = specs.at(name);
     QUARK_ASSIGN_OR_RETURN(const at::Tensor max_val,

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/algorithms/layer_scaling.h"
 #include "core/algorithms/search_batch.h"
+#include "core/checkpoint/token_pass_memory.h"
 #include "core/config/quant_spec.h"
 #include "core/runtime/activation_home.h"
 #include "core/runtime/decoder_layer.h"
@@ -72,9 +73,9 @@ absl::StatusOr<std::vector<ScalingResult>> AutoSmoothQuantLayer(runtime::Decoder
 
 struct AwqOptions {
   int grid_size = 20;
-  int clip_grid = 20;
-  double max_shrink = 0.5;
-  int clip_tokens = 512;
+  int clip_grid = checkpoint::kAwqClipGrid;
+  double max_shrink = checkpoint::kAwqMaxShrink;
+  int clip_tokens = static_cast<int>(checkpoint::kAwqClipTokens);
   /// Device bytes the searches may use to evaluate several trials at once (search_batch.h): ratios of the grid in
   /// one forward of the inspected module, shrink factors of the clip search in one product. 0: one trial at a
   /// time (Quark's loop).

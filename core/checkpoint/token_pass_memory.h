@@ -5,6 +5,7 @@
 // tensors the passes allocate.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,13 +55,49 @@ std::string ExpertKind(const std::string& relative_name);
 
 /// AwqOptions::clip_tokens (Quark's n_sample_token): the tokens AWQ's clip search samples.
 inline constexpr int64_t kAwqClipTokens = 512;
+/// AwqOptions::clip_grid and max_shrink (Quark's _search_best_clip): shrink factors 1 - i / 20 for i < 0.5 x 20.
+inline constexpr int kAwqClipGrid = 20;
+inline constexpr double kAwqMaxShrink = 0.5;
+inline constexpr int kAwqClipShrinks = static_cast<int>(kAwqMaxShrink * kAwqClipGrid);  // 10 factors a block
+
+/// The stride of the tokens AWQ's clip search samples from `tokens` recorded inputs: Quark's input_feat[:, 0::T // n]
+/// with n = min(T, clip_tokens). Every stride-th token from the first is used: ceil(T / stride) of them, between
+/// clip_tokens and 2 clip_tokens - 1 once T reaches clip_tokens (T = 1,500: every 2nd, 750).
+inline int64_t AwqClipTokenStride(int64_t tokens, int64_t clip_tokens = kAwqClipTokens) {
+  const int64_t sampled = std::min(tokens, clip_tokens);
+  return sampled > 0 && tokens / sampled > 1 ? tokens / sampled : 1;
+}
+
+/// How many tokens AWQ's clip search runs over of `tokens` recorded inputs (AwqClipTokenStride).
+inline int64_t AwqClipSampledTokens(int64_t tokens, int64_t clip_tokens = kAwqClipTokens) {
+  if (tokens <= 0) return 0;
+  const int64_t stride = AwqClipTokenStride(tokens, clip_tokens);
+  return (tokens + stride - 1) / stride;
+}
+
+/// Whether AWQ's clip search takes the linear `name` (Quark's avoid list): not the query and key projections, whose
+/// outputs meet in q k^T, which a per-linear output error does not see.
+inline bool AwqClipsLinear(const std::string& name) {
+  for (const char* avoided : {"q_", "k_", "query", "key", "Wqkv"}) {
+    if (name.find(avoided) != std::string::npos) return false;
+  }
+  return true;
+}
+
+/// The most tokens AWQ's clip search samples for any linear that sees at most `tokens` of them (a routed expert sees
+/// its share of the layer's): every token up to 2 clip_tokens - 1 (a stride of 1), never more above (a stride k >= 2
+/// leaves fewer than clip_tokens (1 + 1 / k)); `tokens` 0 (not known) gives that most.
+inline int64_t AwqClipMostSampledTokens(int64_t tokens) {
+  const int64_t most = 2 * kAwqClipTokens - 1;
+  return tokens > 0 ? std::min(tokens, most) : most;
+}
 
 /// AWQ's clip search over a linear [out, in] with groups of `group` input columns holds the float and the clipped
-/// outputs of one batch of output channels (Quark's 256, or 64) over its sampled tokens: elements, whatever the
-/// number of calibration tokens.
-inline int64_t AwqClipElements(int64_t out, int64_t in, int64_t group) {
+/// outputs of one batch of output channels (Quark's 256, or 64) over its `sampled_tokens` (AwqClipSampledTokens):
+/// elements.
+inline int64_t AwqClipElements(int64_t out, int64_t in, int64_t group, int64_t sampled_tokens) {
   const int64_t groups = group > 0 && in % group == 0 ? in / group : 1;
-  return 2 * groups * kAwqClipTokens * (out < 256 ? out : 256);
+  return 2 * groups * sampled_tokens * (out < 256 ? out : 256);
 }
 
 /// What AWQ's searches may hold by default to evaluate several trials at once (algorithms/search_batch.h,

@@ -71,7 +71,7 @@ absl::StatusOr<runtime::LayerDeviceMemory> BudgetFormulaFor(const std::string& m
       PassMemoryOptionsFor(options.config, dtype, *device, options.expert_group_size, *search_batch);
   const LayerPlan plan = BuildLayerPlan(options.config, shape->modules);
   runtime::LayerDeviceMemory memory = runtime::LayerDeviceMemoryOf(shape->config, weights, hidden, passes.autoround);
-  memory.passes = PassDeviceMemory(**layer, plan, passes);
+  memory.passes = PassDeviceMemory(**layer, plan, passes, memory.tokens);
   memory.bytes_per_token = PassDeviceBytesPerToken(shape->config, **layer, plan, passes);
   return memory;
 }

@@ -64,7 +64,8 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
   return options;
 }
 
-int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options) {
+int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options,
+                         int64_t tokens) {
   // Shapes only: a streamed expert's weight() would load it.
   int64_t copies = 0, largest_weight = 0, largest_hessian = 0, awq_clip = 0, tuned = 0;
   std::map<std::string, int64_t> step_hessians;  // step key -> its Hessians' bytes
@@ -84,10 +85,13 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     } else {
       copies += copy;
     }
-    if (options.token_passes.awq && assignment != nullptr && assignment->config.weight) {
+    if (options.token_passes.awq && assignment != nullptr && assignment->config.weight &&
+        checkpoint::AwqClipsLinear(linear.relative_name)) {
       const QuantSpec& w = *assignment->config.weight;
       const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : in;
-      awq_clip = std::max(awq_clip, checkpoint::AwqClipElements(out, in, group) * options.element_bytes);
+      const int64_t sampled = expert || tokens <= 0 ? checkpoint::AwqClipMostSampledTokens(tokens)
+                                                    : checkpoint::AwqClipSampledTokens(tokens);
+      awq_clip = std::max(awq_clip, checkpoint::AwqClipElements(out, in, group, sampled) * options.element_bytes);
     }
     if (options.autoround) tuned += checkpoint::kAutoRoundWeightCopies * out * in * 4;
     if (!options.gptq) continue;

@@ -63,12 +63,15 @@ PassMemoryOptions PassMemoryOptionsFor(const Config& config, at::ScalarType comp
 ///                     experts reads one input per expert) plus the float32 working copy of the largest weight (in
 ///                     tensor operations: kTensorOpsHessianCopies of the largest Hessian beside the step's others,
 ///                     and kTensorOpsWeightCopies of the weight)
-///   AWQ's clip search: checkpoint::AwqClipElements for the widest quantized linear, beside the copies, and
-///                     search_batch_bytes where its searches batch their trials
+///   AWQ's clip search: checkpoint::AwqClipElements for the widest linear it clips over the tokens it samples of
+///                     `tokens` (every calibration sample's; a routed expert's AwqClipMostSampledTokens, as is
+///                     every linear's when `tokens` is 0), beside the copies, and search_batch_bytes where its
+///                     searches batch their trials
 ///   AutoRound:        checkpoint::kAutoRoundWeightCopies float32 copies of every quantized linear's weight
 /// (GPTQ and AutoRound edit the float weights before the quantized linears are installed: never alive together).
 /// Linears the plan does not know count as quantized (an upper bound; the run refuses them anyway).
-int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options);
+int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& plan, const PassMemoryOptions& options,
+                         int64_t tokens = 0);
 
 /// The bytes per calibration token the passes keep beside the streamer's hidden states while the activations are on
 /// the device (checkpoint::TokenPassElements in the compute dtype): the scaling searches' recorded inputs, the float

@@ -273,8 +273,8 @@ runtime::StreamerOptions QuantizeRun::Quantizing() const {
   runtime::StreamerOptions options = OnDevice();
   const quantize::PassMemoryOptions passes = quantize::PassMemoryOptionsFor(
       options_.config, compute_dtype_, device_.device(), options_.expert_group_size, search_batch_bytes_);
-  options.pass_memory = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
-    return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes) : 0;
+  options.pass_memory = [this, passes](const runtime::DecoderLayer& layer, int64_t tokens) -> int64_t {
+    return quantizer_ ? quantize::PassDeviceMemory(layer, quantizer_->plan(), passes, tokens) : 0;
   };
   options.pass_bytes_per_token = [this, passes](const runtime::DecoderLayer& layer) -> int64_t {
     return quantizer_ ? quantize::PassDeviceBytesPerToken(model_, layer, quantizer_->plan(), passes) : 0;

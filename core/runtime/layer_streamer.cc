@@ -83,7 +83,7 @@ absl::Status LayerStreamer::CheckBudget(int64_t index, const DecoderLayer& layer
     return absl::OkStatus();
   }
   LayerDeviceMemory memory = LayerDeviceMemoryOf(config(), weight_bytes, hidden, options_.training_forward);
-  if (options_.pass_memory) memory.passes = options_.pass_memory(layer);
+  if (options_.pass_memory) memory.passes = options_.pass_memory(layer, memory.tokens);
   if (options_.pass_bytes_per_token) memory.bytes_per_token = options_.pass_bytes_per_token(layer);
   memory_use_.peak_need_on_device = std::max(memory_use_.peak_need_on_device, memory.Need(1));
   memory_use_.least_budget = std::max(memory_use_.least_budget, memory.Need(1, !options_.device.is_cpu()));

@@ -55,9 +55,10 @@ struct StreamerOptions {
   /// computes. tests/quantize/pass_memory_test.cc holds the formula against the tensor bytes the passes allocate
   /// (runtime::AllocationMeter on the CPU).
   int64_t device_memory_budget = 0;
-  /// The bytes the caller's passes hold beside the layer's forward at their widest (quantize/pass_memory.h: the
-  /// quantized weight copies, GPTQ's Hessians); empty = none.
-  std::function<int64_t(const DecoderLayer& layer)> pass_memory;
+  /// The bytes the caller's passes hold beside the layer's forward at their widest over `tokens` calibration tokens
+  /// (every sample's) (quantize/pass_memory.h: the quantized weight copies, GPTQ's Hessians, AWQ's clip search);
+  /// empty = none.
+  std::function<int64_t(const DecoderLayer& layer, int64_t tokens)> pass_memory;
   /// The bytes per calibration token the caller's passes keep beside the hidden states (quantize/pass_memory.h:
   /// PassDeviceBytesPerToken); empty = none.
   std::function<int64_t(const DecoderLayer& layer)> pass_bytes_per_token;

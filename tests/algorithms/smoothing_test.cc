@@ -158,38 +158,44 @@ TEST_F(SmoothingTest, SmoothQuantScalesAreQuarksFormula) {
   EXPECT_TRUE(at::allclose(llama->input_layernorm->weight() * expected, norm_before, 1e-5, 1e-6));
 }
 
+// 320 output channels: five blocks of 64 (Quark's batch where 256 does not divide), whose products reuse one memory;
+// one shrink factor at a time and all ten in one product.
 TEST_F(SmoothingTest, AwqClipSearchEqualsQuarksBroadcastForm) {
   at::manual_seed(11);
-  at::Tensor w = at::randn({64, 128});
+  at::Tensor w = at::randn({320, 128});
   w.index_put_({3, 5}, 9.0);  // an outlier the search should clip away
   const at::Tensor x = at::randn({300, 128});
   const QuantSpec spec = Uint4Group(32);
-  AwqOptions options;
-  auto clip = AwqBestClip(w, x, spec, options);
-  ASSERT_TRUE(clip.ok()) << clip.status();
   // Quark's formulation: w [co, 1, ng, gs] * x [1, n, ng, gs] summed over gs; stride-sampled tokens.
   const int64_t stride = 300 / 300;  // fewer than 512 tokens: all of them
   const at::Tensor xs = x.slice(0, 0, 300, stride).reshape({1, -1, 4, 32});
-  const at::Tensor wg = w.reshape({64, 1, 4, 32});
+  const at::Tensor wg = w.reshape({320, 1, 4, 32});
   const at::Tensor org_max = wg.abs().amax(-1, true);
   const at::Tensor org_out = (xs * wg).sum(-1);
   at::Tensor best = org_max.clone(), min_err = at::ones_like(org_max) * 1e9;
   for (int i = 0; i < 10; ++i) {
     const at::Tensor max_val = org_max * (1 - i / 20.0);
     const at::Tensor cur = at::clamp(wg, -max_val, max_val);
-    auto params = ParamsOf(cur.reshape({64, 128}), spec, TensorRole::kWeight);
+    auto params = ParamsOf(cur.reshape({320, 128}), spec, TensorRole::kWeight);
     ASSERT_TRUE(params.ok());
-    const at::Tensor q = FakeQuantize(cur.reshape({64, 128}), spec, *params).value().reshape({64, 1, 4, 32});
+    const at::Tensor q = FakeQuantize(cur.reshape({320, 128}), spec, *params).value().reshape({320, 1, 4, 32});
     const at::Tensor err = ((xs * q).sum(-1) - org_out).pow(2).mean(1).view(min_err.sizes());
     const at::Tensor better = err < min_err;
     min_err = at::where(better, err, min_err);
     best = at::where(better, max_val, best);
   }
   const at::Tensor expected = best.squeeze(1).squeeze(-1);
-  ASSERT_EQ(clip->sizes(), expected.sizes());
-  // Summation order differs (batched products against elementwise sums): equal choices, values to rounding.
-  EXPECT_TRUE(at::allclose(*clip, expected, 1e-6, 1e-6)) << (*clip - expected).abs().max();
-  EXPECT_LT(clip->index({3, 0}).item<float>(), 9.0f);
+  for (const int64_t batch_bytes : {int64_t{0}, int64_t{1} << 40}) {
+    SCOPED_TRACE(batch_bytes);
+    AwqOptions options;
+    options.search_batch_bytes = batch_bytes;
+    auto clip = AwqBestClip(w, x, spec, options);
+    ASSERT_TRUE(clip.ok()) << clip.status();
+    ASSERT_EQ(clip->sizes(), expected.sizes());
+    // Summation order differs (batched products against elementwise sums): equal choices, values to rounding.
+    EXPECT_TRUE(at::allclose(*clip, expected, 1e-6, 1e-6)) << (*clip - expected).abs().max();
+    EXPECT_LT(clip->index({3, 0}).item<float>(), 9.0f);
+  }
 }
 
 TEST_F(SmoothingTest, AwqNeverDoesWorseThanRoundToNearestOnTheInspectedModules) {

@@ -230,7 +230,7 @@ absl::StatusOr<std::shared_ptr<runtime::DecoderLayer>> FirstLayer(const std::str
   return (*streamer)->model().LoadLayer(0);
 }
 
-TEST(PassDeviceMemoryTest, DenseCopiesAgainstGptqOnTheCpuAndInTensorOperations) {
+TEST(PassDeviceMemoryTest, DenseCopiesGptqOnTheCpuAndInTensorOperationsAndTheClipSearch) {
   const std::string model = BudgetLlama();
   auto shape = estimate::ReadModelShape(model);
   ASSERT_TRUE(shape.ok()) << shape.status();
@@ -254,6 +254,15 @@ TEST(PassDeviceMemoryTest, DenseCopiesAgainstGptqOnTheCpuAndInTensorOperations) 
   options.tensor_ops = true;
   EXPECT_EQ(quantize::PassDeviceMemory(**layer, plan, options),
             quantize::kTensorOpsHessianCopies * 768 * 768 * 4 + quantize::kTensorOpsWeightCopies * 768 * 256 * 4);
+  // AWQ's clip search beside the copies: down_proj's float and clipped outputs (the widest it clips: 6 groups of 128
+  // columns, a block of 256 rows) over the tokens it samples of the calibration's (Quark's stride T // 512: 2,048 ->
+  // 512, 1,500 -> 750, 700 -> 700; unknown: the most, 1,023).
+  quantize::PassMemoryOptions awq;
+  awq.token_passes.awq = true;
+  for (const auto& [tokens, sampled] : {std::pair<int64_t, int64_t>{2048, 512}, {1500, 750}, {700, 700}, {0, 1023}}) {
+    const int64_t clip = quantize::PassDeviceMemory(**layer, plan, awq, tokens) - (weights * 4 + params);
+    EXPECT_EQ(clip, 2 * 6 * sampled * 256 * 4) << tokens;
+  }
 }
 
 // Routed experts: GPTQ's step of one projection holds every expert's Hessian; streamed in groups of G, one expert's,
