@@ -13,6 +13,7 @@
 #include "core/config/asymmetric_gptq_cost.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/gptq_block_grid.h"
+#include "core/estimate/awq_clip_cost.h"
 #include "core/estimate/capture_cost.h"
 #include "core/estimate/rotation_training_cost.h"
 
@@ -133,16 +134,46 @@ uint64_t TokenPassBytes(const Ctx& c, const checkpoint::TokenPasses& passes) {
   return static_cast<uint64_t>(widest) * static_cast<uint64_t>(c.tokens) * 4;
 }
 
+// The input columns a scale of the linear's weight covers: its groups', or the whole row.
+int64_t WeightGroupColumns(const Linear& l) {
+  const QuantSpec& w = *l.config->weight;
+  return w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : l.in;
+}
+
+// The tokens AWQ's clip search sees of a linear: the calibration's, a routed expert's share of them.
+int64_t ClipSearchTokens(const Ctx& c, const Linear& l) {
+  const checkpoint::ModelConfig& mc = c.model.config;
+  if (mc.num_experts <= 0 || l.module.find(".experts.") == std::string::npos) return c.tokens;
+  return static_cast<int64_t>(std::llround(static_cast<double>(c.tokens) * mc.num_experts_per_tok / mc.num_experts));
+}
+
+// A decoder linear's name within its layer ("self_attn.o_proj"): what AWQ's clip search decides on.
+std::string RelativeName(const Ctx& c, const Linear& l) {
+  const std::string prefix = checkpoint::LayerPrefix(c.model.config, l.layer);
+  return l.module.rfind(prefix, 0) == 0 ? l.module.substr(prefix.size()) : l.module;
+}
+
 // AWQ's clip search beside the recorded inputs: its widest linear's (checkpoint::AwqClipElements), in float32.
 uint64_t AwqClipBytes(const Ctx& c) {
   int64_t widest = 0;
   for (const Linear& l : c.linears) {
-    if (l.config == nullptr || !l.config->weight || l.layer < 0) continue;
-    const QuantSpec& w = *l.config->weight;
-    const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : l.in;
-    widest = std::max(widest, checkpoint::AwqClipElements(l.out, l.in, group));
+    if (l.config == nullptr || !l.config->weight || l.layer < 0 || !checkpoint::AwqClipsLinear(RelativeName(c, l))) {
+      continue;
+    }
+    const int64_t sampled = checkpoint::AwqClipSampledTokens(ClipSearchTokens(c, l));
+    widest = std::max(widest, checkpoint::AwqClipElements(l.out, l.in, WeightGroupColumns(l), sampled));
   }
   return static_cast<uint64_t>(widest) * 4;
+}
+
+// AWQ's clip search (awq_clip_cost.h) over every quantized decoder linear.
+double AwqClipSeconds(const Ctx& c) {
+  ClipSearchWork work;
+  for (const Linear& l : c.linears) {
+    if (l.config == nullptr || !l.config->weight || l.layer < 0) continue;
+    work += AwqClipSearchWork(RelativeName(c, l), l.out, l.in, ClipSearchTokens(c, l));
+  }
+  return AwqClipSearchSeconds(work, c.rates);
 }
 
 double AlgoForwardSeconds(const Ctx& c, int grid) {
@@ -380,7 +411,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       // The searches batch their trials (their default allowance beside them: checkpoint/token_pass_memory.h).
       const auto search_batch =
           static_cast<uint64_t>(c.gpu ? checkpoint::kGpuSearchBatchBytes : checkpoint::kCpuSearchBatchBytes);
-      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)),
+      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)) + AwqClipSeconds(c),
                                working + TokenPassBytes(c, Passes(true, true, false)) + AwqClipBytes(c) + search_batch));
     } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
       // #35 AutoRound: the float targets, then per iteration a batch's forward and backward (about 3 forwards).
