@@ -3,8 +3,9 @@
 // weight's fake quantization, its per-group outputs and their squared error against the float ones. From shapes alone
 // (no LibTorch: quarkd's estimator). Held against a Llama-2-7B-shaped layer at 2,048 tokens on a 2-core Zen 5 VM
 // (docs/results/estimates.md, "AWQ's clip search charged"): the products ran at the probe's GEMM rate, the clamps and
-// quantizations of the trial weights at about 1.5x the probe's fake-quant rate (as the ratio grid's trial weights), and
-// the error, computed in the memory the products have just written, took 3 of the search's 52 s: it is not charged.
+// quantizations of the trial weights at 0.22 GB/s where the probe's fake-quant rate read 0.11-0.15 (it charges them
+// high, as it does the ratio grid's), and the error, computed in the memory the products have just written, took 3 of
+// the search's 52 s: it is not charged.
 #pragma once
 
 #include <cstdint>
