@@ -8,6 +8,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strings.h"
 #include "core/checkpoint/token_pass_memory.h"
+#include "core/config/row_groups.h"
 
 namespace quark::algorithms {
 namespace {
@@ -121,9 +122,7 @@ absl::StatusOr<at::Tensor> ClipShrinkBatches(const at::Tensor& xg, const at::Ten
 absl::StatusOr<at::Tensor> AwqBestClip(const at::Tensor& weight, const at::Tensor& input, const QuantSpec& spec,
                                        const AwqOptions& options, const WeightQdq& qdq) {
   const int64_t out = weight.size(0), in = weight.size(1);
-  const int64_t group = spec.qscheme == QScheme::kPerGroup && spec.group_size && *spec.group_size > 0
-                            ? *spec.group_size
-                            : in;
+  const int64_t group = RowGroupColumns(spec, in);
   if (in % group != 0) return absl::InvalidArgumentError(StrCat("group_size ", group, " does not divide ", in));
   const int64_t groups = in / group;
   at::Tensor x = input.reshape({-1, in});

@@ -13,6 +13,7 @@
 #include "core/config/asymmetric_gptq_cost.h"
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/gptq_block_grid.h"
+#include "core/config/row_groups.h"
 #include "core/estimate/awq_clip_cost.h"
 #include "core/estimate/capture_cost.h"
 #include "core/estimate/rotation_training_cost.h"
@@ -134,17 +135,16 @@ uint64_t TokenPassBytes(const Ctx& c, const checkpoint::TokenPasses& passes) {
   return static_cast<uint64_t>(widest) * static_cast<uint64_t>(c.tokens) * 4;
 }
 
-// The input columns a scale of the linear's weight covers: its groups', or the whole row.
-int64_t WeightGroupColumns(const Linear& l) {
-  const QuantSpec& w = *l.config->weight;
-  return w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : l.in;
+// MoE: a token runs through top-k of the E experts, so an expert's linear sees k/E of the tokens on average (the
+// calibration top-up adds at most moe_min_expert_tokens per expert and layer, a small share); 1 without experts.
+double RoutedShare(const checkpoint::ModelConfig& mc) {
+  return mc.num_experts > 0 ? static_cast<double>(mc.num_experts_per_tok) / mc.num_experts : 1.0;
 }
 
 // The tokens AWQ's clip search sees of a linear: the calibration's, a routed expert's share of them.
 int64_t ClipSearchTokens(const Ctx& c, const Linear& l) {
-  const checkpoint::ModelConfig& mc = c.model.config;
-  if (mc.num_experts <= 0 || l.module.find(".experts.") == std::string::npos) return c.tokens;
-  return static_cast<int64_t>(std::llround(static_cast<double>(c.tokens) * mc.num_experts_per_tok / mc.num_experts));
+  if (l.module.find(".experts.") == std::string::npos) return c.tokens;
+  return static_cast<int64_t>(std::llround(static_cast<double>(c.tokens) * RoutedShare(c.model.config)));
 }
 
 // A decoder linear's name within its layer ("self_attn.o_proj"): what AWQ's clip search decides on.
@@ -161,7 +161,8 @@ uint64_t AwqClipBytes(const Ctx& c) {
       continue;
     }
     const int64_t sampled = checkpoint::AwqClipSampledTokens(ClipSearchTokens(c, l));
-    widest = std::max(widest, checkpoint::AwqClipElements(l.out, l.in, WeightGroupColumns(l), sampled));
+    const int64_t group = RowGroupColumns(*l.config->weight, l.in);
+    widest = std::max(widest, checkpoint::AwqClipElements(l.out, l.in, group, sampled));
   }
   return static_cast<uint64_t>(widest) * 4;
 }
@@ -384,9 +385,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                            model.weight_bytes / rates.disk_read_bytes_per_s +
                                kLoadConvertPasses * 4.0 * params / rates.fake_quant_bytes_per_s,
                            c.layer_f32));
-  // MoE: a token runs through top-k of the E experts, so an expert's linear sees k/E of the tokens on average (the
-  // calibration top-up adds at most moe_min_expert_tokens per expert and layer, a small share).
-  const double expert_share = mc.num_experts > 0 ? static_cast<double>(mc.num_experts_per_tok) / mc.num_experts : 1.0;
+  const double expert_share = RoutedShare(mc);
   const auto active = [&](const Linear& l) {
     const double n = static_cast<double>(l.out) * l.in;
     return l.module.find(".experts.") != std::string::npos ? n * expert_share : n;

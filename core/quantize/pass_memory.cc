@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "core/base/strings.h"
+#include "core/config/row_groups.h"
 #include "core/runtime/compute_device.h"
 namespace quark::quantize {
 namespace {
@@ -87,8 +88,7 @@ int64_t PassDeviceMemory(const runtime::DecoderLayer& layer, const LayerPlan& pl
     }
     if (options.token_passes.awq && assignment != nullptr && assignment->config.weight &&
         checkpoint::AwqClipsLinear(linear.relative_name)) {
-      const QuantSpec& w = *assignment->config.weight;
-      const int64_t group = w.qscheme == QScheme::kPerGroup && w.group_size && *w.group_size > 0 ? *w.group_size : in;
+      const int64_t group = RowGroupColumns(*assignment->config.weight, in);
       const int64_t sampled = expert || tokens <= 0 ? checkpoint::AwqClipMostSampledTokens(tokens)
                                                     : checkpoint::AwqClipSampledTokens(tokens);
       awq_clip = std::max(awq_clip, checkpoint::AwqClipElements(out, in, group, sampled) * options.element_bytes);
