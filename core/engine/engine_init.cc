@@ -9,6 +9,7 @@
 #include "core/base/blas_core.h"
 #include "core/base/blas_threads.h"
 #include "core/base/log.h"
+#include "core/runtime/huge_page_allocator.h"
 
 namespace quark {
 namespace {
@@ -42,6 +43,7 @@ void InitEngine(const EngineOptions& options) {
   LogBlasCoreChoiceOnce();
   // overwrite = 0: a user's own choice of ISA wins.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
+  runtime::InstallHugePageCpuAllocator();
   int threads = options.intra_op_threads > 0 ? options.intra_op_threads : ThreadsFromEnvironment();
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads != g_threads) {
