@@ -14,7 +14,7 @@
 #include "core/config/e8m0_tiles.h"  // #30
 #include "core/config/gptq_block_grid.h"
 #include "core/config/row_groups.h"
-#include "core/estimate/awq_clip_cost.h"
+#include "core/estimate/awq_cost.h"
 #include "core/estimate/capture_cost.h"
 #include "core/estimate/rotation_training_cost.h"
 
@@ -167,7 +167,26 @@ uint64_t AwqClipBytes(const Ctx& c) {
   return static_cast<uint64_t>(widest) * 4;
 }
 
-// AWQ's clip search (awq_clip_cost.h) over every quantized decoder linear.
+// AWQ's ratio grid (awq_cost.h): every quantized decoder linear in its pair's inspected forwards (a routed expert's at
+// its share of the tokens) and its trial weights, and each such layer's inspected attention scores.
+double AwqGridSecondsOf(const Ctx& c, int grid) {
+  const double expert_share = RoutedShare(c.model.config);
+  AwqGridWork work;
+  std::set<int64_t> layers;
+  for (const Linear& l : c.linears) {
+    if (l.config == nullptr || l.layer < 0) continue;
+    const double weights = static_cast<double>(l.out) * static_cast<double>(l.in);
+    const double active = l.module.find(".experts.") != std::string::npos ? weights * expert_share : weights;
+    work += AwqGridLinearWork(RelativeName(c, l), l.out, l.in, active, c.tokens, grid);
+    layers.insert(l.layer);
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    work += AwqGridAttentionWork(c.model.config.hidden_size, c.seq, c.job.calibration_samples, grid);
+  }
+  return AwqGridSeconds(work, c.rates);
+}
+
+// AWQ's clip search (awq_cost.h) over every quantized decoder linear.
 double AwqClipSeconds(const Ctx& c) {
   ClipSearchWork work;
   for (const Linear& l : c.linears) {
@@ -410,7 +429,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
       // The searches batch their trials (their default allowance beside them: checkpoint/token_pass_memory.h).
       const auto search_batch =
           static_cast<uint64_t>(c.gpu ? checkpoint::kGpuSearchBatchBytes : checkpoint::kCpuSearchBatchBytes);
-      e.phases.push_back(Phase(c, "awq", AlgoForwardSeconds(c, std::max(1, awq->grid_size)) + AwqClipSeconds(c),
+      e.phases.push_back(Phase(c, "awq", AwqGridSecondsOf(c, std::max(1, awq->grid_size)) + AwqClipSeconds(c),
                                working + TokenPassBytes(c, Passes(true, true, false)) + AwqClipBytes(c) + search_batch));
     } else if (const auto* autoround = std::get_if<AutoRoundAlgo>(&algo)) {
       // #35 AutoRound: the float targets, then per iteration a batch's forward and backward (about 3 forwards).

@@ -1,6 +1,7 @@
-// AWQ's clip search in the estimator (core/estimate/awq_clip_cost.h): the tokens it samples (Quark's 0::T // n), the
-// linears it takes, its work a linear, and the AWQ phase's charge for it.
-#include "core/estimate/awq_clip_cost.h"
+// AWQ in the estimator (core/estimate/awq_cost.h): the ratio grid's inspected forwards (the linears run a second time
+// inside a block inspected for another pair, the attention scores) and trial weights; the clip search's sampled tokens
+// (Quark's 0::T // n), the linears it takes, its work a linear; and the AWQ phase's charge for both.
+#include "core/estimate/awq_cost.h"
 
 #include <unistd.h>
 
@@ -59,11 +60,35 @@ TEST(AwqClipCostTest, CountsTheProductsAndTheTrialWeights) {
   EXPECT_DOUBLE_EQ(AwqClipSearchSeconds(work, rates), work.product_flops / 1e11 + work.trial_weight_bytes / 1e9);
 }
 
-// The AWQ phase: the ratio grid (every quantized linear's forward and trial weights, 20 ratios) plus the clip search of
-// v, o, gate, up and down, on a 2-layer model (hidden 256, intermediate 768) over 2 samples of 32 tokens (all 64
-// sampled).
-TEST(AwqClipCostTest, TheAwqPhaseChargesTheClipSearch) {
-  const std::string dir = (fs::temp_directory_path() / ("awq_clip_cost_" + std::to_string(getpid()))).string();
+// The default pairs' inspected blocks (quantize/scaling_pass.cc): the attention for q/k/v holds o, the MLP (or MoE
+// block) for gate/up holds down; OPT's fc1 is inspected alone.
+TEST(AwqGridCostTest, OutputAndDownProjectionsRunAgainInsideInspectedBlocks) {
+  for (const char* twice : {"self_attn.o_proj", "self_attn.out_proj", "mlp.down_proj", "mlp.experts.7.down_proj",
+                            "mlp.shared_expert.down_proj", "block_sparse_moe.experts.0.w2"}) {
+    EXPECT_TRUE(AwqRunsInsideAnInspectedBlock(twice)) << twice;
+  }
+  for (const char* once : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj",
+                           "mlp.gate_proj", "mlp.up_proj", "mlp.gate_up_proj", "fc1", "fc2",
+                           "block_sparse_moe.experts.0.w1", "block_sparse_moe.experts.0.w3"}) {
+    EXPECT_FALSE(AwqRunsInsideAnInspectedBlock(once)) << once;
+  }
+  // 20 ratios and the reference: 21 forwards; 20 trial weights.
+  const AwqGridWork o = AwqGridLinearWork("self_attn.o_proj", 4096, 4096, 4096.0 * 4096, 2048, 20);
+  EXPECT_DOUBLE_EQ(o.forward_flops, 2 * 21 * 2.0 * 4096 * 4096 * 2048);
+  EXPECT_DOUBLE_EQ(o.trial_weight_bytes, 20 * 4.0 * 4096 * 4096);
+  // A routed expert: its forwards at its share of the tokens, its whole weight quantized per ratio.
+  const AwqGridWork expert = AwqGridLinearWork("mlp.experts.3.gate_proj", 768, 256, 768.0 * 256 / 8, 512, 20);
+  EXPECT_DOUBLE_EQ(expert.forward_flops, 21 * 2.0 * 768 * 256 / 8 * 512);
+  EXPECT_DOUBLE_EQ(expert.trial_weight_bytes, 20 * 4.0 * 768 * 256);
+  EXPECT_DOUBLE_EQ(AwqGridAttentionWork(4096, 2048, 3, 20).forward_flops, 21 * 4.0 * 2048 * 2048 * 4096 * 3);
+  EXPECT_EQ(AwqGridLinearWork("mlp.up_proj", 0, 256, 0, 512, 20).forward_flops, 0);
+}
+
+// The AWQ phase: the ratio grid (each pair's inspected forwards, the reference and 20 ratios, and 20 trial weights a
+// linear) plus the clip search of v, o, gate, up and down, on a 2-layer model (hidden 256, intermediate 768) over 2
+// samples of 32 tokens (all 64 sampled).
+TEST(AwqClipCostTest, TheAwqPhaseChargesTheGridAndTheClipSearch) {
+  const std::string dir = (fs::temp_directory_path() / ("awq_cost_" + std::to_string(getpid()))).string();
   testing::WriteBf16Llama(dir, 256, 768, 2);
   const absl::StatusOr<ModelShape> model = ReadModelShape(dir);
   fs::remove_all(dir);
@@ -82,7 +107,10 @@ TEST(AwqClipCostTest, TheAwqPhaseChargesTheClipSearch) {
   }
   ASSERT_GE(awq, 0.0) << "no awq phase";
   const double tokens = 64, layer_params = 4 * 256.0 * 256 + 3 * 768.0 * 256;
-  const double grid_forwards = 2 * layer_params * tokens * 20 / rates.gemm_flops;
+  // q, k, v and gate, up once; o and down twice (inside the attention and the MLP inspected for q/k/v and gate/up).
+  const double inspected_params = layer_params + 256.0 * 256 + 256.0 * 768;
+  const double attention_scores = 21 * 4.0 * 32 * 32 * 256 * 2;
+  const double grid_forwards = (21 * 2 * inspected_params * tokens + attention_scores) / rates.gemm_flops;
   const double grid_trial_weights = 4 * layer_params * 20 / rates.fake_quant_bytes_per_s;
   const double grid = 2 * (grid_forwards + grid_trial_weights);  // two layers
   ClipSearchWork layer;
