@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <string_view>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 namespace quark::runtime {
 namespace {
@@ -37,7 +37,10 @@ class HugePageAllocator final : public c10::Allocator {
   c10::DataPtr Allocate(size_t n) const {
     if (n < kHugePageThresholdBytes) return c10::GetDefaultCPUAllocator()->allocate(n);
     void* data = nullptr;
-    if (posix_memalign(&data, kHugePageBytes, n) != 0 || data == nullptr) throw std::bad_alloc();
+    // Refused as LibTorch's allocator refuses (a c10::Error saying "not enough memory"), which the engine turns into
+    // RESOURCE_EXHAUSTED naming the layer (runtime::TorchErrorToStatus).
+    TORCH_CHECK(posix_memalign(&data, kHugePageBytes, n) == 0 && data != nullptr,
+                "HugePageCpuAllocator: not enough memory: you tried to allocate ", n, " bytes.");
     // The advice covers exactly the tensor's pages: a huge page is used where a whole aligned 2 MiB lies inside,
     // so the tail of an odd size stays on small pages and nothing beyond the tensor becomes resident. A kernel
     // without transparent huge pages refuses the advice (EINVAL): the memory is as good, on small pages.

@@ -16,6 +16,7 @@
 #include <c10/core/Allocator.h>
 
 #include "core/runtime/allocation_meter.h"
+#include "core/runtime/layer_streamer.h"
 
 namespace quark::runtime {
 namespace {
@@ -77,6 +78,20 @@ TEST(HugePageAllocatorTest, LargeTensorsAreAlignedAndAdvisedSmallOnesAreLibTorch
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % 64, 0u);
   const at::Tensor threshold = at::empty({static_cast<int64_t>(kHugePageThresholdBytes)}, at::kByte);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(threshold.data_ptr()) % kHugePageBytes, 0u) << "the threshold itself";
+}
+
+// More than the machine can give: refused as LibTorch's allocator refuses, which the engine reports as out of memory
+// (RESOURCE_EXHAUSTED naming what was being done), never a crash.
+TEST(HugePageAllocatorTest, ARefusedAllocationIsTheEnginesOutOfMemory) {
+  ASSERT_TRUE(InstallHugePageCpuAllocator());
+  try {
+    const at::Tensor too_large = at::empty({int64_t{1} << 58}, at::kByte);
+    ADD_FAILURE() << "2^58 bytes were allocated";
+  } catch (const std::exception& error) {
+    const absl::Status status = TorchErrorToStatus(error, "layer 3");
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    EXPECT_NE(status.message().find("288230376151711744 bytes"), std::string::npos) << status;
+  }
 }
 
 // oneDNN's bfloat16 kernels take their buffers through raw_allocate (context == data) and give them back through
