@@ -10,21 +10,8 @@
 # rotation fits its 8 GiB budget on one layer and trains its 100 steps (many minutes on a CPU): leave it out of ALGOS
 # unless that is the point.
 set -u
-BUILD=${1:-build}
-QUARK="$BUILD/core/cli/quark"
-DIR=${DIR:-/tmp/quark_bench_7b_layer}
-TOKENS=${TOKENS:-2048}
-SCHEME=${SCHEME:-uint4_wo_128}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-2}
-
-# The model and its calibration ids (quantize_bench writes both; its own RTN run is the warm-up).
-if [ ! -f "$DIR/config.json" ] || [ "$(wc -w < "$DIR/calib.ids" 2>/dev/null)" != "$TOKENS" ]; then
-  rm -rf "$DIR"
-  "$BUILD/bench/quantize/quantize_bench" --dir "$DIR" --layers 1 --samples 1 --seq-len "$TOKENS" --presets "$SCHEME" \
-    > /dev/null 2>&1 || { echo "quantize_bench failed" >&2; exit 1; }
-fi
+# shellcheck source=bench/algorithms/layer_7b_fixture.sh
+source "$(dirname "$0")/layer_7b_fixture.sh" "$@"
 echo "{\"name\": \"autoround\", \"iters\": ${AUTOROUND_ITERS:-5}}" > "$OUT/autoround.json"
 echo '{"name": "rotation", "trainable": true}' > "$OUT/learned_rotation.json"
 

@@ -1,26 +1,14 @@
 #!/usr/bin/env bash
 # The CPU's large tensors on transparent huge pages (core/runtime/huge_page_allocator.h) against LibTorch's own
 # allocator (QUARK_HUGE_PAGES=0), side by side: wall time and peak RSS of `quark quantize` on one Llama-2-7B-shaped
-# decoder layer (the fixture bench/algorithms/algorithms_7b_layer.sh makes: hidden 4096, MLP 11008, bf16, seeded
+# decoder layer (bench/algorithms/layer_7b_fixture.sh: hidden 4096, MLP 11008, bf16, seeded
 # random weights, 2048 calibration tokens), uint4 asymmetric groups of 128, each algorithm run with small pages, then
 # with huge pages, each as its own process under /usr/bin/time -v.
 #
 #   bench/runtime/huge_pages_7b_layer.sh [BUILD_DIR]     (ALGOS="rtn gptq awq" SCHEME=uint4_wo_128 TOKENS=2048)
 set -u
-BUILD=${1:-build}
-QUARK="$BUILD/core/cli/quark"
-DIR=${DIR:-/tmp/quark_bench_7b_layer}
-TOKENS=${TOKENS:-2048}
-SCHEME=${SCHEME:-uint4_wo_128}
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
-export QUARK_THREADS=${QUARK_THREADS:-2}
-
-if [ ! -f "$DIR/config.json" ] || [ "$(wc -w < "$DIR/calib.ids" 2>/dev/null)" != "$TOKENS" ]; then
-  rm -rf "$DIR"
-  "$BUILD/bench/quantize/quantize_bench" --dir "$DIR" --layers 1 --samples 1 --seq-len "$TOKENS" --presets "$SCHEME" \
-    > /dev/null 2>&1 || { echo "quantize_bench failed" >&2; exit 1; }
-fi
+# shellcheck source=bench/algorithms/layer_7b_fixture.sh
+source "$(dirname "$0")/../algorithms/layer_7b_fixture.sh" "$@"
 
 # One run: prints "wall rss" (seconds, GB), or "failed" with the log's last line.
 run() {
