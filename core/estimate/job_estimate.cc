@@ -141,9 +141,17 @@ double RoutedShare(const checkpoint::ModelConfig& mc) {
   return mc.num_experts > 0 ? static_cast<double>(mc.num_experts_per_tok) / mc.num_experts : 1.0;
 }
 
+bool IsRoutedExpert(const Linear& l) { return l.module.find(".experts.") != std::string::npos; }
+
+// The weights a calibration token multiplies on average: out x in, a routed expert's at its share of the tokens.
+double ActiveWeights(const Ctx& c, const Linear& l) {
+  const double weights = static_cast<double>(l.out) * static_cast<double>(l.in);
+  return IsRoutedExpert(l) ? weights * RoutedShare(c.model.config) : weights;
+}
+
 // The tokens AWQ's clip search sees of a linear: the calibration's, a routed expert's share of them.
 int64_t ClipSearchTokens(const Ctx& c, const Linear& l) {
-  if (l.module.find(".experts.") == std::string::npos) return c.tokens;
+  if (!IsRoutedExpert(l)) return c.tokens;
   return static_cast<int64_t>(std::llround(static_cast<double>(c.tokens) * RoutedShare(c.model.config)));
 }
 
@@ -170,14 +178,11 @@ uint64_t AwqClipBytes(const Ctx& c) {
 // AWQ's ratio grid (awq_cost.h): every quantized decoder linear in its pair's inspected forwards (a routed expert's at
 // its share of the tokens) and its trial weights, and each such layer's inspected attention scores.
 double AwqGridSecondsOf(const Ctx& c, int grid) {
-  const double expert_share = RoutedShare(c.model.config);
   AwqGridWork work;
   std::set<int64_t> layers;
   for (const Linear& l : c.linears) {
     if (l.config == nullptr || l.layer < 0) continue;
-    const double weights = static_cast<double>(l.out) * static_cast<double>(l.in);
-    const double active = l.module.find(".experts.") != std::string::npos ? weights * expert_share : weights;
-    work += AwqGridLinearWork(RelativeName(c, l), l.out, l.in, active, c.tokens, grid);
+    work += AwqGridLinearWork(RelativeName(c, l), l.out, l.in, ActiveWeights(c, l), c.tokens, grid);
     layers.insert(l.layer);
   }
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -268,7 +273,7 @@ PhaseEstimate GptqPhase(const Ctx& c, int block_size, HessianMethod method) {
     std::set<int64_t> moe_layers;
     for (const Linear& l : c.linears) {
       if (l.layer < 0) continue;
-      if (l.module.find(".experts.") != std::string::npos) moe_layers.insert(l.layer);
+      if (IsRoutedExpert(l)) moe_layers.insert(l.layer);
       if (l.module.find("shared_expert") != std::string::npos) shared_params[l.layer] += static_cast<double>(l.out) * l.in;
     }
     for (const int64_t layer : moe_layers) {
@@ -404,11 +409,7 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                            model.weight_bytes / rates.disk_read_bytes_per_s +
                                kLoadConvertPasses * 4.0 * params / rates.fake_quant_bytes_per_s,
                            c.layer_f32));
-  const double expert_share = RoutedShare(mc);
-  const auto active = [&](const Linear& l) {
-    const double n = static_cast<double>(l.out) * l.in;
-    return l.module.find(".experts.") != std::string::npos ? n * expert_share : n;
-  };
+  const auto active = [&](const Linear& l) { return ActiveWeights(c, l); };
   double inactive_expert_params = 0;
   for (const Linear& l : c.linears) inactive_expert_params += static_cast<double>(l.out) * l.in - active(l);
   if (c.calibrates) {
