@@ -1,4 +1,5 @@
 // quark-worker: runs quantization jobs leased from quarkd (flags: worker/worker_main.h).
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 #include "core/runtime/compute_device.h"
 #include "worker/engine_pipeline.h"
@@ -6,6 +7,7 @@
 #include "worker/worker_main.h"
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();
   quark::InitEngine();
   return quark::worker::WorkerMain(
       argc, argv, [] { return quark::worker::MakeEnginePipeline(); }, quark::worker::MeasureThroughput,

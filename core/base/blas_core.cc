@@ -1,5 +1,7 @@
 #include "core/base/blas_core.h"
 
+#include "core/base/self_exec.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -8,8 +10,6 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 namespace quark {
@@ -127,26 +127,13 @@ void EnsureBlasCoreMatchesCpu() {
     case BlasCoreDecision::Action::kReexec:
       break;
   }
-  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
-  const std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t begin = 0; begin < raw.size();) {
-    const size_t end = raw.find('\0', begin);
-    args.push_back(raw.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   std::fprintf(stderr, "quark: %s\n", decision.message.c_str());
-  std::fflush(nullptr);
   setenv("OPENBLAS_CORETYPE", decision.coretype.c_str(), 1);
   setenv(kChosenVariable, in.corename.data(), 1);
-  if (!args.empty()) execv("/proc/self/exe", argv.data());
-  std::fprintf(stderr, "quark: fatal: could not re-execute /proc/self/exe with OPENBLAS_CORETYPE=%s (%s); set it "
+  ReexecuteSelf();
+  std::fprintf(stderr, "quark: fatal: could not re-execute /proc/self/exe with OPENBLAS_CORETYPE=%s; set it "
                "yourself, or QUARK_ALLOW_GENERIC_BLAS=1 to run on the generic kernels\n",
-               decision.coretype.c_str(), args.empty() ? "no /proc/self/cmdline" : "execv failed");
+               decision.coretype.c_str());
   std::exit(kExitSoftware);
 }
 

@@ -6,9 +6,11 @@
 
 #include "core/base/log.h"
 #include "core/cli/command_registry.h"
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();
   quark::InitEngine();
   quark::log::Init(quark::log::Format::kText, "warn");
   CLI::App app{"quark: quantize, evaluate and inspect models offline"};

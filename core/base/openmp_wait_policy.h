@@ -1,0 +1,23 @@
+// OpenMP's idle threads sleep instead of spinning, in the engine's own executables (`quark`, `quark-worker`).
+//
+// Why: LibTorch's OpenMP team and OpenBLAS's thread pool each have as many threads as the engine's (QUARK_THREADS,
+// the core count by default), and a pass alternates between them: an element-wise LibTorch op, a GEMM, another op.
+// libgomp's idle threads spin for a while after every parallel region (GOMP_SPINCOUNT 300,000 unless told
+// otherwise), on the cores OpenBLAS's threads then need. With OMP_WAIT_POLICY=PASSIVE they sleep at once: on a 2-core
+// machine perplexity ran 2x faster, task scoring 2.6x, GPTAQ 1.2x, RTN, GPTQ and AWQ the same or faster
+// (docs/results/engine.md, "OpenMP's idle threads").
+//
+// libgomp reads the policy once, when it is loaded, before main: a process that finds neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT in its environment sets OMP_WAIT_POLICY=PASSIVE and re-executes itself (self_exec.h; about 0.6 s on
+// the 2-core machine, where loading LibTorch dominates). An operator's own value of either wins: GOMP_SPINCOUNT=300000
+// is libgomp's default again, OMP_WAIT_POLICY=ACTIVE spins always.
+#pragma once
+
+namespace quark {
+
+/// Returns at once when the environment names a wait policy or spin count; otherwise sets OMP_WAIT_POLICY=PASSIVE
+/// and re-executes this process, returning only when that fails (the process then runs with libgomp's default, and
+/// its children with PASSIVE). Call first in main, before any thread starts.
+void EnsurePassiveOpenMpWaits();
+
+}  // namespace quark

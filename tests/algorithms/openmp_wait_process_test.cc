@@ -1,0 +1,81 @@
+// OpenMP's wait policy in the engine's executables (core/base/openmp_wait_policy.h), in real processes: libgomp's own
+// account of its settings (OMP_DISPLAY_ENV=VERBOSE, printed when it is loaded) in `quark` and `quark-worker`, started
+// with no policy, with an operator's policy and with an operator's spin count.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tests/algorithms/cli_run.h"
+
+namespace quark {
+namespace {
+
+using testing::CliRun;
+using testing::RunShell;
+
+// A process started with neither libgomp setting, plus `vars`, asking libgomp to print what it read.
+std::string Env(const std::string& vars) {
+  return "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE " + vars + " ";
+}
+
+// Every value libgomp printed for `name`, in order (one per loaded image: two when the process re-executed itself).
+std::vector<std::string> Displayed(const CliRun& run, const std::string& name) {
+  std::vector<std::string> values;
+  const std::string key = name + " = '";
+  for (size_t at = run.output.find(key); at != std::string::npos; at = run.output.find(key, at + 1)) {
+    const size_t begin = at + key.size();
+    values.push_back(run.output.substr(begin, run.output.find('\'', begin) - begin));
+  }
+  return values;
+}
+
+size_t Count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+struct Binary {
+  const char* path;
+  const char* help_line;  // a line of its --help text
+};
+void PrintTo(const Binary& binary, std::ostream* out) { *out << binary.path; }
+
+class OpenMpWaitProcessTest : public ::testing::TestWithParam<Binary> {};
+
+TEST_P(OpenMpWaitProcessTest, WithoutAPolicyTheProcessReexecutesWithPassiveWaits) {
+  const CliRun run = RunShell(Env("") + GetParam().path + " --help");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The first image spun (libgomp's default); the re-executed one, which runs the command, sleeps at once.
+  ASSERT_EQ(Displayed(run, "GOMP_SPINCOUNT").size(), 2u) << run.output;
+  EXPECT_NE(Displayed(run, "GOMP_SPINCOUNT")[0], "0") << run.output;
+  EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT")[1], "0") << run.output;
+  EXPECT_EQ(Displayed(run, "OMP_WAIT_POLICY").back(), "PASSIVE") << run.output;
+  // The same arguments, run once.
+  EXPECT_EQ(Count(run.output, GetParam().help_line), 1u) << run.output;
+}
+
+TEST_P(OpenMpWaitProcessTest, AnOperatorsPolicyIsKept) {
+  const CliRun run = RunShell(Env("OMP_WAIT_POLICY=ACTIVE") + GetParam().path + " --help");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(Displayed(run, "OMP_WAIT_POLICY"), std::vector<std::string>{"ACTIVE"}) << run.output;
+  EXPECT_NE(Displayed(run, "GOMP_SPINCOUNT").at(0), "0") << run.output;
+}
+
+TEST_P(OpenMpWaitProcessTest, AnOperatorsSpinCountIsKept) {
+  const CliRun run = RunShell(Env("GOMP_SPINCOUNT=1000") + GetParam().path + " --help");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT"), std::vector<std::string>{"1000"}) << run.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(EngineExecutables, OpenMpWaitProcessTest,
+                         ::testing::Values(Binary{QUARK_CLI_BINARY, "quark: quantize, evaluate and inspect models"},
+                                           Binary{QUARK_WORKER_BINARY, "quark-worker: runs quantization jobs leased from quarkd"}),
+                         [](const ::testing::TestParamInfo<Binary>& info) {
+                           return std::string(info.index == 0 ? "quark" : "quark_worker");
+                         });
+
+}  // namespace
+}  // namespace quark
