@@ -1,7 +1,5 @@
 #include "core/base/blas_core.h"
 
-#include "core/base/self_exec.h"
-
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -11,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "core/base/self_exec.h"
 
 namespace quark {
 namespace {

@@ -4,8 +4,8 @@
 // the core count by default), and a pass alternates between them: an element-wise LibTorch op, a GEMM, another op.
 // libgomp's idle threads spin for a while after every parallel region (GOMP_SPINCOUNT 300,000 unless told
 // otherwise), on the cores OpenBLAS's threads then need. With OMP_WAIT_POLICY=PASSIVE they sleep at once: on a 2-core
-// machine perplexity ran 2x faster, task scoring 2.6x, GPTAQ 1.2x, RTN, GPTQ and AWQ the same or faster
-// (docs/results/engine.md, "OpenMP's idle threads").
+// machine task scoring ran 1.8-2.9x faster, perplexity up to 1.6x, GPTAQ 1.25x, RTN 1.14x, GPTQ 1.08x, AWQ the same
+// (bench/runtime/openmp_wait.sh; docs/results/engine.md, "OpenMP's idle threads sleep").
 //
 // libgomp reads the policy once, when it is loaded, before main: a process that finds neither OMP_WAIT_POLICY nor
 // GOMP_SPINCOUNT in its environment sets OMP_WAIT_POLICY=PASSIVE and re-executes itself (self_exec.h; about 0.6 s on

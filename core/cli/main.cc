@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "core/base/log.h"
-#include "core/cli/command_registry.h"
 #include "core/base/openmp_wait_policy.h"
+#include "core/cli/command_registry.h"
 #include "core/engine/engine_init.h"
 
 int main(int argc, char** argv) {
