@@ -17,7 +17,7 @@ namespace quark {
 
 /// Returns at once when the environment names a wait policy or spin count; otherwise sets OMP_WAIT_POLICY=PASSIVE
 /// and re-executes this process, returning only when that fails (the process then runs with libgomp's default, and
-/// its children with PASSIVE). Call first in main, before any thread starts.
+/// its children with PASSIVE). Call first in main (engine/engine_process.h's StartEngineProcess does).
 void EnsurePassiveOpenMpWaits();
 
 }  // namespace quark

@@ -5,13 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include "core/base/log.h"
-#include "core/base/openmp_wait_policy.h"
 #include "core/cli/command_registry.h"
-#include "core/engine/engine_init.h"
+#include "core/engine/engine_process.h"
 
 int main(int argc, char** argv) {
-  quark::EnsurePassiveOpenMpWaits();
-  quark::InitEngine();
+  quark::StartEngineProcess(argc, argv);
   quark::log::Init(quark::log::Format::kText, "warn");
   CLI::App app{"quark: quantize, evaluate and inspect models offline"};
   app.require_subcommand(1);

@@ -1,6 +1,6 @@
 // OpenMP's wait policy in the engine's executables (core/base/openmp_wait_policy.h), in real processes: libgomp's own
 // account of its settings (OMP_DISPLAY_ENV=VERBOSE, printed when it is loaded) in `quark` and `quark-worker`, started
-// with no policy, with an operator's policy and with an operator's spin count.
+// with no policy, with an operator's policy, with an operator's spin count and with a device that is not there.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -68,6 +68,22 @@ TEST_P(OpenMpWaitProcessTest, AnOperatorsSpinCountIsKept) {
   const CliRun run = RunShell(Env("GOMP_SPINCOUNT=1000") + GetParam().path + " --help");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT"), std::vector<std::string>{"1000"}) << run.output;
+}
+
+// A device that is not there (cuda:63: no such GPU, or a LibTorch without CUDA) is refused from the first start, not
+// after a re-execution's second one (core/engine/engine_process.h): one image, the device named.
+TEST(OpenMpWaitDeviceTest, AnUnusableDeviceIsRefusedWithoutReexecuting) {
+  for (const std::string& command :
+       {std::string(QUARK_CLI_BINARY) + " eval --model /nonexistent --text /nonexistent --device=cuda:63",
+        std::string(QUARK_CLI_BINARY) + " quantize --model /nonexistent --scheme uint4_wo_128 --output /nonexistent "
+                                        "--device cuda:63",
+        std::string(QUARK_WORKER_BINARY) + " --server 127.0.0.1:1 --devices cpu,cuda:63",
+        "QUARK_WORKER_DEVICES=cuda:63 " + std::string(QUARK_WORKER_BINARY) + " --server 127.0.0.1:1"}) {
+    const CliRun run = RunShell(Env("") + command);
+    EXPECT_NE(run.exit_code, 0) << command << "\n" << run.output;
+    EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT").size(), 1u) << command << "\n" << run.output;
+    EXPECT_NE(run.output.find("cuda:63"), std::string::npos) << command << "\n" << run.output;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EngineExecutables, OpenMpWaitProcessTest,
