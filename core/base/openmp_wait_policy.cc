@@ -6,8 +6,12 @@
 
 namespace quark {
 
+bool OpenMpWaitPolicyChosen() {
+  return std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
+}
+
 void EnsurePassiveOpenMpWaits() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (OpenMpWaitPolicyChosen()) return;
   setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
   ReexecuteSelf();
 }

@@ -15,7 +15,10 @@
 
 namespace quark {
 
-/// Returns at once when the environment names a wait policy or spin count; otherwise sets OMP_WAIT_POLICY=PASSIVE
+/// Whether the environment names a wait policy or spin count (an operator's, or this function's before a re-execution).
+bool OpenMpWaitPolicyChosen();
+
+/// Returns at once when OpenMpWaitPolicyChosen(); otherwise sets OMP_WAIT_POLICY=PASSIVE
 /// and re-executes this process, returning only when that fails (the process then runs with libgomp's default, and
 /// its children with PASSIVE). Call first in main (engine/engine_process.h's StartEngineProcess does).
 void EnsurePassiveOpenMpWaits();

@@ -40,11 +40,15 @@ std::vector<std::string> NamedDevices(int argc, char** argv, const char* devices
 }  // namespace
 
 void StartEngineProcess(int argc, char** argv, const char* devices_variable) {
-  bool usable = true;
-  for (const std::string& device : NamedDevices(argc, argv, devices_variable)) {
-    usable = usable && runtime::ResolveDevice(device, "--device").ok();
+  // The devices are looked at only in a start that would re-execute: the re-executed image (and a process whose
+  // operator chose a policy) leaves them to the command, which checks them anyway.
+  if (!OpenMpWaitPolicyChosen()) {
+    bool usable = true;
+    for (const std::string& device : NamedDevices(argc, argv, devices_variable)) {
+      usable = usable && runtime::ResolveDevice(device, "--device").ok();
+    }
+    if (usable) EnsurePassiveOpenMpWaits();
   }
-  if (usable) EnsurePassiveOpenMpWaits();
   InitEngine();
 }
 

@@ -409,12 +409,11 @@ absl::StatusOr<JobEstimate> EstimateJob(const ModelShape& model, const JobInputs
                            model.weight_bytes / rates.disk_read_bytes_per_s +
                                kLoadConvertPasses * 4.0 * params / rates.fake_quant_bytes_per_s,
                            c.layer_f32));
-  const auto active = [&](const Linear& l) { return ActiveWeights(c, l); };
   double inactive_expert_params = 0;
-  for (const Linear& l : c.linears) inactive_expert_params += static_cast<double>(l.out) * l.in - active(l);
+  for (const Linear& l : c.linears) inactive_expert_params += static_cast<double>(l.out) * l.in - ActiveWeights(c, l);
   if (c.calibrates) {
     double linear_params = 0;
-    for (const Linear& l : c.linears) linear_params += l.layer >= 0 ? active(l) : 0;
+    for (const Linear& l : c.linears) linear_params += l.layer >= 0 ? ActiveWeights(c, l) : 0;
     c.forward_flops = 2.0 * linear_params * c.tokens +
                       4.0 * seq * seq * mc.hidden_size * job.calibration_samples * model.num_layers;
     // Every layer runs its quantized forward, whose outputs feed the next layer; static activations (and the KV
