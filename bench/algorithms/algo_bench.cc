@@ -50,6 +50,7 @@
 #include "core/algorithms/gptq.h"
 #include "core/algorithms/gptq_columns.h"
 #include "core/algorithms/hessian.h"
+#include "core/base/openmp_wait_policy.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/config/quark_json.h"
@@ -256,6 +257,7 @@ int RunGptq(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   CLI::App app{"algo_bench: the engine's algorithms on one saved layer, timed"};
   app.require_subcommand(1);
   Flags f;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 #include "core/estimate/model_shape.h"
 #include "core/estimate/task_cost.h"
@@ -60,6 +61,7 @@ nlohmann::json WorkJson(const quark::estimate::TaskWork& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];

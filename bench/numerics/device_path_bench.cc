@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 #include "core/numerics/quant_kernels.h"
 
@@ -36,6 +37,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   const int64_t rows = argc > 2 ? std::atoll(argv[2]) : 4096;

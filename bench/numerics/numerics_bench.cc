@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 #include "core/numerics/fake_quant.h"
 
@@ -74,6 +75,7 @@ std::pair<double, double> BestAlternating(int repeats, const std::function<void(
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   const std::string filter = argc > 2 ? argv[2] : "";

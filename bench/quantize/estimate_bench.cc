@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/config/presets.h"
 #include "core/engine/engine_init.h"
 #include "core/estimate/deepseek_shape.h"
@@ -160,6 +161,7 @@ void PrintGgufSizes(const ModelShape& model, const std::string& types) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   std::string dir = "/tmp/quark_bench_llama7b", presets = "fp8,uint4_wo_128,uint4_wo_128+gptq";
   int samples = 1, seq_len = 32;

@@ -28,6 +28,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/config/presets.h"
 #include "core/engine/engine_init.h"
 #include "core/estimate/job_estimate.h"
@@ -63,6 +64,7 @@ double MiB(double bytes) { return bytes / (1024.0 * 1024.0); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {

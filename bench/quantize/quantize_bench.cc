@@ -23,6 +23,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/checkpoint/checkpoint_writer.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/config/presets.h"
@@ -148,6 +149,7 @@ void RunOne(const BenchOptions& o, const std::string& preset, const char* self) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   BenchOptions o;
   std::string child_preset, child_out;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/checkpoint/forward_workspace.h"
 #include "core/checkpoint/model_layout.h"
 #include "core/engine/engine_init.h"
@@ -128,6 +129,7 @@ Row MeasureLayer(const ModelConfig& config, at::ScalarType dtype, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   int64_t tokens = 2048, native_mm_tokens = 128;
   int reps = 1;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/checkpoint/checkpoint_reader.h"
 #include "core/engine/engine_init.h"
 #include "core/runtime/layer_streamer.h"
@@ -40,6 +41,7 @@ double RssMiB() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   quark::InitEngine();
   std::string model, text, dtype = "f32";
   int64_t tokens = 2048;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/openmp_wait_policy.h"
 #include "core/engine/engine_init.h"
 #include "core/eval/kv_cache_decoder.h"
 #include "core/runtime/layer_streamer.h"
@@ -21,6 +22,7 @@ double Since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quark::EnsurePassiveOpenMpWaits();  // OpenMP's idle threads sleep, as in quark and quark-worker
   std::string model;
   int64_t prompt_tokens = 256, new_tokens = 64, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -1,4 +1,5 @@
-// OpenMP's idle threads sleep instead of spinning, in the engine's own executables (`quark`, `quark-worker`).
+// OpenMP's idle threads sleep instead of spinning, in the engine's own executables (`quark`, `quark-worker`) and its
+// benchmarks (bench/: so that they measure what those run).
 //
 // Why: LibTorch's OpenMP team and OpenBLAS's thread pool each have as many threads as the engine's (QUARK_THREADS,
 // the core count by default), and a pass alternates between them: an element-wise LibTorch op, a GEMM, another op.

@@ -10,6 +10,8 @@
 #   engine_bench.sh BUILD_DIR SHARED_DIR ENGINE_BENCH_JSONL
 set -uo pipefail
 build=$1 shared=$2 jsonl=$3
+# What quark and algo_bench would set by re-executing themselves (core/base/openmp_wait_policy.h), set once here.
+export OMP_WAIT_POLICY=PASSIVE
 algo=$build/bench/algorithms/algo_bench
 quark=$build/core/cli/quark
 : > "$jsonl"

@@ -75,14 +75,18 @@ packer=$!
 trap 'kill $packer 2> /dev/null; pack' EXIT
 
 # The machine's python3 (with torch) runs without the kit's libraries on its path; the kit's programs with them.
+# quark and the benchmarks make OpenMP's idle threads sleep by re-executing themselves with OMP_WAIT_POLICY=PASSIVE
+# (core/base/openmp_wait_policy.h): exported once here, no engine program loads LibTorch's CUDA libraries twice.
+# Python (the peers, device_rates.py) keeps libgomp's default, as its users run it.
+export OMP_WAIT_POLICY=PASSIVE
 python=${QUARK_H200_PYTHON:-python3}
-py() { env -u LD_LIBRARY_PATH "$python" "$@"; }
+py() { env -u LD_LIBRARY_PATH -u OMP_WAIT_POLICY "$python" "$@"; }
 libs=$build/deps/usr/lib/x86_64-linux-gnu
 measure() { # measure NAME TIMEOUT COMMAND...
   local name=$1 t=$2
   shift 2
   py "$root/scripts/gpu/measure.py" --name "$name" --log "$work/$name.log" --jsonl "$jsonl" --timeout "$t" \
-    --env "LD_LIBRARY_PATH=$libs" -- "$@" | tee -a "$log"
+    --env "LD_LIBRARY_PATH=$libs" --env OMP_WAIT_POLICY=PASSIVE -- "$@" | tee -a "$log"
 }
 # token_ids FILE MODEL SAMPLES SEQ_LEN SEED: seeded token ids below the model's vocabulary, the calibration set as a
 # token-id file (SAMPLES lines of SEQ_LEN ids).
@@ -158,7 +162,7 @@ peer() { # peer NAME LAYER FLAGS...: a Python peer on cuda:0, when prepare.sh ca
   local name=$1 layer=$2
   shift 2
   [[ -d $peers/${name%%_*} ]] || return 0
-  side "$name" "$layer" env -u LD_LIBRARY_PATH "$python" "$root/bench/algorithms/peers/gptq_peers.py" \
+  side "$name" "$layer" env -u LD_LIBRARY_PATH -u OMP_WAIT_POLICY "$python" "$root/bench/algorithms/peers/gptq_peers.py" \
     --peer "${name%%_*}" --repo "$peers/${name%%_*}" --input "$layer" --device "${device%:*}" --warmup "$@"
 }
 plain=(--bits 4 --group-size 128 --asym)
@@ -277,7 +281,7 @@ rates() {
   say "== device rates"
   [[ $device == cpu ]] && return
   local line
-  line=$(timeout "$(cap 40)" env -u LD_LIBRARY_PATH "$python" "$root/scripts/gpu/device_rates.py" 2> "$work/device_rates.log" | tail -1)
+  line=$(timeout "$(cap 40)" env -u LD_LIBRARY_PATH -u OMP_WAIT_POLICY "$python" "$root/scripts/gpu/device_rates.py" 2> "$work/device_rates.log" | tail -1)
   [[ $line == \{* ]] && record "{\"figure\": \"device_rates\", \"result\": $line}"
 }
 
