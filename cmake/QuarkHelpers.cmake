@@ -81,8 +81,11 @@ function(quark_use_torch target)
   # `testing` namespaces, which GoogleTest's would make ambiguous.
   get_target_property(libs ${target} LINK_LIBRARIES)
   if(QUARK_PCH_HEADERS AND "GTest::gtest_main" IN_LIST libs)
+    # -pthread on the header and on every test that reads it, as quark_use_folder_pch's (why there).
     string(MAKE_C_IDENTIFIER "quark_torch_pch_${kind}${options}${QUARK_PCH_SET}" donor)
-    quark_pch_donor(${donor} "${code_model};${options}" TORCH HEADERS ${QUARK_PCH_HEADERS} LIBS ${QUARK_PCH_LIBS})
+    quark_pch_donor(${donor} "${code_model};${options};-pthread" TORCH HEADERS ${QUARK_PCH_HEADERS}
+      LIBS ${QUARK_PCH_LIBS})
+    target_compile_options(${target} PRIVATE -pthread)
   else()
     string(MAKE_C_IDENTIFIER "quark_torch_pch_${kind}${options}" donor)
     quark_pch_donor(${donor} "${code_model};${options}" TORCH)
@@ -98,9 +101,11 @@ function(quark_use_folder_pch target)
     return()
   endif()
   quark_code_model(${target} code_model kind)
-  # -pthread as most of these tests have it (gRPC's): GCC refuses a header built without the _REENTRANT it defines.
+  # -pthread as most of these tests have it (gRPC's), and given to the rest: GCC refuses a header built with another
+  # _REENTRANT (the one -pthread defines) and compiles the headers anew, without a word but a warning.
   string(MAKE_C_IDENTIFIER "quark_pch_${kind}${QUARK_CODE_OPTIONS}${QUARK_PCH_SET}" donor)
   quark_pch_donor(${donor} "${code_model};${QUARK_CODE_OPTIONS};-pthread" HEADERS ${QUARK_PCH_HEADERS}
     LIBS ${QUARK_PCH_LIBS})
   target_precompile_headers(${target} REUSE_FROM ${donor})
+  target_compile_options(${target} PRIVATE -pthread)
 endfunction()
