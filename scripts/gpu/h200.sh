@@ -77,16 +77,16 @@ trap 'kill $packer 2> /dev/null; pack' EXIT
 # The machine's python3 (with torch) runs without the kit's libraries on its path; the kit's programs with them.
 # quark and the benchmarks make OpenMP's idle threads sleep by re-executing themselves with OMP_WAIT_POLICY=PASSIVE
 # (core/base/openmp_wait_policy.h): exported once here, no engine program loads LibTorch's CUDA libraries twice.
-# Python (the peers, device_rates.py) keeps libgomp's default, as its users run it.
+# The Python peers and device_rates.py keep libgomp's default, as their users run them (peer, rates).
 export OMP_WAIT_POLICY=PASSIVE
 python=${QUARK_H200_PYTHON:-python3}
-py() { env -u LD_LIBRARY_PATH -u OMP_WAIT_POLICY "$python" "$@"; }
+py() { env -u LD_LIBRARY_PATH "$python" "$@"; }
 libs=$build/deps/usr/lib/x86_64-linux-gnu
 measure() { # measure NAME TIMEOUT COMMAND...
   local name=$1 t=$2
   shift 2
   py "$root/scripts/gpu/measure.py" --name "$name" --log "$work/$name.log" --jsonl "$jsonl" --timeout "$t" \
-    --env "LD_LIBRARY_PATH=$libs" --env OMP_WAIT_POLICY=PASSIVE -- "$@" | tee -a "$log"
+    --env "LD_LIBRARY_PATH=$libs" -- "$@" | tee -a "$log"
 }
 # token_ids FILE MODEL SAMPLES SEQ_LEN SEED: seeded token ids below the model's vocabulary, the calibration set as a
 # token-id file (SAMPLES lines of SEQ_LEN ids).
