@@ -25,6 +25,8 @@
 # 2026-12-01, 2 idle cores: the cpu part's whole ctest 14 min (355 tests, incremental build 7 min); the cuda part's
 #   quark, quark-worker and six GPU test executables ~50 min from scratch; chroot with both build trees 13 GB;
 #   the cuda part for all targets (877 steps) finished on that kept tree (last 152 steps 4.5 min); chroot 15 GB.
+# 2026-12-05, 2 cores: the cpu part from a fresh chroot 46 min (436 steps ~33 min, ctest 17 min); the cuda part's
+#   eight GPU targets (154 steps, unity build) 24 min in all after it, the swap 3 min; chroot 14 GB.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
