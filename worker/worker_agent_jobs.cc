@@ -117,6 +117,7 @@ bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   }
   internal::CompleteRequest complete;
   complete.set_lease_id(lease.lease_id());
+  complete.set_job_id(job.id());
   if (result.ok()) {
     complete.set_success(true);
     *complete.mutable_result() = *result;
@@ -141,7 +142,8 @@ bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
                            complete.error());
   const grpc::Status completed = Complete(complete, job.id());
   // Refused (the lease expired meanwhile, or the result was not this attempt's): nothing of it stays visible. A
-  // completion quarkd never answered may have been taken, so its artifacts stay.
+  // completion quarkd never answered may have been taken, so its artifacts stay; one it took but whose answer was
+  // lost is answered OK when sent again (CompleteRequest.job_id), so its artifacts stay too.
   if (complete.success() && !completed.ok() && !IsTransientRpcError(completed)) {
     DiscardStale(job, context, complete.result(),
                  str::Cat("quarkd refused its completion: ", completed.error_message()));

@@ -261,8 +261,9 @@ absl::Status JobScheduler::Complete(const quark::v1::internal::CompleteRequest& 
     absl::MutexLock lock(&mu_);
     auto it = leases_.find(request.lease_id());
     if (it == leases_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("lease_id: \"", request.lease_id(), "\" is not held (lost or completed)"));
+      return AnswerRepeatedCompletion(
+          *store_, request,
+          absl::NotFoundError(absl::StrCat("lease_id: \"", request.lease_id(), "\" is not held (lost or completed)")));
     }
     ObservePhaseLocked(it->second, "");
     std::string job_id = it->second.job_id;

@@ -343,7 +343,7 @@ absl::Status ReplicatedScheduler::Complete(const quark::v1::internal::CompleteRe
         return true;
       });
   ForgetLease(request.lease_id());
-  if (!row.ok()) return row.status();
+  if (!row.ok()) return AnswerRepeatedCompletion(*store_, request, row.status());
   AfterWrite(*row, JobState::JOB_STATE_RUNNING);
   if (metrics_ != nullptr && row->job.state() == JobState::JOB_STATE_SUCCEEDED) {
     for (const auto& artifact : row->job.result().artifacts()) metrics_->uploaded_bytes.Increment(artifact.size_bytes());

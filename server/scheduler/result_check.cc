@@ -86,4 +86,18 @@ std::string ForgedResultError(const std::string& worker_id, const absl::Status& 
                       " reported a result outside the job's output prefix (", refusal.message(), ")");
 }
 
+absl::Status AnswerRepeatedCompletion(JobStore& store, const quark::v1::internal::CompleteRequest& request,
+                                      absl::Status not_held) {
+  if (!absl::IsNotFound(not_held) || !request.success() || request.job_id().empty() ||
+      request.result().manifest_uri().empty()) {
+    return not_held;
+  }
+  absl::StatusOr<quark::v1::Job> job = store.GetJob(request.job_id());
+  if (job.ok() && job->state() == quark::v1::JobState::JOB_STATE_SUCCEEDED &&
+      job->result().manifest_uri() == request.result().manifest_uri()) {
+    return absl::OkStatus();
+  }
+  return not_held;
+}
+
 }  // namespace quark::server

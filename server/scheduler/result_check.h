@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "quark/v1/service.pb.h"
+#include "quark/v1/worker.pb.h"
+#include "server/store/job_store.h"
 
 namespace quark::server {
 
@@ -25,5 +27,12 @@ absl::Status CheckResultUris(const quark::v1::Job& job, const quark::v1::JobResu
 
 /// The failed job's error for a refused result: "completion refused: worker <id> reported ...".
 std::string ForgedResultError(const std::string& worker_id, const absl::Status& refusal);
+
+/// A completion whose lease is gone (`not_held`, NOT_FOUND) may be the retry of one quarkd took but never answered:
+/// the reply was lost, or the database committed and then went away before saying so. OK when the request is a
+/// success naming its job (`job_id`) and that job SUCCEEDED with the same manifest URI (one per attempt: a superseded
+/// attempt's result never matches); otherwise `not_held` unchanged. Nothing is written either way.
+absl::Status AnswerRepeatedCompletion(JobStore& store, const quark::v1::internal::CompleteRequest& request,
+                                      absl::Status not_held);
 
 }  // namespace quark::server

@@ -394,6 +394,48 @@ TEST_F(JobSchedulerTest, WorkerFailureIsFinalAndSuccessCarriesTheResult) {
   EXPECT_EQ(scheduler_->Complete(ok).code(), absl::StatusCode::kNotFound);  // completed once only
 }
 
+// The chaos run's finding: a completion quarkd took but never answered (the reply lost, or PostgreSQL committed and
+// then restarted) is sent again, finds its lease gone, and the worker used to delete what the job had published. A
+// retry naming its job with the manifest the job succeeded with is answered OK now; nothing else changes.
+TEST_F(JobSchedulerTest, ACompletionSentAgainAfterItWasTakenIsAnsweredOk) {
+  Job job = Submit();
+  Job other = Submit();
+  Register("w");
+  std::optional<LeaseResponse> lease = LeaseNow("w");
+  ASSERT_TRUE(lease.has_value());
+  ASSERT_EQ(lease->job().id(), job.id());
+  const std::string folder = JobOutputPrefix(lease->job()) + "attempt-1/";
+  quark::v1::internal::CompleteRequest done;
+  done.set_lease_id(lease->lease_id());
+  done.set_job_id(job.id());
+  done.set_success(true);
+  done.mutable_result()->set_manifest_uri(folder + "manifest.json");
+  done.mutable_result()->add_artifacts()->set_uri(folder + "model.safetensors");
+  ASSERT_TRUE(scheduler_->Complete(done).ok());
+  const size_t events = store_->ListEvents(job.id(), 0, 100)->size();
+
+  EXPECT_TRUE(scheduler_->Complete(done).ok()) << "the retry of a completion that was taken";
+  EXPECT_EQ(StateOf(job.id()), JobState::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(store_->GetJob(job.id())->attempts_size(), 1);
+  EXPECT_EQ(store_->ListEvents(job.id(), 0, 100)->size(), events) << "the retry wrote nothing";
+
+  // Anything but that same success stays refused: another attempt's manifest, no job named, a failure, another job.
+  quark::v1::internal::CompleteRequest stale = done;
+  stale.mutable_result()->set_manifest_uri(JobOutputPrefix(lease->job()) + "attempt-2/manifest.json");
+  EXPECT_EQ(scheduler_->Complete(stale).code(), absl::StatusCode::kNotFound);
+  quark::v1::internal::CompleteRequest unnamed = done;
+  unnamed.clear_job_id();
+  EXPECT_EQ(scheduler_->Complete(unnamed).code(), absl::StatusCode::kNotFound);
+  quark::v1::internal::CompleteRequest failed = done;
+  failed.set_success(false);
+  failed.set_error("late failure");
+  EXPECT_EQ(scheduler_->Complete(failed).code(), absl::StatusCode::kNotFound);
+  quark::v1::internal::CompleteRequest queued = done;
+  queued.set_job_id(other.id());  // still queued: it never succeeded with that manifest
+  EXPECT_EQ(scheduler_->Complete(queued).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(StateOf(other.id()), JobState::JOB_STATE_QUEUED);
+}
+
 // Issue #29: job and lease ids came from one 32-bit random_device seed of mt19937_64 (80 bits shown, but only 2^32
 // sequences: one id gave away every other). Now 128 bits of OpenSSL's CSPRNG each.
 TEST(NewIdTest, IdsAre128RandomBitsInHex) {

@@ -1,7 +1,7 @@
 // Tenants' max_running_jobs with a shared store: two ReplicatedScheduler replicas on one real PostgreSQL
 // (tests/server/postgres_fixture.h). A tenant at its limit gets no lease through either replica, other tenants'
 // jobs pass it, and a job ending through one replica frees the place for a worker parked on the other. Also
-// AppendLog (the Slurm executor's events) on the shared store.
+// AppendLog (the Slurm executor's events) on the shared store, and a completion retried through the other replica.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -119,6 +119,35 @@ TEST_F(ReplicatedTenantLimitsTest, AppendLogAddsAnEventToQueuedJobsOnly) {
   events = stores_[0]->ListEvents(id, 0, 10);
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->back().state(), pb::JOB_STATE_CANCELLED) << "nothing appended after the final state";
+}
+
+// The chaos run's finding on the shared store: a worker's completion committed through one replica while PostgreSQL
+// restarted, so the worker never heard; it sent the same completion again through the other replica, found the lease
+// gone and deleted the published artifacts of a job recorded as succeeded. The retry is answered OK now.
+TEST_F(ReplicatedTenantLimitsTest, ACompletionRetriedThroughTheOtherReplicaIsAnsweredOk) {
+  pb::JobSpec spec;
+  spec.set_preset("fp8");
+  spec.set_output_uri("s3://bucket/out");
+  auto job = replicas_[0]->Submit("", spec, SubmitOptions());
+  ASSERT_TRUE(job.ok()) << job.status();
+  pb::internal::LeaseResponse lease = Lease(0, "w1", absl::ZeroDuration()).get();
+  ASSERT_EQ(lease.job().id(), job->id());
+  const std::string folder = "s3://bucket/out/" + job->id() + "/attempt-1/";
+  pb::internal::CompleteRequest done;
+  done.set_lease_id(lease.lease_id());
+  done.set_job_id(job->id());
+  done.set_success(true);
+  done.mutable_result()->set_manifest_uri(folder + "manifest.json");
+  done.mutable_result()->add_artifacts()->set_uri(folder + "model.safetensors");
+  ASSERT_TRUE(replicas_[0]->Complete(done).ok());
+  EXPECT_TRUE(replicas_[1]->Complete(done).ok()) << "the same completion again, through the other replica";
+  auto stored = stores_[1]->GetJob(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(stored->result().manifest_uri(), folder + "manifest.json");
+  pb::internal::CompleteRequest superseded = done;
+  superseded.mutable_result()->set_manifest_uri("s3://bucket/out/" + job->id() + "/attempt-2/manifest.json");
+  EXPECT_EQ(replicas_[1]->Complete(superseded).code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
