@@ -71,7 +71,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeWorkerChannel(const WorkerAge
 /// Thread-safe. Run() blocks until Stop(); Stop() may be called from any thread (not a signal handler).
 /// On a heartbeat or progress answer with cancel=true the runner's CancelToken fires and the job is completed
 /// as cancelled; on lease_lost it fires and the job is dropped without Complete; on Stop() running jobs are
-/// cancelled and completed as failed ("worker shutting down") so quarkd can retry them elsewhere.
+/// cancelled and handed back ("worker shutting down") so quarkd can retry them elsewhere; a lease that arrives as the
+/// worker stops is handed back the same way without running.
 class WorkerAgent {
  public:
   WorkerAgent(WorkerAgentOptions options, std::shared_ptr<JobRunner> runner);

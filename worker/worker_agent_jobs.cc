@@ -54,7 +54,9 @@ void WorkerAgent::LeaseLoop(int slot) {
         NewContext(options_.lease_wait + std::chrono::milliseconds(5000));
     grpc::Status status = stub_->Lease(context.get(), request, &response);
     Untrack(context.get());
-    if (stopping_.load()) break;
+    // A lease that arrived as the worker stopped is still this worker's: RunLease hands it back without running it,
+    // so the job is queued again now instead of when its lease expires.
+    if (stopping_.load() && (!status.ok() || response.lease_id().empty())) break;
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
           status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
@@ -95,15 +97,22 @@ bool WorkerAgent::RunLease(const internal::LeaseResponse& lease) {
   context.storage_credentials = lease.storage_credentials();
   context.tenant_roots = lease.tenant_roots();
   LeaseRun run(*this, lease.lease_id(), job.id(), context.storage_credentials);
+  bool stopped_before_start = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_tokens_.insert(&run.token());
-    if (stopping_.load()) run.token().Cancel(CancelToken::Reason::kShutdown);
+    if (stopping_.load()) {
+      run.token().Cancel(CancelToken::Reason::kShutdown);
+      stopped_before_start = true;
+    }
   }
-  run.StartHeartbeat();
-  absl::StatusOr<quark::v1::JobResult> result = RunGuarded(*runner_, job, context, run, run.token());
-  run.StopHeartbeat();
-  run.Flush();
+  absl::StatusOr<quark::v1::JobResult> result = absl::CancelledError("the lease arrived as the worker stopped");
+  if (!stopped_before_start) {
+    run.StartHeartbeat();
+    result = RunGuarded(*runner_, job, context, run, run.token());
+    run.StopHeartbeat();
+    run.Flush();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_tokens_.erase(&run.token());

@@ -4,8 +4,10 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/log.h"
 #include "server/api/request_limits.h"
 #include "server/api/status_util.h"
+#include "server/log_text.h"
 
 namespace quark::server {
 namespace {
@@ -24,11 +26,17 @@ absl::Status CheckWorkerId(const std::string& worker_id) {
 }
 
 // Parks in the scheduler; finishes exactly once, from the scheduler's answer or after OnCancel.
+// An answer carrying a lease that the cancelled call could not deliver is handed back when the call is done.
 class LeaseReactor : public grpc::ServerUnaryReactor {
  public:
-  LeaseReactor(Scheduler* scheduler, const AccessControl* access, WorkerBindings* bindings,
-               const std::string& worker_id, absl::Duration wait, LeaseResponse* response)
-      : scheduler_(scheduler), access_(access), bindings_(bindings), worker_id_(worker_id), response_(response) {
+  LeaseReactor(grpc::CallbackServerContext* context, Scheduler* scheduler, const AccessControl* access,
+               WorkerBindings* bindings, const std::string& worker_id, absl::Duration wait, LeaseResponse* response)
+      : context_(context),
+        scheduler_(scheduler),
+        access_(access),
+        bindings_(bindings),
+        worker_id_(worker_id),
+        response_(response) {
     uint64_t wait_id = scheduler_->Lease(worker_id, wait, [this](LeaseResponse answer) { OnAnswer(std::move(answer)); });
     absl::MutexLock lock(&mu_);
     if (!answered_) wait_id_ = wait_id;
@@ -44,7 +52,12 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
     if (wait_id != 0) scheduler_->CancelLeaseWait(wait_id);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // An answer with a lease that never reached the worker (its call was cancelled as it was sent: the worker stopping,
+    // the connection lost) leaves a lease nobody holds; it is handed back now instead of when it expires.
+    if (!answered_lease_.empty() && context_->IsCancelled()) HandBackUndelivered();
+    delete this;
+  }
 
  private:
   void OnAnswer(LeaseResponse answer) {
@@ -67,16 +80,34 @@ class LeaseReactor : public grpc::ServerUnaryReactor {
         for (const std::string& prefix : policy->output_prefixes) roots->add_output_prefixes(prefix);
       }
     }
+    answered_lease_ = answer.lease_id();
+    answered_job_ = answer.job().id();
     *response_ = std::move(answer);
     // Last touch of this reactor: OnDone (and delete) may follow at once on another thread.
     Finish(grpc::Status::OK);
   }
 
+  void HandBackUndelivered() {
+    quark::v1::internal::CompleteRequest back;
+    back.set_lease_id(answered_lease_);
+    back.set_job_id(answered_job_);
+    back.set_handed_back(true);
+    back.set_error(absl::StrCat("handed back: the answer to worker ", worker_id_,
+                                "'s Lease call did not reach it (the call was cancelled)"));
+    absl::Status status = scheduler_->Complete(back);
+    bindings_->ForgetLease(answered_lease_);
+    log::Get("scheduler")->warn("job={} worker={} lease {} was never delivered: {}", answered_job_, ForLog(worker_id_),
+                                answered_lease_, status.ok() ? "requeued" : ForLog(status.ToString()));
+  }
+
+  grpc::CallbackServerContext* const context_;  // valid until OnDone returns
   Scheduler* const scheduler_;
   const AccessControl* const access_;
   WorkerBindings* const bindings_;
   const std::string worker_id_;
   LeaseResponse* const response_;
+  std::string answered_lease_;  // written before Finish, read in OnDone, which follows it
+  std::string answered_job_;
   absl::Mutex mu_;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t wait_id_ ABSL_GUARDED_BY(mu_) = 0;
@@ -154,7 +185,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(context->deadline() -
                                                                          std::chrono::system_clock::now());
   wait_ms = std::max<int64_t>(0, std::min<int64_t>(wait_ms, remaining.count() - kDeadlineMarginMs));
-  return new LeaseReactor(scheduler_, access_, &bindings_, request->worker_id(), absl::Milliseconds(wait_ms),
+  return new LeaseReactor(context, scheduler_, access_, &bindings_, request->worker_id(), absl::Milliseconds(wait_ms),
                           response);
 }
 

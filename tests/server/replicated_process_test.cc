@@ -109,9 +109,9 @@ class ReplicatedTest : public ::testing::Test {
 
   std::string Logs() {
     std::string all;
-    for (const char* name : {"a", "b"}) {
+    for (const char* name : {"a", "b", "c"}) {
       std::ifstream in(dir_.File(std::string(name) + ".log"));
-      all += std::string(name) + ":\n" + std::string(std::istreambuf_iterator<char>(in), {});
+      if (in) all += std::string(name) + ":\n" + std::string(std::istreambuf_iterator<char>(in), {});
     }
     return all.size() > 20000 ? all.substr(all.size() - 20000) : all;
   }
@@ -278,7 +278,12 @@ TEST_F(ReplicatedTest, SigtermDrainsFinishingRunningJobsAndHandsBackTheRest) {
   pb::Job back = Get(stub_b.get(), waiting);
   EXPECT_EQ(back.state(), pb::JOB_STATE_QUEUED) << Logs();
   ASSERT_EQ(back.attempts_size(), 1);
-  EXPECT_NE(back.attempts(0).error().find("shutting down"), std::string::npos) << back.attempts(0).error();
+  // Handed back by the worker ("shutting down"), or by quarkd when the lease's answer was cancelled on its way to
+  // the stopping worker; never left to expire ("lease lost ... sent no heartbeat").
+  const std::string& ended = back.attempts(0).error();
+  EXPECT_TRUE(ended.find("shutting down") != std::string::npos || ended.find("did not reach it") != std::string::npos)
+      << ended << "\n"
+      << Logs();
 }
 
 }  // namespace
