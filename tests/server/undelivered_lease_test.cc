@@ -5,7 +5,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
