@@ -12,6 +12,10 @@
 
 #include "core/base/self_exec.h"
 
+// Defined in openmp_wait_policy.cc, whose object only the programs that sleep OpenMP's threads link (its header says
+// why). Weak: null in the others, so their re-executed image keeps libgomp's default as before.
+extern "C" bool QuarkChoosePassiveOpenMpWaitsBeforeReexecution() __attribute__((weak));
+
 namespace quark {
 namespace {
 
@@ -127,9 +131,12 @@ void EnsureBlasCoreMatchesCpu() {
     case BlasCoreDecision::Action::kReexec:
       break;
   }
-  std::fprintf(stderr, "quark: %s\n", decision.message.c_str());
   setenv("OPENBLAS_CORETYPE", decision.coretype.c_str(), 1);
   setenv(kChosenVariable, in.corename.data(), 1);
+  // The program's own re-execution for OpenMP's wait policy rides on this one instead of following it.
+  const bool passive_waits = QuarkChoosePassiveOpenMpWaitsBeforeReexecution != nullptr &&
+                             QuarkChoosePassiveOpenMpWaitsBeforeReexecution();
+  std::fprintf(stderr, "quark: %s%s\n", decision.message.c_str(), passive_waits ? " and OMP_WAIT_POLICY=PASSIVE" : "");
   ReexecuteSelf();
   std::fprintf(stderr, "quark: fatal: could not re-execute /proc/self/exe with OPENBLAS_CORETYPE=%s; set it "
                "yourself, or QUARK_ALLOW_GENERIC_BLAS=1 to run on the generic kernels\n",

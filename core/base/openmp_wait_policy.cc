@@ -11,9 +11,13 @@ bool OpenMpWaitPolicyChosen() {
 }
 
 void EnsurePassiveOpenMpWaits() {
-  if (OpenMpWaitPolicyChosen()) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
-  ReexecuteSelf();
+  if (QuarkChoosePassiveOpenMpWaitsBeforeReexecution()) ReexecuteSelf();
 }
 
 }  // namespace quark
+
+extern "C" bool QuarkChoosePassiveOpenMpWaitsBeforeReexecution() {
+  if (quark::OpenMpWaitPolicyChosen()) return false;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  return true;
+}

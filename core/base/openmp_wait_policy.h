@@ -12,6 +12,13 @@
 // GOMP_SPINCOUNT in its environment sets OMP_WAIT_POLICY=PASSIVE and re-executes itself (self_exec.h; about 0.6 s on
 // the 2-core machine, where loading LibTorch dominates). An operator's own value of either wins: GOMP_SPINCOUNT=300000
 // is libgomp's default again, OMP_WAIT_POLICY=ACTIVE spins always.
+//
+// One re-execution, not two: where the OpenBLAS core guard re-executes the process before main (blas_core.h; recent
+// Xeons), it sets the policy for the next image too when the program is one that sleeps OpenMP's threads, so main's
+// EnsurePassiveOpenMpWaits then finds it chosen. Which programs those are needs no list: the guard calls
+// QuarkChoosePassiveOpenMpWaitsBeforeReexecution through a weak reference, and this file's object, which defines it,
+// is linked into an executable only when the executable calls EnsurePassiveOpenMpWaits or OpenMpWaitPolicyChosen
+// (a static library of its own, quark_openmp_wait): `quark`, `quark-worker` and the benchmarks, not the tests.
 #pragma once
 
 namespace quark {
@@ -25,3 +32,7 @@ bool OpenMpWaitPolicyChosen();
 void EnsurePassiveOpenMpWaits();
 
 }  // namespace quark
+
+/// For a re-execution the process makes anyway (the OpenBLAS core guard's): sets OMP_WAIT_POLICY=PASSIVE unless
+/// OpenMpWaitPolicyChosen(), and returns whether it did. C linkage and no namespace: blas_core.cc refers to it weakly.
+extern "C" bool QuarkChoosePassiveOpenMpWaitsBeforeReexecution();

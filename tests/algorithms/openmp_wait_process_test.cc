@@ -1,12 +1,14 @@
 // OpenMP's wait policy in the engine's executables (core/base/openmp_wait_policy.h), in real processes: libgomp's own
 // account of its settings (OMP_DISPLAY_ENV=VERBOSE, printed when it is loaded) in `quark` and `quark-worker`, started
-// with no policy, with an operator's policy, with an operator's spin count and with a device that is not there.
+// with no policy, with an operator's policy, with an operator's spin count, with a device that is not there, and after
+// the OpenBLAS core guard's re-execution.
 #include <gtest/gtest.h>
 
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/base/blas_core.h"
 #include "tests/algorithms/cli_run.h"
 
 namespace quark {
@@ -15,9 +17,11 @@ namespace {
 using testing::CliRun;
 using testing::RunShell;
 
-// A process started with neither libgomp setting, plus `vars`, asking libgomp to print what it read.
+// A process started with neither libgomp setting and no earlier OpenBLAS guard's, plus `vars`, asking libgomp to print
+// what it read.
 std::string Env(const std::string& vars) {
-  return "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE " + vars + " ";
+  return "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_CORETYPE -u QUARK_OPENBLAS_CORETYPE_CHOSEN "
+         "-u QUARK_TEST_BLAS_CORETYPE_IS_DETECTED -u QUARK_ALLOW_GENERIC_BLAS OMP_DISPLAY_ENV=VERBOSE " + vars + " ";
 }
 
 // Every value libgomp printed for `name`, in order (one per loaded image: two when the process re-executed itself).
@@ -35,6 +39,13 @@ size_t Count(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
+}
+
+// The OpenBLAS core guard's re-execution before main, forced on a CPU this OpenBLAS knows (blas_core_process_test.cc
+// says how); "" on a CPU without AVX2, where the guard keeps the generic core and does not re-execute.
+std::string ForcedBlasReexecution() {
+  if (MatchingBlasCore(DetectCpuVectorFeatures()).empty()) return "";
+  return "QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 OPENBLAS_CORETYPE=Prescott";
 }
 
 struct Binary {
@@ -68,6 +79,41 @@ TEST_P(OpenMpWaitProcessTest, AnOperatorsSpinCountIsKept) {
   const CliRun run = RunShell(Env("GOMP_SPINCOUNT=1000") + GetParam().path + " --help");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT"), std::vector<std::string>{"1000"}) << run.output;
+}
+
+// Where the OpenBLAS guard re-executes before main (recent Xeons), that re-execution sets the policy too: two images
+// in all, not a third for main's own re-execution, and the command runs once.
+TEST_P(OpenMpWaitProcessTest, TheBlasGuardsReexecutionCarriesThePolicy) {
+  const std::string forced = ForcedBlasReexecution();
+  if (forced.empty()) GTEST_SKIP() << "a CPU without AVX2: the OpenBLAS guard keeps a generic core, no re-execution";
+  const CliRun run = RunShell(Env(forced) + GetParam().path + " --help");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(Count(run.output, "re-executing with OPENBLAS_CORETYPE="), 1u) << run.output;
+  EXPECT_EQ(Count(run.output, " and OMP_WAIT_POLICY=PASSIVE\n"), 1u) << run.output;
+  ASSERT_EQ(Displayed(run, "GOMP_SPINCOUNT").size(), 2u) << run.output;
+  EXPECT_NE(Displayed(run, "GOMP_SPINCOUNT")[0], "0") << run.output;
+  EXPECT_EQ(Displayed(run, "GOMP_SPINCOUNT")[1], "0") << run.output;
+  EXPECT_EQ(Count(run.output, GetParam().help_line), 1u) << run.output;
+}
+
+// A program that does not sleep OpenMP's threads (a test binary: it never calls EnsurePassiveOpenMpWaits) keeps
+// libgomp's default through the guard's re-execution; an operator's spin count is kept by it.
+TEST(OpenMpWaitBlasGuardTest, OnlyTheProgramsThatSleepOpenMpsThreadsGetThePolicyFromTheGuard) {
+  const std::string forced = ForcedBlasReexecution();
+  if (forced.empty()) GTEST_SKIP() << "a CPU without AVX2: the OpenBLAS guard keeps a generic core, no re-execution";
+  const std::string test_binary =
+      std::string(QUARK_ALGORITHMS_TEST_BINARY) + " --gtest_list_tests --gtest_filter=GptqTest.HessianIs*";
+  const CliRun test_run = RunShell(Env(forced) + test_binary);
+  ASSERT_EQ(test_run.exit_code, 0) << test_run.output;
+  EXPECT_EQ(Count(test_run.output, "re-executing with OPENBLAS_CORETYPE="), 1u) << test_run.output;
+  EXPECT_EQ(Count(test_run.output, "OMP_WAIT_POLICY=PASSIVE"), 0u) << test_run.output;
+  ASSERT_EQ(Displayed(test_run, "GOMP_SPINCOUNT").size(), 2u) << test_run.output;
+  EXPECT_NE(Displayed(test_run, "GOMP_SPINCOUNT")[1], "0") << test_run.output;
+
+  const CliRun spin_count = RunShell(Env(forced + " GOMP_SPINCOUNT=1000") + QUARK_CLI_BINARY + " --help");
+  ASSERT_EQ(spin_count.exit_code, 0) << spin_count.output;
+  EXPECT_EQ(Count(spin_count.output, "OMP_WAIT_POLICY=PASSIVE"), 0u) << spin_count.output;
+  EXPECT_EQ(Displayed(spin_count, "GOMP_SPINCOUNT"), (std::vector<std::string>{"1000", "1000"})) << spin_count.output;
 }
 
 // A device that is not there (cuda:63: no such GPU, or a LibTorch without CUDA) is refused from the first start, not
