@@ -66,8 +66,8 @@ BlasCoreDecision ChooseBlasCore(const BlasCoreInputs& in);
 
 /// Reads OpenBLAS, the CPU and the environment, and acts on ChooseBlasCore(): returns (keep), re-executes
 /// /proc/self/exe with the same arguments (and OpenMP's wait policy set in a program that sleeps OpenMP's threads, so
-/// that it need not re-execute again: openmp_wait_policy.h), or prints the reason and exits with status 70. The test hook
-/// QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 treats OPENBLAS_CORETYPE as what OpenBLAS detected rather than an operator's
+/// that it need not re-execute again: openmp_wait_policy.h), or prints the reason and exits with status 70. The test
+/// hook QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 treats OPENBLAS_CORETYPE as what OpenBLAS detected rather than an operator's
 /// choice (to force the generic-core path on a CPU OpenBLAS knows).
 void EnsureBlasCoreMatchesCpu();
 
