@@ -20,11 +20,10 @@ using testing::RunShell;
 
 // The environment of a process started by no operator and no earlier guard, plus `vars`.
 std::string Env(const std::string& vars) {
-  return "env -u OPENBLAS_CORETYPE -u QUARK_OPENBLAS_CORETYPE_CHOSEN -u QUARK_TEST_BLAS_CORETYPE_IS_DETECTED "
-         "-u QUARK_ALLOW_GENERIC_BLAS " + vars + " ";
+  return std::string("env ") + testing::kUnsetBlasGuardVariables + " " + vars + " ";
 }
 
-constexpr const char* kForcedGeneric = "QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 OPENBLAS_CORETYPE=Prescott";
+constexpr const char* kForcedGeneric = testing::kForcedGenericBlasCore;
 
 // The value of the probe's `key=` line ("" when absent).
 std::string Field(const CliRun& run, const std::string& key) {

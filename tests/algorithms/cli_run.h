@@ -36,6 +36,17 @@ inline CliRun RunShell(const std::string& command) {
 
 inline CliRun Quark(const std::string& args) { return RunShell(QuarkBinary() + " " + args); }
 
+/// `env` options that start a process as no operator and no earlier OpenBLAS core guard left it
+/// (core/base/blas_core.h).
+inline constexpr const char* kUnsetBlasGuardVariables =
+    "-u OPENBLAS_CORETYPE -u QUARK_OPENBLAS_CORETYPE_CHOSEN -u QUARK_TEST_BLAS_CORETYPE_IS_DETECTED "
+    "-u QUARK_ALLOW_GENERIC_BLAS";
+
+/// The guard's generic-core path forced on a CPU this OpenBLAS knows: OPENBLAS_CORETYPE=Prescott makes OpenBLAS load
+/// its SSE3 kernels, and the test hook makes the guard take that core as detected, not as an operator's choice.
+inline constexpr const char* kForcedGenericBlasCore =
+    "QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 OPENBLAS_CORETYPE=Prescott";
+
 /// The JSON document a `--json` run printed, without the lines the process wrote to stderr around it (the OpenBLAS
 /// core guard's notice and log lines, on CPUs whose OpenBLAS falls back to Prescott): from the first line that opens a
 /// document, leaving out lines that start as the guard's notice ("quark: ") or a log line ("2026-11-30 ...") do.

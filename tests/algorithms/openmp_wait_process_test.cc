@@ -20,8 +20,8 @@ using testing::RunShell;
 // A process started with neither libgomp setting and no earlier OpenBLAS guard's, plus `vars`, asking libgomp to print
 // what it read.
 std::string Env(const std::string& vars) {
-  return "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_CORETYPE -u QUARK_OPENBLAS_CORETYPE_CHOSEN "
-         "-u QUARK_TEST_BLAS_CORETYPE_IS_DETECTED -u QUARK_ALLOW_GENERIC_BLAS OMP_DISPLAY_ENV=VERBOSE " + vars + " ";
+  return std::string("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ") + testing::kUnsetBlasGuardVariables +
+         " OMP_DISPLAY_ENV=VERBOSE " + vars + " ";
 }
 
 // Every value libgomp printed for `name`, in order (one per loaded image: two when the process re-executed itself).
@@ -41,11 +41,11 @@ size_t Count(const std::string& text, const std::string& part) {
   return n;
 }
 
-// The OpenBLAS core guard's re-execution before main, forced on a CPU this OpenBLAS knows (blas_core_process_test.cc
-// says how); "" on a CPU without AVX2, where the guard keeps the generic core and does not re-execute.
+// The OpenBLAS core guard's re-execution before main, forced on a CPU this OpenBLAS knows; "" on a CPU without AVX2,
+// where the guard keeps the generic core and does not re-execute.
 std::string ForcedBlasReexecution() {
   if (MatchingBlasCore(DetectCpuVectorFeatures()).empty()) return "";
-  return "QUARK_TEST_BLAS_CORETYPE_IS_DETECTED=1 OPENBLAS_CORETYPE=Prescott";
+  return testing::kForcedGenericBlasCore;
 }
 
 struct Binary {
